@@ -1,0 +1,248 @@
+"""Layer and model specs as the model declares them (frozen Pydantic models).
+
+Every size carries its unit. A layer's sequence unit follows its pooling: a layer with a
+``pool`` (a `PoolFactor`, P >= 1) lives on the encoder side, where the kernel counts
+`EncoderTokens` and the cache manager counts `PooledBlocks` (P tokens per cache slot); a
+layer without one counts `Tokens` on both sides. Windows and chunks are written in the
+*kernel's* unit, the one the model's config uses; the manager's view is derived from them
+by the named conversions of `contracts` (see `manager_view`), never written by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from ._dtype import CacheDType
+from ._factors import PoolFactor
+from ._pydantic import AnyOf
+from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
+
+#: A count that must be a real positive int (no bool, no float, no numeric string).
+PositiveCount = Annotated[int, Field(strict=True, ge=1, le=1 << 20)]
+
+#: A window or chunk in the layer's kernel unit (encoder_token for pooled layers, else token).
+SeqLength = Annotated[EncoderTokens | Tokens, AnyOf(EncoderTokens, Tokens)]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+
+class _Layer(BaseModel):
+    model_config = _FROZEN
+
+
+class _AttentionLayer(_Layer):
+    """Fields every attention layer with a KV cache has."""
+
+    kv_heads: PositiveCount = Field(description="KV heads of the layer (not widened by P)")
+    head_size: PositiveCount = Field(description="elements per head of K")
+    head_size_v: PositiveCount | None = Field(
+        default=None, description="elements per head of V; defaults to head_size"
+    )
+    dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
+    pool: PoolFactor | None = Field(
+        default=None,
+        description="P, encoder tokens per pooled block; set for encoder-side (pooled) layers",
+    )
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _parse_dtype(cls, value: object) -> object:
+        return CacheDType.parse(value) if isinstance(value, str) else value
+
+    @property
+    def head_size_k(self) -> int:
+        return self.head_size
+
+    @property
+    def head_size_v_or_k(self) -> int:
+        return self.head_size if self.head_size_v is None else self.head_size_v
+
+    @property
+    def pooled(self) -> bool:
+        """Whether the layer lives on the encoder side (kernel: encoder_token, manager:
+        pooled_block)."""
+        return self.pool is not None
+
+
+def _seq_in_layer_unit(
+    name: str, value: EncoderTokens | Tokens, info: ValidationInfo
+) -> EncoderTokens | Tokens:
+    """Field check: a window or chunk is written in the layer's kernel unit, and is >= 1."""
+    pool = info.data.get("pool")
+    if pool is not None and type(value) is not EncoderTokens:
+        raise ValueError(
+            f"{name} is {value} but the layer pools (pool = {pool.tokens_per_block}), so it "
+            f'counts encoder_token; write "{value.value} encoder_token"'
+        )
+    if pool is None and type(value) is not Tokens:
+        raise ValueError(
+            f"{name} is {value} but the layer has no pool, so it counts token; write "
+            f'"{value.value} token", or set pool (e.g. pool = 1) for an encoder layer'
+        )
+    if value.value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+class FullAttentionLayer(_AttentionLayer):
+    """Full (causal) attention: the cache holds every position of the request."""
+
+    kind: Literal["full_attention"] = "full_attention"
+
+
+class SlidingWindowLayer(_AttentionLayer):
+    """Sliding-window attention: a query sees itself and the ``window − 1`` positions before.
+
+    Example:
+        >>> layer = SlidingWindowLayer(window="750 encoder_token", pool=4, kv_heads=32,
+        ...                            head_size=64)
+        >>> str(layer.window)
+        '750 encoder_token'
+    """
+
+    kind: Literal["sliding_window"] = "sliding_window"
+    window: SeqLength = Field(description="window in the kernel's unit (encoder_token or token)")
+
+    @field_validator("window")
+    @classmethod
+    def _window_unit(
+        cls, value: EncoderTokens | Tokens, info: ValidationInfo
+    ) -> EncoderTokens | Tokens:
+        return _seq_in_layer_unit("window", value, info)
+
+
+class ChunkedLocalLayer(_AttentionLayer):
+    """Chunked local attention: a query sees the positions of its own chunk up to itself."""
+
+    kind: Literal["chunked_local"] = "chunked_local"
+    chunk: SeqLength = Field(description="chunk size in the kernel's unit")
+
+    @field_validator("chunk")
+    @classmethod
+    def _chunk_unit(
+        cls, value: EncoderTokens | Tokens, info: ValidationInfo
+    ) -> EncoderTokens | Tokens:
+        return _seq_in_layer_unit("chunk", value, info)
+
+
+class CrossAttentionLayer(_AttentionLayer):
+    """Decoder cross-attention over encoder outputs: sized by the declared encoder length.
+
+    Its cache lives on the encoder side: slots are pooled blocks of P encoder tokens (P = 1
+    unless ``pool`` says otherwise), whatever the decoder's length is.
+    """
+
+    kind: Literal["cross_attention"] = "cross_attention"
+    encoder_length: EncoderTokens = Field(description="encoder outputs the layer attends to")
+
+    @property
+    def pool_factor(self) -> PoolFactor:
+        return self.pool if self.pool is not None else PoolFactor(1)
+
+    @property
+    def pooled(self) -> bool:
+        return True
+
+
+class EncoderOnlyLayer(_Layer):
+    """A bidirectional encoder layer that keeps no KV cache between steps."""
+
+    kind: Literal["encoder_only"] = "encoder_only"
+
+
+class MLALayer(_Layer):
+    """Multi-head latent attention: one latent "head" of ``kv_lora_rank + rope`` elements,
+    K only (V is recovered from the latent)."""
+
+    kind: Literal["mla"] = "mla"
+    kv_lora_rank: PositiveCount
+    qk_rope_head_dim: PositiveCount
+    dtype: CacheDType = CacheDType.bfloat16
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _parse_dtype(cls, value: object) -> object:
+        return CacheDType.parse(value) if isinstance(value, str) else value
+
+
+class StateLayer(_Layer):
+    """A fixed per-request state (Mamba-like): ``state_size`` bytes whatever the length."""
+
+    kind: Literal["state"] = "state"
+    state_size: Bytes = Field(description="bytes of state one request holds in this layer")
+
+    @field_validator("state_size")
+    @classmethod
+    def _nonzero(cls, value: Bytes) -> Bytes:
+        if value.value < 1:
+            raise ValueError("state_size must be > 0 byte")
+        return value
+
+
+LayerSpec: TypeAlias = Annotated[
+    FullAttentionLayer
+    | SlidingWindowLayer
+    | ChunkedLocalLayer
+    | CrossAttentionLayer
+    | EncoderOnlyLayer
+    | MLALayer
+    | StateLayer,
+    Field(discriminator="kind"),
+]
+
+_LAYER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+
+
+class ModelSpec(BaseModel):
+    """A model: a set of named layers.
+
+    Example:
+        >>> enc = SlidingWindowLayer(window="750 encoder_token", pool=4, kv_heads=32, head_size=64)
+        >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32)})
+        >>> len(model.layers), next(iter(model.layers))
+        (32, 'audio.0')
+    """
+
+    model_config = _FROZEN
+
+    name: str = Field(min_length=1, max_length=128)
+    layers: dict[str, LayerSpec] = Field(min_length=1, max_length=4096)
+
+    @field_validator("layers")
+    @classmethod
+    def _names(cls, layers: dict[str, LayerSpec]) -> dict[str, LayerSpec]:
+        for name in layers:
+            if not _LAYER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"layer name {name[:40]!r} must match {_LAYER_NAME.pattern} "
+                    "(letters, digits, '_', '.', '-')"
+                )
+        return layers
+
+    @classmethod
+    def stacked(cls, name: str, stacks: dict[str, tuple[LayerSpec, int]]) -> ModelSpec:
+        """Build a model from stacks of identical layers, named ``"<stack>.<index>"``."""
+        layers: dict[str, LayerSpec] = {}
+        for stack, (layer, count) in stacks.items():
+            for index in range(count):
+                layers[f"{stack}.{index}"] = layer
+        return cls(name=name, layers=layers)
+
+
+def layer_pool(
+    layer: FullAttentionLayer | SlidingWindowLayer | ChunkedLocalLayer | CrossAttentionLayer,
+) -> PoolFactor:
+    """The layer's P: its ``pool``, or 1 for an unpooled layer."""
+    return layer.pool if layer.pool is not None else PoolFactor(1)
+
+
+def slot_unit_of(layer: LayerSpec) -> type[PooledBlocks] | type[Tokens]:
+    """The manager's slot unit for a layer: pooled_block on the encoder side, else token."""
+    if isinstance(layer, CrossAttentionLayer):
+        return PooledBlocks
+    if isinstance(layer, _AttentionLayer) and layer.pooled:
+        return PooledBlocks
+    return Tokens

@@ -1,0 +1,145 @@
+"""Capacity planning: what a model's cache needs per request, and what a budget buys.
+
+Per group (see `contracts.group_layers`): page size per layer, the admission cap (the same
+`ManagerSpec.max_admission_blocks_per_request` that run-time admission calls, so the two
+cannot drift), and bytes per request. For the whole model: the budget is split between the
+groups in proportion to what one request needs in each, every group keeps one null block,
+and the plan reports the cache blocks per group and the requests admitted at full length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, final
+
+from contracts import (
+    Bytes,
+    CacheBlocks,
+    EngineSpec,
+    IntQuantity,
+    LayerGroup,
+    ModelSpec,
+    SpecError,
+    group_layers,
+)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    """The plan of one layer group.
+
+    Attributes:
+        group: the group (manager view, kernel views, limits in slot units).
+        model_window: the window as the model writes it (kernel unit), if any.
+        manager_window: the same window as the manager counts it (slot unit), if any.
+        page_size: bytes of one cache block of one layer.
+        block_bytes: bytes of one cache block of the group (one page per layer).
+        admission_cap: cache blocks one request can hold at once.
+        bytes_per_request: ``admission_cap × block_bytes``.
+        num_blocks: cache blocks of this group the budget buys, null block included.
+    """
+
+    group: LayerGroup
+    model_window: IntQuantity | None
+    manager_window: IntQuantity | None
+    page_size: Bytes
+    block_bytes: Bytes
+    admission_cap: CacheBlocks
+    bytes_per_request: Bytes
+    num_blocks: CacheBlocks
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CapacityPlan:
+    """The capacity plan of a model on an engine.
+
+    Attributes:
+        groups: one plan per layer group.
+        uncached_layers: layers that keep no cache (``encoder_only``).
+        bytes_per_request: a full-length request's cache over all groups.
+        memory_budget: the engine's budget.
+        concurrent_requests: requests admitted at once, each at full length.
+    """
+
+    model: ModelSpec
+    engine: EngineSpec
+    groups: tuple[GroupPlan, ...]
+    uncached_layers: tuple[str, ...]
+    bytes_per_request: Bytes
+    memory_budget: Bytes
+    concurrent_requests: int
+
+    def group(self, name: str) -> GroupPlan:
+        """The plan of the group called ``name``."""
+        for plan in self.groups:
+            if plan.group.name == name:
+                return plan
+        known = ", ".join(p.group.name for p in self.groups)
+        raise KeyError(f"no group {name!r}; groups: {known}")
+
+
+def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
+    """Plan the cache of ``model`` on ``engine``.
+
+    Raises:
+        SpecError: the model keeps no cache, or the budget cannot hold the null blocks plus
+            one full-length request.
+    """
+    groups, uncached = group_layers(model, engine)
+    if not groups:
+        raise SpecError(f"model {model.name!r} has no layer with a KV cache to plan")
+    caps: list[int] = []
+    block_bytes: list[int] = []
+    for group in groups:
+        admission = group.manager.max_admission_blocks_per_request(
+            group.limits.max_in_flight, group.limits.max_len
+        )
+        caps.append(admission.value)
+        block_bytes.append(group.manager.page_size_bytes * group.num_layers)
+    per_request = sum(c * b for c, b in zip(caps, block_bytes, strict=True))
+    null_bytes = sum(block_bytes)
+    budget = engine.memory_budget.value
+    usable = budget - null_bytes
+    if usable < per_request:
+        raise SpecError(
+            f"memory_budget {engine.memory_budget} cannot hold one full-length request: it "
+            f"needs {per_request} byte plus {null_bytes} byte of null blocks "
+            f"({per_request + null_bytes} byte in all)"
+        )
+    plans = []
+    for group, cap, bbytes in zip(groups, caps, block_bytes, strict=True):
+        # Budget share in proportion to one request's need in this group; integer-exact:
+        # (usable × cap × bbytes / per_request) / bbytes == usable × cap // per_request.
+        num_blocks = 1 + usable * cap // per_request
+        plans.append(
+            GroupPlan(
+                group=group,
+                model_window=_model_window(group),
+                manager_window=group.manager.window,
+                page_size=group.manager.page_size,
+                block_bytes=Bytes(bbytes),
+                admission_cap=CacheBlocks(cap),
+                bytes_per_request=Bytes(cap * bbytes),
+                num_blocks=CacheBlocks(num_blocks),
+            )
+        )
+    concurrent = min((p.num_blocks.value - 1) // p.admission_cap.value for p in plans)
+    return CapacityPlan(
+        model=model,
+        engine=engine,
+        groups=tuple(plans),
+        uncached_layers=uncached,
+        bytes_per_request=Bytes(per_request),
+        memory_budget=engine.memory_budget,
+        concurrent_requests=concurrent,
+    )
+
+
+def _model_window(group: LayerGroup) -> IntQuantity | None:
+    windows: set[Any] = {k.window for k in group.kernels.values() if k.window is not None}
+    if len(windows) == 1:
+        window: IntQuantity = windows.pop()
+        return window
+    return None
