@@ -184,6 +184,13 @@ CONVERSIONS: Final[tuple[Conversion, ...]] = (
     Conversion("pool_window", "encoder_token", "pooled_block", "window", "cdiv(W - 1, P) + 1"),
     Conversion("pool_position", "encoder_token", "pooled_block", "floor", "i // P"),
     Conversion("unpool_length", "pooled_block", "encoder_token", "exact", "s * P"),
+    Conversion(
+        "expand_block_size",
+        "pooled_block/cache_block",
+        "encoder_token/cache_block",
+        "exact",
+        "block_size * P",
+    ),
     Conversion("slots_to_cache_blocks_ceil", "slot", "cache_block", "ceil", "cdiv(n, block_size)"),
     Conversion("cache_blocks_to_bytes", "cache_block", "byte", "exact", "n * page_size"),
     Conversion(

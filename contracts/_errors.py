@@ -7,8 +7,12 @@ Every error kvunits raises for a caller's mistake derives from `KvUnitsError`::
     │   ├── UnitTypeError (TypeError)  wrong unit, missing unit, bool, float, str, foreign registry
     │   └── UnitValueError (ValueError) right unit, wrong value: negative, zero, not integral
     ├── SpecError (ValueError)         a spec or config is inconsistent as a whole
-    ├── AllocationError                the runtime cannot satisfy a request (runtime/)
-    └── ResidencyError                 a kernel would read a key that is not resident (kernels/)
+    ├── ConfigError (ValueError)       a config file, with every problem found in it
+    ├── runtime.AllocationError        the allocator cannot satisfy a step (nothing changed)
+    └── kernels.ResidencyError         a kernel would read a key that is not resident
+
+The last two live with the code that raises them (``runtime``, ``kernels``) but share the
+root, so ``except KvUnitsError`` catches every kvunits error.
 
 Leaves also inherit the builtin they resemble, so ``except TypeError`` in caller code keeps
 working. Every error carries typed fields and pickles (``__reduce__``), so it survives a

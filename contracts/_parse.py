@@ -30,5 +30,5 @@ def parse_quantity(text: str, kind: type[Q], *, field: str | None = None) -> Q:
             expected=kind.unit,
             got=describe(text),
         )
-    quantity = parse_quantity_text(text, field=field, unit=kind.unit)
+    quantity = parse_quantity_text(text, field=field, expected_unit=kind.unit)
     return kind(quantity_to_int(quantity, kind.unit, field=field))

@@ -62,7 +62,14 @@ class IntQuantity:
                 expected=f"a non-negative number of {self.unit}",
                 got=f"{value} {self.unit}",
             )
-        object.__setattr__(self, "value", value)
+        _set_value(self, value)
+
+    @classmethod
+    def _trusted(cls, value: int) -> Self:
+        # Results of same-unit arithmetic are already checked ints: skip __init__'s checks.
+        new = object.__new__(cls)
+        _set_value(new, value)
+        return new
 
     @classmethod
     def _bad_magnitude(cls, value: object) -> NoReturn:
@@ -96,7 +103,9 @@ class IntQuantity:
     def __add__(self, other: Self) -> Self:
         if type(other) is not type(self):
             self._mismatch("+", other)
-        return type(self)(self.value + other.value)
+        new = _new(type(self))
+        _set_value(new, self.value + other.value)
+        return new
 
     def __radd__(self, other: Self) -> Self:
         self._mismatch("+", other)
@@ -111,7 +120,7 @@ class IntQuantity:
                 expected=f"a non-negative number of {self.unit}",
                 got=f"{diff} {self.unit}",
             )
-        return type(self)(diff)
+        return self._trusted(diff)
 
     def __rsub__(self, other: Self) -> Self:
         self._mismatch("-", other)
@@ -119,7 +128,7 @@ class IntQuantity:
     def __mul__(self, factor: int) -> Self:
         if type(factor) is not int:
             self._bad_factor(factor)
-        return type(self)(self.value * factor)
+        return type(self)(self.value * factor)  # a negative factor must still be refused
 
     def __rmul__(self, factor: int) -> Self:
         return self.__mul__(factor)
@@ -233,6 +242,12 @@ class IntQuantity:
         from ._pydantic import quantity_json_schema
 
         return quantity_json_schema((cls,))
+
+
+# The slot's setter and the allocator, bound once: cheaper than object.__setattr__ on every
+# construction, and same-unit results skip __init__'s checks (their operands passed them).
+_set_value = IntQuantity.__dict__["value"].__set__
+_new = object.__new__
 
 
 @final

@@ -70,14 +70,14 @@ def resolve_unit(name: str, *, field: str | None = None) -> pint.Unit:
 
 
 def parse_quantity_text(
-    text: str, *, field: str | None = None, unit: str | None = None
+    text: str, *, field: str | None = None, expected_unit: str | None = None
 ) -> PintQuantity:
     """Parse ``"<integer> <unit>"`` (e.g. ``"750 encoder_token"``, ``"40 GiB"``) strictly.
 
     Args:
         text: the user's text.
         field: the field or config path, prefixed to error messages.
-        unit: the unit the caller expects, named in the hint for a bare number.
+        expected_unit: the unit the caller expects, named in the hint for a bare number.
 
     Raises:
         UnitTypeError: not a string, a bare number (no unit), or not of the grammar.
@@ -100,7 +100,8 @@ def parse_quantity_text(
     if match is None:
         if re.fullmatch(r"[0-9_,.]+", stripped):
             message = (
-                f"{stripped!r} has no unit; write it with one, e.g. '{stripped} {unit or 'token'}'"
+                f"{stripped!r} has no unit; write it with one, e.g. "
+                f"'{stripped} {expected_unit or 'token'}'"
             )
         else:
             message = f"{stripped!r} is not '<integer> <unit>' (e.g. '750 encoder_token')"
