@@ -17,8 +17,8 @@ class EngineSpec(BaseModel):
     by the named conversions (``pool_length`` for a pooled group).
 
     Example:
-        >>> engine = EngineSpec(block_size_slots=16, max_model_len="8192 token",
-        ...                     max_num_batched_tokens="2048 token", memory_budget="40 GiB")
+        >>> engine = EngineSpec.model_validate({"max_model_len": "8192 token",
+        ...     "max_num_batched_tokens": "2048 token", "memory_budget": "40 GiB"})
         >>> str(engine.memory_budget)
         '42949672960 byte'
     """

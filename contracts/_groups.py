@@ -56,9 +56,13 @@ class LayerGroup:
 
 def group_limits(manager: ManagerSpec[Any], engine: EngineSpec) -> GroupLimits:
     """The engine's limits in a group's slot unit: token groups take them as they are,
-    pooled groups convert encoder tokens with `pool_length` (a length rounds up)."""
+    pooled groups convert encoder tokens with `pool_length` (a length rounds up), and a
+    cross-attention group is sized by its layers' declared encoder length alone (written
+    whole, once per request), so it needs no encoder limits from the engine."""
     if manager.slot_unit is Tokens:
         return GroupLimits(engine.max_model_len, engine.max_num_batched_tokens)
+    if manager.kind == "cross_attention" and manager.fixed_length is not None:
+        return GroupLimits(manager.fixed_length, manager.fixed_length)
     if engine.max_encoder_len is None or engine.max_encoder_tokens_per_step is None:
         raise SpecError(
             "the model has encoder-side (pooled) layers: set engine.max_encoder_len and "

@@ -14,6 +14,7 @@ import re
 from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from ._dtype import CacheDType
 from ._factors import PoolFactor
@@ -26,11 +27,11 @@ PositiveCount = Annotated[int, Field(strict=True, ge=1, le=1 << 20)]
 #: A window or chunk in the layer's kernel unit (encoder_token for pooled layers, else token).
 SeqLength = Annotated[EncoderTokens | Tokens, AnyOf(EncoderTokens, Tokens)]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
-
 
 class _Layer(BaseModel):
-    model_config = _FROZEN
+    # Written inline, not through a shared variable: the pydantic mypy plugin reads frozen=True
+    # only from a literal ConfigDict(...) call, and otherwise lets `layer.window = ...` pass.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
 
 class _AttentionLayer(_Layer):
@@ -67,11 +68,33 @@ class _AttentionLayer(_Layer):
         return self.pool is not None
 
 
+def _bare_int_in_layer_unit(name: str, value: object, info: ValidationInfo) -> object:
+    """Before-check: a bare int window or chunk gets a hint naming the layer's own unit.
+
+    The generic quantity parser would suggest its first unit (encoder_token), which is wrong
+    for a token layer and would only lead to a second error.
+    """
+    if type(value) is int:
+        if "pool" not in info.data:
+            unit = "encoder_token (pooled layer) or token"
+        else:
+            unit = "encoder_token" if info.data["pool"] is not None else "token"
+        raise PydanticCustomError(
+            "unit_error",
+            "{message}",
+            {"message": f"{name} {value} has no unit: write it as '{value} {unit}'"},
+        )
+    return value
+
+
 def _seq_in_layer_unit(
     name: str, value: EncoderTokens | Tokens, info: ValidationInfo
 ) -> EncoderTokens | Tokens:
     """Field check: a window or chunk is written in the layer's kernel unit, and is >= 1."""
-    pool = info.data.get("pool")
+    if "pool" not in info.data:
+        # pool itself failed validation (and is reported): the layer's unit is unknown.
+        return value
+    pool = info.data["pool"]
     if pool is not None and type(value) is not EncoderTokens:
         raise ValueError(
             f"{name} is {value} but the layer pools (pool = {pool.tokens_per_block}), so it "
@@ -97,7 +120,7 @@ class SlidingWindowLayer(_AttentionLayer):
     """Sliding-window attention: a query sees itself and the ``window − 1`` positions before.
 
     Example:
-        >>> layer = SlidingWindowLayer(window="750 encoder_token", pool=4, kv_heads=32,
+        >>> layer = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32,
         ...                            head_size=64)
         >>> str(layer.window)
         '750 encoder_token'
@@ -105,6 +128,11 @@ class SlidingWindowLayer(_AttentionLayer):
 
     kind: Literal["sliding_window"] = "sliding_window"
     window: SeqLength = Field(description="window in the kernel's unit (encoder_token or token)")
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window_bare_int(cls, value: object, info: ValidationInfo) -> object:
+        return _bare_int_in_layer_unit("window", value, info)
 
     @field_validator("window")
     @classmethod
@@ -120,12 +148,29 @@ class ChunkedLocalLayer(_AttentionLayer):
     kind: Literal["chunked_local"] = "chunked_local"
     chunk: SeqLength = Field(description="chunk size in the kernel's unit")
 
+    @field_validator("chunk", mode="before")
+    @classmethod
+    def _chunk_bare_int(cls, value: object, info: ValidationInfo) -> object:
+        return _bare_int_in_layer_unit("chunk", value, info)
+
     @field_validator("chunk")
     @classmethod
     def _chunk_unit(
         cls, value: EncoderTokens | Tokens, info: ValidationInfo
     ) -> EncoderTokens | Tokens:
-        return _seq_in_layer_unit("chunk", value, info)
+        value = _seq_in_layer_unit("chunk", value, info)
+        pool = info.data.get("pool")
+        if pool is not None and value.value % pool.tokens_per_block:
+            # The manager starts a chunk every cdiv(chunk, P) slots; unless P divides the
+            # chunk, those starts drift from the kernel's (every `chunk` tokens) and the
+            # manager frees the slot holding the first keys of the kernel's current chunk.
+            p = pool.tokens_per_block
+            raise ValueError(
+                f"chunk is {value} but the layer pools by {p}: a chunk must be a whole number "
+                f"of pooled blocks; write a multiple of {p} encoder_token, e.g. "
+                f'"{(value.value // p + 1) * p} encoder_token"'
+            )
+        return value
 
 
 class CrossAttentionLayer(_AttentionLayer):
@@ -137,6 +182,15 @@ class CrossAttentionLayer(_AttentionLayer):
 
     kind: Literal["cross_attention"] = "cross_attention"
     encoder_length: EncoderTokens = Field(description="encoder outputs the layer attends to")
+
+    @field_validator("encoder_length")
+    @classmethod
+    def _encoder_length_positive(cls, value: EncoderTokens) -> EncoderTokens:
+        # 0 would make the layer's admission cap 0 cache blocks (and capacity planning divide
+        # by it); a cross-attention layer attends to at least one encoder output.
+        if value.value < 1:
+            raise ValueError(f"encoder_length must be >= 1 encoder_token, got {value}")
+        return value
 
     @property
     def pool_factor(self) -> PoolFactor:
@@ -200,13 +254,14 @@ class ModelSpec(BaseModel):
     """A model: a set of named layers.
 
     Example:
-        >>> enc = SlidingWindowLayer(window="750 encoder_token", pool=4, kv_heads=32, head_size=64)
+        >>> enc = SlidingWindowLayer.model_validate(
+        ...     {"window": "750 encoder_token", "pool": 4, "kv_heads": 32, "head_size": 64})
         >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32)})
         >>> len(model.layers), next(iter(model.layers))
         (32, 'audio.0')
     """
 
-    model_config = _FROZEN
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
     name: str = Field(min_length=1, max_length=128)
     layers: dict[str, LayerSpec] = Field(min_length=1, max_length=4096)

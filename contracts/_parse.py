@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._errors import UnitTypeError
-from ._quantity import Q, describe
+from ._quantity import QUANTITY_CLASSES, IntQuantity, Q, describe
 
 
 def parse_quantity(text: str, kind: type[Q], *, field: str | None = None) -> Q:
@@ -17,6 +17,7 @@ def parse_quantity(text: str, kind: type[Q], *, field: str | None = None) -> Q:
         UnitValueError: a number that is too large, or a conversion that is not whole.
 
     Example:
+        >>> from contracts import EncoderTokens
         >>> parse_quantity("750 encoder_tokens", EncoderTokens)
         EncoderTokens(750)
     """
@@ -32,3 +33,28 @@ def parse_quantity(text: str, kind: type[Q], *, field: str | None = None) -> Q:
         )
     quantity = parse_quantity_text(text, field=field, expected_unit=kind.unit)
     return kind(quantity_to_int(quantity, kind.unit, field=field))
+
+
+def parse_any_quantity(text: str, *, field: str | None = None) -> IntQuantity:
+    """Parse ``"<integer> <unit>"`` strictly into the typed class of its unit's dimension.
+
+    For callers that do not know the unit in advance (a unit calculator): byte multiples
+    convert exactly to `Bytes`, aliases and plurals to their unit's class.
+
+    Raises:
+        UnitTypeError: no unit, an unknown unit, not a string.
+        UnitValueError: a number that is too large, or a conversion that is not whole.
+
+    Example:
+        >>> parse_any_quantity("40 GiB")
+        Bytes(42949672960)
+    """
+    from ._registry import parse_quantity_text, quantity_to_int, ureg
+
+    quantity = parse_quantity_text(text, field=field)
+    for cls in QUANTITY_CLASSES:
+        if quantity.dimensionality == ureg.Unit(cls.unit).dimensionality:
+            return cls(quantity_to_int(quantity, cls.unit, field=field))
+    raise UnitTypeError(  # every unit of the registry has a class; kept for a future unit
+        f"{text!r}: no kvunits quantity counts in this unit", field=field, got=describe(text)
+    )

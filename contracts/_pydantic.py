@@ -48,7 +48,8 @@ def coerce_quantity(value: object, classes: tuple[type[IntQuantity], ...]) -> In
         )
     from ._registry import parse_quantity_text
 
-    return _from_pint(parse_quantity_text(value), classes)
+    # The first class's unit names the fix in the hint for a bare number ("40" -> "40 byte").
+    return _from_pint(parse_quantity_text(value, expected_unit=classes[0].unit), classes)
 
 
 def _from_pint(quantity: Any, classes: tuple[type[IntQuantity], ...]) -> IntQuantity:
@@ -88,7 +89,11 @@ def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.
             raise PydanticCustomError(
                 "unit_error",
                 "{message}",
-                {"message": exc.message, "expected": exc.expected, "got": exc.got},
+                {
+                    "message": exc.message,
+                    "expected": exc.expected or " or ".join(c.unit for c in classes),
+                    "got": exc.got,
+                },
             ) from None
 
     return core_schema.no_info_plain_validator_function(

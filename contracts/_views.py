@@ -7,7 +7,7 @@ expected, and neither can be built directly: `manager_view` and `kernel_view` de
 from a layer spec through the named conversions, which is the only place P is applied.
 
 Example:
-    >>> layer = SlidingWindowLayer(window="750 encoder_token", pool=4, kv_heads=32,
+    >>> layer = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32,
     ...                            head_size=64)
     >>> m = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
     >>> str(m.window), str(m.page_size)
@@ -26,7 +26,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar, final
 
 from ._convert import cdiv, expand_block_size, pool_length, pool_window
 from ._dtype import CacheDType
-from ._errors import SpecError, UnitTypeError
+from ._errors import SpecError, UnitTypeError, UnitValueError
 from ._factors import BlockSize, PoolFactor
 from ._layers import (
     ChunkedLocalLayer,
@@ -142,6 +142,11 @@ class ManagerSpec(Generic[SlotUnit]):
     chunk_slots: int | None = field(init=False)
     fixed_slots: int | None = field(init=False)
     page_size_bytes: int = field(init=False)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # @final for mypy; at run time a subclass could override __post_init__ and skip the
+        # derivation check, so subclassing is refused here too.
+        raise SpecError("ManagerSpec is final: derive one with manager_view, do not subclass it")
 
     def __post_init__(self) -> None:
         _only_derived("ManagerSpec", "manager_view")
@@ -264,6 +269,9 @@ class KernelSpec(Generic[KernelUnit]):
     window: KernelUnit | None = None
     chunk: KernelUnit | None = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise SpecError("KernelSpec is final: derive one with kernel_view, do not subclass it")
+
     def __post_init__(self) -> None:
         _only_derived("KernelSpec", "kernel_view")
         self.tokens_per_block.check(self.seq_unit, "tokens_per_block")
@@ -300,13 +308,20 @@ CachedLayer: TypeAlias = (
 
 
 def _check_block_size(block_size_slots: int) -> int:
-    if type(block_size_slots) is not int or block_size_slots < 1:
+    if type(block_size_slots) is not int:
         raise UnitTypeError(
             f"block_size_slots must be an int >= 1 (slots per cache block), got "
             f"{describe(block_size_slots)}",
             field="block_size_slots",
             expected="int >= 1",
             got=describe(block_size_slots),
+        )
+    if block_size_slots < 1:
+        raise UnitValueError(
+            f"block_size_slots must be >= 1 (slots per cache block), got {block_size_slots}",
+            field="block_size_slots",
+            expected="int >= 1",
+            got=str(block_size_slots),
         )
     return block_size_slots
 

@@ -1,0 +1,57 @@
+"""Correct use of the layer views and the plan: mypy reports nothing, every figure is typed."""
+
+from typing import assert_type
+
+from contracts import (
+    BlockSize,
+    Bytes,
+    CacheBlocks,
+    EncoderTokens,
+    EngineSpec,
+    KernelSpec,
+    ManagerSpec,
+    ModelSpec,
+    PooledBlocks,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+    kernel_view,
+    manager_view,
+)
+from runtime.capacity import plan
+
+layer = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64)
+
+either = manager_view(layer, block_size_slots=16)
+assert_type(either, ManagerSpec[PooledBlocks] | ManagerSpec[Tokens])
+manager = either.expect(PooledBlocks)
+assert_type(manager, ManagerSpec[PooledBlocks])
+assert_type(manager.window, PooledBlocks | None)
+assert_type(manager.block_size, BlockSize[PooledBlocks])
+assert_type(manager.page_size, Bytes)
+cap = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1500))
+assert_type(cap, CacheBlocks)
+assert_type(manager.max_memory_per_request(PooledBlocks(1), PooledBlocks(1500)), Bytes)
+assert_type(manager.block_table_width(PooledBlocks(1500)), CacheBlocks)
+assert str(manager.window) == "189 pooled_block" and str(cap) == "13 cache_block"
+
+kernel = kernel_view(layer, block_size_slots=16).expect(EncoderTokens)
+assert_type(kernel, KernelSpec[EncoderTokens])
+assert_type(kernel.tokens_per_block, BlockSize[EncoderTokens])
+assert_type(kernel.window, EncoderTokens | None)
+assert str(kernel.tokens_per_block) == "64 encoder_token/cache_block"
+
+engine = EngineSpec(
+    max_model_len=Tokens(8192),
+    max_num_batched_tokens=Tokens(2048),
+    max_encoder_len=EncoderTokens(6000),
+    max_encoder_tokens_per_step=EncoderTokens(4),
+    memory_budget=Bytes(40 * 1024**3),
+)
+capacity = plan(ModelSpec.stacked("voxtral", {"audio": (layer, 32)}), engine)
+audio = capacity.group("audio")
+assert_type(audio.admission_cap, CacheBlocks)
+assert_type(audio.num_blocks, CacheBlocks)
+assert_type(audio.bytes_per_request, Bytes)
+assert_type(capacity.bytes_per_request, Bytes)
+assert audio.admission_cap == CacheBlocks(13)

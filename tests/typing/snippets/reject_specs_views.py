@@ -1,0 +1,73 @@
+# ruff: noqa: E501
+# fmt: off
+"""The two views of a layer are different types, and each counts in its own unit.
+
+A `KernelSpec` (encoder tokens) where a `ManagerSpec` (pooled blocks) is expected, encoder
+tokens handed to a pooled manager, and the seed's naive derivation (the model's window of 750
+encoder tokens read as pooled blocks: 48 cache blocks instead of 13) are all rejected by mypy,
+and by the run time with a `UnitError` when the line runs anyway.
+"""
+
+from contracts import (
+    Bytes,
+    CacheBlocks,
+    EncoderTokens,
+    EngineSpec,
+    KernelSpec,
+    ManagerSpec,
+    PooledBlocks,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+    kernel_view,
+    manager_view,
+    slots_to_cache_blocks_ceil,
+)
+
+layer = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64)
+manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
+kernel = kernel_view(layer, block_size_slots=16).expect(EncoderTokens)
+engine = EngineSpec(
+    max_model_len=Tokens(8192),
+    max_num_batched_tokens=Tokens(2048),
+    max_encoder_len=EncoderTokens(6000),
+    max_encoder_tokens_per_step=EncoderTokens(4),
+    memory_budget=Bytes(1 << 30),
+)
+
+
+def encoder_admission_cap(
+    spec: ManagerSpec[PooledBlocks], max_in_flight: PooledBlocks, max_len: PooledBlocks
+) -> CacheBlocks:
+    """What an allocator for the encoder's cache does at its entry: narrow, then ask."""
+    return spec.expect(PooledBlocks).max_admission_blocks_per_request(max_in_flight, max_len)
+
+
+# Correct: the manager's own unit, derived at the boundary.
+assert manager.window == PooledBlocks(189)
+assert encoder_admission_cap(manager, PooledBlocks(1), PooledBlocks(1500)) == CacheBlocks(13)
+assert kernel.window == EncoderTokens(750)
+
+# The kernel's view where the manager's is expected.
+cap = encoder_admission_cap(kernel, PooledBlocks(1), PooledBlocks(1500))  # E: Argument 1 to "encoder_admission_cap" has incompatible type "KernelSpec[EncoderTokens]"; expected "ManagerSpec[PooledBlocks]"  [arg-type]
+
+# The seed's naive derivation re-enacted: encoder tokens handed to a pooled manager.
+cap = manager.max_admission_blocks_per_request(EncoderTokens(1), PooledBlocks(1500))  # E: Argument 1 to "max_admission_blocks_per_request" of "ManagerSpec" has incompatible type "EncoderTokens"; expected "PooledBlocks"  [arg-type]
+window_slots = PooledBlocks(layer.window)  # E: Argument 1 to "PooledBlocks" has incompatible type "EncoderTokens | Tokens"; expected "int"  [arg-type]
+blocks = slots_to_cache_blocks_ceil(kernel.window, manager.block_size)  # E: Cannot infer value of type parameter "SeqUnit" of "slots_to_cache_blocks_ceil"  [misc]
+same = manager.window == kernel.window  # E: Non-overlapping equality check (left operand type: "PooledBlocks", right operand type: "EncoderTokens")  [comparison-overlap]
+
+# The decoder's limits (tokens) used for the encoder's group (pooled blocks).
+cap = manager.max_admission_blocks_per_request(PooledBlocks(1), engine.max_model_len)  # E: Argument 2 to "max_admission_blocks_per_request" of "ManagerSpec" has incompatible type "Tokens"; expected "PooledBlocks"  [arg-type]
+width = manager.block_table_width(engine.max_encoder_len)  # E: Argument 1 to "block_table_width" of "ManagerSpec" has incompatible type "EncoderTokens | None"; expected "PooledBlocks"  [arg-type]
+
+# Narrowing to a unit the view does not count in.
+tokens_manager = manager.expect(EncoderTokens)  # E: Value of type variable "_U" of "expect" of "ManagerSpec" cannot be "EncoderTokens"  [type-var]
+pooled_kernel = kernel.expect(PooledBlocks)  # E: Value of type variable "_K" of "expect" of "KernelSpec" cannot be "PooledBlocks"  [type-var]
+
+
+def kernel_rows(spec: KernelSpec[EncoderTokens]) -> int:
+    return spec.expect(EncoderTokens).tokens_per_block.slots
+
+
+rows = kernel_rows(manager)  # E: Argument 1 to "kernel_rows" has incompatible type "ManagerSpec[PooledBlocks]"; expected "KernelSpec[EncoderTokens]"  [arg-type]
