@@ -2,6 +2,8 @@
 
 Importing this package does not import pint, torch or triton; pint loads on the first call
 that crosses the text/pint boundary (`ureg`, `parse_quantity`, ``to_pint``/``from_pint``).
+The config layer (`load_config`, `KvUnitsConfig`, the Hugging Face adapter …) loads on first
+use of one of its names.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ._layers import MLALayer as MLALayer
 from ._layers import ModelSpec as ModelSpec
 from ._layers import SlidingWindowLayer as SlidingWindowLayer
 from ._layers import StateLayer as StateLayer
+from ._parse import parse_any_quantity as parse_any_quantity
 from ._parse import parse_quantity as parse_quantity
 from ._quantity import QUANTITY_CLASSES as QUANTITY_CLASSES
 from ._quantity import Bytes as Bytes
@@ -67,42 +70,86 @@ from ._views import kernel_view as kernel_view
 from ._views import manager_view as manager_view
 
 if TYPE_CHECKING:
+    from ._config import ENGINE_DEFAULTS as ENGINE_DEFAULTS
+    from ._config import ConfigError as ConfigError
+    from ._config import ConfigFile as ConfigFile
+    from ._config import ConfigIssue as ConfigIssue
+    from ._config import EngineConfig as EngineConfig
+    from ._config import KvUnitsConfig as KvUnitsConfig
+    from ._config import ModelConfig as ModelConfig
+    from ._hf import HF_FIELDS as HF_FIELDS
+    from ._hf import HfConfig as HfConfig
+    from ._hf import read_hf_config as read_hf_config
+    from ._load import load_config as load_config
+    from ._load import load_config_data as load_config_data
+    from ._load import read_config_file as read_config_file
     from ._registry import ureg as ureg
+
+#: Names whose module is imported on first use (module, attribute).
+_LAZY = {
+    "ENGINE_DEFAULTS": "_config",
+    "ConfigError": "_config",
+    "ConfigFile": "_config",
+    "ConfigIssue": "_config",
+    "EngineConfig": "_config",
+    "KvUnitsConfig": "_config",
+    "ModelConfig": "_config",
+    "HF_FIELDS": "_hf",
+    "HfConfig": "_hf",
+    "read_hf_config": "_hf",
+    "load_config": "_load",
+    "load_config_data": "_load",
+    "read_config_file": "_load",
+    "ureg": "_registry",
+}
 
 
 def __getattr__(name: str) -> object:
-    # The registry is built on first use, so that importing contracts does not import pint.
-    if name == "ureg":
-        from ._registry import ureg
+    # The registry is built on first use, so that importing contracts does not import pint;
+    # the config layer likewise, so that the runtime and the kernels do not pay for it.
+    module = _LAZY.get(name)
+    if module is not None:
+        from importlib import import_module
 
-        return ureg
+        value = getattr(import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'contracts' has no attribute {name!r}")
 
 
 __all__ = [
     "CONVERSIONS",
+    "ENGINE_DEFAULTS",
+    "HF_FIELDS",
     "QUANTITY_CLASSES",
     "BlockSize",
     "Bytes",
     "CacheBlocks",
     "CacheDType",
     "ChunkedLocalLayer",
+    "ConfigError",
+    "ConfigFile",
+    "ConfigIssue",
     "Conversion",
     "CrossAttentionLayer",
     "EncoderOnlyLayer",
     "EncoderTokens",
+    "EngineConfig",
     "EngineSpec",
     "FullAttentionLayer",
     "GroupLimits",
+    "HfConfig",
     "IntQuantity",
     "KernelSpec",
     "KernelUnit",
+    "KvUnitsConfig",
     "KvUnitsError",
     "LayerGroup",
     "LayerSpec",
     "MLALayer",
     "ManagedKind",
     "ManagerSpec",
+    "ModelConfig",
     "ModelSpec",
     "PoolFactor",
     "PooledBlocks",
@@ -129,12 +176,17 @@ __all__ = [
     "group_layers",
     "group_limits",
     "kernel_view",
+    "load_config",
+    "load_config_data",
     "manager_view",
+    "parse_any_quantity",
     "parse_quantity",
     "pool_length",
     "pool_position",
     "pool_window",
     "quantity_class_for_unit",
+    "read_config_file",
+    "read_hf_config",
     "slots_to_cache_blocks_ceil",
     "unpool_length",
     "ureg",

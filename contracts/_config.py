@@ -1,0 +1,507 @@
+"""The kvunits config format (TOML, YAML or JSON, one schema) and its resolved form.
+
+A config file has a ``model`` section and an ``engine`` section; every size is written with
+its unit, as ``"<integer> <unit>"``::
+
+    [model]
+    name = "voxtral-realtime"
+
+    [model.groups.audio]            # 32 identical layers, named audio.0 … audio.31
+    kind = "sliding_window"
+    count = 32
+    sliding_window = "750 encoder_token"
+    pool = 4                        # encoder tokens per pooled block (P)
+    kv_heads = 32
+    head_size = 64
+
+    [model.layers.proj]             # one layer, named proj
+    kind = "encoder_only"
+
+    [engine]
+    block_size_slots = 16
+    max_model_len = "131072 token"
+    memory_budget = "40 GiB"
+
+`ConfigFile` is the file's schema (``kvunits schema`` prints it, with the unit of every field
+in ``x-unit``); `KvUnitsConfig` is what loading resolves it to: the frozen `ModelSpec` and
+`EngineSpec` of the spec layer, plus where each engine setting came from. The loader
+(`load_config`) lives in ``_load.py``; the Hugging Face adapter in ``_hf.py``.
+
+The config-side window field is ``sliding_window`` (as in Hugging Face configs); it becomes
+`SlidingWindowLayer.window`. Windows and chunks are written in the layer's kernel unit:
+``encoder_token`` when the group pools (``pool`` set), ``token`` otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal, TypeAlias, final
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ._dtype import CacheDType
+from ._engine import EngineSpec
+from ._errors import KvUnitsError
+from ._factors import PoolFactor
+from ._layers import (
+    ChunkedLocalLayer,
+    CrossAttentionLayer,
+    EncoderOnlyLayer,
+    FullAttentionLayer,
+    LayerSpec,
+    MLALayer,
+    ModelSpec,
+    SeqLength,
+    SlidingWindowLayer,
+    StateLayer,
+    _seq_in_layer_unit,
+)
+from ._quantity import Bytes, EncoderTokens, Tokens
+
+#: The most layers a config may declare (`ModelSpec` holds at most this many).
+MAX_LAYERS: Final = 4096
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """One problem of a config, located precisely.
+
+    Attributes:
+        where: the file, or ``"environment"`` / ``"command line"`` for an engine setting
+            that came from there.
+        path: the field: a dotted path in the file (``model.groups.audio.sliding_window``),
+            an environment variable (``KVUNITS_MEMORY_BUDGET``) or a flag (``--memory-budget``).
+        message: what is wrong, with the expected unit and what was given.
+    """
+
+    where: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        if not self.path:
+            return f"{self.where}: {self.message}"
+        return f"{self.where}: {self.path}: {self.message}"
+
+
+class ConfigError(KvUnitsError, ValueError):
+    """A config (file, environment or flags) is invalid; ``issues`` lists every problem.
+
+    ``str(error)`` is one issue per line, ready for a terminal.
+    """
+
+    def __init__(self, issues: Sequence[ConfigIssue]) -> None:
+        self.issues: tuple[ConfigIssue, ...] = tuple(issues)
+        super().__init__("\n".join(str(issue) for issue in self.issues))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.issues,))
+
+    def __str__(self) -> str:
+        return "\n".join(str(issue) for issue in self.issues)
+
+
+# -- the model section ----------------------------------------------------------------------
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+#: A count of heads or elements: a real int (no bool, float or numeric string).
+_Heads = Annotated[int, Field(strict=True, ge=1, le=1 << 16, json_schema_extra={"x-unit": "head"})]
+_Elements = Annotated[
+    int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "element"})
+]
+_GroupName = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$", max_length=64)
+]
+_LayerName = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$", max_length=128)
+]
+
+_BARE_NUMBER: Final = re.compile(r"\s*[0-9][0-9_,]*\s*")
+
+
+def _bare_number_hint(name: str, value: object, info: ValidationInfo) -> object:
+    """Before-check of a window or chunk: a number without a unit gets a hint naming the
+    group's own unit (encoder_token if it pools, token otherwise)."""
+    bare = type(value) is int or (isinstance(value, str) and _BARE_NUMBER.fullmatch(value))
+    if not bare:
+        return value
+    number = str(value).strip()
+    if "pool" not in info.data:
+        unit, why = "encoder_token", " (or token if the group does not pool)"
+    elif info.data["pool"] is not None:
+        p = info.data["pool"].tokens_per_block
+        unit, why = "encoder_token", f" (the group pools: pool = {p})"
+    else:
+        unit, why = "token", " (the group has no pool)"
+    raise PydanticCustomError(
+        "unit_error",
+        "{message}",
+        {"message": f'{number} has no unit: write it as "{number} {unit}"{why}'},
+    )
+
+
+class _Group(BaseModel):
+    """Fields every group has."""
+
+    model_config = _FROZEN
+
+    count: int = Field(
+        default=1,
+        strict=True,
+        ge=1,
+        le=MAX_LAYERS,
+        description="identical layers in the group, named <group>.0 … <group>.<count-1>; "
+        "a [model.layers.<name>] entry is one layer and takes no count",
+        json_schema_extra={"x-unit": "layer"},
+    )
+
+
+class _AttentionGroup(_Group):
+    """Fields of attention groups with a KV cache (``pool`` first: later checks read it)."""
+
+    pool: PoolFactor | None = Field(
+        default=None,
+        description="P, encoder tokens per pooled block; set it for encoder-side (pooled) "
+        "layers, whose windows are then written in encoder_token",
+    )
+    kv_heads: _Heads = Field(description="KV heads of one layer (not widened by P)")
+    head_size: _Elements = Field(description="elements per head of K")
+    head_size_v: _Elements | None = Field(
+        default=None, description="elements per head of V; defaults to head_size"
+    )
+    dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _parse_dtype(cls, value: object) -> object:
+        return CacheDType.parse(value) if isinstance(value, str) else value
+
+    def _attention_fields(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "kv_heads": self.kv_heads,
+            "head_size": self.head_size,
+            "head_size_v": self.head_size_v,
+            "dtype": self.dtype,
+        }
+
+
+class FullAttentionGroup(_AttentionGroup):
+    """Full (causal) attention layers."""
+
+    kind: Literal["full_attention"]
+
+    def layer(self) -> FullAttentionLayer:
+        return FullAttentionLayer(**self._attention_fields())
+
+
+class SlidingWindowGroup(_AttentionGroup):
+    """Sliding-window attention layers; ``sliding_window`` counts the current position too."""
+
+    kind: Literal["sliding_window"]
+    sliding_window: SeqLength = Field(
+        description="the window in the kernel's unit: encoder_token if the group pools, else token"
+    )
+
+    @field_validator("sliding_window", mode="before")
+    @classmethod
+    def _bare(cls, value: object, info: ValidationInfo) -> object:
+        return _bare_number_hint("sliding_window", value, info)
+
+    @field_validator("sliding_window")
+    @classmethod
+    def _unit(cls, value: EncoderTokens | Tokens, info: ValidationInfo) -> EncoderTokens | Tokens:
+        return _seq_in_layer_unit("sliding_window", value, info)
+
+    def layer(self) -> SlidingWindowLayer:
+        return SlidingWindowLayer(window=self.sliding_window, **self._attention_fields())
+
+
+class ChunkedLocalGroup(_AttentionGroup):
+    """Chunked local attention layers."""
+
+    kind: Literal["chunked_local"]
+    chunk: SeqLength = Field(
+        description="the chunk in the kernel's unit: encoder_token if the group pools, else token"
+    )
+
+    @field_validator("chunk", mode="before")
+    @classmethod
+    def _bare(cls, value: object, info: ValidationInfo) -> object:
+        return _bare_number_hint("chunk", value, info)
+
+    @field_validator("chunk")
+    @classmethod
+    def _unit(cls, value: EncoderTokens | Tokens, info: ValidationInfo) -> EncoderTokens | Tokens:
+        return _seq_in_layer_unit("chunk", value, info)
+
+    def layer(self) -> ChunkedLocalLayer:
+        return ChunkedLocalLayer(chunk=self.chunk, **self._attention_fields())
+
+
+class CrossAttentionGroup(_AttentionGroup):
+    """Decoder cross-attention layers over ``encoder_length`` encoder outputs."""
+
+    kind: Literal["cross_attention"]
+    encoder_length: EncoderTokens = Field(description="encoder outputs the layers attend to")
+
+    def layer(self) -> CrossAttentionLayer:
+        return CrossAttentionLayer(encoder_length=self.encoder_length, **self._attention_fields())
+
+
+class EncoderOnlyGroup(_Group):
+    """Bidirectional encoder layers that keep no KV cache."""
+
+    kind: Literal["encoder_only"]
+
+    def layer(self) -> EncoderOnlyLayer:
+        return EncoderOnlyLayer()
+
+
+class MLAGroup(_Group):
+    """Multi-head latent attention layers."""
+
+    kind: Literal["mla"]
+    kv_lora_rank: _Elements = Field(description="elements of the latent KV vector")
+    qk_rope_head_dim: _Elements = Field(description="elements of the decoupled RoPE key")
+    dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _parse_dtype(cls, value: object) -> object:
+        return CacheDType.parse(value) if isinstance(value, str) else value
+
+    def layer(self) -> MLALayer:
+        return MLALayer(
+            kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim, dtype=self.dtype
+        )
+
+
+class StateGroup(_Group):
+    """Layers with a fixed per-request state (Mamba-like)."""
+
+    kind: Literal["state"]
+    state_size: Bytes = Field(description="bytes of state one request holds in one layer")
+
+    def layer(self) -> StateLayer:
+        return StateLayer(state_size=self.state_size)
+
+
+GroupConfig: TypeAlias = Annotated[
+    FullAttentionGroup
+    | SlidingWindowGroup
+    | ChunkedLocalGroup
+    | CrossAttentionGroup
+    | EncoderOnlyGroup
+    | MLAGroup
+    | StateGroup,
+    Field(discriminator="kind"),
+]
+
+#: The ``kind`` names of the config format (the same as the spec layers').
+KINDS: Final = (
+    "full_attention",
+    "sliding_window",
+    "chunked_local",
+    "cross_attention",
+    "encoder_only",
+    "mla",
+    "state",
+)
+
+
+class ModelConfig(BaseModel):
+    """The ``[model]`` section: a name, and layer groups and/or single layers."""
+
+    model_config = _FROZEN
+
+    name: str = Field(min_length=1, max_length=128, description="the model's name")
+    groups: dict[_GroupName, GroupConfig] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="groups of identical layers; group g's layers are named g.0, g.1, …",
+    )
+    layers: dict[_LayerName, GroupConfig] = Field(
+        default_factory=dict, max_length=MAX_LAYERS, description="single layers, by name"
+    )
+
+    @field_validator("groups", "layers", mode="before")
+    @classmethod
+    def _not_too_many(cls, value: object, info: ValidationInfo) -> object:
+        # Checked before the entries are validated: 100 000 entries are refused at once.
+        limit = 256 if info.field_name == "groups" else MAX_LAYERS
+        if isinstance(value, dict) and len(value) > limit:
+            raise ValueError(f"{len(value)} {info.field_name}; at most {limit}")
+        return value
+
+    @model_validator(mode="after")
+    def _layout(self) -> ModelConfig:
+        if not self.groups and not self.layers:
+            raise ValueError(
+                "declare at least one layer: [model.groups.<name>] or [model.layers.<name>]"
+            )
+        total = sum(g.count for g in self.groups.values()) + len(self.layers)
+        if total > MAX_LAYERS:
+            raise ValueError(f"the model declares {total} layers; at most {MAX_LAYERS}")
+        for name, layer in self.layers.items():
+            if "count" in layer.model_fields_set:
+                raise ValueError(
+                    f"layers.{name} is a single layer and takes no count; move it to "
+                    f"[model.groups.{name}] to declare several identical layers"
+                )
+        names = self.layer_names()
+        if len(set(names)) != len(names):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"layer names collide: {', '.join(dupes[:5])}")
+        return self
+
+    def layer_names(self) -> list[str]:
+        names = [f"{g}.{i}" for g, group in self.groups.items() for i in range(group.count)]
+        return names + list(self.layers)
+
+    def entries(self) -> Iterator[tuple[str, str, GroupConfig]]:
+        """``(section, name, entry)`` for every group, then every single layer."""
+        for name, group in self.groups.items():
+            yield "groups", name, group
+        for name, single in self.layers.items():
+            yield "layers", name, single
+
+    def to_spec(self) -> ModelSpec:
+        """The `ModelSpec`: group ``g`` of ``count`` layers becomes ``g.0`` … (as
+        `ModelSpec.stacked` names them), followed by the single layers.
+
+        Raises:
+            pydantic.ValidationError: a layer spec refuses an entry (the loader reports
+                these per entry, with the entry's path; see ``_load``).
+        """
+        return self.spec_from({(s, n): entry.layer() for s, n, entry in self.entries()})
+
+    def spec_from(self, built: dict[tuple[str, str], LayerSpec]) -> ModelSpec:
+        """The `ModelSpec` from each entry's layer spec, keyed by ``(section, name)``."""
+        layers: dict[str, LayerSpec] = {}
+        for section, name, entry in self.entries():
+            layer = built[section, name]
+            if section == "groups":
+                layers.update((f"{name}.{index}", layer) for index in range(entry.count))
+            else:
+                layers[name] = layer
+        return ModelSpec(name=self.name, layers=layers)
+
+
+# -- the engine section ---------------------------------------------------------------------
+
+#: Engine settings, in the order they are documented and printed.
+ENGINE_FIELDS: Final = (
+    "block_size_slots",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "max_encoder_len",
+    "max_encoder_tokens_per_step",
+    "memory_budget",
+    "cache_dtype",
+)
+
+#: The built-in defaults, the lowest precedence (below the file, the environment and flags).
+ENGINE_DEFAULTS: Final[dict[str, object]] = {
+    "block_size_slots": 16,
+    "max_num_batched_tokens": "2048 token",
+    "memory_budget": "40 GiB",
+    "cache_dtype": "auto",
+}
+
+
+def _describe(name: str) -> str | None:
+    return EngineSpec.model_fields[name].description
+
+
+class EngineConfig(BaseModel):
+    """The ``[engine]`` section: every setting optional here; see `ENGINE_DEFAULTS` and the
+    precedence (flag > ``KVUNITS_*`` environment variable > file > default)."""
+
+    model_config = _FROZEN
+
+    block_size_slots: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        le=1 << 16,
+        description=_describe("block_size_slots"),
+        json_schema_extra={"x-unit": "slot/cache_block", "default": 16},
+    )
+    max_model_len: Tokens | None = Field(default=None, description=_describe("max_model_len"))
+    max_num_batched_tokens: Tokens | None = Field(
+        default=None, description=_describe("max_num_batched_tokens")
+    )
+    max_encoder_len: EncoderTokens | None = Field(
+        default=None, description=_describe("max_encoder_len")
+    )
+    max_encoder_tokens_per_step: EncoderTokens | None = Field(
+        default=None, description=_describe("max_encoder_tokens_per_step")
+    )
+    memory_budget: Bytes | None = Field(default=None, description=_describe("memory_budget"))
+    cache_dtype: Literal["auto"] | CacheDType | None = Field(
+        default=None,
+        description="cache element type for every layer; 'auto' keeps each layer's own",
+    )
+
+    @field_validator("cache_dtype", mode="before")
+    @classmethod
+    def _parse_dtype(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() != "auto":
+            return CacheDType.parse(value)
+        return value.strip().lower() if isinstance(value, str) else value
+
+    def given(self) -> dict[str, object]:
+        """The settings the file gives, by name."""
+        return {
+            name: getattr(self, name) for name in ENGINE_FIELDS if name in self.model_fields_set
+        }
+
+
+class ConfigFile(BaseModel):
+    """A kvunits config file: the schema of the TOML, YAML and JSON forms."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", title="kvunits config")
+
+    model: ModelConfig = Field(description="the model: layer groups and single layers")
+    engine: EngineConfig = Field(
+        default_factory=EngineConfig, description="engine settings that size the cache"
+    )
+
+
+# -- the resolved config --------------------------------------------------------------------
+
+
+class KvUnitsConfig(BaseModel):
+    """A loaded config: the frozen specs, and where each engine setting came from.
+
+    Attributes:
+        model: the model spec; group ``g`` of the file is layers ``g.0``, ``g.1``, ….
+        engine: the engine spec, after precedence (flag > environment > file > default).
+        source: the file the config was read from.
+        engine_sources: for each engine setting: ``"file"``, ``"default"``,
+            ``"env KVUNITS_…"``, ``"flag --…"``, or ``"hf <field>"`` (a value derived from a
+            Hugging Face config).
+    """
+
+    model_config = _FROZEN
+
+    model: ModelSpec
+    engine: EngineSpec
+    source: str
+    engine_sources: dict[str, str]

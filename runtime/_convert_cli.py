@@ -1,0 +1,240 @@
+"""``kvunits convert``: a unit calculator over the named conversions of `contracts`.
+
+Each step is one conversion of `contracts.CONVERSIONS` (or an exact change of byte multiple),
+and the result names every step with its formula and rounding, so that nobody has to guess
+whether 750 encoder tokens became 188 or 189 pooled blocks, and why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final, final
+
+from contracts import (
+    CONVERSIONS,
+    BlockSize,
+    Bytes,
+    CacheBlocks,
+    EncoderTokens,
+    IntQuantity,
+    PooledBlocks,
+    PoolFactor,
+    Tokens,
+    UnitTypeError,
+    UnitValueError,
+    bytes_to_cache_blocks_floor,
+    cache_blocks_to_bytes,
+    parse_any_quantity,
+    parse_quantity,
+    pool_length,
+    pool_position,
+    pool_window,
+    slots_to_cache_blocks_ceil,
+    unpool_length,
+)
+
+_ROUNDING: Final = {
+    "ceil": "rounds up",
+    "floor": "rounds down",
+    "exact": "exact",
+    "window": "window residency bound: the look-back rounds up, plus the current slot",
+}
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One conversion applied: its name, formula, rounding and the value it produced."""
+
+    name: str
+    formula: str
+    rounding: str
+    result: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ConversionResult:
+    """A quantity, what it became, and every step on the way."""
+
+    source: str
+    target: str
+    steps: tuple[Step, ...]
+    parameters: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """``750 encoder_token → 189 pooled_block  (pool_window: cdiv(W - 1, P) + 1, …)``."""
+        chain = " → ".join([self.source, *(step.result for step in self.steps)])
+        if not self.steps:
+            chain = f"{self.source} → {self.target}"
+        described = (
+            "; ".join(
+                f"{s.name}: {s.formula}, {_ROUNDING.get(s.rounding, s.rounding)}"
+                for s in self.steps
+            )
+            or "identity, exact"
+        )
+        given = ", ".join(f"{k} = {v}" for k, v in self.parameters.items())
+        return f"{chain}  ({described}{'; ' + given if given else ''})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input": self.source,
+            "output": self.target,
+            "steps": [
+                {
+                    "conversion": s.name,
+                    "formula": s.formula,
+                    "rounding": s.rounding,
+                    "result": s.result,
+                }
+                for s in self.steps
+            ],
+            "parameters": dict(self.parameters),
+            "notes": list(self.notes),
+        }
+
+
+def convert(
+    text: str,
+    to: str,
+    *,
+    pool: int | None = None,
+    as_: str | None = None,
+    block_size: int | None = None,
+    page_size: str | None = None,
+) -> ConversionResult:
+    """Convert ``text`` (``"750 encoder_token"``) to the unit ``to``.
+
+    Args:
+        pool: P, for encoder_token ↔ pooled_block.
+        as_: ``"length"`` (default), ``"window"`` or ``"position"``: what an encoder_token
+            quantity is, which picks ``pool_length``, ``pool_window`` or ``pool_position``.
+        block_size: slots per cache block, for slots → cache_block.
+        page_size: bytes of one cache block (``"524288 byte"``), for cache_block ↔ byte.
+
+    Raises:
+        UnitTypeError: bad text, an unknown unit, or no conversion between the two units.
+        UnitValueError: a missing parameter, or a result that is not whole in ``to``.
+    """
+    value = parse_any_quantity(text, field="QUANTITY")
+    target_cls, per_unit = _target(to)
+    params: dict[str, str] = {}
+    notes: list[str] = []
+    steps: list[Step] = []
+    current: IntQuantity = value
+
+    if isinstance(current, EncoderTokens) and target_cls in (PooledBlocks, CacheBlocks, Bytes):
+        p = _pool(pool, "encoder_token → pooled_block")
+        params["P"] = str(p.tokens_per_block)
+        kind = as_ or "length"
+        name = {"length": "pool_length", "window": "pool_window", "position": "pool_position"}[kind]
+        func = {"length": pool_length, "window": pool_window, "position": pool_position}[kind]
+        pooled = func(current, p)
+        steps.append(_step(name, pooled))
+        if as_ is None:
+            window = pool_window(current, p)
+            notes.append(
+                f"read as a length (the default); a window of {current} keeps {window} "
+                "resident: use --as window"
+            )
+        current = pooled
+    elif as_ is not None:
+        notes.append(f"--as {as_} applies to encoder_token → pooled_block only; ignored")
+
+    if isinstance(current, PooledBlocks) and target_cls is EncoderTokens:
+        p = _pool(pool, "pooled_block → encoder_token")
+        params["P"] = str(p.tokens_per_block)
+        current = unpool_length(current, p)
+        steps.append(_step("unpool_length", current))
+
+    if isinstance(current, (PooledBlocks, Tokens)) and target_cls in (CacheBlocks, Bytes):
+        if block_size is None:
+            raise UnitValueError(
+                f"{current} → cache_block needs --block-size (slots per cache block)",
+                field="--block-size",
+                expected=f"an int of {current.unit} per cache_block",
+            )
+        params["block_size"] = f"{block_size} {current.unit}/cache_block"
+        if isinstance(current, PooledBlocks):
+            current = slots_to_cache_blocks_ceil(current, BlockSize(block_size, PooledBlocks))
+        else:
+            current = slots_to_cache_blocks_ceil(current, BlockSize(block_size, Tokens))
+        steps.append(_step("slots_to_cache_blocks_ceil", current))
+
+    if isinstance(current, CacheBlocks) and target_cls is Bytes:
+        page = _page(page_size, "cache_block → byte")
+        params["page_size"] = str(page)
+        current = cache_blocks_to_bytes(current, page)
+        steps.append(_step("cache_blocks_to_bytes", current))
+    elif isinstance(current, Bytes) and target_cls is CacheBlocks:
+        page = _page(page_size, "byte → cache_block")
+        params["page_size"] = str(page)
+        current = bytes_to_cache_blocks_floor(current, page)
+        steps.append(_step("bytes_to_cache_blocks_floor", current))
+
+    if type(current) is not target_cls:
+        raise UnitTypeError(_no_conversion(value, current, target_cls), field="--to", got=text)
+    if per_unit == 1:
+        target = str(current)
+    else:
+        whole, rest = divmod(current.value, per_unit)
+        if rest:
+            raise UnitValueError(
+                f"{current} is not a whole number of {to} ({current.value / per_unit:g}); "
+                "kvunits does not round without saying so: use --to byte",
+                field="--to",
+                got=str(current),
+            )
+        target = f"{whole} {to}"
+        steps.append(Step("exact unit change", f"1 {to} = {per_unit} byte", "exact", target))
+    written = " ".join(text.split())
+    source = str(value) if written == str(value) else f"{written} = {value}"
+    return ConversionResult(source, target, tuple(steps), params, tuple(notes))
+
+
+def _target(to: str) -> tuple[type[IntQuantity], int]:
+    """The class a unit name belongs to, and how many of the class's unit one of it is."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z_]{0,31}", to):
+        raise UnitTypeError(f"--to {to!r} is not a unit name", field="--to", got=repr(to))
+    one = parse_any_quantity(f"1 {to}", field="--to")
+    return type(one), one.value
+
+
+def _pool(pool: int | None, what: str) -> PoolFactor:
+    if pool is None:
+        raise UnitValueError(
+            f"{what} needs --pool P (encoder tokens per pooled block of the layer)",
+            field="--pool",
+            expected="an int >= 1",
+        )
+    return PoolFactor(pool)
+
+
+def _page(page_size: str | None, what: str) -> Bytes:
+    if page_size is None:
+        raise UnitValueError(
+            f'{what} needs --page-size (bytes of one cache block, e.g. "524288 byte"; '
+            "kvunits plan prints it per group)",
+            field="--page-size",
+            expected="byte",
+        )
+    return parse_quantity(page_size, Bytes, field="--page-size")
+
+
+def _step(name: str, result: IntQuantity) -> Step:
+    conversion = next(c for c in CONVERSIONS if c.name == name)
+    return Step(conversion.name, conversion.formula, conversion.rounding, str(result))
+
+
+def _no_conversion(value: IntQuantity, current: IntQuantity, target: type[IntQuantity]) -> str:
+    pair = {type(value).unit, target.unit}
+    if "token" in pair and pair & {"encoder_token", "pooled_block"}:
+        return (
+            f"{value} cannot become {target.unit}: token counts decoder positions, "
+            "encoder_token and pooled_block the encoder's; no conversion relates them"
+        )
+    via = "" if current is value else f" (reached {current})"
+    return f"no named conversion takes {value} to {target.unit}{via}"

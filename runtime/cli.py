@@ -1,0 +1,376 @@
+"""The ``kvunits`` command line: ``plan``, ``check``, ``schema``, ``convert``.
+
+Exit status: 0 on success, 2 for an invalid config, flag or quantity (every problem printed
+to stderr, one per line, no traceback), 1 when the reader of stdout went away (a broken pipe)
+or for a bug (with its traceback).
+
+The module imports only the standard library at import time (``--help`` stays instant);
+contracts, pint and rich load when a command needs them, and torch and triton never do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from contracts import KvUnitsConfig
+
+EXIT_OK: Final = 0
+EXIT_INVALID: Final = 2
+
+#: The shipped example (package data), planned by ``kvunits plan`` without an argument.
+DEFAULT_EXAMPLE: Final = "voxtral_realtime.toml"
+
+#: Engine flags of ``plan`` and ``check``, by EngineSpec field (highest precedence).
+_ENGINE_FLAGS: Final = (
+    ("block_size_slots", "N", "slots per cache block (a plain integer), e.g. 16"),
+    ("max_model_len", "QTY", 'longest decoder sequence, e.g. "8192 token"'),
+    ("max_num_batched_tokens", "QTY", 'decoder tokens per step, e.g. "2048 token"'),
+    ("max_encoder_len", "QTY", 'longest encoder sequence, e.g. "6000 encoder_token"'),
+    ("max_encoder_tokens_per_step", "QTY", 'encoder tokens per step, e.g. "4 encoder_token"'),
+    ("memory_budget", "QTY", 'memory for the KV cache, e.g. "40 GiB"'),
+    ("cache_dtype", "DTYPE", "cache dtype for every layer (bfloat16, fp8, …, or auto)"),
+)
+
+_PRECEDENCE: Final = """\
+engine settings, highest precedence first:
+  1. flags (--memory-budget "80 GiB")
+  2. environment variables KVUNITS_<SETTING> (KVUNITS_MEMORY_BUDGET="80 GiB")
+  3. the config file's [engine] section (or what a Hugging Face config.json states)
+  4. built-in defaults: block_size_slots 16, max_num_batched_tokens "2048 token",
+     memory_budget "40 GiB"
+"""
+
+_MAIN_EPILOG: Final = """\
+examples:
+  kvunits plan                                   the shipped Voxtral Realtime example
+  kvunits plan examples/hf/gemma-3-1b-it/config.json --memory-budget "16 GiB"
+  kvunits check examples/*.toml examples/hf/*/config.json
+  kvunits schema > kvunits.schema.json
+  kvunits convert "750 encoder_token" --to pooled_block --pool 4 --as window
+
+Every size is written with its unit: "750 encoder_token", "8192 token", "40 GiB".
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status.
+
+    Args:
+        argv: the arguments; ``None`` when run as the program (the console script, or
+            ``python -m runtime.cli``), which reads ``sys.argv``.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.command
+    if argv is None:
+        _import_pint_lean()  # only in a process of its own: see the function
+    from contracts import ConfigError, KvUnitsError
+
+    try:
+        return command(args)
+    except ConfigError as exc:
+        for issue in exc.issues:
+            _error_line(str(issue))
+        return EXIT_INVALID
+    except KvUnitsError as exc:
+        _error_line(f"kvunits: error: {exc}")
+        return EXIT_INVALID
+    except BrokenPipeError:
+        # `kvunits plan | head`: the reader left. Stop quietly with status 1, as the Python
+        # docs advise (and as rich does for tables), without a traceback at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser, with ``--help`` and examples on every command."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="kvunits",
+        description=_wrap(
+            "Plan the KV cache of a model, with units: what each layer group needs "
+            "per request, and what a memory budget buys."
+        ),
+        epilog=_MAIN_EPILOG,
+        formatter_class=formatter,
+    )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+
+    engine_flags = argparse.ArgumentParser(add_help=False)
+    group = engine_flags.add_argument_group("engine settings (override file and environment)")
+    for field, metavar, text in _ENGINE_FLAGS:
+        group.add_argument(f"--{field.replace('_', '-')}", dest=field, metavar=metavar, help=text)
+
+    plan = commands.add_parser(
+        "plan",
+        parents=[engine_flags],
+        formatter_class=formatter,
+        help="plan the cache of a config (default: the shipped Voxtral Realtime example)",
+        description=_wrap(
+            "Plan the KV cache: per layer group the kind and layer count, the window "
+            "in model units and in manager units, the page size, the admission cap and the bytes "
+            "per request; then the cache blocks the memory budget buys and the concurrent "
+            "requests it admits."
+        ),
+        epilog="examples:\n"
+        "  kvunits plan\n"
+        "  kvunits plan examples/voxtral_realtime.yaml --format json\n"
+        '  KVUNITS_MEMORY_BUDGET="80 GiB" kvunits plan examples/hf/llama-3.1-8b/config.json\n'
+        '  kvunits plan examples/hf/mistral-7b-v0.1/config.json --max-model-len "8192 token"\n'
+        "\n" + _PRECEDENCE,
+    )
+    plan.add_argument(
+        "config",
+        nargs="?",
+        metavar="CONFIG",
+        help="a kvunits config (.toml, .yaml, .yml, .json) or a Hugging Face config.json; "
+        f"default: the shipped {DEFAULT_EXAMPLE}",
+    )
+    plan.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default), json for machines (quantities as '189 pooled_block')",
+    )
+    plan.set_defaults(command=_plan)
+
+    check = commands.add_parser(
+        "check",
+        parents=[engine_flags],
+        formatter_class=formatter,
+        help="validate configs: exit 0 if all are valid, 2 otherwise",
+        description=_wrap(
+            "Validate configs without printing a plan: the file, every field and "
+            "its unit, the engine settings after precedence, and that the budget holds one "
+            "full-length request (check passes exactly when plan would succeed). Every problem is "
+            "printed to stderr, one per line, with the file, the field and the expected unit."
+        ),
+        epilog="examples:\n"
+        "  kvunits check examples/voxtral_realtime.toml\n"
+        "  kvunits check examples/*.toml examples/*.yaml examples/hf/*/config.json\n"
+        "\n" + _PRECEDENCE,
+    )
+    check.add_argument("configs", nargs="+", metavar="CONFIG", help="config files to check")
+    check.set_defaults(command=_check)
+
+    schema = commands.add_parser(
+        "schema",
+        formatter_class=formatter,
+        help="print the JSON Schema of the config format",
+        description=_wrap(
+            "Print the JSON Schema of kvunits config files (TOML, YAML and JSON share "
+            'it). Every quantity field shows its unit in "x-unit"; quantities are strings '
+            '"<integer> <unit>".'
+        ),
+        epilog="examples:\n"
+        "  kvunits schema > kvunits.schema.json\n"
+        "  kvunits schema --hf        the Hugging Face fields read, with their declared units\n",
+    )
+    schema.add_argument(
+        "--hf",
+        action="store_true",
+        help="print the Hugging Face config.json fields the adapter reads, with their units",
+    )
+    schema.set_defaults(command=_schema)
+
+    convert = commands.add_parser(
+        "convert",
+        formatter_class=formatter,
+        help="convert a quantity between units, naming the rounding used",
+        description=_wrap(
+            "A unit calculator over kvunits' named conversions; it prints the "
+            "conversion, its formula and its rounding. encoder_token ↔ pooled_block needs --pool; "
+            "slots → cache_block needs --block-size; cache_block ↔ byte needs --page-size."
+        ),
+        epilog="examples:\n"
+        '  kvunits convert "750 encoder_token" --to pooled_block --pool 4 --as window\n'
+        "      750 encoder_token → 189 pooled_block  (pool_window: cdiv(W - 1, P) + 1, ...)\n"
+        '  kvunits convert "750 encoder_token" --to pooled_block --pool 4      (a length: 188)\n'
+        '  kvunits convert "189 pooled_block" --to cache_block --block-size 16\n'
+        '  kvunits convert "40 GiB" --to cache_block --page-size "524288 byte"\n'
+        '  kvunits convert "40 GiB" --to byte\n',
+    )
+    convert.add_argument("quantity", metavar="QUANTITY", help='e.g. "750 encoder_token"')
+    convert.add_argument("--to", required=True, metavar="UNIT", help="the target unit")
+    convert.add_argument("--pool", type=int, metavar="P", help="encoder tokens per pooled block")
+    convert.add_argument(
+        "--as",
+        dest="as_",
+        choices=("length", "window", "position"),
+        help="what an encoder_token quantity is: a length (default; cdiv(n, P)), a window "
+        "(cdiv(W - 1, P) + 1) or a position (i // P)",
+    )
+    convert.add_argument(
+        "--block-size", type=int, metavar="N", help="slots per cache block (for cache_block)"
+    )
+    convert.add_argument(
+        "--page-size", metavar="QTY", help='bytes of one cache block, e.g. "524288 byte"'
+    )
+    convert.add_argument("--format", choices=("text", "json"), default="text")
+    convert.set_defaults(command=_convert)
+    return parser
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from runtime.capacity import plan
+
+    from ._render import plan_to_dict, render_table
+
+    config = _load(args.config, args)
+    result = plan(config.model, config.engine)
+    if args.format == "json":
+        json.dump(plan_to_dict(config, result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render_table(config, result, sys.stdout)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    from contracts import ConfigError, KvUnitsError
+    from runtime.capacity import plan
+
+    status = EXIT_OK
+    for path in args.configs:
+        try:
+            config = _load(path, args)
+            result = plan(config.model, config.engine)
+        except ConfigError as exc:
+            for issue in exc.issues:
+                _error_line(str(issue))
+            status = EXIT_INVALID
+        except KvUnitsError as exc:
+            _error_line(f"{path}: {exc}")
+            status = EXIT_INVALID
+        else:
+            from ._render import clean
+
+            layers, groups = len(config.model.layers), len(result.groups)
+            print(
+                clean(f"ok: {path}: {config.model.name}, {layers} layers in {groups} cache ")
+                + ("group" if groups == 1 else "groups")
+            )
+    return status
+
+
+def _schema(args: argparse.Namespace) -> int:
+    if args.hf:
+        from contracts import HF_FIELDS
+
+        json.dump(dict(HF_FIELDS), sys.stdout, indent=2)
+    else:
+        from contracts import ConfigFile
+
+        schema = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            **ConfigFile.model_json_schema(),
+        }
+        json.dump(schema, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return EXIT_OK
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from ._convert_cli import convert
+
+    result = convert(
+        args.quantity,
+        args.to,
+        pool=args.pool,
+        as_=args.as_,
+        block_size=args.block_size,
+        page_size=args.page_size,
+    )
+    if args.format == "json":
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(result.line())
+        for note in result.notes:
+            print(f"  note: {note}")
+    return EXIT_OK
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
+    from contracts import load_config
+
+    flags = {field: getattr(args, field) for field, _, _ in _ENGINE_FLAGS}
+    if path is not None:
+        return load_config(path, flags=flags)
+    from importlib import resources
+
+    example = resources.files("runtime").joinpath("examples", DEFAULT_EXAMPLE)
+    with resources.as_file(example) as file:
+        return load_config(file, flags=flags)
+
+
+def _import_pint_lean() -> None:
+    """Import pint without numpy, which it imports eagerly when installed.
+
+    kvunits' quantities are ints; pint's numpy support (arrays) is never used here, and
+    numpy costs ~60 ms of a ~0.25 s command. pint supports running without numpy
+    (``HAS_NUMPY = False``), which is what hiding it during pint's import selects; numpy
+    stays importable afterwards. Only the command line does this, never the library.
+    """
+    if "pint" in sys.modules or "numpy" in sys.modules:
+        return
+    blocked: Any = None
+    sys.modules["numpy"] = blocked
+    try:
+        import pint  # noqa: F401
+    finally:
+        del sys.modules["numpy"]
+
+
+def _wrap(text: str) -> str:
+    # The help formatter keeps descriptions as written (for the epilogs' layout): wrap here.
+    return textwrap.fill(text, width=88)
+
+
+def _error_line(text: str) -> None:
+    from ._render import clean
+
+    print(clean(text), file=sys.stderr)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, reading the installed metadata only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("kvunits")
+        except PackageNotFoundError:
+            found = "unknown"
+        print(f"kvunits {found}")
+        parser.exit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""``kvunits plan|check|schema|convert``: golden output, JSON output, exit statuses, errors on
+stderr without a traceback, engine precedence, and imports (no torch, no triton)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+#: The console script pip installed next to this interpreter (pyproject's [project.scripts]).
+KVUNITS = Path(sys.executable).with_name("kvunits")
+
+
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path = REPO, entry_point: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run the command line in a fresh interpreter, with a clean ``KVUNITS_*`` environment."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("KVUNITS_")}
+    clean.update(env or {})
+    command = [str(KVUNITS)] if entry_point else [sys.executable, "-m", "runtime.cli"]
+    return subprocess.run(
+        [*command, *args],
+        cwd=cwd,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def shipped_examples() -> list[Path]:
+    found = [
+        *sorted(EXAMPLES.glob("*.toml")),
+        *sorted(EXAMPLES.glob("*.yaml")),
+        *sorted(EXAMPLES.glob("*.json")),
+        *sorted(EXAMPLES.glob("hf/*/config.json")),
+        *sorted((REPO / "runtime" / "examples").glob("*")),
+    ]
+    return found
+
+
+# -- plan -------------------------------------------------------------------------------------
+
+
+def test_plan_from_the_installed_entry_point_anywhere(tmp_path: Path) -> None:
+    # The entry point, from a directory that is not the repository: the default example is
+    # package data, found without a path.
+    assert KVUNITS.is_file(), f"the kvunits console script is not installed at {KVUNITS}"
+    done = run("plan", cwd=tmp_path, entry_point=True)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "kvunits plan: voxtral-mini-4b-realtime" in out
+    assert "750 encoder_token → 189 pooled_block" in out
+    assert "13 cache_block" in out
+    assert "524288 byte" in out
+    assert "8192 token → 8192 token" in out
+    assert "641 cache_block" in out
+    assert "concurrent requests admitted: 32" in out
+    assert "pool_window = cdiv(W - 1, P) + 1" in out
+    assert done.stderr == ""
+
+
+def test_plan_json_for_machines() -> None:
+    done = run("plan", str(EXAMPLES / "voxtral_realtime.yaml"), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    audio, text = data["groups"]
+    assert audio["name"] == "audio"
+    assert audio["layers"] == 32
+    assert audio["model_window"] == "750 encoder_token"
+    assert audio["manager_window"] == "189 pooled_block"
+    assert audio["window_conversion"] == "pool_window"
+    assert audio["page_size"] == "524288 byte"
+    assert audio["admission_cap"] == "13 cache_block"
+    assert audio["block_size"] == "16 pooled_block/cache_block"
+    assert audio["kernel_block_size"] == "64 encoder_token/cache_block"
+    assert audio["max_in_flight"] == "1 pooled_block"
+    assert text["manager_window"] == "8192 token"
+    assert data["engine"]["memory_budget"] == "42949672960 byte"
+    assert data["engine_sources"]["memory_budget"] == "file"
+    assert data["bytes_per_request"] == "1310326784 byte"
+    assert data["concurrent_requests"] == 32
+
+
+def test_plan_of_a_hugging_face_config() -> None:
+    done = run("plan", str(EXAMPLES / "hf" / "gemma-3-1b-it" / "config.json"), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [g["name"] for g in data["groups"]] == ["text/sliding_window", "text/full_attention"]
+    assert data["engine_sources"]["max_model_len"] == "hf max_position_embeddings"
+    assert data["engine_sources"]["memory_budget"] == "default"
+
+
+def test_plan_that_the_budget_cannot_hold_exits_2() -> None:
+    done = run("plan", "--memory-budget", "1 MiB")
+    assert done.returncode == 2
+    assert done.stderr.startswith("kvunits: error: memory_budget 1048576 byte cannot hold")
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+# -- precedence -------------------------------------------------------------------------------
+
+
+def test_environment_then_flag_precedence() -> None:
+    env = {"KVUNITS_MEMORY_BUDGET": "80 GiB", "KVUNITS_BLOCK_SIZE_SLOTS": "32"}
+    from_env = json.loads(run("plan", "--format", "json", env=env).stdout)
+    assert from_env["engine"]["memory_budget"] == f"{80 << 30} byte"
+    assert from_env["engine_sources"]["memory_budget"] == "env KVUNITS_MEMORY_BUDGET"
+    assert from_env["engine"]["block_size_slots"] == 32
+    assert from_env["groups"][0]["page_size"] == "1048576 byte"  # 32 slots × 4 × 32 × 128 × 2
+    done = run("plan", "--format", "json", "--memory-budget", "20 GiB", env=env)
+    from_flag = json.loads(done.stdout)
+    assert from_flag["engine"]["memory_budget"] == f"{20 << 30} byte"
+    assert from_flag["engine_sources"]["memory_budget"] == "flag --memory-budget"
+    assert from_flag["engine_sources"]["block_size_slots"] == "env KVUNITS_BLOCK_SIZE_SLOTS"
+
+
+def test_bad_environment_variable_exits_2() -> None:
+    done = run(
+        "check", str(EXAMPLES / "voxtral_realtime.toml"), env={"KVUNITS_MEMORY_BUDGET": "40"}
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "environment: KVUNITS_MEMORY_BUDGET: '40' has no unit; write it with one, e.g. "
+        "'40 byte' (expected byte)\n"
+    )
+
+
+# -- check ------------------------------------------------------------------------------------
+
+
+def test_every_shipped_example_checks_clean() -> None:
+    examples = shipped_examples()
+    assert len(examples) >= 8
+    done = run("check", *map(str, examples))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("ok: ") == len(examples)
+    assert done.stderr == ""
+
+
+def test_check_reports_every_error_of_every_file(tmp_path: Path) -> None:
+    text = (EXAMPLES / "voxtral_realtime.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        text.replace('"750 encoder_token"', "750")
+        .replace('memory_budget = "40 GiB"', 'memory_budget = "40 gigs"')
+        .replace("kv_heads = 8", "kv_heads = 8.0")
+    )
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 50_000 + "]" * 50_000)
+    good = EXAMPLES / "voxtral_realtime.json"
+    start = time.perf_counter()
+    done = run("check", str(bad), str(good), str(deep))
+    assert time.perf_counter() - start < 30
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stdout == f"ok: {good}: voxtral-mini-4b-realtime, 58 layers in 2 cache groups\n"
+    lines = done.stderr.splitlines()
+    assert lines == [
+        f'{bad}: model.groups.audio.sliding_window: 750 has no unit: write it as "750 '
+        'encoder_token" (the group pools: pool = 4)',
+        f"{bad}: model.groups.text.kv_heads: expected a whole number of head (a plain "
+        "integer); got 8.0 (a float)",
+        f"{bad}: engine.memory_budget: unknown unit 'gigs'; kvunits knows encoder_token, "
+        "pooled_block, token, cache_block and byte (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB) "
+        "(expected byte)",
+        f"{deep}: nested more than 32 levels deep",
+    ]
+
+
+def test_errors_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    evil = tmp_path / "evil.toml"
+    evil.write_text('[model]\nname = "m"\n[model.groups.g]\nkind = "\\u001b[2J"\n')
+    done = run("check", str(evil))
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr
+    assert "\\x1b[2J" in done.stderr
+
+
+# -- schema -----------------------------------------------------------------------------------
+
+
+def test_schema() -> None:
+    done = run("schema")
+    assert done.returncode == 0, done.stderr
+    schema = json.loads(done.stdout)
+    assert schema["$schema"].startswith("https://json-schema.org/")
+    group = schema["$defs"]["SlidingWindowGroup"]["properties"]
+    assert group["sliding_window"]["x-unit"] == ["encoder_token", "token"]
+    assert (
+        schema["$defs"]["EngineConfig"]["properties"]["memory_budget"]["anyOf"][0]["x-unit"]
+        == "byte"
+    )
+
+
+def test_schema_hf(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "--hf"]) == 0
+    fields = json.loads(capsys.readouterr().out)
+    assert "encoder_token" in fields["sliding_window"]
+
+
+# -- convert ----------------------------------------------------------------------------------
+
+
+def test_convert_window_in_a_subprocess() -> None:
+    done = run(
+        "convert", "750 encoder_token", "--to", "pooled_block", "--pool", "4", "--as", "window"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "750 encoder_token → 189 pooled_block  (pool_window: cdiv(W - 1, P) + 1, window "
+        "residency bound: the look-back rounds up, plus the current slot; P = 4)\n"
+    )
+
+
+def _convert(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = main(["convert", *args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_convert_length_is_the_default_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _convert(capsys, "750 encoder_token", "--to", "pooled_block", "--pool", "4")
+    assert status == 0
+    assert out.splitlines() == [
+        "750 encoder_token → 188 pooled_block  (pool_length: cdiv(n, P), rounds up; P = 4)",
+        "  note: read as a length (the default); a window of 750 encoder_token keeps 189 "
+        "pooled_block resident: use --as window",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["189 pooled_block", "--to", "cache_block", "--block-size", "16"],
+            "189 pooled_block → 12 cache_block  (slots_to_cache_blocks_ceil: cdiv(n, block_size),"
+            " rounds up; block_size = 16 pooled_block/cache_block)",
+        ),
+        (
+            [
+                "750 encoder_token",
+                "--to",
+                "cache_block",
+                "--pool",
+                "4",
+                "--as",
+                "window",
+                "--block-size",
+                "16",
+            ],
+            "750 encoder_token → 189 pooled_block → 12 cache_block",
+        ),
+        (
+            ["189 pooled_block", "--to", "encoder_token", "--pool", "4"],
+            "189 pooled_block → 756 encoder_token  (unpool_length: s * P, exact; P = 4)",
+        ),
+        (
+            ["40 GiB", "--to", "cache_block", "--page-size", "524288 byte"],
+            "40 GiB = 42949672960 byte → 81920 cache_block  (bytes_to_cache_blocks_floor: "
+            "budget // page_size, rounds down; page_size = 524288 byte)",
+        ),
+        (
+            ["13 cache_block", "--to", "MiB", "--page-size", "512 KiB"],
+            "13 cache_block → 6815744 byte → 6.5",  # not whole: refused below
+        ),
+        (["40 GiB", "--to", "MiB"], "40 GiB = 42949672960 byte → 40960 MiB  (exact unit change"),
+        (["12 tokens", "--to", "tok"], "12 tokens = 12 token → 12 token  (identity, exact)"),
+    ],
+)
+def test_convert(capsys: pytest.CaptureFixture[str], args: list[str], expected: str) -> None:
+    status, out, err = _convert(capsys, *args)
+    if "6.5" in expected:
+        assert status == 2
+        assert "is not a whole number of MiB (6.5)" in err
+        return
+    assert status == 0, err
+    assert out.startswith(expected)
+
+
+def test_convert_json(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _convert(
+        capsys,
+        "750 encoder_token",
+        "--to",
+        "pooled_block",
+        "--pool",
+        "4",
+        "--as",
+        "window",
+        "--format",
+        "json",
+    )
+    assert status == 0
+    data: dict[str, Any] = json.loads(out)
+    assert data["output"] == "189 pooled_block"
+    assert data["steps"] == [
+        {
+            "conversion": "pool_window",
+            "formula": "cdiv(W - 1, P) + 1",
+            "rounding": "window",
+            "result": "189 pooled_block",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["750 encoder_token", "--to", "pooled_block"], "needs --pool P"),
+        (["750 encoder_token", "--to", "token", "--pool", "4"], "no conversion relates them"),
+        (["750", "--to", "pooled_block", "--pool", "4"], "'750' has no unit"),
+        (["2**10 token", "--to", "token"], "is not '<integer> <unit>'"),
+        (["750 encoder_token", "--to", "parsec"], "unknown unit 'parsec'"),
+        (["750 encoder_token", "--to", "1 token"], "is not a unit name"),
+        (["750 encoder_token", "--to", "pooled_block", "--pool", "0"], "PoolFactor must be >= 1"),
+        (["1 cache_block", "--to", "byte"], "needs --page-size"),
+        (["10 token", "--to", "cache_block"], "needs --block-size"),
+    ],
+)
+def test_convert_errors(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    status, out, err = _convert(capsys, *args)
+    assert status == 2
+    assert out == ""
+    assert message in err
+    assert "Traceback" not in err
+
+
+# -- help, imports ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [[], ["plan"], ["check"], ["schema"], ["convert"]])
+def test_help_with_examples(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        main([*command, "--help"])
+    assert excinfo.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out
+    assert "kvunits" in out
+
+
+def test_help_and_version_from_the_entry_point() -> None:
+    done = run("--help", entry_point=True)
+    assert done.returncode == 0
+    assert "kvunits plan" in done.stdout
+    version = run("--version", entry_point=True)
+    assert version.returncode == 0 and version.stdout.startswith("kvunits ")
+
+
+def test_usage_errors_exit_2() -> None:
+    done = run("plan", "--format", "yaml")
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+_PROBE = """
+import json, sys
+import runtime.cli
+after_import = sorted(m for m in ("torch", "triton", "pint", "rich") if m in sys.modules)
+sys.argv = ["kvunits", "plan", "--format", "json"]
+status = runtime.cli.main()  # as the console script calls it
+after_plan = sorted(m for m in ("torch", "triton", "numpy", "rich") if m in sys.modules)
+print(json.dumps({"after_import": after_import, "after_plan": after_plan, "status": status}))
+"""
+
+
+def test_the_command_line_imports_no_torch_no_triton() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # Not even pint or rich at import: --help is instant. After a JSON plan: no torch, no
+    # triton, no numpy (pint is imported without it), no rich (only tables need it).
+    assert result == {"after_import": [], "after_plan": [], "status": 0}

@@ -1,0 +1,1 @@
+"""Config loading: the kvunits format, the Hugging Face adapter, hostile input."""

@@ -1,0 +1,389 @@
+"""The kvunits config format: the shipped example in TOML, YAML and JSON, the golden plan,
+errors with file, field path, expected unit and what was given, and the JSON schema."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import (
+    ConfigError,
+    ConfigFile,
+    ConfigIssue,
+    EncoderTokens,
+    KvUnitsConfig,
+    KvUnitsError,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+    load_config,
+    load_config_data,
+)
+from runtime.capacity import plan
+
+from .conftest import EXAMPLES, SHIPPED, VOXTRAL_TOML
+
+Write = Callable[[str, str | bytes], Path]
+
+
+def _issues(excinfo: pytest.ExceptionInfo[ConfigError]) -> list[str]:
+    return [str(issue) for issue in excinfo.value.issues]
+
+
+# -- the shipped example ----------------------------------------------------------------------
+
+
+def test_shipped_example_is_the_top_level_example() -> None:
+    # The package-data copy (what `kvunits plan` reads from an installed wheel) and the one
+    # users see under examples/ must not drift apart.
+    assert (EXAMPLES / "voxtral_realtime.toml").read_bytes() == SHIPPED.read_bytes()
+
+
+@pytest.mark.parametrize("suffix", ["toml", "yaml", "json"])
+def test_three_formats_load_the_same_config(suffix: str) -> None:
+    reference = load_config(SHIPPED)
+    config = load_config(EXAMPLES / f"voxtral_realtime.{suffix}")
+    assert config.model == reference.model
+    assert config.engine == reference.engine
+    assert config.engine_sources == reference.engine_sources
+
+
+def test_voxtral_example_loads_into_the_spec_models() -> None:
+    config = load_config(SHIPPED)
+    assert isinstance(config, KvUnitsConfig)
+    layers = config.model.layers
+    assert len(layers) == 32 + 26
+    assert [name for name in layers][:2] == ["audio.0", "audio.1"]
+    audio = layers["audio.31"]
+    assert isinstance(audio, SlidingWindowLayer)
+    assert audio.window == EncoderTokens(750)
+    assert audio.pool == PoolFactor(4)
+    assert (audio.kv_heads, audio.head_size) == (32, 64)
+    text = layers["text.25"]
+    assert isinstance(text, SlidingWindowLayer)
+    assert text.window == Tokens(8192)
+    assert text.pool is None
+    assert str(config.engine.memory_budget) == "42949672960 byte"
+    assert config.engine_sources["memory_budget"] == "file"
+    # Frozen all the way down.
+    with pytest.raises(ValueError, match="frozen"):
+        config.source = "elsewhere"
+
+
+def test_golden_plan_of_the_voxtral_example() -> None:
+    config = load_config(SHIPPED)
+    result = plan(config.model, config.engine)
+    audio, text = result.groups
+    assert (audio.group.name, text.group.name) == ("audio", "text")
+    assert (str(audio.model_window), str(audio.manager_window)) == (
+        "750 encoder_token",
+        "189 pooled_block",
+    )
+    assert str(audio.page_size) == "524288 byte"  # 16 × 4 × 32 × (64 + 64) × 2
+    assert str(audio.admission_cap) == "13 cache_block"  # cdiv(188 + 1, 16) + 1
+    assert str(audio.bytes_per_request) == "218103808 byte"  # 13 × 32 × 512 KiB
+    assert str(text.manager_window) == "8192 token"
+    assert str(text.admission_cap) == "641 cache_block"  # cdiv(8191 + 2048, 16) + 1
+    assert str(text.page_size) == "65536 byte"
+    assert str(result.bytes_per_request) == "1310326784 byte"
+    assert (str(audio.num_blocks), str(text.num_blocks)) == ("426 cache_block", "21002 cache_block")
+    assert result.concurrent_requests == 32
+
+
+def test_single_layers_and_groups_together(write: Write) -> None:
+    path = write(
+        "model.toml",
+        """
+        [model]
+        name = "mixed"
+        [model.groups.enc]
+        kind = "encoder_only"
+        count = 2
+        [model.layers.head]
+        kind = "full_attention"
+        kv_heads = 8
+        head_size = 128
+        [model.layers."ssm.0"]
+        kind = "state"
+        state_size = "2 MiB"
+        [engine]
+        max_model_len = "4096 token"
+        """,
+    )
+    config = load_config(path)
+    assert list(config.model.layers) == ["enc.0", "enc.1", "head", "ssm.0"]
+    # Unset engine settings take the documented defaults, and say so.
+    assert config.engine.block_size_slots == 16
+    assert str(config.engine.max_num_batched_tokens) == "2048 token"
+    assert config.engine_sources["memory_budget"] == "default"
+    assert config.engine_sources["max_model_len"] == "file"
+    result = plan(config.model, config.engine)
+    assert result.uncached_layers == ("enc.0", "enc.1")
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def test_bare_number_names_the_unit_to_add(write: Write) -> None:
+    path = write("bare.toml", VOXTRAL_TOML.replace('"750 encoder_token"', "750"))
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path)
+    assert _issues(excinfo) == [
+        f"{path}: model.groups.audio.sliding_window: 750 has no unit: write it as "
+        '"750 encoder_token" (the group pools: pool = 4)'
+    ]
+
+
+def test_bare_number_of_a_token_group_says_token(write: Write) -> None:
+    path = write("bare.toml", VOXTRAL_TOML.replace('"8192 token"', '"8192"'))
+    with pytest.raises(ConfigError, match=r'write it as "8192 token" \(the group has no pool\)'):
+        load_config(path)
+
+
+def test_several_errors_are_reported_together(write: Write) -> None:
+    text = (
+        VOXTRAL_TOML.replace('"750 encoder_token"', '"750 token"')  # wrong unit: pooled
+        .replace("kv_heads = 8", 'kv_heads = "8"')  # a string count
+        .replace('memory_budget = "40 GiB"', 'memory_budget = "40"')  # no unit
+        .replace('max_model_len = "131072 token"', 'max_model_len = "9 GiB"')  # wrong dimension
+        .replace('dtype = "bfloat16"\n\n# The text', 'dtype = "bfloat17"\n\n# The text')
+    )
+    path = write("many.toml", text)
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path)
+    issues = excinfo.value.issues
+    paths = [issue.path for issue in issues]
+    assert paths == [  # in file order within a section; a group's base fields come first
+        "model.groups.audio.dtype",
+        "model.groups.audio.sliding_window",
+        "model.groups.text.kv_heads",
+        "engine.max_model_len",
+        "engine.memory_budget",
+    ]
+    assert all(issue.where == str(path) for issue in issues)
+    by_path = {issue.path: issue.message for issue in issues}
+    assert "counts encoder_token" in by_path["model.groups.audio.sliding_window"]
+    assert '"750 encoder_token"' in by_path["model.groups.audio.sliding_window"]
+    assert by_path["model.groups.text.kv_heads"] == (
+        "expected a whole number of head (a plain integer); got '8' (a str)"
+    )
+    assert by_path["engine.max_model_len"] == "expected token, got 9 GiB"
+    assert by_path["engine.memory_budget"].startswith("'40' has no unit")
+    assert "(expected byte)" in by_path["engine.memory_budget"]
+    assert "unknown cache dtype 'bfloat17'" in by_path["model.groups.audio.dtype"]
+
+
+def test_config_error_is_a_value_error_and_pickles() -> None:
+    error = ConfigError([ConfigIssue("a.toml", "engine.memory_budget", "'40' has no unit")])
+    assert isinstance(error, KvUnitsError)
+    assert isinstance(error, ValueError)
+    assert str(error) == "a.toml: engine.memory_budget: '40' has no unit"
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is ConfigError
+    assert copy.issues == error.issues
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "message"),
+    [
+        ({"model": {"name": "m"}}, "model", "declare at least one layer"),
+        ({"modle": {}}, "modle", "unknown section"),
+        ({"modle": {}}, "model", "missing: a kvunits config needs a [model] section"),
+        (
+            {"model": {"name": "m", "groups": {"g": {"count": 2}}}},
+            "model.groups.g",
+            "missing kind: one of full_attention",
+        ),
+        (
+            {"model": {"name": "m", "groups": {"g": {"kind": "swa"}}}},
+            "model.groups.g",
+            "unknown kind 'swa'",
+        ),
+        (
+            {"model": {"name": "m", "groups": {"g": {"kind": "encoder_only", "colour": 1}}}},
+            "model.groups.g.colour",
+            "unknown field",
+        ),
+        (
+            {"model": {"name": "m", "layers": {"x": {"kind": "encoder_only", "count": 2}}}},
+            "model",
+            "layers.x is a single layer and takes no count",
+        ),
+        (
+            {"model": {"name": "m", "groups": {"a.b": {"kind": "encoder_only"}}}},
+            "model.groups['a.b'] (the name)",
+            "String should match pattern",
+        ),
+        (
+            {
+                "model": {
+                    "name": "m",
+                    "groups": {"x": {"kind": "encoder_only"}},
+                    "layers": {"x.0": {"kind": "encoder_only"}},
+                }
+            },
+            "model",
+            "layer names collide: x.0",
+        ),
+        (
+            {"model": {"name": "m", "groups": {"g": {"kind": "encoder_only", "count": 10**9}}}},
+            "model.groups.g.count",
+            "less than or equal to 4096",
+        ),
+        (
+            {"model": {"name": "m", "groups": {"g": {"kind": "encoder_only", "count": True}}}},
+            "model.groups.g.count",
+            "expected a whole number of layer (a plain integer); got True (a bool)",
+        ),
+        (
+            {"model": {"name": "m", "groups": {"g": {"kind": "state", "state_size": "0 byte"}}}},
+            "model.groups.g.state_size",
+            "state_size must be > 0 byte",
+        ),
+        (  # a check of the spec layer, reported at the config's own path
+            {
+                "model": {
+                    "name": "m",
+                    "layers": {
+                        "c": {
+                            "kind": "chunked_local",
+                            "pool": 4,
+                            "chunk": "10 encoder_token",
+                            "kv_heads": 1,
+                            "head_size": 8,
+                        }
+                    },
+                }
+            },
+            "model.layers.c.chunk",
+            "a chunk must be a whole number of pooled blocks",
+        ),
+    ],
+)
+def test_model_section_errors(data: dict[str, Any], path: str, message: str) -> None:
+    data = {**data, "engine": {"max_model_len": "4096 token"}}
+    with pytest.raises(ConfigError) as excinfo:
+        load_config_data(data, where="cfg.toml")
+    matching = [i for i in excinfo.value.issues if i.path == path and message in i.message]
+    assert matching, _issues(excinfo)
+
+
+def test_missing_engine_setting_names_every_place_to_set_it() -> None:
+    data = {"model": {"name": "m", "groups": {"g": {"kind": "encoder_only"}}}}
+    with pytest.raises(ConfigError) as excinfo:
+        load_config_data(data, where="cfg.toml")
+    assert _issues(excinfo) == [
+        'cfg.toml: engine.max_model_len: required and not given: set max_model_len = "8192 '
+        'token" in [engine], or KVUNITS_MAX_MODEL_LEN, or --max-model-len'
+    ]
+
+
+def test_pooled_layers_need_the_encoder_limits(write: Write) -> None:
+    text = VOXTRAL_TOML.replace('max_encoder_len = "524288 encoder_token"', "")
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(write("enc.toml", text))
+    (issue,) = excinfo.value.issues
+    assert issue.path == "engine.max_encoder_len"
+    assert "encoder-side (pooled) layers" in issue.message
+
+
+def test_the_engine_section_is_validated_even_when_the_model_is_not(write: Write) -> None:
+    text = VOXTRAL_TOML.replace("count = 26", "count = 0").replace(
+        'memory_budget = "40 GiB"', 'memory_budget = "0 GiB"'
+    )
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(write("both.toml", text))
+    assert [i.path for i in excinfo.value.issues] == [
+        "model.groups.text.count",
+        "engine.memory_budget",
+    ]
+
+
+# -- precedence: flag > environment > file > default -------------------------------------------
+
+
+def test_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = load_config(SHIPPED)
+    assert str(base.engine.memory_budget) == "42949672960 byte"
+    assert base.engine_sources["cache_dtype"] == "default"
+
+    monkeypatch.setenv("KVUNITS_MEMORY_BUDGET", "80 GiB")
+    monkeypatch.setenv("KVUNITS_BLOCK_SIZE_SLOTS", "32")
+    monkeypatch.setenv("kvunits_cache_dtype", "fp8")  # case-insensitive, like pydantic-settings
+    env = load_config(SHIPPED)
+    assert str(env.engine.memory_budget) == str(80 << 30) + " byte"
+    assert env.engine.block_size_slots == 32
+    assert env.engine.cache_dtype is not None and env.engine.cache_dtype.value == "fp8_e4m3"
+    assert env.engine_sources["memory_budget"] == "env KVUNITS_MEMORY_BUDGET"
+    assert env.engine_sources["max_model_len"] == "file"
+
+    flags = load_config(SHIPPED, flags={"memory_budget": "20 GiB", "block_size_slots": None})
+    assert str(flags.engine.memory_budget) == str(20 << 30) + " byte"
+    assert flags.engine_sources["memory_budget"] == "flag --memory-budget"
+    assert flags.engine.block_size_slots == 32  # an absent flag leaves the environment's
+
+
+def test_bad_environment_and_flag_values_name_their_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVUNITS_MEMORY_BUDGET", "40")
+    monkeypatch.setenv("KVUNITS_MEMORY_BUDGT", "40 GiB")
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(SHIPPED, flags={"block_size_slots": "16 token", "max_model_len": "8 kB"})
+    assert sorted(_issues(excinfo)) == sorted(
+        [
+            "environment: KVUNITS_MEMORY_BUDGT: unknown kvunits variable; known: "
+            "KVUNITS_BLOCK_SIZE_SLOTS, KVUNITS_CACHE_DTYPE, KVUNITS_MAX_ENCODER_LEN, "
+            "KVUNITS_MAX_ENCODER_TOKENS_PER_STEP, KVUNITS_MAX_MODEL_LEN, "
+            "KVUNITS_MAX_NUM_BATCHED_TOKENS, KVUNITS_MEMORY_BUDGET",
+            "environment: KVUNITS_MEMORY_BUDGET: '40' has no unit; write it with one, e.g. "
+            "'40 byte' (expected byte)",
+            "command line: --block-size-slots: expected a whole number of slot per cache_block "
+            "(a plain integer); got '16 token' (a str)",
+            "command line: --max-model-len: expected token, got 8 kB",
+        ]
+    )
+
+
+# -- the schema -------------------------------------------------------------------------------
+
+
+def _properties(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    found: list[tuple[str, dict[str, Any]]] = []
+    for name, definition in schema.get("$defs", {}).items():
+        for field, prop in definition.get("properties", {}).items():
+            found.append((f"{name}.{field}", prop))
+    return found
+
+
+def _x_unit(prop: dict[str, Any]) -> object:
+    if "x-unit" in prop:
+        return prop["x-unit"]
+    for option in prop.get("anyOf", []):
+        if "x-unit" in option:
+            return option["x-unit"]
+    return None
+
+
+def _is_numeric(prop: dict[str, Any]) -> bool:
+    options = [prop, *prop.get("anyOf", [])]
+    return any(o.get("type") == "integer" or "pattern" in o for o in options)
+
+
+def test_schema_shows_the_unit_of_every_sized_field() -> None:
+    schema = ConfigFile.model_json_schema()
+    props = _properties(schema)
+    sized = [(name, prop) for name, prop in props if _is_numeric(prop)]
+    assert len(sized) >= 20
+    missing = [name for name, prop in sized if _x_unit(prop) is None]
+    assert missing == []
+    units = {name: _x_unit(prop) for name, prop in sized}
+    assert units["SlidingWindowGroup.sliding_window"] == ["encoder_token", "token"]
+    assert units["SlidingWindowGroup.pool"] == "encoder_token/pooled_block"
+    assert units["SlidingWindowGroup.kv_heads"] == "head"
+    assert units["EngineConfig.memory_budget"] == "byte"
+    assert units["EngineConfig.max_encoder_len"] == "encoder_token"
+    assert units["EngineConfig.block_size_slots"] == "slot/cache_block"
+    assert set(schema["properties"]) == {"model", "engine"}
