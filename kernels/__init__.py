@@ -1,4 +1,56 @@
 """kvunits kernels: Triton kernels for the pooled paged KV cache, torch references, wrappers.
 
 The only package of kvunits that imports torch and triton.
+
+Cache layout of one layer (``P`` = the layer's pool factor, 1 for an unpooled layer)::
+
+    k_cache  [num_cache_blocks, tokens_per_block, kv_heads, head_size_k]
+    v_cache  [num_cache_blocks, tokens_per_block, kv_heads, head_size_v]
+              cache_block      kernel unit        heads     elements
+
+Axis 0 counts cache blocks (block 0 is the null block, never a request's); axis 1 counts the
+kernel's unit, ``tokens_per_block = block_size × P`` encoder tokens for a pooled layer
+(``KernelSpec.tokens_per_block``); manager slot ``s`` fills rows ``(s % block_size) × P``
+to ``(s % block_size) × P + P − 1`` of cache block ``s // block_size``.
+
+Public API:
+
+* `write_kv`: store a step's new K/V, given the manager's slot mapping (`SlotMapping`).
+* `paged_attention`: sliding-window / causal attention through block tables, chunked prefill
+  and decode in one kernel, optional residency check.
+* `check_residency`, `ResidencyError`: does every block a query needs sit in the table?
+* `SeqLens`, `QueryStartLoc`, `SlotMapping`, `BlockTable`: integer tensors with their unit;
+  `unpool_seq_lens` converts manager lengths to exact encoder lengths; `slot_start_loc`
+  says where each request's entries start in a slot mapping.
+* `reference_write_kv`, `reference_paged_attention`: the plain-torch references.
 """
+
+from ._errors import ResidencyError as ResidencyError
+from ._residency import check_residency as check_residency
+from ._typed import BlockTable as BlockTable
+from ._typed import QueryStartLoc as QueryStartLoc
+from ._typed import SeqLens as SeqLens
+from ._typed import SlotMapping as SlotMapping
+from ._typed import unpool_seq_lens as unpool_seq_lens
+from .attention import paged_attention as paged_attention
+from .cache_write import manager_unit as manager_unit
+from .cache_write import slot_start_loc as slot_start_loc
+from .cache_write import write_kv as write_kv
+from .reference import reference_paged_attention as reference_paged_attention
+from .reference import reference_write_kv as reference_write_kv
+
+__all__ = [
+    "BlockTable",
+    "QueryStartLoc",
+    "ResidencyError",
+    "SeqLens",
+    "SlotMapping",
+    "check_residency",
+    "manager_unit",
+    "paged_attention",
+    "reference_paged_attention",
+    "reference_write_kv",
+    "slot_start_loc",
+    "unpool_seq_lens",
+    "write_kv",
+]

@@ -1,0 +1,312 @@
+"""Integer tensors tagged with the unit they count: the kernels' metadata arguments.
+
+A bare ``torch.Tensor`` of lengths says nothing about whether it counts encoder tokens or
+pooled blocks, which is the seed's bug. These thin frozen wrappers carry the unit class next
+to the tensor, so that
+
+* mypy sees ``SeqLens[PooledBlocks]`` where the attention wrapper wants
+  ``SeqLens[EncoderTokens]`` (tied to its ``KernelSpec[EncoderTokens]``) and reports it, and
+* the wrappers check ``.unit`` again at run time and raise `contracts.UnitTypeError`.
+
+The wrappers cost nothing on the GPU: they hold the tensor, they never copy it.
+
+Example:
+    >>> import torch
+    >>> from contracts import EncoderTokens
+    >>> SeqLens(torch.tensor([54, 97], dtype=torch.int32), EncoderTokens)
+    SeqLens[encoder_token](tensor([54, 97], dtype=torch.int32))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, NoReturn, final
+
+import torch
+
+from contracts import (
+    EncoderTokens,
+    PooledBlocks,
+    PoolFactor,
+    SeqUnit,
+    SlotUnit,
+    Tokens,
+    UnitTypeError,
+    UnitValueError,
+    describe,
+)
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+_SEQ_UNITS: tuple[type[EncoderTokens | PooledBlocks | Tokens], ...] = (
+    EncoderTokens,
+    PooledBlocks,
+    Tokens,
+)
+_SLOT_UNITS: tuple[type[PooledBlocks | Tokens], ...] = (PooledBlocks, Tokens)
+
+
+def _check_tensor(name: str, tensor: object, ndim: int, axes: str) -> torch.Tensor:
+    if not isinstance(tensor, torch.Tensor):
+        raise UnitTypeError(
+            f"{name} wraps a torch integer tensor of shape {axes}, got {describe(tensor)}",
+            field=name,
+            expected=f"torch.Tensor {axes}",
+            got=describe(tensor),
+        )
+    if tensor.dim() != ndim:
+        raise ValueError(f"{name} must have shape {axes} ({ndim}-D), got {tuple(tensor.shape)}")
+    if tensor.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"{name} must be int32 or int64, got {tensor.dtype}")
+    return tensor
+
+
+def _check_unit(name: str, unit: object, allowed: tuple[type[object], ...]) -> None:
+    if unit not in allowed:
+        names = " | ".join(u.__name__ for u in allowed)
+        raise UnitTypeError(
+            f"{name} counts {names}, got {describe(unit)}; pass the unit class, e.g. "
+            f"{name}(tensor, {allowed[0].__name__})",
+            field=name,
+            expected=names,
+            got=describe(unit),
+        )
+
+
+@final
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class SeqLens(Generic[SeqUnit]):
+    """Per-request sequence lengths *after* this step, tagged with their unit.
+
+    Attributes:
+        tensor: shape ``[num_requests]``, int32 or int64; entry r counts the positions of
+            request r, in ``unit``.
+        unit: `EncoderTokens` (a pooled layer's kernel), `PooledBlocks` (its manager) or
+            `Tokens`.
+    """
+
+    tensor: torch.Tensor
+    unit: type[SeqUnit]
+
+    def __post_init__(self) -> None:
+        _check_tensor("SeqLens", self.tensor, 1, "[num_requests]")
+        _check_unit("SeqLens", self.unit, _SEQ_UNITS)
+
+    def __repr__(self) -> str:
+        return f"SeqLens[{self.unit.unit}]({self.tensor!r})"
+
+
+@final
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class QueryStartLoc(Generic[SeqUnit]):
+    """Where each request's rows of this step start: the cumulative query lengths.
+
+    Attributes:
+        tensor: shape ``[num_requests + 1]``, int32 or int64, non-decreasing, ``tensor[0] ==
+            0``; the rows of request r are ``tensor[r]:tensor[r + 1]`` of the step's query
+            (and new K/V) tensors, one row per position of ``unit``.
+        unit: the unit one row counts (`EncoderTokens` for a pooled layer's kernel).
+    """
+
+    tensor: torch.Tensor
+    unit: type[SeqUnit]
+
+    def __post_init__(self) -> None:
+        _check_tensor("QueryStartLoc", self.tensor, 1, "[num_requests + 1]")
+        _check_unit("QueryStartLoc", self.unit, _SEQ_UNITS)
+        if self.tensor.shape[0] < 1:
+            raise ValueError("QueryStartLoc needs at least one entry (the leading 0)")
+
+    @property
+    def num_requests(self) -> int:
+        return int(self.tensor.shape[0]) - 1
+
+    def __repr__(self) -> str:
+        return f"QueryStartLoc[{self.unit.unit}]({self.tensor!r})"
+
+
+@final
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class SlotMapping(Generic[SlotUnit]):
+    """The cache slots a step writes, in the *manager's* unit, one entry per slot.
+
+    Slot ``s`` lives in cache block ``s // block_size`` at slot offset ``s % block_size``
+    (``block_size`` in slots: pooled blocks for a pooled layer). For a pooled layer an entry
+    stands for up to P encoder-token rows; the write kernel expands it (see `write_kv`).
+
+    Attributes:
+        tensor: shape ``[num_slots_of_step]``, int32 or int64; -1 marks an entry to skip.
+        unit: `PooledBlocks` (pooled layer) or `Tokens`.
+    """
+
+    tensor: torch.Tensor
+    unit: type[SlotUnit]
+
+    def __post_init__(self) -> None:
+        _check_tensor("SlotMapping", self.tensor, 1, "[num_slots_of_step]")
+        _check_unit("SlotMapping", self.unit, _SLOT_UNITS)
+
+    def __repr__(self) -> str:
+        return f"SlotMapping[{self.unit.unit}]({self.tensor!r})"
+
+
+@final
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class BlockTable:
+    """Per-request block tables: cache-block ids (unit ``cache_block``).
+
+    Column k of row r holds the cache block with positions ``k × tokens_per_block`` to
+    ``(k + 1) × tokens_per_block − 1`` of request r (in the kernel's unit); 0 is the null block
+    (evicted or never allocated).
+
+    Attributes:
+        tensor: shape ``[num_requests, max_blocks_per_request]``, int32 or int64.
+    """
+
+    tensor: torch.Tensor
+
+    def __post_init__(self) -> None:
+        _check_tensor("BlockTable", self.tensor, 2, "[num_requests, max_blocks_per_request]")
+
+    def __repr__(self) -> str:
+        return f"BlockTable[cache_block]({self.tensor!r})"
+
+
+def unpool_seq_lens(
+    seq_lens: SeqLens[PooledBlocks],
+    pool: PoolFactor,
+    *,
+    last_block_tokens: torch.Tensor | None = None,
+) -> SeqLens[EncoderTokens]:
+    """The exact encoder-token lengths of requests whose lengths the manager counts in slots.
+
+    ``s`` full pooled blocks hold ``s × P`` encoder tokens (`contracts.unpool_length`); when
+    the last pooled block of a request is partial, the kernel needs the exact length
+    ``(s − 1) × P + last_block_tokens``, not the rounded-up one, or it would attend to
+    positions that do not exist yet.
+
+    Args:
+        seq_lens: lengths in pooled blocks, shape ``[num_requests]``.
+        pool: the layer's P.
+        last_block_tokens: encoder tokens in each request's last pooled block, in ``[1, P]``
+            (ignored where the length is 0); None: every last block is full.
+
+    Returns:
+        Lengths in encoder tokens, same shape, dtype and device.
+
+    Raises:
+        UnitTypeError: ``seq_lens`` does not count pooled blocks, or ``pool`` is no PoolFactor.
+        UnitValueError: a ``last_block_tokens`` entry is outside ``[1, P]``.
+
+    Example:
+        >>> import torch
+        >>> from contracts import PooledBlocks, PoolFactor
+        >>> lens = SeqLens(torch.tensor([188, 14]), PooledBlocks)
+        >>> unpool_seq_lens(lens, PoolFactor(4), last_block_tokens=torch.tensor([2, 4])).tensor
+        tensor([750,  56])
+    """
+    checked = check_seq_lens(seq_lens, PooledBlocks, "seq_lens")
+    if type(pool) is not PoolFactor:
+        raise UnitTypeError(
+            f"pool must be a PoolFactor, got {describe(pool)}",
+            field="pool",
+            expected="PoolFactor",
+            got=describe(pool),
+        )
+    p = pool.tokens_per_block
+    tokens = checked.tensor * p
+    if last_block_tokens is not None:
+        if last_block_tokens.shape != checked.tensor.shape:
+            raise ValueError(
+                f"last_block_tokens must have shape {tuple(checked.tensor.shape)} (one entry "
+                f"per request), got {tuple(last_block_tokens.shape)}"
+            )
+        tail = last_block_tokens.to(device=tokens.device, dtype=tokens.dtype)
+        present = checked.tensor > 0
+        bad = present & ((tail < 1) | (tail > p))
+        if bool(bad.any()):
+            r = int(bad.nonzero()[0, 0])
+            raise UnitValueError(
+                f"last_block_tokens[{r}] is {int(tail[r])} encoder_token, but a pooled block "
+                f"holds 1 to {p} (P = {p})",
+                field="last_block_tokens",
+                expected=f"1..{p} encoder_token",
+                got=f"{int(tail[r])} encoder_token",
+            )
+        tokens = torch.where(present, tokens - (p - tail), tokens)
+    return SeqLens(tokens, EncoderTokens)
+
+
+def check_seq_lens(value: object, unit: type[SeqUnit], field: str) -> SeqLens[SeqUnit]:
+    """Entry check: ``value`` is a `SeqLens` counting ``unit``; return it typed.
+
+    Raises:
+        UnitTypeError: a bare tensor, or lengths in another unit (naming the conversion).
+    """
+    if not isinstance(value, SeqLens):
+        _not_wrapped(field, value, "SeqLens", unit)
+    if value.unit is not unit:
+        _wrong_unit(field, value.unit, unit)
+    return value
+
+
+def check_query_start_loc(
+    value: object, unit: type[SeqUnit], field: str
+) -> QueryStartLoc[SeqUnit]:
+    """Entry check: ``value`` is a `QueryStartLoc` counting ``unit``; return it typed."""
+    if not isinstance(value, QueryStartLoc):
+        _not_wrapped(field, value, "QueryStartLoc", unit)
+    if value.unit is not unit:
+        _wrong_unit(field, value.unit, unit)
+    return value
+
+
+def check_slot_mapping(
+    value: object, unit: type[PooledBlocks] | type[Tokens], field: str
+) -> SlotMapping[PooledBlocks] | SlotMapping[Tokens]:
+    """Entry check: ``value`` is a `SlotMapping` counting ``unit`` (the manager's unit)."""
+    if not isinstance(value, SlotMapping):
+        _not_wrapped(field, value, "SlotMapping", unit)
+    if value.unit is not unit:
+        _wrong_unit(field, value.unit, unit)
+    return value
+
+
+def check_block_table(value: object, field: str) -> BlockTable:
+    """Entry check: ``value`` is a `BlockTable`."""
+    if not isinstance(value, BlockTable):
+        raise UnitTypeError(
+            f"{field} must be a BlockTable of cache-block ids, got {describe(value)}; wrap "
+            f"the tensor: BlockTable(tensor)",
+            field=field,
+            expected="BlockTable (cache_block ids)",
+            got=describe(value),
+        )
+    return value
+
+
+_CONVERT_HINT = {
+    ("pooled_block", "encoder_token"): "; convert with kernels.unpool_seq_lens(lengths, pool)",
+}
+
+
+def _not_wrapped(field: str, value: object, cls_name: str, unit: type[object]) -> NoReturn:
+    unit_name = getattr(unit, "unit", "?")
+    raise UnitTypeError(
+        f"{field} must be a {cls_name} of {unit_name}, got {describe(value)}; wrap the "
+        f"tensor with its unit: {cls_name}(tensor, {getattr(unit, '__name__', '?')})",
+        field=field,
+        expected=f"{cls_name}[{unit_name}]",
+        got=describe(value),
+    )
+
+
+def _wrong_unit(field: str, got: type[object], expected: type[object]) -> NoReturn:
+    got_name = getattr(got, "unit", "?")
+    expected_name = getattr(expected, "unit", "?")
+    hint = _CONVERT_HINT.get((got_name, expected_name), "")
+    raise UnitTypeError(
+        f"{field} counts {got_name}, but this argument takes {expected_name}{hint}",
+        field=field,
+        expected=expected_name,
+        got=got_name,
+    )

@@ -1,0 +1,262 @@
+"""The launchers accept only declared units, and say clearly what else is wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from contracts import (
+    ChunkedLocalLayer,
+    EncoderTokens,
+    PooledBlocks,
+    PoolFactor,
+    SpecError,
+    Tokens,
+    UnitTypeError,
+    UnitValueError,
+    kernel_view,
+)
+from kernels import (
+    BlockTable,
+    QueryStartLoc,
+    SeqLens,
+    SlotMapping,
+    paged_attention,
+    unpool_seq_lens,
+    write_kv,
+)
+
+from ._scenario import DEVICE, PagedCache, Step, make_spec
+
+
+def _i32(values: list[int]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.int32, device=DEVICE)
+
+
+@pytest.fixture
+def pooled() -> tuple[PagedCache, Step]:
+    """P = 4, 2 pooled slots per block, window 9 encoder tokens; two requests, one step."""
+    spec = make_spec(4, 2, 9)
+    cache = PagedCache.build(spec, num_requests=2, max_len=24)
+    return cache, cache.step([10, 7])
+
+
+def _attention_args(cache: PagedCache, step: Step) -> dict[str, Any]:
+    return {
+        "query": cache.rows(step.num_rows, 4, 16),
+        "k_cache": cache.k_cache,
+        "v_cache": cache.v_cache,
+        "block_table": BlockTable(cache.table),
+        "query_start_loc": step.query_start_loc,
+        "seq_lens": step.seq_lens,
+        "spec": cache.spec,
+    }
+
+
+def _write_args(cache: PagedCache, step: Step) -> dict[str, Any]:
+    return {
+        "key": cache.rows(step.num_rows, 2, 16),
+        "value": cache.rows(step.num_rows, 2, 16),
+        "k_cache": cache.k_cache,
+        "v_cache": cache.v_cache,
+        "slot_mapping": step.slot_mapping,
+        "query_start_loc": step.query_start_loc,
+        "seq_lens": step.seq_lens,
+        "spec": cache.spec,
+    }
+
+
+# -- units ------------------------------------------------------------------------------------
+
+
+def test_manager_unit_lengths_are_rejected(pooled: tuple[PagedCache, Step]) -> None:
+    """The seed's bug at the kernel: lengths in pooled blocks where encoder tokens are read."""
+    cache, step = pooled
+    args = _attention_args(cache, step)
+    args["seq_lens"] = SeqLens(_i32([3, 2]), PooledBlocks)
+    with pytest.raises(
+        UnitTypeError,
+        match=r"seq_lens counts pooled_block, but this argument takes encoder_token; "
+        r"convert with kernels.unpool_seq_lens",
+    ) as info:
+        paged_attention(**args)
+    assert (info.value.field, info.value.expected, info.value.got) == (
+        "seq_lens",
+        "encoder_token",
+        "pooled_block",
+    )
+
+
+@pytest.mark.parametrize("name", ["seq_lens", "query_start_loc"])
+def test_bare_tensors_are_rejected(pooled: tuple[PagedCache, Step], name: str) -> None:
+    cache, step = pooled
+    args = _attention_args(cache, step)
+    args[name] = getattr(step, name).tensor
+    with pytest.raises(UnitTypeError, match=rf"{name} must be a \w+ of encoder_token, got a Tens"):
+        paged_attention(**args)
+
+
+def test_block_table_must_be_wrapped(pooled: tuple[PagedCache, Step]) -> None:
+    cache, step = pooled
+    args = _attention_args(cache, step)
+    args["block_table"] = cache.table
+    with pytest.raises(UnitTypeError, match=r"block_table must be a BlockTable"):
+        paged_attention(**args)
+
+
+def test_token_lengths_on_a_pooled_layer(pooled: tuple[PagedCache, Step]) -> None:
+    cache, step = pooled
+    args = _attention_args(cache, step)
+    args["query_start_loc"] = QueryStartLoc(step.query_start_loc.tensor, Tokens)
+    with pytest.raises(UnitTypeError, match="query_start_loc counts token"):
+        paged_attention(**args)
+
+
+def test_window_in_the_wrong_unit(pooled: tuple[PagedCache, Step]) -> None:
+    cache, step = pooled
+    with pytest.raises(UnitTypeError, match=r"window must be EncoderTokens .*, got 3 pooled_block"):
+        # The point of the test: mypy rejects this call too.
+        paged_attention(**_attention_args(cache, step), window=PooledBlocks(3))  # type: ignore[call-overload]
+    with pytest.raises(UnitValueError, match="window must be >= 1"):
+        paged_attention(**_attention_args(cache, step), window=EncoderTokens(0))
+
+
+def test_write_takes_manager_slots(pooled: tuple[PagedCache, Step]) -> None:
+    cache, step = pooled
+    args = _write_args(cache, step)
+    args["slot_mapping"] = SlotMapping(step.slot_mapping.tensor, Tokens)
+    with pytest.raises(UnitTypeError, match=r"slot_mapping counts token, but .* pooled_block"):
+        write_kv(**args)
+    args = _write_args(cache, step)
+    args["seq_lens"] = SeqLens(_i32([3, 2]), PooledBlocks)
+    with pytest.raises(UnitTypeError, match="seq_lens counts pooled_block"):
+        write_kv(**args)
+
+
+def test_unpooled_layer_takes_tokens() -> None:
+    spec = make_spec(None, 4, 5)
+    cache = PagedCache.build(spec, num_requests=1, max_len=8)
+    step = cache.step([6])
+    assert step.slot_mapping.unit is Tokens
+    args = _write_args(cache, step)
+    args["key"] = cache.rows(6, 2, 16)
+    args["value"] = cache.rows(6, 2, 16)
+    write_kv(**args)
+    args["slot_mapping"] = SlotMapping(step.slot_mapping.tensor, PooledBlocks)
+    with pytest.raises(UnitTypeError, match=r"slot_mapping counts pooled_block, but .* token"):
+        write_kv(**args)
+
+
+def test_typed_tensor_construction() -> None:
+    with pytest.raises(UnitTypeError, match=r"SeqLens counts EncoderTokens \| PooledBlocks \| Tok"):
+        SeqLens(_i32([1]), int)  # type: ignore[type-var]  # the point: no unit class
+    with pytest.raises(UnitTypeError, match=r"SlotMapping counts PooledBlocks \| Tokens"):
+        SlotMapping(_i32([1]), EncoderTokens)  # type: ignore[type-var]  # kernel unit: wrong
+    with pytest.raises(TypeError, match=r"SeqLens must be int32 or int64, got torch\.float32"):
+        SeqLens(torch.ones(2), EncoderTokens)
+    with pytest.raises(ValueError, match=r"BlockTable must have shape \[num_requests, max_blo"):
+        BlockTable(_i32([1, 2]))
+    with pytest.raises(UnitTypeError, match="SeqLens wraps a torch integer tensor"):
+        SeqLens([1, 2], EncoderTokens)  # type: ignore[arg-type]  # the point: a list
+    assert repr(SeqLens(torch.tensor([3]), Tokens)) == "SeqLens[token](tensor([3]))"
+
+
+# -- the pooled-length conversion ---------------------------------------------------------------
+
+
+def test_unpool_seq_lens() -> None:
+    lens = SeqLens(torch.tensor([188, 14, 0]), PooledBlocks)
+    exact = unpool_seq_lens(lens, PoolFactor(4), last_block_tokens=torch.tensor([2, 4, 3]))
+    assert exact.unit is EncoderTokens
+    assert exact.tensor.tolist() == [750, 56, 0]
+    assert unpool_seq_lens(lens, PoolFactor(4)).tensor.tolist() == [752, 56, 0]
+    with pytest.raises(UnitValueError, match=r"last_block_tokens\[1\] is 5 encoder_token"):
+        unpool_seq_lens(lens, PoolFactor(4), last_block_tokens=torch.tensor([1, 5, 1]))
+    with pytest.raises(UnitTypeError, match=r"seq_lens counts encoder_token, but .* pooled_block"):
+        unpool_seq_lens(exact, PoolFactor(4))  # type: ignore[arg-type]  # the point
+
+
+# -- specs, shapes, dtypes, devices, strides ------------------------------------------------------
+
+
+def test_unsupported_specs(pooled: tuple[PagedCache, Step]) -> None:
+    cache, step = pooled
+    chunked = kernel_view(
+        ChunkedLocalLayer(
+            chunk=EncoderTokens(64), pool=PoolFactor(4), kv_heads=2, head_size=16
+        ), 2
+    )
+    with pytest.raises(SpecError, match="paged_attention runs sliding_window and full_attention"):
+        paged_attention(**{**_attention_args(cache, step), "spec": chunked})
+    fp8 = make_spec(4, 2, 9, dtype="fp8_e4m3")
+    with pytest.raises(SpecError, match="not fp8_e4m3"):
+        paged_attention(**{**_attention_args(cache, step), "spec": fp8})
+    with pytest.raises(TypeError, match="needs the layer's KernelSpec"):
+        paged_attention(**{**_attention_args(cache, step), "spec": object()})
+
+
+@pytest.mark.parametrize(
+    ("name", "bad", "error", "message"),
+    [
+        ("query", lambda t: t[..., :8], ValueError,
+         r"query must have shape \[num_rows, num_heads, head_size_k\] = \[\*, \*, 16\], got \[17"),
+        ("query", lambda t: t.to(torch.float16), TypeError,
+         r"query must be torch\.float32, got torch\.float16"),
+        ("query", lambda t: t[:, :3], ValueError,
+         "query has 3 heads, not a positive multiple of the layer's 2 KV heads"),
+        ("query", lambda t: t.transpose(0, 2).contiguous().transpose(0, 2), ValueError,
+         "query must have a contiguous last axis"),
+        ("k_cache", lambda t: t[:, :4], ValueError,
+         r"k_cache must have shape .* = \[\*, 8, 2, 16\]"),
+        ("v_cache", lambda t: t[:-1], ValueError, "v_cache must have shape"),
+        ("k_cache", lambda t: t.to("meta"), ValueError,
+         "k_cache is on meta but the kernel runs on"),
+],
+)  # fmt: skip
+def test_tensor_checks(
+    pooled: tuple[PagedCache, Step], name: str, bad: Any, error: type[Exception], message: str
+) -> None:
+    cache, step = pooled
+    args = _attention_args(cache, step)
+    args[name] = bad(args[name])
+    with pytest.raises(error, match=message):
+        paged_attention(**args)
+
+
+def test_value_checks(pooled: tuple[PagedCache, Step]) -> None:
+    cache, step = pooled
+    args = _attention_args(cache, step)
+    with pytest.raises(ValueError, match="request 1 has 7 queries but length 3"):
+        paged_attention(**{**args, "seq_lens": SeqLens(_i32([10, 3]), EncoderTokens)})
+    with pytest.raises(ValueError, match=r"request 0 has length 40 but .* 4 blocks × 8 = 32"):
+        paged_attention(**{**args, "seq_lens": SeqLens(_i32([40, 7]), EncoderTokens)})
+    bad_table = cache.table.clone()
+    bad_table[0, 0] = 10_000
+    with pytest.raises(ValueError, match=r"block_table holds ids 1\.\.10000"):
+        paged_attention(**{**args, "block_table": BlockTable(bad_table)})
+    with pytest.raises(ValueError, match="query_start_loc must start at 0 and never decrease"):
+        bad_starts = QueryStartLoc(_i32([0, 12, 10]), EncoderTokens)
+        paged_attention(**{**args, "query_start_loc": bad_starts})
+
+
+def test_write_value_checks(pooled: tuple[PagedCache, Step]) -> None:
+    cache, step = pooled
+    args = _write_args(cache, step)
+    short = SlotMapping(step.slot_mapping.tensor[:-1].contiguous(), PooledBlocks)
+    with pytest.raises(ValueError, match=r"slot_mapping has 4 entries but .* touch 5 slots"):
+        write_kv(**{**args, "slot_mapping": short})
+    huge = SlotMapping(torch.full((5,), 10_000, device=DEVICE), PooledBlocks)
+    with pytest.raises(ValueError, match=r"slot_mapping holds slots 10000\.\.10000; valid"):
+        write_kv(**{**args, "slot_mapping": huge})
+    with pytest.raises(ValueError, match=r"value must have shape \[num_rows, kv_heads, head_s"):
+        write_kv(**{**args, "value": args["value"][:-1]})
+
+
+def test_cpu_tensors_need_the_interpreter() -> None:
+    from kernels._checks import check_device
+
+    compiled_kernel = object()  # what @triton.jit gives without TRITON_INTERPRET
+    with pytest.raises(ValueError, match="set TRITON_INTERPRET=1 before importing kernels"):
+        check_device(torch.device("cpu"), compiled_kernel, "paged_attention")
