@@ -1,0 +1,259 @@
+"""Benchmark: the typed allocator API against its untyped inner core, on one streaming trace.
+
+Model: a Voxtral Realtime server. Each request streams audio into the pooled encoder group
+(sliding window 750 encoder tokens, P = 4, block size 16 pooled blocks: `pool_window` gives 189
+slots) and text into the decoder group (full attention, block size 16 tokens). A request first
+prefills in chunks (up to 16 pooled blocks and 64 tokens a step), then decodes one pooled block
+and one token a step; requests arrive over time, wait while the cache is fully reserved, and
+finish after a random stream length. A scheduler simulation, run once before timing, turns
+this into a trace of admit / step / free events, one step being one request's allocation in
+both groups, as a scheduler does it for each running request every iteration.
+
+The same trace is replayed through
+
+* the typed public API: ``coordinator.admit(id)``, ``stepper.allocate(id, PooledBlocks(a),
+  Tokens(t))`` (one unit check per argument at the entry), ``coordinator.free(id)``;
+* the untyped core: ``core.admit(id)``, ``core.allocate_step(id, (a, t))``, ``core.free(id)``.
+
+Both replays run on fresh coordinators built from the same capacity plan, interleaved (in
+alternating order), best of ``--repeats`` each, timed with ``time.perf_counter`` with the
+garbage collector paused (as ``timeit`` does). The trace's quantities and ints are built
+before timing (they are the scheduler's decisions, not the allocator's work; one object per
+value on both sides), so the ratio prices exactly what the typed entry adds. Before timing,
+one replay of each is compared, event by event, to check they compute the same slot mappings.
+
+Run:
+    .venv/bin/python -m benchmarks.allocator
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import random
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from contracts import (
+    Bytes,
+    EncoderTokens,
+    EngineSpec,
+    FullAttentionLayer,
+    ModelSpec,
+    PooledBlocks,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+)
+from runtime import KVCacheCoordinator
+from runtime.capacity import CapacityPlan, plan
+
+ADMIT, STEP, FREE = 0, 1, 2
+AUDIO_CHUNK = 16  # pooled blocks a prefill step (64 encoder tokens)
+TEXT_CHUNK = 64  # tokens a prefill step
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One scheduler run, as events: ``(kind, request id, audio slots, text slots)``."""
+
+    raw: list[tuple[int, str, int, int]]
+    typed: list[tuple[int, str, PooledBlocks, Tokens]]
+    requests: int
+    steps: int
+    iterations: int
+    slots: int
+
+
+def voxtral_plan(concurrency: int) -> CapacityPlan:
+    """The capacity plan of a Voxtral-like model with room for ``concurrency`` full requests."""
+    audio = SlidingWindowLayer(
+        window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+    )
+    text = FullAttentionLayer(kv_heads=8, head_size=128)
+    model = ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
+
+    def engine(budget: int) -> EngineSpec:
+        return EngineSpec(
+            block_size_slots=16,
+            max_model_len=Tokens(2048),
+            max_num_batched_tokens=Tokens(TEXT_CHUNK),
+            max_encoder_len=EncoderTokens(4 * 1024),
+            max_encoder_tokens_per_step=EncoderTokens(4 * AUDIO_CHUNK),
+            memory_budget=Bytes(budget),
+        )
+
+    one = plan(model, engine(1 << 40))
+    null = sum(g.block_bytes.value for g in one.groups)
+    return plan(model, engine(concurrency * one.bytes_per_request.value + null))
+
+
+def make_trace(requests: int, concurrency: int, seed: int) -> Trace:
+    """Simulate a scheduler: arrivals, admission up to ``concurrency``, one step per running
+    request per iteration, frees at the end of each stream."""
+    rng = random.Random(seed)
+    waiting: deque[tuple[str, int, int, int]] = deque()
+    running: dict[str, list[int]] = {}  # id -> [audio prefill left, text prompt left, steps left]
+    raw: list[tuple[int, str, int, int]] = []
+    arrived = iterations = slots = 0
+    while arrived < requests or waiting or running:
+        iterations += 1
+        for _ in range(rng.choice((0, 0, 1, 1, 2))):
+            if arrived < requests:
+                # audio prefill (pooled blocks), text prompt (tokens), streaming steps
+                waiting.append(
+                    (
+                        f"req{arrived}",
+                        rng.randint(8, 64),
+                        rng.randint(16, 256),
+                        rng.randint(50, 700),
+                    )
+                )
+                arrived += 1
+        while waiting and len(running) < concurrency:
+            rid, audio, prompt, stream = waiting.popleft()
+            raw.append((ADMIT, rid, 0, 0))
+            running[rid] = [audio, prompt, stream]
+        for rid in list(running):
+            left = running[rid]
+            a = min(AUDIO_CHUNK, left[0]) if left[0] else 1
+            t = min(TEXT_CHUNK, left[1]) if left[1] else 1
+            left[0] -= min(a, left[0])
+            left[1] -= min(t, left[1])
+            raw.append((STEP, rid, a, t))
+            slots += a + t
+            if not left[0] and not left[1]:
+                left[2] -= 1
+                if left[2] == 0:
+                    raw.append((FREE, rid, 0, 0))
+                    del running[rid]
+    # One quantity object per value, as CPython keeps one object per small int: both traces
+    # then read the same few hot objects, and the ratio is not about memory traffic.
+    audio_q = {a: PooledBlocks(a) for a in {e[2] for e in raw}}
+    text_q = {t: Tokens(t) for t in {e[3] for e in raw}}
+    typed = [(k, rid, audio_q[a], text_q[t]) for k, rid, a, t in raw]
+    steps = sum(1 for e in raw if e[0] == STEP)
+    return Trace(raw, typed, requests, steps, iterations, slots)
+
+
+def replay_typed(coord: KVCacheCoordinator, trace: Trace) -> Callable[[], object]:
+    """The typed replay, bound to a fresh coordinator."""
+    step = coord.stepper(coord.group("audio", PooledBlocks), coord.group("text", Tokens))
+    allocate, admit, free = step.allocate, coord.admit, coord.free
+    events = trace.typed
+
+    def run() -> object:
+        out = None
+        for kind, rid, a, t in events:
+            if kind == STEP:
+                out = allocate(rid, a, t)
+            elif kind == ADMIT:
+                admit(rid)
+            else:
+                free(rid)
+        return out
+
+    return run
+
+
+def replay_raw(coord: KVCacheCoordinator, trace: Trace) -> Callable[[], object]:
+    """The untyped replay, on the coordinator's inner core (no unit checks: ints only)."""
+    core = coord._core  # the untyped core itself is what this benchmark prices against
+    allocate, admit, free = core.allocate_step, core.admit, core.free
+    events = trace.raw
+
+    def run() -> object:
+        out = None
+        for kind, rid, a, t in events:
+            if kind == STEP:
+                out = allocate(rid, (a, t))
+            elif kind == ADMIT:
+                admit(rid)
+            else:
+                free(rid)
+        return out
+
+    return run
+
+
+def check_same(p: CapacityPlan, trace: Trace) -> None:
+    """Replay both, event by event, and compare every step's slot mappings."""
+    typed, raw = KVCacheCoordinator.from_plan(p), KVCacheCoordinator.from_plan(p)
+    step = typed.stepper(typed.group("audio", PooledBlocks), typed.group("text", Tokens))
+    core = raw._core
+    for (kind, rid, a, t), (_, _, qa, qt) in zip(trace.raw, trace.typed, strict=True):
+        if kind == STEP:
+            if step.allocate(rid, qa, qt) != core.allocate_step(rid, (a, t)):
+                raise SystemExit(f"the replays differ at a step of {rid}")
+        elif kind == ADMIT:
+            typed.admit(rid)
+            core.admit(rid)
+        else:
+            typed.free(rid)
+            core.free(rid)
+
+
+def best_times(p: CapacityPlan, trace: Trace, repeats: int) -> tuple[float, float]:
+    """Best seconds of the typed and the raw replay, interleaved, fresh coordinators each."""
+    best_typed = best_raw = float("inf")
+    for i in range(repeats):
+        # Alternate which goes first, so that neither always inherits the other's heap.
+        for name in ("raw", "typed") if i % 2 == 0 else ("typed", "raw"):
+            coord = KVCacheCoordinator.from_plan(p)
+            run = (replay_raw if name == "raw" else replay_typed)(coord, trace)
+            # As timeit does: a collection landing in one replay and not the other is noise.
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                run()
+                elapsed = time.perf_counter() - start
+            finally:
+                gc.enable()
+            if name == "raw":
+                best_raw = min(best_raw, elapsed)
+            else:
+                best_typed = min(best_typed, elapsed)
+    return best_typed, best_raw
+
+
+def main(argv: list[str] | None = None) -> float:
+    """Build the trace, check both replays agree, time them; print the figures and the ratio."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--requests", type=int, default=400, help="requests in the trace")
+    parser.add_argument("--concurrency", type=int, default=64, help="streams the plan admits")
+    parser.add_argument("--repeats", type=int, default=9, help="replays of each; best is kept")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    p = voxtral_plan(args.concurrency)
+    trace = make_trace(args.requests, min(args.concurrency, p.concurrent_requests), args.seed)
+    check_same(p, trace)
+    typed, raw = best_times(p, trace, args.repeats)
+    audio, text = p.group("audio"), p.group("text")
+    print(f"python {platform.python_version()} on {platform.machine()}")
+    print(
+        f"plan: audio {audio.num_blocks} (cap {audio.admission_cap}), text {text.num_blocks} "
+        f"(cap {text.admission_cap}); {p.concurrent_requests} concurrent requests"
+    )
+    print(
+        f"trace: {trace.requests} requests, {trace.iterations} scheduler iterations, "
+        f"{trace.steps} request-steps, {trace.slots} slots, "
+        f"{len(trace.raw) - trace.steps} admits and frees"
+    )
+    for name, seconds in (("typed API", typed), ("raw core", raw)):
+        print(
+            f"{name:>9}: {seconds * 1e3:8.1f} ms  {trace.steps / seconds:12,.0f} steps/s  "
+            f"{seconds / trace.steps * 1e9:7.0f} ns/step"
+        )
+    ratio = typed / raw
+    print(f"typed_overhead_ratio={ratio:.3f}")
+    return ratio
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

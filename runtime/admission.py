@@ -1,0 +1,170 @@
+"""Admission control: a request's admission cap per group, and the reservation ledger.
+
+The cap is `contracts.ManagerSpec.max_admission_blocks_per_request`, the very function the
+capacity plan (`runtime.capacity.plan`) sizes the pools with, so the two cannot drift.
+
+Policy (``reserve=True``, the default): admitting a request reserves its cap in every group,
+and a request is admitted only if every group has its cap unreserved. The cap bounds the
+blocks a request ever holds at once as long as its steps stay within the group's
+``max_in_flight`` and its declared ``max_len`` (the coordinator enforces both), so an admitted
+request's steps never fail for lack of blocks, and a plan that admits ``concurrent_requests``
+full-length requests admits every one of them at run time.
+
+With ``reserve=False`` (vLLM's optimistic policy) nothing is reserved: more requests run at
+once, and a step may fail with `AllocationError`, after which the scheduler preempts.
+
+Either way, a request whose cap exceeds a group's usable blocks (the pool less the null block),
+or that declares a length beyond the group's limit, can never run: it is refused up front with
+`AdmissionError` instead of waiting in a queue for ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from contracts import CacheBlocks, ManagerSpec, SpecError
+
+from ._errors import AdmissionError, AllocationError
+
+
+def admission_cap(spec: ManagerSpec[Any], max_in_flight_slots: int, max_len_slots: int) -> int:
+    """Cache blocks one request can hold at once in a group, as the capacity plan counts them.
+
+    Args:
+        spec: the group's manager spec.
+        max_in_flight_slots: the most slots one step adds, in the group's slot unit.
+        max_len_slots: the request's longest sequence, in the group's slot unit.
+    """
+    unit = spec.slot_unit
+    cap = spec.max_admission_blocks_per_request(unit(max_in_flight_slots), unit(max_len_slots))
+    return cap.value
+
+
+class AdmissionLedger:
+    """The blocks reserved per group, and the up-front refusal of requests that never fit.
+
+    Plain ints inside; one instance per coordinator; not thread-safe (one scheduler thread).
+
+    Args:
+        names: the groups' names.
+        specs: the groups' manager specs.
+        usable_blocks: blocks per group that requests can hold (the pool less the null block).
+        max_in_flight_slots: per group, the most slots one step adds.
+        max_len_slots: per group, the longest sequence the engine serves.
+        reserve: reserve each admitted request's cap (see the module docstring).
+    """
+
+    __slots__ = ("_in_flight", "_limit", "_names", "_specs", "_usable", "reserve", "reserved")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        specs: Sequence[ManagerSpec[Any]],
+        usable_blocks: Sequence[int],
+        max_in_flight_slots: Sequence[int],
+        max_len_slots: Sequence[int],
+        *,
+        reserve: bool,
+    ) -> None:
+        for name, spec in zip(names, specs, strict=True):
+            _check_cap_is_a_bound(name, spec)
+        self._names = tuple(names)
+        self._specs = tuple(specs)
+        self._usable = list(usable_blocks)
+        self._in_flight = list(max_in_flight_slots)
+        self._limit = list(max_len_slots)
+        self.reserve = reserve
+        self.reserved = [0] * len(self._names)
+
+    def caps(self, request_id: str, max_len_slots: Sequence[int]) -> list[int]:
+        """The request's cap in every group.
+
+        Raises:
+            AdmissionError: a declared length exceeds the group's limit, or a cap exceeds
+                the group's usable blocks: the request can never run.
+        """
+        caps = []
+        for g, name in enumerate(self._names):
+            length, limit = max_len_slots[g], self._limit[g]
+            spec = self._specs[g]
+            unit = spec.slot_unit.unit
+            usable = self._usable[g]
+            if length > limit:
+                cap = admission_cap(spec, self._in_flight[g], length)
+                raise AdmissionError(
+                    f"request {request_id!r} declares max_len {length} {unit} in group "
+                    f"{name!r}, beyond the engine's limit of {limit} {unit}; refuse it or "
+                    "raise the limit (and re-plan the cache)",
+                    request_id=request_id,
+                    group=name,
+                    cap=CacheBlocks(cap),
+                    usable=CacheBlocks(usable),
+                )
+            cap = admission_cap(spec, self._in_flight[g], length)
+            if cap > usable:
+                raise AdmissionError(
+                    f"request {request_id!r} can never fit: in group {name!r} it can hold "
+                    f"{cap} cache_block at once ({spec.kind}, max_len {length} {unit}, "
+                    f"max_in_flight {self._in_flight[g]} {unit}) but the group has only "
+                    f"{usable} cache_block for requests; refuse it, or give the cache more "
+                    "memory",
+                    request_id=request_id,
+                    group=name,
+                    cap=CacheBlocks(cap),
+                    usable=CacheBlocks(usable),
+                )
+            caps.append(cap)
+        return caps
+
+    def take(self, request_id: str, caps: Sequence[int]) -> None:
+        """Reserve ``caps`` (when reserving), all groups or none.
+
+        Raises:
+            AllocationError: some group has less than the cap unreserved, now.
+        """
+        if not self.reserve:
+            return
+        reserved, usable = self.reserved, self._usable
+        for g, cap in enumerate(caps):
+            left = usable[g] - reserved[g]
+            if cap > left:
+                raise AllocationError(
+                    f"cannot admit request {request_id!r} now: group {self._names[g]!r} has "
+                    f"{left} of {usable[g]} cache_block unreserved and the request's cap is "
+                    f"{cap}; admit it when a running request finishes",
+                    group=self._names[g],
+                    needed=CacheBlocks(cap),
+                    free=CacheBlocks(left),
+                    request_id=request_id,
+                )
+        for g, cap in enumerate(caps):
+            reserved[g] += cap
+
+    def give_back(self, caps: Sequence[int]) -> None:
+        """Release a finished request's reservation."""
+        if self.reserve:
+            for g, cap in enumerate(caps):
+                self.reserved[g] -= cap
+
+
+def _check_cap_is_a_bound(name: str, spec: ManagerSpec[Any]) -> None:
+    """Refuse a group whose admission cap would not bound what a request holds.
+
+    The chunked-local cap ``cdiv(min(chunk + max_in_flight, max_len), block_size)`` assumes
+    that every chunk starts on a block boundary. Otherwise a chunk starts up to
+    ``block_size − gcd(chunk, block_size)`` slots into a block and a request holds more blocks
+    than it reserved (block size 3, chunk 2, one slot per step: slots 2-3 span two blocks, the
+    cap says one), so reservations would no longer protect admitted requests.
+    """
+    if spec.kind != "chunked_local":
+        return
+    chunk, bs = spec.chunk_slots, spec.block_size_slots
+    assert chunk is not None  # manager_view sets it for every chunked layer
+    if chunk % bs:
+        unit = spec.slot_unit.unit
+        raise SpecError(
+            f"group {name!r}: chunk of {chunk} {unit} is not a whole number of cache blocks of "
+            f"{bs} {unit}; the chunked-local admission cap assumes it is, and a request could "
+            f"hold more blocks than it reserved. Use a block size that divides the chunk"
+        )

@@ -1,0 +1,198 @@
+"""Per-kind cache managers: which table entries a request still needs, on plain ints.
+
+Each manager reads one `contracts.ManagerSpec` once, at construction, and keeps its plain-int
+fields (``block_size_slots``, ``window_slots``, ``chunk_slots``, ``fixed_slots``). Positions
+are slots of the manager's unit (pooled blocks for a pooled group, tokens otherwise). A manager
+answers two questions; the coordinator does the bookkeeping:
+
+* `~SingleTypeManager.skipped_blocks`: how many leading entries of the block table no query of
+  a step starting at ``num_computed`` reads. They are freed and hold the null block.
+* `~SingleTypeManager.table_length`: how many table entries a request of ``num_slots`` slots
+  has (evicted ones included).
+
+The step's queries are the new slots ``num_computed .. num_computed + num_new − 1``; eviction
+uses ``num_computed`` from *before* the step, as vLLM's ``remove_skipped_blocks`` does, because
+the step's first query still reads back from there.
+
+`MANAGER_BY_KIND` maps a `ManagedKind` to its class, as vLLM's ``spec_manager_map`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final
+
+from contracts import ManagedKind, ManagerSpec, SpecError, cdiv
+
+
+class SingleTypeManager:
+    """Full attention, and the base of the other kinds: every block is kept until the request
+    ends.
+
+    Example:
+        Block size 2: a request of 5 slots has 3 table entries, none skipped.
+
+        >>> from contracts import FullAttentionLayer, manager_view
+        >>> layer = FullAttentionLayer(kv_heads=1, head_size=8)
+        >>> m = FullAttentionManager(manager_view(layer, block_size_slots=2))
+        >>> m.table_length(5), m.skipped_blocks(5)
+        (3, 0)
+    """
+
+    kind: ClassVar[ManagedKind] = "full_attention"
+    #: Whether each slot has a row of its own in the cache (a state group has one state).
+    has_slot_rows: ClassVar[bool] = True
+
+    __slots__ = ("block_size_slots", "spec")
+
+    def __init__(self, spec: ManagerSpec[Any]) -> None:
+        if spec.kind != self.kind:
+            raise SpecError(f"{type(self).__name__} manages {self.kind}, got a {spec.kind} spec")
+        self.spec = spec
+        self.block_size_slots = spec.block_size_slots
+
+    def skipped_blocks(self, num_computed: int) -> int:
+        """Leading table entries that no query of a step starting at ``num_computed`` reads."""
+        return 0
+
+    def table_length(self, num_slots: int) -> int:
+        """Table entries of a request that holds ``num_slots`` slots (evicted ones included)."""
+        return cdiv(num_slots, self.block_size_slots)
+
+    def max_slots(self) -> int | None:
+        """The most slots any request can hold in this group, if the kind fixes it."""
+        return None
+
+
+class FullAttentionManager(SingleTypeManager):
+    """Full (causal) attention: holds every block until the request ends."""
+
+    __slots__ = ()
+
+
+class SlidingWindowManager(SingleTypeManager):
+    """Sliding window of ``window_slots``: the query at slot q reads slots
+    ``q − (window_slots − 1) .. q``.
+
+    Before a step starting at ``num_computed``, the blocks lying wholly below
+    ``num_computed − window_slots + 1`` are freed (vLLM's rule). For a pooled group the window
+    came through `contracts.pool_window`, which is what makes this rule keep every key of the
+    kernel's real window (in encoder tokens) resident.
+
+    Example:
+        Block size 2, window 4. Slots 0-5 are computed; the next query, slot 6, reads slots
+        3-6, so block 0 (slots 0-1) goes, and block 1 (slots 2-3) stays for slot 3.
+
+        >>> from contracts import SlidingWindowLayer, manager_view
+        >>> layer = SlidingWindowLayer(window="4 token", kv_heads=1, head_size=8)
+        >>> m = SlidingWindowManager(manager_view(layer, block_size_slots=2))
+        >>> m.skipped_blocks(6), m.skipped_blocks(7)
+        (1, 2)
+    """
+
+    __slots__ = ("window_slots",)
+    kind: ClassVar[ManagedKind] = "sliding_window"
+
+    def __init__(self, spec: ManagerSpec[Any]) -> None:
+        super().__init__(spec)
+        assert spec.window_slots is not None  # manager_view sets it for every sliding layer
+        self.window_slots = spec.window_slots
+
+    def skipped_blocks(self, num_computed: int) -> int:
+        first_needed = num_computed - self.window_slots + 1
+        return first_needed // self.block_size_slots if first_needed > 0 else 0
+
+
+class ChunkedLocalManager(SingleTypeManager):
+    """Chunked local attention: the query at slot q reads its own chunk up to itself,
+    ``q // chunk_slots × chunk_slots .. q``.
+
+    Before a step starting at ``num_computed``, the blocks lying wholly left of that slot's
+    chunk are freed.
+
+    Example:
+        Block size 2, chunk 4. Slot 9 is in chunk 2 (slots 8-11), so blocks 0-3 go.
+
+        >>> from contracts import ChunkedLocalLayer, manager_view
+        >>> layer = ChunkedLocalLayer(chunk="4 token", kv_heads=1, head_size=8)
+        >>> m = ChunkedLocalManager(manager_view(layer, block_size_slots=2))
+        >>> m.skipped_blocks(7), m.skipped_blocks(9)
+        (2, 4)
+    """
+
+    __slots__ = ("chunk_slots",)
+    kind: ClassVar[ManagedKind] = "chunked_local"
+
+    def __init__(self, spec: ManagerSpec[Any]) -> None:
+        super().__init__(spec)
+        assert spec.chunk_slots is not None  # manager_view sets it for every chunked layer
+        self.chunk_slots = spec.chunk_slots
+
+    def skipped_blocks(self, num_computed: int) -> int:
+        chunk_start = num_computed // self.chunk_slots * self.chunk_slots
+        return chunk_start // self.block_size_slots
+
+
+class CrossAttentionManager(SingleTypeManager):
+    """Cross attention: the declared encoder length, allocated whole on the request's first
+    step and kept until it ends.
+
+    Example:
+        Block size 2, encoder length 5 slots: 3 blocks from the first step on.
+
+        >>> from contracts import CrossAttentionLayer, manager_view
+        >>> layer = CrossAttentionLayer(encoder_length="5 encoder_token", kv_heads=1, head_size=8)
+        >>> m = CrossAttentionManager(manager_view(layer, block_size_slots=2))
+        >>> m.table_length(0), m.table_length(5), m.max_slots()
+        (3, 3, 5)
+    """
+
+    __slots__ = ("fixed_blocks", "fixed_slots")
+    kind: ClassVar[ManagedKind] = "cross_attention"
+
+    def __init__(self, spec: ManagerSpec[Any]) -> None:
+        super().__init__(spec)
+        assert spec.fixed_slots is not None  # manager_view sets it for cross attention
+        self.fixed_slots = spec.fixed_slots
+        self.fixed_blocks = cdiv(spec.fixed_slots, self.block_size_slots)
+
+    def table_length(self, num_slots: int) -> int:
+        return self.fixed_blocks
+
+    def max_slots(self) -> int | None:
+        return self.fixed_slots
+
+
+class StateManager(SingleTypeManager):
+    """A fixed per-request state (Mamba-like): one block, whatever the length.
+
+    Its slots (tokens processed) have no rows of their own: a step's slot mapping is empty and
+    the kernel reads the one block of the table.
+
+    Example:
+        >>> from contracts import StateLayer, manager_view
+        >>> m = StateManager(manager_view(StateLayer(state_size="1 KiB"), block_size_slots=2))
+        >>> m.table_length(0), m.table_length(10_000)
+        (1, 1)
+    """
+
+    __slots__ = ()
+    kind: ClassVar[ManagedKind] = "state"
+    has_slot_rows: ClassVar[bool] = False
+
+    def table_length(self, num_slots: int) -> int:
+        return 1
+
+
+#: The manager class of each layer kind.
+MANAGER_BY_KIND: Final[dict[ManagedKind, type[SingleTypeManager]]] = {
+    "full_attention": FullAttentionManager,
+    "sliding_window": SlidingWindowManager,
+    "chunked_local": ChunkedLocalManager,
+    "cross_attention": CrossAttentionManager,
+    "state": StateManager,
+}
+
+
+def make_manager(spec: ManagerSpec[Any]) -> SingleTypeManager:
+    """The manager for a group's spec, chosen by its kind."""
+    return MANAGER_BY_KIND[spec.kind](spec)

@@ -1,0 +1,184 @@
+"""Shared helpers of the runtime tests: building small coordinators, snapshots of the whole
+allocator state, and an independent residency oracle that works in the kernel's units."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from contracts import (
+    CacheBlocks,
+    EncoderTokens,
+    EngineSpec,
+    FullAttentionLayer,
+    GroupLimits,
+    IntQuantity,
+    KernelSpec,
+    LayerGroup,
+    LayerSpec,
+    ModelSpec,
+    PooledBlocks,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+    kernel_view,
+    manager_view,
+)
+from runtime import NULL_BLOCK, KVCacheCoordinator
+
+
+def group_of(
+    name: str,
+    layer: LayerSpec,
+    *,
+    block_size: int,
+    max_len: int,
+    max_in_flight: int,
+) -> LayerGroup:
+    """A one-layer group with limits given as plain ints of the layer's manager unit."""
+    manager = manager_view(layer, block_size_slots=block_size)
+    unit = manager.slot_unit
+    kernels: dict[str, KernelSpec[Any]] = {}
+    if manager.kind != "state":
+        kernels[f"{name}.0"] = kernel_view(layer, block_size_slots=block_size)
+    return LayerGroup(
+        name=name,
+        manager=manager,
+        layer_names=(f"{name}.0",),
+        kernels=kernels,
+        limits=GroupLimits(unit(max_len), unit(max_in_flight)),
+    )
+
+
+def coordinator(
+    layers: Mapping[str, LayerSpec],
+    *,
+    block_size: int,
+    num_blocks: int | Mapping[str, int],
+    max_len: int = 1_000,
+    max_in_flight: int = 1_000,
+    reserve: bool = True,
+) -> KVCacheCoordinator:
+    """A coordinator over one-layer groups (``num_blocks`` includes the null block)."""
+    groups = [
+        group_of(n, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight)
+        for n, layer in layers.items()
+    ]
+    counts = (
+        [num_blocks] * len(groups)
+        if isinstance(num_blocks, int)
+        else [num_blocks[g.name] for g in groups]
+    )
+    return KVCacheCoordinator(groups, [CacheBlocks(n) for n in counts], reserve=reserve)
+
+
+def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
+    """Everything a failed call must leave as it was: pools (free queue order and reference
+    counts), every request's tables, lengths, evictions and latest step, the reservations."""
+    core = coord._core
+    pools = tuple((tuple(p._free), tuple(p._refs)) for p in core.pools)
+    requests = tuple(
+        sorted(
+            (
+                rid,
+                tuple(tuple(t) for t in r.tables),
+                tuple(r.num_slots),
+                tuple(r.max_len),
+                tuple(r.caps),
+                tuple(r.skipped),
+                tuple(r.step_start),
+                tuple(r.step_new),
+            )
+            for rid, r in core.requests.items()
+        )
+    )
+    return pools, requests, tuple(core.ledger.reserved)
+
+
+def check_pools(coord: KVCacheCoordinator) -> None:
+    """Free + used = capacity in every group, no block in two live tables, no leak: the
+    blocks in live tables are exactly the used ones, each with one reference."""
+    core = coord._core
+    for g, pool in enumerate(core.pools):
+        pool.check()
+        usage = coord.usage_by_group()[pool.name]
+        assert usage.used.value + usage.free.value == usage.capacity.value
+        held: list[int] = []
+        for req in core.requests.values():
+            table = req.tables[g]
+            skipped = req.skipped[g]
+            assert all(b == NULL_BLOCK for b in table[:skipped]), (pool.name, table, skipped)
+            assert all(b != NULL_BLOCK for b in table[skipped:]), (pool.name, table, skipped)
+            held.extend(table[skipped:])
+        assert len(held) == len(set(held)), f"group {pool.name!r}: a block is in two tables"
+        assert len(held) == pool.num_used, f"group {pool.name!r}: leaked blocks"
+        assert all(pool.ref_count(b) == 1 for b in held)
+
+
+def unresident_keys(
+    table: list[int],
+    *,
+    block_size: int,
+    pool: int,
+    kind: str,
+    window: int | None,
+    chunk: int | None,
+    first_query: int,
+    end_query: int,
+) -> list[tuple[int, int]]:
+    """The (query, key) pairs of the kernel whose key is not in a live block of ``table``.
+
+    Everything here is in the kernel's unit (encoder tokens for a pooled group): queries
+    ``first_query .. end_query − 1``, a cache block of ``block_size × pool`` rows, the window
+    or chunk as the model declares it. Written independently of the managers: it knows only
+    what each attention kind reads.
+    """
+    rows = block_size * pool
+    bad = []
+    for q in range(first_query, end_query):
+        if kind == "sliding_window":
+            assert window is not None
+            lowest = max(0, q - (window - 1))
+        elif kind == "chunked_local":
+            assert chunk is not None
+            lowest = q // chunk * chunk
+        else:
+            lowest = 0
+        # The keys lowest..q are contiguous, so checking the blocks they span checks them all;
+        # the first missing key is reported.
+        for block in range(lowest // rows, q // rows + 1):
+            if block >= len(table) or table[block] == NULL_BLOCK:
+                bad.append((q, max(lowest, block * rows)))
+                break
+    return bad
+
+
+def voxtral_model(window: int = 750) -> ModelSpec:
+    """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
+    audio = SlidingWindowLayer(
+        window=EncoderTokens(window), pool=PoolFactor(4), kv_heads=32, head_size=64
+    )
+    text = FullAttentionLayer(kv_heads=8, head_size=128)
+    return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
+
+
+def voxtral_engine(
+    budget: str = "40 GiB", encoder_len: int = 40_000, encoder_step: int = 4
+) -> EngineSpec:
+    """Decoder limits in tokens, encoder limits in encoder tokens (4 = one pooled block)."""
+    return EngineSpec.model_validate(
+        {
+            "block_size_slots": 16,
+            "max_model_len": "8192 token",
+            "max_num_batched_tokens": "2048 token",
+            "max_encoder_len": f"{encoder_len} encoder_token",
+            "max_encoder_tokens_per_step": f"{encoder_step} encoder_token",
+            "memory_budget": budget,
+        }
+    )
+
+
+def quantity(unit: type[IntQuantity], value: int) -> Any:
+    """A quantity of a unit chosen at run time (the tests draw groups of either unit)."""
+    assert unit in (PooledBlocks, Tokens)
+    return unit(value)

@@ -1,0 +1,225 @@
+"""Narrated toy cases for every eviction rule: block size 2, window 4, step by step.
+
+Each case drives a one-group coordinator and shows the block table after every step (cache-block
+ids; 0 is the null block that stands where a block was evicted) and the step's slot mapping.
+The pool hands blocks out first-in first-out, starting from block 1.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts import (
+    Bytes,
+    CacheBlocks,
+    ChunkedLocalLayer,
+    CrossAttentionLayer,
+    EncoderTokens,
+    FullAttentionLayer,
+    PooledBlocks,
+    PoolFactor,
+    SlidingWindowLayer,
+    StateLayer,
+    Tokens,
+    manager_view,
+)
+from runtime import MANAGER_BY_KIND
+from runtime.managers import (
+    ChunkedLocalManager,
+    CrossAttentionManager,
+    FullAttentionManager,
+    SlidingWindowManager,
+    StateManager,
+    make_manager,
+)
+
+from .support import check_pools, coordinator, unresident_keys
+
+
+def test_sliding_window_block_size_2_window_4() -> None:
+    coord = coordinator(
+        {"swa": SlidingWindowLayer(window=Tokens(4), kv_heads=1, head_size=8)},
+        block_size=2,
+        num_blocks=8,
+        max_in_flight=5,
+    )
+    swa = coord.group("swa", Tokens)
+    step = coord.stepper(swa)
+    step.admit("r", Tokens(100))
+
+    # Prefill tokens 0-3: blocks 1 and 2. Token 3's window is tokens 0-3: nothing to free.
+    assert step.allocate("r", Tokens(4)) == [[2, 3, 4, 5]]
+    assert coord.block_table("r", swa) == [1, 2]
+
+    # Token 4 (4 computed): its window is tokens 1-4, so the first needed token is
+    # 4 - 4 + 1 = 1, inside block 0 (tokens 0-1): nothing is wholly below it.
+    assert step.allocate("r", Tokens(1)) == [[6]]
+    assert coord.block_table("r", swa) == [1, 2, 3]
+
+    # Token 5: window 2-5. Tokens 0-1 are out of the window: block 0 (id 1) goes, the null
+    # block takes its place, and id 1 joins the back of the free queue.
+    assert step.allocate("r", Tokens(1)) == [[7]]
+    assert coord.block_table("r", swa) == [0, 2, 3]
+
+    # Token 6: window 3-6. Block 1 (tokens 2-3) still holds token 3 and stays. Token 6 needs
+    # a new block: the front of the queue is id 4 (id 1 waits behind 4-7).
+    assert step.allocate("r", Tokens(1)) == [[8]]
+    assert coord.block_table("r", swa) == [0, 2, 3, 4]
+
+    # Token 7: window 4-7. Tokens 2-3 are out: block 1 (id 2) goes.
+    assert step.allocate("r", Tokens(1)) == [[9]]
+    assert coord.block_table("r", swa) == [0, 0, 3, 4]
+    assert coord.usage(swa).used == CacheBlocks(2)
+
+    # A chunk of 3 (tokens 8-10, 8 computed): the step's first query, token 8, reads back to
+    # token 5, so block 2 (tokens 4-5) stays although tokens 9 and 10 no longer need it.
+    assert step.allocate("r", Tokens(3)) == [[10, 11, 12]]
+    assert coord.block_table("r", swa) == [0, 0, 3, 4, 5, 6]
+    check_pools(coord)
+    coord.free("r")
+    check_pools(coord)
+
+
+def test_pooled_sliding_window_block_size_2() -> None:
+    # The kernel's window is 7 encoder tokens, P = 2: the manager keeps
+    # pool_window(7, 2) = cdiv(6, 2) + 1 = 4 pooled slots (a block holds 2 slots = 4 tokens).
+    layer = SlidingWindowLayer(window=EncoderTokens(7), pool=PoolFactor(2), kv_heads=1, head_size=8)
+    assert manager_view(layer, block_size_slots=2).window == PooledBlocks(4)
+    coord = coordinator({"audio": layer}, block_size=2, num_blocks=8, max_in_flight=5)
+    audio = coord.group("audio", PooledBlocks)
+    step = coord.stepper(audio)
+    step.admit("r", PooledBlocks(100))
+    for _ in range(5):  # slots 0-4: encoder tokens 0-9
+        step.allocate("r", PooledBlocks(1))
+    assert coord.block_table("r", audio) == [1, 2, 3]
+    # Slot 5 (5 computed) holds tokens 10-11; token 10 reads back to 10 - 6 = 4, in slot 2,
+    # block 1. The first needed slot is 5 - 4 + 1 = 2: block 0 (slots 0-1) goes.
+    step.allocate("r", PooledBlocks(1))
+    assert coord.block_table("r", audio) == [0, 2, 3]
+    table = list(coord.block_table("r", audio))
+    assert not unresident_keys(
+        table, block_size=2, pool=2, kind="sliding_window", window=7, chunk=None,
+        first_query=10, end_query=12,
+    )  # fmt: skip
+    # In kernel units: slot 5 is row 2 of block id 3; its tokens are rows 3·4 + 2, + 3.
+    inputs = coord.kernel_inputs("r", audio)
+    assert inputs.slot_mapping_tokens == (14, 15)
+    assert inputs.seq_len == EncoderTokens(12)
+    assert str(inputs.tokens_per_block) == "4 encoder_token/cache_block"
+
+
+def test_full_attention_block_size_2() -> None:
+    coord = coordinator(
+        {"full": FullAttentionLayer(kv_heads=1, head_size=8)}, block_size=2, num_blocks=8
+    )
+    full = coord.group("full", Tokens)
+    step = coord.stepper(full)
+    step.admit("r", Tokens(14))  # at most 7 blocks: the whole pool
+    # Tokens 0-2: two blocks, the second half full.
+    assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]
+    # Token 3 fills block 1; token 4 opens block 2. Nothing is ever evicted.
+    assert step.allocate("r", Tokens(1)) == [[5]]
+    assert step.allocate("r", Tokens(1)) == [[6]]
+    assert coord.block_table("r", full) == [1, 2, 3]
+    coord.free("r")
+    assert coord.usage(full).free.value == 7
+
+
+def test_chunked_local_block_size_2_chunk_4() -> None:
+    coord = coordinator(
+        {"local": ChunkedLocalLayer(chunk=Tokens(4), kv_heads=1, head_size=8)},
+        block_size=2,
+        num_blocks=8,
+        max_in_flight=5,
+    )
+    local = coord.group("local", Tokens)
+    step = coord.stepper(local)
+    step.admit("r", Tokens(100))
+    # Tokens 0-2, chunk 0 (tokens 0-3).
+    assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]
+    # Token 3, still chunk 0: everything stays.
+    assert step.allocate("r", Tokens(1)) == [[5]]
+    assert coord.block_table("r", local) == [1, 2]
+    # Token 4 opens chunk 1 (tokens 4-7): it reads only tokens 4..4, so chunk 0's blocks go.
+    assert step.allocate("r", Tokens(1)) == [[6]]
+    assert coord.block_table("r", local) == [0, 0, 3]
+    # Tokens 5-9 in one step: the first query, token 5, is in chunk 1 (starts at token 4);
+    # the step spills into chunk 2 (tokens 8-11), all of it allocated.
+    assert step.allocate("r", Tokens(5)) == [[7, 8, 9, 10, 11]]
+    assert coord.block_table("r", local) == [0, 0, 3, 4, 5]
+    # Token 10 (10 computed, chunk 2 from token 8): blocks 2 and 3 (tokens 4-7) go.
+    assert step.allocate("r", Tokens(1)) == [[12]]
+    assert coord.block_table("r", local) == [0, 0, 0, 0, 5, 6]
+    check_pools(coord)
+
+
+def test_cross_attention_allocated_once() -> None:
+    coord = coordinator(
+        {"cross": CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=1, head_size=8)},
+        block_size=2,
+        num_blocks=8,
+        max_in_flight=5,
+    )
+    cross = coord.group("cross", PooledBlocks)  # P = 1: one encoder token per slot
+    step = coord.stepper(cross)
+    coord.admit("r")
+    # The first step allocates the whole declared encoder length, 5 slots = 3 blocks, even
+    # when it writes none of it yet.
+    assert step.allocate("r", PooledBlocks(0)) == [[]]
+    assert coord.block_table("r", cross) == [1, 2, 3]
+    assert step.allocate("r", PooledBlocks(5)) == [[2, 3, 4, 5, 6]]
+    # Decode steps write nothing here and allocate nothing.
+    assert step.allocate("r", PooledBlocks(0)) == [[]]
+    assert coord.block_table("r", cross) == [1, 2, 3]
+    assert coord.admission_cap("r", cross).value == 3
+
+
+def test_state_one_block_per_request() -> None:
+    coord = coordinator({"mamba": StateLayer(state_size=Bytes(4096))}, block_size=2, num_blocks=3)
+    mamba = coord.group("mamba", Tokens)
+    step = coord.stepper(mamba)
+    coord.admit("a")
+    coord.admit("b")
+    # One state per request, whatever the length; a state has no rows per token.
+    assert step.allocate("a", Tokens(7)) == [[]]
+    assert step.allocate("b", Tokens(1)) == [[]]
+    assert step.allocate("a", Tokens(9)) == [[]]
+    assert coord.block_table("a", mamba) == [1]
+    assert coord.block_table("b", mamba) == [2]
+    assert coord.slot_mapping("a", mamba) == []
+
+
+@pytest.mark.parametrize(
+    ("layer", "cls"),
+    [
+        (FullAttentionLayer(kv_heads=1, head_size=8), FullAttentionManager),
+        (SlidingWindowLayer(window=Tokens(4), kv_heads=1, head_size=8), SlidingWindowManager),
+        (ChunkedLocalLayer(chunk=Tokens(4), kv_heads=1, head_size=8), ChunkedLocalManager),
+        (
+            CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=1, head_size=8),
+            CrossAttentionManager,
+        ),
+        (StateLayer(state_size=Bytes(1024)), StateManager),
+    ],
+)
+def test_dispatch_table(layer: object, cls: type) -> None:
+    spec = manager_view(layer, block_size_slots=2)  # type: ignore[arg-type]
+    assert MANAGER_BY_KIND[spec.kind] is cls
+    assert type(make_manager(spec)) is cls
+    other = next(k for k in MANAGER_BY_KIND.values() if k is not cls)
+    with pytest.raises(Exception, match="manages"):
+        other(spec)
+
+
+def test_sliding_rule_matches_pool_window_for_every_small_geometry() -> None:
+    # skipped_blocks(c) frees exactly the blocks below c - window + 1, for pooled windows too.
+    for window in range(1, 20):
+        for pool in range(1, 5):
+            layer = SlidingWindowLayer(
+                window=EncoderTokens(window), pool=PoolFactor(pool), kv_heads=1, head_size=8
+            )
+            for block_size in (1, 2, 3, 16):
+                manager = make_manager(manager_view(layer, block_size_slots=block_size))
+                w = -(-(window - 1) // pool) + 1
+                for c in range(60):
+                    assert manager.skipped_blocks(c) == max(0, c - w + 1) // block_size

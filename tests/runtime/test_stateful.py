@@ -1,0 +1,375 @@
+"""Stateful tests: random admit / step / free sequences on coordinators of mixed groups.
+
+After every operation: free + used = capacity in every group, no block in two live tables, no
+leak (live tables hold exactly the used blocks); a failed call changed nothing (full snapshots
+compared); sliding-window tables hold the null block exactly below the window; every key the
+kernel reads for every query of a step is in a live block of that request, in the kernel's
+units (encoder tokens for a pooled group, with the model's own window); a request never holds
+more than its admission cap; with reservation, an admitted request's step never fails. Once
+every request is freed, every pool is whole again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from contracts import (
+    Bytes,
+    ChunkedLocalLayer,
+    CrossAttentionLayer,
+    EncoderTokens,
+    FullAttentionLayer,
+    LayerSpec,
+    PoolFactor,
+    SlidingWindowLayer,
+    StateLayer,
+    Tokens,
+)
+from runtime import (
+    NULL_BLOCK,
+    AdmissionError,
+    AllocationError,
+    GroupHandle,
+    KVCacheCoordinator,
+    RequestError,
+)
+from runtime.admission import admission_cap
+
+from .support import check_pools, coordinator, group_of, quantity, snapshot, unresident_keys
+
+KINDS = (
+    "full",
+    "sliding",
+    "sliding_pooled",
+    "chunked",
+    "chunked_pooled",
+    "cross",
+    "state",
+)
+
+
+@st.composite
+def layers(draw: st.DrawFn, kind: str, block_size: int) -> LayerSpec:
+    """One layer of ``kind`` with an awkward small geometry.
+
+    Chunks are whole cache blocks (the coordinator refuses others: their admission cap is not
+    a bound, see `test_coordinator.test_misaligned_chunk_is_refused`), and pooled chunks are
+    whole pooled blocks (the layer spec refuses others).
+    """
+    if kind == "full":
+        return FullAttentionLayer(kv_heads=1, head_size=8)
+    if kind == "sliding":
+        return SlidingWindowLayer(window=Tokens(draw(st.integers(1, 8))), kv_heads=1, head_size=8)
+    if kind == "sliding_pooled":
+        return SlidingWindowLayer(
+            window=EncoderTokens(draw(st.integers(1, 16))),
+            pool=PoolFactor(draw(st.integers(1, 4))),
+            kv_heads=1,
+            head_size=8,
+        )
+    if kind == "chunked":
+        return ChunkedLocalLayer(
+            chunk=Tokens(block_size * draw(st.integers(1, 4))), kv_heads=1, head_size=8
+        )
+    if kind == "chunked_pooled":
+        pool = draw(st.integers(1, 4))
+        chunk = pool * block_size * draw(st.integers(1, 3))
+        return ChunkedLocalLayer(
+            chunk=EncoderTokens(chunk), pool=PoolFactor(pool), kv_heads=1, head_size=8
+        )
+    if kind == "cross":
+        return CrossAttentionLayer(
+            encoder_length=EncoderTokens(draw(st.integers(1, 20))),
+            pool=PoolFactor(draw(st.integers(1, 3))),
+            kv_heads=1,
+            head_size=8,
+        )
+    return StateLayer(state_size=Bytes(1024))
+
+
+@dataclass
+class Live:
+    """The test's own record of an admitted request."""
+
+    max_len: list[int]
+    steps: int = 0
+
+
+class AllocatorMachine(RuleBasedStateMachine):
+    """Random admissions, steps and frees against an independent record of what must hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.coord: KVCacheCoordinator
+        self.handles: list[GroupHandle[Any]] = []
+        self.live: dict[str, Live] = {}
+        self.next_id = 0
+        self.reserve = True
+
+    @initialize(data=st.data())
+    def build(self, data: st.DataObject) -> None:
+        count = data.draw(st.integers(1, 3), label="groups")
+        kinds = [data.draw(st.sampled_from(KINDS), label=f"kind{i}") for i in range(count)]
+        self.block_size = data.draw(st.integers(1, 4), label="block_size")
+        specs = {
+            f"g{i}": data.draw(layers(k, self.block_size), label=f"layer{i}")
+            for i, k in enumerate(kinds)
+        }
+        self.max_len = data.draw(st.integers(1, 48), label="max_len")
+        self.max_in_flight = data.draw(st.integers(1, 9), label="max_in_flight")
+        self.reserve = data.draw(st.booleans(), label="reserve")
+        # Pools from a little under one full-length request's cap to a few requests' worth,
+        # so that admissions are refused, wait, and succeed, and steps run short.
+        blocks = {}
+        for name, layer in specs.items():
+            group = group_of(
+                name,
+                layer,
+                block_size=self.block_size,
+                max_len=self.max_len,
+                max_in_flight=self.max_in_flight,
+            )
+            fixed = group.manager.fixed_slots
+            cap = admission_cap(
+                group.manager,
+                self.max_in_flight if fixed is None else fixed,
+                self.max_len if fixed is None else fixed,
+            )
+            low = cap - 1 if data.draw(st.integers(0, 7), label="tight") == 0 else cap
+            blocks[name] = 1 + data.draw(st.integers(max(0, low), 3 * cap), label=name)
+        self.coord = coordinator(
+            specs,
+            block_size=self.block_size,
+            num_blocks=blocks,
+            max_len=self.max_len,
+            max_in_flight=self.max_in_flight,
+            reserve=self.reserve,
+        )
+        self.handles = [self.coord.group(g.name, g.manager.slot_unit) for g in self.coord.groups]
+        self.stepper = self.coord.stepper(*self.handles)
+        self.limit = [self.coord._core._limit[g] for g in range(count)]
+        self.in_flight = [self.coord._core._in_flight[g] for g in range(count)]
+
+    # -- rules ----------------------------------------------------------------------------------
+    # Hypothesis picks a rule uniformly, so each rare path (a caller's mistake) is a rule of its
+    # own rather than a coin flip inside a common one (its draws lean to the edges).
+
+    @rule(data=st.data())
+    def admit(self, data: st.DataObject) -> None:
+        # Full length half of the time, as most requests are admitted.
+        lengths = [
+            data.draw(st.just(limit) | st.integers(0, limit), label="max_len")
+            for limit in self.limit
+        ]
+        self.try_admit(lengths)
+
+    @rule(data=st.data())
+    def admit_beyond_a_limit(self, data: st.DataObject) -> None:
+        lengths = list(self.limit)
+        g = data.draw(st.integers(0, len(lengths) - 1), label="group beyond")
+        lengths[g] += 1
+        self.try_admit(lengths)
+
+    @rule(data=st.data())
+    def step(self, data: st.DataObject) -> None:
+        if self.live:
+            rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+            self.try_step(rid, self.draw_counts(data, rid))
+
+    @rule(data=st.data())
+    def schedule(self, data: st.DataObject) -> None:
+        """One scheduler iteration: a step for every live request, in admission order."""
+        for rid in list(self.live):
+            self.try_step(rid, self.draw_counts(data, rid))
+
+    @rule(data=st.data())
+    def step_beyond_a_limit(self, data: st.DataObject) -> None:
+        """A step over the group's max_in_flight or the request's max_len: `RequestError`."""
+        if self.live:
+            rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+            counts = self.draw_counts(data, rid)
+            g = data.draw(st.integers(0, len(counts) - 1), label="group beyond")
+            done = self.coord._core.requests[rid].num_slots[g]
+            counts[g] = data.draw(
+                st.sampled_from(
+                    [self.in_flight[g] + 1, max(0, self.live[rid].max_len[g] - done) + 1]
+                ),
+                label="too many",
+            )
+            self.try_step(rid, counts)
+
+    @rule(data=st.data())
+    def free(self, data: st.DataObject) -> None:
+        if self.live:
+            rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+            self.coord.free(rid)
+            del self.live[rid]
+
+    @rule(data=st.data())
+    def misuse_request_ids(self, data: st.DataObject) -> None:
+        """A step or free of an id never admitted or already freed, a second admission of a
+        live id: `RequestError`, and nothing changes."""
+        before = snapshot(self.coord)
+        gone = f"r{data.draw(st.integers(0, self.next_id), label='id')}"
+        if gone not in self.live:
+            counts = [quantity(h.unit, 0) for h in self.handles]
+            with pytest.raises(RequestError, match="not admitted"):
+                self.stepper.allocate(gone, *counts)
+            with pytest.raises(RequestError, match="not admitted"):
+                self.coord.free(gone)
+        if self.live:
+            live = data.draw(st.sampled_from(sorted(self.live)), label="live id")
+            with pytest.raises(RequestError, match="already admitted"):
+                self.coord.admit(live)
+        assert snapshot(self.coord) == before
+
+    def draw_counts(self, data: st.DataObject, rid: str) -> list[int]:
+        """Slots of one step per group, within max_in_flight and the request's max_len."""
+        done = self.coord._core.requests[rid].num_slots
+        room = [
+            min(self.in_flight[g], self.live[rid].max_len[g] - done[g])
+            for g in range(len(self.handles))
+        ]
+        return [data.draw(st.integers(0, n), label="num_new") for n in room]
+
+    def try_admit(self, lengths: list[int]) -> None:
+        rid = f"r{self.next_id}"
+        self.next_id += 1
+        before = snapshot(self.coord)
+        args = [quantity(h.unit, n) for h, n in zip(self.handles, lengths, strict=True)]
+        beyond = any(n > limit for n, limit in zip(lengths, self.limit, strict=True))
+        try:
+            self.stepper.admit(rid, *args)
+        except AdmissionError as err:
+            event("admit: never fits")
+            assert snapshot(self.coord) == before
+            assert beyond or err.cap.value > err.usable.value, err
+            return
+        except AllocationError as err:
+            event("admit: not now")
+            assert self.reserve, "without reservation, admission never waits"
+            assert snapshot(self.coord) == before
+            assert err.needed.value > err.free.value
+            return
+        assert not beyond
+        event("admit: ok")
+        self.live[rid] = Live(lengths)
+
+    def try_step(self, rid: str, counts: list[int]) -> None:
+        args = [quantity(h.unit, n) for h, n in zip(self.handles, counts, strict=True)]
+        before = snapshot(self.coord)
+        live = self.live[rid]
+        req = self.coord._core.requests[rid]
+        start = list(req.num_slots)
+        too_long = any(
+            n > self.in_flight[g] or start[g] + n > live.max_len[g] for g, n in enumerate(counts)
+        )
+        try:
+            mappings = self.stepper.allocate(rid, *args)
+        except RequestError:
+            event("step: beyond a limit")
+            assert too_long
+            assert snapshot(self.coord) == before
+            return
+        except AllocationError as err:
+            event("step: short, nothing changed")
+            assert not too_long
+            assert not self.reserve, f"an admitted request ran short with reservation: {err}"
+            assert snapshot(self.coord) == before, "a failed step changed something"
+            assert err.needed.value > err.free.value and err.request_id == rid
+            return
+        assert not too_long
+        live.steps += 1
+        event("step: done")
+        if any(s > 0 for s in req.skipped):
+            event("step: done, with evictions")
+        for g, handle in enumerate(self.handles):
+            self.check_step(rid, g, handle, start[g], counts[g], mappings[g])
+
+    # -- checks -----------------------------------------------------------------------------------
+
+    def check_step(
+        self, rid: str, g: int, handle: GroupHandle[Any], c: int, n: int, mapping: list[int]
+    ) -> None:
+        spec = handle.spec
+        bs = spec.block_size_slots
+        table = list(self.coord.block_table(rid, handle))
+        if spec.kind == "state":
+            assert mapping == [] and len(table) == 1 and table[0] != NULL_BLOCK
+            return
+        # The new slots live in this request's blocks, at their offsets.
+        assert len(mapping) == n
+        for p, slot in zip(range(c, c + n), mapping, strict=True):
+            assert table[p // bs] == slot // bs != NULL_BLOCK and slot % bs == p % bs
+        if spec.kind == "cross_attention":
+            assert spec.fixed_slots is not None
+            assert len(table) == -(-spec.fixed_slots // bs) and NULL_BLOCK not in table
+            return
+        # Sliding windows: the null block exactly below num_computed - window + 1.
+        if spec.kind == "sliding_window":
+            assert spec.window_slots is not None
+            first_needed = max(0, c - spec.window_slots + 1)
+            for i, block in enumerate(table):
+                assert (block == NULL_BLOCK) == ((i + 1) * bs <= first_needed), (i, table, c)
+        # Residency, in the kernel's units, with the model's own window or chunk.
+        (kernel,) = self.coord.groups[g].kernels.values()
+        p = spec.pool.tokens_per_block
+        bad = unresident_keys(
+            table,
+            block_size=bs,
+            pool=p,
+            kind=spec.kind,
+            window=kernel.window.value if kernel.window is not None else None,
+            chunk=kernel.chunk.value if kernel.chunk is not None else None,
+            first_query=c * p,
+            end_query=(c + n) * p,
+        )
+        assert not bad, f"group {handle.name}: (query, key) not resident: {bad[:3]}"
+        if handle.unit.unit == "pooled_block":
+            inputs = self.coord.kernel_inputs(rid, handle)
+            assert inputs.slot_mapping_tokens == tuple(s * p + i for s in mapping for i in range(p))
+            assert inputs.seq_len.value == (c + n) * p
+
+    @invariant()
+    def pools_are_consistent(self) -> None:
+        if not self.handles:
+            return
+        check_pools(self.coord)
+
+    @invariant()
+    def requests_stay_within_their_caps(self) -> None:
+        if not self.handles:
+            return
+        core = self.coord._core
+        reserved = [0] * len(self.handles)
+        for req in core.requests.values():
+            for g, table in enumerate(req.tables):
+                held = sum(1 for b in table if b != NULL_BLOCK)
+                assert held <= req.caps[g], (self.coord.group_names[g], held, req.caps[g])
+                reserved[g] += req.caps[g]
+        if self.reserve:
+            assert reserved == core.ledger.reserved
+            for g, pool in enumerate(core.pools):
+                assert reserved[g] <= pool.num_blocks - 1
+
+    def teardown(self) -> None:
+        if not self.handles:
+            return
+        for rid in list(self.live):
+            self.coord.free(rid)
+        check_pools(self.coord)
+        for usage in self.coord.usage_by_group().values():
+            assert usage.used.value == 0 and usage.free == usage.capacity
+            assert usage.reserved.value == 0
+
+
+AllocatorMachine.TestCase.settings = settings(
+    max_examples=300, stateful_step_count=50, deadline=None
+)
+TestAllocator = AllocatorMachine.TestCase

@@ -1,0 +1,52 @@
+# ruff: noqa: E501
+# fmt: off
+"""The allocator takes each group's counts in that group's own unit.
+
+A Voxtral coordinator has a pooled audio group (its manager counts `PooledBlocks`) and a text
+group (`Tokens`). Encoder tokens where the audio group expects pooled blocks, or a bare int,
+are rejected by mypy here and by the coordinator at run time (`UnitTypeError`).
+"""
+
+from contracts import (
+    Bytes,
+    EncoderTokens,
+    EngineSpec,
+    FullAttentionLayer,
+    ModelSpec,
+    PooledBlocks,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+    pool_length,
+)
+from runtime import KVCacheCoordinator
+from runtime.capacity import plan
+
+encoder = SlidingWindowLayer(
+    window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+)
+decoder = FullAttentionLayer(kv_heads=8, head_size=128)
+model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
+engine = EngineSpec(
+    block_size_slots=16,
+    max_model_len=Tokens(4096),
+    max_num_batched_tokens=Tokens(512),
+    max_encoder_len=EncoderTokens(40_000),
+    max_encoder_tokens_per_step=EncoderTokens(4),
+    memory_budget=Bytes(64 << 20),
+)
+coord = KVCacheCoordinator.from_plan(plan(model, engine))
+audio = coord.group("audio", PooledBlocks)
+text = coord.group("text", Tokens)
+step = coord.stepper(audio, text)
+step.admit("r1", PooledBlocks(10_000), Tokens(512))
+
+# Four encoder tokens are one pooled block: convert with the named function, then step.
+step.allocate("r1", pool_length(EncoderTokens(4), PoolFactor(4)), Tokens(1))
+
+step.allocate("r1", EncoderTokens(4), Tokens(1))  # E: Argument 2 to "__call__" of "AllocateFn" has incompatible type "EncoderTokens"; expected "PooledBlocks"  [arg-type]
+step.allocate("r1", 1, Tokens(1))  # E: Argument 2 to "__call__" of "AllocateFn" has incompatible type "int"; expected "PooledBlocks"  [arg-type]
+step.allocate("r1", PooledBlocks(1), 1)  # E: Argument 3 to "__call__" of "AllocateFn" has incompatible type "int"; expected "Tokens"  [arg-type]
+step.admit("r2", EncoderTokens(40_000), Tokens(512))  # E: Argument 2 to "admit" of "Stepper" has incompatible type "EncoderTokens"; expected "PooledBlocks"  [arg-type]
+coord.group("audio", EncoderTokens)  # E: Value of type variable "SlotUnit" of "group" of "KVCacheCoordinator" cannot be "EncoderTokens"  [type-var]
+coord.kernel_inputs("r1", text)  # E: Argument 2 to "kernel_inputs" of "KVCacheCoordinator" has incompatible type "GroupHandle[Tokens]"; expected "GroupHandle[PooledBlocks]"  [arg-type]
