@@ -392,8 +392,8 @@ def manager_view(
             if isinstance(layer, SlidingWindowLayer):
                 window = pool_window(_encoder(layer.window), pool)
             if isinstance(layer, ChunkedLocalLayer):
-                # A chunk boundary must fall on a slot boundary: a chunk starts a new slot.
-                chunk = pool_length(_encoder(layer.chunk), pool)
+                # P divides the chunk (the layer checks it), so this length is exact.
+                chunk = _whole_blocks(pool_length(_encoder(layer.chunk), pool), bs)
             return ManagerSpec(
                 slot_unit=PooledBlocks,
                 block_size=BlockSize(bs, PooledBlocks),
@@ -407,7 +407,11 @@ def manager_view(
             block_size=BlockSize(bs, Tokens),
             pool=PoolFactor(1),
             window=_token(layer.window) if isinstance(layer, SlidingWindowLayer) else None,
-            chunk=_token(layer.chunk) if isinstance(layer, ChunkedLocalLayer) else None,
+            chunk=(
+                _whole_blocks(_token(layer.chunk), bs)
+                if isinstance(layer, ChunkedLocalLayer)
+                else None
+            ),
             **common,
         )
 
@@ -464,6 +468,23 @@ def kernel_view(
             chunk=_token(layer.chunk) if isinstance(layer, ChunkedLocalLayer) else None,
             **common,
         )
+
+
+def _whole_blocks(chunk: _U, block_size_slots: int) -> _U:
+    """A chunk must be a whole number of cache blocks for its admission cap to be a bound.
+
+    ``cdiv(min(chunk + max_in_flight, max_len), block_size)`` assumes every chunk starts on a
+    block boundary; otherwise a request holds more blocks than its cap (block size 16, chunk
+    24, two slots in flight: slots 24-48 span blocks 1-3, the cap says 2), the plan would
+    promise more requests than the pool holds, and reservations would not protect them.
+    """
+    if chunk.value % block_size_slots:
+        raise SpecError(
+            f"chunk of {chunk} is not a whole number of cache blocks of {block_size_slots} "
+            f"{chunk.unit}: the chunked-local admission cap would not bound what a request "
+            f"holds; use a block size that divides the chunk"
+        )
+    return chunk
 
 
 def _encoder(value: EncoderTokens | Tokens) -> EncoderTokens:

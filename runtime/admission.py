@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from contracts import CacheBlocks, ManagerSpec, SpecError
+from contracts import CacheBlocks, ManagerSpec
 
 from ._errors import AdmissionError, AllocationError
 
@@ -67,8 +67,6 @@ class AdmissionLedger:
         *,
         reserve: bool,
     ) -> None:
-        for name, spec in zip(names, specs, strict=True):
-            _check_cap_is_a_bound(name, spec)
         self._names = tuple(names)
         self._specs = tuple(specs)
         self._usable = list(usable_blocks)
@@ -146,25 +144,3 @@ class AdmissionLedger:
         if self.reserve:
             for g, cap in enumerate(caps):
                 self.reserved[g] -= cap
-
-
-def _check_cap_is_a_bound(name: str, spec: ManagerSpec[Any]) -> None:
-    """Refuse a group whose admission cap would not bound what a request holds.
-
-    The chunked-local cap ``cdiv(min(chunk + max_in_flight, max_len), block_size)`` assumes
-    that every chunk starts on a block boundary. Otherwise a chunk starts up to
-    ``block_size − gcd(chunk, block_size)`` slots into a block and a request holds more blocks
-    than it reserved (block size 3, chunk 2, one slot per step: slots 2-3 span two blocks, the
-    cap says one), so reservations would no longer protect admitted requests.
-    """
-    if spec.kind != "chunked_local":
-        return
-    chunk, bs = spec.chunk_slots, spec.block_size_slots
-    assert chunk is not None  # manager_view sets it for every chunked layer
-    if chunk % bs:
-        unit = spec.slot_unit.unit
-        raise SpecError(
-            f"group {name!r}: chunk of {chunk} {unit} is not a whole number of cache blocks of "
-            f"{bs} {unit}; the chunked-local admission cap assumes it is, and a request could "
-            f"hold more blocks than it reserved. Use a block size that divides the chunk"
-        )

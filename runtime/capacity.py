@@ -84,15 +84,13 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
     """Plan the cache of ``model`` on ``engine``.
 
     Raises:
-        SpecError: the model keeps no cache, a chunked-local group's chunk is not a whole
-            number of cache blocks, or the budget cannot hold the null blocks plus one
-            full-length request.
+        SpecError: the model keeps no cache, a chunked-local layer's chunk is not a whole
+            number of cache blocks (from `contracts.manager_view`), or the budget cannot hold
+            the null blocks plus one full-length request.
     """
     groups, uncached = group_layers(model, engine)
     if not groups:
         raise SpecError(f"model {model.name!r} has no layer with a KV cache to plan")
-    for group in groups:
-        _check_cap_is_a_bound(group)
     caps: list[int] = []
     block_bytes: list[int] = []
     for group in groups:
@@ -138,26 +136,6 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
         memory_budget=engine.memory_budget,
         concurrent_requests=concurrent,
     )
-
-
-def _check_cap_is_a_bound(group: LayerGroup) -> None:
-    """Refuse a chunked-local group whose chunk is not a whole number of cache blocks.
-
-    ``cdiv(min(chunk + max_in_flight, max_len), block_size)`` assumes every chunk starts on a
-    block boundary; otherwise a request holds more blocks than its cap (block size 16, chunk
-    24, two slots in flight: slots 24-48 span blocks 1-3, the cap says 2), and the plan would
-    promise more concurrent requests than the pool can hold. The run-time coordinator refuses
-    the same groups (`runtime.admission`).
-    """
-    spec = group.manager
-    chunk, bs = spec.chunk_slots, spec.block_size_slots
-    if spec.kind == "chunked_local" and chunk is not None and chunk % bs:
-        unit = spec.slot_unit.unit
-        raise SpecError(
-            f"group {group.name!r}: chunk of {chunk} {unit} is not a whole number of cache "
-            f"blocks of {bs} {unit}, so its admission cap is not a bound; use a block size "
-            "that divides the chunk"
-        )
 
 
 def _model_window(group: LayerGroup) -> IntQuantity | None:

@@ -318,7 +318,7 @@ def test_chunk_that_is_not_whole_blocks_is_refused() -> None:
     )
     with pytest.raises(
         SpecError,
-        match="group 'layers': chunk of 24 token is not a whole number of cache blocks of 16 token",
+        match="chunk of 24 token is not a whole number of cache blocks of 16 token",
     ):
         plan(model(24), engine)
     # cdiv(min(32 + 2, 8192), 16) = 3

@@ -176,6 +176,7 @@ class PagedCache:
                     slots.append(table[r][ps // bs] * bs + ps % bs)
             self.lens[r] = seq
         slots = [-1 if i in skip_slots else s for i, s in enumerate(slots)]
+
         def tensor(values: list[int], dtype: torch.dtype = torch.int32) -> torch.Tensor:
             return torch.tensor(values, dtype=dtype, device=DEVICE)
 

@@ -36,9 +36,7 @@ from kernels import (
 
 from ._scenario import DEVICE
 
-LAYER = SlidingWindowLayer(
-    window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=1, head_size=16
-)
+LAYER = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=1, head_size=16)
 P = 4
 BLOCK_SIZE = 16  # pooled slots per cache block
 

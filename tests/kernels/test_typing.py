@@ -15,7 +15,7 @@ api = pytest.importorskip("mypy.api")
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SNIPPET = '''\
+SNIPPET = """\
 import torch
 
 from contracts import EncoderTokens, KernelSpec, PooledBlocks, PoolFactor, Tokens
@@ -45,7 +45,7 @@ def step(
     unpool_seq_lens(lens, PoolFactor(4))  # E: arg-type
     exact: SeqLens[EncoderTokens] = unpool_seq_lens(pooled, PoolFactor(4))
     paged_attention(q, q, q, table, qsl, exact, spec)
-'''
+"""
 
 
 @pytest.mark.slow

@@ -184,9 +184,7 @@ def test_unpool_seq_lens() -> None:
 def test_unsupported_specs(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     chunked = kernel_view(
-        ChunkedLocalLayer(
-            chunk=EncoderTokens(64), pool=PoolFactor(4), kv_heads=2, head_size=16
-        ), 2
+        ChunkedLocalLayer(chunk=EncoderTokens(64), pool=PoolFactor(4), kv_heads=2, head_size=16), 2
     )
     with pytest.raises(SpecError, match="paged_attention runs sliding_window and full_attention"):
         paged_attention(**{**_attention_args(cache, step), "spec": chunked})
