@@ -34,16 +34,21 @@ def test_docstring_examples(name: str) -> None:
     assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
 
 
-def test_readme_tour_prints_what_it_says() -> None:
+@pytest.mark.parametrize("section", ["API tour", "Runtime"])
+def test_readme_example_prints_what_it_says(section: str, monkeypatch: pytest.MonkeyPatch) -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"## API tour\n\n```python\n(.*?)```", text, re.S)
-    assert block is not None, "README.md has no API tour block"
+    start = text.find(f"\n## {section}\n")
+    assert start >= 0, f"README.md has no section {section!r}"
+    block = re.compile(r"```python\n(.*?)```", re.S).search(text, start)
+    assert block is not None, f"README.md has no {section} example"
     code = block.group(1)
+    monkeypatch.chdir(ROOT)
     # Each `print(...)` is followed by its expected output as a `# ...` comment line.
+    lines = code.splitlines()
     expected = [
         line[2:]
-        for prev, line in zip(code.splitlines(), code.splitlines()[1:], strict=False)
-        if prev.startswith("print(") and line.startswith("# ")
+        for index, line in enumerate(lines)
+        if line.startswith("# ") and index and lines[index - 1].startswith("print(")
     ]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
