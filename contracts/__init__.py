@@ -33,6 +33,7 @@ from ._errors import UnitTypeError as UnitTypeError
 from ._errors import UnitValueError as UnitValueError
 from ._factors import BlockSize as BlockSize
 from ._factors import PoolFactor as PoolFactor
+from ._groups import AnyLayerGroup as AnyLayerGroup
 from ._groups import GroupLimits as GroupLimits
 from ._groups import LayerGroup as LayerGroup
 from ._groups import group_layers as group_layers
@@ -122,6 +123,7 @@ __all__ = [
     "ENGINE_DEFAULTS",
     "HF_FIELDS",
     "QUANTITY_CLASSES",
+    "AnyLayerGroup",
     "BlockSize",
     "Bytes",
     "CacheBlocks",

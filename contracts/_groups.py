@@ -9,30 +9,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, Generic, TypeAlias, TypeVar, final
 
 from ._convert import pool_length
 from ._dtype import CacheDType
 from ._engine import EngineSpec
-from ._errors import SpecError
+from ._errors import SpecError, UnitTypeError
 from ._layers import EncoderOnlyLayer, ModelSpec, StateLayer
-from ._quantity import IntQuantity, Tokens
+from ._quantity import CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
 from ._views import KernelSpec, ManagerSpec, kernel_view, manager_view
 
-
-@final
-@dataclass(frozen=True, slots=True)
-class GroupLimits:
-    """A group's sequence limits in its own slot unit (derived from the engine spec)."""
-
-    max_len: IntQuantity
-    max_in_flight: IntQuantity
+_U = TypeVar("_U", PooledBlocks, Tokens)
 
 
 @final
 @dataclass(frozen=True, slots=True)
-class LayerGroup:
-    """Layers that share one manager spec.
+class GroupLimits(Generic[SlotUnit]):
+    """A group's sequence limits in its own slot unit (derived from the engine spec).
+
+    Attributes:
+        max_len: the longest sequence of one request, in slots.
+        max_in_flight: the most slots one request schedules in one step.
+    """
+
+    max_len: SlotUnit
+    max_in_flight: SlotUnit
+
+    def __post_init__(self) -> None:
+        check_quantity(self.max_in_flight, type(self.max_len), "max_in_flight")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class LayerGroup(Generic[SlotUnit]):
+    """Layers that share one manager spec, typed by the slot unit the manager counts.
+
+    `group_layers` returns `AnyLayerGroup`; narrow with ``group.expect(PooledBlocks)`` to read
+    typed limits (`UnitTypeError` when the group counts the other unit).
 
     Attributes:
         name: a readable name: the layers' common stack prefix (``"audio"``), with the kind
@@ -44,39 +57,72 @@ class LayerGroup:
     """
 
     name: str
-    manager: ManagerSpec[Any]
+    manager: ManagerSpec[SlotUnit]
     layer_names: tuple[str, ...]
     kernels: Mapping[str, KernelSpec[Any]]
-    limits: GroupLimits
+    limits: GroupLimits[SlotUnit]
+
+    def __post_init__(self) -> None:
+        check_quantity(self.limits.max_len, self.manager.slot_unit, f"{self.name}.max_len")
 
     @property
     def num_layers(self) -> int:
         return len(self.layer_names)
 
+    def expect(self, unit: type[_U]) -> LayerGroup[_U]:
+        """Narrow to the slot unit the caller works in; `UnitTypeError` if it is another."""
+        if self.manager.slot_unit is not unit:
+            raise UnitTypeError(
+                f"group {self.name!r} counts {self.manager.slot_unit.unit}, not {unit.unit}",
+                field=self.name,
+                expected=self.manager.slot_unit.unit,
+                got=unit.unit,
+            )
+        # mypy checks this body once per pair of constraints; the check above makes it exact.
+        return self  # type: ignore[return-value,unused-ignore]
 
-def group_limits(manager: ManagerSpec[Any], engine: EngineSpec) -> GroupLimits:
+    def admission_cap(self) -> CacheBlocks:
+        """The cache blocks one request can hold at once, at the group's limits: the same
+        `ManagerSpec.max_admission_blocks_per_request` that run-time admission calls."""
+        return self.manager.max_admission_blocks_per_request(
+            self.limits.max_in_flight, self.limits.max_len
+        )
+
+
+#: A group of either slot unit, as `group_layers` returns it.
+AnyLayerGroup: TypeAlias = LayerGroup[PooledBlocks] | LayerGroup[Tokens]
+
+
+def group_limits(manager: ManagerSpec[_U], engine: EngineSpec) -> GroupLimits[_U]:
     """The engine's limits in a group's slot unit: token groups take them as they are,
     pooled groups convert encoder tokens with `pool_length` (a length rounds up), and a
     cross-attention group is sized by its layers' declared encoder length alone (written
-    whole, once per request), so it needs no encoder limits from the engine."""
-    if manager.slot_unit is Tokens:
-        return GroupLimits(engine.max_model_len, engine.max_num_batched_tokens)
+    whole, once per request), so it needs no encoder limits from the engine.
+
+    Raises:
+        SpecError: a pooled group, and the engine sets no encoder limits.
+    """
     if manager.kind == "cross_attention" and manager.fixed_length is not None:
         return GroupLimits(manager.fixed_length, manager.fixed_length)
-    if engine.max_encoder_len is None or engine.max_encoder_tokens_per_step is None:
+    unit = manager.slot_unit
+    if unit is Tokens:
+        max_len, in_flight = engine.max_model_len.value, engine.max_num_batched_tokens.value
+    elif engine.max_encoder_len is None or engine.max_encoder_tokens_per_step is None:
         raise SpecError(
             "the model has encoder-side (pooled) layers: set engine.max_encoder_len and "
             "engine.max_encoder_tokens_per_step (both in encoder_token)"
         )
-    return GroupLimits(
-        pool_length(engine.max_encoder_len, manager.pool),
-        pool_length(engine.max_encoder_tokens_per_step, manager.pool),
-    )
+    else:
+        max_len = pool_length(engine.max_encoder_len, manager.pool).value
+        in_flight = pool_length(engine.max_encoder_tokens_per_step, manager.pool).value
+    # Re-tagged with the manager's own unit class (the values above already count it), so
+    # the limits' type follows the manager's.
+    return GroupLimits(unit(max_len), unit(in_flight))
 
 
 def group_layers(
     model: ModelSpec, engine: EngineSpec
-) -> tuple[tuple[LayerGroup, ...], tuple[str, ...]]:
+) -> tuple[tuple[AnyLayerGroup, ...], tuple[str, ...]]:
     """Group a model's cached layers by manager spec.
 
     Returns:
@@ -98,7 +144,7 @@ def group_layers(
     counts: dict[str, int] = {}
     for prefix in prefixes.values():
         counts[prefix] = counts.get(prefix, 0) + 1
-    groups = []
+    groups: list[AnyLayerGroup] = []
     seen: set[str] = set()
     for spec, names in by_spec.items():
         name = prefixes[spec] or spec.kind
@@ -108,16 +154,28 @@ def group_layers(
         while name in seen:
             name, n = f"{base}#{n}", n + 1
         seen.add(name)
-        groups.append(
-            LayerGroup(
-                name=name,
-                manager=spec,
-                layer_names=tuple(names),
-                kernels={n: kernels[n] for n in names if n in kernels},
-                limits=group_limits(spec, engine),
-            )
-        )
+        members = {n: kernels[n] for n in names if n in kernels}
+        if spec.slot_unit is PooledBlocks:
+            groups.append(_group(name, spec.expect(PooledBlocks), names, members, engine))
+        else:
+            groups.append(_group(name, spec.expect(Tokens), names, members, engine))
     return tuple(groups), tuple(uncached)
+
+
+def _group(
+    name: str,
+    manager: ManagerSpec[_U],
+    names: list[str],
+    kernels: Mapping[str, KernelSpec[Any]],
+    engine: EngineSpec,
+) -> LayerGroup[_U]:
+    return LayerGroup(
+        name=name,
+        manager=manager,
+        layer_names=tuple(names),
+        kernels=kernels,
+        limits=group_limits(manager, engine),
+    )
 
 
 def _common_prefix(names: list[str]) -> str:

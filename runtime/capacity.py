@@ -10,16 +10,18 @@ and the plan reports the cache blocks per group and the requests admitted at ful
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, final
+from typing import final
 
 from contracts import (
+    AnyLayerGroup,
     Bytes,
     CacheBlocks,
+    EncoderTokens,
     EngineSpec,
-    IntQuantity,
-    LayerGroup,
     ModelSpec,
+    PooledBlocks,
     SpecError,
+    Tokens,
     group_layers,
 )
 
@@ -40,9 +42,9 @@ class GroupPlan:
         num_blocks: cache blocks of this group the budget buys, null block included.
     """
 
-    group: LayerGroup
-    model_window: IntQuantity | None
-    manager_window: IntQuantity | None
+    group: AnyLayerGroup
+    model_window: EncoderTokens | Tokens | None
+    manager_window: PooledBlocks | Tokens | None
     page_size: Bytes
     block_bytes: Bytes
     admission_cap: CacheBlocks
@@ -94,10 +96,7 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
     caps: list[int] = []
     block_bytes: list[int] = []
     for group in groups:
-        admission = group.manager.max_admission_blocks_per_request(
-            group.limits.max_in_flight, group.limits.max_len
-        )
-        caps.append(admission.value)
+        caps.append(group.admission_cap().value)
         block_bytes.append(group.manager.page_size_bytes * group.num_layers)
     per_request = sum(c * b for c, b in zip(caps, block_bytes, strict=True))
     null_bytes = sum(block_bytes)
@@ -138,9 +137,10 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
     )
 
 
-def _model_window(group: LayerGroup) -> IntQuantity | None:
-    windows: set[Any] = {k.window for k in group.kernels.values() if k.window is not None}
-    if len(windows) == 1:
-        window: IntQuantity = windows.pop()
-        return window
-    return None
+def _model_window(group: AnyLayerGroup) -> EncoderTokens | Tokens | None:
+    """The model's window of the group's layers, when they all share one (a group may hold
+    windows 750 and 751 encoder tokens: both manage 189 pooled blocks at P = 4)."""
+    windows: set[EncoderTokens | Tokens] = {
+        k.window for k in group.kernels.values() if k.window is not None
+    }
+    return windows.pop() if len(windows) == 1 else None

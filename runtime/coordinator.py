@@ -61,10 +61,10 @@ from typing import (
 )
 
 from contracts import (
+    AnyLayerGroup,
     CacheBlocks,
     EncoderTokens,
     IntQuantity,
-    LayerGroup,
     ManagerSpec,
     PooledBlocks,
     SlotUnit,
@@ -214,7 +214,7 @@ class KVCacheCoordinator:
 
     def __init__(
         self,
-        groups: Sequence[LayerGroup],
+        groups: Sequence[AnyLayerGroup],
         num_blocks: Sequence[CacheBlocks],
         *,
         reserve: bool = True,
@@ -275,7 +275,7 @@ class KVCacheCoordinator:
         return self._core.names
 
     @property
-    def groups(self) -> tuple[LayerGroup, ...]:
+    def groups(self) -> tuple[AnyLayerGroup, ...]:
         """The layer groups, in the coordinator's order."""
         return self._groups
 

@@ -163,7 +163,7 @@ def test_group_limits_of_a_cross_attention_group_are_its_encoder_length() -> Non
     layer = CrossAttentionLayer(
         encoder_length=EncoderTokens(1500), pool=PoolFactor(2), kv_heads=4, head_size=64
     )
-    m = manager_view(layer, 16)
+    m = manager_view(layer, 16).expect(PooledBlocks)
     # Before the fix this raised SpecError: the engine had to declare encoder limits that the
     # layer's cap never reads. cdiv(1500, 2) = 750 pooled blocks, written once per request.
     limits = group_limits(m, decoder_engine())

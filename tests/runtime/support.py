@@ -4,9 +4,10 @@ allocator state, and an independent residency oracle that works in the kernel's 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from contracts import (
+    AnyLayerGroup,
     CacheBlocks,
     EncoderTokens,
     EngineSpec,
@@ -16,6 +17,7 @@ from contracts import (
     KernelSpec,
     LayerGroup,
     LayerSpec,
+    ManagerSpec,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
@@ -26,6 +28,8 @@ from contracts import (
 )
 from runtime import NULL_BLOCK, KVCacheCoordinator
 
+_U = TypeVar("_U", PooledBlocks, Tokens)
+
 
 def group_of(
     name: str,
@@ -34,20 +38,21 @@ def group_of(
     block_size: int,
     max_len: int,
     max_in_flight: int,
-) -> LayerGroup:
+) -> AnyLayerGroup:
     """A one-layer group with limits given as plain ints of the layer's manager unit."""
     manager = manager_view(layer, block_size_slots=block_size)
-    unit = manager.slot_unit
     kernels: dict[str, KernelSpec[Any]] = {}
     if manager.kind != "state":
         kernels[f"{name}.0"] = kernel_view(layer, block_size_slots=block_size)
-    return LayerGroup(
-        name=name,
-        manager=manager,
-        layer_names=(f"{name}.0",),
-        kernels=kernels,
-        limits=GroupLimits(unit(max_len), unit(max_in_flight)),
-    )
+
+    def typed(spec: ManagerSpec[_U]) -> LayerGroup[_U]:
+        unit = spec.slot_unit
+        limits = GroupLimits(unit(max_len), unit(max_in_flight))
+        return LayerGroup(name, spec, (f"{name}.0",), kernels, limits)
+
+    if manager.slot_unit is PooledBlocks:
+        return typed(manager.expect(PooledBlocks))
+    return typed(manager.expect(Tokens))
 
 
 def coordinator(
