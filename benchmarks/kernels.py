@@ -20,6 +20,20 @@ by device name, or ``--peak-gbs``). Attention also reports TFLOP/s (10^12 FLOP/s
 visible (query, key) pairs: 2 × (head_k + head_v) FLOP per pair and query head. The speed-up
 is over the plain-torch references of `kernels.reference` (gather, dense masked attention).
 
+Each timed launch is preceded, outside its event pair, by a write of 256 MiB (so the L2 holds
+none of its inputs: the decode write moves only a few MB) and a GPU spin of about half a
+millisecond (so the host has enqueued the whole launch before the start event fires: the
+launcher's Python work is not timed as GPU idle). The write is timed as a service calls it
+per layer, with the step's `slot_start_loc` computed once beforehand (``slot_starts=``) and
+``validate=False``; attention with ``validate=False`` and a preallocated output. Before any
+timing, each kernel is checked once against its reference on the same inputs.
+
+Memory: the attention reference materialises fp32 scores ``[streams, heads, new, new + W −
+1]`` (3.7 GB a copy at the default prefill) and gathered fp32 windows ``[streams, W + new,
+kv_heads, head]``; its peak is about 12 GB at the default prefill and 3.5 GB at the default
+decode (measured on the CPU at 1/8 and 1/8 of the streams, scaled), within an 80 GB device.
+Scale ``--prefill-streams`` and ``--streams`` with that in mind.
+
 Without a CUDA device it says so and exits 0. Two more modes need no GPU:
 
 * ``--interpret-smoke``: tiny shapes under Triton's interpreter on the CPU, checked against
@@ -64,6 +78,7 @@ DEVICE_PEAKS: dict[str, tuple[float, float]] = {
     "A100 80GB PCIe": (1.935e12, 312e12),
     "A100": (1.555e12, 312e12),
     "L40S": (0.864e12, 362e12),
+    "L40": (0.864e12, 181e12),
     "L4": (0.300e12, 121e12),
     "RTX 4090": (1.008e12, 165e12),
 }
@@ -148,13 +163,20 @@ def main(argv: list[str] | None = None) -> int:
         device = torch.device("cuda")
         iters, ref_iters, warmup = args.iters, args.ref_iters, 3
 
+    from kernels._checks import interpreted
+    from kernels._paged_swa import paged_swa_kernel
+
+    if device.type == "cuda" and interpreted(paged_swa_kernel):
+        print("benchmarks/kernels.py: TRITON_INTERPRET=1 is set; unset it to time the GPU")
+        return 2
     peak_bw, peak_flops = _peaks(device, args.peak_gbs)
     _print_header(config, device, peak_bw, interpreted=args.interpret_smoke)
     results: list[Result] = []
     for shape in shapes:
         results.extend(_bench_step(config, shape, device, iters, ref_iters, warmup))
+    tensor_peak = peak_flops if config.dtype in ("bfloat16", "float16") else None
     for result in results:
-        _print_result(result, peak_bw, peak_flops)
+        _print_result(result, peak_bw, tensor_peak)
     wrong = [r for r in results if r.max_abs_err > _TOLERANCE[config.dtype][r.kernel]]
     for r in wrong:
         print(f"MISMATCH: {r.step} {r.kernel} differs from the torch reference by {r.max_abs_err}")
@@ -271,7 +293,15 @@ def _build(config: Config, shape: StepShape, device: Any) -> dict[str, Any]:
 # -- timing ------------------------------------------------------------------------------------
 
 
+#: Written before each timed launch: more than any L2 (50 MiB on H100 / H200).
+_FLUSH_BYTES = 256 * 1024 * 1024
+#: GPU clock cycles to spin before each timed launch (~0.5 ms at 2 GHz): longer than the
+#: launcher's host work, so the start event does not wait on Python.
+_SPIN_CYCLES = 1_000_000
+
+
 def _time_ms(fn: Callable[[], object], device: Any, iters: int, warmup: int) -> float:
+    """Median milliseconds of ``fn``: wall clock on the CPU, CUDA events on a GPU."""
     import torch
 
     for _ in range(warmup):
@@ -283,14 +313,17 @@ def _time_ms(fn: Callable[[], object], device: Any, iters: int, warmup: int) -> 
             fn()
             times.append((time.perf_counter() - began) * 1e3)
         return statistics.median(times)
-    torch.cuda.synchronize()
+    flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device=device)
     # torch.cuda.Event's constructor carries no annotations.
     new_event = torch.cuda.Event
     events = [
         (new_event(enable_timing=True), new_event(enable_timing=True))  # type: ignore[no-untyped-call]
         for _ in range(iters)
     ]
+    torch.cuda.synchronize()
     for start, end in events:
+        flush.zero_()
+        torch.cuda._sleep(_SPIN_CYCLES)  # type: ignore[no-untyped-call]  # unannotated
         start.record()
         fn()
         end.record()
@@ -307,6 +340,7 @@ def _bench_step(
         paged_attention,
         reference_paged_attention,
         reference_write_kv,
+        slot_start_loc,
         write_kv,
     )
 
@@ -321,13 +355,22 @@ def _bench_step(
     kc_ref, vc_ref = kc.clone(), vc.clone()
     write_kv(*write_args, kc, vc, *meta)
     reference_write_kv(*write_args, kc_ref, vc_ref, *meta)
-    write_err = float((kc.float() - kc_ref.float()).abs().max())
-    write_ms = _time_ms(lambda: write_kv(*write_args, kc, vc, *meta, validate=False),
-                        device, iters, warmup)  # fmt: skip
+    write_err = max(
+        float((kc.float() - kc_ref.float()).abs().max()),
+        float((vc.float() - vc_ref.float()).abs().max()),
+    )
+    # Once per step in a service, shared by every layer's write.
+    starts = slot_start_loc(case["qsl"], case["lens"], spec)
+    write_ms = _time_ms(
+        lambda: write_kv(*write_args, kc, vc, *meta, slot_starts=starts, validate=False),
+        device, iters, warmup,
+    )  # fmt: skip
     write_ref_ms = _time_ms(lambda: reference_write_kv(*write_args, kc_ref, vc_ref, *meta),
                             device, ref_iters, 1 if warmup else 0)  # fmt: skip
     rows = case["rows"]
-    write_bytes = 2 * rows * config.kv_heads * (hk + hv) * itemsize + 8 * len(case["seq"])
+    num_entries = case["slots"].tensor.shape[0]
+    # New K/V rows read once and written once; the int64 slot mapping read once.
+    write_bytes = 2 * rows * config.kv_heads * (hk + hv) * itemsize + 8 * num_entries
 
     # Attention: check once, then time.
     attn_args = (case["query"], kc, vc, case["table"], case["qsl"], case["lens"], spec)
@@ -365,9 +408,7 @@ def _device_name(device: Any) -> str:
 
 def _peaks(device: Any, peak_gbs: float | None) -> tuple[float | None, float | None]:
     name = _device_name(device)
-    bw, flops = next(
-        (peaks for key, peaks in DEVICE_PEAKS.items() if key in name), (None, None)
-    )
+    bw, flops = next((peaks for key, peaks in DEVICE_PEAKS.items() if key in name), (None, None))
     if peak_gbs is not None:
         bw = peak_gbs * 1e9
     return bw, flops
@@ -376,7 +417,7 @@ def _peaks(device: Any, peak_gbs: float | None) -> tuple[float | None, float | N
 def _bytes(n: int) -> str:
     from contracts import ureg
 
-    unit = "MB" if n >= 1e6 else "kB"
+    unit = "GB" if n >= 1e9 else "MB" if n >= 1e6 else "kB"
     return f"{ureg.Quantity(n, 'byte').to(unit):.2f~P}"
 
 
@@ -394,22 +435,26 @@ def _print_header(config: Config, device: Any, peak_bw: float | None, *, interpr
     if interpreted:
         print("Triton interpreter on the CPU: checks the script, the timings mean nothing")
     print(
-        f"{'step':8} {'kernel':16} {'rows':>7} {'moves':>12} {'time':>10} {'bandwidth':>12} "
-        f"{'of peak':>8} {'TFLOP/s':>8} {'torch ref':>10} {'speed-up':>9} {'max |err|':>9}"
+        "one line per case: step, kernel, rows; bytes moved (compulsory traffic) in the "
+        "median time; bandwidth and its fraction of peak; speed-up over the torch reference"
     )
 
 
 def _print_result(r: Result, peak_bw: float | None, peak_flops: float | None) -> None:
-    frac = f"{r.bytes / (r.kernel_ms * 1e-3) / peak_bw:8.1%}" if peak_bw else f"{'-':>8}"
-    tflops = f"{r.flops / (r.kernel_ms * 1e-3) / 1e12:8.1f}" if r.flops else f"{'-':>8}"
+    """One line: what moved, how fast, against the device's peak and against torch."""
+    of_peak = f", {r.bytes / (r.kernel_ms * 1e-3) / peak_bw:.1%} of peak" if peak_bw else ""
+    compute = ""
+    if r.flops:
+        flops_per_s = r.flops / (r.kernel_ms * 1e-3)
+        compute = f"; {flops_per_s / 1e12:.1f} TFLOP/s"
+        if peak_flops:
+            compute += f" ({flops_per_s / peak_flops:.1%} of dense peak)"
     print(
-        f"{r.step:8} {r.kernel:16} {r.rows:7d} {_bytes(r.bytes):>12} {r.kernel_ms:8.3f}ms "
-        f"{r.gbs:8.1f}GB/s {frac} {tflops} {r.reference_ms:8.3f}ms {r.speedup:8.1f}× "
-        f"{r.max_abs_err:9.2e}"
+        f"{r.step:8} {r.kernel:16} {r.rows:6d} rows: {_bytes(r.bytes):>10} in "
+        f"{r.kernel_ms:.4f} ms = {r.gbs:7.1f} GB/s{of_peak}{compute}; "
+        f"{r.speedup:.1f}× the torch reference ({r.reference_ms:.3f} ms); "
+        f"max |err| {r.max_abs_err:.1e}"
     )
-    if peak_flops and r.flops:
-        print(f"{'':25} attention at {r.flops / (r.kernel_ms * 1e-3) / peak_flops:.1%} of "
-              f"{peak_flops / 1e12:.0f} TFLOP/s dense bf16 peak")  # fmt: skip
 
 
 # -- compile check -----------------------------------------------------------------------------
@@ -430,27 +475,41 @@ def _compile_check() -> int:
 
     target = GPUTarget("cuda", 90, 32)
     short = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+    # Triton turns an int argument equal to 1 into a constant (its "1" specialisation): one
+    # request, one KV head, one-slot blocks, a one-column table, a window of 1.
+    attention_ones = {"num_requests": 1, "table_width_col": 1, "tokens_per_block": 1,
+                      "window_tok": 1}  # fmt: skip
+    write_ones = {"num_requests": 1, "kv_heads": 1, "block_size_slots": 1}
     cases: list[tuple[str, Any, dict[str, str], dict[str, Any]]] = []
-    for label, rows, group, head, dtype in [
-        ("decode bf16, 32 heads of 64", 1024, 1, 64, torch.bfloat16),
-        ("prefill bf16, 32 heads of 64", 16384, 1, 64, torch.bfloat16),
-        ("prefill fp32 (ieee dots)", 16384, 1, 64, torch.float32),
-        ("decode fp16, GQA group 4, head 80", 1024, 4, 80, torch.float16),
-    ]:
+    for label, rows, group, head, dtype, ones, index in [
+        ("decode bf16, 32 heads of 64", 1024, 1, 64, torch.bfloat16, {}, "*i32"),
+        ("prefill bf16, 32 heads of 64", 16384, 1, 64, torch.bfloat16, {}, "*i32"),
+        ("prefill fp32 (ieee dots)", 16384, 1, 64, torch.float32, {}, "*i32"),
+        ("decode fp16, GQA group 4, head 80", 1024, 4, 80, torch.float16, {}, "*i32"),
+        ("bf16, arguments equal to 1 specialised", 4, 1, 64, torch.bfloat16, attention_ones,
+         "*i32"),
+        ("bf16, int64 lengths, offsets and table", 1024, 1, 64, torch.bfloat16, {}, "*i64"),
+    ]:  # fmt: skip
         meta = attention_meta(num_rows=rows, num_requests=256, group=group, head_k=head,
                               head_v=head, dtype=dtype, interpreted=False)  # fmt: skip
         ptr = "*" + short[dtype]
         types = {"q_ptr": ptr, "k_cache_ptr": ptr, "v_cache_ptr": ptr, "out_ptr": ptr,
-                 "block_table_ptr": "*i32", "query_start_loc_ptr": "*i32",
-                 "seq_lens_ptr": "*i32", "scale_log2": "fp32"}  # fmt: skip
-        cases.append((f"paged_swa_kernel: {label}", paged_swa_kernel, types, meta))
-    for label, pool in [("P = 4, 32 KV heads of 64", 4), ("P = 1", 1)]:
+                 "block_table_ptr": index, "query_start_loc_ptr": index,
+                 "seq_lens_ptr": index, "scale_log2": "fp32"}  # fmt: skip
+        cases.append((f"paged_swa_kernel: {label}", paged_swa_kernel, types, {**meta, **ones}))
+    for label, pool, ones, index in [
+        ("P = 4, 32 KV heads of 64", 4, {}, "*i32"),
+        ("P = 1", 1, {}, "*i32"),
+        ("P = 4, arguments equal to 1 specialised", 4, write_ones, "*i32"),
+        ("P = 4, int64 lengths and offsets", 4, {}, "*i64"),
+    ]:
         meta_w: dict[str, Any] = dict(write_meta(pool=pool, kv_heads=32, head_k=64, head_v=64))
         types = {"key_ptr": "*bf16", "value_ptr": "*bf16", "k_cache_ptr": "*bf16",
                  "v_cache_ptr": "*bf16", "slot_mapping_ptr": "*i64",
-                 "slot_start_loc_ptr": "*i32", "query_start_loc_ptr": "*i32",
-                 "seq_lens_ptr": "*i32"}  # fmt: skip
-        cases.append((f"paged_write_kernel: {label}", paged_write_kernel, types, meta_w))
+                 "slot_start_loc_ptr": "*i32", "query_start_loc_ptr": index,
+                 "seq_lens_ptr": index}  # fmt: skip
+        cases.append((f"paged_write_kernel: {label}", paged_write_kernel, types,
+                      {**meta_w, **ones}))  # fmt: skip
     for label, fn, types, meta in cases:
         signature = {
             name: "constexpr" if name in meta else types.get(name, "i32") for name in fn.arg_names

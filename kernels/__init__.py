@@ -19,12 +19,17 @@ Public API:
 * `paged_attention`: sliding-window / causal attention through block tables, chunked prefill
   and decode in one kernel, optional residency check.
 * `check_residency`, `ResidencyError`: does every block a query needs sit in the table?
+* `KernelArgumentError` (`KernelTypeError`, `KernelValueError`): a tensor argument the
+  launchers cannot take; with `ResidencyError`, under `contracts.KvUnitsError`.
 * `SeqLens`, `QueryStartLoc`, `SlotMapping`, `BlockTable`: integer tensors with their unit;
   `unpool_seq_lens` converts manager lengths to exact encoder lengths; `slot_start_loc`
   says where each request's entries start in a slot mapping.
 * `reference_write_kv`, `reference_paged_attention`: the plain-torch references.
 """
 
+from ._errors import KernelArgumentError as KernelArgumentError
+from ._errors import KernelTypeError as KernelTypeError
+from ._errors import KernelValueError as KernelValueError
 from ._errors import ResidencyError as ResidencyError
 from ._residency import check_residency as check_residency
 from ._typed import BlockTable as BlockTable
@@ -41,6 +46,9 @@ from .reference import reference_write_kv as reference_write_kv
 
 __all__ = [
     "BlockTable",
+    "KernelArgumentError",
+    "KernelTypeError",
+    "KernelValueError",
     "QueryStartLoc",
     "ResidencyError",
     "SeqLens",

@@ -31,21 +31,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-
-@triton.jit  # type: ignore[untyped-decorator]  # triton ships no type stubs
-def find_tile_request(
-    query_start_loc_ptr: tl.tensor, tile: tl.tensor, num_requests: tl.tensor, BLOCK_Q: tl.constexpr
-) -> tl.tensor:
-    """The request owning global tile ``tile``: largest r with ``qsl[r] // BLOCK_Q + r <= tile``."""
-    lo: tl.int32 = 0
-    hi: tl.int32 = num_requests
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if tl.load(query_start_loc_ptr + mid) // BLOCK_Q + mid <= tile:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+from ._search import find_owner
 
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no type stubs
@@ -95,7 +81,7 @@ def paged_swa_kernel(
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
 
-    req = find_tile_request(query_start_loc_ptr, tile, num_requests, BLOCK_Q)
+    req = find_owner(query_start_loc_ptr, tile, num_requests, BLOCK_Q, 1)
     row_start = tl.load(query_start_loc_ptr + req)
     q_len_tok = tl.load(query_start_loc_ptr + req + 1) - row_start
     q_first = (tile - (row_start // BLOCK_Q + req)) * BLOCK_Q  # first query of the tile
@@ -140,6 +126,9 @@ def paged_swa_kernel(
         # null block) are never read. The table bound keeps a bad length from reading past it.
         key_ok = (pos_k_tok >= lo_tok) & (pos_k_tok <= hi_tok) & (col < table_width_col)
         blk = tl.load(table_row + col, mask=key_ok, other=0).to(tl.int64)
+        # A negative id (padding the launcher rejects unless validate=False) is no block:
+        # skip its keys rather than read memory before the cache.
+        key_ok = key_ok & (blk >= 0)
         tok_in_blk = pos_k_tok % tokens_per_block
 
         k = tl.load(

@@ -19,23 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-
-@triton.jit  # type: ignore[untyped-decorator]  # triton ships no type stubs
-def find_request(start_loc_ptr: tl.tensor, target: tl.tensor, num_requests: tl.tensor) -> tl.tensor:
-    """The largest r in [0, num_requests) with ``start_loc[r] <= target`` (binary search).
-
-    With ``start_loc`` the cumulative counts of something per request (rows, slot entries),
-    that is the request owning item ``target``; requests with no items are skipped.
-    """
-    lo: tl.int32 = 0
-    hi: tl.int32 = num_requests
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if tl.load(start_loc_ptr + mid) <= target:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+from ._search import find_owner
 
 
 @triton.jit  # type: ignore[untyped-decorator]  # triton ships no type stubs
@@ -79,7 +63,7 @@ def paged_write_kernel(
     if slot < 0:  # padding entry
         return
 
-    req = find_request(slot_start_loc_ptr, entry, num_requests)
+    req = find_owner(slot_start_loc_ptr, entry, num_requests, 1, 0)
     first_entry = tl.load(slot_start_loc_ptr + req)
     row_start = tl.load(query_start_loc_ptr + req)
     q_len_tok = tl.load(query_start_loc_ptr + req + 1) - row_start

@@ -14,7 +14,7 @@ from typing import Any, overload
 from contracts import EncoderTokens, KernelSpec, Tokens
 
 from ._checks import resolve_window
-from ._errors import ResidencyError
+from ._errors import KernelValueError, ResidencyError
 from ._typed import (
     BlockTable,
     QueryStartLoc,
@@ -73,6 +73,7 @@ def check_residency(
         ResidencyError: naming the request, the first query position that needs the block,
             the block-table column and its entry.
         UnitTypeError: an argument in another unit than ``spec.seq_unit``.
+        KernelValueError: the table, lengths and offsets disagree on the request count.
 
     Example:
         The seed's manager window (188 pooled slots for W = 750, P = 4) has just freed
@@ -101,10 +102,11 @@ def check_residency(
     tpb = spec.tokens_per_block.slots
     width = int(table.shape[1])
     if len(starts) != len(lens) + 1 or table.shape[0] != len(lens):
-        raise ValueError(
+        raise KernelValueError(
             f"block_table has {table.shape[0]} rows, seq_lens {len(lens)} entries and "
             f"query_start_loc {len(starts)}: they must describe the same requests "
-            "(num_requests, num_requests, num_requests + 1)"
+            "(num_requests, num_requests, num_requests + 1)",
+            argument="block_table",
         )
     rows = table.tolist()
     for req, seq_len in enumerate(lens):

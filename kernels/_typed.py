@@ -36,6 +36,8 @@ from contracts import (
     describe,
 )
 
+from ._errors import KernelTypeError, KernelValueError
+
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _SEQ_UNITS: tuple[type[EncoderTokens | PooledBlocks | Tokens], ...] = (
     EncoderTokens,
@@ -54,9 +56,11 @@ def _check_tensor(name: str, tensor: object, ndim: int, axes: str) -> torch.Tens
             got=describe(tensor),
         )
     if tensor.dim() != ndim:
-        raise ValueError(f"{name} must have shape {axes} ({ndim}-D), got {tuple(tensor.shape)}")
+        raise KernelValueError(
+            f"{name} must have shape {axes} ({ndim}-D), got {tuple(tensor.shape)}", argument=name
+        )
     if tensor.dtype not in _INDEX_DTYPES:
-        raise TypeError(f"{name} must be int32 or int64, got {tensor.dtype}")
+        raise KernelTypeError(f"{name} must be int32 or int64, got {tensor.dtype}", argument=name)
     return tensor
 
 
@@ -114,7 +118,9 @@ class QueryStartLoc(Generic[SeqUnit]):
         _check_tensor("QueryStartLoc", self.tensor, 1, "[num_requests + 1]")
         _check_unit("QueryStartLoc", self.unit, _SEQ_UNITS)
         if self.tensor.shape[0] < 1:
-            raise ValueError("QueryStartLoc needs at least one entry (the leading 0)")
+            raise KernelValueError(
+                "QueryStartLoc needs at least one entry (the leading 0)", argument="QueryStartLoc"
+            )
 
     @property
     def num_requests(self) -> int:
@@ -196,6 +202,7 @@ def unpool_seq_lens(
     Raises:
         UnitTypeError: ``seq_lens`` does not count pooled blocks, or ``pool`` is no PoolFactor.
         UnitValueError: a ``last_block_tokens`` entry is outside ``[1, P]``.
+        KernelValueError: ``last_block_tokens`` has another shape than ``seq_lens``.
 
     Example:
         >>> import torch
@@ -216,9 +223,10 @@ def unpool_seq_lens(
     tokens = checked.tensor * p
     if last_block_tokens is not None:
         if last_block_tokens.shape != checked.tensor.shape:
-            raise ValueError(
+            raise KernelValueError(
                 f"last_block_tokens must have shape {tuple(checked.tensor.shape)} (one entry "
-                f"per request), got {tuple(last_block_tokens.shape)}"
+                f"per request), got {tuple(last_block_tokens.shape)}",
+                argument="last_block_tokens",
             )
         tail = last_block_tokens.to(device=tokens.device, dtype=tokens.dtype)
         present = checked.tensor > 0
@@ -249,9 +257,7 @@ def check_seq_lens(value: object, unit: type[SeqUnit], field: str) -> SeqLens[Se
     return value
 
 
-def check_query_start_loc(
-    value: object, unit: type[SeqUnit], field: str
-) -> QueryStartLoc[SeqUnit]:
+def check_query_start_loc(value: object, unit: type[SeqUnit], field: str) -> QueryStartLoc[SeqUnit]:
     """Entry check: ``value`` is a `QueryStartLoc` counting ``unit``; return it typed."""
     if not isinstance(value, QueryStartLoc):
         _not_wrapped(field, value, "QueryStartLoc", unit)

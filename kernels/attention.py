@@ -11,7 +11,6 @@ SeqLens[EncoderTokens]") and, at run time, a `contracts.UnitTypeError`.
 from __future__ import annotations
 
 import math
-from itertools import pairwise
 from typing import Any, overload
 
 import torch
@@ -19,14 +18,20 @@ import torch
 from contracts import EncoderTokens, KernelSpec, ManagedKind, Tokens
 
 from ._checks import (
+    INDEX_DTYPES,
+    check_caches,
     check_device,
     check_spec,
+    check_step_tensors,
     check_tensor,
     interpreted,
     next_pow2,
+    on_device,
     resolve_window,
     torch_dtype,
+    validate_step,
 )
+from ._errors import KernelValueError
 from ._paged_swa import paged_swa_kernel
 from ._residency import check_residency as _check_residency
 from ._typed import (
@@ -118,16 +123,20 @@ def paged_attention(
         check_residency: first check on the host that every block a query needs is in the
             table (`check_residency`); raise `ResidencyError` otherwise. Costs a sync.
         validate: check values that need a device-to-host copy (offsets, lengths, block ids).
+            Without it the kernel trusts them, except that it reads no column past the
+            table's width and skips the keys of a negative block id.
         out: ``[num_rows, num_heads, head_size_v]`` to write into; allocated if None.
 
     Returns:
-        ``[num_rows, num_heads, head_size_v]`` in the query's dtype.
+        ``[num_rows, num_heads, head_size_v]`` in the query's dtype. Rows past
+        ``query_start_loc[-1]`` (padding) are not written.
 
     Raises:
         UnitTypeError: a length, offset or window not in the spec's unit, or a bare tensor.
         ResidencyError: with ``check_residency``, a needed block is not resident.
         SpecError: a layer kind, dtype or head size the kernel cannot run.
-        TypeError, ValueError: wrong dtype, shape, device, stride or value.
+        KernelTypeError: a wrong dtype or type (also a ``TypeError``).
+        KernelValueError: a wrong shape, device, stride or value (also a ``ValueError``).
     """
     check_spec(spec, _ATTENTION_KINDS, "paged_attention")
     unit = spec.seq_unit
@@ -146,33 +155,16 @@ def paged_attention(
     )  # fmt: skip
     num_rows, num_heads = query.shape[0], query.shape[1]
     if num_heads % kv_heads != 0 or num_heads == 0:
-        raise ValueError(
+        raise KernelValueError(
             f"query has {num_heads} heads, not a positive multiple of the layer's "
-            f"{kv_heads} KV heads (grouped-query attention shares a KV head per group)"
+            f"{kv_heads} KV heads (grouped-query attention shares a KV head per group)",
+            argument="query",
         )
-    cache_axes = "[num_cache_blocks, tokens_per_block, kv_heads, head_size]"
-    check_tensor(
-        "k_cache", k_cache, (None, tokens_per_block, kv_heads, head_k), cache_axes,
-        dtype=dtype, device=device,
-    )  # fmt: skip
-    num_blocks = k_cache.shape[0]
-    check_tensor(
-        "v_cache", v_cache, (num_blocks, tokens_per_block, kv_heads, head_v), cache_axes,
-        dtype=dtype, device=device,
-    )  # fmt: skip
-    num_requests = lens.shape[0]
-    index_dtypes = (torch.int32, torch.int64)
+    num_blocks = check_caches(k_cache, v_cache, spec, device)
+    num_requests = check_step_tensors(starts, lens, device)
     check_tensor(
         "block_table", table, (num_requests, None), "[num_requests, max_blocks]",
-        dtype=index_dtypes, device=device, contiguous=True,
-    )  # fmt: skip
-    check_tensor(
-        "query_start_loc", starts, (num_requests + 1,), "[num_requests + 1]",
-        dtype=index_dtypes, device=device, contiguous=True,
-    )  # fmt: skip
-    check_tensor(
-        "seq_lens", lens, (num_requests,), "[num_requests]",
-        dtype=index_dtypes, device=device, contiguous=True,
+        dtype=INDEX_DTYPES, device=device, contiguous=True,
     )  # fmt: skip
     if out is None:
         out = torch.empty(num_rows, num_heads, head_v, dtype=dtype, device=device)
@@ -181,7 +173,7 @@ def paged_attention(
             "out", out, (num_rows, num_heads, head_v), "[num_rows, num_heads, head_size_v]",
             dtype=dtype, device=device,
         )  # fmt: skip
-    check_device(device, paged_swa_kernel, "paged_attention")
+    check_device(device, paged_swa_kernel, "paged_attention", "query")
     if check_residency:
         _check_residency(block_table, query_start_loc, seq_lens, spec, window=window)
     if validate:
@@ -201,16 +193,17 @@ def paged_attention(
         interpreted=interpreted(paged_swa_kernel),
     )
     grid = (num_rows // int(meta["BLOCK_Q"]) + num_requests, kv_heads)
-    paged_swa_kernel[grid](
-        query, k_cache, v_cache, out, table, starts, lens,
-        num_requests, table.shape[1], tokens_per_block,
-        _NO_WINDOW if window_tok is None else window_tok, scale * _LOG2_E,
-        query.stride(0), query.stride(1), out.stride(0), out.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        table.stride(0),
-        **meta,
-    )  # fmt: skip
+    with on_device(device):
+        paged_swa_kernel[grid](
+            query, k_cache, v_cache, out, table, starts, lens,
+            num_requests, table.shape[1], tokens_per_block,
+            _NO_WINDOW if window_tok is None else window_tok, scale * _LOG2_E,
+            query.stride(0), query.stride(1), out.stride(0), out.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            table.stride(0),
+            **meta,
+        )  # fmt: skip
     return out
 
 
@@ -255,32 +248,20 @@ def _validate_attention(
     num_blocks: int,
     tokens_per_block: int,
 ) -> None:
-    host_starts = starts.tolist()
-    host_lens = lens.tolist()
-    if host_starts[0] != 0 or any(b < a for a, b in pairwise(host_starts)):
-        raise ValueError(
-            f"query_start_loc must start at 0 and never decrease, got {host_starts[:8]}..."
-        )
-    if host_starts[-1] > num_rows:
-        raise ValueError(
-            f"query_start_loc ends at {host_starts[-1]} rows but query has only {num_rows}"
-        )
+    _, host_lens = validate_step(starts, lens, num_rows, "query", "queries")
     capacity = table.shape[1] * tokens_per_block
     for req, seq_len in enumerate(host_lens):
-        q_len = host_starts[req + 1] - host_starts[req]
-        if seq_len < q_len:
-            raise ValueError(
-                f"request {req} has {q_len} queries but length {seq_len}: seq_lens counts the "
-                "sequence after this step, queries included"
-            )
         if seq_len > capacity:
-            raise ValueError(
+            raise KernelValueError(
                 f"request {req} has length {seq_len} but its block table covers "
-                f"{table.shape[1]} blocks × {tokens_per_block} = {capacity} positions"
+                f"{table.shape[1]} blocks × {tokens_per_block} = {capacity} positions",
+                argument="seq_lens",
             )
     if table.numel():
         low, high = int(table.min()), int(table.max())
         if low < 0 or high >= num_blocks:
-            raise ValueError(
-                f"block_table holds ids {low}..{high}; the cache has blocks 0..{num_blocks - 1}"
+            raise KernelValueError(
+                f"block_table holds ids {low}..{high}; the cache has blocks 0..{num_blocks - 1} "
+                "(pad a table with the null block 0, not a negative id)",
+                argument="block_table",
             )

@@ -23,7 +23,6 @@ short), so its slot mapping has 2 entries, say ``[13, 14]``: positions 6, 7 go t
 
 from __future__ import annotations
 
-from itertools import pairwise
 from typing import Any, overload
 
 import torch
@@ -37,7 +36,19 @@ from contracts import (
     Tokens,
 )
 
-from ._checks import check_device, check_spec, check_tensor, next_pow2, torch_dtype
+from ._checks import (
+    INDEX_DTYPES,
+    check_caches,
+    check_device,
+    check_spec,
+    check_step_tensors,
+    check_tensor,
+    next_pow2,
+    on_device,
+    torch_dtype,
+    validate_step,
+)
+from ._errors import KernelValueError
 from ._paged_write import paged_write_kernel
 from ._typed import (
     QueryStartLoc,
@@ -113,6 +124,7 @@ def write_kv(
     seq_lens: SeqLens[EncoderTokens],
     spec: KernelSpec[EncoderTokens],
     *,
+    slot_starts: torch.Tensor | None = None,
     validate: bool = True,
 ) -> None: ...
 
@@ -128,6 +140,7 @@ def write_kv(
     seq_lens: SeqLens[Tokens],
     spec: KernelSpec[Tokens],
     *,
+    slot_starts: torch.Tensor | None = None,
     validate: bool = True,
 ) -> None: ...
 
@@ -142,6 +155,7 @@ def write_kv(
     seq_lens: SeqLens[Any],
     spec: KernelSpec[Any],
     *,
+    slot_starts: torch.Tensor | None = None,
     validate: bool = True,
 ) -> None:
     # The overloads tie the four units together for mypy; the checks below do it at run time.
@@ -160,14 +174,19 @@ def write_kv(
         query_start_loc: ``[num_requests + 1]`` the rows of each request, kernel unit.
         seq_lens: ``[num_requests]`` each request's length after the step, kernel unit.
         spec: the layer's `KernelSpec` (P, block size, heads, dtype).
+        slot_starts: ``[num_requests + 1]`` the step's `slot_start_loc`, computed once per
+            step and shared by every layer that writes it; computed here (a few small device
+            ops) when None.
         validate: also check values that need a device-to-host copy (offsets, lengths, slot
-            ids in range); turn off on hot paths once the caller is trusted.
+            ids in range and outside the null block, ``slot_starts``); turn off on hot paths
+            once the caller is trusted.
 
     Raises:
         UnitTypeError: an argument in another unit than the layer's (e.g. a token slot
             mapping for a pooled layer) or a bare tensor.
         SpecError: a spec the kernel cannot run (fp8 cache, no V head).
-        TypeError, ValueError: wrong dtype, shape, device, stride or value.
+        KernelTypeError: a wrong dtype or type (also a ``TypeError``).
+        KernelValueError: a wrong shape, device, stride or value (also a ``ValueError``).
     """
     check_spec(spec, _WRITE_KINDS, "write_kv")
     unit = spec.seq_unit
@@ -181,16 +200,7 @@ def write_kv(
     dtype = torch_dtype(spec.dtype)
     heads, head_k, head_v = spec.kv_heads, spec.head_size_k, spec.head_size_v
     device: torch.device = getattr(k_cache, "device", torch.device("cpu"))
-    cache_axes = "[num_cache_blocks, tokens_per_block, kv_heads, head_size]"
-    check_tensor(
-        "k_cache", k_cache, (None, tokens_per_block, heads, head_k), cache_axes,
-        dtype=dtype, device=device,
-    )  # fmt: skip
-    num_blocks = k_cache.shape[0]
-    check_tensor(
-        "v_cache", v_cache, (num_blocks, tokens_per_block, heads, head_v), cache_axes,
-        dtype=dtype, device=device,
-    )  # fmt: skip
+    num_blocks = check_caches(k_cache, v_cache, spec, device)
     check_tensor(
         "key", key, (None, heads, head_k), "[num_rows, kv_heads, head_size_k]",
         dtype=dtype, device=device,
@@ -200,39 +210,39 @@ def write_kv(
         "value", value, (num_rows, heads, head_v), "[num_rows, kv_heads, head_size_v]",
         dtype=dtype, device=device,
     )  # fmt: skip
-    num_requests = lens.shape[0]
-    index_dtypes = (torch.int32, torch.int64)
     check_tensor(
         "slot_mapping", slots, (None,), "[num_entries]",
-        dtype=index_dtypes, device=device, contiguous=True,
+        dtype=INDEX_DTYPES, device=device, contiguous=True,
     )  # fmt: skip
-    check_tensor(
-        "query_start_loc", starts, (num_requests + 1,), "[num_requests + 1]",
-        dtype=index_dtypes, device=device, contiguous=True,
-    )  # fmt: skip
-    check_tensor(
-        "seq_lens", lens, (num_requests,), "[num_requests]",
-        dtype=index_dtypes, device=device, contiguous=True,
-    )  # fmt: skip
-
-    check_device(device, paged_write_kernel, "write_kv")
-    entry_starts = slot_start_loc(query_start_loc, seq_lens, spec)
+    num_requests = check_step_tensors(starts, lens, device)
+    if slot_starts is None:
+        entry_starts = slot_start_loc(query_start_loc, seq_lens, spec)
+    else:
+        entry_starts = check_tensor(
+            "slot_starts", slot_starts, (num_requests + 1,), "[num_requests + 1]",
+            dtype=INDEX_DTYPES, device=device, contiguous=True,
+        )  # fmt: skip
+    check_device(device, paged_write_kernel, "write_kv", "k_cache")
     num_entries = slots.shape[0]
     if validate:
-        _validate_write(starts, lens, slots, entry_starts, num_rows, num_blocks * block_size_slots)
+        validate_step(starts, lens, num_rows, "key", "new positions")
+        if slot_starts is not None:
+            _check_slot_starts(entry_starts, slot_start_loc(query_start_loc, seq_lens, spec))
+        _validate_slots(slots, int(entry_starts[-1]), num_blocks, block_size_slots)
     if num_entries == 0 or num_requests == 0:
         return
 
     meta = write_meta(pool=pool, kv_heads=heads, head_k=head_k, head_v=head_v)
     grid = (num_entries, -(-heads // int(meta["BLOCK_H"])))
-    paged_write_kernel[grid](
-        key, value, k_cache, v_cache, slots, entry_starts, starts, lens,
-        num_requests, heads, block_size_slots,
-        key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        **meta,
-    )  # fmt: skip
+    with on_device(device):
+        paged_write_kernel[grid](
+            key, value, k_cache, v_cache, slots, entry_starts, starts, lens,
+            num_requests, heads, block_size_slots,
+            key.stride(0), key.stride(1), value.stride(0), value.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            **meta,
+        )  # fmt: skip
 
 
 def write_meta(*, pool: int, kv_heads: int, head_k: int, head_v: int) -> dict[str, int]:
@@ -252,41 +262,42 @@ def write_meta(*, pool: int, kv_heads: int, head_k: int, head_v: int) -> dict[st
     }
 
 
-def _validate_write(
-    starts: torch.Tensor,
-    lens: torch.Tensor,
-    slots: torch.Tensor,
-    entry_starts: torch.Tensor,
-    num_rows: int,
-    num_slots: int,
+def _check_slot_starts(given: torch.Tensor, expected: torch.Tensor) -> None:
+    if not torch.equal(given.to(expected.dtype), expected):
+        raise KernelValueError(
+            f"slot_starts is {given.tolist()[:8]}... but this step's slot_start_loc is "
+            f"{expected.tolist()[:8]}...: pass slot_start_loc(query_start_loc, seq_lens, spec) "
+            "of this very step",
+            argument="slot_starts",
+        )
+
+
+def _validate_slots(
+    slots: torch.Tensor, expected: int, num_blocks: int, block_size_slots: int
 ) -> None:
-    host_starts = starts.tolist()
-    host_lens = lens.tolist()
-    if host_starts[0] != 0 or any(b < a for a, b in pairwise(host_starts)):
-        raise ValueError(
-            f"query_start_loc must start at 0 and never decrease, got {host_starts[:8]}..."
-        )
-    if host_starts[-1] > num_rows:
-        raise ValueError(
-            f"query_start_loc ends at {host_starts[-1]} rows but key has only {num_rows}"
-        )
-    for req, seq_len in enumerate(host_lens):
-        q_len = host_starts[req + 1] - host_starts[req]
-        if seq_len < q_len:
-            raise ValueError(
-                f"request {req} writes {q_len} positions but its length after the step is "
-                f"{seq_len}: seq_lens counts the sequence *after* this step"
-            )
-    expected = int(entry_starts[-1])
     if slots.shape[0] != expected:
-        raise ValueError(
+        raise KernelValueError(
             f"slot_mapping has {slots.shape[0]} entries but the step's rows touch {expected} "
-            "slots (one entry per manager slot touched, per request; see slot_start_loc)"
+            "slots (one entry per manager slot touched, per request; see slot_start_loc)",
+            argument="slot_mapping",
         )
-    if slots.numel():
-        low, high = int(slots.min()), int(slots.max())
-        if low < -1 or high >= num_slots:
-            raise ValueError(
-                f"slot_mapping holds slots {low}..{high}; valid slots are 0..{num_slots - 1} "
-                "(num_cache_blocks × block_size) and -1 (skip)"
-            )
+    if not slots.numel():
+        return
+    num_slots = num_blocks * block_size_slots
+    low, high = int(slots.min()), int(slots.max())
+    if low < -1 or high >= num_slots:
+        raise KernelValueError(
+            f"slot_mapping holds slots {low}..{high}; valid slots are 0..{num_slots - 1} "
+            "(num_cache_blocks × block_size) and -1 (skip)",
+            argument="slot_mapping",
+        )
+    # Block 0 is the null block, shared by every table for evicted or unallocated columns:
+    # a slot in it was computed from such a column, a manager bug to surface, not store.
+    null = (slots >= 0) & (slots < block_size_slots)
+    if bool(null.any()):
+        entry = int(null.nonzero()[0, 0])
+        raise KernelValueError(
+            f"slot_mapping[{entry}] is slot {int(slots[entry])}, in the null block 0 (slots "
+            f"0..{block_size_slots - 1}), which belongs to no request; skip an entry with -1",
+            argument="slot_mapping",
+        )

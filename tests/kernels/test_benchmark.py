@@ -42,7 +42,7 @@ def test_interpret_smoke() -> None:
     for step in ("decode", "prefill"):
         for kernel in ("write_kv", "paged_attention"):
             assert any(line.split()[:2] == [step, kernel] for line in lines), done.stdout
-    assert "GB/s" in done.stdout
+    assert "GB/s" in done.stdout and "the torch reference" in done.stdout
     assert "MISMATCH" not in done.stdout
 
 
@@ -55,5 +55,5 @@ def test_compile_check_builds_sm90_cubins() -> None:
     done = _run("--compile-check")
     assert done.returncode == 0, done.stdout + done.stderr
     compiled = [line for line in done.stdout.splitlines() if line.startswith("sm_90 ")]
-    assert len(compiled) == 6, done.stdout
+    assert len(compiled) == 10, done.stdout
     assert all("cubin" in line for line in compiled), done.stdout

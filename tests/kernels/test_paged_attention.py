@@ -4,7 +4,9 @@ Each case streams a history into the cache (chunks that start and end mid pooled
 then runs one mixed step: a chunked-prefill request at length 54, a decode request at 97, a
 short prefill from empty and an idle request. Before the step, every block no query of the
 step needs is evicted (nulled in the table) and poisoned with NaN, and so is the null
-block: a kernel that reads one of them outputs NaN.
+block: a kernel that reads one of them outputs NaN. The history is written with the torch
+reference (the write kernel has its own tests; under the interpreter it dominates the time),
+except where a test says it checks the two kernels together.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from kernels import (
     SeqLens,
     paged_attention,
     reference_paged_attention,
+    reference_write_kv,
     write_kv,
 )
 
@@ -30,18 +33,24 @@ from .test_paged_write import GEOMETRIES
 
 
 def _history_and_step(
-    spec: KernelSpec[Any], *, decode_only: bool = False, seed: int = 0, joint: bool = False
+    spec: KernelSpec[Any],
+    *,
+    decode_only: bool = False,
+    seed: int = 0,
+    joint: bool = False,
+    kernel_write: bool = False,
 ) -> tuple[PagedCache, Step, torch.Tensor]:
     cache = PagedCache.build(spec, num_requests=4, max_len=97 + 4, seed=seed, joint=joint)
     p = cache.pool
     final = [[0, p, 0, 0]] if decode_only else [[13, p, 7, 0]]
     history = [[19, 45, 0, 1], [22, 97 - 45 - p, 0, 0]] if not decode_only else [[54, 93, 7, 1]]
+    write = write_kv if kernel_write else reference_write_kv
     for q_lens in [*history, *final]:
         step = cache.step(q_lens)
         key = cache.rows(step.num_rows, spec.kv_heads, spec.head_size_k)
         value = cache.rows(step.num_rows, spec.kv_heads, spec.head_size_v)
-        write_kv(key, value, cache.k_cache, cache.v_cache, step.slot_mapping,
-                 step.query_start_loc, step.seq_lens, spec)  # fmt: skip
+        write(key, value, cache.k_cache, cache.v_cache, step.slot_mapping,
+              step.query_start_loc, step.seq_lens, spec)  # fmt: skip
     num_heads = spec.kv_heads * 2
     query = cache.rows(step.num_rows, num_heads, spec.head_size_k)
     return cache, step, query
@@ -107,7 +116,7 @@ def test_half_precision(pool: int | None, block_size: int, dtype: str) -> None:
 def test_decode_step(dtype: str) -> None:
     """Voxtral-like decode: each stream adds one pooled block (P = 4 encoder tokens)."""
     spec = make_spec(4, 16, 17, kv_heads=2, head_k=32, dtype=dtype)
-    cache, step, query = _history_and_step(spec, decode_only=True)
+    cache, step, query = _history_and_step(spec, decode_only=True, kernel_write=True)
     assert step.q_lens == [0, 4, 0, 0]
     cache.evict_outside(step, 17)
     _compare(cache, step, query)
@@ -169,7 +178,7 @@ def test_uniform_keys_average_the_window() -> None:
 def test_strided_caches_and_int64_metadata() -> None:
     """K and V as views of one [N, 2, ...] tensor; block table and lengths in int64."""
     spec = make_spec(4, 4, 10, kv_heads=2, head_k=16)
-    cache, step, query = _history_and_step(spec, joint=True)
+    cache, step, query = _history_and_step(spec, joint=True, kernel_write=True)
     assert not cache.k_cache.is_contiguous()
     cache.evict_outside(step, 10)
     cache.table = cache.table.long()
@@ -181,3 +190,56 @@ def test_strided_caches_and_int64_metadata() -> None:
         slot_mapping=step.slot_mapping,
     )
     _compare(cache, wide, query)
+
+
+@pytest.mark.parametrize("group", [1, 3])
+def test_tall_prefill_tiles_strided_query(group: int) -> None:
+    """Long chunks take the prefill tiling (64 rows a tile: 64 queries, or 16 × a group of 3
+    padded to 4), with tiles that straddle request boundaries; head sizes 20 and 12 are no
+    powers of two (12 < 16, the smallest dot); the query and the output are column slices
+    of wider tensors (a fused QKV projection), so their row stride is not heads × head."""
+    spec = make_spec(4, 2, 40, kv_heads=2, head_k=20, head_v=12)
+    cache = PagedCache.build(spec, num_requests=3, max_len=220, seed=5)
+    for q_lens in ([90, 5, 0], [70, 0, 130]):  # request 1 idle in the measured step
+        step = cache.step(q_lens)
+        key = cache.rows(step.num_rows, 2, 20)
+        value = cache.rows(step.num_rows, 2, 12)
+        reference_write_kv(key, value, cache.k_cache, cache.v_cache, step.slot_mapping,
+                           step.query_start_loc, step.seq_lens, spec)  # fmt: skip
+    assert cache.evict_outside(step, 40) > 0
+    heads = 2 * group
+    fused = cache.rows(step.num_rows, 3 * heads, 20)
+    query = fused[:, heads : 2 * heads]
+    out_wide = torch.full((step.num_rows, heads + 1, 12), float("nan"), device=DEVICE)
+    out = out_wide[:, 1:]
+    assert query.stride(0) == 3 * heads * 20 and not out.is_contiguous()
+    got = _compare(cache, step, query, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    assert torch.isnan(out_wide[:, 0]).all()  # the neighbouring column is not touched
+
+
+def test_negative_block_id_is_never_read() -> None:
+    """With validate=False the launcher trusts the table; a -1 in a needed column must not
+    send the kernel to the memory before the cache: its keys are skipped. One decode query
+    under full attention sees every key, so skipping column 1 equals attending to a request
+    whose table is the other columns (positions shift, visibility does not)."""
+    spec = make_spec(None, 4, None, kv_heads=1)
+    cache = PagedCache.build(spec, num_requests=1, max_len=13, seed=2)
+    history = cache.step([12])
+    key, value = cache.rows(12, 1, 16), cache.rows(12, 1, 16)
+    reference_write_kv(key, value, cache.k_cache, cache.v_cache, history.slot_mapping,
+                       history.query_start_loc, history.seq_lens, spec)  # fmt: skip
+    step = cache.step([1])
+    key, value = cache.rows(1, 1, 16), cache.rows(1, 1, 16)
+    reference_write_kv(key, value, cache.k_cache, cache.v_cache, step.slot_mapping,
+                       step.query_start_loc, step.seq_lens, spec)  # fmt: skip
+    query = cache.rows(1, 2, 16)
+    table = cache.table.clone()
+    table[0, 1] = -1  # positions 4..7
+    got = paged_attention(query, cache.k_cache, cache.v_cache, BlockTable(table),
+                          step.query_start_loc, step.seq_lens, spec, validate=False)  # fmt: skip
+    kept = torch.cat([cache.table[:, :1], cache.table[:, 2:]], dim=1)
+    shorter = SeqLens(step.seq_lens.tensor - 4, spec.seq_unit)
+    expected = reference_paged_attention(query, cache.k_cache, cache.v_cache, BlockTable(kept),
+                                         step.query_start_loc, shorter, spec)  # fmt: skip
+    torch.testing.assert_close(got, expected, atol=2e-5, rtol=2e-5)

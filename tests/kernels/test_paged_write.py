@@ -134,3 +134,23 @@ def test_empty_step_is_a_no_op() -> None:
     before = cache.clone()
     _write_both(cache, before.clone(), cache.step([0, 0]))
     _assert_same(cache, before)
+
+
+def test_key_value_views_of_a_fused_projection() -> None:
+    """K and V as column slices of one [rows, 3 × heads, head] QKV output: row stride
+    3 × heads × head, not heads × head; -1 entries in the middle of a request skipped; an
+    int32 slot mapping with int64 offsets and lengths."""
+    spec = make_spec(2, 4, window=None, kv_heads=2, head_k=16)
+    cache = PagedCache.build(spec, num_requests=2, max_len=40, seed=4)
+    ref = cache.clone()
+    for q_lens, skip in (([9, 20], frozenset({6})), ([15, 3], frozenset())):
+        step = cache.step(q_lens, skip_slots=skip)
+        fused = cache.rows(step.num_rows, 6, 16)
+        key, value = fused[:, 2:4], fused[:, 4:6]
+        assert key.stride(0) == 6 * 16
+        slots = SlotMapping(step.slot_mapping.tensor.int(), PooledBlocks)
+        qsl = QueryStartLoc(step.query_start_loc.tensor.long(), EncoderTokens)
+        lens = SeqLens(step.seq_lens.tensor.long(), EncoderTokens)
+        write_kv(key, value, cache.k_cache, cache.v_cache, slots, qsl, lens, spec)
+        reference_write_kv(key, value, ref.k_cache, ref.v_cache, slots, qsl, lens, spec)
+    _assert_same(cache, ref)

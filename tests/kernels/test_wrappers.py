@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 from contracts import (
     ChunkedLocalLayer,
     EncoderTokens,
+    KvUnitsError,
     PooledBlocks,
     PoolFactor,
     SpecError,
@@ -20,10 +22,14 @@ from contracts import (
 )
 from kernels import (
     BlockTable,
+    KernelArgumentError,
+    KernelTypeError,
+    KernelValueError,
     QueryStartLoc,
     SeqLens,
     SlotMapping,
     paged_attention,
+    slot_start_loc,
     unpool_seq_lens,
     write_kv,
 )
@@ -154,9 +160,13 @@ def test_typed_tensor_construction() -> None:
         SeqLens(_i32([1]), int)  # type: ignore[type-var]  # the point: no unit class
     with pytest.raises(UnitTypeError, match=r"SlotMapping counts PooledBlocks \| Tokens"):
         SlotMapping(_i32([1]), EncoderTokens)  # type: ignore[type-var]  # kernel unit: wrong
-    with pytest.raises(TypeError, match=r"SeqLens must be int32 or int64, got torch\.float32"):
+    with pytest.raises(
+        KernelTypeError, match=r"SeqLens must be int32 or int64, got torch\.float32"
+    ):
         SeqLens(torch.ones(2), EncoderTokens)
-    with pytest.raises(ValueError, match=r"BlockTable must have shape \[num_requests, max_blo"):
+    with pytest.raises(
+        KernelValueError, match=r"BlockTable must have shape \[num_requests, max_blo"
+    ):
         BlockTable(_i32([1, 2]))
     with pytest.raises(UnitTypeError, match="SeqLens wraps a torch integer tensor"):
         SeqLens([1, 2], EncoderTokens)  # type: ignore[arg-type]  # the point: a list
@@ -191,27 +201,31 @@ def test_unsupported_specs(pooled: tuple[PagedCache, Step]) -> None:
     fp8 = make_spec(4, 2, 9, dtype="fp8_e4m3")
     with pytest.raises(SpecError, match="not fp8_e4m3"):
         paged_attention(**{**_attention_args(cache, step), "spec": fp8})
-    with pytest.raises(TypeError, match="needs the layer's KernelSpec"):
+    with pytest.raises(KernelTypeError, match="needs the layer's KernelSpec"):
         paged_attention(**{**_attention_args(cache, step), "spec": object()})
 
 
 @pytest.mark.parametrize(
     ("name", "bad", "error", "message"),
     [
-        ("query", lambda t: t[..., :8], ValueError,
+        ("query", lambda t: t[..., :8], KernelValueError,
          r"query must have shape \[num_rows, num_heads, head_size_k\] = \[\*, \*, 16\], got \[17"),
-        ("query", lambda t: t.to(torch.float16), TypeError,
+        ("query", lambda t: t.to(torch.float16), KernelTypeError,
          r"query must be torch\.float32, got torch\.float16"),
-        ("query", lambda t: t[:, :3], ValueError,
+        ("query", lambda t: t[:, :3], KernelValueError,
          "query has 3 heads, not a positive multiple of the layer's 2 KV heads"),
-        ("query", lambda t: t.transpose(0, 2).contiguous().transpose(0, 2), ValueError,
+        ("query", lambda t: t.transpose(0, 2).contiguous().transpose(0, 2), KernelValueError,
          "query must have a contiguous last axis"),
-        ("k_cache", lambda t: t[:, :4], ValueError,
+        ("k_cache", lambda t: t[:, :4], KernelValueError,
          r"k_cache must have shape .* = \[\*, 8, 2, 16\]"),
-        ("v_cache", lambda t: t[:-1], ValueError, "v_cache must have shape"),
-        ("k_cache", lambda t: t.to("meta"), ValueError,
+        ("v_cache", lambda t: t[:-1], KernelValueError, "v_cache must have shape"),
+        ("k_cache", lambda t: t.to("meta"), KernelValueError,
          "k_cache is on meta but the kernel runs on"),
-],
+        ("block_table", lambda t: BlockTable(t.tensor.T.contiguous().T), KernelValueError,
+         r"block_table must be contiguous"),
+        ("query_start_loc", lambda t: QueryStartLoc(t.tensor[:-1], EncoderTokens),
+         KernelValueError, r"query_start_loc must have shape \[num_requests \+ 1\] = \[3\]"),
+    ],
 )  # fmt: skip
 def test_tensor_checks(
     pooled: tuple[PagedCache, Step], name: str, bad: Any, error: type[Exception], message: str
@@ -219,42 +233,97 @@ def test_tensor_checks(
     cache, step = pooled
     args = _attention_args(cache, step)
     args[name] = bad(args[name])
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message) as info:
         paged_attention(**args)
+    assert isinstance(info.value, KernelArgumentError)  # under KvUnitsError
+    assert info.value.argument == name
 
 
 def test_value_checks(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     args = _attention_args(cache, step)
-    with pytest.raises(ValueError, match="request 1 has 7 queries but length 3"):
+    with pytest.raises(KernelValueError, match="request 1 has 7 queries but length 3"):
         paged_attention(**{**args, "seq_lens": SeqLens(_i32([10, 3]), EncoderTokens)})
-    with pytest.raises(ValueError, match=r"request 0 has length 40 but .* 4 blocks × 8 = 32"):
+    with pytest.raises(KernelValueError, match=r"request 0 has length 40 but .* 4 blocks × 8 = 32"):
         paged_attention(**{**args, "seq_lens": SeqLens(_i32([40, 7]), EncoderTokens)})
     bad_table = cache.table.clone()
     bad_table[0, 0] = 10_000
-    with pytest.raises(ValueError, match=r"block_table holds ids 1\.\.10000"):
+    with pytest.raises(KernelValueError, match=r"block_table holds ids 1\.\.10000"):
         paged_attention(**{**args, "block_table": BlockTable(bad_table)})
-    with pytest.raises(ValueError, match="query_start_loc must start at 0 and never decrease"):
+    with pytest.raises(KernelValueError, match="query_start_loc must start at 0 and never decr"):
         bad_starts = QueryStartLoc(_i32([0, 12, 10]), EncoderTokens)
         paged_attention(**{**args, "query_start_loc": bad_starts})
+    with pytest.raises(KernelValueError, match="query_start_loc ends at 20 rows but query has "):
+        paged_attention(
+            **{**args, "query_start_loc": QueryStartLoc(_i32([0, 10, 20]), EncoderTokens)}
+        )
+    padded = cache.table.clone()
+    padded[1, 3] = -1  # a column past request 1's length: still refused, 0 is the padding
+    with pytest.raises(
+        KernelValueError, match=r"holds ids -1\.\..*pad a table with the null block 0"
+    ):
+        paged_attention(**{**args, "block_table": BlockTable(padded)})
+    with pytest.raises(KernelTypeError, match=r"out must be torch\.float32, got torch\.float16"):
+        out = torch.empty(17, 4, 16, dtype=torch.float16, device=DEVICE)
+        paged_attention(**args, out=out)
 
 
 def test_write_value_checks(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     args = _write_args(cache, step)
     short = SlotMapping(step.slot_mapping.tensor[:-1].contiguous(), PooledBlocks)
-    with pytest.raises(ValueError, match=r"slot_mapping has 4 entries but .* touch 5 slots"):
+    with pytest.raises(KernelValueError, match=r"slot_mapping has 4 entries but .* touch 5 slots"):
         write_kv(**{**args, "slot_mapping": short})
     huge = SlotMapping(torch.full((5,), 10_000, device=DEVICE), PooledBlocks)
-    with pytest.raises(ValueError, match=r"slot_mapping holds slots 10000\.\.10000; valid"):
+    with pytest.raises(KernelValueError, match=r"slot_mapping holds slots 10000\.\.10000; valid"):
         write_kv(**{**args, "slot_mapping": huge})
-    with pytest.raises(ValueError, match=r"value must have shape \[num_rows, kv_heads, head_s"):
+    with pytest.raises(
+        KernelValueError, match=r"value must have shape \[num_rows, kv_heads, head_s"
+    ):
         write_kv(**{**args, "value": args["value"][:-1]})
+    with pytest.raises(KernelValueError, match="query_start_loc ends at 17 rows but key has only"):
+        write_kv(**{**args, "key": args["key"][:-1], "value": args["value"][:-1]})
+    with pytest.raises(KernelValueError, match="request 1 has 7 new positions but length 3: seq"):
+        write_kv(**{**args, "seq_lens": SeqLens(_i32([10, 3]), EncoderTokens)})
+    slots = step.slot_mapping.tensor.clone()
+    slots[3] = -2
+    with pytest.raises(KernelValueError, match=r"slot_mapping holds slots -2\.\..*and -1 \(skip\)"):
+        write_kv(**{**args, "slot_mapping": SlotMapping(slots, PooledBlocks)})
+    slots[3] = 1  # slot 1 of cache block 0 (2 slots per block): the null block
+    with pytest.raises(
+        KernelValueError, match=r"slot_mapping\[3\] is slot 1, in the null block 0 \(slots 0\.\.1\)"
+    ):
+        write_kv(**{**args, "slot_mapping": SlotMapping(slots, PooledBlocks)})
+
+
+def test_slot_starts_shared_by_layers(pooled: tuple[PagedCache, Step]) -> None:
+    """A step's slot_start_loc, computed once, serves every layer; a wrong one is refused."""
+    cache, step = pooled
+    args = _write_args(cache, step)
+    starts = slot_start_loc(step.query_start_loc, step.seq_lens, cache.spec)
+    assert starts.tolist() == [0, 3, 5]  # request 0: pooled slots 0..2, request 1: 0..1
+    write_kv(**args, slot_starts=starts)
+    with pytest.raises(KernelValueError, match=r"slot_starts is \[0, 2, 5\]... but this step's"):
+        write_kv(**args, slot_starts=_i32([0, 2, 5]))
+    with pytest.raises(
+        KernelValueError, match=r"slot_starts must have shape \[num_requests \+ 1\]"
+    ):
+        write_kv(**args, slot_starts=starts[:-1])
+
+
+@pytest.mark.parametrize("error", [KernelTypeError, KernelValueError])
+def test_argument_errors_join_the_tree_and_pickle(error: type[KernelArgumentError]) -> None:
+    exc = error("k_cache must be torch.bfloat16, got torch.float32", argument="k_cache")
+    builtin = TypeError if error is KernelTypeError else ValueError
+    assert {KernelArgumentError, KvUnitsError, builtin} <= set(type(exc).__mro__)
+    again = pickle.loads(pickle.dumps(exc))
+    assert type(again) is error
+    assert (str(again), again.argument) == (str(exc), "k_cache")
 
 
 def test_cpu_tensors_need_the_interpreter() -> None:
     from kernels._checks import check_device
 
     compiled_kernel = object()  # what @triton.jit gives without TRITON_INTERPRET
-    with pytest.raises(ValueError, match="set TRITON_INTERPRET=1 before importing kernels"):
-        check_device(torch.device("cpu"), compiled_kernel, "paged_attention")
+    with pytest.raises(KernelValueError, match="set TRITON_INTERPRET=1 before importing kern"):
+        check_device(torch.device("cpu"), compiled_kernel, "paged_attention", "query")
