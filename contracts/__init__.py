@@ -83,7 +83,7 @@ if TYPE_CHECKING:
     from ._hf import read_hf_config as read_hf_config
     from ._load import load_config as load_config
     from ._load import load_config_data as load_config_data
-    from ._load import read_config_file as read_config_file
+    from ._read import read_config_file as read_config_file
     from ._registry import ureg as ureg
 
 #: Names whose module is imported on first use (module, attribute).
@@ -100,7 +100,7 @@ _LAZY = {
     "read_hf_config": "_hf",
     "load_config": "_load",
     "load_config_data": "_load",
-    "read_config_file": "_load",
+    "read_config_file": "_read",
     "ureg": "_registry",
 }
 

@@ -35,12 +35,15 @@ The config-side window field is ``sliding_window`` (as in Hugging Face configs);
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, TypeAlias, final
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -134,7 +137,7 @@ _LayerName = Annotated[
 _BARE_NUMBER: Final = re.compile(r"\s*[0-9][0-9_,]*\s*")
 
 
-def _bare_number_hint(name: str, value: object, info: ValidationInfo) -> object:
+def _bare_number_hint(value: object, info: ValidationInfo) -> object:
     """Before-check of a window or chunk: a number without a unit gets a hint naming the
     group's own unit (encoder_token if it pools, token otherwise)."""
     bare = type(value) is int or (isinstance(value, str) and _BARE_NUMBER.fullmatch(value))
@@ -153,6 +156,25 @@ def _bare_number_hint(name: str, value: object, info: ValidationInfo) -> object:
         "{message}",
         {"message": f'{number} has no unit: write it as "{number} {unit}"{why}'},
     )
+
+
+def _in_group_unit(value: EncoderTokens | Tokens, info: ValidationInfo) -> EncoderTokens | Tokens:
+    assert info.field_name is not None  # a field validator
+    return _seq_in_layer_unit(info.field_name, value, info)
+
+
+#: A window or chunk, written in the group's kernel unit: checked here, with the file's
+#: other fields, rather than only when the layer spec is built from a valid entry.
+_KernelSeq = Annotated[
+    SeqLength, BeforeValidator(_bare_number_hint), AfterValidator(_in_group_unit)
+]
+
+
+def _parse_dtype(value: object) -> object:
+    return CacheDType.parse(value) if isinstance(value, str) else value
+
+
+_DType = Annotated[CacheDType, BeforeValidator(_parse_dtype)]
 
 
 class _Group(BaseModel):
@@ -184,12 +206,7 @@ class _AttentionGroup(_Group):
     head_size_v: _Elements | None = Field(
         default=None, description="elements per head of V; defaults to head_size"
     )
-    dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
-
-    @field_validator("dtype", mode="before")
-    @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        return CacheDType.parse(value) if isinstance(value, str) else value
+    dtype: _DType = Field(default=CacheDType.bfloat16, description="cache element type")
 
     def _attention_fields(self) -> dict[str, Any]:
         return {
@@ -214,19 +231,9 @@ class SlidingWindowGroup(_AttentionGroup):
     """Sliding-window attention layers; ``sliding_window`` counts the current position too."""
 
     kind: Literal["sliding_window"]
-    sliding_window: SeqLength = Field(
+    sliding_window: _KernelSeq = Field(
         description="the window in the kernel's unit: encoder_token if the group pools, else token"
     )
-
-    @field_validator("sliding_window", mode="before")
-    @classmethod
-    def _bare(cls, value: object, info: ValidationInfo) -> object:
-        return _bare_number_hint("sliding_window", value, info)
-
-    @field_validator("sliding_window")
-    @classmethod
-    def _unit(cls, value: EncoderTokens | Tokens, info: ValidationInfo) -> EncoderTokens | Tokens:
-        return _seq_in_layer_unit("sliding_window", value, info)
 
     def layer(self) -> SlidingWindowLayer:
         return SlidingWindowLayer(window=self.sliding_window, **self._attention_fields())
@@ -236,19 +243,9 @@ class ChunkedLocalGroup(_AttentionGroup):
     """Chunked local attention layers."""
 
     kind: Literal["chunked_local"]
-    chunk: SeqLength = Field(
+    chunk: _KernelSeq = Field(
         description="the chunk in the kernel's unit: encoder_token if the group pools, else token"
     )
-
-    @field_validator("chunk", mode="before")
-    @classmethod
-    def _bare(cls, value: object, info: ValidationInfo) -> object:
-        return _bare_number_hint("chunk", value, info)
-
-    @field_validator("chunk")
-    @classmethod
-    def _unit(cls, value: EncoderTokens | Tokens, info: ValidationInfo) -> EncoderTokens | Tokens:
-        return _seq_in_layer_unit("chunk", value, info)
 
     def layer(self) -> ChunkedLocalLayer:
         return ChunkedLocalLayer(chunk=self.chunk, **self._attention_fields())
@@ -279,12 +276,7 @@ class MLAGroup(_Group):
     kind: Literal["mla"]
     kv_lora_rank: _Elements = Field(description="elements of the latent KV vector")
     qk_rope_head_dim: _Elements = Field(description="elements of the decoupled RoPE key")
-    dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
-
-    @field_validator("dtype", mode="before")
-    @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        return CacheDType.parse(value) if isinstance(value, str) else value
+    dtype: _DType = Field(default=CacheDType.bfloat16, description="cache element type")
 
     def layer(self) -> MLALayer:
         return MLALayer(
@@ -349,6 +341,18 @@ class ModelConfig(BaseModel):
             raise ValueError(f"{len(value)} {info.field_name}; at most {limit}")
         return value
 
+    @field_validator("layers")
+    @classmethod
+    def _single(cls, layers: dict[str, GroupConfig]) -> dict[str, GroupConfig]:
+        # A field check, not a model check: reported even when a group has errors too.
+        for name, layer in layers.items():
+            if "count" in layer.model_fields_set:
+                raise ValueError(
+                    f"layers.{name} is a single layer and takes no count; move it to "
+                    f"[model.groups.{name}] to declare several identical layers"
+                )
+        return layers
+
     @model_validator(mode="after")
     def _layout(self) -> ModelConfig:
         if not self.groups and not self.layers:
@@ -358,21 +362,12 @@ class ModelConfig(BaseModel):
         total = sum(g.count for g in self.groups.values()) + len(self.layers)
         if total > MAX_LAYERS:
             raise ValueError(f"the model declares {total} layers; at most {MAX_LAYERS}")
-        for name, layer in self.layers.items():
-            if "count" in layer.model_fields_set:
-                raise ValueError(
-                    f"layers.{name} is a single layer and takes no count; move it to "
-                    f"[model.groups.{name}] to declare several identical layers"
-                )
-        names = self.layer_names()
-        if len(set(names)) != len(names):
-            dupes = sorted({n for n in names if names.count(n) > 1})
+        names = [f"{g}.{i}" for g, group in self.groups.items() for i in range(group.count)]
+        names += self.layers
+        dupes = sorted(name for name, times in Counter(names).items() if times > 1)
+        if dupes:
             raise ValueError(f"layer names collide: {', '.join(dupes[:5])}")
         return self
-
-    def layer_names(self) -> list[str]:
-        names = [f"{g}.{i}" for g, group in self.groups.items() for i in range(group.count)]
-        return names + list(self.layers)
 
     def entries(self) -> Iterator[tuple[str, str, GroupConfig]]:
         """``(section, name, entry)`` for every group, then every single layer."""
@@ -380,16 +375,6 @@ class ModelConfig(BaseModel):
             yield "groups", name, group
         for name, single in self.layers.items():
             yield "layers", name, single
-
-    def to_spec(self) -> ModelSpec:
-        """The `ModelSpec`: group ``g`` of ``count`` layers becomes ``g.0`` … (as
-        `ModelSpec.stacked` names them), followed by the single layers.
-
-        Raises:
-            pydantic.ValidationError: a layer spec refuses an entry (the loader reports
-                these per entry, with the entry's path; see ``_load``).
-        """
-        return self.spec_from({(s, n): entry.layer() for s, n, entry in self.entries()})
 
     def spec_from(self, built: dict[tuple[str, str], LayerSpec]) -> ModelSpec:
         """The `ModelSpec` from each entry's layer spec, keyed by ``(section, name)``."""

@@ -9,7 +9,8 @@ reads (`HF_FIELDS`) and builds the same frozen `ModelSpec` as a kvunits config. 
   ``null`` or ``use_sliding_window: false`` means full attention), and which layers slide:
   ``layer_types`` per layer (``sliding_attention``, ``full_attention``,
   ``chunked_attention`` with ``attention_chunk_size``), else ``sliding_window_pattern``
-  (every N-th layer is full, Gemma 3), else Gemma 2's alternation, else all layers;
+  (every N-th layer is full, Gemma 3), else Gemma 2's alternation, else
+  ``max_window_layers`` (the first N layers are full, Qwen 2), else all layers;
 * an audio encoder under ``audio_config`` (Voxtral Realtime): its ``sliding_window`` is in
   **encoder_token**, and its layers pool by P = ``block_pool_size`` (in ``audio_config``
   or at the top level), else the top-level ``downsample_factor`` (Voxtral Realtime's
@@ -53,6 +54,7 @@ HF_FIELDS: Final[Mapping[str, str]] = {
     "use_sliding_window": "bool (false: full attention)",
     "layer_types": "per-layer kind: sliding_attention | full_attention | chunked_attention",
     "sliding_window_pattern": "layer (every N-th layer is full attention)",
+    "max_window_layers": "layer (the first N layers are full attention)",
     "attention_chunk_size": "token",
     "max_position_embeddings": "token in a decoder, encoder_token in audio_config",
     "block_pool_size": "encoder_token per pooled_block (P)",
@@ -167,22 +169,22 @@ class _Reader:
         key: str,
         *,
         required: bool = True,
+        minimum: int = 1,
         maximum: int = _MAX_COUNT,
     ) -> int | None:
-        """A positive int field (``null`` counts as absent)."""
-        value = section.get(key)
+        """An int field of ``minimum`` to ``maximum`` (``null`` counts as absent)."""
+        value, unit = section.get(key), HF_FIELDS.get(key, "int")
         if value is None:
             if required:
-                self.issue(prefix + key, f"missing ({HF_FIELDS.get(key, 'int')})")
+                self.issue(prefix + key, f"missing ({unit})")
             return None
         if type(value) is not int:
-            self.issue(
-                prefix + key,
-                f"expected an integer ({HF_FIELDS.get(key, 'int')}), got {describe(value)}",
-            )
+            self.issue(prefix + key, f"expected an integer ({unit}), got {describe(value)}")
             return None
-        if not 1 <= value <= maximum:
-            self.issue(prefix + key, f"must be between 1 and {maximum}, got {value}")
+        if not minimum <= value <= maximum:
+            self.issue(
+                prefix + key, f"must be between {minimum} and {maximum}, got {value} ({unit})"
+            )
             return None
         return value
 
@@ -352,6 +354,12 @@ def _layer_kinds(
     if text.get("model_type") == "gemma2":
         # Gemma 2 alternates, starting with a sliding layer (its modeling code: layer_idx % 2).
         return ["sliding" if i % 2 == 0 else "full" for i in range(n_layers)]
+    if text.get("max_window_layers") is not None:
+        # Qwen 2 (transformers' Qwen2Config): layer i slides when i >= max_window_layers.
+        full = reader.count(text, prefix, "max_window_layers", minimum=0, maximum=MAX_LAYERS)
+        if full is None:
+            return None
+        return ["full" if i < full else "sliding" for i in range(n_layers)]
     return ["sliding"] * n_layers
 
 

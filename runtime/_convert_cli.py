@@ -41,6 +41,15 @@ _ROUNDING: Final = {
     "window": "window residency bound: the look-back rounds up, plus the current slot",
 }
 
+#: Why a window or a position stops at pooled_block: cache blocks count lengths.
+_NOT_A_LENGTH: Final = {
+    "window": "--as window converts to pooled_block only: a window is not a length; it can "
+    "start in the middle of a cache block and span one block more than cdiv(W, block_size) "
+    "(kvunits plan prints each group's admission cap in cache_block)",
+    "position": "--as position converts to pooled_block only: a position is not a length; "
+    "its cache block is its slot // block_size, rounded down",
+}
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -130,6 +139,8 @@ def convert(
         p = _pool(pool, "encoder_token → pooled_block")
         params["P"] = str(p.tokens_per_block)
         kind = as_ or "length"
+        if kind != "length" and target_cls is not PooledBlocks:
+            raise UnitValueError(_NOT_A_LENGTH[kind], field="--as", got=f"--as {kind} --to {to}")
         name = {"length": "pool_length", "window": "pool_window", "position": "pool_position"}[kind]
         func = {"length": pool_length, "window": pool_window, "position": pool_position}[kind]
         pooled = func(current, p)

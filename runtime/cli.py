@@ -71,16 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Callable[[argparse.Namespace], int] = args.command
     if argv is None:
         _import_pint_lean()  # only in a process of its own: see the function
-    from contracts import ConfigError, KvUnitsError
+    from contracts import KvUnitsError
 
     try:
         return command(args)
-    except ConfigError as exc:
-        for issue in exc.issues:
-            _error_line(str(issue))
-        return EXIT_INVALID
     except KvUnitsError as exc:
-        _error_line(f"kvunits: error: {exc}")
+        _report(exc, "kvunits: error")
         return EXIT_INVALID
     except BrokenPipeError:
         # `kvunits plan | head`: the reader left. Stop quietly with status 1, as the Python
@@ -207,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
         dest="as_",
         choices=("length", "window", "position"),
         help="what an encoder_token quantity is: a length (default; cdiv(n, P)), a window "
-        "(cdiv(W - 1, P) + 1) or a position (i // P)",
+        "(cdiv(W - 1, P) + 1) or a position (i // P); a window or a position converts to "
+        "pooled_block only (cache blocks count lengths)",
     )
     convert.add_argument(
         "--block-size", type=int, metavar="N", help="slots per cache block (for cache_block)"
@@ -240,7 +237,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from contracts import ConfigError, KvUnitsError
+    from contracts import KvUnitsError
     from runtime.capacity import plan
 
     status = EXIT_OK
@@ -248,12 +245,8 @@ def _check(args: argparse.Namespace) -> int:
         try:
             config = _load(path, args)
             result = plan(config.model, config.engine)
-        except ConfigError as exc:
-            for issue in exc.issues:
-                _error_line(str(issue))
-            status = EXIT_INVALID
         except KvUnitsError as exc:
-            _error_line(f"{path}: {exc}")
+            _report(exc, path)
             status = EXIT_INVALID
         else:
             from ._render import clean
@@ -343,10 +336,19 @@ def _wrap(text: str) -> str:
     return textwrap.fill(text, width=88)
 
 
-def _error_line(text: str) -> None:
+def _report(error: Exception, where: str) -> None:
+    """Print an error to stderr: a config's issues one per line (each names its file), any
+    other kvunits error as ``where: message``."""
+    from contracts import ConfigError
+
     from ._render import clean
 
-    print(clean(text), file=sys.stderr)
+    if isinstance(error, ConfigError):
+        lines = [str(issue) for issue in error.issues]
+    else:
+        lines = [f"{where}: {error}"]
+    for line in lines:
+        print(clean(line), file=sys.stderr)
 
 
 class _VersionAction(argparse.Action):

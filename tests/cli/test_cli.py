@@ -250,18 +250,8 @@ def test_convert_length_is_the_default_and_says_so(capsys: pytest.CaptureFixture
             " rounds up; block_size = 16 pooled_block/cache_block)",
         ),
         (
-            [
-                "750 encoder_token",
-                "--to",
-                "cache_block",
-                "--pool",
-                "4",
-                "--as",
-                "window",
-                "--block-size",
-                "16",
-            ],
-            "750 encoder_token → 189 pooled_block → 12 cache_block",
+            ["750 encoder_token", "--to", "cache_block", "--pool", "4", "--block-size", "16"],
+            "750 encoder_token → 188 pooled_block → 12 cache_block",
         ),
         (
             ["189 pooled_block", "--to", "encoder_token", "--pool", "4"],
@@ -328,6 +318,27 @@ def test_convert_json(capsys: pytest.CaptureFixture[str]) -> None:
         (["750 encoder_token", "--to", "pooled_block", "--pool", "0"], "PoolFactor must be >= 1"),
         (["1 cache_block", "--to", "byte"], "needs --page-size"),
         (["10 token", "--to", "cache_block"], "needs --block-size"),
+        # A window or a position is not a length: ceil-dividing it into cache blocks would
+        # print 12 for a 189-slot window that can span 13, and 12 for the block of slot 187
+        # (block 11). Both stop at pooled_block.
+        (
+            [
+                "750 encoder_token",
+                "--to",
+                "cache_block",
+                "--pool",
+                "4",
+                "--as",
+                "window",
+                "--block-size",
+                "16",
+            ],
+            "--as window converts to pooled_block only: a window is not a length",
+        ),
+        (
+            ["750 encoder_token", "--to", "byte", "--pool", "4", "--as", "position"],
+            "--as position converts to pooled_block only",
+        ),
     ],
 )
 def test_convert_errors(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
@@ -369,7 +380,9 @@ def test_usage_errors_exit_2() -> None:
 _PROBE = """
 import json, sys
 import runtime.cli
-after_import = sorted(m for m in ("torch", "triton", "pint", "rich") if m in sys.modules)
+after_import = sorted(
+    m for m in ("torch", "triton", "pint", "rich", "pydantic", "contracts") if m in sys.modules
+)
 sys.argv = ["kvunits", "plan", "--format", "json"]
 status = runtime.cli.main()  # as the console script calls it
 after_plan = sorted(m for m in ("torch", "triton", "numpy", "rich") if m in sys.modules)
@@ -388,6 +401,7 @@ def test_the_command_line_imports_no_torch_no_triton() -> None:
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    # Not even pint or rich at import: --help is instant. After a JSON plan: no torch, no
-    # triton, no numpy (pint is imported without it), no rich (only tables need it).
+    # Only the standard library at import (runtime/__init__ is lazy): --help is instant.
+    # After a JSON plan: no torch, no triton, no numpy (pint is imported without it), no
+    # rich (only tables need it).
     assert result == {"after_import": [], "after_plan": [], "status": 0}

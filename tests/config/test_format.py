@@ -187,6 +187,57 @@ def test_config_error_is_a_value_error_and_pickles() -> None:
     assert copy.issues == error.issues
 
 
+_AUDIO = {"kind": "sliding_window", "pool": 4, "kv_heads": 32, "head_size": 64}
+
+
+@pytest.mark.parametrize(
+    ("group", "path", "message"),
+    [
+        # A missing field names the unit to write it in (the group's own, for a window).
+        (
+            _AUDIO,
+            "sliding_window",
+            "required field is missing; expected encoder_token (the group pools), e.g. "
+            'sliding_window = "750 encoder_token"',
+        ),
+        (
+            {**_AUDIO, "pool": None, "kind": "chunked_local"},
+            "chunk",
+            "required field is missing; expected token (the group has no pool)",
+        ),
+        (
+            {**_AUDIO, "kind": "full_attention", "kv_heads": None},
+            "kv_heads",
+            "required field is missing; expected a whole number of head",
+        ),
+        (
+            {"kind": "state"},
+            "state_size",
+            'required field is missing; expected byte, e.g. state_size = "1 MiB"',
+        ),
+        # A plain-integer field takes no unit: its bounds are said with its unit, and the
+        # number given is not called "a bare int, no unit".
+        (
+            {**_AUDIO, "sliding_window": "750 encoder_token", "head_size_v": -1},
+            "head_size_v",
+            "expected a whole number of element, greater than or equal to 1; got -1 (an int)",
+        ),
+        (
+            {**_AUDIO, "sliding_window": "750 encoder_token", "dtype": 7},
+            "dtype",
+            "; got 7 (an int)",
+        ),
+    ],
+)
+def test_field_errors_name_the_unit(group: dict[str, Any], path: str, message: str) -> None:
+    entry = {key: value for key, value in group.items() if value is not None}
+    data = {"model": {"name": "m", "groups": {"g": entry}}, "engine": {}}
+    with pytest.raises(ConfigError) as excinfo:
+        load_config_data(data, where="cfg.toml")
+    messages = [i.message for i in excinfo.value.issues if i.path == f"model.groups.g.{path}"]
+    assert messages and message in messages[0], _issues(excinfo)
+
+
 @pytest.mark.parametrize(
     ("data", "path", "message"),
     [
@@ -209,8 +260,14 @@ def test_config_error_is_a_value_error_and_pickles() -> None:
             "unknown field",
         ),
         (
-            {"model": {"name": "m", "layers": {"x": {"kind": "encoder_only", "count": 2}}}},
-            "model",
+            {
+                "model": {
+                    "name": "m",
+                    "groups": {"g": {"kind": "encoder_only", "count": 0}},  # reported too
+                    "layers": {"x": {"kind": "encoder_only", "count": 2}},
+                }
+            },
+            "model.layers",
             "layers.x is a single layer and takes no count",
         ),
         (
@@ -313,7 +370,7 @@ def test_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("KVUNITS_MEMORY_BUDGET", "80 GiB")
     monkeypatch.setenv("KVUNITS_BLOCK_SIZE_SLOTS", "32")
-    monkeypatch.setenv("kvunits_cache_dtype", "fp8")  # case-insensitive, like pydantic-settings
+    monkeypatch.setenv("kvunits_cache_dtype", "fp8")  # names are case-insensitive
     env = load_config(SHIPPED)
     assert str(env.engine.memory_budget) == str(80 << 30) + " byte"
     assert env.engine.block_size_slots == 32
@@ -345,6 +402,14 @@ def test_bad_environment_and_flag_values_name_their_source(monkeypatch: pytest.M
             "command line: --max-model-len: expected token, got 8 kB",
         ]
     )
+    monkeypatch.delenv("KVUNITS_MEMORY_BUDGT")
+    monkeypatch.setenv("KVUNITS_MEMORY_BUDGET", "40 GiB")
+    with pytest.raises(ConfigError) as excinfo:  # a negative block size is a number too
+        load_config(SHIPPED, flags={"block_size_slots": "-1"})
+    assert _issues(excinfo) == [
+        "command line: --block-size-slots: expected a whole number of slot per cache_block, "
+        "greater than or equal to 1; got -1 (an int)"
+    ]
 
 
 # -- the schema -------------------------------------------------------------------------------

@@ -119,6 +119,20 @@ def test_gemma2_alternates() -> None:
     assert _kinds(data)[:4] == ["sliding_window", "full_attention"] * 2
 
 
+def test_qwen2_max_window_layers_keeps_the_first_layers_full() -> None:
+    # transformers' Qwen2Config: layer i slides when i >= max_window_layers. Reading every
+    # layer as sliding would plan a window-sized cache for full-attention layers.
+    data = {**_data("mistral-7b-v0.1"), "model_type": "qwen2", "num_hidden_layers": 4}
+    data.update(use_sliding_window=True, max_window_layers=2)
+    assert _kinds(data) == ["full_attention"] * 2 + ["sliding_window"] * 2
+    assert set(_kinds({**data, "max_window_layers": 0})) == {"sliding_window"}
+    assert set(_kinds({**data, "max_window_layers": 4})) == {"full_attention"}
+    assert set(_kinds({**data, "use_sliding_window": False})) == {"full_attention"}
+    assert "config.json: max_window_layers: must be between 0 and 4096, got -1 (layer" in "\n".join(
+        _issues({**data, "max_window_layers": -1})
+    )
+
+
 @pytest.mark.parametrize(
     ("edit", "kind"),
     [

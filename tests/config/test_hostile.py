@@ -3,7 +3,9 @@ message, before any value reaches a model; user text never reaches pint's evalua
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,9 +60,37 @@ def test_unknown_extension_and_missing_file(write: Write, tmp_path: Path) -> Non
     assert "dir.json: cannot read: Is a directory" in _one(tmp_path / "dir.json")
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    # open() of a FIFO for reading blocks until a writer comes: `kvunits check pipe.toml`
+    # used to hang forever. The file is now opened without blocking and refused.
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_config(fifo)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(QUICK_S)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # release the blocked reader
+        pytest.fail("load_config blocked on a FIFO")
+    (error,) = outcome
+    assert isinstance(error, ConfigError)
+    assert str(error) == f"{fifo}: not a regular file"
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
+        ("empty.yaml", "", "the file is empty"),
+        ("empty.json", " \n", "the file is empty"),
+        ("empty.toml", "\ufeff", "the file is empty"),
         ("top.json", "[1, 2, 3]", "the top level must be a table (mapping), got a list"),
         ("top.yaml", "just a string", "the top level must be a table (mapping)"),
         ("syntax.toml", "[model\nname = 1", "not valid TOML"),
