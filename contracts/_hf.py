@@ -19,8 +19,10 @@ reads (`HF_FIELDS`) and builds the same frozen `ModelSpec` as a kvunits config. 
 Layers are named ``text.<i>`` and ``audio.<i>``. The adapter also derives engine limits the
 file states (precedence: below the environment and flags): ``max_model_len`` from the
 decoder's ``max_position_embeddings`` (token), ``max_encoder_len`` from the encoder's
-(encoder_token), and ``max_encoder_tokens_per_step`` = P encoder tokens (one pooled block
-per step: the streaming cadence of a realtime encoder).
+(encoder_token) — or, for a streaming (sliding-window) encoder, P × ``max_model_len``: its
+own ``max_position_embeddings`` is not a length limit, and it feeds one pooled block per text
+token — and ``max_encoder_tokens_per_step`` = P encoder tokens (one pooled block per step:
+the streaming cadence of a realtime encoder).
 """
 
 from __future__ import annotations
@@ -118,12 +120,14 @@ def read_hf_parts(
     engine: dict[str, object] = {}
     sources: dict[str, str] = {}
     audio = data.get("audio_config")
+    streaming, pool = False, None
     if audio is not None:
         if isinstance(audio, dict):
             pool = _pool_factor(reader, data, audio)
             encoder, max_len = _audio_encoder(reader, audio, pool, fallback=data)
             layers.update(encoder)
-            if max_len is not None:
+            streaming = any(isinstance(layer, SlidingWindowLayer) for layer in encoder.values())
+            if max_len is not None and not streaming:
                 engine["max_encoder_len"] = max_len
                 sources["max_encoder_len"] = "hf audio_config.max_position_embeddings"
             if pool is not None:
@@ -143,6 +147,17 @@ def read_hf_parts(
         if max_len_tokens is not None:
             engine["max_model_len"] = max_len_tokens
             sources["max_model_len"] = f"hf {prefix}max_position_embeddings"
+            if streaming and pool is not None:
+                # A causal sliding-window encoder (RoPE) streams without a length limit of its
+                # own: its audio_config.max_position_embeddings (30 s) is not one. The stream
+                # is as long as the text it feeds, one pooled block per text token.
+                engine["max_encoder_len"] = EncoderTokens(
+                    max_len_tokens.value * pool.tokens_per_block
+                )
+                sources["max_encoder_len"] = (
+                    f"hf derived: P × {prefix}max_position_embeddings (one pooled block per "
+                    "text token)"
+                )
     model = None
     if not reader.issues:
         try:

@@ -58,7 +58,10 @@ def test_voxtral_realtime_config() -> None:
     assert (text.kv_heads, text.head_size) == (8, 128)
     assert len(config.model.layers) == 32 + 26
     assert config.engine_sources["max_model_len"] == "hf text_config.max_position_embeddings"
-    assert config.engine_sources["max_encoder_len"] == "hf audio_config.max_position_embeddings"
+    # A streaming sliding-window encoder has no length limit of its own (its
+    # max_position_embeddings, 30 s, is not one): it feeds one pooled block per text token.
+    assert config.engine.max_encoder_len == EncoderTokens(4 * 131072)
+    assert config.engine_sources["max_encoder_len"].startswith("hf derived: P × text_config.")
     assert str(config.engine.max_encoder_tokens_per_step) == "4 encoder_token"
     result = plan(config.model, config.engine)
     audio_plan = result.group("audio")
