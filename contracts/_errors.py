@@ -2,21 +2,23 @@
 
 Every error kvunits raises for a caller's mistake derives from `KvUnitsError`::
 
-    KvUnitsError (Exception)
-    ├── UnitError                      a value is not in the unit (or form) the contract needs
-    │   ├── UnitTypeError (TypeError)  wrong unit, missing unit, bool, float, str, foreign registry
-    │   └── UnitValueError (ValueError) right unit, wrong value: negative, zero, not integral
-    ├── SpecError (ValueError)         a spec or config is inconsistent as a whole
-    ├── ConfigError (ValueError)       a config file, with every problem found in it
-    ├── runtime.AllocationError        the allocator cannot satisfy a step (nothing changed)
-    └── kernels.ResidencyError         a kernel would read a key that is not resident
+    KvUnitsError
+    ├── UnitError
+    │   ├── UnitTypeError (TypeError)      wrong unit, no unit, bool, float, str, foreign registry
+    │   └── UnitValueError (ValueError)    negative, zero where it matters, not a whole number
+    ├── SpecError (ValueError)             a spec inconsistent as a whole (contracts)
+    ├── ConfigError (ValueError)           every problem of one config file (contracts)
+    ├── AllocationError (RuntimeError)     a step the pools cannot satisfy (runtime)
+    ├── AdmissionError (ValueError)        a request that can never fit (runtime)
+    ├── RequestError (ValueError)          an unknown request, a step over its limits (runtime)
+    ├── KernelArgumentError                a tensor a launcher cannot take (kernels)
+    │   ├── KernelTypeError (TypeError)    not a tensor, wrong dtype
+    │   └── KernelValueError (ValueError)  shape, device, stride, offsets, lengths, block ids
+    └── ResidencyError (LookupError)       a key a query needs is not resident (kernels)
 
-The last two live with the code that raises them (``runtime``, ``kernels``) but share the
-root, so ``except KvUnitsError`` catches every kvunits error.
-
-Leaves also inherit the builtin they resemble, so ``except TypeError`` in caller code keeps
-working. Every error carries typed fields and pickles (``__reduce__``), so it survives a
-process pool or a multiprocessing queue.
+`UnitError` and `SpecError` live here; the others live with the code that raises them
+(`contracts._config`, ``runtime``, ``kernels``) and share the root, so
+``except KvUnitsError`` catches every kvunits error.
 """
 
 from __future__ import annotations
