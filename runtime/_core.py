@@ -21,19 +21,22 @@ from .managers import SingleTypeManager
 
 
 class RequestState:
-    """One admitted request's bookkeeping, one entry per group in each list.
+    """One admitted request's bookkeeping, one entry per group in each list (plain ints).
 
     Attributes:
         tables: block tables (cache-block ids; the null block where evicted).
-        num_slots: slots allocated so far (all computed by the time the next step comes).
-        max_len: the declared longest sequence, in slots.
+        num_slots: slots allocated so far, in the group's unit (all computed by the time the
+            next step comes).
+        max_len: the declared longest sequence, in the group's unit.
         caps: the admission cap, in cache blocks (what the ledger reserved).
-        skipped: leading table entries already evicted (they hold the null block).
-        step_start: the first slot of the latest step.
-        step_new: slots the latest step added.
+        skipped: leading table entries already evicted, in cache blocks (they hold the null
+            block; the live blocks are ``tables[g][skipped[g]:]``). It equals the manager's
+            ``skipped_blocks(num_slots − step_new)``, kept to spare that call every step.
+        step_new: slots the latest step added, in the group's unit (it started at
+            ``num_slots − step_new``).
     """
 
-    __slots__ = ("caps", "max_len", "num_slots", "skipped", "step_new", "step_start", "tables")
+    __slots__ = ("caps", "max_len", "num_slots", "skipped", "step_new", "tables")
 
     def __init__(self, max_len: list[int], caps: list[int]) -> None:
         n = len(max_len)
@@ -42,7 +45,6 @@ class RequestState:
         self.max_len = max_len
         self.caps = caps
         self.skipped = [0] * n
-        self.step_start = [0] * n
         self.step_new = [0] * n
 
 
@@ -54,8 +56,14 @@ class CoordinatorCore:
         managers: one manager per group.
         pools: one block pool per group.
         ledger: the admission ledger over the same groups.
-        max_in_flight_slots: per group, the most slots one step may add.
-        max_len_slots: per group, the longest sequence a request may declare.
+        max_in_flight_slots: per group, the most slots one step may add (the group's unit).
+        max_len_slots: per group, the longest sequence a request may declare (its unit).
+
+    Attributes:
+        names: the groups' names, in order.
+        pools: the groups' block pools, in order.
+        ledger: the admission ledger.
+        requests: the admitted requests by id.
     """
 
     __slots__ = (
@@ -64,9 +72,9 @@ class CoordinatorCore:
         "_in_flight",
         "_limit",
         "_managers",
-        "_pools",
         "ledger",
         "names",
+        "pools",
         "requests",
     )
 
@@ -80,27 +88,20 @@ class CoordinatorCore:
         max_len_slots: Sequence[int],
     ) -> None:
         self.names = tuple(names)
-        self._managers = list(managers)
-        self._pools = list(pools)
+        self._managers = tuple(managers)
+        self.pools = tuple(pools)
         self.ledger = ledger
-        self._in_flight = list(max_in_flight_slots)
-        self._limit = list(max_len_slots)
-        self._block_size = [m.block_size_slots for m in managers]
-        self._has_rows = [m.has_slot_rows for m in managers]
+        self._in_flight = tuple(max_in_flight_slots)
+        self._limit = tuple(max_len_slots)
+        # Read once per step per group: plain attributes of the managers, kept at hand.
+        self._block_size = tuple(m.block_size_slots for m in managers)
+        self._has_rows = tuple(m.has_slot_rows for m in managers)
         self.requests: dict[str, RequestState] = {}
-
-    @property
-    def pools(self) -> tuple[BlockPool, ...]:
-        return tuple(self._pools)
-
-    @property
-    def managers(self) -> tuple[SingleTypeManager, ...]:
-        return tuple(self._managers)
 
     # -- admission ------------------------------------------------------------------------
 
     def admit(self, request_id: str, max_len_slots: Sequence[int | None] | None = None) -> None:
-        """Admit a request; ``max_len_slots`` per group (None: the group's limit).
+        """Admit a request; ``max_len_slots`` per group, in its unit (None: the group's limit).
 
         Raises:
             RequestError: the id is already admitted.
@@ -143,7 +144,7 @@ class CoordinatorCore:
         req = self.requests.get(request_id)
         if req is None:
             raise self._unknown(request_id)
-        managers, pools = self._managers, self._pools
+        managers, pools = self._managers, self.pools
         if len(num_new) != len(managers):
             raise self._arity(request_id, len(num_new))
         num_slots, tables, skipped = req.num_slots, req.tables, req.skipped
@@ -160,9 +161,10 @@ class CoordinatorCore:
             skip = manager.skipped_blocks(c)
             want = manager.table_length(c + n) - len(tables[g])
             if want > 0:
-                # Blocks this step evicts return to the same pool first, as in vLLM.
-                evicted = skip - skipped[g]
-                usable = pools[g].num_free + (evicted if evicted > 0 else 0)
+                # Blocks this step evicts go back to the pool before it allocates, as in
+                # vLLM (no query of the step reads them). ``skip`` never decreases: it only
+                # grows with num_slots.
+                usable = pools[g].num_free + skip - skipped[g]
                 if want > usable and short is None:
                     # A caller's mistake in a later group is reported first: it is not
                     # transient, a shortfall is.
@@ -173,7 +175,7 @@ class CoordinatorCore:
             raise self._short(request_id, *short)
         # Phase 2: evict, allocate, record; nothing here can fail.
         out: list[list[int]] = []
-        step_start, step_new = req.step_start, req.step_new
+        step_new = req.step_new
         for g, n in enumerate(num_new):
             table = tables[g]
             skip, done = skips[g], skipped[g]
@@ -186,7 +188,6 @@ class CoordinatorCore:
                 table.extend(pools[g].allocate_n(want))
             c = num_slots[g]
             num_slots[g] = c + n
-            step_start[g] = c
             step_new[g] = n
             if self._has_rows[g]:
                 bs = self._block_size[g]
@@ -201,12 +202,13 @@ class CoordinatorCore:
         if req is None:
             raise self._unknown(request_id)
         for g, table in enumerate(req.tables):
-            self._pools[g].free(table[req.skipped[g] :])
+            self.pools[g].free(table[req.skipped[g] :])
         self.ledger.give_back(req.caps)
 
     # -- reading ----------------------------------------------------------------------------
 
     def request(self, request_id: str) -> RequestState:
+        """The bookkeeping of an admitted request (read it, do not modify it)."""
         req = self.requests.get(request_id)
         if req is None:
             raise self._unknown(request_id)
@@ -221,8 +223,8 @@ class CoordinatorCore:
         req = self.request(request_id)
         if not self._has_rows[g]:
             return []
-        table, bs, c = req.tables[g], self._block_size[g], req.step_start[g]
-        return [table[p // bs] * bs + p % bs for p in range(c, c + req.step_new[g])]
+        table, bs, end = req.tables[g], self._block_size[g], req.num_slots[g]
+        return [table[p // bs] * bs + p % bs for p in range(end - req.step_new[g], end)]
 
     # -- errors -------------------------------------------------------------------------------
 

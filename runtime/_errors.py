@@ -84,7 +84,7 @@ def _rebuild_allocation(
 
 class AdmissionError(KvUnitsError, ValueError):
     """A request can never be served: its admission cap exceeds what a group can ever give,
-    or it declares a length beyond the engine's limit. Refuse it; queueing it would wait
+    or it declares a length beyond the group's limit. Refuse it; queueing it would wait
     forever.
 
     Args:

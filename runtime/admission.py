@@ -1,7 +1,9 @@
 """Admission control: a request's admission cap per group, and the reservation ledger.
 
-The cap is `contracts.ManagerSpec.max_admission_blocks_per_request`, the very function the
-capacity plan (`runtime.capacity.plan`) sizes the pools with, so the two cannot drift.
+The cap is `contracts.admission_blocks`, the function under
+`contracts.ManagerSpec.max_admission_blocks_per_request` with which the capacity plan
+(`runtime.capacity.plan`) sizes the pools, so the two cannot drift. Here it runs on plain ints
+(slots in the group's unit in, cache blocks out): no quantity is built on the admission path.
 
 Policy (``reserve=True``, the default): admitting a request reserves its cap in every group,
 and a request is admitted only if every group has its cap unreserved. The cap bounds the
@@ -23,22 +25,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from contracts import CacheBlocks, ManagerSpec
+from contracts import CacheBlocks, ManagerSpec, admission_blocks
 
 from ._errors import AdmissionError, AllocationError
 
 
 def admission_cap(spec: ManagerSpec[Any], max_in_flight_slots: int, max_len_slots: int) -> int:
-    """Cache blocks one request can hold at once in a group, as the capacity plan counts them.
+    """Cache blocks one request can hold at once in a group, as the capacity plan counts them
+    (`contracts.admission_blocks`, on plain ints).
 
     Args:
         spec: the group's manager spec.
         max_in_flight_slots: the most slots one step adds, in the group's slot unit.
         max_len_slots: the request's longest sequence, in the group's slot unit.
+
+    Returns:
+        The cap, in cache blocks.
     """
-    unit = spec.slot_unit
-    cap = spec.max_admission_blocks_per_request(unit(max_in_flight_slots), unit(max_len_slots))
-    return cap.value
+    return admission_blocks(
+        spec.kind,
+        spec.block_size_slots,
+        spec.window_slots,
+        spec.chunk_slots,
+        spec.fixed_slots,
+        max_in_flight_slots,
+        max_len_slots,
+    )
 
 
 class AdmissionLedger:
@@ -49,13 +61,17 @@ class AdmissionLedger:
     Args:
         names: the groups' names.
         specs: the groups' manager specs.
-        usable_blocks: blocks per group that requests can hold (the pool less the null block).
-        max_in_flight_slots: per group, the most slots one step adds.
-        max_len_slots: per group, the longest sequence the engine serves.
+        usable_blocks: cache blocks per group that requests can hold (the pool less the null
+            block).
+        max_in_flight_slots: per group, the most slots one step adds (the group's unit).
+        max_len_slots: per group, the longest sequence the engine serves (the group's unit).
         reserve: reserve each admitted request's cap (see the module docstring).
+
+    Attributes:
+        reserved: cache blocks reserved per group (all 0 without reservation).
     """
 
-    __slots__ = ("_in_flight", "_limit", "_names", "_specs", "_usable", "reserve", "reserved")
+    __slots__ = ("_in_flight", "_limit", "_names", "_reserve", "_specs", "_usable", "reserved")
 
     def __init__(
         self,
@@ -69,14 +85,18 @@ class AdmissionLedger:
     ) -> None:
         self._names = tuple(names)
         self._specs = tuple(specs)
-        self._usable = list(usable_blocks)
-        self._in_flight = list(max_in_flight_slots)
-        self._limit = list(max_len_slots)
-        self.reserve = reserve
+        self._usable = tuple(usable_blocks)
+        self._in_flight = tuple(max_in_flight_slots)
+        self._limit = tuple(max_len_slots)
+        self._reserve = reserve
         self.reserved = [0] * len(self._names)
 
     def caps(self, request_id: str, max_len_slots: Sequence[int]) -> list[int]:
-        """The request's cap in every group.
+        """The request's cap in every group, in cache blocks.
+
+        Args:
+            request_id: the request (for messages).
+            max_len_slots: per group, the request's declared longest sequence (its unit).
 
         Raises:
             AdmissionError: a declared length exceeds the group's limit, or a cap exceeds
@@ -84,44 +104,41 @@ class AdmissionLedger:
         """
         caps = []
         for g, name in enumerate(self._names):
-            length, limit = max_len_slots[g], self._limit[g]
-            spec = self._specs[g]
-            unit = spec.slot_unit.unit
-            usable = self._usable[g]
+            spec, length, limit = self._specs[g], max_len_slots[g], self._limit[g]
+            unit, usable, in_flight = spec.slot_unit.unit, self._usable[g], self._in_flight[g]
+            cap = admission_cap(spec, in_flight, length)
             if length > limit:
-                cap = admission_cap(spec, self._in_flight[g], length)
-                raise AdmissionError(
-                    f"request {request_id!r} declares max_len {length} {unit} in group "
-                    f"{name!r}, beyond the engine's limit of {limit} {unit}; refuse it or "
-                    "raise the limit (and re-plan the cache)",
-                    request_id=request_id,
-                    group=name,
-                    cap=CacheBlocks(cap),
-                    usable=CacheBlocks(usable),
+                reason = (
+                    f"declares max_len {length} {unit} in group {name!r}, beyond the group's "
+                    f"limit of {limit} {unit}; refuse it or raise the limit (and re-plan the "
+                    "cache)"
                 )
-            cap = admission_cap(spec, self._in_flight[g], length)
-            if cap > usable:
-                raise AdmissionError(
-                    f"request {request_id!r} can never fit: in group {name!r} it can hold "
-                    f"{cap} cache_block at once ({spec.kind}, max_len {length} {unit}, "
-                    f"max_in_flight {self._in_flight[g]} {unit}) but the group has only "
-                    f"{usable} cache_block for requests; refuse it, or give the cache more "
-                    "memory",
-                    request_id=request_id,
-                    group=name,
-                    cap=CacheBlocks(cap),
-                    usable=CacheBlocks(usable),
+            elif cap > usable:
+                reason = (
+                    f"can never fit: in group {name!r} it can hold {cap} cache_block at once "
+                    f"({spec.kind}, max_len {length} {unit}, max_in_flight {in_flight} {unit}) "
+                    f"but the group has only {usable} cache_block for requests; refuse it, or "
+                    "give the cache more memory"
                 )
-            caps.append(cap)
+            else:
+                caps.append(cap)
+                continue
+            raise AdmissionError(
+                f"request {request_id!r} {reason}",
+                request_id=request_id,
+                group=name,
+                cap=CacheBlocks(cap),
+                usable=CacheBlocks(usable),
+            )
         return caps
 
     def take(self, request_id: str, caps: Sequence[int]) -> None:
-        """Reserve ``caps`` (when reserving), all groups or none.
+        """Reserve ``caps`` (cache blocks per group) when reserving: all groups or none.
 
         Raises:
             AllocationError: some group has less than the cap unreserved, now.
         """
-        if not self.reserve:
+        if not self._reserve:
             return
         reserved, usable = self.reserved, self._usable
         for g, cap in enumerate(caps):
@@ -140,7 +157,7 @@ class AdmissionLedger:
             reserved[g] += cap
 
     def give_back(self, caps: Sequence[int]) -> None:
-        """Release a finished request's reservation."""
-        if self.reserve:
+        """Release a finished request's reservation (``caps``, what `take` reserved)."""
+        if self._reserve:
             for g, cap in enumerate(caps):
                 self.reserved[g] -= cap

@@ -1,9 +1,9 @@
-"""The block pool of one layer group: a fixed set of cache blocks, a free queue, ref counts.
+"""The block pool of one layer group: a fixed set of cache blocks and their free queue.
 
-This is inner core: it works on plain ints (block ids, block counts in cache blocks) and is
-driven by the coordinator, which checks units once at its typed entry. Block 0 is the null
-block: it is never handed out, never freed, and stands in block tables for entries a manager
-evicted (a sliding window's tail, a finished chunk), so a table keeps its positions.
+This is inner core: it works on plain ints (block ids; counts in cache blocks) and is driven by
+the coordinator, which checks units once at its typed entry. Block 0 is the null block: it is
+never handed out, never freed, and stands in block tables for entries a manager evicted (a
+sliding window's tail, a finished chunk), so that a table keeps its positions.
 
 Not thread-safe: the coordinator that owns the pool is driven by one scheduler thread.
 """
@@ -23,11 +23,19 @@ NULL_BLOCK: Final = 0
 
 
 class BlockPool:
-    """A fixed number of cache blocks with a FIFO free queue and reference counts.
+    """A fixed number of cache blocks with a first-in first-out free queue.
 
-    A block is free exactly when its reference count is 0; the null block keeps a count of 1
-    for ever. Freed blocks go to the back of the queue, so the longest-free block is reused
-    first.
+    Nothing shares blocks (there is no prefix caching), so a block is either free (reference
+    count 0, in the queue exactly once) or held by one block table (count 1); the null block
+    keeps a count of 1 for ever. The counts are there to turn a double free, which would hand
+    one block to two requests, into an `AssertionError` at the free.
+
+    Why the queue order is kept: a freed block's contents are dead, so any order is correct;
+    vLLM orders its queue for prefix-cache hits (it frees a request's blocks tail first, so
+    the blocks least likely to be a shared prefix are reused first), which does not apply
+    here. The order still decides *which* ids the next allocation gets, and FIFO makes them a
+    function of the calls alone: replays and tests see the same ids. So a call that fails
+    leaves the order exactly as it was, like every other piece of state.
 
     Args:
         num_blocks: cache blocks in the pool, the null block included (so ``>= 1``).
@@ -37,8 +45,8 @@ class BlockPool:
         >>> pool = BlockPool(4, name="audio")
         >>> pool.allocate_n(2), pool.num_free
         ([1, 2], 1)
-        >>> pool.free([2]); pool.num_free
-        2
+        >>> pool.free([2]); pool.allocate_n(2)
+        [3, 2]
     """
 
     __slots__ = ("_free", "_refs", "name", "num_blocks")
@@ -54,16 +62,16 @@ class BlockPool:
 
     @property
     def num_free(self) -> int:
-        """Blocks in the free queue."""
+        """Cache blocks in the free queue."""
         return len(self._free)
 
     @property
     def num_used(self) -> int:
-        """Blocks held by requests (the null block not counted)."""
+        """Cache blocks held by requests (the null block not counted)."""
         return self.num_blocks - 1 - len(self._free)
 
     def allocate_n(self, n: int) -> list[int]:
-        """Take ``n`` blocks from the front of the free queue, each with reference count 1.
+        """Take ``n`` cache blocks from the front of the free queue.
 
         Raises:
             AllocationError: fewer than ``n`` blocks are free; the pool is unchanged.
@@ -82,42 +90,20 @@ class BlockPool:
             refs[block] = 1
         return taken
 
-    def share(self, blocks: Iterable[int]) -> None:
-        """Add one reference to each held block (a second table now points at it)."""
-        refs = self._refs
-        for block in blocks:
-            # Sharing a free block would resurrect it while it sits in the free queue.
-            assert refs[block] > 0, f"block {block} of pool {self.name!r} is free"
-            refs[block] += 1
-
     def free(self, blocks: Iterable[int]) -> None:
-        """Drop one reference to each block; a block whose count reaches 0 joins the queue.
+        """Put held blocks at the back of the free queue, in the order given.
 
-        Freeing the null block or a free block is a bug in the caller (AssertionError).
+        Freeing the null block or a free block is a bug in the caller (`AssertionError`).
         """
         refs = self._refs
         free = self._free
         for block in blocks:
-            count = refs[block] - 1
-            if count < 1:
-                if count < 0 or block == NULL_BLOCK:
-                    raise AssertionError(f"block {block} of pool {self.name!r} freed twice")
-                free.append(block)
-            refs[block] = count
+            if block <= NULL_BLOCK or refs[block] != 1:
+                what = "the null block is never freed" if block == NULL_BLOCK else "not held"
+                raise AssertionError(f"block {block} of pool {self.name!r} freed: {what}")
+            refs[block] = 0
+            free.append(block)
 
     def ref_count(self, block: int) -> int:
-        """The reference count of one block (0: free)."""
+        """The reference count of one block: 0 free, 1 held (the null block: 1)."""
         return self._refs[block]
-
-    def check(self) -> None:
-        """Assert the pool's invariants (for tests): every block is either free exactly once
-        with count 0, or held with count >= 1; the null block is never free."""
-        free = self._free
-        assert len(set(free)) == len(free), f"pool {self.name!r}: a block is queued twice"
-        assert NULL_BLOCK not in free, f"pool {self.name!r}: the null block is in the queue"
-        assert self._refs[NULL_BLOCK] == 1
-        queued = set(free)
-        for block in range(1, self.num_blocks):
-            count = self._refs[block]
-            assert (count == 0) == (block in queued), (self.name, block, count)
-            assert count >= 0

@@ -239,8 +239,8 @@ class KVCacheCoordinator:
             blocks.append(count)
         managers = [make_manager(g.manager) for g in groups]
         in_flight, limit = [], []
-        for group, manager in zip(groups, managers, strict=True):
-            fixed = manager.max_slots()
+        for group in groups:
+            fixed = group.manager.fixed_slots
             # A cross-attention group is written whole, once: its only limit is its length.
             in_flight.append(group.limits.max_in_flight.value if fixed is None else fixed)
             limit.append(group.limits.max_len.value if fixed is None else fixed)
@@ -391,17 +391,20 @@ class KVCacheCoordinator:
     ) -> PooledKernelInputs:
         """A pooled group's block table, latest slot mapping and length in encoder tokens.
 
+        Only the sequence's last pooled block can be partial; after a step of slots it is the
+        step's last, so ``step_tokens`` and ``seq_len`` each give the other (see
+        `pooled_kernel_inputs`).
+
         Args:
             request_id: an admitted request.
             handle: a pooled group.
-            step_tokens: the encoder tokens of the latest step, when its last pooled block
-                is partial (default: all P tokens of each new slot).
-            seq_len: the exact encoder length, when the last pooled block is partial
-                (default: slots × P).
+            step_tokens: the encoder tokens of the latest step (default: all P tokens of each
+                new slot).
+            seq_len: the request's exact encoder length (default: slots × P).
 
         Raises:
             UnitTypeError: a token group, or lengths not in `EncoderTokens`.
-            UnitValueError: lengths that do not fit the slots (see `pooled_kernel_inputs`).
+            UnitValueError: lengths that do not fit the slots, or disagree.
         """
         self._own(handle)
         if handle.unit is not PooledBlocks:
@@ -443,7 +446,7 @@ class KVCacheCoordinator:
             capacity=CacheBlocks(pool.num_blocks - 1),
             used=CacheBlocks(pool.num_used),
             free=CacheBlocks(pool.num_free),
-            reserved=CacheBlocks(self._core.ledger.reserved[g] if self._core.ledger.reserve else 0),
+            reserved=CacheBlocks(self._core.ledger.reserved[g]),
         )
 
     def _own(self, handle: object) -> None:

@@ -27,8 +27,10 @@ from contracts import (
     EncoderTokens,
     PooledBlocks,
     PoolFactor,
+    UnitTypeError,
     UnitValueError,
     check_quantity,
+    describe,
     expand_block_size,
 )
 
@@ -67,19 +69,32 @@ def expand_slot_mapping(
         num_tokens: the encoder tokens these slots hold, when the last one is partial
             (default: ``len × P``).
 
+    Returns:
+        The cache row (kernel units) of each encoder token, shape ``[num_tokens]``.
+
     Raises:
+        UnitTypeError: ``pool`` is not a `PoolFactor`, ``num_tokens`` not `EncoderTokens`.
         UnitValueError: ``num_tokens`` does not fit the slots (not in ``((n−1)·P, n·P]``).
     """
-    return _expand(slot_mapping_slots, pool, num_tokens, "num_tokens")
+    p = _pool(pool)
+    rows = [s * p + i for s in slot_mapping_slots for i in range(p)]
+    if num_tokens is None:
+        return rows
+    return rows[: _fit(num_tokens, len(slot_mapping_slots), p, "num_tokens")]
 
 
 def kernel_seq_len(
     num_slots: PooledBlocks, pool: PoolFactor, exact: EncoderTokens | None = None
 ) -> EncoderTokens:
     """A pooled sequence's length in encoder tokens: ``S × P``, or ``exact`` when its last
-    pooled block is partial (checked to fit ``((S−1)·P, S·P]``)."""
+    pooled block is partial (checked to fit ``((S−1)·P, S·P]``).
+
+    Raises:
+        UnitTypeError: an argument not in its unit (``pool`` not a `PoolFactor`).
+        UnitValueError: ``exact`` does not fit ``num_slots``.
+    """
     slots = check_quantity(num_slots, PooledBlocks, "num_slots").value
-    p = pool.tokens_per_block
+    p = _pool(pool)
     if exact is None:
         return EncoderTokens(slots * p)
     return EncoderTokens(_fit(exact, slots, p, "seq_len"))
@@ -97,38 +112,81 @@ def pooled_kernel_inputs(
 ) -> PooledKernelInputs:
     """Assemble `PooledKernelInputs` from a pooled group's manager-unit view of a request.
 
-    When only ``step_tokens`` says the step's last pooled block is partial, the sequence
-    length follows from it (the partial block is the sequence's last).
+    Only the sequence's last pooled block can be partial, so when the latest step added slots
+    its last one is that block: ``step_tokens`` and ``seq_len`` then say the same thing, and
+    either one gives the other (``seq_len = num_slots × P − (step slots × P − step_tokens)``).
+    Given both, they must agree. When the step added no slots, ``seq_len`` only has to fit
+    ``num_slots``.
+
+    Args:
+        block_table: the request's cache-block ids, the null block where evicted.
+        slot_mapping_slots: the cache slots (manager units) of the latest step's new slots.
+        num_slots: the request's pooled blocks so far, the step's included.
+        block_size: pooled blocks per cache block.
+        pool: P.
+        step_tokens: the encoder tokens of the latest step (default: P per new slot).
+        seq_len: the request's exact encoder length (default: ``num_slots × P``).
 
     Raises:
-        UnitValueError: ``step_tokens`` or ``seq_len`` does not fit the slots.
+        UnitTypeError: an argument not in its unit (a bare int for ``pool`` or ``block_size``,
+            a block size of another unit, lengths not in `EncoderTokens`).
+        UnitValueError: ``step_tokens`` or ``seq_len`` does not fit the slots, or they
+            disagree.
     """
     slots = check_quantity(num_slots, PooledBlocks, "num_slots").value
-    p = pool.tokens_per_block
-    rows = _expand(slot_mapping_slots, pool, step_tokens, "step_tokens")
-    if seq_len is None and step_tokens is not None:
-        missing = len(slot_mapping_slots) * p - len(rows)
-        seq_len = EncoderTokens(slots * p - missing)
+    p = _pool(pool)
+    given: object = block_size  # for callers without mypy
+    if type(given) is not BlockSize or given.unit is not PooledBlocks:
+        raise UnitTypeError(
+            f"block_size must be a BlockSize of pooled_block, got {describe(block_size)}",
+            field="block_size",
+            expected="pooled_block/cache_block",
+            got=describe(block_size),
+        )
+    new = len(slot_mapping_slots)
+    step_len = new * p if step_tokens is None else _fit(step_tokens, new, p, "step_tokens")
+    # What the step's last pooled block lacks, the sequence lacks: it is the sequence's last
+    # block. A step of no slots says nothing about the last block (missing is 0).
+    missing = new * p - step_len
+    if seq_len is None:
+        length = slots * p - missing
+    else:
+        length = _fit(seq_len, slots, p, "seq_len")
+        if new and step_tokens is None:
+            step_len -= slots * p - length
+        elif new and length != slots * p - missing:
+            raise UnitValueError(
+                f"seq_len is {seq_len} but the latest step's {step_tokens} end the sequence "
+                f"at {slots * p - missing} encoder_token (only the last pooled block can be "
+                "partial); give one of them, or both in agreement",
+                field="seq_len",
+                expected=f"{slots * p - missing} encoder_token",
+                got=str(seq_len),
+            )
+    rows = [s * p + i for s in slot_mapping_slots for i in range(p)][:step_len]
     return PooledKernelInputs(
         block_table=tuple(block_table),
         tokens_per_block=expand_block_size(block_size, pool),
         slot_mapping_tokens=tuple(rows),
-        seq_len=kernel_seq_len(PooledBlocks(slots), pool, seq_len),
+        seq_len=EncoderTokens(length),
         pool=pool,
     )
 
 
-def _expand(
-    slots: Sequence[int], pool: PoolFactor, num_tokens: EncoderTokens | None, field: str
-) -> list[int]:
-    p = pool.tokens_per_block
-    rows = [s * p + i for s in slots for i in range(p)]
-    if num_tokens is None:
-        return rows
-    return rows[: _fit(num_tokens, len(slots), p, field)]
+def _pool(pool: object) -> int:
+    if type(pool) is not PoolFactor:
+        raise UnitTypeError(
+            f"pool must be a PoolFactor (encoder_token per pooled_block), got {describe(pool)}",
+            field="pool",
+            expected="PoolFactor",
+            got=describe(pool),
+        )
+    return pool.tokens_per_block
 
 
 def _fit(tokens: EncoderTokens, slots: int, p: int, field: str) -> int:
+    """The value of ``tokens``, checked to fill ``slots`` pooled blocks of ``p`` tokens, the
+    last one possibly partial: ``((slots − 1)·p, slots·p]`` (0 for no slots)."""
     n = check_quantity(tokens, EncoderTokens, field).value
     low = (slots - 1) * p + 1 if slots else 0
     if not low <= n <= slots * p:

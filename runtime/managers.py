@@ -1,12 +1,14 @@
 """Per-kind cache managers: which table entries a request still needs, on plain ints.
 
-Each manager reads one `contracts.ManagerSpec` once, at construction, and keeps its plain-int
-fields (``block_size_slots``, ``window_slots``, ``chunk_slots``, ``fixed_slots``). Positions
-are slots of the manager's unit (pooled blocks for a pooled group, tokens otherwise). A manager
-answers two questions; the coordinator does the bookkeeping:
+Each manager reads one `contracts.ManagerSpec` once, at construction, and keeps plain ints
+(``block_size_slots``, ``window_slots``, ``chunk_slots``, ``fixed_blocks``). Positions are
+slots of the manager's unit (pooled blocks for a pooled group, tokens otherwise); table entries
+are cache blocks. A manager answers two questions; the coordinator does the bookkeeping:
 
 * `~SingleTypeManager.skipped_blocks`: how many leading entries of the block table no query of
-  a step starting at ``num_computed`` reads. They are freed and hold the null block.
+  a step starting at ``num_computed`` reads. They are freed and hold the null block. The count
+  never decreases as ``num_computed`` grows, so the coordinator frees only the entries past the
+  ones it already freed, and never frees an entry twice.
 * `~SingleTypeManager.table_length`: how many table entries a request of ``num_slots`` slots
   has (evicted ones included).
 
@@ -51,16 +53,14 @@ class SingleTypeManager:
         self.block_size_slots = spec.block_size_slots
 
     def skipped_blocks(self, num_computed: int) -> int:
-        """Leading table entries that no query of a step starting at ``num_computed`` reads."""
+        """Leading table entries (cache blocks) that no query of a step starting at slot
+        ``num_computed`` reads: the slots computed before the step, in the manager's unit."""
         return 0
 
     def table_length(self, num_slots: int) -> int:
-        """Table entries of a request that holds ``num_slots`` slots (evicted ones included)."""
+        """Table entries (cache blocks) of a request that holds ``num_slots`` slots, evicted
+        ones included."""
         return cdiv(num_slots, self.block_size_slots)
-
-    def max_slots(self) -> int | None:
-        """The most slots any request can hold in this group, if the kind fixes it."""
-        return None
 
 
 class FullAttentionManager(SingleTypeManager):
@@ -142,24 +142,20 @@ class CrossAttentionManager(SingleTypeManager):
         >>> from contracts import CrossAttentionLayer, manager_view
         >>> layer = CrossAttentionLayer(encoder_length="5 encoder_token", kv_heads=1, head_size=8)
         >>> m = CrossAttentionManager(manager_view(layer, block_size_slots=2))
-        >>> m.table_length(0), m.table_length(5), m.max_slots()
-        (3, 3, 5)
+        >>> m.table_length(0), m.table_length(5)
+        (3, 3)
     """
 
-    __slots__ = ("fixed_blocks", "fixed_slots")
+    __slots__ = ("fixed_blocks",)
     kind: ClassVar[ManagedKind] = "cross_attention"
 
     def __init__(self, spec: ManagerSpec[Any]) -> None:
         super().__init__(spec)
         assert spec.fixed_slots is not None  # manager_view sets it for cross attention
-        self.fixed_slots = spec.fixed_slots
         self.fixed_blocks = cdiv(spec.fixed_slots, self.block_size_slots)
 
     def table_length(self, num_slots: int) -> int:
         return self.fixed_blocks
-
-    def max_slots(self) -> int | None:
-        return self.fixed_slots
 
 
 class StateManager(SingleTypeManager):

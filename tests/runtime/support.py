@@ -26,7 +26,7 @@ from contracts import (
     kernel_view,
     manager_view,
 )
-from runtime import NULL_BLOCK, KVCacheCoordinator
+from runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, Stepper
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
 
@@ -77,6 +77,28 @@ def coordinator(
     return KVCacheCoordinator(groups, [CacheBlocks(n) for n in counts], reserve=reserve)
 
 
+def toy(
+    name: str,
+    layer: LayerSpec,
+    unit: type[_U],
+    *,
+    num_blocks: int = 8,
+    max_in_flight: int = 5,
+    max_len: int = 1_000,
+) -> tuple[KVCacheCoordinator, GroupHandle[_U], Stepper[_U]]:
+    """The narrated cases' geometry: one group of block size 2 (``num_blocks`` with the null
+    block); its coordinator, its handle (slots counted in ``unit``) and a stepper over it."""
+    coord = coordinator(
+        {name: layer},
+        block_size=2,
+        num_blocks=num_blocks,
+        max_len=max_len,
+        max_in_flight=max_in_flight,
+    )
+    handle = coord.group(name, unit)
+    return coord, handle, coord.stepper(handle)
+
+
 def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     """Everything a failed call must leave as it was: pools (free queue order and reference
     counts), every request's tables, lengths, evictions and latest step, the reservations."""
@@ -91,7 +113,6 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
                 tuple(r.max_len),
                 tuple(r.caps),
                 tuple(r.skipped),
-                tuple(r.step_start),
                 tuple(r.step_new),
             )
             for rid, r in core.requests.items()
@@ -101,11 +122,17 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
 
 
 def check_pools(coord: KVCacheCoordinator) -> None:
-    """Free + used = capacity in every group, no block in two live tables, no leak: the
-    blocks in live tables are exactly the used ones, each with one reference."""
+    """Every pool's invariants: each block is either queued once with reference count 0 or
+    held with count 1, the null block never queued; free + used = capacity; no block in two
+    live tables and no leak (the blocks in live tables are exactly the held ones)."""
     core = coord._core
     for g, pool in enumerate(core.pools):
-        pool.check()
+        queued = set(pool._free)
+        assert len(queued) == pool.num_free, f"pool {pool.name!r}: a block is queued twice"
+        assert NULL_BLOCK not in queued and pool.ref_count(NULL_BLOCK) == 1
+        counts = [pool.ref_count(b) for b in range(1, pool.num_blocks)]
+        assert all((c == 0) == (b in queued) for b, c in enumerate(counts, start=1))
+        assert set(counts) <= {0, 1}, f"pool {pool.name!r}: counts {sorted(set(counts))}"
         usage = coord.usage_by_group()[pool.name]
         assert usage.used.value + usage.free.value == usage.capacity.value
         held: list[int] = []

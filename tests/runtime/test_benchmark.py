@@ -14,6 +14,7 @@ def test_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     assert ratio > 0
     assert any("steps/s" in line and "typed API" in line for line in lines)
     assert any("steps/s" in line and "raw core" in line for line in lines)
+    assert any("steps/s" in line and "ints wrapped per step" in line for line in lines)
 
 
 def test_trace_streams_prefill_then_decode() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -108,6 +109,40 @@ def test_encoder_tokens_where_pooled_blocks_are_expected_raise() -> None:
     assert snapshot(coord) == before and "s" not in coord
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [4, True, 4.0, EncoderTokens(4), CacheBlocks(4), Tokens(4)],
+    ids=["int", "bool", "float", "encoder_token", "cache_block", "other_group_unit"],
+)
+def test_every_typed_entry_refuses_bare_numbers_and_other_units(bad: Any) -> None:
+    coord = two_groups()
+    audio, text = coord.group("audio", PooledBlocks), coord.group("text", Tokens)
+    step = coord.stepper(audio, text)
+    one = coord.stepper(audio)
+    general = coord.stepper(text, audio)  # not in group order: the general path
+    coord.admit("r")
+    step.allocate("r", PooledBlocks(2), Tokens(1))
+    before = snapshot(coord)
+    calls: list[Callable[[], object]] = [
+        lambda: step.allocate("r", bad, Tokens(1)),
+        lambda: one.allocate("r", bad),
+        lambda: general.allocate("r", Tokens(1), bad),
+        lambda: step.admit("s", bad, Tokens(4)),
+        lambda: coord.group("audio", bad),
+    ]
+    if type(bad) is not Tokens:  # the text group's own unit
+        calls.append(lambda: step.allocate("r", PooledBlocks(1), bad))
+    if type(bad) is not CacheBlocks:  # the unit of pool sizes
+        calls.append(lambda: KVCacheCoordinator(coord.groups, [CacheBlocks(8), bad]))
+    if type(bad) is not EncoderTokens:  # the kernel's unit
+        calls.append(lambda: coord.kernel_inputs("r", audio, step_tokens=bad))
+        calls.append(lambda: coord.kernel_inputs("r", audio, seq_len=bad))
+    for call in calls:
+        with pytest.raises(UnitTypeError):
+            call()
+    assert snapshot(coord) == before and "s" not in coord
+
+
 def test_handles_of_another_coordinator_are_refused() -> None:
     a, b = two_groups(), two_groups()
     foreign = b.group("audio", PooledBlocks)
@@ -208,6 +243,48 @@ def test_a_step_short_in_one_group_changes_nothing_anywhere() -> None:
     check_pools(coord)
 
 
+def test_a_failed_step_does_not_evict_either() -> None:
+    # vLLM frees a sliding window's skipped blocks before it finds out that the step cannot
+    # be allocated; here the step is all or nothing, evictions included, so the free queue's
+    # order and the tables are exactly as before.
+    coord = two_groups({"audio": 40, "text": 4}, reserve=False)
+    audio, text = coord.group("audio", PooledBlocks), coord.group("text", Tokens)
+    step = coord.stepper(audio, text)
+    step.admit("a", PooledBlocks(100), Tokens(12))
+    step.admit("b", PooledBlocks(100), Tokens(12))
+    step.allocate("a", PooledBlocks(8), Tokens(4))
+    step.allocate("a", PooledBlocks(8), Tokens(4))
+    step.allocate("b", PooledBlocks(0), Tokens(1))  # the last of the 3 usable text blocks
+    before = snapshot(coord)
+    # 16 audio slots computed, window 9: the step's first query reads back to slot 8, so
+    # blocks 0 and 1 (slots 0-7) would go; but text needs a third block and has none.
+    with pytest.raises(AllocationError, match="in group 'text'"):
+        step.allocate("a", PooledBlocks(4), Tokens(1))
+    assert snapshot(coord) == before
+    assert coord.block_table("a", audio) == [1, 2, 3, 4]
+    # The same step without the text token goes through, and evicts.
+    step.allocate("a", PooledBlocks(4), Tokens(0))
+    assert coord.block_table("a", audio) == [0, 0, 3, 4, 5]
+    check_pools(coord)
+
+
+def test_short_in_two_groups_names_the_first() -> None:
+    coord = two_groups({"audio": 4, "text": 2}, reserve=False)
+    step = coord.stepper(coord.group("audio", PooledBlocks), coord.group("text", Tokens))
+    step.admit("a", PooledBlocks(8), Tokens(4))
+    step.admit("b", PooledBlocks(8), Tokens(4))
+    step.allocate("a", PooledBlocks(8), Tokens(1))  # 2 of 3 audio blocks, the text block
+    step.allocate("b", PooledBlocks(4), Tokens(0))  # the last audio block
+    # Both groups are short; the error names the first, in group order.
+    with pytest.raises(AllocationError) as info:
+        step.allocate("b", PooledBlocks(1), Tokens(1))
+    assert (info.value.group, info.value.needed, info.value.free) == (
+        "audio",
+        CacheBlocks(1),
+        CacheBlocks(0),
+    )
+
+
 def test_a_protocol_mistake_is_reported_before_a_shortfall() -> None:
     coord = two_groups({"audio": 6, "text": 40}, reserve=False)
     step = coord.stepper(coord.group("audio", PooledBlocks), coord.group("text", Tokens))
@@ -278,7 +355,7 @@ def test_a_request_that_can_never_fit_is_refused_up_front() -> None:
         "cache_block for requests; refuse it, or give the cache more memory"
     )
     assert not issubclass(AdmissionError, AllocationError), "a scheduler must not retry it"
-    with pytest.raises(AdmissionError, match="beyond the engine's limit of 100 token"):
+    with pytest.raises(AdmissionError, match="beyond the group's limit of 100 token"):
         step.admit("longer", PooledBlocks(10), Tokens(101))
     assert coord.num_requests == 0
     step.admit("fits", PooledBlocks(10), Tokens(36))

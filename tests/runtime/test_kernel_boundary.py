@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,7 +16,12 @@ from contracts import (
     UnitTypeError,
     UnitValueError,
 )
-from runtime import expand_slot_mapping, kernel_seq_len, pooled_kernel_inputs
+from runtime import (
+    PooledKernelInputs,
+    expand_slot_mapping,
+    kernel_seq_len,
+    pooled_kernel_inputs,
+)
 
 
 def test_expand_and_truncate() -> None:
@@ -75,3 +82,69 @@ def test_rows_are_the_same_cache_positions(
         assert block == table[token // pool // block_size]
         assert offset == (token // pool % block_size) * pool + token % pool
     assert inputs.seq_len.value == (start + n) * pool - (n * pool - step_tokens)
+
+
+def test_bare_ints_for_the_pool_or_the_block_size_raise_unit_type_error() -> None:
+    # A bare 4 is neither a PoolFactor nor a BlockSize: the boundary names the argument
+    # instead of failing with an AttributeError deep inside.
+    with pytest.raises(UnitTypeError, match="pool must be a PoolFactor"):
+        expand_slot_mapping([5], 4)  # type: ignore[arg-type]
+    with pytest.raises(UnitTypeError, match="pool must be a PoolFactor"):
+        kernel_seq_len(PooledBlocks(2), 4)  # type: ignore[arg-type]
+    with pytest.raises(UnitTypeError, match="pool must be a PoolFactor"):
+        pooled_kernel_inputs(
+            block_table=[1],
+            slot_mapping_slots=[16],
+            num_slots=PooledBlocks(1),
+            block_size=BlockSize(16, PooledBlocks),
+            pool=4,  # type: ignore[arg-type]
+        )
+    with pytest.raises(UnitTypeError, match="block_size must be a BlockSize of pooled_block"):
+        pooled_kernel_inputs(
+            block_table=[1],
+            slot_mapping_slots=[16],
+            num_slots=PooledBlocks(1),
+            block_size=16,  # type: ignore[arg-type]
+            pool=PoolFactor(4),
+        )
+
+
+def test_step_tokens_and_seq_len_say_the_same_thing() -> None:
+    # Slots 0-1, P = 4, and the step wrote slot 1 (cache slot 17, rows 68-71). The step's
+    # last pooled block is the sequence's last, so its token count and the sequence length
+    # follow from each other: 2 tokens in the step is a sequence of 4 + 2 = 6.
+    def inputs(
+        step: list[int], step_tokens: int | None = None, seq_len: int | None = None
+    ) -> PooledKernelInputs:
+        return pooled_kernel_inputs(
+            block_table=[1],
+            slot_mapping_slots=step,
+            num_slots=PooledBlocks(2),
+            block_size=BlockSize(16, PooledBlocks),
+            pool=PoolFactor(4),
+            step_tokens=None if step_tokens is None else EncoderTokens(step_tokens),
+            seq_len=None if seq_len is None else EncoderTokens(seq_len),
+        )
+
+    both = inputs([17], step_tokens=2, seq_len=6)
+    assert (both.slot_mapping_tokens, both.seq_len) == ((68, 69), EncoderTokens(6))
+    assert inputs([17], step_tokens=2) == both
+    # Only the exact length: the step's rows stop where the sequence does. A kernel given
+    # rows 68-71 and a length of 7 would write a row it never reads (or, the other way round,
+    # read a row no step wrote).
+    only_len = inputs([17], seq_len=7)
+    assert (only_len.slot_mapping_tokens, only_len.seq_len) == ((68, 69, 70), EncoderTokens(7))
+    with pytest.raises(
+        UnitValueError,
+        match=re.escape(
+            "seq_len is 8 encoder_token but the latest step's 2 encoder_token end the "
+            "sequence at 6 encoder_token"
+        ),
+    ):
+        inputs([17], step_tokens=2, seq_len=8)
+    # A step of no slots says nothing about the last pooled block: the length is checked
+    # against the slots only.
+    assert inputs([], seq_len=7).seq_len == EncoderTokens(7)
+    assert inputs([], step_tokens=0).seq_len == EncoderTokens(8)
+    with pytest.raises(UnitValueError, match="seq_len is 4 encoder_token"):
+        inputs([], seq_len=4)

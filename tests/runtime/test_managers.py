@@ -33,18 +33,13 @@ from runtime.managers import (
     make_manager,
 )
 
-from .support import check_pools, coordinator, unresident_keys
+from .support import check_pools, toy, unresident_keys
 
 
 def test_sliding_window_block_size_2_window_4() -> None:
-    coord = coordinator(
-        {"swa": SlidingWindowLayer(window=Tokens(4), kv_heads=1, head_size=8)},
-        block_size=2,
-        num_blocks=8,
-        max_in_flight=5,
+    coord, swa, step = toy(
+        "swa", SlidingWindowLayer(window=Tokens(4), kv_heads=1, head_size=8), Tokens
     )
-    swa = coord.group("swa", Tokens)
-    step = coord.stepper(swa)
     step.admit("r", Tokens(100))
 
     # Prefill tokens 0-3: blocks 1 and 2. Token 3's window is tokens 0-3: nothing to free.
@@ -80,14 +75,64 @@ def test_sliding_window_block_size_2_window_4() -> None:
     check_pools(coord)
 
 
+def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
+    layer = SlidingWindowLayer(window=Tokens(3), kv_heads=1, head_size=8)
+    # 6 usable blocks: the cap, cdiv(3 - 1 + 8, 2) + 1.
+    coord, swa, step = toy("swa", layer, Tokens, num_blocks=7, max_in_flight=8)
+    step.admit("r", Tokens(40))
+    # Tokens 0-7 in one step (0 computed before it: nothing to evict): blocks 1-4.
+    step.allocate("r", Tokens(8))
+    assert coord.block_table("r", swa) == [1, 2, 3, 4]
+    # A step of no tokens still evicts: 8 computed, the next query (token 8) reads 6-8, so
+    # blocks 0-2 (tokens 0-5) go at once, to the back of the queue behind blocks 5 and 6.
+    assert step.allocate("r", Tokens(0)) == [[]]
+    assert coord.block_table("r", swa) == [0, 0, 0, 4]
+    assert coord.slot_mapping("r", swa) == []
+    # Nothing more to evict: a second empty step frees nothing twice (the null entries stay
+    # null, and the pool would refuse a double free).
+    step.allocate("r", Tokens(0))
+    assert coord.block_table("r", swa) == [0, 0, 0, 4]
+    assert coord.usage(swa).free == CacheBlocks(5)
+    # Token 8 takes the front of the queue, block 5 (1, 2, 3 wait behind 6).
+    assert step.allocate("r", Tokens(1)) == [[10]]
+    assert coord.block_table("r", swa) == [0, 0, 0, 4, 5]
+    check_pools(coord)
+    # Freed mid-stream, the request returns its two live blocks (not the null ones) ...
+    coord.free("r")
+    assert coord.usage(swa).free == CacheBlocks(6)
+    check_pools(coord)
+    # ... and its id can be admitted again, with a fresh table (block 6, the queue's front).
+    step.admit("r", Tokens(40))
+    assert step.allocate("r", Tokens(2)) == [[12, 13]]
+    assert coord.block_table("r", swa) == [6]
+    check_pools(coord)
+
+
+def test_a_step_reuses_the_blocks_it_evicts() -> None:
+    # Window 3, 3 tokens a step: the cap is cdiv(3 - 1 + 3, 2) + 1 = 4 blocks, and the pool
+    # has exactly 4, so a stream can only go on if each step counts the blocks it evicts.
+    layer = SlidingWindowLayer(window=Tokens(3), kv_heads=1, head_size=8)
+    coord, swa, step = toy("swa", layer, Tokens, num_blocks=5, max_in_flight=3)
+    step.admit("r", Tokens(300))
+    assert coord.admission_cap("r", swa) == coord.usage(swa).capacity == CacheBlocks(4)
+    assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]  # tokens 0-2: blocks 1, 2
+    assert step.allocate("r", Tokens(3)) == [[5, 6, 7]]  # tokens 3-5: block 3; 4 is free
+    # Tokens 6-8 need 2 blocks and 1 is free. The step's first query, token 6, reads 4-6, so
+    # blocks 1 and 2 (tokens 0-3) go first, to the back of the queue: the step gets 4 and 1.
+    assert step.allocate("r", Tokens(3)) == [[8, 9, 2]]
+    assert coord.block_table("r", swa) == [0, 0, 3, 4, 1]
+    for _ in range(97):  # and so on, to the declared 300 tokens
+        step.allocate("r", Tokens(3))
+    assert coord.num_slots("r", swa) == Tokens(300)
+    check_pools(coord)
+
+
 def test_pooled_sliding_window_block_size_2() -> None:
     # The kernel's window is 7 encoder tokens, P = 2: the manager keeps
     # pool_window(7, 2) = cdiv(6, 2) + 1 = 4 pooled slots (a block holds 2 slots = 4 tokens).
     layer = SlidingWindowLayer(window=EncoderTokens(7), pool=PoolFactor(2), kv_heads=1, head_size=8)
     assert manager_view(layer, block_size_slots=2).window == PooledBlocks(4)
-    coord = coordinator({"audio": layer}, block_size=2, num_blocks=8, max_in_flight=5)
-    audio = coord.group("audio", PooledBlocks)
-    step = coord.stepper(audio)
+    coord, audio, step = toy("audio", layer, PooledBlocks)
     step.admit("r", PooledBlocks(100))
     for _ in range(5):  # slots 0-4: encoder tokens 0-9
         step.allocate("r", PooledBlocks(1))
@@ -109,11 +154,7 @@ def test_pooled_sliding_window_block_size_2() -> None:
 
 
 def test_full_attention_block_size_2() -> None:
-    coord = coordinator(
-        {"full": FullAttentionLayer(kv_heads=1, head_size=8)}, block_size=2, num_blocks=8
-    )
-    full = coord.group("full", Tokens)
-    step = coord.stepper(full)
+    coord, full, step = toy("full", FullAttentionLayer(kv_heads=1, head_size=8), Tokens)
     step.admit("r", Tokens(14))  # at most 7 blocks: the whole pool
     # Tokens 0-2: two blocks, the second half full.
     assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]
@@ -126,14 +167,8 @@ def test_full_attention_block_size_2() -> None:
 
 
 def test_chunked_local_block_size_2_chunk_4() -> None:
-    coord = coordinator(
-        {"local": ChunkedLocalLayer(chunk=Tokens(4), kv_heads=1, head_size=8)},
-        block_size=2,
-        num_blocks=8,
-        max_in_flight=5,
-    )
-    local = coord.group("local", Tokens)
-    step = coord.stepper(local)
+    layer = ChunkedLocalLayer(chunk=Tokens(4), kv_heads=1, head_size=8)
+    coord, local, step = toy("local", layer, Tokens)
     step.admit("r", Tokens(100))
     # Tokens 0-2, chunk 0 (tokens 0-3).
     assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]
@@ -154,14 +189,8 @@ def test_chunked_local_block_size_2_chunk_4() -> None:
 
 
 def test_cross_attention_allocated_once() -> None:
-    coord = coordinator(
-        {"cross": CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=1, head_size=8)},
-        block_size=2,
-        num_blocks=8,
-        max_in_flight=5,
-    )
-    cross = coord.group("cross", PooledBlocks)  # P = 1: one encoder token per slot
-    step = coord.stepper(cross)
+    layer = CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=1, head_size=8)
+    coord, cross, step = toy("cross", layer, PooledBlocks)  # P = 1: one encoder token a slot
     coord.admit("r")
     # The first step allocates the whole declared encoder length, 5 slots = 3 blocks, even
     # when it writes none of it yet.
@@ -175,9 +204,9 @@ def test_cross_attention_allocated_once() -> None:
 
 
 def test_state_one_block_per_request() -> None:
-    coord = coordinator({"mamba": StateLayer(state_size=Bytes(4096))}, block_size=2, num_blocks=3)
-    mamba = coord.group("mamba", Tokens)
-    step = coord.stepper(mamba)
+    coord, mamba, step = toy(
+        "mamba", StateLayer(state_size=Bytes(4096)), Tokens, num_blocks=3, max_in_flight=9
+    )
     coord.admit("a")
     coord.admit("b")
     # One state per request, whatever the length; a state has no rows per token.

@@ -7,6 +7,8 @@ block per step is cdiv(min(188 + 1, max_len), 16) + 1 = 13 cache blocks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from contracts import (
     CacheBlocks,
     EncoderTokens,
@@ -22,6 +24,22 @@ from runtime.capacity import plan
 from .support import coordinator, unresident_keys, voxtral_engine, voxtral_model
 
 STREAM = 10_000
+
+
+def unread_keys_of_step(table: Sequence[int], slot: int) -> list[tuple[int, int]]:
+    """The (query, key) pairs of the step that wrote pooled ``slot`` (encoder tokens
+    4·slot .. 4·slot + 3) whose key the kernel, with its real window of 750 encoder tokens,
+    would read from a freed block of ``table`` (block size 16 pooled blocks, P = 4)."""
+    return unresident_keys(
+        list(table),
+        block_size=16,
+        pool=4,
+        kind="sliding_window",
+        window=750,
+        chunk=None,
+        first_query=4 * slot,
+        end_query=4 * slot + 4,
+    )
 
 
 def test_streaming_10000_pooled_blocks_never_holds_more_than_13() -> None:
@@ -43,16 +61,7 @@ def test_streaming_10000_pooled_blocks_never_holds_more_than_13() -> None:
         if i % 97 == 0 or i < 300:
             # The kernel's queries of this step, encoder tokens 4i .. 4i + 3, read back 749
             # tokens: every one of those keys is in a live block of the request.
-            assert not unresident_keys(
-                list(table),
-                block_size=16,
-                pool=4,
-                kind="sliding_window",
-                window=750,
-                chunk=None,
-                first_query=4 * i,
-                end_query=4 * i + 4,
-            )
+            assert not unread_keys_of_step(table, i)
     assert most == 13
     assert len(coord.block_table("stream", audio)) == STREAM // 16
     assert coord.usage(audio).used.value <= 13
@@ -78,16 +87,7 @@ def first_unresident(manager_window_tokens: int, steps: int) -> tuple[int, int, 
     coord.admit("r")
     for c in range(steps):
         step.allocate("r", PooledBlocks(1))
-        bad = unresident_keys(
-            list(coord.block_table("r", audio)),
-            block_size=16,
-            pool=4,
-            kind="sliding_window",
-            window=750,
-            chunk=None,
-            first_query=4 * c,
-            end_query=4 * c + 4,
-        )
+        bad = unread_keys_of_step(coord.block_table("r", audio), c)
         if bad:
             return (c, *bad[0])
     return None
