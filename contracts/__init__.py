@@ -33,6 +33,7 @@ from ._errors import UnitTypeError as UnitTypeError
 from ._errors import UnitValueError as UnitValueError
 from ._factors import BlockSize as BlockSize
 from ._factors import PoolFactor as PoolFactor
+from ._factors import check_pool as check_pool
 from ._groups import AnyLayerGroup as AnyLayerGroup
 from ._groups import GroupLimits as GroupLimits
 from ._groups import LayerGroup as LayerGroup
@@ -171,6 +172,7 @@ __all__ = [
     "cache_blocks_to_bytes",
     "cdiv",
     "ceil_ratio",
+    "check_pool",
     "check_quantity",
     "describe",
     "expand_block_size",

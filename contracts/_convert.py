@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, final
 
-from ._errors import UnitTypeError, UnitValueError
-from ._factors import BlockSize, PoolFactor
+from ._errors import UnitValueError
+from ._factors import BlockSize, PoolFactor, check_pool
 from ._quantity import (
     Bytes,
     CacheBlocks,
@@ -20,7 +20,6 @@ from ._quantity import (
     Q,
     SeqUnit,
     check_quantity,
-    describe,
 )
 
 
@@ -154,14 +153,7 @@ def _same_unit(numerator: Q, denominator: Q) -> tuple[int, int]:
 
 
 def _pool(pool: object) -> int:
-    if type(pool) is not PoolFactor:
-        raise UnitTypeError(
-            f"pool must be a PoolFactor (encoder_token per pooled_block), got {describe(pool)}",
-            field="pool",
-            expected="PoolFactor",
-            got=describe(pool),
-        )
-    return pool.tokens_per_block
+    return check_pool(pool).tokens_per_block
 
 
 Rounding = Literal["ceil", "floor", "exact", "window"]

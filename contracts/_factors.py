@@ -59,6 +59,22 @@ class PoolFactor:
         }
 
 
+def check_pool(pool: object, field: str = "pool") -> PoolFactor:
+    """Runtime entry check: ``pool`` must be a `PoolFactor`; return it typed.
+
+    Raises:
+        UnitTypeError: naming ``field`` and what was given (a bare int, another factor).
+    """
+    if type(pool) is not PoolFactor:
+        raise UnitTypeError(
+            f"{field} must be a PoolFactor (encoder_token per pooled_block), got {describe(pool)}",
+            field=field,
+            expected="PoolFactor",
+            got=describe(pool),
+        )
+    return pool
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class BlockSize(Generic[SeqUnit]):

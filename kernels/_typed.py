@@ -33,6 +33,7 @@ from contracts import (
     Tokens,
     UnitTypeError,
     UnitValueError,
+    check_pool,
     describe,
 )
 
@@ -212,14 +213,7 @@ def unpool_seq_lens(
         tensor([750,  56])
     """
     checked = check_seq_lens(seq_lens, PooledBlocks, "seq_lens")
-    if type(pool) is not PoolFactor:
-        raise UnitTypeError(
-            f"pool must be a PoolFactor, got {describe(pool)}",
-            field="pool",
-            expected="PoolFactor",
-            got=describe(pool),
-        )
-    p = pool.tokens_per_block
+    p = check_pool(pool).tokens_per_block
     tokens = checked.tensor * p
     if last_block_tokens is not None:
         if last_block_tokens.shape != checked.tensor.shape:

@@ -29,6 +29,7 @@ from contracts import (
     PoolFactor,
     UnitTypeError,
     UnitValueError,
+    check_pool,
     check_quantity,
     describe,
     expand_block_size,
@@ -174,14 +175,7 @@ def pooled_kernel_inputs(
 
 
 def _pool(pool: object) -> int:
-    if type(pool) is not PoolFactor:
-        raise UnitTypeError(
-            f"pool must be a PoolFactor (encoder_token per pooled_block), got {describe(pool)}",
-            field="pool",
-            expected="PoolFactor",
-            got=describe(pool),
-        )
-    return pool.tokens_per_block
+    return check_pool(pool).tokens_per_block
 
 
 def _fit(tokens: EncoderTokens, slots: int, p: int, field: str) -> int:
