@@ -22,6 +22,7 @@ from ._convert import floor_ratio as floor_ratio
 from ._convert import pool_length as pool_length
 from ._convert import pool_position as pool_position
 from ._convert import pool_window as pool_window
+from ._convert import pooled_slot_rows as pooled_slot_rows
 from ._convert import slots_to_cache_blocks_ceil as slots_to_cache_blocks_ceil
 from ._convert import unpool_length as unpool_length
 from ._dtype import CacheDType as CacheDType
@@ -188,6 +189,7 @@ __all__ = [
     "pool_length",
     "pool_position",
     "pool_window",
+    "pooled_slot_rows",
     "quantity_class_for_unit",
     "read_config_file",
     "read_hf_config",

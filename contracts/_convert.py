@@ -7,6 +7,7 @@ These are the only places one unit becomes another.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal, final
 
@@ -82,6 +83,21 @@ def unpool_length(length: PooledBlocks, pool: PoolFactor) -> EncoderTokens:
     """
     s = check_quantity(length, PooledBlocks, "length").value
     return EncoderTokens(s * _pool(pool))
+
+
+def pooled_slot_rows(slots: Iterable[int], pool: PoolFactor) -> list[int]:
+    """The encoder-token rows of pooled cache slots: ``slot × P + i`` for i in 0..P−1, exact.
+
+    The slot-mapping form of `unpool_length`, on plain ints: a slot mapping is a list of
+    cache slots (``block_id × block_size + offset``, manager units) that a hot path has
+    already checked; each becomes the P cache rows (kernel units) of its encoder tokens.
+
+    Example:
+        >>> pooled_slot_rows([20, 21], PoolFactor(4))
+        [80, 81, 82, 83, 84, 85, 86, 87]
+    """
+    p = _pool(pool)
+    return [slot * p + i for slot in slots for i in range(p)]
 
 
 def expand_block_size(
@@ -176,6 +192,7 @@ CONVERSIONS: Final[tuple[Conversion, ...]] = (
     Conversion("pool_window", "encoder_token", "pooled_block", "window", "cdiv(W - 1, P) + 1"),
     Conversion("pool_position", "encoder_token", "pooled_block", "floor", "i // P"),
     Conversion("unpool_length", "pooled_block", "encoder_token", "exact", "s * P"),
+    Conversion("pooled_slot_rows", "pooled_block slot", "encoder_token row", "exact", "s * P + i"),
     Conversion(
         "expand_block_size",
         "pooled_block/cache_block",

@@ -33,6 +33,8 @@ from contracts import (
     check_quantity,
     describe,
     expand_block_size,
+    pooled_slot_rows,
+    unpool_length,
 )
 
 
@@ -77,11 +79,10 @@ def expand_slot_mapping(
         UnitTypeError: ``pool`` is not a `PoolFactor`, ``num_tokens`` not `EncoderTokens`.
         UnitValueError: ``num_tokens`` does not fit the slots (not in ``((n−1)·P, n·P]``).
     """
-    p = _pool(pool)
-    rows = [s * p + i for s in slot_mapping_slots for i in range(p)]
+    rows = pooled_slot_rows(slot_mapping_slots, pool)
     if num_tokens is None:
         return rows
-    return rows[: _fit(num_tokens, len(slot_mapping_slots), p, "num_tokens")]
+    return rows[: _fit(num_tokens, len(slot_mapping_slots), _pool(pool), "num_tokens")]
 
 
 def kernel_seq_len(
@@ -94,11 +95,10 @@ def kernel_seq_len(
         UnitTypeError: an argument not in its unit (``pool`` not a `PoolFactor`).
         UnitValueError: ``exact`` does not fit ``num_slots``.
     """
-    slots = check_quantity(num_slots, PooledBlocks, "num_slots").value
-    p = _pool(pool)
     if exact is None:
-        return EncoderTokens(slots * p)
-    return EncoderTokens(_fit(exact, slots, p, "seq_len"))
+        return unpool_length(num_slots, pool)
+    slots = check_quantity(num_slots, PooledBlocks, "num_slots").value
+    return EncoderTokens(_fit(exact, slots, _pool(pool), "seq_len"))
 
 
 def pooled_kernel_inputs(
@@ -164,7 +164,7 @@ def pooled_kernel_inputs(
                 expected=f"{slots * p - missing} encoder_token",
                 got=str(seq_len),
             )
-    rows = [s * p + i for s in slot_mapping_slots for i in range(p)][:step_len]
+    rows = pooled_slot_rows(slot_mapping_slots, pool)[:step_len]
     return PooledKernelInputs(
         block_table=tuple(block_table),
         tokens_per_block=expand_block_size(block_size, pool),

@@ -109,6 +109,20 @@ def test_unpool_length(s: int, p: int) -> None:
     assert pool_length(got, PoolFactor(p)) == PooledBlocks(s)
 
 
+@given(slots=st.lists(st.integers(min_value=0, max_value=1 << 20), max_size=8), p=pools)
+def test_pooled_slot_rows(slots: list[int], p: int) -> None:
+    rows = contracts.pooled_slot_rows(slots, PoolFactor(p))
+    # P rows per slot, in order; row // P gives the slot back (pool_position's rule).
+    assert len(rows) == len(slots) * p
+    assert [r // p for r in rows] == [s for s in slots for _ in range(p)]
+    assert [r % p for r in rows] == list(range(p)) * len(slots)
+
+
+def test_pooled_slot_rows_rejects_a_bare_pool() -> None:
+    with pytest.raises(UnitTypeError, match="pool must be a PoolFactor"):
+        contracts.pooled_slot_rows([1], 4)  # type: ignore[arg-type]
+
+
 @given(slots=st.integers(min_value=1, max_value=4096), p=pools)
 def test_expand_block_size(slots: int, p: int) -> None:
     got = expand_block_size(BlockSize(slots, PooledBlocks), PoolFactor(p))
