@@ -99,10 +99,12 @@ def parse_quantity_text(
     match = _GRAMMAR.fullmatch(stripped)
     if match is None:
         if re.fullmatch(r"[0-9_,.]+", stripped):
-            message = (
-                f"{stripped!r} has no unit; write it with one, e.g. "
-                f"'{stripped} {expected_unit or 'token'}'"
+            examples = (
+                f"'{stripped} {expected_unit}'"
+                if expected_unit
+                else " or ".join(f"'{stripped} {u}'" for u in ("encoder_token", "token", "byte"))
             )
+            message = f"{stripped!r} has no unit; write it with one, e.g. {examples}"
         else:
             message = f"{stripped!r} is not '<integer> <unit>' (e.g. '750 encoder_token')"
         raise UnitTypeError(_where(field) + message, field=field, got=describe(text))
