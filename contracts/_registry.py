@@ -107,6 +107,7 @@ def parse_quantity_text(
             message = f"{stripped!r} has no unit; write it with one, e.g. {examples}"
         else:
             message = f"{stripped!r} is not '<integer> <unit>' (e.g. '750 encoder_token')"
+            message += _why_not(stripped)
         raise UnitTypeError(_where(field) + message, field=field, got=describe(text))
     digits = match["num"].replace("_", "").replace(",", "")
     magnitude = int(digits)
@@ -185,6 +186,18 @@ def quantity_to_int(quantity: object, unit: str, *, field: str | None = None) ->
             got=str(quantity),
         )
     return magnitude
+
+
+def _why_not(text: str) -> str:
+    """The likely reason a text missed the grammar, for the error message ('' if none)."""
+    if text.startswith("-"):
+        return ": a quantity is never negative"
+    number = re.match(r"[0-9_,]+", text)
+    if number and len(number.group()) > 25:
+        return ": the number is longer than any int64 (at most 19 digits)"
+    if re.match(r"[0-9_,]*[.eE]", text):
+        return ": the number must be a whole integer (no decimal point, no exponent)"
+    return ""
 
 
 def _where(field: str | None) -> str:

@@ -666,3 +666,17 @@ def test_parse_rejects_hostile_text_quickly(text: str) -> None:
 def test_parse_rejects_huge_magnitudes(text: str, message: str) -> None:
     kind: type[Any] = Tokens if "token" in text else Bytes
     _raises(UnitValueError, message, lambda: parse_quantity(text, kind))
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("-750 encoder_token", "a quantity is never negative"),
+        ("12345678901234567890123456 byte", "the number is longer than any int64"),
+        ("7.5 token", "the number must be a whole integer"),
+        ("1e9 byte", "the number must be a whole integer"),
+    ],
+)
+def test_a_text_off_the_grammar_says_why(text: str, reason: str) -> None:
+    with pytest.raises(UnitTypeError, match=rf"is not '<integer> <unit>' .*: {reason}"):
+        parse_quantity(text, Bytes)
