@@ -67,6 +67,7 @@ class LayerGroup(Generic[SlotUnit]):
 
     @property
     def num_layers(self) -> int:
+        """Layers in the group: one page each per cache block of the group."""
         return len(self.layer_names)
 
     def expect(self, unit: type[_U]) -> LayerGroup[_U]:

@@ -55,10 +55,12 @@ class _AttentionLayer(_Layer):
 
     @property
     def head_size_k(self) -> int:
+        """Elements per head of K."""
         return self.head_size
 
     @property
     def head_size_v_or_k(self) -> int:
+        """Elements per head of V (``head_size_v``, else the same as K)."""
         return self.head_size if self.head_size_v is None else self.head_size_v
 
     @property
@@ -194,10 +196,12 @@ class CrossAttentionLayer(_AttentionLayer):
 
     @property
     def pool_factor(self) -> PoolFactor:
+        """P of the encoder outputs' cache slots (1 unless ``pool`` says otherwise)."""
         return self.pool if self.pool is not None else PoolFactor(1)
 
     @property
     def pooled(self) -> bool:
+        """Always: a cross-attention cache holds encoder outputs, counted in pooled blocks."""
         return True
 
 
