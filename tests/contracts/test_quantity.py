@@ -643,8 +643,8 @@ def test_parse_rejects_hostile_text_quickly(text: str) -> None:
     with pytest.raises(UnitError):
         parse_quantity(text, kind)
     # A strict grammar answers in microseconds; pint's evaluator or a backtracking regex
-    # would not, on these inputs.
-    assert time.perf_counter() - start < 0.05
+    # would take far longer on these inputs. The bound is loose so a loaded machine passes.
+    assert time.perf_counter() - start < 1.0
 
 
 @pytest.mark.parametrize(
