@@ -36,17 +36,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, TypeAlias, final
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
+    TypeAdapter,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -56,7 +55,6 @@ from pydantic_core import PydanticCustomError
 from ._dtype import CacheDType
 from ._engine import EngineSpec
 from ._errors import KvUnitsError
-from ._factors import PoolFactor
 from ._layers import (
     ChunkedLocalLayer,
     CrossAttentionLayer,
@@ -68,7 +66,6 @@ from ._layers import (
     SeqLength,
     SlidingWindowLayer,
     StateLayer,
-    _seq_in_layer_unit,
 )
 from ._quantity import Bytes, EncoderTokens, Tokens
 
@@ -122,11 +119,6 @@ class ConfigError(KvUnitsError, ValueError):
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
-#: A count of heads or elements: a real int (no bool, float or numeric string).
-_Heads = Annotated[int, Field(strict=True, ge=1, le=1 << 16, json_schema_extra={"x-unit": "head"})]
-_Elements = Annotated[
-    int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "element"})
-]
 _GroupName = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$", max_length=64)
 ]
@@ -158,29 +150,20 @@ def _bare_number_hint(value: object, info: ValidationInfo) -> object:
     )
 
 
-def _in_group_unit(value: EncoderTokens | Tokens, info: ValidationInfo) -> EncoderTokens | Tokens:
-    assert info.field_name is not None  # a field validator
-    return _seq_in_layer_unit(info.field_name, value, info)
-
-
-#: A window or chunk, written in the group's kernel unit: checked here, with the file's
-#: other fields, rather than only when the layer spec is built from a valid entry.
-_KernelSeq = Annotated[
-    SeqLength, BeforeValidator(_bare_number_hint), AfterValidator(_in_group_unit)
-]
-
-
-def _parse_dtype(value: object) -> object:
-    return CacheDType.parse(value) if isinstance(value, str) else value
-
-
-_DType = Annotated[CacheDType, BeforeValidator(_parse_dtype)]
+#: Validates a group's fields, less its count, as the layer spec of its ``kind``.
+_LAYER_SPEC: Final = TypeAdapter[LayerSpec](LayerSpec)
 
 
 class _Group(BaseModel):
-    """Fields every group has."""
+    """What a group adds to its layer spec: ``count``.
 
-    model_config = _FROZEN
+    A group model derives from its layer spec, so it has the spec's fields, units and checks,
+    and then from `_Group`: pydantic collects fields along the reversed MRO, so ``count``
+    comes first, as the file's schema has always listed it. ``kind``, which the spec
+    defaults, is redeclared by each group: a file must say it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     count: int = Field(
         default=1,
@@ -192,106 +175,70 @@ class _Group(BaseModel):
         json_schema_extra={"x-unit": "layer"},
     )
 
-
-class _AttentionGroup(_Group):
-    """Fields of attention groups with a KV cache (``pool`` first: later checks read it)."""
-
-    pool: PoolFactor | None = Field(
-        default=None,
-        description="P, encoder tokens per pooled block; set it for encoder-side (pooled) "
-        "layers, whose windows are then written in encoder_token",
-    )
-    kv_heads: _Heads = Field(description="KV heads of one layer (not widened by P)")
-    head_size: _Elements = Field(description="elements per head of K")
-    head_size_v: _Elements | None = Field(
-        default=None, description="elements per head of V; defaults to head_size"
-    )
-    dtype: _DType = Field(default=CacheDType.bfloat16, description="cache element type")
-
-    def _attention_fields(self) -> dict[str, Any]:
-        return {
-            "pool": self.pool,
-            "kv_heads": self.kv_heads,
-            "head_size": self.head_size,
-            "head_size_v": self.head_size_v,
-            "dtype": self.dtype,
-        }
+    def layer(self) -> LayerSpec:
+        """The spec of each of the group's layers: the group without its count."""
+        fields = dict(self)
+        del fields["count"]
+        return _LAYER_SPEC.validate_python(fields)
 
 
-class FullAttentionGroup(_AttentionGroup):
+class FullAttentionGroup(FullAttentionLayer, _Group):
     """Full (causal) attention layers."""
 
     kind: Literal["full_attention"]
 
-    def layer(self) -> FullAttentionLayer:
-        return FullAttentionLayer(**self._attention_fields())
 
-
-class SlidingWindowGroup(_AttentionGroup):
+class SlidingWindowGroup(SlidingWindowLayer, _Group):
     """Sliding-window attention layers; ``sliding_window`` counts the current position too."""
 
     kind: Literal["sliding_window"]
-    sliding_window: _KernelSeq = Field(
-        description="the window in the kernel's unit: encoder_token if the group pools, else token"
+    window: SeqLength = Field(
+        alias="sliding_window",
+        description="the window in the kernel's unit: encoder_token if the group pools, else token",
     )
 
-    def layer(self) -> SlidingWindowLayer:
-        return SlidingWindowLayer(window=self.sliding_window, **self._attention_fields())
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window_bare_int(cls, value: object, info: ValidationInfo) -> object:
+        # Named as the spec's validator, so it replaces it: a file's hint also catches "750",
+        # and says which unit the group counts and why.
+        return _bare_number_hint(value, info)
 
 
-class ChunkedLocalGroup(_AttentionGroup):
+class ChunkedLocalGroup(ChunkedLocalLayer, _Group):
     """Chunked local attention layers."""
 
     kind: Literal["chunked_local"]
-    chunk: _KernelSeq = Field(
-        description="the chunk in the kernel's unit: encoder_token if the group pools, else token"
-    )
 
-    def layer(self) -> ChunkedLocalLayer:
-        return ChunkedLocalLayer(chunk=self.chunk, **self._attention_fields())
+    @field_validator("chunk", mode="before")
+    @classmethod
+    def _chunk_bare_int(cls, value: object, info: ValidationInfo) -> object:
+        # Replaces the spec's hint of the same name, as in `SlidingWindowGroup`.
+        return _bare_number_hint(value, info)
 
 
-class CrossAttentionGroup(_AttentionGroup):
+class CrossAttentionGroup(CrossAttentionLayer, _Group):
     """Decoder cross-attention layers over ``encoder_length`` encoder outputs."""
 
     kind: Literal["cross_attention"]
-    encoder_length: EncoderTokens = Field(description="encoder outputs the layers attend to")
-
-    def layer(self) -> CrossAttentionLayer:
-        return CrossAttentionLayer(encoder_length=self.encoder_length, **self._attention_fields())
 
 
-class EncoderOnlyGroup(_Group):
+class EncoderOnlyGroup(EncoderOnlyLayer, _Group):
     """Bidirectional encoder layers that keep no KV cache."""
 
     kind: Literal["encoder_only"]
 
-    def layer(self) -> EncoderOnlyLayer:
-        return EncoderOnlyLayer()
 
-
-class MLAGroup(_Group):
+class MLAGroup(MLALayer, _Group):
     """Multi-head latent attention layers."""
 
     kind: Literal["mla"]
-    kv_lora_rank: _Elements = Field(description="elements of the latent KV vector")
-    qk_rope_head_dim: _Elements = Field(description="elements of the decoupled RoPE key")
-    dtype: _DType = Field(default=CacheDType.bfloat16, description="cache element type")
-
-    def layer(self) -> MLALayer:
-        return MLALayer(
-            kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim, dtype=self.dtype
-        )
 
 
-class StateGroup(_Group):
+class StateGroup(StateLayer, _Group):
     """Layers with a fixed per-request state (Mamba-like)."""
 
     kind: Literal["state"]
-    state_size: Bytes = Field(description="bytes of state one request holds in one layer")
-
-    def layer(self) -> StateLayer:
-        return StateLayer(state_size=self.state_size)
 
 
 GroupConfig: TypeAlias = Annotated[
@@ -369,22 +316,14 @@ class ModelConfig(BaseModel):
             raise ValueError(f"layer names collide: {', '.join(dupes[:5])}")
         return self
 
-    def entries(self) -> Iterator[tuple[str, str, GroupConfig]]:
-        """``(section, name, entry)`` for every group, then every single layer."""
-        for name, group in self.groups.items():
-            yield "groups", name, group
-        for name, single in self.layers.items():
-            yield "layers", name, single
-
-    def spec_from(self, built: dict[tuple[str, str], LayerSpec]) -> ModelSpec:
-        """The `ModelSpec` from each entry's layer spec, keyed by ``(section, name)``."""
+    def spec(self) -> ModelSpec:
+        """The `ModelSpec`: group ``g`` is layers ``g.0``, ``g.1``, …, then the single layers."""
         layers: dict[str, LayerSpec] = {}
-        for section, name, entry in self.entries():
-            layer = built[section, name]
-            if section == "groups":
-                layers.update((f"{name}.{index}", layer) for index in range(entry.count))
-            else:
-                layers[name] = layer
+        for name, group in self.groups.items():
+            layer = group.layer()
+            layers.update((f"{name}.{index}", layer) for index in range(group.count))
+        for name, single in self.layers.items():
+            layers[name] = single.layer()
         return ModelSpec(name=self.name, layers=layers)
 
 

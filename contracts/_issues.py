@@ -8,7 +8,6 @@ given, in words: ``expected a whole number of head (a plain integer); got '8' (a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -52,21 +51,12 @@ def config_error(where: str, message: str) -> ConfigError:
 
 
 def issues_from_validation(
-    error: ValidationError,
-    where: str,
-    prefix: tuple[str | int, ...] = (),
-    *,
-    rename: Mapping[str, str] | None = None,
+    error: ValidationError, where: str, prefix: tuple[str | int, ...] = ()
 ) -> list[ConfigIssue]:
-    """One `ConfigIssue` per pydantic error, with the dotted path of the field in the file.
-
-    Args:
-        rename: field names to replace in the error's location (spec name → config name).
-    """
+    """One `ConfigIssue` per pydantic error, with the dotted path of the field in the file."""
     issues = []
     for item in error.errors(include_url=False)[:MAX_ISSUES]:
-        loc = tuple((rename or {}).get(p, p) if isinstance(p, str) else p for p in item["loc"])
-        loc = _strip_kind(prefix + loc)
+        loc = _strip_kind(prefix + tuple(item["loc"]))
         field = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")
         issues.append(ConfigIssue(where, format_loc(loc), message_of(item, field)))
     return issues

@@ -21,8 +21,12 @@ from ._factors import PoolFactor
 from ._pydantic import AnyOf
 from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
 
-#: A count that must be a real positive int (no bool, no float, no numeric string).
-PositiveCount = Annotated[int, Field(strict=True, ge=1, le=1 << 20)]
+#: A count of heads or elements: a real positive int (no bool, no float, no numeric string),
+#: with its unit in the JSON schema (``x-unit``), as a config file's schema shows it.
+Heads = Annotated[int, Field(strict=True, ge=1, le=1 << 16, json_schema_extra={"x-unit": "head"})]
+Elements = Annotated[
+    int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "element"})
+]
 
 #: A window or chunk in the layer's kernel unit (encoder_token for pooled layers, else token).
 SeqLength = Annotated[EncoderTokens | Tokens, AnyOf(EncoderTokens, Tokens)]
@@ -35,18 +39,19 @@ class _Layer(BaseModel):
 
 
 class _AttentionLayer(_Layer):
-    """Fields every attention layer with a KV cache has."""
+    """Fields every attention layer with a KV cache has (``pool`` first: later checks read it)."""
 
-    kv_heads: PositiveCount = Field(description="KV heads of the layer (not widened by P)")
-    head_size: PositiveCount = Field(description="elements per head of K")
-    head_size_v: PositiveCount | None = Field(
+    pool: PoolFactor | None = Field(
+        default=None,
+        description="P, encoder tokens per pooled block; set it for encoder-side (pooled) "
+        "layers, whose windows are then written in encoder_token",
+    )
+    kv_heads: Heads = Field(description="KV heads of one layer (not widened by P)")
+    head_size: Elements = Field(description="elements per head of K")
+    head_size_v: Elements | None = Field(
         default=None, description="elements per head of V; defaults to head_size"
     )
     dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
-    pool: PoolFactor | None = Field(
-        default=None,
-        description="P, encoder tokens per pooled block; set for encoder-side (pooled) layers",
-    )
 
     @field_validator("dtype", mode="before")
     @classmethod
@@ -87,6 +92,12 @@ def _bare_int_in_layer_unit(name: str, value: object, info: ValidationInfo) -> o
             {"message": f"{name} {value} has no unit: write it as '{value} {unit}'"},
         )
     return value
+
+
+def _written_name(cls: type[BaseModel], field: str) -> str:
+    """``field`` as the input writes it: its alias, where a subclass gives one (the config
+    format's groups write `SlidingWindowLayer.window` as ``sliding_window``)."""
+    return cls.model_fields[field].alias or field
 
 
 def _seq_in_layer_unit(
@@ -134,21 +145,23 @@ class SlidingWindowLayer(_AttentionLayer):
     @field_validator("window", mode="before")
     @classmethod
     def _window_bare_int(cls, value: object, info: ValidationInfo) -> object:
-        return _bare_int_in_layer_unit("window", value, info)
+        return _bare_int_in_layer_unit(_written_name(cls, "window"), value, info)
 
     @field_validator("window")
     @classmethod
     def _window_unit(
         cls, value: EncoderTokens | Tokens, info: ValidationInfo
     ) -> EncoderTokens | Tokens:
-        return _seq_in_layer_unit("window", value, info)
+        return _seq_in_layer_unit(_written_name(cls, "window"), value, info)
 
 
 class ChunkedLocalLayer(_AttentionLayer):
     """Chunked local attention: a query sees the positions of its own chunk up to itself."""
 
     kind: Literal["chunked_local"] = "chunked_local"
-    chunk: SeqLength = Field(description="chunk size in the kernel's unit")
+    chunk: SeqLength = Field(
+        description="the chunk in the kernel's unit: encoder_token if the layer pools, else token"
+    )
 
     @field_validator("chunk", mode="before")
     @classmethod
@@ -216,9 +229,9 @@ class MLALayer(_Layer):
     K only (V is recovered from the latent)."""
 
     kind: Literal["mla"] = "mla"
-    kv_lora_rank: PositiveCount
-    qk_rope_head_dim: PositiveCount
-    dtype: CacheDType = CacheDType.bfloat16
+    kv_lora_rank: Elements = Field(description="elements of the latent KV vector")
+    qk_rope_head_dim: Elements = Field(description="elements of the decoupled RoPE key")
+    dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
 
     @field_validator("dtype", mode="before")
     @classmethod
@@ -230,7 +243,7 @@ class StateLayer(_Layer):
     """A fixed per-request state (Mamba-like): ``state_size`` bytes whatever the length."""
 
     kind: Literal["state"] = "state"
-    state_size: Bytes = Field(description="bytes of state one request holds in this layer")
+    state_size: Bytes = Field(description="bytes of state one request holds in one layer")
 
     @field_validator("state_size")
     @classmethod

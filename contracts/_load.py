@@ -30,7 +30,7 @@ from ._config import (
 )
 from ._engine import EngineSpec
 from ._issues import issues_from_validation, join_path, message_of
-from ._layers import LayerSpec, ModelSpec, slot_unit_of
+from ._layers import ModelSpec, slot_unit_of
 from ._quantity import PooledBlocks
 from ._read import checked_tree, read_config_file
 
@@ -153,28 +153,13 @@ def _validate(
 
 
 def _build_model(config: ModelConfig, where: str, issues: list[ConfigIssue]) -> ModelSpec | None:
-    """Build each entry's layer spec, so that a check of the spec layer (not repeated in the
-    config models) is reported at the entry's own path."""
-    built: dict[tuple[str, str], LayerSpec] = {}
-    failed = False
-    for section, name, entry in config.entries():
-        try:
-            built[section, name] = entry.layer()
-        except ValidationError as exc:
-            failed = True
-            prefix = ("model", section, name)
-            issues.extend(issues_from_validation(exc, where, prefix, rename=_SPEC_TO_CONFIG))
-    if failed:
-        return None
+    """The model spec of a valid ``[model]`` section (each group is already a valid layer
+    spec: its model derives from the spec's)."""
     try:
-        return config.spec_from(built)
+        return config.spec()
     except ValidationError as exc:
         issues.extend(issues_from_validation(exc, where, ("model",)))
         return None
-
-
-#: Spec field names that the config format spells differently.
-_SPEC_TO_CONFIG: Final = {"window": "sliding_window"}
 
 
 def _check_engine_covers_model(
