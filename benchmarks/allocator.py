@@ -11,9 +11,11 @@ both groups, as a scheduler does it for each running request every iteration.
 
 The same trace is replayed through
 
-* the typed public API: ``coordinator.admit(id)``, ``stepper.allocate(id, PooledBlocks(a),
-  Tokens(t))`` (one unit check per argument at the entry), ``coordinator.free(id)``;
-* the untyped core: ``core.admit(id)``, ``core.allocate_step(id, (a, t))``, ``core.free(id)``;
+* the typed public API: ``coordinator.admit(id)``, ``stepper.allocate(id, EncoderTokens(a),
+  Tokens(t))`` (one unit check per argument at the entry; the audio group is stepped in
+  encoder tokens, as a stream arrives), ``coordinator.free(id)``;
+* the untyped core: ``core.admit(id)``, ``core.allocate_step(id, (a, t))``, ``core.free(id)``
+  (the core counts a pooled group's positions in encoder tokens too);
 * for reference, the typed API again, building the two quantities of every step from ints
   inside the timed loop (what a caller that holds plain ints pays on top).
 
@@ -50,7 +52,6 @@ from contracts import (
     EngineSpec,
     FullAttentionLayer,
     ModelSpec,
-    PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
@@ -59,6 +60,7 @@ from runtime import KVCacheCoordinator
 from runtime.capacity import CapacityPlan, plan
 
 ADMIT, STEP, FREE = 0, 1, 2
+POOL = 4  # P: encoder tokens per pooled block
 AUDIO_CHUNK = 16  # pooled blocks a prefill step (64 encoder tokens)
 TEXT_CHUNK = 64  # tokens a prefill step
 
@@ -68,7 +70,7 @@ class Trace:
     """One scheduler run, as events: ``(kind, request id, audio slots, text slots)``."""
 
     raw: list[tuple[int, str, int, int]]
-    typed: list[tuple[int, str, PooledBlocks, Tokens]]
+    typed: list[tuple[int, str, EncoderTokens, Tokens]]
     requests: int
     steps: int
     iterations: int
@@ -78,7 +80,7 @@ class Trace:
 def voxtral_plan(concurrency: int) -> CapacityPlan:
     """The capacity plan of a Voxtral-like model with room for ``concurrency`` full requests."""
     audio = SlidingWindowLayer(
-        window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
     text = FullAttentionLayer(kv_heads=8, head_size=128)
     model = ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
@@ -89,7 +91,7 @@ def voxtral_plan(concurrency: int) -> CapacityPlan:
             max_model_len=Tokens(2048),
             max_num_batched_tokens=Tokens(TEXT_CHUNK),
             max_encoder_len=EncoderTokens(4 * 1024),
-            max_encoder_tokens_per_step=EncoderTokens(4 * AUDIO_CHUNK),
+            max_encoder_tokens_per_step=EncoderTokens(POOL * AUDIO_CHUNK),
             memory_budget=Bytes(budget),
         )
 
@@ -130,7 +132,7 @@ def make_trace(requests: int, concurrency: int, seed: int) -> Trace:
             t = min(TEXT_CHUNK, left[1]) if left[1] else 1
             left[0] -= min(a, left[0])
             left[1] -= min(t, left[1])
-            raw.append((STEP, rid, a, t))
+            raw.append((STEP, rid, a * POOL, t))  # the audio chunk in encoder tokens
             slots += a + t
             if not left[0] and not left[1]:
                 left[2] -= 1
@@ -139,7 +141,7 @@ def make_trace(requests: int, concurrency: int, seed: int) -> Trace:
                     del running[rid]
     # One quantity object per value, as CPython keeps one object per small int: both traces
     # then read the same few hot objects, and the ratio is not about memory traffic.
-    audio_q = {a: PooledBlocks(a) for a in {e[2] for e in raw}}
+    audio_q = {a: EncoderTokens(a) for a in {e[2] for e in raw}}
     text_q = {t: Tokens(t) for t in {e[3] for e in raw}}
     typed = [(k, rid, audio_q[a], text_q[t]) for k, rid, a, t in raw]
     steps = sum(1 for e in raw if e[0] == STEP)
@@ -148,7 +150,7 @@ def make_trace(requests: int, concurrency: int, seed: int) -> Trace:
 
 def replay_typed(coord: KVCacheCoordinator, trace: Trace) -> Callable[[], object]:
     """The typed replay, bound to a fresh coordinator."""
-    step = coord.stepper(coord.group("audio", PooledBlocks), coord.group("text", Tokens))
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
     allocate, admit, free = step.allocate, coord.admit, coord.free
     events = trace.typed
 
@@ -187,8 +189,8 @@ def replay_raw(coord: KVCacheCoordinator, trace: Trace) -> Callable[[], object]:
 
 
 def replay_typed_from_ints(coord: KVCacheCoordinator, trace: Trace) -> Callable[[], object]:
-    """The typed replay, building ``PooledBlocks(a)`` and ``Tokens(t)`` at every step."""
-    step = coord.stepper(coord.group("audio", PooledBlocks), coord.group("text", Tokens))
+    """The typed replay, building ``EncoderTokens(a)`` and ``Tokens(t)`` at every step."""
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
     allocate, admit, free = step.allocate, coord.admit, coord.free
     events = trace.raw
 
@@ -196,7 +198,7 @@ def replay_typed_from_ints(coord: KVCacheCoordinator, trace: Trace) -> Callable[
         out = None
         for kind, rid, a, t in events:
             if kind == STEP:
-                out = allocate(rid, PooledBlocks(a), Tokens(t))
+                out = allocate(rid, EncoderTokens(a), Tokens(t))
             elif kind == ADMIT:
                 admit(rid)
             else:
@@ -218,7 +220,7 @@ def check_same(p: CapacityPlan, trace: Trace) -> None:
     """Replay the typed API and the raw core side by side, event by event: every step's slot
     mappings, and the pools' free queues at the end, must be the same."""
     typed, raw = KVCacheCoordinator.from_plan(p), KVCacheCoordinator.from_plan(p)
-    step = typed.stepper(typed.group("audio", PooledBlocks), typed.group("text", Tokens))
+    step = typed.stepper(typed.group("audio", EncoderTokens), typed.group("text", Tokens))
     core = raw._core
     for (kind, rid, a, t), (_, _, qa, qt) in zip(trace.raw, trace.typed, strict=True):
         if kind == STEP:

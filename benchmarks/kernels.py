@@ -99,7 +99,7 @@ class Config:
     heads: int
     kv_heads: int
     head_size: int
-    window: int
+    sliding_window: int
     pool: int
     block_size: int
     dtype: str
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         iters, ref_iters, warmup = 1, 1, 0
     else:
         config = Config(args.streams, args.heads, args.kv_heads or args.heads, args.head_size,
-                        args.window, args.pool, args.block_size, args.dtype)  # fmt: skip
+                        args.sliding_window, args.pool, args.block_size, args.dtype)  # fmt: skip
         shapes = [
             StepShape("decode", args.streams, args.decode_context, args.pool),
             StepShape("prefill", args.prefill_streams, args.prefill_context, args.prefill_tokens),
@@ -197,7 +197,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heads", type=int, default=32, help="query heads")
     parser.add_argument("--kv-heads", type=int, default=None, help="KV heads (default: heads)")
     parser.add_argument("--head-size", type=int, default=64)
-    parser.add_argument("--window", type=int, default=750, help="window, encoder tokens")
+    parser.add_argument("--sliding-window", type=int, default=750, help="window, encoder tokens")
     parser.add_argument("--pool", type=int, default=4, help="P, encoder tokens per pooled slot")
     parser.add_argument("--block-size", type=int, default=16, help="pooled slots per block")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
@@ -219,16 +219,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _spec(config: Config) -> Any:
-    from contracts import (
-        CacheDType,
-        EncoderTokens,
-        PoolFactor,
-        SlidingWindowLayer,
-        kernel_view,
-    )
+    from contracts import CacheDType, EncoderTokens, PoolFactor, SlidingWindowLayer, kernel_view
 
     layer = SlidingWindowLayer(
-        window=EncoderTokens(config.window), pool=PoolFactor(config.pool),
+        sliding_window=EncoderTokens(config.sliding_window), pool=PoolFactor(config.pool),
         kv_heads=config.kv_heads, head_size=config.head_size, dtype=CacheDType(config.dtype),
     )  # fmt: skip
     return kernel_view(layer, config.block_size).expect(EncoderTokens)
@@ -244,7 +238,7 @@ def _build(config: Config, shape: StepShape, device: Any) -> dict[str, Any]:
     spec = _spec(config)
     gen = torch.Generator(device=device).manual_seed(0)
     dtype = getattr(torch, config.dtype)
-    p, tpb, w = config.pool, spec.tokens_per_block.slots, config.window
+    p, tpb, w = config.pool, spec.tokens_per_block.slots, config.sliding_window
     bs = tpb // p
     r_count = shape.streams
     # Stagger the streams by whole pooled blocks, so their windows start at different rows.
@@ -381,7 +375,7 @@ def _bench_step(
                        device, iters, warmup)  # fmt: skip
     attn_ref_ms = _time_ms(lambda: reference_paged_attention(*attn_args),
                            device, ref_iters, 1 if warmup else 0)  # fmt: skip
-    w = config.window
+    w = config.sliding_window
     spans = list(zip(case["context"], case["seq"], strict=True))
     keys_read = sum(s - max(0, c - w + 1) for c, s in spans)
     attn_bytes = (
@@ -429,7 +423,7 @@ def _print_header(config: Config, device: Any, peak_bw: float | None, *, interpr
         print(f"peak HBM bandwidth: {peak_bw / 1e9:.0f} GB/s (GB = 10^9 byte)")
     print(
         f"layer: {config.heads} heads / {config.kv_heads} KV heads × {config.head_size}, "
-        f"{config.dtype}, window {config.window} encoder_token, P = {config.pool}, "
+        f"{config.dtype}, window {config.sliding_window} encoder_token, P = {config.pool}, "
         f"{config.block_size} pooled_block/cache_block"
     )
     if interpreted:
@@ -478,7 +472,7 @@ def _compile_check() -> int:
     # Triton turns an int argument equal to 1 into a constant (its "1" specialisation): one
     # request, one KV head, one-slot blocks, a one-column table, a window of 1.
     attention_ones = {"num_requests": 1, "table_width_col": 1, "tokens_per_block": 1,
-                      "window_tok": 1}  # fmt: skip
+                      "sliding_window_tok": 1}  # fmt: skip
     write_ones = {"num_requests": 1, "kv_heads": 1, "block_size_slots": 1}
     cases: list[tuple[str, Any, dict[str, str], dict[str, Any]]] = []
     for label, rows, group, head, dtype, ones, index in [

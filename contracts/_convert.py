@@ -7,21 +7,19 @@ These are the only places one unit becomes another.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal, final
 
-from ._errors import UnitValueError
 from ._factors import BlockSize, PoolFactor, check_pool
 from ._quantity import (
     Bytes,
     CacheBlocks,
     EncoderTokens,
     PooledBlocks,
-    Q,
     SeqUnit,
     check_quantity,
 )
+from .errors import UnitValueError
 
 
 def cdiv(numerator: int, denominator: int) -> int:
@@ -68,6 +66,24 @@ def pool_window(window: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
     return PooledBlocks(cdiv(w - 1, _pool(pool)) + 1)
 
 
+def pool_span(run: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
+    """Slots a run of n consecutive encoder tokens can touch, wherever it starts:
+    ``cdiv(n − 1, P) + 1`` (0 for an empty run).
+
+    A step of a pooled stream is such a run, and need not start on a slot boundary (an audio
+    chunk continues the partial slot the last one left): a step of 4 encoder tokens at P = 4
+    can touch 2 slots. The admission cap reserves for the slots a step *touches*, so a pooled
+    group's ``max_in_flight`` comes from here, not from `pool_length` (it is `pool_window`'s
+    formula: a window is a run of W tokens too).
+
+    Example:
+        >>> pool_span(EncoderTokens(4), PoolFactor(4)), pool_length(EncoderTokens(4), PoolFactor(4))
+        (PooledBlocks(2), PooledBlocks(1))
+    """
+    n = check_quantity(run, EncoderTokens, "run").value
+    return PooledBlocks(cdiv(n - 1, _pool(pool)) + 1 if n else 0)
+
+
 def pool_position(position: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
     """The pooled slot that holds encoder-token position ``i``: ``i // P``, rounds down."""
     i = check_quantity(position, EncoderTokens, "position").value
@@ -83,21 +99,6 @@ def unpool_length(length: PooledBlocks, pool: PoolFactor) -> EncoderTokens:
     """
     s = check_quantity(length, PooledBlocks, "length").value
     return EncoderTokens(s * _pool(pool))
-
-
-def pooled_slot_rows(slots: Iterable[int], pool: PoolFactor) -> list[int]:
-    """The encoder-token rows of pooled cache slots: ``slot × P + i`` for i in 0..P−1, exact.
-
-    The slot-mapping form of `unpool_length`, on plain ints: a slot mapping is a list of
-    cache slots (``block_id × block_size + offset``, manager units) that a hot path has
-    already checked; each becomes the P cache rows (kernel units) of its encoder tokens.
-
-    Example:
-        >>> pooled_slot_rows([20, 21], PoolFactor(4))
-        [80, 81, 82, 83, 84, 85, 86, 87]
-    """
-    p = _pool(pool)
-    return [slot * p + i for slot in slots for i in range(p)]
 
 
 def expand_block_size(
@@ -147,27 +148,6 @@ def bytes_to_cache_blocks_floor(budget: Bytes, page_size: Bytes) -> CacheBlocks:
     return CacheBlocks(check_quantity(budget, Bytes, "budget").value // page)
 
 
-def floor_ratio(numerator: Q, denominator: Q) -> int:
-    """How many whole ``denominator`` fit in ``numerator`` (same unit): rounds down."""
-    num, den = _same_unit(numerator, denominator)
-    return num // den
-
-
-def ceil_ratio(numerator: Q, denominator: Q) -> int:
-    """How many ``denominator`` cover ``numerator`` (same unit): rounds up."""
-    num, den = _same_unit(numerator, denominator)
-    return cdiv(num, den)
-
-
-def _same_unit(numerator: Q, denominator: Q) -> tuple[int, int]:
-    den = check_quantity(denominator, type(numerator), "denominator").value
-    if den == 0:
-        raise UnitValueError(
-            f"cannot divide by 0 {numerator.unit}", field="denominator", got=str(denominator)
-        )
-    return numerator.value, den
-
-
 def _pool(pool: object) -> int:
     return check_pool(pool).tokens_per_block
 
@@ -190,9 +170,9 @@ class Conversion:
 CONVERSIONS: Final[tuple[Conversion, ...]] = (
     Conversion("pool_length", "encoder_token", "pooled_block", "ceil", "cdiv(n, P)"),
     Conversion("pool_window", "encoder_token", "pooled_block", "window", "cdiv(W - 1, P) + 1"),
+    Conversion("pool_span", "encoder_token", "pooled_block", "window", "cdiv(n - 1, P) + 1"),
     Conversion("pool_position", "encoder_token", "pooled_block", "floor", "i // P"),
     Conversion("unpool_length", "pooled_block", "encoder_token", "exact", "s * P"),
-    Conversion("pooled_slot_rows", "pooled_block slot", "encoder_token row", "exact", "s * P + i"),
     Conversion(
         "expand_block_size",
         "pooled_block/cache_block",

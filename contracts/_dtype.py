@@ -6,6 +6,7 @@ from enum import StrEnum
 from typing import Final
 
 from ._quantity import Bytes
+from .errors import SpecError
 
 
 class CacheDType(StrEnum):
@@ -40,7 +41,7 @@ class CacheDType(StrEnum):
             return cls(_ALIASES.get(key, key))
         except ValueError:
             known = ", ".join(sorted({*(d.value for d in cls), *_ALIASES}))
-            raise ValueError(f"unknown cache dtype {name!r}; known: {known}") from None
+            raise SpecError(f"unknown cache dtype {name!r}; known: {known}") from None
 
 
 _ITEMSIZE_BYTES: Final[dict[CacheDType, int]] = {

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, final
 
-from ._errors import UnitError, UnitTypeError, UnitValueError
-from ._quantity import EncoderTokens, PooledBlocks, SeqUnit, Tokens, describe
+from ._describe import describe
+from ._quantity import EncoderTokens, PooledBlocks, SeqUnit, Tokens
+from .errors import UnitError, UnitTypeError, UnitValueError
 
 _SEQ_UNITS = (EncoderTokens, PooledBlocks, Tokens)
 

@@ -8,16 +8,16 @@ pooled blocks), so each layer keeps its own `KernelSpec`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar, final
 
-from ._convert import pool_length
+from ._convert import pool_length, pool_span
 from ._dtype import CacheDType
 from ._engine import EngineSpec
-from ._errors import SpecError, UnitTypeError
 from ._layers import EncoderOnlyLayer, ModelSpec, StateLayer
 from ._quantity import CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
 from ._views import KernelSpec, ManagerSpec, kernel_view, manager_view
+from .errors import SpecError, UnitTypeError
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
 
@@ -59,7 +59,8 @@ class LayerGroup(Generic[SlotUnit]):
     name: str
     manager: ManagerSpec[SlotUnit]
     layer_names: tuple[str, ...]
-    kernels: Mapping[str, KernelSpec[Any]]
+    # Not hashed (a dict is not hashable); the kernels follow from the layers anyway.
+    kernels: Mapping[str, KernelSpec[Any]] = field(hash=False)
     limits: GroupLimits[SlotUnit]
 
     def __post_init__(self) -> None:
@@ -96,7 +97,8 @@ AnyLayerGroup: TypeAlias = LayerGroup[PooledBlocks] | LayerGroup[Tokens]
 
 def group_limits(manager: ManagerSpec[_U], engine: EngineSpec) -> GroupLimits[_U]:
     """The engine's limits in a group's slot unit: token groups take them as they are,
-    pooled groups convert encoder tokens with `pool_length` (a length rounds up), and a
+    pooled groups convert encoder tokens, the longest sequence with `pool_length` (a length
+    rounds up) and a step with `pool_span` (the slots a step can touch), and a
     cross-attention group is sized by its layers' declared encoder length alone (written
     whole, once per request), so it needs no encoder limits from the engine.
 
@@ -115,7 +117,7 @@ def group_limits(manager: ManagerSpec[_U], engine: EngineSpec) -> GroupLimits[_U
         )
     else:
         max_len = pool_length(engine.max_encoder_len, manager.pool).value
-        in_flight = pool_length(engine.max_encoder_tokens_per_step, manager.pool).value
+        in_flight = pool_span(engine.max_encoder_tokens_per_step, manager.pool).value
     # Re-tagged with the manager's own unit class (the values above already count it), so
     # the limits' type follows the manager's.
     return GroupLimits(unit(max_len), unit(in_flight))

@@ -18,8 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from ._dtype import CacheDType
 from ._factors import PoolFactor
-from ._pydantic import AnyOf
-from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
+from ._quantity import AnyOf, Bytes, EncoderTokens, PooledBlocks, Tokens
 
 #: A count of heads or elements: a real positive int (no bool, no float, no numeric string),
 #: with its unit in the JSON schema (``x-unit``), as a config file's schema shows it.
@@ -34,7 +33,8 @@ SeqLength = Annotated[EncoderTokens | Tokens, AnyOf(EncoderTokens, Tokens)]
 
 class _Layer(BaseModel):
     # Written inline, not through a shared variable: the pydantic mypy plugin reads frozen=True
-    # only from a literal ConfigDict(...) call, and otherwise lets `layer.window = ...` pass.
+    # only from a literal ConfigDict(...) call, and otherwise lets assignments such as
+    # `layer.sliding_window = ...` pass.
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
 
@@ -96,7 +96,7 @@ def _bare_int_in_layer_unit(name: str, value: object, info: ValidationInfo) -> o
 
 def _written_name(cls: type[BaseModel], field: str) -> str:
     """``field`` as the input writes it: its alias, where a subclass gives one (the config
-    format's groups write `SlidingWindowLayer.window` as ``sliding_window``)."""
+    format's groups may rename a field)."""
     return cls.model_fields[field].alias or field
 
 
@@ -133,26 +133,29 @@ class SlidingWindowLayer(_AttentionLayer):
     """Sliding-window attention: a query sees itself and the ``window − 1`` positions before.
 
     Example:
-        >>> layer = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32,
-        ...                            head_size=64)
-        >>> str(layer.window)
+        >>> layer = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4),
+        ...                            kv_heads=32, head_size=64)
+        >>> str(layer.sliding_window)
         '750 encoder_token'
     """
 
     kind: Literal["sliding_window"] = "sliding_window"
-    window: SeqLength = Field(description="window in the kernel's unit (encoder_token or token)")
+    sliding_window: SeqLength = Field(
+        description="the window in the kernel's unit (encoder_token or token), the current "
+        "position included"
+    )
 
-    @field_validator("window", mode="before")
+    @field_validator("sliding_window", mode="before")
     @classmethod
     def _window_bare_int(cls, value: object, info: ValidationInfo) -> object:
-        return _bare_int_in_layer_unit(_written_name(cls, "window"), value, info)
+        return _bare_int_in_layer_unit(_written_name(cls, "sliding_window"), value, info)
 
-    @field_validator("window")
+    @field_validator("sliding_window")
     @classmethod
     def _window_unit(
         cls, value: EncoderTokens | Tokens, info: ValidationInfo
     ) -> EncoderTokens | Tokens:
-        return _seq_in_layer_unit(_written_name(cls, "window"), value, info)
+        return _seq_in_layer_unit(_written_name(cls, "sliding_window"), value, info)
 
 
 class ChunkedLocalLayer(_AttentionLayer):
@@ -272,7 +275,8 @@ class ModelSpec(BaseModel):
 
     Example:
         >>> enc = SlidingWindowLayer.model_validate(
-        ...     {"window": "750 encoder_token", "pool": 4, "kv_heads": 32, "head_size": 64})
+        ...     {"sliding_window": "750 encoder_token", "pool": 4, "kv_heads": 32,
+        ...      "head_size": 64})
         >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32)})
         >>> len(model.layers), next(iter(model.layers))
         (32, 'audio.0')
@@ -302,13 +306,6 @@ class ModelSpec(BaseModel):
             for index in range(count):
                 layers[f"{stack}.{index}"] = layer
         return cls(name=name, layers=layers)
-
-
-def layer_pool(
-    layer: FullAttentionLayer | SlidingWindowLayer | ChunkedLocalLayer | CrossAttentionLayer,
-) -> PoolFactor:
-    """The layer's P: its ``pool``, or 1 for an unpooled layer."""
-    return layer.pool if layer.pool is not None else PoolFactor(1)
 
 
 def slot_unit_of(layer: LayerSpec) -> type[PooledBlocks] | type[Tokens]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ._errors import UnitTypeError
-from ._quantity import QUANTITY_CLASSES, IntQuantity, Q, describe
+from ._describe import describe
+from ._quantity import QUANTITY_CLASSES, IntQuantity, Q
+from .errors import UnitTypeError
 
 
 def parse_quantity(text: str, kind: type[Q], *, field: str | None = None) -> Q:

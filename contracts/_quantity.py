@@ -22,23 +22,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeVar, final
 
-from ._errors import UnitTypeError, UnitValueError
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
-
-def describe(value: object) -> str:
-    """Render any value for an error message, saying what kind of thing it is."""
-    if isinstance(value, IntQuantity):
-        return str(value)
-    if isinstance(value, bool):
-        return f"{value!r} (a bool)"
-    if isinstance(value, int):
-        return f"{value} (a bare int, no unit)"
-    if isinstance(value, float):
-        return f"{value!r} (a float)"
-    if isinstance(value, str):
-        text = value if len(value) <= 40 else value[:37] + "..."
-        return f"{text!r} (a str)"
-    return f"a {type(value).__name__}"
+from ._describe import describe
+from .errors import UnitError, UnitTypeError, UnitValueError
 
 
 class IntQuantity:
@@ -169,14 +158,21 @@ class IntQuantity:
     if not TYPE_CHECKING:
 
         def __eq__(self, other):
-            if type(other) is not type(self):
+            if type(other) is type(self):
+                return self.value == other.value
+            if isinstance(other, _NUMBERS):
                 self._mismatch("==", other)
-            return self.value == other.value
+            # Not a number at all (None, a sentinel such as mock.ANY, a string): let the other
+            # side answer, or Python fall back to identity, so `q == None` is False and
+            # `None in [q]` works.
+            return NotImplemented
 
         def __ne__(self, other):
-            if type(other) is not type(self):
+            if type(other) is type(self):
+                return self.value != other.value
+            if isinstance(other, _NUMBERS):
                 self._mismatch("!=", other)
-            return self.value != other.value
+            return NotImplemented
 
         def __hash__(self):
             return hash((self.unit, self.value))
@@ -232,21 +228,20 @@ class IntQuantity:
     # -- pydantic boundary ------------------------------------------------------------------
 
     @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        from ._pydantic import quantity_core_schema
-
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> CoreSchema:
         return quantity_core_schema((cls,))
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> Any:
-        from ._pydantic import quantity_json_schema
-
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> JsonSchemaValue:
         return quantity_json_schema((cls,))
 
 
 # The slot's setter and the allocator, bound once: cheaper than object.__setattr__ on every
 # construction, and same-unit results skip __init__'s checks (their operands passed them).
 _set_value = IntQuantity.__dict__["value"].__set__
+#: What `==` refuses to compare with a quantity: another unit, or a bare number (a unit
+#: mistake); anything else is simply not equal.
+_NUMBERS = (IntQuantity, int, float)
 _new = object.__new__
 
 
@@ -342,3 +337,125 @@ def check_quantity(value: object, cls: type[Q], field: str) -> Q:
         expected=cls.unit,
         got=describe(value),
     )
+
+
+# -- pydantic glue: quantity fields that parse "750 encoder_token" and reject bare numbers --------
+#
+# A field typed with a quantity class (or `AnyOf` several) accepts an instance of the class,
+# a strict "<integer> <unit>" string, or a pint quantity of the kvunits registry; anything else
+# (a bare int included) is a validation error that names the unit to write. Values serialise
+# back to the same string form, and the JSON schema shows the unit of each field.
+
+QUANTITY_PATTERN = r"^\s*[0-9][0-9_,]*\s*[A-Za-z][A-Za-z_]*\s*$"
+
+
+def coerce_quantity(value: object, classes: tuple[type[IntQuantity], ...]) -> IntQuantity:
+    """Turn config input into one of ``classes``; raise `UnitError` with the fix otherwise."""
+    if type(value) in classes:
+        return value  # type: ignore[return-value]  # exact-type membership checked above
+    units = " or ".join(c.unit for c in classes)
+    example = f"{_example(value)} {classes[0].unit}"
+    if isinstance(value, IntQuantity):
+        raise UnitTypeError(
+            f"expected {units}, got {value}; convert it with the named function in contracts",
+            expected=units,
+            got=str(value),
+        )
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        if _is_pint_quantity(value):
+            return _from_pint(value, classes)
+        raise UnitTypeError(
+            f"expected a quantity in {units} such as {example!r}, got {describe(value)}",
+            expected=units,
+            got=describe(value),
+        )
+    if isinstance(value, int):
+        raise UnitTypeError(
+            f"{value} has no unit: write it as {f'{value} {classes[0].unit}'!r}",
+            expected=units,
+            got=describe(value),
+        )
+    from ._registry import parse_quantity_text
+
+    # The first class's unit names the fix in the hint for a bare number ("40" -> "40 byte").
+    return _from_pint(parse_quantity_text(value, expected_unit=classes[0].unit), classes)
+
+
+def _from_pint(quantity: Any, classes: tuple[type[IntQuantity], ...]) -> IntQuantity:
+    from ._registry import quantity_to_int, ureg
+
+    units = " or ".join(c.unit for c in classes)
+    for cls in classes:
+        if quantity.dimensionality == ureg.Unit(cls.unit).dimensionality:
+            return cls(quantity_to_int(quantity, cls.unit))
+    raise UnitTypeError(
+        f"expected {units}, got {quantity:~}"
+        + (
+            "; a manager-side unit cannot be written here, write the model's unit"
+            if "pooled_block" in str(quantity.units)
+            else ""
+        ),
+        expected=units,
+        got=f"{quantity}",
+    )
+
+
+def _is_pint_quantity(value: object) -> bool:
+    return type(value).__module__.startswith("pint")
+
+
+def _example(value: object) -> str:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "750"
+
+
+def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.CoreSchema:
+    """A pydantic core schema for a field holding one of ``classes``."""
+
+    def validate(value: object) -> IntQuantity:
+        try:
+            return coerce_quantity(value, classes)
+        except UnitError as exc:
+            raise PydanticCustomError(
+                "unit_error",
+                "{message}",
+                {
+                    "message": exc.message,
+                    "expected": exc.expected or " or ".join(c.unit for c in classes),
+                    "got": exc.got,
+                },
+            ) from None
+
+    return core_schema.no_info_plain_validator_function(
+        validate,
+        serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="always"),
+    )
+
+
+def quantity_json_schema(classes: tuple[type[IntQuantity], ...]) -> JsonSchemaValue:
+    """The JSON schema of a quantity field: a string with its unit in ``x-unit``."""
+    units = [c.unit for c in classes]
+    return {
+        "type": "string",
+        "pattern": QUANTITY_PATTERN,
+        "description": "an integer and a unit: " + " or ".join(units),
+        "x-unit": units[0] if len(units) == 1 else units,
+        "examples": [f"750 {u}" for u in units],
+    }
+
+
+class AnyOf:
+    """``Annotated[EncoderTokens | Tokens, AnyOf(EncoderTokens, Tokens)]``: a field that
+    holds one of several units, parsed with one clear error instead of one per union arm."""
+
+    def __init__(self, *classes: type[IntQuantity]) -> None:
+        self.classes = classes
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return quantity_core_schema(self.classes)
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return quantity_json_schema(self.classes)

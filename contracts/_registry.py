@@ -16,8 +16,8 @@ from typing import Any, Final, TypeAlias
 
 import pint
 
-from ._errors import UnitTypeError, UnitValueError
-from ._quantity import describe
+from ._describe import describe
+from .errors import UnitTypeError, UnitValueError
 
 _DEFINITIONS: Final = resources.files(__package__).joinpath("units.txt")
 

@@ -7,10 +7,10 @@ expected, and neither can be built directly: `manager_view` and `kernel_view` de
 from a layer spec through the named conversions, which is the only place P is applied.
 
 Example:
-    >>> layer = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32,
-    ...                            head_size=64)
+    >>> layer = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4),
+    ...                            kv_heads=32, head_size=64)
     >>> m = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
-    >>> str(m.window), str(m.page_size)
+    >>> str(m.sliding_window), str(m.page_size)
     ('189 pooled_block', '524288 byte')
     >>> str(m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192)))
     '13 cache_block'
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeAlias, TypeVar, final
 
 from ._convert import cdiv, expand_block_size, pool_length, pool_window
+from ._describe import describe
 from ._dtype import CacheDType
-from ._errors import SpecError, UnitTypeError, UnitValueError
 from ._factors import BlockSize, PoolFactor
 from ._layers import (
     ChunkedLocalLayer,
@@ -46,8 +46,8 @@ from ._quantity import (
     SlotUnit,
     Tokens,
     check_quantity,
-    describe,
 )
+from .errors import SpecError, UnitTypeError, UnitValueError
 
 ManagedKind: TypeAlias = Literal[
     "full_attention", "sliding_window", "chunked_local", "cross_attention", "state"
@@ -79,10 +79,10 @@ def _only_derived(cls_name: str, builder: str) -> None:
         )
 
 
-def admission_blocks(
+def _admission_blocks(
     kind: ManagedKind,
     block_size_slots: int,
-    window_slots: int | None,
+    sliding_window_slots: int | None,
     chunk_slots: int | None,
     fixed_slots: int | None,
     max_in_flight_slots: int,
@@ -90,13 +90,15 @@ def admission_blocks(
 ) -> int:
     """The admission cap in cache blocks, on plain ints (all slot counts in one unit).
 
-    The MISSION.md formulas; capacity planning and run-time admission both come here.
+    The one formula per kind: `ManagerSpec.max_admission_blocks_per_request` (capacity
+    planning) and the runtime's admission ledger (through `contracts.internal.admission_cap`)
+    both come here.
     """
     if kind == "full_attention":
         return cdiv(max_len_slots, block_size_slots)
     if kind == "sliding_window":
-        assert window_slots is not None
-        held = min(window_slots - 1 + max_in_flight_slots, max_len_slots)
+        assert sliding_window_slots is not None
+        held = min(sliding_window_slots - 1 + max_in_flight_slots, max_len_slots)
         # +1: the window may start in the middle of a block, so one more block is touched.
         return cdiv(held, block_size_slots) + 1
     if kind == "chunked_local":
@@ -118,7 +120,7 @@ class ManagerSpec(Generic[SlotUnit]):
         slot_unit: `PooledBlocks` (pooled layer) or `Tokens`.
         block_size: slots per cache block.
         pool: encoder tokens per slot (1 for a token layer).
-        window: the manager window in slots (sliding window only), via `pool_window`.
+        sliding_window: the manager window in slots (sliding window only), via `pool_window`.
         chunk: the chunk in slots (chunked local only).
         fixed_length: slots a request holds whatever its length (cross attention).
         state_size: bytes of one request's state (state layers).
@@ -132,13 +134,13 @@ class ManagerSpec(Generic[SlotUnit]):
     head_size_k: int
     head_size_v: int
     dtype: CacheDType
-    window: SlotUnit | None = None
+    sliding_window: SlotUnit | None = None
     chunk: SlotUnit | None = None
     fixed_length: SlotUnit | None = None
     state_size: Bytes | None = None
     # Plain ints for hot paths, computed once here.
     block_size_slots: int = field(init=False)
-    window_slots: int | None = field(init=False)
+    sliding_window_slots: int | None = field(init=False)
     chunk_slots: int | None = field(init=False)
     fixed_slots: int | None = field(init=False)
     page_size_bytes: int = field(init=False)
@@ -150,14 +152,15 @@ class ManagerSpec(Generic[SlotUnit]):
 
     def __post_init__(self) -> None:
         _only_derived("ManagerSpec", "manager_view")
-        for name in ("window", "chunk", "fixed_length"):
+        for name in ("sliding_window", "chunk", "fixed_length"):
             value = getattr(self, name)
             if value is not None:
                 check_quantity(value, self.slot_unit, name)
         self.block_size.check(self.slot_unit)
         set_ = object.__setattr__
         set_(self, "block_size_slots", self.block_size.slots)
-        set_(self, "window_slots", None if self.window is None else self.window.value)
+        window = self.sliding_window
+        set_(self, "sliding_window_slots", None if window is None else window.value)
         set_(self, "chunk_slots", None if self.chunk is None else self.chunk.value)
         set_(self, "fixed_slots", None if self.fixed_length is None else self.fixed_length.value)
         if self.state_size is not None:
@@ -207,10 +210,10 @@ class ManagerSpec(Generic[SlotUnit]):
         in_flight = check_quantity(max_in_flight, unit, "max_in_flight").value
         length = check_quantity(max_len, unit, "max_len").value
         return CacheBlocks(
-            admission_blocks(
+            _admission_blocks(
                 self.kind,
                 self.block_size_slots,
-                self.window_slots,
+                self.sliding_window_slots,
                 self.chunk_slots,
                 self.fixed_slots,
                 in_flight,
@@ -235,8 +238,8 @@ class ManagerSpec(Generic[SlotUnit]):
 
     def __str__(self) -> str:
         extra = ""
-        if self.window is not None:
-            extra = f", window {self.window}"
+        if self.sliding_window is not None:
+            extra = f", sliding_window {self.sliding_window}"
         elif self.chunk is not None:
             extra = f", chunk {self.chunk}"
         elif self.fixed_length is not None:
@@ -253,7 +256,7 @@ class KernelSpec(Generic[KernelUnit]):
         seq_unit: `EncoderTokens` (pooled layer) or `Tokens`.
         tokens_per_block: positions per cache block: ``block_size × P`` for a pooled layer.
         pool: P; the kernel row of encoder token ``i`` of pooled slot ``s`` is ``s × P + i``.
-        window: the model's real window (sliding window only), in ``seq_unit``.
+        sliding_window: the model's own window (sliding window only), in ``seq_unit``.
         chunk: the model's chunk (chunked local only), in ``seq_unit``.
         kv_heads: the real KV heads (not widened by P).
     """
@@ -266,7 +269,7 @@ class KernelSpec(Generic[KernelUnit]):
     head_size_k: int
     head_size_v: int
     dtype: CacheDType
-    window: KernelUnit | None = None
+    sliding_window: KernelUnit | None = None
     chunk: KernelUnit | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -275,7 +278,7 @@ class KernelSpec(Generic[KernelUnit]):
     def __post_init__(self) -> None:
         _only_derived("KernelSpec", "kernel_view")
         self.tokens_per_block.check(self.seq_unit, "tokens_per_block")
-        for name in ("window", "chunk"):
+        for name in ("sliding_window", "chunk"):
             value = getattr(self, name)
             if value is not None:
                 check_quantity(value, self.seq_unit, name)
@@ -291,13 +294,9 @@ class KernelSpec(Generic[KernelUnit]):
         # mypy checks this body once per pair of constraints; the check above makes it exact.
         return self  # type: ignore[return-value,unused-ignore]
 
-    @property
-    def window_tokens(self) -> int | None:
-        """The window as a plain int of ``seq_unit``, for the launcher."""
-        return None if self.window is None else self.window.value
-
     def __str__(self) -> str:
-        extra = f", window {self.window}" if self.window is not None else ""
+        window = self.sliding_window
+        extra = f", sliding_window {window}" if window is not None else ""
         extra += f", chunk {self.chunk}" if self.chunk is not None else ""
         return f"{self.kind} kernel: {self.tokens_per_block}{extra}, {self.kv_heads} kv heads"
 
@@ -390,7 +389,7 @@ def manager_view(
             pool = layer.pool
             window = chunk = None
             if isinstance(layer, SlidingWindowLayer):
-                window = pool_window(_encoder(layer.window), pool)
+                window = pool_window(_encoder(layer.sliding_window), pool)
             if isinstance(layer, ChunkedLocalLayer):
                 # P divides the chunk (the layer checks it), so this length is exact.
                 chunk = _whole_blocks(pool_length(_encoder(layer.chunk), pool), bs)
@@ -398,7 +397,7 @@ def manager_view(
                 slot_unit=PooledBlocks,
                 block_size=BlockSize(bs, PooledBlocks),
                 pool=pool,
-                window=window,
+                sliding_window=window,
                 chunk=chunk,
                 **common,
             )
@@ -406,7 +405,9 @@ def manager_view(
             slot_unit=Tokens,
             block_size=BlockSize(bs, Tokens),
             pool=PoolFactor(1),
-            window=_token(layer.window) if isinstance(layer, SlidingWindowLayer) else None,
+            sliding_window=(
+                _token(layer.sliding_window) if isinstance(layer, SlidingWindowLayer) else None
+            ),
             chunk=(
                 _whole_blocks(_token(layer.chunk), bs)
                 if isinstance(layer, ChunkedLocalLayer)
@@ -456,7 +457,11 @@ def kernel_view(
                 seq_unit=EncoderTokens,
                 tokens_per_block=expand_block_size(BlockSize(bs, PooledBlocks), pool),
                 pool=pool,
-                window=_encoder(layer.window) if isinstance(layer, SlidingWindowLayer) else None,
+                sliding_window=(
+                    _encoder(layer.sliding_window)
+                    if isinstance(layer, SlidingWindowLayer)
+                    else None
+                ),
                 chunk=_encoder(layer.chunk) if isinstance(layer, ChunkedLocalLayer) else None,
                 **common,
             )
@@ -464,7 +469,9 @@ def kernel_view(
             seq_unit=Tokens,
             tokens_per_block=BlockSize(bs, Tokens),
             pool=PoolFactor(1),
-            window=_token(layer.window) if isinstance(layer, SlidingWindowLayer) else None,
+            sliding_window=(
+                _token(layer.sliding_window) if isinstance(layer, SlidingWindowLayer) else None
+            ),
             chunk=_token(layer.chunk) if isinstance(layer, ChunkedLocalLayer) else None,
             **common,
         )
@@ -488,8 +495,22 @@ def _whole_blocks(chunk: _U, block_size_slots: int) -> _U:
 
 
 def _encoder(value: EncoderTokens | Tokens) -> EncoderTokens:
-    return check_quantity(value, EncoderTokens, "window")
+    return check_quantity(value, EncoderTokens, "sliding_window")
 
 
 def _token(value: EncoderTokens | Tokens) -> Tokens:
-    return check_quantity(value, Tokens, "window")
+    return check_quantity(value, Tokens, "sliding_window")
+
+
+def admission_cap(spec: ManagerSpec[Any], max_in_flight_slots: int, max_len_slots: int) -> int:
+    """`ManagerSpec.max_admission_blocks_per_request` on plain ints, for the runtime's
+    admission path (slots of the spec's own unit in, cache blocks out)."""
+    return _admission_blocks(
+        spec.kind,
+        spec.block_size_slots,
+        spec.sliding_window_slots,
+        spec.chunk_slots,
+        spec.fixed_slots,
+        max_in_flight_slots,
+        max_len_slots,
+    )

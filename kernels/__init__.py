@@ -27,10 +27,11 @@ Public API:
 * `reference_write_kv`, `reference_paged_attention`: the plain-torch references.
 """
 
-from ._errors import KernelArgumentError as KernelArgumentError
-from ._errors import KernelTypeError as KernelTypeError
-from ._errors import KernelValueError as KernelValueError
-from ._errors import ResidencyError as ResidencyError
+from contracts.errors import KernelArgumentError as KernelArgumentError
+from contracts.errors import KernelTypeError as KernelTypeError
+from contracts.errors import KernelValueError as KernelValueError
+from contracts.errors import ResidencyError as ResidencyError
+
 from ._residency import check_residency as check_residency
 from ._typed import BlockTable as BlockTable
 from ._typed import QueryStartLoc as QueryStartLoc

@@ -17,18 +17,9 @@ from typing import Final
 
 import torch
 
-from contracts import (
-    CacheDType,
-    KernelSpec,
-    KernelUnit,
-    ManagedKind,
-    SpecError,
-    UnitValueError,
-    check_quantity,
-    describe,
-)
-
-from ._errors import KernelTypeError, KernelValueError
+from contracts import CacheDType, KernelSpec, KernelUnit, SpecError, UnitValueError
+from contracts.errors import KernelTypeError, KernelValueError
+from contracts.internal import ManagedKind, check_quantity, describe
 
 _TORCH_DTYPES: Final[dict[CacheDType, torch.dtype]] = {
     CacheDType.bfloat16: torch.bfloat16,
@@ -206,26 +197,27 @@ def validate_step(
     return host_starts, host_lens
 
 
-def resolve_window(spec: KernelSpec[KernelUnit], window: KernelUnit | None) -> int | None:
+def resolve_window(spec: KernelSpec[KernelUnit], sliding_window: KernelUnit | None) -> int | None:
     """The window the kernel applies, as a plain int of ``spec.seq_unit`` (None: full causal).
 
-    ``window`` overrides the spec's; by default a sliding-window spec uses its own window and
+    ``sliding_window`` overrides the spec's; by default a sliding-window spec uses its own and
     a full-attention spec none.
 
     Raises:
-        UnitTypeError: ``window`` is not in the spec's kernel unit.
-        UnitValueError: ``window`` is 0.
+        UnitTypeError: ``sliding_window`` is not in the spec's kernel unit.
+        UnitValueError: ``sliding_window`` is 0.
     """
-    if window is None:
-        return spec.window_tokens
-    value = check_quantity(window, spec.seq_unit, "window").value
+    if sliding_window is None:
+        own = spec.sliding_window
+        return None if own is None else own.value
+    value = check_quantity(sliding_window, spec.seq_unit, "sliding_window").value
     if value < 1:
         raise UnitValueError(
             f"a sliding window must be >= 1 {spec.seq_unit.unit} (it holds the current "
-            f"position), got {window}",
-            field="window",
+            f"position), got {sliding_window}",
+            field="sliding_window",
             expected=f"an int >= 1 of {spec.seq_unit.unit}",
-            got=str(window),
+            got=str(sliding_window),
         )
     return value
 

@@ -46,7 +46,7 @@ def paged_swa_kernel(
     num_requests: tl.tensor,
     table_width_col: tl.tensor,
     tokens_per_block: tl.tensor,  # tok per cache block (block_size × P)
-    window_tok: tl.tensor,  # W; a huge value for full causal attention
+    sliding_window_tok: tl.tensor,  # W; a huge value for full causal attention
     scale_log2: tl.tensor,  # softmax scale × log2(e)
     stride_q_row: tl.tensor,
     stride_q_head: tl.tensor,
@@ -111,7 +111,7 @@ def paged_swa_kernel(
     # Keys the tile needs: the union of its queries' windows, [lo_tok, hi_tok].
     first_pos_tok = context_tok + q_first
     last_pos_tok = context_tok + tl.minimum(q_first + BLOCK_Q, q_len_tok) - 1
-    lo_tok = tl.maximum(first_pos_tok - window_tok + 1, 0)
+    lo_tok = tl.maximum(first_pos_tok - sliding_window_tok + 1, 0)
     hi_tok = last_pos_tok
     start_tok = (lo_tok // BLOCK_N) * BLOCK_N
 
@@ -146,7 +146,7 @@ def paged_swa_kernel(
         visible = (
             key_ok[None, :]
             & (pos_k_tok[None, :] <= pos_q_tok[:, None])
-            & (pos_k_tok[None, :] > pos_q_tok[:, None] - window_tok)
+            & (pos_k_tok[None, :] > pos_q_tok[:, None] - sliding_window_tok)
         )
         scores = tl.where(visible, scores, float("-inf"))
 

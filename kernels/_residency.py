@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any, overload
 
 from contracts import EncoderTokens, KernelSpec, Tokens
+from contracts.errors import KernelValueError, ResidencyError
 
 from ._checks import resolve_window
-from ._errors import KernelValueError, ResidencyError
 from ._typed import (
     BlockTable,
     QueryStartLoc,
@@ -32,7 +32,7 @@ def check_residency(
     seq_lens: SeqLens[EncoderTokens],
     spec: KernelSpec[EncoderTokens],
     *,
-    window: EncoderTokens | None = None,
+    sliding_window: EncoderTokens | None = None,
 ) -> None: ...
 
 
@@ -43,7 +43,7 @@ def check_residency(
     seq_lens: SeqLens[Tokens],
     spec: KernelSpec[Tokens],
     *,
-    window: Tokens | None = None,
+    sliding_window: Tokens | None = None,
 ) -> None: ...
 
 
@@ -53,7 +53,7 @@ def check_residency(
     seq_lens: SeqLens[Any],
     spec: KernelSpec[Any],
     *,
-    window: Any = None,
+    sliding_window: Any = None,
 ) -> None:
     """Raise `ResidencyError` if a query of this step needs a key that is not resident.
 
@@ -67,7 +67,7 @@ def check_residency(
         query_start_loc: ``[num_requests + 1]`` the step's rows per request, kernel unit.
         seq_lens: ``[num_requests]`` lengths after the step, kernel unit.
         spec: the layer's kernel view (block size in the kernel unit, window).
-        window: overrides ``spec.window`` (same unit).
+        window: overrides ``spec.sliding_window`` (same unit).
 
     Raises:
         ResidencyError: naming the request, the first query position that needs the block,
@@ -82,7 +82,7 @@ def check_residency(
 
         >>> import torch
         >>> from contracts import EncoderTokens, PoolFactor, SlidingWindowLayer, kernel_view
-        >>> layer = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4),
+        >>> layer = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4),
         ...                            kv_heads=1, head_size=16)
         >>> spec = kernel_view(layer, 16).expect(EncoderTokens)
         >>> table = BlockTable(torch.tensor([[0] + list(range(1, 13))]))
@@ -98,7 +98,7 @@ def check_residency(
     table = check_block_table(block_table, "block_table").tensor.cpu()
     starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor.tolist()
     lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor.tolist()
-    window_tok = resolve_window(spec, window)
+    sliding_window_tok = resolve_window(spec, sliding_window)
     tpb = spec.tokens_per_block.slots
     width = int(table.shape[1])
     if len(starts) != len(lens) + 1 or table.shape[0] != len(lens):
@@ -114,14 +114,18 @@ def check_residency(
         if q_len <= 0:
             continue
         context = seq_len - q_len
-        lo = 0 if window_tok is None else max(0, context - window_tok + 1)
+        lo = 0 if sliding_window_tok is None else max(0, context - sliding_window_tok + 1)
         for col in range(lo // tpb, (seq_len - 1) // tpb + 1):
             entry = rows[req][col] if col < width else None
             if entry is not None and entry > 0:
                 continue
             query = max(context, col * tpb)
-            first_key = 0 if window_tok is None else max(0, query - window_tok + 1)
-            reach = "causal" if window_tok is None else f"window {window_tok} {unit.unit}"
+            first_key = 0 if sliding_window_tok is None else max(0, query - sliding_window_tok + 1)
+            reach = (
+                "causal"
+                if sliding_window_tok is None
+                else f"window {sliding_window_tok} {unit.unit}"
+            )
             if entry is None:
                 where = f"beyond the table's {width} columns"
                 fix = (
@@ -131,11 +135,12 @@ def check_residency(
             else:
                 where = "which holds the null block 0" if entry == 0 else f"which holds {entry}"
                 fix = "the manager freed (or never allocated) a block the kernel still reads"
-                if window_tok is not None:
+                if sliding_window_tok is not None:
                     p = spec.pool.tokens_per_block
                     fix += (
                         f"; its window must be at least pool_window(W, P) = cdiv(W − 1, P) + 1 "
-                        f"= {(window_tok - 1 + p - 1) // p + 1} slots (W = {window_tok}, P = {p})"
+                        f"= {(sliding_window_tok - 1 + p - 1) // p + 1} slots "
+                        f"(W = {sliding_window_tok}, P = {p})"
                     )
             raise ResidencyError(
                 f"request {req}: the query at {unit.unit} position {query} needs keys "

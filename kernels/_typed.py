@@ -33,11 +33,9 @@ from contracts import (
     Tokens,
     UnitTypeError,
     UnitValueError,
-    check_pool,
-    describe,
 )
-
-from ._errors import KernelTypeError, KernelValueError
+from contracts.errors import KernelTypeError, KernelValueError
+from contracts.internal import check_pool, describe
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _SEQ_UNITS: tuple[type[EncoderTokens | PooledBlocks | Tokens], ...] = (
@@ -50,11 +48,9 @@ _SLOT_UNITS: tuple[type[PooledBlocks | Tokens], ...] = (PooledBlocks, Tokens)
 
 def _check_tensor(name: str, tensor: object, ndim: int, axes: str) -> torch.Tensor:
     if not isinstance(tensor, torch.Tensor):
-        raise UnitTypeError(
+        raise KernelTypeError(
             f"{name} wraps a torch integer tensor of shape {axes}, got {describe(tensor)}",
-            field=name,
-            expected=f"torch.Tensor {axes}",
-            got=describe(tensor),
+            argument=name,
         )
     if tensor.dim() != ndim:
         raise KernelValueError(

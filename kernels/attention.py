@@ -15,7 +15,9 @@ from typing import Any, overload
 
 import torch
 
-from contracts import EncoderTokens, KernelSpec, ManagedKind, Tokens
+from contracts import EncoderTokens, KernelSpec, Tokens
+from contracts.errors import KernelValueError
+from contracts.internal import ManagedKind
 
 from ._checks import (
     INDEX_DTYPES,
@@ -31,7 +33,6 @@ from ._checks import (
     torch_dtype,
     validate_step,
 )
-from ._errors import KernelValueError
 from ._paged_swa import paged_swa_kernel
 from ._residency import check_residency as _check_residency
 from ._typed import (
@@ -44,7 +45,8 @@ from ._typed import (
 )
 
 _ATTENTION_KINDS: tuple[ManagedKind, ...] = ("sliding_window", "full_attention")
-#: ``window_tok`` passed for full causal attention: beyond any sequence, far from int32 limits.
+#: ``sliding_window_tok`` passed for full causal attention: beyond any sequence, far from int32
+#: limits.
 _NO_WINDOW = 1 << 30
 _LOG2_E = 1.4426950408889634
 
@@ -59,7 +61,7 @@ def paged_attention(
     seq_lens: SeqLens[EncoderTokens],
     spec: KernelSpec[EncoderTokens],
     *,
-    window: EncoderTokens | None = None,
+    sliding_window: EncoderTokens | None = None,
     scale: float | None = None,
     check_residency: bool = False,
     validate: bool = True,
@@ -77,7 +79,7 @@ def paged_attention(
     seq_lens: SeqLens[Tokens],
     spec: KernelSpec[Tokens],
     *,
-    window: Tokens | None = None,
+    sliding_window: Tokens | None = None,
     scale: float | None = None,
     check_residency: bool = False,
     validate: bool = True,
@@ -94,7 +96,7 @@ def paged_attention(
     seq_lens: SeqLens[Any],
     spec: KernelSpec[Any],
     *,
-    window: Any = None,
+    sliding_window: Any = None,
     scale: float | None = None,
     check_residency: bool = False,
     validate: bool = True,
@@ -117,7 +119,7 @@ def paged_attention(
         seq_lens: ``[num_requests]`` lengths after this step (queries included), kernel unit
             (exact encoder lengths for a pooled layer: see `unpool_seq_lens`).
         spec: the layer's `KernelSpec` (a sliding-window or full-attention layer).
-        window: overrides the spec's window, in the spec's unit; by default a sliding-window
+        sliding_window: overrides the spec's, in the spec's unit; by default a sliding-window
             layer uses its own window and a full-attention layer none.
         scale: the softmax scale; ``1 / sqrt(head_size_k)`` by default.
         check_residency: first check on the host that every block a query needs is in the
@@ -143,7 +145,7 @@ def paged_attention(
     table = check_block_table(block_table, "block_table").tensor
     starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor
     lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor
-    window_tok = resolve_window(spec, window)
+    sliding_window_tok = resolve_window(spec, sliding_window)
 
     dtype = torch_dtype(spec.dtype)
     kv_heads, head_k, head_v = spec.kv_heads, spec.head_size_k, spec.head_size_v
@@ -175,7 +177,9 @@ def paged_attention(
         )  # fmt: skip
     check_device(device, paged_swa_kernel, "paged_attention", "query")
     if check_residency:
-        _check_residency(block_table, query_start_loc, seq_lens, spec, window=window)
+        _check_residency(
+            block_table, query_start_loc, seq_lens, spec, sliding_window=sliding_window
+        )
     if validate:
         _validate_attention(starts, lens, table, num_rows, num_blocks, tokens_per_block)
     if num_rows == 0 or num_requests == 0:
@@ -197,7 +201,7 @@ def paged_attention(
         paged_swa_kernel[grid](
             query, k_cache, v_cache, out, table, starts, lens,
             num_requests, table.shape[1], tokens_per_block,
-            _NO_WINDOW if window_tok is None else window_tok, scale * _LOG2_E,
+            _NO_WINDOW if sliding_window_tok is None else sliding_window_tok, scale * _LOG2_E,
             query.stride(0), query.stride(1), out.stride(0), out.stride(1),
             k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
             v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),

@@ -27,14 +27,10 @@ from typing import Any, overload
 
 import torch
 
-from contracts import (
-    EncoderTokens,
-    KernelSpec,
-    KernelUnit,
-    ManagedKind,
-    PooledBlocks,
-    Tokens,
-)
+from contracts import EncoderTokens, KernelSpec, KernelUnit, PooledBlocks, Tokens
+from contracts.crossing import touched_slots
+from contracts.errors import KernelValueError
+from contracts.internal import ManagedKind
 
 from ._checks import (
     INDEX_DTYPES,
@@ -48,7 +44,6 @@ from ._checks import (
     torch_dtype,
     validate_step,
 )
-from ._errors import KernelValueError
 from ._paged_write import paged_write_kernel
 from ._typed import (
     QueryStartLoc,
@@ -84,7 +79,8 @@ def slot_start_loc(
     """Where each request's entries start in a step's slot mapping (see the module doc).
 
     Request r with ``q_len`` new positions ending at ``seq_len`` touches the slots
-    ``(seq_len − q_len) // P .. cdiv(seq_len, P) − 1``: none when ``q_len == 0``.
+    ``(seq_len − q_len) // P .. cdiv(seq_len, P) − 1``: none when ``q_len == 0``
+    (`contracts.crossing.touched_slots`, as the coordinator counts them).
 
     Returns:
         ``[num_requests + 1]`` int32 on the metadata's device (no host sync).
@@ -92,7 +88,7 @@ def slot_start_loc(
     Example:
         >>> import torch
         >>> from contracts import EncoderTokens, SlidingWindowLayer, kernel_view
-        >>> layer = SlidingWindowLayer(window="750 encoder_token", pool=4, kv_heads=1,
+        >>> layer = SlidingWindowLayer(sliding_window="750 encoder_token", pool=4, kv_heads=1,
         ...                            head_size=16)
         >>> spec = kernel_view(layer, 2).expect(EncoderTokens)
         >>> qsl = QueryStartLoc(torch.tensor([0, 5, 9]), EncoderTokens)
@@ -103,11 +99,8 @@ def slot_start_loc(
     unit = spec.seq_unit
     starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor
     lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor
-    pool = spec.pool.tokens_per_block
     q_lens = starts[1:] - starts[:-1]
-    context = lens - q_lens
-    touched = (lens + (pool - 1)) // pool - context // pool
-    counts = torch.where(q_lens > 0, touched, torch.zeros_like(touched))
+    counts = touched_slots(lens - q_lens, q_lens, spec.pool.tokens_per_block)
     out = torch.zeros(counts.shape[0] + 1, dtype=torch.int32, device=counts.device)
     out[1:] = torch.cumsum(counts, dim=0)
     return out

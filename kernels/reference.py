@@ -72,7 +72,7 @@ def reference_paged_attention(
     seq_lens: SeqLens[KernelUnit],
     spec: KernelSpec[KernelUnit],
     *,
-    window: KernelUnit | None = None,
+    sliding_window: KernelUnit | None = None,
     scale: float | None = None,
 ) -> torch.Tensor:
     """What `kernels.paged_attention` computes: gather each request's window, dense attention.
@@ -84,7 +84,7 @@ def reference_paged_attention(
     table = check_block_table(block_table, "block_table").tensor.long()
     starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor.long()
     lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor.long()
-    window_tok = resolve_window(spec, window)
+    sliding_window_tok = resolve_window(spec, sliding_window)
     tpb = spec.tokens_per_block.slots
     num_rows, num_heads, head_k = query.shape
     kv_heads = k_cache.shape[2]
@@ -95,10 +95,10 @@ def reference_paged_attention(
 
     q_lens = starts[1:] - starts[:-1]
     context = lens - q_lens
-    if window_tok is None:
+    if sliding_window_tok is None:
         lo = torch.zeros_like(context)
     else:
-        lo = (context - window_tok + 1).clamp(min=0)
+        lo = (context - sliding_window_tok + 1).clamp(min=0)
     span = int((lens - lo).max()) if lens.numel() else 0
     max_q = int(q_lens.max()) if q_lens.numel() else 0
     out = torch.zeros(num_rows, num_heads, v_cache.shape[-1], dtype=query.dtype, device=device)
@@ -125,8 +125,8 @@ def reference_paged_attention(
 
     scores = torch.einsum("rqhd,rshd->rhqs", queries, keys) * scale
     visible = key_ok[:, None, :] & (key_pos[:, None, :] <= q_pos[:, :, None])
-    if window_tok is not None:
-        visible &= key_pos[:, None, :] > q_pos[:, :, None] - window_tok
+    if sliding_window_tok is not None:
+        visible &= key_pos[:, None, :] > q_pos[:, :, None] - sliding_window_tok
     scores = scores.masked_fill(~visible[:, None], float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # padded query rows see nothing
     dense = torch.einsum("rhqs,rshd->rqhd", probs, values)

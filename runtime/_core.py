@@ -2,8 +2,10 @@
 
 `runtime.coordinator.KVCacheCoordinator` checks units once at its entry and delegates here;
 the allocator benchmark runs the same trace through both to price that check. Groups are
-addressed by index, lengths are plain ints in each group's slot unit, block counts in cache
-blocks.
+addressed by index. A step counts *positions* in each group's kernel unit (encoder tokens for
+a pooled group, tokens otherwise); the core turns them into slots with the formulas of
+`contracts.crossing` (a pooled step may continue a partial slot), and limits, caps and
+eviction work in slots; block counts are in cache blocks.
 
 Not thread-safe: one scheduler thread drives a core (see `KVCacheCoordinator`).
 """
@@ -13,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contracts import CacheBlocks
+from contracts.crossing import cache_slots, step_cache_rows, step_cache_slots
+from contracts.errors import AllocationError, RequestError
 
-from ._errors import AllocationError, RequestError
 from .admission import AdmissionLedger
 from .block_pool import NULL_BLOCK, BlockPool
 from .managers import SingleTypeManager
@@ -25,27 +28,29 @@ class RequestState:
 
     Attributes:
         tables: block tables (cache-block ids; the null block where evicted).
-        num_slots: slots allocated so far, in the group's unit (all computed by the time the
-            next step comes).
-        max_len: the declared longest sequence, in the group's unit.
+        num_rows: positions so far in the group's kernel unit (encoder tokens for a pooled
+            group, else tokens; all computed by the time the next step comes).
+        num_slots: slots held so far, in the group's slot unit: ``cdiv(num_rows, P)``.
+        max_len: the declared longest sequence, in the group's slot unit.
         caps: the admission cap, in cache blocks (what the ledger reserved).
         skipped: leading table entries already evicted, in cache blocks (they hold the null
             block; the live blocks are ``tables[g][skipped[g]:]``). It equals the manager's
-            ``skipped_blocks(num_slots − step_new)``, kept to spare that call every step.
-        step_new: slots the latest step added, in the group's unit (it started at
-            ``num_slots − step_new``).
+            ``skipped_blocks`` at the latest step's first slot, kept to spare that call.
+        step_rows: positions the latest step added, in the kernel unit (it started at
+            ``num_rows − step_rows``).
     """
 
-    __slots__ = ("caps", "max_len", "num_slots", "skipped", "step_new", "tables")
+    __slots__ = ("caps", "max_len", "num_rows", "num_slots", "skipped", "step_rows", "tables")
 
     def __init__(self, max_len: list[int], caps: list[int]) -> None:
         n = len(max_len)
         self.tables: list[list[int]] = [[] for _ in range(n)]
+        self.num_rows = [0] * n
         self.num_slots = [0] * n
         self.max_len = max_len
         self.caps = caps
         self.skipped = [0] * n
-        self.step_new = [0] * n
+        self.step_rows = [0] * n
 
 
 class CoordinatorCore:
@@ -72,6 +77,7 @@ class CoordinatorCore:
         "_in_flight",
         "_limit",
         "_managers",
+        "_pool",
         "ledger",
         "names",
         "pools",
@@ -96,6 +102,7 @@ class CoordinatorCore:
         # Read once per step per group: plain attributes of the managers, kept at hand.
         self._block_size = tuple(m.block_size_slots for m in managers)
         self._has_rows = tuple(m.has_slot_rows for m in managers)
+        self._pool = tuple(m.spec.pool.tokens_per_block for m in managers)
         self.requests: dict[str, RequestState] = {}
 
     # -- admission ------------------------------------------------------------------------
@@ -129,54 +136,66 @@ class CoordinatorCore:
 
         Args:
             request_id: an admitted request.
-            num_new: per group, in group order, the slots the step adds (0: none). A cross
-                attention or state group allocates its blocks at the request's first step.
+            num_new: per group, in group order, the positions the step adds in the group's
+                kernel unit (encoder tokens for a pooled group; 0: none). A cross attention
+                or state group allocates its blocks at the request's first step.
 
         Returns:
-            Per group, the cache slot of each new slot (manager units):
-            ``table[p // block_size] × block_size + p % block_size`` for p in the step.
+            Per group, the step's slot mapping (`contracts.crossing.step_cache_slots`): the
+            cache slot of every slot the step touches, manager units. For a pooled group the
+            first may be the partial slot the step continues.
 
         Raises:
-            RequestError: unknown request, a step beyond a group's ``max_in_flight`` or the
-                request's ``max_len``.
+            RequestError: unknown request, a step touching more slots than the group's
+                ``max_in_flight``, or ending beyond the request's ``max_len``.
             AllocationError: a group lacks blocks; nothing changed in any group.
         """
         req = self.requests.get(request_id)
         if req is None:
             raise self._unknown(request_id)
-        managers, pools = self._managers, self.pools
+        managers, pools, pool_of = self._managers, self.pools, self._pool
         if len(num_new) != len(managers):
             raise self._arity(request_id, len(num_new))
-        num_slots, tables, skipped = req.num_slots, req.tables, req.skipped
+        num_rows, tables, skipped = req.num_rows, req.tables, req.skipped
         in_flight, max_len = self._in_flight, req.max_len
         # Phase 1: what every group needs, checked before anything changes.
+        firsts = []
+        ends = []
         skips = []
         wants = []
         short = None
-        for g, n in enumerate(num_new):
-            c = num_slots[g]
-            if n > in_flight[g] or c + n > max_len[g]:
-                raise self._too_long(request_id, g, c, n, in_flight[g], max_len[g])
+        for g, q in enumerate(num_new):
+            c, p = num_rows[g], pool_of[g]
+            # The slots the step touches, first..end-1 (contracts.crossing): the first holds
+            # the step's first position, so eviction counts back from it.
+            if p == 1:
+                first, end = c, c + q
+            else:
+                first, end = c // p, -(-(c + q) // p)
+            if (end - first if q else 0) > in_flight[g] or end > max_len[g]:
+                raise self._too_long(request_id, g, first, end, q, in_flight[g], max_len[g])
             manager = managers[g]
-            skip = manager.skipped_blocks(c)
-            want = manager.table_length(c + n) - len(tables[g])
+            skip = manager.skipped_blocks(first)
+            want = manager.table_length(end) - len(tables[g])
             if want > 0:
                 # Blocks this step evicts go back to the pool before it allocates, as in
                 # vLLM (no query of the step reads them). ``skip`` never decreases: it only
-                # grows with num_slots.
+                # grows with the step's first slot.
                 usable = pools[g].num_free + skip - skipped[g]
                 if want > usable and short is None:
                     # A caller's mistake in a later group is reported first: it is not
                     # transient, a shortfall is.
                     short = (g, want, usable)
+            firsts.append(first)
+            ends.append(end)
             skips.append(skip)
             wants.append(want)
         if short is not None:
             raise self._short(request_id, *short)
         # Phase 2: evict, allocate, record; nothing here can fail.
         out: list[list[int]] = []
-        step_new = req.step_new
-        for g, n in enumerate(num_new):
+        num_slots, step_rows = req.num_slots, req.step_rows
+        for g, q in enumerate(num_new):
             table = tables[g]
             skip, done = skips[g], skipped[g]
             if skip > done:
@@ -186,12 +205,11 @@ class CoordinatorCore:
             want = wants[g]
             if want > 0:
                 table.extend(pools[g].allocate_n(want))
-            c = num_slots[g]
-            num_slots[g] = c + n
-            step_new[g] = n
-            if self._has_rows[g]:
-                bs = self._block_size[g]
-                out.append([table[p // bs] * bs + p % bs for p in range(c, c + n)])
+            num_rows[g] += q
+            num_slots[g] = ends[g]
+            step_rows[g] = q
+            if self._has_rows[g] and q:
+                out.append(cache_slots(table, self._block_size[g], firsts[g], ends[g]))
             else:
                 out.append([])
         return out
@@ -219,12 +237,24 @@ class CoordinatorCore:
         return self.request(request_id).tables[g]
 
     def slot_mapping(self, request_id: str, g: int) -> list[int]:
-        """The cache slots of the latest step's new slots in group ``g`` (manager units)."""
+        """The latest step's slot mapping in group ``g`` (manager units; see `allocate_step`)."""
         req = self.request(request_id)
         if not self._has_rows[g]:
             return []
-        table, bs, end = req.tables[g], self._block_size[g], req.num_slots[g]
-        return [table[p // bs] * bs + p % bs for p in range(end - req.step_new[g], end)]
+        q = req.step_rows[g]
+        return step_cache_slots(
+            req.tables[g], self._block_size[g], req.num_rows[g] - q, q, self._pool[g]
+        )
+
+    def step_rows(self, request_id: str, g: int) -> list[int]:
+        """The cache row of every position of the latest step in group ``g`` (kernel units)."""
+        req = self.request(request_id)
+        if not self._has_rows[g]:
+            return []
+        q = req.step_rows[g]
+        return step_cache_rows(
+            req.tables[g], self._block_size[g], req.num_rows[g] - q, q, self._pool[g]
+        )
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -243,16 +273,22 @@ class CoordinatorCore:
         )
 
     def _too_long(
-        self, request_id: str, g: int, c: int, n: int, in_flight: int, max_len: int
+        self, request_id: str, g: int, first: int, end: int, q: int, in_flight: int, max_len: int
     ) -> RequestError:
         unit = self._managers[g].spec.slot_unit.unit
         name = self.names[g]
-        if n > in_flight:
-            what = f"adds {n} {unit}, more than the group's max_in_flight of {in_flight} {unit}"
+        held = self.requests[request_id].num_slots[g]
+        if end > max_len:
+            what = (
+                f"would hold {end} {unit} ({held} + {end - held}), beyond the request's "
+                f"max_len of {max_len} {unit}"
+            )
+        elif self._pool[g] == 1:
+            what = f"adds {q} {unit}, more than the group's max_in_flight of {in_flight} {unit}"
         else:
             what = (
-                f"would hold {c + n} {unit} ({c} + {n}), beyond the request's max_len of "
-                f"{max_len} {unit}"
+                f"touches {end - first} {unit} (slots {first}..{end - 1}), more than the "
+                f"group's max_in_flight of {in_flight} {unit}"
             )
         return RequestError(
             f"a step of request {request_id!r} in group {name!r} {what}; the admission cap "

@@ -1,7 +1,7 @@
 """Admission control: a request's admission cap per group, and the reservation ledger.
 
-The cap is `contracts.admission_blocks`, the function under
-`contracts.ManagerSpec.max_admission_blocks_per_request` with which the capacity plan
+The cap is `contracts.internal.admission_cap`: the formula of
+`contracts.ManagerSpec.max_admission_blocks_per_request`, with which the capacity plan
 (`runtime.capacity.plan`) sizes the pools, so the two cannot drift. Here it runs on plain ints
 (slots in the group's unit in, cache blocks out): no quantity is built on the admission path.
 
@@ -25,32 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from contracts import CacheBlocks, ManagerSpec, admission_blocks
-
-from ._errors import AdmissionError, AllocationError
-
-
-def admission_cap(spec: ManagerSpec[Any], max_in_flight_slots: int, max_len_slots: int) -> int:
-    """Cache blocks one request can hold at once in a group, as the capacity plan counts them
-    (`contracts.admission_blocks`, on plain ints).
-
-    Args:
-        spec: the group's manager spec.
-        max_in_flight_slots: the most slots one step adds, in the group's slot unit.
-        max_len_slots: the request's longest sequence, in the group's slot unit.
-
-    Returns:
-        The cap, in cache blocks.
-    """
-    return admission_blocks(
-        spec.kind,
-        spec.block_size_slots,
-        spec.window_slots,
-        spec.chunk_slots,
-        spec.fixed_slots,
-        max_in_flight_slots,
-        max_len_slots,
-    )
+from contracts import CacheBlocks, ManagerSpec
+from contracts.errors import AdmissionError, AllocationError
+from contracts.internal import admission_cap
 
 
 class AdmissionLedger:

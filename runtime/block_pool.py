@@ -14,9 +14,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Final
 
-from contracts import CacheBlocks
-
-from ._errors import AllocationError
+from contracts import CacheBlocks, SpecError
+from contracts.errors import AllocationError
 
 #: The id of the null block in every pool.
 NULL_BLOCK: Final = 0
@@ -53,7 +52,7 @@ class BlockPool:
 
     def __init__(self, num_blocks: int, *, name: str = "pool") -> None:
         if type(num_blocks) is not int or num_blocks < 1:
-            raise ValueError(f"a pool needs >= 1 block (the null block), got {num_blocks!r}")
+            raise SpecError(f"a pool needs >= 1 block (the null block), got {num_blocks!r}")
         self.name = name
         self.num_blocks = num_blocks
         self._free: deque[int] = deque(range(1, num_blocks))

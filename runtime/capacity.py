@@ -19,7 +19,6 @@ from contracts import (
     EncoderTokens,
     EngineSpec,
     ModelSpec,
-    PooledBlocks,
     SpecError,
     Tokens,
     group_layers,
@@ -33,8 +32,8 @@ class GroupPlan:
 
     Attributes:
         group: the group (manager view, kernel views, limits in slot units).
-        model_window: the window as the model writes it (kernel unit), if any.
-        manager_window: the same window as the manager counts it (slot unit), if any.
+        sliding_window: the window as the model writes it (kernel unit), if the group's
+            layers share one; the manager's (slot unit) is ``group.manager.sliding_window``.
         page_size: bytes of one cache block of one layer.
         block_bytes: bytes of one cache block of the group (one page per layer).
         admission_cap: cache blocks one request can hold at once.
@@ -43,8 +42,7 @@ class GroupPlan:
     """
 
     group: AnyLayerGroup
-    model_window: EncoderTokens | Tokens | None
-    manager_window: PooledBlocks | Tokens | None
+    sliding_window: EncoderTokens | Tokens | None
     page_size: Bytes
     block_bytes: Bytes
     admission_cap: CacheBlocks
@@ -79,7 +77,7 @@ class CapacityPlan:
             if plan.group.name == name:
                 return plan
         known = ", ".join(p.group.name for p in self.groups)
-        raise KeyError(f"no group {name!r}; groups: {known}")
+        raise SpecError(f"no group {name!r}; groups: {known}")
 
 
 def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
@@ -116,8 +114,7 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
         plans.append(
             GroupPlan(
                 group=group,
-                model_window=_model_window(group),
-                manager_window=group.manager.window,
+                sliding_window=_sliding_window(group),
                 page_size=group.manager.page_size,
                 block_bytes=Bytes(bbytes),
                 admission_cap=CacheBlocks(cap),
@@ -137,10 +134,10 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
     )
 
 
-def _model_window(group: AnyLayerGroup) -> EncoderTokens | Tokens | None:
+def _sliding_window(group: AnyLayerGroup) -> EncoderTokens | Tokens | None:
     """The model's window of the group's layers, when they all share one (a group may hold
     windows 750 and 751 encoder tokens: both manage 189 pooled blocks at P = 4)."""
     windows: set[EncoderTokens | Tokens] = {
-        k.window for k in group.kernels.values() if k.window is not None
+        k.sliding_window for k in group.kernels.values() if k.sliding_window is not None
     }
     return windows.pop() if len(windows) == 1 else None

@@ -5,12 +5,17 @@ pooled encoder group counting `PooledBlocks` and a decoder group counting `Token
 checked once, at the entry of each call, then the untyped core (`runtime._core`) works on plain
 ints:
 
-* `KVCacheCoordinator.group` gives a `GroupHandle[U]`, typed by the group's slot unit (it
-  raises `UnitTypeError` when the group counts another unit);
+* `KVCacheCoordinator.group` gives a `GroupHandle[U]`, typed by the unit its steps count: a
+  token group steps in `Tokens`; a pooled group in whole `PooledBlocks` (P encoder tokens
+  each) or in `EncoderTokens`, as an audio stream arrives, in chunks that need not be
+  multiples of P (a step then continues the partial pooled block the last one left; see
+  `contracts.crossing`). Any other unit raises `UnitTypeError`;
 * `KVCacheCoordinator.stepper` binds handles into a `Stepper`, whose ``allocate`` and ``admit``
   take one quantity per handle, each in its handle's unit: mypy rejects ``EncoderTokens`` where
-  the pooled group expects ``PooledBlocks`` (``[arg-type]``), and so does the run time
-  (`UnitTypeError`), as it does a bare ``int``.
+  a ``PooledBlocks`` handle expects slots (``[arg-type]``), and so does the run time
+  (`UnitTypeError`), as it does a bare ``int``;
+* `KVCacheCoordinator.kernel_inputs` gives what the kernels read for the latest step: the slot
+  mapping `kernels.write_kv` takes, the cache row of every position, the exact length.
 
 A step is atomic over all groups: if any group cannot satisfy it, nothing changes anywhere and
 `AllocationError` names the group and the shortfall. Admission reserves each request's cap (see
@@ -24,7 +29,7 @@ Example:
     >>> from contracts import (Bytes, EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec,
     ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens)
     >>> from runtime.capacity import plan
-    >>> enc = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32,
+    >>> enc = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32,
     ...                          head_size=64)
     >>> dec = FullAttentionLayer(kv_heads=8, head_size=128)
     >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32), "text": (dec, 26)})
@@ -41,6 +46,18 @@ Example:
     >>> coord.block_table("r1", audio), str(coord.usage(text).used)
     ([1], '1 cache_block')
     >>> coord.free("r1")
+
+    An audio stream in chunks of 6 encoder tokens: the second chunk continues pooled slot 1.
+
+    >>> tokens = coord.group("audio", EncoderTokens)
+    >>> stream = coord.stepper(tokens, text)
+    >>> stream.admit("r2", EncoderTokens(40_000), Tokens(512))
+    >>> stream.allocate("r2", EncoderTokens(6), Tokens(1))
+    [[32, 33], [32]]
+    >>> stream.allocate("r2", EncoderTokens(6), Tokens(1))
+    [[33, 34], [33]]
+    >>> coord.kernel_inputs("r2", tokens).row_mapping  # positions 6-11: cache slot × 4 + i
+    (134, 135, 136, 137, 138, 139)
 """
 
 from __future__ import annotations
@@ -62,61 +79,78 @@ from typing import (
 
 from contracts import (
     AnyLayerGroup,
+    BlockSize,
     CacheBlocks,
     EncoderTokens,
     IntQuantity,
+    KernelUnit,
     ManagerSpec,
     PooledBlocks,
-    SlotUnit,
+    PoolFactor,
     SpecError,
     Tokens,
     UnitTypeError,
     UnitValueError,
-    check_quantity,
-    describe,
 )
+from contracts.crossing import slots_holding
+from contracts.internal import check_quantity, describe
 
 from ._core import CoordinatorCore
 from .admission import AdmissionLedger
 from .block_pool import BlockPool
-from .kernel_boundary import PooledKernelInputs, pooled_kernel_inputs
 from .managers import make_manager
 
 if TYPE_CHECKING:
     from .capacity import CapacityPlan
 
+#: The unit a group handle's steps and lengths count: its slots (`PooledBlocks`, `Tokens`), or
+#: a pooled group's encoder tokens.
+StepUnit = TypeVar("StepUnit", PooledBlocks, Tokens, EncoderTokens)
+
 _Us = TypeVarTuple("_Us")
-_A = TypeVar("_A", PooledBlocks, Tokens)
-_B = TypeVar("_B", PooledBlocks, Tokens)
-_C = TypeVar("_C", PooledBlocks, Tokens)
-_D = TypeVar("_D", PooledBlocks, Tokens)
+_A = TypeVar("_A", PooledBlocks, Tokens, EncoderTokens)
+_B = TypeVar("_B", PooledBlocks, Tokens, EncoderTokens)
+_C = TypeVar("_C", PooledBlocks, Tokens, EncoderTokens)
+_D = TypeVar("_D", PooledBlocks, Tokens, EncoderTokens)
 
 
 @final
-class GroupHandle(Generic[SlotUnit]):
+class GroupHandle(Generic[StepUnit]):
     """A typed reference to one group of one coordinator (from `KVCacheCoordinator.group`).
 
     Attributes:
         name: the group's name (``"audio"``).
         index: its position in the coordinator (the core's group index).
-        unit: its slot unit, `PooledBlocks` or `Tokens`.
+        unit: the unit its steps and lengths count: the group's slot unit, or
+            `EncoderTokens` for a pooled group stepped token by token.
         spec: its manager spec.
+        rows_per_unit: kernel positions per ``unit``: P for a pooled group stepped in
+            `PooledBlocks`, else 1.
     """
 
-    __slots__ = ("_owner", "index", "name", "spec", "unit")
+    __slots__ = ("_owner", "_rows_per_slot", "index", "name", "rows_per_unit", "spec", "unit")
     name: str
     index: int
-    unit: type[SlotUnit]
+    unit: type[StepUnit]
     spec: ManagerSpec[Any]
+    rows_per_unit: int
 
     def __init__(
-        self, owner: CoordinatorCore, index: int, unit: type[SlotUnit], spec: ManagerSpec[Any]
+        self, owner: CoordinatorCore, index: int, unit: type[StepUnit], spec: ManagerSpec[Any]
     ) -> None:
         self._owner = owner
         self.index = index
         self.name = owner.names[index]
         self.unit = unit
         self.spec = spec
+        step_unit: type[IntQuantity] = unit
+        p = spec.pool.tokens_per_block
+        self.rows_per_unit = p if step_unit is PooledBlocks else 1
+        self._rows_per_slot = p if step_unit is EncoderTokens else 1
+
+    def slots_of(self, length: int) -> int:
+        """Slots that hold ``length`` of this handle's unit (plain ints, rounds up)."""
+        return slots_holding(length, self._rows_per_slot)
 
     def __repr__(self) -> str:
         return f"GroupHandle({self.name!r}, {self.unit.__name__})"
@@ -142,6 +176,37 @@ class GroupUsage:
     reserved: CacheBlocks
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class KernelInputs(Generic[KernelUnit]):
+    """What the kernels of one group read for one request after its latest step.
+
+    Built by `KVCacheCoordinator.kernel_inputs` with the formulas of `contracts.crossing`.
+
+    Attributes:
+        block_table: cache-block ids, one per block of the request's slots, the null block (0)
+            where evicted; block ``b`` holds rows ``b × tokens_per_block ..`` of the cache.
+        tokens_per_block: positions per cache block in the kernel's unit: ``block_size × P``
+            encoder tokens for a pooled group.
+        slot_mapping: the cache slot of every slot the latest step touches (manager units):
+            the ``slot_mapping`` `kernels.write_kv` takes. For a pooled group the first may be
+            the partial slot the step continues.
+        row_mapping: the cache row of every position of the latest step (kernel units):
+            ``cache slot × P + i``.
+        seq_len: the request's positions so far, the step's included, exact.
+        step_len: the positions the latest step added.
+        pool: P.
+    """
+
+    block_table: tuple[int, ...]
+    tokens_per_block: BlockSize[KernelUnit]
+    slot_mapping: tuple[int, ...]
+    row_mapping: tuple[int, ...]
+    seq_len: KernelUnit
+    step_len: KernelUnit
+    pool: PoolFactor
+
+
 class AllocateFn(Protocol[*_Us]):
     """``allocate(request_id, *num_new)``: one step, one count per bound group (see `Stepper`)."""
 
@@ -152,15 +217,16 @@ class AllocateFn(Protocol[*_Us]):
 class Stepper(Generic[*_Us]):
     """Steps and admissions over a fixed tuple of groups, one quantity per group, in order.
 
-    Built by `KVCacheCoordinator.stepper`. Groups the stepper does not bind get 0 new slots in
-    its steps and are admitted at their limit.
+    Built by `KVCacheCoordinator.stepper`. Groups the stepper does not bind get nothing in its
+    steps and are admitted at their limit.
 
     Attributes:
         allocate: ``allocate(request_id, *num_new) -> slot mappings``: allocate one step,
-            atomically over every group; ``num_new[i]`` counts slots of ``handles[i]`` (its
-            unit). Returns, per bound group, the cache slot of each new slot (manager units).
-            Raises `UnitTypeError` (wrong unit, bare int), `RequestError` (not admitted, more
-            than ``max_in_flight`` or beyond ``max_len``) and `AllocationError` (a group lacks
+            atomically over every group; ``num_new[i]`` counts ``handles[i]``'s unit (whole
+            pooled blocks, encoder tokens or tokens). Returns, per bound group, the step's slot
+            mapping: the cache slot of every slot it touches (manager units). Raises
+            `UnitTypeError` (wrong unit, bare int), `RequestError` (not admitted, more than
+            ``max_in_flight`` or beyond ``max_len``) and `AllocationError` (a group lacks
             blocks; nothing changed).
         handles: the bound groups, in argument order.
     """
@@ -177,7 +243,7 @@ class Stepper(Generic[*_Us]):
         """Admit a request with its longest sequence per bound group (others: their limit).
 
         Raises:
-            UnitTypeError: a length in the wrong unit, or a bare int.
+            UnitTypeError: a length in the wrong unit, a bare int, or not one per group.
             RequestError: the id is already admitted.
             AdmissionError: the request can never fit; refuse it (nothing changed).
             AllocationError: its caps cannot be reserved now; retry later (nothing changed).
@@ -185,17 +251,23 @@ class Stepper(Generic[*_Us]):
         lengths: list[int | None] = [None] * len(self._owner._core.names)
         given: tuple[object, ...] = max_len
         if len(given) != len(self.handles):
-            raise TypeError(f"admit takes {len(self.handles)} lengths, got {len(given)}")
+            raise UnitTypeError(
+                f"admit takes {len(self.handles)} lengths, one per bound group ("
+                + ", ".join(f"{h.name}: {h.unit.unit}" for h in self.handles)
+                + f"), got {len(given)}",
+                field="max_len",
+                expected=", ".join(h.unit.unit for h in self.handles),
+                got=f"{len(given)} values",
+            )
         for i, (quantity, handle) in enumerate(zip(given, self.handles, strict=True)):
             if type(quantity) is not handle.unit:
                 _reject(handle, quantity, f"max_len[{i}]")
-            lengths[handle.index] = cast(IntQuantity, quantity).value
+            lengths[handle.index] = handle.slots_of(cast(IntQuantity, quantity).value)
         self._owner._core.admit(request_id, lengths)
 
-    def num_slots(self, request_id: str) -> tuple[*_Us]:
-        """The request's slots so far in each bound group, each in its group's unit."""
-        req = self._owner._core.request(request_id)
-        return cast(tuple[*_Us], tuple(h.unit(req.num_slots[h.index]) for h in self.handles))
+    def seq_lens(self, request_id: str) -> tuple[*_Us]:
+        """The request's length so far in each bound group, each in its handle's unit."""
+        return cast(tuple[*_Us], tuple(self._owner.seq_len(request_id, h) for h in self.handles))
 
 
 class KVCacheCoordinator:
@@ -255,10 +327,13 @@ class KVCacheCoordinator:
         )
         self._groups = tuple(groups)
         self._core = CoordinatorCore(names, managers, pools, ledger, in_flight, limit)
-        self._handles: dict[str, GroupHandle[Any]] = {
-            g.name: GroupHandle(self._core, i, g.manager.slot_unit, g.manager)
-            for i, g in enumerate(groups)
-        }
+        self._handles: dict[tuple[str, type[IntQuantity]], GroupHandle[Any]] = {}
+        for i, g in enumerate(groups):
+            unit = g.manager.slot_unit
+            self._handles[g.name, unit] = GroupHandle(self._core, i, unit, g.manager)
+            if unit is PooledBlocks:
+                handle = GroupHandle(self._core, i, EncoderTokens, g.manager)
+                self._handles[g.name, EncoderTokens] = handle
 
     @classmethod
     def from_plan(cls, plan: CapacityPlan, *, reserve: bool = True) -> KVCacheCoordinator:
@@ -279,26 +354,29 @@ class KVCacheCoordinator:
         """The layer groups, in the coordinator's order."""
         return self._groups
 
-    def group(self, name: str, unit: type[SlotUnit]) -> GroupHandle[SlotUnit]:
-        """The handle of group ``name``, whose slots count ``unit``.
+    def group(self, name: str, unit: type[StepUnit]) -> GroupHandle[StepUnit]:
+        """The handle of group ``name``, stepped in ``unit``: the group's slot unit, or
+        `EncoderTokens` for a pooled group (whose slots are `PooledBlocks`).
 
         Raises:
-            KeyError: no such group.
-            UnitTypeError: the group counts another unit.
+            SpecError: no such group.
+            UnitTypeError: the group cannot be stepped in ``unit``.
         """
-        handle = self._handles.get(name)
-        if handle is None:
-            raise KeyError(f"no group {name!r}; groups: {', '.join(self._core.names)}")
-        if handle.unit is not unit:
-            raise UnitTypeError(
-                f"group {name!r} counts {handle.unit.unit} ({handle.unit.__name__}), not "
-                f"{getattr(unit, 'unit', unit)}; ask for coordinator.group({name!r}, "
-                f"{handle.unit.__name__})",
-                field="unit",
-                expected=handle.unit.unit,
-                got=getattr(unit, "unit", repr(unit)),
-            )
-        return cast(GroupHandle[SlotUnit], handle)
+        handle = self._handles.get((name, unit))
+        if handle is not None:
+            return cast(GroupHandle[StepUnit], handle)
+        own = [h for (n, _), h in self._handles.items() if n == name]
+        if not own:
+            raise SpecError(f"no group {name!r}; groups: {', '.join(self._core.names)}")
+        slot_unit = own[0].spec.slot_unit
+        ways = " or ".join(f"coordinator.group({name!r}, {h.unit.__name__})" for h in own)
+        raise UnitTypeError(
+            f"group {name!r} counts {slot_unit.unit} ({slot_unit.__name__}), not "
+            f"{getattr(unit, 'unit', unit)}; ask for {ways}",
+            field="unit",
+            expected=" | ".join(h.unit.unit for h in own),
+            got=getattr(unit, "unit", repr(unit)),
+        )
 
     @overload
     def stepper(self, a: GroupHandle[_A], /) -> Stepper[_A]: ...
@@ -317,7 +395,7 @@ class KVCacheCoordinator:
 
         Raises:
             UnitTypeError: not a handle of this coordinator.
-            SpecError: no handle, or a handle twice.
+            SpecError: no handle, or a group twice.
         """
         if not handles:
             raise SpecError("bind at least one group")
@@ -365,67 +443,75 @@ class KVCacheCoordinator:
         return self._core.block_table(request_id, handle.index)
 
     def slot_mapping(self, request_id: str, handle: GroupHandle[Any]) -> list[int]:
-        """The cache slots (manager units) of the new slots of the request's latest step in a
-        group: slot p lives at ``table[p // block_size] × block_size + p % block_size``.
+        """The latest step's slot mapping in a group: the cache slot of every slot it touches
+        (manager units), slot s at ``table[s // block_size] × block_size + s % block_size``.
         Empty for a state group (one state per request, no rows per slot)."""
         self._own(handle)
         return self._core.slot_mapping(request_id, handle.index)
 
-    def num_slots(self, request_id: str, handle: GroupHandle[SlotUnit]) -> SlotUnit:
-        """The request's slots so far in a group, in the group's unit."""
+    def seq_len(self, request_id: str, handle: GroupHandle[StepUnit]) -> StepUnit:
+        """The request's length so far in a group, in the handle's unit (for a pooled group:
+        slots held, or encoder tokens exactly)."""
         self._own(handle)
-        return handle.unit(self._core.request(request_id).num_slots[handle.index])
+        req = self._core.request(request_id)
+        if handle.unit is PooledBlocks:
+            return handle.unit(req.num_slots[handle.index])
+        return handle.unit(req.num_rows[handle.index])
 
-    def admission_cap(self, request_id: str, handle: GroupHandle[Any]) -> CacheBlocks:
-        """The cache blocks the request may hold at once in a group (what it reserved)."""
+    def request_cap(self, request_id: str, handle: GroupHandle[Any]) -> CacheBlocks:
+        """The cache blocks the request may hold at once in a group: the admission cap at its
+        declared length (what it reserved)."""
         self._own(handle)
         return CacheBlocks(self._core.request(request_id).caps[handle.index])
 
+    @overload
     def kernel_inputs(
-        self,
-        request_id: str,
-        handle: GroupHandle[PooledBlocks],
-        *,
-        step_tokens: EncoderTokens | None = None,
-        seq_len: EncoderTokens | None = None,
-    ) -> PooledKernelInputs:
-        """A pooled group's block table, latest slot mapping and length in encoder tokens.
-
-        Only the sequence's last pooled block can be partial; after a step of slots it is the
-        step's last, so ``step_tokens`` and ``seq_len`` each give the other (see
-        `pooled_kernel_inputs`).
-
-        Args:
-            request_id: an admitted request.
-            handle: a pooled group.
-            step_tokens: the encoder tokens of the latest step (default: all P tokens of each
-                new slot).
-            seq_len: the request's exact encoder length (default: slots × P).
+        self, request_id: str, handle: GroupHandle[Tokens]
+    ) -> KernelInputs[Tokens]: ...
+    @overload
+    def kernel_inputs(
+        self, request_id: str, handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens]
+    ) -> KernelInputs[EncoderTokens]: ...
+    def kernel_inputs(self, request_id: str, handle: GroupHandle[Any]) -> KernelInputs[Any]:
+        """What the kernels of a group read for the request's latest step: its block table,
+        slot mapping (for `kernels.write_kv`), the cache row of every position and the exact
+        length, in the group's kernel unit (encoder tokens for a pooled group).
 
         Raises:
-            UnitTypeError: a token group, or lengths not in `EncoderTokens`.
-            UnitValueError: lengths that do not fit the slots, or disagree.
+            UnitTypeError: not a handle of this coordinator.
+            SpecError: a state group (one state per request: no positions, no rows).
         """
         self._own(handle)
-        if handle.unit is not PooledBlocks:
-            raise UnitTypeError(
-                f"group {handle.name!r} counts {handle.unit.unit}: its kernel reads manager "
-                "units as they are; kernel_inputs expands pooled groups only",
-                field="handle",
-                expected="a pooled_block group",
-                got=handle.unit.unit,
+        spec, g = handle.spec, handle.index
+        if spec.kind == "state":
+            raise SpecError(
+                f"group {handle.name!r} holds one state per request: it has no positions "
+                "for the attention kernels"
             )
         core = self._core
         req = core.request(request_id)
-        g = handle.index
-        return pooled_kernel_inputs(
-            block_table=req.tables[g],
-            slot_mapping_slots=core.slot_mapping(request_id, g),
-            num_slots=PooledBlocks(req.num_slots[g]),
-            block_size=handle.spec.block_size,
-            pool=handle.spec.pool,
-            step_tokens=step_tokens,
-            seq_len=seq_len,
+        pool = spec.pool
+        rows = spec.block_size_slots * pool.tokens_per_block
+        table, slots = tuple(req.tables[g]), tuple(core.slot_mapping(request_id, g))
+        step_rows = tuple(core.step_rows(request_id, g))
+        if spec.slot_unit is PooledBlocks:
+            return KernelInputs(
+                block_table=table,
+                tokens_per_block=BlockSize(rows, EncoderTokens),
+                slot_mapping=slots,
+                row_mapping=step_rows,
+                seq_len=EncoderTokens(req.num_rows[g]),
+                step_len=EncoderTokens(req.step_rows[g]),
+                pool=pool,
+            )
+        return KernelInputs(
+            block_table=table,
+            tokens_per_block=BlockSize(rows, Tokens),
+            slot_mapping=slots,
+            row_mapping=step_rows,
+            seq_len=Tokens(req.num_rows[g]),
+            step_len=Tokens(req.step_rows[g]),
+            pool=pool,
         )
 
     # -- usage --------------------------------------------------------------------------------
@@ -464,11 +550,12 @@ def _reject(handle: GroupHandle[Any], value: object, what: str) -> NoReturn:
     hint = ""
     if type(value) is EncoderTokens and handle.unit is PooledBlocks:
         hint = (
-            f"; convert encoder tokens with contracts.pool_length(n, PoolFactor("
-            f"{handle.spec.pool.tokens_per_block})) first"
+            f"; step this group in encoder tokens with coordinator.group({handle.name!r}, "
+            "EncoderTokens), or convert whole pooled blocks with contracts.pool_length(n, "
+            f"PoolFactor({handle.spec.pool.tokens_per_block}))"
         )
     raise UnitTypeError(
-        f"{what} is for group {handle.name!r}, which counts {handle.unit.unit} "
+        f"{what} is for group {handle.name!r}, whose handle counts {handle.unit.unit} "
         f"({handle.unit.__name__}); got {describe(value)}{hint}",
         field=what,
         expected=handle.unit.unit,
@@ -478,36 +565,44 @@ def _reject(handle: GroupHandle[Any], value: object, what: str) -> NoReturn:
 
 def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...]) -> Any:
     """The stepper's ``allocate``: a closure of fixed arity for the common layouts, so that the
-    typed entry costs one type check per argument and one call (the benchmark prices it)."""
+    typed entry costs one type check per argument and one call (the benchmark prices it).
+
+    The core counts positions in each group's kernel unit; a handle stepped in whole pooled
+    blocks scales its count by P (``rows_per_unit``).
+    """
     allocate = core.allocate_step
     units = tuple(h.unit for h in handles)
+    scales = tuple(h.rows_per_unit for h in handles)
     num_groups = len(core.names)
     in_order = tuple(h.index for h in handles) == tuple(range(num_groups))
     if in_order and num_groups == 1:
         (u0,) = units
         (h0,) = handles
+        (s0,) = scales
 
         def allocate_1(request_id: str, a: Any) -> list[list[int]]:
             if type(a) is not u0:
                 _reject(h0, a, "num_new[0]")
-            return allocate(request_id, (a.value,))
+            return allocate(request_id, (a.value * s0,))
 
         return allocate_1
     if in_order and num_groups == 2:
         u0, u1 = units
         h0, h1 = handles
+        s0, s1 = scales
 
         def allocate_2(request_id: str, a: Any, b: Any) -> list[list[int]]:
             if type(a) is not u0:
                 _reject(h0, a, "num_new[0]")
             if type(b) is not u1:
                 _reject(h1, b, "num_new[1]")
-            return allocate(request_id, (a.value, b.value))
+            return allocate(request_id, (a.value * s0, b.value * s1))
 
         return allocate_2
     if in_order and num_groups == 3:
         u0, u1, u2 = units
         h0, h1, h2 = handles
+        s0, s1, s2 = scales
 
         def allocate_3(request_id: str, a: Any, b: Any, c: Any) -> list[list[int]]:
             if type(a) is not u0:
@@ -516,18 +611,23 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
                 _reject(h1, b, "num_new[1]")
             if type(c) is not u2:
                 _reject(h2, c, "num_new[2]")
-            return allocate(request_id, (a.value, b.value, c.value))
+            return allocate(request_id, (a.value * s0, b.value * s1, c.value * s2))
 
         return allocate_3
 
     def allocate_any(request_id: str, *num_new: Any) -> list[list[int]]:
         if len(num_new) != len(handles):
-            raise TypeError(f"allocate takes {len(handles)} counts, got {len(num_new)}")
+            raise UnitTypeError(
+                f"allocate takes {len(handles)} counts, one per bound group, got {len(num_new)}",
+                field="num_new",
+                expected=", ".join(h.unit.unit for h in handles),
+                got=f"{len(num_new)} values",
+            )
         dense = [0] * num_groups
         for i, (quantity, handle) in enumerate(zip(num_new, handles, strict=True)):
             if type(quantity) is not handle.unit:
                 _reject(handle, quantity, f"num_new[{i}]")
-            dense[handle.index] = quantity.value
+            dense[handle.index] = quantity.value * handle.rows_per_unit
         out = allocate(request_id, dense)
         return [out[h.index] for h in handles]
 

@@ -1,7 +1,7 @@
 """Per-kind cache managers: which table entries a request still needs, on plain ints.
 
 Each manager reads one `contracts.ManagerSpec` once, at construction, and keeps plain ints
-(``block_size_slots``, ``window_slots``, ``chunk_slots``, ``fixed_blocks``). Positions are
+(``block_size_slots``, ``sliding_window_slots``, ``chunk_slots``, ``fixed_blocks``). Positions are
 slots of the manager's unit (pooled blocks for a pooled group, tokens otherwise); table entries
 are cache blocks. A manager answers two questions; the coordinator does the bookkeeping:
 
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Final
 
-from contracts import ManagedKind, ManagerSpec, SpecError, cdiv
+from contracts import ManagerSpec, SpecError
+from contracts.internal import ManagedKind, cdiv
 
 
 class SingleTypeManager:
@@ -70,35 +71,35 @@ class FullAttentionManager(SingleTypeManager):
 
 
 class SlidingWindowManager(SingleTypeManager):
-    """Sliding window of ``window_slots``: the query at slot q reads slots
-    ``q − (window_slots − 1) .. q``.
+    """Sliding window of ``sliding_window_slots``: the query at slot q reads slots
+    ``q − (sliding_window_slots − 1) .. q``.
 
     Before a step starting at ``num_computed``, the blocks lying wholly below
-    ``num_computed − window_slots + 1`` are freed (vLLM's rule). For a pooled group the window
-    came through `contracts.pool_window`, which is what makes this rule keep every key of the
-    kernel's real window (in encoder tokens) resident.
+    ``num_computed − sliding_window_slots + 1`` are freed (vLLM's rule). For a pooled group the
+    window came through `contracts.pool_window`, which is what makes this rule keep every key
+    of the kernel's real window (in encoder tokens) resident.
 
     Example:
         Block size 2, window 4. Slots 0-5 are computed; the next query, slot 6, reads slots
         3-6, so block 0 (slots 0-1) goes, and block 1 (slots 2-3) stays for slot 3.
 
         >>> from contracts import SlidingWindowLayer, manager_view
-        >>> layer = SlidingWindowLayer(window="4 token", kv_heads=1, head_size=8)
+        >>> layer = SlidingWindowLayer(sliding_window="4 token", kv_heads=1, head_size=8)
         >>> m = SlidingWindowManager(manager_view(layer, block_size_slots=2))
         >>> m.skipped_blocks(6), m.skipped_blocks(7)
         (1, 2)
     """
 
-    __slots__ = ("window_slots",)
+    __slots__ = ("sliding_window_slots",)
     kind: ClassVar[ManagedKind] = "sliding_window"
 
     def __init__(self, spec: ManagerSpec[Any]) -> None:
         super().__init__(spec)
-        assert spec.window_slots is not None  # manager_view sets it for every sliding layer
-        self.window_slots = spec.window_slots
+        assert spec.sliding_window_slots is not None  # set for every sliding layer
+        self.sliding_window_slots = spec.sliding_window_slots
 
     def skipped_blocks(self, num_computed: int) -> int:
-        first_needed = num_computed - self.window_slots + 1
+        first_needed = num_computed - self.sliding_window_slots + 1
         return first_needed // self.block_size_slots if first_needed > 0 else 0
 
 

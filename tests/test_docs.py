@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import contracts
+import kvunits
 import runtime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,10 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _modules() -> list[str]:
     names = []
-    for package in (contracts, runtime):
+    for package in (contracts, runtime, kvunits):
         names.append(package.__name__)
-        for info in pkgutil.iter_modules(package.__path__):
-            names.append(f"{package.__name__}.{info.name}")
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+            if not info.name.endswith("__main__"):
+                names.append(info.name)
     return names
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runtime.cli import main
+from kvunits.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -27,7 +27,7 @@ def run(
     """Run the command line in a fresh interpreter, with a clean ``KVUNITS_*`` environment."""
     clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("KVUNITS_")}
     clean.update(env or {})
-    command = [str(KVUNITS)] if entry_point else [sys.executable, "-m", "runtime.cli"]
+    command = [str(KVUNITS)] if entry_point else [sys.executable, "-m", "kvunits"]
     return subprocess.run(
         [*command, *args],
         cwd=cwd,
@@ -45,7 +45,7 @@ def shipped_examples() -> list[Path]:
         *sorted(EXAMPLES.glob("*.yaml")),
         *sorted(EXAMPLES.glob("*.json")),
         *sorted(EXAMPLES.glob("hf/*/config.json")),
-        *sorted((REPO / "runtime" / "examples").glob("*")),
+        *sorted((REPO / "kvunits" / "examples").glob("*")),
     ]
     return found
 
@@ -78,15 +78,15 @@ def test_plan_json_for_machines() -> None:
     audio, text = data["groups"]
     assert audio["name"] == "audio"
     assert audio["layers"] == 32
-    assert audio["model_window"] == "750 encoder_token"
-    assert audio["manager_window"] == "189 pooled_block"
-    assert audio["window_conversion"] == "pool_window"
+    assert audio["sliding_window"] == "750 encoder_token"
+    assert audio["manager_sliding_window"] == "189 pooled_block"
+    assert audio["sliding_window_conversion"] == "pool_window"
     assert audio["page_size"] == "524288 byte"
     assert audio["admission_cap"] == "13 cache_block"
     assert audio["block_size"] == "16 pooled_block/cache_block"
     assert audio["kernel_block_size"] == "64 encoder_token/cache_block"
-    assert audio["max_in_flight"] == "1 pooled_block"
-    assert text["manager_window"] == "8192 token"
+    assert audio["max_in_flight"] == "2 pooled_block"  # a 4-token step can straddle 2 slots
+    assert text["manager_sliding_window"] == "8192 token"
     assert data["engine"]["memory_budget"] == "42949672960 byte"
     assert data["engine_sources"]["memory_budget"] == "file"
     assert data["bytes_per_request"] == "1310326784 byte"
@@ -379,12 +379,12 @@ def test_usage_errors_exit_2() -> None:
 
 _PROBE = """
 import json, sys
-import runtime.cli
+import kvunits.cli
 after_import = sorted(
     m for m in ("torch", "triton", "pint", "rich", "pydantic", "contracts") if m in sys.modules
 )
 sys.argv = ["kvunits", "plan", "--format", "json"]
-status = runtime.cli.main()  # as the console script calls it
+status = kvunits.cli.main()  # as the console script calls it
 after_plan = sorted(m for m in ("torch", "triton", "numpy", "rich") if m in sys.modules)
 print(json.dumps({"after_import": after_import, "after_plan": after_plan, "status": status}))
 """

@@ -10,7 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-SHIPPED = REPO / "runtime" / "examples" / "voxtral_realtime.toml"
+SHIPPED = REPO / "kvunits" / "examples" / "voxtral_realtime.toml"
 
 #: The Voxtral Realtime example as a kvunits config (TOML text), for edits in tests.
 VOXTRAL_TOML = SHIPPED.read_text(encoding="utf-8")

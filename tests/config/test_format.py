@@ -10,19 +10,9 @@ from typing import Any
 
 import pytest
 
-from contracts import (
-    ConfigError,
-    ConfigFile,
-    ConfigIssue,
-    EncoderTokens,
-    KvUnitsConfig,
-    KvUnitsError,
-    PoolFactor,
-    SlidingWindowLayer,
-    Tokens,
-    load_config,
-    load_config_data,
-)
+from contracts import EncoderTokens, KvUnitsError, PoolFactor, SlidingWindowLayer, Tokens
+from contracts.config import ConfigFile, ConfigIssue, KvUnitsConfig, load_config, load_config_data
+from contracts.errors import ConfigError
 from runtime.capacity import plan
 
 from .conftest import EXAMPLES, SHIPPED, VOXTRAL_TOML
@@ -60,12 +50,12 @@ def test_voxtral_example_loads_into_the_spec_models() -> None:
     assert [name for name in layers][:2] == ["audio.0", "audio.1"]
     audio = layers["audio.31"]
     assert isinstance(audio, SlidingWindowLayer)
-    assert audio.window == EncoderTokens(750)
+    assert audio.sliding_window == EncoderTokens(750)
     assert audio.pool == PoolFactor(4)
     assert (audio.kv_heads, audio.head_size) == (32, 64)
     text = layers["text.25"]
     assert isinstance(text, SlidingWindowLayer)
-    assert text.window == Tokens(8192)
+    assert text.sliding_window == Tokens(8192)
     assert text.pool is None
     assert str(config.engine.memory_budget) == "42949672960 byte"
     assert config.engine_sources["memory_budget"] == "file"
@@ -79,14 +69,14 @@ def test_golden_plan_of_the_voxtral_example() -> None:
     result = plan(config.model, config.engine)
     audio, text = result.groups
     assert (audio.group.name, text.group.name) == ("audio", "text")
-    assert (str(audio.model_window), str(audio.manager_window)) == (
+    assert (str(audio.sliding_window), str(audio.group.manager.sliding_window)) == (
         "750 encoder_token",
         "189 pooled_block",
     )
     assert str(audio.page_size) == "524288 byte"  # 16 × 4 × 32 × (64 + 64) × 2
     assert str(audio.admission_cap) == "13 cache_block"  # cdiv(188 + 1, 16) + 1
     assert str(audio.bytes_per_request) == "218103808 byte"  # 13 × 32 × 512 KiB
-    assert str(text.manager_window) == "8192 token"
+    assert str(text.group.manager.sliding_window) == "8192 token"
     assert str(text.admission_cap) == "641 cache_block"  # cdiv(8191 + 2048, 16) + 1
     assert str(text.page_size) == "65536 byte"
     assert str(result.bytes_per_request) == "1310326784 byte"

@@ -10,18 +10,9 @@ from typing import Any
 
 import pytest
 
-from contracts import (
-    HF_FIELDS,
-    ConfigError,
-    EncoderTokens,
-    FullAttentionLayer,
-    PoolFactor,
-    SlidingWindowLayer,
-    Tokens,
-    load_config,
-    load_config_data,
-    read_hf_config,
-)
+from contracts import EncoderTokens, FullAttentionLayer, PoolFactor, SlidingWindowLayer, Tokens
+from contracts.config import HF_FIELDS, load_config, load_config_data, read_hf_config
+from contracts.errors import ConfigError
 from runtime.capacity import plan
 
 from .conftest import EXAMPLES
@@ -50,11 +41,11 @@ def test_voxtral_realtime_config() -> None:
     assert config.model.name == "voxtral-mini-4b-realtime-2602"  # the directory's name
     audio, text = config.model.layers["audio.0"], config.model.layers["text.25"]
     assert isinstance(audio, SlidingWindowLayer)
-    assert audio.window == EncoderTokens(750)  # audio_config.sliding_window: encoder_token
+    assert audio.sliding_window == EncoderTokens(750)  # audio_config.sliding_window: encoder_token
     assert audio.pool == PoolFactor(4)  # downsample_factor
     assert (audio.kv_heads, audio.head_size) == (32, 64)
     assert isinstance(text, SlidingWindowLayer)
-    assert text.window == Tokens(8192)  # text_config.sliding_window: token
+    assert text.sliding_window == Tokens(8192)  # text_config.sliding_window: token
     assert (text.kv_heads, text.head_size) == (8, 128)
     assert len(config.model.layers) == 32 + 26
     assert config.engine_sources["max_model_len"] == "hf text_config.max_position_embeddings"
@@ -65,7 +56,7 @@ def test_voxtral_realtime_config() -> None:
     assert str(config.engine.max_encoder_tokens_per_step) == "4 encoder_token"
     result = plan(config.model, config.engine)
     audio_plan = result.group("audio")
-    assert str(audio_plan.manager_window) == "189 pooled_block"
+    assert str(audio_plan.group.manager.sliding_window) == "189 pooled_block"
     assert str(audio_plan.page_size) == "524288 byte"
     assert str(audio_plan.admission_cap) == "13 cache_block"
 
@@ -78,7 +69,7 @@ def test_mistral_derives_head_dim_and_slides_everywhere() -> None:
     first = layers[0]
     assert isinstance(first, SlidingWindowLayer)
     assert first.head_size == 4096 // 32  # no head_dim in the file
-    assert (first.window, first.kv_heads) == (Tokens(4096), 8)
+    assert (first.sliding_window, first.kv_heads) == (Tokens(4096), 8)
     assert str(config.engine.max_model_len) == "32768 token"
     assert config.engine_sources["max_model_len"] == "hf max_position_embeddings"
     assert str(plan(config.model, config.engine).group("text").admission_cap) == "385 cache_block"
@@ -103,7 +94,7 @@ def test_gemma_layer_types_mix_sliding_and_full() -> None:
     names = [group.group.name for group in result.groups]
     assert names == ["text/sliding_window", "text/full_attention"]
     sliding = result.group("text/sliding_window")
-    assert str(sliding.manager_window) == "512 token"
+    assert str(sliding.group.manager.sliding_window) == "512 token"
     assert str(sliding.page_size) == "16384 byte"  # 16 × 1 head × (256 + 256) × 2
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from contracts import ConfigError, UnitError, load_config, read_config_file, ureg
+from contracts import UnitError, ureg
+from contracts.config import load_config, read_config_file
+from contracts.errors import ConfigError
 
 from .conftest import VOXTRAL_TOML
 
@@ -259,7 +261,7 @@ _TREES = st.recursive(
 @settings(max_examples=300)
 @given(st.dictionaries(_KEYS, _TREES, max_size=4))
 def test_any_tree_is_a_config_or_a_config_error(data: dict[str, Any]) -> None:
-    from contracts import KvUnitsConfig, load_config_data
+    from contracts.config import KvUnitsConfig, load_config_data
 
     try:
         result = load_config_data(data, where="fuzz.json")

@@ -54,7 +54,7 @@ class RawLayer:
         if self.kind == "full":
             return {"kind": "full_attention", **attention}
         if self.kind == "sliding":
-            return {"kind": "sliding_window", "window": f"{self.seq} {unit}", **attention}
+            return {"kind": "sliding_window", "sliding_window": f"{self.seq} {unit}", **attention}
         if self.kind == "chunked":
             return {"kind": "chunked_local", "chunk": f"{self.seq} {unit}", **attention}
         if self.kind == "cross":

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 import contracts
 from contracts import (
     CONVERSIONS,
-    QUANTITY_CLASSES,
     BlockSize,
     Bytes,
     CacheBlocks,
@@ -28,16 +27,15 @@ from contracts import (
     UnitValueError,
     bytes_to_cache_blocks_floor,
     cache_blocks_to_bytes,
-    cdiv,
-    ceil_ratio,
     expand_block_size,
-    floor_ratio,
     pool_length,
     pool_position,
     pool_window,
     slots_to_cache_blocks_ceil,
     unpool_length,
 )
+from contracts.crossing import step_cache_rows
+from contracts.internal import cdiv
 
 SEQ_CLASSES: tuple[type[Any], ...] = (EncoderTokens, PooledBlocks, Tokens)
 
@@ -109,18 +107,14 @@ def test_unpool_length(s: int, p: int) -> None:
     assert pool_length(got, PoolFactor(p)) == PooledBlocks(s)
 
 
-@given(slots=st.lists(st.integers(min_value=0, max_value=1 << 20), max_size=8), p=pools)
-def test_pooled_slot_rows(slots: list[int], p: int) -> None:
-    rows = contracts.pooled_slot_rows(slots, PoolFactor(p))
-    # P rows per slot, in order; row // P gives the slot back (pool_position's rule).
+@given(slots=st.lists(st.integers(min_value=1, max_value=1 << 20), max_size=8), p=pools)
+def test_whole_slots_expand_to_p_rows_each(slots: list[int], p: int) -> None:
+    # A step of whole pooled blocks (block size 1: slot s is cache slot table[s]): P rows per
+    # slot, in order; row // P gives the cache slot back (pool_position's rule).
+    rows = step_cache_rows(slots, 1, 0, len(slots) * p, p)
     assert len(rows) == len(slots) * p
     assert [r // p for r in rows] == [s for s in slots for _ in range(p)]
     assert [r % p for r in rows] == list(range(p)) * len(slots)
-
-
-def test_pooled_slot_rows_rejects_a_bare_pool() -> None:
-    with pytest.raises(UnitTypeError, match="pool must be a PoolFactor"):
-        contracts.pooled_slot_rows([1], 4)  # type: ignore[arg-type]
 
 
 @given(slots=st.integers(min_value=1, max_value=4096), p=pools)
@@ -186,22 +180,6 @@ def test_bytes_to_cache_blocks_floor(budget: int, page: int) -> None:
 def test_bytes_to_cache_blocks_floor_rejects_empty_page() -> None:
     with pytest.raises(UnitValueError, match=r"^page_size must be > 0 byte to count pages$"):
         bytes_to_cache_blocks_floor(Bytes(1 << 30), Bytes(0))
-
-
-@given(num=counts, den=positive, cls=st.sampled_from(QUANTITY_CLASSES))
-def test_floor_and_ceil_ratio(num: int, den: int, cls: type[Any]) -> None:
-    assert floor_ratio(cls(num), cls(den)) == num // den
-    assert ceil_ratio(cls(num), cls(den)) == math.ceil(Fraction(num, den))
-
-
-@pytest.mark.parametrize("ratio", [floor_ratio, ceil_ratio])
-def test_ratio_rejects_zero_and_mixed_units(ratio: Any) -> None:
-    with pytest.raises(UnitValueError, match=r"^cannot divide by 0 token$"):
-        ratio(Tokens(5), Tokens(0))
-    with pytest.raises(
-        UnitTypeError, match=r"^denominator must be Tokens \(token\), got 4 pooled_block$"
-    ):
-        ratio(Tokens(5), PooledBlocks(4))
 
 
 @given(

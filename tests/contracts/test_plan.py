@@ -26,9 +26,9 @@ from contracts import (
     StateLayer,
     Tokens,
     group_layers,
-    group_limits,
     manager_view,
 )
+from contracts._groups import group_limits
 from runtime.capacity import CapacityPlan, plan
 
 from .layer_model import RawLayer, ceil_div, raw_layers
@@ -39,7 +39,7 @@ GiB = 1024**3
 def voxtral_model() -> ModelSpec:
     """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
     audio = SlidingWindowLayer(
-        window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
     text = FullAttentionLayer(kv_heads=8, head_size=128)
     return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
@@ -62,7 +62,7 @@ def voxtral_engine(budget: str = "40 GiB", **extra: object) -> EngineSpec:
 
 def gemma_like_model(num_layers: int = 26, every: int = 6) -> ModelSpec:
     """Gemma-like: sliding and full attention interleaved in one stack (every 6th is full)."""
-    sliding = SlidingWindowLayer(window=Tokens(4096), kv_heads=8, head_size=128)
+    sliding = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
     full = FullAttentionLayer(kv_heads=8, head_size=128)
     layers: dict[str, LayerSpec] = {
         f"layers.{i}": full if i % every == every - 1 else sliding for i in range(num_layers)
@@ -87,14 +87,17 @@ def test_voxtral_groups_audio_and_text() -> None:
     audio, text = groups
     assert audio.num_layers == 32 and audio.layer_names[0] == "audio.0"
     assert text.num_layers == 26 and text.layer_names[-1] == "text.25"
-    assert audio.manager.expect(PooledBlocks).window == PooledBlocks(189)
-    assert text.manager.expect(Tokens).window is None
+    assert audio.manager.expect(PooledBlocks).sliding_window == PooledBlocks(189)
+    assert text.manager.expect(Tokens).sliding_window is None
     # Every member keeps its own kernel view, in the kernel's unit.
     assert set(audio.kernels) == set(audio.layer_names)
-    assert all(k.expect(EncoderTokens).window == EncoderTokens(750) for k in audio.kernels.values())
-    # Limits in each group's slot unit: cdiv(6000, 4) = 1500 and cdiv(4, 4) = 1 pooled blocks.
+    assert all(
+        k.expect(EncoderTokens).sliding_window == EncoderTokens(750) for k in audio.kernels.values()
+    )
+    # Limits in each group's slot unit: the longest sequence, cdiv(6000, 4) = 1500 pooled
+    # blocks; a step of 4 encoder tokens, which touches 2 pooled blocks when it starts mid-slot.
     assert audio.limits.max_len == PooledBlocks(1500)
-    assert audio.limits.max_in_flight == PooledBlocks(1)
+    assert audio.limits.max_in_flight == PooledBlocks(2)
     assert text.limits.max_len == Tokens(8192)
     assert text.limits.max_in_flight == Tokens(2048)
 
@@ -117,8 +120,8 @@ def test_gemma_like_with_a_single_full_layer() -> None:
 
 
 def test_two_windows_in_one_stack_get_distinct_names() -> None:
-    short = SlidingWindowLayer(window=Tokens(512), kv_heads=8, head_size=128)
-    long = SlidingWindowLayer(window=Tokens(4096), kv_heads=8, head_size=128)
+    short = SlidingWindowLayer(sliding_window=Tokens(512), kv_heads=8, head_size=128)
+    long = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
     model = ModelSpec(
         name="m", layers={"layers.0": short, "layers.1": long, "layers.2": short, "layers.3": long}
     )
@@ -127,15 +130,17 @@ def test_two_windows_in_one_stack_get_distinct_names() -> None:
 
 
 def test_identical_stacks_merge_and_windows_that_manage_alike_share_a_group() -> None:
-    a = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=4, head_size=64)
-    b = a.model_copy(update={"window": EncoderTokens(751)})  # also 189 pooled blocks
+    a = SlidingWindowLayer(
+        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=4, head_size=64
+    )
+    b = a.model_copy(update={"sliding_window": EncoderTokens(751)})  # also 189 pooled blocks
     model = ModelSpec(name="m", layers={"enc.0": a, "enc.1": b})
     groups, _ = group_layers(model, voxtral_engine())
     assert len(groups) == 1 and groups[0].name == "enc" and groups[0].num_layers == 2
     p = plan(model, voxtral_engine())
     # The kernels differ (750, 751), so the plan reports no single model window.
-    assert p.groups[0].model_window is None
-    assert p.groups[0].manager_window == PooledBlocks(189)
+    assert p.groups[0].sliding_window is None
+    assert p.groups[0].group.manager.sliding_window == PooledBlocks(189)
 
 
 def test_encoder_only_layers_are_listed_as_uncached() -> None:
@@ -179,9 +184,9 @@ def test_voxtral_plan() -> None:
     # audio: page 16 × 4 × 32 × (64 + 64) × 2 = 524288 byte; 32 layers: 16777216 byte a block
     assert audio.page_size == Bytes(524288)
     assert audio.block_bytes == Bytes(32 * 524288) == Bytes(16777216)
-    assert audio.model_window == EncoderTokens(750)
-    assert audio.manager_window == PooledBlocks(189)
-    assert str(audio.manager_window) == "189 pooled_block"
+    assert audio.sliding_window == EncoderTokens(750)
+    assert audio.group.manager.sliding_window == PooledBlocks(189)
+    assert str(audio.group.manager.sliding_window) == "189 pooled_block"
     # cap: cdiv(min(189 - 1 + 1, 1500), 16) + 1 = 12 + 1 = 13
     assert audio.admission_cap == CacheBlocks(13)
     assert audio.bytes_per_request == Bytes(13 * 16777216) == Bytes(218103808)
@@ -190,7 +195,7 @@ def test_voxtral_plan() -> None:
     assert text.page_size == Bytes(65536) and text.block_bytes == Bytes(1703936)
     assert text.admission_cap == CacheBlocks(512)
     assert text.bytes_per_request == Bytes(872415232)
-    assert text.model_window is None and text.manager_window is None
+    assert text.sliding_window is None and text.group.manager.sliding_window is None
     # A request: 218103808 + 872415232 = 1090519040 byte. Null blocks: 16777216 + 1703936 =
     # 18481152 byte. Usable: 40 × 2**30 − 18481152 = 42931191808 byte.
     assert p.bytes_per_request == Bytes(1090519040)
@@ -207,7 +212,7 @@ def test_voxtral_plan() -> None:
 
 
 def test_mistral_like_plan() -> None:
-    layer = SlidingWindowLayer(window=Tokens(4096), kv_heads=8, head_size=128)
+    layer = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
     model = ModelSpec.stacked("mistral-7b-like", {"layers": (layer, 32)})
     p = plan(model, decoder_engine(budget=16 * GiB))
     (g,) = p.groups
@@ -221,7 +226,7 @@ def test_mistral_like_plan() -> None:
     # 8191 // 385 = 21 requests.
     assert g.num_blocks == CacheBlocks(8192)
     assert p.concurrent_requests == 21
-    assert g.model_window == Tokens(4096) and g.manager_window == Tokens(4096)
+    assert g.sliding_window == Tokens(4096) and g.group.manager.sliding_window == Tokens(4096)
 
 
 def test_gemma_like_plan() -> None:
@@ -337,7 +342,7 @@ def test_model_without_cache_cannot_be_planned() -> None:
 
 
 def test_unknown_group_name() -> None:
-    with pytest.raises(KeyError, match="no group 'vision'; groups: audio, text"):
+    with pytest.raises(SpecError, match="no group 'vision'; groups: audio, text"):
         plan(voxtral_model(), voxtral_engine()).group("vision")
 
 
@@ -359,8 +364,11 @@ def slot_limits(raw: RawLayer, engine: EngineSpec) -> tuple[int, int]:
     if raw.slot_is_pooled:
         assert engine.max_encoder_len is not None
         assert engine.max_encoder_tokens_per_step is not None
+        # A step of Q encoder tokens need not start on a slot boundary: at worst its first
+        # token is the last of a slot, and it touches 1 + ceil((Q - 1) / P) slots.
+        step = engine.max_encoder_tokens_per_step.value
         return (
-            ceil_div(engine.max_encoder_tokens_per_step.value, raw.p),
+            1 + ceil_div(step - 1, raw.p),
             ceil_div(engine.max_encoder_len.value, raw.p),
         )
     return engine.max_num_batched_tokens.value, engine.max_model_len.value
@@ -456,3 +464,10 @@ def test_plan_invariants(
         assert gp.num_blocks.value >= 1 + p.concurrent_requests * cap
         total += gp.num_blocks.value * gp.block_bytes.value
     assert total <= budget
+
+
+def test_layer_groups_are_hashable_values() -> None:
+    groups, _ = group_layers(voxtral_model(), voxtral_engine())
+    again, _ = group_layers(voxtral_model(), voxtral_engine())
+    assert groups == again and {hash(g) for g in groups} == {hash(g) for g in again}
+    assert len(set(groups) | set(again)) == 2

@@ -63,9 +63,9 @@ def test_k_and_v_head_sizes_may_differ() -> None:
 
 
 def test_pooled_layer_counts_encoder_tokens() -> None:
-    layer = swa(window="750 encoder_token", pool=4, kv_heads=32, head_size=64)
-    assert layer.window == EncoderTokens(750)
-    assert type(layer.window) is EncoderTokens
+    layer = swa(sliding_window="750 encoder_token", pool=4, kv_heads=32, head_size=64)
+    assert layer.sliding_window == EncoderTokens(750)
+    assert type(layer.sliding_window) is EncoderTokens
     assert layer.pool == PoolFactor(4) and layer.pooled
 
 
@@ -80,22 +80,24 @@ def test_pooled_layer_counts_encoder_tokens() -> None:
     ],
 )
 def test_window_input_forms(window: object) -> None:
-    assert swa(window=window, pool=4).window == EncoderTokens(750)
+    assert swa(sliding_window=window, pool=4).sliding_window == EncoderTokens(750)
 
 
 def test_window_from_a_pint_quantity_of_the_registry() -> None:
-    assert swa(window=ureg.Quantity(750, "encoder_token"), pool=4).window == EncoderTokens(750)
+    assert swa(
+        sliding_window=ureg.Quantity(750, "encoder_token"), pool=4
+    ).sliding_window == EncoderTokens(750)
 
 
 def test_token_layer_window() -> None:
-    layer = SlidingWindowLayer(window=Tokens(4096), kv_heads=8, head_size=128)
-    assert layer.window == Tokens(4096) and not layer.pooled
+    layer = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
+    assert layer.sliding_window == Tokens(4096) and not layer.pooled
 
 
 def test_pool_of_one_is_still_an_encoder_layer() -> None:
     # P = 1 means "encoder side, no pooling": the window is in encoder tokens.
-    layer = swa(window="750 encoder_token", pool=1)
-    assert layer.pooled and layer.window == EncoderTokens(750)
+    layer = swa(sliding_window="750 encoder_token", pool=1)
+    assert layer.pooled and layer.sliding_window == EncoderTokens(750)
 
 
 def test_chunked_local_layer() -> None:
@@ -147,43 +149,46 @@ def test_state_layer_sizes(text: str, size: int) -> None:
     ("fields", "message"),
     [
         # A bare int names the unit to add, the layer's own one.
-        ({"window": 750, "pool": 4}, "window 750 has no unit: write it as '750 encoder_token'"),
-        ({"window": 4096}, "window 4096 has no unit: write it as '4096 token'"),
+        (
+            {"sliding_window": 750, "pool": 4},
+            "sliding_window 750 has no unit: write it as '750 encoder_token'",
+        ),
+        ({"sliding_window": 4096}, "sliding_window 4096 has no unit: write it as '4096 token'"),
         # The manager's unit is never written in a model config.
         (
-            {"window": "189 pooled_block", "pool": 4},
+            {"sliding_window": "189 pooled_block", "pool": 4},
             "expected encoder_token or token, got 189 pooled_block; a manager-side unit cannot "
             "be written here",
         ),
         (
-            {"window": PooledBlocks(189), "pool": 4},
+            {"sliding_window": PooledBlocks(189), "pool": 4},
             "got 189 pooled_block; convert it with the named function in contracts",
         ),
         # A pooled layer's window is in encoder tokens, an unpooled layer's in tokens.
         (
-            {"window": "750 token", "pool": 4},
+            {"sliding_window": "750 token", "pool": 4},
             "window is 750 token but the layer pools (pool = 4), so it counts encoder_token; "
             'write "750 encoder_token"',
         ),
         (
-            {"window": "750 encoder_token"},
+            {"sliding_window": "750 encoder_token"},
             "window is 750 encoder_token but the layer has no pool, so it counts token; write "
             '"750 token", or set pool',
         ),
-        ({"window": "0 token"}, "window must be >= 1, got 0 token"),
-        ({"window": "-5 token"}, "is not '<integer> <unit>'"),
-        ({"window": "750", "pool": 4}, "'750' has no unit"),
-        ({"window": 750.0, "pool": 4}, "got 750.0 (a float)"),
-        ({"window": True}, "got True (a bool)"),
-        ({"window": "750 bananas"}, "unknown unit 'bananas'"),
-        ({"window": "40 GiB"}, "expected encoder_token or token"),
+        ({"sliding_window": "0 token"}, "sliding_window must be >= 1, got 0 token"),
+        ({"sliding_window": "-5 token"}, "is not '<integer> <unit>'"),
+        ({"sliding_window": "750", "pool": 4}, "'750' has no unit"),
+        ({"sliding_window": 750.0, "pool": 4}, "got 750.0 (a float)"),
+        ({"sliding_window": True}, "got True (a bool)"),
+        ({"sliding_window": "750 bananas"}, "unknown unit 'bananas'"),
+        ({"sliding_window": "40 GiB"}, "expected encoder_token or token"),
     ],
 )
 def test_window_rejections(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError) as exc:
         swa(**fields)
     error = only_error(exc)
-    assert error["loc"] == ("window",)
+    assert error["loc"] == ("sliding_window",)
     assert message in error["msg"], error["msg"]
 
 
@@ -196,7 +201,7 @@ def test_a_bad_pool_is_reported_once_not_again_as_a_window_error() -> None:
     # Before the fix, a rejected pool also produced "the layer has no pool, so it counts token"
     # on the (correct) encoder-token window.
     with pytest.raises(ValidationError) as exc:
-        swa(window="750 encoder_token", pool=0)
+        swa(sliding_window="750 encoder_token", pool=0)
     error = only_error(exc)
     assert error["loc"] == ("pool",)
     assert "PoolFactor must be >= 1 (1 means the layer does not pool), got 0" in error["msg"]
@@ -208,7 +213,7 @@ def test_a_bad_pool_is_reported_once_not_again_as_a_window_error() -> None:
 )
 def test_pool_rejections(pool: object, got: str) -> None:
     with pytest.raises(ValidationError) as exc:
-        swa(window="750 encoder_token", pool=pool)
+        swa(sliding_window="750 encoder_token", pool=pool)
     error = only_error(exc)
     assert error["loc"] == ("pool",) and got in error["msg"]
 
@@ -322,12 +327,16 @@ def test_mla_count_rejections(field: str, value: object) -> None:
     [
         (FullAttentionLayer, {"kv_heads": 8, "head_size": 64}, "windw"),
         # A full-attention layer has no window: a stray one is an error, not ignored.
-        (FullAttentionLayer, {"kv_heads": 8, "head_size": 64}, "window"),
-        (SlidingWindowLayer, {"kv_heads": 8, "head_size": 64, "window": "8 token"}, "chunk"),
+        (FullAttentionLayer, {"kv_heads": 8, "head_size": 64}, "sliding_window"),
+        (
+            SlidingWindowLayer,
+            {"kv_heads": 8, "head_size": 64, "sliding_window": "8 token"},
+            "chunk",
+        ),
         (MLALayer, {"kv_lora_rank": 512, "qk_rope_head_dim": 64}, "kv_heads"),
         (MLALayer, {"kv_lora_rank": 512, "qk_rope_head_dim": 64}, "pool"),
         (StateLayer, {"state_size": "1 MiB"}, "dtype"),
-        (EncoderOnlyLayer, {}, "window"),
+        (EncoderOnlyLayer, {}, "sliding_window"),
         (
             CrossAttentionLayer,
             {"kv_heads": 8, "head_size": 64, "encoder_length": "8 encoder_token"},
@@ -355,7 +364,11 @@ def test_kind_is_fixed_per_class() -> None:
     ("layer", "field", "value"),
     [
         (FullAttentionLayer(kv_heads=8, head_size=64), "kv_heads", 16),
-        (SlidingWindowLayer(window=Tokens(8), kv_heads=8, head_size=64), "window", Tokens(9)),
+        (
+            SlidingWindowLayer(sliding_window=Tokens(8), kv_heads=8, head_size=64),
+            "sliding_window",
+            Tokens(9),
+        ),
         (StateLayer(state_size=Bytes(8)), "state_size", Bytes(9)),
         (MLALayer(kv_lora_rank=512, qk_rope_head_dim=64), "dtype", CacheDType.float32),
     ],
@@ -368,8 +381,10 @@ def test_layers_are_frozen(layer: BaseModel, field: str, value: object) -> None:
 
 
 def test_layers_are_values() -> None:
-    a = swa(window="750 encoder_token", pool=4)
-    b = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=8, head_size=128)
+    a = swa(sliding_window="750 encoder_token", pool=4)
+    b = SlidingWindowLayer(
+        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=8, head_size=128
+    )
     assert a == b and hash(a) == hash(b)
     assert pickle.loads(pickle.dumps(a)) == a
 
@@ -437,7 +452,7 @@ VOXTRAL_CONFIG: dict[str, object] = {
     "layers": {
         "audio.0": {
             "kind": "sliding_window",
-            "window": "750 encoder_token",
+            "sliding_window": "750 encoder_token",
             "pool": 4,
             "kv_heads": 32,
             "head_size": 64,
@@ -476,13 +491,13 @@ def test_model_from_config_dicts() -> None:
         "local.0": ChunkedLocalLayer,
     }
     audio = model.layers["audio.0"]
-    assert isinstance(audio, SlidingWindowLayer) and audio.window == EncoderTokens(750)
+    assert isinstance(audio, SlidingWindowLayer) and audio.sliding_window == EncoderTokens(750)
 
 
 def test_model_round_trips_through_json_with_units() -> None:
     model = ModelSpec.model_validate(VOXTRAL_CONFIG)
     data = model.model_dump(mode="json")
-    assert data["layers"]["audio.0"]["window"] == "750 encoder_token"
+    assert data["layers"]["audio.0"]["sliding_window"] == "750 encoder_token"
     assert data["layers"]["audio.0"]["pool"] == 4
     assert data["layers"]["mamba.0"]["state_size"] == "2097152 byte"
     assert ModelSpec.model_validate(data) == model
@@ -495,7 +510,7 @@ def test_model_errors_name_the_layer_and_field() -> None:
         "layers": {
             "enc.3": {
                 "kind": "sliding_window",
-                "window": 750,
+                "sliding_window": 750,
                 "pool": 4,
                 "kv_heads": 32,
                 "head_size": 64,
@@ -505,7 +520,7 @@ def test_model_errors_name_the_layer_and_field() -> None:
     with pytest.raises(ValidationError) as exc:
         ModelSpec.model_validate(config)
     error = only_error(exc)
-    assert error["loc"] == ("layers", "enc.3", "sliding_window", "window")
+    assert error["loc"] == ("layers", "enc.3", "sliding_window", "sliding_window")
     assert "750 has no unit: write it as '750 encoder_token'" in error["msg"]
 
 
@@ -531,7 +546,7 @@ def test_model_rejections(config: dict[str, object], message: str) -> None:
 
 def test_stacked_names_layers_by_stack_and_index() -> None:
     enc = SlidingWindowLayer(
-        window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
     dec = FullAttentionLayer(kv_heads=8, head_size=128)
     model = ModelSpec.stacked("voxtral", {"audio": (enc, 32), "text": (dec, 26)})

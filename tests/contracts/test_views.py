@@ -36,13 +36,13 @@ from contracts import (
     UnitError,
     UnitTypeError,
     UnitValueError,
-    admission_blocks,
     kernel_view,
     manager_view,
     pool_length,
     pool_window,
     slots_to_cache_blocks_ceil,
 )
+from contracts._views import _admission_blocks as admission_blocks
 
 from .layer_model import ITEMSIZE, RawLayer, build, ceil_div, raw_layers
 
@@ -50,7 +50,7 @@ from .layer_model import ITEMSIZE, RawLayer, build, ceil_div, raw_layers
 def voxtral_encoder_layer() -> SlidingWindowLayer:
     """Voxtral Realtime's causal Whisper encoder layer: window 750 encoder tokens, P = 4."""
     return SlidingWindowLayer(
-        window=EncoderTokens(750),
+        sliding_window=EncoderTokens(750),
         pool=PoolFactor(4),
         kv_heads=32,
         head_size=64,
@@ -59,7 +59,7 @@ def voxtral_encoder_layer() -> SlidingWindowLayer:
 
 
 def mistral_layer() -> SlidingWindowLayer:
-    return SlidingWindowLayer(window=Tokens(4096), kv_heads=8, head_size=128)
+    return SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
 
 
 # -- golden: Voxtral Realtime encoder ---------------------------------------------------------
@@ -69,9 +69,9 @@ def test_voxtral_manager_view() -> None:
     m = manager_view(voxtral_encoder_layer(), block_size_slots=16).expect(PooledBlocks)
     assert m.kind == "sliding_window" and m.slot_unit is PooledBlocks
     # window: cdiv(750 - 1, 4) + 1 = cdiv(749, 4) + 1 = 188 + 1 = 189 pooled blocks
-    assert m.window == PooledBlocks(189)
-    assert str(m.window) == "189 pooled_block"
-    assert m.window_slots == 189
+    assert m.sliding_window == PooledBlocks(189)
+    assert str(m.sliding_window) == "189 pooled_block"
+    assert m.sliding_window_slots == 189
     assert m.block_size == BlockSize(16, PooledBlocks)
     assert str(m.block_size) == "16 pooled_block/cache_block"
     # page: block 16 × P 4 × 32 heads × (64 + 64) × 2 byte = 524288 byte
@@ -106,13 +106,13 @@ def test_voxtral_naive_derivation_is_a_unit_error() -> None:
         UnitTypeError,
         match="PooledBlocks expects an int of pooled_block, got 750 encoder_token: convert it",
     ):
-        PooledBlocks(layer.window)  # type: ignore[arg-type]
+        PooledBlocks(layer.sliding_window)  # type: ignore[arg-type]
     with pytest.raises(
         UnitTypeError,
         match=r"slots must be PooledBlocks \(pooled_block\), got "
         "750 encoder_token",
     ):
-        slots_to_cache_blocks_ceil(layer.window, m.block_size)  # type: ignore[misc]
+        slots_to_cache_blocks_ceil(layer.sliding_window, m.block_size)  # type: ignore[misc]
     with pytest.raises(
         UnitTypeError,
         match=r"max_in_flight must be PooledBlocks \(pooled_block\)"
@@ -131,18 +131,19 @@ def test_voxtral_kernel_view() -> None:
     assert k.tokens_per_block == BlockSize(64, EncoderTokens)
     assert str(k.tokens_per_block) == "64 encoder_token/cache_block"
     # The kernel keeps the model's own window and the real head count.
-    assert k.window == EncoderTokens(750) and k.window_tokens == 750
+    assert k.sliding_window == EncoderTokens(750)
     assert k.kv_heads == 32 and k.pool == PoolFactor(4)
     assert (k.head_size_k, k.head_size_v) == (64, 64)
     assert str(k) == (
-        "sliding_window kernel: 64 encoder_token/cache_block, window 750 encoder_token, 32 kv heads"
+        "sliding_window kernel: 64 encoder_token/cache_block, sliding_window 750 encoder_token, "
+        "32 kv heads"
     )
 
 
 def test_voxtral_printing() -> None:
     m = manager_view(voxtral_encoder_layer(), block_size_slots=16)
     assert str(m) == (
-        "sliding_window manager: 16 pooled_block/cache_block, window 189 pooled_block, "
+        "sliding_window manager: 16 pooled_block/cache_block, sliding_window 189 pooled_block, "
         "page 524288 byte"
     )
 
@@ -153,7 +154,7 @@ def test_voxtral_printing() -> None:
 def test_mistral_like_decoder() -> None:
     m = manager_view(mistral_layer(), block_size_slots=16).expect(Tokens)
     assert m.slot_unit is Tokens
-    assert m.window == Tokens(4096) and m.pool == PoolFactor(1)
+    assert m.sliding_window == Tokens(4096) and m.pool == PoolFactor(1)
     # page: 16 tokens × 8 heads × (128 + 128) × 2 byte = 65536 byte
     assert m.page_size == Bytes(65536)
     # cdiv(min(4096 - 1 + 2048, 32768), 16) + 1 = cdiv(6143, 16) + 1 = 384 + 1 = 385
@@ -163,7 +164,7 @@ def test_mistral_like_decoder() -> None:
     # The block table spans the whole sequence (evicted entries hold the null block).
     assert m.block_table_width(Tokens(32768)) == CacheBlocks(2048)
     k = kernel_view(mistral_layer(), block_size_slots=16).expect(Tokens)
-    assert k.tokens_per_block == BlockSize(16, Tokens) and k.window == Tokens(4096)
+    assert k.tokens_per_block == BlockSize(16, Tokens) and k.sliding_window == Tokens(4096)
 
 
 def test_window_longer_than_the_sequence() -> None:
@@ -173,18 +174,22 @@ def test_window_longer_than_the_sequence() -> None:
 
 
 def test_window_of_one() -> None:
-    layer = SlidingWindowLayer(window=EncoderTokens(1), pool=PoolFactor(4), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=EncoderTokens(1), pool=PoolFactor(4), kv_heads=1, head_size=8
+    )
     m = manager_view(layer, block_size_slots=2).expect(PooledBlocks)
     # Only the current token: cdiv(0, 4) + 1 = 1 slot; cdiv(1 - 1 + 1, 2) + 1 = 2 blocks.
-    assert m.window == PooledBlocks(1)
+    assert m.sliding_window == PooledBlocks(1)
     assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(50)) == CacheBlocks(2)
 
 
 def test_window_minus_one_multiple_of_pool() -> None:
     # W - 1 = 8 is a multiple of P = 4: cdiv(8, 4) + 1 = 3 slots (vLLM's later cdiv(W, P) + 1
     # would give 4, one too many; the seed's cdiv(W, P) gives 3 here by luck).
-    layer = SlidingWindowLayer(window=EncoderTokens(9), pool=PoolFactor(4), kv_heads=1, head_size=8)
-    assert manager_view(layer, 16).expect(PooledBlocks).window == PooledBlocks(3)
+    layer = SlidingWindowLayer(
+        sliding_window=EncoderTokens(9), pool=PoolFactor(4), kv_heads=1, head_size=8
+    )
+    assert manager_view(layer, 16).expect(PooledBlocks).sliding_window == PooledBlocks(3)
 
 
 # -- golden: chunked local, MLA, state, cross attention ---------------------------------------
@@ -193,7 +198,7 @@ def test_window_minus_one_multiple_of_pool() -> None:
 def test_chunked_local_llama4_like() -> None:
     layer = ChunkedLocalLayer(chunk=Tokens(8192), kv_heads=8, head_size=128)
     m = manager_view(layer, block_size_slots=16).expect(Tokens)
-    assert m.kind == "chunked_local" and m.chunk == Tokens(8192) and m.window is None
+    assert m.kind == "chunked_local" and m.chunk == Tokens(8192) and m.sliding_window is None
     # cdiv(min(8192 + 2048, 32768), 16) = cdiv(10240, 16) = 640; no +1: chunks start on a
     # chunk boundary, not mid-block.
     assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(32768)) == CacheBlocks(640)
@@ -201,7 +206,7 @@ def test_chunked_local_llama4_like() -> None:
     assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(4000)) == CacheBlocks(250)
     assert m.page_size == Bytes(16 * 8 * 256 * 2)
     k = kernel_view(layer, 16).expect(Tokens)
-    assert k.chunk == Tokens(8192) and k.window is None
+    assert k.chunk == Tokens(8192) and k.sliding_window is None
 
 
 def test_pooled_chunked_local() -> None:
@@ -272,7 +277,7 @@ def test_cross_attention_sized_by_encoder_length() -> None:
     # page: 16 × 1 × 20 × (64 + 64) × 2 = 81920 byte
     assert m.page_size == Bytes(81920)
     k = kernel_view(layer, 16).expect(EncoderTokens)
-    assert k.tokens_per_block == BlockSize(16, EncoderTokens) and k.window is None
+    assert k.tokens_per_block == BlockSize(16, EncoderTokens) and k.sliding_window is None
 
 
 def test_pooled_cross_attention() -> None:
@@ -318,7 +323,7 @@ def manager_fields(window: object) -> dict[str, Any]:
         "head_size_k": 64,
         "head_size_v": 64,
         "dtype": CacheDType.bfloat16,
-        "window": window,
+        "sliding_window": window,
     }
 
 
@@ -339,7 +344,7 @@ def test_manager_spec_cannot_be_replaced() -> None:
     # mypy accepts these calls (the fields are typed right): only the run time can refuse.
     m = manager_view(voxtral_encoder_layer(), 16).expect(PooledBlocks)
     with pytest.raises(SpecError, match="ManagerSpec is derived"):
-        dataclasses.replace(m, window=PooledBlocks(750))
+        dataclasses.replace(m, sliding_window=PooledBlocks(750))
     with pytest.raises(SpecError, match="ManagerSpec is derived"):
         dataclasses.replace(m)
 
@@ -356,10 +361,10 @@ def test_kernel_spec_cannot_be_built_or_replaced() -> None:
             head_size_k=64,
             head_size_v=64,
             dtype=CacheDType.bfloat16,
-            window=EncoderTokens(750),
+            sliding_window=EncoderTokens(750),
         )
     with pytest.raises(SpecError, match="KernelSpec is derived"):
-        dataclasses.replace(k, window=EncoderTokens(3000))
+        dataclasses.replace(k, sliding_window=EncoderTokens(3000))
 
 
 def test_views_cannot_be_subclassed_around_the_check() -> None:
@@ -379,7 +384,7 @@ def test_views_cannot_be_subclassed_around_the_check() -> None:
 def test_views_are_frozen() -> None:
     m = manager_view(voxtral_encoder_layer(), 16)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        m.window = PooledBlocks(750)  # type: ignore[misc]
+        m.sliding_window = PooledBlocks(750)  # type: ignore[misc]
     k = kernel_view(voxtral_encoder_layer(), 16)
     with pytest.raises(dataclasses.FrozenInstanceError):
         k.kv_heads = 128  # type: ignore[misc]
@@ -402,14 +407,14 @@ def test_manager_and_kernel_views_are_different_types() -> None:
 
 def test_views_recheck_layers_built_around_validation() -> None:
     # pydantic's model_copy(update=...) skips validation; the views check the units again.
-    bad = voxtral_encoder_layer().model_copy(update={"window": 750})
+    bad = voxtral_encoder_layer().model_copy(update={"sliding_window": 750})
     with pytest.raises(
         UnitTypeError,
         match=r"window must be EncoderTokens \(encoder_token\), "
         r"got 750 \(a bare int, no unit\)",
     ):
         manager_view(bad, 16)
-    bad = voxtral_encoder_layer().model_copy(update={"window": PooledBlocks(189)})
+    bad = voxtral_encoder_layer().model_copy(update={"sliding_window": PooledBlocks(189)})
     with pytest.raises(UnitTypeError, match="got 189 pooled_block"):
         manager_view(bad, 16)
     with pytest.raises(UnitTypeError, match="got 189 pooled_block"):
@@ -522,12 +527,12 @@ def test_windows_that_manage_alike_group_alike() -> None:
     # 750 and 751 encoder tokens at P = 4 both need 189 slots: one manager spec (one group),
     # two kernel specs.
     a = voxtral_encoder_layer()
-    b = a.model_copy(update={"window": EncoderTokens(751)})
+    b = a.model_copy(update={"sliding_window": EncoderTokens(751)})
     assert manager_view(a, 16) == manager_view(b, 16)
     assert hash(manager_view(a, 16)) == hash(manager_view(b, 16))
     assert kernel_view(a, 16) != kernel_view(b, 16)
-    c = a.model_copy(update={"window": EncoderTokens(753)})  # cdiv(752, 4) + 1 = 189 too
-    d = a.model_copy(update={"window": EncoderTokens(754)})  # cdiv(753, 4) + 1 = 190
+    c = a.model_copy(update={"sliding_window": EncoderTokens(753)})  # cdiv(752, 4) + 1 = 189 too
+    d = a.model_copy(update={"sliding_window": EncoderTokens(754)})  # cdiv(753, 4) + 1 = 190
     assert manager_view(c, 16) == manager_view(a, 16) != manager_view(d, 16)
 
 
@@ -582,18 +587,18 @@ def test_manager_view_matches_plain_int_formulas(
     # The admission function on plain ints is the same one the method calls.
     assert (
         admission_blocks(
-            m.kind, bs, m.window_slots, m.chunk_slots, m.fixed_slots, in_flight, max_len
+            m.kind, bs, m.sliding_window_slots, m.chunk_slots, m.fixed_slots, in_flight, max_len
         )
         == expected_cap
     )
     if raw.kind == "sliding":
-        assert m.window_slots == raw.window_slots()
-        assert m.window is not None and m.window.value == raw.window_slots()
+        assert m.sliding_window_slots == raw.window_slots()
+        assert m.sliding_window is not None and m.sliding_window.value == raw.window_slots()
         # The typed conversion agrees: pool_window for pooled layers, identity otherwise.
         if raw.pool is not None:
-            assert m.window == pool_window(EncoderTokens(raw.seq), PoolFactor(raw.p))
+            assert m.sliding_window == pool_window(EncoderTokens(raw.seq), PoolFactor(raw.p))
     else:
-        assert m.window is None
+        assert m.sliding_window is None
     if raw.kind == "chunked":
         assert m.chunk_slots == raw.seq // raw.p
     if raw.kind == "cross":
@@ -609,14 +614,14 @@ def test_kernel_view_matches_plain_int_formulas(raw: RawLayer, bs: int) -> None:
         # block_size × P encoder tokens per cache block; the model's own window and chunk.
         assert ke.tokens_per_block == BlockSize(bs * raw.p, EncoderTokens)
         if raw.kind == "sliding":
-            assert ke.window == EncoderTokens(raw.seq)
+            assert ke.sliding_window == EncoderTokens(raw.seq)
         if raw.kind == "chunked":
             assert ke.chunk == EncoderTokens(raw.seq)
     else:
         kt = k.expect(Tokens)
         assert kt.tokens_per_block == BlockSize(bs, Tokens)
         if raw.kind == "sliding":
-            assert kt.window == Tokens(raw.seq)
+            assert kt.sliding_window == Tokens(raw.seq)
     if raw.kind == "mla":
         assert (k.kv_heads, k.head_size_k, k.head_size_v) == (1, raw.head_k + raw.rope, 0)
     else:

@@ -24,9 +24,9 @@ from contracts import (
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
-    cdiv,
     kernel_view,
 )
+from contracts.internal import cdiv
 from kernels import QueryStartLoc, SeqLens, SlotMapping
 
 #: Where the kernels run: the GPU when there is one and the interpreter is not forced.
@@ -48,7 +48,7 @@ TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": 
 def make_spec(
     pool: int | None,
     block_size: int,
-    window: int | None,
+    sliding_window: int | None,
     *,
     kv_heads: int = 2,
     head_k: int = 16,
@@ -63,11 +63,11 @@ def make_spec(
         "dtype": CacheDType(dtype),
         "pool": None if pool is None else PoolFactor(pool),
     }
-    if window is None:
+    if sliding_window is None:
         layer: FullAttentionLayer | SlidingWindowLayer = FullAttentionLayer(**common)
     else:
-        size = Tokens(window) if pool is None else EncoderTokens(window)
-        layer = SlidingWindowLayer(window=size, **common)
+        size = Tokens(sliding_window) if pool is None else EncoderTokens(sliding_window)
+        layer = SlidingWindowLayer(sliding_window=size, **common)
     spec: KernelSpec[Any] = kernel_view(layer, block_size)
     return spec
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contracts import EncoderTokens, PooledBlocks, cdiv
+from contracts import EncoderTokens, PooledBlocks
+from contracts.internal import cdiv
 from kernels import (
     BlockTable,
     QueryStartLoc,

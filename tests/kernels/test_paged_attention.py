@@ -61,15 +61,17 @@ def _compare(
     step: Step,
     query: torch.Tensor,
     *,
-    window: Any = None,
+    sliding_window: Any = None,
     scale: float | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     spec = cache.spec
     table = BlockTable(cache.table)
     args = (query, cache.k_cache, cache.v_cache, table, step.query_start_loc, step.seq_lens)
-    out = paged_attention(*args, spec, window=window, scale=scale, check_residency=True, out=out)
-    expected = reference_paged_attention(*args, spec, window=window, scale=scale)
+    out = paged_attention(
+        *args, spec, sliding_window=sliding_window, scale=scale, check_residency=True, out=out
+    )
+    expected = reference_paged_attention(*args, spec, sliding_window=sliding_window, scale=scale)
     assert torch.isfinite(out).all(), "the kernel read a poisoned (evicted or null) block"
     atol, rtol = TOLERANCES[query.dtype]
     torch.testing.assert_close(out, expected, atol=atol, rtol=rtol)
@@ -137,7 +139,7 @@ def test_scale_window_override_and_out() -> None:
     cache, step, query = _history_and_step(spec)
     out = torch.empty(step.num_rows, query.shape[1], 16, device=DEVICE)
     window = spec.seq_unit(6)
-    got = _compare(cache, step, query, window=window, scale=0.3, out=out)
+    got = _compare(cache, step, query, sliding_window=window, scale=0.3, out=out)
     assert got.data_ptr() == out.data_ptr()
 
 

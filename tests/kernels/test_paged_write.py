@@ -49,7 +49,7 @@ def _assert_same(cache: PagedCache, ref: PagedCache) -> None:
 @pytest.mark.parametrize(("pool", "block_size"), GEOMETRIES)
 def test_streamed_steps_match_reference(pool: int | None, block_size: int) -> None:
     """Chunked prefill then decode, with steps that start and end mid pooled block."""
-    spec = make_spec(pool, block_size, window=None, kv_heads=3, head_k=16, head_v=8)
+    spec = make_spec(pool, block_size, sliding_window=None, kv_heads=3, head_k=16, head_v=8)
     cache = PagedCache.build(spec, num_requests=4, max_len=97, seed=block_size)
     ref = cache.clone()
     p = cache.pool
@@ -70,7 +70,7 @@ def test_streamed_steps_match_reference(pool: int | None, block_size: int) -> No
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_dtypes_and_joint_cache(dtype: str) -> None:
     """K and V as strided views of one tensor (non-contiguous caches), each dtype."""
-    spec = make_spec(4, 4, window=None, kv_heads=2, head_k=16, dtype=dtype)
+    spec = make_spec(4, 4, sliding_window=None, kv_heads=2, head_k=16, dtype=dtype)
     cache = PagedCache.build(spec, num_requests=2, max_len=60, seed=1, joint=True)
     assert not cache.k_cache.is_contiguous()
     ref = cache.clone()
@@ -80,7 +80,7 @@ def test_dtypes_and_joint_cache(dtype: str) -> None:
 
 
 def test_padding_entries_are_skipped() -> None:
-    spec = make_spec(4, 2, window=None)
+    spec = make_spec(4, 2, sliding_window=None)
     cache = PagedCache.build(spec, num_requests=2, max_len=32, seed=3)
     ref = cache.clone()
     step = cache.step([10, 9], skip_slots=frozenset({1, 3}))
@@ -99,7 +99,7 @@ def test_toy_case_row_by_row() -> None:
     6, rows 4..7) and slot 2 is 7 × 2 + 0 = 14 (cache block 7, rows 0..3).
     """
     layer = SlidingWindowLayer(
-        window=EncoderTokens(9), pool=PoolFactor(4), kv_heads=1, head_size=16
+        sliding_window=EncoderTokens(9), pool=PoolFactor(4), kv_heads=1, head_size=16
     )
     spec = kernel_view(layer, 2).expect(EncoderTokens)
     k_cache = torch.zeros(8, 8, 1, 16, dtype=torch.bfloat16, device=DEVICE)
@@ -129,7 +129,7 @@ def test_toy_case_row_by_row() -> None:
 
 
 def test_empty_step_is_a_no_op() -> None:
-    spec = make_spec(4, 4, window=None)
+    spec = make_spec(4, 4, sliding_window=None)
     cache = PagedCache.build(spec, num_requests=2, max_len=16, seed=0)
     before = cache.clone()
     _write_both(cache, before.clone(), cache.step([0, 0]))
@@ -140,7 +140,7 @@ def test_key_value_views_of_a_fused_projection() -> None:
     """K and V as column slices of one [rows, 3 × heads, head] QKV output: row stride
     3 × heads × head, not heads × head; -1 entries in the middle of a request skipped; an
     int32 slot mapping with int64 offsets and lengths."""
-    spec = make_spec(2, 4, window=None, kv_heads=2, head_k=16)
+    spec = make_spec(2, 4, sliding_window=None, kv_heads=2, head_k=16)
     cache = PagedCache.build(spec, num_requests=2, max_len=40, seed=4)
     ref = cache.clone()
     for q_lens, skip in (([9, 20], frozenset({6})), ([15, 3], frozenset())):

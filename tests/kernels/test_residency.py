@@ -20,11 +20,11 @@ from contracts import (
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
-    cdiv,
     kernel_view,
     manager_view,
     pool_length,
 )
+from contracts.internal import cdiv
 from kernels import (
     BlockTable,
     QueryStartLoc,
@@ -36,7 +36,9 @@ from kernels import (
 
 from ._scenario import DEVICE
 
-LAYER = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=1, head_size=16)
+LAYER = SlidingWindowLayer(
+    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=1, head_size=16
+)
 P = 4
 BLOCK_SIZE = 16  # pooled slots per cache block
 
@@ -80,7 +82,7 @@ def _stream(window_slots: int, num_slots: int) -> tuple[list[int], ResidencyErro
 
 def test_manager_windows() -> None:
     manager = manager_view(LAYER, BLOCK_SIZE).expect(PooledBlocks)
-    assert manager.window_slots == 189  # pool_window: cdiv(750 − 1, 4) + 1
+    assert manager.sliding_window_slots == 189  # pool_window: cdiv(750 − 1, 4) + 1
     assert pool_length(EncoderTokens(750), PoolFactor(4)) == PooledBlocks(188)  # the seed's
 
 
@@ -145,7 +147,7 @@ def test_the_window_decides_which_blocks_are_needed() -> None:
     qsl, lens = _decode_step(20)  # queries at encoder positions 80..83
     table = BlockTable(torch.tensor([[0, 7]], dtype=torch.int32))
     # W = 10: keys 71..83, all in column 1.
-    check_residency(table, qsl, lens, spec, window=EncoderTokens(10))
+    check_residency(table, qsl, lens, spec, sliding_window=EncoderTokens(10))
     # W = 750 (the spec's): the query at 80 needs keys from 0, in column 0.
     with pytest.raises(ResidencyError, match=r"column 0 .* null block 0: .* = 189 slots") as info:
         check_residency(table, qsl, lens, spec)

@@ -33,12 +33,13 @@ def step(
     slots: SlotMapping[PooledBlocks],
 ) -> None:
     paged_attention(q, q, q, table, qsl, lens, spec)
-    paged_attention(q, q, q, table, qsl, lens, spec, window=EncoderTokens(750))
+    paged_attention(q, q, q, table, qsl, lens, spec, sliding_window=EncoderTokens(750))
     write_kv(q, q, q, q, slots, qsl, lens, spec)
 
     pooled = SeqLens(torch.tensor([188]), PooledBlocks)
     paged_attention(q, q, q, table, qsl, pooled, spec)  # E: arg-type
-    paged_attention(q, q, q, table, qsl, lens, spec, window=PooledBlocks(189))  # E: call-overload
+    in_slots = PooledBlocks(189)
+    paged_attention(q, q, q, table, qsl, lens, spec, sliding_window=in_slots)  # E: call-overload
     paged_attention(q, q, q, table, qsl, torch.tensor([750]), spec)  # E: call-overload
     token_slots = SlotMapping(torch.tensor([3]), Tokens)
     write_kv(q, q, q, q, token_slots, qsl, lens, spec)  # E: arg-type

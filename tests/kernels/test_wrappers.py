@@ -124,9 +124,9 @@ def test_window_in_the_wrong_unit(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     with pytest.raises(UnitTypeError, match=r"window must be EncoderTokens .*, got 3 pooled_block"):
         # The point of the test: mypy rejects this call too.
-        paged_attention(**_attention_args(cache, step), window=PooledBlocks(3))  # type: ignore[call-overload]
+        paged_attention(**_attention_args(cache, step), sliding_window=PooledBlocks(3))  # type: ignore[call-overload]
     with pytest.raises(UnitValueError, match="window must be >= 1"):
-        paged_attention(**_attention_args(cache, step), window=EncoderTokens(0))
+        paged_attention(**_attention_args(cache, step), sliding_window=EncoderTokens(0))
 
 
 def test_write_takes_manager_slots(pooled: tuple[PagedCache, Step]) -> None:
@@ -168,7 +168,7 @@ def test_typed_tensor_construction() -> None:
         KernelValueError, match=r"BlockTable must have shape \[num_requests, max_blo"
     ):
         BlockTable(_i32([1, 2]))
-    with pytest.raises(UnitTypeError, match="SeqLens wraps a torch integer tensor"):
+    with pytest.raises(KernelTypeError, match="SeqLens wraps a torch integer tensor"):
         SeqLens([1, 2], EncoderTokens)  # type: ignore[arg-type]  # the point: a list
     assert repr(SeqLens(torch.tensor([3]), Tokens)) == "SeqLens[token](tensor([3]))"
 

@@ -12,7 +12,6 @@ from contracts import (
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
-    GroupLimits,
     IntQuantity,
     KernelSpec,
     LayerGroup,
@@ -26,6 +25,7 @@ from contracts import (
     kernel_view,
     manager_view,
 )
+from contracts._groups import GroupLimits
 from runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, Stepper
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
@@ -109,11 +109,12 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
             (
                 rid,
                 tuple(tuple(t) for t in r.tables),
+                tuple(r.num_rows),
                 tuple(r.num_slots),
                 tuple(r.max_len),
                 tuple(r.caps),
                 tuple(r.skipped),
-                tuple(r.step_new),
+                tuple(r.step_rows),
             )
             for rid, r in core.requests.items()
         )
@@ -153,7 +154,7 @@ def unresident_keys(
     block_size: int,
     pool: int,
     kind: str,
-    window: int | None,
+    sliding_window: int | None,
     chunk: int | None,
     first_query: int,
     end_query: int,
@@ -169,8 +170,8 @@ def unresident_keys(
     bad = []
     for q in range(first_query, end_query):
         if kind == "sliding_window":
-            assert window is not None
-            lowest = max(0, q - (window - 1))
+            assert sliding_window is not None
+            lowest = max(0, q - (sliding_window - 1))
         elif kind == "chunked_local":
             assert chunk is not None
             lowest = q // chunk * chunk
@@ -188,7 +189,7 @@ def unresident_keys(
 def voxtral_model(window: int = 750) -> ModelSpec:
     """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
     audio = SlidingWindowLayer(
-        window=EncoderTokens(window), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=EncoderTokens(window), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
     text = FullAttentionLayer(kv_heads=8, head_size=128)
     return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
@@ -212,5 +213,5 @@ def voxtral_engine(
 
 def quantity(unit: type[IntQuantity], value: int) -> Any:
     """A quantity of a unit chosen at run time (the tests draw groups of either unit)."""
-    assert unit in (PooledBlocks, Tokens)
+    assert unit in (PooledBlocks, Tokens, EncoderTokens)
     return unit(value)

@@ -26,6 +26,7 @@ def test_trace_streams_prefill_then_decode() -> None:
     # Prefill chunks first, then one pooled block and one token a step.
     first = next(e for e in steps if e[1] == "req0")
     last = [e for e in steps if e[1] == "req0"][-1]
-    assert first[2] > 1 and first[3] > 1 and last[2:] == (1, 1)
+    # Decode: one pooled block (4 encoder tokens) and one text token a step.
+    assert first[2] > 4 and first[3] > 1 and last[2:] == (4, 1)
     # The typed trace holds the same counts, as quantities.
     assert [(k, r, a.value, t.value) for k, r, a, t in trace.typed] == trace.raw

@@ -27,10 +27,9 @@ from contracts import (
     Tokens,
     UnitError,
     UnitTypeError,
-    UnitValueError,
-    admission_blocks,
     manager_view,
 )
+from contracts._views import _admission_blocks as admission_blocks
 from runtime import (
     AdmissionError,
     AllocationError,
@@ -42,7 +41,9 @@ from runtime.capacity import plan
 
 from .support import check_pools, coordinator, snapshot, voxtral_engine, voxtral_model
 
-AUDIO = SlidingWindowLayer(window=EncoderTokens(30), pool=PoolFactor(4), kv_heads=32, head_size=64)
+AUDIO = SlidingWindowLayer(
+    sliding_window=EncoderTokens(30), pool=PoolFactor(4), kv_heads=32, head_size=64
+)
 TEXT = FullAttentionLayer(kv_heads=8, head_size=128)
 
 
@@ -71,13 +72,16 @@ def test_group_handles_carry_the_unit() -> None:
         UnitTypeError,
         match=re.escape(
             "group 'audio' counts pooled_block (PooledBlocks), not token; ask for "
-            "coordinator.group('audio', PooledBlocks)"
+            "coordinator.group('audio', PooledBlocks) or "
+            "coordinator.group('audio', EncoderTokens)"
         ),
     ):
         coord.group("audio", Tokens)
-    with pytest.raises(UnitTypeError, match="counts pooled_block"):
-        coord.group("audio", EncoderTokens)  # type: ignore[type-var]
-    with pytest.raises(KeyError, match="no group 'video'; groups: audio, text"):
+    # A pooled group can also be stepped in encoder tokens; a token group cannot.
+    assert coord.group("audio", EncoderTokens).unit is EncoderTokens
+    with pytest.raises(UnitTypeError, match="counts token"):
+        coord.group("text", EncoderTokens)
+    with pytest.raises(SpecError, match="no group 'video'; groups: audio, text"):
         coord.group("video", Tokens)
 
 
@@ -87,9 +91,10 @@ def test_encoder_tokens_where_pooled_blocks_are_expected_raise() -> None:
     coord.admit("r")
     before = snapshot(coord)
     message = (
-        "num_new[0] is for group 'audio', which counts pooled_block (PooledBlocks); got "
-        "4 encoder_token; convert encoder tokens with contracts.pool_length(n, PoolFactor(4)) "
-        "first"
+        "num_new[0] is for group 'audio', whose handle counts pooled_block (PooledBlocks); "
+        "got 4 encoder_token; step this group in encoder tokens with coordinator.group("
+        "'audio', EncoderTokens), or convert whole pooled blocks with contracts.pool_length(n, "
+        "PoolFactor(4))"
     )
     with pytest.raises(UnitTypeError, match=re.escape(message)) as info:
         step.allocate("r", EncoderTokens(4), Tokens(1))  # type: ignore[arg-type]
@@ -101,7 +106,7 @@ def test_encoder_tokens_where_pooled_blocks_are_expected_raise() -> None:
     with pytest.raises(UnitTypeError, match=r"got 4 \(a bare int, no unit\)"):
         step.allocate("r", PooledBlocks(1), 4)  # type: ignore[arg-type]
     with pytest.raises(
-        UnitTypeError, match=r"num_new\[1\] is for group 'text', which counts token"
+        UnitTypeError, match=r"num_new\[1\] is for group 'text', whose handle counts token"
     ):
         step.allocate("r", PooledBlocks(1), PooledBlocks(1))  # type: ignore[arg-type]
     with pytest.raises(UnitError, match="max_len"):
@@ -134,9 +139,8 @@ def test_every_typed_entry_refuses_bare_numbers_and_other_units(bad: Any) -> Non
         calls.append(lambda: step.allocate("r", PooledBlocks(1), bad))
     if type(bad) is not CacheBlocks:  # the unit of pool sizes
         calls.append(lambda: KVCacheCoordinator(coord.groups, [CacheBlocks(8), bad]))
-    if type(bad) is not EncoderTokens:  # the kernel's unit
-        calls.append(lambda: coord.kernel_inputs("r", audio, step_tokens=bad))
-        calls.append(lambda: coord.kernel_inputs("r", audio, seq_len=bad))
+    if type(bad) is not EncoderTokens:  # a pooled group's other step unit
+        calls.append(lambda: coord.group("audio", type(bad)))
     for call in calls:
         with pytest.raises(UnitTypeError):
             call()
@@ -164,11 +168,11 @@ def test_steppers_over_a_subset_or_in_another_order() -> None:
     coord.admit("r")
     # Only the text group: the audio group gets 0 new slots.
     assert coord.stepper(text).allocate("r", Tokens(3)) == [[4, 5, 6]]
-    assert coord.num_slots("r", audio) == PooledBlocks(0)
+    assert coord.seq_len("r", audio) == PooledBlocks(0)
     # Text first: mappings come back in the stepper's order.
     swapped = coord.stepper(text, audio)
     assert swapped.allocate("r", Tokens(1), PooledBlocks(2)) == [[7], [4, 5]]
-    assert swapped.num_slots("r") == (Tokens(4), PooledBlocks(2))
+    assert swapped.seq_lens("r") == (Tokens(4), PooledBlocks(2))
     with pytest.raises(UnitTypeError, match=r"num_new\[0\] is for group 'text'"):
         swapped.allocate("r", PooledBlocks(1), Tokens(1))  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -179,10 +183,10 @@ def test_four_groups_take_the_general_path() -> None:
     coord = coordinator(
         {
             "a": FullAttentionLayer(kv_heads=1, head_size=8),
-            "b": SlidingWindowLayer(window=Tokens(3), kv_heads=1, head_size=8),
+            "b": SlidingWindowLayer(sliding_window=Tokens(3), kv_heads=1, head_size=8),
             "c": StateLayer(state_size=Bytes(1024)),
             "d": SlidingWindowLayer(
-                window=EncoderTokens(5), pool=PoolFactor(2), kv_heads=1, head_size=8
+                sliding_window=EncoderTokens(5), pool=PoolFactor(2), kv_heads=1, head_size=8
             ),
         },
         block_size=2,
@@ -234,7 +238,7 @@ def test_a_step_short_in_one_group_changes_nothing_anywhere() -> None:
         "preempt a request or retry after one finishes"
     )
     assert snapshot(coord) == before
-    assert coord.num_slots("b", audio) == PooledBlocks(0)
+    assert coord.seq_len("b", audio) == PooledBlocks(0)
     # One text block fits.
     assert step.allocate("b", PooledBlocks(8), Tokens(4)) == [
         [12, 13, 14, 15, 16, 17, 18, 19],
@@ -359,7 +363,7 @@ def test_a_request_that_can_never_fit_is_refused_up_front() -> None:
         step.admit("longer", PooledBlocks(10), Tokens(101))
     assert coord.num_requests == 0
     step.admit("fits", PooledBlocks(10), Tokens(36))
-    assert coord.admission_cap("fits", text) == CacheBlocks(9)
+    assert coord.request_cap("fits", text) == CacheBlocks(9)
 
 
 def test_reservation_waits_and_frees() -> None:
@@ -422,20 +426,20 @@ def test_every_request_the_plan_admits_runs_to_full_length() -> None:
     rids = [f"r{i}" for i in range(n)]
     for rid in rids:
         coord.admit(rid)  # full length in both groups
-        assert coord.admission_cap(rid, audio) == p.group("audio").admission_cap
+        assert coord.request_cap(rid, audio) == p.group("audio").admission_cap
     # Worst case: every request takes the most slots every step, interleaved, to full length.
     audio_limit, text_limit = (g.group.limits for g in p.groups)
     for _ in range(audio_limit.max_len.value // audio_limit.max_in_flight.value):
         for rid in rids:
-            done = coord.num_slots(rid, text).value
+            done = coord.seq_len(rid, text).value
             step.allocate(
                 rid,
                 PooledBlocks(audio_limit.max_in_flight.value),
                 Tokens(min(text_limit.max_in_flight.value, text_limit.max_len.value - done)),
             )
         check_pools(coord)
-    assert all(coord.num_slots(r, audio) == audio_limit.max_len for r in rids)
-    assert all(coord.num_slots(r, text) == text_limit.max_len for r in rids)
+    assert all(coord.seq_len(r, audio) == audio_limit.max_len for r in rids)
+    assert all(coord.seq_len(r, text) == text_limit.max_len for r in rids)
     # One more full-length request waits (it would fit an empty cache: not refused for ever).
     spare = [u.capacity.value - u.reserved.value for u in coord.usage_by_group().values()]
     caps = [g.admission_cap.value for g in p.groups]
@@ -491,12 +495,12 @@ def test_usage_and_reads() -> None:
     assert coord.block_table("r", audio) == [1, 2]
     assert coord.slot_mapping("r", audio) == [4, 5, 6, 7, 8]
     assert coord.slot_mapping("r", text) == [4, 5, 6]
-    assert coord.num_slots("r", audio) == PooledBlocks(5)
+    assert coord.seq_len("r", audio) == PooledBlocks(5)
     usage = coord.usage_by_group()
     assert usage["audio"].used == CacheBlocks(2) and usage["audio"].free == CacheBlocks(37)
     assert usage["text"].used == CacheBlocks(1)
     assert coord.group_names == ("audio", "text") and "r" in coord
-    assert coord.admission_cap("r", audio) == CacheBlocks(
+    assert coord.request_cap("r", audio) == CacheBlocks(
         admission_blocks("sliding_window", 4, 9, None, None, 8, 100)
     )
 
@@ -511,17 +515,13 @@ def test_kernel_inputs_of_a_pooled_group() -> None:
     inputs = coord.kernel_inputs("r", audio)
     assert inputs.block_table == (1, 2)
     assert str(inputs.tokens_per_block) == "16 encoder_token/cache_block"
-    assert inputs.slot_mapping_tokens == (16 * 1 + 12, 29, 30, 31, 32, 33, 34, 35)
-    assert inputs.seq_len == EncoderTokens(20)
+    assert inputs.slot_mapping == (7, 8)
+    assert inputs.row_mapping == (16 * 1 + 12, 29, 30, 31, 32, 33, 34, 35)
+    assert inputs.seq_len == EncoderTokens(20) and inputs.step_len == EncoderTokens(8)
     assert inputs.pool == PoolFactor(4)
-    # The last pooled block holds only 2 of its 4 encoder tokens.
-    partial = coord.kernel_inputs("r", audio, step_tokens=EncoderTokens(6))
-    assert partial.slot_mapping_tokens == (28, 29, 30, 31, 32, 33)
-    assert partial.seq_len == EncoderTokens(18)
-    with pytest.raises(UnitValueError, match="step_tokens is 9 encoder_token"):
-        coord.kernel_inputs("r", audio, step_tokens=EncoderTokens(9))
-    with pytest.raises(UnitTypeError, match="expands pooled groups only"):
-        coord.kernel_inputs("r", text)  # type: ignore[arg-type]
+    # A token group reads its own unit: rows are its slots.
+    assert coord.kernel_inputs("r", text).row_mapping == (5,)
+    assert coord.kernel_inputs("r", text).seq_len == Tokens(2)
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -548,7 +548,7 @@ def test_voxtral_from_the_plan_has_the_seed_numbers() -> None:
     p = plan(voxtral_model(), voxtral_engine())
     coord = KVCacheCoordinator.from_plan(p)
     coord.admit("r")
-    assert coord.admission_cap("r", coord.group("audio", PooledBlocks)) == CacheBlocks(13)
+    assert coord.request_cap("r", coord.group("audio", PooledBlocks)) == CacheBlocks(13)
     assert coord.usage(coord.group("audio", PooledBlocks)).capacity.value == (
         p.group("audio").num_blocks.value - 1
     )

@@ -23,8 +23,8 @@ from contracts import (
     Tokens,
     manager_view,
 )
-from runtime import MANAGER_BY_KIND
 from runtime.managers import (
+    MANAGER_BY_KIND,
     ChunkedLocalManager,
     CrossAttentionManager,
     FullAttentionManager,
@@ -38,7 +38,7 @@ from .support import check_pools, toy, unresident_keys
 
 def test_sliding_window_block_size_2_window_4() -> None:
     coord, swa, step = toy(
-        "swa", SlidingWindowLayer(window=Tokens(4), kv_heads=1, head_size=8), Tokens
+        "swa", SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8), Tokens
     )
     step.admit("r", Tokens(100))
 
@@ -76,7 +76,7 @@ def test_sliding_window_block_size_2_window_4() -> None:
 
 
 def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
-    layer = SlidingWindowLayer(window=Tokens(3), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(sliding_window=Tokens(3), kv_heads=1, head_size=8)
     # 6 usable blocks: the cap, cdiv(3 - 1 + 8, 2) + 1.
     coord, swa, step = toy("swa", layer, Tokens, num_blocks=7, max_in_flight=8)
     step.admit("r", Tokens(40))
@@ -111,10 +111,10 @@ def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
 def test_a_step_reuses_the_blocks_it_evicts() -> None:
     # Window 3, 3 tokens a step: the cap is cdiv(3 - 1 + 3, 2) + 1 = 4 blocks, and the pool
     # has exactly 4, so a stream can only go on if each step counts the blocks it evicts.
-    layer = SlidingWindowLayer(window=Tokens(3), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(sliding_window=Tokens(3), kv_heads=1, head_size=8)
     coord, swa, step = toy("swa", layer, Tokens, num_blocks=5, max_in_flight=3)
     step.admit("r", Tokens(300))
-    assert coord.admission_cap("r", swa) == coord.usage(swa).capacity == CacheBlocks(4)
+    assert coord.request_cap("r", swa) == coord.usage(swa).capacity == CacheBlocks(4)
     assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]  # tokens 0-2: blocks 1, 2
     assert step.allocate("r", Tokens(3)) == [[5, 6, 7]]  # tokens 3-5: block 3; 4 is free
     # Tokens 6-8 need 2 blocks and 1 is free. The step's first query, token 6, reads 4-6, so
@@ -123,15 +123,17 @@ def test_a_step_reuses_the_blocks_it_evicts() -> None:
     assert coord.block_table("r", swa) == [0, 0, 3, 4, 1]
     for _ in range(97):  # and so on, to the declared 300 tokens
         step.allocate("r", Tokens(3))
-    assert coord.num_slots("r", swa) == Tokens(300)
+    assert coord.seq_len("r", swa) == Tokens(300)
     check_pools(coord)
 
 
 def test_pooled_sliding_window_block_size_2() -> None:
     # The kernel's window is 7 encoder tokens, P = 2: the manager keeps
     # pool_window(7, 2) = cdiv(6, 2) + 1 = 4 pooled slots (a block holds 2 slots = 4 tokens).
-    layer = SlidingWindowLayer(window=EncoderTokens(7), pool=PoolFactor(2), kv_heads=1, head_size=8)
-    assert manager_view(layer, block_size_slots=2).window == PooledBlocks(4)
+    layer = SlidingWindowLayer(
+        sliding_window=EncoderTokens(7), pool=PoolFactor(2), kv_heads=1, head_size=8
+    )
+    assert manager_view(layer, block_size_slots=2).sliding_window == PooledBlocks(4)
     coord, audio, step = toy("audio", layer, PooledBlocks)
     step.admit("r", PooledBlocks(100))
     for _ in range(5):  # slots 0-4: encoder tokens 0-9
@@ -143,12 +145,12 @@ def test_pooled_sliding_window_block_size_2() -> None:
     assert coord.block_table("r", audio) == [0, 2, 3]
     table = list(coord.block_table("r", audio))
     assert not unresident_keys(
-        table, block_size=2, pool=2, kind="sliding_window", window=7, chunk=None,
+        table, block_size=2, pool=2, kind="sliding_window", sliding_window=7, chunk=None,
         first_query=10, end_query=12,
     )  # fmt: skip
     # In kernel units: slot 5 is row 2 of block id 3; its tokens are rows 3·4 + 2, + 3.
     inputs = coord.kernel_inputs("r", audio)
-    assert inputs.slot_mapping_tokens == (14, 15)
+    assert inputs.row_mapping == (14, 15)
     assert inputs.seq_len == EncoderTokens(12)
     assert str(inputs.tokens_per_block) == "4 encoder_token/cache_block"
 
@@ -200,7 +202,7 @@ def test_cross_attention_allocated_once() -> None:
     # Decode steps write nothing here and allocate nothing.
     assert step.allocate("r", PooledBlocks(0)) == [[]]
     assert coord.block_table("r", cross) == [1, 2, 3]
-    assert coord.admission_cap("r", cross).value == 3
+    assert coord.request_cap("r", cross).value == 3
 
 
 def test_state_one_block_per_request() -> None:
@@ -222,7 +224,10 @@ def test_state_one_block_per_request() -> None:
     ("layer", "cls"),
     [
         (FullAttentionLayer(kv_heads=1, head_size=8), FullAttentionManager),
-        (SlidingWindowLayer(window=Tokens(4), kv_heads=1, head_size=8), SlidingWindowManager),
+        (
+            SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8),
+            SlidingWindowManager,
+        ),
         (ChunkedLocalLayer(chunk=Tokens(4), kv_heads=1, head_size=8), ChunkedLocalManager),
         (
             CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=1, head_size=8),
@@ -245,7 +250,7 @@ def test_sliding_rule_matches_pool_window_for_every_small_geometry() -> None:
     for window in range(1, 20):
         for pool in range(1, 5):
             layer = SlidingWindowLayer(
-                window=EncoderTokens(window), pool=PoolFactor(pool), kv_heads=1, head_size=8
+                sliding_window=EncoderTokens(window), pool=PoolFactor(pool), kv_heads=1, head_size=8
             )
             for block_size in (1, 2, 3, 16):
                 manager = make_manager(manager_view(layer, block_size_slots=block_size))

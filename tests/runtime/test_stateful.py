@@ -4,13 +4,16 @@ After every operation: free + used = capacity in every group, no block in two li
 leak (live tables hold exactly the used blocks); a failed call changed nothing (full snapshots
 compared); sliding-window tables hold the null block exactly below the window; every key the
 kernel reads for every query of a step is in a live block of that request, in the kernel's
-units (encoder tokens for a pooled group, with the model's own window); a request never holds
+units (encoder tokens for a pooled group, with the model's own window); a pooled group may be
+stepped in whole pooled blocks or in encoder tokens (steps that continue a partial slot), and
+its slot mapping and kernel rows are checked against the positions; a request never holds
 more than its admission cap; with reservation, an admitted request's step never fails. Once
 every request is freed, every pool is whole again.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +29,13 @@ from contracts import (
     EncoderTokens,
     FullAttentionLayer,
     LayerSpec,
+    PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
     StateLayer,
     Tokens,
 )
+from contracts.internal import admission_cap
 from runtime import (
     NULL_BLOCK,
     AdmissionError,
@@ -39,7 +44,6 @@ from runtime import (
     KVCacheCoordinator,
     RequestError,
 )
-from runtime.admission import admission_cap
 
 from .support import check_pools, coordinator, group_of, quantity, snapshot, unresident_keys
 
@@ -65,10 +69,12 @@ def layers(draw: st.DrawFn, kind: str, block_size: int) -> LayerSpec:
     if kind == "full":
         return FullAttentionLayer(kv_heads=1, head_size=8)
     if kind == "sliding":
-        return SlidingWindowLayer(window=Tokens(draw(st.integers(1, 8))), kv_heads=1, head_size=8)
+        return SlidingWindowLayer(
+            sliding_window=Tokens(draw(st.integers(1, 8))), kv_heads=1, head_size=8
+        )
     if kind == "sliding_pooled":
         return SlidingWindowLayer(
-            window=EncoderTokens(draw(st.integers(1, 16))),
+            sliding_window=EncoderTokens(draw(st.integers(1, 16))),
             pool=PoolFactor(draw(st.integers(1, 4))),
             kv_heads=1,
             head_size=8,
@@ -91,6 +97,11 @@ def layers(draw: st.DrawFn, kind: str, block_size: int) -> LayerSpec:
             head_size=8,
         )
     return StateLayer(state_size=Bytes(1024))
+
+
+def spec_pool(handle: GroupHandle[Any]) -> int:
+    """P of a handle's group (1 for a token group)."""
+    return handle.spec.pool.tokens_per_block
 
 
 @dataclass
@@ -151,7 +162,17 @@ class AllocatorMachine(RuleBasedStateMachine):
             max_in_flight=self.max_in_flight,
             reserve=self.reserve,
         )
-        self.handles = [self.coord.group(g.name, g.manager.slot_unit) for g in self.coord.groups]
+        # A pooled group is stepped in whole pooled blocks or, half of the time, in encoder
+        # tokens (steps then start and end mid-slot).
+        self.handles = [
+            self.coord.group(
+                g.name,
+                EncoderTokens
+                if g.manager.slot_unit is PooledBlocks and data.draw(st.booleans(), label="tok")
+                else g.manager.slot_unit,
+            )
+            for g in self.coord.groups
+        ]
         self.stepper = self.coord.stepper(*self.handles)
         self.limit = [self.coord._core._limit[g] for g in range(count)]
         self.in_flight = [self.coord._core._in_flight[g] for g in range(count)]
@@ -165,13 +186,13 @@ class AllocatorMachine(RuleBasedStateMachine):
         # Full length half of the time, as most requests are admitted.
         lengths = [
             data.draw(st.just(limit) | st.integers(0, limit), label="max_len")
-            for limit in self.limit
+            for limit in self.limits()
         ]
         self.try_admit(lengths)
 
     @rule(data=st.data())
     def admit_beyond_a_limit(self, data: st.DataObject) -> None:
-        lengths = list(self.limit)
+        lengths = self.limits()
         g = data.draw(st.integers(0, len(lengths) - 1), label="group beyond")
         lengths[g] += 1
         self.try_admit(lengths)
@@ -195,13 +216,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
             counts = self.draw_counts(data, rid)
             g = data.draw(st.integers(0, len(counts) - 1), label="group beyond")
-            done = self.coord._core.requests[rid].num_slots[g]
-            counts[g] = data.draw(
-                st.sampled_from(
-                    [self.in_flight[g] + 1, max(0, self.live[rid].max_len[g] - done) + 1]
-                ),
-                label="too many",
-            )
+            counts[g] = self.room(rid, g) + 1
             self.try_step(rid, counts)
 
     @rule(data=st.data())
@@ -229,21 +244,52 @@ class AllocatorMachine(RuleBasedStateMachine):
                 self.coord.admit(live)
         assert snapshot(self.coord) == before
 
+    def limits(self) -> list[int]:
+        """The longest sequence per group, in each handle's unit."""
+        return [
+            limit * spec_pool(h) if h.unit is EncoderTokens else limit
+            for h, limit in zip(self.handles, self.limit, strict=True)
+        ]
+
+    def touches(self, rid: str, g: int, count: int) -> tuple[int, int, int]:
+        """Written from the positions, independently of the core: the step's first slot, the
+        slots held after it, and the slots it touches."""
+        handle = self.handles[g]
+        p = spec_pool(handle)
+        c = self.coord._core.requests[rid].num_rows[g]
+        q = count * p if handle.unit is PooledBlocks else count
+        first, end = c // p, math.ceil((c + q) / p)
+        return first, end, (end - first if q else 0)
+
+    def too_long(self, rid: str, g: int, count: int) -> bool:
+        _, end, touched = self.touches(rid, g, count)
+        return touched > self.in_flight[g] or end > self.live[rid].max_len[g]
+
+    def room(self, rid: str, g: int) -> int:
+        """The largest count of one step in group g within both limits (-1 if none)."""
+        n = 0
+        while not self.too_long(rid, g, n + 1):
+            n += 1
+        return n if not self.too_long(rid, g, 0) else -1
+
     def draw_counts(self, data: st.DataObject, rid: str) -> list[int]:
-        """Slots of one step per group, within max_in_flight and the request's max_len."""
-        done = self.coord._core.requests[rid].num_slots
-        room = [
-            min(self.in_flight[g], self.live[rid].max_len[g] - done[g])
+        """One step's count per group, in each handle's unit, within max_in_flight and the
+        request's max_len."""
+        return [
+            data.draw(st.integers(0, max(0, self.room(rid, g))), label="num_new")
             for g in range(len(self.handles))
         ]
-        return [data.draw(st.integers(0, n), label="num_new") for n in room]
 
     def try_admit(self, lengths: list[int]) -> None:
         rid = f"r{self.next_id}"
         self.next_id += 1
         before = snapshot(self.coord)
         args = [quantity(h.unit, n) for h, n in zip(self.handles, lengths, strict=True)]
-        beyond = any(n > limit for n, limit in zip(lengths, self.limit, strict=True))
+        beyond = any(n > limit for n, limit in zip(lengths, self.limits(), strict=True))
+        slots = [
+            math.ceil(n / spec_pool(h)) if h.unit is EncoderTokens else n
+            for h, n in zip(self.handles, lengths, strict=True)
+        ]
         try:
             self.stepper.admit(rid, *args)
         except AdmissionError as err:
@@ -259,17 +305,16 @@ class AllocatorMachine(RuleBasedStateMachine):
             return
         assert not beyond
         event("admit: ok")
-        self.live[rid] = Live(lengths)
+        self.live[rid] = Live(slots)
 
     def try_step(self, rid: str, counts: list[int]) -> None:
         args = [quantity(h.unit, n) for h, n in zip(self.handles, counts, strict=True)]
         before = snapshot(self.coord)
         live = self.live[rid]
         req = self.coord._core.requests[rid]
-        start = list(req.num_slots)
-        too_long = any(
-            n > self.in_flight[g] or start[g] + n > live.max_len[g] for g, n in enumerate(counts)
-        )
+        start = list(req.num_rows)
+        spans = [self.touches(rid, g, n) for g, n in enumerate(counts)]
+        too_long = any(self.too_long(rid, g, n) for g, n in enumerate(counts))
         try:
             mappings = self.stepper.allocate(rid, *args)
         except RequestError:
@@ -290,51 +335,66 @@ class AllocatorMachine(RuleBasedStateMachine):
         if any(s > 0 for s in req.skipped):
             event("step: done, with evictions")
         for g, handle in enumerate(self.handles):
-            self.check_step(rid, g, handle, start[g], counts[g], mappings[g])
+            q = req.num_rows[g] - start[g]
+            if handle.unit is EncoderTokens and (start[g] + q) % spec_pool(handle):
+                event("step: a partial pooled slot")
+            self.check_step(rid, g, handle, start[g], q, spans[g], mappings[g])
 
     # -- checks -----------------------------------------------------------------------------------
 
     def check_step(
-        self, rid: str, g: int, handle: GroupHandle[Any], c: int, n: int, mapping: list[int]
+        self,
+        rid: str,
+        g: int,
+        handle: GroupHandle[Any],
+        c: int,
+        q: int,
+        span: tuple[int, int, int],
+        mapping: list[int],
     ) -> None:
+        """Check one group after a step of ``q`` positions (kernel units) after ``c``."""
         spec = handle.spec
         bs = spec.block_size_slots
+        p = spec_pool(handle)
+        first, _, touched = span
         table = list(self.coord.block_table(rid, handle))
         if spec.kind == "state":
             assert mapping == [] and len(table) == 1 and table[0] != NULL_BLOCK
             return
-        # The new slots live in this request's blocks, at their offsets.
-        assert len(mapping) == n
-        for p, slot in zip(range(c, c + n), mapping, strict=True):
-            assert table[p // bs] == slot // bs != NULL_BLOCK and slot % bs == p % bs
+        # The touched slots live in this request's blocks, at their offsets.
+        assert len(mapping) == touched
+        for s, slot in zip(range(first, first + touched), mapping, strict=True):
+            assert table[s // bs] == slot // bs != NULL_BLOCK and slot % bs == s % bs
         if spec.kind == "cross_attention":
             assert spec.fixed_slots is not None
             assert len(table) == -(-spec.fixed_slots // bs) and NULL_BLOCK not in table
             return
-        # Sliding windows: the null block exactly below num_computed - window + 1.
+        # Sliding windows: the null block exactly below (the step's first slot) - window + 1.
         if spec.kind == "sliding_window":
-            assert spec.window_slots is not None
-            first_needed = max(0, c - spec.window_slots + 1)
+            assert spec.sliding_window_slots is not None
+            first_needed = max(0, first - spec.sliding_window_slots + 1)
             for i, block in enumerate(table):
                 assert (block == NULL_BLOCK) == ((i + 1) * bs <= first_needed), (i, table, c)
         # Residency, in the kernel's units, with the model's own window or chunk.
         (kernel,) = self.coord.groups[g].kernels.values()
-        p = spec.pool.tokens_per_block
         bad = unresident_keys(
             table,
             block_size=bs,
             pool=p,
             kind=spec.kind,
-            window=kernel.window.value if kernel.window is not None else None,
+            sliding_window=kernel.sliding_window.value
+            if kernel.sliding_window is not None
+            else None,
             chunk=kernel.chunk.value if kernel.chunk is not None else None,
-            first_query=c * p,
-            end_query=(c + n) * p,
+            first_query=c,
+            end_query=c + q,
         )
         assert not bad, f"group {handle.name}: (query, key) not resident: {bad[:3]}"
-        if handle.unit.unit == "pooled_block":
-            inputs = self.coord.kernel_inputs(rid, handle)
-            assert inputs.slot_mapping_tokens == tuple(s * p + i for s in mapping for i in range(p))
-            assert inputs.seq_len.value == (c + n) * p
+        inputs = self.coord.kernel_inputs(rid, handle)
+        assert inputs.slot_mapping == tuple(mapping)
+        rows = tuple((table[i // p // bs] * bs + i // p % bs) * p + i % p for i in range(c, c + q))
+        assert inputs.row_mapping == rows
+        assert inputs.seq_len.value == c + q and inputs.step_len.value == q
 
     @invariant()
     def pools_are_consistent(self) -> None:

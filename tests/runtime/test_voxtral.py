@@ -35,7 +35,7 @@ def unread_keys_of_step(table: Sequence[int], slot: int) -> list[tuple[int, int]
         block_size=16,
         pool=4,
         kind="sliding_window",
-        window=750,
+        sliding_window=750,
         chunk=None,
         first_query=4 * slot,
         end_query=4 * slot + 4,
@@ -49,7 +49,7 @@ def test_streaming_10000_pooled_blocks_never_holds_more_than_13() -> None:
     audio, text = coord.group("audio", PooledBlocks), coord.group("text", Tokens)
     step = coord.stepper(audio, text)
     coord.admit("stream")
-    assert coord.admission_cap("stream", audio) == CacheBlocks(13)
+    assert coord.request_cap("stream", audio) == CacheBlocks(13)
     most = 0
     for i in range(STREAM):
         # One pooled block (4 encoder tokens) a step; a decoder token every 8th step.
@@ -77,7 +77,10 @@ def first_unresident(manager_window_tokens: int, steps: int) -> tuple[int, int, 
     freed block, or None.
     """
     layer = SlidingWindowLayer(
-        window=EncoderTokens(manager_window_tokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=EncoderTokens(manager_window_tokens),
+        pool=PoolFactor(4),
+        kv_heads=32,
+        head_size=64,
     )
     coord = coordinator(
         {"audio": layer}, block_size=16, num_blocks=64, max_len=steps, max_in_flight=1
@@ -99,10 +102,10 @@ def test_window_188_frees_a_block_the_kernel_still_reads() -> None:
     # while the kernel reads the real 750.
     assert manager_view(
         SlidingWindowLayer(
-            window=EncoderTokens(749), pool=PoolFactor(4), kv_heads=32, head_size=64
+            sliding_window=EncoderTokens(749), pool=PoolFactor(4), kv_heads=32, head_size=64
         ),
         16,
-    ).window == PooledBlocks(188)
+    ).sliding_window == PooledBlocks(188)
     # Slots 0-202 are computed. Given 188, the manager frees the blocks below slot
     # 203 - 188 + 1 = 16: block 0, slots 0-15, encoder tokens 0-63. Slot 203 starts at token
     # 812, whose window reaches back to 812 - 749 = 63: in slot 15, block 0, just freed.

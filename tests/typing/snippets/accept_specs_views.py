@@ -20,25 +20,27 @@ from contracts import (
 )
 from runtime.capacity import plan
 
-layer = SlidingWindowLayer(window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(
+    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+)
 
 either = manager_view(layer, block_size_slots=16)
 assert_type(either, ManagerSpec[PooledBlocks] | ManagerSpec[Tokens])
 manager = either.expect(PooledBlocks)
 assert_type(manager, ManagerSpec[PooledBlocks])
-assert_type(manager.window, PooledBlocks | None)
+assert_type(manager.sliding_window, PooledBlocks | None)
 assert_type(manager.block_size, BlockSize[PooledBlocks])
 assert_type(manager.page_size, Bytes)
 cap = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1500))
 assert_type(cap, CacheBlocks)
 assert_type(manager.max_memory_per_request(PooledBlocks(1), PooledBlocks(1500)), Bytes)
 assert_type(manager.block_table_width(PooledBlocks(1500)), CacheBlocks)
-assert str(manager.window) == "189 pooled_block" and str(cap) == "13 cache_block"
+assert str(manager.sliding_window) == "189 pooled_block" and str(cap) == "13 cache_block"
 
 kernel = kernel_view(layer, block_size_slots=16).expect(EncoderTokens)
 assert_type(kernel, KernelSpec[EncoderTokens])
 assert_type(kernel.tokens_per_block, BlockSize[EncoderTokens])
-assert_type(kernel.window, EncoderTokens | None)
+assert_type(kernel.sliding_window, EncoderTokens | None)
 assert str(kernel.tokens_per_block) == "64 encoder_token/cache_block"
 
 engine = EngineSpec(

@@ -12,9 +12,7 @@ from contracts import (
     Tokens,
     bytes_to_cache_blocks_floor,
     cache_blocks_to_bytes,
-    ceil_ratio,
     expand_block_size,
-    floor_ratio,
     parse_quantity,
     pool_length,
     pool_position,
@@ -44,8 +42,6 @@ assert slots_to_cache_blocks_ceil(Tokens(4096), BlockSize(16, Tokens)) == CacheB
 page = Bytes(16 * 128 * 2 * 64 * 2)
 assert_type(cache_blocks_to_bytes(blocks, page), Bytes)
 assert bytes_to_cache_blocks_floor(parse_quantity("40 GiB", Bytes), page) == CacheBlocks(81920)
-assert floor_ratio(Tokens(10), Tokens(4)) == 2
-assert ceil_ratio(Tokens(10), Tokens(4)) == 3
 
 # Same-unit arithmetic, scaling, ordering, hashing; a plain int only through .value.
 longest = max(window, EncoderTokens(1500))

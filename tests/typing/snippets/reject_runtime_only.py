@@ -1,4 +1,3 @@
-# ruff: noqa: E711
 # fmt: off
 # (A mark must stay on the line it marks, so the formatter must not wrap these lines.)
 """Known static gaps: mistakes that mypy accepts and only the run-time checks reject.
@@ -13,7 +12,6 @@ window = EncoderTokens(750)
 
 from_bool = EncoderTokens(True)  # R: bool is a subtype of int, so mypy accepts it as a magnitude
 doubled = window * True  # R: the same for the scaling factor
-is_unset = window == None  # R: strict equality exempts None; a quantity compared with None is a bug
 # A list of two units joins to their base class, whose comparisons take any IntQuantity:
 ordered = sorted([window, PooledBlocks(188)])  # R: the join IntQuantity hides the two units
 largest = max(Tokens(1), PooledBlocks(188))  # R: the same join, through max()

@@ -9,6 +9,7 @@ are rejected by mypy here and by the coordinator at run time (`UnitTypeError`).
 
 from contracts import (
     Bytes,
+    CacheBlocks,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
@@ -23,7 +24,7 @@ from runtime import KVCacheCoordinator
 from runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
-    window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
 )
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)
 model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
@@ -48,5 +49,12 @@ step.allocate("r1", EncoderTokens(4), Tokens(1))  # E: Argument 2 to "__call__" 
 step.allocate("r1", 1, Tokens(1))  # E: Argument 2 to "__call__" of "AllocateFn" has incompatible type "int"; expected "PooledBlocks"  [arg-type]
 step.allocate("r1", PooledBlocks(1), 1)  # E: Argument 3 to "__call__" of "AllocateFn" has incompatible type "int"; expected "Tokens"  [arg-type]
 step.admit("r2", EncoderTokens(40_000), Tokens(512))  # E: Argument 2 to "admit" of "Stepper" has incompatible type "EncoderTokens"; expected "PooledBlocks"  [arg-type]
-coord.group("audio", EncoderTokens)  # E: Value of type variable "SlotUnit" of "group" of "KVCacheCoordinator" cannot be "EncoderTokens"  [type-var]
-coord.kernel_inputs("r1", text)  # E: Argument 2 to "kernel_inputs" of "KVCacheCoordinator" has incompatible type "GroupHandle[Tokens]"; expected "GroupHandle[PooledBlocks]"  [arg-type]
+coord.group("audio", CacheBlocks)  # E: Value of type variable "StepUnit" of "group" of "KVCacheCoordinator" cannot be "CacheBlocks"  [type-var]
+
+# The same pooled group stepped in encoder tokens, as an audio stream arrives: its handle's
+# steps count EncoderTokens, and whole pooled blocks are refused there.
+coord.free("r1")
+stream = coord.stepper(coord.group("audio", EncoderTokens), text)
+stream.admit("r2", EncoderTokens(40_000), Tokens(512))
+stream.allocate("r2", EncoderTokens(6), Tokens(1))
+stream.allocate("r2", PooledBlocks(1), Tokens(1))  # E: Argument 2 to "__call__" of "AllocateFn" has incompatible type "PooledBlocks"; expected "EncoderTokens"  [arg-type]

@@ -8,15 +8,8 @@ In vLLM the Voxtral encoder's ``sliding_window`` was 750 encoder tokens, and the
 manager read it as 750 pooled blocks: 48 cache blocks reserved per request instead of 13.
 """
 
-from contracts import (
-    BlockSize,
-    CacheBlocks,
-    EncoderTokens,
-    PooledBlocks,
-    PoolFactor,
-    check_quantity,
-    pool_window,
-)
+from contracts import BlockSize, CacheBlocks, EncoderTokens, PooledBlocks, PoolFactor, pool_window
+from contracts.internal import check_quantity
 
 
 def max_admission_blocks(

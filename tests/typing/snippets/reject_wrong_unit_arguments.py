@@ -14,10 +14,10 @@ from contracts import (
     PooledBlocks,
     PoolFactor,
     Tokens,
-    check_quantity,
     pool_window,
     slots_to_cache_blocks_ceil,
 )
+from contracts.internal import check_quantity
 
 
 def blocks_for_window(window: PooledBlocks) -> CacheBlocks:

@@ -27,8 +27,8 @@ in ``x-unit``); `KvUnitsConfig` is what loading resolves it to: the frozen `Mode
 `EngineSpec` of the spec layer, plus where each engine setting came from. The loader
 (`load_config`) lives in ``_load.py``; the Hugging Face adapter in ``_hf.py``.
 
-The config-side window field is ``sliding_window`` (as in Hugging Face configs); it becomes
-`SlidingWindowLayer.window`. Windows and chunks are written in the layer's kernel unit:
+The window field is ``sliding_window`` here as in `SlidingWindowLayer` (and in Hugging Face
+configs). Windows and chunks are written in the layer's kernel unit:
 ``encoder_token`` when the group pools (``pool`` set), ``token`` otherwise.
 """
 
@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal, TypeAlias, final
+from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -52,10 +50,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ._dtype import CacheDType
-from ._engine import EngineSpec
-from ._errors import KvUnitsError
-from ._layers import (
+from .._dtype import CacheDType
+from .._engine import EngineSpec
+from .._layers import (
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderOnlyLayer,
@@ -67,53 +64,10 @@ from ._layers import (
     SlidingWindowLayer,
     StateLayer,
 )
-from ._quantity import Bytes, EncoderTokens, Tokens
+from .._quantity import Bytes, EncoderTokens, Tokens
 
 #: The most layers a config may declare (`ModelSpec` holds at most this many).
 MAX_LAYERS: Final = 4096
-
-# -- errors ---------------------------------------------------------------------------------
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class ConfigIssue:
-    """One problem of a config, located precisely.
-
-    Attributes:
-        where: the file, or ``"environment"`` / ``"command line"`` for an engine setting
-            that came from there.
-        path: the field: a dotted path in the file (``model.groups.audio.sliding_window``),
-            an environment variable (``KVUNITS_MEMORY_BUDGET``) or a flag (``--memory-budget``).
-        message: what is wrong, with the expected unit and what was given.
-    """
-
-    where: str
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        if not self.path:
-            return f"{self.where}: {self.message}"
-        return f"{self.where}: {self.path}: {self.message}"
-
-
-class ConfigError(KvUnitsError, ValueError):
-    """A config (file, environment or flags) is invalid; ``issues`` lists every problem.
-
-    ``str(error)`` is one issue per line, ready for a terminal.
-    """
-
-    def __init__(self, issues: Sequence[ConfigIssue]) -> None:
-        self.issues: tuple[ConfigIssue, ...] = tuple(issues)
-        super().__init__("\n".join(str(issue) for issue in self.issues))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.issues,))
-
-    def __str__(self) -> str:
-        return "\n".join(str(issue) for issue in self.issues)
-
 
 # -- the model section ----------------------------------------------------------------------
 
@@ -192,12 +146,11 @@ class SlidingWindowGroup(SlidingWindowLayer, _Group):
     """Sliding-window attention layers; ``sliding_window`` counts the current position too."""
 
     kind: Literal["sliding_window"]
-    window: SeqLength = Field(
-        alias="sliding_window",
+    sliding_window: SeqLength = Field(
         description="the window in the kernel's unit: encoder_token if the group pools, else token",
     )
 
-    @field_validator("window", mode="before")
+    @field_validator("sliding_window", mode="before")
     @classmethod
     def _window_bare_int(cls, value: object, info: ValidationInfo) -> object:
         # Named as the spec's validator, so it replaces it: a file's hint also catches "750",

@@ -25,7 +25,6 @@ from contracts import (
     UnitValueError,
     bytes_to_cache_blocks_floor,
     cache_blocks_to_bytes,
-    parse_any_quantity,
     parse_quantity,
     pool_length,
     pool_position,
@@ -33,6 +32,7 @@ from contracts import (
     slots_to_cache_blocks_ceil,
     unpool_length,
 )
+from contracts.internal import parse_any_quantity
 
 _ROUNDING: Final = {
     "ceil": "rounds up",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from contracts import IntQuantity, KvUnitsConfig
-
-    from .capacity import CapacityPlan, GroupPlan
+    from contracts import IntQuantity
+    from contracts.config import KvUnitsConfig
+    from runtime.capacity import CapacityPlan, GroupPlan
 
 _BINARY = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
@@ -53,10 +53,10 @@ def _group_to_dict(plan: GroupPlan) -> dict[str, Any]:
         "pool": manager.pool.tokens_per_block,
         "block_size": str(manager.block_size),
         "kernel_block_size": None if kernel is None else str(kernel.tokens_per_block),
-        "model_window": _str(plan.model_window),
-        "manager_window": _str(plan.manager_window),
-        "window_conversion": _window_conversion(plan),
-        "model_chunk": None if kernel is None else _str(kernel.chunk),
+        "sliding_window": _str(plan.sliding_window),
+        "manager_sliding_window": _str(manager.sliding_window),
+        "sliding_window_conversion": _window_conversion(plan),
+        "chunk": None if kernel is None else _str(kernel.chunk),
         "manager_chunk": _str(manager.chunk),
         "max_len": str(group.limits.max_len),
         "max_in_flight": str(group.limits.max_in_flight),
@@ -71,7 +71,7 @@ def _group_to_dict(plan: GroupPlan) -> dict[str, Any]:
 
 
 def _window_conversion(plan: GroupPlan) -> str | None:
-    if plan.manager_window is None:
+    if plan.group.manager.sliding_window is None:
         return None
     return "pool_window" if plan.group.manager.slot_unit.unit == "pooled_block" else "identity"
 
@@ -120,7 +120,9 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
     pooled = False
     for group in plan.groups:
         manager = group.group.manager
-        pooled = pooled or (group.manager_window is not None and manager.pool.tokens_per_block > 1)
+        pooled = pooled or (
+            manager.sliding_window is not None and manager.pool.tokens_per_block > 1
+        )
         table.add_row(
             Text(group.group.name),
             manager.kind,
@@ -154,9 +156,9 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
 
 
 def _window_cell(plan: GroupPlan) -> str:
-    if plan.model_window is not None and plan.manager_window is not None:
-        return f"{plan.model_window} → {plan.manager_window}"
     manager = plan.group.manager
+    if plan.sliding_window is not None and manager.sliding_window is not None:
+        return f"{plan.sliding_window} → {manager.sliding_window}"
     kernel = next(iter(plan.group.kernels.values()), None)
     if manager.chunk is not None and kernel is not None and kernel.chunk is not None:
         return f"chunk {kernel.chunk} → {manager.chunk}"

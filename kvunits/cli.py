@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from contracts import KvUnitsConfig
+    from contracts.config import KvUnitsConfig
 
 EXIT_OK: Final = 0
 EXIT_INVALID: Final = 2
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Args:
         argv: the arguments; ``None`` when run as the program (the console script, or
-            ``python -m runtime.cli``), which reads ``sys.argv``.
+            ``python -m kvunits``), which reads ``sys.argv``.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -261,11 +261,11 @@ def _check(args: argparse.Namespace) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     if args.hf:
-        from contracts import HF_FIELDS
+        from contracts.config import HF_FIELDS
 
         json.dump(dict(HF_FIELDS), sys.stdout, indent=2)
     else:
-        from contracts import ConfigFile
+        from contracts.config import ConfigFile
 
         schema = {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -277,7 +277,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from ._convert_cli import convert
+    from ._convert import convert
 
     result = convert(
         args.quantity,
@@ -301,14 +301,14 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
-    from contracts import load_config
+    from contracts.config import load_config
 
     flags = {field: getattr(args, field) for field, _, _ in _ENGINE_FLAGS}
     if path is not None:
         return load_config(path, flags=flags)
     from importlib import resources
 
-    example = resources.files("runtime").joinpath("examples", DEFAULT_EXAMPLE)
+    example = resources.files("kvunits").joinpath("examples", DEFAULT_EXAMPLE)
     with resources.as_file(example) as file:
         return load_config(file, flags=flags)
 
@@ -339,7 +339,7 @@ def _wrap(text: str) -> str:
 def _report(error: Exception, where: str) -> None:
     """Print an error to stderr: a config's issues one per line (each names its file), any
     other kvunits error as ``where: message``."""
-    from contracts import ConfigError
+    from contracts.errors import ConfigError
 
     from ._render import clean
 

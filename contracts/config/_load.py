@@ -19,19 +19,18 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from ._config import (
+from .._engine import EngineSpec
+from .._layers import ModelSpec, slot_unit_of
+from .._quantity import PooledBlocks
+from ..errors import ConfigError, ConfigIssue
+from ._issues import issues_from_validation, join_path, message_of
+from ._models import (
     ENGINE_DEFAULTS,
     ENGINE_FIELDS,
-    ConfigError,
-    ConfigIssue,
     EngineConfig,
     KvUnitsConfig,
     ModelConfig,
 )
-from ._engine import EngineSpec
-from ._issues import issues_from_validation, join_path, message_of
-from ._layers import ModelSpec, slot_unit_of
-from ._quantity import PooledBlocks
 from ._read import checked_tree, read_config_file
 
 ENV_PREFIX: Final = "KVUNITS_"
@@ -47,7 +46,7 @@ def load_config(
     Args:
         path: the file; its extension picks the parser. A JSON file with ``model_type`` or
             ``architectures`` and no ``model``/``engine`` section is read as a Hugging Face
-            config (see ``contracts._hf``).
+            config (see ``contracts.config._hf``).
         flags: engine settings from the command line, by field name (highest precedence).
 
     Raises:

@@ -33,17 +33,19 @@ from typing import Any, Final, final
 
 from pydantic import ValidationError
 
-from ._config import MAX_LAYERS, ConfigError, ConfigIssue
-from ._dtype import CacheDType
-from ._factors import PoolFactor
-from ._layers import (
+from .._describe import describe
+from .._dtype import CacheDType
+from .._factors import PoolFactor
+from .._layers import (
     ChunkedLocalLayer,
     FullAttentionLayer,
     LayerSpec,
     ModelSpec,
     SlidingWindowLayer,
 )
-from ._quantity import EncoderTokens, Tokens, describe
+from .._quantity import EncoderTokens, Tokens
+from ..errors import ConfigError, ConfigIssue
+from ._models import MAX_LAYERS
 
 #: Every field the adapter reads, and the unit it declares for it (the file has none).
 HF_FIELDS: Final[Mapping[str, str]] = {
@@ -260,7 +262,7 @@ def _audio_encoder(
     if window is None:
         layer = FullAttentionLayer(**common)
     else:
-        layer = SlidingWindowLayer(window=EncoderTokens(window), **common)
+        layer = SlidingWindowLayer(sliding_window=EncoderTokens(window), **common)
     layers: dict[str, LayerSpec] = {f"audio.{i}": layer for i in range(n_layers)}
     return layers, limit
 
@@ -285,7 +287,9 @@ def _decoder(
         return {}, limit
     common: dict[str, Any] = {"kv_heads": kv_heads, "head_size": head_size, "dtype": dtype}
     full = FullAttentionLayer(**common)
-    sliding = None if window is None else SlidingWindowLayer(window=Tokens(window), **common)
+    sliding = (
+        None if window is None else SlidingWindowLayer(sliding_window=Tokens(window), **common)
+    )
     chunked: LayerSpec | None = None
     if "chunked" in kinds:
         chunk = reader.count(text, prefix, "attention_chunk_size", maximum=_MAX_SEQ)

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ._config import ConfigError, ConfigIssue
+from .._describe import describe
+from ..errors import ConfigError, ConfigIssue
 from ._issues import MAX_ISSUES, config_error, join_path
-from ._quantity import describe
 
 MAX_FILE_BYTES: Final = 1 << 20
 MAX_DEPTH: Final = 32

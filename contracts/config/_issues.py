@@ -12,8 +12,9 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from ._config import KINDS, ConfigError, ConfigIssue
-from ._quantity import describe
+from .._describe import describe
+from ..errors import ConfigError, ConfigIssue
+from ._models import KINDS
 
 #: The most issues reported for one file (a hostile file can have millions).
 MAX_ISSUES: Final = 50

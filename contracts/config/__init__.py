@@ -1,0 +1,41 @@
+"""kvunits config loading: TOML, YAML or JSON files, Hugging Face ``config.json``, engine settings.
+
+A config file declares the model (its layers, every size with its unit) and the engine (block
+size, limits, memory budget); `load_config` reads it, applies the environment (``KVUNITS_*``)
+and flags, and resolves it to the frozen `contracts.ModelSpec` and `contracts.EngineSpec`.
+Every problem is a `ConfigError` listing each issue with its file, field and expected unit.
+
+Rooms: ``_read`` (untrusted text to a checked tree), ``_models`` (the file's schema),
+``_hf`` (the Hugging Face reader), ``_issues`` (validation errors as located issues),
+``_load`` (precedence and resolution).
+"""
+
+from ..errors import ConfigError as ConfigError
+from ..errors import ConfigIssue as ConfigIssue
+from ._hf import HF_FIELDS as HF_FIELDS
+from ._hf import HfConfig as HfConfig
+from ._hf import read_hf_config as read_hf_config
+from ._load import load_config as load_config
+from ._load import load_config_data as load_config_data
+from ._models import ENGINE_DEFAULTS as ENGINE_DEFAULTS
+from ._models import ConfigFile as ConfigFile
+from ._models import EngineConfig as EngineConfig
+from ._models import KvUnitsConfig as KvUnitsConfig
+from ._models import ModelConfig as ModelConfig
+from ._read import read_config_file as read_config_file
+
+__all__ = [
+    "ENGINE_DEFAULTS",
+    "HF_FIELDS",
+    "ConfigError",
+    "ConfigFile",
+    "ConfigIssue",
+    "EngineConfig",
+    "HfConfig",
+    "KvUnitsConfig",
+    "ModelConfig",
+    "load_config",
+    "load_config_data",
+    "read_config_file",
+    "read_hf_config",
+]

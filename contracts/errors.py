@@ -1,0 +1,286 @@
+"""Every error kvunits raises for a caller's mistake, in one tree.
+
+::
+
+    KvUnitsError
+    ├── UnitError                          a value not in the unit or form the contract declares
+    │   ├── UnitTypeError (TypeError)      wrong unit, no unit, bool, float, str, foreign registry
+    │   └── UnitValueError (ValueError)    negative, zero where it matters, not a whole number
+    ├── SpecError (ValueError)             a spec, plan or group inconsistent as a whole
+    ├── ConfigError (ValueError)           every problem of one config (file, environment, flags)
+    ├── AllocationError (RuntimeError)     not enough free cache blocks *now*: retry, preempt
+    ├── AdmissionError (ValueError)        a request that can *never* fit: refuse it
+    ├── RequestError (ValueError)          the allocator's protocol broken: unknown or duplicate
+    │                                      request, a step beyond its declared limits
+    ├── KernelArgumentError                a tensor a kernel launcher cannot take
+    │   ├── KernelTypeError (TypeError)    not a tensor, wrong dtype
+    │   └── KernelValueError (ValueError)  shape, device, stride, offsets, lengths, block ids
+    └── ResidencyError (LookupError)       a key a query needs is not resident in the cache
+
+Each leaf also inherits the builtin it resembles, so ``except ValueError`` in caller code keeps
+working, and ``except KvUnitsError`` catches them all. Every error carries typed fields (the
+field or argument at fault, the expected unit, what was given, the group and request) and
+pickles with them, so it crosses a process boundary intact. `contracts`, ``runtime`` and
+``kernels`` re-export the classes they raise; all are defined here.
+
+This module imports nothing at run time: the quantity types below are annotations only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, final
+
+if TYPE_CHECKING:
+    from contracts import CacheBlocks, EncoderTokens, Tokens
+
+
+class KvUnitsError(Exception):
+    """Root of every error kvunits raises for a caller's mistake.
+
+    Args:
+        message: the full human message: what is wrong, the numbers, how to fix it.
+    """
+
+    message: str
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Every attribute besides the message is a keyword argument of the class.
+        fields = {k: v for k, v in vars(self).items() if k != "message"}
+        return (_rebuild, (type(self), self.message, fields))
+
+
+def _rebuild(cls: type[KvUnitsError], message: str, fields: dict[str, Any]) -> KvUnitsError:
+    return cls(message, **fields)
+
+
+# -- contracts ---------------------------------------------------------------------------------
+
+
+class UnitError(KvUnitsError):
+    """A value is not in the unit, or not of the form, that the contract declares.
+
+    Args:
+        message: the full human message.
+        field: the field, argument or config path that held the value, when known.
+        expected: the unit or form that was expected, e.g. ``"pooled_block"``.
+        got: a short rendering of what was given, e.g. ``"750 encoder_token"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        expected: str | None = None,
+        got: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.field = field
+        self.expected = expected
+        self.got = got
+
+
+class UnitTypeError(UnitError, TypeError):
+    """The value has the wrong unit, no unit, or a Python type that cannot carry one."""
+
+
+class UnitValueError(UnitError, ValueError):
+    """The value has the right unit but an impossible magnitude (negative, zero, fractional)."""
+
+
+class SpecError(KvUnitsError, ValueError):
+    """A spec, plan or config is inconsistent as a whole (e.g. a chunk that is not a whole
+    number of cache blocks), or names a group that does not exist."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """One problem of a config, located precisely.
+
+    Attributes:
+        where: the file, or ``"environment"`` / ``"command line"`` for an engine setting
+            that came from there.
+        path: the field: a dotted path in the file (``model.groups.audio.sliding_window``),
+            an environment variable (``KVUNITS_MEMORY_BUDGET``) or a flag (``--memory-budget``).
+        message: what is wrong, with the expected unit and what was given.
+    """
+
+    where: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        if not self.path:
+            return f"{self.where}: {self.message}"
+        return f"{self.where}: {self.path}: {self.message}"
+
+
+class ConfigError(KvUnitsError, ValueError):
+    """A config (file, environment or flags) is invalid; ``issues`` lists every problem.
+
+    ``str(error)`` is one issue per line, ready for a terminal.
+    """
+
+    def __init__(self, issues: Sequence[ConfigIssue]) -> None:
+        self.issues: tuple[ConfigIssue, ...] = tuple(issues)
+        super().__init__("\n".join(str(issue) for issue in self.issues))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.issues,))
+
+
+# -- runtime -----------------------------------------------------------------------------------
+
+
+class AllocationError(KvUnitsError, RuntimeError):
+    """A group has fewer free cache blocks than a step or an admission needs, right now.
+
+    Nothing was changed: a failed step or admission leaves every pool, table and length as it
+    was. The condition is transient (blocks come back when requests finish).
+
+    Args:
+        message: the full message (what, the numbers, what to do).
+        group: the name of the first group that fell short.
+        needed: cache blocks the operation needs in that group.
+        free: cache blocks it could have used there (free, plus what the step evicts, or
+            not yet reserved for admission).
+        request_id: the request concerned.
+
+    Example:
+        >>> from contracts import CacheBlocks
+        >>> err = AllocationError("short", group="audio", needed=CacheBlocks(3),
+        ...                       free=CacheBlocks(1), request_id="r1")
+        >>> str(err.shortfall)
+        '2 cache_block'
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        group: str,
+        needed: CacheBlocks,
+        free: CacheBlocks,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.group = group
+        self.needed = needed
+        self.free = free
+        self.request_id = request_id
+
+    @property
+    def shortfall(self) -> CacheBlocks:
+        """How many cache blocks the group lacked."""
+        return self.needed - self.free
+
+
+class AdmissionError(KvUnitsError, ValueError):
+    """A request can never be served: its admission cap exceeds what a group can ever give,
+    or it declares a length beyond the group's limit. Refuse it; queueing it would wait
+    forever.
+
+    Args:
+        message: the full message.
+        request_id: the refused request.
+        group: the group that refuses it.
+        cap: cache blocks the request can hold at once in that group (its admission cap).
+        usable: cache blocks the group has for requests (its pool less the null block).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_id: str,
+        group: str,
+        cap: CacheBlocks,
+        usable: CacheBlocks,
+    ) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.group = group
+        self.cap = cap
+        self.usable = usable
+
+
+class RequestError(KvUnitsError, ValueError):
+    """The caller broke the allocator's protocol for one request.
+
+    Args:
+        message: the full message.
+        request_id: the request concerned.
+        group: the group concerned, when there is one.
+    """
+
+    def __init__(self, message: str, *, request_id: str, group: str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.group = group
+
+
+# -- kernels -----------------------------------------------------------------------------------
+
+
+class KernelArgumentError(KvUnitsError):
+    """A tensor (or metadata) argument that a kernel launcher cannot take.
+
+    Raised as one of its two leaves; catch this class for either. A wrong *unit* is a
+    `UnitTypeError`, a spec the kernels cannot run a `SpecError`.
+
+    Args:
+        message: the full human message (the argument, what it got, what it needs).
+        argument: the launcher argument at fault, e.g. ``"k_cache"`` or ``"slot_mapping"``.
+    """
+
+    def __init__(self, message: str, *, argument: str) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+class KernelTypeError(KernelArgumentError, TypeError):
+    """Not a tensor, or a tensor of the wrong dtype."""
+
+
+class KernelValueError(KernelArgumentError, ValueError):
+    """A tensor of the wrong shape, device or strides, or metadata with impossible values
+    (offsets that decrease, a length shorter than the step, a block id outside the cache)."""
+
+
+class ResidencyError(KvUnitsError, LookupError):
+    """A query's window needs a key whose cache block is not in the block table.
+
+    Args:
+        message: the full human message.
+        request: the request's index in the batch (row of the block table).
+        query_position: the position of the first query that needs the block, in the kernel's
+            unit (encoder tokens for a pooled layer).
+        logical_block: the block-table column that holds (or should hold) the needed keys.
+        table_entry: the cache-block id found there (0: the null block), or None when the
+            column lies beyond the table's width.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request: int,
+        query_position: EncoderTokens | Tokens,
+        logical_block: int,
+        table_entry: int | None,
+    ) -> None:
+        super().__init__(message)
+        self.request = request
+        self.query_position = query_position
+        self.logical_block = logical_block
+        self.table_entry = table_entry

@@ -1,0 +1,74 @@
+"""The one crossing from manager slots to kernel rows, checked against positions one by one.
+
+Every formula of `contracts.crossing` is compared with a brute-force walk over the step's
+positions: which slot each lies in, where that slot sits in the cache, which row that is.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contracts.crossing import (
+    cache_slot,
+    slot_of,
+    slots_holding,
+    step_cache_rows,
+    step_cache_slots,
+    touched_slots,
+)
+
+pools = st.integers(1, 6)
+
+
+def test_the_issue_case_a_step_of_6_then_4_at_p_4() -> None:
+    # Block size 2 slots, table [5, 7]. Step 1: positions 0-5, slots 0-1 (slot 1 half full).
+    # Step 2: positions 6-9 continue slot 1 and open slot 2: two slots, not one.
+    assert touched_slots(0, 6, 4) == 2 and step_cache_slots([5, 7], 2, 0, 6, 4) == [10, 11]
+    assert touched_slots(6, 4, 4) == 2 and step_cache_slots([5, 7], 2, 6, 4, 4) == [11, 14]
+    assert step_cache_rows([5, 7], 2, 6, 4, 4) == [46, 47, 56, 57]
+    assert slots_holding(10, 4) == 3 and slot_of(6, 4) == 1
+
+
+@given(
+    pool=pools, block_size=st.integers(1, 5), context=st.integers(0, 60), step=st.integers(0, 20)
+)
+def test_formulas_agree_with_the_positions(
+    pool: int, block_size: int, context: int, step: int
+) -> None:
+    end = context + step
+    table = [100 + 3 * b for b in range(math.ceil(end / pool / block_size) + 1)]
+    slots = sorted({i // pool for i in range(context, end)})  # the slots the step writes
+    assert touched_slots(context, step, pool) == len(slots)
+    assert slots_holding(end, pool) == math.ceil(end / pool)
+    assert step_cache_slots(table, block_size, context, step, pool) == [
+        table[s // block_size] * block_size + s % block_size for s in slots
+    ]
+    rows = step_cache_rows(table, block_size, context, step, pool)
+    rows_per_block = block_size * pool
+    for i, row in zip(range(context, end), rows, strict=True):
+        # Row r of the kernel's view is position r % (B·P) of cache block r // (B·P); it must
+        # be the position the manager put in slot i // P at offset i % P.
+        block, offset = divmod(row, rows_per_block)
+        assert block == table[i // pool // block_size]
+        assert offset == (i // pool % block_size) * pool + i % pool
+        assert row // pool == cache_slot(table, block_size, slot_of(i, pool))
+
+
+@given(
+    pool=pools,
+    contexts=st.lists(st.integers(0, 50), min_size=1, max_size=6),
+    steps=st.lists(st.integers(0, 12), min_size=6, max_size=6),
+)
+def test_touched_slots_on_tensors_is_the_int_formula(
+    pool: int, contexts: list[int], steps: list[int]
+) -> None:
+    # The kernels' slot_start_loc sums this per request on the device.
+    n = len(contexts)
+    got = touched_slots(torch.tensor(contexts), torch.tensor(steps[:n]), pool)
+    assert got.tolist() == [
+        touched_slots(c, q, pool) for c, q in zip(contexts, steps, strict=False)
+    ]

@@ -1,0 +1,105 @@
+"""The error tree: one module defines it, its docstring draws it, every error pickles."""
+
+from __future__ import annotations
+
+import pickle
+import re
+from typing import Any
+
+import pytest
+
+import contracts
+import contracts.config
+import kernels
+import runtime
+from contracts import CacheBlocks, EncoderTokens, errors
+from contracts.errors import ConfigIssue, KvUnitsError
+
+
+def _tree() -> dict[str, list[str]]:
+    """Each class of `contracts.errors` and its bases within the tree, from the classes."""
+    classes = {
+        name: cls
+        for name, cls in vars(errors).items()
+        if isinstance(cls, type) and issubclass(cls, KvUnitsError)
+    }
+    return {
+        name: sorted(b.__name__ for b in cls.__bases__ if issubclass(b, KvUnitsError))
+        for name, cls in classes.items()
+    }
+
+
+def _drawn() -> dict[str, list[str]]:
+    """The same, read from the tree drawn in the module docstring."""
+    assert errors.__doc__ is not None
+    parents: dict[int, str] = {}
+    drawn: dict[str, list[str]] = {}
+    for line in errors.__doc__.splitlines():
+        found = re.match(r"^    ([│ ├└─]*)([A-Z][A-Za-z]+)", line)
+        if found is None:
+            continue
+        depth = len(found.group(1)) // 4
+        name = found.group(2)
+        parents[depth] = name
+        drawn[name] = [parents[depth - 1]] if depth else []
+    return drawn
+
+
+def test_the_drawing_is_the_tree() -> None:
+    assert _drawn() == _tree()
+
+
+def test_each_package_exports_the_errors_it_raises() -> None:
+    for name in ("KvUnitsError", "UnitError", "UnitTypeError", "UnitValueError", "SpecError"):
+        assert getattr(contracts, name) is getattr(errors, name)
+    assert contracts.config.ConfigError is errors.ConfigError
+    for name in ("AllocationError", "AdmissionError", "RequestError"):
+        assert getattr(runtime, name) is getattr(errors, name)
+    for name in ("KernelArgumentError", "KernelTypeError", "KernelValueError", "ResidencyError"):
+        assert getattr(kernels, name) is getattr(errors, name)
+
+
+_FIELDS: dict[str, dict[str, Any]] = {
+    "UnitError": {"field": "audio.sliding_window", "expected": "pooled_block", "got": "750"},
+    "AllocationError": {
+        "group": "audio",
+        "needed": CacheBlocks(3),
+        "free": CacheBlocks(1),
+        "request_id": "r1",
+    },
+    "AdmissionError": {
+        "request_id": "r1",
+        "group": "audio",
+        "cap": CacheBlocks(13),
+        "usable": CacheBlocks(12),
+    },
+    "RequestError": {"request_id": "r1", "group": "text"},
+    "KernelArgumentError": {"argument": "k_cache"},
+    "ResidencyError": {
+        "request": 2,
+        "query_position": EncoderTokens(756),
+        "logical_block": 0,
+        "table_entry": 0,
+    },
+}
+
+
+def _fields(cls: type[KvUnitsError]) -> dict[str, Any]:
+    for base in cls.__mro__:
+        if base.__name__ in _FIELDS:
+            return _FIELDS[base.__name__]
+    return {}
+
+
+@pytest.mark.parametrize("name", sorted(_tree()), ids=str)
+def test_every_error_pickles_with_its_fields(name: str) -> None:
+    cls = getattr(errors, name)
+    if cls is errors.ConfigError:
+        issue = ConfigIssue("bad.toml", "engine.max_model_len", "expected token, got 9 GiB")
+        err = cls([issue])
+        assert str(err) == "bad.toml: engine.max_model_len: expected token, got 9 GiB"
+    else:
+        err = cls("what went wrong, the numbers, the fix", **_fields(cls))
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is cls and str(clone) == str(err)
+    assert vars(clone) == vars(err)
