@@ -105,3 +105,62 @@ def step_cache_rows(
         cache_slot(table, block_size, i // pool) * pool + i % pool
         for i in range(context, context + step)
     ]
+
+
+def first_unresident(
+    table: Sequence[int],
+    tokens_per_block: int,
+    context: int,
+    step: int,
+    *,
+    sliding_window: int | None = None,
+    chunk: int | None = None,
+) -> tuple[int, int, int] | None:
+    """The first key a step's queries read that is not resident: ``(query, key, column)``.
+
+    The residency rule of `kernels.check_residency`, on plain ints of the kernel's unit
+    (encoder tokens for a pooled layer), for code without torch (the runtime, ``kvunits
+    simulate``). The queries are positions ``context .. context + step − 1``; the query at q
+    reads keys ``lo(q) .. q``: ``lo(q) = max(0, q − W + 1)`` with a sliding window of W,
+    ``q // chunk × chunk`` with a chunk, 0 otherwise. The key at position k lives in column
+    ``k // tokens_per_block`` of ``table``, which is resident when it exists and holds a
+    block id above 0 (0 is the null block an evicted entry holds, a negative id padding).
+
+    Because ``lo`` never decreases, the keys the step reads are ``lo(context) .. context +
+    step − 1`` and the first query that reads column c is ``max(context, c ×
+    tokens_per_block)``.
+
+    Returns:
+        None when every key read is resident; otherwise the lowest missing column, the
+        first query that reads it and the lowest key of that column this query reads.
+
+    Example:
+        The seed's manager window (188 pooled slots for W = 750, P = 4, 16 slots a block,
+        so 64 encoder tokens a column) has freed column 0 when the step of pooled slot 203
+        runs; its first query, encoder token 812, still reads key 812 − 749 = 63:
+
+        >>> first_unresident([0, *range(1, 13)], 64, 812, 4, sliding_window=750)
+        (812, 63, 0)
+        >>> first_unresident([0, *range(1, 13)], 64, 816, 4, sliding_window=750) is None
+        True
+    """
+    if step <= 0:
+        return None
+
+    def lowest(query: int) -> int:
+        if sliding_window is not None:
+            return max(0, query - sliding_window + 1)
+        if chunk is not None:
+            return query // chunk * chunk
+        return 0
+
+    first_col = lowest(context) // tokens_per_block
+    end_col = (context + step - 1) // tokens_per_block + 1
+    # The common case, everything resident, costs one C-level scan of the columns read.
+    if end_col <= len(table) and min(table[first_col:end_col]) > 0:
+        return None
+    for col in range(first_col, end_col):
+        if col >= len(table) or table[col] <= 0:
+            query = max(context, col * tokens_per_block)
+            return query, max(lowest(query), col * tokens_per_block), col
+    return None  # pragma: no cover - the scan above found a missing column

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, overload
 
 from contracts import EncoderTokens, KernelSpec, Tokens
+from contracts.crossing import first_unresident
 from contracts.errors import KernelValueError, ResidencyError
 
 from ._checks import resolve_window
@@ -114,12 +115,10 @@ def check_residency(
         if q_len <= 0:
             continue
         context = seq_len - q_len
-        lo = 0 if sliding_window_tok is None else max(0, context - sliding_window_tok + 1)
-        for col in range(lo // tpb, (seq_len - 1) // tpb + 1):
+        found = first_unresident(rows[req], tpb, context, q_len, sliding_window=sliding_window_tok)
+        if found is not None:
+            query, _, col = found
             entry = rows[req][col] if col < width else None
-            if entry is not None and entry > 0:
-                continue
-            query = max(context, col * tpb)
             first_key = 0 if sliding_window_tok is None else max(0, query - sliding_window_tok + 1)
             reach = (
                 "causal"

@@ -14,12 +14,15 @@ from hypothesis import strategies as st
 
 from contracts.crossing import (
     cache_slot,
+    first_unresident,
     slot_of,
     slots_holding,
     step_cache_rows,
     step_cache_slots,
     touched_slots,
 )
+
+from ..runtime.support import unresident_keys
 
 pools = st.integers(1, 6)
 
@@ -72,3 +75,50 @@ def test_touched_slots_on_tensors_is_the_int_formula(
     assert got.tolist() == [
         touched_slots(c, q, pool) for c, q in zip(contexts, steps, strict=False)
     ]
+
+
+@given(
+    tokens_per_block=st.integers(1, 8),
+    reach=st.one_of(
+        st.tuples(st.just("sliding_window"), st.integers(1, 40)),
+        st.tuples(st.just("chunked_local"), st.integers(1, 40)),
+        st.tuples(st.just("full_attention"), st.none()),
+    ),
+    table=st.lists(st.integers(0, 5), max_size=14),
+    context=st.integers(0, 90),
+    step=st.integers(0, 12),
+)
+def test_first_unresident_is_the_first_bad_query_of_the_oracle(
+    tokens_per_block: int,
+    reach: tuple[str, int | None],
+    table: list[int],
+    context: int,
+    step: int,
+) -> None:
+    """Against the runtime tests' oracle, which walks every query and every block it reads
+    (tests/runtime/support.py `unresident_keys`): the first query it finds reading a missing
+    block, and that block's first key, are what `first_unresident` returns."""
+    kind, size = reach
+    window = size if kind == "sliding_window" else None
+    chunk = size if kind == "chunked_local" else None
+    oracle = unresident_keys(
+        table,
+        block_size=tokens_per_block,
+        pool=1,
+        kind=kind,
+        sliding_window=window,
+        chunk=chunk,
+        first_query=context,
+        end_query=context + step,
+    )
+    found = first_unresident(
+        table, tokens_per_block, context, step, sliding_window=window, chunk=chunk
+    )
+    if not oracle:
+        assert found is None
+        return
+    assert found is not None
+    query, key, column = found
+    assert (query, key) == oracle[0]
+    assert column == key // tokens_per_block
+    assert column >= len(table) or table[column] == 0

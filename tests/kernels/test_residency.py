@@ -12,9 +12,12 @@ import pickle
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from contracts import (
     EncoderTokens,
+    FullAttentionLayer,
     KernelSpec,
     KvUnitsError,
     PooledBlocks,
@@ -24,6 +27,7 @@ from contracts import (
     manager_view,
     pool_length,
 )
+from contracts.crossing import first_unresident
 from contracts.internal import cdiv
 from kernels import (
     BlockTable,
@@ -170,3 +174,42 @@ def test_residency_error_is_a_kvunits_lookup_error_and_pickles() -> None:
         0,
     )
     assert str(copy) == "request 1 ..."
+
+
+@given(
+    pool=st.integers(1, 4),
+    block_size=st.integers(1, 4),
+    window=st.one_of(st.none(), st.integers(1, 40)),
+    table=st.lists(st.integers(0, 9), min_size=1, max_size=12),
+    context=st.integers(0, 80),
+    step=st.integers(1, 12),
+)
+def test_the_torch_free_rule_is_the_kernels_check(
+    pool: int, block_size: int, window: int | None, table: list[int], context: int, step: int
+) -> None:
+    """`contracts.crossing.first_unresident` (used without torch by ``kvunits simulate``)
+    finds exactly what `check_residency` raises: the same query, column and entry."""
+    layer = SlidingWindowLayer(
+        sliding_window=EncoderTokens(window or 1), pool=PoolFactor(pool), kv_heads=1, head_size=16
+    )
+    spec = kernel_view(layer, block_size).expect(EncoderTokens)
+    tpb = spec.tokens_per_block.slots
+    override = EncoderTokens(window) if window is not None else None
+    if window is None:
+        spec = kernel_view(
+            FullAttentionLayer(pool=PoolFactor(pool), kv_heads=1, head_size=16), block_size
+        ).expect(EncoderTokens)
+    block_table = BlockTable(torch.tensor([table], dtype=torch.int32))
+    qsl = QueryStartLoc(torch.tensor([0, step], dtype=torch.int32), EncoderTokens)
+    lens = SeqLens(torch.tensor([context + step], dtype=torch.int32), EncoderTokens)
+    found = first_unresident(table, tpb, context, step, sliding_window=window)
+    if found is None:
+        check_residency(block_table, qsl, lens, spec, sliding_window=override)
+        return
+    query, key, column = found
+    with pytest.raises(ResidencyError) as info:
+        check_residency(block_table, qsl, lens, spec, sliding_window=override)
+    assert info.value.query_position == EncoderTokens(query)
+    assert info.value.logical_block == column
+    assert info.value.table_entry == (table[column] if column < len(table) else None)
+    assert column * tpb <= key <= query
