@@ -1,4 +1,4 @@
-"""The ``kvunits`` command line: ``plan``, ``check``, ``schema``, ``convert``.
+"""The ``kvunits`` command line: ``plan``, ``check``, ``schema``, ``convert``, ``simulate``.
 
 Exit status: 0 on success, 2 for an invalid config, flag or quantity (every problem printed
 to stderr, one per line, no traceback), 1 when the reader of stdout went away (a broken pipe)
@@ -214,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     convert.add_argument("--format", choices=("text", "json"), default="text")
     convert.set_defaults(command=_convert)
+
+    from ._simulate_cli import add_simulate_command
+
+    add_simulate_command(commands, engine_flags, formatter)
     return parser
 
 

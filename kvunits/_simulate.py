@@ -1,0 +1,838 @@
+"""``kvunits simulate``: a streaming workload through the real coordinator, step by step.
+
+Nothing here models the allocator: each run plans the cache with `runtime.plan`, builds a
+`runtime.KVCacheCoordinator` from the plan, and admits, steps and frees streams through it; the
+series are what the coordinator reports after every scheduler step (`usage_by_group`, block
+tables, the number of admitted requests). What this module adds is the workload and the
+bookkeeping around it:
+
+* **streams**: ``streams`` clients, each opening one stream after another. A stream is admitted
+  at the engine's limits (a live stream does not know its length, so the coordinator reserves
+  each group's admission cap), then runs a prefill step and ``steps`` decode steps, and is
+  freed; its client's next stream arrives ``arrival`` steps later on average (exponential
+  gaps, seeded). The clients' first streams arrive evenly spread over one stream's life. A stream
+  that cannot be reserved now waits, first come first served.
+* **cadence**: a pooled group is stepped in encoder tokens (`KVCacheCoordinator.group(name,
+  EncoderTokens)`), so a cadence that is not a multiple of P continues the partial pooled
+  slot, as a live audio stream does; token groups are stepped in tokens; a cross-attention
+  group is written whole at a stream's first step.
+* **residency**: after every step of every stream, the keys its queries read are checked
+  against its block table with the *kernel's* window (`contracts.crossing.first_unresident`,
+  the rule of `kernels.check_residency`), so a manager window too small for the kernel shows
+  up as the first key freed while a query still read it.
+* **window variants**: `window_variants` builds the same model with another *manager* window
+  for one group. A `ManagerSpec` is never built by hand: the group's layers are declared with
+  the window ``W' = (S − 1)·P + 1`` in the kernel's unit, whose ``pool_window(W', P)`` is the S
+  slots asked for, while the residency check keeps the kernel's real window.
+
+Example:
+    Two streams of 300 decode steps on the shipped Voxtral Realtime example, its manager
+    window 188 pooled blocks (the seed's first fix) against 189:
+
+    >>> from kvunits._simulate import Workload, load_example, simulate, window_variants
+    >>> config = load_example()
+    >>> work = Workload.for_config(config, streams=2, steps=300, duration=320)
+    >>> runs = simulate(config, work, window_variants(config, ["188 pooled_block",
+    ...                                                          "189 pooled_block"]))
+    >>> [(r.variant.label, r.group_stats("audio").peak_held_per_stream) for r in runs]
+    [('188 pooled_block', 13), ('189 pooled_block', 13)]
+    >>> print(runs[0].first_lost)  # s0 arrived at step 0; its step 203 starts at token 812
+    step 203: stream s0 (its step 203), group audio: query 812 encoder_token reads key 63
+    encoder_token (block-table column 0), freed
+    >>> runs[1].first_lost is None
+    True
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, final
+
+from contracts import (
+    AnyLayerGroup,
+    EncoderTokens,
+    IntQuantity,
+    LayerSpec,
+    ModelSpec,
+    PooledBlocks,
+    SlidingWindowLayer,
+    SpecError,
+    Tokens,
+    UnitTypeError,
+    UnitValueError,
+    manager_view,
+)
+from contracts.crossing import first_unresident
+from contracts.errors import AllocationError
+from runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, plan
+
+if TYPE_CHECKING:
+    from contracts.config import KvUnitsConfig
+    from runtime import CapacityPlan
+
+#: The label of a run with the config's own windows.
+AS_CONFIGURED: Final = "as configured"
+
+#: The kinds whose kernels read the group's own positions (residency is checked for them).
+_ATTENTION_OVER_OWN_POSITIONS: Final = ("sliding_window", "chunked_local", "full_attention")
+
+#: A workload's default text prompt, the prefill of each stream (a choice of this workload,
+#: not a fact of the model).
+DEFAULT_PROMPT: Final = Tokens(16)
+
+#: Decoder tokens per decode step: one (streaming transcription emits one a step).
+DEFAULT_DECODER_STEP: Final = Tokens(1)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The streams a simulation runs (the same for every window compared).
+
+    Attributes:
+        streams: clients, each opening one stream after another (streams open at once, at
+            most).
+        steps: decode steps per stream, after its prefill step.
+        duration: scheduler steps simulated.
+        arrival: mean scheduler steps between a stream's end and its client's next stream
+            (exponential, seeded; 0: at once).
+        prompt: the text tokens of a stream's prefill step (token groups).
+        encoder_step: encoder tokens a stream adds per step in pooled groups (None: the model
+            has none).
+        decoder_step: tokens a stream adds per decode step in token groups.
+        seed: seeds the gaps between a client's streams (with ``arrival`` > 0).
+    """
+
+    streams: int
+    steps: int
+    duration: int
+    arrival: int
+    prompt: Tokens
+    encoder_step: EncoderTokens | None
+    decoder_step: Tokens
+    seed: int = 0
+
+    @classmethod
+    def for_config(
+        cls,
+        config: KvUnitsConfig,
+        *,
+        streams: int | None = None,
+        steps: int = 1000,
+        duration: int | None = None,
+        arrival: int = 0,
+        prompt: Tokens = DEFAULT_PROMPT,
+        encoder_step: EncoderTokens | None = None,
+        decoder_step: Tokens = DEFAULT_DECODER_STEP,
+        seed: int = 0,
+    ) -> Workload:
+        """A workload checked against the config's engine limits.
+
+        Defaults: the engine's ``max_encoder_tokens_per_step`` encoder tokens and one token a
+        step (the streaming cadence), ``streams`` a quarter more than the plan admits at once
+        (so that some wait), ``duration`` three stream lives.
+
+        Raises:
+            UnitValueError: a count below its minimum, or a stream the engine cannot run (a
+                step beyond its per-step limit, a stream beyond its longest sequence); the
+                error names the setting to change.
+        """
+        engine = config.engine
+        pooled = any(_is_stepped_pooled(g) for g in _groups(config.model, config))
+        if encoder_step is None and pooled:
+            encoder_step = engine.max_encoder_tokens_per_step
+        elif encoder_step is not None and not pooled:
+            raise UnitTypeError(
+                f"--cadence: {encoder_step} is for pooled (encoder-side) groups, and "
+                f"{config.model.name!r} has none; give its step in token",
+                field="--cadence",
+                expected="token",
+                got=str(encoder_step),
+            )
+        if streams is None:
+            streams = -(-plan(config.model, engine).concurrent_requests * 5 // 4)
+        if duration is None:
+            duration = 3 * (steps + 1)
+        for name, value, least in (
+            ("streams", streams, 1),
+            ("steps", steps, 0),
+            ("duration", duration, 1),
+            ("arrival", arrival, 0),
+            ("seed", seed, 0),
+        ):
+            if value < least:
+                raise UnitValueError(
+                    f"--{name} must be >= {least}, got {value}",
+                    field=f"--{name}",
+                    expected=f"an int >= {least}",
+                    got=str(value),
+                )
+        text_len = prompt.value + steps * decoder_step.value
+        checks: list[tuple[str, int, IntQuantity, str]] = [
+            ("--prompt", prompt.value, engine.max_num_batched_tokens, "max_num_batched_tokens"),
+            (
+                "--cadence",
+                decoder_step.value,
+                engine.max_num_batched_tokens,
+                "max_num_batched_tokens",
+            ),
+            ("--steps", text_len, engine.max_model_len, "max_model_len"),
+        ]
+        if pooled and encoder_step is not None:
+            limit_step, limit_len = engine.max_encoder_tokens_per_step, engine.max_encoder_len
+            assert limit_step is not None and limit_len is not None  # the plan checked both
+            audio_len = (steps + 1) * encoder_step.value
+            checks += [
+                ("--cadence", encoder_step.value, limit_step, "max_encoder_tokens_per_step"),
+                ("--steps", audio_len, limit_len, "max_encoder_len"),
+            ]
+        for flag, value, limit, setting in checks:
+            if value > limit.value:
+                raise UnitValueError(
+                    f"{flag}: a stream would need {value} {limit.unit} where the engine's "
+                    f"{setting} is {limit}; lower {flag} or raise --{setting.replace('_', '-')}",
+                    field=flag,
+                    expected=f"<= {limit}",
+                    got=f"{value} {limit.unit}",
+                )
+        if prompt.value < 1:
+            raise UnitValueError(
+                f"--prompt must be at least 1 token, got {prompt}",
+                field="--prompt",
+                expected=">= 1 token",
+                got=str(prompt),
+            )
+        return cls(
+            streams=streams,
+            steps=steps,
+            duration=duration,
+            arrival=arrival,
+            prompt=prompt,
+            encoder_step=encoder_step if pooled else None,
+            decoder_step=decoder_step,
+            seed=seed,
+        )
+
+    def describe(self) -> str:
+        """One line for people: what each stream does, and for how long the run goes."""
+        per_step = [str(q) for q in (self.encoder_step, self.decoder_step) if q is not None]
+        prefill = " + ".join(
+            [str(self.prompt)] + ([str(self.encoder_step)] if self.encoder_step else [])
+        )
+        gap = "at once" if self.arrival == 0 else f"about {self.arrival} steps"
+        return (
+            f"{self.streams} streams, each a prefill ({prefill}) then {self.steps} decode "
+            f"steps of {' + '.join(per_step)}; a client's next stream arrives {gap} after its "
+            f"last ends; {self.duration} scheduler steps, seed {self.seed}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, quantities as ``"<int> <unit>"``."""
+        return {
+            "streams": self.streams,
+            "steps": self.steps,
+            "duration": self.duration,
+            "arrival": self.arrival,
+            "prompt": str(self.prompt),
+            "encoder_step": None if self.encoder_step is None else str(self.encoder_step),
+            "decoder_step": str(self.decoder_step),
+            "seed": self.seed,
+        }
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One model to simulate: the config's, or the config's with another manager window.
+
+    Attributes:
+        label: what the run is called (``"188 pooled_block"``, or ``"as configured"``).
+        model: the model whose plan and coordinator the run uses.
+        group: the group whose manager window was changed (None: the config's model).
+        manager_window: that group's manager window in this model.
+    """
+
+    label: str
+    model: ModelSpec
+    group: str | None = None
+    manager_window: PooledBlocks | Tokens | None = None
+
+
+def as_configured(config: KvUnitsConfig) -> list[Variant]:
+    """The one variant of a plain ``simulate``: the config's own model."""
+    return [Variant(AS_CONFIGURED, config.model)]
+
+
+def window_variants(
+    config: KvUnitsConfig, windows: Sequence[str], group: str | None = None
+) -> list[Variant]:
+    """The config's model once per manager window, for ``--compare-windows``.
+
+    Each window is ``"<n> <unit>"``: in the group's slot unit (``pooled_block``, or
+    ``token`` for an unpooled group) it is the manager window S itself; in the kernel's unit
+    (``encoder_token``) it is a window the layers declare, whose manager window is
+    ``pool_window(W, P)``. The group's layers are declared with ``W' = (S − 1)·P + 1``, the
+    smallest window whose ``pool_window`` is S: the manager spec is derived as always.
+
+    Args:
+        config: the loaded config.
+        windows: the windows to compare, in order.
+        group: the sliding-window group to vary; by default the only one that counts the
+            windows' unit.
+
+    Raises:
+        UnitTypeError: a window without a unit, or in a unit no sliding-window group counts.
+        UnitValueError: a window below 1.
+        SpecError: no such group, several candidates (name one with ``group``), or a window
+            that would merge the group with another.
+    """
+    from contracts.internal import parse_any_quantity
+
+    if not windows:
+        raise SpecError("--compare-windows needs at least one window")
+    parsed = [parse_any_quantity(text.strip(), field="--compare-windows") for text in windows]
+    target = _target_group(config, parsed, group)
+    names = target.layer_names
+    pool = target.manager.pool.tokens_per_block
+    variants = []
+    for window in parsed:
+        if window.value < 1:
+            raise UnitValueError(
+                f"--compare-windows: a window holds the current position, so it is at least 1; "
+                f"got {window}",
+                field="--compare-windows",
+                expected=">= 1",
+                got=str(window),
+            )
+        declared = window.value if type(window) is EncoderTokens else (window.value - 1) * pool + 1
+        layers = dict(config.model.layers)
+        for name in names:
+            layers[name] = _with_window(layers[name], declared)
+        model = ModelSpec(name=config.model.name, layers=layers)
+        manager = manager_view(layers[names[0]], config.engine.block_size_slots).sliding_window
+        assert manager is not None and type(manager) in (PooledBlocks, Tokens)
+        if type(window) is not EncoderTokens:
+            # pool_window((S − 1)·P + 1, P) = cdiv((S − 1)·P, P) + 1 = S: derived, not assumed.
+            assert manager.value == window.value, (window, manager)
+        regrouped = [g.name for g in _groups(model, config)]
+        if target.name not in regrouped:
+            raise SpecError(
+                f"--compare-windows {window}: group {target.name!r} would then share its "
+                f"manager spec with another group ({', '.join(regrouped)}); compare other "
+                "windows"
+            )
+        variants.append(Variant(str(manager), model, target.name, manager))
+    return variants
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class LostKey:
+    """The first key a query read from a block its manager had already freed.
+
+    Attributes:
+        step: the scheduler step (0-based).
+        stream: the stream's id.
+        stream_step: the stream's own step (0: its prefill).
+        group: the group.
+        query: the query's position, kernel unit.
+        key: the lowest key of the freed block the query reads, kernel unit.
+        column: the block-table column of that key.
+    """
+
+    step: int
+    stream: str
+    stream_step: int
+    group: str
+    query: IntQuantity
+    key: IntQuantity
+    column: int
+
+    def __str__(self) -> str:
+        return (
+            f"step {self.step}: stream {self.stream} (its step {self.stream_step}), group "
+            f"{self.group}: query {self.query} reads key {self.key} (block-table column "
+            f"{self.column}), freed"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, positions as ``"<int> <unit>"``."""
+        return {
+            "step": self.step,
+            "stream": self.stream,
+            "stream_step": self.stream_step,
+            "group": self.group,
+            "query": str(self.query),
+            "key": str(self.key),
+            "column": self.column,
+        }
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """One group over one run.
+
+    Attributes:
+        name: the group.
+        kind: its manager's kind.
+        manager_window: the manager's window (slot unit), if it has one.
+        kernel_windows: the windows the kernels read (kernel unit), what residency is
+            checked against.
+        capacity: cache blocks requests can hold (the plan's, less the null block).
+        reserved_per_stream: the admission cap a stream reserves.
+        peak_held_per_stream: the most blocks any one stream held at once (its steady state
+            once streams outlive the window).
+        peak_used: the most blocks held by all streams at once.
+        peak_reserved: the most blocks reserved at once.
+    """
+
+    name: str
+    kind: str
+    manager_window: IntQuantity | None
+    kernel_windows: tuple[IntQuantity, ...]
+    capacity: int
+    reserved_per_stream: int
+    peak_held_per_stream: int
+    peak_used: int
+    peak_reserved: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; block counts are cache blocks."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "manager_window": None if self.manager_window is None else str(self.manager_window),
+            "kernel_windows": [str(w) for w in self.kernel_windows],
+            "capacity": f"{self.capacity} cache_block",
+            "reserved_per_stream": f"{self.reserved_per_stream} cache_block",
+            "peak_held_per_stream": f"{self.peak_held_per_stream} cache_block",
+            "peak_used": f"{self.peak_used} cache_block",
+            "peak_reserved": f"{self.peak_reserved} cache_block",
+        }
+
+
+@final
+@dataclass(slots=True)
+class Run:
+    """One variant's simulation (built by `simulate`).
+
+    Attributes:
+        variant: the model simulated.
+        plan: its capacity plan (what sized the coordinator's pools).
+        series: one list per measure, one entry per scheduler step, after the step:
+            ``step``, ``running`` (streams admitted), ``waiting``, ``finished``, and per group
+            ``<g>.used``, ``<g>.reserved`` (cache blocks) and ``<g>.held_max`` (the most blocks
+            one stream holds).
+        groups: per group, the run's summary.
+        first_lost: the first key read from a freed block, or None.
+        lost_steps: stream steps that read a freed block.
+        interrupted: the run was stopped (Ctrl-C) before its last step.
+    """
+
+    variant: Variant
+    plan: CapacityPlan
+    series: dict[str, list[int]]
+    groups: list[GroupStats] = field(default_factory=list)
+    first_lost: LostKey | None = None
+    lost_steps: int = 0
+    interrupted: bool = False
+
+    @property
+    def steps_done(self) -> int:
+        """Scheduler steps simulated."""
+        return len(self.series["step"])
+
+    @property
+    def peak_running(self) -> int:
+        """The most streams admitted at once."""
+        return max(self.series["running"], default=0)
+
+    @property
+    def peak_waiting(self) -> int:
+        """The most streams waiting at once."""
+        return max(self.series["waiting"], default=0)
+
+    @property
+    def finished(self) -> int:
+        """Streams that ran to their end."""
+        return self.series["finished"][-1] if self.series["finished"] else 0
+
+    def group_stats(self, name: str) -> GroupStats:
+        """The summary of group ``name``."""
+        for stats in self.groups:
+            if stats.name == name:
+                return stats
+        raise SpecError(f"no group {name!r}; groups: {', '.join(g.name for g in self.groups)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the summary, the first lost key and the series."""
+        return {
+            "window": self.variant.label,
+            "group": self.variant.group,
+            "steps_done": self.steps_done,
+            "interrupted": self.interrupted,
+            "concurrent_requests_planned": self.plan.concurrent_requests,
+            "peak_running": self.peak_running,
+            "peak_waiting": self.peak_waiting,
+            "finished": self.finished,
+            "groups": [g.to_dict() for g in self.groups],
+            "first_lost_key": None if self.first_lost is None else self.first_lost.to_dict(),
+            "lost_key_steps": self.lost_steps,
+            "series": self.series,
+        }
+
+
+#: Called after every scheduler step with (run index, step index); may raise
+#: KeyboardInterrupt, which stops the simulation cleanly.
+StepCallback = Callable[[int, int], None]
+
+
+def simulate(
+    config: KvUnitsConfig,
+    workload: Workload,
+    variants: Sequence[Variant],
+    *,
+    on_step: StepCallback | None = None,
+) -> list[Run]:
+    """Run the workload once per variant, each through a coordinator of its own plan.
+
+    A KeyboardInterrupt (Ctrl-C) stops the simulation: the run under way is returned with
+    what it simulated (``interrupted``), the variants after it are not run.
+
+    Raises:
+        SpecError: the budget cannot hold one full-length request (from the plan).
+        AdmissionError: a stream can never be admitted.
+    """
+    kernels = _real_kernels(config)
+    runs: list[Run] = []
+    for index, variant in enumerate(variants):
+        sim = Simulation(config, workload, variant, kernels)
+        runs.append(sim.run)
+        try:
+            for step in range(workload.duration):
+                sim.step()
+                if on_step is not None:
+                    on_step(index, step)
+        except KeyboardInterrupt:
+            sim.run.interrupted = True
+            sim.finish()
+            break
+        sim.finish()
+    return runs
+
+
+class _Stream:
+    __slots__ = ("client", "id", "step")
+
+    def __init__(self, stream_id: str, client: int) -> None:
+        self.id = stream_id
+        self.client = client
+        self.step = 0
+
+
+#: (tokens_per_block, sliding_window, chunk) of a kernel, plain ints of its unit.
+_KernelGeometry = tuple[int, int | None, int | None]
+
+
+class Simulation:
+    """One variant's scheduler over a real coordinator; `step` runs one scheduler step.
+
+    Args:
+        config: the loaded config (engine, and the kernels' real windows).
+        workload: the streams.
+        variant: the model to plan and run.
+        kernels: per group, the geometries the kernels read (see `simulate`).
+
+    Attributes:
+        coordinator: the coordinator, built from ``run.plan``.
+        handles: one handle per group, in the coordinator's order, each in the unit the
+            group is stepped in.
+        run: the run being recorded.
+    """
+
+    def __init__(
+        self,
+        config: KvUnitsConfig,
+        workload: Workload,
+        variant: Variant,
+        kernels: dict[str, list[_KernelGeometry]],
+    ) -> None:
+        capacity = plan(variant.model, config.engine)
+        self.coordinator = coord = KVCacheCoordinator.from_plan(capacity)
+        self.workload = workload
+        handles: list[GroupHandle[Any]] = []
+        prefill: list[IntQuantity] = []
+        decode: list[IntQuantity] = []
+        for group in coord.groups:
+            if _is_stepped_pooled(group):
+                assert workload.encoder_step is not None
+                handles.append(coord.group(group.name, EncoderTokens))
+                prefill.append(workload.encoder_step)
+                decode.append(workload.encoder_step)
+            elif group.manager.slot_unit is PooledBlocks:
+                # Cross attention: the encoder's output, written whole at the first step.
+                handles.append(coord.group(group.name, PooledBlocks))
+                prefill.append(PooledBlocks(0))
+                decode.append(PooledBlocks(0))
+            else:
+                handles.append(coord.group(group.name, Tokens))
+                prefill.append(workload.prompt)
+                decode.append(workload.decoder_step)
+        self.handles = tuple(handles)
+        self._allocate: Callable[..., Any] = coord.stepper(*handles).allocate
+        self._prefill, self._decode = tuple(prefill), tuple(decode)
+        self._prefill_rows = tuple(q.value for q in prefill)
+        self._decode_rows = tuple(q.value for q in decode)
+        # Residency is checked where the kernels read a window of the group's own positions
+        # (not for a cross-attention or state group).
+        self._checks = [
+            kernels.get(h.name, []) if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
+            for h in handles
+        ]
+        self._names = coord.group_names
+        self.run = Run(variant, capacity, {key: [] for key in _series_keys(self._names)})
+        self._kernels = kernels
+        # The gaps between a client's streams are drawn from the client's own generator, so
+        # that every variant sees the same draws.
+        self._rngs = [random.Random(f"{workload.seed}:{c}") for c in range(workload.streams)]
+        # The clients' first streams arrive evenly spread over one stream's life, so that the
+        # streams running at once are of every age after one life (client 0 at step 0).
+        self._arrivals: dict[int, list[int]] = {}
+        life = workload.steps + 1
+        for client in range(workload.streams):
+            self._arrivals.setdefault(client * life // workload.streams, []).append(client)
+        self._waiting: deque[int] = deque()
+        self._running: dict[str, _Stream] = {}
+        self._started = 0
+        self._finished = 0
+        self._t = 0
+
+    def step(self) -> None:
+        """One scheduler step: arrivals, admissions (first come first served), one step of
+        every admitted stream (freeing those that end), then the series' entries."""
+        t, coord, work = self._t, self.coordinator, self.workload
+        self._waiting.extend(self._arrivals.pop(t, ()))
+        while self._waiting:
+            stream = _Stream(f"s{self._started}", self._waiting[0])
+            try:
+                coord.admit(stream.id)
+            except AllocationError:
+                break  # not now: the head of the queue waits for a stream to end
+            self._waiting.popleft()
+            self._started += 1
+            self._running[stream.id] = stream
+        held = [0] * len(self.handles)
+        for stream in list(self._running.values()):
+            first = stream.step == 0
+            self._allocate(stream.id, *(self._prefill if first else self._decode))
+            rows = self._prefill_rows if first else self._decode_rows
+            stream.step += 1
+            done = stream.step > work.steps
+            for g, handle in enumerate(self.handles):
+                table = coord.block_table(stream.id, handle)
+                geometries = self._checks[g]
+                if geometries and rows[g]:
+                    self._check(stream, handle, table, geometries, rows[g])
+                if not done:
+                    held[g] = max(held[g], len(table) - table.count(NULL_BLOCK))
+            if done:
+                coord.free(stream.id)
+                del self._running[stream.id]
+                self._finished += 1
+                rng = self._rngs[stream.client]
+                gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
+                self._arrivals.setdefault(t + 1 + gap, []).append(stream.client)
+        self._record(held)
+        self._t += 1
+
+    def _check(
+        self,
+        stream: _Stream,
+        handle: GroupHandle[Any],
+        table: Sequence[int],
+        geometries: list[_KernelGeometry],
+        step_rows: int,
+    ) -> None:
+        """Residency of the step just taken, with the kernels' own windows."""
+        seq_len = self.coordinator.seq_len(stream.id, handle).value
+        for tokens_per_block, window, chunk in geometries:
+            lost = first_unresident(
+                table,
+                tokens_per_block,
+                seq_len - step_rows,
+                step_rows,
+                sliding_window=window,
+                chunk=chunk,
+            )
+            if lost is None:
+                continue
+            run = self.run
+            run.lost_steps += 1
+            if run.first_lost is None:
+                query, key, column = lost
+                unit = handle.unit
+                run.first_lost = LostKey(
+                    self._t, stream.id, stream.step - 1, handle.name, unit(query), unit(key), column
+                )
+            return
+
+    def _record(self, held: list[int]) -> None:
+        series, coord = self.run.series, self.coordinator
+        series["step"].append(self._t)
+        series["running"].append(coord.num_requests)
+        series["waiting"].append(len(self._waiting))
+        series["finished"].append(self._finished)
+        usage = coord.usage_by_group()
+        for handle, most in zip(self.handles, held, strict=True):
+            name = handle.name
+            series[f"{name}.used"].append(usage[name].used.value)
+            series[f"{name}.reserved"].append(usage[name].reserved.value)
+            series[f"{name}.held_max"].append(most)
+
+    def finish(self) -> None:
+        """Summarize the run per group (after its last step, or an interruption)."""
+        run, series = self.run, self.run.series
+        if run.interrupted:
+            # Ctrl-C may have come in the middle of recording a step: keep whole steps only.
+            whole = min(len(values) for values in series.values())
+            for values in series.values():
+                del values[whole:]
+        run.groups = []
+        for handle in self.handles:
+            name = handle.name
+            group_plan = run.plan.group(name)
+            spec = handle.spec
+            run.groups.append(
+                GroupStats(
+                    name=name,
+                    kind=spec.kind,
+                    manager_window=spec.sliding_window,
+                    kernel_windows=tuple(
+                        handle.unit(w) if handle.unit is not PooledBlocks else EncoderTokens(w)
+                        for _, w, _ in self._kernels.get(name, [])
+                        if w is not None
+                    ),
+                    capacity=group_plan.num_blocks.value - 1,
+                    reserved_per_stream=group_plan.admission_cap.value,
+                    peak_held_per_stream=max(series[f"{name}.held_max"], default=0),
+                    peak_used=max(series[f"{name}.used"], default=0),
+                    peak_reserved=max(series[f"{name}.reserved"], default=0),
+                )
+            )
+
+
+def load_example() -> KvUnitsConfig:
+    """The shipped Voxtral Realtime example (``kvunits simulate`` without a config)."""
+    from importlib import resources
+
+    from contracts.config import load_config
+
+    example = resources.files("kvunits").joinpath("examples", "voxtral_realtime.toml")
+    with resources.as_file(example) as path:
+        return load_config(path)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _series_keys(names: Sequence[str]) -> list[str]:
+    keys = ["step", "running", "waiting", "finished"]
+    for name in names:
+        keys += [f"{name}.used", f"{name}.reserved", f"{name}.held_max"]
+    return keys
+
+
+def _groups(model: ModelSpec, config: KvUnitsConfig) -> tuple[AnyLayerGroup, ...]:
+    from contracts import group_layers
+
+    return group_layers(model, config.engine)[0]
+
+
+def _is_stepped_pooled(group: AnyLayerGroup) -> bool:
+    """A pooled group that grows with the stream (not a cross-attention one, written once)."""
+    return group.manager.slot_unit is PooledBlocks and group.manager.kind != "cross_attention"
+
+
+def _real_kernels(config: KvUnitsConfig) -> dict[str, list[_KernelGeometry]]:
+    """Per group of the config, the distinct geometries its kernels read: what residency is
+    checked against, whatever manager window a variant gives the group."""
+    out: dict[str, list[_KernelGeometry]] = {}
+    for group in _groups(config.model, config):
+        found: list[_KernelGeometry] = []
+        for kernel in group.kernels.values():
+            geometry = (
+                kernel.tokens_per_block.slots,
+                None if kernel.sliding_window is None else kernel.sliding_window.value,
+                None if kernel.chunk is None else kernel.chunk.value,
+            )
+            if geometry not in found:
+                found.append(geometry)
+        out[group.name] = found
+    return out
+
+
+def _target_group(
+    config: KvUnitsConfig, windows: Sequence[IntQuantity], name: str | None
+) -> AnyLayerGroup:
+    """The sliding-window group whose manager window the comparison varies."""
+    groups = [g for g in _groups(config.model, config) if g.manager.kind == "sliding_window"]
+    units = {type(w) for w in windows}
+    if len(units) != 1:
+        raise UnitTypeError(
+            "--compare-windows: write every window in one unit, got "
+            + ", ".join(sorted(u.unit for u in units)),
+            field="--compare-windows",
+            expected="one unit",
+            got=", ".join(str(w) for w in windows),
+        )
+    unit = units.pop()
+
+    def counts(group: AnyLayerGroup) -> bool:
+        slot = group.manager.slot_unit
+        return unit is slot or (unit is EncoderTokens and slot is PooledBlocks)
+
+    if name is not None:
+        chosen = [g for g in groups if g.name == name]
+        if not chosen:
+            raise SpecError(
+                f"--group {name!r} is not a sliding-window group of {config.model.name!r}; "
+                f"sliding-window groups: {', '.join(g.name for g in groups) or 'none'}"
+            )
+        if not counts(chosen[0]):
+            slot = chosen[0].manager.slot_unit
+            raise UnitTypeError(
+                f"--compare-windows: group {name!r} counts its manager window in {slot.unit}, "
+                f"not {unit.unit}",
+                field="--compare-windows",
+                expected=slot.unit,
+                got=unit.unit,
+            )
+        return chosen[0]
+    candidates = [g for g in groups if counts(g)]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise UnitTypeError(
+            f"--compare-windows: no sliding-window group of {config.model.name!r} counts "
+            f"{unit.unit}; its sliding-window groups: "
+            + (", ".join(f"{g.name} ({g.manager.slot_unit.unit})" for g in groups) or "none"),
+            field="--compare-windows",
+            expected=" or ".join(sorted({g.manager.slot_unit.unit for g in groups})) or "-",
+            got=unit.unit,
+        )
+    raise SpecError(
+        f"--compare-windows: several sliding-window groups count {unit.unit} ("
+        + ", ".join(g.name for g in candidates)
+        + "); name one with --group"
+    )
+
+
+def _with_window(layer: LayerSpec, declared: int) -> SlidingWindowLayer:
+    """The same layer declaring a window of ``declared`` in its kernel unit (validated)."""
+    assert isinstance(layer, SlidingWindowLayer)
+    unit = EncoderTokens if layer.pooled else Tokens
+    return SlidingWindowLayer.model_validate({**dict(layer), "sliding_window": unit(declared)})
