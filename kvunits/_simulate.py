@@ -508,9 +508,10 @@ def simulate(
         AdmissionError: a stream can never be admitted.
     """
     kernels = _real_kernels(config)
+    # Every coordinator first (plans are quick): from here on, a Ctrl-C keeps the whole steps.
+    sims = [Simulation(config, workload, variant, kernels) for variant in variants]
     runs: list[Run] = []
-    for index, variant in enumerate(variants):
-        sim = Simulation(config, workload, variant, kernels)
+    for index, sim in enumerate(sims):
         runs.append(sim.run)
         try:
             for step in range(workload.duration):
