@@ -5,7 +5,8 @@ The core every other part of kvunits stands on:
 * quantities: `EncoderTokens`, `PooledBlocks`, `Tokens`, `CacheBlocks`, `Bytes` (one final
   class per unit), and the per-layer factors `PoolFactor` (P) and `BlockSize`;
 * conversions between them, each naming its rounding (`CONVERSIONS` lists them);
-* the frozen layer, model and engine specs, and the two views of a layer that the cache
+* the frozen layer, model and engine specs (recurrent mixers keep their state's shapes:
+  `Mamba1Layer`, `Mamba2Layer`, `GatedDeltaNetLayer`), and the two views of a layer that the cache
   manager (`ManagerSpec`) and the attention kernel (`KernelSpec`) read;
 * layer groups (`group_layers`), and the error tree (`contracts.errors`).
 
@@ -42,12 +43,17 @@ from ._layers import ChunkedLocalLayer as ChunkedLocalLayer
 from ._layers import CrossAttentionLayer as CrossAttentionLayer
 from ._layers import EncoderOnlyLayer as EncoderOnlyLayer
 from ._layers import FullAttentionLayer as FullAttentionLayer
+from ._layers import KVSharedLayer as KVSharedLayer
 from ._layers import LayerSpec as LayerSpec
 from ._layers import MLALayer as MLALayer
 from ._layers import ModelSpec as ModelSpec
 from ._layers import SlidingWindowLayer as SlidingWindowLayer
 from ._layers import StateLayer as StateLayer
 from ._parse import parse_quantity as parse_quantity
+from ._state import GatedDeltaNetLayer as GatedDeltaNetLayer
+from ._state import Mamba1Layer as Mamba1Layer
+from ._state import Mamba2Layer as Mamba2Layer
+from ._state import StateTensor as StateTensor
 from ._quantity import Bytes as Bytes
 from ._quantity import CacheBlocks as CacheBlocks
 from ._quantity import EncoderTokens as EncoderTokens
@@ -95,13 +101,17 @@ __all__ = [
     "EncoderTokens",
     "EngineSpec",
     "FullAttentionLayer",
+    "GatedDeltaNetLayer",
     "IntQuantity",
+    "KVSharedLayer",
     "KernelSpec",
     "KernelUnit",
     "KvUnitsError",
     "LayerGroup",
     "LayerSpec",
     "MLALayer",
+    "Mamba1Layer",
+    "Mamba2Layer",
     "ManagerSpec",
     "ModelSpec",
     "PoolFactor",
@@ -111,6 +121,7 @@ __all__ = [
     "SlotUnit",
     "SpecError",
     "StateLayer",
+    "StateTensor",
     "Tokens",
     "UnitError",
     "UnitTypeError",

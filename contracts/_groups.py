@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeAlias, TypeVar, final
 from ._convert import pool_length, pool_span
 from ._dtype import CacheDType
 from ._engine import EngineSpec
-from ._layers import EncoderOnlyLayer, ModelSpec, StateLayer
+from ._layers import STATE_LAYERS, UNCACHED_LAYERS, ModelSpec
 from ._quantity import CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
 from ._views import KernelSpec, ManagerSpec, kernel_view, manager_view
 from .errors import SpecError, UnitTypeError
@@ -129,19 +129,20 @@ def group_layers(
     """Group a model's cached layers by manager spec.
 
     Returns:
-        The groups in order of first appearance, and the names of layers without a cache.
+        The groups in order of first appearance, and the names of layers without a cache of
+        their own (``encoder_only``, ``kv_shared``).
     """
     by_spec: dict[ManagerSpec[Any], list[str]] = {}
     kernels: dict[str, KernelSpec[Any]] = {}
     uncached: list[str] = []
     dtype: CacheDType | None = engine.cache_dtype
     for name, layer in model.layers.items():
-        if isinstance(layer, EncoderOnlyLayer):
+        if isinstance(layer, UNCACHED_LAYERS):
             uncached.append(name)
             continue
         spec = manager_view(layer, engine.block_size_slots, cache_dtype=dtype)
         by_spec.setdefault(spec, []).append(name)
-        if not isinstance(layer, StateLayer):
+        if not isinstance(layer, STATE_LAYERS):
             kernels[name] = kernel_view(layer, engine.block_size_slots, cache_dtype=dtype)
     prefixes = {spec: _common_prefix(names) for spec, names in by_spec.items()}
     counts: dict[str, int] = {}

@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 from ._dtype import CacheDType
 from ._factors import PoolFactor
 from ._quantity import AnyOf, Bytes, EncoderTokens, PooledBlocks, Tokens
+from ._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateMixerLayer
 
 #: A count of heads or elements: a real positive int (no bool, no float, no numeric string),
 #: with its unit in the JSON schema (``x-unit``), as a config file's schema shows it.
@@ -256,6 +257,17 @@ class StateLayer(_Layer):
         return value
 
 
+class KVSharedLayer(_Layer):
+    """An attention layer that reads another layer's KV cache and keeps none of its own
+    (Gemma 4's last ``num_kv_shared_layers`` layers; vLLM's ``kv_sharing_target_layer_name``
+    gives such a layer no cache spec)."""
+
+    kind: Literal["kv_shared"] = "kv_shared"
+    target: str = Field(
+        min_length=1, max_length=128, description="the layer whose KV cache this one reads"
+    )
+
+
 LayerSpec: TypeAlias = Annotated[
     FullAttentionLayer
     | SlidingWindowLayer
@@ -263,9 +275,18 @@ LayerSpec: TypeAlias = Annotated[
     | CrossAttentionLayer
     | EncoderOnlyLayer
     | MLALayer
-    | StateLayer,
+    | StateLayer
+    | Mamba1Layer
+    | Mamba2Layer
+    | GatedDeltaNetLayer
+    | KVSharedLayer,
     Field(discriminator="kind"),
 ]
+
+#: Layers that keep no cache of their own (nothing to plan).
+UNCACHED_LAYERS: tuple[type[BaseModel], ...] = (EncoderOnlyLayer, KVSharedLayer)
+#: Layers that hold a fixed per-request state, not a paged KV cache.
+STATE_LAYERS: tuple[type[BaseModel], ...] = (StateLayer, StateMixerLayer)
 
 _LAYER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 
@@ -296,6 +317,14 @@ class ModelSpec(BaseModel):
                     f"layer name {name[:40]!r} must match {_LAYER_NAME.pattern} "
                     "(letters, digits, '_', '.', '-')"
                 )
+        for name, layer in layers.items():
+            if isinstance(layer, KVSharedLayer):
+                target = layers.get(layer.target)
+                if target is None or isinstance(target, (*UNCACHED_LAYERS, *STATE_LAYERS)):
+                    raise ValueError(
+                        f"layer {name[:40]!r} shares the KV cache of {layer.target[:40]!r}, "
+                        "which is not a layer of the model with a KV cache of its own"
+                    )
         return layers
 
     @classmethod

@@ -33,6 +33,7 @@ from ._layers import (
     CrossAttentionLayer,
     EncoderOnlyLayer,
     FullAttentionLayer,
+    KVSharedLayer,
     LayerSpec,
     MLALayer,
     SlidingWindowLayer,
@@ -47,6 +48,7 @@ from ._quantity import (
     Tokens,
     check_quantity,
 )
+from ._state import StateMixerLayer
 from .errors import SpecError, UnitTypeError, UnitValueError
 
 ManagedKind: TypeAlias = Literal[
@@ -336,15 +338,34 @@ def manager_view(
     Args:
         layer: the layer as the model declares it.
         block_size_slots: slots per cache block (the engine's block size).
-        cache_dtype: overrides the layer's dtype (the engine's ``cache_dtype``).
+        cache_dtype: overrides an attention layer's dtype (the engine's ``cache_dtype``);
+            a mixer's state keeps its own dtypes, as vLLM's attention ``cache_dtype`` never
+            applies to Mamba states (they have ``mamba_cache_dtype`` of their own).
 
     Raises:
-        SpecError: the layer keeps no cache (``encoder_only``).
+        SpecError: the layer keeps no cache of its own (``encoder_only``, ``kv_shared``).
     """
     bs = _check_block_size(block_size_slots)
     with _deriving():
-        if isinstance(layer, EncoderOnlyLayer):
-            raise SpecError("an encoder_only layer keeps no KV cache; it has no manager view")
+        if isinstance(layer, (EncoderOnlyLayer, KVSharedLayer)):
+            article = "an" if layer.kind == "encoder_only" else "a"
+            raise SpecError(
+                f"{article} {layer.kind} layer keeps no KV cache of its own; it has no "
+                "manager view"
+            )
+        if isinstance(layer, StateMixerLayer):
+            # One page per request holds the whole state: its tensors, back to back.
+            return ManagerSpec(
+                kind="state",
+                slot_unit=Tokens,
+                block_size=BlockSize(bs, Tokens),
+                pool=PoolFactor(1),
+                kv_heads=1,
+                head_size_k=0,
+                head_size_v=0,
+                dtype=layer.ssm_dtype,
+                state_size=layer.state_size,
+            )
         if isinstance(layer, StateLayer):
             return ManagerSpec(
                 kind="state",
@@ -426,11 +447,12 @@ def kernel_view(
     the window stays the model's own, in encoder tokens, and ``kv_heads`` stay real.
 
     Raises:
-        SpecError: the layer has no attention cache the kernels read (encoder_only, state).
+        SpecError: the layer has no attention cache the kernels read (encoder_only,
+            kv_shared, state and the recurrent mixers).
     """
     bs = _check_block_size(block_size_slots)
     with _deriving():
-        if isinstance(layer, (EncoderOnlyLayer, StateLayer)):
+        if isinstance(layer, (EncoderOnlyLayer, KVSharedLayer, StateLayer, StateMixerLayer)):
             raise SpecError(f"a {layer.kind} layer has no paged KV cache for the kernels")
         if isinstance(layer, MLALayer):
             return KernelSpec(

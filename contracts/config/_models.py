@@ -57,6 +57,7 @@ from .._layers import (
     CrossAttentionLayer,
     EncoderOnlyLayer,
     FullAttentionLayer,
+    KVSharedLayer,
     LayerSpec,
     MLALayer,
     ModelSpec,
@@ -65,6 +66,7 @@ from .._layers import (
     StateLayer,
 )
 from .._quantity import Bytes, EncoderTokens, Tokens
+from .._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
 
 #: The most layers a config may declare (`ModelSpec` holds at most this many).
 MAX_LAYERS: Final = 4096
@@ -194,6 +196,30 @@ class StateGroup(StateLayer, _Group):
     kind: Literal["state"]
 
 
+class Mamba1Group(Mamba1Layer, _Group):
+    """Mamba-1 mixer layers (their state sized from the mixer's dimensions)."""
+
+    kind: Literal["mamba1"]
+
+
+class Mamba2Group(Mamba2Layer, _Group):
+    """Mamba-2 mixer layers."""
+
+    kind: Literal["mamba2"]
+
+
+class GatedDeltaNetGroup(GatedDeltaNetLayer, _Group):
+    """Gated delta net (linear attention) layers."""
+
+    kind: Literal["gated_delta_net"]
+
+
+class KVSharedGroup(KVSharedLayer, _Group):
+    """Layers that read another layer's KV cache and keep none of their own."""
+
+    kind: Literal["kv_shared"]
+
+
 GroupConfig: TypeAlias = Annotated[
     FullAttentionGroup
     | SlidingWindowGroup
@@ -201,7 +227,11 @@ GroupConfig: TypeAlias = Annotated[
     | CrossAttentionGroup
     | EncoderOnlyGroup
     | MLAGroup
-    | StateGroup,
+    | StateGroup
+    | Mamba1Group
+    | Mamba2Group
+    | GatedDeltaNetGroup
+    | KVSharedGroup,
     Field(discriminator="kind"),
 ]
 
@@ -214,6 +244,10 @@ KINDS: Final = (
     "encoder_only",
     "mla",
     "state",
+    "mamba1",
+    "mamba2",
+    "gated_delta_net",
+    "kv_shared",
 )
 
 
