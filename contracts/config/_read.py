@@ -3,11 +3,14 @@
 The file is untrusted input. Before any value reaches a model it must pass, in order:
 
 1. the file: a regular file of at most `MAX_FILE_BYTES`, UTF-8 text, a known extension;
-2. the parser: ``tomllib``, ``json`` (duplicate keys, NaN/Infinity and integers of more
-   than 19 digits rejected) or a YAML *safe* loader that also rejects duplicate keys;
+2. the parser: ``tomllib``, ``json`` (duplicate keys and integers of more than 19 digits
+   rejected) or a YAML *safe* loader that also rejects duplicate keys;
 3. the tree: a mapping at the top, nesting at most `MAX_DEPTH` deep, string keys, strings
    of at most `MAX_STRING_CHARS`, integers within int64, finite floats, only JSON-like types,
-   and no container reached twice (a YAML alias, ``*ref``: so no "billion laughs").
+   and no container reached twice (a YAML alias, ``*ref``: so no "billion laughs"). A Hugging
+   Face ``config.json`` may hold ``NaN`` and ``Infinity`` (Python's ``json`` writes them, and
+   published files have them in fields no cache depends on); its reader refuses them, with
+   the field's path, where it reads a number.
 
 The models then take over (``_load``): quantity strings go through the strict
 ``"<integer> <unit>"`` grammar of ``_registry`` before pint sees a unit *name*; pint's
@@ -126,6 +129,15 @@ def parse_config_text(text: str, fmt: str, *, where: str) -> dict[str, Any]:
     return checked_tree(data, where=where)
 
 
+def is_hf_config(data: Mapping[str, Any]) -> bool:
+    """A Hugging Face config: ``model_type`` or ``architectures``, no kvunits sections."""
+    return (
+        "model" not in data
+        and "engine" not in data
+        and ("model_type" in data or "architectures" in data)
+    )
+
+
 def checked_tree(data: object, *, where: str) -> dict[str, Any]:
     """``data`` as a dict, if it is a mapping that passes step 3 of the module doc.
 
@@ -135,14 +147,15 @@ def checked_tree(data: object, *, where: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise config_error(where, f"the top level must be a table (mapping), got {_kind(data)}")
     tree = dict(data)
-    issues = _tree_issues(tree, where=where)
+    issues = _tree_issues(tree, where=where, nonfinite=is_hf_config(tree))
     if issues:
         raise ConfigError(issues)
     return tree
 
 
-def _tree_issues(data: dict[str, Any], *, where: str) -> list[ConfigIssue]:
-    """Step 3, iteratively (a hostile tree cannot exhaust the stack)."""
+def _tree_issues(data: dict[str, Any], *, where: str, nonfinite: bool) -> list[ConfigIssue]:
+    """Step 3, iteratively (a hostile tree cannot exhaust the stack); ``nonfinite``: NaN and
+    infinities pass (a Hugging Face config)."""
     issues: list[ConfigIssue] = []
     stack: list[tuple[object, str, int]] = [(data, "", 0)]
     seen: set[int] = set()
@@ -193,7 +206,9 @@ def _tree_issues(data: dict[str, Any], *, where: str) -> list[ConfigIssue]:
             if not -_MAX_INT - 1 <= node <= _MAX_INT:
                 problem = "integer out of the int64 range"
         elif isinstance(node, float):
-            if not math.isfinite(node):
+            if isinstance(node, _JsonConstant) and not nonfinite:
+                problem = f"{node.text} is not a number a config can hold"
+            elif not math.isfinite(node) and not nonfinite:
                 problem = f"{node!r} is not a finite number"
         elif isinstance(node, str):
             if len(node) > MAX_STRING_CHARS:
@@ -224,8 +239,17 @@ def _json_int(text: str) -> int:
     return int(text)
 
 
+class _JsonConstant(float):
+    """``NaN``, ``Infinity`` or ``-Infinity`` as a JSON file writes them (the tree check keeps
+    the spelling for its message)."""
+
+    text: str
+
+
 def _json_constant(text: str) -> float:
-    raise ValueError(f"{text} is not a number a config can hold")
+    value = _JsonConstant(text.replace("Infinity", "inf"))
+    value.text = text
+    return value
 
 
 def _load_yaml(text: str) -> object:

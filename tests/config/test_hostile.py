@@ -59,7 +59,8 @@ def test_unknown_extension_and_missing_file(write: Write, tmp_path: Path) -> Non
     assert "unknown extension '.ini'" in _one(write("c.ini", "[model]"))
     assert _one(tmp_path / "nope.toml").endswith("cannot read: No such file or directory")
     (tmp_path / "dir.json").mkdir()
-    assert "dir.json: cannot read: Is a directory" in _one(tmp_path / "dir.json")
+    # A directory is read as a model directory: its config.json, which this one lacks.
+    assert "dir.json: a directory with no config.json" in _one(tmp_path / "dir.json")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
