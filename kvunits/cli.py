@@ -1,4 +1,5 @@
-"""The ``kvunits`` command line: ``plan``, ``check``, ``schema``, ``convert``, ``simulate``.
+"""The ``kvunits`` command line: ``plan``, ``check``, ``models``, ``schema``, ``convert``,
+``simulate``.
 
 Exit status: 0 on success, 2 for an invalid config, flag or quantity (every problem printed
 to stderr, one per line, no traceback), 1 when the reader of stdout went away (a broken pipe)
@@ -52,6 +53,8 @@ examples:
   kvunits plan                                   the shipped Voxtral Realtime example
   kvunits plan examples/hf/gemma-3-1b-it/config.json --memory-budget "16 GiB"
   kvunits check examples/*.toml examples/hf/*/config.json
+  kvunits plan mistralai/Voxtral-Mini-4B-Realtime-2602   a model in the local HF cache
+  kvunits models                                 the Hugging Face families kvunits reads
   kvunits schema > kvunits.schema.json
   kvunits convert "750 encoder_token" --to pooled_block --pool 4 --as window
 
@@ -128,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
         "config",
         nargs="?",
         metavar="CONFIG",
-        help="a kvunits config (.toml, .yaml, .yml, .json) or a Hugging Face config.json; "
+        help="a kvunits config (.toml, .yaml, .yml, .json), a Hugging Face config.json, a "
+        "model directory, or a model id (org/name) in the local Hugging Face cache; "
         f"default: the shipped {DEFAULT_EXAMPLE}",
     )
     plan.add_argument(
@@ -157,6 +161,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("configs", nargs="+", metavar="CONFIG", help="config files to check")
     check.set_defaults(command=_check)
+
+    models = commands.add_parser(
+        "models",
+        formatter_class=formatter,
+        help="list the Hugging Face model families kvunits reads, and what each is read as",
+        description=_wrap(
+            "The Hugging Face model families whose config.json kvunits reads as vLLM 0.33 "
+            "does: by model_type (or architectures), the layer kinds each becomes. Any other "
+            "model type, or a cache-sizing field a family's reader does not read, is refused "
+            "by name."
+        ),
+        epilog="examples:\n  kvunits models\n  kvunits models --format json\n",
+    )
+    models.add_argument("--format", choices=("table", "json"), default="table")
+    models.set_defaults(command=_models)
 
     schema = commands.add_parser(
         "schema",
@@ -261,6 +280,57 @@ def _check(args: argparse.Namespace) -> int:
                 + ("group" if groups == 1 else "groups")
             )
     return status
+
+
+def _models(args: argparse.Namespace) -> int:
+    from contracts.config import HF_FAMILIES, HF_WRAPPERS
+
+    families: list[dict[str, Any]] = [
+        {
+            "family": family.name,
+            "model_types": list(family.model_types),
+            "architectures": list(family.architectures),
+            "read_as": family.read_as,
+            "ignores": dict(family.ignores),
+        }
+        for family in HF_FAMILIES
+    ]
+    wrappers: list[dict[str, Any]] = [
+        {
+            "model_type": name,
+            "text_model_type": wrapper.text_type,
+            "architectures": list(wrapper.architectures),
+            "read_as": wrapper.read_as,
+        }
+        for name, wrapper in HF_WRAPPERS.items()
+    ]
+    if args.format == "json":
+        json.dump({"families": families, "wrappers": wrappers}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    print("Hugging Face families kvunits reads as vLLM 0.33 does (by model_type):\n")
+    width = max(len(f["family"]) for f in families) + 2
+    indent = " " * width
+    for row in families:
+        print(f"{row['family']:<{width}}model_type: {', '.join(row['model_types'])}")
+        for line in textwrap.wrap(row["read_as"], 88 - width):
+            print(indent + line)
+        for field, why in row["ignores"].items():
+            for line in textwrap.wrap(f"not read: {field} ({why})", 88 - width):
+                print(indent + line)
+    print("\nmultimodal configs (the decoder is text_config, read by its family):\n")
+    width = max(len(w["model_type"]) for w in wrappers) + 2
+    for row in wrappers:
+        text = f"{row['read_as']} (default {row['text_model_type']})"
+        lines = textwrap.wrap(text, 88 - width)
+        print(f"{row['model_type']:<{width}}{lines[0]}")
+        for line in lines[1:]:
+            print(" " * width + line)
+    print(
+        "\nAny other model_type, or a field that sizes the cache in some family and that the\n"
+        "family's reader does not read, is refused with its name."
+    )
+    return EXIT_OK
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -6,8 +6,11 @@ and flags, and resolves it to the frozen `contracts.ModelSpec` and `contracts.En
 Every problem is a `ConfigError` listing each issue with its file, field and expected unit.
 
 Rooms: ``_read`` (untrusted text to a checked tree), ``_models`` (the file's schema),
-``_hf`` (the Hugging Face reader), ``_issues`` (validation errors as located issues),
-``_load`` (precedence and resolution).
+``_issues`` (validation errors as located issues), ``_load`` (precedence and resolution),
+and the Hugging Face reader: ``_hf`` (its entry), ``_hf_families`` (the family table),
+``_hf_decoders``, ``_hf_hybrids`` and ``_hf_speech`` (the family readers), ``_hf_layers``
+(what they share), ``_hf_fields`` (the field reader), ``_hf_cache`` (where a config comes
+from: a file, a model directory, a model id in the local Hugging Face cache).
 """
 
 from ..errors import ConfigError as ConfigError
@@ -15,6 +18,10 @@ from ..errors import ConfigIssue as ConfigIssue
 from ._hf import HF_FIELDS as HF_FIELDS
 from ._hf import HfConfig as HfConfig
 from ._hf import read_hf_config as read_hf_config
+from ._hf_cache import hub_cache as hub_cache
+from ._hf_cache import locate_config as locate_config
+from ._hf_families import FAMILIES as HF_FAMILIES
+from ._hf_families import WRAPPERS as HF_WRAPPERS
 from ._load import load_config as load_config
 from ._load import load_config_data as load_config_data
 from ._models import ENGINE_DEFAULTS as ENGINE_DEFAULTS
@@ -26,7 +33,9 @@ from ._read import read_config_file as read_config_file
 
 __all__ = [
     "ENGINE_DEFAULTS",
+    "HF_FAMILIES",
     "HF_FIELDS",
+    "HF_WRAPPERS",
     "ConfigError",
     "ConfigFile",
     "ConfigIssue",
@@ -34,8 +43,10 @@ __all__ = [
     "HfConfig",
     "KvUnitsConfig",
     "ModelConfig",
+    "hub_cache",
     "load_config",
     "load_config_data",
+    "locate_config",
     "read_config_file",
     "read_hf_config",
 ]

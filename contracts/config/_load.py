@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -23,6 +22,7 @@ from .._engine import EngineSpec
 from .._layers import ModelSpec, slot_unit_of
 from .._quantity import PooledBlocks
 from ..errors import ConfigError, ConfigIssue
+from ._hf_cache import locate_config
 from ._issues import issues_from_validation, join_path, message_of
 from ._models import (
     ENGINE_DEFAULTS,
@@ -31,7 +31,7 @@ from ._models import (
     KvUnitsConfig,
     ModelConfig,
 )
-from ._read import checked_tree, read_config_file
+from ._read import checked_tree, is_hf_config, read_config_file
 
 ENV_PREFIX: Final = "KVUNITS_"
 
@@ -46,7 +46,10 @@ def load_config(
     Args:
         path: the file; its extension picks the parser. A JSON file with ``model_type`` or
             ``architectures`` and no ``model``/``engine`` section is read as a Hugging Face
-            config (see ``contracts.config._hf``).
+            config (see ``contracts.config._hf``). A model directory stands for its
+            ``config.json``, and a model id ``org/name`` that is no file for the
+            ``config.json`` of its snapshot in the local Hugging Face cache (``HF_HUB_CACHE``,
+            ``HF_HOME``, ``~/.cache/huggingface/hub``; never the network).
         flags: engine settings from the command line, by field name (highest precedence).
 
     Raises:
@@ -57,8 +60,9 @@ def load_config(
         >>> str(cfg.engine.memory_budget)
         '42949672960 byte'
     """
-    parent = Path(path).resolve().parent.name
-    return _resolve(read_config_file(path), str(path), flags, parent or None)
+    file, name = locate_config(path)
+    parent = name or file.resolve().parent.name
+    return _resolve(read_config_file(file), str(file), flags, parent or None)
 
 
 def load_config_data(
@@ -90,9 +94,15 @@ def _resolve(
     else:
         model, file_engine = _read_sections(data, where, issues)
         file_sources = dict.fromkeys(file_engine, "file")
+    engine_issues: list[ConfigIssue] = []
     engine, sources = resolve_engine(
-        file_engine, file_sources, where=where, flags=flags, issues=issues
+        file_engine, file_sources, where=where, flags=flags, issues=engine_issues
     )
+    if model is None and is_hf_config(data) and issues:
+        # The Hugging Face reader stopped early (e.g. an unknown model type): the settings it
+        # would have derived are not missing, they were never read.
+        engine_issues = [i for i in engine_issues if "required and not given" not in i.message]
+    issues.extend(engine_issues)
     if model is not None and engine is not None:
         _check_engine_covers_model(model, engine, where, issues)
     if issues or model is None or engine is None:
@@ -130,15 +140,6 @@ def _read_sections(
     if engine_config is None:
         raise ConfigError(issues)
     return model, engine_config.given()
-
-
-def is_hf_config(data: Mapping[str, Any]) -> bool:
-    """A Hugging Face config: ``model_type`` or ``architectures``, no kvunits sections."""
-    return (
-        "model" not in data
-        and "engine" not in data
-        and ("model_type" in data or "architectures" in data)
-    )
 
 
 def _validate(

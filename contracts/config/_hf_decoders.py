@@ -1,0 +1,344 @@
+"""Readers of the attention-only decoder families, each as vLLM 0.33's model code reads it.
+
+Each reader takes the decoder's `Section` (its transformers class defaults applied) and the
+dtypes, and returns the layers ``text.0`` … ``text.<L-1>``, or ``None`` after reporting an
+issue. The vLLM file each rule comes from is cited where the rule is applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from .._layers import LayerSpec
+from ._hf_fields import MAX_ELEMENTS, MAX_SEQ, Section
+from ._hf_layers import (
+    Attention,
+    DTypes,
+    attention,
+    chunked,
+    full,
+    kv_shared,
+    layer_count,
+    mla,
+    sliding,
+)
+from ._models import MAX_LAYERS
+
+Layers = dict[str, LayerSpec]
+
+_SLIDING: Final = "sliding_attention"
+_FULL: Final = "full_attention"
+
+
+def layer_types(
+    sec: Section, n_layers: int, allowed: Mapping[str, str], key: str = "layer_types"
+) -> list[str] | None:
+    """``layer_types`` as kinds (``allowed`` maps a name to a kind), or ``None`` after an
+    issue naming the first entry the family does not read."""
+    names = sec.text_list(key, n_layers)
+    if names is None:
+        if sec.value(key) is None:
+            sec.issue(key, "missing")
+        return None
+    kinds = []
+    for index, name in enumerate(names):
+        if name not in allowed:
+            sec.issue(
+                f"{key}[{index}]",
+                f"layer type {name[:40]!r} is not one the {sec.model_type} reader knows; it "
+                f"reads {', '.join(allowed)}",
+            )
+            return None
+        kinds.append(allowed[name])
+    return kinds
+
+
+def _pattern(sec: Section, key: str, n_layers: int) -> int | None:
+    return sec.number(key, maximum=max(n_layers, 1) + 1)
+
+
+def _need_window(sec: Section, kinds: list[str], window: int | None) -> bool:
+    if "sliding" in kinds and window is None:
+        sec.issue(
+            "sliding_window",
+            "missing: the layer types include sliding_attention layers (sliding_window is in "
+            "token)",
+        )
+        return False
+    return True
+
+
+def _stack(kinds: list[str], by_kind: Mapping[str, LayerSpec]) -> Layers:
+    return {f"text.{i}": by_kind[kind] for i, kind in enumerate(kinds)}
+
+
+def read_llama(sec: Section, dtypes: DTypes) -> Layers | None:
+    """llama, mistral, ministral3, mixtral, phi3 (vllm/model_executor/models/llama.py: the
+    head size is ``head_dim`` or ``hidden_size // num_attention_heads``; a layer slides when
+    ``layer_types`` says ``sliding_attention``, else every layer takes the model-level
+    ``sliding_window`` — vllm/engine/arg_utils.py sets ``CacheConfig.sliding_window`` only
+    when every layer slides)."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    window = sec.window()
+    if n_layers is None or a is None:
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+        if kinds is None or not _need_window(sec, kinds, window):
+            return None
+    else:
+        kinds = ["full" if window is None else "sliding"] * n_layers
+    by_kind = {"full": full(a)}
+    if window is not None:
+        by_kind["sliding"] = sliding(a, window)
+    return _stack(kinds, by_kind)
+
+
+def read_qwen2(sec: Section, dtypes: DTypes) -> Layers | None:
+    """qwen2, qwen2_5_vl, qwen3 (vllm/model_executor/models/qwen2.py, qwen3.py).
+
+    qwen2 takes the head size from ``hidden_size // num_attention_heads`` always; qwen3 reads
+    ``head_dim`` (class default 128). transformers keeps ``sliding_window`` only with
+    ``use_sliding_window`` and derives ``layer_types`` (layer i slides when i >=
+    ``max_window_layers``); vLLM passes no per-layer window and asserts that a mix of kinds
+    comes with ``max_window_layers == num_hidden_layers`` (qwen2.py ``Qwen2Model``): every
+    layer then takes the model-level window, which a mix leaves unset.
+    """
+    head = "derived" if sec.model_type.startswith("qwen2") else "head_dim"
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv, head=head)
+    use = sec.flag("use_sliding_window")
+    window = sec.window() if use else None
+    boundary = sec.number("max_window_layers", minimum=0, maximum=MAX_LAYERS)
+    if n_layers is None or a is None or boundary is None:
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+        if kinds is None:
+            return None
+    else:
+        kinds = [
+            "sliding" if window is not None and i >= boundary else "full" for i in range(n_layers)
+        ]
+    if len(set(kinds)) > 1:
+        if boundary != n_layers:
+            sec.issue(
+                "max_window_layers",
+                f"{boundary} of {n_layers} layers would be full and the rest sliding: vLLM "
+                "refuses this mix (qwen2.py: 'Sliding window for some but all layers is not "
+                "supported')",
+            )
+            return None
+        return _stack(["full"] * n_layers, {"full": full(a)})
+    if kinds and kinds[0] == "sliding":
+        if window is None:
+            sec.issue(
+                "use_sliding_window",
+                "layer_types says every layer slides but use_sliding_window is not true, so "
+                "transformers drops sliding_window; write one or the other",
+            )
+            return None
+        return _stack(kinds, {"sliding": sliding(a, window)})
+    return _stack(kinds, {"full": full(a)})
+
+
+def read_qwen3_moe(sec: Section, dtypes: DTypes) -> Layers | None:
+    """qwen3_moe (vllm/model_executor/models/qwen3_moe.py): ``head_dim`` or ``hidden_size //
+    num_attention_heads``; no per-layer window, and ``Qwen3MoeConfig`` derives no
+    ``layer_types``, so every layer takes the model-level window, which transformers keeps
+    only with ``use_sliding_window``."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    use = sec.flag("use_sliding_window")
+    window = sec.window() if use else None
+    if n_layers is None or a is None:
+        return None
+    if window is None:
+        return _stack(["full"] * n_layers, {"full": full(a)})
+    return _stack(["sliding"] * n_layers, {"sliding": sliding(a, window)})
+
+
+def read_gemma(sec: Section, dtypes: DTypes) -> Layers | None:
+    """gemma2, gemma3_text (vllm/model_executor/models/gemma2.py, gemma3.py): a layer slides
+    when ``layer_types`` says so; transformers derives it when absent — gemma2 alternates
+    (even layers slide), gemma3 makes every ``sliding_window_pattern``-th layer full
+    (default 6)."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    window = sec.window()
+    if n_layers is None or a is None or not _causal(sec):
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+    elif sec.model_type == "gemma2":
+        kinds = ["sliding" if (i + 1) % 2 else "full" for i in range(n_layers)]
+    else:
+        every = _pattern(sec, "sliding_window_pattern", n_layers)
+        kinds = None if every is None else _every(n_layers, every)
+    if kinds is None or not _need_window(sec, kinds, window):
+        return None
+    by_kind = {"full": full(a)}
+    if window is not None:
+        by_kind["sliding"] = sliding(a, window)
+    return _stack(kinds, by_kind)
+
+
+def _every(n_layers: int, every: int) -> list[str]:
+    return ["sliding" if (i + 1) % every else "full" for i in range(n_layers)]
+
+
+def _causal(sec: Section) -> bool:
+    bidirectional = sec.value("use_bidirectional_attention")
+    if bidirectional not in (None, False, "vision") or sec.value("is_causal") is False:
+        key = "is_causal" if sec.value("is_causal") is False else "use_bidirectional_attention"
+        sec.issue(
+            key,
+            f"{sec.value(key)!r}: a bidirectional (embedding) model keeps no KV cache in "
+            "vLLM; kvunits plans causal decoders",
+        )
+        return False
+    return True
+
+
+def read_gemma4(sec: Section, dtypes: DTypes) -> Layers | None:
+    """gemma4_text (vllm/model_executor/models/gemma4.py with transformers'
+    ``Gemma4TextConfig.__post_init__``): layer types as gemma3 with pattern 6 and the last
+    layer forced full; a full layer has ``global_head_dim`` (default 512) and, with
+    ``attention_k_eq_v``, ``num_global_key_value_heads`` KV heads; the last
+    ``num_kv_shared_layers`` layers read the cache of the last earlier layer of their type."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    window = sec.window()
+    global_head = sec.number("global_head_dim", maximum=MAX_ELEMENTS)
+    k_eq_v = sec.flag("attention_k_eq_v")
+    global_kv = sec.number("num_global_key_value_heads", nullable=True)
+    shared = sec.number("num_kv_shared_layers", minimum=0, maximum=MAX_LAYERS)
+    bad_global_kv = sec.value("num_global_key_value_heads") is not None and global_kv is None
+    if n_layers is None or a is None or global_head is None or shared is None or bad_global_kv:
+        return None
+    if not _causal(sec):
+        return None
+    if sec.value("per_layer_config") is not None:
+        sec.issue(
+            "per_layer_config", "kvunits derives each layer's geometry; it does not read this"
+        )
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+        if kinds is None:
+            return None
+        kinds[-1] = "full"  # transformers forces the last layer to full attention
+    else:
+        kinds = _every(n_layers, 6)
+        kinds[-1] = "full"
+    if not _need_window(sec, kinds, window):
+        return None
+    kv_global = global_kv if k_eq_v and global_kv is not None else a.kv_heads
+    by_kind = {"full": full(Attention(kv_global, global_head, a.dtype))}
+    if window is not None:
+        by_kind["sliding"] = sliding(a, window)
+    layers = _stack(kinds, by_kind)
+    if shared >= n_layers:
+        sec.issue("num_kv_shared_layers", f"{shared} of {n_layers} layers cannot all share")
+        return None
+    first = n_layers - shared
+    for i in range(first, n_layers):
+        earlier = [j for j in range(first) if kinds[j] == kinds[i]]
+        if not earlier:
+            sec.issue(
+                "num_kv_shared_layers",
+                f"layer {i} shares the cache of an earlier {kinds[i]} layer, and there is none",
+            )
+            return None
+        layers[f"text.{i}"] = kv_shared(f"text.{earlier[-1]}")
+    return layers
+
+
+def read_cohere2(sec: Section, dtypes: DTypes) -> Layers | None:
+    """cohere2 (vllm/model_executor/models/commandr.py): the head size is
+    ``hidden_size // num_attention_heads`` (transformers forces it); every
+    ``sliding_window_pattern``-th layer (default 4) is full; a sliding layer's window is
+    ``sliding_window + 1`` ("cohere swa layer sees [pos − sliding_window, pos]")."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv, head="derived")
+    window = sec.window()
+    if n_layers is None or a is None:
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+    else:
+        every = _pattern(sec, "sliding_window_pattern", n_layers)
+        kinds = None if every is None else _every(n_layers, every)
+    if kinds is None or not _need_window(sec, kinds, window):
+        return None
+    by_kind = {"full": full(a)}
+    if window is not None:
+        if window + 1 > MAX_SEQ:
+            sec.issue("sliding_window", f"{window} + 1 is out of range")
+            return None
+        by_kind["sliding"] = sliding(a, window + 1)
+    return _stack(kinds, by_kind)
+
+
+def read_gpt_oss(sec: Section, dtypes: DTypes) -> Layers | None:
+    """gpt_oss (vllm/model_executor/models/gpt_oss.py ``_build_attention``): layer i slides
+    iff i is even, whatever ``layer_types`` says; window ``sliding_window`` (default 128)."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    window = sec.window()
+    if n_layers is None or a is None:
+        return None
+    if window is None:
+        return _stack(["full"] * n_layers, {"full": full(a)})
+    kinds = ["sliding" if i % 2 == 0 else "full" for i in range(n_layers)]
+    return _stack(kinds, {"full": full(a), "sliding": sliding(a, window)})
+
+
+def read_llama4(sec: Section, dtypes: DTypes) -> Layers | None:
+    """llama4_text (vllm/model_executor/models/llama4.py ``Llama4Attention``): a NoPE layer
+    (``no_rope_layers[i] == 0``) is full attention, a RoPE layer chunked local over
+    ``attention_chunk_size`` tokens when that is set; transformers derives
+    ``no_rope_layers`` when absent or empty: layer i is NoPE iff (i + 1) % interval == 0."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    chunk = sec.number("attention_chunk_size", maximum=MAX_SEQ, nullable=True)
+    if n_layers is None or a is None:
+        return None
+    if sec.value("attention_chunk_size") is not None and chunk is None:
+        return None
+    flags = sec.value("no_rope_layers")
+    rope: list[bool]
+    if flags:  # absent, null or [] all derive
+        if (
+            not isinstance(flags, list)
+            or len(flags) != n_layers
+            or any(type(flag) is not int or flag not in (0, 1) for flag in flags)
+        ):
+            sec.issue("no_rope_layers", f"expected {n_layers} entries of 0 or 1 (one per layer)")
+            return None
+        rope = [flag == 1 for flag in flags]
+    else:
+        interval = sec.number("no_rope_layer_interval", maximum=MAX_LAYERS)
+        if interval is None:
+            return None
+        rope = [(i + 1) % interval != 0 for i in range(n_layers)]
+    if chunk is None:
+        return _stack(["full"] * n_layers, {"full": full(a)})
+    kinds = ["chunked" if r else "full" for r in rope]
+    return _stack(kinds, {"full": full(a), "chunked": chunked(a, chunk)})
+
+
+def read_deepseek(sec: Section, dtypes: DTypes) -> Layers | None:
+    """deepseek_v2, deepseek_v3 (vllm/model_executor/models/deepseek_v2.py; MLA when
+    ``kv_lora_rank`` is set, transformers_utils/model_arch_config_convertor.py
+    ``is_deepseek_mla``): every layer caches one latent head of ``kv_lora_rank +
+    qk_rope_head_dim`` elements and no V (``MLAAttentionSpec``, ``head_size_v = 0``)."""
+    n_layers = layer_count(sec)
+    rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS, nullable=True)
+    rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
+    if n_layers is None or rope is None:
+        return None
+    if rank is None:
+        if sec.value("kv_lora_rank") is None:
+            sec.issue(
+                "kv_lora_rank",
+                "null: vLLM then runs DeepSeek attention without MLA, which kvunits does not "
+                "read (it reads MLA: kv_lora_rank + qk_rope_head_dim)",
+            )
+        return None
+    layer = mla(rank, rope, dtypes.kv)
+    return {f"text.{i}": layer for i in range(n_layers)}

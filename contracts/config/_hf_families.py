@@ -1,0 +1,638 @@
+"""The model families the Hugging Face reader knows, and what each is read as.
+
+A family is found by the config's ``model_type`` (else its first ``architectures`` entry);
+a multimodal wrapper (llava, mistral3, gemma3, …) names the family of its ``text_config``.
+Each family lists the transformers class defaults its reader applies to absent keys, and the
+cache-sizing fields it reads or knowingly ignores (with vLLM's reason): a field that sizes
+the cache in *some* family (`CACHE_FIELDS`) and that this family's reader neither reads nor
+ignores is refused, by name, rather than guessed at. ``kvunits models`` prints `FAMILIES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .._layers import LayerSpec
+from ._hf_decoders import (
+    read_cohere2,
+    read_deepseek,
+    read_gemma,
+    read_gemma4,
+    read_gpt_oss,
+    read_llama,
+    read_llama4,
+    read_qwen2,
+    read_qwen3_moe,
+)
+from ._hf_fields import Section
+from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h
+from ._hf_layers import DTypes
+from ._hf_speech import read_whisper
+
+Reader = Callable[[Section, DTypes], dict[str, LayerSpec] | None]
+
+#: Fields that size or shape the KV cache in at least one family: a family reader must read
+#: or knowingly ignore each one a file sets (non-null), or the file is refused.
+CACHE_FIELDS: Final = frozenset(
+    {
+        "sliding_window",
+        "layer_types",
+        "use_sliding_window",
+        "max_window_layers",
+        "sliding_window_pattern",
+        "interleaved_sliding_window",
+        "attention_chunk_size",
+        "no_rope_layers",
+        "no_rope_layer_interval",
+        "head_dim",
+        "num_key_value_heads",
+        "global_head_dim",
+        "num_global_key_value_heads",
+        "attention_k_eq_v",
+        "num_kv_shared_layers",
+        "per_layer_config",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "attn_layer_period",
+        "attn_layer_offset",
+        "full_attention_interval",
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "mamba_d_state",
+        "mamba_expand",
+        "hybrid_override_pattern",
+        "layers_block_type",
+        "mamba_num_heads",
+        "ssm_state_size",
+        "block_pool_size",
+        "cross_attention_layers",
+        "use_bidirectional_attention",
+        "attention_head_dim",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family reader.
+
+    Attributes:
+        name: the family's name (``kvunits models``).
+        model_types: the ``model_type`` values it reads (of the decoder section).
+        architectures: vLLM architectures it stands for (used when ``model_type`` is absent).
+        read_as: what its layers are read as, for people.
+        read: the reader.
+        reads: the `CACHE_FIELDS` it reads.
+        ignores: the `CACHE_FIELDS` it ignores, each with vLLM's reason.
+        defaults: per model type, the class defaults applied to absent keys.
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    architectures: tuple[str, ...]
+    read_as: str
+    read: Reader
+    reads: frozenset[str]
+    ignores: Mapping[str, str] = field(default_factory=dict)
+    defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+_ATTN: Final = frozenset({"num_key_value_heads", "head_dim"})
+_LLAMA_READS: Final = _ATTN | {"sliding_window", "layer_types"}
+
+_LLAMA: Final = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32}
+_QWEN: Final = {
+    "max_position_embeddings": 32768,
+    "use_sliding_window": False,
+    "sliding_window": 4096,
+}
+_QWEN_VL: Final = {
+    **_QWEN,
+    "hidden_size": 8192,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "max_window_layers": 80,
+}
+
+FAMILIES: Final[tuple[Family, ...]] = (
+    Family(
+        "llama",
+        ("llama", "mistral", "ministral3"),
+        ("LlamaForCausalLM", "MistralForCausalLM", "Ministral3ForCausalLM"),
+        "full attention; every layer slides when sliding_window is set and layer_types is "
+        "absent, else the sliding_attention entries of layer_types; head_dim or hidden_size / "
+        "heads",
+        read_llama,
+        _LLAMA_READS,
+        defaults={
+            "llama": {**_LLAMA, "max_position_embeddings": 2048},
+            "mistral": {
+                **_LLAMA,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 131072,
+                "sliding_window": 4096,
+            },
+            "ministral3": {
+                **_LLAMA,
+                "num_hidden_layers": 34,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "max_position_embeddings": 262144,
+            },
+        },
+    ),
+    Family(
+        "mixtral",
+        ("mixtral",),
+        ("MixtralForCausalLM",),
+        "full attention; every layer slides when sliding_window is set (default null)",
+        read_llama,
+        _ATTN | {"sliding_window"},
+        defaults={
+            "mixtral": {**_LLAMA, "num_key_value_heads": 8, "max_position_embeddings": 131072},
+        },
+    ),
+    Family(
+        "phi3",
+        ("phi3",),
+        ("Phi3ForCausalLM",),
+        "as llama (sliding_window slides every layer); with a longrope RoPE the default "
+        "max_model_len is original_max_position_embeddings",
+        read_llama,
+        _LLAMA_READS,
+        defaults={
+            "phi3": {
+                "hidden_size": 3072,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "max_position_embeddings": 4096,
+                "original_max_position_embeddings": 4096,
+            }
+        },
+    ),
+    Family(
+        "qwen2",
+        ("qwen2", "qwen2_5_vl", "qwen2_5_vl_text"),
+        ("Qwen2ForCausalLM",),
+        "full attention, or sliding on every layer (use_sliding_window with max_window_layers "
+        "0); a mix of the two is refused, as vLLM refuses it; head size hidden_size / heads",
+        read_qwen2,
+        _ATTN | {"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"},
+        ignores={"head_dim": "vLLM's qwen2.py takes hidden_size / num_attention_heads"},
+        defaults={
+            "qwen2": {**_QWEN, **_LLAMA, "num_key_value_heads": 32, "max_window_layers": 28},
+            "qwen2_5_vl": _QWEN_VL,
+            "qwen2_5_vl_text": _QWEN_VL,
+        },
+    ),
+    Family(
+        "qwen3",
+        ("qwen3",),
+        ("Qwen3ForCausalLM",),
+        "as qwen2, with head_dim (default 128)",
+        read_qwen2,
+        _ATTN | {"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"},
+        defaults={
+            "qwen3": {
+                **_QWEN,
+                **_LLAMA,
+                "num_key_value_heads": 32,
+                "head_dim": 128,
+                "max_window_layers": 28,
+            },
+        },
+    ),
+    Family(
+        "qwen3_moe",
+        ("qwen3_moe",),
+        ("Qwen3MoeForCausalLM",),
+        "full attention, or sliding on every layer with use_sliding_window; head_dim or "
+        "hidden_size / heads",
+        read_qwen3_moe,
+        _ATTN | {"sliding_window", "use_sliding_window"},
+        ignores={
+            "max_window_layers": "Qwen3MoeConfig derives no layer_types from it, and vLLM's "
+            "qwen3_moe.py does not read it",
+        },
+        defaults={
+            "qwen3_moe": {
+                **_QWEN,
+                "hidden_size": 2048,
+                "num_hidden_layers": 24,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 4,
+            },
+        },
+    ),
+    Family(
+        "gemma2",
+        ("gemma2",),
+        ("Gemma2ForCausalLM",),
+        "layer_types, else even layers sliding and odd layers full; float16 and float32 "
+        "checkpoints are served in bfloat16",
+        read_gemma,
+        _LLAMA_READS,
+        defaults={
+            "gemma2": {
+                "hidden_size": 2304,
+                "num_hidden_layers": 26,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "max_position_embeddings": 8192,
+                "sliding_window": 4096,
+            }
+        },
+    ),
+    Family(
+        "gemma3",
+        ("gemma3_text",),
+        ("Gemma3ForCausalLM",),
+        "layer_types, else every sliding_window_pattern-th layer (default 6) full and the "
+        "rest sliding; max_model_len never scaled by RoPE",
+        read_gemma,
+        _LLAMA_READS | {"sliding_window_pattern", "use_bidirectional_attention"},
+        defaults={
+            "gemma3_text": {
+                "hidden_size": 2304,
+                "num_hidden_layers": 26,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "max_position_embeddings": 131072,
+                "sliding_window": 4096,
+                "sliding_window_pattern": 6,
+            }
+        },
+    ),
+    Family(
+        "gemma4",
+        ("gemma4_text",),
+        ("Gemma4ForCausalLM",),
+        "as gemma3 (pattern 6, last layer full); full layers have global_head_dim and, with "
+        "attention_k_eq_v, num_global_key_value_heads; the last num_kv_shared_layers layers "
+        "keep no cache of their own",
+        read_gemma4,
+        _LLAMA_READS
+        | {
+            "global_head_dim",
+            "num_global_key_value_heads",
+            "attention_k_eq_v",
+            "num_kv_shared_layers",
+            "per_layer_config",
+            "use_bidirectional_attention",
+        },
+        defaults={
+            "gemma4_text": {
+                "hidden_size": 2304,
+                "num_hidden_layers": 30,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "max_position_embeddings": 131072,
+                "sliding_window": 512,
+                "global_head_dim": 512,
+                "attention_k_eq_v": False,
+                "num_kv_shared_layers": 0,
+            }
+        },
+    ),
+    Family(
+        "cohere2",
+        ("cohere2",),
+        ("Cohere2ForCausalLM",),
+        "layer_types, else every sliding_window_pattern-th layer (default 4) full; a sliding "
+        "layer's window is sliding_window + 1; head size hidden_size / heads",
+        read_cohere2,
+        _LLAMA_READS | {"sliding_window_pattern"},
+        ignores={"head_dim": "transformers' Cohere2Config sets hidden_size / heads"},
+        defaults={
+            "cohere2": {
+                "hidden_size": 8192,
+                "num_hidden_layers": 40,
+                "num_attention_heads": 64,
+                "max_position_embeddings": 8192,
+                "sliding_window": 4096,
+                "sliding_window_pattern": 4,
+            }
+        },
+    ),
+    Family(
+        "gpt_oss",
+        ("gpt_oss",),
+        ("GptOssForCausalLM",),
+        "even layers sliding (sliding_window), odd layers full, whatever layer_types says",
+        read_gpt_oss,
+        _ATTN | {"sliding_window"},
+        ignores={"layer_types": "vLLM's gpt_oss.py slides on even layers whatever it says"},
+        defaults={
+            "gpt_oss": {
+                "hidden_size": 2880,
+                "num_hidden_layers": 36,
+                "num_attention_heads": 64,
+                "num_key_value_heads": 8,
+                "head_dim": 64,
+                "max_position_embeddings": 131072,
+                "sliding_window": 128,
+            }
+        },
+    ),
+    Family(
+        "llama4",
+        ("llama4_text",),
+        ("Llama4ForCausalLM",),
+        "RoPE layers chunked local (attention_chunk_size), NoPE layers (no_rope_layers 0, "
+        "default every 4th) full",
+        read_llama4,
+        _ATTN | {"attention_chunk_size", "no_rope_layers", "no_rope_layer_interval"},
+        ignores={"layer_types": "vLLM's llama4.py picks the kind from no_rope_layers"},
+        defaults={
+            "llama4_text": {
+                "hidden_size": 5120,
+                "num_hidden_layers": 48,
+                "num_attention_heads": 40,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "max_position_embeddings": 131072,
+                "no_rope_layer_interval": 4,
+                "attention_chunk_size": 8192,
+            }
+        },
+    ),
+    Family(
+        "deepseek",
+        ("deepseek_v2", "deepseek_v3"),
+        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
+        "MLA on every layer: one latent head of kv_lora_rank + qk_rope_head_dim, no V",
+        read_deepseek,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim"}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim",
+        },
+        defaults={
+            "deepseek_v2": {
+                "num_hidden_layers": 32,
+                "max_position_embeddings": 2048,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+            },
+            "deepseek_v3": {
+                "num_hidden_layers": 61,
+                "max_position_embeddings": 4096,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+            },
+        },
+    ),
+    Family(
+        "jamba",
+        ("jamba",),
+        ("JambaForCausalLM",),
+        "full attention where i % attn_layer_period == attn_layer_offset, Mamba-1 state "
+        "elsewhere (inner mamba_expand × hidden_size); head size hidden_size / heads",
+        read_jamba,
+        _ATTN | {"attn_layer_period", "attn_layer_offset", "mamba_d_state", "mamba_expand"},
+        ignores={
+            "head_dim": "vLLM's jamba.py takes hidden_size / num_attention_heads",
+            "sliding_window": "vLLM's jamba.py passes no window, and JambaConfig's layer_types "
+            "is not all sliding, so the model-level window is unset",
+        },
+        defaults={
+            "jamba": {
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 262144,
+                "attn_layer_period": 8,
+                "attn_layer_offset": 4,
+                "mamba_d_state": 16,
+                "mamba_d_conv": 4,
+                "mamba_expand": 2,
+            }
+        },
+    ),
+    Family(
+        "qwen3_next",
+        ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"),
+        ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"),
+        "full_attention layers and linear_attention (gated delta net) state layers, from "
+        "layer_types or every full_attention_interval-th layer full; Qwen3.5's recurrent "
+        "state in mamba_ssm_dtype",
+        read_gated_delta_net,
+        _ATTN
+        | {
+            "layer_types",
+            "full_attention_interval",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+        },
+        ignores={
+            "sliding_window": "vLLM's qwen3_next.py passes no window, and the model-level "
+            "window is unset when not every layer slides",
+        },
+        defaults={
+            model_type: {
+                "hidden_size": hidden,
+                "num_hidden_layers": layers,
+                "num_attention_heads": 16,
+                "num_key_value_heads": kv,
+                "head_dim": 256,
+                "max_position_embeddings": 32768,
+                "full_attention_interval": 4,
+                "linear_num_key_heads": 16,
+                "linear_num_value_heads": 32,
+                "linear_key_head_dim": 128,
+                "linear_value_head_dim": 128,
+                "linear_conv_kernel_dim": 4,
+            }
+            for model_type, hidden, layers, kv in (
+                ("qwen3_next", 2048, 48, 2),
+                ("qwen3_5_text", 4096, 32, 4),
+                ("qwen3_5_moe_text", 2048, 40, 2),
+            )
+        },
+    ),
+    Family(
+        "nemotron_h",
+        ("nemotron_h",),
+        ("NemotronHForCausalLM",),
+        "hybrid_override_pattern: M Mamba-2 state (inner mamba_num_heads × mamba_head_dim, "
+        "SSM state in mamba_ssm_cache_dtype, default float32), * attention, - and E no cache",
+        read_nemotron_h,
+        _ATTN
+        | {
+            "hybrid_override_pattern",
+            "layers_block_type",
+            "mamba_num_heads",
+            "ssm_state_size",
+            "sliding_window",
+            "attention_head_dim",
+        },
+        defaults={
+            "nemotron_h": {
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "max_position_embeddings": 4096,
+                "ssm_state_size": 128,
+                "mamba_num_heads": 128,
+                "mamba_head_dim": 64,
+                "n_groups": 8,
+                "conv_kernel": 4,
+                "mamba_ssm_cache_dtype": "float32",
+            }
+        },
+    ),
+    Family(
+        "whisper",
+        ("whisper",),
+        ("WhisperForConditionalGeneration",),
+        "encoder layers without a cache; per decoder layer a full self-attention and a "
+        "cross-attention over max_source_positions encoder outputs",
+        read_whisper,
+        frozenset(),
+        defaults={
+            "whisper": {
+                "encoder_layers": 4,
+                "decoder_layers": 4,
+                "decoder_attention_heads": 6,
+                "d_model": 384,
+                "max_source_positions": 1500,
+                "max_target_positions": 448,
+            }
+        },
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """A multimodal config whose decoder is its ``text_config``.
+
+    Attributes:
+        text_type: the decoder's model type when ``text_config`` does not say it.
+        text_defaults: values the wrapper's config class merges into ``text_config``.
+        audio: what its ``audio_config`` is: ``"none"`` (no audio tower or one without a
+            cache we plan), ``"encoder"`` (voxtral: layers without a cache), ``"pooled"``
+            (voxtral_realtime: a causal, pooled, sliding-window encoder).
+        flat: the decoder's fields may sit at the top level (qwen2_5_vl's published file).
+    """
+
+    text_type: str
+    architectures: tuple[str, ...]
+    read_as: str
+    text_defaults: Mapping[str, Any] = field(default_factory=dict)
+    audio: str = "none"
+    flat: bool = False
+
+
+WRAPPERS: Final[Mapping[str, Wrapper]] = {
+    "llava": Wrapper("llama", ("LlavaForConditionalGeneration",), "text_config as its family"),
+    "llava_next": Wrapper(
+        "llama", ("LlavaNextForConditionalGeneration",), "text_config as its family"
+    ),
+    "mistral3": Wrapper(
+        "mistral", ("Mistral3ForConditionalGeneration",), "text_config as its family"
+    ),
+    "gemma3": Wrapper("gemma3_text", ("Gemma3ForConditionalGeneration",), "text_config as gemma3"),
+    "gemma4": Wrapper(
+        "gemma4_text",
+        ("Gemma4ForConditionalGeneration",),
+        "text_config as gemma4; the vision and audio towers keep no cache",
+    ),
+    "llama4": Wrapper("llama4_text", ("Llama4ForConditionalGeneration",), "text_config as llama4"),
+    "qwen3_5": Wrapper(
+        "qwen3_5_text", ("Qwen3_5ForConditionalGeneration",), "text_config as qwen3_next"
+    ),
+    "qwen3_5_moe": Wrapper(
+        "qwen3_5_moe_text", ("Qwen3_5MoeForConditionalGeneration",), "text_config as qwen3_next"
+    ),
+    "qwen2_5_vl": Wrapper(
+        "qwen2_5_vl",
+        ("Qwen2_5_VLForConditionalGeneration",),
+        "the top level (or text_config) as qwen2",
+        flat=True,
+    ),
+    "voxtral": Wrapper(
+        "llama",
+        ("VoxtralForConditionalGeneration",),
+        "text_config as llama; the audio encoder (not causal) keeps no cache",
+        text_defaults={
+            "hidden_size": 3072,
+            "num_hidden_layers": 30,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "head_dim": 128,
+        },
+        audio="encoder",
+    ),
+    "voxtral_realtime": Wrapper(
+        "mistral",
+        ("VoxtralRealtimeForConditionalGeneration",),
+        "text_config as a sliding-window mistral; the causal audio encoder slides over "
+        "audio_config.sliding_window encoder tokens and pools downsample_factor of them "
+        "per cache slot",
+        text_defaults={
+            "hidden_size": 3072,
+            "num_hidden_layers": 26,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "head_dim": 128,
+            "sliding_window": 8192,
+        },
+        audio="pooled",
+    ),
+}
+
+#: The encoders' class defaults (the audio towers of voxtral and voxtral_realtime).
+ENCODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "voxtral": {"num_hidden_layers": 32},
+    "voxtral_realtime": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "head_dim": 64,
+        "sliding_window": 750,
+        "max_position_embeddings": 1500,
+    },
+}
+#: Top-level class defaults of a wrapper.
+TOP_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "voxtral_realtime": {"downsample_factor": 4},
+}
+
+#: The family of each decoder model type.
+BY_MODEL_TYPE: Final[Mapping[str, Family]] = {
+    model_type: family for family in FAMILIES for model_type in family.model_types
+}
+#: A model type for each architecture (used when the file has no model_type).
+BY_ARCHITECTURE: Final[Mapping[str, str]] = {
+    **{arch: family.model_types[0] for family in FAMILIES for arch in family.architectures},
+    **{arch: name for name, wrapper in WRAPPERS.items() for arch in wrapper.architectures},
+}
+
+
+def supported() -> str:
+    """The model types kvunits reads, for messages."""
+    return ", ".join(sorted({*BY_MODEL_TYPE, *WRAPPERS}))
+
+
+def check_cache_fields(sec: Section, family: Family) -> bool:
+    """Refuse a cache-sizing field the family's reader neither reads nor ignores."""
+    known = family.reads | set(family.ignores)
+    for key in sorted(CACHE_FIELDS - known):
+        if sec.data.get(key) not in (None, False):  # null and false switch nothing on
+            sec.issue(
+                key,
+                f"the {sec.model_type} config sets {key}, which sizes the KV cache in other "
+                f"families; kvunits' {family.name} reader does not read it, so it cannot say "
+                f"what vLLM makes of it (kvunits reads: {supported()})",
+            )
+            return False
+    return True

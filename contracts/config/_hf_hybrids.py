@@ -1,0 +1,220 @@
+"""Readers of the hybrid families: attention layers next to recurrent state layers.
+
+vLLM 0.33 gives a Mamba or gated-delta-net layer a ``MambaSpec``: one state per request,
+sized by ``MambaStateShapeCalculator`` from the mixer's dimensions, in the dtypes of
+``MambaStateDtypeCalculator`` (conv state and SSM state in the model dtype, unless a
+per-architecture hook in vllm/model_executor/models/config.py sets the SSM state's: float32
+for NemotronH by default, ``mamba_ssm_dtype`` for Qwen3.5). The layers here keep those
+dimensions (`contracts.Mamba1Layer` …), so their manager view's page is the state's bytes.
+MLP and MoE layers keep no cache and are not layers of the model spec.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .._dtype import CacheDType
+from .._layers import LayerSpec
+from ._hf_decoders import layer_types
+from ._hf_fields import MAX_COUNT, MAX_ELEMENTS, Section
+from ._hf_layers import (
+    DTypes,
+    attention,
+    full,
+    gated_delta_net,
+    layer_count,
+    mamba1,
+    mamba2,
+    sliding,
+)
+from ._models import MAX_LAYERS
+
+Layers = dict[str, LayerSpec]
+
+_STATE_DTYPES: Final = {
+    "float32": CacheDType.float32,
+    "float16": CacheDType.float16,
+    "bfloat16": CacheDType.bfloat16,
+}
+
+
+def _state_dtype(sec: Section, key: str, default: CacheDType) -> CacheDType | None:
+    name = sec.text(key)
+    if name is None:
+        return default if sec.value(key) is None else None
+    dtype = _STATE_DTYPES.get(name.strip().lower().removeprefix("torch."))
+    if dtype is None:
+        sec.issue(key, f"expected a state dtype ({', '.join(_STATE_DTYPES)}), got {name[:40]!r}")
+    return dtype
+
+
+def read_jamba(sec: Section, dtypes: DTypes) -> Layers | None:
+    """jamba (vllm/model_executor/models/jamba.py): layer i is full attention iff
+    ``i % attn_layer_period == attn_layer_offset``, else Mamba-1 with inner size
+    ``mamba_expand × hidden_size``; the head size is ``hidden_size // num_attention_heads``;
+    both states in the model dtype (no dtype hook)."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv, head="derived")
+    period = sec.number("attn_layer_period", maximum=MAX_LAYERS)
+    offset = sec.number("attn_layer_offset", minimum=0, maximum=MAX_LAYERS)
+    expand = sec.number("mamba_expand", maximum=MAX_COUNT)
+    state = sec.number("mamba_d_state", maximum=MAX_ELEMENTS)
+    kernel = sec.number("mamba_d_conv", maximum=1 << 10)
+    hidden = sec.number("hidden_size", maximum=1 << 24)
+    if None in (n_layers, a, period, offset, expand, state, kernel, hidden):
+        return None
+    assert n_layers is not None and a is not None and period is not None and offset is not None
+    assert expand is not None and state is not None and kernel is not None and hidden is not None
+    if offset >= period:
+        sec.issue(
+            "attn_layer_offset",
+            f"{offset} must be below attn_layer_period {period} (transformers' JambaConfig)",
+        )
+        return None
+    inner = sec.derived("mamba_expand", expand * hidden, "mamba_expand × hidden_size")
+    if inner is None:
+        return None
+    state_layer = mamba1(inner, state, kernel, dtypes.model)
+    attn = full(a)
+    return {f"text.{i}": attn if i % period == offset else state_layer for i in range(n_layers)}
+
+
+def read_gated_delta_net(sec: Section, dtypes: DTypes) -> Layers | None:
+    """qwen3_next, qwen3_5_text, qwen3_5_moe_text (vllm/model_executor/models/qwen3_next.py,
+    qwen3_5.py): ``layer_types`` of ``full_attention`` and ``linear_attention`` (a gated
+    delta net), derived when absent as every ``full_attention_interval``-th layer full; the
+    recurrent state's dtype is ``mamba_ssm_dtype`` for Qwen3.5 (its config hook), else the
+    model dtype."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    k_heads = sec.number("linear_num_key_heads")
+    v_heads = sec.number("linear_num_value_heads")
+    k_dim = sec.number("linear_key_head_dim", maximum=MAX_ELEMENTS)
+    v_dim = sec.number("linear_value_head_dim", maximum=MAX_ELEMENTS)
+    kernel = sec.number("linear_conv_kernel_dim", maximum=1 << 10)
+    ssm_dtype: CacheDType | None = dtypes.model
+    if sec.model_type.startswith("qwen3_5"):
+        ssm_dtype = _state_dtype(sec, "mamba_ssm_dtype", dtypes.model)
+    if None in (n_layers, a, k_heads, v_heads, k_dim, v_dim, kernel, ssm_dtype):
+        return None
+    assert n_layers is not None and a is not None and k_heads is not None
+    assert v_heads is not None and k_dim is not None and v_dim is not None
+    assert kernel is not None and ssm_dtype is not None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {"full_attention": "full", "linear_attention": "state"})
+        if kinds is None:
+            return None
+    else:
+        every = sec.number("full_attention_interval", maximum=MAX_LAYERS)
+        if every is None:
+            return None
+        kinds = ["full" if (i + 1) % every == 0 else "state" for i in range(n_layers)]
+    state = gated_delta_net(
+        num_k_heads=k_heads,
+        num_v_heads=v_heads,
+        head_k_dim=k_dim,
+        head_v_dim=v_dim,
+        conv_kernel=kernel,
+        conv_dtype=dtypes.model,
+        ssm_dtype=ssm_dtype,
+    )
+    by_kind = {"full": full(a), "state": state}
+    return {f"text.{i}": by_kind[kind] for i, kind in enumerate(kinds)}
+
+
+#: Nemotron-H's pattern characters (transformers ``NemotronHConfig._pattern_to_list``).
+_PATTERN: Final = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+_BLOCK_TYPES: Final = {
+    "linear_attention": "mamba",
+    "mamba": "mamba",
+    "full_attention": "attention",
+    "attention": "attention",
+    "mlp": "mlp",
+    "moe": "moe",
+}
+
+
+def read_nemotron_h(sec: Section, dtypes: DTypes) -> Layers | None:
+    """nemotron_h (vllm/model_executor/models/nemotron_h.py): one layer per character of
+    ``hybrid_override_pattern`` (or entry of ``layers_block_type``) — ``M`` a Mamba-2 mixer,
+    ``*`` attention, ``-`` an MLP and ``E`` a MoE (no cache); the layer count is the
+    pattern's length. Attention slides when ``sliding_window`` is set; the head size is
+    ``head_dim`` (class default 128). The Mamba-2 inner size is ``mamba_num_heads ×
+    mamba_head_dim``; the SSM state is in ``mamba_ssm_cache_dtype`` (default float32, the
+    NemotronH config hook), the conv state in the model dtype."""
+    blocks = _nemotron_blocks(sec)
+    a = attention(sec, dtypes.kv)
+    window = sec.window()
+    m_heads = sec.number("mamba_num_heads")
+    m_dim = sec.number("mamba_head_dim", maximum=MAX_ELEMENTS)
+    groups = sec.number(_alias(sec, "n_groups", "mamba_n_groups"))
+    state_size = sec.number("ssm_state_size", maximum=MAX_ELEMENTS)
+    kernel = sec.number(_alias(sec, "conv_kernel", "mamba_d_conv"), maximum=1 << 10)
+    ssm_dtype = _state_dtype(sec, "mamba_ssm_cache_dtype", CacheDType.float32)
+    if None in (blocks, a, m_heads, m_dim, groups, state_size, kernel, ssm_dtype):
+        return None
+    assert blocks is not None and a is not None and m_heads is not None and m_dim is not None
+    assert groups is not None and state_size is not None and kernel is not None
+    assert ssm_dtype is not None
+    written = sec.value("attention_head_dim")
+    if written is not None and (type(written) is not int or written != a.head_size):
+        sec.issue(
+            "attention_head_dim",
+            f"{sec.value('attention_head_dim')!r} disagrees with the head size vLLM uses, "
+            f"head_dim = {a.head_size}; write head_dim",
+        )
+        return None
+    inner = sec.derived("mamba_head_dim", m_heads * m_dim, "mamba_num_heads × mamba_head_dim")
+    if inner is None:
+        return None
+    attn = full(a) if window is None else sliding(a, window)
+    state = mamba2(
+        num_heads=m_heads,
+        head_dim=m_dim,
+        n_groups=groups,
+        ssm_state_size=state_size,
+        conv_kernel=kernel,
+        conv_dtype=dtypes.model,
+        ssm_dtype=ssm_dtype,
+    )
+    by_block = {"attention": attn, "mamba": state}
+    return {f"text.{i}": by_block[b] for i, b in enumerate(blocks) if b in by_block}
+
+
+def _alias(sec: Section, key: str, legacy: str) -> str:
+    # transformers' NemotronHConfig: the legacy name, when the file writes it, wins.
+    return legacy if sec.given(legacy) else key
+
+
+def _nemotron_blocks(sec: Section) -> list[str] | None:
+    if sec.value("layers_block_type") is not None:
+        names = sec.text_list("layers_block_type")
+        if names is None:
+            return None
+        blocks = []
+        for index, name in enumerate(names):
+            if name not in _BLOCK_TYPES:
+                sec.issue(
+                    f"layers_block_type[{index}]",
+                    f"{name[:40]!r} is not a block type the nemotron_h reader knows; it reads "
+                    + ", ".join(_BLOCK_TYPES),
+                )
+                return None
+            blocks.append(_BLOCK_TYPES[name])
+    else:
+        pattern = sec.text("hybrid_override_pattern")
+        if pattern is None:
+            if sec.value("hybrid_override_pattern") is None:
+                sec.issue("hybrid_override_pattern", "missing: one character per layer")
+            return None
+        bad = next((c for c in pattern if c not in _PATTERN), None)
+        if bad is not None:
+            sec.issue(
+                "hybrid_override_pattern",
+                f"character {bad!r} is not one the nemotron_h reader knows; it reads "
+                + ", ".join(f"{c} ({kind})" for c, kind in _PATTERN.items()),
+            )
+            return None
+        blocks = [_PATTERN[c] for c in pattern]
+    if not 1 <= len(blocks) <= MAX_LAYERS:
+        sec.issue("hybrid_override_pattern", f"{len(blocks)} layers; 1 to {MAX_LAYERS}")
+        return None
+    return blocks
