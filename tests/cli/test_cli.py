@@ -144,7 +144,9 @@ def test_bad_environment_variable_exits_2() -> None:
 def test_every_shipped_example_checks_clean() -> None:
     examples = shipped_examples()
     assert len(examples) >= 8
-    done = run("check", *map(str, examples))
+    # One full-length request of Llama 4 Scout (max_model_len 10485760) needs 481 GiB: the
+    # budget must hold it for `check` to pass, as it would for `plan`.
+    done = run("check", *map(str, examples), "--memory-budget", "1 TiB")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("ok: ") == len(examples)
     assert done.stderr == ""
@@ -209,6 +211,50 @@ def test_schema_hf(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema", "--hf"]) == 0
     fields = json.loads(capsys.readouterr().out)
     assert "encoder_token" in fields["sliding_window"]
+
+
+def test_models_lists_every_family_and_what_it_is_read_as(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for family in ("llama", "gemma4", "deepseek", "jamba", "nemotron_h", "whisper"):
+        assert f"\n{family} " in out
+    assert "MLA on every layer: one latent head of kv_lora_rank + qk_rope_head_dim" in out
+    assert "voxtral_realtime" in out and "is refused with its name" in out
+    assert main(["models", "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    by_name = {row["family"]: row for row in listed["families"]}
+    assert by_name["qwen3_next"]["model_types"] == [
+        "qwen3_next",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
+    ]
+    assert "head_dim" in by_name["qwen2"]["ignores"]
+    assert {"llava", "gemma3", "voxtral"} <= {row["model_type"] for row in listed["wrappers"]}
+
+
+def test_an_unknown_model_type_exits_2_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "falcon_mamba", "num_hidden_layers": 2}')
+    done = run("plan", str(path))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"{path}: model_type: kvunits does not read model type ")
+    assert done.stderr.count("\n") == 1  # no engine noise after it
+
+
+def test_a_huge_derived_head_size_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(
+        '{"model_type":"llama","num_hidden_layers":1,"num_attention_heads":1,'
+        '"hidden_size":16777216}'
+    )
+    done = run("plan", str(path))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"{path}: head_dim: hidden_size / num_attention_heads = 16777216, which must be "
+        "between 1 and 1048576\n"
+    )
 
 
 # -- convert ----------------------------------------------------------------------------------
@@ -352,7 +398,7 @@ def test_convert_errors(capsys: pytest.CaptureFixture[str], args: list[str], mes
 # -- help, imports ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [[], ["plan"], ["check"], ["schema"], ["convert"]])
+@pytest.mark.parametrize("command", [[], ["plan"], ["check"], ["models"], ["schema"], ["convert"]])
 def test_help_with_examples(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
     with pytest.raises(SystemExit) as excinfo:
         main([*command, "--help"])

@@ -1,5 +1,10 @@
-"""The Hugging Face ``config.json`` adapter: the shipped examples (Voxtral Realtime, Mistral,
-Llama, Gemma 3), the declared unit of each field, per-layer kinds, and its errors."""
+"""The Hugging Face ``config.json`` reader: the rules each family is read by, what it refuses
+by name, real files' NaN/Infinity, derived values checked like given ones, and its errors.
+
+The plans of the shipped files against vLLM's numbers are in ``test_hf_families.py``; here
+each rule is exercised on a real file with one field edited (the vLLM source of the rule is
+cited in ``contracts/config/_hf_*.py`` where it is applied, and repeated here).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,22 @@ from typing import Any
 
 import pytest
 
-from contracts import EncoderTokens, FullAttentionLayer, PoolFactor, SlidingWindowLayer, Tokens
-from contracts.config import HF_FIELDS, load_config, load_config_data, read_hf_config
+from contracts import (
+    EncoderTokens,
+    FullAttentionLayer,
+    KVSharedLayer,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+)
+from contracts.config import (
+    HF_FAMILIES,
+    HF_FIELDS,
+    HF_WRAPPERS,
+    load_config,
+    load_config_data,
+    read_hf_config,
+)
 from contracts.errors import ConfigError
 from runtime.capacity import plan
 
@@ -34,6 +53,15 @@ def _issues(data: dict[str, Any]) -> list[str]:
     with pytest.raises(ConfigError) as excinfo:
         load_config_data(data, where="config.json")
     return [str(issue) for issue in excinfo.value.issues]
+
+
+def _one_issue(data: dict[str, Any]) -> str:
+    issues = _issues(data)
+    assert len(issues) == 1, issues
+    return issues[0]
+
+
+# -- the shipped examples ------------------------------------------------------------------
 
 
 def test_voxtral_realtime_config() -> None:
@@ -75,76 +103,148 @@ def test_mistral_derives_head_dim_and_slides_everywhere() -> None:
     assert str(plan(config.model, config.engine).group("text").admission_cap) == "385 cache_block"
 
 
-def test_llama_is_full_attention() -> None:
-    config = load_config(HF / "llama-3.1-8b" / "config.json")
-    assert set(_kinds(_data("llama-3.1-8b"))) == {"full_attention"}
-    result = plan(config.model, config.engine)
-    assert str(result.group("text").admission_cap) == "8192 cache_block"  # 131072 / 16
-    assert str(result.group("text").page_size) == "65536 byte"
-
-
 def test_gemma_layer_types_mix_sliding_and_full() -> None:
-    data = _data("gemma-3-1b-it")
-    kinds = _kinds(data)
-    full = [i for i, kind in enumerate(kinds) if kind == "full_attention"]
-    assert full == [5, 11, 17, 23]
-    assert kinds.count("sliding_window") == 22
+    kinds = _kinds(_data("gemma-3-1b-it"))
+    assert [i for i, kind in enumerate(kinds) if kind == "full_attention"] == [5, 11, 17, 23]
     config = load_config(HF / "gemma-3-1b-it" / "config.json")
-    result = plan(config.model, config.engine)
-    names = [group.group.name for group in result.groups]
+    names = [group.group.name for group in plan(config.model, config.engine).groups]
     assert names == ["text/sliding_window", "text/full_attention"]
-    sliding = result.group("text/sliding_window")
-    assert str(sliding.group.manager.sliding_window) == "512 token"
-    assert str(sliding.page_size) == "16384 byte"  # 16 × 1 head × (256 + 256) × 2
+
+
+def test_engine_settings_still_apply_to_hf_configs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVUNITS_MAX_MODEL_LEN", "8192 token")
+    config = load_config(HF / "llama-3.1-8b" / "config.json", flags={"memory_budget": "16 GiB"})
+    assert str(config.engine.max_model_len) == "8192 token"
+    assert config.engine_sources["max_model_len"] == "env KVUNITS_MAX_MODEL_LEN"
+    assert config.engine_sources["memory_budget"] == "flag --memory-budget"
+
+
+# -- layer kinds, family by family ----------------------------------------------------------
 
 
 def test_sliding_window_pattern_without_layer_types() -> None:
+    # Gemma3TextConfig derives layer_types from sliding_window_pattern (default 6).
     data = _data("gemma-3-1b-it")
     expected = _kinds(data)
     del data["layer_types"]
-    assert _kinds(data) == expected  # every 6th layer is full
-
-
-def test_gemma2_alternates() -> None:
-    data = _data("gemma-3-1b-it")
-    for key in ("layer_types", "sliding_window_pattern"):
-        del data[key]
-    data["model_type"] = "gemma2"
-    assert _kinds(data)[:4] == ["sliding_window", "full_attention"] * 2
-
-
-def test_qwen2_max_window_layers_keeps_the_first_layers_full() -> None:
-    # transformers' Qwen2Config: layer i slides when i >= max_window_layers. Reading every
-    # layer as sliding would plan a window-sized cache for full-attention layers.
-    data = {**_data("mistral-7b-v0.1"), "model_type": "qwen2", "num_hidden_layers": 4}
-    data.update(use_sliding_window=True, max_window_layers=2)
-    assert _kinds(data) == ["full_attention"] * 2 + ["sliding_window"] * 2
-    assert set(_kinds({**data, "max_window_layers": 0})) == {"sliding_window"}
-    assert set(_kinds({**data, "max_window_layers": 4})) == {"full_attention"}
-    assert set(_kinds({**data, "use_sliding_window": False})) == {"full_attention"}
-    assert "config.json: max_window_layers: must be between 0 and 4096, got -1 (layer" in "\n".join(
-        _issues({**data, "max_window_layers": -1})
+    assert _kinds(data) == expected
+    del data["sliding_window_pattern"]
+    assert _kinds(data) == expected  # the default is 6 too
+    assert (
+        _kinds({**data, "sliding_window_pattern": 2})[:4]
+        == ["sliding_window", "full_attention"] * 2
     )
 
 
-@pytest.mark.parametrize(
-    ("edit", "kind"),
-    [
-        ({"use_sliding_window": False}, "full_attention"),
-        ({"sliding_window": None}, "full_attention"),
-    ],
-)
-def test_no_sliding_window_means_full(edit: dict[str, Any], kind: str) -> None:
-    data = {**_data("mistral-7b-v0.1"), **edit}
-    assert set(_kinds(data)) == {kind}
+def test_gemma2_alternates() -> None:
+    # Gemma2Config: layer i slides when (i + 1) % 2 (even layers), vLLM gemma2.py:155-166.
+    data = _data("gemma-2-2b-it")
+    assert "layer_types" not in data
+    assert _kinds(data)[:4] == ["sliding_window", "full_attention"] * 2
 
 
-def test_chunked_attention_layers() -> None:
+def test_qwen2_slides_on_every_layer_or_none_as_vllm_does() -> None:
+    # transformers derives layer i sliding when i >= max_window_layers; vLLM's Qwen2Model
+    # asserts max_window_layers == num_hidden_layers whenever the kinds mix (qwen2.py:351-360).
+    data = {**_data("qwen2.5-7b-instruct"), "use_sliding_window": True, "max_window_layers": 0}
+    assert set(_kinds(data)) == {"sliding_window"}
+    layer = read_hf_config(data, where="config.json").model.layers["text.0"]
+    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == Tokens(131072)
+    assert set(_kinds({**data, "use_sliding_window": False})) == {"full_attention"}
+    assert set(_kinds({**data, "max_window_layers": 28})) == {"full_attention"}
+    assert _one_issue({**data, "max_window_layers": 4}) == (
+        "config.json: max_window_layers: 4 of 28 layers would be full and the rest sliding: "
+        "vLLM refuses this mix (qwen2.py: 'Sliding window for some but all layers is not "
+        "supported')"
+    )
+
+
+def test_qwen2_reads_the_head_size_from_hidden_size() -> None:
+    # vLLM's qwen2.py:150 takes hidden_size // num_attention_heads; a head_dim is not read.
+    layer = read_hf_config(
+        {**_data("qwen2.5-7b-instruct"), "head_dim": 64}, where="config.json"
+    ).model.layers["text.0"]
+    assert isinstance(layer, FullAttentionLayer) and layer.head_size == 3584 // 28
+
+
+def test_qwen3_head_dim_defaults_to_128() -> None:
+    data = _data("qwen3-8b")
+    del data["head_dim"]
+    layer = read_hf_config({**data, "hidden_size": 5120}, where="config.json").model.layers[
+        "text.0"
+    ]
+    assert isinstance(layer, FullAttentionLayer) and layer.head_size == 128  # not 5120 / 32
+
+
+def test_mistral_without_sliding_window_slides_at_4096() -> None:
+    # MistralConfig's default sliding_window is 4096; null turns it off.
     data = _data("mistral-7b-v0.1")
-    data["layer_types"] = ["chunked_attention", "full_attention"] * 16
-    data["attention_chunk_size"] = 8192
-    model = read_hf_config(data, where="config.json").model
-    assert model.layers["text.0"].kind == "chunked_local"
+    del data["sliding_window"]
+    assert set(_kinds(data)) == {"sliding_window"}
+    assert set(_kinds({**data, "sliding_window": None})) == {"full_attention"}
+    assert set(_kinds({**data, "sliding_window": 0})) == {"full_attention"}  # 0 is none
+    # use_sliding_window is not a Mistral field: vLLM's llama.py slides whatever it says.
+    assert set(_kinds({**data, "use_sliding_window": False})) == {"sliding_window"}
+
+
+def test_llama4_chunked_and_nope_layers() -> None:
+    data = _data("llama-4-scout-17b-16e-instruct")
+    kinds = _kinds(data)
+    assert [i for i, k in enumerate(kinds) if k == "full_attention"] == list(range(3, 48, 4))
+    text = data["text_config"]
+    text["no_rope_layers"] = [1, 0] * 24
+    assert _kinds(data)[:2] == ["chunked_local", "full_attention"]
+    text["attention_chunk_size"] = None  # no chunk: vLLM's llama4.py uses full attention
+    assert set(_kinds(data)) == {"full_attention"}
+    text["no_rope_layers"] = [1, 2] * 24
+    assert "no_rope_layers: expected 48 entries of 0 or 1" in _one_issue(data)
+
+
+def test_gemma4_shared_kv_layers_keep_no_cache() -> None:
+    # Gemma4: the last num_kv_shared_layers layers read the cache of the last earlier layer
+    # of their type (gemma4.py:403-492) and get no cache spec.
+    data = _data("gemma-4-26b-a4b")
+    data["text_config"]["num_kv_shared_layers"] = 10
+    config = load_config_data(data, where="config.json", flags={"memory_budget": "1 TiB"})
+    layers = config.model.layers
+    assert isinstance(layers["text.20"], KVSharedLayer)
+    assert layers["text.20"].target == "text.19"  # the last sliding layer before 20
+    assert layers["text.29"] == KVSharedLayer(target="text.17")  # the last full one
+    result = plan(config.model, config.engine)
+    assert len(result.uncached_layers) == 10
+    assert [g.group.num_layers for g in result.groups] == [17, 3]
+
+
+def test_cohere2_window_is_one_more() -> None:
+    layer = read_hf_config(_data("c4ai-command-r7b-12-2024"), where="config.json").model.layers[
+        "text.0"
+    ]
+    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == Tokens(4097)
+
+
+def test_gpt_oss_ignores_layer_types() -> None:
+    data = _data("gpt-oss-20b")
+    data["layer_types"] = ["full_attention"] * 24
+    assert _kinds(data)[:2] == ["sliding_window", "full_attention"]
+
+
+def test_whisper_decoder_self_and_cross_attention() -> None:
+    model = read_hf_config(_data("whisper-large-v3"), where="config.json").model
+    assert model.layers["audio.0"].kind == "encoder_only"
+    cross = model.layers["cross.31"]
+    assert cross.kind == "cross_attention" and str(cross.encoder_length) == "1500 encoder_token"
+    assert "d_model: 1280 is not a multiple of decoder_attention_heads 24" in _one_issue(
+        {**_data("whisper-large-v3"), "decoder_attention_heads": 24}
+    )
+
+
+def test_voxtral_audio_encoder_keeps_no_cache() -> None:
+    # Voxtral Mini 3B: a non-causal Whisper encoder (vLLM voxtral.py builds it with
+    # is_causal false): no P is needed, unlike the realtime model.
+    model = read_hf_config(_data("voxtral-mini-3b-2507"), where="config.json").model
+    assert {layer.kind for name, layer in model.layers.items() if name.startswith("audio")} == {
+        "encoder_only"
+    }
 
 
 def test_block_pool_size_is_read_first() -> None:
@@ -161,63 +261,196 @@ def test_block_pool_size_is_read_first() -> None:
 
 
 def test_full_attention_audio_encoder_without_window() -> None:
+    # An absent window is the class default (750); null turns it off.
     data = _data("voxtral-mini-4b-realtime-2602")
     del data["audio_config"]["sliding_window"]
     layer = read_hf_config(data, where="config.json").model.layers["audio.0"]
+    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == EncoderTokens(750)
+    data["audio_config"]["sliding_window"] = None
+    config = read_hf_config(data, where="config.json")
+    layer = config.model.layers["audio.0"]
     assert isinstance(layer, FullAttentionLayer) and layer.pool == PoolFactor(4)
+    assert config.engine["max_encoder_len"] == EncoderTokens(1500)
+
+
+def test_nemotron_h_pattern_and_block_types() -> None:
+    data = _data("nemotron-h-56b-base-8k")
+    kinds = _kinds(data)
+    assert (kinds.count("mamba2"), kinds.count("full_attention"), len(kinds)) == (54, 10, 64)
+    names = list(read_hf_config(data, where="config.json").model.layers)
+    assert names[:3] == ["text.0", "text.2", "text.4"]  # MLP layers keep their index
+    del data["hybrid_override_pattern"]
+    data["layers_block_type"] = ["mamba", "mlp", "attention", "moe"]
+    assert _kinds(data) == ["mamba2", "full_attention"]
+    data["layers_block_type"] = ["mamba", "ssm"]
+    assert "layers_block_type[1]: 'ssm' is not a block type" in _one_issue(data)
+
+
+def test_jamba_attention_period() -> None:
+    kinds = _kinds(_data("jamba-v0.1"))
+    assert [i for i, k in enumerate(kinds) if k == "full_attention"] == [4, 12, 20, 28]
+    assert "attn_layer_offset: 8 must be below attn_layer_period 8" in _one_issue(
+        {**_data("jamba-v0.1"), "attn_layer_offset": 8}
+    )
+
+
+# -- never guess ----------------------------------------------------------------------------
+
+
+def test_an_unknown_model_type_is_refused_by_name() -> None:
+    issue = _one_issue({**_data("llama-3.1-8b"), "model_type": "falcon_mamba"})
+    assert issue.startswith(
+        "config.json: model_type: kvunits does not read model type 'falcon_mamba': it plans "
+        "only the families whose caches it reads as vLLM does: cohere2, deepseek_v2, "
+    )
+    assert "llama4" in issue and "whisper" in issue
+
+
+def test_architectures_stand_in_for_a_missing_model_type() -> None:
+    data = _data("mistral-7b-v0.1")
+    del data["model_type"]
+    assert set(_kinds(data)) == {"sliding_window"}  # MistralForCausalLM → mistral
+    data["architectures"] = ["FalconForCausalLM"]
+    assert _one_issue(data).startswith(
+        "config.json: architectures: no model_type, and architecture 'FalconForCausalLM' is "
+        "not one kvunits reads: "
+    )
+
+
+def test_a_cache_field_the_family_does_not_read_is_refused() -> None:
+    # Llama 4's chunk in a plain llama file: vLLM's llama.py would not read it; kvunits
+    # cannot tell what was meant, so it names the field rather than guess.
+    issue = _one_issue({**_data("llama-3.1-8b"), "attention_chunk_size": 8192})
+    assert issue.startswith(
+        "config.json: attention_chunk_size: the llama config sets attention_chunk_size, which "
+        "sizes the KV cache in other families; kvunits' llama reader does not read it"
+    )
+    assert "kv_lora_rank" in _one_issue({**_data("qwen3-8b"), "kv_lora_rank": 512})
+
+
+def test_a_layer_type_the_family_does_not_know_is_refused() -> None:
+    data = _data("gemma-3-1b-it")
+    data["layer_types"][25] = "mamba"
+    assert _one_issue(data) == (
+        "config.json: layer_types[25]: layer type 'mamba' is not one the gemma3_text reader "
+        "knows; it reads sliding_attention, full_attention"
+    )
+    data = _data("mistral-7b-v0.1")
+    data["layer_types"] = ["chunked_attention"] * 32
+    assert "layer type 'chunked_attention' is not one the mistral reader knows" in _one_issue(data)
+
+
+def test_deepseek_without_mla_is_refused() -> None:
+    assert "kv_lora_rank: null: vLLM then runs DeepSeek attention without MLA" in _one_issue(
+        {**_data("deepseek-v3"), "kv_lora_rank": None}
+    )
+
+
+def test_embedding_gemma_is_refused() -> None:
+    data = _data("gemma-3-1b-it")
+    assert "use_bidirectional_attention: True: a bidirectional (embedding) model" in _one_issue(
+        {**data, "use_bidirectional_attention": True}
+    )
+
+
+# -- real files: NaN and Infinity; derived values ---------------------------------------------
+
+
+def test_infinity_where_the_reader_does_not_look_is_accepted(tmp_path: Path) -> None:
+    # Nemotron-H's published config.json has "time_step_limit": [0.0, Infinity].
+    text = (HF / "nemotron-h-56b-base-8k" / "config.json").read_text()
+    assert "Infinity" in text
+    config = load_config(HF / "nemotron-h-56b-base-8k" / "config.json")
+    assert len(config.model.layers) == 64
+
+
+@pytest.mark.parametrize(
+    ("directory", "edit", "issue"),
+    [
+        (
+            "llama-3.1-8b",
+            {"num_hidden_layers": float("nan")},
+            "num_hidden_layers: nan is not a finite number; kvunits reads this field (layer)",
+        ),
+        (
+            "mistral-7b-v0.1",
+            {"sliding_window": float("inf")},
+            "sliding_window: inf is not a finite number; kvunits reads this field",
+        ),
+        (
+            "llama-3.1-8b",
+            {"rope_scaling": {"rope_type": "linear", "factor": float("nan")}},
+            "rope_scaling.factor: must be a finite number > 0, got nan",
+        ),
+    ],
+)
+def test_nan_and_infinity_where_the_reader_reads_are_refused(
+    directory: str, edit: dict[str, Any], issue: str
+) -> None:
+    assert issue in _one_issue({**_data(directory), **edit})
+
+
+def test_nan_in_a_file_on_disk(write: Any) -> None:
+    path = write("config.json", '{"model_type": "llama", "num_hidden_layers": NaN}')
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path)
+    assert [str(i) for i in excinfo.value.issues] == [
+        f"{path}: num_hidden_layers: nan is not a finite number; kvunits reads this field (layer)"
+    ]
+
+
+def test_a_derived_head_size_is_checked_like_a_given_one() -> None:
+    # The issue's file: hidden_size 2^24 over one head, head_dim absent.
+    data = {
+        "model_type": "llama",
+        "num_hidden_layers": 1,
+        "num_attention_heads": 1,
+        "hidden_size": 16777216,
+    }
+    assert _one_issue(data) == (
+        "config.json: head_dim: hidden_size / num_attention_heads = 16777216, which must be "
+        "between 1 and 1048576"
+    )
+    realtime = _data("voxtral-mini-4b-realtime-2602")
+    realtime["audio_config"].update(head_dim=None, hidden_size=16777216, num_attention_heads=1)
+    assert "audio_config.head_dim: hidden_size / num_attention_heads = 16777216" in _one_issue(
+        realtime
+    )
+
+
+def test_max_model_len_follows_vllm() -> None:
+    # vllm/config/model.py _get_and_verify_max_len: a linear RoPE factor scales the length;
+    # llama3/yarn/longrope publish it scaled; gemma3 never scales; model_max_length wins.
+    llama = _data("llama-3.1-8b")
+    linear = {**llama, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    config = load_config_data(linear, where="config.json")
+    assert config.engine.max_model_len == Tokens(2 * 131072)
+    assert config.engine_sources["max_model_len"] == (
+        "hf derived: max_position_embeddings × rope_scaling.factor (2)"
+    )
+    assert load_config_data(llama, where="c").engine.max_model_len == Tokens(131072)  # llama3
+    gemma = {**_data("gemma-3-1b-it"), "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    assert load_config_data(gemma, where="c").engine.max_model_len == Tokens(32768)
+    cohere = {**_data("c4ai-command-r7b-12-2024"), "model_max_length": 131072}
+    config = load_config_data(cohere, where="c")
+    assert config.engine.max_model_len == Tokens(131072)
+    assert config.engine_sources["max_model_len"] == "hf model_max_length"
 
 
 def test_errors_name_the_field_and_its_declared_unit() -> None:
     data = copy.deepcopy(_data("voxtral-mini-4b-realtime-2602"))
-    del data["downsample_factor"]
     data["audio_config"]["sliding_window"] = "750"
     data["text_config"]["num_hidden_layers"] = True
     data["text_config"]["head_dim"] = None
     data["text_config"]["hidden_size"] = 3000  # not a multiple of 32 heads
     assert _issues(data) == [
-        "config.json: audio_config.block_pool_size: missing: the audio encoder pools encoder "
-        "tokens into cache slots; kvunits reads P from audio_config.block_pool_size, "
-        "block_pool_size or downsample_factor",
-        "config.json: audio_config.sliding_window: expected an integer (token in a decoder, "
-        "encoder_token in audio_config), got '750' (a str)",
         "config.json: text_config.num_hidden_layers: expected an integer (layer), got True "
         "(a bool)",
-        "config.json: text_config.head_dim: missing, and hidden_size 3000 is not a multiple of "
+        "config.json: text_config.head_dim: absent, and hidden_size 3000 is not a multiple of "
         "num_attention_heads 32; write head_dim",
+        "config.json: audio_config.sliding_window: expected an integer (token in a decoder, "
+        "encoder_token in audio_config), got '750' (a str)",
     ]
-
-
-@pytest.mark.parametrize(
-    ("edit", "path", "message"),
-    [
-        ({"layer_types": ["full_attention"]}, "layer_types", "expected a list of 26 layer types"),
-        (
-            {"layer_types": ["sliding_attention"] * 25 + ["mamba"]},
-            "layer_types[25]",
-            "unsupported layer type 'mamba'",
-        ),
-        ({"num_key_value_heads": 0}, "num_key_value_heads", "must be between 1 and 65536, got 0"),
-        ({"torch_dtype": "int4"}, "torch_dtype", "unknown cache dtype 'int4'"),
-        ({"num_hidden_layers": 5000}, "num_hidden_layers", "must be between 1 and 4096"),
-        (
-            {"sliding_window": None},
-            "sliding_window",
-            "missing: layer_types has sliding_attention layers",
-        ),
-    ],
-)
-def test_decoder_errors(edit: dict[str, Any], path: str, message: str) -> None:
-    data = {**_data("gemma-3-1b-it"), **edit}
-    issues = _issues(data)
-    assert any(issue.startswith(f"config.json: {path}: {message}") for issue in issues), issues
-
-
-def test_engine_settings_still_apply_to_hf_configs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KVUNITS_MAX_MODEL_LEN", "8192 token")
-    config = load_config(HF / "llama-3.1-8b" / "config.json", flags={"memory_budget": "16 GiB"})
-    assert str(config.engine.max_model_len) == "8192 token"
-    assert config.engine_sources["max_model_len"] == "env KVUNITS_MAX_MODEL_LEN"
-    assert config.engine_sources["memory_budget"] == "flag --memory-budget"
 
 
 def test_detection() -> None:
@@ -227,11 +460,49 @@ def test_detection() -> None:
     assert _issues({"name": "x"})[0].startswith("config.json: name: unknown section")
 
 
+# -- what the reader declares ---------------------------------------------------------------
+
+
 def test_every_field_read_declares_a_unit() -> None:
     assert {"sliding_window", "block_pool_size", "head_dim", "max_position_embeddings"} <= set(
         HF_FIELDS
     )
     assert "encoder_token" in HF_FIELDS["sliding_window"]
+    for family in HF_FAMILIES:
+        for field in family.reads:
+            assert field in HF_FIELDS, (family.name, field)
+
+
+def test_the_families_the_issue_names_are_read() -> None:
+    types = {t for family in HF_FAMILIES for t in family.model_types} | set(HF_WRAPPERS)
+    named = [
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen3",
+        "phi3",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "gemma4",
+        "cohere2",
+        "gpt_oss",
+        "llama4",
+        "deepseek_v2",
+        "deepseek_v3",
+        "jamba",
+        "qwen3_next",
+        "qwen3_5",
+        "nemotron_h",
+        "whisper",
+        "voxtral",
+        "voxtral_realtime",
+        "llava",
+        "mistral3",
+        "qwen2_5_vl",
+    ]
+    assert set(named) <= types
 
 
 def test_examples_are_the_published_numbers() -> None:
@@ -241,4 +512,5 @@ def test_examples_are_the_published_numbers() -> None:
     assert voxtral["downsample_factor"] == 4
     assert _data("mistral-7b-v0.1")["sliding_window"] == 4096
     assert _data("gemma-3-1b-it")["sliding_window"] == 512
+    assert _data("deepseek-v3")["kv_lora_rank"] == 512
     assert Path(HF / "README.md").is_file()
