@@ -50,10 +50,6 @@ from ._layers import ModelSpec as ModelSpec
 from ._layers import SlidingWindowLayer as SlidingWindowLayer
 from ._layers import StateLayer as StateLayer
 from ._parse import parse_quantity as parse_quantity
-from ._state import GatedDeltaNetLayer as GatedDeltaNetLayer
-from ._state import Mamba1Layer as Mamba1Layer
-from ._state import Mamba2Layer as Mamba2Layer
-from ._state import StateTensor as StateTensor
 from ._quantity import Bytes as Bytes
 from ._quantity import CacheBlocks as CacheBlocks
 from ._quantity import EncoderTokens as EncoderTokens
@@ -62,6 +58,10 @@ from ._quantity import PooledBlocks as PooledBlocks
 from ._quantity import SeqUnit as SeqUnit
 from ._quantity import SlotUnit as SlotUnit
 from ._quantity import Tokens as Tokens
+from ._state import GatedDeltaNetLayer as GatedDeltaNetLayer
+from ._state import Mamba1Layer as Mamba1Layer
+from ._state import Mamba2Layer as Mamba2Layer
+from ._state import StateTensor as StateTensor
 from ._views import KernelSpec as KernelSpec
 from ._views import KernelUnit as KernelUnit
 from ._views import ManagerSpec as ManagerSpec

@@ -350,8 +350,7 @@ def manager_view(
         if isinstance(layer, (EncoderOnlyLayer, KVSharedLayer)):
             article = "an" if layer.kind == "encoder_only" else "a"
             raise SpecError(
-                f"{article} {layer.kind} layer keeps no KV cache of its own; it has no "
-                "manager view"
+                f"{article} {layer.kind} layer keeps no KV cache of its own; it has no manager view"
             )
         if isinstance(layer, StateMixerLayer):
             # One page per request holds the whole state: its tensors, back to back.

@@ -514,3 +514,14 @@ def test_examples_are_the_published_numbers() -> None:
     assert _data("gemma-3-1b-it")["sliding_window"] == 512
     assert _data("deepseek-v3")["kv_lora_rank"] == 512
     assert Path(HF / "README.md").is_file()
+
+
+def test_the_readme_lists_every_family() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Hugging Face models") : readme.index("## Runtime")]
+    for family in HF_FAMILIES:
+        assert f"\n| {family.name} |" in section, family.name
+        for model_type in family.model_types:
+            assert f"`{model_type}`" in section, model_type
+    for wrapper in HF_WRAPPERS:
+        assert f"`{wrapper}`" in section, wrapper

@@ -73,7 +73,7 @@ def _containers(node: Any) -> list[Any]:
 
 @st.composite
 def mutated(draw: st.DrawFn) -> dict[str, Any]:
-    data = copy.deepcopy(CONFIGS[draw(st.sampled_from(sorted(CONFIGS)))])
+    data: dict[str, Any] = copy.deepcopy(CONFIGS[draw(st.sampled_from(sorted(CONFIGS)))])
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         node = draw(st.sampled_from(_containers(data)))
         if isinstance(node, list):

@@ -123,7 +123,9 @@ def test_mixer_fields_are_checked() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         Mamba1Layer(intermediate_size=0, ssm_state_size=16, conv_kernel=4)
     with pytest.raises(ValidationError, match="unknown cache dtype"):
-        Mamba1Layer(intermediate_size=8, ssm_state_size=16, conv_kernel=4, ssm_dtype="int3")
+        Mamba1Layer.model_validate(
+            {"intermediate_size": 8, "ssm_state_size": 16, "conv_kernel": 4, "ssm_dtype": "int3"}
+        )
 
 
 def test_kv_shared_layers_point_at_a_cached_layer() -> None:
