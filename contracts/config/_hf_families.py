@@ -120,7 +120,7 @@ _QWEN_VL: Final = {
 FAMILIES: Final[tuple[Family, ...]] = (
     Family(
         "llama",
-        ("llama", "mistral", "ministral3"),
+        ("llama", "mistral", "ministral3", "voxtral_realtime_text"),
         ("LlamaForCausalLM", "MistralForCausalLM", "Ministral3ForCausalLM"),
         "full attention; every layer slides when sliding_window is set and layer_types is "
         "absent, else the sliding_attention entries of layer_types; head_dim or hidden_size / "
@@ -130,6 +130,12 @@ FAMILIES: Final[tuple[Family, ...]] = (
         defaults={
             "llama": {**_LLAMA, "max_position_embeddings": 2048},
             "mistral": {
+                **_LLAMA,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 131072,
+                "sliding_window": 4096,
+            },
+            "voxtral_realtime_text": {
                 **_LLAMA,
                 "num_key_value_heads": 8,
                 "max_position_embeddings": 131072,

@@ -27,6 +27,7 @@ from .._layers import (
 from .._quantity import EncoderTokens, Tokens
 from .._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
 from ._hf_fields import MAX_ELEMENTS, MAX_SEQ, Reader, Section
+from ._models import MAX_LAYERS
 
 # -- layer builders -------------------------------------------------------------------------
 
@@ -197,8 +198,6 @@ def attention(sec: Section, dtype: CacheDType, *, head: str = "head_dim") -> Att
 
 def layer_count(sec: Section, key: str = "num_hidden_layers") -> int | None:
     """The number of layers (at most 4096, as a `ModelSpec` holds)."""
-    from ._models import MAX_LAYERS
-
     return sec.number(key, maximum=MAX_LAYERS)
 
 

@@ -247,6 +247,13 @@ def test_voxtral_audio_encoder_keeps_no_cache() -> None:
     }
 
 
+def test_a_realtime_text_config_may_name_its_type() -> None:
+    # transformers 5 writes text_config.model_type "voxtral_realtime_text" (a mistral).
+    data = _data("voxtral-mini-4b-realtime-2602")
+    data["text_config"]["model_type"] = "voxtral_realtime_text"
+    assert _kinds(data) == _kinds(_data("voxtral-mini-4b-realtime-2602"))
+
+
 def test_block_pool_size_is_read_first() -> None:
     data = _data("voxtral-mini-4b-realtime-2602")
     del data["downsample_factor"]
