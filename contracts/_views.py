@@ -101,8 +101,10 @@ def _admission_blocks(
     if kind == "sliding_window":
         assert sliding_window_slots is not None
         held = min(sliding_window_slots - 1 + max_in_flight_slots, max_len_slots)
-        # +1: the window may start in the middle of a block, so one more block is touched.
-        return cdiv(held, block_size_slots) + 1
+        # +1: the window may start in the middle of a block, so one more block is touched;
+        # but never more than the whole request: when the window covers it all, no window
+        # starts mid-block (vLLM's test_get_num_blocks_to_allocate admits that exact fit).
+        return min(cdiv(held, block_size_slots) + 1, cdiv(max_len_slots, block_size_slots))
     if kind == "chunked_local":
         assert chunk_slots is not None
         return cdiv(min(chunk_slots + max_in_flight_slots, max_len_slots), block_size_slots)

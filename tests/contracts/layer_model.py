@@ -100,7 +100,10 @@ class RawLayer:
         if self.kind in ("full", "mla"):
             return ceil_div(max_len, bs)
         if self.kind == "sliding":
-            return ceil_div(min(self.window_slots() - 1 + in_flight, max_len), bs) + 1
+            # +1 for a window starting mid-block, but never more blocks than the whole request
+            # has (issue 13: the window then covers it all and starts at slot 0).
+            held = ceil_div(min(self.window_slots() - 1 + in_flight, max_len), bs) + 1
+            return min(held, ceil_div(max_len, bs))
         if self.kind == "chunked":
             chunk_slots = self.seq // self.p  # P divides a pooled chunk
             return ceil_div(min(chunk_slots + in_flight, max_len), bs)

@@ -169,8 +169,9 @@ def test_mistral_like_decoder() -> None:
 
 def test_window_longer_than_the_sequence() -> None:
     m = manager_view(mistral_layer(), block_size_slots=16).expect(Tokens)
-    # min(4095 + 2048, 1000) = 1000: cdiv(1000, 16) + 1 = 63 + 1 = 64
-    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(1000)) == CacheBlocks(64)
+    # min(4095 + 2048, 1000) = 1000: the window covers the whole request, which never holds
+    # more than cdiv(1000, 16) = 63 blocks (no window starts mid-block): min(63 + 1, 63) = 63.
+    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(1000)) == CacheBlocks(63)
 
 
 def test_window_of_one() -> None:
