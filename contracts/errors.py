@@ -11,7 +11,8 @@
     ├── AllocationError (RuntimeError)     not enough free cache blocks *now*: retry, preempt
     ├── AdmissionError (ValueError)        a request that can *never* fit: refuse it
     ├── RequestError (ValueError)          the allocator's protocol broken: unknown or duplicate
-    │                                      request, a step beyond its declared limits
+    │                                      request, a step beyond its declared limits, a bad id
+    ├── ConcurrentUseError (RuntimeError)  a coordinator entered while a call was in progress
     ├── KernelArgumentError                a tensor a kernel launcher cannot take
     │   ├── KernelTypeError (TypeError)    not a tensor, wrong dtype
     │   └── KernelValueError (ValueError)  shape, device, stride, offsets, lengths, block ids
@@ -227,6 +228,23 @@ class RequestError(KvUnitsError, ValueError):
         super().__init__(message)
         self.request_id = request_id
         self.group = group
+
+
+class ConcurrentUseError(KvUnitsError, RuntimeError):
+    """A coordinator was entered while another call on it was still in progress: a second
+    thread (a coordinator is driven by one scheduler thread), or a callback from inside a call.
+
+    The call that raises changed nothing, and the call in progress completes as if alone.
+    Share a coordinator between threads only under one lock held around every call.
+
+    Args:
+        message: the full message.
+        operation: the call that found the coordinator busy (``"allocate"``, ``"admit"``, …).
+    """
+
+    def __init__(self, message: str, *, operation: str) -> None:
+        super().__init__(message)
+        self.operation = operation
 
 
 # -- kernels -----------------------------------------------------------------------------------

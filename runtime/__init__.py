@@ -10,6 +10,7 @@ and reservations), ``_core`` (the untyped two-phase step) and ``coordinator`` (t
 
 from contracts.errors import AdmissionError as AdmissionError
 from contracts.errors import AllocationError as AllocationError
+from contracts.errors import ConcurrentUseError as ConcurrentUseError
 from contracts.errors import RequestError as RequestError
 
 from .block_pool import NULL_BLOCK as NULL_BLOCK
@@ -27,6 +28,7 @@ __all__ = [
     "AdmissionError",
     "AllocationError",
     "CapacityPlan",
+    "ConcurrentUseError",
     "GroupHandle",
     "GroupPlan",
     "GroupUsage",

@@ -7,20 +7,52 @@ a pooled group, tokens otherwise); the core turns them into slots with the formu
 `contracts.crossing` (a pooled step may continue a partial slot), and limits, caps and
 eviction work in slots; block counts are in cache blocks.
 
-Not thread-safe: one scheduler thread drives a core (see `KVCacheCoordinator`).
+One scheduler thread drives a core (see `KVCacheCoordinator`). Each call that changes state
+takes a non-blocking lock: a second thread (or a re-entrant callback) that enters while a call is
+in progress gets `ConcurrentUseError` at once and changes nothing, so concurrent use is a clear
+error rather than a silent corruption. Every such call is atomic: it checks before it changes
+anything, and if an exception still escapes mid-change (a bug, a failure injected by a test),
+what it had changed is undone before the exception propagates.
 """
 
 from __future__ import annotations
 
+import reprlib
+import threading
 from collections.abc import Sequence
+from typing import Any, Final
 
 from contracts import CacheBlocks
 from contracts.crossing import cache_slots, step_cache_rows, step_cache_slots
-from contracts.errors import AllocationError, RequestError
+from contracts.errors import AllocationError, ConcurrentUseError, RequestError
 
 from .admission import AdmissionLedger
 from .block_pool import NULL_BLOCK, BlockPool
 from .managers import SingleTypeManager
+
+#: The longest request id accepted (characters).
+MAX_REQUEST_ID_CHARS: Final = 256
+
+
+def check_request_id(request_id: object) -> None:
+    """Raise `RequestError` unless ``request_id`` is a str of 1 .. `MAX_REQUEST_ID_CHARS`
+    characters (ids key dicts and appear in every message: no bytes, ints, None, lists)."""
+    if type(request_id) is str and 0 < len(request_id) <= MAX_REQUEST_ID_CHARS:
+        return
+    if type(request_id) is not str:
+        shown = reprlib.repr(request_id)  # bounded, whatever the object
+        problem = f"a request id is a str, got {shown} ({type(request_id).__name__})"
+        if isinstance(request_id, bytes):
+            problem += "; decode it first"
+    else:
+        problem = (
+            "a request id must not be empty"
+            if not request_id
+            else f"a request id is at most {MAX_REQUEST_ID_CHARS} characters long, got "
+            f"{len(request_id)}"
+        )
+        shown = repr(request_id[:80])
+    raise RequestError(problem, request_id=shown)
 
 
 class RequestState:
@@ -73,6 +105,7 @@ class CoordinatorCore:
 
     __slots__ = (
         "_block_size",
+        "_busy",
         "_has_rows",
         "_in_flight",
         "_limit",
@@ -104,6 +137,17 @@ class CoordinatorCore:
         self._has_rows = tuple(m.has_slot_rows for m in managers)
         self._pool = tuple(m.spec.pool.tokens_per_block for m in managers)
         self.requests: dict[str, RequestState] = {}
+        self._busy = threading.Lock()
+
+    def enter(self, operation: str) -> None:
+        """Take the core for one call, or raise `ConcurrentUseError` if a call is in progress.
+        Pair with `leave` in a ``finally``."""
+        if not self._busy.acquire(False):
+            raise self._concurrent(operation)
+
+    def leave(self) -> None:
+        """Give the core back after `enter`."""
+        self._busy.release()
 
     # -- admission ------------------------------------------------------------------------
 
@@ -111,23 +155,34 @@ class CoordinatorCore:
         """Admit a request; ``max_len_slots`` per group, in its unit (None: the group's limit).
 
         Raises:
-            RequestError: the id is already admitted.
+            RequestError: the id is not a str of 1 .. `MAX_REQUEST_ID_CHARS` characters, or is
+                already admitted.
             AdmissionError: it can never fit (nothing changes).
             AllocationError: it cannot be reserved now (nothing changes).
         """
-        if request_id in self.requests:
-            raise RequestError(
-                f"request {request_id!r} is already admitted; free it before reusing its id",
-                request_id=request_id,
-            )
-        lengths = list(self._limit)
-        if max_len_slots is not None:
-            for g, length in enumerate(max_len_slots):
-                if length is not None:
-                    lengths[g] = length
-        caps = self.ledger.caps(request_id, lengths)
-        self.ledger.take(request_id, caps)
-        self.requests[request_id] = RequestState(lengths, caps)
+        check_request_id(request_id)
+        if not self._busy.acquire(False):
+            raise self._concurrent("admit")
+        try:
+            if request_id in self.requests:
+                raise RequestError(
+                    f"request {request_id!r} is already admitted; free it before reusing its id",
+                    request_id=request_id,
+                )
+            lengths = list(self._limit)
+            if max_len_slots is not None:
+                for g, length in enumerate(max_len_slots):
+                    if length is not None:
+                        lengths[g] = length
+            caps = self.ledger.caps(request_id, lengths)
+            self.ledger.take(request_id, caps)
+            try:
+                self.requests[request_id] = RequestState(lengths, caps)
+            except BaseException:
+                self.ledger.give_back(caps)
+                raise
+        finally:
+            self._busy.release()
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -149,8 +204,17 @@ class CoordinatorCore:
             RequestError: unknown request, a step touching more slots than the group's
                 ``max_in_flight``, or ending beyond the request's ``max_len``.
             AllocationError: a group lacks blocks; nothing changed in any group.
+            ConcurrentUseError: another call is in progress (nothing changes).
         """
-        req = self.requests.get(request_id)
+        if not self._busy.acquire(False):
+            raise self._concurrent("allocate")
+        try:
+            return self._allocate_step(request_id, num_new)
+        finally:
+            self._busy.release()
+
+    def _allocate_step(self, request_id: str, num_new: Sequence[int]) -> list[list[int]]:
+        req = self.requests.get(request_id) if type(request_id) is str else None
         if req is None:
             raise self._unknown(request_id)
         managers, pools, pool_of = self._managers, self.pools, self._pool
@@ -192,42 +256,88 @@ class CoordinatorCore:
             wants.append(want)
         if short is not None:
             raise self._short(request_id, *short)
-        # Phase 2: evict, allocate, record; nothing here can fail.
-        out: list[list[int]] = []
+        # Phase 2: evict, allocate, map; nothing here fails when the checks above hold. Each
+        # change to a pool and a table is journaled right after it is made (most steps make
+        # none), so that an exception escaping anyway is undone before it propagates.
+        journal: list[tuple[Any, ...]] = []
+        try:
+            out: list[list[int]] = []
+            for g, q in enumerate(num_new):
+                table = tables[g]
+                skip, done = skips[g], skipped[g]
+                if skip > done:
+                    evicted = table[done:skip]
+                    pools[g].free(evicted)
+                    journal.append((g, done, evicted, None, 0))
+                    table[done:skip] = [NULL_BLOCK] * (skip - done)
+                    skipped[g] = skip
+                want = wants[g]
+                if want > 0:
+                    mark = pools[g].mark()
+                    taken = pools[g].allocate_n(want)
+                    journal.append((g, 0, None, taken, mark))
+                    table.extend(taken)
+                if self._has_rows[g] and q:
+                    out.append(cache_slots(table, self._block_size[g], firsts[g], ends[g]))
+                else:
+                    out.append([])
+        except BaseException:
+            self._undo(req, journal)
+            raise
+        # The lengths last: plain int stores.
         num_slots, step_rows = req.num_slots, req.step_rows
         for g, q in enumerate(num_new):
-            table = tables[g]
-            skip, done = skips[g], skipped[g]
-            if skip > done:
-                pools[g].free(table[done:skip])
-                table[done:skip] = [NULL_BLOCK] * (skip - done)
-                skipped[g] = skip
-            want = wants[g]
-            if want > 0:
-                table.extend(pools[g].allocate_n(want))
             num_rows[g] += q
             num_slots[g] = ends[g]
             step_rows[g] = q
-            if self._has_rows[g] and q:
-                out.append(cache_slots(table, self._block_size[g], firsts[g], ends[g]))
-            else:
-                out.append([])
         return out
 
+    def _undo(self, req: RequestState, journal: list[tuple[Any, ...]]) -> None:
+        """Undo a step's journaled changes, newest first: the pools' queues, the tables and
+        the evictions are then exactly as before the step."""
+        for g, done, evicted, taken, mark in reversed(journal):
+            table, pool = req.tables[g], self.pools[g]
+            if taken is not None:
+                del table[len(table) - len(taken) :]
+                pool.undo_allocate(taken, mark)
+            else:
+                table[done : done + len(evicted)] = evicted
+                req.skipped[g] = done
+                pool.undo_free(evicted)
+
     def free(self, request_id: str) -> None:
-        """Return every block of a finished (or preempted) request, and its reservation."""
-        req = self.requests.pop(request_id, None)
-        if req is None:
-            raise self._unknown(request_id)
-        for g, table in enumerate(req.tables):
-            self.pools[g].free(table[req.skipped[g] :])
-        self.ledger.give_back(req.caps)
+        """Return every block of a finished (or preempted) request, and its reservation.
+
+        Raises:
+            RequestError: the request is not admitted.
+            ConcurrentUseError: another call is in progress (nothing changes).
+        """
+        if not self._busy.acquire(False):
+            raise self._concurrent("free")
+        try:
+            req = self.requests.pop(request_id, None) if type(request_id) is str else None
+            if req is None:
+                raise self._unknown(request_id)
+            freed: list[tuple[BlockPool, list[int]]] = []
+            try:
+                for g, table in enumerate(req.tables):
+                    live = table[req.skipped[g] :]
+                    self.pools[g].free(live)
+                    freed.append((self.pools[g], live))
+                self.ledger.give_back(req.caps)
+            except BaseException:
+                for pool, live in reversed(freed):
+                    pool.undo_free(live)
+                self.requests[request_id] = req
+                raise
+        finally:
+            self._busy.release()
 
     # -- reading ----------------------------------------------------------------------------
 
     def request(self, request_id: str) -> RequestState:
         """The bookkeeping of an admitted request (read it, do not modify it)."""
-        req = self.requests.get(request_id)
+        req = self.requests.get(request_id) if type(request_id) is str else None
         if req is None:
             raise self._unknown(request_id)
         return req
@@ -258,11 +368,21 @@ class CoordinatorCore:
 
     # -- errors -------------------------------------------------------------------------------
 
-    def _unknown(self, request_id: str) -> RequestError:
+    def _unknown(self, request_id: object) -> RequestError:
+        check_request_id(request_id)
         return RequestError(
             f"request {request_id!r} is not admitted (never admitted, or already freed); "
             "admit it first",
-            request_id=request_id,
+            request_id=str(request_id),
+        )
+
+    def _concurrent(self, operation: str) -> ConcurrentUseError:
+        return ConcurrentUseError(
+            f"{operation} entered a KVCacheCoordinator while another call was still in "
+            "progress on it (a second thread, or a callback from inside a call); this call "
+            "changed nothing. One scheduler thread drives a coordinator: share one between "
+            "threads only under one lock held around every call",
+            operation=operation,
         )
 
     def _arity(self, request_id: str, given: int) -> RequestError:

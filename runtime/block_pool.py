@@ -11,7 +11,7 @@ Not thread-safe: the coordinator that owns the pool is driven by one scheduler t
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Final
 
 from contracts import CacheBlocks, SpecError
@@ -20,14 +20,18 @@ from contracts.errors import AllocationError
 #: The id of the null block in every pool.
 NULL_BLOCK: Final = 0
 
+#: The most cache blocks a pool may have: block ids must fit the int32 block tables the kernels
+#: may be given (ids 0 .. 2**31 - 1).
+MAX_POOL_BLOCKS: Final = 2**31
+
 
 class BlockPool:
     """A fixed number of cache blocks with a first-in first-out free queue.
 
-    Nothing shares blocks (there is no prefix caching), so a block is either free (reference
-    count 0, in the queue exactly once) or held by one block table (count 1); the null block
-    keeps a count of 1 for ever. The counts are there to turn a double free, which would hand
-    one block to two requests, into an `AssertionError` at the free.
+    Nothing shares blocks (there is no prefix caching), so a block is either free (in the
+    queue exactly once) or held by one block table; the null block is held for ever. Freeing
+    a block that is not held, which would hand one block to two requests, is an
+    `AssertionError` at the free.
 
     Why the queue order is kept: a freed block's contents are dead, so any order is correct;
     vLLM orders its queue for prefix-cache hits (it frees a request's blocks tail first, so
@@ -36,9 +40,18 @@ class BlockPool:
     function of the calls alone: replays and tests see the same ids. So a call that fails
     leaves the order exactly as it was, like every other piece of state.
 
+    Memory does not grow with the pool's size: the queue is the ids never handed out (a
+    range, ``_fresh .. num_blocks - 1``, always at its front, since every freed block goes to
+    the back) followed by the freed ones, and only held ids are recorded. A pool of 2**31
+    blocks costs what a pool of 4 does until its blocks are used.
+
     Args:
-        num_blocks: cache blocks in the pool, the null block included (so ``>= 1``).
+        num_blocks: cache blocks in the pool, the null block included (``1 ..``
+            `MAX_POOL_BLOCKS`).
         name: the group's name, for error messages.
+
+    Raises:
+        SpecError: ``num_blocks`` is not an int in that range.
 
     Example:
         >>> pool = BlockPool(4, name="audio")
@@ -48,26 +61,32 @@ class BlockPool:
         [3, 2]
     """
 
-    __slots__ = ("_free", "_refs", "name", "num_blocks")
+    __slots__ = ("_fresh", "_held", "_recycled", "name", "num_blocks")
 
     def __init__(self, num_blocks: int, *, name: str = "pool") -> None:
         if type(num_blocks) is not int or num_blocks < 1:
             raise SpecError(f"a pool needs >= 1 block (the null block), got {num_blocks!r}")
+        if num_blocks > MAX_POOL_BLOCKS:
+            raise SpecError(
+                f"pool {name!r} of {num_blocks} cache_block: block ids must fit int32 block "
+                f"tables, so a pool has at most {MAX_POOL_BLOCKS} cache_block (ids 0 .. "
+                f"{MAX_POOL_BLOCKS - 1}); plan with a smaller memory_budget or larger blocks"
+            )
         self.name = name
         self.num_blocks = num_blocks
-        self._free: deque[int] = deque(range(1, num_blocks))
-        self._refs = [0] * num_blocks
-        self._refs[NULL_BLOCK] = 1
+        self._fresh = 1  # the lowest id never handed out (the null block, 0, never is)
+        self._recycled: deque[int] = deque()  # freed ids, behind the fresh ones, in order
+        self._held: set[int] = set()
 
     @property
     def num_free(self) -> int:
         """Cache blocks in the free queue."""
-        return len(self._free)
+        return self.num_blocks - self._fresh + len(self._recycled)
 
     @property
     def num_used(self) -> int:
         """Cache blocks held by requests (the null block not counted)."""
-        return self.num_blocks - 1 - len(self._free)
+        return len(self._held)
 
     def allocate_n(self, n: int) -> list[int]:
         """Take ``n`` cache blocks from the front of the free queue.
@@ -75,34 +94,62 @@ class BlockPool:
         Raises:
             AllocationError: fewer than ``n`` blocks are free; the pool is unchanged.
         """
-        free = self._free
-        if n > len(free):
+        start = self._fresh
+        fresh = self.num_blocks - start
+        recycled = self._recycled
+        if n > fresh + len(recycled):
+            free = fresh + len(recycled)
             raise AllocationError(
-                f"cannot take {n} cache_block from pool {self.name!r}: {len(free)} free",
+                f"cannot take {n} cache_block from pool {self.name!r}: {free} free",
                 group=self.name,
                 needed=CacheBlocks(n),
-                free=CacheBlocks(len(free)),
+                free=CacheBlocks(free),
             )
-        refs = self._refs
-        taken = [free.popleft() for _ in range(n)]
-        for block in taken:
-            refs[block] = 1
+        if n <= fresh:
+            taken = list(range(start, start + n))
+            self._fresh = start + n
+        else:
+            taken = list(range(start, self.num_blocks))
+            taken.extend(recycled.popleft() for _ in range(n - fresh))
+            self._fresh = self.num_blocks
+        self._held.update(taken)
         return taken
 
-    def free(self, blocks: Iterable[int]) -> None:
+    def free(self, blocks: Sequence[int]) -> None:
         """Put held blocks at the back of the free queue, in the order given.
 
-        Freeing the null block or a free block is a bug in the caller (`AssertionError`).
+        Freeing the null block or a block that is not held is a bug in the caller
+        (`AssertionError`); the pool is then unchanged.
         """
-        refs = self._refs
-        free = self._free
-        for block in blocks:
-            if block <= NULL_BLOCK or refs[block] != 1:
-                what = "the null block is never freed" if block == NULL_BLOCK else "not held"
-                raise AssertionError(f"block {block} of pool {self.name!r} freed: {what}")
-            refs[block] = 0
-            free.append(block)
+        held = self._held
+        for i, block in enumerate(blocks):
+            if block in held:
+                held.remove(block)
+                continue
+            held.update(blocks[:i])
+            what = "the null block is never freed" if block == NULL_BLOCK else "not held"
+            raise AssertionError(f"block {block} of pool {self.name!r} freed: {what}")
+        self._recycled.extend(blocks)
+
+    def mark(self) -> int:
+        """A mark for `undo_allocate`: where the never-used ids start now."""
+        return self._fresh
+
+    def undo_allocate(self, taken: Sequence[int], mark: int) -> None:
+        """Put back at the front of the queue, in order, what ``allocate_n`` returned after
+        `mark` (the last change to the pool); the queue is then exactly as it was."""
+        fresh = self._fresh - mark
+        self._held.difference_update(taken)
+        self._recycled.extendleft(reversed(taken[fresh:]))
+        self._fresh = mark
+
+    def undo_free(self, blocks: Sequence[int]) -> None:
+        """Hold again what the last ``free(blocks)`` queued at the back (the last change)."""
+        recycled = self._recycled
+        for _ in blocks:
+            recycled.pop()
+        self._held.update(blocks)
 
     def ref_count(self, block: int) -> int:
         """The reference count of one block: 0 free, 1 held (the null block: 1)."""
-        return self._refs[block]
+        return 1 if block == NULL_BLOCK or block in self._held else 0

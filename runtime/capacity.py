@@ -24,6 +24,8 @@ from contracts import (
     group_layers,
 )
 
+from .block_pool import MAX_POOL_BLOCKS
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -85,8 +87,9 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
 
     Raises:
         SpecError: the model keeps no cache, a chunked-local layer's chunk is not a whole
-            number of cache blocks (from `contracts.manager_view`), or the budget cannot hold
-            the null blocks plus one full-length request.
+            number of cache blocks (from `contracts.manager_view`), the budget cannot hold
+            the null blocks plus one full-length request, or it buys a group more cache
+            blocks than int32 block tables can address (`MAX_POOL_BLOCKS`).
     """
     groups, uncached = group_layers(model, engine)
     if not groups:
@@ -121,6 +124,19 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
                 bytes_per_request=Bytes(cap * bbytes),
                 num_blocks=CacheBlocks(num_blocks),
             )
+        )
+    too_many = [p for p in plans if p.num_blocks.value > MAX_POOL_BLOCKS]
+    if too_many:
+        # Block tables may be int32 (the kernels take int32 or int64): ids 0 .. 2**31 - 1.
+        # 1 + usable × cap // per_request <= MAX_POOL_BLOCKS  <=>  usable × cap < MAX × per_request.
+        fits = null_bytes + min((MAX_POOL_BLOCKS * per_request - 1) // cap for cap in caps)
+        worst = too_many[0]
+        raise SpecError(
+            f"memory_budget {engine.memory_budget} buys {worst.num_blocks} in group "
+            f"{worst.group.name!r}, but block ids must fit int32 block tables: at most "
+            f"{MAX_POOL_BLOCKS} cache_block per group (ids 0 .. {MAX_POOL_BLOCKS - 1}); "
+            f"lower memory_budget to at most {fits} byte, or use larger cache blocks "
+            "(block_size_slots)"
         )
     concurrent = min((p.num_blocks.value - 1) // p.admission_cap.value for p in plans)
     return CapacityPlan(

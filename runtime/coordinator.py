@@ -21,9 +21,12 @@ A step is atomic over all groups: if any group cannot satisfy it, nothing change
 `AllocationError` names the group and the shortfall. Admission reserves each request's cap (see
 `runtime.admission`), so the steps of admitted requests never run short.
 
-Thread safety: a coordinator is not thread-safe. One scheduler thread drives it, as vLLM's
-scheduler drives its KV-cache manager; a service that calls it from several threads must hold
-one lock around every call.
+Thread safety: one scheduler thread drives a coordinator, as vLLM's scheduler drives its
+KV-cache manager; a service that calls it from several threads must hold one lock around every
+call. Without that lock, a call that enters while another is in progress (on another thread, or
+from a callback inside a call) raises `ConcurrentUseError` and changes nothing, and the call in
+progress completes as if alone: concurrent use is a clear error, never a silent corruption.
+Every call that changes state is atomic, whatever the exception.
 
 Example:
     >>> from contracts import (Bytes, EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec,
@@ -244,7 +247,7 @@ class Stepper(Generic[*_Us]):
 
         Raises:
             UnitTypeError: a length in the wrong unit, a bare int, or not one per group.
-            RequestError: the id is already admitted.
+            RequestError: the id is not a str of 1 .. 256 characters, or is already admitted.
             AdmissionError: the request can never fit; refuse it (nothing changed).
             AllocationError: its caps cannot be reserved now; retry later (nothing changed).
         """
@@ -279,7 +282,8 @@ class KVCacheCoordinator:
         reserve: reserve each admitted request's admission cap, so that admitted requests
             never run short (default); ``False`` admits optimistically, as vLLM does.
 
-    Not thread-safe: drive it from one scheduler thread, or hold one lock around every call.
+    Not thread-safe: drive it from one scheduler thread, or hold one lock around every call;
+    concurrent entry raises `ConcurrentUseError` (see the module docstring).
     """
 
     __slots__ = ("_core", "_groups", "_handles")
@@ -412,7 +416,7 @@ class KVCacheCoordinator:
         requests, `Stepper.admit` takes lengths per group.
 
         Raises:
-            RequestError: the id is already admitted.
+            RequestError: the id is not a str of 1 .. 256 characters, or is already admitted.
             AdmissionError: the request can never fit; refuse it (nothing changed).
             AllocationError: its caps cannot be reserved now; retry later (nothing changed).
         """
@@ -427,7 +431,7 @@ class KVCacheCoordinator:
         self._core.free(request_id)
 
     def __contains__(self, request_id: object) -> bool:
-        return request_id in self._core.requests
+        return type(request_id) is str and request_id in self._core.requests
 
     @property
     def num_requests(self) -> int:
@@ -447,7 +451,12 @@ class KVCacheCoordinator:
         (manager units), slot s at ``table[s // block_size] × block_size + s % block_size``.
         Empty for a state group (one state per request, no rows per slot)."""
         self._own(handle)
-        return self._core.slot_mapping(request_id, handle.index)
+        core = self._core
+        core.enter("slot_mapping")
+        try:
+            return core.slot_mapping(request_id, handle.index)
+        finally:
+            core.leave()
 
     def seq_len(self, request_id: str, handle: GroupHandle[StepUnit]) -> StepUnit:
         """The request's length so far in a group, in the handle's unit (for a pooled group:
@@ -482,6 +491,14 @@ class KVCacheCoordinator:
             SpecError: a state group (one state per request: no positions, no rows).
         """
         self._own(handle)
+        core = self._core
+        core.enter("kernel_inputs")
+        try:
+            return self._kernel_inputs(request_id, handle)
+        finally:
+            core.leave()
+
+    def _kernel_inputs(self, request_id: str, handle: GroupHandle[Any]) -> KernelInputs[Any]:
         spec, g = handle.spec, handle.index
         if spec.kind == "state":
             raise SpecError(
@@ -519,11 +536,21 @@ class KVCacheCoordinator:
     def usage(self, handle: GroupHandle[Any]) -> GroupUsage:
         """Blocks used, free and reserved in one group."""
         self._own(handle)
-        return self._usage(handle.index)
+        core = self._core
+        core.enter("usage")
+        try:
+            return self._usage(handle.index)
+        finally:
+            core.leave()
 
     def usage_by_group(self) -> dict[str, GroupUsage]:
         """`usage` of every group, by name."""
-        return {name: self._usage(g) for g, name in enumerate(self._core.names)}
+        core = self._core
+        core.enter("usage_by_group")
+        try:
+            return {name: self._usage(g) for g, name in enumerate(core.names)}
+        finally:
+            core.leave()
 
     def _usage(self, g: int) -> GroupUsage:
         pool = self._core.pools[g]

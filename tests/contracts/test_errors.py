@@ -53,7 +53,7 @@ def test_each_package_exports_the_errors_it_raises() -> None:
     for name in ("KvUnitsError", "UnitError", "UnitTypeError", "UnitValueError", "SpecError"):
         assert getattr(contracts, name) is getattr(errors, name)
     assert contracts.config.ConfigError is errors.ConfigError
-    for name in ("AllocationError", "AdmissionError", "RequestError"):
+    for name in ("AllocationError", "AdmissionError", "RequestError", "ConcurrentUseError"):
         assert getattr(runtime, name) is getattr(errors, name)
     for name in ("KernelArgumentError", "KernelTypeError", "KernelValueError", "ResidencyError"):
         assert getattr(kernels, name) is getattr(errors, name)
@@ -74,6 +74,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
         "usable": CacheBlocks(12),
     },
     "RequestError": {"request_id": "r1", "group": "text"},
+    "ConcurrentUseError": {"operation": "allocate"},
     "KernelArgumentError": {"argument": "k_cache"},
     "ResidencyError": {
         "request": 2,

@@ -3,7 +3,7 @@ allocator state, and an independent residency oracle that works in the kernel's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from contracts import (
@@ -27,6 +27,7 @@ from contracts import (
 )
 from contracts._groups import GroupLimits
 from runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, Stepper
+from runtime.block_pool import BlockPool
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
 
@@ -103,7 +104,7 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     """Everything a failed call must leave as it was: pools (free queue order and reference
     counts), every request's tables, lengths, evictions and latest step, the reservations."""
     core = coord._core
-    pools = tuple((tuple(p._free), tuple(p._refs)) for p in core.pools)
+    pools = tuple((free_queue(p), tuple(sorted(p._held))) for p in core.pools)
     requests = tuple(
         sorted(
             (
@@ -122,14 +123,21 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     return pools, requests, tuple(core.ledger.reserved)
 
 
+def free_queue(pool: BlockPool) -> tuple[int, ...]:
+    """A pool's whole free queue, in order: the ids never handed out, then the freed ones."""
+    return (*range(pool._fresh, pool.num_blocks), *pool._recycled)
+
+
 def check_pools(coord: KVCacheCoordinator) -> None:
     """Every pool's invariants: each block is either queued once with reference count 0 or
     held with count 1, the null block never queued; free + used = capacity; no block in two
     live tables and no leak (the blocks in live tables are exactly the held ones)."""
     core = coord._core
     for g, pool in enumerate(core.pools):
-        queued = set(pool._free)
-        assert len(queued) == pool.num_free, f"pool {pool.name!r}: a block is queued twice"
+        queue = free_queue(pool)
+        queued = set(queue)
+        assert len(queued) == len(queue) == pool.num_free, f"pool {pool.name!r}: queued twice"
+        assert all(b < pool._fresh for b in pool._recycled), "a fresh id among the freed ones"
         assert NULL_BLOCK not in queued and pool.ref_count(NULL_BLOCK) == 1
         counts = [pool.ref_count(b) for b in range(1, pool.num_blocks)]
         assert all((c == 0) == (b in queued) for b, c in enumerate(counts, start=1))
@@ -215,3 +223,65 @@ def quantity(unit: type[IntQuantity], value: int) -> Any:
     """A quantity of a unit chosen at run time (the tests draw groups of either unit)."""
     assert unit in (PooledBlocks, Tokens, EncoderTokens)
     return unit(value)
+
+
+class Injected(Exception):
+    """A failure a test injects into the middle of a coordinator's call."""
+
+
+class Interference:
+    """Make one group's pool misbehave during the next calls, then put it back.
+
+    ``mode`` is ``"fail"`` (the pool's ``operation`` raises `Injected` before changing
+    anything, as if a bug or an interrupt struck mid-step) or ``"reenter"`` (the pool's
+    ``operation`` first calls ``reentry``, a call into the same coordinator, which must be
+    refused with `ConcurrentUseError`, then goes on as usual). The pool's class is swapped
+    for a subclass of the same layout, so the real pool keeps its state.
+
+    Attributes:
+        hits: how many times ``operation`` was reached.
+        refused: the errors the re-entrant calls raised (one per hit in ``"reenter"`` mode).
+    """
+
+    def __init__(
+        self,
+        pool: BlockPool,
+        operation: str,
+        mode: str,
+        reentry: Callable[[], object] | None = None,
+    ) -> None:
+        assert operation in ("free", "allocate_n") and mode in ("fail", "reenter")
+        self.pool, self.hits, self.refused = pool, 0, list[BaseException]()
+        outer = self
+
+        def interfere() -> None:
+            outer.hits += 1
+            if mode == "fail":
+                raise Injected(f"{operation} of pool {pool.name!r} interrupted")
+            assert reentry is not None
+            try:
+                reentry()
+            except BaseException as exc:
+                outer.refused.append(exc)
+
+        class Misbehaving(BlockPool):
+            __slots__ = ()
+
+            def free(self, blocks: Sequence[int]) -> None:
+                if operation == "free":
+                    interfere()
+                super().free(blocks)
+
+            def allocate_n(self, n: int) -> list[int]:
+                if operation == "allocate_n":
+                    interfere()
+                return super().allocate_n(n)
+
+        self._cls = Misbehaving
+
+    def __enter__(self) -> Interference:
+        self.pool.__class__ = self._cls
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.__class__ = BlockPool

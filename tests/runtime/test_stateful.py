@@ -9,6 +9,12 @@ stepped in whole pooled blocks or in encoder tokens (steps that continue a parti
 its slot mapping and kernel rows are checked against the positions; a request never holds
 more than its admission cap; with reservation, an admitted request's step never fails. Once
 every request is freed, every pool is whole again.
+
+Two rules stand for what one scheduler thread must never see but a misused coordinator can: a
+step interrupted inside a pool operation (an injected failure, standing for a bug or an
+interrupt) leaves everything as it was, in every group; and a call that enters the coordinator
+while a step is in progress (another thread, a callback) is refused with `ConcurrentUseError`,
+changes nothing, and the step in progress completes as if alone.
 """
 
 from __future__ import annotations
@@ -40,12 +46,22 @@ from runtime import (
     NULL_BLOCK,
     AdmissionError,
     AllocationError,
+    ConcurrentUseError,
     GroupHandle,
     KVCacheCoordinator,
     RequestError,
 )
 
-from .support import check_pools, coordinator, group_of, quantity, snapshot, unresident_keys
+from .support import (
+    Injected,
+    Interference,
+    check_pools,
+    coordinator,
+    group_of,
+    quantity,
+    snapshot,
+    unresident_keys,
+)
 
 KINDS = (
     "full",
@@ -220,6 +236,44 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.try_step(rid, counts)
 
     @rule(data=st.data())
+    def step_fails_midway(self, data: st.DataObject) -> None:
+        if self.live:
+            rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+            counts = self.draw_counts(data, rid)
+            g = data.draw(st.integers(0, len(counts) - 1), label="group failing")
+            operation = data.draw(st.sampled_from(("free", "allocate_n")), label="operation")
+            with Interference(self.coord._core.pools[g], operation, "fail") as failing:
+                self.try_step(rid, counts, failing)
+
+    @rule(data=st.data())
+    def step_entered_twice(self, data: st.DataObject) -> None:
+        if not self.live:
+            return
+        rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+        counts = self.draw_counts(data, rid)
+        g = data.draw(st.integers(0, len(counts) - 1), label="group re-entered")
+        operation = data.draw(st.sampled_from(("free", "allocate_n")), label="operation")
+        zeros = [quantity(h.unit, 0) for h in self.handles]
+        other = data.draw(st.sampled_from(sorted(self.live)), label="other rid")
+        calls = {
+            "free": lambda: self.coord.free(other),
+            "admit": lambda: self.coord.admit(f"r{self.next_id}"),
+            "allocate": lambda: self.stepper.allocate(other, *zeros),
+            "kernel_inputs": lambda: self.coord.kernel_inputs(other, self.handles[0]),
+            "usage": self.coord.usage_by_group,
+        }
+        name = data.draw(st.sampled_from(sorted(calls)), label="re-entrant call")
+        pool = self.coord._core.pools[g]
+        with Interference(pool, operation, "reenter", calls[name]) as reentering:
+            self.try_step(rid, counts)
+        assert len(reentering.refused) == reentering.hits
+        for error in reentering.refused:
+            assert isinstance(error, ConcurrentUseError), error
+            assert "changed nothing" in str(error)
+        if reentering.hits:
+            event("step: entered twice, refused")
+
+    @rule(data=st.data())
     def free(self, data: st.DataObject) -> None:
         if self.live:
             rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
@@ -307,7 +361,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         event("admit: ok")
         self.live[rid] = Live(slots)
 
-    def try_step(self, rid: str, counts: list[int]) -> None:
+    def try_step(self, rid: str, counts: list[int], failing: Interference | None = None) -> None:
         args = [quantity(h.unit, n) for h, n in zip(self.handles, counts, strict=True)]
         before = snapshot(self.coord)
         live = self.live[rid]
@@ -317,6 +371,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         too_long = any(self.too_long(rid, g, n) for g, n in enumerate(counts))
         try:
             mappings = self.stepper.allocate(rid, *args)
+        except Injected:
+            event("step: failed midway, undone")
+            assert failing is not None and failing.hits == 1
+            assert snapshot(self.coord) == before, "a step that failed midway left changes"
+            return
         except RequestError:
             event("step: beyond a limit")
             assert too_long

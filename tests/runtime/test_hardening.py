@@ -1,0 +1,291 @@
+"""What fuzzing and random load broke in the allocator (issue 13), fixed so it stays fixed.
+
+* A coordinator costs memory that does not grow with its pools: a pool of 2**31 blocks is
+  built as cheaply as one of 4 (measured by allocation counts, not by time), and a plan whose
+  block ids do not fit int32 block tables is a `SpecError`.
+* The lazy free queue keeps the exact FIFO order of a plain queue of every id.
+* Request ids are checked: a str of 1 .. 256 characters, anything else a `RequestError`.
+* Two threads driving one coordinator get `ConcurrentUseError`, never a corrupted pool.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import tracemalloc
+from collections import deque
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contracts import (
+    Bytes,
+    CacheBlocks,
+    EngineSpec,
+    FullAttentionLayer,
+    ModelSpec,
+    SlidingWindowLayer,
+    SpecError,
+    StateLayer,
+    Tokens,
+)
+from runtime import (
+    AllocationError,
+    ConcurrentUseError,
+    KVCacheCoordinator,
+    RequestError,
+    plan,
+)
+from runtime.block_pool import MAX_POOL_BLOCKS, BlockPool
+
+from .support import check_pools, coordinator, snapshot
+
+# -- memory that does not grow with the pool -----------------------------------------------------
+
+
+def _state_model() -> ModelSpec:
+    # The issue's case: a 1-byte page (one state of 1 byte per request, block size 1).
+    return ModelSpec.stacked("tiny", {"s": (StateLayer(state_size=Bytes(1)), 1)})
+
+
+def _engine(budget: int) -> EngineSpec:
+    return EngineSpec(
+        block_size_slots=1,
+        max_model_len=Tokens(8),
+        max_num_batched_tokens=Tokens(8),
+        memory_budget=Bytes(budget),
+    )
+
+
+def _allocated_bytes(build: Any) -> int:
+    """Peak bytes Python allocates while ``build()`` runs (tracemalloc counts allocations:
+    a measure of work that a loaded machine cannot skew)."""
+    tracemalloc.start()
+    try:
+        kept = build()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del kept
+    return peak
+
+
+def test_a_plan_beyond_int32_block_ids_is_refused_with_the_budget_that_fits() -> None:
+    with pytest.raises(SpecError, match="block ids must fit int32 block tables") as excinfo:
+        plan(_state_model(), _engine(1 << 40))  # "1 TiB": 549,755,813,888 blocks of 1 byte
+    # The budget the message names is the largest that fits, exactly.
+    fits = int(str(excinfo.value).split("at most ")[-1].split(" byte")[0])
+    assert plan(_state_model(), _engine(fits)).groups[0].num_blocks == CacheBlocks(MAX_POOL_BLOCKS)
+    with pytest.raises(SpecError, match="block ids must fit int32"):
+        plan(_state_model(), _engine(fits + 1))
+
+
+def test_building_a_coordinator_does_not_grow_with_its_pool() -> None:
+    small = plan(_state_model(), _engine(4))
+    huge = plan(_state_model(), _engine(MAX_POOL_BLOCKS))  # 2**31 blocks of 1 byte, all usable
+    assert huge.groups[0].num_blocks.value == MAX_POOL_BLOCKS
+    KVCacheCoordinator.from_plan(small)  # warm caches (imports, the plan's objects)
+    cost_small = _allocated_bytes(lambda: KVCacheCoordinator.from_plan(small))
+    cost_huge = _allocated_bytes(lambda: KVCacheCoordinator.from_plan(huge))
+    # Before the fix the huge one allocated lists of 2**31 entries (SystemError or the OOM
+    # killer); now both cost the same few kilobytes.
+    assert cost_huge <= cost_small + 1024, (cost_small, cost_huge)
+    coord = KVCacheCoordinator.from_plan(huge)
+    handle = coord.group("s", Tokens)
+    step = coord.stepper(handle)
+    step.admit("r1", Tokens(8))
+    step.allocate("r1", Tokens(1))
+    assert coord.block_table("r1", handle) == [1]
+    assert coord.usage(handle).free == CacheBlocks(MAX_POOL_BLOCKS - 2)
+
+
+def test_a_pool_beyond_int32_ids_is_refused() -> None:
+    assert BlockPool(MAX_POOL_BLOCKS).num_free == MAX_POOL_BLOCKS - 1
+    with pytest.raises(SpecError, match=r"at most 2147483648 cache_block \(ids 0 .. 2147483647\)"):
+        BlockPool(MAX_POOL_BLOCKS + 1, name="audio")
+    with pytest.raises(SpecError, match="int32"):
+        KVCacheCoordinator.from_plan(plan(_state_model(), _engine(4))).__class__(
+            [p.group for p in plan(_state_model(), _engine(4)).groups],
+            [CacheBlocks(MAX_POOL_BLOCKS + 1)],
+        )
+
+
+# -- the lazy free queue is a FIFO queue ----------------------------------------------------------
+
+
+@settings(max_examples=200)
+@given(
+    st.integers(1, 12),
+    st.lists(st.tuples(st.sampled_from(["take", "free", "undo"]), st.integers(0, 5)), max_size=40),
+)
+def test_the_lazy_queue_hands_out_what_a_plain_queue_does(num_blocks: int, ops: list[Any]) -> None:
+    """A reference: a deque of every id, as the pool was before it became lazy."""
+    pool = BlockPool(num_blocks, name="g")
+    queue, held = deque(range(1, num_blocks)), list[int]()
+    last: tuple[str, list[int], int] | None = None
+    for op, n in ops:
+        if op == "take":
+            if n > len(queue):
+                with pytest.raises(AllocationError):
+                    pool.allocate_n(n)
+                continue
+            mark = pool.mark()
+            taken = pool.allocate_n(n)
+            assert taken == [queue.popleft() for _ in range(n)]
+            held.extend(taken)
+            last = ("take", taken, mark)
+        elif op == "free" and held:
+            blocks = held[-n:] if n else []  # the newest first: any order is allowed
+            del held[len(held) - len(blocks) :]
+            pool.free(blocks)
+            queue.extend(blocks)
+            last = ("free", blocks, 0)
+        elif op == "undo" and last is not None:
+            kind, blocks, mark = last
+            if kind == "take":
+                pool.undo_allocate(blocks, mark)
+                queue.extendleft(reversed(blocks))
+                del held[len(held) - len(blocks) :]
+            else:
+                pool.undo_free(blocks)
+                for _ in blocks:
+                    queue.pop()
+                held.extend(blocks)
+            last = None
+        assert (*range(pool._fresh, num_blocks), *pool._recycled) == tuple(queue)
+        assert pool.num_free == len(queue) and pool.num_used == len(held)
+        assert all(pool.ref_count(b) == 1 for b in held)
+
+
+def test_a_bad_free_changes_nothing() -> None:
+    pool = BlockPool(5, name="g")
+    taken = pool.allocate_n(3)
+    with pytest.raises(AssertionError, match="block 1 of pool 'g' freed: not held"):
+        pool.free([taken[0], taken[1], taken[0]])  # twice in one call
+    assert pool.num_used == 3 and pool.num_free == 1
+    assert pool.allocate_n(1) == [4]
+
+
+# -- request ids ----------------------------------------------------------------------------------
+
+
+def _one_group() -> KVCacheCoordinator:
+    layer = SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8)
+    return coordinator({"g": layer}, block_size=2, num_blocks=9, max_len=16, max_in_flight=4)
+
+
+@pytest.mark.parametrize(
+    ("request_id", "message"),
+    [
+        (1, r"a request id is a str, got 1 \(int\)"),
+        (None, r"a request id is a str, got None \(NoneType\)"),
+        (b"r0", r"a request id is a str, got b'r0' \(bytes\); decode it first"),
+        (["r"], r"a request id is a str, got \['r'\] \(list\)"),
+        ("", "a request id must not be empty"),
+        ("r" * 257, "a request id is at most 256 characters long, got 257"),
+    ],
+)
+def test_request_ids_are_checked(request_id: Any, message: str) -> None:
+    coord = _one_group()
+    g = coord.group("g", Tokens)
+    step = coord.stepper(g)
+    step.admit("ok", Tokens(8))
+    before = snapshot(coord)
+    with pytest.raises(RequestError, match=message):
+        coord.admit(request_id)
+    with pytest.raises(RequestError, match=message):
+        step.admit(request_id, Tokens(8))
+    with pytest.raises(RequestError, match=message):
+        step.allocate(request_id, Tokens(1))
+    with pytest.raises(RequestError, match=message):
+        coord.free(request_id)
+    with pytest.raises(RequestError, match=message):
+        coord.kernel_inputs(request_id, g)
+    assert request_id not in coord
+    assert snapshot(coord) == before
+    step.admit("r" * 256, Tokens(1))  # the longest id accepted
+
+
+# -- threads --------------------------------------------------------------------------------------
+
+
+def test_two_threads_get_a_clear_error_and_lose_no_block() -> None:
+    """Two threads drive one coordinator without a lock (the issue's scenario: no reservation,
+    4 of 12 trials lost blocks for good). Each call now either runs as if alone or raises
+    `ConcurrentUseError` having changed nothing; at the end the pools are consistent, every
+    request's blocks are where its thread's bookkeeping says, and freeing all leaks nothing."""
+    layer = SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8)
+    full = FullAttentionLayer(kv_heads=1, head_size=8)
+    coord = coordinator(
+        {"swa": layer, "full": full},
+        block_size=2,
+        num_blocks=40,
+        max_len=24,
+        max_in_flight=3,
+        reserve=False,
+    )
+    step = coord.stepper(coord.group("swa", Tokens), coord.group("full", Tokens))
+    refused = [0, 0]
+    lengths: list[dict[str, int]] = [{}, {}]
+    failures: list[BaseException] = []
+
+    def drive(worker: int) -> None:
+        mine = lengths[worker]
+        try:
+            for i in range(1500):
+                rid = f"w{worker}-{i % 6}"
+                try:
+                    if rid not in mine:
+                        coord.admit(rid)
+                        mine[rid] = 0
+                    elif mine[rid] >= 22:
+                        coord.free(rid)
+                        del mine[rid]
+                    else:
+                        step.allocate(rid, Tokens(2), Tokens(2))
+                        mine[rid] += 2
+                except ConcurrentUseError:
+                    refused[worker] += 1
+                except AllocationError:
+                    pass  # no reservation: a step may run short, and then changes nothing
+        except BaseException as exc:  # anything else is a failure of the test
+            failures.append(exc)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows
+    try:
+        threads = [threading.Thread(target=drive, args=(w,)) for w in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not failures, failures
+    assert sum(refused) > 0, "the threads never overlapped: the scenario tested nothing"
+    check_pools(coord)
+    for mine in lengths:
+        for rid, length in mine.items():
+            assert coord.seq_len(rid, coord.group("full", Tokens)) == Tokens(length)
+            coord.free(rid)
+    check_pools(coord)
+    assert all(u.used.value == 0 for u in coord.usage_by_group().values())
+
+
+def test_a_call_from_inside_a_call_is_refused_and_the_outer_call_completes() -> None:
+    from .support import Interference
+
+    coord = _one_group()
+    g = coord.group("g", Tokens)
+    step = coord.stepper(g)
+    step.admit("r1", Tokens(8))
+    step.admit("r2", Tokens(8))
+    with Interference(coord._core.pools[0], "allocate_n", "reenter", lambda: coord.free("r2")) as i:
+        assert step.allocate("r1", Tokens(3)) == [[2, 3, 4]]
+    assert i.hits == 1 and len(i.refused) == 1
+    (error,) = i.refused
+    assert isinstance(error, ConcurrentUseError) and error.operation == "free"
+    assert "r2" in coord and coord.usage(g).used == CacheBlocks(2)
+    check_pools(coord)
