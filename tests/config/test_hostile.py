@@ -113,10 +113,22 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
         ("deep.toml", "a = " + "[" * 100_000 + "]" * 100_000, "nested more than 32 levels"),
         ("deep.yaml", "a: " + "[" * 100_000 + "]" * 100_000, "nesting depth"),
         ("deep33.json", '{"a": ' + "[" * 40 + "]" * 40 + "}", "nested more than 32 levels deep"),
-        ("python.yaml", "model: !!python/object/apply:os.system ['echo hi']", "not valid YAML"),
-        ("binary.yaml", "model: {name: !!binary aGk=}", "unsupported value: a bytes"),
-        ("date.yaml", "model: {name: 2024-01-01}", "unsupported value: a date"),
-        ("set.yaml", "model: !!set {a, b}", "unsupported value: a set"),
+        (
+            "python.yaml",
+            "model: !!python/object/apply:os.system ['echo hi']",
+            "model: the tag tag:yaml.org,2002:python/object/apply:os.system is not one of",
+        ),
+        (
+            "binary.yaml",
+            "model: {name: !!binary aGk=}",
+            "model.name: the tag tag:yaml.org,2002:binary is not one",
+        ),
+        (
+            "date.yaml",
+            "model: {name: 2024-01-01}",
+            "model.name: '2024-01-01' is a date in YAML 1.1 but a string in YAML 1.2",
+        ),
+        ("set.yaml", "model: !!set {a, b}", "model: the tag tag:yaml.org,2002:set is not one"),
         ("key.yaml", "model: {[1, 2]: x}", "not valid YAML"),
         ("intkey.yaml", "model: {1: x}", "keys must be strings, got 1 (a bare int, no unit)"),
         ("alias.yaml", "a: &x [1, 2]\nb: *x\n", "YAML aliases (*name) are not allowed"),
@@ -140,10 +152,10 @@ def test_billion_laughs(write: Write) -> None:
 
 def test_a_megabyte_of_entries_is_refused_quickly(write: Write) -> None:
     group = "    g{}:\n      kind: encoder_only\n"
-    text = "model:\n  name: x\n  groups:\n" + "".join(group.format(i) for i in range(25_000))
+    text = "model:\n  name: x\n  groups:\n" + "".join(group.format(i) for i in range(20_000))
     assert len(text) < 1 << 20
     issues = _refused(write("many.yaml", text))
-    assert any("model.groups: 25000 groups; at most 256" in issue for issue in issues)
+    assert any("model.groups: 20000 groups; at most 256" in issue for issue in issues)
 
 
 def test_huge_counts_are_refused_before_building_layers(write: Write) -> None:
