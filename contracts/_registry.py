@@ -58,8 +58,11 @@ def resolve_unit(name: str, *, field: str | None = None) -> pint.Unit:
             _where(field) + f"{name!r} is not a unit name", field=field, got=repr(name)
         )
     try:
-        return ureg.Unit(name)
+        unit = ureg.Unit(name)
     except (pint.UndefinedUnitError, pint.DefinitionSyntaxError, AttributeError, ValueError):
+        unit = None
+    # pint knows "dimensionless" (and its plural) in every registry: not a unit of ours.
+    if unit is None or unit.dimensionless:
         raise UnitTypeError(
             _where(field)
             + f"unknown unit {name!r}; kvunits knows encoder_token, pooled_block, token, "
@@ -67,6 +70,7 @@ def resolve_unit(name: str, *, field: str | None = None) -> pint.Unit:
             field=field,
             got=repr(name),
         ) from None
+    return unit
 
 
 def parse_quantity_text(

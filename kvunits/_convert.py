@@ -34,6 +34,10 @@ from contracts import (
 )
 from contracts.internal import parse_any_quantity
 
+#: The largest value an input may have (`contracts` holds every parsed quantity to int64);
+#: a result past it is refused too.
+MAX_MAGNITUDE: Final = 2**63 - 1
+
 _ROUNDING: Final = {
     "ceil": "rounds up",
     "floor": "rounds down",
@@ -236,6 +240,14 @@ def _page(page_size: str | None, what: str) -> Bytes:
 
 
 def _step(name: str, result: IntQuantity) -> Step:
+    if result.value > MAX_MAGNITUDE:
+        raise UnitValueError(
+            f"{name} gives {result}, past 2**63 - 1, the int64 bound every input is held to "
+            "(the kernels and block tables index with int64 at most)",
+            field="--to",
+            expected=f"at most 2**63 - 1 {result.unit}",
+            got=str(result),
+        )
     conversion = next(c for c in CONVERSIONS if c.name == name)
     return Step(conversion.name, conversion.formula, conversion.rounding, str(result))
 

@@ -8,7 +8,7 @@ user (model and file names) is shown as plain text: no rich markup, no control c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
 if TYPE_CHECKING:
     from contracts import IntQuantity
@@ -77,7 +77,12 @@ def _window_conversion(plan: GroupPlan) -> str | None:
 
 
 def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None:
-    """Draw the plan for people: the engine settings, one row per group, the totals."""
+    """Draw the plan for people: the engine settings, one row per group, the totals.
+
+    On a stream that cannot encode the drawing (``PYTHONIOENCODING=ascii``, a C locale),
+    rich draws ASCII boxes and every text is written in ASCII (``->`` for ``→``; user text
+    escaped).
+    """
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -85,8 +90,18 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
 
     from contracts import CONVERSIONS
 
+    if not isinstance(out, _Ascii) and not can_encode(out, "─→"):
+        render_table(config, plan, cast(TextIO, _Ascii(out)))
+        return
+
+    class Quiet(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits with status 1 here; the command line ends quietly instead (cli).
+            self.quiet = True
+            raise BrokenPipeError
+
     # Piped output is not wrapped at 80 columns, so that a line can be grepped whole.
-    console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
+    console = Quiet(file=out, width=None if out.isatty() else 160, highlight=False)
     title = Text("kvunits plan: ")
     title.append(clean(config.model.name), style="bold")
     title.append(f"  ({clean(config.source)})", style="dim")
@@ -169,6 +184,46 @@ def _window_cell(plan: GroupPlan) -> str:
     if manager.kind == "state":
         return "fixed state"
     return "per layer"
+
+
+#: ASCII for the symbols kvunits writes itself; anything else (user text) is escaped.
+_ASCII: Final = str.maketrans({"→": "->", "↔": "<->", "…": "...", "×": "x", "−": "-", "─": "-"})
+
+
+def can_encode(out: TextIO, text: str) -> bool:
+    """Whether ``out`` can write ``text`` (its encoding; UTF-8 when it has none)."""
+    try:
+        text.encode(getattr(out, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def ascii_text(text: str) -> str:
+    """``text`` in ASCII: kvunits' own symbols spelled out, anything else escaped."""
+    return text.translate(_ASCII).encode("ascii", "backslashreplace").decode("ascii")
+
+
+class _Ascii:
+    """A text stream that writes ASCII to ``out``; rich, seeing its encoding, draws ASCII
+    boxes."""
+
+    encoding = "ascii"
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        return self._out.write(ascii_text(text))
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def isatty(self) -> bool:
+        return self._out.isatty()
+
+    def fileno(self) -> int:
+        return self._out.fileno()
 
 
 def human_bytes(n: int) -> str:

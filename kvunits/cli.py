@@ -1,9 +1,11 @@
 """The ``kvunits`` command line: ``plan``, ``check``, ``models``, ``schema``, ``convert``,
 ``simulate``.
 
-Exit status: 0 on success, 2 for an invalid config, flag or quantity (every problem printed
-to stderr, one per line, no traceback), 1 when the reader of stdout went away (a broken pipe)
-or for a bug (with its traceback).
+Exit status: 0 on success, and when the reader of stdout went away (``kvunits plan | head``:
+it took what it wanted; nothing more is written, no traceback); 2 for an invalid config, flag
+or quantity (every problem printed to stderr, one per line, no traceback); 1 for a bug (with
+its traceback). Output that the terminal's encoding cannot hold (``PYTHONIOENCODING=ascii``)
+is written in ASCII: ``->`` for ``→``, ASCII table boxes, other characters escaped.
 
 The module imports only the standard library at import time (``--help`` stays instant);
 contracts, pint and rich load when a command needs them, and torch and triton never do.
@@ -12,6 +14,7 @@ contracts, pint and rich load when a command needs them, and torch and triton ne
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from contracts.config import KvUnitsConfig
+    from runtime.capacity import CapacityPlan
 
 EXIT_OK: Final = 0
 EXIT_INVALID: Final = 2
@@ -76,17 +80,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         _import_pint_lean()  # only in a process of its own: see the function
     from contracts import KvUnitsError
 
+    for stream in (sys.stdout, sys.stderr):
+        # A stream that cannot encode what kvunits writes escapes it instead of crashing
+        # (the table itself switches to ASCII: _render.render_table).
+        if isinstance(stream, io.TextIOWrapper) and not _can_encode(stream, "→…"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         return command(args)
     except KvUnitsError as exc:
         _report(exc, "kvunits: error")
         return EXIT_INVALID
     except BrokenPipeError:
-        # `kvunits plan | head`: the reader left. Stop quietly with status 1, as the Python
-        # docs advise (and as rich does for tables), without a traceback at exit.
+        # `kvunits plan | head`: the reader took what it wanted and left; nothing is wrong.
+        # Stop quietly, and point stdout at /dev/null so that the interpreter's flush at
+        # exit does not fail again (the Python docs' advice for SIGPIPE).
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -244,12 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from runtime.capacity import plan
-
     from ._render import plan_to_dict, render_table
 
     config = _load(args.config, args)
-    result = plan(config.model, config.engine)
+    result = _planned(config)
     if args.format == "json":
         json.dump(plan_to_dict(config, result), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -261,13 +269,12 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from contracts import KvUnitsError
-    from runtime.capacity import plan
 
     status = EXIT_OK
     for path in args.configs:
         try:
             config = _load(path, args)
-            result = plan(config.model, config.engine)
+            result = _planned(config)
         except KvUnitsError as exc:
             _report(exc, path)
             status = EXIT_INVALID
@@ -345,7 +352,7 @@ def _schema(args: argparse.Namespace) -> int:
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             **ConfigFile.model_json_schema(),
         }
-        json.dump(schema, sys.stdout, indent=2, ensure_ascii=False)
+        json.dump(schema, sys.stdout, indent=2, ensure_ascii=not _can_encode(sys.stdout, "…"))
     sys.stdout.write("\n")
     return EXIT_OK
 
@@ -365,9 +372,12 @@ def _convert(args: argparse.Namespace) -> int:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(result.line())
+        from ._render import ascii_text
+
+        readable = ascii_text if not _can_encode(sys.stdout, "→") else str
+        print(readable(result.line()))
         for note in result.notes:
-            print(f"  note: {note}")
+            print(readable(f"  note: {note}"))
     return EXIT_OK
 
 
@@ -385,6 +395,47 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     example = resources.files("kvunits").joinpath("examples", DEFAULT_EXAMPLE)
     with resources.as_file(example) as file:
         return load_config(file, flags=flags)
+
+
+def _planned(config: KvUnitsConfig) -> CapacityPlan:
+    """The capacity plan of a loaded config. A plan-level error (a budget that holds no
+    request, a block size a chunk does not divide, too many blocks) is reported as a config
+    issue of each engine setting it names, at the place that setting came from: the command
+    line, the environment, the file or the defaults."""
+    from contracts import SpecError
+    from contracts.errors import ConfigError, ConfigIssue
+    from runtime.capacity import plan
+
+    try:
+        return plan(config.model, config.engine)
+    except SpecError as exc:
+        named = [field for field, _, _ in _ENGINE_FLAGS if field in str(exc)]
+        if not named:
+            raise
+        message = f"{exc} (planning {config.source})"
+        raise ConfigError([ConfigIssue(*_origin(config, f), message) for f in named]) from None
+
+
+def _origin(config: KvUnitsConfig, field: str) -> tuple[str, str]:
+    """Where an engine setting of a loaded config came from, as config errors name it."""
+    kind, _, detail = config.engine_sources.get(field, "file").partition(" ")
+    if kind == "flag":
+        return "command line", detail
+    if kind == "env":
+        return "environment", detail
+    if kind == "default":
+        return "built-in defaults", field
+    if kind == "hf":
+        return config.source, detail
+    return config.source, f"engine.{field}"
+
+
+def _can_encode(stream: Any, text: str) -> bool:
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def _import_pint_lean() -> None:
