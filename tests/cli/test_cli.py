@@ -105,7 +105,10 @@ def test_plan_of_a_hugging_face_config() -> None:
 def test_plan_that_the_budget_cannot_hold_exits_2() -> None:
     done = run("plan", "--memory-budget", "1 MiB")
     assert done.returncode == 2
-    assert done.stderr.startswith("kvunits: error: memory_budget 1048576 byte cannot hold")
+    # Said at the place the setting came from (issue 13): the flag.
+    assert done.stderr.startswith(
+        "command line: --memory-budget: memory_budget 1048576 byte cannot hold"
+    )
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
 
