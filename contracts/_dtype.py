@@ -36,8 +36,12 @@ class CacheDType(StrEnum):
     @classmethod
     def parse(cls, name: str) -> CacheDType:
         """Accept the canonical names and the aliases configs use (``bf16``, ``half``, ``fp8``)."""
-        key = name.strip().lower()
+        # ASCII only, as the config schema's pattern: str.lower() maps some non-ASCII letters
+        # to ASCII ones (the Kelvin sign to k), str.strip() takes non-ASCII spaces.
+        key = name.strip(" \t\n\r\f\v").lower()
         try:
+            if not key.isascii():
+                raise ValueError(key)
             return cls(_ALIASES.get(key, key))
         except ValueError:
             known = ", ".join(sorted({*(d.value for d in cls), *_ALIASES}))

@@ -43,6 +43,9 @@ ureg: Final[Registry] = _build_registry()
 #: An integer (digits, optional ``_`` or ``,`` grouping), whitespace, one unit name.
 _GRAMMAR: Final = re.compile(r"(?P<num>[0-9][0-9_,]{0,24})[ \t]*(?P<unit>[A-Za-z][A-Za-z_]{0,31})")
 _MAX_TEXT: Final = 64
+#: The whitespace stripped around a quantity: ASCII only, as the JSON Schema's patterns say
+#: (str.strip() would also take a non-breaking space, which no schema pattern can match alike).
+_SPACE: Final = " \t\n\r\f\v"
 #: The largest magnitude accepted from text: 2**63 - 1, an int64 the kernels can index with.
 MAX_MAGNITUDE: Final = 2**63 - 1
 
@@ -92,7 +95,7 @@ def parse_quantity_text(
             field=field,
             got=describe(text),
         )
-    stripped = text.strip()
+    stripped = text.strip(_SPACE)
     if len(stripped) > _MAX_TEXT:
         raise UnitTypeError(
             _where(field) + f"quantity text is {len(stripped)} characters long; write "

@@ -346,12 +346,9 @@ def _schema(args: argparse.Namespace) -> int:
 
         json.dump(dict(HF_FIELDS), sys.stdout, indent=2)
     else:
-        from contracts.config import ConfigFile
+        from contracts.config import config_json_schema
 
-        schema = {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            **ConfigFile.model_json_schema(),
-        }
+        schema = config_json_schema()
         json.dump(schema, sys.stdout, indent=2, ensure_ascii=not _can_encode(sys.stdout, "…"))
     sys.stdout.write("\n")
     return EXIT_OK

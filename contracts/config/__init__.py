@@ -6,6 +6,7 @@ and flags, and resolves it to the frozen `contracts.ModelSpec` and `contracts.En
 Every problem is a `ConfigError` listing each issue with its file, field and expected unit.
 
 Rooms: ``_read`` (untrusted text to a checked tree), ``_models`` (the file's schema),
+``_schema`` (its JSON Schema, as strict as the loader),
 ``_issues`` (validation errors as located issues), ``_load`` (precedence and resolution),
 and the Hugging Face reader: ``_hf`` (its entry), ``_hf_families`` (the family table),
 ``_hf_decoders``, ``_hf_hybrids`` and ``_hf_speech`` (the family readers), ``_hf_layers``
@@ -30,6 +31,7 @@ from ._models import EngineConfig as EngineConfig
 from ._models import KvUnitsConfig as KvUnitsConfig
 from ._models import ModelConfig as ModelConfig
 from ._read import read_config_file as read_config_file
+from ._schema import config_json_schema as config_json_schema
 
 __all__ = [
     "ENGINE_DEFAULTS",
@@ -43,6 +45,7 @@ __all__ = [
     "HfConfig",
     "KvUnitsConfig",
     "ModelConfig",
+    "config_json_schema",
     "hub_cache",
     "load_config",
     "load_config_data",

@@ -373,9 +373,10 @@ class EngineConfig(BaseModel):
     @field_validator("cache_dtype", mode="before")
     @classmethod
     def _parse_dtype(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() != "auto":
+        # ASCII whitespace only, as CacheDType.parse and the schema's pattern.
+        if isinstance(value, str) and value.strip(" \t\n\r\f\v").lower() != "auto":
             return CacheDType.parse(value)
-        return value.strip().lower() if isinstance(value, str) else value
+        return value.strip(" \t\n\r\f\v").lower() if isinstance(value, str) else value
 
     def given(self) -> dict[str, object]:
         """The settings the file gives, by name."""

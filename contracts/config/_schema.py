@@ -1,0 +1,198 @@
+"""The JSON Schema of a kvunits config file: the loader's rules, wherever JSON Schema can say them.
+
+pydantic derives a schema from `ConfigFile`; this module tightens it until an editor or a CI
+validator that uses it agrees with `load_config` on every rule JSON Schema can express (a
+differential test over generated configs holds the two together):
+
+* a quantity is ``"<integer> <unit>"`` with one of the unit *names* the registry accepts for
+  the field's unit (aliases and plurals included: ``"750 encoder_tokens"``, ``"40 GiB"``),
+  a number that is not zero, spaces or tabs between the two, ASCII whitespace around, at most
+  64 characters once stripped; a window or chunk counts encoder_token when its group pools
+  (``pool`` set) and token otherwise;
+* a dtype is any name `CacheDType.parse` takes (``bf16``, ``FP8``, ``torch.bfloat16``) and
+  ``cache_dtype`` may also be ``auto``, in any case, with ASCII whitespace around;
+* group and layer names match their patterns (no dot in a group name), a single layer takes
+  no ``count``, and a model declares at least one layer;
+* an engine setting is null only where the engine takes None (``cache_dtype``, the encoder
+  limits): null is a value in the file, not "not given".
+
+Patterns end with ``(?![\\s\\S])``, not ``$``: in Python's ``re`` (which python-jsonschema
+uses) ``$`` also matches before a final newline, in ECMA 262 (the standard's dialect) it does
+not; the lookahead means "end of the text" in both.
+
+What JSON Schema cannot say stays with the loader, and the schema's description lists it: a
+number with a zero fraction is an integer to JSON Schema (``count = 32.0``) but not to kvunits;
+a quantity's bound of 2**63 - 1 once converted to the field's unit (``"8388608 TiB"``); rules
+across fields (layer names that collide, more than 4096 layers in all, a pooled chunk that is
+not a whole number of pooled blocks); settings the environment or flags may give instead of the
+file (``max_model_len``; the encoder limits a pooled layer needs); the limits on the file
+itself (1 MiB, nesting, value count, YAML forms).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from typing import Any, Final
+
+from .._dtype import _ALIASES, CacheDType
+from .._engine import EngineSpec
+from .._quantity import IntQuantity, quantity_class_for_unit
+
+#: The whitespace a quantity, a dtype or ``auto`` may have around it (the loader strips it).
+SPACE: Final = " \t\n\r\f\v"
+_WS: Final = r"[ \t\n\r\f\v]*"
+#: "End of the text" in ECMA 262 and Python alike (see the module docstring).
+_END: Final = r"(?![\s\S])"
+
+_DESCRIPTION: Final = (
+    "A kvunits config (TOML, YAML or JSON). The loader also checks what JSON Schema cannot "
+    "say: integer fields take no number with a fraction, even .0 (count = 32.0 is refused); a "
+    "quantity converted to its field's unit is at most 2**63 - 1; layer names (g.0, g.1, …) "
+    "do not collide and number at most 4096; a pooled chunk is a whole number of pooled "
+    "blocks; max_model_len, and max_encoder_len and max_encoder_tokens_per_step for a model "
+    "with pooled layers, are given by the file, the environment (KVUNITS_*) or flags; a file "
+    "is at most 1 MiB, 32 levels deep and 50000 values, and YAML is read as YAML 1.2 with no "
+    "aliases and no plain scalar that YAML 1.1 reads otherwise."
+)
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a kvunits config file (``kvunits schema``).
+
+    Example:
+        >>> schema = config_json_schema()
+        >>> schema["$defs"]["EngineConfig"]["properties"]["memory_budget"]["x-unit"]
+        'byte'
+    """
+    from ._models import ConfigFile
+
+    schema: dict[str, Any] = ConfigFile.model_json_schema()
+    defs: dict[str, Any] = schema["$defs"]
+    for node in _walk(schema):
+        _tighten(node)
+    defs["CacheDType"] = _dtype_schema(auto=False)
+    engine = defs["EngineConfig"]["properties"]
+    engine["cache_dtype"] = {
+        "anyOf": [_dtype_schema(auto=True), {"type": "null"}],
+        "default": None,
+        "description": engine["cache_dtype"].get("description", ""),
+        "title": "Cache Dtype",
+    }
+    for name, field in EngineSpec.model_fields.items():
+        # null in the file is a value, not "not given": only where the engine takes None.
+        branches = engine[name].get("anyOf")
+        if field.default is not None and branches:
+            kept = [b for b in branches if b != {"type": "null"}]
+            engine[name] = {
+                **{k: v for k, v in engine[name].items() if k not in ("anyOf", "default")},
+                **(kept[0] if len(kept) == 1 else {"anyOf": kept}),
+            }
+    for name, definition in defs.items():
+        if name.endswith("Group"):
+            _unit_follows_pool(definition)
+    model = defs["ModelConfig"]
+    for field in ("groups", "layers"):
+        entries = model["properties"][field]
+        ((pattern, entry),) = entries.pop("patternProperties").items()
+        if field == "layers":
+            entry = {"allOf": [entry, {"not": {"required": ["count"]}}]}
+        entries["patternProperties"] = {_portable(pattern): entry}
+        entries["additionalProperties"] = False
+    model["anyOf"] = [
+        {"required": [field], "properties": {field: {"minProperties": 1}}}
+        for field in ("groups", "layers")
+    ]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **schema,
+        "description": _DESCRIPTION,
+    }
+
+
+def _walk(node: object) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def _tighten(node: dict[str, Any]) -> None:
+    """A quantity's pattern names its units; an integer says it takes no fraction."""
+    unit = node.get("x-unit")
+    if node.get("type") == "string" and "pattern" in node and unit is not None:
+        units = [unit] if isinstance(unit, str) else list(unit)
+        node["pattern"] = quantity_pattern(*(quantity_class_for_unit(u) for u in units))
+    elif node.get("type") == "integer" and "x-unit" in node:
+        node["description"] = (
+            node.get("description", "") + " (an integer: 32, never 32.0)"
+        ).lstrip()
+
+
+def _unit_follows_pool(group: dict[str, Any]) -> None:
+    """A window or chunk counts encoder_token when the group pools, token otherwise."""
+    fields = [f for f in ("sliding_window", "chunk") if f in group.get("properties", {})]
+    if not fields or "pool" not in group["properties"]:
+        return
+    group["if"] = {"properties": {"pool": {"type": "integer"}}, "required": ["pool"]}
+    for branch, cls in (("then", "encoder_token"), ("else", "token")):
+        pattern = quantity_pattern(quantity_class_for_unit(cls))
+        group[branch] = {"properties": {f: {"pattern": pattern} for f in fields}}
+
+
+@functools.cache
+def unit_names(unit: str) -> tuple[str, ...]:
+    """Every unit name the registry reads as ``unit``'s dimension: names, symbols, aliases and
+    the plurals pint accepts (longest first, for the pattern's alternation)."""
+    from .._registry import resolve_unit, ureg
+    from ..errors import UnitTypeError
+
+    target = ureg.Unit(unit).dimensionality
+    candidates = {c for name in ureg._units for c in (name, f"{name}s")}
+    names = []
+    for candidate in candidates:
+        try:
+            if resolve_unit(candidate).dimensionality == target:
+                names.append(candidate)
+        except UnitTypeError:
+            continue
+    return tuple(sorted(names, key=lambda n: (-len(n), n)))
+
+
+def quantity_pattern(*classes: type[IntQuantity]) -> str:
+    """The pattern of a quantity string of one of ``classes`` (see the module docstring)."""
+    names = "|".join(n for cls in classes for n in unit_names(cls.unit))
+    return (
+        f"^{_WS}"
+        r"(?=[0-9_, \tA-Za-z]{1,64}[ \t\n\r\f\v]*(?![\s\S]))"  # at most 64 once stripped
+        r"(?=[0-9_,]*[1-9])"  # not zero
+        rf"[0-9][0-9_,]{{0,24}}[ \t]*(?:{names}){_WS}{_END}"
+    )
+
+
+def _dtype_schema(*, auto: bool) -> dict[str, Any]:
+    names = sorted({*(d.value for d in CacheDType), *_ALIASES} | ({"auto"} if auto else set()))
+    spelled = "|".join(_any_case(n) for n in sorted(names, key=lambda n: (-len(n), n)))
+    return {
+        "type": "string",
+        "pattern": f"^{_WS}(?:{spelled}){_WS}{_END}",
+        "description": "a cache dtype, any case: "
+        + ", ".join(d.value for d in CacheDType)
+        + " or an alias ("
+        + ", ".join(sorted(_ALIASES))
+        + ")"
+        + ("; auto keeps each layer's own" if auto else ""),
+        "examples": ["bfloat16", "fp8"] + (["auto"] if auto else []),
+    }
+
+
+def _any_case(name: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in name)
+
+
+def _portable(pattern: str) -> str:
+    return pattern.removesuffix("$") + _END
