@@ -80,10 +80,10 @@ def config_json_schema() -> dict[str, Any]:
         "description": engine["cache_dtype"].get("description", ""),
         "title": "Cache Dtype",
     }
-    for name, field in EngineSpec.model_fields.items():
+    for name, spec_field in EngineSpec.model_fields.items():
         # null in the file is a value, not "not given": only where the engine takes None.
         branches = engine[name].get("anyOf")
-        if field.default is not None and branches:
+        if spec_field.default is not None and branches:
             kept = [b for b in branches if b != {"type": "null"}]
             engine[name] = {
                 **{k: v for k, v in engine[name].items() if k not in ("anyOf", "default")},
