@@ -231,10 +231,16 @@ def test_two_threads_get_a_clear_error_and_lose_no_block() -> None:
     lengths: list[dict[str, int]] = [{}, {}]
     failures: list[BaseException] = []
 
+    start = threading.Barrier(2)
+    enough = threading.Event()  # both threads run until they have collided often enough
+
     def drive(worker: int) -> None:
         mine = lengths[worker]
         try:
-            for i in range(1500):
+            start.wait()
+            for i in range(200_000):
+                if enough.is_set():
+                    break
                 rid = f"w{worker}-{i % 6}"
                 try:
                     if rid not in mine:
@@ -248,6 +254,8 @@ def test_two_threads_get_a_clear_error_and_lose_no_block() -> None:
                         mine[rid] += 2
                 except ConcurrentUseError:
                     refused[worker] += 1
+                    if sum(refused) >= 50:
+                        enough.set()
                 except AllocationError:
                     pass  # no reservation: a step may run short, and then changes nothing
         except BaseException as exc:  # anything else is a failure of the test
