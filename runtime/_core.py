@@ -106,8 +106,10 @@ class CoordinatorCore:
     __slots__ = (
         "_block_size",
         "_busy",
+        "_enter",
         "_has_rows",
         "_in_flight",
+        "_leave",
         "_limit",
         "_managers",
         "_pool",
@@ -138,6 +140,9 @@ class CoordinatorCore:
         self._pool = tuple(m.spec.pool.tokens_per_block for m in managers)
         self.requests: dict[str, RequestState] = {}
         self._busy = threading.Lock()
+        # Bound once: the step's entry and exit cost one call each.
+        self._enter = self._busy.acquire
+        self._leave = self._busy.release
 
     def enter(self, operation: str) -> None:
         """Take the core for one call, or raise `ConcurrentUseError` if a call is in progress.
@@ -206,91 +211,93 @@ class CoordinatorCore:
             AllocationError: a group lacks blocks; nothing changed in any group.
             ConcurrentUseError: another call is in progress (nothing changes).
         """
-        if not self._busy.acquire(False):
+        if not self._enter(False):
             raise self._concurrent("allocate")
         try:
-            return self._allocate_step(request_id, num_new)
-        finally:
-            self._busy.release()
-
-    def _allocate_step(self, request_id: str, num_new: Sequence[int]) -> list[list[int]]:
-        req = self.requests.get(request_id) if type(request_id) is str else None
-        if req is None:
-            raise self._unknown(request_id)
-        managers, pools, pool_of = self._managers, self.pools, self._pool
-        if len(num_new) != len(managers):
-            raise self._arity(request_id, len(num_new))
-        num_rows, tables, skipped = req.num_rows, req.tables, req.skipped
-        in_flight, max_len = self._in_flight, req.max_len
-        # Phase 1: what every group needs, checked before anything changes.
-        firsts = []
-        ends = []
-        skips = []
-        wants = []
-        short = None
-        for g, q in enumerate(num_new):
-            c, p = num_rows[g], pool_of[g]
-            # The slots the step touches, first..end-1 (contracts.crossing): the first holds
-            # the step's first position, so eviction counts back from it.
-            if p == 1:
-                first, end = c, c + q
-            else:
-                first, end = c // p, -(-(c + q) // p)
-            if (end - first if q else 0) > in_flight[g] or end > max_len[g]:
-                raise self._too_long(request_id, g, first, end, q, in_flight[g], max_len[g])
-            manager = managers[g]
-            skip = manager.skipped_blocks(first)
-            want = manager.table_length(end) - len(tables[g])
-            if want > 0:
-                # Blocks this step evicts go back to the pool before it allocates, as in
-                # vLLM (no query of the step reads them). ``skip`` never decreases: it only
-                # grows with the step's first slot.
-                usable = pools[g].num_free + skip - skipped[g]
-                if want > usable and short is None:
-                    # A caller's mistake in a later group is reported first: it is not
-                    # transient, a shortfall is.
-                    short = (g, want, usable)
-            firsts.append(first)
-            ends.append(end)
-            skips.append(skip)
-            wants.append(want)
-        if short is not None:
-            raise self._short(request_id, *short)
-        # Phase 2: evict, allocate, map; nothing here fails when the checks above hold. Each
-        # change to a pool and a table is journaled right after it is made (most steps make
-        # none), so that an exception escaping anyway is undone before it propagates.
-        journal: list[tuple[Any, ...]] = []
-        try:
-            out: list[list[int]] = []
+            req = self.requests.get(request_id) if type(request_id) is str else None
+            if req is None:
+                raise self._unknown(request_id)
+            managers, pools, pool_of = self._managers, self.pools, self._pool
+            if len(num_new) != len(managers):
+                raise self._arity(request_id, len(num_new))
+            num_rows, tables, skipped = req.num_rows, req.tables, req.skipped
+            in_flight, max_len = self._in_flight, req.max_len
+            # Phase 1: what every group needs, checked before anything changes.
+            firsts = []
+            ends = []
+            skips = []
+            wants = []
+            short = None
             for g, q in enumerate(num_new):
-                table = tables[g]
-                skip, done = skips[g], skipped[g]
-                if skip > done:
-                    evicted = table[done:skip]
-                    pools[g].free(evicted)
-                    journal.append((g, done, evicted, None, 0))
-                    table[done:skip] = [NULL_BLOCK] * (skip - done)
-                    skipped[g] = skip
-                want = wants[g]
-                if want > 0:
-                    mark = pools[g].mark()
-                    taken = pools[g].allocate_n(want)
-                    journal.append((g, 0, None, taken, mark))
-                    table.extend(taken)
-                if self._has_rows[g] and q:
-                    out.append(cache_slots(table, self._block_size[g], firsts[g], ends[g]))
+                c, p = num_rows[g], pool_of[g]
+                # The slots the step touches, first..end-1 (contracts.crossing): the first holds
+                # the step's first position, so eviction counts back from it.
+                if p == 1:
+                    first, end = c, c + q
                 else:
-                    out.append([])
-        except BaseException:
-            self._undo(req, journal)
-            raise
-        # The lengths last: plain int stores.
-        num_slots, step_rows = req.num_slots, req.step_rows
-        for g, q in enumerate(num_new):
-            num_rows[g] += q
-            num_slots[g] = ends[g]
-            step_rows[g] = q
-        return out
+                    first, end = c // p, -(-(c + q) // p)
+                if (end - first if q else 0) > in_flight[g] or end > max_len[g]:
+                    raise self._too_long(request_id, g, first, end, q, in_flight[g], max_len[g])
+                manager = managers[g]
+                skip = manager.skipped_blocks(first)
+                want = manager.table_length(end) - len(tables[g])
+                if want > 0:
+                    # Blocks this step evicts go back to the pool before it allocates, as in
+                    # vLLM (no query of the step reads them). ``skip`` never decreases: it only
+                    # grows with the step's first slot.
+                    usable = pools[g].num_free + skip - skipped[g]
+                    if want > usable and short is None:
+                        # A caller's mistake in a later group is reported first: it is not
+                        # transient, a shortfall is.
+                        short = (g, want, usable)
+                firsts.append(first)
+                ends.append(end)
+                skips.append(skip)
+                wants.append(want)
+            if short is not None:
+                raise self._short(request_id, *short)
+            # Phase 2: evict, allocate, map; nothing here fails when the checks above hold. Each
+            # change to a pool and a table is journaled right after it is made (most steps make
+            # none), so that an exception escaping anyway is undone before it propagates.
+            journal: list[tuple[Any, ...]] = []
+            num_slots, step_rows = req.num_slots, req.step_rows
+            last_steps = step_rows[:]
+            updated = 0
+            try:
+                out: list[list[int]] = []
+                for g, q in enumerate(num_new):
+                    table = tables[g]
+                    skip, done = skips[g], skipped[g]
+                    if skip > done:
+                        evicted = table[done:skip]
+                        pools[g].free(evicted)
+                        journal.append((g, done, evicted, None, 0))
+                        table[done:skip] = [NULL_BLOCK] * (skip - done)
+                        skipped[g] = skip
+                    want = wants[g]
+                    if want > 0:
+                        mark = pools[g].mark()
+                        taken = pools[g].allocate_n(want)
+                        journal.append((g, 0, None, taken, mark))
+                        table.extend(taken)
+                    if self._has_rows[g] and q:
+                        out.append(cache_slots(table, self._block_size[g], firsts[g], ends[g]))
+                    else:
+                        out.append([])
+                    num_rows[g] += q
+                    num_slots[g] = ends[g]
+                    step_rows[g] = q
+                    updated = g + 1
+            except BaseException:
+                for g in range(updated):  # num_slots is cdiv(num_rows, P) before as after
+                    num_rows[g] -= num_new[g]
+                    num_slots[g] = -(-num_rows[g] // pool_of[g])
+                step_rows[:] = last_steps
+                self._undo(req, journal)
+                raise
+            return out
+        finally:
+            self._leave()
 
     def _undo(self, req: RequestState, journal: list[tuple[Any, ...]]) -> None:
         """Undo a step's journaled changes, newest first: the pools' queues, the tables and
