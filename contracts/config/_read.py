@@ -7,7 +7,8 @@ The file is untrusted input. Before any value reaches a model it must pass, in o
    file of half a million scalars costs no more to refuse than one of `MAX_NODES`. TOML and
    JSON text is pre-scanned (strings and comments skipped, separators counted: a lower bound
    of the values, so a refusal is always true); YAML values are counted as libyaml composes
-   them, and composition stops at the first one too many;
+   them (and, explicitly tagged ones, as they are built), and it stops at the first one too
+   many;
 3. the parser: ``tomllib``, ``json`` (duplicate keys and integers of more than 19 digits
    rejected) or a YAML *safe* loader that also rejects duplicate keys and
    reads the YAML 1.2 core schema: a plain scalar that YAML 1.1 reads otherwise (``040``,
@@ -470,7 +471,8 @@ def _yaml_loader() -> type[Any]:
 
         def __init__(self, stream: str) -> None:
             super().__init__(stream)
-            self.nodes = 0
+            self.nodes = 0  # composed (resolve), then built (construct_object)
+            self.built = 0
             self.tags: dict[str, str] = {}  # the tag of each plain scalar seen, by its text
             self.problems: dict[str, str] = {}
 
@@ -495,6 +497,11 @@ def _yaml_loader() -> type[Any]:
             return tag
 
         def construct_object(self, node: Any, deep: bool = False) -> Any:
+            # Explicitly tagged nodes (!!str 1) never reach resolve: count them here, before
+            # building more of them.
+            self.built += 1
+            if self.built > 2 * MAX_NODES:
+                raise _TooManyValues
             if isinstance(node, yaml.ScalarNode) and node in self.constructed_objects:
                 # The same scalar node twice: an alias of it (containers are caught by the
                 # tree check, which then names the alias's path).

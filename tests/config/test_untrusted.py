@@ -40,6 +40,7 @@ HOSTILE: dict[str, tuple[str, str]] = {
     "yaml flow list": ("a: [" + ",".join(["1"] * ((CAP - 10) // 2)) + "]", "yaml"),
     "yaml block list": ("a:\n" + "- 1\n" * ((CAP - 10) // 4), "yaml"),
     "yaml mapping": ("".join(f"k{i}: 1\n" for i in range(90_000)), "yaml"),
+    "yaml tagged list": ("a: [" + ",".join(["!!str 1"] * ((CAP - 10) // 8)) + "]", "yaml"),
 }
 
 
@@ -51,7 +52,7 @@ def parser_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
 
     from contracts.config._read import _yaml_loader
 
-    calls = {"toml": 0, "json": 0, "yaml nodes": 0}
+    calls = {"toml": 0, "json": 0, "yaml nodes": 0, "yaml built": 0}
 
     def counting(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
         def spy(*args: Any, **kwargs: Any) -> Any:
@@ -64,6 +65,8 @@ def parser_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     monkeypatch.setattr(json, "loads", counting("json", json.loads))
     loader = _yaml_loader()
     monkeypatch.setattr(loader, "resolve", counting("yaml nodes", loader.resolve))
+    built = counting("yaml built", loader.construct_object)
+    monkeypatch.setattr(loader, "construct_object", built)
     yield calls
 
 
@@ -76,8 +79,11 @@ def test_a_file_of_too_many_values_is_refused_before_its_tree_is_built(
     with pytest.raises(ConfigError, match=r"x: more than (50000 values|100000 keys)"):
         parse_config_text(text, fmt, where="x")
     if fmt == "yaml":
-        # Keys are nodes too: at most 2 × MAX_NODES nodes composed, then the refusal.
-        assert parser_calls["yaml nodes"] == 2 * MAX_NODES + 1
+        # Keys are nodes too: at most 2 × MAX_NODES nodes composed (or, explicitly tagged
+        # ones, which libyaml composes without asking, built), then the refusal.
+        composed, built = parser_calls["yaml nodes"], parser_calls["yaml built"]
+        assert max(composed, built) == 2 * MAX_NODES + 1, (composed, built)
+        assert built <= 2 * MAX_NODES + 1
     else:
         assert parser_calls[fmt] == 0, "the parser was given a file the count refuses"
 
