@@ -47,12 +47,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts import (
-    Bytes,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
     ModelSpec,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     Tokens,
 )
@@ -92,7 +92,7 @@ def voxtral_plan(concurrency: int) -> CapacityPlan:
             max_num_batched_tokens=Tokens(TEXT_CHUNK),
             max_encoder_len=EncoderTokens(4 * 1024),
             max_encoder_tokens_per_step=EncoderTokens(POOL * AUDIO_CHUNK),
-            memory_budget=Bytes(budget),
+            memory_budget=RankBytes(budget),
         )
 
     one = plan(model, engine(1 << 40))

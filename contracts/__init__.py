@@ -5,6 +5,9 @@ The core every other part of kvunits stands on:
 * quantities: `EncoderTokens`, `PooledBlocks`, `Tokens`, `CacheBlocks`, `Bytes` (one final
   class per unit), and the per-layer factors `PoolFactor` (P) and `BlockSize`;
 * conversions between them, each naming its rounding (`CONVERSIONS` lists them);
+* whose count it is: a rank's heads, bytes, blocks and tokens (`RankKVHeads`, `RankBytes`,
+  `RankBlocks`, `RankTokens`) against the model's (`KVHeads`, `Bytes`, `CacheBlocks`), and
+  the deployment's shape (`Parallelism`: tensor, pipeline, decode-context parallel sizes);
 * the frozen layer, model and engine specs (recurrent mixers keep their state's shapes:
   `Mamba1Layer`, `Mamba2Layer`, `GatedDeltaNetLayer`), and the two views of a layer that the cache
   manager (`ManagerSpec`) and the attention kernel (`KernelSpec`) read;
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._convert import CONVERSIONS as CONVERSIONS
+from ._convert import CONVERSIONS as _LENGTH_CONVERSIONS
 from ._convert import bytes_to_cache_blocks_floor as bytes_to_cache_blocks_floor
 from ._convert import cache_blocks_to_bytes as cache_blocks_to_bytes
 from ._convert import expand_block_size as expand_block_size
@@ -32,6 +35,25 @@ from ._convert import pool_span as pool_span
 from ._convert import pool_window as pool_window
 from ._convert import slots_to_cache_blocks_ceil as slots_to_cache_blocks_ceil
 from ._convert import unpool_length as unpool_length
+from ._deploy import DEPLOY_CONVERSIONS as _DEPLOY_CONVERSIONS
+from ._deploy import KVHeads as KVHeads
+from ._deploy import Parallelism as Parallelism
+from ._deploy import RankBlocks as RankBlocks
+from ._deploy import RankBytes as RankBytes
+from ._deploy import RankKVHeads as RankKVHeads
+from ._deploy import RankTokens as RankTokens
+from ._deploy import blocks_per_rank as blocks_per_rank
+from ._deploy import engine_blocks as engine_blocks
+from ._deploy import head_replicas as head_replicas
+from ._deploy import kv_heads_of as kv_heads_of
+from ._deploy import kv_heads_per_rank as kv_heads_per_rank
+from ._deploy import layers_per_stage as layers_per_stage
+from ._deploy import page_size_per_rank as page_size_per_rank
+from ._deploy import rank_blocks_to_bytes as rank_blocks_to_bytes
+from ._deploy import rank_bytes_to_blocks_floor as rank_bytes_to_blocks_floor
+from ._deploy import rank_tokens_to_blocks_ceil as rank_tokens_to_blocks_ceil
+from ._deploy import requested_memory as requested_memory
+from ._deploy import tokens_per_dcp_rank as tokens_per_dcp_rank
 from ._dtype import CacheDType as CacheDType
 from ._engine import EngineSpec as EngineSpec
 from ._factors import BlockSize as BlockSize
@@ -76,6 +98,10 @@ from .errors import UnitValueError as UnitValueError
 if TYPE_CHECKING:
     from ._registry import ureg as ureg
 
+#: Every named conversion, with its rounding: between lengths, slots, blocks and bytes
+#: (``_convert``), and between the model's counts and one rank's (``_deploy``).
+CONVERSIONS = _LENGTH_CONVERSIONS + _DEPLOY_CONVERSIONS
+
 
 def __getattr__(name: str) -> object:
     # The pint registry is the one lazy name: building it imports pint (about 170 ms), which
@@ -103,6 +129,7 @@ __all__ = [
     "FullAttentionLayer",
     "GatedDeltaNetLayer",
     "IntQuantity",
+    "KVHeads",
     "KVSharedLayer",
     "KernelSpec",
     "KernelUnit",
@@ -114,8 +141,13 @@ __all__ = [
     "Mamba2Layer",
     "ManagerSpec",
     "ModelSpec",
+    "Parallelism",
     "PoolFactor",
     "PooledBlocks",
+    "RankBlocks",
+    "RankBytes",
+    "RankKVHeads",
+    "RankTokens",
     "SeqUnit",
     "SlidingWindowLayer",
     "SlotUnit",
@@ -126,18 +158,30 @@ __all__ = [
     "UnitError",
     "UnitTypeError",
     "UnitValueError",
+    "blocks_per_rank",
     "bytes_to_cache_blocks_floor",
     "cache_blocks_to_bytes",
+    "engine_blocks",
     "expand_block_size",
     "group_layers",
+    "head_replicas",
     "kernel_view",
+    "kv_heads_of",
+    "kv_heads_per_rank",
+    "layers_per_stage",
     "manager_view",
+    "page_size_per_rank",
     "parse_quantity",
     "pool_length",
     "pool_position",
     "pool_span",
     "pool_window",
+    "rank_blocks_to_bytes",
+    "rank_bytes_to_blocks_floor",
+    "rank_tokens_to_blocks_ceil",
+    "requested_memory",
     "slots_to_cache_blocks_ceil",
+    "tokens_per_dcp_rank",
     "unpool_length",
     "ureg",
 ]

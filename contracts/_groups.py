@@ -29,7 +29,9 @@ class GroupLimits(Generic[SlotUnit]):
 
     Attributes:
         max_len: the longest sequence of one request, in slots.
-        max_in_flight: the most slots one request schedules in one step.
+        max_in_flight: the most slots of one request scheduled and not yet settled: the
+            batches in flight (pipeline stages, async scheduling) times one step, plus the
+            speculative lookahead (`EngineSpec.max_in_flight`); a step never adds more.
     """
 
     max_len: SlotUnit
@@ -96,9 +98,11 @@ AnyLayerGroup: TypeAlias = LayerGroup[PooledBlocks] | LayerGroup[Tokens]
 
 
 def group_limits(manager: ManagerSpec[_U], engine: EngineSpec) -> GroupLimits[_U]:
-    """The engine's limits in a group's slot unit: token groups take them as they are,
-    pooled groups convert encoder tokens, the longest sequence with `pool_length` (a length
-    rounds up) and a step with `pool_span` (the slots a step can touch), and a
+    """The engine's limits in a group's slot unit: token groups take them as they are
+    (``max_in_flight``: `EngineSpec.max_in_flight`, the batches in flight × one step + the
+    speculative lookahead), pooled groups convert encoder tokens, the longest sequence with
+    `pool_length` (a length rounds up) and what is in flight with `pool_span` (the slots a run
+    of consecutive encoder tokens can touch: the steps in flight are one run), and a
     cross-attention group is sized by its layers' declared encoder length alone (written
     whole, once per request), so it needs no encoder limits from the engine.
 
@@ -108,16 +112,17 @@ def group_limits(manager: ManagerSpec[_U], engine: EngineSpec) -> GroupLimits[_U
     if manager.kind == "cross_attention" and manager.fixed_length is not None:
         return GroupLimits(manager.fixed_length, manager.fixed_length)
     unit = manager.slot_unit
+    encoder_in_flight = engine.max_encoder_in_flight
     if unit is Tokens:
-        max_len, in_flight = engine.max_model_len.value, engine.max_num_batched_tokens.value
-    elif engine.max_encoder_len is None or engine.max_encoder_tokens_per_step is None:
+        max_len, in_flight = engine.max_model_len.value, engine.max_in_flight.value
+    elif engine.max_encoder_len is None or encoder_in_flight is None:
         raise SpecError(
             "the model has encoder-side (pooled) layers: set engine.max_encoder_len and "
             "engine.max_encoder_tokens_per_step (both in encoder_token)"
         )
     else:
         max_len = pool_length(engine.max_encoder_len, manager.pool).value
-        in_flight = pool_span(engine.max_encoder_tokens_per_step, manager.pool).value
+        in_flight = pool_span(encoder_in_flight, manager.pool).value
     # Re-tagged with the manager's own unit class (the values above already count it), so
     # the limits' type follows the manager's.
     return GroupLimits(unit(max_len), unit(in_flight))

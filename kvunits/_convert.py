@@ -64,6 +64,8 @@ class Step:
     formula: str
     rounding: str
     result: str
+    value: int
+    unit: str
 
 
 @final
@@ -76,6 +78,11 @@ class ConversionResult:
     steps: tuple[Step, ...]
     parameters: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: The same, for programs: the input in its unit's class, the output in the unit asked,
+    #: the parameters, each a number with its unit.
+    source_value: tuple[int, str] = (0, "")
+    target_value: tuple[int, str] = (0, "")
+    parameter_values: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def line(self) -> str:
         """``750 encoder_token → 189 pooled_block  (pool_window: cdiv(W - 1, P) + 1, …)``."""
@@ -93,19 +100,27 @@ class ConversionResult:
         return f"{chain}  ({described}{'; ' + given if given else ''})"
 
     def to_dict(self) -> dict[str, Any]:
+        """``--format json``: numbers with their units beside them, and the text as written."""
+        from ._render import SCHEMA_VERSION
+
+        def q(pair: tuple[int, str]) -> dict[str, Any]:
+            return {"value": pair[0], "unit": pair[1]}
+
         return {
-            "input": self.source,
-            "output": self.target,
+            "schema_version": SCHEMA_VERSION,
+            "written": self.source,
+            "input": q(self.source_value),
+            "output": q(self.target_value),
             "steps": [
                 {
                     "conversion": s.name,
                     "formula": s.formula,
                     "rounding": s.rounding,
-                    "result": s.result,
+                    "result": q((s.value, s.unit)),
                 }
                 for s in self.steps
             ],
-            "parameters": dict(self.parameters),
+            "parameters": {k: q(v) for k, v in self.parameter_values.items()},
             "notes": list(self.notes),
         }
 
@@ -135,6 +150,7 @@ def convert(
     value = parse_any_quantity(text, field="QUANTITY")
     target_cls, per_unit = _target(to)
     params: dict[str, str] = {}
+    values: dict[str, tuple[int, str]] = {}
     notes: list[str] = []
     steps: list[Step] = []
     current: IntQuantity = value
@@ -142,6 +158,7 @@ def convert(
     if isinstance(current, EncoderTokens) and target_cls in (PooledBlocks, CacheBlocks, Bytes):
         p = _pool(pool, "encoder_token → pooled_block")
         params["P"] = str(p.tokens_per_block)
+        values["P"] = (p.tokens_per_block, "encoder_token/pooled_block")
         kind = as_ or "length"
         if kind != "length" and target_cls is not PooledBlocks:
             raise UnitValueError(_NOT_A_LENGTH[kind], field="--as", got=f"--as {kind} --to {to}")
@@ -162,6 +179,7 @@ def convert(
     if isinstance(current, PooledBlocks) and target_cls is EncoderTokens:
         p = _pool(pool, "pooled_block → encoder_token")
         params["P"] = str(p.tokens_per_block)
+        values["P"] = (p.tokens_per_block, "encoder_token/pooled_block")
         current = unpool_length(current, p)
         steps.append(_step("unpool_length", current))
 
@@ -173,6 +191,7 @@ def convert(
                 expected=f"an int of {current.unit} per cache_block",
             )
         params["block_size"] = f"{block_size} {current.unit}/cache_block"
+        values["block_size"] = (block_size, f"{current.unit}/cache_block")
         if isinstance(current, PooledBlocks):
             current = slots_to_cache_blocks_ceil(current, BlockSize(block_size, PooledBlocks))
         else:
@@ -182,11 +201,13 @@ def convert(
     if isinstance(current, CacheBlocks) and target_cls is Bytes:
         page = _page(page_size, "cache_block → byte")
         params["page_size"] = str(page)
+        values["page_size"] = (page.value, page.unit)
         current = cache_blocks_to_bytes(current, page)
         steps.append(_step("cache_blocks_to_bytes", current))
     elif isinstance(current, Bytes) and target_cls is CacheBlocks:
         page = _page(page_size, "byte → cache_block")
         params["page_size"] = str(page)
+        values["page_size"] = (page.value, page.unit)
         current = bytes_to_cache_blocks_floor(current, page)
         steps.append(_step("bytes_to_cache_blocks_floor", current))
 
@@ -194,6 +215,7 @@ def convert(
         raise UnitTypeError(_no_conversion(value, current, target_cls), field="--to", got=text)
     if per_unit == 1:
         target = str(current)
+        output = (current.value, current.unit)
     else:
         whole, rest = divmod(current.value, per_unit)
         if rest:
@@ -204,10 +226,21 @@ def convert(
                 got=str(current),
             )
         target = f"{whole} {to}"
-        steps.append(Step("exact unit change", f"1 {to} = {per_unit} byte", "exact", target))
+        output = (whole, to)
+        step = Step("exact unit change", f"1 {to} = {per_unit} byte", "exact", target, whole, to)
+        steps.append(step)
     written = " ".join(text.split())
     source = str(value) if written == str(value) else f"{written} = {value}"
-    return ConversionResult(source, target, tuple(steps), params, tuple(notes))
+    return ConversionResult(
+        source,
+        target,
+        tuple(steps),
+        params,
+        tuple(notes),
+        source_value=(value.value, value.unit),
+        target_value=output,
+        parameter_values=values,
+    )
 
 
 def _target(to: str) -> tuple[type[IntQuantity], int]:
@@ -249,7 +282,14 @@ def _step(name: str, result: IntQuantity) -> Step:
             got=str(result),
         )
     conversion = next(c for c in CONVERSIONS if c.name == name)
-    return Step(conversion.name, conversion.formula, conversion.rounding, str(result))
+    return Step(
+        conversion.name,
+        conversion.formula,
+        conversion.rounding,
+        str(result),
+        result.value,
+        result.unit,
+    )
 
 
 def _no_conversion(value: IntQuantity, current: IntQuantity, target: type[IntQuantity]) -> str:

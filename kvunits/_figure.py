@@ -188,7 +188,7 @@ def _draw(runs: list[Run], workload: Workload, config: KvUnitsConfig) -> Any:
         title=textwrap.fill(workload.describe(), width=40 * ncols + 20),
         title_fontsize=8,
     )
-    budget = human_bytes(config.engine.memory_budget.value)
+    budget = human_bytes(config.engine.kv_cache_memory.value)
     figure.suptitle(
         f"kvunits simulate: {config.model.name}, {budget} of KV cache", fontsize=12, weight="bold"
     )

@@ -1,9 +1,13 @@
 """Rendering a capacity plan: a dict for ``--format json``, a rich table for people.
 
-Quantities render as their unit strings (``"189 pooled_block"``), in JSON and in the table
-alike; the table adds a binary-prefixed size next to large byte counts. rich is imported
-only when a table is drawn, so ``--format json`` never pays for it. Text that came from the
-user (model and file names) is shown as plain text: no rich markup, no control characters.
+JSON is for programs: every quantity is a number with its unit beside it,
+``{"value": 189, "unit": "pooled_block"}`` (a rank's: ``"unit": "byte/rank"``), plain counts
+(layers, ranks, requests) are numbers, each engine setting appears once with where it came
+from, and ``schema_version`` says which shape this is (`SCHEMA_VERSION`). The table shows the
+same quantities as text (``"189 pooled_block"``), with a binary-prefixed size next to large
+byte counts. rich is imported only when a table is drawn, so ``--format json`` never pays for
+it. Text that came from the user (model and file names) is shown as plain text: no rich
+markup, no control characters.
 """
 
 from __future__ import annotations
@@ -11,38 +15,103 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
 if TYPE_CHECKING:
-    from contracts import IntQuantity
+    from contracts import BlockSize, IntQuantity
     from contracts.config import KvUnitsConfig
     from runtime.capacity import CapacityPlan, GroupPlan
+    from runtime.deployment import StagePlan
+
+#: The shape of kvunits' JSON output (plan, fit, convert, simulate): 2 since quantities are
+#: ``{"value", "unit"}`` objects (1: ``"<int> <unit>"`` strings, no key).
+SCHEMA_VERSION: Final = 2
 
 _BINARY = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
+#: The unit of each engine setting (a fraction, a switch and a dtype have none).
+_SETTING_UNITS: Final = {
+    "block_size_slots": "slot/cache_block",
+    "max_model_len": "token",
+    "max_num_batched_tokens": "token",
+    "max_encoder_len": "encoder_token",
+    "max_encoder_tokens_per_step": "encoder_token",
+    "tensor_parallel_size": "rank",
+    "pipeline_parallel_size": "stage",
+    "decode_context_parallel_size": "rank",
+    "max_concurrent_batches": "batch",
+    "num_speculative_tokens": "token",
+    "memory_budget": "byte/rank",
+    "gpu_memory": "byte/rank",
+    "weights_memory": "byte/rank",
+    "activation_memory": "byte/rank",
+}
+
+
+def quantity(value: IntQuantity | BlockSize[Any] | None) -> dict[str, Any] | None:
+    """A quantity for JSON: ``{"value": 189, "unit": "pooled_block"}`` (``None`` stays).
+
+    Example:
+        >>> from contracts import PooledBlocks
+        >>> quantity(PooledBlocks(189))
+        {'value': 189, 'unit': 'pooled_block'}
+    """
+    from contracts import BlockSize
+
+    if value is None:
+        return None
+    if isinstance(value, BlockSize):  # slots of its unit per cache block
+        return {"value": value.slots, "unit": f"{value.unit.unit}/cache_block"}
+    return {"value": value.value, "unit": value.unit}
+
+
+def engine_settings(config: KvUnitsConfig) -> dict[str, Any]:
+    """Every engine setting once: its value (with its unit), and where it came from."""
+    from contracts import IntQuantity
+    from contracts.config._models import ENGINE_FIELDS
+
+    engine = config.engine
+    settings: dict[str, Any] = {}
+    for name in ENGINE_FIELDS:
+        value = getattr(engine, name)
+        entry: dict[str, Any]
+        if isinstance(value, IntQuantity):
+            entry = {"value": value.value}
+        elif name == "cache_dtype":
+            entry = {"value": "auto" if value is None else value.value}
+        else:
+            entry = {"value": value}
+        if name in _SETTING_UNITS:
+            entry["unit"] = _SETTING_UNITS[name]
+        entry["from"] = config.engine_sources.get(name)
+        settings[name] = entry
+    return settings
+
 
 def plan_to_dict(config: KvUnitsConfig, plan: CapacityPlan) -> dict[str, Any]:
-    """The plan as JSON-ready data; every quantity is a ``"<int> <unit>"`` string."""
+    """The plan as JSON-ready data (see the module doc)."""
     engine = config.engine
     return {
+        "schema_version": SCHEMA_VERSION,
         "model": config.model.name,
         "source": config.source,
-        "engine": {
-            "block_size_slots": engine.block_size_slots,
-            "max_model_len": str(engine.max_model_len),
-            "max_num_batched_tokens": str(engine.max_num_batched_tokens),
-            "max_encoder_len": _str(engine.max_encoder_len),
-            "max_encoder_tokens_per_step": _str(engine.max_encoder_tokens_per_step),
-            "memory_budget": str(engine.memory_budget),
-            "cache_dtype": "auto" if engine.cache_dtype is None else engine.cache_dtype.value,
+        "engine": engine_settings(config),
+        "in_flight": {
+            "concurrent_batches": engine.concurrent_batches,
+            "num_lookahead_tokens": quantity(engine.num_lookahead_tokens),
+            "max_in_flight": quantity(engine.max_in_flight),
+            "max_encoder_in_flight": quantity(engine.max_encoder_in_flight),
         },
-        "engine_sources": dict(config.engine_sources),
+        "ranks": plan.parallelism.world_size,
+        "kv_cache_memory": quantity(plan.kv_cache_memory),
         "groups": [_group_to_dict(group) for group in plan.groups],
+        "stages": [_stage_to_dict(stage) for stage in plan.stages],
         "uncached_layers": list(plan.uncached_layers),
-        "bytes_per_request": str(plan.bytes_per_request),
-        "memory_budget": str(plan.memory_budget),
+        "bytes_per_request": quantity(plan.bytes_per_request),
         "concurrent_requests": plan.concurrent_requests,
     }
 
 
 def _group_to_dict(plan: GroupPlan) -> dict[str, Any]:
+    from contracts import KVHeads
+
     group, manager = plan.group, plan.group.manager
     kernel = next(iter(group.kernels.values()), None)
     return {
@@ -51,22 +120,48 @@ def _group_to_dict(plan: GroupPlan) -> dict[str, Any]:
         "layers": group.num_layers,
         "slot_unit": manager.slot_unit.unit,
         "pool": manager.pool.tokens_per_block,
-        "block_size": str(manager.block_size),
-        "kernel_block_size": None if kernel is None else str(kernel.tokens_per_block),
-        "sliding_window": _str(plan.sliding_window),
-        "manager_sliding_window": _str(manager.sliding_window),
+        "block_size": quantity(manager.block_size),
+        "kernel_block_size": None if kernel is None else quantity(kernel.tokens_per_block),
+        "sliding_window": quantity(plan.sliding_window),
+        "manager_sliding_window": quantity(manager.sliding_window),
         "sliding_window_conversion": _window_conversion(plan),
-        "chunk": None if kernel is None else _str(kernel.chunk),
-        "manager_chunk": _str(manager.chunk),
-        "max_len": str(group.limits.max_len),
-        "max_in_flight": str(group.limits.max_in_flight),
-        "kv_heads": manager.kv_heads,
+        "chunk": None if kernel is None else quantity(kernel.chunk),
+        "manager_chunk": quantity(manager.chunk),
+        "max_len": quantity(group.limits.max_len),
+        "max_in_flight": quantity(group.limits.max_in_flight),
+        "kv_heads": None if manager.kind == "state" else quantity(KVHeads(manager.kv_heads)),
         "dtype": manager.dtype.value,
-        "page_size": str(plan.page_size),
-        "block_bytes": str(plan.block_bytes),
-        "admission_cap": str(plan.admission_cap),
-        "bytes_per_request": str(plan.bytes_per_request),
-        "num_blocks": str(plan.num_blocks),
+        "page_size": quantity(plan.page_size),
+        "block_bytes": quantity(plan.block_bytes),
+        "admission_cap": quantity(plan.admission_cap),
+        "bytes_per_request": quantity(plan.bytes_per_request),
+        "num_blocks": quantity(plan.num_blocks),
+    }
+
+
+def _stage_to_dict(stage: StagePlan) -> dict[str, Any]:
+    return {
+        "stage": stage.index,
+        "layers": list(stage.layer_names),
+        "groups": [
+            {
+                "name": g.name,
+                "layers": list(g.layer_names),
+                "kv_heads": quantity(g.kv_heads),
+                "kv_heads_per_rank": quantity(g.kv_heads_per_rank),
+                "head_replicas": g.head_replicas,
+                "dcp_sharded": g.dcp_sharded,
+                "page_size": quantity(g.page_size),
+                "block_bytes": quantity(g.block_bytes),
+                "admission_cap": quantity(g.admission_cap),
+                "bytes_per_request": quantity(g.bytes_per_request),
+                "num_blocks": quantity(g.num_blocks),
+            }
+            for g in stage.groups
+        ],
+        "null_bytes": quantity(stage.null_bytes),
+        "bytes_per_request": quantity(stage.bytes_per_request),
+        "memory_used": quantity(stage.memory_used),
     }
 
 
@@ -77,48 +172,28 @@ def _window_conversion(plan: GroupPlan) -> str | None:
 
 
 def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None:
-    """Draw the plan for people: the engine settings, one row per group, the totals.
+    """Draw the plan for people: the engine settings, one row per group, the ranks' plan
+    when there is more than one rank, the totals.
 
     On a stream that cannot encode the drawing (``PYTHONIOENCODING=ascii``, a C locale),
     rich draws ASCII boxes and every text is written in ASCII (``->`` for ``→``; user text
     escaped).
     """
     from rich import box
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from contracts import CONVERSIONS
 
-    if not isinstance(out, _Ascii) and not can_encode(out, "─→"):
-        render_table(config, plan, cast(TextIO, _Ascii(out)))
-        return
-
-    class Quiet(Console):
-        def on_broken_pipe(self) -> None:
-            # rich exits with status 1 here; the command line ends quietly instead (cli).
-            self.quiet = True
-            raise BrokenPipeError
-
-    # Piped output is not wrapped at 80 columns, so that a line can be grepped whole.
-    console = Quiet(file=out, width=None if out.isatty() else 160, highlight=False)
+    console = make_console(out)
     title = Text("kvunits plan: ")
     title.append(clean(config.model.name), style="bold")
     title.append(f"  ({clean(config.source)})", style="dim")
     console.print(title)
-
-    engine = Table(box=box.SIMPLE, show_edge=False, pad_edge=False, title_justify="left")
-    engine.add_column("engine setting")
-    engine.add_column("value")
-    engine.add_column("from", style="dim")
-    for name, value in plan_to_dict(config, plan)["engine"].items():
-        if value is None:
-            continue
-        shown = str(value)
-        if name == "memory_budget":
-            shown = f"{value} ({human_bytes(config.engine.memory_budget.value)})"
-        engine.add_row(name, Text(shown), Text(clean(config.engine_sources.get(name, "-"))))
-    console.print(engine)
+    console.print(settings_table(config))
+    in_flight = in_flight_line(config)
+    if in_flight:
+        console.print(Text(in_flight, style="dim"))
 
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for header, justify in (
@@ -161,13 +236,124 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
         )
     if plan.uncached_layers:
         console.print(Text(f"layers without a KV cache: {len(plan.uncached_layers)}"))
+    parallelism = plan.parallelism
+    if parallelism.world_size > 1 or parallelism.decode_context_parallel_size > 1:
+        console.print(Text(f"\nper rank: {parallelism}", style="bold"))
+        console.print(rank_table(plan))
+    budget = plan.kv_cache_memory.value
     summary = Text()
-    summary.append(f"{human_bytes(plan.memory_budget.value)} buys ")
+    each = " per rank" if parallelism.world_size > 1 else ""
+    summary.append(f"{human_bytes(budget)}{each} buys ")
     summary.append(", ".join(f"{g.num_blocks} ({g.group.name})" for g in plan.groups))
     summary.append(" with one null block each;\none full-length request holds ")
-    summary.append(f"{plan.bytes_per_request} ({human_bytes(plan.bytes_per_request.value)}); ")
+    summary.append(f"{plan.bytes_per_request} ({human_bytes(plan.bytes_per_request.value)})")
+    if parallelism.world_size > 1:
+        most = max(plan.stages, key=lambda s: s.bytes_per_request.value).bytes_per_request
+        summary.append(f", {most} ({human_bytes(most.value)}) on its fullest rank")
+    summary.append("; ")
     summary.append(f"concurrent requests admitted: {plan.concurrent_requests}", style="bold")
     console.print(summary)
+
+
+def rank_table(plan: CapacityPlan) -> Any:
+    """One row per stage and group: the layers the stage holds and what one rank holds."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header, justify in (
+        ("stage", "right"),
+        ("layers", "left"),
+        ("group", "left"),
+        ("kv heads: rank of model", "left"),
+        ("page size", "right"),
+        ("admission cap", "right"),
+        ("bytes per request", "right"),
+        ("blocks", "right"),
+    ):
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for stage in plan.stages:
+        first = True
+        for group in stage.groups:
+            heads = "-"
+            if group.kv_heads is not None and group.kv_heads_per_rank is not None:
+                heads = f"{group.kv_heads_per_rank.value} of {group.kv_heads.value}"
+                if group.head_replicas > 1:
+                    heads += f" ({group.head_replicas} copies)"
+            if group.dcp_sharded:
+                heads += ", DCP"
+            table.add_row(
+                str(stage.index) if first else "",
+                Text(layer_span(group.layer_names)),
+                Text(group.name),
+                heads,
+                str(group.page_size),
+                str(group.admission_cap),
+                f"{group.bytes_per_request} ({human_bytes(group.bytes_per_request.value)})",
+                str(group.num_blocks),
+            )
+            first = False
+    return table
+
+
+def settings_table(config: KvUnitsConfig) -> Any:
+    """The engine settings that are set, each with where it came from."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from contracts.config._models import GPU_MEMORY_FIELDS
+
+    table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False, title_justify="left")
+    table.add_column("engine setting")
+    table.add_column("value")
+    table.add_column("from", style="dim")
+    engine = config.engine
+    for name, entry in engine_settings(config).items():
+        value = entry["value"]
+        if value is None or (name in GPU_MEMORY_FIELDS and engine.gpu_memory is None):
+            continue
+        shown = str(getattr(engine, name)) if "unit" in entry else str(value)
+        if name == "cache_dtype":
+            shown = str(value)
+        if isinstance(value, bool):
+            shown = "on" if value else "off"
+        if entry.get("unit") in ("byte", "byte/rank"):
+            shown = f"{shown} ({human_bytes(value)})"
+        table.add_row(name, Text(shown), Text(clean(entry["from"] or "-")))
+    if engine.memory_budget is None:
+        budget = engine.kv_cache_memory
+        table.add_row(
+            "(KV cache memory)",
+            Text(f"{budget} ({human_bytes(budget.value)})"),
+            Text("gpu_memory × gpu_memory_utilization − weights − activations"),
+        )
+    return table
+
+
+def in_flight_line(config: KvUnitsConfig) -> str:
+    """What is in flight, when it is more than one step: the batches, the lookahead."""
+    engine = config.engine
+    batches, lookahead = engine.concurrent_batches, engine.num_lookahead_tokens
+    if batches == 1 and not lookahead:
+        return ""
+    why = (
+        "max_concurrent_batches"
+        if engine.max_concurrent_batches is not None
+        else f"{engine.pipeline_parallel_size} pipeline stage"
+        + ("s" if engine.pipeline_parallel_size > 1 else "")
+        + (" + 1 for async scheduling" if engine.async_scheduling else "")
+    )
+    line = f"in flight: {batches} batch{'es' if batches > 1 else ''} ({why}) × "
+    line += f"{engine.max_num_batched_tokens}"
+    if lookahead:
+        line += f" + {lookahead} of speculative lookahead"
+    line += f" = {engine.max_in_flight}"
+    encoder = engine.max_encoder_in_flight
+    if encoder is not None and batches > 1:
+        line += f"; encoder {encoder}"
+    return line
 
 
 def _window_cell(plan: GroupPlan) -> str:
@@ -184,6 +370,56 @@ def _window_cell(plan: GroupPlan) -> str:
     if manager.kind == "state":
         return "fixed state"
     return "per layer"
+
+
+def layer_span(names: tuple[str, ...]) -> str:
+    """Layer names, runs of one stack shortened: ``text.0 … text.15`` → ``text.0-15``.
+
+    Example:
+        >>> layer_span(("text.0", "text.1", "text.2", "cross.0", "proj", "text.4"))
+        'text.0-2, cross.0, proj, text.4'
+    """
+    parts: list[str] = []
+    run: list[int] = []
+    stack = ""
+
+    def close() -> None:
+        if run:
+            parts.append(f"{stack}.{run[0]}" + (f"-{run[-1]}" if len(run) > 1 else ""))
+            run.clear()
+
+    for name in names:
+        prefix, _, index = name.rpartition(".")
+        if not (prefix and index.isdigit()):
+            close()
+            parts.append(name)
+            continue
+        if prefix == stack and run and int(index) == run[-1] + 1:
+            run.append(int(index))
+            continue
+        close()
+        stack = prefix
+        run.append(int(index))
+    close()
+    return ", ".join(parts)
+
+
+def make_console(out: TextIO) -> Any:
+    """A rich console for ``out``: ASCII where ``out`` cannot encode the drawing, not wrapped
+    at 80 columns when piped (so that a line can be grepped whole), and quiet on a closed
+    pipe (the command line ends without a traceback)."""
+    from rich.console import Console
+
+    if not isinstance(out, _Ascii) and not can_encode(out, "─→"):
+        out = cast(TextIO, _Ascii(out))
+
+    class Quiet(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits with status 1 here; the command line ends quietly instead (cli).
+            self.quiet = True
+            raise BrokenPipeError
+
+    return Quiet(file=out, width=None if out.isatty() else 160, highlight=False)
 
 
 #: ASCII for the symbols kvunits writes itself; anything else (user text) is escaped.
@@ -243,7 +479,3 @@ def human_bytes(n: int) -> str:
 def clean(text: str) -> str:
     """User text for a terminal: control characters escaped (no cursor tricks)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _str(value: IntQuantity | None) -> str | None:
-    return None if value is None else str(value)

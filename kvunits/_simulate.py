@@ -230,15 +230,17 @@ class Workload:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, quantities as ``"<int> <unit>"``."""
+        """JSON-ready, quantities as ``{"value", "unit"}``."""
+        from ._render import quantity
+
         return {
             "streams": self.streams,
             "steps": self.steps,
             "duration": self.duration,
             "arrival": self.arrival,
-            "prompt": str(self.prompt),
-            "encoder_step": None if self.encoder_step is None else str(self.encoder_step),
-            "decoder_step": str(self.decoder_step),
+            "prompt": quantity(self.prompt),
+            "encoder_step": quantity(self.encoder_step),
+            "decoder_step": quantity(self.decoder_step),
             "seed": self.seed,
         }
 
@@ -359,14 +361,16 @@ class LostKey:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, positions as ``"<int> <unit>"``."""
+        """JSON-ready, positions as ``{"value", "unit"}``."""
+        from ._render import quantity
+
         return {
             "step": self.step,
             "stream": self.stream,
             "stream_step": self.stream_step,
             "group": self.group,
-            "query": str(self.query),
-            "key": str(self.key),
+            "query": quantity(self.query),
+            "key": quantity(self.key),
             "column": self.column,
         }
 
@@ -401,17 +405,22 @@ class GroupStats:
     peak_reserved: int
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; block counts are cache blocks."""
+        """JSON-ready; quantities as ``{"value", "unit"}``, block counts in cache blocks."""
+        from ._render import quantity
+
+        def blocks(n: int) -> dict[str, Any]:
+            return {"value": n, "unit": "cache_block"}
+
         return {
             "name": self.name,
             "kind": self.kind,
-            "manager_window": None if self.manager_window is None else str(self.manager_window),
-            "kernel_windows": [str(w) for w in self.kernel_windows],
-            "capacity": f"{self.capacity} cache_block",
-            "reserved_per_stream": f"{self.reserved_per_stream} cache_block",
-            "peak_held_per_stream": f"{self.peak_held_per_stream} cache_block",
-            "peak_used": f"{self.peak_used} cache_block",
-            "peak_reserved": f"{self.peak_reserved} cache_block",
+            "manager_window": quantity(self.manager_window),
+            "kernel_windows": [quantity(w) for w in self.kernel_windows],
+            "capacity": blocks(self.capacity),
+            "reserved_per_stream": blocks(self.reserved_per_stream),
+            "peak_held_per_stream": blocks(self.peak_held_per_stream),
+            "peak_used": blocks(self.peak_used),
+            "peak_reserved": blocks(self.peak_reserved),
         }
 
 

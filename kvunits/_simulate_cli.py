@@ -432,11 +432,17 @@ def render(config: KvUnitsConfig, workload: Workload, runs: list[Run], out: Text
 
 
 def to_dict(config: KvUnitsConfig, workload: Workload, runs: list[Run]) -> dict[str, Any]:
-    """``--format json``: the config, the workload and every run with its series."""
+    """``--format json``: the engine settings once, the workload and every run with its
+    series; quantities as ``{"value", "unit"}`` (the series are counts of cache blocks and
+    streams)."""
+    from ._render import SCHEMA_VERSION, engine_settings, quantity
+
     return {
+        "schema_version": SCHEMA_VERSION,
         "model": config.model.name,
         "source": config.source,
-        "memory_budget": str(config.engine.memory_budget),
+        "engine": engine_settings(config),
+        "kv_cache_memory": quantity(config.engine.kv_cache_memory),
         "workload": workload.to_dict(),
         "runs": [run.to_dict() for run in runs],
     }

@@ -1,5 +1,5 @@
-"""The ``kvunits`` command line: ``plan``, ``check``, ``models``, ``schema``, ``convert``,
-``simulate``.
+"""The ``kvunits`` command line: ``plan``, ``fit``, ``check``, ``models``, ``schema``,
+``convert``, ``simulate``.
 
 Exit status: 0 on success, and when the reader of stdout went away (``kvunits plan | head``:
 it took what it wanted; nothing more is written, no traceback); 2 for an invalid config, flag
@@ -32,30 +32,70 @@ EXIT_INVALID: Final = 2
 #: The shipped example (package data), planned by ``kvunits plan`` without an argument.
 DEFAULT_EXAMPLE: Final = "voxtral_realtime.toml"
 
-#: Engine flags of ``plan`` and ``check``, by EngineSpec field (highest precedence).
+#: Engine flags of ``plan``, ``check``, ``fit`` and ``simulate``, by EngineSpec field (highest
+#: precedence): (field, metavar, help, short alias). vLLM's names where vLLM has the setting.
 _ENGINE_FLAGS: Final = (
-    ("block_size_slots", "N", "slots per cache block (a plain integer), e.g. 16"),
-    ("max_model_len", "QTY", 'longest decoder sequence, e.g. "8192 token"'),
-    ("max_num_batched_tokens", "QTY", 'decoder tokens per step, e.g. "2048 token"'),
-    ("max_encoder_len", "QTY", 'longest encoder sequence, e.g. "6000 encoder_token"'),
-    ("max_encoder_tokens_per_step", "QTY", 'encoder tokens per step, e.g. "4 encoder_token"'),
-    ("memory_budget", "QTY", 'memory for the KV cache, e.g. "40 GiB"'),
-    ("cache_dtype", "DTYPE", "cache dtype for every layer (bfloat16, fp8, …, or auto)"),
+    ("block_size_slots", "N", "slots per cache block (a plain integer), e.g. 16", None),
+    ("max_model_len", "QTY", 'longest decoder sequence, e.g. "8192 token"', None),
+    ("max_num_batched_tokens", "QTY", 'decoder tokens per step, e.g. "2048 token"', None),
+    ("max_encoder_len", "QTY", 'longest encoder sequence, e.g. "6000 encoder_token"', None),
+    (
+        "max_encoder_tokens_per_step",
+        "QTY",
+        'encoder tokens per step, e.g. "4 encoder_token"',
+        None,
+    ),
+    ("tensor_parallel_size", "N", "ranks that split each layer's KV heads (TP), e.g. 8", "-tp"),
+    ("pipeline_parallel_size", "N", "pipeline stages that split the layers (PP)", "-pp"),
+    (
+        "decode_context_parallel_size",
+        "N",
+        "TP ranks that split a sequence's positions (DCP); divides -tp",
+        "-dcp",
+    ),
+    (
+        "max_concurrent_batches",
+        "N",
+        "batches in flight at once (default: pipeline stages, + 1 with async scheduling)",
+        None,
+    ),
+    (
+        "num_speculative_tokens",
+        "N",
+        "draft tokens per step of a speculative decoder: KV slots reserved past each step",
+        None,
+    ),
+    ("memory_budget", "QTY", 'KV cache memory of each GPU, e.g. "40 GiB"', None),
+    ("gpu_memory", "QTY", 'total memory of each GPU, e.g. "80 GiB" (instead of the budget)', None),
+    ("gpu_memory_utilization", "F", "fraction of gpu_memory the engine uses (0.92)", None),
+    ("weights_memory", "QTY", 'weights on each GPU, e.g. "16 GiB" (with --gpu-memory)', None),
+    (
+        "activation_memory",
+        "QTY",
+        'activations and other non-KV memory on each GPU, e.g. "4 GiB" (with --gpu-memory)',
+        None,
+    ),
+    ("cache_dtype", "DTYPE", "cache dtype for every layer (bfloat16, fp8, …, or auto)", None),
 )
 
 _PRECEDENCE: Final = """\
 engine settings, highest precedence first:
-  1. flags (--memory-budget "80 GiB")
+  1. flags (--memory-budget "80 GiB", -tp 8)
   2. environment variables KVUNITS_<SETTING> (KVUNITS_MEMORY_BUDGET="80 GiB")
   3. the config file's [engine] section (or what a Hugging Face config.json states)
   4. built-in defaults: block_size_slots 16, max_num_batched_tokens "2048 token",
-     memory_budget "40 GiB"
+     memory_budget "40 GiB" (unless gpu_memory is given), one rank, no async scheduling,
+     no speculative tokens
+memory is per GPU: memory_budget, or gpu_memory × gpu_memory_utilization − weights_memory
+− activation_memory
 """
 
 _MAIN_EPILOG: Final = """\
 examples:
   kvunits plan                                   the shipped Voxtral Realtime example
   kvunits plan examples/hf/gemma-3-1b-it/config.json --memory-budget "16 GiB"
+  kvunits plan examples/hf/llama-3.1-8b/config.json -tp 8 -pp 2   the plan per rank
+  kvunits fit examples/hf/llama-3.1-8b/config.json --memory-budget "16 GiB"
   kvunits check examples/*.toml examples/hf/*/config.json
   kvunits plan mistralai/Voxtral-Mini-4B-Realtime-2602   a model in the local HF cache
   kvunits models                                 the Hugging Face families kvunits reads
@@ -116,8 +156,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     engine_flags = argparse.ArgumentParser(add_help=False)
     group = engine_flags.add_argument_group("engine settings (override file and environment)")
-    for field, metavar, text in _ENGINE_FLAGS:
-        group.add_argument(f"--{field.replace('_', '-')}", dest=field, metavar=metavar, help=text)
+    for field, metavar, text, alias in _ENGINE_FLAGS:
+        names = [f"--{field.replace('_', '-')}", *([alias] if alias else [])]
+        group.add_argument(*names, dest=field, metavar=metavar, help=text)
+    group.add_argument(
+        "--async-scheduling",
+        dest="async_scheduling",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="plan one more batch in flight, as vLLM's async scheduling runs (vLLM 0.33 turns "
+        "it on by default; kvunits' default is off)",
+    )
 
     plan = commands.add_parser(
         "plan",
@@ -127,12 +176,17 @@ def build_parser() -> argparse.ArgumentParser:
         description=_wrap(
             "Plan the KV cache: per layer group the kind and layer count, the window "
             "in model units and in manager units, the page size, the admission cap and the bytes "
-            "per request; then the cache blocks the memory budget buys and the concurrent "
-            "requests it admits."
+            "per request; with several ranks (tensor, pipeline, decode-context parallelism) "
+            "the same per rank: the layers each stage holds, each rank's heads, page, cap and "
+            "blocks; then the cache blocks the memory budget buys and the concurrent requests "
+            "it admits."
         ),
         epilog="examples:\n"
         "  kvunits plan\n"
         "  kvunits plan examples/voxtral_realtime.yaml --format json\n"
+        "  kvunits plan examples/hf/llama-3.1-8b/config.json -tp 8 -pp 2\n"
+        "  kvunits plan examples/hf/mistral-7b-v0.1/config.json --num-speculative-tokens 4 "
+        "--max-concurrent-batches 2\n"
         '  KVUNITS_MEMORY_BUDGET="80 GiB" kvunits plan examples/hf/llama-3.1-8b/config.json\n'
         '  kvunits plan examples/hf/mistral-7b-v0.1/config.json --max-model-len "8192 token"\n'
         "\n" + _PRECEDENCE,
@@ -149,9 +203,48 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=("table", "json"),
         default="table",
-        help="table for people (default), json for machines (quantities as '189 pooled_block')",
+        help="table for people (default), json for programs (quantities as "
+        '{"value": 189, "unit": "pooled_block"})',
     )
     plan.set_defaults(command=_plan)
+
+    fit = commands.add_parser(
+        "fit",
+        parents=[engine_flags],
+        formatter_class=formatter,
+        help="the reverse questions: the longest max_model_len that fits, the concurrency at "
+        "a length, the budget for N requests",
+        description=_wrap(
+            "Answer the questions a serving engineer asks of a budget, per rank: the "
+            "longest max_model_len (up to the configured one) that one request can have, as "
+            "vLLM estimates it when a model does not fit; how many requests of --length tokens "
+            "are admitted at once; and the KV cache memory each rank needs for --requests "
+            "requests of --length tokens."
+        ),
+        epilog="examples:\n"
+        '  kvunits fit examples/hf/llama-3.1-8b/config.json --memory-budget "16 GiB"\n'
+        '  kvunits fit examples/hf/llama-3.1-8b/config.json -tp 8 --length "32768 token" '
+        "--requests 64\n"
+        "  kvunits fit --format json\n"
+        "\n" + _PRECEDENCE,
+    )
+    fit.add_argument(
+        "config", nargs="?", metavar="CONFIG", help="as for plan; default: the shipped example"
+    )
+    fit.add_argument(
+        "--length",
+        metavar="QTY",
+        help='the request length to ask about, e.g. "32768 token" (default: max_model_len)',
+    )
+    fit.add_argument(
+        "--requests",
+        type=int,
+        default=1,
+        metavar="N",
+        help="requests of --length at once to size the budget for (default 1)",
+    )
+    fit.add_argument("--format", choices=("table", "json"), default="table")
+    fit.set_defaults(command=_fit)
 
     check = commands.add_parser(
         "check",
@@ -263,6 +356,20 @@ def _plan(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         render_table(config, result, sys.stdout)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from ._fit import fit, fit_to_dict, render_fit
+
+    config = _load(args.config, args)
+    answers = fit(config, length=args.length, requests=args.requests)
+    if args.format == "json":
+        json.dump(fit_to_dict(config, answers), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render_fit(config, answers, sys.stdout)
     sys.stdout.flush()
     return EXIT_OK
 
@@ -384,7 +491,8 @@ def _convert(args: argparse.Namespace) -> int:
 def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     from contracts.config import load_config
 
-    flags = {field: getattr(args, field) for field, _, _ in _ENGINE_FLAGS}
+    flags = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
+    flags["async_scheduling"] = args.async_scheduling
     if path is not None:
         return load_config(path, flags=flags)
     from importlib import resources
@@ -406,7 +514,17 @@ def _planned(config: KvUnitsConfig) -> CapacityPlan:
     try:
         return plan(config.model, config.engine)
     except SpecError as exc:
-        named = [field for field, _, _ in _ENGINE_FLAGS if field in str(exc)]
+        import re
+
+        text = str(exc)
+        # Each setting named as a whole word, in the order the message names them (the
+        # budget first in "memory_budget … cannot hold …; the longest max_model_len …").
+        found = {
+            field: match.start()
+            for field, _, _, _ in _ENGINE_FLAGS
+            if (match := re.search(rf"(?<![a-z_]){field}(?![a-z_])", text))
+        }
+        named = sorted(found, key=found.__getitem__)
         if not named:
             raise
         message = f"{exc} (planning {config.source})"

@@ -3,9 +3,11 @@
 Imports no torch and no triton; the hot paths work on plain ints after one unit check at the
 entry of each public call (`KVCacheCoordinator`, `Stepper`).
 
-Rooms: ``capacity`` (what a budget buys per group), ``block_pool`` (one group's blocks and
-free queue), ``managers`` (which blocks each attention kind still needs), ``admission`` (caps
-and reservations), ``_core`` (the untyped two-phase step) and ``coordinator`` (the typed API).
+Rooms: ``capacity`` (what a budget buys per group), ``deployment`` (per rank: the stages'
+layers, each rank's page, cap and blocks; the reverse questions), ``block_pool`` (one group's
+blocks and free queue), ``managers`` (which blocks each attention kind still needs),
+``admission`` (caps and reservations), ``_core`` (the untyped two-phase step) and
+``coordinator`` (the typed API).
 """
 
 from contracts.errors import AdmissionError as AdmissionError
@@ -22,6 +24,11 @@ from .coordinator import GroupUsage as GroupUsage
 from .coordinator import KernelInputs as KernelInputs
 from .coordinator import KVCacheCoordinator as KVCacheCoordinator
 from .coordinator import Stepper as Stepper
+from .deployment import RankGroupPlan as RankGroupPlan
+from .deployment import StagePlan as StagePlan
+from .deployment import budget_for as budget_for
+from .deployment import concurrency_at as concurrency_at
+from .deployment import longest_max_model_len as longest_max_model_len
 
 __all__ = [
     "NULL_BLOCK",
@@ -34,7 +41,12 @@ __all__ = [
     "GroupUsage",
     "KVCacheCoordinator",
     "KernelInputs",
+    "RankGroupPlan",
     "RequestError",
+    "StagePlan",
     "Stepper",
+    "budget_for",
+    "concurrency_at",
+    "longest_max_model_len",
     "plan",
 ]

@@ -2,9 +2,11 @@
 
 Per group (see `contracts.group_layers`): page size per layer, the admission cap (the same
 `ManagerSpec.max_admission_blocks_per_request` that run-time admission calls, so the two
-cannot drift), and bytes per request. For the whole model: the budget is split between the
-groups in proportion to what one request needs in each, every group keeps one null block,
-and the plan reports the cache blocks per group and the requests admitted at full length.
+cannot drift), and bytes per request: the model's numbers, all heads on one device. Per rank
+(`runtime.deployment`): the layers each pipeline stage holds, each rank's share of the heads
+and its page, a request's pages on a rank, and what each rank's budget buys, split between the
+groups of its stage in proportion to what one request needs in each, one null block per
+group. On one device (no TP, PP or DCP) the two are the same numbers.
 """
 
 from __future__ import annotations
@@ -19,28 +21,34 @@ from contracts import (
     EncoderTokens,
     EngineSpec,
     ModelSpec,
+    Parallelism,
+    RankBytes,
     SpecError,
     Tokens,
-    group_layers,
+    engine_blocks,
 )
 
 from .block_pool import MAX_POOL_BLOCKS
+from .deployment import Layout, Shortfall, StagePlan
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class GroupPlan:
-    """The plan of one layer group.
+    """The plan of one layer group: the model's numbers (all its heads, on one device), and
+    the pool every rank holds.
 
     Attributes:
         group: the group (manager view, kernel views, limits in slot units).
         sliding_window: the window as the model writes it (kernel unit), if the group's
             layers share one; the manager's (slot unit) is ``group.manager.sliding_window``.
-        page_size: bytes of one cache block of one layer.
+        page_size: bytes of one cache block of one layer, every KV head of the model.
         block_bytes: bytes of one cache block of the group (one page per layer).
-        admission_cap: cache blocks one request can hold at once.
+        admission_cap: cache blocks one request can hold at once (the manager's, which
+            run-time admission reserves; DCP's shards are in the stages' plans).
         bytes_per_request: ``admission_cap × block_bytes``.
-        num_blocks: cache blocks of this group the budget buys, null block included.
+        num_blocks: the block ids of the group's pool, the null block included: each is one
+            page on every rank holding the group (`runtime.deployment`).
     """
 
     group: AnyLayerGroup
@@ -55,22 +63,26 @@ class GroupPlan:
 @final
 @dataclass(frozen=True, slots=True)
 class CapacityPlan:
-    """The capacity plan of a model on an engine.
+    """The capacity plan of a model on an engine's deployment.
 
     Attributes:
-        groups: one plan per layer group.
-        uncached_layers: layers that keep no cache (``encoder_only``).
-        bytes_per_request: a full-length request's cache over all groups.
-        memory_budget: the engine's budget.
+        groups: one plan per layer group (the model's numbers and the pool).
+        stages: per pipeline stage, what each of its ranks holds (one stage without PP).
+        uncached_layers: layers that keep no cache (``encoder_only``, ``kv_shared``).
+        bytes_per_request: a full-length request's cache over all groups, the model's.
+        parallelism: the tensor, pipeline and decode-context parallel sizes.
+        kv_cache_memory: each rank's KV cache budget (`EngineSpec.kv_cache_memory`).
         concurrent_requests: requests admitted at once, each at full length.
     """
 
     model: ModelSpec
     engine: EngineSpec
     groups: tuple[GroupPlan, ...]
+    stages: tuple[StagePlan, ...]
     uncached_layers: tuple[str, ...]
     bytes_per_request: Bytes
-    memory_budget: Bytes
+    parallelism: Parallelism
+    kv_cache_memory: RankBytes
     concurrent_requests: int
 
     def group(self, name: str) -> GroupPlan:
@@ -83,70 +95,82 @@ class CapacityPlan:
 
 
 def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
-    """Plan the cache of ``model`` on ``engine``.
+    """Plan the cache of ``model`` on ``engine``, per rank.
 
     Raises:
         SpecError: the model keeps no cache, a chunked-local layer's chunk is not a whole
-            number of cache blocks (from `contracts.manager_view`), the budget cannot hold
-            the null blocks plus one full-length request, or it buys a group more cache
-            blocks than int32 block tables can address (`MAX_POOL_BLOCKS`).
+            number of cache blocks (from `contracts.manager_view`), the deployment does not
+            suit the model (heads that tp cannot split, DCP where vLLM refuses it), or a
+            stage's budget cannot hold its null blocks plus one full-length request (the
+            message gives the longest ``max_model_len`` that fits), or it buys a group more
+            cache blocks than int32 block tables can address (`MAX_POOL_BLOCKS`).
     """
-    groups, uncached = group_layers(model, engine)
-    if not groups:
-        raise SpecError(f"model {model.name!r} has no layer with a KV cache to plan")
-    caps: list[int] = []
-    block_bytes: list[int] = []
-    for group in groups:
-        caps.append(group.admission_cap().value)
-        block_bytes.append(group.manager.page_size_bytes * group.num_layers)
-    per_request = sum(c * b for c, b in zip(caps, block_bytes, strict=True))
-    null_bytes = sum(block_bytes)
-    budget = engine.memory_budget.value
-    usable = budget - null_bytes
-    if usable < per_request:
-        raise SpecError(
-            f"memory_budget {engine.memory_budget} cannot hold one full-length request: it "
-            f"needs {per_request} byte plus {null_bytes} byte of null blocks "
-            f"({per_request + null_bytes} byte in all)"
-        )
+    layout = Layout(model, engine)
+    caps = layout.rank_caps(engine.max_model_len)
+    blocks = layout.split(caps)
+    if isinstance(blocks, Shortfall):
+        raise _too_small(layout, blocks)
     plans = []
-    for group, cap, bbytes in zip(groups, caps, block_bytes, strict=True):
-        # Budget share in proportion to one request's need in this group; integer-exact:
-        # (usable × cap × bbytes / per_request) / bbytes == usable × cap // per_request.
-        num_blocks = 1 + usable * cap // per_request
+    per_request = 0
+    for shape, n in zip(layout.shapes, blocks, strict=True):
+        group = shape.group
+        cap = group.admission_cap()
+        block_bytes = group.manager.page_size_bytes * group.num_layers
+        per_request += cap.value * block_bytes
         plans.append(
             GroupPlan(
                 group=group,
                 sliding_window=_sliding_window(group),
                 page_size=group.manager.page_size,
-                block_bytes=Bytes(bbytes),
-                admission_cap=CacheBlocks(cap),
-                bytes_per_request=Bytes(cap * bbytes),
-                num_blocks=CacheBlocks(num_blocks),
+                block_bytes=Bytes(block_bytes),
+                admission_cap=cap,
+                bytes_per_request=Bytes(cap.value * block_bytes),
+                num_blocks=engine_blocks(n),
             )
         )
     too_many = [p for p in plans if p.num_blocks.value > MAX_POOL_BLOCKS]
     if too_many:
         # Block tables may be int32 (the kernels take int32 or int64): ids 0 .. 2**31 - 1.
-        # 1 + usable × cap // per_request <= MAX_POOL_BLOCKS  <=>  usable × cap < MAX × per_request.
-        fits = null_bytes + min((MAX_POOL_BLOCKS * per_request - 1) // cap for cap in caps)
         worst = too_many[0]
+        fits = layout.largest_budget(caps, MAX_POOL_BLOCKS)
         raise SpecError(
-            f"memory_budget {engine.memory_budget} buys {worst.num_blocks} in group "
-            f"{worst.group.name!r}, but block ids must fit int32 block tables: at most "
-            f"{MAX_POOL_BLOCKS} cache_block per group (ids 0 .. {MAX_POOL_BLOCKS - 1}); "
-            f"lower memory_budget to at most {fits} byte, or use larger cache blocks "
-            "(block_size_slots)"
+            f"{_budget(engine)} buys {worst.num_blocks} in group {worst.group.name!r}, but "
+            f"block ids must fit int32 block tables: at most {MAX_POOL_BLOCKS} cache_block "
+            f"per group (ids 0 .. {MAX_POOL_BLOCKS - 1}); lower the budget to at most {fits}, "
+            "or use larger cache blocks (block_size_slots)"
         )
-    concurrent = min((p.num_blocks.value - 1) // p.admission_cap.value for p in plans)
     return CapacityPlan(
         model=model,
         engine=engine,
         groups=tuple(plans),
-        uncached_layers=uncached,
+        stages=layout.stage_plans(caps, blocks),
+        uncached_layers=layout.uncached,
         bytes_per_request=Bytes(per_request),
-        memory_budget=engine.memory_budget,
-        concurrent_requests=concurrent,
+        parallelism=layout.parallelism,
+        kv_cache_memory=engine.kv_cache_memory,
+        concurrent_requests=layout.concurrency(caps, blocks),
+    )
+
+
+def _budget(engine: EngineSpec) -> str:
+    budget = engine.kv_cache_memory
+    if engine.memory_budget is not None:
+        return f"memory_budget {budget}"
+    return f"the KV cache budget {budget} (from gpu_memory)"
+
+
+def _too_small(layout: Layout, short: Shortfall) -> SpecError:
+    what = _budget(layout.engine)
+    where = f" on the ranks of stage {short.stage}" if len(layout.stages) > 1 else ""
+    needs, null = short.bytes_per_request.value, short.null_bytes.value
+    longest = layout.longest_max_model_len()
+    if longest.value:
+        hint = f"; the longest max_model_len that fits is {longest} (kvunits fit)"
+    else:
+        hint = "; not even a request of 1 token fits"
+    return SpecError(
+        f"{what} cannot hold one full-length request{where}: it needs {needs} byte/rank plus "
+        f"{null} byte/rank of null blocks ({needs + null} byte/rank in all){hint}"
     )
 
 

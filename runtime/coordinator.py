@@ -29,7 +29,7 @@ progress completes as if alone: concurrent use is a clear error, never a silent 
 Every call that changes state is atomic, whatever the exception.
 
 Example:
-    >>> from contracts import (Bytes, EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec,
+    >>> from contracts import (EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec, RankBytes,
     ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens)
     >>> from runtime.capacity import plan
     >>> enc = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32,
@@ -39,7 +39,7 @@ Example:
     >>> engine = EngineSpec(max_model_len=Tokens(4096), max_num_batched_tokens=Tokens(512),
     ...                     max_encoder_len=EncoderTokens(40_000),
     ...                     max_encoder_tokens_per_step=EncoderTokens(4),
-    ...                     memory_budget=Bytes(2 << 30))
+    ...                     memory_budget=RankBytes(2 << 30))
     >>> coord = KVCacheCoordinator.from_plan(plan(model, engine))
     >>> audio, text = coord.group("audio", PooledBlocks), coord.group("text", Tokens)
     >>> step = coord.stepper(audio, text)
@@ -341,7 +341,20 @@ class KVCacheCoordinator:
 
     @classmethod
     def from_plan(cls, plan: CapacityPlan, *, reserve: bool = True) -> KVCacheCoordinator:
-        """A coordinator with the groups and pool sizes of a capacity plan."""
+        """A coordinator with the groups and pool sizes of a capacity plan.
+
+        Raises:
+            SpecError: the plan shards positions with DCP: the coordinator steps a sequence
+                in blocks of ``block_size`` slots on one rank, while a DCP-sharded group's
+                block holds ``block_size × dcp`` positions spread over the ranks.
+        """
+        dcp = plan.parallelism.decode_context_parallel_size
+        if dcp > 1:
+            raise SpecError(
+                f"the plan shards positions over decode_context_parallel_size {dcp}; the "
+                "coordinator allocates one rank's positions in blocks of block_size, so it "
+                "runs plans without DCP (the plan's per-rank numbers hold either way)"
+            )
         return cls(
             [p.group for p in plan.groups], [p.num_blocks for p in plan.groups], reserve=reserve
         )

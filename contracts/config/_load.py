@@ -11,6 +11,7 @@ it), the built-in `ENGINE_DEFAULTS`.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -58,7 +59,7 @@ def load_config(
     Example:
         >>> cfg = load_config("examples/voxtral_realtime.toml")
         >>> str(cfg.engine.memory_budget)
-        '42949672960 byte'
+        '42949672960 byte/rank'
     """
     file, name = locate_config(path)
     parent = name or file.resolve().parent.name
@@ -219,14 +220,35 @@ def resolve_engine(
         if flag is not None:
             values[key] = _coerce_text(key, flag)
             sources[key] = f"flag --{key.replace('_', '-')}"
+    if values.get("gpu_memory") is not None and sources.get("memory_budget") == "default":
+        # The default budget stands in for a memory nobody gave: gpu_memory is one.
+        del values["memory_budget"], sources["memory_budget"]
+    if values.get("memory_budget") is not None and values.get("gpu_memory") is not None:
+        # Both given: say where each came from (the spec's own check cannot).
+        issues.append(
+            ConfigIssue(
+                where,
+                "engine",
+                f"memory_budget ({sources['memory_budget']}) and gpu_memory "
+                f"({sources['gpu_memory']}) are both set: the KV cache budget of each GPU is "
+                "memory_budget (vLLM's kv_cache_memory_bytes), or gpu_memory × "
+                "gpu_memory_utilization − weights_memory − activation_memory; give one",
+            )
+        )
+        return None, sources
     try:
         engine = EngineSpec.model_validate(values)
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             field = str(error["loc"][0]) if error["loc"] else ""
             source = sources.get(field)
-            if error["type"] == "missing" or source is None:
+            if error["type"] == "missing":
                 message = f"required and not given: {_how_to_set(field)}"
+                issues.append(ConfigIssue(where, f"engine.{field}", message))
+                continue
+            if source is None:
+                # Not given, and needed by another setting (weights_memory by gpu_memory).
+                message = f"{message_of(error, field)}; {_how_to_set(field)}"
                 issues.append(ConfigIssue(where, f"engine.{field}", message))
                 continue
             origin, path = _origin(field, source, where)
@@ -248,21 +270,44 @@ def environment_values(issues: list[ConfigIssue]) -> dict[str, str]:
         if upper in known:
             values[known[upper]] = os.environ[name]
         elif upper.startswith(ENV_PREFIX):
+            close = difflib.get_close_matches(upper, known, n=1)
+            guess = f"; did you mean {close[0]}?" if close else ""
             issues.append(
                 ConfigIssue(
                     "environment",
                     name,
-                    "unknown kvunits variable; known: " + ", ".join(sorted(known)),
+                    f"unknown kvunits variable{guess}; known: " + ", ".join(sorted(known)),
                 )
             )
     return values
 
 
+#: Settings written as plain integers, not quantities (counts of slots, ranks, batches).
+_INTEGER_FIELDS: Final = frozenset(
+    {
+        "block_size_slots",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "decode_context_parallel_size",
+        "max_concurrent_batches",
+        "num_speculative_tokens",
+    }
+)
+_BOOLEAN_TEXT: Final = {"true": True, "1": True, "false": False, "0": False}
+
+
 def _coerce_text(field: str, value: object) -> object:
-    # Environment variables and flags are text; the block size is the one plain integer.
-    text = value if isinstance(value, str) else ""
-    if field == "block_size_slots" and re.fullmatch(r"\s*-?[0-9]{1,9}\s*", text):
+    # Environment variables and flags are text: integers, a boolean and a fraction are read
+    # here; anything else stays text, for the spec to refuse with its own message.
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if field in _INTEGER_FIELDS and re.fullmatch(r"-?[0-9]{1,9}", text):
         return int(text)
+    if field == "async_scheduling" and text.lower() in _BOOLEAN_TEXT:
+        return _BOOLEAN_TEXT[text.lower()]
+    if field == "gpu_memory_utilization" and re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,12})?", text):
+        return float(text)
     return value
 
 
@@ -286,6 +331,9 @@ def _how_to_set(field: str) -> str:
         "max_encoder_len": '"6000 encoder_token"',
         "max_encoder_tokens_per_step": '"4 encoder_token"',
         "memory_budget": '"40 GiB"',
+        "gpu_memory": '"80 GiB"',
+        "weights_memory": '"16 GiB"',
+        "activation_memory": '"4 GiB"',
     }.get(field, "...")
     return (
         f"set {field} = {example} in [engine], or {ENV_PREFIX}{field.upper()}, or "

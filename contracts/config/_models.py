@@ -20,7 +20,8 @@ its unit, as ``"<integer> <unit>"``::
     [engine]
     block_size_slots = 16
     max_model_len = "131072 token"
-    memory_budget = "40 GiB"
+    memory_budget = "40 GiB"        # each GPU's KV cache (or gpu_memory, weights_memory, …)
+    tensor_parallel_size = 2        # vLLM's names: pipeline_parallel_size, async_scheduling, …
 
 `ConfigFile` is the file's schema (``kvunits schema`` prints it, with the unit of every field
 in ``x-unit``); `KvUnitsConfig` is what loading resolves it to: the frozen `ModelSpec` and
@@ -50,8 +51,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from .._deploy import RankBytes
 from .._dtype import CacheDType
-from .._engine import EngineSpec
+from .._engine import GPU_MEMORY_UTILIZATION, EngineSpec
 from .._layers import (
     ChunkedLocalLayer,
     CrossAttentionLayer,
@@ -65,7 +67,7 @@ from .._layers import (
     SlidingWindowLayer,
     StateLayer,
 )
-from .._quantity import Bytes, EncoderTokens, Tokens
+from .._quantity import EncoderTokens, Tokens
 from .._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
 
 #: The most layers a config may declare (`ModelSpec` holds at most this many).
@@ -323,15 +325,40 @@ ENGINE_FIELDS: Final = (
     "max_num_batched_tokens",
     "max_encoder_len",
     "max_encoder_tokens_per_step",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "decode_context_parallel_size",
+    "async_scheduling",
+    "max_concurrent_batches",
+    "num_speculative_tokens",
     "memory_budget",
+    "gpu_memory",
+    "gpu_memory_utilization",
+    "weights_memory",
+    "activation_memory",
     "cache_dtype",
 )
 
+#: The settings of the memory a budget is derived from when ``memory_budget`` is not given.
+GPU_MEMORY_FIELDS: Final = (
+    "gpu_memory",
+    "gpu_memory_utilization",
+    "weights_memory",
+    "activation_memory",
+)
+
 #: The built-in defaults, the lowest precedence (below the file, the environment and flags).
+#: ``memory_budget``'s applies only when no ``gpu_memory`` is given.
 ENGINE_DEFAULTS: Final[dict[str, object]] = {
     "block_size_slots": 16,
     "max_num_batched_tokens": "2048 token",
+    "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "decode_context_parallel_size": 1,
+    "async_scheduling": False,
+    "num_speculative_tokens": 0,
     "memory_budget": "40 GiB",
+    "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
     "cache_dtype": "auto",
 }
 
@@ -364,7 +391,67 @@ class EngineConfig(BaseModel):
     max_encoder_tokens_per_step: EncoderTokens | None = Field(
         default=None, description=_describe("max_encoder_tokens_per_step")
     )
-    memory_budget: Bytes | None = Field(default=None, description=_describe("memory_budget"))
+    tensor_parallel_size: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        le=1 << 16,
+        description=_describe("tensor_parallel_size"),
+        json_schema_extra={"x-unit": "rank", "default": 1},
+    )
+    pipeline_parallel_size: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        le=1 << 16,
+        description=_describe("pipeline_parallel_size"),
+        json_schema_extra={"x-unit": "stage", "default": 1},
+    )
+    decode_context_parallel_size: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        le=1 << 16,
+        description=_describe("decode_context_parallel_size"),
+        json_schema_extra={"x-unit": "rank", "default": 1},
+    )
+    async_scheduling: bool | None = Field(
+        default=None,
+        strict=True,
+        description=_describe("async_scheduling"),
+        json_schema_extra={"default": False},
+    )
+    max_concurrent_batches: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        le=1 << 16,
+        description=_describe("max_concurrent_batches"),
+        json_schema_extra={"x-unit": "batch"},
+    )
+    num_speculative_tokens: int | None = Field(
+        default=None,
+        strict=True,
+        ge=0,
+        le=1 << 10,
+        description=_describe("num_speculative_tokens"),
+        json_schema_extra={"x-unit": "token", "default": 0},
+    )
+    memory_budget: RankBytes | None = Field(default=None, description=_describe("memory_budget"))
+    gpu_memory: RankBytes | None = Field(default=None, description=_describe("gpu_memory"))
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        strict=True,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description=_describe("gpu_memory_utilization"),
+        json_schema_extra={"default": GPU_MEMORY_UTILIZATION},
+    )
+    weights_memory: RankBytes | None = Field(default=None, description=_describe("weights_memory"))
+    activation_memory: RankBytes | None = Field(
+        default=None, description=_describe("activation_memory")
+    )
     cache_dtype: Literal["auto"] | CacheDType | None = Field(
         default=None,
         description="cache element type for every layer; 'auto' keeps each layer's own",

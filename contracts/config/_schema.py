@@ -14,7 +14,8 @@ differential test over generated configs holds the two together):
 * group and layer names match their patterns (no dot in a group name), a single layer takes
   no ``count``, and a model declares at least one layer;
 * an engine setting is null only where the engine takes None (``cache_dtype``, the encoder
-  limits): null is a value in the file, not "not given".
+  limits, ``memory_budget`` beside ``gpu_memory``): null is a value in the file, not "not
+  given".
 
 Patterns end with ``(?![\\s\\S])``, not ``$``: in Python's ``re`` (which python-jsonschema
 uses) ``$`` also matches before a final newline, in ECMA 262 (the standard's dialect) it does
@@ -63,8 +64,8 @@ def config_json_schema() -> dict[str, Any]:
 
     Example:
         >>> schema = config_json_schema()
-        >>> schema["$defs"]["EngineConfig"]["properties"]["memory_budget"]["x-unit"]
-        'byte'
+        >>> schema["$defs"]["EngineConfig"]["properties"]["max_num_batched_tokens"]["x-unit"]
+        'token'
     """
     from ._models import ConfigFile
 

@@ -71,26 +71,51 @@ def test_plan_from_the_installed_entry_point_anywhere(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
+def q(value: int, unit: str) -> dict[str, Any]:
+    """A quantity as the JSON output writes it."""
+    return {"value": value, "unit": unit}
+
+
 def test_plan_json_for_machines() -> None:
     done = run("plan", str(EXAMPLES / "voxtral_realtime.yaml"), "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
+    assert data["schema_version"] == 2
     audio, text = data["groups"]
     assert audio["name"] == "audio"
     assert audio["layers"] == 32
-    assert audio["sliding_window"] == "750 encoder_token"
-    assert audio["manager_sliding_window"] == "189 pooled_block"
+    assert audio["sliding_window"] == q(750, "encoder_token")
+    assert audio["manager_sliding_window"] == q(189, "pooled_block")
     assert audio["sliding_window_conversion"] == "pool_window"
-    assert audio["page_size"] == "524288 byte"
-    assert audio["admission_cap"] == "13 cache_block"
-    assert audio["block_size"] == "16 pooled_block/cache_block"
-    assert audio["kernel_block_size"] == "64 encoder_token/cache_block"
-    assert audio["max_in_flight"] == "2 pooled_block"  # a 4-token step can straddle 2 slots
-    assert text["manager_sliding_window"] == "8192 token"
-    assert data["engine"]["memory_budget"] == "42949672960 byte"
-    assert data["engine_sources"]["memory_budget"] == "file"
-    assert data["bytes_per_request"] == "1310326784 byte"
+    assert audio["page_size"] == q(524288, "byte")
+    assert audio["admission_cap"] == q(13, "cache_block")
+    assert audio["block_size"] == q(16, "pooled_block/cache_block")
+    assert audio["kernel_block_size"] == q(64, "encoder_token/cache_block")
+    assert audio["max_in_flight"] == q(2, "pooled_block")  # a 4-token step can straddle 2 slots
+    assert text["manager_sliding_window"] == q(8192, "token")
+    # Each setting once: its value, its unit and where it came from.
+    assert data["engine"]["memory_budget"] == {
+        "value": 42949672960,
+        "unit": "byte/rank",
+        "from": "file",
+    }
+    assert data["engine"]["tensor_parallel_size"] == {"value": 1, "unit": "rank", "from": "default"}
+    assert data["engine"]["async_scheduling"] == {"value": False, "from": "default"}
+    assert data["kv_cache_memory"] == q(42949672960, "byte/rank")
+    assert data["in_flight"]["max_in_flight"] == q(2048, "token")
+    assert data["bytes_per_request"] == q(1310326784, "byte")
     assert data["concurrent_requests"] == 32
+    # One device: one stage whose rank holds all of it, the model's numbers per rank.
+    (stage,) = data["stages"]
+    assert stage["bytes_per_request"] == q(1310326784, "byte/rank")
+    assert [g["num_blocks"] for g in stage["groups"]] == [
+        q(426, "cache_block/rank"),
+        q(21002, "cache_block/rank"),
+    ]
+    assert [g["num_blocks"] for g in data["groups"]] == [
+        q(426, "cache_block"),
+        q(21002, "cache_block"),
+    ]
 
 
 def test_plan_of_a_hugging_face_config() -> None:
@@ -98,8 +123,8 @@ def test_plan_of_a_hugging_face_config() -> None:
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert [g["name"] for g in data["groups"]] == ["text/sliding_window", "text/full_attention"]
-    assert data["engine_sources"]["max_model_len"] == "hf max_position_embeddings"
-    assert data["engine_sources"]["memory_budget"] == "default"
+    assert data["engine"]["max_model_len"]["from"] == "hf max_position_embeddings"
+    assert data["engine"]["memory_budget"]["from"] == "default"
 
 
 def test_plan_that_the_budget_cannot_hold_exits_2() -> None:
@@ -107,7 +132,7 @@ def test_plan_that_the_budget_cannot_hold_exits_2() -> None:
     assert done.returncode == 2
     # Said at the place the setting came from (issue 13): the flag.
     assert done.stderr.startswith(
-        "command line: --memory-budget: memory_budget 1048576 byte cannot hold"
+        "command line: --memory-budget: memory_budget 1048576 byte/rank cannot hold"
     )
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
@@ -119,15 +144,19 @@ def test_plan_that_the_budget_cannot_hold_exits_2() -> None:
 def test_environment_then_flag_precedence() -> None:
     env = {"KVUNITS_MEMORY_BUDGET": "80 GiB", "KVUNITS_BLOCK_SIZE_SLOTS": "32"}
     from_env = json.loads(run("plan", "--format", "json", env=env).stdout)
-    assert from_env["engine"]["memory_budget"] == f"{80 << 30} byte"
-    assert from_env["engine_sources"]["memory_budget"] == "env KVUNITS_MEMORY_BUDGET"
-    assert from_env["engine"]["block_size_slots"] == 32
-    assert from_env["groups"][0]["page_size"] == "1048576 byte"  # 32 slots × 4 × 32 × 128 × 2
+    assert from_env["engine"]["memory_budget"] == {
+        "value": 80 << 30,
+        "unit": "byte/rank",
+        "from": "env KVUNITS_MEMORY_BUDGET",
+    }
+    assert from_env["engine"]["block_size_slots"]["value"] == 32
+    # 32 slots × 4 × 32 × 128 × 2
+    assert from_env["groups"][0]["page_size"] == q(1048576, "byte")
     done = run("plan", "--format", "json", "--memory-budget", "20 GiB", env=env)
     from_flag = json.loads(done.stdout)
-    assert from_flag["engine"]["memory_budget"] == f"{20 << 30} byte"
-    assert from_flag["engine_sources"]["memory_budget"] == "flag --memory-budget"
-    assert from_flag["engine_sources"]["block_size_slots"] == "env KVUNITS_BLOCK_SIZE_SLOTS"
+    assert from_flag["engine"]["memory_budget"]["value"] == 20 << 30
+    assert from_flag["engine"]["memory_budget"]["from"] == "flag --memory-budget"
+    assert from_flag["engine"]["block_size_slots"]["from"] == "env KVUNITS_BLOCK_SIZE_SLOTS"
 
 
 def test_bad_environment_variable_exits_2() -> None:
@@ -204,8 +233,13 @@ def test_schema() -> None:
     assert schema["$schema"].startswith("https://json-schema.org/")
     group = schema["$defs"]["SlidingWindowGroup"]["properties"]
     assert group["sliding_window"]["x-unit"] == ["encoder_token", "token"]
-    # null is no memory budget (issue 13: the schema takes only what the loader takes).
-    assert schema["$defs"]["EngineConfig"]["properties"]["memory_budget"]["x-unit"] == "byte"
+    engine = schema["$defs"]["EngineConfig"]["properties"]
+    # null is no block size (issue 13: the schema takes only what the loader takes); a
+    # memory budget may be null, where gpu_memory sizes the KV cache instead.
+    assert engine["block_size_slots"]["x-unit"] == "slot/cache_block"
+    assert engine["memory_budget"]["anyOf"][0]["x-unit"] == "byte"
+    assert engine["memory_budget"]["anyOf"][1] == {"type": "null"}
+    assert engine["tensor_parallel_size"]["x-unit"] == "rank"
 
 
 def test_schema_hf(capsys: pytest.CaptureFixture[str]) -> None:
@@ -342,15 +376,27 @@ def test_convert_json(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert status == 0
     data: dict[str, Any] = json.loads(out)
-    assert data["output"] == "189 pooled_block"
+    assert data["schema_version"] == 2
+    assert data["written"] == "750 encoder_token"
+    assert data["input"] == q(750, "encoder_token")
+    assert data["output"] == q(189, "pooled_block")
+    assert data["parameters"] == {"P": q(4, "encoder_token/pooled_block")}
     assert data["steps"] == [
         {
             "conversion": "pool_window",
             "formula": "cdiv(W - 1, P) + 1",
             "rounding": "window",
-            "result": "189 pooled_block",
+            "result": q(189, "pooled_block"),
         }
     ]
+
+
+def test_convert_json_in_a_byte_multiple(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _convert(capsys, "40 GiB", "--to", "MiB", "--format", "json")
+    assert status == 0
+    data: dict[str, Any] = json.loads(out)
+    assert data["input"] == q(40 << 30, "byte")
+    assert data["output"] == q(40960, "MiB")
 
 
 @pytest.mark.parametrize(

@@ -81,7 +81,7 @@ def test_a_plan_error_caused_by_a_flag_says_it_came_from_the_command_line() -> N
     done = run("plan", "--memory-budget", "1 KiB")
     assert done.returncode == 2
     assert done.stderr.startswith(
-        "command line: --memory-budget: memory_budget 1024 byte cannot hold one full-length"
+        "command line: --memory-budget: memory_budget 1024 byte/rank cannot hold one full-length"
     )
     done = run("check", VOXTRAL, env={"KVUNITS_MEMORY_BUDGET": "1 KiB"})
     assert done.stderr.startswith("environment: KVUNITS_MEMORY_BUDGET: memory_budget 1024 byte")

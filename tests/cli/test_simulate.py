@@ -278,7 +278,11 @@ def test_json_and_csv_series(capsys: Any) -> None:
     assert [r["window"] for r in data["runs"]] == ["188 pooled_block", "189 pooled_block"]
     first = data["runs"][0]
     assert len(first["series"]["audio.used"]) == 50
-    assert first["groups"][0]["reserved_per_stream"] == "13 cache_block"
+    assert data["schema_version"] == 2
+    assert data["kv_cache_memory"] == {"value": 40 << 30, "unit": "byte/rank"}
+    assert data["workload"]["encoder_step"] == {"value": 4, "unit": "encoder_token"}
+    assert first["groups"][0]["reserved_per_stream"] == {"value": 13, "unit": "cache_block"}
+    assert first["groups"][0]["manager_window"] == {"value": 188, "unit": "pooled_block"}
 
     assert main([*args, *windows, "--format", "csv"]) == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))

@@ -57,7 +57,7 @@ def test_voxtral_example_loads_into_the_spec_models() -> None:
     assert isinstance(text, SlidingWindowLayer)
     assert text.sliding_window == Tokens(8192)
     assert text.pool is None
-    assert str(config.engine.memory_budget) == "42949672960 byte"
+    assert str(config.engine.memory_budget) == "42949672960 byte/rank"
     assert config.engine_sources["memory_budget"] == "file"
     # Frozen all the way down.
     with pytest.raises(ValueError, match="frozen"):
@@ -355,21 +355,21 @@ def test_the_engine_section_is_validated_even_when_the_model_is_not(write: Write
 
 def test_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     base = load_config(SHIPPED)
-    assert str(base.engine.memory_budget) == "42949672960 byte"
+    assert str(base.engine.memory_budget) == "42949672960 byte/rank"
     assert base.engine_sources["cache_dtype"] == "default"
 
     monkeypatch.setenv("KVUNITS_MEMORY_BUDGET", "80 GiB")
     monkeypatch.setenv("KVUNITS_BLOCK_SIZE_SLOTS", "32")
     monkeypatch.setenv("kvunits_cache_dtype", "fp8")  # names are case-insensitive
     env = load_config(SHIPPED)
-    assert str(env.engine.memory_budget) == str(80 << 30) + " byte"
+    assert str(env.engine.memory_budget) == str(80 << 30) + " byte/rank"
     assert env.engine.block_size_slots == 32
     assert env.engine.cache_dtype is not None and env.engine.cache_dtype.value == "fp8_e4m3"
     assert env.engine_sources["memory_budget"] == "env KVUNITS_MEMORY_BUDGET"
     assert env.engine_sources["max_model_len"] == "file"
 
     flags = load_config(SHIPPED, flags={"memory_budget": "20 GiB", "block_size_slots": None})
-    assert str(flags.engine.memory_budget) == str(20 << 30) + " byte"
+    assert str(flags.engine.memory_budget) == str(20 << 30) + " byte/rank"
     assert flags.engine_sources["memory_budget"] == "flag --memory-budget"
     assert flags.engine.block_size_slots == 32  # an absent flag leaves the environment's
 
@@ -381,10 +381,15 @@ def test_bad_environment_and_flag_values_name_their_source(monkeypatch: pytest.M
         load_config(SHIPPED, flags={"block_size_slots": "16 token", "max_model_len": "8 kB"})
     assert sorted(_issues(excinfo)) == sorted(
         [
-            "environment: KVUNITS_MEMORY_BUDGT: unknown kvunits variable; known: "
-            "KVUNITS_BLOCK_SIZE_SLOTS, KVUNITS_CACHE_DTYPE, KVUNITS_MAX_ENCODER_LEN, "
-            "KVUNITS_MAX_ENCODER_TOKENS_PER_STEP, KVUNITS_MAX_MODEL_LEN, "
-            "KVUNITS_MAX_NUM_BATCHED_TOKENS, KVUNITS_MEMORY_BUDGET",
+            "environment: KVUNITS_MEMORY_BUDGT: unknown kvunits variable; did you mean "
+            "KVUNITS_MEMORY_BUDGET?; known: KVUNITS_ACTIVATION_MEMORY, "
+            "KVUNITS_ASYNC_SCHEDULING, KVUNITS_BLOCK_SIZE_SLOTS, KVUNITS_CACHE_DTYPE, "
+            "KVUNITS_DECODE_CONTEXT_PARALLEL_SIZE, KVUNITS_GPU_MEMORY, "
+            "KVUNITS_GPU_MEMORY_UTILIZATION, KVUNITS_MAX_CONCURRENT_BATCHES, "
+            "KVUNITS_MAX_ENCODER_LEN, KVUNITS_MAX_ENCODER_TOKENS_PER_STEP, "
+            "KVUNITS_MAX_MODEL_LEN, KVUNITS_MAX_NUM_BATCHED_TOKENS, KVUNITS_MEMORY_BUDGET, "
+            "KVUNITS_NUM_SPECULATIVE_TOKENS, KVUNITS_PIPELINE_PARALLEL_SIZE, "
+            "KVUNITS_TENSOR_PARALLEL_SIZE, KVUNITS_WEIGHTS_MEMORY",
             "environment: KVUNITS_MEMORY_BUDGET: '40' has no unit; write it with one, e.g. "
             "'40 byte' (expected byte)",
             "command line: --block-size-slots: expected a whole number of slot per cache_block "

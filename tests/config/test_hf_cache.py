@@ -3,6 +3,7 @@ cache (a temporary fake cache laid out as ``huggingface_hub`` lays it out; no ne
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -108,7 +109,8 @@ def test_kvunits_plan_a_cached_model_id(tmp_path: Path) -> None:
     fake_cache(tmp_path)
     done = run("plan", MODEL_ID, "--format", "json", env={"HF_HUB_CACHE": str(tmp_path)})
     assert done.returncode == 0, done.stderr
-    assert '"manager_sliding_window": "189 pooled_block"' in done.stdout
+    (audio,) = [g for g in json.loads(done.stdout)["groups"] if g["name"] == "audio"]
+    assert audio["manager_sliding_window"] == {"value": 189, "unit": "pooled_block"}
     missing = run("plan", "org/none", env={"HF_HUB_CACHE": str(tmp_path)})
     assert missing.returncode == 2
     assert missing.stderr.startswith("org/none: no such file, and no model org/none in the local")

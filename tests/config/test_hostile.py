@@ -219,7 +219,7 @@ def test_hostile_quantity_strings(write: Write, text: str, pint_spy: list[Any]) 
 
 def test_valid_quantities_still_parse_with_the_spy(write: Write, pint_spy: list[Any]) -> None:
     config = load_config(write("ok.toml", VOXTRAL_TOML.replace('"40 GiB"', '"40_960 MiB"')))
-    assert str(config.engine.memory_budget) == "42949672960 byte"
+    assert str(config.engine.memory_budget) == "42949672960 byte/rank"
     assert pint_spy and all(_name_or_internal(n) for n in pint_spy)
 
 

@@ -21,6 +21,7 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -74,7 +75,7 @@ def decoder_engine(budget: int = 8 * GiB, max_model_len: int = 8192) -> EngineSp
     return EngineSpec(
         max_model_len=Tokens(max_model_len),
         max_num_batched_tokens=Tokens(2048),
-        memory_budget=Bytes(budget),
+        memory_budget=RankBytes(budget),
     )
 
 
@@ -199,7 +200,7 @@ def test_voxtral_plan() -> None:
     # A request: 218103808 + 872415232 = 1090519040 byte. Null blocks: 16777216 + 1703936 =
     # 18481152 byte. Usable: 40 × 2**30 − 18481152 = 42931191808 byte.
     assert p.bytes_per_request == Bytes(1090519040)
-    assert p.memory_budget == Bytes(42949672960)
+    assert p.kv_cache_memory == RankBytes(42949672960)
     # Blocks: 1 + 42931191808 × 13 // 1090519040 = 1 + 511 = 512 (audio),
     #         1 + 42931191808 × 512 // 1090519040 = 1 + 20156 = 20157 (text).
     assert audio.num_blocks == CacheBlocks(512)
@@ -255,7 +256,9 @@ def test_whisper_like_plan_needs_no_encoder_limits() -> None:
         },
     )
     engine = EngineSpec(
-        max_model_len=Tokens(448), max_num_batched_tokens=Tokens(448), memory_budget=Bytes(4 * GiB)
+        max_model_len=Tokens(448),
+        max_num_batched_tokens=Tokens(448),
+        memory_budget=RankBytes(4 * GiB),
     )
     p = plan(model, engine)
     assert len(p.uncached_layers) == 32
@@ -301,11 +304,14 @@ def test_budget_of_exactly_one_request_and_one_byte_less() -> None:
     exact = plan(model, decoder_engine(budget=7168 + 1024, max_model_len=100))
     assert exact.concurrent_requests == 1
     assert exact.groups[0].num_blocks == CacheBlocks(8)
+    # One byte less: the longest max_model_len that fits is one block less, 6 × 16 = 96
+    # (6 × 1024 + 1024 = 7168 <= 8191), as vLLM's estimate_max_model_len would search it.
     with pytest.raises(
         SpecError,
-        match=r"memory_budget 8191 byte cannot hold one full-length "
-        r"request: it needs 7168 byte plus 1024 byte of null blocks \(8192 byte "
-        r"in all\)",
+        match=r"^memory_budget 8191 byte/rank cannot hold one full-length "
+        r"request: it needs 7168 byte/rank plus 1024 byte/rank of null blocks \(8192 "
+        r"byte/rank in all\); the longest max_model_len that fits is 96 token \(kvunits "
+        r"fit\)$",
     ):
         plan(model, decoder_engine(budget=7168 + 1023, max_model_len=100))
 
@@ -319,7 +325,7 @@ def test_chunk_that_is_not_whole_blocks_is_refused() -> None:
         return ModelSpec.stacked("local", {"layers": (layer, 4)})
 
     engine = EngineSpec(
-        max_model_len=Tokens(8192), max_num_batched_tokens=Tokens(2), memory_budget=Bytes(GiB)
+        max_model_len=Tokens(8192), max_num_batched_tokens=Tokens(2), memory_budget=RankBytes(GiB)
     )
     with pytest.raises(
         SpecError,
@@ -416,7 +422,7 @@ def test_plan_invariants(
         max_num_batched_tokens=Tokens(in_flight),
         max_encoder_len=EncoderTokens(enc_len),
         max_encoder_tokens_per_step=EncoderTokens(enc_step),
-        memory_budget=Bytes(1),
+        memory_budget=RankBytes(1),
     )
     if any(raw.chunk_misaligned(bs) for raw in raws.values()):
         with pytest.raises(SpecError, match="is not a whole number of cache blocks"):

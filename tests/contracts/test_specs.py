@@ -23,6 +23,7 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     StateLayer,
     Tokens,
@@ -574,8 +575,8 @@ def test_engine_defaults_and_units() -> None:
     e = engine()
     assert e.block_size_slots == 16
     assert e.max_model_len == Tokens(8192) and e.max_num_batched_tokens == Tokens(2048)
-    assert e.memory_budget == Bytes(40 * 1024**3)
-    assert str(e.memory_budget) == "42949672960 byte"
+    assert e.memory_budget == RankBytes(40 * 1024**3)
+    assert str(e.memory_budget) == "42949672960 byte/rank"
     assert e.max_encoder_len is None and e.cache_dtype is None
     assert engine(cache_dtype="auto").cache_dtype is None
     assert engine(cache_dtype="fp8").cache_dtype is CacheDType.fp8_e4m3

@@ -16,13 +16,13 @@ import math
 import torch
 
 from contracts import (
-    Bytes,
     CacheDType,
     EncoderTokens,
     EngineSpec,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     Tokens,
 )
@@ -49,7 +49,7 @@ def _coordinator() -> KVCacheCoordinator:
         max_num_batched_tokens=Tokens(8),
         max_encoder_len=EncoderTokens(64),
         max_encoder_tokens_per_step=EncoderTokens(8),
-        memory_budget=Bytes(1 << 20),
+        memory_budget=RankBytes(1 << 20),
     )
     return KVCacheCoordinator.from_plan(
         plan(ModelSpec.stacked("stream", {"audio": (layer, 1)}), engine)

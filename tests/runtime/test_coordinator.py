@@ -21,6 +21,7 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -469,7 +470,9 @@ def test_cross_attention_is_written_whole_whatever_the_step_budget() -> None:
     cross = CrossAttentionLayer(encoder_length=EncoderTokens(1500), kv_heads=8, head_size=64)
     model = ModelSpec.stacked("whisper-like", {"dec": (TEXT, 4), "cross": (cross, 4)})
     engine = EngineSpec(
-        max_model_len=Tokens(448), max_num_batched_tokens=Tokens(64), memory_budget=Bytes(1 << 30)
+        max_model_len=Tokens(448),
+        max_num_batched_tokens=Tokens(64),
+        memory_budget=RankBytes(1 << 30),
     )
     coord = KVCacheCoordinator.from_plan(plan(model, engine))
     dec, xattn = coord.group("dec", Tokens), coord.group("cross", PooledBlocks)

@@ -26,6 +26,7 @@ from contracts import (
     EngineSpec,
     FullAttentionLayer,
     ModelSpec,
+    RankBytes,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -55,7 +56,7 @@ def _engine(budget: int) -> EngineSpec:
         block_size_slots=1,
         max_model_len=Tokens(8),
         max_num_batched_tokens=Tokens(8),
-        memory_budget=Bytes(budget),
+        memory_budget=RankBytes(budget),
     )
 
 

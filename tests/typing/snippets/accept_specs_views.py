@@ -13,6 +13,7 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     Tokens,
     kernel_view,
@@ -48,7 +49,7 @@ engine = EngineSpec(
     max_num_batched_tokens=Tokens(2048),
     max_encoder_len=EncoderTokens(6000),
     max_encoder_tokens_per_step=EncoderTokens(4),
-    memory_budget=Bytes(40 * 1024**3),
+    memory_budget=RankBytes(40 * 1024**3),
 )
 capacity = plan(ModelSpec.stacked("voxtral", {"audio": (layer, 32)}), engine)
 audio = capacity.group("audio")

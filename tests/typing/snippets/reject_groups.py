@@ -7,13 +7,13 @@ its manager agree on the unit statically, and the decoder's limits cannot size t
 """
 
 from contracts import (
-    Bytes,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     Tokens,
     group_layers,
@@ -27,7 +27,7 @@ engine = EngineSpec(
     max_num_batched_tokens=Tokens(2048),
     max_encoder_len=EncoderTokens(6000),
     max_encoder_tokens_per_step=EncoderTokens(4),
-    memory_budget=Bytes(1 << 30),
+    memory_budget=RankBytes(1 << 30),
 )
 (audio_any, text_any), _ = group_layers(model, engine)
 audio = audio_any.expect(PooledBlocks)

@@ -8,7 +8,6 @@ are rejected by mypy here and by the coordinator at run time (`UnitTypeError`).
 """
 
 from contracts import (
-    Bytes,
     CacheBlocks,
     EncoderTokens,
     EngineSpec,
@@ -16,6 +15,7 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     Tokens,
     pool_length,
@@ -34,7 +34,7 @@ engine = EngineSpec(
     max_num_batched_tokens=Tokens(512),
     max_encoder_len=EncoderTokens(40_000),
     max_encoder_tokens_per_step=EncoderTokens(4),
-    memory_budget=Bytes(64 << 20),
+    memory_budget=RankBytes(64 << 20),
 )
 coord = KVCacheCoordinator.from_plan(plan(model, engine))
 audio = coord.group("audio", PooledBlocks)

@@ -9,7 +9,6 @@ and by the run time with a `UnitError` when the line runs anyway.
 """
 
 from contracts import (
-    Bytes,
     CacheBlocks,
     EncoderTokens,
     EngineSpec,
@@ -17,6 +16,7 @@ from contracts import (
     ManagerSpec,
     PooledBlocks,
     PoolFactor,
+    RankBytes,
     SlidingWindowLayer,
     Tokens,
     kernel_view,
@@ -32,7 +32,7 @@ engine = EngineSpec(
     max_num_batched_tokens=Tokens(2048),
     max_encoder_len=EncoderTokens(6000),
     max_encoder_tokens_per_step=EncoderTokens(4),
-    memory_budget=Bytes(1 << 30),
+    memory_budget=RankBytes(1 << 30),
 )
 
 
