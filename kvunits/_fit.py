@@ -64,7 +64,9 @@ def fit(config: KvUnitsConfig, *, length: str | None, requests: int) -> FitAnswe
     from runtime.deployment import Layout, Shortfall
 
     engine = config.engine
-    asked = engine.max_model_len if length is None else parse_quantity(length, Tokens)
+    asked = (
+        engine.max_model_len if length is None else parse_quantity(length, Tokens, field="--length")
+    )
     if asked.value < 1:
         raise UnitValueError(
             f"--length must be >= 1 token, got {asked}", field="--length", got=str(asked)

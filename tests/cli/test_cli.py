@@ -445,7 +445,9 @@ def test_convert_errors(capsys: pytest.CaptureFixture[str], args: list[str], mes
 # -- help, imports ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [[], ["plan"], ["check"], ["models"], ["schema"], ["convert"]])
+@pytest.mark.parametrize(
+    "command", [[], ["plan"], ["check"], ["models"], ["schema"], ["convert"], ["fit"]]
+)
 def test_help_with_examples(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
     with pytest.raises(SystemExit) as excinfo:
         main([*command, "--help"])

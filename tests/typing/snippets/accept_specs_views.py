@@ -13,9 +13,12 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    RankBlocks,
     RankBytes,
+    RankKVHeads,
     SlidingWindowLayer,
     Tokens,
+    engine_blocks,
     kernel_view,
     manager_view,
 )
@@ -58,3 +61,13 @@ assert_type(audio.num_blocks, CacheBlocks)
 assert_type(audio.bytes_per_request, Bytes)
 assert_type(capacity.bytes_per_request, Bytes)
 assert audio.admission_cap == CacheBlocks(13)
+
+# Per rank: one rank's budget, page, cap and pool are typed as a rank's.
+assert_type(capacity.kv_cache_memory, RankBytes)
+(rank,) = capacity.stages[0].groups
+assert_type(rank.kv_heads_per_rank, RankKVHeads | None)
+assert_type(rank.page_size, RankBytes)
+assert_type(rank.admission_cap, RankBlocks)
+assert_type(rank.num_blocks, RankBlocks)
+assert_type(engine_blocks(rank.num_blocks), CacheBlocks)
+assert engine_blocks(rank.num_blocks) == audio.num_blocks
