@@ -54,6 +54,7 @@ from contracts import (
     RankKVHeads,
     SpecError,
     Tokens,
+    UnitValueError,
     blocks_per_rank,
     group_layers,
     head_replicas,
@@ -61,6 +62,8 @@ from contracts import (
     kv_heads_per_rank,
     layers_per_stage,
     page_size_per_rank,
+    rank_blocks_to_bytes,
+    rank_bytes_to_blocks_floor,
     rank_tokens_to_blocks_ceil,
     tokens_per_dcp_rank,
 )
@@ -160,7 +163,7 @@ class Layout:
     """A model on an engine's deployment: its groups, its stages and each group's shape per
     rank, from which the plan at any ``max_model_len`` follows (see the module doc).
 
-    Raises (from `of`):
+    Raises:
         SpecError: the model keeps no cache; the heads cannot be split over the TP ranks;
             DCP with a sliding-window or encoder-side group, or beyond what the heads allow.
     """
@@ -215,6 +218,13 @@ class Layout:
         """Each group's admission cap on one rank at ``max_model_len`` (the groups' own limits
         otherwise: encoder-side groups count the engine's encoder limits)."""
         length = check_quantity(max_model_len, Tokens, "max_model_len")
+        if length.value < 1:
+            raise UnitValueError(
+                "max_model_len must be >= 1 token: a request holds at least one",
+                field="max_model_len",
+                expected="an int >= 1 of token",
+                got=str(length),
+            )
         caps = []
         for shape in self.shapes:
             group = shape.group
@@ -265,9 +275,12 @@ class Layout:
             for g, (shape, cap) in enumerate(zip(self.shapes, caps, strict=True)):
                 if not shape.layers_by_stage[s]:
                     continue
-                # The share in proportion to one request's need in this group, integer-exact:
-                # (usable × cap × block / per_request) / block == usable × cap // per_request.
-                bought = 1 + usable * cap.value // per_request
+                # The group's share of the usable bytes, in proportion to what one request
+                # needs in it, then whole blocks of it: 1 + usable × cap // per_request, as
+                # floor(floor(x) / block) == floor(x / block).
+                block = RankBytes(shape.page * len(shape.layers_by_stage[s]))
+                share = RankBytes(usable * cap.value * block.value // per_request)
+                bought = 1 + rank_bytes_to_blocks_floor(share, block).value
                 current = fewest[g]
                 fewest[g] = bought if current is None else min(current, bought)
         return tuple(RankBlocks(n if n is not None else 1) for n in fewest)
@@ -329,8 +342,8 @@ class Layout:
                 members = shape.layers_by_stage[s]
                 if not members:
                     continue
-                block = shape.page * len(members)
-                used += n.value * block
+                block = RankBytes(shape.page * len(members))
+                used += rank_blocks_to_bytes(n, block).value
                 groups.append(
                     RankGroupPlan(
                         name=shape.group.name,
@@ -341,9 +354,9 @@ class Layout:
                         head_replicas=shape.head_replicas,
                         dcp_sharded=shape.dcp_sharded,
                         page_size=RankBytes(shape.page),
-                        block_bytes=RankBytes(block),
+                        block_bytes=block,
                         admission_cap=cap,
-                        bytes_per_request=RankBytes(cap.value * block),
+                        bytes_per_request=rank_blocks_to_bytes(cap, block),
                         num_blocks=n,
                     )
                 )
@@ -463,6 +476,10 @@ def concurrency_at(model: ModelSpec, engine: EngineSpec, length: Tokens) -> int:
     """Requests of ``length`` tokens admitted at once when ``max_model_len`` is ``length``
     (0 when one does not fit). vLLM logs the same question as "Maximum concurrency for L
     tokens per request: X.XXx", a ratio; kvunits counts whole requests.
+
+    Raises:
+        UnitValueError: ``length`` is 0 token.
+        SpecError: as `Layout`.
     """
     layout = Layout(model, engine)
     caps = layout.rank_caps(length)

@@ -172,6 +172,11 @@ def test_fit_answers_the_reverse_questions(capsys: pytest.CaptureFixture[str]) -
         (["plan", LLAMA, "-tp", "8", "-dcp", "3"], "--decode-context-parallel-size: 3 does not"),
         (["plan", LLAMA, "--async-scheduling", "-pp", "0"], "--pipeline-parallel-size: Input"),
         (["check", LLAMA, "--gpu-memory", "80 GiB"], "weights_memory: gpu_memory is set"),
+        # The simulator steps the runtime's coordinator, which does not model DCP's blocks.
+        (
+            ["simulate", LLAMA, "-tp", "16", "-dcp", "2", "--streams", "1", "--steps", "2"],
+            "the plan shards positions over decode_context_parallel_size 2",
+        ),
         (
             ["plan", LLAMA, "--memory-budget", "8 GiB"],
             "the longest max_model_len that fits is 65520 token (kvunits fit)",
@@ -222,3 +227,20 @@ def test_gpu_memory_flags(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert status == 0
     assert "(KV cache memory)" in out and "57552561767 byte/rank" in out
+
+
+def test_the_readmes_fit_example_prints_what_it_says(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shlex
+
+    from .test_cli import REPO
+
+    monkeypatch.chdir(REPO)
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("    $ kvunits fit ")
+    block = text[start : text.index("\n\n", start)].splitlines()
+    command = shlex.split(block[0].strip()[len("$ ") :])
+    status, out, err = kvunits(capsys, *command[1:])
+    assert status == 0, err
+    assert out.splitlines() == [line[4:] for line in block[1:]]

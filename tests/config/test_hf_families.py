@@ -23,7 +23,8 @@ from the file (config/model.py ``_get_and_verify_max_len``; asserted per model).
 Where vLLM 0.33 differs on purpose, the row's comment says so rather than matching one:
 
 1. in flight: vLLM 0.33's default async scheduling runs 2 batches, in_flight 4096
-   (config/vllm.py:588-609, 1685-1719); its caps at 4096 are given as "async".
+   (config/vllm.py:588-609, 1685-1719); its caps at 4096 are given as "async", which
+   kvunits plans with ``async_scheduling`` (tests/deploy/test_golden.py checks them).
 2. one page size: vLLM unifies pages across a hybrid model's layers
    (v1/core/kv_cache_planning.py ``unify_kv_cache_spec_page_size``, :346-408) and raises the
    attention block size of a Mamba hybrid to hold one state

@@ -19,10 +19,13 @@ from contracts import (
     ModelSpec,
     Parallelism,
     RankBytes,
+    RankTokens,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
     Tokens,
+    UnitTypeError,
+    UnitValueError,
 )
 from contracts.config import load_config
 from runtime import (
@@ -80,6 +83,10 @@ def test_concurrency_and_budget_for_requests() -> None:
     assert concurrency_at(model, engine.model_copy(update={"memory_budget": need}), Tokens(32768))
     with pytest.raises(SpecError, match="requests must be an int >= 1"):
         budget_for(model, engine, 0, Tokens(32768))
+    with pytest.raises(UnitValueError, match="max_model_len must be >= 1 token"):
+        concurrency_at(model, engine, Tokens(0))
+    with pytest.raises(UnitTypeError, match="max_model_len must be Tokens"):
+        concurrency_at(model, engine, RankTokens(32768))  # type: ignore[arg-type]
 
 
 def test_budget_for_takes_the_fullest_stage() -> None:
