@@ -214,3 +214,28 @@ def test_longest_max_model_len_fits_and_one_more_does_not(case: Case, budget: in
         assert concurrency_at(case.model, engine, longest) >= 1
     if longest.value < engine.max_model_len.value:
         assert not layout.fits(Tokens(longest.value + 1))
+
+
+def test_int32_block_ids_bound_the_budget_over_stages() -> None:
+    # Three 1-byte states over 2 stages: [2, 1] layers. Each stage buys B // (its layers)
+    # blocks and the pool is the fewer, B // 2; at most 2**31 block ids (int32 block tables):
+    # B <= 2 + (2**31 × 2 − 1) = 2**32 + 1, the largest budget the message names.
+    from runtime.block_pool import MAX_POOL_BLOCKS
+
+    model = ModelSpec.stacked("states", {"s": (StateLayer(state_size=Bytes(1)), 3)})
+
+    def engine(budget: int) -> EngineSpec:
+        return EngineSpec(
+            block_size_slots=1,
+            max_model_len=Tokens(8),
+            max_num_batched_tokens=Tokens(8),
+            pipeline_parallel_size=2,
+            memory_budget=RankBytes(budget),
+        )
+
+    with pytest.raises(SpecError, match="block ids must fit int32 block tables") as excinfo:
+        plan(model, engine(1 << 40))
+    assert "lower the budget to at most 4294967297 byte/rank" in str(excinfo.value)
+    assert plan(model, engine(2**32 + 1)).groups[0].num_blocks == CacheBlocks(MAX_POOL_BLOCKS)
+    with pytest.raises(SpecError, match="int32"):
+        plan(model, engine(2**32 + 2))
