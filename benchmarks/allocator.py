@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts import (
+    Bytes,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
@@ -55,6 +56,7 @@ from contracts import (
     RankBytes,
     SlidingWindowLayer,
     Tokens,
+    Window,
 )
 from runtime import KVCacheCoordinator
 from runtime.capacity import CapacityPlan, plan
@@ -80,7 +82,7 @@ class Trace:
 def voxtral_plan(concurrency: int) -> CapacityPlan:
     """The capacity plan of a Voxtral-like model with room for ``concurrency`` full requests."""
     audio = SlidingWindowLayer(
-        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
     text = FullAttentionLayer(kv_heads=8, head_size=128)
     model = ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
@@ -96,8 +98,8 @@ def voxtral_plan(concurrency: int) -> CapacityPlan:
         )
 
     one = plan(model, engine(1 << 40))
-    null = sum(g.block_bytes.value for g in one.groups)
-    return plan(model, engine(concurrency * one.bytes_per_request.value + null))
+    null = sum(g.block_bytes.numerical_value_in(Bytes) for g in one.groups)
+    return plan(model, engine(concurrency * one.bytes_per_request.numerical_value_in(Bytes) + null))
 
 
 def make_trace(requests: int, concurrency: int, seed: int) -> Trace:

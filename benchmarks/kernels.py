@@ -219,10 +219,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _spec(config: Config) -> Any:
-    from contracts import CacheDType, EncoderTokens, PoolFactor, SlidingWindowLayer, kernel_view
+    from contracts import (
+        CacheDType,
+        EncoderTokens,
+        PoolFactor,
+        SlidingWindowLayer,
+        Window,
+        kernel_view,
+    )
 
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(config.sliding_window), pool=PoolFactor(config.pool),
+        sliding_window=Window(config.sliding_window, EncoderTokens), pool=PoolFactor(config.pool),
         kv_heads=config.kv_heads, head_size=config.head_size, dtype=CacheDType(config.dtype),
     )  # fmt: skip
     return kernel_view(layer, config.block_size).expect(EncoderTokens)
@@ -238,7 +245,8 @@ def _build(config: Config, shape: StepShape, device: Any) -> dict[str, Any]:
     spec = _spec(config)
     gen = torch.Generator(device=device).manual_seed(0)
     dtype = getattr(torch, config.dtype)
-    p, tpb, w = config.pool, spec.tokens_per_block.slots, config.sliding_window
+    p, w = config.pool, config.sliding_window
+    tpb = spec.tokens_per_block.numerical_value_in(EncoderTokens)
     bs = tpb // p
     r_count = shape.streams
     # Stagger the streams by whole pooled blocks, so their windows start at different rows.
@@ -330,6 +338,7 @@ def _bench_step(
 ) -> list[Result]:
     import torch
 
+    from contracts import PooledBlocks
     from kernels import (
         paged_attention,
         reference_paged_attention,
@@ -362,7 +371,7 @@ def _bench_step(
     write_ref_ms = _time_ms(lambda: reference_write_kv(*write_args, kc_ref, vc_ref, *meta),
                             device, ref_iters, 1 if warmup else 0)  # fmt: skip
     rows = case["rows"]
-    num_entries = case["slots"].tensor.shape[0]
+    num_entries = case["slots"].tensor_in(PooledBlocks).shape[0]
     # New K/V rows read once and written once; the int64 slot mapping read once.
     write_bytes = 2 * rows * config.kv_heads * (hk + hv) * itemsize + 8 * num_entries
 

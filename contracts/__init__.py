@@ -3,8 +3,10 @@
 The core every other part of kvunits stands on:
 
 * quantities: `EncoderTokens`, `PooledBlocks`, `Tokens`, `CacheBlocks`, `Bytes` (one final
-  class per unit), and the per-layer factors `PoolFactor` (P) and `BlockSize`;
-* conversions between them, each naming its rounding (`CONVERSIONS` lists them);
+  class per unit; each is a *length*), the other kinds over a sequence unit, `Window`,
+  `Position` and `Chunk`, and the per-layer factors `PoolFactor` (P) and `BlockSize`;
+* conversions between them, each taking the kind it is correct for and naming its rounding
+  (`CONVERSIONS` lists them);
 * whose count it is: a rank's heads, bytes, blocks and tokens (`RankKVHeads`, `RankBytes`,
   `RankBlocks`, `RankTokens`) against the model's (`KVHeads`, `Bytes`, `CacheBlocks`), and
   the deployment's shape (`Parallelism`: tensor, pipeline, decode-context parallel sizes);
@@ -26,15 +28,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._convert import CONVERSIONS as _LENGTH_CONVERSIONS
+from ._convert import block_of as block_of
 from ._convert import bytes_to_cache_blocks_floor as bytes_to_cache_blocks_floor
 from ._convert import cache_blocks_to_bytes as cache_blocks_to_bytes
 from ._convert import expand_block_size as expand_block_size
+from ._convert import pool_chunk as pool_chunk
 from ._convert import pool_length as pool_length
 from ._convert import pool_position as pool_position
 from ._convert import pool_span as pool_span
 from ._convert import pool_window as pool_window
 from ._convert import slots_to_cache_blocks_ceil as slots_to_cache_blocks_ceil
 from ._convert import unpool_length as unpool_length
+from ._convert import window_blocks as window_blocks
 from ._deploy import DEPLOY_CONVERSIONS as _DEPLOY_CONVERSIONS
 from ._deploy import KVHeads as KVHeads
 from ._deploy import Parallelism as Parallelism
@@ -61,6 +66,10 @@ from ._factors import PoolFactor as PoolFactor
 from ._groups import AnyLayerGroup as AnyLayerGroup
 from ._groups import LayerGroup as LayerGroup
 from ._groups import group_layers as group_layers
+from ._kinds import Chunk as Chunk
+from ._kinds import Position as Position
+from ._kinds import PosUnit as PosUnit
+from ._kinds import Window as Window
 from ._layers import ChunkedLocalLayer as ChunkedLocalLayer
 from ._layers import CrossAttentionLayer as CrossAttentionLayer
 from ._layers import EncoderOnlyLayer as EncoderOnlyLayer
@@ -91,6 +100,8 @@ from ._views import kernel_view as kernel_view
 from ._views import manager_view as manager_view
 from .errors import KvUnitsError as KvUnitsError
 from .errors import SpecError as SpecError
+from .errors import SpecValidationError as SpecValidationError
+from .errors import UnitAttributeError as UnitAttributeError
 from .errors import UnitError as UnitError
 from .errors import UnitTypeError as UnitTypeError
 from .errors import UnitValueError as UnitValueError
@@ -121,6 +132,7 @@ __all__ = [
     "Bytes",
     "CacheBlocks",
     "CacheDType",
+    "Chunk",
     "ChunkedLocalLayer",
     "CrossAttentionLayer",
     "EncoderOnlyLayer",
@@ -144,6 +156,8 @@ __all__ = [
     "Parallelism",
     "PoolFactor",
     "PooledBlocks",
+    "PosUnit",
+    "Position",
     "RankBlocks",
     "RankBytes",
     "RankKVHeads",
@@ -152,12 +166,16 @@ __all__ = [
     "SlidingWindowLayer",
     "SlotUnit",
     "SpecError",
+    "SpecValidationError",
     "StateLayer",
     "StateTensor",
     "Tokens",
+    "UnitAttributeError",
     "UnitError",
     "UnitTypeError",
     "UnitValueError",
+    "Window",
+    "block_of",
     "blocks_per_rank",
     "bytes_to_cache_blocks_floor",
     "cache_blocks_to_bytes",
@@ -172,6 +190,7 @@ __all__ = [
     "manager_view",
     "page_size_per_rank",
     "parse_quantity",
+    "pool_chunk",
     "pool_length",
     "pool_position",
     "pool_span",
@@ -184,4 +203,5 @@ __all__ = [
     "tokens_per_dcp_rank",
     "unpool_length",
     "ureg",
+    "window_blocks",
 ]

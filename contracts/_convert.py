@@ -1,25 +1,33 @@
-"""Conversions between units. Each one names its rounding, in its name or in `CONVERSIONS`.
+"""Conversions between units and kinds. Each one names its rounding, in its name or in
+`CONVERSIONS`, and takes the kind it is correct for.
 
 Lengths round up (capacity must cover a partial block); windows use the residency bound
-(see `pool_window`); expansions back to finer units are exact; fitting a budget rounds down.
-These are the only places one unit becomes another.
+(see `pool_window`); positions round down; chunks and expansions back to finer units are
+exact; fitting a budget rounds down. These are the only places one unit becomes another.
+The blocks a window touches (`window_blocks`) are not the blocks of a length of the same
+size: a window may start in the middle of a block.
+
+The per-layer views (`ManagerSpec`, `KernelSpec`) call these with their own block size, pool
+factor and page size (``view.window_blocks()``, ``view.block_of(position)``, ``view.page_size``):
+code that has a view should ask it rather than pass another layer's geometry in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal, final
+from typing import Any, Final, Literal, final, overload
 
 from ._factors import BlockSize, PoolFactor, check_pool
+from ._kinds import Chunk, Position, Window, check_kind
 from ._quantity import (
     Bytes,
     CacheBlocks,
     EncoderTokens,
     PooledBlocks,
-    SeqUnit,
+    Tokens,
     check_quantity,
 )
-from .errors import UnitValueError
+from .errors import UnitTypeError, UnitValueError
 
 
 def cdiv(numerator: int, denominator: int) -> int:
@@ -28,17 +36,20 @@ def cdiv(numerator: int, denominator: int) -> int:
 
 
 def pool_length(length: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
-    """Pooled blocks needed to store ``length`` encoder tokens: ``cdiv(n, P)``, rounds up.
+    """Pooled blocks needed to store a *length* of n encoder tokens: ``cdiv(n, P)``, rounds up.
+
+    A length only: a window goes through `pool_window`, a position through `pool_position`,
+    a chunk through `pool_chunk` (mypy and the run time refuse them here).
 
     Example:
         >>> pool_length(EncoderTokens(750), PoolFactor(4))
         PooledBlocks(188)
     """
-    n = check_quantity(length, EncoderTokens, "length").value
+    n = check_quantity(length, EncoderTokens, "length")._value
     return PooledBlocks(cdiv(n, _pool(pool)))
 
 
-def pool_window(window: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
+def pool_window(window: Window[EncoderTokens], pool: PoolFactor) -> Window[PooledBlocks]:
     """The manager window (in pooled blocks) that keeps a kernel window of W tokens resident.
 
     A window of W tokens is the current token and the W − 1 before it. The query at the
@@ -48,27 +59,17 @@ def pool_window(window: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
     This is *not* `pool_length`: reading 750 tokens at P = 4 as a length gives 188, one
     short of the 189 this returns.
 
-    Raises:
-        UnitValueError: the window is 0 (a window holds at least the current token).
-
     Example:
-        >>> pool_window(EncoderTokens(750), PoolFactor(4))
-        PooledBlocks(189)
+        >>> pool_window(Window(750, EncoderTokens), PoolFactor(4))
+        Window(189, PooledBlocks)
     """
-    w = check_quantity(window, EncoderTokens, "window").value
-    if w < 1:
-        raise UnitValueError(
-            "a sliding window must be >= 1 encoder_token (it holds the current token), got 0",
-            field="window",
-            expected="an int >= 1 of encoder_token",
-            got=str(window),
-        )
-    return PooledBlocks(cdiv(w - 1, _pool(pool)) + 1)
+    w = check_kind(window, Window, EncoderTokens, "window")._n
+    return Window(cdiv(w - 1, _pool(pool)) + 1, PooledBlocks)
 
 
 def pool_span(run: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
     """Slots a run of n consecutive encoder tokens can touch, wherever it starts:
-    ``cdiv(n − 1, P) + 1`` (0 for an empty run).
+    ``cdiv(n − 1, P) + 1`` (0 for an empty run). A length to a length (a count of slots).
 
     A step of a pooled stream is such a run, and need not start on a slot boundary (an audio
     chunk continues the partial slot the last one left): a step of 4 encoder tokens at P = 4
@@ -80,14 +81,43 @@ def pool_span(run: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
         >>> pool_span(EncoderTokens(4), PoolFactor(4)), pool_length(EncoderTokens(4), PoolFactor(4))
         (PooledBlocks(2), PooledBlocks(1))
     """
-    n = check_quantity(run, EncoderTokens, "run").value
+    n = check_quantity(run, EncoderTokens, "run")._value
     return PooledBlocks(cdiv(n - 1, _pool(pool)) + 1 if n else 0)
 
 
-def pool_position(position: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
-    """The pooled slot that holds encoder-token position ``i``: ``i // P``, rounds down."""
-    i = check_quantity(position, EncoderTokens, "position").value
-    return PooledBlocks(i // _pool(pool))
+def pool_position(position: Position[EncoderTokens], pool: PoolFactor) -> Position[PooledBlocks]:
+    """The pooled slot that holds encoder-token position ``i``: ``i // P``, rounds down.
+
+    Example:
+        >>> pool_position(Position(812, EncoderTokens), PoolFactor(4))
+        Position(203, PooledBlocks)
+    """
+    i = check_kind(position, Position, EncoderTokens, "position")._n
+    return Position(i // _pool(pool), PooledBlocks)
+
+
+def pool_chunk(chunk: Chunk[EncoderTokens], pool: PoolFactor) -> Chunk[PooledBlocks]:
+    """The manager chunk of a pooled layer: ``C / P`` slots, exact.
+
+    Raises:
+        UnitValueError: P does not divide the chunk (the manager's chunk starts would drift
+            from the kernel's).
+
+    Example:
+        >>> pool_chunk(Chunk(8192, EncoderTokens), PoolFactor(4))
+        Chunk(2048, PooledBlocks)
+    """
+    c = check_kind(chunk, Chunk, EncoderTokens, "chunk")._n
+    p = _pool(pool)
+    if c % p:
+        raise UnitValueError(
+            f"a chunk of {c} encoder_token is not a whole number of pooled blocks of {p}: "
+            f"write a multiple of {p} encoder_token",
+            field="chunk",
+            expected=f"a multiple of {p} encoder_token",
+            got=f"{c} encoder_token",
+        )
+    return Chunk(c // p, PooledBlocks)
 
 
 def unpool_length(length: PooledBlocks, pool: PoolFactor) -> EncoderTokens:
@@ -97,7 +127,7 @@ def unpool_length(length: PooledBlocks, pool: PoolFactor) -> EncoderTokens:
         >>> unpool_length(PooledBlocks(189), PoolFactor(4))
         EncoderTokens(756)
     """
-    s = check_quantity(length, PooledBlocks, "length").value
+    s = check_quantity(length, PooledBlocks, "length")._value
     return EncoderTokens(s * _pool(pool))
 
 
@@ -110,28 +140,91 @@ def expand_block_size(
         >>> str(expand_block_size(BlockSize(16, PooledBlocks), PoolFactor(4)))
         '64 encoder_token/cache_block'
     """
-    block_size.check(PooledBlocks)
-    return BlockSize(block_size.slots * _pool(pool), EncoderTokens)
+    bs = block_size.check(PooledBlocks).numerical_value_in(PooledBlocks)
+    return BlockSize(bs * _pool(pool), EncoderTokens)
 
 
-def slots_to_cache_blocks_ceil(slots: SeqUnit, block_size: BlockSize[SeqUnit]) -> CacheBlocks:
-    """Cache blocks needed for ``slots`` slots: ``cdiv(slots, block_size)``, rounds up.
+@overload
+def slots_to_cache_blocks_ceil(
+    slots: PooledBlocks, block_size: BlockSize[PooledBlocks]
+) -> CacheBlocks: ...
+@overload
+def slots_to_cache_blocks_ceil(slots: Tokens, block_size: BlockSize[Tokens]) -> CacheBlocks: ...
+@overload
+def slots_to_cache_blocks_ceil(
+    slots: EncoderTokens, block_size: BlockSize[EncoderTokens]
+) -> CacheBlocks: ...
+def slots_to_cache_blocks_ceil(slots: Any, block_size: BlockSize[Any]) -> CacheBlocks:
+    """Cache blocks needed for a *length* of ``slots``: ``cdiv(slots, block_size)``, rounds up.
 
     The slots and the block size must count the same unit (pooled blocks with a pooled
-    block size, tokens with a token one); mypy and the run time both check it.
+    block size, tokens with a token one); mypy and the run time both check it. Not for a
+    window (`window_blocks`: it may start mid-block) nor a position (`block_of`).
 
     Example:
         >>> slots_to_cache_blocks_ceil(PooledBlocks(189), BlockSize(16, PooledBlocks))
         CacheBlocks(12)
     """
-    n = check_quantity(slots, block_size.unit, "slots").value
-    return CacheBlocks(cdiv(n, block_size.slots))
+    unit = _block_unit(block_size)
+    n = check_quantity(slots, unit, "slots")._value
+    return CacheBlocks(cdiv(n, block_size.numerical_value_in(unit)))
+
+
+@overload
+def window_blocks(
+    window: Window[PooledBlocks], block_size: BlockSize[PooledBlocks]
+) -> CacheBlocks: ...
+@overload
+def window_blocks(window: Window[Tokens], block_size: BlockSize[Tokens]) -> CacheBlocks: ...
+@overload
+def window_blocks(
+    window: Window[EncoderTokens], block_size: BlockSize[EncoderTokens]
+) -> CacheBlocks: ...
+def window_blocks(window: Window[Any], block_size: BlockSize[Any]) -> CacheBlocks:
+    """The most cache blocks a window of W slots can touch: ``cdiv(W − 1, B) + 1``.
+
+    A window can start anywhere in a block: the current slot's block plus the blocks its
+    ``W − 1`` look-back reaches, rounded up. A length's ceiling ``cdiv(W, B)`` is one short
+    unless ``W mod B == 1`` (TRT-LLM #16426); ``W // B`` drops the boundary block (vllm-gaudi
+    before #1395), and ``W // B + 1`` (its fix) is still one short when ``W mod B >= 2``.
+
+    Example:
+        >>> window_blocks(Window(4, Tokens), BlockSize(2, Tokens))  # slots 1-4: blocks 0, 1, 2
+        CacheBlocks(3)
+    """
+    unit = _block_unit(block_size)
+    w = check_kind(window, Window, unit, "window")._n
+    return CacheBlocks(cdiv(w - 1, block_size.numerical_value_in(unit)) + 1)
+
+
+@overload
+def block_of(
+    position: Position[PooledBlocks], block_size: BlockSize[PooledBlocks]
+) -> Position[CacheBlocks]: ...
+@overload
+def block_of(
+    position: Position[Tokens], block_size: BlockSize[Tokens]
+) -> Position[CacheBlocks]: ...
+@overload
+def block_of(
+    position: Position[EncoderTokens], block_size: BlockSize[EncoderTokens]
+) -> Position[CacheBlocks]: ...
+def block_of(position: Position[Any], block_size: BlockSize[Any]) -> Position[CacheBlocks]:
+    """The block-table column that holds position ``i``: ``i // block_size``, rounds down.
+
+    Example:
+        >>> block_of(Position(63, EncoderTokens), BlockSize(64, EncoderTokens))
+        Position(0, CacheBlocks)
+    """
+    unit = _block_unit(block_size)
+    i = check_kind(position, Position, unit, "position")._n
+    return Position(i // block_size.numerical_value_in(unit), CacheBlocks)
 
 
 def cache_blocks_to_bytes(blocks: CacheBlocks, page_size: Bytes) -> Bytes:
     """Memory of ``blocks`` pages of ``page_size`` each: exact."""
-    n = check_quantity(blocks, CacheBlocks, "blocks").value
-    return Bytes(n * check_quantity(page_size, Bytes, "page_size").value)
+    n = check_quantity(blocks, CacheBlocks, "blocks")._value
+    return Bytes(n * check_quantity(page_size, Bytes, "page_size")._value)
 
 
 def bytes_to_cache_blocks_floor(budget: Bytes, page_size: Bytes) -> CacheBlocks:
@@ -140,19 +233,30 @@ def bytes_to_cache_blocks_floor(budget: Bytes, page_size: Bytes) -> CacheBlocks:
     Raises:
         UnitValueError: ``page_size`` is 0.
     """
-    page = check_quantity(page_size, Bytes, "page_size").value
+    page = check_quantity(page_size, Bytes, "page_size")._value
     if page == 0:
         raise UnitValueError(
             "page_size must be > 0 byte to count pages", field="page_size", got=str(page_size)
         )
-    return CacheBlocks(check_quantity(budget, Bytes, "budget").value // page)
+    return CacheBlocks(check_quantity(budget, Bytes, "budget")._value // page)
 
 
 def _pool(pool: object) -> int:
     return check_pool(pool).tokens_per_block
 
 
-Rounding = Literal["ceil", "floor", "exact", "window"]
+def _block_unit(block_size: object) -> type[Any]:
+    if type(block_size) is not BlockSize:
+        raise UnitTypeError(
+            f"block_size must be a BlockSize, got {block_size!r}",
+            field="block_size",
+            expected="BlockSize",
+            got=repr(block_size),
+        )
+    return block_size.unit
+
+
+Rounding = Literal["ceil", "floor", "exact", "window", "span"]
 
 
 @final
@@ -169,9 +273,18 @@ class Conversion:
 
 CONVERSIONS: Final[tuple[Conversion, ...]] = (
     Conversion("pool_length", "encoder_token", "pooled_block", "ceil", "cdiv(n, P)"),
-    Conversion("pool_window", "encoder_token", "pooled_block", "window", "cdiv(W - 1, P) + 1"),
-    Conversion("pool_span", "encoder_token", "pooled_block", "window", "cdiv(n - 1, P) + 1"),
-    Conversion("pool_position", "encoder_token", "pooled_block", "floor", "i // P"),
+    Conversion(
+        "pool_window",
+        "encoder_token window",
+        "pooled_block window",
+        "window",
+        "cdiv(W - 1, P) + 1",
+    ),
+    Conversion("pool_span", "encoder_token", "pooled_block", "span", "cdiv(n - 1, P) + 1"),
+    Conversion(
+        "pool_position", "encoder_token position", "pooled_block position", "floor", "i // P"
+    ),
+    Conversion("pool_chunk", "encoder_token chunk", "pooled_block chunk", "exact", "C / P"),
     Conversion("unpool_length", "pooled_block", "encoder_token", "exact", "s * P"),
     Conversion(
         "expand_block_size",
@@ -181,6 +294,10 @@ CONVERSIONS: Final[tuple[Conversion, ...]] = (
         "block_size * P",
     ),
     Conversion("slots_to_cache_blocks_ceil", "slot", "cache_block", "ceil", "cdiv(n, block_size)"),
+    Conversion(
+        "window_blocks", "slot window", "cache_block", "window", "cdiv(W - 1, block_size) + 1"
+    ),
+    Conversion("block_of", "slot position", "cache_block position", "floor", "i // block_size"),
     Conversion("cache_blocks_to_bytes", "cache_block", "byte", "exact", "n * page_size"),
     Conversion(
         "bytes_to_cache_blocks_floor", "byte", "cache_block", "floor", "budget // page_size"

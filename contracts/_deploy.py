@@ -146,11 +146,11 @@ def _validate_rank_bytes(value: object) -> RankBytes:
             {"message": exc.message, "expected": exc.expected or "byte", "got": exc.got},
         ) from None
     # A config's memory setting is one device's by definition (the field says so).
-    return RankBytes(parsed.value)
+    return RankBytes(parsed._value)
 
 
 def _rank_bytes_text(value: RankBytes) -> str:
-    return f"{value.value} byte"  # text a config reads back (the field is per rank)
+    return f"{value._value} byte"  # text a config reads back (the field is per rank)
 
 
 _C = TypeVar("_C", bound=IntQuantity)
@@ -265,7 +265,7 @@ def kv_heads_per_rank(heads: KVHeads, parallelism: Parallelism) -> RankKVHeads:
         ...  for t in (1, 2, 8, 16)]
         [8, 4, 1, 1]
     """
-    h = _check(heads, KVHeads, "heads").value
+    h = _check(heads, KVHeads, "heads")._value
     tp = _parallelism(parallelism).tensor_parallel_size
     if h < 1:
         raise UnitValueError(
@@ -284,7 +284,7 @@ def kv_heads_per_rank(heads: KVHeads, parallelism: Parallelism) -> RankKVHeads:
 
 def head_replicas(heads: KVHeads, parallelism: Parallelism) -> int:
     """Ranks that hold each KV head: ``tp // H`` when ``tp > H`` (replicated), else 1."""
-    h = _check(heads, KVHeads, "heads").value
+    h = _check(heads, KVHeads, "heads")._value
     tp = _parallelism(parallelism).tensor_parallel_size
     return tp // h if h and tp > h else 1
 
@@ -360,17 +360,17 @@ def page_size_per_rank(
     """
     p = _parallelism(parallelism)
     if isinstance(layer, StateMixerLayer):
-        return RankBytes(sum(t.size.value for t in layer.state_tensors(p.tensor_parallel_size)))
+        return RankBytes(sum(t.size._value for t in layer.state_tensors(p.tensor_parallel_size)))
     if isinstance(layer, StateLayer):
-        return RankBytes(layer.state_size.value)
+        return RankBytes(layer.state_size._value)
     if isinstance(layer, (EncoderOnlyLayer, KVSharedLayer)):
         raise SpecError(f"a {layer.kind} layer keeps no KV cache of its own: it has no page")
     heads = kv_heads_of(layer)
     assert heads is not None  # every other layer has heads
     per_rank = kv_heads_per_rank(heads, p)
-    page = manager.page_size_bytes
+    page = manager.page_size._value
     # The page is proportional to the heads: block_size × P × heads × (K + V) × dtype.
-    return RankBytes(page // manager.kv_heads * per_rank.value)
+    return RankBytes(page // manager.kv_heads * per_rank._value)
 
 
 def tokens_per_dcp_rank(length: Tokens, parallelism: Parallelism) -> RankTokens:
@@ -385,7 +385,7 @@ def tokens_per_dcp_rank(length: Tokens, parallelism: Parallelism) -> RankTokens:
         ...                                                  decode_context_parallel_size=2))
         RankTokens(65537)
     """
-    n = _check(length, Tokens, "length").value
+    n = _check(length, Tokens, "length")._value
     return RankTokens(cdiv(n, _parallelism(parallelism).decode_context_parallel_size))
 
 
@@ -396,27 +396,27 @@ def rank_tokens_to_blocks_ceil(tokens: RankTokens, block_size: BlockSize[Tokens]
         >>> rank_tokens_to_blocks_ceil(RankTokens(65536), BlockSize(16, Tokens))
         RankBlocks(4096)
     """
-    n = _check(tokens, RankTokens, "tokens").value
-    return RankBlocks(cdiv(n, block_size.check(Tokens).slots))
+    n = _check(tokens, RankTokens, "tokens")._value
+    return RankBlocks(cdiv(n, block_size.numerical_value_in(Tokens)))
 
 
 def blocks_per_rank(blocks: CacheBlocks) -> RankBlocks:
     """The pages each rank holds for ``blocks`` block ids of the scheduler: the same number,
     exact. A block id names one page on every rank of every stage holding the group (vLLM
     keeps one block table per engine and gives every worker the same ``num_blocks``)."""
-    return RankBlocks(_check(blocks, CacheBlocks, "blocks").value)
+    return RankBlocks(_check(blocks, CacheBlocks, "blocks")._value)
 
 
 def engine_blocks(blocks: RankBlocks) -> CacheBlocks:
     """The block ids ``n`` pages on each rank give the scheduler: the same number, exact (the
     inverse of `blocks_per_rank`)."""
-    return CacheBlocks(_check(blocks, RankBlocks, "blocks").value)
+    return CacheBlocks(_check(blocks, RankBlocks, "blocks")._value)
 
 
 def rank_blocks_to_bytes(blocks: RankBlocks, page_size: RankBytes) -> RankBytes:
     """Memory of ``n`` pages of one rank: ``n × page_size``, exact."""
-    n = _check(blocks, RankBlocks, "blocks").value
-    return RankBytes(n * _check(page_size, RankBytes, "page_size").value)
+    n = _check(blocks, RankBlocks, "blocks")._value
+    return RankBytes(n * _check(page_size, RankBytes, "page_size")._value)
 
 
 def rank_bytes_to_blocks_floor(budget: RankBytes, page_size: RankBytes) -> RankBlocks:
@@ -426,12 +426,12 @@ def rank_bytes_to_blocks_floor(budget: RankBytes, page_size: RankBytes) -> RankB
     Raises:
         UnitValueError: ``page_size`` is 0.
     """
-    page = _check(page_size, RankBytes, "page_size").value
+    page = _check(page_size, RankBytes, "page_size")._value
     if page == 0:
         raise UnitValueError(
             "page_size must be > 0 byte/rank to count pages", field="page_size", got="0"
         )
-    return RankBlocks(_check(budget, RankBytes, "budget").value // page)
+    return RankBlocks(_check(budget, RankBytes, "budget")._value // page)
 
 
 def requested_memory(gpu_memory: RankBytes, utilization: float) -> RankBytes:
@@ -446,7 +446,7 @@ def requested_memory(gpu_memory: RankBytes, utilization: float) -> RankBytes:
         >>> requested_memory(RankBytes(80 << 30), 0.9)
         RankBytes(77309411328)
     """
-    total = _check(gpu_memory, RankBytes, "gpu_memory").value
+    total = _check(gpu_memory, RankBytes, "gpu_memory")._value
     if isinstance(utilization, bool) or not isinstance(utilization, (int, float)):
         raise UnitTypeError(
             f"gpu_memory_utilization must be a number in (0, 1], got {describe(utilization)}",

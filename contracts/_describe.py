@@ -9,11 +9,14 @@ from __future__ import annotations
 
 def describe(value: object) -> str:
     """Render any value for an error message, saying what kind of thing it is."""
-    # A kvunits quantity ("750 encoder_token"), recognised by its shape: this module sits
-    # below the quantity classes and cannot import them.
-    unit, magnitude = getattr(type(value), "unit", None), getattr(value, "value", None)
+    # A kvunits quantity ("750 encoder_token") or kind ("750 encoder_token (a window)"),
+    # recognised by its shape: this module sits below those classes and cannot import them.
+    unit, magnitude = getattr(type(value), "unit", None), getattr(value, "_value", None)
     if isinstance(unit, str) and type(magnitude) is int:
         return str(value)
+    kind = getattr(type(value), "kind", None)
+    if isinstance(kind, str) and isinstance(getattr(value, "unit", None), type):
+        return f"{value} (a {kind})"
     if isinstance(value, bool):
         return f"{value!r} (a bool)"
     if isinstance(value, int):

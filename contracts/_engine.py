@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from ._deploy import Parallelism, RankBytes, requested_memory
 from ._dtype import CacheDType
+from ._model import SpecModel
 from ._quantity import EncoderTokens, Tokens
 
 #: vLLM's ``CacheConfig.gpu_memory_utilization`` default (``vllm/config/cache.py``).
@@ -16,7 +17,7 @@ GPU_MEMORY_UTILIZATION: Final = 0.92
 _Ranks = Annotated[int, Field(strict=True, ge=1, le=1 << 16)]
 
 
-class EngineSpec(BaseModel):
+class EngineSpec(SpecModel):
     """Block size, sequence limits, the deployment's shape and the memory of one engine.
 
     Limits are written in the model's units; each group's manager unit is derived from them
@@ -121,14 +122,14 @@ class EngineSpec(BaseModel):
     @field_validator("max_model_len", "max_num_batched_tokens")
     @classmethod
     def _positive(cls, value: Tokens) -> Tokens:
-        if value.value < 1:
+        if not value:
             raise ValueError(f"must be > 0, got {value}")
         return value
 
     @field_validator("max_encoder_len", "max_encoder_tokens_per_step")
     @classmethod
     def _positive_encoder(cls, value: EncoderTokens | None) -> EncoderTokens | None:
-        if value is not None and value.value < 1:
+        if value is not None and not value:
             raise ValueError(f"must be > 0, got {value}")
         return value
 
@@ -146,7 +147,7 @@ class EngineSpec(BaseModel):
     @field_validator("memory_budget", "gpu_memory")
     @classmethod
     def _positive_memory(cls, value: RankBytes | None) -> RankBytes | None:
-        if value is not None and value.value < 1:
+        if value is not None and value._value < 1:
             raise ValueError(f"must be > 0, got {value}")
         return value
 
@@ -181,7 +182,7 @@ class EngineSpec(BaseModel):
             utilization = info.data.get("gpu_memory_utilization")
             if weights is not None and value is not None and utilization is not None:
                 requested = requested_memory(gpu, utilization)
-                if weights.value + value.value >= requested.value:
+                if weights._value + value._value >= requested._value:
                     raise ValueError(
                         f"no memory left for the KV cache: gpu_memory {gpu} × "
                         f"{utilization} = {requested}, weights {weights} and activations "

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, final
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, final
 
 from ._describe import describe
 from ._quantity import EncoderTokens, PooledBlocks, SeqUnit, Tokens
-from .errors import UnitError, UnitTypeError, UnitValueError
+from .errors import UnitAttributeError, UnitError, UnitTypeError, UnitValueError
 
 _SEQ_UNITS = (EncoderTokens, PooledBlocks, Tokens)
 
@@ -77,47 +77,52 @@ def check_pool(pool: object, field: str = "pool") -> PoolFactor:
 
 
 @final
-@dataclass(frozen=True, slots=True)
 class BlockSize(Generic[SeqUnit]):
     """Slots per cache block, tagged with the unit a slot counts.
 
     A pooled layer's manager block size is ``BlockSize[PooledBlocks]``, its kernel view
-    ``BlockSize[EncoderTokens]`` (``block_size × P``), an ordinary layer's ``BlockSize[Tokens]``:
-    mypy keeps them apart, and `check` does at run time.
+    ``BlockSize[EncoderTokens]`` (``block_size × P``, `expand_block_size`), an ordinary layer's
+    ``BlockSize[Tokens]``: mypy keeps them apart, and `check` does at run time. The number
+    leaves it with `numerical_value_in`, naming the unit (there is no ``.slots``), so
+    ``BlockSize(bs.numerical_value_in(PooledBlocks), EncoderTokens)`` reads as the
+    relabelling it is; the expansion is `expand_block_size`.
 
     Example:
         >>> bs = BlockSize(16, PooledBlocks)
-        >>> str(bs), bs.slots
-        ('16 pooled_block/cache_block', 16)
+        >>> str(bs), bs.numerical_value_in(PooledBlocks), bs.per_block
+        ('16 pooled_block/cache_block', 16, PooledBlocks(16))
     """
 
-    slots: int
+    __slots__ = ("_slots", "unit")
+    _slots: int
     unit: type[SeqUnit]
 
-    def __post_init__(self) -> None:
-        if self.unit not in _SEQ_UNITS:
+    def __init__(self, slots: int, unit: type[SeqUnit]) -> None:
+        if unit not in _SEQ_UNITS:
             raise UnitTypeError(
                 f"BlockSize counts encoder_token, pooled_block or token slots, got "
-                f"{describe(self.unit)}",
+                f"{describe(unit)}",
                 field="block_size",
                 expected="EncoderTokens | PooledBlocks | Tokens",
-                got=describe(self.unit),
+                got=describe(unit),
             )
-        if type(self.slots) is not int:
+        if type(slots) is not int:
             raise UnitTypeError(
-                f"BlockSize takes an int number of {self.unit.unit} per cache_block, got "
-                f"{describe(self.slots)}",
+                f"BlockSize takes an int number of {unit.unit} per cache_block, got "
+                f"{describe(slots)}",
                 field="block_size",
-                expected=f"int {self.unit.unit}/cache_block",
-                got=describe(self.slots),
+                expected=f"int {unit.unit}/cache_block",
+                got=describe(slots),
             )
-        if self.slots < 1:
+        if slots < 1:
             raise UnitValueError(
-                f"BlockSize must be >= 1 {self.unit.unit} per cache_block, got {self.slots}",
+                f"BlockSize must be >= 1 {unit.unit} per cache_block, got {slots}",
                 field="block_size",
-                expected=f"int >= 1 {self.unit.unit}/cache_block",
-                got=str(self.slots),
+                expected=f"int >= 1 {unit.unit}/cache_block",
+                got=str(slots),
             )
+        _set_slots(self, slots)
+        _set_unit(self, unit)
 
     def check(self, unit: type[SeqUnit], field: str = "block_size") -> BlockSize[SeqUnit]:
         """Return self if its slots count ``unit``; raise `UnitTypeError` otherwise."""
@@ -130,13 +135,62 @@ class BlockSize(Generic[SeqUnit]):
             )
         return self
 
+    def numerical_value_in(self, unit: type[SeqUnit]) -> int:
+        """Slots per cache block as a plain int, ``unit`` being the slots' own unit.
+
+        Raises:
+            UnitTypeError: ``unit`` is another unit than the block size's.
+        """
+        return self.check(unit, "unit")._slots
+
     @property
     def per_block(self) -> SeqUnit:
-        """The block size as a quantity of its slot unit."""
-        return self.unit(self.slots)
+        """The block size as a quantity of its slot unit (a length)."""
+        return self.unit(self._slots)
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError("BlockSize is immutable")
+
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError("BlockSize is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (BlockSize, (self._slots, self.unit))
 
     def __str__(self) -> str:
-        return f"{self.slots} {self.unit.unit}/cache_block"
+        return f"{self._slots} {self.unit.unit}/cache_block"
+
+    def __repr__(self) -> str:
+        return f"BlockSize({self._slots}, {self.unit.__name__})"
+
+    if not TYPE_CHECKING:
+        # Hidden from mypy, as for the quantities: strict equality then reports a pooled
+        # block size compared with a token one.
+
+        def __eq__(self, other):
+            if type(other) is BlockSize:
+                return self._slots == other._slots and self.unit is other.unit
+            return NotImplemented
+
+        def __hash__(self):
+            return hash((self._slots, self.unit.unit))
+
+        def __getattr__(self, name):
+            if name == "slots":
+                raise UnitAttributeError(
+                    f"BlockSize has no .slots: read numerical_value_in({self.unit.__name__}), "
+                    "which names the unit a slot counts",
+                    field="slots",
+                    expected=f"numerical_value_in({self.unit.__name__})",
+                    got=".slots",
+                )
+            raise AttributeError(
+                f"'BlockSize' object has no attribute {name!r}", name=name, obj=self
+            )
+
+
+_set_slots = BlockSize.__dict__["_slots"].__set__
+_set_unit = BlockSize.__dict__["unit"].__set__
 
 
 def _pool_core_schema(cls: type[PoolFactor], source: Any, handler: Any) -> Any:

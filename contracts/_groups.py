@@ -111,21 +111,24 @@ def group_limits(manager: ManagerSpec[_U], engine: EngineSpec) -> GroupLimits[_U
     """
     if manager.kind == "cross_attention" and manager.fixed_length is not None:
         return GroupLimits(manager.fixed_length, manager.fixed_length)
-    unit = manager.slot_unit
     encoder_in_flight = engine.max_encoder_in_flight
-    if unit is Tokens:
-        max_len, in_flight = engine.max_model_len.value, engine.max_in_flight.value
+    limits: GroupLimits[Tokens] | GroupLimits[PooledBlocks]
+    if manager.slot_unit is Tokens:
+        limits = GroupLimits(engine.max_model_len, engine.max_in_flight)
     elif engine.max_encoder_len is None or encoder_in_flight is None:
         raise SpecError(
             "the model has encoder-side (pooled) layers: set engine.max_encoder_len and "
             "engine.max_encoder_tokens_per_step (both in encoder_token)"
         )
     else:
-        max_len = pool_length(engine.max_encoder_len, manager.pool).value
-        in_flight = pool_span(encoder_in_flight, manager.pool).value
-    # Re-tagged with the manager's own unit class (the values above already count it), so
-    # the limits' type follows the manager's.
-    return GroupLimits(unit(max_len), unit(in_flight))
+        limits = GroupLimits(
+            pool_length(engine.max_encoder_len, manager.pool),
+            pool_span(encoder_in_flight, manager.pool),
+        )
+    # The branch above follows the manager's slot unit, which mypy cannot narrow _U by;
+    # checked again here, at run time.
+    check_quantity(limits.max_len, manager.slot_unit, "max_len")
+    return limits  # type: ignore[return-value,unused-ignore]
 
 
 def group_layers(

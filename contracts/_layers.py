@@ -1,24 +1,30 @@
 """Layer and model specs as the model declares them (frozen Pydantic models).
 
-Every size carries its unit. A layer's sequence unit follows its pooling: a layer with a
-``pool`` (a `PoolFactor`, P >= 1) lives on the encoder side, where the kernel counts
+Every size carries its unit and its kind. A layer's sequence unit follows its pooling: a layer
+with a ``pool`` (a `PoolFactor`, P >= 1) lives on the encoder side, where the kernel counts
 `EncoderTokens` and the cache manager counts `PooledBlocks` (P tokens per cache slot); a
-layer without one counts `Tokens` on both sides. Windows and chunks are written in the
-*kernel's* unit, the one the model's config uses; the manager's view is derived from them
-by the named conversions of `contracts` (see `manager_view`), never written by hand.
+layer without one counts `Tokens` on both sides. Windows (`Window`) and chunks (`Chunk`) are
+written in the *kernel's* unit, the one the model's config uses (``"750 encoder_token"`` in a
+file, ``Window(750, EncoderTokens)`` in Python); the manager's view is derived from them by
+the named conversions of `contracts` (see `manager_view`), never written by hand.
+
+Every model here raises `SpecValidationError` for bad input: pydantic's ``ValidationError``
+(field paths included) that is also a `KvUnitsError`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from ._dtype import CacheDType
 from ._factors import PoolFactor
-from ._quantity import AnyOf, Bytes, EncoderTokens, PooledBlocks, Tokens
+from ._kinds import Chunk, KindOf, Window, _Kind
+from ._model import SpecModel
+from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
 from ._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateMixerLayer
 
 #: A count of heads or elements: a real positive int (no bool, no float, no numeric string),
@@ -28,11 +34,13 @@ Elements = Annotated[
     int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "element"})
 ]
 
-#: A window or chunk in the layer's kernel unit (encoder_token for pooled layers, else token).
-SeqLength = Annotated[EncoderTokens | Tokens, AnyOf(EncoderTokens, Tokens)]
+#: A window in the layer's kernel unit (encoder_token for pooled layers, else token).
+SeqWindow = Annotated[Window[EncoderTokens] | Window[Tokens], KindOf(Window, EncoderTokens, Tokens)]
+#: A chunk in the layer's kernel unit.
+SeqChunk = Annotated[Chunk[EncoderTokens] | Chunk[Tokens], KindOf(Chunk, EncoderTokens, Tokens)]
 
 
-class _Layer(BaseModel):
+class _Layer(SpecModel):
     # Written inline, not through a shared variable: the pydantic mypy plugin reads frozen=True
     # only from a literal ConfigDict(...) call, and otherwise lets assignments such as
     # `layer.sliding_window = ...` pass.
@@ -101,26 +109,27 @@ def _written_name(cls: type[BaseModel], field: str) -> str:
     return cls.model_fields[field].alias or field
 
 
-def _seq_in_layer_unit(
-    name: str, value: EncoderTokens | Tokens, info: ValidationInfo
-) -> EncoderTokens | Tokens:
-    """Field check: a window or chunk is written in the layer's kernel unit, and is >= 1."""
+_K = TypeVar("_K", bound=_Kind)
+
+
+def _seq_in_layer_unit(name: str, value: _K, info: ValidationInfo) -> _K:
+    """Field check: a window or chunk is written in the layer's kernel unit (the kinds are
+    >= 1 by construction)."""
     if "pool" not in info.data:
         # pool itself failed validation (and is reported): the layer's unit is unknown.
         return value
     pool = info.data["pool"]
-    if pool is not None and type(value) is not EncoderTokens:
+    n = value._n
+    if pool is not None and value.unit is not EncoderTokens:
         raise ValueError(
             f"{name} is {value} but the layer pools (pool = {pool.tokens_per_block}), so it "
-            f'counts encoder_token; write "{value.value} encoder_token"'
+            f'counts encoder_token; write "{n} encoder_token"'
         )
-    if pool is None and type(value) is not Tokens:
+    if pool is None and value.unit is not Tokens:
         raise ValueError(
             f"{name} is {value} but the layer has no pool, so it counts token; write "
-            f'"{value.value} token", or set pool (e.g. pool = 1) for an encoder layer'
+            f'"{n} token", or set pool (e.g. pool = 1) for an encoder layer'
         )
-    if value.value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
     return value
 
 
@@ -134,14 +143,14 @@ class SlidingWindowLayer(_AttentionLayer):
     """Sliding-window attention: a query sees itself and the ``window − 1`` positions before.
 
     Example:
-        >>> layer = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4),
-        ...                            kv_heads=32, head_size=64)
-        >>> str(layer.sliding_window)
-        '750 encoder_token'
+        >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens),
+        ...                            pool=PoolFactor(4), kv_heads=32, head_size=64)
+        >>> layer.sliding_window, str(layer.sliding_window)
+        (Window(750, EncoderTokens), '750 encoder_token')
     """
 
     kind: Literal["sliding_window"] = "sliding_window"
-    sliding_window: SeqLength = Field(
+    sliding_window: SeqWindow = Field(
         description="the window in the kernel's unit (encoder_token or token), the current "
         "position included"
     )
@@ -154,8 +163,8 @@ class SlidingWindowLayer(_AttentionLayer):
     @field_validator("sliding_window")
     @classmethod
     def _window_unit(
-        cls, value: EncoderTokens | Tokens, info: ValidationInfo
-    ) -> EncoderTokens | Tokens:
+        cls, value: Window[EncoderTokens] | Window[Tokens], info: ValidationInfo
+    ) -> Window[EncoderTokens] | Window[Tokens]:
         return _seq_in_layer_unit(_written_name(cls, "sliding_window"), value, info)
 
 
@@ -163,7 +172,7 @@ class ChunkedLocalLayer(_AttentionLayer):
     """Chunked local attention: a query sees the positions of its own chunk up to itself."""
 
     kind: Literal["chunked_local"] = "chunked_local"
-    chunk: SeqLength = Field(
+    chunk: SeqChunk = Field(
         description="the chunk in the kernel's unit: encoder_token if the layer pools, else token"
     )
 
@@ -175,11 +184,12 @@ class ChunkedLocalLayer(_AttentionLayer):
     @field_validator("chunk")
     @classmethod
     def _chunk_unit(
-        cls, value: EncoderTokens | Tokens, info: ValidationInfo
-    ) -> EncoderTokens | Tokens:
+        cls, value: Chunk[EncoderTokens] | Chunk[Tokens], info: ValidationInfo
+    ) -> Chunk[EncoderTokens] | Chunk[Tokens]:
         value = _seq_in_layer_unit("chunk", value, info)
         pool = info.data.get("pool")
-        if pool is not None and value.value % pool.tokens_per_block:
+        n = value._n
+        if pool is not None and n % pool.tokens_per_block:
             # The manager starts a chunk every cdiv(chunk, P) slots; unless P divides the
             # chunk, those starts drift from the kernel's (every `chunk` tokens) and the
             # manager frees the slot holding the first keys of the kernel's current chunk.
@@ -187,7 +197,7 @@ class ChunkedLocalLayer(_AttentionLayer):
             raise ValueError(
                 f"chunk is {value} but the layer pools by {p}: a chunk must be a whole number "
                 f"of pooled blocks; write a multiple of {p} encoder_token, e.g. "
-                f'"{(value.value // p + 1) * p} encoder_token"'
+                f'"{(n // p + 1) * p} encoder_token"'
             )
         return value
 
@@ -207,7 +217,7 @@ class CrossAttentionLayer(_AttentionLayer):
     def _encoder_length_positive(cls, value: EncoderTokens) -> EncoderTokens:
         # 0 would make the layer's admission cap 0 cache blocks (and capacity planning divide
         # by it); a cross-attention layer attends to at least one encoder output.
-        if value.value < 1:
+        if not value:
             raise ValueError(f"encoder_length must be >= 1 encoder_token, got {value}")
         return value
 
@@ -252,7 +262,7 @@ class StateLayer(_Layer):
     @field_validator("state_size")
     @classmethod
     def _nonzero(cls, value: Bytes) -> Bytes:
-        if value.value < 1:
+        if not value:
             raise ValueError("state_size must be > 0 byte")
         return value
 
@@ -291,7 +301,7 @@ STATE_LAYERS: tuple[type[BaseModel], ...] = (StateLayer, StateMixerLayer)
 _LAYER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(SpecModel):
     """A model: a set of named layers.
 
     Example:

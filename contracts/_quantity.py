@@ -11,15 +11,24 @@ Mixing units is rejected twice:
   two as ``[comparison-overlap]`` (strict equality), a bare ``int`` argument as ``[arg-type]``;
 * at run time: the same operations raise `UnitTypeError` naming both units.
 
+A quantity is a *length* (a count of positions, slots, blocks or bytes). Windows, positions and
+chunks of a sequence are other kinds over the same units (`contracts.Window`, `Position`,
+`Chunk`). The plain number leaves a quantity only through `IntQuantity.numerical_value_in`,
+which names the unit it counts (as mp-units' ``numerical_value_in``): there is no anonymous
+``.value``, so ``PooledBlocks(w.numerical_value_in(EncoderTokens))`` shows the relabelling it is.
+
 Example:
     >>> from contracts import EncoderTokens
     >>> w = EncoderTokens(750)
-    >>> str(w), repr(w), (w + EncoderTokens(2)).value
+    >>> str(w), repr(w), (w + EncoderTokens(2)).numerical_value_in(EncoderTokens)
     ('750 encoder_token', 'EncoderTokens(750)', 752)
+    >>> EncoderTokens.total([w, EncoderTokens(2)])
+    EncoderTokens(752)
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeVar, final
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
@@ -27,20 +36,22 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from ._describe import describe
-from .errors import UnitError, UnitTypeError, UnitValueError
+from .errors import UnitAttributeError, UnitError, UnitTypeError, UnitValueError
 
 
 class IntQuantity:
     """Base of the typed quantities; not used directly (each unit is a final subclass).
 
+    The magnitude (a plain non-negative ``int``) is read with `numerical_value_in`, which
+    names the unit; there is no ``.value``.
+
     Attributes:
-        value: the magnitude, a plain non-negative ``int`` (read it on hot paths).
         unit: the pint unit name of the class, e.g. ``"encoder_token"``.
     """
 
-    __slots__ = ("value",)
+    __slots__ = ("_value",)
     unit: ClassVar[str]
-    value: int
+    _value: int
 
     def __init__(self, value: int) -> None:
         if type(value) is not int:
@@ -59,6 +70,58 @@ class IntQuantity:
         new = object.__new__(cls)
         _set_value(new, value)
         return new
+
+    def numerical_value_in(self, unit: type[Self]) -> int:
+        """The plain number of ``unit`` this quantity holds: the one way out of the type.
+
+        ``unit`` must be the quantity's own class (mypy checks it, and so does the run time):
+        a number leaves with the name of what it counts, for a block-table index, a loop
+        bound, a message. Hot paths past a typed entry use `contracts.internal.magnitude`.
+
+        Raises:
+            UnitTypeError: ``unit`` is another class than the quantity's.
+
+        Example:
+            >>> EncoderTokens(750).numerical_value_in(EncoderTokens)
+            750
+        """
+        if unit is not type(self):
+            raise UnitTypeError(
+                f"{self} counts {self.unit}, not {getattr(unit, 'unit', describe(unit))}: a "
+                f"number leaves a quantity in its own unit; convert the quantity with the "
+                f"named function from contracts first",
+                field="unit",
+                expected=self.unit,
+                got=describe(unit),
+            )
+        return self._value
+
+    @classmethod
+    def total(cls, quantities: Iterable[Self]) -> Self:
+        """The sum of ``quantities``, all of this unit (0 of it for none): ``sum()`` with
+        its start in the unit, as mypy and the run time both check.
+
+        ``sum(items, EncoderTokens(0))`` does the same; a bare ``sum(items)`` starts from the
+        unitless int 0 and is refused.
+
+        Raises:
+            UnitTypeError: an item of another unit (or not a quantity).
+
+        Example:
+            >>> Tokens.total([Tokens(3), Tokens(4)]), Tokens.total([])
+            (Tokens(7), Tokens(0))
+        """
+        n = 0
+        for item in quantities:
+            if type(item) is not cls:
+                raise UnitTypeError(
+                    f"{cls.__name__}.total takes {cls.unit} only, got {describe(item)}",
+                    field="quantities",
+                    expected=cls.unit,
+                    got=describe(item),
+                )
+            n += item._value
+        return cls._trusted(n)
 
     @classmethod
     def _bad_magnitude(cls, value: object) -> NoReturn:
@@ -93,16 +156,24 @@ class IntQuantity:
         if type(other) is not type(self):
             self._mismatch("+", other)
         new = _new(type(self))
-        _set_value(new, self.value + other.value)
+        _set_value(new, self._value + other._value)
         return new
 
     def __radd__(self, other: Self) -> Self:
+        if _is_sum_start(other):
+            # sum(items) starts from the int 0: name the typed ways instead.
+            raise UnitTypeError(
+                f"sum() of {self.unit} quantities needs a start in their unit: write "
+                f"{type(self).__name__}.total(items) or sum(items, {type(self).__name__}(0))",
+                expected=self.unit,
+                got="int 0 (the start of sum())",
+            )
         self._mismatch("+", other)
 
     def __sub__(self, other: Self) -> Self:
         if type(other) is not type(self):
             self._mismatch("-", other)
-        diff = self.value - other.value
+        diff = self._value - other._value
         if diff < 0:
             raise UnitValueError(
                 f"{self} - {other} is negative; a {type(self).__name__} cannot be below 0",
@@ -117,7 +188,7 @@ class IntQuantity:
     def __mul__(self, factor: int) -> Self:
         if type(factor) is not int:
             self._bad_factor(factor)
-        return type(self)(self.value * factor)  # a negative factor must still be refused
+        return type(self)(self._value * factor)  # a negative factor must still be refused
 
     def __rmul__(self, factor: int) -> Self:
         return self.__mul__(factor)
@@ -132,25 +203,25 @@ class IntQuantity:
     def __lt__(self, other: Self) -> bool:
         if type(other) is not type(self):
             self._mismatch("<", other)
-        return self.value < other.value
+        return self._value < other._value
 
     def __le__(self, other: Self) -> bool:
         if type(other) is not type(self):
             self._mismatch("<=", other)
-        return self.value <= other.value
+        return self._value <= other._value
 
     def __gt__(self, other: Self) -> bool:
         if type(other) is not type(self):
             self._mismatch(">", other)
-        return self.value > other.value
+        return self._value > other._value
 
     def __ge__(self, other: Self) -> bool:
         if type(other) is not type(self):
             self._mismatch(">=", other)
-        return self.value >= other.value
+        return self._value >= other._value
 
     def __bool__(self) -> bool:
-        return self.value != 0
+        return self._value != 0
 
     # Equality and hashing are hidden from mypy on purpose: with object's ``__eq__`` visible,
     # strict equality reports ``EncoderTokens(1) == PooledBlocks(1)`` as comparison-overlap;
@@ -159,7 +230,7 @@ class IntQuantity:
 
         def __eq__(self, other):
             if type(other) is type(self):
-                return self.value == other.value
+                return self._value == other._value
             if isinstance(other, _NUMBERS):
                 self._mismatch("==", other)
             # Not a number at all (None, a sentinel such as mock.ANY, a string): let the other
@@ -169,20 +240,36 @@ class IntQuantity:
 
         def __ne__(self, other):
             if type(other) is type(self):
-                return self.value != other.value
+                return self._value != other._value
             if isinstance(other, _NUMBERS):
                 self._mismatch("!=", other)
             return NotImplemented
 
         def __hash__(self):
-            return hash((self.unit, self.value))
+            return hash((self.unit, self._value))
 
         def __index__(self):
             raise UnitTypeError(
-                f"{self} cannot be used as a plain index or int; read .value where a plain "
-                f"int of {self.unit} is really meant (a block table index, a loop bound)",
+                f"{self} cannot be used as a plain index or int; read "
+                f"numerical_value_in({type(self).__name__}) where a plain int of {self.unit} "
+                f"is really meant (a block table index, a loop bound)",
                 expected="int",
                 got=str(self),
+            )
+
+        def __getattr__(self, name):
+            # Only reached for a missing attribute: no cost on the attributes that exist.
+            if name == "value":
+                raise UnitAttributeError(
+                    f"{type(self).__name__} has no .value: read "
+                    f"numerical_value_in({type(self).__name__}), which names the unit the "
+                    f"number counts ({self.unit})",
+                    field="value",
+                    expected=f"numerical_value_in({type(self).__name__})",
+                    got=".value",
+                )
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
             )
 
     # -- immutability, printing, pickling --------------------------------------------------
@@ -194,16 +281,16 @@ class IntQuantity:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.value,))
+        return (type(self), (self._value,))
 
     def __str__(self) -> str:
-        return f"{self.value} {self.unit}"
+        return f"{self._value} {self.unit}"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.value})"
+        return f"{type(self).__name__}({self._value})"
 
     def __format__(self, spec: str) -> str:
-        return f"{format(self.value, spec)} {self.unit}"
+        return f"{format(self._value, spec)} {self.unit}"
 
     # -- pint boundary ----------------------------------------------------------------------
 
@@ -211,7 +298,7 @@ class IntQuantity:
         """This quantity as a pint ``Quantity`` of the kvunits registry (imports pint)."""
         from ._registry import ureg
 
-        return ureg.Quantity(self.value, self.unit)
+        return ureg.Quantity(self._value, self.unit)
 
     @classmethod
     def from_pint(cls, quantity: object, *, field: str | None = None) -> Self:
@@ -238,7 +325,7 @@ class IntQuantity:
 
 # The slot's setter and the allocator, bound once: cheaper than object.__setattr__ on every
 # construction, and same-unit results skip __init__'s checks (their operands passed them).
-_set_value = IntQuantity.__dict__["value"].__set__
+_set_value = IntQuantity.__dict__["_value"].__set__
 #: What `==` refuses to compare with a quantity: another unit, or a bare number (a unit
 #: mistake); anything else is simply not equal.
 _NUMBERS = (IntQuantity, int, float)
@@ -286,7 +373,7 @@ class Bytes(IntQuantity):
     unit: ClassVar[str] = "byte"
 
     def __str__(self) -> str:
-        return f"{self.value} byte"
+        return f"{self._value} byte"
 
 
 #: Any one of the typed quantities; a constrained TypeVar, so two arguments typed ``Q``
@@ -361,6 +448,13 @@ def coerce_quantity(value: object, classes: tuple[type[IntQuantity], ...]) -> In
             expected=units,
             got=str(value),
         )
+    if _is_kind(value):
+        raise UnitTypeError(
+            f"expected a length in {units}, got {value!r}: a window, a position or a chunk "
+            "is not a length; use the named function that says what it means",
+            expected=units,
+            got=repr(value),
+        )
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         if _is_pint_quantity(value):
             return _from_pint(value, classes)
@@ -398,6 +492,16 @@ def _from_pint(quantity: Any, classes: tuple[type[IntQuantity], ...]) -> IntQuan
         expected=units,
         got=f"{quantity}",
     )
+
+
+def _is_sum_start(value: object) -> bool:
+    # sum() without a start adds the int 0 first.
+    return type(value) is int and value == 0
+
+
+def _is_kind(value: object) -> bool:
+    # A window, position or chunk (contracts._kinds), told apart without importing it.
+    return isinstance(getattr(type(value), "kind", None), str) and hasattr(value, "unit")
 
 
 def _is_pint_quantity(value: object) -> bool:

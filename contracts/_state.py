@@ -119,7 +119,7 @@ class StateMixerLayer(BaseModel):
     @property
     def state_size(self) -> Bytes:
         """Bytes of state one request holds in this layer (tp = 1): the tensors summed."""
-        return Bytes(sum(t.size.value for t in self.state_tensors()))
+        return Bytes(sum(t.size.numerical_value_in(Bytes) for t in self.state_tensors()))
 
     def _shapes(self, tp: int) -> tuple[tuple[int, ...], tuple[int, ...], str]:
         raise NotImplementedError  # each mixer below

@@ -6,12 +6,21 @@ A `ManagerSpec` counts the sequence in cache slots (`PooledBlocks` for a pooled 
 expected, and neither can be built directly: `manager_view` and `kernel_view` derive them
 from a layer spec through the named conversions, which is the only place P is applied.
 
+A view owns its layer's geometry: what needs the block size, P or the page size is a method
+of the view (`ManagerSpec.block_of`, `ManagerSpec.window_blocks`, `ManagerSpec.bytes_for`,
+`KernelSpec.block_of`, …), so that another layer group's block size or dtype is never passed
+in by hand (vLLM #53142, TRT-LLM #16225). The admission cap, the one formula planning and
+run-time admission share, is `ManagerSpec.max_admission_blocks_per_request`.
+
+The views hold no plain-int copies of their sizes in public: runtime and kernels, past their
+typed entry, read them through `contracts.internal.manager_ints` and `kernel_ints`.
+
 Example:
-    >>> layer = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4),
+    >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
     ...                            kv_heads=32, head_size=64)
     >>> m = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
-    >>> str(m.sliding_window), str(m.page_size)
-    ('189 pooled_block', '524288 byte')
+    >>> str(m.sliding_window), str(m.page_size), str(m.window_blocks())
+    ('189 pooled_block', '524288 byte', '13 cache_block')
     >>> str(m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192)))
     '13 cache_block'
 """
@@ -22,12 +31,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeAlias, TypeVar, final
+from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, final
 
-from ._convert import cdiv, expand_block_size, pool_length, pool_window
+from ._convert import (
+    block_of,
+    cdiv,
+    expand_block_size,
+    pool_chunk,
+    pool_length,
+    pool_window,
+    window_blocks,
+)
 from ._describe import describe
 from ._dtype import CacheDType
 from ._factors import BlockSize, PoolFactor
+from ._kinds import Chunk, Position, Window, check_kind
 from ._layers import (
     ChunkedLocalLayer,
     CrossAttentionLayer,
@@ -115,6 +133,36 @@ def _admission_blocks(
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class ManagerInts:
+    """A `ManagerSpec`'s sizes as plain ints of its slot unit, for hot paths past a typed
+    entry (`contracts.internal.manager_ints`; not public API). The suffix names the unit."""
+
+    block_size_slots: int
+    sliding_window_slots: int | None
+    chunk_slots: int | None
+    fixed_slots: int | None
+    page_size_bytes: int
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class KernelInts:
+    """A `KernelSpec`'s sizes as plain ints, for the launchers past their typed entry
+    (`contracts.internal.kernel_ints`; not public API). ``_tok`` counts the kernel's unit."""
+
+    tokens_per_block: int
+    block_size_slots: int
+    pool: int
+    sliding_window_tok: int | None
+    chunk_tok: int | None
+
+
+_NO_MANAGER_INTS: Final = ManagerInts(0, None, None, None, 0)
+_NO_KERNEL_INTS: Final = KernelInts(0, 0, 0, None, None)
+
+
+@final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ManagerSpec(Generic[SlotUnit]):
     """What the cache manager and the allocator of one layer read (derived; see module doc).
@@ -125,7 +173,7 @@ class ManagerSpec(Generic[SlotUnit]):
         block_size: slots per cache block.
         pool: encoder tokens per slot (1 for a token layer).
         sliding_window: the manager window in slots (sliding window only), via `pool_window`.
-        chunk: the chunk in slots (chunked local only).
+        chunk: the chunk in slots (chunked local only), via `pool_chunk`.
         fixed_length: slots a request holds whatever its length (cross attention).
         state_size: bytes of one request's state (state layers).
     """
@@ -138,16 +186,13 @@ class ManagerSpec(Generic[SlotUnit]):
     head_size_k: int
     head_size_v: int
     dtype: CacheDType
-    sliding_window: SlotUnit | None = None
-    chunk: SlotUnit | None = None
+    sliding_window: Window[SlotUnit] | None = None
+    chunk: Chunk[SlotUnit] | None = None
     fixed_length: SlotUnit | None = None
     state_size: Bytes | None = None
-    # Plain ints for hot paths, computed once here.
-    block_size_slots: int = field(init=False)
-    sliding_window_slots: int | None = field(init=False)
-    chunk_slots: int | None = field(init=False)
-    fixed_slots: int | None = field(init=False)
-    page_size_bytes: int = field(init=False)
+    # Plain ints for hot paths (contracts.internal.manager_ints), computed by manager_view
+    # (the default only lets a hand-built spec reach __post_init__'s clear refusal).
+    _ints: ManagerInts = field(default=_NO_MANAGER_INTS, repr=False, compare=False)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # @final for mypy; at run time a subclass could override __post_init__ and skip the
@@ -156,28 +201,18 @@ class ManagerSpec(Generic[SlotUnit]):
 
     def __post_init__(self) -> None:
         _only_derived("ManagerSpec", "manager_view")
-        for name in ("sliding_window", "chunk", "fixed_length"):
-            value = getattr(self, name)
-            if value is not None:
-                check_quantity(value, self.slot_unit, name)
+        assert self._ints is not _NO_MANAGER_INTS, "build a ManagerSpec with _manager(...)"
+        if self.sliding_window is not None:
+            check_kind(self.sliding_window, Window, self.slot_unit, "sliding_window")
+        if self.chunk is not None:
+            check_kind(self.chunk, Chunk, self.slot_unit, "chunk")
+        if self.fixed_length is not None:
+            check_quantity(self.fixed_length, self.slot_unit, "fixed_length")
         self.block_size.check(self.slot_unit)
-        set_ = object.__setattr__
-        set_(self, "block_size_slots", self.block_size.slots)
-        window = self.sliding_window
-        set_(self, "sliding_window_slots", None if window is None else window.value)
-        set_(self, "chunk_slots", None if self.chunk is None else self.chunk.value)
-        set_(self, "fixed_slots", None if self.fixed_length is None else self.fixed_length.value)
-        if self.state_size is not None:
-            page = self.state_size.value
-        else:
-            page = (
-                self.block_size.slots
-                * self.pool.tokens_per_block
-                * self.kv_heads
-                * (self.head_size_k + self.head_size_v)
-                * self.dtype.itemsize_bytes
-            )
-        set_(self, "page_size_bytes", page)
+        # The kind and its size travel together: a sliding spec read as a full one would be
+        # charged at max_model_len (vLLM #39254), a full one given a window would free keys.
+        assert (self.sliding_window is not None) == (self.kind == "sliding_window"), self.kind
+        assert (self.chunk is not None) == (self.kind == "chunked_local"), self.kind
 
     def expect(self, unit: type[_U]) -> ManagerSpec[_U]:
         """Narrow to the slot unit the caller works in; `UnitTypeError` if it is another."""
@@ -194,7 +229,7 @@ class ManagerSpec(Generic[SlotUnit]):
     def page_size(self) -> Bytes:
         """Bytes of one cache block of this layer: ``block_size × P × kv_heads × (K + V) ×
         dtype`` (or the state size)."""
-        return Bytes(self.page_size_bytes)
+        return Bytes(self._ints.page_size_bytes)
 
     @property
     def widened_kv_heads(self) -> int:
@@ -206,39 +241,70 @@ class ManagerSpec(Generic[SlotUnit]):
     ) -> CacheBlocks:
         """The most cache blocks one request can hold at once in this layer.
 
+        The one admission formula per kind (capacity planning and run-time admission both
+        call it, so the two cannot drift: vLLM #40946): a sliding window holds its look-back
+        plus a step, ``cdiv(min(W − 1 + max_in_flight, max_len), block_size) + 1``, never
+        ``max_len``'s blocks (vLLM #39254); a chunk ``cdiv(min(C + max_in_flight, max_len),
+        block_size)``; full attention ``cdiv(max_len, block_size)``.
+
         Args:
-            max_in_flight: slots scheduled in one step (e.g. ``max_num_batched_tokens``).
+            max_in_flight: slots one step can touch (e.g. ``max_num_batched_tokens``).
             max_len: the longest sequence of one request, in slots.
         """
-        unit = self.slot_unit
-        in_flight = check_quantity(max_in_flight, unit, "max_in_flight").value
-        length = check_quantity(max_len, unit, "max_len").value
+        unit, ints = self.slot_unit, self._ints
+        in_flight = check_quantity(max_in_flight, unit, "max_in_flight")._value
+        length = check_quantity(max_len, unit, "max_len")._value
         return CacheBlocks(
             _admission_blocks(
                 self.kind,
-                self.block_size_slots,
-                self.sliding_window_slots,
-                self.chunk_slots,
-                self.fixed_slots,
+                ints.block_size_slots,
+                ints.sliding_window_slots,
+                ints.chunk_slots,
+                ints.fixed_slots,
                 in_flight,
                 length,
             )
         )
 
     def max_memory_per_request(self, max_in_flight: SlotUnit, max_len: SlotUnit) -> Bytes:
-        """Bytes of cache one request can hold at once in this layer."""
-        cap = self.max_admission_blocks_per_request(max_in_flight, max_len)
-        return Bytes(cap.value * self.page_size_bytes)
+        """Bytes of cache one request can hold at once in this layer: its admission cap in
+        pages of this layer's own page size."""
+        return self.bytes_for(self.max_admission_blocks_per_request(max_in_flight, max_len))
 
     def block_table_width(self, max_len: SlotUnit) -> CacheBlocks:
         """Entries of a request's block table: one per block of its longest sequence (evicted
-        entries hold the null block), or the fixed count for cross attention and state."""
-        length = check_quantity(max_len, self.slot_unit, "max_len").value
+        entries hold the null block), or the fixed count for cross attention and state.
+
+        A table's width, not what a request holds: a sliding window holds
+        `max_admission_blocks_per_request` of them at most.
+        """
+        length = check_quantity(max_len, self.slot_unit, "max_len")._value
+        ints = self._ints
         if self.kind == "state":
             return CacheBlocks(1)
-        if self.fixed_slots is not None:
-            return CacheBlocks(cdiv(self.fixed_slots, self.block_size_slots))
-        return CacheBlocks(cdiv(length, self.block_size_slots))
+        if ints.fixed_slots is not None:
+            return CacheBlocks(cdiv(ints.fixed_slots, ints.block_size_slots))
+        return CacheBlocks(cdiv(length, ints.block_size_slots))
+
+    def window_blocks(self) -> CacheBlocks:
+        """The most cache blocks this layer's window touches: ``cdiv(W − 1, block_size) + 1``
+        (`contracts.window_blocks`; a window may start mid-block).
+
+        Raises:
+            SpecError: not a sliding-window layer.
+        """
+        if self.sliding_window is None:
+            raise SpecError(f"a {self.kind} manager has no sliding window ({self})")
+        return window_blocks(self.sliding_window, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
+
+    def block_of(self, position: Position[SlotUnit]) -> Position[CacheBlocks]:
+        """The block-table column holding slot ``position``: ``i // block_size`` (floor)."""
+        return block_of(position, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
+
+    def bytes_for(self, blocks: CacheBlocks) -> Bytes:
+        """Memory of ``blocks`` cache blocks of this layer: ``blocks × page_size``, exact."""
+        n = check_quantity(blocks, CacheBlocks, "blocks")._value
+        return Bytes(n * self._ints.page_size_bytes)
 
     def __str__(self) -> str:
         extra = ""
@@ -273,19 +339,22 @@ class KernelSpec(Generic[KernelUnit]):
     head_size_k: int
     head_size_v: int
     dtype: CacheDType
-    sliding_window: KernelUnit | None = None
-    chunk: KernelUnit | None = None
+    sliding_window: Window[KernelUnit] | None = None
+    chunk: Chunk[KernelUnit] | None = None
+    # Plain ints for the launchers (contracts.internal.kernel_ints), computed by kernel_view.
+    _ints: KernelInts = field(default=_NO_KERNEL_INTS, repr=False, compare=False)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise SpecError("KernelSpec is final: derive one with kernel_view, do not subclass it")
 
     def __post_init__(self) -> None:
         _only_derived("KernelSpec", "kernel_view")
+        assert self._ints is not _NO_KERNEL_INTS, "build a KernelSpec with _kernel(...)"
         self.tokens_per_block.check(self.seq_unit, "tokens_per_block")
-        for name in ("sliding_window", "chunk"):
-            value = getattr(self, name)
-            if value is not None:
-                check_quantity(value, self.seq_unit, name)
+        if self.sliding_window is not None:
+            check_kind(self.sliding_window, Window, self.seq_unit, "sliding_window")
+        if self.chunk is not None:
+            check_kind(self.chunk, Chunk, self.seq_unit, "chunk")
 
     def expect(self, unit: type[_K]) -> KernelSpec[_K]:
         """Narrow to the kernel unit the caller works in; `UnitTypeError` if it is another."""
@@ -298,6 +367,21 @@ class KernelSpec(Generic[KernelUnit]):
         # mypy checks this body once per pair of constraints; the check above makes it exact.
         return self  # type: ignore[return-value,unused-ignore]
 
+    def block_of(self, position: Position[KernelUnit]) -> Position[CacheBlocks]:
+        """The block-table column holding kernel position ``position``:
+        ``i // tokens_per_block`` (floor; ``block_size × P`` positions per block)."""
+        return block_of(position, self.tokens_per_block)  # type: ignore[arg-type,call-overload,unused-ignore]
+
+    def window_blocks(self) -> CacheBlocks:
+        """The most cache blocks a query's window reads: ``cdiv(W − 1, tokens_per_block) + 1``.
+
+        Raises:
+            SpecError: not a sliding-window layer.
+        """
+        if self.sliding_window is None:
+            raise SpecError(f"a {self.kind} kernel has no sliding window ({self})")
+        return window_blocks(self.sliding_window, self.tokens_per_block)  # type: ignore[arg-type,call-overload,unused-ignore]
+
     def __str__(self) -> str:
         window = self.sliding_window
         extra = f", sliding_window {window}" if window is not None else ""
@@ -308,6 +392,49 @@ class KernelSpec(Generic[KernelUnit]):
 CachedLayer: TypeAlias = (
     FullAttentionLayer | SlidingWindowLayer | ChunkedLocalLayer | CrossAttentionLayer
 )
+
+
+def _manager(**fields: Any) -> ManagerSpec[Any]:
+    """Build a `ManagerSpec` with its plain ints (inside `_deriving`)."""
+    bs = fields["block_size"]._slots
+    window, chunk, fixed = (
+        fields.get("sliding_window"),
+        fields.get("chunk"),
+        fields.get("fixed_length"),
+    )
+    state = fields.get("state_size")
+    if state is not None:
+        page = state._value
+    else:
+        page = (
+            bs
+            * fields["pool"].tokens_per_block
+            * fields["kv_heads"]
+            * (fields["head_size_k"] + fields["head_size_v"])
+            * fields["dtype"].itemsize_bytes
+        )
+    ints = ManagerInts(
+        block_size_slots=bs,
+        sliding_window_slots=None if window is None else window._n,
+        chunk_slots=None if chunk is None else chunk._n,
+        fixed_slots=None if fixed is None else fixed._value,
+        page_size_bytes=page,
+    )
+    return ManagerSpec(_ints=ints, **fields)
+
+
+def _kernel(**fields: Any) -> KernelSpec[Any]:
+    """Build a `KernelSpec` with its plain ints (inside `_deriving`)."""
+    rows, p = fields["tokens_per_block"]._slots, fields["pool"].tokens_per_block
+    window, chunk = fields.get("sliding_window"), fields.get("chunk")
+    ints = KernelInts(
+        tokens_per_block=rows,
+        block_size_slots=rows // p,
+        pool=p,
+        sliding_window_tok=None if window is None else window._n,
+        chunk_tok=None if chunk is None else chunk._n,
+    )
+    return KernelSpec(_ints=ints, **fields)
 
 
 def _check_block_size(block_size_slots: int) -> int:
@@ -334,8 +461,9 @@ def manager_view(
 ) -> ManagerSpec[PooledBlocks] | ManagerSpec[Tokens]:
     """Derive the manager's view of a layer: the only way to build a `ManagerSpec`.
 
-    A pooled layer's window goes through `pool_window` (tight residency bound), its
-    cross-attention length through `pool_length`; a token layer's pass through unchanged.
+    A pooled layer's window goes through `pool_window` (tight residency bound), its chunk
+    through `pool_chunk` (exact), its cross-attention length through `pool_length`; a token
+    layer's pass through unchanged.
 
     Args:
         layer: the layer as the model declares it.
@@ -356,7 +484,7 @@ def manager_view(
             )
         if isinstance(layer, StateMixerLayer):
             # One page per request holds the whole state: its tensors, back to back.
-            return ManagerSpec(
+            return _manager(
                 kind="state",
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
@@ -368,7 +496,7 @@ def manager_view(
                 state_size=layer.state_size,
             )
         if isinstance(layer, StateLayer):
-            return ManagerSpec(
+            return _manager(
                 kind="state",
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
@@ -380,7 +508,7 @@ def manager_view(
                 state_size=layer.state_size,
             )
         if isinstance(layer, MLALayer):
-            return ManagerSpec(
+            return _manager(
                 kind="full_attention",
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
@@ -400,7 +528,7 @@ def manager_view(
         }
         if isinstance(layer, CrossAttentionLayer):
             pool = layer.pool_factor
-            return ManagerSpec(
+            return _manager(
                 slot_unit=PooledBlocks,
                 block_size=BlockSize(bs, PooledBlocks),
                 pool=pool,
@@ -409,13 +537,14 @@ def manager_view(
             )
         if layer.pool is not None:
             pool = layer.pool
-            window = chunk = None
+            window: Window[PooledBlocks] | None = None
+            chunk: Chunk[PooledBlocks] | None = None
             if isinstance(layer, SlidingWindowLayer):
-                window = pool_window(_encoder(layer.sliding_window), pool)
+                window = pool_window(_in(layer.sliding_window, Window, EncoderTokens), pool)
             if isinstance(layer, ChunkedLocalLayer):
-                # P divides the chunk (the layer checks it), so this length is exact.
-                chunk = _whole_blocks(pool_length(_encoder(layer.chunk), pool), bs)
-            return ManagerSpec(
+                # P divides the chunk (the layer checks it): pool_chunk is exact.
+                chunk = _whole_blocks(pool_chunk(_in(layer.chunk, Chunk, EncoderTokens), pool), bs)
+            return _manager(
                 slot_unit=PooledBlocks,
                 block_size=BlockSize(bs, PooledBlocks),
                 pool=pool,
@@ -423,15 +552,17 @@ def manager_view(
                 chunk=chunk,
                 **common,
             )
-        return ManagerSpec(
+        return _manager(
             slot_unit=Tokens,
             block_size=BlockSize(bs, Tokens),
             pool=PoolFactor(1),
             sliding_window=(
-                _token(layer.sliding_window) if isinstance(layer, SlidingWindowLayer) else None
+                _in(layer.sliding_window, Window, Tokens)
+                if isinstance(layer, SlidingWindowLayer)
+                else None
             ),
             chunk=(
-                _whole_blocks(_token(layer.chunk), bs)
+                _whole_blocks(_in(layer.chunk, Chunk, Tokens), bs)
                 if isinstance(layer, ChunkedLocalLayer)
                 else None
             ),
@@ -456,7 +587,7 @@ def kernel_view(
         if isinstance(layer, (EncoderOnlyLayer, KVSharedLayer, StateLayer, StateMixerLayer)):
             raise SpecError(f"a {layer.kind} layer has no paged KV cache for the kernels")
         if isinstance(layer, MLALayer):
-            return KernelSpec(
+            return _kernel(
                 kind="full_attention",
                 seq_unit=Tokens,
                 tokens_per_block=BlockSize(bs, Tokens),
@@ -476,31 +607,37 @@ def kernel_view(
         pooled = isinstance(layer, CrossAttentionLayer) or layer.pool is not None
         if pooled:
             pool = layer.pool if layer.pool is not None else PoolFactor(1)
-            return KernelSpec(
+            return _kernel(
                 seq_unit=EncoderTokens,
                 tokens_per_block=expand_block_size(BlockSize(bs, PooledBlocks), pool),
                 pool=pool,
                 sliding_window=(
-                    _encoder(layer.sliding_window)
+                    _in(layer.sliding_window, Window, EncoderTokens)
                     if isinstance(layer, SlidingWindowLayer)
                     else None
                 ),
-                chunk=_encoder(layer.chunk) if isinstance(layer, ChunkedLocalLayer) else None,
+                chunk=(
+                    _in(layer.chunk, Chunk, EncoderTokens)
+                    if isinstance(layer, ChunkedLocalLayer)
+                    else None
+                ),
                 **common,
             )
-        return KernelSpec(
+        return _kernel(
             seq_unit=Tokens,
             tokens_per_block=BlockSize(bs, Tokens),
             pool=PoolFactor(1),
             sliding_window=(
-                _token(layer.sliding_window) if isinstance(layer, SlidingWindowLayer) else None
+                _in(layer.sliding_window, Window, Tokens)
+                if isinstance(layer, SlidingWindowLayer)
+                else None
             ),
-            chunk=_token(layer.chunk) if isinstance(layer, ChunkedLocalLayer) else None,
+            chunk=_in(layer.chunk, Chunk, Tokens) if isinstance(layer, ChunkedLocalLayer) else None,
             **common,
         )
 
 
-def _whole_blocks(chunk: _U, block_size_slots: int) -> _U:
+def _whole_blocks(chunk: Chunk[_U], block_size_slots: int) -> Chunk[_U]:
     """A chunk must be a whole number of cache blocks for its admission cap to be a bound.
 
     ``cdiv(min(chunk + max_in_flight, max_len), block_size)`` assumes every chunk starts on a
@@ -508,32 +645,43 @@ def _whole_blocks(chunk: _U, block_size_slots: int) -> _U:
     24, two slots in flight: slots 24-48 span blocks 1-3, the cap says 2), the plan would
     promise more requests than the pool holds, and reservations would not protect them.
     """
-    if chunk.value % block_size_slots:
+    if chunk._n % block_size_slots:
         raise SpecError(
             f"chunk of {chunk} is not a whole number of cache blocks of {block_size_slots} "
-            f"{chunk.unit}: the chunked-local admission cap would not bound what a request "
-            f"holds; use a block size that divides the chunk"
+            f"{chunk.unit.unit}: the chunked-local admission cap would not bound what a "
+            f"request holds; use a block size that divides the chunk"
         )
     return chunk
 
 
-def _encoder(value: EncoderTokens | Tokens) -> EncoderTokens:
-    return check_quantity(value, EncoderTokens, "sliding_window")
-
-
-def _token(value: EncoderTokens | Tokens) -> Tokens:
-    return check_quantity(value, Tokens, "sliding_window")
+def _in(value: Any, kind: type[Any], unit: type[Any]) -> Any:
+    # The layer checked its kind and unit; re-checked here, as the views' own entry.
+    return check_kind(value, kind, unit, kind.kind)
 
 
 def admission_cap(spec: ManagerSpec[Any], max_in_flight_slots: int, max_len_slots: int) -> int:
     """`ManagerSpec.max_admission_blocks_per_request` on plain ints, for the runtime's
-    admission path (slots of the spec's own unit in, cache blocks out)."""
+    admission path (slots of the spec's own unit in, cache blocks out). Internal:
+    `contracts.internal.admission_cap`."""
+    ints = spec._ints
     return _admission_blocks(
         spec.kind,
-        spec.block_size_slots,
-        spec.sliding_window_slots,
-        spec.chunk_slots,
-        spec.fixed_slots,
+        ints.block_size_slots,
+        ints.sliding_window_slots,
+        ints.chunk_slots,
+        ints.fixed_slots,
         max_in_flight_slots,
         max_len_slots,
     )
+
+
+def manager_ints(spec: ManagerSpec[Any]) -> ManagerInts:
+    """A manager view's sizes as plain ints of its slot unit (internal: runtime's managers
+    and core read them once, past their typed entry)."""
+    return spec._ints
+
+
+def kernel_ints(spec: KernelSpec[Any]) -> KernelInts:
+    """A kernel view's sizes as plain ints (internal: the launchers read them once, after
+    checking the spec)."""
+    return spec._ints

@@ -4,9 +4,14 @@
 
     KvUnitsError
     ├── UnitError                          a value not in the unit or form the contract declares
-    │   ├── UnitTypeError (TypeError)      wrong unit, no unit, bool, float, str, foreign registry
-    │   └── UnitValueError (ValueError)    negative, zero where it matters, not a whole number
+    │   ├── UnitTypeError (TypeError)      wrong unit or kind, no unit, bool, float, str, foreign
+    │   │                                  registry
+    │   ├── UnitValueError (ValueError)    negative, zero where it matters, not a whole number
+    │   └── UnitAttributeError             a magnitude read without naming its unit (``.value``)
+    │                                      (AttributeError)
     ├── SpecError (ValueError)             a spec, plan or group inconsistent as a whole
+    │   └── SpecValidationError            a spec model's fields rejected by pydantic, with
+    │                                      their paths (also ``pydantic.ValidationError``)
     ├── ConfigError (ValueError)           every problem of one config (file, environment, flags)
     ├── AllocationError (RuntimeError)     not enough free cache blocks *now*: retry, preempt
     ├── AdmissionError (ValueError)        a request that can *never* fit: refuse it
@@ -24,17 +29,21 @@ field or argument at fault, the expected unit, what was given, the group and req
 pickles with them, so it crosses a process boundary intact. `contracts`, ``runtime`` and
 ``kernels`` re-export the classes they raise; all are defined here.
 
-This module imports nothing at run time: the quantity types below are annotations only.
+This module imports only ``pydantic_core`` at run time (`SpecValidationError` is also its
+``ValidationError``); the quantity types below are annotations only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final, get_args
+
+from pydantic_core import PydanticCustomError, ValidationError
+from pydantic_core.core_schema import ErrorType
 
 if TYPE_CHECKING:
-    from contracts import CacheBlocks, EncoderTokens, Tokens
+    from contracts import CacheBlocks, EncoderTokens, Position, Tokens
 
 
 class KvUnitsError(Exception):
@@ -98,9 +107,67 @@ class UnitValueError(UnitError, ValueError):
     """The value has the right unit but an impossible magnitude (negative, zero, fractional)."""
 
 
+class UnitAttributeError(UnitError, AttributeError):
+    """A plain number read out of a quantity without naming its unit.
+
+    A quantity has no ``.value``: ``q.numerical_value_in(EncoderTokens)`` names the unit the
+    number counts, so that ``PooledBlocks(w.numerical_value_in(EncoderTokens))`` reads as the
+    relabelling it is. Also an ``AttributeError``, so ``hasattr`` and ``getattr(q, name, d)``
+    keep working.
+    """
+
+
 class SpecError(KvUnitsError, ValueError):
     """A spec, plan or config is inconsistent as a whole (e.g. a chunk that is not a whole
     number of cache blocks), or names a group that does not exist."""
+
+
+#: pydantic's own error types (``missing``, ``int_type``, …): rebuilt by name, with their context.
+_PYDANTIC_ERROR_TYPES: Final = frozenset(get_args(ErrorType))
+
+
+class SpecValidationError(ValidationError, SpecError):
+    """A spec model (a layer, model or engine spec, a config section) refused its input.
+
+    It *is* pydantic's ``ValidationError`` (``.errors()`` lists every problem with its field
+    path, ``str`` prints them as pydantic does) and a `KvUnitsError`, so ``except
+    KvUnitsError`` catches spec validation like every other mistake. The spec models raise it
+    from their constructor and ``model_validate*``; build one with `from_pydantic`.
+
+    Example:
+        >>> from contracts import SlidingWindowLayer
+        >>> try:
+        ...     SlidingWindowLayer(sliding_window="750", pool=4, kv_heads=8, head_size=64)
+        ... except KvUnitsError as exc:
+        ...     print(type(exc).__name__, exc.errors()[0]["loc"])
+        SpecValidationError ('sliding_window',)
+    """
+
+    def __init__(self, *args: Any) -> None:
+        # pydantic-core builds the error and its message; KvUnitsError's __init__ (which
+        # takes one message) does not apply.
+        BaseException.__init__(self, *args)
+
+    @classmethod
+    def from_pydantic(cls, error: ValidationError) -> SpecValidationError:
+        """The same errors (type, field path, input, message) as a `SpecValidationError`."""
+        details: list[Any] = []
+        for item in error.errors():
+            name, ctx = item["type"], item.get("ctx")
+            detail: dict[str, Any] = {"type": name, "loc": item["loc"], "input": item["input"]}
+            if name not in _PYDANTIC_ERROR_TYPES:
+                # A custom error (kvunits' own ``unit_error``): its message is already final.
+                ctx = {**(ctx or {}), "message": item["msg"]}
+                detail["type"] = PydanticCustomError(name, "{message}", ctx)
+            elif ctx is not None:
+                detail["ctx"] = ctx
+            details.append(detail)
+        return cls.from_exception_data(error.title, details)
+
+    @property
+    def message(self) -> str:  # type: ignore[override]  # KvUnitsError's attribute, derived
+        """The full human message: pydantic's rendering of every error."""
+        return str(self)
 
 
 @final
@@ -293,7 +360,7 @@ class ResidencyError(KvUnitsError, LookupError):
         message: str,
         *,
         request: int,
-        query_position: EncoderTokens | Tokens,
+        query_position: Position[EncoderTokens] | Position[Tokens],
         logical_block: int,
         table_entry: int | None,
     ) -> None:

@@ -1,28 +1,50 @@
 """Helpers that ``runtime``, ``kernels`` and the ``kvunits`` command line share with contracts.
 
 Not public API: a user's code should not need them, and they may change without notice.
-They are the entry checks a hot path does once (`check_quantity`, `check_pool`), the message
-helper (`describe`), plain-int arithmetic for code past its typed entry (`cdiv`,
-`admission_cap`), and the quantity classes by unit (`QUANTITY_CLASSES`, `parse_any_quantity`)
-for tools that read a unit from text.
+They are the entry checks a hot path does once (`check_quantity`, `check_kind`,
+`check_pool`), the message helper (`describe`), the clearly named ways out of the types for
+code past its typed entry (`magnitude` of a quantity whose class was just checked, a view's
+sizes as plain ints: `manager_ints`, `kernel_ints`), plain-int arithmetic (`cdiv`,
+`admission_cap`), and the quantity classes by unit (`QUANTITY_CLASSES`,
+`parse_any_quantity`) for tools that read a unit from text.
 """
+
+from collections.abc import Callable
+from operator import attrgetter
 
 from ._convert import cdiv as cdiv
 from ._describe import describe as describe
 from ._factors import check_pool as check_pool
+from ._kinds import check_kind as check_kind
 from ._parse import parse_any_quantity as parse_any_quantity
 from ._quantity import QUANTITY_CLASSES as QUANTITY_CLASSES
+from ._quantity import IntQuantity
 from ._quantity import check_quantity as check_quantity
+from ._views import KernelInts as KernelInts
 from ._views import ManagedKind as ManagedKind
+from ._views import ManagerInts as ManagerInts
 from ._views import admission_cap as admission_cap
+from ._views import kernel_ints as kernel_ints
+from ._views import manager_ints as manager_ints
+
+#: The plain int of a quantity whose class the caller has *just checked* (``type(q) is
+#: unit``), for hot paths: one C call, no second check. Anywhere else, name the unit with
+#: ``q.numerical_value_in(unit)``.
+magnitude: Callable[[IntQuantity], int] = attrgetter("_value")
 
 __all__ = [
     "QUANTITY_CLASSES",
+    "KernelInts",
     "ManagedKind",
+    "ManagerInts",
     "admission_cap",
     "cdiv",
+    "check_kind",
     "check_pool",
     "check_quantity",
     "describe",
+    "kernel_ints",
+    "magnitude",
+    "manager_ints",
     "parse_any_quantity",
 ]

@@ -17,9 +17,9 @@ from typing import Final
 
 import torch
 
-from contracts import CacheDType, KernelSpec, KernelUnit, SpecError, UnitValueError
+from contracts import CacheDType, KernelSpec, KernelUnit, SpecError, Window
 from contracts.errors import KernelTypeError, KernelValueError
-from contracts.internal import ManagedKind, check_quantity, describe
+from contracts.internal import ManagedKind, check_kind, describe, kernel_ints
 
 _TORCH_DTYPES: Final[dict[CacheDType, torch.dtype]] = {
     CacheDType.bfloat16: torch.bfloat16,
@@ -134,7 +134,7 @@ def check_caches(
     dtype, with the same number of blocks; only the last axis needs stride 1.
     """
     dtype = torch_dtype(spec.dtype)
-    tokens_per_block, heads = spec.tokens_per_block.slots, spec.kv_heads
+    tokens_per_block, heads = kernel_ints(spec).tokens_per_block, spec.kv_heads
     k = check_tensor(
         "k_cache", k_cache, (None, tokens_per_block, heads, spec.head_size_k), _CACHE_AXES,
         dtype=dtype, device=device,
@@ -197,29 +197,23 @@ def validate_step(
     return host_starts, host_lens
 
 
-def resolve_window(spec: KernelSpec[KernelUnit], sliding_window: KernelUnit | None) -> int | None:
+def resolve_window(
+    spec: KernelSpec[KernelUnit], sliding_window: Window[KernelUnit] | None
+) -> int | None:
     """The window the kernel applies, as a plain int of ``spec.seq_unit`` (None: full causal).
 
     ``sliding_window`` overrides the spec's; by default a sliding-window spec uses its own and
     a full-attention spec none.
 
     Raises:
-        UnitTypeError: ``sliding_window`` is not in the spec's kernel unit.
-        UnitValueError: ``sliding_window`` is 0.
+        UnitTypeError: ``sliding_window`` is not a `Window` of the spec's kernel unit (a
+            length, or another unit).
     """
     if sliding_window is None:
-        own = spec.sliding_window
-        return None if own is None else own.value
-    value = check_quantity(sliding_window, spec.seq_unit, "sliding_window").value
-    if value < 1:
-        raise UnitValueError(
-            f"a sliding window must be >= 1 {spec.seq_unit.unit} (it holds the current "
-            f"position), got {sliding_window}",
-            field="sliding_window",
-            expected=f"an int >= 1 of {spec.seq_unit.unit}",
-            got=str(sliding_window),
-        )
-    return value
+        return kernel_ints(spec).sliding_window_tok
+    window = check_kind(sliding_window, Window, spec.seq_unit, "sliding_window")
+    n: int = window.numerical_value_in(spec.seq_unit)
+    return n
 
 
 def interpreted(kernel: object) -> bool:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any, overload
 
-from contracts import EncoderTokens, KernelSpec, Tokens
+from contracts import EncoderTokens, KernelSpec, Position, Tokens, Window
 from contracts.crossing import first_unresident
 from contracts.errors import KernelValueError, ResidencyError
+from contracts.internal import kernel_ints
 
 from ._checks import resolve_window
 from ._typed import (
@@ -33,7 +34,7 @@ def check_residency(
     seq_lens: SeqLens[EncoderTokens],
     spec: KernelSpec[EncoderTokens],
     *,
-    sliding_window: EncoderTokens | None = None,
+    sliding_window: Window[EncoderTokens] | None = None,
 ) -> None: ...
 
 
@@ -44,7 +45,7 @@ def check_residency(
     seq_lens: SeqLens[Tokens],
     spec: KernelSpec[Tokens],
     *,
-    sliding_window: Tokens | None = None,
+    sliding_window: Window[Tokens] | None = None,
 ) -> None: ...
 
 
@@ -82,9 +83,9 @@ def check_residency(
         its first query, at encoder token 812, still needs key 812 − 749 = 63:
 
         >>> import torch
-        >>> from contracts import EncoderTokens, PoolFactor, SlidingWindowLayer, kernel_view
-        >>> layer = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4),
-        ...                            kv_heads=1, head_size=16)
+        >>> from contracts import EncoderTokens, PoolFactor, SlidingWindowLayer, Window, kernel_view
+        >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens),
+        ...                            pool=PoolFactor(4), kv_heads=1, head_size=16)
         >>> spec = kernel_view(layer, 16).expect(EncoderTokens)
         >>> table = BlockTable(torch.tensor([[0] + list(range(1, 13))]))
         >>> qsl = QueryStartLoc(torch.tensor([0, 4]), EncoderTokens)
@@ -97,10 +98,10 @@ def check_residency(
     """
     unit = spec.seq_unit
     table = check_block_table(block_table, "block_table").tensor.cpu()
-    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor.tolist()
-    lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor.tolist()
+    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tolist()
+    lens = check_seq_lens(seq_lens, unit, "seq_lens").tolist()
     sliding_window_tok = resolve_window(spec, sliding_window)
-    tpb = spec.tokens_per_block.slots
+    tpb = kernel_ints(spec).tokens_per_block
     width = int(table.shape[1])
     if len(starts) != len(lens) + 1 or table.shape[0] != len(lens):
         raise KernelValueError(
@@ -146,7 +147,7 @@ def check_residency(
                 f"{first_key}..{query} ({reach}), including block-table column {col} "
                 f"(positions {col * tpb}..{col * tpb + tpb - 1}), {where}: {fix}",
                 request=req,
-                query_position=unit(query),
+                query_position=Position(query, unit),
                 logical_block=col,
                 table_entry=entry,
             )

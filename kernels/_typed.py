@@ -13,24 +13,35 @@ The wrappers cost nothing on the GPU: they hold the tensor, they never copy it.
 Example:
     >>> import torch
     >>> from contracts import EncoderTokens
-    >>> SeqLens(torch.tensor([54, 97], dtype=torch.int32), EncoderTokens)
+    >>> lens = SeqLens(torch.tensor([54, 97], dtype=torch.int32), EncoderTokens)
+    >>> lens
     SeqLens[encoder_token](tensor([54, 97], dtype=torch.int32))
+    >>> lens.tensor_in(EncoderTokens)
+    tensor([54, 97], dtype=torch.int32)
+
+The tensor leaves a wrapper only through ``tensor_in(unit)``, naming its unit, and a tensor
+object is wrapped in one unit for its lifetime: ``SeqLens(t, EncoderTokens)`` of a tensor
+already wrapped as ``SeqLens[PooledBlocks]`` raises `contracts.UnitTypeError` (the conversion is
+`unpool_seq_lens`, which says where the encoder lengths come from).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
-from typing import Generic, NoReturn, final
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, final
 
 import torch
 
 from contracts import (
     EncoderTokens,
+    IntQuantity,
     PooledBlocks,
     PoolFactor,
     SeqUnit,
     SlotUnit,
     Tokens,
+    UnitAttributeError,
     UnitTypeError,
     UnitValueError,
 )
@@ -73,83 +84,182 @@ def _check_unit(name: str, unit: object, allowed: tuple[type[object], ...]) -> N
         )
 
 
+class _UnitTensor:
+    """The body of the unit-tagged tensors: the tensor, its unit, the checks (see module doc).
+
+    The tensor leaves with `tensor_in`, naming its unit; a tensor object carries one unit
+    for its lifetime, so wrapping one tensor in a second unit is refused (the relabelling of
+    ``SeqLens(pooled_lens.tensor_in(PooledBlocks), EncoderTokens)``; the conversion is
+    `unpool_seq_lens`, which makes a new tensor).
+    """
+
+    __slots__ = ("__weakref__", "_tensor", "unit")
+    _name: ClassVar[str]
+    _axes: ClassVar[str]
+    _units: ClassVar[tuple[type[IntQuantity], ...]]
+    _tensor: torch.Tensor
+    unit: type[Any]
+
+    def __init__(self, tensor: torch.Tensor, unit: type[Any]) -> None:
+        _check_tensor(self._name, tensor, 1, self._axes)
+        _check_unit(self._name, unit, self._units)
+        _claim(self._name, tensor, unit)
+        _set_tensor(self, tensor)
+        _set_unit(self, unit)
+
+    def _tensor_in(self, unit: type[object]) -> torch.Tensor:
+        if unit is not self.unit:
+            _wrong_unit(f"{self._name}.tensor_in", self.unit, unit)
+        return self._tensor
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __repr__(self) -> str:
+        return f"{self._name}[{self.unit.unit}]({self._tensor!r})"
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name):
+            if name == "tensor":
+                raise UnitAttributeError(
+                    f"{self._name} has no .tensor: read tensor_in({self.unit.__name__}), which "
+                    "names the unit its values count",
+                    field="tensor",
+                    expected=f"tensor_in({self.unit.__name__})",
+                    got=".tensor",
+                )
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+            )
+
+
+_set_tensor = _UnitTensor.__dict__["_tensor"].__set__
+_set_unit = _UnitTensor.__dict__["unit"].__set__
+
+#: Which unit each live tensor was wrapped in, by id (the weak reference drops the entry
+#: with the tensor, so a recycled id is not mistaken for it).
+_UNIT_OF: dict[int, tuple[weakref.ref[torch.Tensor], type[IntQuantity]]] = {}
+
+
+def _claim(name: str, tensor: torch.Tensor, unit: type[IntQuantity]) -> None:
+    key = id(tensor)
+    entry = _UNIT_OF.get(key)
+    if entry is not None and entry[0]() is tensor:
+        if entry[1] is not unit:
+            hint = _CONVERT_HINT.get((entry[1].unit, unit.unit), "")
+            raise UnitTypeError(
+                f"{name}: this tensor already counts {entry[1].unit} (it was wrapped in that "
+                f"unit), so it cannot count {unit.unit} too: relabelling states where the "
+                f"values came from{hint or '; convert it with a named function'}",
+                field=name,
+                expected=unit.unit,
+                got=f"a tensor of {entry[1].unit}",
+            )
+        return
+
+    def drop(ref: weakref.ref[torch.Tensor], key: int = key) -> None:
+        if _UNIT_OF.get(key, (None,))[0] is ref:
+            del _UNIT_OF[key]
+
+    _UNIT_OF[key] = (weakref.ref(tensor, drop), unit)
+
+
 @final
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
-class SeqLens(Generic[SeqUnit]):
+class SeqLens(_UnitTensor, Generic[SeqUnit]):
     """Per-request sequence lengths *after* this step, tagged with their unit.
 
-    Attributes:
+    Args:
         tensor: shape ``[num_requests]``, int32 or int64; entry r counts the positions of
             request r, in ``unit``.
         unit: `EncoderTokens` (a pooled layer's kernel), `PooledBlocks` (its manager) or
             `Tokens`.
     """
 
-    tensor: torch.Tensor
+    __slots__ = ()
+    _name: ClassVar[str] = "SeqLens"
+    _axes: ClassVar[str] = "[num_requests]"
+    _units: ClassVar[tuple[type[IntQuantity], ...]] = _SEQ_UNITS
     unit: type[SeqUnit]
 
-    def __post_init__(self) -> None:
-        _check_tensor("SeqLens", self.tensor, 1, "[num_requests]")
-        _check_unit("SeqLens", self.unit, _SEQ_UNITS)
+    def __init__(self, tensor: torch.Tensor, unit: type[SeqUnit]) -> None:
+        super().__init__(tensor, unit)
 
-    def __repr__(self) -> str:
-        return f"SeqLens[{self.unit.unit}]({self.tensor!r})"
+    def tensor_in(self, unit: type[SeqUnit]) -> torch.Tensor:
+        """The tensor, ``unit`` being its own unit (mypy and the run time check it).
+
+        Raises:
+            UnitTypeError: ``unit`` is another unit than the tensor's.
+        """
+        return self._tensor_in(unit)
 
 
 @final
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
-class QueryStartLoc(Generic[SeqUnit]):
+class QueryStartLoc(_UnitTensor, Generic[SeqUnit]):
     """Where each request's rows of this step start: the cumulative query lengths.
 
-    Attributes:
+    Args:
         tensor: shape ``[num_requests + 1]``, int32 or int64, non-decreasing, ``tensor[0] ==
             0``; the rows of request r are ``tensor[r]:tensor[r + 1]`` of the step's query
             (and new K/V) tensors, one row per position of ``unit``.
         unit: the unit one row counts (`EncoderTokens` for a pooled layer's kernel).
     """
 
-    tensor: torch.Tensor
+    __slots__ = ()
+    _name: ClassVar[str] = "QueryStartLoc"
+    _axes: ClassVar[str] = "[num_requests + 1]"
+    _units: ClassVar[tuple[type[IntQuantity], ...]] = _SEQ_UNITS
     unit: type[SeqUnit]
 
-    def __post_init__(self) -> None:
-        _check_tensor("QueryStartLoc", self.tensor, 1, "[num_requests + 1]")
-        _check_unit("QueryStartLoc", self.unit, _SEQ_UNITS)
-        if self.tensor.shape[0] < 1:
+    def __init__(self, tensor: torch.Tensor, unit: type[SeqUnit]) -> None:
+        super().__init__(tensor, unit)
+        if tensor.shape[0] < 1:
             raise KernelValueError(
                 "QueryStartLoc needs at least one entry (the leading 0)", argument="QueryStartLoc"
             )
 
+    def tensor_in(self, unit: type[SeqUnit]) -> torch.Tensor:
+        """The tensor, ``unit`` being its own unit (mypy and the run time check it).
+
+        Raises:
+            UnitTypeError: ``unit`` is another unit than the tensor's.
+        """
+        return self._tensor_in(unit)
+
     @property
     def num_requests(self) -> int:
-        return int(self.tensor.shape[0]) - 1
-
-    def __repr__(self) -> str:
-        return f"QueryStartLoc[{self.unit.unit}]({self.tensor!r})"
+        return int(self._tensor.shape[0]) - 1
 
 
 @final
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
-class SlotMapping(Generic[SlotUnit]):
+class SlotMapping(_UnitTensor, Generic[SlotUnit]):
     """The cache slots a step writes, in the *manager's* unit, one entry per slot.
 
     Slot ``s`` lives in cache block ``s // block_size`` at slot offset ``s % block_size``
     (``block_size`` in slots: pooled blocks for a pooled layer). For a pooled layer an entry
     stands for up to P encoder-token rows; the write kernel expands it (see `write_kv`).
 
-    Attributes:
+    Args:
         tensor: shape ``[num_slots_of_step]``, int32 or int64; -1 marks an entry to skip.
         unit: `PooledBlocks` (pooled layer) or `Tokens`.
     """
 
-    tensor: torch.Tensor
+    __slots__ = ()
+    _name: ClassVar[str] = "SlotMapping"
+    _axes: ClassVar[str] = "[num_slots_of_step]"
+    _units: ClassVar[tuple[type[IntQuantity], ...]] = _SLOT_UNITS
     unit: type[SlotUnit]
 
-    def __post_init__(self) -> None:
-        _check_tensor("SlotMapping", self.tensor, 1, "[num_slots_of_step]")
-        _check_unit("SlotMapping", self.unit, _SLOT_UNITS)
+    def __init__(self, tensor: torch.Tensor, unit: type[SlotUnit]) -> None:
+        super().__init__(tensor, unit)
 
-    def __repr__(self) -> str:
-        return f"SlotMapping[{self.unit.unit}]({self.tensor!r})"
+    def tensor_in(self, unit: type[SlotUnit]) -> torch.Tensor:
+        """The tensor, ``unit`` being its own unit (mypy and the run time check it).
+
+        Raises:
+            UnitTypeError: ``unit`` is another unit than the tensor's.
+        """
+        return self._tensor_in(unit)
 
 
 @final
@@ -205,21 +315,22 @@ def unpool_seq_lens(
         >>> import torch
         >>> from contracts import PooledBlocks, PoolFactor
         >>> lens = SeqLens(torch.tensor([188, 14]), PooledBlocks)
-        >>> unpool_seq_lens(lens, PoolFactor(4), last_block_tokens=torch.tensor([2, 4])).tensor
+        >>> tokens = unpool_seq_lens(lens, PoolFactor(4), last_block_tokens=torch.tensor([2, 4]))
+        >>> tokens.tensor_in(EncoderTokens)
         tensor([750,  56])
     """
-    checked = check_seq_lens(seq_lens, PooledBlocks, "seq_lens")
+    slots = check_seq_lens(seq_lens, PooledBlocks, "seq_lens")
     p = check_pool(pool).tokens_per_block
-    tokens = checked.tensor * p
+    tokens = slots * p
     if last_block_tokens is not None:
-        if last_block_tokens.shape != checked.tensor.shape:
+        if last_block_tokens.shape != slots.shape:
             raise KernelValueError(
-                f"last_block_tokens must have shape {tuple(checked.tensor.shape)} (one entry "
+                f"last_block_tokens must have shape {tuple(slots.shape)} (one entry "
                 f"per request), got {tuple(last_block_tokens.shape)}",
                 argument="last_block_tokens",
             )
         tail = last_block_tokens.to(device=tokens.device, dtype=tokens.dtype)
-        present = checked.tensor > 0
+        present = slots > 0
         bad = present & ((tail < 1) | (tail > p))
         if bool(bad.any()):
             r = int(bad.nonzero()[0, 0])
@@ -234,8 +345,8 @@ def unpool_seq_lens(
     return SeqLens(tokens, EncoderTokens)
 
 
-def check_seq_lens(value: object, unit: type[SeqUnit], field: str) -> SeqLens[SeqUnit]:
-    """Entry check: ``value`` is a `SeqLens` counting ``unit``; return it typed.
+def check_seq_lens(value: object, unit: type[SeqUnit], field: str) -> torch.Tensor:
+    """Entry check: ``value`` is a `SeqLens` counting ``unit``; return its tensor.
 
     Raises:
         UnitTypeError: a bare tensor, or lengths in another unit (naming the conversion).
@@ -244,27 +355,28 @@ def check_seq_lens(value: object, unit: type[SeqUnit], field: str) -> SeqLens[Se
         _not_wrapped(field, value, "SeqLens", unit)
     if value.unit is not unit:
         _wrong_unit(field, value.unit, unit)
-    return value
+    return value._tensor
 
 
-def check_query_start_loc(value: object, unit: type[SeqUnit], field: str) -> QueryStartLoc[SeqUnit]:
-    """Entry check: ``value`` is a `QueryStartLoc` counting ``unit``; return it typed."""
+def check_query_start_loc(value: object, unit: type[SeqUnit], field: str) -> torch.Tensor:
+    """Entry check: ``value`` is a `QueryStartLoc` counting ``unit``; return its tensor."""
     if not isinstance(value, QueryStartLoc):
         _not_wrapped(field, value, "QueryStartLoc", unit)
     if value.unit is not unit:
         _wrong_unit(field, value.unit, unit)
-    return value
+    return value._tensor
 
 
 def check_slot_mapping(
     value: object, unit: type[PooledBlocks] | type[Tokens], field: str
-) -> SlotMapping[PooledBlocks] | SlotMapping[Tokens]:
-    """Entry check: ``value`` is a `SlotMapping` counting ``unit`` (the manager's unit)."""
+) -> torch.Tensor:
+    """Entry check: ``value`` is a `SlotMapping` counting ``unit`` (the manager's unit);
+    return its tensor."""
     if not isinstance(value, SlotMapping):
         _not_wrapped(field, value, "SlotMapping", unit)
     if value.unit is not unit:
         _wrong_unit(field, value.unit, unit)
-    return value
+    return value._tensor
 
 
 def check_block_table(value: object, field: str) -> BlockTable:

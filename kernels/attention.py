@@ -15,9 +15,9 @@ from typing import Any, overload
 
 import torch
 
-from contracts import EncoderTokens, KernelSpec, Tokens
+from contracts import EncoderTokens, KernelSpec, Tokens, Window
 from contracts.errors import KernelValueError
-from contracts.internal import ManagedKind
+from contracts.internal import ManagedKind, kernel_ints
 
 from ._checks import (
     INDEX_DTYPES,
@@ -61,7 +61,7 @@ def paged_attention(
     seq_lens: SeqLens[EncoderTokens],
     spec: KernelSpec[EncoderTokens],
     *,
-    sliding_window: EncoderTokens | None = None,
+    sliding_window: Window[EncoderTokens] | None = None,
     scale: float | None = None,
     check_residency: bool = False,
     validate: bool = True,
@@ -79,7 +79,7 @@ def paged_attention(
     seq_lens: SeqLens[Tokens],
     spec: KernelSpec[Tokens],
     *,
-    sliding_window: Tokens | None = None,
+    sliding_window: Window[Tokens] | None = None,
     scale: float | None = None,
     check_residency: bool = False,
     validate: bool = True,
@@ -119,8 +119,8 @@ def paged_attention(
         seq_lens: ``[num_requests]`` lengths after this step (queries included), kernel unit
             (exact encoder lengths for a pooled layer: see `unpool_seq_lens`).
         spec: the layer's `KernelSpec` (a sliding-window or full-attention layer).
-        sliding_window: overrides the spec's, in the spec's unit; by default a sliding-window
-            layer uses its own window and a full-attention layer none.
+        sliding_window: overrides the spec's: a `Window` of the spec's unit; by default a
+            sliding-window layer uses its own window and a full-attention layer none.
         scale: the softmax scale; ``1 / sqrt(head_size_k)`` by default.
         check_residency: first check on the host that every block a query needs is in the
             table (`check_residency`); raise `ResidencyError` otherwise. Costs a sync.
@@ -143,13 +143,13 @@ def paged_attention(
     check_spec(spec, _ATTENTION_KINDS, "paged_attention")
     unit = spec.seq_unit
     table = check_block_table(block_table, "block_table").tensor
-    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor
-    lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor
+    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc")
+    lens = check_seq_lens(seq_lens, unit, "seq_lens")
     sliding_window_tok = resolve_window(spec, sliding_window)
 
     dtype = torch_dtype(spec.dtype)
     kv_heads, head_k, head_v = spec.kv_heads, spec.head_size_k, spec.head_size_v
-    tokens_per_block = spec.tokens_per_block.slots
+    tokens_per_block = kernel_ints(spec).tokens_per_block
     device: torch.device = getattr(query, "device", torch.device("cpu"))
     check_tensor(
         "query", query, (None, None, head_k), "[num_rows, num_heads, head_size_k]",

@@ -30,7 +30,7 @@ import torch
 from contracts import EncoderTokens, KernelSpec, KernelUnit, PooledBlocks, Tokens
 from contracts.crossing import touched_slots
 from contracts.errors import KernelValueError
-from contracts.internal import ManagedKind
+from contracts.internal import ManagedKind, kernel_ints
 
 from ._checks import (
     INDEX_DTYPES,
@@ -97,8 +97,8 @@ def slot_start_loc(
         tensor([0, 2, 3], dtype=torch.int32)
     """
     unit = spec.seq_unit
-    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor
-    lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor
+    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc")
+    lens = check_seq_lens(seq_lens, unit, "seq_lens")
     q_lens = starts[1:] - starts[:-1]
     counts = touched_slots(lens - q_lens, q_lens, spec.pool.tokens_per_block)
     out = torch.zeros(counts.shape[0] + 1, dtype=torch.int32, device=counts.device)
@@ -183,12 +183,11 @@ def write_kv(
     """
     check_spec(spec, _WRITE_KINDS, "write_kv")
     unit = spec.seq_unit
-    pool = spec.pool.tokens_per_block
-    tokens_per_block = spec.tokens_per_block.slots
-    block_size_slots = tokens_per_block // pool
-    slots = check_slot_mapping(slot_mapping, manager_unit(spec), "slot_mapping").tensor
-    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor
-    lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor
+    ints = kernel_ints(spec)
+    pool, block_size_slots = ints.pool, ints.block_size_slots
+    slots = check_slot_mapping(slot_mapping, manager_unit(spec), "slot_mapping")
+    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc")
+    lens = check_seq_lens(seq_lens, unit, "seq_lens")
 
     dtype = torch_dtype(spec.dtype)
     heads, head_k, head_v = spec.kv_heads, spec.head_size_k, spec.head_size_v

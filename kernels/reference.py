@@ -13,7 +13,8 @@ import math
 
 import torch
 
-from contracts import KernelSpec, KernelUnit, PooledBlocks, Tokens
+from contracts import KernelSpec, KernelUnit, PooledBlocks, Tokens, Window
+from contracts.internal import kernel_ints
 
 from ._checks import resolve_window
 from ._typed import (
@@ -41,11 +42,11 @@ def reference_write_kv(
 ) -> None:
     """What `kernels.write_kv` does, with the slot-to-row expansion done by torch indexing."""
     unit = spec.seq_unit
-    slots = check_slot_mapping(slot_mapping, manager_unit(spec), "slot_mapping").tensor.long()
-    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor.long()
-    lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor.long()
-    pool = spec.pool.tokens_per_block
-    block_size_slots = spec.tokens_per_block.slots // pool
+    slots = check_slot_mapping(slot_mapping, manager_unit(spec), "slot_mapping").long()
+    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").long()
+    lens = check_seq_lens(seq_lens, unit, "seq_lens").long()
+    ints = kernel_ints(spec)
+    pool, block_size_slots = ints.pool, ints.block_size_slots
     entry_starts = slot_start_loc(query_start_loc, seq_lens, spec).long()
 
     num_rows = int(starts[-1])
@@ -72,7 +73,7 @@ def reference_paged_attention(
     seq_lens: SeqLens[KernelUnit],
     spec: KernelSpec[KernelUnit],
     *,
-    sliding_window: KernelUnit | None = None,
+    sliding_window: Window[KernelUnit] | None = None,
     scale: float | None = None,
 ) -> torch.Tensor:
     """What `kernels.paged_attention` computes: gather each request's window, dense attention.
@@ -82,10 +83,10 @@ def reference_paged_attention(
     """
     unit = spec.seq_unit
     table = check_block_table(block_table, "block_table").tensor.long()
-    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").tensor.long()
-    lens = check_seq_lens(seq_lens, unit, "seq_lens").tensor.long()
+    starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").long()
+    lens = check_seq_lens(seq_lens, unit, "seq_lens").long()
     sliding_window_tok = resolve_window(spec, sliding_window)
-    tpb = spec.tokens_per_block.slots
+    tpb = kernel_ints(spec).tokens_per_block
     num_rows, num_heads, head_k = query.shape
     kv_heads = k_cache.shape[2]
     group = num_heads // kv_heads

@@ -20,9 +20,11 @@ from contracts import (
     IntQuantity,
     PooledBlocks,
     PoolFactor,
+    Position,
     Tokens,
     UnitTypeError,
     UnitValueError,
+    Window,
     bytes_to_cache_blocks_floor,
     cache_blocks_to_bytes,
     parse_quantity,
@@ -162,17 +164,33 @@ def convert(
         kind = as_ or "length"
         if kind != "length" and target_cls is not PooledBlocks:
             raise UnitValueError(_NOT_A_LENGTH[kind], field="--as", got=f"--as {kind} --to {to}")
-        name = {"length": "pool_length", "window": "pool_window", "position": "pool_position"}[kind]
-        func = {"length": pool_length, "window": pool_window, "position": pool_position}[kind]
-        pooled = func(current, p)
-        steps.append(_step(name, pooled))
+        n = current.numerical_value_in(EncoderTokens)
         if as_ is None:
-            window = pool_window(current, p)
+            window = pool_window(Window(n, EncoderTokens), p)
             notes.append(
                 f"read as a length (the default); a window of {current} keeps {window} "
                 "resident: use --as window"
             )
-        current = pooled
+        if kind != "length":
+            # A window or a position stays one: shown in pooled_block, converted no further.
+            result: Window[PooledBlocks] | Position[PooledBlocks]
+            if kind == "window":
+                result = pool_window(Window(n, EncoderTokens), p)
+            else:
+                result = pool_position(Position(n, EncoderTokens), p)
+            steps.append(_step(f"pool_{kind}", result))
+            return ConversionResult(
+                _source(text, value),
+                str(result),
+                tuple(steps),
+                params,
+                tuple(notes),
+                source_value=_number_and_unit(value),
+                target_value=_number_and_unit(result),
+                parameter_values=values,
+            )
+        current = pool_length(current, p)
+        steps.append(_step("pool_length", current))
     elif as_ is not None:
         notes.append(f"--as {as_} applies to encoder_token → pooled_block only; ignored")
 
@@ -201,26 +219,27 @@ def convert(
     if isinstance(current, CacheBlocks) and target_cls is Bytes:
         page = _page(page_size, "cache_block → byte")
         params["page_size"] = str(page)
-        values["page_size"] = (page.value, page.unit)
+        values["page_size"] = (page.numerical_value_in(Bytes), page.unit)
         current = cache_blocks_to_bytes(current, page)
         steps.append(_step("cache_blocks_to_bytes", current))
     elif isinstance(current, Bytes) and target_cls is CacheBlocks:
         page = _page(page_size, "byte → cache_block")
         params["page_size"] = str(page)
-        values["page_size"] = (page.value, page.unit)
+        values["page_size"] = (page.numerical_value_in(Bytes), page.unit)
         current = bytes_to_cache_blocks_floor(current, page)
         steps.append(_step("bytes_to_cache_blocks_floor", current))
 
     if type(current) is not target_cls:
         raise UnitTypeError(_no_conversion(value, current, target_cls), field="--to", got=text)
+    number = current.numerical_value_in(type(current))
     if per_unit == 1:
         target = str(current)
-        output = (current.value, current.unit)
+        output = (number, current.unit)
     else:
-        whole, rest = divmod(current.value, per_unit)
+        whole, rest = divmod(number, per_unit)
         if rest:
             raise UnitValueError(
-                f"{current} is not a whole number of {to} ({current.value / per_unit:g}); "
+                f"{current} is not a whole number of {to} ({number / per_unit:g}); "
                 "kvunits does not round without saying so: use --to byte",
                 field="--to",
                 got=str(current),
@@ -229,15 +248,13 @@ def convert(
         output = (whole, to)
         step = Step("exact unit change", f"1 {to} = {per_unit} byte", "exact", target, whole, to)
         steps.append(step)
-    written = " ".join(text.split())
-    source = str(value) if written == str(value) else f"{written} = {value}"
     return ConversionResult(
-        source,
+        _source(text, value),
         target,
         tuple(steps),
         params,
         tuple(notes),
-        source_value=(value.value, value.unit),
+        source_value=_number_and_unit(value),
         target_value=output,
         parameter_values=values,
     )
@@ -248,7 +265,7 @@ def _target(to: str) -> tuple[type[IntQuantity], int]:
     if not re.fullmatch(r"[A-Za-z][A-Za-z_]{0,31}", to):
         raise UnitTypeError(f"--to {to!r} is not a unit name", field="--to", got=repr(to))
     one = parse_any_quantity(f"1 {to}", field="--to")
-    return type(one), one.value
+    return type(one), one.numerical_value_in(type(one))
 
 
 def _pool(pool: int | None, what: str) -> PoolFactor:
@@ -272,24 +289,32 @@ def _page(page_size: str | None, what: str) -> Bytes:
     return parse_quantity(page_size, Bytes, field="--page-size")
 
 
-def _step(name: str, result: IntQuantity) -> Step:
-    if result.value > MAX_MAGNITUDE:
+def _source(text: str, value: IntQuantity) -> str:
+    written = " ".join(text.split())
+    return str(value) if written == str(value) else f"{written} = {value}"
+
+
+def _number_and_unit(
+    value: IntQuantity | Window[PooledBlocks] | Position[PooledBlocks],
+) -> tuple[int, str]:
+    """A result's plain number, read in its own unit, and the unit's name."""
+    if isinstance(value, (Window, Position)):
+        return value.numerical_value_in(PooledBlocks), value.unit.unit
+    return value.numerical_value_in(type(value)), value.unit
+
+
+def _step(name: str, result: IntQuantity | Window[PooledBlocks] | Position[PooledBlocks]) -> Step:
+    number, unit = _number_and_unit(result)
+    if number > MAX_MAGNITUDE:
         raise UnitValueError(
             f"{name} gives {result}, past 2**63 - 1, the int64 bound every input is held to "
             "(the kernels and block tables index with int64 at most)",
             field="--to",
-            expected=f"at most 2**63 - 1 {result.unit}",
+            expected=f"at most 2**63 - 1 {unit}",
             got=str(result),
         )
     conversion = next(c for c in CONVERSIONS if c.name == name)
-    return Step(
-        conversion.name,
-        conversion.formula,
-        conversion.rounding,
-        str(result),
-        result.value,
-        result.unit,
-    )
+    return Step(conversion.name, conversion.formula, conversion.rounding, str(result), number, unit)
 
 
 def _no_conversion(value: IntQuantity, current: IntQuantity, target: type[IntQuantity]) -> str:

@@ -22,6 +22,8 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from contracts import EncoderTokens
+
 if TYPE_CHECKING:
     from contracts.config import KvUnitsConfig
 
@@ -53,7 +55,7 @@ def focus_group(run: Run) -> str:
     if run.variant.group is not None:
         return run.variant.group
     windowed = [g for g in run.groups if g.manager_window is not None]
-    pooled = [g for g in windowed if any(w.unit == "encoder_token" for w in g.kernel_windows)]
+    pooled = [g for g in windowed if any(w.unit is EncoderTokens for w in g.kernel_windows)]
     return (pooled or windowed or run.groups)[0].name
 
 
@@ -188,7 +190,7 @@ def _draw(runs: list[Run], workload: Workload, config: KvUnitsConfig) -> Any:
         title=textwrap.fill(workload.describe(), width=40 * ncols + 20),
         title_fontsize=8,
     )
-    budget = human_bytes(config.engine.kv_cache_memory.value)
+    budget = human_bytes(config.engine.kv_cache_memory)
     figure.suptitle(
         f"kvunits simulate: {config.model.name}, {budget} of KV cache", fontsize=12, weight="bold"
     )

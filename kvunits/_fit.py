@@ -67,7 +67,7 @@ def fit(config: KvUnitsConfig, *, length: str | None, requests: int) -> FitAnswe
     asked = (
         engine.max_model_len if length is None else parse_quantity(length, Tokens, field="--length")
     )
-    if asked.value < 1:
+    if asked.numerical_value_in(Tokens) < 1:
         raise UnitValueError(
             f"--length must be >= 1 token, got {asked}", field="--length", got=str(asked)
         )
@@ -123,10 +123,10 @@ def render_fit(config: KvUnitsConfig, answers: FitAnswers, out: TextIO) -> None:
     console.print(title)
     budget = answers.kv_cache_memory
     console.print(
-        Text(f"each rank's KV cache: {budget} ({human_bytes(budget.value)}); {answers.parallelism}")
+        Text(f"each rank's KV cache: {budget} ({human_bytes(budget)}); {answers.parallelism}")
     )
     longest = answers.longest_max_model_len
-    if longest.value == 0:
+    if not longest:
         line = "longest max_model_len for one request: none fits, not even 1 token"
     elif longest == answers.max_model_len:
         line = f"longest max_model_len for one request: {longest} (all of max_model_len fits)"
@@ -145,6 +145,6 @@ def render_fit(config: KvUnitsConfig, answers: FitAnswers, out: TextIO) -> None:
     console.print(
         Text(
             f"KV cache each rank needs for {answers.requests} {plural} of {answers.length}: "
-            f"{needed} ({human_bytes(needed.value)})"
+            f"{needed} ({human_bytes(needed)})"
         )
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
 if TYPE_CHECKING:
-    from contracts import BlockSize, IntQuantity
+    from contracts import BlockSize, Chunk, IntQuantity, Position, Window
     from contracts.config import KvUnitsConfig
     from runtime.capacity import CapacityPlan, GroupPlan
     from runtime.deployment import StagePlan
@@ -45,21 +45,29 @@ _SETTING_UNITS: Final = {
 }
 
 
-def quantity(value: IntQuantity | BlockSize[Any] | None) -> dict[str, Any] | None:
-    """A quantity for JSON: ``{"value": 189, "unit": "pooled_block"}`` (``None`` stays).
+def quantity(
+    value: IntQuantity | BlockSize[Any] | Window[Any] | Position[Any] | Chunk[Any] | None,
+) -> dict[str, Any] | None:
+    """A quantity for JSON: ``{"value": 189, "unit": "pooled_block"}`` (``None`` stays); a
+    window, position or chunk says its kind: ``{"value": 750, "unit": "encoder_token",
+    "kind": "window"}``.
 
     Example:
-        >>> from contracts import PooledBlocks
-        >>> quantity(PooledBlocks(189))
-        {'value': 189, 'unit': 'pooled_block'}
+        >>> from contracts import PooledBlocks, Window
+        >>> quantity(PooledBlocks(189)), quantity(Window(189, PooledBlocks))["kind"]
+        ({'value': 189, 'unit': 'pooled_block'}, 'window')
     """
-    from contracts import BlockSize
+    from contracts import BlockSize, Chunk, Position, Window
 
     if value is None:
         return None
     if isinstance(value, BlockSize):  # slots of its unit per cache block
-        return {"value": value.slots, "unit": f"{value.unit.unit}/cache_block"}
-    return {"value": value.value, "unit": value.unit}
+        slots = value.numerical_value_in(value.unit)
+        return {"value": slots, "unit": f"{value.unit.unit}/cache_block"}
+    if isinstance(value, (Window, Position, Chunk)):
+        n = value.numerical_value_in(value.unit)
+        return {"value": n, "unit": value.unit.unit, "kind": value.kind}
+    return {"value": value.numerical_value_in(type(value)), "unit": value.unit}
 
 
 def engine_settings(config: KvUnitsConfig) -> dict[str, Any]:
@@ -73,7 +81,7 @@ def engine_settings(config: KvUnitsConfig) -> dict[str, Any]:
         value = getattr(engine, name)
         entry: dict[str, Any]
         if isinstance(value, IntQuantity):
-            entry = {"value": value.value}
+            entry = {"value": value.numerical_value_in(type(value))}
         elif name == "cache_dtype":
             entry = {"value": "auto" if value is None else value.value}
         else:
@@ -220,7 +228,7 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
             _window_cell(group),
             str(group.page_size),
             str(group.admission_cap),
-            f"{group.bytes_per_request} ({human_bytes(group.bytes_per_request.value)})",
+            f"{group.bytes_per_request} ({human_bytes(group.bytes_per_request)})",
             str(group.num_blocks),
         )
     console.print(table)
@@ -240,16 +248,16 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
     if parallelism.world_size > 1 or parallelism.decode_context_parallel_size > 1:
         console.print(Text(f"\nper rank: {parallelism}", style="bold"))
         console.print(rank_table(plan))
-    budget = plan.kv_cache_memory.value
+    budget = plan.kv_cache_memory
     summary = Text()
     each = " per rank" if parallelism.world_size > 1 else ""
     summary.append(f"{human_bytes(budget)}{each} buys ")
     summary.append(", ".join(f"{g.num_blocks} ({g.group.name})" for g in plan.groups))
     summary.append(" with one null block each;\none full-length request holds ")
-    summary.append(f"{plan.bytes_per_request} ({human_bytes(plan.bytes_per_request.value)})")
+    summary.append(f"{plan.bytes_per_request} ({human_bytes(plan.bytes_per_request)})")
     if parallelism.world_size > 1:
-        most = max(plan.stages, key=lambda s: s.bytes_per_request.value).bytes_per_request
-        summary.append(f", {most} ({human_bytes(most.value)}) on its fullest rank")
+        most = max(s.bytes_per_request for s in plan.stages)
+        summary.append(f", {most} ({human_bytes(most)}) on its fullest rank")
     summary.append("; ")
     summary.append(f"concurrent requests admitted: {plan.concurrent_requests}", style="bold")
     console.print(summary)
@@ -278,7 +286,8 @@ def rank_table(plan: CapacityPlan) -> Any:
         for group in stage.groups:
             heads = "-"
             if group.kv_heads is not None and group.kv_heads_per_rank is not None:
-                heads = f"{group.kv_heads_per_rank.value} of {group.kv_heads.value}"
+                per_rank, heads_total = group.kv_heads_per_rank, group.kv_heads
+                heads = f"{_number(per_rank)} of {_number(heads_total)}"
                 if group.head_replicas > 1:
                     heads += f" ({group.head_replicas} copies)"
             if group.dcp_sharded:
@@ -290,7 +299,7 @@ def rank_table(plan: CapacityPlan) -> Any:
                 heads,
                 str(group.page_size),
                 str(group.admission_cap),
-                f"{group.bytes_per_request} ({human_bytes(group.bytes_per_request.value)})",
+                f"{group.bytes_per_request} ({human_bytes(group.bytes_per_request)})",
                 str(group.num_blocks),
             )
             first = False
@@ -326,7 +335,7 @@ def settings_table(config: KvUnitsConfig) -> Any:
         budget = engine.kv_cache_memory
         table.add_row(
             "(KV cache memory)",
-            Text(f"{budget} ({human_bytes(budget.value)})"),
+            Text(f"{budget} ({human_bytes(budget)})"),
             Text("gpu_memory × gpu_memory_utilization − weights − activations"),
         )
     return table
@@ -462,13 +471,23 @@ class _Ascii:
         return self._out.fileno()
 
 
-def human_bytes(n: int) -> str:
-    """``218103808`` → ``"208 MiB"``; ``1310326784`` → ``"1.22 GiB"``.
+def _number(value: IntQuantity) -> int:
+    """The plain number of a quantity, in its own unit (for a table cell)."""
+    return value.numerical_value_in(type(value))
+
+
+def human_bytes(size_in_bytes: int | IntQuantity) -> str:
+    """``218103808`` → ``"208 MiB"``; ``1310326784`` → ``"1.22 GiB"``; a byte quantity
+    (`Bytes`, `RankBytes`) is read in its own unit.
 
     Example:
         >>> human_bytes(524288)
         '512 KiB'
     """
+    if isinstance(size_in_bytes, int):
+        n = size_in_bytes
+    else:
+        n = size_in_bytes.numerical_value_in(type(size_in_bytes))
     for name, size in _BINARY:
         if n >= size:
             whole, rest = divmod(n, size)

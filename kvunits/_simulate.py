@@ -53,20 +53,24 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 from contracts import (
     AnyLayerGroup,
+    CacheBlocks,
     EncoderTokens,
     IntQuantity,
     LayerSpec,
     ModelSpec,
     PooledBlocks,
+    Position,
     SlidingWindowLayer,
     SpecError,
     Tokens,
     UnitTypeError,
     UnitValueError,
+    Window,
     manager_view,
 )
 from contracts.crossing import first_unresident
 from contracts.errors import AllocationError
+from contracts.internal import kernel_ints
 from runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, plan
 
 if TYPE_CHECKING:
@@ -170,27 +174,25 @@ class Workload:
                     expected=f"an int >= {least}",
                     got=str(value),
                 )
-        text_len = prompt.value + steps * decoder_step.value
+        prompt_tok = prompt.numerical_value_in(Tokens)
+        cadence_tok = decoder_step.numerical_value_in(Tokens)
+        text_len = prompt_tok + steps * cadence_tok
         checks: list[tuple[str, int, IntQuantity, str]] = [
-            ("--prompt", prompt.value, engine.max_num_batched_tokens, "max_num_batched_tokens"),
-            (
-                "--cadence",
-                decoder_step.value,
-                engine.max_num_batched_tokens,
-                "max_num_batched_tokens",
-            ),
+            ("--prompt", prompt_tok, engine.max_num_batched_tokens, "max_num_batched_tokens"),
+            ("--cadence", cadence_tok, engine.max_num_batched_tokens, "max_num_batched_tokens"),
             ("--steps", text_len, engine.max_model_len, "max_model_len"),
         ]
         if pooled and encoder_step is not None:
             limit_step, limit_len = engine.max_encoder_tokens_per_step, engine.max_encoder_len
             assert limit_step is not None and limit_len is not None  # the plan checked both
-            audio_len = (steps + 1) * encoder_step.value
+            cadence_enc = encoder_step.numerical_value_in(EncoderTokens)
+            audio_len = (steps + 1) * cadence_enc
             checks += [
-                ("--cadence", encoder_step.value, limit_step, "max_encoder_tokens_per_step"),
+                ("--cadence", cadence_enc, limit_step, "max_encoder_tokens_per_step"),
                 ("--steps", audio_len, limit_len, "max_encoder_len"),
             ]
         for flag, value, limit, setting in checks:
-            if value > limit.value:
+            if value > limit.numerical_value_in(type(limit)):
                 raise UnitValueError(
                     f"{flag}: a stream would need {value} {limit.unit} where the engine's "
                     f"{setting} is {limit}; lower {flag} or raise --{setting.replace('_', '-')}",
@@ -198,7 +200,7 @@ class Workload:
                     expected=f"<= {limit}",
                     got=f"{value} {limit.unit}",
                 )
-        if prompt.value < 1:
+        if prompt.numerical_value_in(Tokens) < 1:
             raise UnitValueError(
                 f"--prompt must be at least 1 token, got {prompt}",
                 field="--prompt",
@@ -260,7 +262,7 @@ class Variant:
     label: str
     model: ModelSpec
     group: str | None = None
-    manager_window: PooledBlocks | Tokens | None = None
+    manager_window: Window[PooledBlocks] | Window[Tokens] | None = None
 
 
 def as_configured(config: KvUnitsConfig) -> list[Variant]:
@@ -301,7 +303,8 @@ def window_variants(
     pool = target.manager.pool.tokens_per_block
     variants = []
     for window in parsed:
-        if window.value < 1:
+        size = window.numerical_value_in(type(window))
+        if size < 1:
             raise UnitValueError(
                 f"--compare-windows: a window holds the current position, so it is at least 1; "
                 f"got {window}",
@@ -309,16 +312,17 @@ def window_variants(
                 expected=">= 1",
                 got=str(window),
             )
-        declared = window.value if type(window) is EncoderTokens else (window.value - 1) * pool + 1
+        # A window in slots S is declared as the kernel window (S − 1)·P + 1 encoder tokens.
+        declared = size if type(window) is EncoderTokens else (size - 1) * pool + 1
         layers = dict(config.model.layers)
         for name in names:
             layers[name] = _with_window(layers[name], declared)
         model = ModelSpec(name=config.model.name, layers=layers)
         manager = manager_view(layers[names[0]], config.engine.block_size_slots).sliding_window
-        assert manager is not None and type(manager) in (PooledBlocks, Tokens)
+        assert manager is not None and manager.unit in (PooledBlocks, Tokens)
         if type(window) is not EncoderTokens:
             # pool_window((S − 1)·P + 1, P) = cdiv((S − 1)·P, P) + 1 = S: derived, not assumed.
-            assert manager.value == window.value, (window, manager)
+            assert str(manager) == str(window), (window, manager)
         regrouped = [g.name for g in _groups(model, config)]
         if target.name not in regrouped:
             raise SpecError(
@@ -349,8 +353,8 @@ class LostKey:
     stream: str
     stream_step: int
     group: str
-    query: IntQuantity
-    key: IntQuantity
+    query: Position[Any]
+    key: Position[Any]
     column: int
 
     def __str__(self) -> str:
@@ -396,8 +400,8 @@ class GroupStats:
 
     name: str
     kind: str
-    manager_window: IntQuantity | None
-    kernel_windows: tuple[IntQuantity, ...]
+    manager_window: Window[Any] | None
+    kernel_windows: tuple[Window[Any], ...]
     capacity: int
     reserved_per_stream: int
     peak_held_per_stream: int
@@ -595,8 +599,8 @@ class Simulation:
         self.handles = tuple(handles)
         self._allocate: Callable[..., Any] = coord.stepper(*handles).allocate
         self._prefill, self._decode = tuple(prefill), tuple(decode)
-        self._prefill_rows = tuple(q.value for q in prefill)
-        self._decode_rows = tuple(q.value for q in decode)
+        self._prefill_rows = tuple(q.numerical_value_in(type(q)) for q in prefill)
+        self._decode_rows = tuple(q.numerical_value_in(type(q)) for q in decode)
         # Residency is checked where the kernels read a window of the group's own positions
         # (not for a cross-attention or state group).
         self._checks = [
@@ -668,7 +672,8 @@ class Simulation:
         step_rows: int,
     ) -> None:
         """Residency of the step just taken, with the kernels' own windows."""
-        seq_len = self.coordinator.seq_len(stream.id, handle).value
+        length = self.coordinator.seq_len(stream.id, handle)
+        seq_len = length.numerical_value_in(type(length))
         for tokens_per_block, window, chunk in geometries:
             lost = first_unresident(
                 table,
@@ -686,7 +691,13 @@ class Simulation:
                 query, key, column = lost
                 unit = handle.unit
                 run.first_lost = LostKey(
-                    self._t, stream.id, stream.step - 1, handle.name, unit(query), unit(key), column
+                    self._t,
+                    stream.id,
+                    stream.step - 1,
+                    handle.name,
+                    Position(query, unit),
+                    Position(key, unit),
+                    column,
                 )
             return
 
@@ -699,8 +710,8 @@ class Simulation:
         usage = coord.usage_by_group()
         for handle, most in zip(self.handles, held, strict=True):
             name = handle.name
-            series[f"{name}.used"].append(usage[name].used.value)
-            series[f"{name}.reserved"].append(usage[name].reserved.value)
+            series[f"{name}.used"].append(usage[name].used.numerical_value_in(CacheBlocks))
+            series[f"{name}.reserved"].append(usage[name].reserved.numerical_value_in(CacheBlocks))
             series[f"{name}.held_max"].append(most)
 
     def finish(self) -> None:
@@ -722,12 +733,12 @@ class Simulation:
                     kind=spec.kind,
                     manager_window=spec.sliding_window,
                     kernel_windows=tuple(
-                        handle.unit(w) if handle.unit is not PooledBlocks else EncoderTokens(w)
+                        Window(w, Tokens if handle.unit is Tokens else EncoderTokens)
                         for _, w, _ in self._kernels.get(name, [])
                         if w is not None
                     ),
-                    capacity=group_plan.num_blocks.value - 1,
-                    reserved_per_stream=group_plan.admission_cap.value,
+                    capacity=group_plan.num_blocks.numerical_value_in(CacheBlocks) - 1,
+                    reserved_per_stream=group_plan.admission_cap.numerical_value_in(CacheBlocks),
                     peak_held_per_stream=max(series[f"{name}.held_max"], default=0),
                     peak_used=max(series[f"{name}.used"], default=0),
                     peak_reserved=max(series[f"{name}.reserved"], default=0),
@@ -774,11 +785,8 @@ def _real_kernels(config: KvUnitsConfig) -> dict[str, list[_KernelGeometry]]:
     for group in _groups(config.model, config):
         found: list[_KernelGeometry] = []
         for kernel in group.kernels.values():
-            geometry = (
-                kernel.tokens_per_block.slots,
-                None if kernel.sliding_window is None else kernel.sliding_window.value,
-                None if kernel.chunk is None else kernel.chunk.value,
-            )
+            ints = kernel_ints(kernel)
+            geometry = (ints.tokens_per_block, ints.sliding_window_tok, ints.chunk_tok)
             if geometry not in found:
                 found.append(geometry)
         out[group.name] = found
@@ -844,5 +852,5 @@ def _target_group(
 def _with_window(layer: LayerSpec, declared: int) -> SlidingWindowLayer:
     """The same layer declaring a window of ``declared`` in its kernel unit (validated)."""
     assert isinstance(layer, SlidingWindowLayer)
-    unit = EncoderTokens if layer.pooled else Tokens
-    return SlidingWindowLayer.model_validate({**dict(layer), "sliding_window": unit(declared)})
+    window = Window(declared, EncoderTokens) if layer.pooled else Window(declared, Tokens)
+    return SlidingWindowLayer.model_validate({**dict(layer), "sliding_window": window})

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 if TYPE_CHECKING:
-    from contracts import IntQuantity
+    from contracts import Window
     from contracts.config import KvUnitsConfig
 
     from ._simulate import Run, Workload
@@ -396,7 +396,7 @@ def group_rows(runs: list[Run]) -> list[list[str]]:
     return rows
 
 
-def _window(kernel: tuple[IntQuantity, ...], manager: IntQuantity | None, kind: str) -> str:
+def _window(kernel: tuple[Window[Any], ...], manager: Window[Any] | None, kind: str) -> str:
     if manager is None:
         return kind
     return f"{', '.join(str(w) for w in kernel) or '-'} → {manager}"

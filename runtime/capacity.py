@@ -25,6 +25,7 @@ from contracts import (
     RankBytes,
     SpecError,
     Tokens,
+    Window,
     engine_blocks,
 )
 
@@ -52,7 +53,7 @@ class GroupPlan:
     """
 
     group: AnyLayerGroup
-    sliding_window: EncoderTokens | Tokens | None
+    sliding_window: Window[EncoderTokens] | Window[Tokens] | None
     page_size: Bytes
     block_bytes: Bytes
     admission_cap: CacheBlocks
@@ -115,8 +116,9 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
     for shape, n in zip(layout.shapes, blocks, strict=True):
         group = shape.group
         cap = group.admission_cap()
-        block_bytes = group.manager.page_size_bytes * group.num_layers
-        per_request += cap.value * block_bytes
+        # One page of each layer of the group per cache block, in the group's own page size.
+        block_bytes = group.manager.page_size.numerical_value_in(Bytes) * group.num_layers
+        per_request += cap.numerical_value_in(CacheBlocks) * block_bytes
         plans.append(
             GroupPlan(
                 group=group,
@@ -124,11 +126,11 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
                 page_size=group.manager.page_size,
                 block_bytes=Bytes(block_bytes),
                 admission_cap=cap,
-                bytes_per_request=Bytes(cap.value * block_bytes),
+                bytes_per_request=Bytes(cap.numerical_value_in(CacheBlocks) * block_bytes),
                 num_blocks=engine_blocks(n),
             )
         )
-    too_many = [p for p in plans if p.num_blocks.value > MAX_POOL_BLOCKS]
+    too_many = [p for p in plans if p.num_blocks.numerical_value_in(CacheBlocks) > MAX_POOL_BLOCKS]
     if too_many:
         # Block tables may be int32 (the kernels take int32 or int64): ids 0 .. 2**31 - 1.
         worst = too_many[0]
@@ -162,9 +164,12 @@ def _budget(engine: EngineSpec) -> str:
 def _too_small(layout: Layout, short: Shortfall) -> SpecError:
     what = _budget(layout.engine)
     where = f" on the ranks of stage {short.stage}" if len(layout.stages) > 1 else ""
-    needs, null = short.bytes_per_request.value, short.null_bytes.value
+    needs, null = (
+        short.bytes_per_request.numerical_value_in(RankBytes),
+        short.null_bytes.numerical_value_in(RankBytes),
+    )
     longest = layout.longest_max_model_len()
-    if longest.value:
+    if longest.numerical_value_in(Tokens):
         hint = f"; the longest max_model_len that fits is {longest} (kvunits fit)"
     else:
         hint = "; not even a request of 1 token fits"
@@ -174,10 +179,10 @@ def _too_small(layout: Layout, short: Shortfall) -> SpecError:
     )
 
 
-def _sliding_window(group: AnyLayerGroup) -> EncoderTokens | Tokens | None:
+def _sliding_window(group: AnyLayerGroup) -> Window[EncoderTokens] | Window[Tokens] | None:
     """The model's window of the group's layers, when they all share one (a group may hold
     windows 750 and 751 encoder tokens: both manage 189 pooled blocks at P = 4)."""
-    windows: set[EncoderTokens | Tokens] = {
+    windows: set[Window[EncoderTokens] | Window[Tokens]] = {
         k.sliding_window for k in group.kernels.values() if k.sliding_window is not None
     }
     return windows.pop() if len(windows) == 1 else None

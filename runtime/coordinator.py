@@ -30,10 +30,10 @@ Every call that changes state is atomic, whatever the exception.
 
 Example:
     >>> from contracts import (EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec, RankBytes,
-    ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens)
+    ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens, Window)
     >>> from runtime.capacity import plan
-    >>> enc = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32,
-    ...                          head_size=64)
+    >>> enc = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
+    ...                          kv_heads=32, head_size=64)
     >>> dec = FullAttentionLayer(kv_heads=8, head_size=128)
     >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32), "text": (dec, 26)})
     >>> engine = EngineSpec(max_model_len=Tokens(4096), max_num_batched_tokens=Tokens(512),
@@ -94,9 +94,10 @@ from contracts import (
     Tokens,
     UnitTypeError,
     UnitValueError,
+    expand_block_size,
 )
 from contracts.crossing import slots_holding
-from contracts.internal import check_quantity, describe
+from contracts.internal import check_quantity, describe, magnitude, manager_ints
 
 from ._core import CoordinatorCore
 from .admission import AdmissionLedger
@@ -265,7 +266,7 @@ class Stepper(Generic[*_Us]):
         for i, (quantity, handle) in enumerate(zip(given, self.handles, strict=True)):
             if type(quantity) is not handle.unit:
                 _reject(handle, quantity, f"max_len[{i}]")
-            lengths[handle.index] = handle.slots_of(cast(IntQuantity, quantity).value)
+            lengths[handle.index] = handle.slots_of(magnitude(cast(IntQuantity, quantity)))
         self._owner._core.admit(request_id, lengths)
 
     def seq_lens(self, request_id: str) -> tuple[*_Us]:
@@ -304,7 +305,9 @@ class KVCacheCoordinator:
             raise SpecError(f"group names must be distinct, got {names}")
         blocks = []
         for n, g in zip(num_blocks, groups, strict=True):
-            count = check_quantity(n, CacheBlocks, f"num_blocks[{g.name}]").value
+            count = check_quantity(n, CacheBlocks, f"num_blocks[{g.name}]").numerical_value_in(
+                CacheBlocks
+            )
             if count < 1:
                 raise UnitValueError(
                     f"group {g.name!r} needs at least 1 cache_block (the null block), got {n}",
@@ -316,10 +319,10 @@ class KVCacheCoordinator:
         managers = [make_manager(g.manager) for g in groups]
         in_flight, limit = [], []
         for group in groups:
-            fixed = group.manager.fixed_slots
+            fixed = manager_ints(group.manager).fixed_slots
             # A cross-attention group is written whole, once: its only limit is its length.
-            in_flight.append(group.limits.max_in_flight.value if fixed is None else fixed)
-            limit.append(group.limits.max_len.value if fixed is None else fixed)
+            in_flight.append(magnitude(group.limits.max_in_flight) if fixed is None else fixed)
+            limit.append(magnitude(group.limits.max_len) if fixed is None else fixed)
         pools = [BlockPool(n, name=name) for n, name in zip(blocks, names, strict=True)]
         ledger = AdmissionLedger(
             names,
@@ -521,13 +524,13 @@ class KVCacheCoordinator:
         core = self._core
         req = core.request(request_id)
         pool = spec.pool
-        rows = spec.block_size_slots * pool.tokens_per_block
         table, slots = tuple(req.tables[g]), tuple(core.slot_mapping(request_id, g))
         step_rows = tuple(core.step_rows(request_id, g))
         if spec.slot_unit is PooledBlocks:
+            pooled = spec.expect(PooledBlocks)
             return KernelInputs(
                 block_table=table,
-                tokens_per_block=BlockSize(rows, EncoderTokens),
+                tokens_per_block=expand_block_size(pooled.block_size, pool),
                 slot_mapping=slots,
                 row_mapping=step_rows,
                 seq_len=EncoderTokens(req.num_rows[g]),
@@ -536,7 +539,7 @@ class KVCacheCoordinator:
             )
         return KernelInputs(
             block_table=table,
-            tokens_per_block=BlockSize(rows, Tokens),
+            tokens_per_block=spec.expect(Tokens).block_size,
             slot_mapping=slots,
             row_mapping=step_rows,
             seq_len=Tokens(req.num_rows[g]),
@@ -611,6 +614,8 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
     blocks scales its count by P (``rows_per_unit``).
     """
     allocate = core.allocate_step
+    # Each argument's class is checked (type(a) is u0) before its int is read.
+    value = magnitude
     units = tuple(h.unit for h in handles)
     scales = tuple(h.rows_per_unit for h in handles)
     num_groups = len(core.names)
@@ -623,7 +628,7 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
         def allocate_1(request_id: str, a: Any) -> list[list[int]]:
             if type(a) is not u0:
                 _reject(h0, a, "num_new[0]")
-            return allocate(request_id, (a.value * s0,))
+            return allocate(request_id, (value(a) * s0,))
 
         return allocate_1
     if in_order and num_groups == 2:
@@ -636,7 +641,7 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
                 _reject(h0, a, "num_new[0]")
             if type(b) is not u1:
                 _reject(h1, b, "num_new[1]")
-            return allocate(request_id, (a.value * s0, b.value * s1))
+            return allocate(request_id, (value(a) * s0, value(b) * s1))
 
         return allocate_2
     if in_order and num_groups == 3:
@@ -651,7 +656,7 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
                 _reject(h1, b, "num_new[1]")
             if type(c) is not u2:
                 _reject(h2, c, "num_new[2]")
-            return allocate(request_id, (a.value * s0, b.value * s1, c.value * s2))
+            return allocate(request_id, (value(a) * s0, value(b) * s1, value(c) * s2))
 
         return allocate_3
 
@@ -667,7 +672,7 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
         for i, (quantity, handle) in enumerate(zip(num_new, handles, strict=True)):
             if type(quantity) is not handle.unit:
                 _reject(handle, quantity, f"num_new[{i}]")
-            dense[handle.index] = quantity.value * handle.rows_per_unit
+            dense[handle.index] = value(quantity) * handle.rows_per_unit
         out = allocate(request_id, dense)
         return [out[h.index] for h in handles]
 

@@ -190,7 +190,7 @@ class Layout:
     def _shape(self, group: AnyLayerGroup, by_stage: tuple[tuple[str, ...], ...]) -> _Shape:
         p = self.parallelism
         pages = {
-            name: page_size_per_rank(self.model.layers[name], group.manager, p).value
+            name: page_size_per_rank(self.model.layers[name], group.manager, p)
             for name in group.layer_names
         }
         if len(set(pages.values())) > 1:
@@ -199,7 +199,7 @@ class Layout:
             raise SpecError(
                 f"the layers of group {group.name!r} have different pages per rank at "
                 f"tensor_parallel_size {p.tensor_parallel_size}: "
-                + ", ".join(f"{n} {b} byte/rank" for n, b in list(pages.items())[:4])
+                + ", ".join(f"{n} {b}" for n, b in list(pages.items())[:4])
             )
         heads = kv_heads_of(self.model.layers[group.layer_names[0]])
         return _Shape(
@@ -208,7 +208,7 @@ class Layout:
             kv_heads_per_rank=None if heads is None else kv_heads_per_rank(heads, p),
             head_replicas=1 if heads is None else head_replicas(heads, p),
             dcp_sharded=_dcp_sharded(group, p),
-            page=next(iter(pages.values())),
+            page=next(iter(pages.values())).numerical_value_in(RankBytes),
             layers_by_stage=by_stage,
         )
 
@@ -218,7 +218,7 @@ class Layout:
         """Each group's admission cap on one rank at ``max_model_len`` (the groups' own limits
         otherwise: encoder-side groups count the engine's encoder limits)."""
         length = check_quantity(max_model_len, Tokens, "max_model_len")
-        if length.value < 1:
+        if length.numerical_value_in(Tokens) < 1:
             raise UnitValueError(
                 "max_model_len must be >= 1 token: a request holds at least one",
                 field="max_model_len",
@@ -228,7 +228,7 @@ class Layout:
         caps = []
         for shape in self.shapes:
             group = shape.group
-            if group.manager.slot_unit is not Tokens or group.manager.fixed_slots is not None:
+            if group.manager.slot_unit is not Tokens or group.manager.fixed_length is not None:
                 caps.append(blocks_per_rank(group.admission_cap()))
                 continue
             token_group = group.expect(Tokens)
@@ -250,7 +250,7 @@ class Layout:
             per_request = null = 0
             for shape, cap in zip(self.shapes, caps, strict=True):
                 block = shape.page * len(shape.layers_by_stage[s])
-                per_request += cap.value * block
+                per_request += cap.numerical_value_in(RankBlocks) * block
                 null += block
             needs.append((per_request, null))
         return tuple(needs)
@@ -264,7 +264,7 @@ class Layout:
     def split(self, caps: Sequence[RankBlocks]) -> tuple[RankBlocks, ...] | Shortfall:
         """Each group's pool on every rank, the null block included; or, when a stage's budget
         cannot hold its null blocks plus one request, the first such stage's `Shortfall`."""
-        budget = self.engine.kv_cache_memory.value
+        budget = self.engine.kv_cache_memory.numerical_value_in(RankBytes)
         fewest: list[int | None] = [None] * len(self.shapes)
         for s, (per_request, null) in enumerate(self.stage_needs(caps)):
             if per_request == 0 and null == 0:
@@ -279,8 +279,10 @@ class Layout:
                 # needs in it, then whole blocks of it: 1 + usable × cap // per_request, as
                 # floor(floor(x) / block) == floor(x / block).
                 block = RankBytes(shape.page * len(shape.layers_by_stage[s]))
-                share = RankBytes(usable * cap.value * block.value // per_request)
-                bought = 1 + rank_bytes_to_blocks_floor(share, block).value
+                cap_blocks = cap.numerical_value_in(RankBlocks)
+                block_bytes = block.numerical_value_in(RankBytes)
+                share = RankBytes(usable * cap_blocks * block_bytes // per_request)
+                bought = 1 + rank_bytes_to_blocks_floor(share, block).numerical_value_in(RankBlocks)
                 current = fewest[g]
                 fewest[g] = bought if current is None else min(current, bought)
         return tuple(RankBlocks(n if n is not None else 1) for n in fewest)
@@ -299,7 +301,7 @@ class Layout:
         for shape, cap in zip(self.shapes, caps, strict=True):
             largest.append(
                 max(
-                    null + (max_blocks * per_request - 1) // cap.value
+                    null + (max_blocks * per_request - 1) // cap.numerical_value_in(RankBlocks)
                     for s, (per_request, null) in enumerate(needs)
                     if shape.layers_by_stage[s]
                 )
@@ -314,13 +316,16 @@ class Layout:
     def concurrency(self, caps: Sequence[RankBlocks], blocks: Sequence[RankBlocks]) -> int:
         """Requests of the caps' length admitted at once: ``min over groups ((pool − 1) //
         cap)``."""
-        return min((n.value - 1) // c.value for n, c in zip(blocks, caps, strict=True))
+        return min(
+            (n.numerical_value_in(RankBlocks) - 1) // c.numerical_value_in(RankBlocks)
+            for n, c in zip(blocks, caps, strict=True)
+        )
 
     def longest_max_model_len(self) -> Tokens:
         """The longest ``max_model_len``, up to the engine's, at which one request fits
         (binary search, as vLLM's ``estimate_max_model_len``; what a request needs grows with
         its length); ``Tokens(0)`` when even one token does not."""
-        low, high = 0, self.engine.max_model_len.value
+        low, high = 0, self.engine.max_model_len.numerical_value_in(Tokens)
         while low < high:
             mid = (low + high + 1) // 2
             if self.fits(Tokens(mid)):
@@ -343,7 +348,7 @@ class Layout:
                 if not members:
                     continue
                 block = RankBytes(shape.page * len(members))
-                used += rank_blocks_to_bytes(n, block).value
+                used += rank_blocks_to_bytes(n, block).numerical_value_in(RankBytes)
                 groups.append(
                     RankGroupPlan(
                         name=shape.group.name,
@@ -446,11 +451,12 @@ def _check_decode_context(
         heads = kv_heads_of(layer)
         if heads is None or isinstance(layer, MLALayer):
             continue
-        if tp <= heads.value or dcp > tp // heads.value:
+        n_heads = heads.numerical_value_in(KVHeads)
+        if tp <= n_heads or dcp > tp // n_heads:
             raise SpecError(
                 f"decode_context_parallel_size {dcp} with tensor_parallel_size {tp}: layer "
                 f"{name!r} has {heads}, and DCP needs tp > heads and dcp <= tp // heads "
-                f"(at most {tp // heads.value if tp > heads.value else 1} here): it splits "
+                f"(at most {tp // n_heads if tp > n_heads else 1} here): it splits "
                 "only the ranks that replicate a head"
             )
 

@@ -1,7 +1,8 @@
 """Per-kind cache managers: which table entries a request still needs, on plain ints.
 
-Each manager reads one `contracts.ManagerSpec` once, at construction, and keeps plain ints
-(``block_size_slots``, ``sliding_window_slots``, ``chunk_slots``, ``fixed_blocks``). Positions are
+Each manager reads one `contracts.ManagerSpec` once, at construction, through
+`contracts.internal.manager_ints`, and keeps plain ints (``block_size_slots``,
+``sliding_window_slots``, ``chunk_slots``, ``fixed_blocks``). Positions are
 slots of the manager's unit (pooled blocks for a pooled group, tokens otherwise); table entries
 are cache blocks. A manager answers two questions; the coordinator does the bookkeeping:
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Final
 
 from contracts import ManagerSpec, SpecError
-from contracts.internal import ManagedKind, cdiv
+from contracts.internal import ManagedKind, cdiv, manager_ints
 
 
 class SingleTypeManager:
@@ -51,7 +52,7 @@ class SingleTypeManager:
         if spec.kind != self.kind:
             raise SpecError(f"{type(self).__name__} manages {self.kind}, got a {spec.kind} spec")
         self.spec = spec
-        self.block_size_slots = spec.block_size_slots
+        self.block_size_slots = manager_ints(spec).block_size_slots
 
     def skipped_blocks(self, num_computed: int) -> int:
         """Leading table entries (cache blocks) that no query of a step starting at slot
@@ -95,8 +96,9 @@ class SlidingWindowManager(SingleTypeManager):
 
     def __init__(self, spec: ManagerSpec[Any]) -> None:
         super().__init__(spec)
-        assert spec.sliding_window_slots is not None  # set for every sliding layer
-        self.sliding_window_slots = spec.sliding_window_slots
+        window = manager_ints(spec).sliding_window_slots
+        assert window is not None  # set for every sliding layer
+        self.sliding_window_slots = window
 
     def skipped_blocks(self, num_computed: int) -> int:
         first_needed = num_computed - self.sliding_window_slots + 1
@@ -125,8 +127,9 @@ class ChunkedLocalManager(SingleTypeManager):
 
     def __init__(self, spec: ManagerSpec[Any]) -> None:
         super().__init__(spec)
-        assert spec.chunk_slots is not None  # manager_view sets it for every chunked layer
-        self.chunk_slots = spec.chunk_slots
+        chunk = manager_ints(spec).chunk_slots
+        assert chunk is not None  # manager_view sets it for every chunked layer
+        self.chunk_slots = chunk
 
     def skipped_blocks(self, num_computed: int) -> int:
         chunk_start = num_computed // self.chunk_slots * self.chunk_slots
@@ -152,8 +155,9 @@ class CrossAttentionManager(SingleTypeManager):
 
     def __init__(self, spec: ManagerSpec[Any]) -> None:
         super().__init__(spec)
-        assert spec.fixed_slots is not None  # manager_view sets it for cross attention
-        self.fixed_blocks = cdiv(spec.fixed_slots, self.block_size_slots)
+        fixed = manager_ints(spec).fixed_slots
+        assert fixed is not None  # manager_view sets it for cross attention
+        self.fixed_blocks = cdiv(fixed, self.block_size_slots)
 
     def table_length(self, num_slots: int) -> int:
         return self.fixed_blocks

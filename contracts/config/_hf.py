@@ -243,11 +243,15 @@ def _audio(
         "hf derived: one pooled block (P encoder_token) per step"
     )
     max_len = engine.get("max_model_len")
-    if pooled.streaming and isinstance(max_len, Tokens) and max_len.value * p <= MAX_SEQ:
+    if (
+        pooled.streaming
+        and isinstance(max_len, Tokens)
+        and max_len.numerical_value_in(Tokens) * p <= MAX_SEQ
+    ):
         # A causal sliding-window encoder (RoPE) streams without a length limit of its own:
         # its audio_config.max_position_embeddings (30 s) is not one. The stream is as long
         # as the text it feeds, one pooled block per text token.
-        engine["max_encoder_len"] = EncoderTokens(max_len.value * p)
+        engine["max_encoder_len"] = EncoderTokens(max_len.numerical_value_in(Tokens) * p)
         sources["max_encoder_len"] = (
             f"hf derived: P × {sources['max_model_len'].removeprefix('hf ')} (one pooled "
             "block per text token)"

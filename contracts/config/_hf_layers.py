@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from .._dtype import CacheDType
 from .._factors import PoolFactor
+from .._kinds import Chunk, Window
 from .._layers import (
     ChunkedLocalLayer,
     CrossAttentionLayer,
@@ -49,7 +50,7 @@ def full(a: Attention, pool: PoolFactor | None = None) -> LayerSpec:
 def sliding(a: Attention, window: int, pool: PoolFactor | None = None) -> LayerSpec:
     """Sliding-window attention; ``window`` in the layer's kernel unit (encoder tokens when it
     pools, else tokens), the current position included (vLLM ``SlidingWindowSpec``)."""
-    seq = EncoderTokens(window) if pool is not None else Tokens(window)
+    seq = Window(window, EncoderTokens) if pool is not None else Window(window, Tokens)
     return SlidingWindowLayer(
         sliding_window=seq, kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype, pool=pool
     )
@@ -58,7 +59,7 @@ def sliding(a: Attention, window: int, pool: PoolFactor | None = None) -> LayerS
 def chunked(a: Attention, chunk: int) -> LayerSpec:
     """Chunked local attention over ``chunk`` tokens (vLLM ``ChunkedLocalAttentionSpec``)."""
     return ChunkedLocalLayer(
-        chunk=Tokens(chunk), kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype
+        chunk=Chunk(chunk, Tokens), kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype
     )
 
 

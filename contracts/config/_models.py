@@ -40,7 +40,6 @@ from collections import Counter
 from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
@@ -63,10 +62,11 @@ from .._layers import (
     LayerSpec,
     MLALayer,
     ModelSpec,
-    SeqLength,
+    SeqWindow,
     SlidingWindowLayer,
     StateLayer,
 )
+from .._model import SpecModel
 from .._quantity import EncoderTokens, Tokens
 from .._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
 
@@ -112,7 +112,7 @@ def _bare_number_hint(value: object, info: ValidationInfo) -> object:
 _LAYER_SPEC: Final = TypeAdapter[LayerSpec](LayerSpec)
 
 
-class _Group(BaseModel):
+class _Group(SpecModel):
     """What a group adds to its layer spec: ``count``.
 
     A group model derives from its layer spec, so it has the spec's fields, units and checks,
@@ -150,7 +150,7 @@ class SlidingWindowGroup(SlidingWindowLayer, _Group):
     """Sliding-window attention layers; ``sliding_window`` counts the current position too."""
 
     kind: Literal["sliding_window"]
-    sliding_window: SeqLength = Field(
+    sliding_window: SeqWindow = Field(
         description="the window in the kernel's unit: encoder_token if the group pools, else token",
     )
 
@@ -253,7 +253,7 @@ KINDS: Final = (
 )
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(SpecModel):
     """The ``[model]`` section: a name, and layer groups and/or single layers."""
 
     model_config = _FROZEN
@@ -367,7 +367,7 @@ def _describe(name: str) -> str | None:
     return EngineSpec.model_fields[name].description
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(SpecModel):
     """The ``[engine]`` section: every setting optional here; see `ENGINE_DEFAULTS` and the
     precedence (flag > ``KVUNITS_*`` environment variable > file > default)."""
 
@@ -472,7 +472,7 @@ class EngineConfig(BaseModel):
         }
 
 
-class ConfigFile(BaseModel):
+class ConfigFile(SpecModel):
     """A kvunits config file: the schema of the TOML, YAML and JSON forms."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", title="kvunits config")
@@ -486,7 +486,7 @@ class ConfigFile(BaseModel):
 # -- the resolved config --------------------------------------------------------------------
 
 
-class KvUnitsConfig(BaseModel):
+class KvUnitsConfig(SpecModel):
     """A loaded config: the frozen specs, and where each engine setting came from.
 
     Attributes:

@@ -71,9 +71,13 @@ def test_plan_from_the_installed_entry_point_anywhere(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
-def q(value: int, unit: str) -> dict[str, Any]:
-    """A quantity as the JSON output writes it."""
-    return {"value": value, "unit": unit}
+def q(value: int, unit: str, kind: str | None = None) -> dict[str, Any]:
+    """A quantity as the JSON output writes it (a window, position or chunk names its kind)."""
+    return (
+        {"value": value, "unit": unit}
+        if kind is None
+        else {"value": value, "unit": unit, "kind": kind}
+    )
 
 
 def test_plan_json_for_machines() -> None:
@@ -84,15 +88,15 @@ def test_plan_json_for_machines() -> None:
     audio, text = data["groups"]
     assert audio["name"] == "audio"
     assert audio["layers"] == 32
-    assert audio["sliding_window"] == q(750, "encoder_token")
-    assert audio["manager_sliding_window"] == q(189, "pooled_block")
+    assert audio["sliding_window"] == q(750, "encoder_token", "window")
+    assert audio["manager_sliding_window"] == q(189, "pooled_block", "window")
     assert audio["sliding_window_conversion"] == "pool_window"
     assert audio["page_size"] == q(524288, "byte")
     assert audio["admission_cap"] == q(13, "cache_block")
     assert audio["block_size"] == q(16, "pooled_block/cache_block")
     assert audio["kernel_block_size"] == q(64, "encoder_token/cache_block")
     assert audio["max_in_flight"] == q(2, "pooled_block")  # a 4-token step can straddle 2 slots
-    assert text["manager_sliding_window"] == q(8192, "token")
+    assert text["manager_sliding_window"] == q(8192, "token", "window")
     # Each setting once: its value, its unit and where it came from.
     assert data["engine"]["memory_budget"] == {
         "value": 42949672960,

@@ -27,7 +27,13 @@ from typing import Any
 
 import pytest
 
-from contracts import EncoderTokens, PooledBlocks, Tokens
+from contracts import (
+    CacheBlocks,
+    EncoderTokens,
+    PooledBlocks,
+    Tokens,
+    Window,
+)
 from kvunits._simulate import (
     Simulation,
     Workload,
@@ -86,9 +92,19 @@ def test_series_equal_the_coordinators_counts_step_by_step(example: Any, arrival
             tables = [coord.block_table(rid, handle) for rid in live]
             held = [len(t) - t.count(NULL_BLOCK) for t in tables]
             # The coordinator's own usage, and the same count taken from the block tables.
-            assert series[f"{name}.used"][-1] == usage[name].used.value == sum(held)
-            caps = sum(coord.request_cap(rid, handle).value for rid in live)
-            assert series[f"{name}.reserved"][-1] == usage[name].reserved.value == caps
+            assert (
+                series[f"{name}.used"][-1]
+                == usage[name].used.numerical_value_in(CacheBlocks)
+                == sum(held)
+            )
+            caps = sum(
+                coord.request_cap(rid, handle).numerical_value_in(CacheBlocks) for rid in live
+            )
+            assert (
+                series[f"{name}.reserved"][-1]
+                == usage[name].reserved.numerical_value_in(CacheBlocks)
+                == caps
+            )
             assert series[f"{name}.held_max"][-1] == max(held, default=0)
     assert waited > 0, "no stream ever waited: the test does not exercise admission"
     assert sim.run.series["finished"][-1] > work.streams, "streams must end and be replaced"
@@ -105,9 +121,9 @@ def test_compare_windows_finds_48_and_13_and_the_lost_key(example: Any) -> None:
     runs = simulate(example, work, window_variants(example, SEED_WINDOWS))
     assert [r.variant.label for r in runs] == SEED_WINDOWS
     assert [r.variant.manager_window for r in runs] == [
-        PooledBlocks(750),
-        PooledBlocks(188),
-        PooledBlocks(189),
+        Window(750, PooledBlocks),
+        Window(188, PooledBlocks),
+        Window(189, PooledBlocks),
     ]
     audio = [r.group_stats("audio") for r in runs]
     assert [a.peak_held_per_stream for a in audio] == [48, 13, 13]
@@ -159,12 +175,15 @@ def test_a_cadence_off_the_pool_continues_the_partial_slot(example: Any) -> None
 def test_windows_in_encoder_tokens_are_declared_as_they_are(example: Any) -> None:
     variants = window_variants(example, ["749 encoder_token", "750 encoder_token"])
     # pool_window(749, 4) = cdiv(748, 4) + 1 = 188; pool_window(750, 4) = 189.
-    assert [v.manager_window for v in variants] == [PooledBlocks(188), PooledBlocks(189)]
+    assert [v.manager_window for v in variants] == [
+        Window(188, PooledBlocks),
+        Window(189, PooledBlocks),
+    ]
 
 
 def test_a_token_window_varies_the_text_group(example: Any) -> None:
     (variant,) = window_variants(example, ["4096 token"])
-    assert (variant.group, variant.manager_window) == ("text", Tokens(4096))
+    assert (variant.group, variant.manager_window) == ("text", Window(4096, Tokens))
 
 
 def test_the_same_seed_gives_the_same_series(example: Any) -> None:
@@ -282,7 +301,11 @@ def test_json_and_csv_series(capsys: Any) -> None:
     assert data["kv_cache_memory"] == {"value": 40 << 30, "unit": "byte/rank"}
     assert data["workload"]["encoder_step"] == {"value": 4, "unit": "encoder_token"}
     assert first["groups"][0]["reserved_per_stream"] == {"value": 13, "unit": "cache_block"}
-    assert first["groups"][0]["manager_window"] == {"value": 188, "unit": "pooled_block"}
+    assert first["groups"][0]["manager_window"] == {
+        "value": 188,
+        "unit": "pooled_block",
+        "kind": "window",
+    }
 
     assert main([*args, *windows, "--format", "csv"]) == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))

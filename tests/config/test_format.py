@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from contracts import EncoderTokens, KvUnitsError, PoolFactor, SlidingWindowLayer, Tokens
+from contracts import (
+    EncoderTokens,
+    KvUnitsError,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
 from contracts.config import ConfigFile, ConfigIssue, KvUnitsConfig, load_config, load_config_data
 from contracts.errors import ConfigError
 from runtime.capacity import plan
@@ -50,12 +57,12 @@ def test_voxtral_example_loads_into_the_spec_models() -> None:
     assert [name for name in layers][:2] == ["audio.0", "audio.1"]
     audio = layers["audio.31"]
     assert isinstance(audio, SlidingWindowLayer)
-    assert audio.sliding_window == EncoderTokens(750)
+    assert audio.sliding_window == Window(750, EncoderTokens)
     assert audio.pool == PoolFactor(4)
     assert (audio.kv_heads, audio.head_size) == (32, 64)
     text = layers["text.25"]
     assert isinstance(text, SlidingWindowLayer)
-    assert text.sliding_window == Tokens(8192)
+    assert text.sliding_window == Window(8192, Tokens)
     assert text.pool is None
     assert str(config.engine.memory_budget) == "42949672960 byte/rank"
     assert config.engine_sources["memory_budget"] == "file"

@@ -22,6 +22,7 @@ from contracts import (
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
+    Window,
 )
 from contracts.config import (
     HF_FAMILIES,
@@ -69,11 +70,13 @@ def test_voxtral_realtime_config() -> None:
     assert config.model.name == "voxtral-mini-4b-realtime-2602"  # the directory's name
     audio, text = config.model.layers["audio.0"], config.model.layers["text.25"]
     assert isinstance(audio, SlidingWindowLayer)
-    assert audio.sliding_window == EncoderTokens(750)  # audio_config.sliding_window: encoder_token
+    assert audio.sliding_window == Window(
+        750, EncoderTokens
+    )  # audio_config.sliding_window: encoder_token
     assert audio.pool == PoolFactor(4)  # downsample_factor
     assert (audio.kv_heads, audio.head_size) == (32, 64)
     assert isinstance(text, SlidingWindowLayer)
-    assert text.sliding_window == Tokens(8192)  # text_config.sliding_window: token
+    assert text.sliding_window == Window(8192, Tokens)  # text_config.sliding_window: token
     assert (text.kv_heads, text.head_size) == (8, 128)
     assert len(config.model.layers) == 32 + 26
     assert config.engine_sources["max_model_len"] == "hf text_config.max_position_embeddings"
@@ -97,7 +100,7 @@ def test_mistral_derives_head_dim_and_slides_everywhere() -> None:
     first = layers[0]
     assert isinstance(first, SlidingWindowLayer)
     assert first.head_size == 4096 // 32  # no head_dim in the file
-    assert (first.sliding_window, first.kv_heads) == (Tokens(4096), 8)
+    assert (first.sliding_window, first.kv_heads) == (Window(4096, Tokens), 8)
     assert str(config.engine.max_model_len) == "32768 token"
     assert config.engine_sources["max_model_len"] == "hf max_position_embeddings"
     assert str(plan(config.model, config.engine).group("text").admission_cap) == "385 cache_block"
@@ -149,7 +152,7 @@ def test_qwen2_slides_on_every_layer_or_none_as_vllm_does() -> None:
     data = {**_data("qwen2.5-7b-instruct"), "use_sliding_window": True, "max_window_layers": 0}
     assert set(_kinds(data)) == {"sliding_window"}
     layer = read_hf_config(data, where="config.json").model.layers["text.0"]
-    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == Tokens(131072)
+    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == Window(131072, Tokens)
     assert set(_kinds({**data, "use_sliding_window": False})) == {"full_attention"}
     assert set(_kinds({**data, "max_window_layers": 28})) == {"full_attention"}
     assert _one_issue({**data, "max_window_layers": 4}) == (
@@ -219,7 +222,7 @@ def test_cohere2_window_is_one_more() -> None:
     layer = read_hf_config(_data("c4ai-command-r7b-12-2024"), where="config.json").model.layers[
         "text.0"
     ]
-    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == Tokens(4097)
+    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == Window(4097, Tokens)
 
 
 def test_gpt_oss_ignores_layer_types() -> None:
@@ -272,7 +275,9 @@ def test_full_attention_audio_encoder_without_window() -> None:
     data = _data("voxtral-mini-4b-realtime-2602")
     del data["audio_config"]["sliding_window"]
     layer = read_hf_config(data, where="config.json").model.layers["audio.0"]
-    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == EncoderTokens(750)
+    assert isinstance(layer, SlidingWindowLayer) and layer.sliding_window == Window(
+        750, EncoderTokens
+    )
     data["audio_config"]["sliding_window"] = None
     config = read_hf_config(data, where="config.json")
     layer = config.model.layers["audio.0"]

@@ -110,7 +110,11 @@ def test_kvunits_plan_a_cached_model_id(tmp_path: Path) -> None:
     done = run("plan", MODEL_ID, "--format", "json", env={"HF_HUB_CACHE": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     (audio,) = [g for g in json.loads(done.stdout)["groups"] if g["name"] == "audio"]
-    assert audio["manager_sliding_window"] == {"value": 189, "unit": "pooled_block"}
+    assert audio["manager_sliding_window"] == {
+        "value": 189,
+        "unit": "pooled_block",
+        "kind": "window",
+    }
     missing = run("plan", "org/none", env={"HF_HUB_CACHE": str(tmp_path)})
     assert missing.returncode == 2
     assert missing.stderr.startswith("org/none: no such file, and no model org/none in the local")

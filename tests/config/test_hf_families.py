@@ -50,7 +50,12 @@ from typing import Any
 
 import pytest
 
-from contracts import group_layers
+from contracts import (
+    Bytes,
+    CacheBlocks,
+    Tokens,
+    group_layers,
+)
 from contracts.config import ConfigError, load_config, load_config_data, read_hf_config
 
 from .conftest import EXAMPLES
@@ -334,11 +339,11 @@ def _observed(model: Model) -> tuple[tuple[Group, ...], int, int]:
                 m.head_size_v,
                 m.dtype.value,
                 None if window is None else str(window),
-                m.page_size_bytes,
-                group.admission_cap().value,
+                m.page_size.numerical_value_in(Bytes),
+                group.admission_cap().numerical_value_in(CacheBlocks),
             )
         )
-    return tuple(found), len(uncached), config.engine.max_model_len.value
+    return tuple(found), len(uncached), config.engine.max_model_len.numerical_value_in(Tokens)
 
 
 @pytest.mark.parametrize("model", GOLDEN, ids=lambda m: m.directory)
@@ -385,7 +390,7 @@ def test_gemma2_dtype_auto(dtype: str, page: int) -> None:
     config = load_config_data(data, where="config.json")
     groups, _ = group_layers(config.model, config.engine)
     assert {g.manager.dtype.value for g in groups} == {"bfloat16"}
-    assert {g.manager.page_size_bytes for g in groups} == {page}
+    assert {g.manager.page_size for g in groups} == {Bytes(page)}
 
 
 def test_float16_is_kept_where_vllm_keeps_it() -> None:
@@ -402,7 +407,7 @@ def test_float16_is_kept_where_vllm_keeps_it() -> None:
 def test_the_engine_cache_dtype_overrides() -> None:
     config = load_config(HF / "gemma-2-2b-it" / "config.json", flags={"cache_dtype": "fp8"})
     groups, _ = group_layers(config.model, config.engine)
-    assert {g.manager.page_size_bytes for g in groups} == {65536 // 2}
+    assert {g.manager.page_size for g in groups} == {Bytes(65536 // 2)}
 
 
 def test_an_fp8_kv_cache_scheme_is_read() -> None:
@@ -413,7 +418,7 @@ def test_an_fp8_kv_cache_scheme_is_read() -> None:
     data = _edited("llama-3.1-8b", quantization_config=scheme)
     config = load_config_data(data, where="config.json")
     (group,), _ = group_layers(config.model, config.engine)
-    assert group.manager.page_size_bytes == 65536 // 2
+    assert group.manager.page_size == Bytes(65536 // 2)
     data = _edited("llama-3.1-8b", quantization_config={"kv_cache_quant_algo": "NVFP4"})
     with pytest.raises(ConfigError, match=r"quantization_config\.kv_cache_quant_algo: a KV-cache"):
         load_config_data(data, where="config.json")

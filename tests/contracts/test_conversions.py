@@ -19,25 +19,33 @@ from contracts import (
     BlockSize,
     Bytes,
     CacheBlocks,
+    Chunk,
     EncoderTokens,
     PooledBlocks,
     PoolFactor,
+    Position,
     Tokens,
     UnitTypeError,
     UnitValueError,
+    Window,
+    block_of,
     bytes_to_cache_blocks_floor,
     cache_blocks_to_bytes,
     expand_block_size,
+    pool_chunk,
     pool_length,
     pool_position,
     pool_window,
     slots_to_cache_blocks_ceil,
     unpool_length,
+    window_blocks,
 )
 from contracts.crossing import step_cache_rows
 from contracts.internal import cdiv
 
 SEQ_CLASSES: tuple[type[Any], ...] = (EncoderTokens, PooledBlocks, Tokens)
+#: The conversions without their signatures: what a caller without mypy calls.
+untyped: Any = contracts
 
 counts = st.integers(min_value=0, max_value=2**40)
 pools = st.integers(min_value=1, max_value=64)
@@ -48,10 +56,13 @@ positive = st.integers(min_value=1, max_value=2**20)
 
 
 def test_seed_golden_values() -> None:
-    assert pool_window(EncoderTokens(750), PoolFactor(4)) == PooledBlocks(189)
-    assert pool_window(EncoderTokens(749), PoolFactor(4)) == PooledBlocks(188)
+    # The seed (MISSION.md): Voxtral Realtime's encoder window, W = 750 encoder tokens, P = 4.
+    assert pool_window(Window(750, EncoderTokens), PoolFactor(4)) == Window(189, PooledBlocks)
+    assert pool_window(Window(749, EncoderTokens), PoolFactor(4)) == Window(188, PooledBlocks)
     # The seed fix read the window as a length: one pooled block short.
     assert pool_length(EncoderTokens(750), PoolFactor(4)) == PooledBlocks(188)
+    # The window's cache blocks, block size 16 pooled blocks: cdiv(188, 16) + 1.
+    assert window_blocks(Window(189, PooledBlocks), BlockSize(16, PooledBlocks)) == CacheBlocks(13)
     assert slots_to_cache_blocks_ceil(
         PooledBlocks(189), BlockSize(16, PooledBlocks)
     ) == CacheBlocks(12)
@@ -67,43 +78,86 @@ def test_seed_golden_values() -> None:
 def test_pool_length(n: int, p: int) -> None:
     got = pool_length(EncoderTokens(n), PoolFactor(p))
     assert type(got) is PooledBlocks
-    assert got.value == (n + p - 1) // p
+    assert got.numerical_value_in(PooledBlocks) == (n + p - 1) // p
     # Enough pooled blocks to hold n tokens, and not one more.
-    assert got.value * p >= n and (got.value == 0 or (got.value - 1) * p < n)
+    assert got.numerical_value_in(PooledBlocks) * p >= n and (
+        got.numerical_value_in(PooledBlocks) == 0
+        or (got.numerical_value_in(PooledBlocks) - 1) * p < n
+    )
 
 
 @given(w=st.integers(min_value=1, max_value=2**40), p=pools)
 def test_pool_window(w: int, p: int) -> None:
-    got = pool_window(EncoderTokens(w), PoolFactor(p))
-    assert type(got) is PooledBlocks
-    assert got.value == (w - 1 + p - 1) // p + 1
+    got = pool_window(Window(w, EncoderTokens), PoolFactor(p))
+    assert got.unit is PooledBlocks
+    slots = got.numerical_value_in(PooledBlocks)
+    assert slots == (w - 1 + p - 1) // p + 1
     # The look-back of the first token of a pooled block, in whole pooled blocks, plus itself.
-    assert got.value - 1 == math.ceil(Fraction(w - 1, p))
+    assert got.lookback == PooledBlocks(math.ceil(Fraction(w - 1, p)))
 
 
-def test_pool_window_rejects_zero() -> None:
+def test_a_window_holds_at_least_the_current_position() -> None:
     with pytest.raises(
         UnitValueError,
-        match=r"^a sliding window must be >= 1 encoder_token \(it holds the current token\), "
-        r"got 0$",
+        match=r"^a window must be >= 1 encoder_token \(it holds the current position\), got 0$",
     ) as info:
-        pool_window(EncoderTokens(0), PoolFactor(4))
+        Window(0, EncoderTokens)
     assert info.value.field == "window"
 
 
 @given(i=counts, p=pools)
 def test_pool_position(i: int, p: int) -> None:
-    got = pool_position(EncoderTokens(i), PoolFactor(p))
-    assert type(got) is PooledBlocks
-    assert got.value == i // p
-    assert got.value * p <= i < (got.value + 1) * p
+    got = pool_position(Position(i, EncoderTokens), PoolFactor(p))
+    assert got.unit is PooledBlocks
+    slot = got.numerical_value_in(PooledBlocks)
+    assert slot == i // p
+    assert slot * p <= i < (slot + 1) * p
+
+
+@given(c=st.integers(min_value=1, max_value=2**30), p=pools)
+def test_pool_chunk(c: int, p: int) -> None:
+    if c % p:
+        with pytest.raises(UnitValueError, match=rf"^a chunk of {c} encoder_token is not a whole"):
+            pool_chunk(Chunk(c, EncoderTokens), PoolFactor(p))
+    else:
+        assert pool_chunk(Chunk(c, EncoderTokens), PoolFactor(p)) == Chunk(c // p, PooledBlocks)
+
+
+def _most_blocks_touched(w: int, bs: int) -> int:
+    """Brute force: the most cache blocks of ``bs`` slots that ``w`` consecutive slots touch,
+    over every start offset within a block (the window's current slot anywhere)."""
+    return max(len({s // bs for s in range(start, start + w)}) for start in range(bs))
+
+
+@pytest.mark.parametrize("unit", [EncoderTokens, PooledBlocks, Tokens])
+def test_window_blocks_is_the_most_a_window_touches(unit: type[Any]) -> None:
+    # vllm-gaudi #1395 kept W // B blocks of the table for a window, dropping the block the
+    # window straddles; its fix, W // B + 1, and a length's ceiling cdiv(W, B) (TRT-LLM #16426
+    # sampled one alignment) are still short for some windows. cdiv(W - 1, B) + 1 is exact.
+    shorts = {"W // B": 0, "W // B + 1": 0, "cdiv(W, B)": 0}
+    for w in range(1, 80):
+        for bs in range(1, 17):
+            most = _most_blocks_touched(w, bs)
+            assert window_blocks(Window(w, unit), BlockSize(bs, unit)) == CacheBlocks(most)
+            shorts["W // B"] += w // bs < most
+            shorts["W // B + 1"] += w // bs + 1 < most
+            shorts["cdiv(W, B)"] += cdiv(w, bs) < most
+    assert all(shorts.values()), shorts  # every shortcut loses a block somewhere
+    # The seed's layer: 189 pooled blocks, block size 16: 13 (cdiv(189, 16) says 12).
+    assert window_blocks(Window(189, unit), BlockSize(16, unit)) == CacheBlocks(13)
+
+
+@given(i=counts, bs=st.integers(min_value=1, max_value=1024), unit=st.sampled_from(SEQ_CLASSES))
+def test_block_of(i: int, bs: int, unit: type[Any]) -> None:
+    got = block_of(Position(i, unit), BlockSize(bs, unit))
+    assert got == Position(i // bs, CacheBlocks)
 
 
 @given(s=counts, p=pools)
 def test_unpool_length(s: int, p: int) -> None:
     got = unpool_length(PooledBlocks(s), PoolFactor(p))
     assert type(got) is EncoderTokens
-    assert got.value == s * p
+    assert got.numerical_value_in(EncoderTokens) == s * p
     assert pool_length(got, PoolFactor(p)) == PooledBlocks(s)
 
 
@@ -136,7 +190,7 @@ def test_expand_block_size_rejects_unpooled_block_size(unit: type[Any]) -> None:
 def test_slots_to_cache_blocks_ceil(n: int, bs: int, unit: type[Any]) -> None:
     got = slots_to_cache_blocks_ceil(unit(n), BlockSize(bs, unit))
     assert type(got) is CacheBlocks
-    assert got.value == (n + bs - 1) // bs
+    assert got.numerical_value_in(CacheBlocks) == (n + bs - 1) // bs
 
 
 @given(
@@ -159,7 +213,7 @@ def test_slots_to_cache_blocks_ceil_rejects_unit_mismatch(
 def test_cache_blocks_to_bytes(n: int, page: int) -> None:
     got = cache_blocks_to_bytes(CacheBlocks(n), Bytes(page))
     assert type(got) is Bytes
-    assert got.value == n * page
+    assert got.numerical_value_in(Bytes) == n * page
 
 
 def test_cache_blocks_to_bytes_rejects_swapped_arguments() -> None:
@@ -173,8 +227,12 @@ def test_cache_blocks_to_bytes_rejects_swapped_arguments() -> None:
 def test_bytes_to_cache_blocks_floor(budget: int, page: int) -> None:
     got = bytes_to_cache_blocks_floor(Bytes(budget), Bytes(page))
     assert type(got) is CacheBlocks
-    assert got.value == budget // page
-    assert got.value * page <= budget < (got.value + 1) * page
+    assert got.numerical_value_in(CacheBlocks) == budget // page
+    assert (
+        got.numerical_value_in(CacheBlocks) * page
+        <= budget
+        < (got.numerical_value_in(CacheBlocks) + 1) * page
+    )
 
 
 def test_bytes_to_cache_blocks_floor_rejects_empty_page() -> None:
@@ -198,8 +256,9 @@ def test_cdiv(n: int, d: int) -> None:
     "convert",
     [
         lambda: pool_length(EncoderTokens(750), 4),  # type: ignore[arg-type]
-        lambda: pool_window(EncoderTokens(750), 4),  # type: ignore[arg-type]
-        lambda: pool_position(EncoderTokens(750), 4),  # type: ignore[arg-type]
+        lambda: pool_window(Window(750, EncoderTokens), 4),  # type: ignore[arg-type]
+        lambda: pool_position(Position(750, EncoderTokens), 4),  # type: ignore[arg-type]
+        lambda: pool_chunk(Chunk(752, EncoderTokens), 4),  # type: ignore[arg-type]
         lambda: unpool_length(PooledBlocks(188), 4),  # type: ignore[arg-type]
         lambda: expand_block_size(BlockSize(16, PooledBlocks), 4),  # type: ignore[arg-type]
     ],
@@ -216,12 +275,58 @@ def test_pool_must_be_a_pool_factor(convert: Any) -> None:
 @pytest.mark.parametrize(
     ("convert", "message"),
     [
-        (lambda: pool_length(PooledBlocks(750), PoolFactor(4)), r"length must be EncoderTokens .*"),  # type: ignore[arg-type]
-        (lambda: pool_window(PooledBlocks(750), PoolFactor(4)), r"window must be EncoderTokens .*"),  # type: ignore[arg-type]
-        (lambda: pool_window(750, PoolFactor(4)), r"window must be EncoderTokens .*"),  # type: ignore[arg-type]
-        (lambda: pool_position(Tokens(3), PoolFactor(4)), r"position must be EncoderTokens .*"),  # type: ignore[arg-type]
         (
-            lambda: unpool_length(EncoderTokens(188), PoolFactor(4)),  # type: ignore[arg-type]
+            lambda: untyped.pool_length(PooledBlocks(750), PoolFactor(4)),
+            r"length must be EncoderTokens .*",
+        ),
+        # A window, a position or a chunk is not a length, and a length is none of them.
+        (
+            lambda: untyped.pool_length(Window(750, EncoderTokens), PoolFactor(4)),
+            r"length must be EncoderTokens .*, got 750 encoder_token \(a window\)",
+        ),
+        (
+            lambda: untyped.pool_span(Window(750, EncoderTokens), PoolFactor(4)),
+            r"run must be EncoderTokens .*, got 750 encoder_token \(a window\)",
+        ),
+        (
+            lambda: untyped.pool_window(EncoderTokens(750), PoolFactor(4)),
+            r"window must be a Window\[EncoderTokens\] .*: a length is not a window; "
+            r"write Window\(n, EncoderTokens\)",
+        ),
+        (
+            lambda: untyped.pool_window(Window(750, PooledBlocks), PoolFactor(4)),
+            r"window must be a Window\[EncoderTokens\] .*, got 750 pooled_block \(a window\)",
+        ),
+        (
+            lambda: untyped.pool_window(750, PoolFactor(4)),
+            r"window must be a Window\[EncoderTokens\] .*",
+        ),
+        (
+            lambda: untyped.pool_position(Tokens(3), PoolFactor(4)),
+            r"position must be a Position\[EncoderTokens\] .*",
+        ),
+        (
+            lambda: untyped.pool_position(Position(3, Tokens), PoolFactor(4)),
+            r"position must be a Position\[EncoderTokens\] .*",
+        ),
+        (
+            lambda: untyped.pool_chunk(EncoderTokens(8), PoolFactor(4)),
+            r"chunk must be a Chunk\[EncoderTokens\] .*",
+        ),
+        (
+            lambda: untyped.window_blocks(EncoderTokens(8), BlockSize(4, EncoderTokens)),
+            r"window must be a Window\[EncoderTokens\] .*",
+        ),
+        (
+            lambda: untyped.window_blocks(Window(8, Tokens), BlockSize(4, EncoderTokens)),
+            r"window must be a Window\[EncoderTokens\] .*",
+        ),
+        (
+            lambda: untyped.block_of(Position(8, Tokens), BlockSize(4, EncoderTokens)),
+            r"position must be a Position\[EncoderTokens\] .*",
+        ),
+        (
+            lambda: untyped.unpool_length(EncoderTokens(188), PoolFactor(4)),
             r"length must be PooledBlocks .*",
         ),
     ],
@@ -264,7 +369,16 @@ def test_conversion_table_names_real_functions() -> None:
                 assert conversion.rounding == suffix
     by_name = {c.name: c for c in CONVERSIONS}
     assert by_name["pool_window"].rounding == "window"
+    assert by_name["window_blocks"].rounding == "window"
     assert by_name["pool_length"].rounding == "ceil"
+    assert by_name["pool_position"].rounding == by_name["block_of"].rounding == "floor"
+    # A conversion of a window, a position or a chunk says so on both sides.
+    for name, kind in [
+        ("pool_window", "window"),
+        ("pool_position", "position"),
+        ("pool_chunk", "chunk"),
+    ]:
+        assert by_name[name].source.endswith(kind) and by_name[name].target.endswith(kind)
 
 
 # -- residency: the manager's eviction against the kernel's reads -----------------------------
@@ -368,7 +482,8 @@ SCHEDULES: tuple[tuple[int, ...], ...] = ((1,), (2,), (3,), (1, 3, 2))
 
 
 def _pool_window(g: Geometry) -> int:
-    return pool_window(EncoderTokens(g.window_tokens), PoolFactor(g.pool)).value
+    window = pool_window(Window(g.window_tokens, EncoderTokens), PoolFactor(g.pool))
+    return window.numerical_value_in(PooledBlocks)
 
 
 def test_residency_simulator_agrees_with_key_by_key_oracle() -> None:
@@ -394,7 +509,7 @@ def test_pool_window_keeps_every_read_resident_and_is_the_smallest() -> None:
             assert first_unresident_read(g, window_slots - 1) is not None, g
         # The seed's reading of W as a length, cdiv(W, P), is safe exactly when it equals
         # pool_window, which is when (W - 1) % P == 0 (always for P = 1).
-        seed_slots = pool_length(EncoderTokens(w), PoolFactor(p)).value
+        seed_slots = pool_length(EncoderTokens(w), PoolFactor(p)).numerical_value_in(PooledBlocks)
         seed_ok = first_unresident_read(g, seed_slots) is None
         assert seed_ok == (seed_slots == window_slots) == ((w - 1) % p == 0), g
         if not seed_ok:

@@ -12,7 +12,13 @@ import contracts
 import contracts.config
 import kernels
 import runtime
-from contracts import CacheBlocks, EncoderTokens, errors
+from contracts import (
+    CacheBlocks,
+    EncoderTokens,
+    EngineSpec,
+    Position,
+    errors,
+)
 from contracts.errors import ConfigIssue, KvUnitsError
 
 
@@ -78,7 +84,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "KernelArgumentError": {"argument": "k_cache"},
     "ResidencyError": {
         "request": 2,
-        "query_position": EncoderTokens(756),
+        "query_position": Position(756, EncoderTokens),
         "logical_block": 0,
         "table_entry": 0,
     },
@@ -99,6 +105,18 @@ def test_every_error_pickles_with_its_fields(name: str) -> None:
         issue = ConfigIssue("bad.toml", "engine.max_model_len", "expected token, got 9 GiB")
         err = cls([issue])
         assert str(err) == "bad.toml: engine.max_model_len: expected token, got 9 GiB"
+    elif cls is errors.SpecValidationError:
+        # pydantic-core builds it: from a spec model's own validation error.
+        with pytest.raises(errors.SpecValidationError) as info:
+            EngineSpec.model_validate({"max_model_len": "9 GiB"})
+        spec_error = info.value
+        clone = pickle.loads(pickle.dumps(spec_error))
+        assert type(clone) is cls and str(clone) == str(spec_error)
+        # (a ValueError in an entry's context compares by identity: compare what it says)
+        assert [(e["type"], e["loc"], e["msg"]) for e in clone.errors()] == [
+            (e["type"], e["loc"], e["msg"]) for e in spec_error.errors()
+        ]
+        return
     else:
         err = cls("what went wrong, the numbers, the fix", **_fields(cls))
     clone = pickle.loads(pickle.dumps(err))

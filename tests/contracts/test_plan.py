@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from contracts import (
     Bytes,
     CacheBlocks,
+    Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderOnlyLayer,
@@ -26,6 +27,7 @@ from contracts import (
     SpecError,
     StateLayer,
     Tokens,
+    Window,
     group_layers,
     manager_view,
 )
@@ -40,7 +42,7 @@ GiB = 1024**3
 def voxtral_model() -> ModelSpec:
     """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
     audio = SlidingWindowLayer(
-        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
     text = FullAttentionLayer(kv_heads=8, head_size=128)
     return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
@@ -63,7 +65,7 @@ def voxtral_engine(budget: str = "40 GiB", **extra: object) -> EngineSpec:
 
 def gemma_like_model(num_layers: int = 26, every: int = 6) -> ModelSpec:
     """Gemma-like: sliding and full attention interleaved in one stack (every 6th is full)."""
-    sliding = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
+    sliding = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
     full = FullAttentionLayer(kv_heads=8, head_size=128)
     layers: dict[str, LayerSpec] = {
         f"layers.{i}": full if i % every == every - 1 else sliding for i in range(num_layers)
@@ -88,12 +90,13 @@ def test_voxtral_groups_audio_and_text() -> None:
     audio, text = groups
     assert audio.num_layers == 32 and audio.layer_names[0] == "audio.0"
     assert text.num_layers == 26 and text.layer_names[-1] == "text.25"
-    assert audio.manager.expect(PooledBlocks).sliding_window == PooledBlocks(189)
+    assert audio.manager.expect(PooledBlocks).sliding_window == Window(189, PooledBlocks)
     assert text.manager.expect(Tokens).sliding_window is None
     # Every member keeps its own kernel view, in the kernel's unit.
     assert set(audio.kernels) == set(audio.layer_names)
     assert all(
-        k.expect(EncoderTokens).sliding_window == EncoderTokens(750) for k in audio.kernels.values()
+        k.expect(EncoderTokens).sliding_window == Window(750, EncoderTokens)
+        for k in audio.kernels.values()
     )
     # Limits in each group's slot unit: the longest sequence, cdiv(6000, 4) = 1500 pooled
     # blocks; a step of 4 encoder tokens, which touches 2 pooled blocks when it starts mid-slot.
@@ -121,8 +124,8 @@ def test_gemma_like_with_a_single_full_layer() -> None:
 
 
 def test_two_windows_in_one_stack_get_distinct_names() -> None:
-    short = SlidingWindowLayer(sliding_window=Tokens(512), kv_heads=8, head_size=128)
-    long = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
+    short = SlidingWindowLayer(sliding_window=Window(512, Tokens), kv_heads=8, head_size=128)
+    long = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
     model = ModelSpec(
         name="m", layers={"layers.0": short, "layers.1": long, "layers.2": short, "layers.3": long}
     )
@@ -132,16 +135,16 @@ def test_two_windows_in_one_stack_get_distinct_names() -> None:
 
 def test_identical_stacks_merge_and_windows_that_manage_alike_share_a_group() -> None:
     a = SlidingWindowLayer(
-        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=4, head_size=64
+        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=4, head_size=64
     )
-    b = a.model_copy(update={"sliding_window": EncoderTokens(751)})  # also 189 pooled blocks
+    b = a.model_copy(update={"sliding_window": Window(751, EncoderTokens)})  # also 189 pooled
     model = ModelSpec(name="m", layers={"enc.0": a, "enc.1": b})
     groups, _ = group_layers(model, voxtral_engine())
     assert len(groups) == 1 and groups[0].name == "enc" and groups[0].num_layers == 2
     p = plan(model, voxtral_engine())
     # The kernels differ (750, 751), so the plan reports no single model window.
     assert p.groups[0].sliding_window is None
-    assert p.groups[0].group.manager.sliding_window == PooledBlocks(189)
+    assert p.groups[0].group.manager.sliding_window == Window(189, PooledBlocks)
 
 
 def test_encoder_only_layers_are_listed_as_uncached() -> None:
@@ -185,8 +188,8 @@ def test_voxtral_plan() -> None:
     # audio: page 16 × 4 × 32 × (64 + 64) × 2 = 524288 byte; 32 layers: 16777216 byte a block
     assert audio.page_size == Bytes(524288)
     assert audio.block_bytes == Bytes(32 * 524288) == Bytes(16777216)
-    assert audio.sliding_window == EncoderTokens(750)
-    assert audio.group.manager.sliding_window == PooledBlocks(189)
+    assert audio.sliding_window == Window(750, EncoderTokens)
+    assert audio.group.manager.sliding_window == Window(189, PooledBlocks)
     assert str(audio.group.manager.sliding_window) == "189 pooled_block"
     # cap: cdiv(min(189 - 1 + 1, 1500), 16) + 1 = 12 + 1 = 13
     assert audio.admission_cap == CacheBlocks(13)
@@ -213,7 +216,7 @@ def test_voxtral_plan() -> None:
 
 
 def test_mistral_like_plan() -> None:
-    layer = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
+    layer = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
     model = ModelSpec.stacked("mistral-7b-like", {"layers": (layer, 32)})
     p = plan(model, decoder_engine(budget=16 * GiB))
     (g,) = p.groups
@@ -227,7 +230,9 @@ def test_mistral_like_plan() -> None:
     # 8191 // 385 = 21 requests.
     assert g.num_blocks == CacheBlocks(8192)
     assert p.concurrent_requests == 21
-    assert g.sliding_window == Tokens(4096) and g.group.manager.sliding_window == Tokens(4096)
+    assert g.sliding_window == Window(4096, Tokens) and g.group.manager.sliding_window == Window(
+        4096, Tokens
+    )
 
 
 def test_gemma_like_plan() -> None:
@@ -321,7 +326,7 @@ def test_chunk_that_is_not_whole_blocks_is_refused() -> None:
     # chunk started at 24, so blocks 1-3 are held; cdiv(min(24 + 2, 8192), 16) = 2 would be
     # the cap. Planning with it would over-promise; 32 (two whole blocks) is fine.
     def model(chunk: int) -> ModelSpec:
-        layer = ChunkedLocalLayer(chunk=Tokens(chunk), kv_heads=8, head_size=128)
+        layer = ChunkedLocalLayer(chunk=Chunk(chunk, Tokens), kv_heads=8, head_size=128)
         return ModelSpec.stacked("local", {"layers": (layer, 4)})
 
     engine = EngineSpec(
@@ -372,12 +377,14 @@ def slot_limits(raw: RawLayer, engine: EngineSpec) -> tuple[int, int]:
         assert engine.max_encoder_tokens_per_step is not None
         # A step of Q encoder tokens need not start on a slot boundary: at worst its first
         # token is the last of a slot, and it touches 1 + ceil((Q - 1) / P) slots.
-        step = engine.max_encoder_tokens_per_step.value
+        step = engine.max_encoder_tokens_per_step.numerical_value_in(EncoderTokens)
         return (
             1 + ceil_div(step - 1, raw.p),
-            ceil_div(engine.max_encoder_len.value, raw.p),
+            ceil_div(engine.max_encoder_len.numerical_value_in(EncoderTokens), raw.p),
         )
-    return engine.max_num_batched_tokens.value, engine.max_model_len.value
+    return engine.max_num_batched_tokens.numerical_value_in(
+        Tokens
+    ), engine.max_model_len.numerical_value_in(Tokens)
 
 
 @st.composite
@@ -464,11 +471,13 @@ def test_plan_invariants(
     for gp in p.groups:
         cap = caps[gp.group.name]
         assert gp.admission_cap == CacheBlocks(cap)
-        assert gp.block_bytes == Bytes(gp.page_size.value * gp.group.num_layers)
-        assert gp.bytes_per_request == Bytes(cap * gp.block_bytes.value)
+        assert gp.block_bytes == Bytes(gp.page_size.numerical_value_in(Bytes) * gp.group.num_layers)
+        assert gp.bytes_per_request == Bytes(cap * gp.block_bytes.numerical_value_in(Bytes))
         # Each group holds its null block and every admitted request at full length.
-        assert gp.num_blocks.value >= 1 + p.concurrent_requests * cap
-        total += gp.num_blocks.value * gp.block_bytes.value
+        assert gp.num_blocks.numerical_value_in(CacheBlocks) >= 1 + p.concurrent_requests * cap
+        total += gp.num_blocks.numerical_value_in(CacheBlocks) * gp.block_bytes.numerical_value_in(
+            Bytes
+        )
     assert total <= budget
 
 

@@ -26,6 +26,7 @@ from contracts import (
     PooledBlocks,
     SpecError,
     Tokens,
+    UnitAttributeError,
     UnitError,
     UnitTypeError,
     UnitValueError,
@@ -68,8 +69,8 @@ def test_every_unit_has_one_class() -> None:
 @pytest.mark.parametrize("value", [0, 1, 750, 2**63 - 1])
 def test_construct_from_int(cls: type[IntQuantity], value: int) -> None:
     q = cls(value)
-    assert q.value == value
-    assert type(q.value) is int
+    assert q.numerical_value_in(cls) == value
+    assert type(q.numerical_value_in(cls)) is int
     assert q.unit == UNITS[cls]
 
 
@@ -146,10 +147,49 @@ def test_error_tree() -> None:
 @pytest.mark.parametrize("cls", QUANTITY_CLASSES)
 def test_same_unit_add_sub(cls: type[IntQuantity]) -> None:
     a, b = cls(750), cls(4)
-    assert type(a + b) is cls and (a + b).value == 754
-    assert type(a - b) is cls and (a - b).value == 746
-    assert (a - a).value == 0
-    assert sum([cls(1), cls(2), cls(3)], cls(0)).value == 6
+    assert type(a + b) is cls and a + b == cls(754)
+    assert type(a - b) is cls and a - b == cls(746)
+    assert a - a == cls(0)
+
+
+@pytest.mark.parametrize("cls", QUANTITY_CLASSES)
+def test_sums_start_in_the_unit(cls: type[IntQuantity]) -> None:
+    items = [cls(1), cls(2), cls(3)]
+    assert cls.total(items) == cls(6) and type(cls.total(items)) is cls
+    assert cls.total([]) == cls(0)
+    assert sum(items, cls(0)) == cls(6)
+    # sum() without a start adds the unitless 0 first: refused, naming both typed ways.
+    _raises(
+        UnitTypeError,
+        rf"sum\(\) of {cls.unit} quantities needs a start in their unit: write "
+        rf"{cls.__name__}\.total\(items\) or sum\(items, {cls.__name__}\(0\)\)",
+        lambda: sum(items),  # type: ignore[arg-type]
+    )
+    other = Tokens if cls is not Tokens else EncoderTokens
+    _raises(
+        UnitTypeError,
+        rf"{cls.__name__}\.total takes {cls.unit} only, got 1 {other.unit}",
+        lambda: cls.total([cls(1), other(1)]),
+    )
+
+
+@pytest.mark.parametrize("cls", QUANTITY_CLASSES)
+def test_the_number_leaves_naming_its_unit(cls: type[IntQuantity]) -> None:
+    q = cls(750)
+    assert q.numerical_value_in(cls) == 750
+    other = Tokens if cls is not Tokens else EncoderTokens
+    _raises(
+        UnitTypeError,
+        rf"750 {cls.unit} counts {cls.unit}, not {other.unit}: a number leaves a quantity in "
+        "its own unit; convert the quantity with the named function from contracts first",
+        lambda: q.numerical_value_in(other),
+    )
+    # No anonymous .value: an AttributeError (hasattr works) that is a UnitError, with the fix.
+    with pytest.raises(UnitAttributeError, match=rf"read numerical_value_in\({cls.__name__}\)"):
+        q.value  # type: ignore[attr-defined]  # noqa: B018
+    assert not hasattr(q, "value") and getattr(q, "value", None) is None
+    with pytest.raises(AttributeError, match="has no attribute 'unknown'"):
+        q.unknown  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_subtraction_below_zero() -> None:
@@ -163,9 +203,9 @@ def test_subtraction_below_zero() -> None:
 @pytest.mark.parametrize("cls", QUANTITY_CLASSES)
 def test_scale_by_int(cls: type[IntQuantity]) -> None:
     q = cls(5)
-    assert type(q * 3) is cls and (q * 3).value == 15
-    assert type(3 * q) is cls and (3 * q).value == 15
-    assert (q * 0).value == 0
+    assert type(q * 3) is cls and q * 3 == cls(15)
+    assert type(3 * q) is cls and 3 * q == cls(15)
+    assert q * 0 == cls(0)
 
 
 @pytest.mark.parametrize(
@@ -300,8 +340,9 @@ def test_mixed_container_check() -> None:
 def test_not_an_index(use: Callable[[Any], object]) -> None:
     _raises(
         UnitTypeError,
-        r"1 encoder_token cannot be used as a plain index or int; read \.value where a plain int "
-        r"of encoder_token is really meant \(a block table index, a loop bound\)",
+        r"1 encoder_token cannot be used as a plain index or int; read "
+        r"numerical_value_in\(EncoderTokens\) where a plain int of encoder_token is really "
+        r"meant \(a block table index, a loop bound\)",
         lambda: use(EncoderTokens(1)),
     )
 
@@ -328,12 +369,12 @@ def test_encoder_tokens_text() -> None:
 def test_immutable() -> None:
     q = EncoderTokens(750)
     with pytest.raises(AttributeError, match=r"^EncoderTokens is immutable$"):
-        q.value = 188
+        q._value = 188
     with pytest.raises(AttributeError, match=r"^EncoderTokens is immutable$"):
-        del q.value
+        del q._value
     with pytest.raises(AttributeError, match=r"^EncoderTokens is immutable$"):
         q.pool = 4
-    assert q.value == 750
+    assert q.numerical_value_in(EncoderTokens) == 750
     assert not hasattr(q, "__dict__")
 
 

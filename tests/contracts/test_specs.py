@@ -13,20 +13,25 @@ from pydantic import BaseModel, ValidationError
 from contracts import (
     Bytes,
     CacheDType,
+    Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KvUnitsError,
     MLALayer,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
     RankBytes,
     SlidingWindowLayer,
+    SpecError,
+    SpecValidationError,
     StateLayer,
     Tokens,
+    Window,
     ureg,
 )
 
@@ -65,8 +70,8 @@ def test_k_and_v_head_sizes_may_differ() -> None:
 
 def test_pooled_layer_counts_encoder_tokens() -> None:
     layer = swa(sliding_window="750 encoder_token", pool=4, kv_heads=32, head_size=64)
-    assert layer.sliding_window == EncoderTokens(750)
-    assert type(layer.sliding_window) is EncoderTokens
+    assert layer.sliding_window == Window(750, EncoderTokens)
+    assert layer.sliding_window.unit is EncoderTokens
     assert layer.pool == PoolFactor(4) and layer.pooled
 
 
@@ -77,39 +82,39 @@ def test_pooled_layer_counts_encoder_tokens() -> None:
         "750 encoder_tokens",
         "  750   encoder_token ",
         "750 encoder_tok",
-        EncoderTokens(750),
+        Window(750, EncoderTokens),
     ],
 )
 def test_window_input_forms(window: object) -> None:
-    assert swa(sliding_window=window, pool=4).sliding_window == EncoderTokens(750)
+    assert swa(sliding_window=window, pool=4).sliding_window == Window(750, EncoderTokens)
 
 
 def test_window_from_a_pint_quantity_of_the_registry() -> None:
-    assert swa(
-        sliding_window=ureg.Quantity(750, "encoder_token"), pool=4
-    ).sliding_window == EncoderTokens(750)
+    assert swa(sliding_window=ureg.Quantity(750, "encoder_token"), pool=4).sliding_window == Window(
+        750, EncoderTokens
+    )
 
 
 def test_token_layer_window() -> None:
-    layer = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
-    assert layer.sliding_window == Tokens(4096) and not layer.pooled
+    layer = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
+    assert layer.sliding_window == Window(4096, Tokens) and not layer.pooled
 
 
 def test_pool_of_one_is_still_an_encoder_layer() -> None:
     # P = 1 means "encoder side, no pooling": the window is in encoder tokens.
     layer = swa(sliding_window="750 encoder_token", pool=1)
-    assert layer.pooled and layer.sliding_window == EncoderTokens(750)
+    assert layer.pooled and layer.sliding_window == Window(750, EncoderTokens)
 
 
 def test_chunked_local_layer() -> None:
     layer = ChunkedLocalLayer.model_validate(
         {"chunk": "8192 token", "kv_heads": 8, "head_size": 128}
     )
-    assert layer.chunk == Tokens(8192)
+    assert layer.chunk == Chunk(8192, Tokens)
     pooled = ChunkedLocalLayer.model_validate(
         {"chunk": "64 encoder_token", "pool": 4, "kv_heads": 8, "head_size": 64}
     )
-    assert pooled.chunk == EncoderTokens(64)
+    assert pooled.chunk == Chunk(64, EncoderTokens)
 
 
 def test_cross_attention_layer_is_encoder_side() -> None:
@@ -161,10 +166,21 @@ def test_state_layer_sizes(text: str, size: int) -> None:
             "expected encoder_token or token, got 189 pooled_block; a manager-side unit cannot "
             "be written here",
         ),
+        # In Python, a window is a Window: a length is refused, with the call to write.
+        (
+            {"sliding_window": EncoderTokens(750), "pool": 4},
+            "expected a window, got the length EncoderTokens(750): write "
+            "Window(750, EncoderTokens)",
+        ),
         (
             {"sliding_window": PooledBlocks(189), "pool": 4},
-            "got 189 pooled_block; convert it with the named function in contracts",
+            "expected a window, got the length PooledBlocks(189)",
         ),
+        (
+            {"sliding_window": Window(189, PooledBlocks), "pool": 4},
+            "expected a window of encoder_token or token, got Window(189, PooledBlocks)",
+        ),
+        ({"sliding_window": Chunk(750, Tokens)}, "expected a window, got Chunk(750, Tokens)"),
         # A pooled layer's window is in encoder tokens, an unpooled layer's in tokens.
         (
             {"sliding_window": "750 token", "pool": 4},
@@ -176,7 +192,7 @@ def test_state_layer_sizes(text: str, size: int) -> None:
             "window is 750 encoder_token but the layer has no pool, so it counts token; write "
             '"750 token", or set pool',
         ),
-        ({"sliding_window": "0 token"}, "sliding_window must be >= 1, got 0 token"),
+        ({"sliding_window": "0 token"}, "a window must be >= 1 token (it holds the current "),
         ({"sliding_window": "-5 token"}, "is not '<integer> <unit>'"),
         ({"sliding_window": "750", "pool": 4}, "'750' has no unit"),
         ({"sliding_window": 750.0, "pool": 4}, "got 750.0 (a float)"),
@@ -191,6 +207,43 @@ def test_window_rejections(fields: dict[str, object], message: str) -> None:
     error = only_error(exc)
     assert error["loc"] == ("sliding_window",)
     assert message in error["msg"], error["msg"]
+
+
+def test_spec_validation_errors_are_kvunits_errors_with_field_paths() -> None:
+    """One error family: a spec model's validation error is pydantic's ValidationError (the
+    field path kept) *and* a KvUnitsError, from the constructor and from model_validate*."""
+    window = {"kind": "sliding_window", "sliding_window": 750, "kv_heads": 1, "head_size": 8}
+    attempts: list[Any] = [
+        lambda: ModelSpec.model_validate({"name": "m", "layers": {"a": window}}),
+        lambda: EngineSpec.model_validate_json('{"max_model_len": "9 GiB"}'),
+        lambda: EngineSpec.model_validate_strings({"max_model_len": "9 GiB"}),
+        lambda: SlidingWindowLayer.model_validate({"sliding_window": 750, **window}),
+    ]
+    paths = [
+        ("layers", "a", "sliding_window", "sliding_window"),
+        ("max_model_len",),
+        ("max_model_len",),
+        ("sliding_window",),
+    ]
+    for attempt, path in zip(attempts, paths, strict=True):
+        with pytest.raises(KvUnitsError) as exc:
+            attempt()
+        err = exc.value
+        assert type(err) is SpecValidationError
+        assert isinstance(err, SpecError)
+        assert isinstance(err, ValidationError)
+        assert isinstance(err, ValueError)
+        assert err.errors()[0]["loc"] == path
+        assert err.message == str(err) and path[-1] in str(err)
+        clone = pickle.loads(pickle.dumps(err))
+        assert type(clone) is SpecValidationError
+        assert [(e["loc"], e["msg"]) for e in clone.errors()] == [
+            (e["loc"], e["msg"]) for e in err.errors()
+        ]
+    # pydantic's own error types keep their type and context (rebuilt by name).
+    with pytest.raises(SpecValidationError) as missing:
+        FullAttentionLayer(head_size=8)  # type: ignore[call-arg]
+    assert missing.value.errors()[0]["type"] == "missing"
 
 
 def test_missing_window_is_an_error() -> None:
@@ -224,7 +277,8 @@ def test_pool_rejections(pool: object, got: str) -> None:
     [
         ({"chunk": 8192}, "chunk 8192 has no unit: write it as '8192 token'"),
         ({"chunk": 64, "pool": 4}, "chunk 64 has no unit: write it as '64 encoder_token'"),
-        ({"chunk": "0 token"}, "chunk must be >= 1, got 0 token"),
+        ({"chunk": "0 token"}, "a chunk must be >= 1 token, got 0"),
+        ({"chunk": Tokens(8192)}, "expected a chunk, got the length Tokens(8192)"),
         ({"chunk": "16 pooled_block", "pool": 4}, "a manager-side unit cannot be written here"),
         ({"chunk": "64 token", "pool": 4}, "so it counts encoder_token"),
         # The manager starts a chunk every cdiv(chunk, P) slots: with P = 4 and a chunk of 6
@@ -366,7 +420,7 @@ def test_kind_is_fixed_per_class() -> None:
     [
         (FullAttentionLayer(kv_heads=8, head_size=64), "kv_heads", 16),
         (
-            SlidingWindowLayer(sliding_window=Tokens(8), kv_heads=8, head_size=64),
+            SlidingWindowLayer(sliding_window=Window(8, Tokens), kv_heads=8, head_size=64),
             "sliding_window",
             Tokens(9),
         ),
@@ -384,7 +438,7 @@ def test_layers_are_frozen(layer: BaseModel, field: str, value: object) -> None:
 def test_layers_are_values() -> None:
     a = swa(sliding_window="750 encoder_token", pool=4)
     b = SlidingWindowLayer(
-        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=8, head_size=128
+        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=8, head_size=128
     )
     assert a == b and hash(a) == hash(b)
     assert pickle.loads(pickle.dumps(a)) == a
@@ -492,7 +546,9 @@ def test_model_from_config_dicts() -> None:
         "local.0": ChunkedLocalLayer,
     }
     audio = model.layers["audio.0"]
-    assert isinstance(audio, SlidingWindowLayer) and audio.sliding_window == EncoderTokens(750)
+    assert isinstance(audio, SlidingWindowLayer) and audio.sliding_window == Window(
+        750, EncoderTokens
+    )
 
 
 def test_model_round_trips_through_json_with_units() -> None:
@@ -547,7 +603,7 @@ def test_model_rejections(config: dict[str, object], message: str) -> None:
 
 def test_stacked_names_layers_by_stack_and_index() -> None:
     enc = SlidingWindowLayer(
-        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
     dec = FullAttentionLayer(kv_heads=8, head_size=128)
     model = ModelSpec.stacked("voxtral", {"audio": (enc, 32), "text": (dec, 26)})

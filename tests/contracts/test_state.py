@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from contracts import (
+    Bytes,
     CacheDType,
     EngineSpec,
     FullAttentionLayer,
@@ -74,7 +75,7 @@ def test_state_shapes_per_rank(
 ) -> None:
     tensors = layer.state_tensors(tp)
     assert [t.shape for t in tensors] == [conv, ssm]
-    assert sum(t.size.value for t in tensors) == total
+    assert sum(t.size.numerical_value_in(Bytes) for t in tensors) == total
 
 
 def test_qwen3_5_recurrent_state_in_float32() -> None:
@@ -110,11 +111,9 @@ def test_a_split_that_is_not_exact_is_refused() -> None:
 
 def test_manager_view_is_one_state_page_and_no_kernel_view() -> None:
     spec = manager_view(NEMOTRON_H, block_size_slots=16)
-    assert (spec.kind, spec.page_size_bytes, spec.dtype) == ("state", 4255744, FP32)
+    assert (spec.kind, spec.page_size, spec.dtype) == ("state", Bytes(4255744), FP32)
     # The attention cache dtype never applies to a state (vLLM's mamba_cache_dtype is its own).
-    assert manager_view(NEMOTRON_H, 16, cache_dtype=CacheDType.fp8_e4m3).page_size_bytes == (
-        4255744
-    )
+    assert manager_view(NEMOTRON_H, 16, cache_dtype=CacheDType.fp8_e4m3).page_size == Bytes(4255744)
     with pytest.raises(SpecError, match="a mamba2 layer has no paged KV cache"):
         kernel_view(NEMOTRON_H, 16)
 

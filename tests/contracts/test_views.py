@@ -19,6 +19,7 @@ from contracts import (
     Bytes,
     CacheBlocks,
     CacheDType,
+    Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderOnlyLayer,
@@ -31,11 +32,13 @@ from contracts import (
     PoolFactor,
     SlidingWindowLayer,
     SpecError,
+    SpecValidationError,
     StateLayer,
     Tokens,
     UnitError,
     UnitTypeError,
     UnitValueError,
+    Window,
     kernel_view,
     manager_view,
     pool_length,
@@ -43,6 +46,7 @@ from contracts import (
     slots_to_cache_blocks_ceil,
 )
 from contracts._views import _admission_blocks as admission_blocks
+from contracts.internal import kernel_ints, manager_ints
 
 from .layer_model import ITEMSIZE, RawLayer, build, ceil_div, raw_layers
 
@@ -50,7 +54,7 @@ from .layer_model import ITEMSIZE, RawLayer, build, ceil_div, raw_layers
 def voxtral_encoder_layer() -> SlidingWindowLayer:
     """Voxtral Realtime's causal Whisper encoder layer: window 750 encoder tokens, P = 4."""
     return SlidingWindowLayer(
-        sliding_window=EncoderTokens(750),
+        sliding_window=Window(750, EncoderTokens),
         pool=PoolFactor(4),
         kv_heads=32,
         head_size=64,
@@ -59,7 +63,7 @@ def voxtral_encoder_layer() -> SlidingWindowLayer:
 
 
 def mistral_layer() -> SlidingWindowLayer:
-    return SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=8, head_size=128)
+    return SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
 
 
 # -- golden: Voxtral Realtime encoder ---------------------------------------------------------
@@ -69,9 +73,9 @@ def test_voxtral_manager_view() -> None:
     m = manager_view(voxtral_encoder_layer(), block_size_slots=16).expect(PooledBlocks)
     assert m.kind == "sliding_window" and m.slot_unit is PooledBlocks
     # window: cdiv(750 - 1, 4) + 1 = cdiv(749, 4) + 1 = 188 + 1 = 189 pooled blocks
-    assert m.sliding_window == PooledBlocks(189)
+    assert m.sliding_window == Window(189, PooledBlocks)
     assert str(m.sliding_window) == "189 pooled_block"
-    assert m.sliding_window_slots == 189
+    assert manager_ints(m).sliding_window_slots == 189
     assert m.block_size == BlockSize(16, PooledBlocks)
     assert str(m.block_size) == "16 pooled_block/cache_block"
     # page: block 16 × P 4 × 32 heads × (64 + 64) × 2 byte = 524288 byte
@@ -104,15 +108,15 @@ def test_voxtral_naive_derivation_is_a_unit_error() -> None:
     # tests/typing/snippets/reject_specs_views.py).
     with pytest.raises(
         UnitTypeError,
-        match="PooledBlocks expects an int of pooled_block, got 750 encoder_token: convert it",
+        match=r"PooledBlocks takes an int number of pooled_block, got 750 encoder_token \(a wind",
     ):
         PooledBlocks(layer.sliding_window)  # type: ignore[arg-type]
     with pytest.raises(
         UnitTypeError,
         match=r"slots must be PooledBlocks \(pooled_block\), got "
-        "750 encoder_token",
+        r"750 encoder_token \(a window\)",
     ):
-        slots_to_cache_blocks_ceil(layer.sliding_window, m.block_size)  # type: ignore[misc]
+        slots_to_cache_blocks_ceil(layer.sliding_window, m.block_size)  # type: ignore[call-overload]
     with pytest.raises(
         UnitTypeError,
         match=r"max_in_flight must be PooledBlocks \(pooled_block\)"
@@ -131,7 +135,7 @@ def test_voxtral_kernel_view() -> None:
     assert k.tokens_per_block == BlockSize(64, EncoderTokens)
     assert str(k.tokens_per_block) == "64 encoder_token/cache_block"
     # The kernel keeps the model's own window and the real head count.
-    assert k.sliding_window == EncoderTokens(750)
+    assert k.sliding_window == Window(750, EncoderTokens)
     assert k.kv_heads == 32 and k.pool == PoolFactor(4)
     assert (k.head_size_k, k.head_size_v) == (64, 64)
     assert str(k) == (
@@ -154,7 +158,7 @@ def test_voxtral_printing() -> None:
 def test_mistral_like_decoder() -> None:
     m = manager_view(mistral_layer(), block_size_slots=16).expect(Tokens)
     assert m.slot_unit is Tokens
-    assert m.sliding_window == Tokens(4096) and m.pool == PoolFactor(1)
+    assert m.sliding_window == Window(4096, Tokens) and m.pool == PoolFactor(1)
     # page: 16 tokens × 8 heads × (128 + 128) × 2 byte = 65536 byte
     assert m.page_size == Bytes(65536)
     # cdiv(min(4096 - 1 + 2048, 32768), 16) + 1 = cdiv(6143, 16) + 1 = 384 + 1 = 385
@@ -164,7 +168,7 @@ def test_mistral_like_decoder() -> None:
     # The block table spans the whole sequence (evicted entries hold the null block).
     assert m.block_table_width(Tokens(32768)) == CacheBlocks(2048)
     k = kernel_view(mistral_layer(), block_size_slots=16).expect(Tokens)
-    assert k.tokens_per_block == BlockSize(16, Tokens) and k.sliding_window == Tokens(4096)
+    assert k.tokens_per_block == BlockSize(16, Tokens) and k.sliding_window == Window(4096, Tokens)
 
 
 def test_window_longer_than_the_sequence() -> None:
@@ -176,11 +180,11 @@ def test_window_longer_than_the_sequence() -> None:
 
 def test_window_of_one() -> None:
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(1), pool=PoolFactor(4), kv_heads=1, head_size=8
+        sliding_window=Window(1, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=8
     )
     m = manager_view(layer, block_size_slots=2).expect(PooledBlocks)
     # Only the current token: cdiv(0, 4) + 1 = 1 slot; cdiv(1 - 1 + 1, 2) + 1 = 2 blocks.
-    assert m.sliding_window == PooledBlocks(1)
+    assert m.sliding_window == Window(1, PooledBlocks)
     assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(50)) == CacheBlocks(2)
 
 
@@ -188,18 +192,18 @@ def test_window_minus_one_multiple_of_pool() -> None:
     # W - 1 = 8 is a multiple of P = 4: cdiv(8, 4) + 1 = 3 slots (vLLM's later cdiv(W, P) + 1
     # would give 4, one too many; the seed's cdiv(W, P) gives 3 here by luck).
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(9), pool=PoolFactor(4), kv_heads=1, head_size=8
+        sliding_window=Window(9, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=8
     )
-    assert manager_view(layer, 16).expect(PooledBlocks).sliding_window == PooledBlocks(3)
+    assert manager_view(layer, 16).expect(PooledBlocks).sliding_window == Window(3, PooledBlocks)
 
 
 # -- golden: chunked local, MLA, state, cross attention ---------------------------------------
 
 
 def test_chunked_local_llama4_like() -> None:
-    layer = ChunkedLocalLayer(chunk=Tokens(8192), kv_heads=8, head_size=128)
+    layer = ChunkedLocalLayer(chunk=Chunk(8192, Tokens), kv_heads=8, head_size=128)
     m = manager_view(layer, block_size_slots=16).expect(Tokens)
-    assert m.kind == "chunked_local" and m.chunk == Tokens(8192) and m.sliding_window is None
+    assert m.kind == "chunked_local" and m.chunk == Chunk(8192, Tokens) and m.sliding_window is None
     # cdiv(min(8192 + 2048, 32768), 16) = cdiv(10240, 16) = 640; no +1: chunks start on a
     # chunk boundary, not mid-block.
     assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(32768)) == CacheBlocks(640)
@@ -207,19 +211,23 @@ def test_chunked_local_llama4_like() -> None:
     assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(4000)) == CacheBlocks(250)
     assert m.page_size == Bytes(16 * 8 * 256 * 2)
     k = kernel_view(layer, 16).expect(Tokens)
-    assert k.chunk == Tokens(8192) and k.sliding_window is None
+    assert k.chunk == Chunk(8192, Tokens) and k.sliding_window is None
 
 
 def test_pooled_chunked_local() -> None:
-    layer = ChunkedLocalLayer(chunk=EncoderTokens(64), pool=PoolFactor(4), kv_heads=2, head_size=32)
+    layer = ChunkedLocalLayer(
+        chunk=Chunk(64, EncoderTokens), pool=PoolFactor(4), kv_heads=2, head_size=32
+    )
     m = manager_view(layer, block_size_slots=8).expect(PooledBlocks)
     # chunk: 64 / 4 = 16 pooled blocks; cdiv(min(16 + 2, 1000), 8) = cdiv(18, 8) = 3
-    assert m.chunk == PooledBlocks(16)
+    assert m.chunk == Chunk(16, PooledBlocks)
     assert m.max_admission_blocks_per_request(PooledBlocks(2), PooledBlocks(1000)) == CacheBlocks(3)
     # page: 8 slots × 4 tokens × 2 heads × (32 + 32) × 2 byte = 8192 byte
     assert m.page_size == Bytes(8192)
     k = kernel_view(layer, 8).expect(EncoderTokens)
-    assert k.chunk == EncoderTokens(64) and k.tokens_per_block == BlockSize(32, EncoderTokens)
+    assert k.chunk == Chunk(64, EncoderTokens) and k.tokens_per_block == BlockSize(
+        32, EncoderTokens
+    )
 
 
 @pytest.mark.parametrize(
@@ -289,7 +297,9 @@ def test_pooled_cross_attention() -> None:
     # cdiv(1501, 2) = 751 slots (a length rounds up), cdiv(751, 16) = 47 blocks
     assert m.fixed_length == PooledBlocks(751)
     assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1)) == CacheBlocks(47)
-    assert kernel_view(layer, 16).expect(EncoderTokens).tokens_per_block.slots == 32
+    assert kernel_view(layer, 16).expect(EncoderTokens).tokens_per_block == BlockSize(
+        32, EncoderTokens
+    )
 
 
 def test_encoder_only_has_no_views() -> None:
@@ -308,7 +318,9 @@ def test_full_attention_pooled_and_unpooled() -> None:
     pooled = FullAttentionLayer(kv_heads=8, head_size=128, pool=PoolFactor(3))
     pm = manager_view(pooled, 16).expect(PooledBlocks)
     assert pm.page_size == Bytes(16 * 3 * 8 * 256 * 2)
-    assert kernel_view(pooled, 16).expect(EncoderTokens).tokens_per_block.slots == 48
+    assert kernel_view(pooled, 16).expect(EncoderTokens).tokens_per_block == BlockSize(
+        48, EncoderTokens
+    )
 
 
 # -- the boundary: views are derived, never built --------------------------------------------
@@ -345,7 +357,7 @@ def test_manager_spec_cannot_be_replaced() -> None:
     # mypy accepts these calls (the fields are typed right): only the run time can refuse.
     m = manager_view(voxtral_encoder_layer(), 16).expect(PooledBlocks)
     with pytest.raises(SpecError, match="ManagerSpec is derived"):
-        dataclasses.replace(m, sliding_window=PooledBlocks(750))
+        dataclasses.replace(m, sliding_window=Window(750, PooledBlocks))
     with pytest.raises(SpecError, match="ManagerSpec is derived"):
         dataclasses.replace(m)
 
@@ -362,10 +374,10 @@ def test_kernel_spec_cannot_be_built_or_replaced() -> None:
             head_size_k=64,
             head_size_v=64,
             dtype=CacheDType.bfloat16,
-            sliding_window=EncoderTokens(750),
+            sliding_window=Window(750, EncoderTokens),
         )
     with pytest.raises(SpecError, match="KernelSpec is derived"):
-        dataclasses.replace(k, sliding_window=EncoderTokens(3000))
+        dataclasses.replace(k, sliding_window=Window(3000, EncoderTokens))
 
 
 def test_views_cannot_be_subclassed_around_the_check() -> None:
@@ -385,7 +397,7 @@ def test_views_cannot_be_subclassed_around_the_check() -> None:
 def test_views_are_frozen() -> None:
     m = manager_view(voxtral_encoder_layer(), 16)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        m.sliding_window = PooledBlocks(750)  # type: ignore[misc]
+        m.sliding_window = Window(750, PooledBlocks)  # type: ignore[misc]
     k = kernel_view(voxtral_encoder_layer(), 16)
     with pytest.raises(dataclasses.FrozenInstanceError):
         k.kv_heads = 128  # type: ignore[misc]
@@ -394,7 +406,8 @@ def test_views_are_frozen() -> None:
 def test_views_copy_and_pickle_as_the_same_value() -> None:
     m = manager_view(voxtral_encoder_layer(), 16)
     for clone in (copy.copy(m), copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
-        assert clone == m and hash(clone) == hash(m) and clone.page_size_bytes == 524288
+        assert clone == m and hash(clone) == hash(m) and clone.page_size == Bytes(524288)
+        assert manager_ints(clone) == manager_ints(m)
     k = kernel_view(voxtral_encoder_layer(), 16)
     assert pickle.loads(pickle.dumps(k)) == k
 
@@ -406,25 +419,33 @@ def test_manager_and_kernel_views_are_different_types() -> None:
     assert m != k  # type: ignore[comparison-overlap]
 
 
-def test_views_recheck_layers_built_around_validation() -> None:
-    # pydantic's model_copy(update=...) skips validation; the views check the units again.
-    bad = voxtral_encoder_layer().model_copy(update={"sliding_window": 750})
+def test_a_copy_is_validated_and_the_views_recheck_layers_built_around_validation() -> None:
+    # pydantic's model_copy(update=...) skips validation; a spec model's validates the update.
+    with pytest.raises(SpecValidationError, match="sliding_window 750 has no unit"):
+        voxtral_encoder_layer().model_copy(update={"sliding_window": 750})
+    with pytest.raises(SpecValidationError, match="expected a window, got the length"):
+        voxtral_encoder_layer().model_copy(update={"sliding_window": EncoderTokens(750)})
+    with pytest.raises(SpecValidationError, match="so it counts encoder_token"):
+        mistral_layer().model_copy(update={"pool": PoolFactor(4)})  # window still in tokens
+    # model_construct skips validation altogether: the views check the kinds and units again.
+    fields = dict(voxtral_encoder_layer())
+    bad = SlidingWindowLayer.model_construct(**{**fields, "sliding_window": 750})
     with pytest.raises(
         UnitTypeError,
-        match=r"window must be EncoderTokens \(encoder_token\), "
+        match=r"window must be a Window\[EncoderTokens\] \(window of encoder_token\), "
         r"got 750 \(a bare int, no unit\)",
     ):
         manager_view(bad, 16)
-    bad = voxtral_encoder_layer().model_copy(update={"sliding_window": PooledBlocks(189)})
+    bad = SlidingWindowLayer.model_construct(**{**fields, "sliding_window": PooledBlocks(189)})
     with pytest.raises(UnitTypeError, match="got 189 pooled_block"):
         manager_view(bad, 16)
     with pytest.raises(UnitTypeError, match="got 189 pooled_block"):
         kernel_view(bad, 16)
-    bad = mistral_layer().model_copy(update={"pool": PoolFactor(4)})  # window still in tokens
+    tokens = dict(mistral_layer())
+    bad = SlidingWindowLayer.model_construct(**{**tokens, "pool": PoolFactor(4)})
     with pytest.raises(
         UnitTypeError,
-        match=r"must be EncoderTokens \(encoder_token\), got "
-        "4096 token",
+        match=r"must be a Window\[EncoderTokens\] \(window of encoder_token\), got 4096 token",
     ):
         manager_view(bad, 16)
 
@@ -528,12 +549,12 @@ def test_windows_that_manage_alike_group_alike() -> None:
     # 750 and 751 encoder tokens at P = 4 both need 189 slots: one manager spec (one group),
     # two kernel specs.
     a = voxtral_encoder_layer()
-    b = a.model_copy(update={"sliding_window": EncoderTokens(751)})
+    b = a.model_copy(update={"sliding_window": Window(751, EncoderTokens)})
     assert manager_view(a, 16) == manager_view(b, 16)
     assert hash(manager_view(a, 16)) == hash(manager_view(b, 16))
     assert kernel_view(a, 16) != kernel_view(b, 16)
-    c = a.model_copy(update={"sliding_window": EncoderTokens(753)})  # cdiv(752, 4) + 1 = 189 too
-    d = a.model_copy(update={"sliding_window": EncoderTokens(754)})  # cdiv(753, 4) + 1 = 190
+    c = a.model_copy(update={"sliding_window": Window(753, EncoderTokens)})  # cdiv(752, 4) + 1
+    d = a.model_copy(update={"sliding_window": Window(754, EncoderTokens)})  # = 190
     assert manager_view(c, 16) == manager_view(a, 16) != manager_view(d, 16)
 
 
@@ -564,7 +585,8 @@ def test_manager_view_matches_plain_int_formulas(
         return
     m = manager_view(layer, block_size_slots=bs)
     assert m.page_size == Bytes(raw.page_bytes(bs))
-    assert m.page_size_bytes == raw.page_bytes(bs) and m.block_size_slots == bs
+    ints = manager_ints(m)
+    assert ints.page_size_bytes == raw.page_bytes(bs) and ints.block_size_slots == bs
     if raw.slot_is_pooled:
         pm = m.expect(PooledBlocks)
         assert pm.pool == PoolFactor(raw.p)
@@ -588,20 +610,28 @@ def test_manager_view_matches_plain_int_formulas(
     # The admission function on plain ints is the same one the method calls.
     assert (
         admission_blocks(
-            m.kind, bs, m.sliding_window_slots, m.chunk_slots, m.fixed_slots, in_flight, max_len
+            m.kind,
+            bs,
+            ints.sliding_window_slots,
+            ints.chunk_slots,
+            ints.fixed_slots,
+            in_flight,
+            max_len,
         )
         == expected_cap
     )
     if raw.kind == "sliding":
-        assert m.sliding_window_slots == raw.window_slots()
-        assert m.sliding_window is not None and m.sliding_window.value == raw.window_slots()
+        assert ints.sliding_window_slots == raw.window_slots()
+        assert m.sliding_window is not None
+        assert str(m.sliding_window) == f"{raw.window_slots()} {m.slot_unit.unit}"
         # The typed conversion agrees: pool_window for pooled layers, identity otherwise.
         if raw.pool is not None:
-            assert m.sliding_window == pool_window(EncoderTokens(raw.seq), PoolFactor(raw.p))
+            window = Window(raw.seq, EncoderTokens)
+            assert m.sliding_window == pool_window(window, PoolFactor(raw.p))
     else:
         assert m.sliding_window is None
     if raw.kind == "chunked":
-        assert m.chunk_slots == raw.seq // raw.p
+        assert ints.chunk_slots == raw.seq // raw.p
     if raw.kind == "cross":
         assert m.fixed_length == pool_length(EncoderTokens(raw.seq), PoolFactor(raw.p))
 
@@ -615,14 +645,14 @@ def test_kernel_view_matches_plain_int_formulas(raw: RawLayer, bs: int) -> None:
         # block_size × P encoder tokens per cache block; the model's own window and chunk.
         assert ke.tokens_per_block == BlockSize(bs * raw.p, EncoderTokens)
         if raw.kind == "sliding":
-            assert ke.sliding_window == EncoderTokens(raw.seq)
+            assert ke.sliding_window == Window(raw.seq, EncoderTokens)
         if raw.kind == "chunked":
-            assert ke.chunk == EncoderTokens(raw.seq)
+            assert ke.chunk == Chunk(raw.seq, EncoderTokens)
     else:
         kt = k.expect(Tokens)
         assert kt.tokens_per_block == BlockSize(bs, Tokens)
         if raw.kind == "sliding":
-            assert kt.sliding_window == Tokens(raw.seq)
+            assert kt.sliding_window == Window(raw.seq, Tokens)
     if raw.kind == "mla":
         assert (k.kv_heads, k.head_size_k, k.head_size_v) == (1, raw.head_k + raw.rope, 0)
     else:
@@ -633,4 +663,4 @@ def test_kernel_view_matches_plain_int_formulas(raw: RawLayer, bs: int) -> None:
     # Kernel and manager agree on the bytes of a block: tokens per block × heads × sizes.
     m = manager_view(build(raw), block_size_slots=bs)
     row = k.kv_heads * (k.head_size_k + k.head_size_v) * ITEMSIZE[raw.dtype]
-    assert k.tokens_per_block.slots * row == m.page_size_bytes
+    assert Bytes(kernel_ints(k).tokens_per_block * row) == m.page_size

@@ -50,6 +50,7 @@ from typing import Any
 import pytest
 
 from contracts import (
+    Bytes,
     CacheBlocks,
     EncoderTokens,
     KVHeads,
@@ -59,6 +60,7 @@ from contracts import (
     RankKVHeads,
     SpecError,
     Tokens,
+    Window,
 )
 from contracts.config import ConfigError, KvUnitsConfig, load_config
 from runtime import CapacityPlan, longest_max_model_len, plan
@@ -112,10 +114,10 @@ def test_tensor_parallel_heads_pages_and_blocks(
     assert rank.num_blocks == RankBlocks(blocks)
     assert p.groups[0].num_blocks == CacheBlocks(blocks)  # the same block ids on every rank
     # The model's page is every head's, whatever the ranks: 16 × 8 × 256 × 2.
-    assert p.groups[0].page_size.value == 65536
+    assert p.groups[0].page_size.numerical_value_in(Bytes) == 65536
     # Difference 1: vLLM's ratio counts the null block.
     assert p.concurrent_requests == requests == int(vllm_ratio) - 1
-    assert p.stages[0].memory_used.value <= 16 * GiB
+    assert p.stages[0].memory_used.numerical_value_in(RankBytes) <= 16 * GiB
 
 
 def test_one_rank_cannot_hold_a_full_length_request_with_its_null_block() -> None:
@@ -150,7 +152,10 @@ def test_mla_latent_is_whole_on_every_tensor_parallel_rank() -> None:
     ((rank,),) = [stage.groups for stage in p.stages]
     assert rank.kv_heads == KVHeads(1) and rank.kv_heads_per_rank == RankKVHeads(1)
     assert rank.head_replicas == 8
-    assert rank.page_size == RankBytes(18432) and p.groups[0].page_size.value == 18432
+    assert (
+        rank.page_size == RankBytes(18432)
+        and p.groups[0].page_size.numerical_value_in(Bytes) == 18432
+    )
 
 
 # -- pipeline parallelism: uneven splits --------------------------------------------------------
@@ -204,7 +209,7 @@ def test_deepseek_v3_over_uneven_stages(
     assert p.groups[0].num_blocks == CacheBlocks(blocks)
     assert p.groups[0].admission_cap == CacheBlocks(2048)  # cdiv(131072, 64)
     assert p.concurrent_requests == requests
-    assert max(s.memory_used.value for s in p.stages) <= 16 * GiB
+    assert max(s.memory_used.numerical_value_in(RankBytes) for s in p.stages) <= 16 * GiB
 
 
 # -- decode context parallelism -----------------------------------------------------------------
@@ -329,7 +334,7 @@ def test_sliding_window_cap_with_two_concurrent_batches_as_vllms_test() -> None:
     # cdiv(min(1023 + 2048, 16384), 16) + 1 = 192 + 1.
     from contracts import EngineSpec, ModelSpec, SlidingWindowLayer
 
-    layer = SlidingWindowLayer(sliding_window=Tokens(1024), kv_heads=8, head_size=128)
+    layer = SlidingWindowLayer(sliding_window=Window(1024, Tokens), kv_heads=8, head_size=128)
     model = ModelSpec.stacked("swa", {"text": (layer, 4)})
     base = {
         "max_model_len": "16384 token",
@@ -366,7 +371,7 @@ def test_async_scheduling_caps_of_published_configs(
     def cap(**flags: object) -> int:
         groups = planned(model, memory_budget="1 TiB", **flags).groups
         (group,) = [g for g in groups if g.group.manager.kind == kind]
-        return group.admission_cap.value
+        return group.admission_cap.numerical_value_in(CacheBlocks)
 
     assert (cap(), cap(async_scheduling=True)) == (sync, async_)
 

@@ -36,6 +36,7 @@ from contracts import (
     Tokens,
     UnitTypeError,
     UnitValueError,
+    Window,
     blocks_per_rank,
     engine_blocks,
     head_replicas,
@@ -175,7 +176,7 @@ def test_heads_per_rank_partition_or_replicate(heads: int, ranks: int) -> None:
         with pytest.raises(SpecError, match="cannot be split"):
             kv_heads_per_rank(KVHeads(heads), tp(ranks))
         return
-    per_rank = kv_heads_per_rank(KVHeads(heads), tp(ranks)).value
+    per_rank = kv_heads_per_rank(KVHeads(heads), tp(ranks)).numerical_value_in(RankKVHeads)
     copies = head_replicas(KVHeads(heads), tp(ranks))
     assert per_rank == max(1, heads // ranks)
     # Every head is held, by as many ranks as hold a copy: heads × copies = ranks × per rank.
@@ -214,16 +215,18 @@ def test_tokens_per_dcp_rank_is_the_fullest_rank(length: int, dcp: int, block: i
     p = Parallelism(tensor_parallel_size=dcp, decode_context_parallel_size=dcp)
     rank_tokens = tokens_per_dcp_rank(Tokens(length), p)
     # Token i on rank i % dcp: rank 0 holds the most, ceil(length / dcp).
-    assert rank_tokens.value == len(range(0, length, dcp))
+    assert rank_tokens.numerical_value_in(RankTokens) == len(range(0, length, dcp))
     blocks = rank_tokens_to_blocks_ceil(rank_tokens, BlockSize(block, Tokens))
-    assert blocks.value == -(-length // (dcp * block))  # cdiv(cdiv(L, dcp), bs) = cdiv(L, dcp·bs)
+    assert blocks.numerical_value_in(RankBlocks) == -(
+        -length // (dcp * block)
+    )  # cdiv(cdiv(L, dcp), bs) = cdiv(L, dcp·bs)
 
 
 def test_page_size_per_rank_of_each_layer_kind() -> None:
     p8 = tp(8)
     full = FullAttentionLayer(kv_heads=8, head_size=128)
     assert page_size_per_rank(full, manager_view(full, 16), p8) == RankBytes(8192)
-    window = SlidingWindowLayer(sliding_window=Tokens(4096), kv_heads=16, head_size=64)
+    window = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=16, head_size=64)
     assert page_size_per_rank(window, manager_view(window, 16), p8) == RankBytes(16 * 2 * 128 * 2)
     mla = MLALayer(kv_lora_rank=512, qk_rope_head_dim=64)
     assert page_size_per_rank(mla, manager_view(mla, 16), p8) == RankBytes(16 * 576 * 2)

@@ -26,6 +26,7 @@ from contracts import (
     Tokens,
     UnitTypeError,
     UnitValueError,
+    Window,
 )
 from contracts.config import load_config
 from runtime import (
@@ -132,7 +133,7 @@ def test_the_coordinator_runs_tensor_and_pipeline_plans_but_not_dcp() -> None:
     p = plan(model, engine)
     coord = KVCacheCoordinator.from_plan(p)
     # Its pool: the block ids every rank holds a page for, less the null block.
-    assert coord.usage_by_group()["text"].capacity == CacheBlocks(p.groups[0].num_blocks.value - 1)
+    assert coord.usage_by_group()["text"].capacity == p.groups[0].num_blocks - CacheBlocks(1)
     model, engine = llama(tensor_parallel_size="16", decode_context_parallel_size="2")
     with pytest.raises(SpecError, match="shards positions over decode_context_parallel_size 2"):
         KVCacheCoordinator.from_plan(plan(model, engine))
@@ -161,7 +162,7 @@ def cases(draw: st.DrawFn) -> Case:
         elif kind == "sliding":
             window = draw(st.integers(1, 400))
             layer = SlidingWindowLayer(
-                sliding_window=Tokens(window), kv_heads=heads, head_size=head
+                sliding_window=Window(window, Tokens), kv_heads=heads, head_size=head
             )
         elif kind == "mla":
             layer = MLALayer(kv_lora_rank=head, qk_rope_head_dim=8)
@@ -188,7 +189,7 @@ def test_budget_for_is_the_least_budget_that_admits_the_requests(
 ) -> None:
     length = case.engine.max_model_len
     need = budget_for(case.model, case.engine, requests, length)
-    budget = RankBytes(max(1, need.value + slack))
+    budget = RankBytes(max(1, need.numerical_value_in(RankBytes) + slack))
     engine = case.engine.model_copy(update={"memory_budget": budget})
     admitted = concurrency_at(case.model, engine, length)
     assert (admitted >= requests) == (slack >= 0)
@@ -196,11 +197,8 @@ def test_budget_for_is_the_least_budget_that_admits_the_requests(
         p = plan(case.model, engine)
         assert p.concurrent_requests == admitted
         # Every stage's rank stays within its budget, null blocks and all.
-        assert all(s.memory_used.value <= budget.value for s in p.stages)
-        assert all(
-            s.null_bytes.value + admitted * s.bytes_per_request.value <= budget.value
-            for s in p.stages
-        )
+        assert all(s.memory_used <= budget for s in p.stages)
+        assert all(s.null_bytes + admitted * s.bytes_per_request <= budget for s in p.stages)
 
 
 @settings(max_examples=60)
@@ -209,11 +207,11 @@ def test_longest_max_model_len_fits_and_one_more_does_not(case: Case, budget: in
     engine = case.engine.model_copy(update={"memory_budget": RankBytes(budget)})
     layout = Layout(case.model, engine)
     longest = layout.longest_max_model_len()
-    if longest.value:
+    if longest:
         assert layout.fits(longest)
         assert concurrency_at(case.model, engine, longest) >= 1
-    if longest.value < engine.max_model_len.value:
-        assert not layout.fits(Tokens(longest.value + 1))
+    if longest < engine.max_model_len:
+        assert not layout.fits(longest + Tokens(1))
 
 
 def test_int32_block_ids_bound_the_budget_over_stages() -> None:

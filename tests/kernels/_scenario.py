@@ -24,6 +24,7 @@ from contracts import (
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
+    Window,
     kernel_view,
 )
 from contracts.internal import cdiv
@@ -66,8 +67,12 @@ def make_spec(
     if sliding_window is None:
         layer: FullAttentionLayer | SlidingWindowLayer = FullAttentionLayer(**common)
     else:
-        size = Tokens(sliding_window) if pool is None else EncoderTokens(sliding_window)
-        layer = SlidingWindowLayer(sliding_window=size, **common)
+        window = (
+            Window(sliding_window, Tokens)
+            if pool is None
+            else Window(sliding_window, EncoderTokens)
+        )
+        layer = SlidingWindowLayer(sliding_window=window, **common)
     spec: KernelSpec[Any] = kernel_view(layer, block_size)
     return spec
 
@@ -114,7 +119,7 @@ class PagedCache:
         (non-contiguous caches; needs equal K and V head sizes).
         """
         gen = torch.Generator().manual_seed(seed)
-        tpb = spec.tokens_per_block.slots
+        tpb = spec.tokens_per_block.numerical_value_in(spec.seq_unit)
         width = cdiv(max_len, tpb) + 1
         num_blocks = 1 + num_requests * width + 3
         ids = torch.randperm(num_blocks - 1, generator=gen)[: num_requests * width] + 1
@@ -144,7 +149,7 @@ class PagedCache:
 
     @property
     def block_size_slots(self) -> int:
-        return self.spec.tokens_per_block.slots // self.pool
+        return self.spec.tokens_per_block.numerical_value_in(self.spec.seq_unit) // self.pool
 
     def clone(self) -> PagedCache:
         return PagedCache(
@@ -202,7 +207,7 @@ class PagedCache:
         """
         if window is None:
             return 0
-        tpb = self.spec.tokens_per_block.slots
+        tpb = self.spec.tokens_per_block.numerical_value_in(self.spec.seq_unit)
         dropped = 0
         for r, (ctx, q_len) in enumerate(zip(step.context, step.q_lens, strict=True)):
             if q_len == 0:

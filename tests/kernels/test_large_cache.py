@@ -35,7 +35,7 @@ def test_blocks_past_two_to_the_31_elements() -> None:
     cache: its first element sits at offset (2^19 + 3) × 4096 > 2^31. The same rows written
     to a 6-block cache by the reference give the expected cache rows and attention."""
     spec = make_spec(P, BLOCK_SIZE, 750, kv_heads=1, head_k=HEAD, dtype="bfloat16")
-    tpb = spec.tokens_per_block.slots
+    tpb = spec.tokens_per_block.numerical_value_in(spec.seq_unit)
     num_blocks = (1 << 31) // (tpb * HEAD) + 8
     try:
         big_k = torch.empty(num_blocks, tpb, 1, HEAD, dtype=torch.bfloat16, device=DEVICE)

@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 import torch
 
-from contracts import KernelSpec
+from contracts import (
+    KernelSpec,
+    Window,
+)
 from kernels import (
     BlockTable,
     QueryStartLoc,
@@ -138,7 +141,7 @@ def test_scale_window_override_and_out() -> None:
     spec = make_spec(4, 4, 10)
     cache, step, query = _history_and_step(spec)
     out = torch.empty(step.num_rows, query.shape[1], 16, device=DEVICE)
-    window = spec.seq_unit(6)
+    window = Window(6, spec.seq_unit)
     got = _compare(cache, step, query, sliding_window=window, scale=0.3, out=out)
     assert got.data_ptr() == out.data_ptr()
 
@@ -148,8 +151,8 @@ def test_window_one_is_the_value_of_the_query_itself() -> None:
     spec = make_spec(4, 4, 1, kv_heads=1)
     cache, step, query = _history_and_step(spec)
     out = _compare(cache, step, query)
-    qsl = step.query_start_loc.tensor.tolist()
-    tpb = spec.tokens_per_block.slots
+    qsl = step.query_start_loc.tensor_in(step.query_start_loc.unit).tolist()
+    tpb = spec.tokens_per_block.numerical_value_in(spec.seq_unit)
     for r, (ctx, q_len) in enumerate(zip(step.context, step.q_lens, strict=True)):
         for j in range(q_len):
             pos = ctx + j
@@ -187,8 +190,10 @@ def test_strided_caches_and_int64_metadata() -> None:
     wide = Step(
         q_lens=step.q_lens,
         context=step.context,
-        query_start_loc=QueryStartLoc(step.query_start_loc.tensor.long(), spec.seq_unit),
-        seq_lens=SeqLens(step.seq_lens.tensor.long(), spec.seq_unit),
+        query_start_loc=QueryStartLoc(
+            step.query_start_loc.tensor_in(step.query_start_loc.unit).long(), spec.seq_unit
+        ),
+        seq_lens=SeqLens(step.seq_lens.tensor_in(step.seq_lens.unit).long(), spec.seq_unit),
         slot_mapping=step.slot_mapping,
     )
     _compare(cache, wide, query)
@@ -241,7 +246,7 @@ def test_negative_block_id_is_never_read() -> None:
     got = paged_attention(query, cache.k_cache, cache.v_cache, BlockTable(table),
                           step.query_start_loc, step.seq_lens, spec, validate=False)  # fmt: skip
     kept = torch.cat([cache.table[:, :1], cache.table[:, 2:]], dim=1)
-    shorter = SeqLens(step.seq_lens.tensor - 4, spec.seq_unit)
+    shorter = SeqLens(step.seq_lens.tensor_in(step.seq_lens.unit) - 4, spec.seq_unit)
     expected = reference_paged_attention(query, cache.k_cache, cache.v_cache, BlockTable(kept),
                                          step.query_start_loc, shorter, spec)  # fmt: skip
     torch.testing.assert_close(got, expected, atol=2e-5, rtol=2e-5)

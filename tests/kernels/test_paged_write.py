@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contracts import EncoderTokens, PooledBlocks, PoolFactor, SlidingWindowLayer, kernel_view
+from contracts import (
+    EncoderTokens,
+    PooledBlocks,
+    PoolFactor,
+    SlidingWindowLayer,
+    Window,
+    kernel_view,
+)
 from kernels import (
     QueryStartLoc,
     SeqLens,
@@ -84,7 +91,7 @@ def test_padding_entries_are_skipped() -> None:
     cache = PagedCache.build(spec, num_requests=2, max_len=32, seed=3)
     ref = cache.clone()
     step = cache.step([10, 9], skip_slots=frozenset({1, 3}))
-    assert step.slot_mapping.tensor.tolist().count(-1) == 2
+    assert step.slot_mapping.tensor_in(step.slot_mapping.unit).tolist().count(-1) == 2
     _write_both(cache, ref, step)
     _assert_same(cache, ref)
 
@@ -99,7 +106,7 @@ def test_toy_case_row_by_row() -> None:
     6, rows 4..7) and slot 2 is 7 × 2 + 0 = 14 (cache block 7, rows 0..3).
     """
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(9), pool=PoolFactor(4), kv_heads=1, head_size=16
+        sliding_window=Window(9, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=16
     )
     spec = kernel_view(layer, 2).expect(EncoderTokens)
     k_cache = torch.zeros(8, 8, 1, 16, dtype=torch.bfloat16, device=DEVICE)
@@ -148,9 +155,11 @@ def test_key_value_views_of_a_fused_projection() -> None:
         fused = cache.rows(step.num_rows, 6, 16)
         key, value = fused[:, 2:4], fused[:, 4:6]
         assert key.stride(0) == 6 * 16
-        slots = SlotMapping(step.slot_mapping.tensor.int(), PooledBlocks)
-        qsl = QueryStartLoc(step.query_start_loc.tensor.long(), EncoderTokens)
-        lens = SeqLens(step.seq_lens.tensor.long(), EncoderTokens)
+        slots = SlotMapping(step.slot_mapping.tensor_in(step.slot_mapping.unit).int(), PooledBlocks)
+        qsl = QueryStartLoc(
+            step.query_start_loc.tensor_in(step.query_start_loc.unit).long(), EncoderTokens
+        )
+        lens = SeqLens(step.seq_lens.tensor_in(step.seq_lens.unit).long(), EncoderTokens)
         write_kv(key, value, cache.k_cache, cache.v_cache, slots, qsl, lens, spec)
         reference_write_kv(key, value, ref.k_cache, ref.v_cache, slots, qsl, lens, spec)
     _assert_same(cache, ref)

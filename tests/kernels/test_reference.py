@@ -24,7 +24,7 @@ from ._scenario import PagedCache, make_spec
 def _naive_attention(
     cache: PagedCache, query: torch.Tensor, starts: list[int], lens: list[int], window: int | None
 ) -> torch.Tensor:
-    tpb = cache.spec.tokens_per_block.slots
+    tpb = cache.spec.tokens_per_block.numerical_value_in(cache.spec.seq_unit)
     group = query.shape[1] // cache.spec.kv_heads
     scale = 1.0 / math.sqrt(query.shape[2])
     out = torch.zeros(query.shape[0], query.shape[1], cache.v_cache.shape[-1])
@@ -52,7 +52,7 @@ def test_reference_attention_matches_loops(
 ) -> None:
     spec = make_spec(pool, block_size, window, kv_heads=2, head_k=16, head_v=8)
     cache = PagedCache.build(spec, num_requests=3, max_len=13, seed=7)
-    tpb = spec.tokens_per_block.slots
+    tpb = spec.tokens_per_block.numerical_value_in(spec.seq_unit)
     # Fill every row with data the loops can read (no NaN: the loops do not mask).
     cache.k_cache.normal_(generator=cache.generator)
     cache.v_cache.normal_(generator=cache.generator)

@@ -22,7 +22,9 @@ from contracts import (
     KvUnitsError,
     PooledBlocks,
     PoolFactor,
+    Position,
     SlidingWindowLayer,
+    Window,
     kernel_view,
     manager_view,
     pool_length,
@@ -41,7 +43,7 @@ from kernels import (
 from ._scenario import DEVICE
 
 LAYER = SlidingWindowLayer(
-    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=1, head_size=16
+    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=16
 )
 P = 4
 BLOCK_SIZE = 16  # pooled slots per cache block
@@ -86,7 +88,7 @@ def _stream(window_slots: int, num_slots: int) -> tuple[list[int], ResidencyErro
 
 def test_manager_windows() -> None:
     manager = manager_view(LAYER, BLOCK_SIZE).expect(PooledBlocks)
-    assert manager.sliding_window_slots == 189  # pool_window: cdiv(750 − 1, 4) + 1
+    assert manager.sliding_window == Window(189, PooledBlocks)  # pool_window: cdiv(750 − 1, 4) + 1
     assert pool_length(EncoderTokens(750), PoolFactor(4)) == PooledBlocks(188)  # the seed's
 
 
@@ -99,7 +101,7 @@ def test_seed_window_188_evicts_a_block_the_kernel_reads() -> None:
     assert slot == 203
     assert table[0] == 0
     assert error.request == 0
-    assert error.query_position == EncoderTokens(812)
+    assert error.query_position == Position(812, EncoderTokens)
     assert error.logical_block == 0
     assert error.table_entry == 0
     assert "needs keys 63..812" in str(error)
@@ -143,7 +145,7 @@ def test_beyond_the_table() -> None:
     with pytest.raises(ResidencyError, match=r"column 1 .*beyond the table's 1 columns") as info:
         check_residency(table, qsl, lens, spec)
     assert info.value.table_entry is None
-    assert info.value.query_position == EncoderTokens(80)
+    assert info.value.query_position == Position(80, EncoderTokens)
 
 
 def test_the_window_decides_which_blocks_are_needed() -> None:
@@ -151,16 +153,16 @@ def test_the_window_decides_which_blocks_are_needed() -> None:
     qsl, lens = _decode_step(20)  # queries at encoder positions 80..83
     table = BlockTable(torch.tensor([[0, 7]], dtype=torch.int32))
     # W = 10: keys 71..83, all in column 1.
-    check_residency(table, qsl, lens, spec, sliding_window=EncoderTokens(10))
+    check_residency(table, qsl, lens, spec, sliding_window=Window(10, EncoderTokens))
     # W = 750 (the spec's): the query at 80 needs keys from 0, in column 0.
     with pytest.raises(ResidencyError, match=r"column 0 .* null block 0: .* = 189 slots") as info:
         check_residency(table, qsl, lens, spec)
-    assert info.value.query_position == EncoderTokens(80)
+    assert info.value.query_position == Position(80, EncoderTokens)
 
 
 def test_residency_error_is_a_kvunits_lookup_error_and_pickles() -> None:
     error = ResidencyError(
-        "request 1 ...", request=1, query_position=EncoderTokens(812), logical_block=0,
+        "request 1 ...", request=1, query_position=Position(812, EncoderTokens), logical_block=0,
         table_entry=0,
     )  # fmt: skip
     assert isinstance(error, KvUnitsError)
@@ -169,7 +171,7 @@ def test_residency_error_is_a_kvunits_lookup_error_and_pickles() -> None:
     assert type(copy) is ResidencyError
     assert (copy.request, copy.query_position, copy.logical_block, copy.table_entry) == (
         1,
-        EncoderTokens(812),
+        Position(812, EncoderTokens),
         0,
         0,
     )
@@ -190,11 +192,14 @@ def test_the_torch_free_rule_is_the_kernels_check(
     """`contracts.crossing.first_unresident` (used without torch by ``kvunits simulate``)
     finds exactly what `check_residency` raises: the same query, column and entry."""
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(window or 1), pool=PoolFactor(pool), kv_heads=1, head_size=16
+        sliding_window=Window(window or 1, EncoderTokens),
+        pool=PoolFactor(pool),
+        kv_heads=1,
+        head_size=16,
     )
     spec = kernel_view(layer, block_size).expect(EncoderTokens)
-    tpb = spec.tokens_per_block.slots
-    override = EncoderTokens(window) if window is not None else None
+    tpb = spec.tokens_per_block.numerical_value_in(EncoderTokens)
+    override = Window(window, EncoderTokens) if window is not None else None
     if window is None:
         spec = kernel_view(
             FullAttentionLayer(pool=PoolFactor(pool), kv_heads=1, head_size=16), block_size
@@ -209,7 +214,7 @@ def test_the_torch_free_rule_is_the_kernels_check(
     query, key, column = found
     with pytest.raises(ResidencyError) as info:
         check_residency(block_table, qsl, lens, spec, sliding_window=override)
-    assert info.value.query_position == EncoderTokens(query)
+    assert info.value.query_position == Position(query, EncoderTokens)
     assert info.value.logical_block == column
     assert info.value.table_entry == (table[column] if column < len(table) else None)
     assert column * tpb <= key <= query

@@ -16,6 +16,7 @@ import math
 import torch
 
 from contracts import (
+    CacheBlocks,
     CacheDType,
     EncoderTokens,
     EngineSpec,
@@ -25,6 +26,7 @@ from contracts import (
     RankBytes,
     SlidingWindowLayer,
     Tokens,
+    Window,
 )
 from kernels import BlockTable, QueryStartLoc, SeqLens, SlotMapping, paged_attention, write_kv
 from runtime import KVCacheCoordinator, plan
@@ -37,7 +39,7 @@ CHUNKS = {"a": [6, 4, 3, 1, 5, 7, 2, 6, 3], "b": [3, 5, 1, 6, 4, 2, 3, 7, 1]}
 
 def _coordinator() -> KVCacheCoordinator:
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(WINDOW),
+        sliding_window=Window(WINDOW, EncoderTokens),
         pool=PoolFactor(POOL),
         kv_heads=KV_HEADS,
         head_size=HEAD,
@@ -77,8 +79,8 @@ def test_partial_pooled_blocks_stream_through_the_allocator_and_the_kernels() ->
     tokens = coord.group("audio", EncoderTokens)
     step = coord.stepper(tokens)
     spec = coord.groups[0].kernels["audio.0"]
-    num_blocks = coord.usage(tokens).capacity.value + 1
-    rows = spec.tokens_per_block.slots
+    num_blocks = coord.usage(tokens).capacity.numerical_value_in(CacheBlocks) + 1
+    rows = spec.tokens_per_block.numerical_value_in(EncoderTokens)
     k_cache = torch.zeros(num_blocks, rows, KV_HEADS, HEAD, device=DEVICE)
     v_cache = torch.zeros_like(k_cache)
     history = {
@@ -92,8 +94,8 @@ def test_partial_pooled_blocks_stream_through_the_allocator_and_the_kernels() ->
         for rid, chunks in CHUNKS.items():
             step.allocate(rid, EncoderTokens(chunks[i]))
             batch.append((rid, coord.kernel_inputs(rid, tokens)))
-        q_lens = [inputs.step_len.value for _, inputs in batch]
-        lens = [inputs.seq_len.value for _, inputs in batch]
+        q_lens = [inputs.step_len.numerical_value_in(EncoderTokens) for _, inputs in batch]
+        lens = [inputs.seq_len.numerical_value_in(EncoderTokens) for _, inputs in batch]
         partial_steps += sum((n - q) % POOL != 0 for n, q in zip(lens, q_lens, strict=True))
         keys = torch.randn(sum(q_lens), KV_HEADS, HEAD)
         values = torch.randn(sum(q_lens), KV_HEADS, HEAD)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SNIPPET = """\
 import torch
 
-from contracts import EncoderTokens, KernelSpec, PooledBlocks, PoolFactor, Tokens
+from contracts import EncoderTokens, KernelSpec, PooledBlocks, PoolFactor, Tokens, Window
 from kernels import (
     BlockTable, QueryStartLoc, SeqLens, SlotMapping, paged_attention, unpool_seq_lens, write_kv,
 )
@@ -33,7 +33,7 @@ def step(
     slots: SlotMapping[PooledBlocks],
 ) -> None:
     paged_attention(q, q, q, table, qsl, lens, spec)
-    paged_attention(q, q, q, table, qsl, lens, spec, sliding_window=EncoderTokens(750))
+    paged_attention(q, q, q, table, qsl, lens, spec, sliding_window=Window(750, EncoderTokens))
     write_kv(q, q, q, q, slots, qsl, lens, spec)
 
     pooled = SeqLens(torch.tensor([188]), PooledBlocks)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from contracts import (
+    Chunk,
     ChunkedLocalLayer,
     EncoderTokens,
     KvUnitsError,
@@ -18,6 +19,7 @@ from contracts import (
     Tokens,
     UnitTypeError,
     UnitValueError,
+    Window,
     kernel_view,
 )
 from kernels import (
@@ -99,7 +101,7 @@ def test_manager_unit_lengths_are_rejected(pooled: tuple[PagedCache, Step]) -> N
 def test_bare_tensors_are_rejected(pooled: tuple[PagedCache, Step], name: str) -> None:
     cache, step = pooled
     args = _attention_args(cache, step)
-    args[name] = getattr(step, name).tensor
+    args[name] = getattr(step, name).tensor_in(EncoderTokens)
     with pytest.raises(UnitTypeError, match=rf"{name} must be a \w+ of encoder_token, got a Tens"):
         paged_attention(**args)
 
@@ -115,24 +117,36 @@ def test_block_table_must_be_wrapped(pooled: tuple[PagedCache, Step]) -> None:
 def test_token_lengths_on_a_pooled_layer(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     args = _attention_args(cache, step)
-    args["query_start_loc"] = QueryStartLoc(step.query_start_loc.tensor, Tokens)
+    starts = step.query_start_loc.tensor_in(EncoderTokens)
+    # The same tensor relabelled: refused where it is wrapped (it counts encoder tokens).
+    with pytest.raises(UnitTypeError, match=r"already counts encoder_token .* cannot count token"):
+        QueryStartLoc(starts, Tokens)
+    # A tensor of tokens: refused where the launcher takes it.
+    args["query_start_loc"] = QueryStartLoc(starts.clone(), Tokens)
     with pytest.raises(UnitTypeError, match="query_start_loc counts token"):
         paged_attention(**args)
 
 
-def test_window_in_the_wrong_unit(pooled: tuple[PagedCache, Step]) -> None:
+def test_window_in_the_wrong_unit_or_kind(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
-    with pytest.raises(UnitTypeError, match=r"window must be EncoderTokens .*, got 3 pooled_block"):
+    pooled_window = Window(3, PooledBlocks)
+    with pytest.raises(
+        UnitTypeError,
+        match=r"sliding_window must be a Window\[EncoderTokens\] .*, got 3 pooled_block \(a win",
+    ):
         # The point of the test: mypy rejects this call too.
-        paged_attention(**_attention_args(cache, step), sliding_window=PooledBlocks(3))  # type: ignore[call-overload]
+        paged_attention(**_attention_args(cache, step), sliding_window=pooled_window)  # type: ignore[arg-type]
+    with pytest.raises(UnitTypeError, match=r"got 3 encoder_token: a length is not a window"):
+        paged_attention(**_attention_args(cache, step), sliding_window=EncoderTokens(3))  # type: ignore[call-overload]
     with pytest.raises(UnitValueError, match="window must be >= 1"):
-        paged_attention(**_attention_args(cache, step), sliding_window=EncoderTokens(0))
+        Window(0, EncoderTokens)
 
 
 def test_write_takes_manager_slots(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     args = _write_args(cache, step)
-    args["slot_mapping"] = SlotMapping(step.slot_mapping.tensor, Tokens)
+    slots = step.slot_mapping.tensor_in(PooledBlocks).clone()
+    args["slot_mapping"] = SlotMapping(slots, Tokens)
     with pytest.raises(UnitTypeError, match=r"slot_mapping counts token, but .* pooled_block"):
         write_kv(**args)
     args = _write_args(cache, step)
@@ -150,7 +164,7 @@ def test_unpooled_layer_takes_tokens() -> None:
     args["key"] = cache.rows(6, 2, 16)
     args["value"] = cache.rows(6, 2, 16)
     write_kv(**args)
-    args["slot_mapping"] = SlotMapping(step.slot_mapping.tensor, PooledBlocks)
+    args["slot_mapping"] = SlotMapping(step.slot_mapping.tensor_in(Tokens).clone(), PooledBlocks)
     with pytest.raises(UnitTypeError, match=r"slot_mapping counts pooled_block, but .* token"):
         write_kv(**args)
 
@@ -180,8 +194,8 @@ def test_unpool_seq_lens() -> None:
     lens = SeqLens(torch.tensor([188, 14, 0]), PooledBlocks)
     exact = unpool_seq_lens(lens, PoolFactor(4), last_block_tokens=torch.tensor([2, 4, 3]))
     assert exact.unit is EncoderTokens
-    assert exact.tensor.tolist() == [750, 56, 0]
-    assert unpool_seq_lens(lens, PoolFactor(4)).tensor.tolist() == [752, 56, 0]
+    assert exact.tensor_in(EncoderTokens).tolist() == [750, 56, 0]
+    assert unpool_seq_lens(lens, PoolFactor(4)).tensor_in(EncoderTokens).tolist() == [752, 56, 0]
     with pytest.raises(UnitValueError, match=r"last_block_tokens\[1\] is 5 encoder_token"):
         unpool_seq_lens(lens, PoolFactor(4), last_block_tokens=torch.tensor([1, 5, 1]))
     with pytest.raises(UnitTypeError, match=r"seq_lens counts encoder_token, but .* pooled_block"):
@@ -194,7 +208,10 @@ def test_unpool_seq_lens() -> None:
 def test_unsupported_specs(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     chunked = kernel_view(
-        ChunkedLocalLayer(chunk=EncoderTokens(64), pool=PoolFactor(4), kv_heads=2, head_size=16), 2
+        ChunkedLocalLayer(
+            chunk=Chunk(64, EncoderTokens), pool=PoolFactor(4), kv_heads=2, head_size=16
+        ),
+        2,
     )
     with pytest.raises(SpecError, match="paged_attention runs sliding_window and full_attention"):
         paged_attention(**{**_attention_args(cache, step), "spec": chunked})
@@ -223,7 +240,7 @@ def test_unsupported_specs(pooled: tuple[PagedCache, Step]) -> None:
          "k_cache is on meta but the kernel runs on"),
         ("block_table", lambda t: BlockTable(t.tensor.T.contiguous().T), KernelValueError,
          r"block_table must be contiguous"),
-        ("query_start_loc", lambda t: QueryStartLoc(t.tensor[:-1], EncoderTokens),
+        ("query_start_loc", lambda t: QueryStartLoc(t.tensor_in(EncoderTokens)[:-1], EncoderTokens),
          KernelValueError, r"query_start_loc must have shape \[num_requests \+ 1\] = \[3\]"),
     ],
 )  # fmt: skip
@@ -271,7 +288,9 @@ def test_value_checks(pooled: tuple[PagedCache, Step]) -> None:
 def test_write_value_checks(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     args = _write_args(cache, step)
-    short = SlotMapping(step.slot_mapping.tensor[:-1].contiguous(), PooledBlocks)
+    short = SlotMapping(
+        step.slot_mapping.tensor_in(step.slot_mapping.unit)[:-1].contiguous(), PooledBlocks
+    )
     with pytest.raises(KernelValueError, match=r"slot_mapping has 4 entries but .* touch 5 slots"):
         write_kv(**{**args, "slot_mapping": short})
     huge = SlotMapping(torch.full((5,), 10_000, device=DEVICE), PooledBlocks)
@@ -285,7 +304,7 @@ def test_write_value_checks(pooled: tuple[PagedCache, Step]) -> None:
         write_kv(**{**args, "key": args["key"][:-1], "value": args["value"][:-1]})
     with pytest.raises(KernelValueError, match="request 1 has 7 new positions but length 3: seq"):
         write_kv(**{**args, "seq_lens": SeqLens(_i32([10, 3]), EncoderTokens)})
-    slots = step.slot_mapping.tensor.clone()
+    slots = step.slot_mapping.tensor_in(step.slot_mapping.unit).clone()
     slots[3] = -2
     with pytest.raises(KernelValueError, match=r"slot_mapping holds slots -2\.\..*and -1 \(skip\)"):
         write_kv(**{**args, "slot_mapping": SlotMapping(slots, PooledBlocks)})

@@ -22,6 +22,7 @@ from contracts import (
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
+    Window,
     kernel_view,
     manager_view,
 )
@@ -143,7 +144,7 @@ def check_pools(coord: KVCacheCoordinator) -> None:
         assert all((c == 0) == (b in queued) for b, c in enumerate(counts, start=1))
         assert set(counts) <= {0, 1}, f"pool {pool.name!r}: counts {sorted(set(counts))}"
         usage = coord.usage_by_group()[pool.name]
-        assert usage.used.value + usage.free.value == usage.capacity.value
+        assert usage.used + usage.free == usage.capacity
         held: list[int] = []
         for req in core.requests.values():
             table = req.tables[g]
@@ -197,7 +198,7 @@ def unresident_keys(
 def voxtral_model(window: int = 750) -> ModelSpec:
     """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
     audio = SlidingWindowLayer(
-        sliding_window=EncoderTokens(window), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(window, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
     text = FullAttentionLayer(kv_heads=8, head_size=128)
     return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})

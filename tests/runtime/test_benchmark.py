@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import allocator
+from contracts import EncoderTokens, Tokens
 
 
 def test_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,4 +30,7 @@ def test_trace_streams_prefill_then_decode() -> None:
     # Decode: one pooled block (4 encoder tokens) and one text token a step.
     assert first[2] > 4 and first[3] > 1 and last[2:] == (4, 1)
     # The typed trace holds the same counts, as quantities.
-    assert [(k, r, a.value, t.value) for k, r, a, t in trace.typed] == trace.raw
+    assert [
+        (k, r, a.numerical_value_in(EncoderTokens), t.numerical_value_in(Tokens))
+        for k, r, a, t in trace.typed
+    ] == trace.raw

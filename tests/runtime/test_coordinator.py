@@ -12,6 +12,7 @@ import pytest
 from contracts import (
     Bytes,
     CacheBlocks,
+    Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderTokens,
@@ -28,6 +29,7 @@ from contracts import (
     Tokens,
     UnitError,
     UnitTypeError,
+    Window,
     manager_view,
 )
 from contracts._views import _admission_blocks as admission_blocks
@@ -43,7 +45,7 @@ from runtime.capacity import plan
 from .support import check_pools, coordinator, snapshot, voxtral_engine, voxtral_model
 
 AUDIO = SlidingWindowLayer(
-    sliding_window=EncoderTokens(30), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(30, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
 )
 TEXT = FullAttentionLayer(kv_heads=8, head_size=128)
 
@@ -184,10 +186,10 @@ def test_four_groups_take_the_general_path() -> None:
     coord = coordinator(
         {
             "a": FullAttentionLayer(kv_heads=1, head_size=8),
-            "b": SlidingWindowLayer(sliding_window=Tokens(3), kv_heads=1, head_size=8),
+            "b": SlidingWindowLayer(sliding_window=Window(3, Tokens), kv_heads=1, head_size=8),
             "c": StateLayer(state_size=Bytes(1024)),
             "d": SlidingWindowLayer(
-                sliding_window=EncoderTokens(5), pool=PoolFactor(2), kv_heads=1, head_size=8
+                sliding_window=Window(5, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
             ),
         },
         block_size=2,
@@ -429,34 +431,36 @@ def test_every_request_the_plan_admits_runs_to_full_length() -> None:
         coord.admit(rid)  # full length in both groups
         assert coord.request_cap(rid, audio) == p.group("audio").admission_cap
     # Worst case: every request takes the most slots every step, interleaved, to full length.
-    audio_limit, text_limit = (g.group.limits for g in p.groups)
-    for _ in range(audio_limit.max_len.value // audio_limit.max_in_flight.value):
+    audio_limit = p.group("audio").group.expect(PooledBlocks).limits
+    text_limit = p.group("text").group.expect(Tokens).limits
+    slots = audio_limit.max_len.numerical_value_in(PooledBlocks)
+    for _ in range(slots // audio_limit.max_in_flight.numerical_value_in(PooledBlocks)):
         for rid in rids:
-            done = coord.seq_len(rid, text).value
+            done = coord.seq_len(rid, text)
             step.allocate(
                 rid,
-                PooledBlocks(audio_limit.max_in_flight.value),
-                Tokens(min(text_limit.max_in_flight.value, text_limit.max_len.value - done)),
+                audio_limit.max_in_flight,
+                min(text_limit.max_in_flight, text_limit.max_len - done),
             )
         check_pools(coord)
     assert all(coord.seq_len(r, audio) == audio_limit.max_len for r in rids)
     assert all(coord.seq_len(r, text) == text_limit.max_len for r in rids)
     # One more full-length request waits (it would fit an empty cache: not refused for ever).
-    spare = [u.capacity.value - u.reserved.value for u in coord.usage_by_group().values()]
-    caps = [g.admission_cap.value for g in p.groups]
+    spare = [u.capacity - u.reserved for u in coord.usage_by_group().values()]
+    caps = [g.admission_cap for g in p.groups]
     if any(s < c for s, c in zip(spare, caps, strict=True)):
         with pytest.raises(AllocationError):
             coord.admit("one-more")
     for rid in rids:
         coord.free(rid)
-    assert all(u.used.value == 0 for u in coord.usage_by_group().values())
+    assert all(u.used == CacheBlocks(0) for u in coord.usage_by_group().values())
 
 
 def test_misaligned_chunk_is_refused() -> None:
     # Block size 3, chunk 2, one slot a step: the cap formula says
     # cdiv(min(2 + 1, max_len), 3) = 1 block, but at 3 computed the chunk started at slot 2
     # and the step writes slot 3: slots 2-3 span blocks 0 and 1.
-    layer = ChunkedLocalLayer(chunk=Tokens(2), kv_heads=1, head_size=8)
+    layer = ChunkedLocalLayer(chunk=Chunk(2, Tokens), kv_heads=1, head_size=8)
     assert admission_blocks("chunked_local", 3, None, 2, None, 1, 100) == 1
     with pytest.raises(SpecError, match="chunk of 2 token is not a whole number of cache blocks"):
         manager_view(layer, block_size_slots=3)
@@ -552,6 +556,5 @@ def test_voxtral_from_the_plan_has_the_seed_numbers() -> None:
     coord = KVCacheCoordinator.from_plan(p)
     coord.admit("r")
     assert coord.request_cap("r", coord.group("audio", PooledBlocks)) == CacheBlocks(13)
-    assert coord.usage(coord.group("audio", PooledBlocks)).capacity.value == (
-        p.group("audio").num_blocks.value - 1
-    )
+    capacity = coord.usage(coord.group("audio", PooledBlocks)).capacity
+    assert capacity == p.group("audio").num_blocks - CacheBlocks(1)

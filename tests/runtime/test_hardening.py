@@ -31,6 +31,7 @@ from contracts import (
     SpecError,
     StateLayer,
     Tokens,
+    Window,
 )
 from runtime import (
     AllocationError,
@@ -86,7 +87,7 @@ def test_a_plan_beyond_int32_block_ids_is_refused_with_the_budget_that_fits() ->
 def test_building_a_coordinator_does_not_grow_with_its_pool() -> None:
     small = plan(_state_model(), _engine(4))
     huge = plan(_state_model(), _engine(MAX_POOL_BLOCKS))  # 2**31 blocks of 1 byte, all usable
-    assert huge.groups[0].num_blocks.value == MAX_POOL_BLOCKS
+    assert huge.groups[0].num_blocks.numerical_value_in(CacheBlocks) == MAX_POOL_BLOCKS
     KVCacheCoordinator.from_plan(small)  # warm caches (imports, the plan's objects)
     cost_small = _allocated_bytes(lambda: KVCacheCoordinator.from_plan(small))
     cost_huge = _allocated_bytes(lambda: KVCacheCoordinator.from_plan(huge))
@@ -173,7 +174,7 @@ def test_a_bad_free_changes_nothing() -> None:
 
 
 def _one_group() -> KVCacheCoordinator:
-    layer = SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8)
     return coordinator({"g": layer}, block_size=2, num_blocks=9, max_len=16, max_in_flight=4)
 
 
@@ -217,7 +218,7 @@ def test_two_threads_get_a_clear_error_and_lose_no_block() -> None:
     4 of 12 trials lost blocks for good). Each call now either runs as if alone or raises
     `ConcurrentUseError` having changed nothing; at the end the pools are consistent, every
     request's blocks are where its thread's bookkeeping says, and freeing all leaks nothing."""
-    layer = SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8)
     full = FullAttentionLayer(kv_heads=1, head_size=8)
     coord = coordinator(
         {"swa": layer, "full": full},
@@ -280,7 +281,7 @@ def test_two_threads_get_a_clear_error_and_lose_no_block() -> None:
             assert coord.seq_len(rid, coord.group("full", Tokens)) == Tokens(length)
             coord.free(rid)
     check_pools(coord)
-    assert all(u.used.value == 0 for u in coord.usage_by_group().values())
+    assert all(u.used == CacheBlocks(0) for u in coord.usage_by_group().values())
 
 
 def test_a_call_from_inside_a_call_is_refused_and_the_outer_call_completes() -> None:

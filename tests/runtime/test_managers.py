@@ -12,6 +12,7 @@ import pytest
 from contracts import (
     Bytes,
     CacheBlocks,
+    Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderTokens,
@@ -21,6 +22,7 @@ from contracts import (
     SlidingWindowLayer,
     StateLayer,
     Tokens,
+    Window,
     manager_view,
 )
 from runtime.managers import (
@@ -38,7 +40,7 @@ from .support import check_pools, toy, unresident_keys
 
 def test_sliding_window_block_size_2_window_4() -> None:
     coord, swa, step = toy(
-        "swa", SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8), Tokens
+        "swa", SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8), Tokens
     )
     step.admit("r", Tokens(100))
 
@@ -76,7 +78,7 @@ def test_sliding_window_block_size_2_window_4() -> None:
 
 
 def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
-    layer = SlidingWindowLayer(sliding_window=Tokens(3), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(sliding_window=Window(3, Tokens), kv_heads=1, head_size=8)
     # 6 usable blocks: the cap, cdiv(3 - 1 + 8, 2) + 1.
     coord, swa, step = toy("swa", layer, Tokens, num_blocks=7, max_in_flight=8)
     step.admit("r", Tokens(40))
@@ -111,7 +113,7 @@ def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
 def test_a_step_reuses_the_blocks_it_evicts() -> None:
     # Window 3, 3 tokens a step: the cap is cdiv(3 - 1 + 3, 2) + 1 = 4 blocks, and the pool
     # has exactly 4, so a stream can only go on if each step counts the blocks it evicts.
-    layer = SlidingWindowLayer(sliding_window=Tokens(3), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(sliding_window=Window(3, Tokens), kv_heads=1, head_size=8)
     coord, swa, step = toy("swa", layer, Tokens, num_blocks=5, max_in_flight=3)
     step.admit("r", Tokens(300))
     assert coord.request_cap("r", swa) == coord.usage(swa).capacity == CacheBlocks(4)
@@ -131,9 +133,9 @@ def test_pooled_sliding_window_block_size_2() -> None:
     # The kernel's window is 7 encoder tokens, P = 2: the manager keeps
     # pool_window(7, 2) = cdiv(6, 2) + 1 = 4 pooled slots (a block holds 2 slots = 4 tokens).
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(7), pool=PoolFactor(2), kv_heads=1, head_size=8
+        sliding_window=Window(7, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
     )
-    assert manager_view(layer, block_size_slots=2).sliding_window == PooledBlocks(4)
+    assert manager_view(layer, block_size_slots=2).sliding_window == Window(4, PooledBlocks)
     coord, audio, step = toy("audio", layer, PooledBlocks)
     step.admit("r", PooledBlocks(100))
     for _ in range(5):  # slots 0-4: encoder tokens 0-9
@@ -165,11 +167,11 @@ def test_full_attention_block_size_2() -> None:
     assert step.allocate("r", Tokens(1)) == [[6]]
     assert coord.block_table("r", full) == [1, 2, 3]
     coord.free("r")
-    assert coord.usage(full).free.value == 7
+    assert coord.usage(full).free.numerical_value_in(CacheBlocks) == 7
 
 
 def test_chunked_local_block_size_2_chunk_4() -> None:
-    layer = ChunkedLocalLayer(chunk=Tokens(4), kv_heads=1, head_size=8)
+    layer = ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=1, head_size=8)
     coord, local, step = toy("local", layer, Tokens)
     step.admit("r", Tokens(100))
     # Tokens 0-2, chunk 0 (tokens 0-3).
@@ -202,7 +204,7 @@ def test_cross_attention_allocated_once() -> None:
     # Decode steps write nothing here and allocate nothing.
     assert step.allocate("r", PooledBlocks(0)) == [[]]
     assert coord.block_table("r", cross) == [1, 2, 3]
-    assert coord.request_cap("r", cross).value == 3
+    assert coord.request_cap("r", cross).numerical_value_in(CacheBlocks) == 3
 
 
 def test_state_one_block_per_request() -> None:
@@ -225,10 +227,10 @@ def test_state_one_block_per_request() -> None:
     [
         (FullAttentionLayer(kv_heads=1, head_size=8), FullAttentionManager),
         (
-            SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8),
+            SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8),
             SlidingWindowManager,
         ),
-        (ChunkedLocalLayer(chunk=Tokens(4), kv_heads=1, head_size=8), ChunkedLocalManager),
+        (ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=1, head_size=8), ChunkedLocalManager),
         (
             CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=1, head_size=8),
             CrossAttentionManager,
@@ -250,7 +252,10 @@ def test_sliding_rule_matches_pool_window_for_every_small_geometry() -> None:
     for window in range(1, 20):
         for pool in range(1, 5):
             layer = SlidingWindowLayer(
-                sliding_window=EncoderTokens(window), pool=PoolFactor(pool), kv_heads=1, head_size=8
+                sliding_window=Window(window, EncoderTokens),
+                pool=PoolFactor(pool),
+                kv_heads=1,
+                head_size=8,
             )
             for block_size in (1, 2, 3, 16):
                 manager = make_manager(manager_view(layer, block_size_slots=block_size))

@@ -30,6 +30,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from contracts import (
     Bytes,
+    CacheBlocks,
+    Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderTokens,
@@ -40,8 +42,9 @@ from contracts import (
     SlidingWindowLayer,
     StateLayer,
     Tokens,
+    Window,
 )
-from contracts.internal import admission_cap
+from contracts.internal import admission_cap, kernel_ints, magnitude, manager_ints
 from runtime import (
     NULL_BLOCK,
     AdmissionError,
@@ -86,24 +89,24 @@ def layers(draw: st.DrawFn, kind: str, block_size: int) -> LayerSpec:
         return FullAttentionLayer(kv_heads=1, head_size=8)
     if kind == "sliding":
         return SlidingWindowLayer(
-            sliding_window=Tokens(draw(st.integers(1, 8))), kv_heads=1, head_size=8
+            sliding_window=Window(draw(st.integers(1, 8)), Tokens), kv_heads=1, head_size=8
         )
     if kind == "sliding_pooled":
         return SlidingWindowLayer(
-            sliding_window=EncoderTokens(draw(st.integers(1, 16))),
+            sliding_window=Window(draw(st.integers(1, 16)), EncoderTokens),
             pool=PoolFactor(draw(st.integers(1, 4))),
             kv_heads=1,
             head_size=8,
         )
     if kind == "chunked":
         return ChunkedLocalLayer(
-            chunk=Tokens(block_size * draw(st.integers(1, 4))), kv_heads=1, head_size=8
+            chunk=Chunk(block_size * draw(st.integers(1, 4)), Tokens), kv_heads=1, head_size=8
         )
     if kind == "chunked_pooled":
         pool = draw(st.integers(1, 4))
         chunk = pool * block_size * draw(st.integers(1, 3))
         return ChunkedLocalLayer(
-            chunk=EncoderTokens(chunk), pool=PoolFactor(pool), kv_heads=1, head_size=8
+            chunk=Chunk(chunk, EncoderTokens), pool=PoolFactor(pool), kv_heads=1, head_size=8
         )
     if kind == "cross":
         return CrossAttentionLayer(
@@ -162,7 +165,7 @@ class AllocatorMachine(RuleBasedStateMachine):
                 max_len=self.max_len,
                 max_in_flight=self.max_in_flight,
             )
-            fixed = group.manager.fixed_slots
+            fixed = manager_ints(group.manager).fixed_slots
             cap = admission_cap(
                 group.manager,
                 self.max_in_flight if fixed is None else fixed,
@@ -349,13 +352,13 @@ class AllocatorMachine(RuleBasedStateMachine):
         except AdmissionError as err:
             event("admit: never fits")
             assert snapshot(self.coord) == before
-            assert beyond or err.cap.value > err.usable.value, err
+            assert beyond or err.cap > err.usable, err
             return
         except AllocationError as err:
             event("admit: not now")
             assert self.reserve, "without reservation, admission never waits"
             assert snapshot(self.coord) == before
-            assert err.needed.value > err.free.value
+            assert err.needed > err.free
             return
         assert not beyond
         event("admit: ok")
@@ -386,7 +389,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             assert not too_long
             assert not self.reserve, f"an admitted request ran short with reservation: {err}"
             assert snapshot(self.coord) == before, "a failed step changed something"
-            assert err.needed.value > err.free.value and err.request_id == rid
+            assert err.needed > err.free and err.request_id == rid
             return
         assert not too_long
         live.steps += 1
@@ -413,7 +416,8 @@ class AllocatorMachine(RuleBasedStateMachine):
     ) -> None:
         """Check one group after a step of ``q`` positions (kernel units) after ``c``."""
         spec = handle.spec
-        bs = spec.block_size_slots
+        ints = manager_ints(spec)
+        bs = ints.block_size_slots
         p = spec_pool(handle)
         first, _, touched = span
         table = list(self.coord.block_table(rid, handle))
@@ -425,13 +429,13 @@ class AllocatorMachine(RuleBasedStateMachine):
         for s, slot in zip(range(first, first + touched), mapping, strict=True):
             assert table[s // bs] == slot // bs != NULL_BLOCK and slot % bs == s % bs
         if spec.kind == "cross_attention":
-            assert spec.fixed_slots is not None
-            assert len(table) == -(-spec.fixed_slots // bs) and NULL_BLOCK not in table
+            assert ints.fixed_slots is not None
+            assert len(table) == -(-ints.fixed_slots // bs) and NULL_BLOCK not in table
             return
         # Sliding windows: the null block exactly below (the step's first slot) - window + 1.
         if spec.kind == "sliding_window":
-            assert spec.sliding_window_slots is not None
-            first_needed = max(0, first - spec.sliding_window_slots + 1)
+            assert ints.sliding_window_slots is not None
+            first_needed = max(0, first - ints.sliding_window_slots + 1)
             for i, block in enumerate(table):
                 assert (block == NULL_BLOCK) == ((i + 1) * bs <= first_needed), (i, table, c)
         # Residency, in the kernel's units, with the model's own window or chunk.
@@ -441,10 +445,8 @@ class AllocatorMachine(RuleBasedStateMachine):
             block_size=bs,
             pool=p,
             kind=spec.kind,
-            sliding_window=kernel.sliding_window.value
-            if kernel.sliding_window is not None
-            else None,
-            chunk=kernel.chunk.value if kernel.chunk is not None else None,
+            sliding_window=kernel_ints(kernel).sliding_window_tok,
+            chunk=kernel_ints(kernel).chunk_tok,
             first_query=c,
             end_query=c + q,
         )
@@ -453,7 +455,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         assert inputs.slot_mapping == tuple(mapping)
         rows = tuple((table[i // p // bs] * bs + i // p % bs) * p + i % p for i in range(c, c + q))
         assert inputs.row_mapping == rows
-        assert inputs.seq_len.value == c + q and inputs.step_len.value == q
+        assert magnitude(inputs.seq_len) == c + q and magnitude(inputs.step_len) == q
 
     @invariant()
     def pools_are_consistent(self) -> None:
@@ -484,8 +486,8 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.coord.free(rid)
         check_pools(self.coord)
         for usage in self.coord.usage_by_group().values():
-            assert usage.used.value == 0 and usage.free == usage.capacity
-            assert usage.reserved.value == 0
+            assert usage.used.numerical_value_in(CacheBlocks) == 0 and usage.free == usage.capacity
+            assert usage.reserved.numerical_value_in(CacheBlocks) == 0
 
 
 AllocatorMachine.TestCase.settings = settings(

@@ -16,6 +16,7 @@ from contracts import (
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
+    Window,
     manager_view,
 )
 from runtime import NULL_BLOCK, KVCacheCoordinator
@@ -64,7 +65,7 @@ def test_streaming_10000_pooled_blocks_never_holds_more_than_13() -> None:
             assert not unread_keys_of_step(table, i)
     assert most == 13
     assert len(coord.block_table("stream", audio)) == STREAM // 16
-    assert coord.usage(audio).used.value <= 13
+    assert coord.usage(audio).used.numerical_value_in(CacheBlocks) <= 13
     coord.free("stream")
     assert coord.usage(audio).used == CacheBlocks(0)
 
@@ -77,7 +78,7 @@ def first_unresident(manager_window_tokens: int, steps: int) -> tuple[int, int, 
     freed block, or None.
     """
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(manager_window_tokens),
+        sliding_window=Window(manager_window_tokens, EncoderTokens),
         pool=PoolFactor(4),
         kv_heads=32,
         head_size=64,
@@ -102,10 +103,10 @@ def test_window_188_frees_a_block_the_kernel_still_reads() -> None:
     # while the kernel reads the real 750.
     assert manager_view(
         SlidingWindowLayer(
-            sliding_window=EncoderTokens(749), pool=PoolFactor(4), kv_heads=32, head_size=64
+            sliding_window=Window(749, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
         ),
         16,
-    ).sliding_window == PooledBlocks(188)
+    ).sliding_window == Window(188, PooledBlocks)
     # Slots 0-202 are computed. Given 188, the manager frees the blocks below slot
     # 203 - 188 + 1 = 16: block 0, slots 0-15, encoder tokens 0-63. Slot 203 starts at token
     # 812, whose window reaches back to 812 - 749 = 63: in slot 15, block 0, just freed.

@@ -15,6 +15,7 @@ from contracts import (
     Parallelism,
     RankBlocks,
     RankBytes,
+    RankKVHeads,
     engine_blocks,
     kv_heads_per_rank,
     rank_blocks_to_bytes,
@@ -47,7 +48,7 @@ held = rank_blocks_to_bytes(ids, rank_page)  # E: Argument 1 to "rank_blocks_to_
 same_blocks = engine_blocks(ids)  # E: Argument 1 to "engine_blocks" has incompatible type "CacheBlocks"; expected "RankBlocks"  [arg-type]
 
 # Through the named conversions, each in its own scope, it all adds up.
-assert per_rank.value == 1
+assert per_rank.numerical_value_in(RankKVHeads) == 1
 assert bought == RankBlocks(2097152)
 assert engine_blocks(bought) + ids == CacheBlocks(2097165)
 assert rank_blocks_to_bytes(bought, rank_page) == budget
