@@ -93,8 +93,8 @@ class BlockSize(Generic[SeqUnit]):
         ('16 pooled_block/cache_block', 16, PooledBlocks(16))
     """
 
-    __slots__ = ("_slots", "unit")
-    _slots: int
+    __slots__ = ("_n", "unit")
+    _n: int
     unit: type[SeqUnit]
 
     def __init__(self, slots: int, unit: type[SeqUnit]) -> None:
@@ -121,7 +121,7 @@ class BlockSize(Generic[SeqUnit]):
                 expected=f"int >= 1 {unit.unit}/cache_block",
                 got=str(slots),
             )
-        _set_slots(self, slots)
+        _set_n(self, slots)
         _set_unit(self, unit)
 
     def check(self, unit: type[SeqUnit], field: str = "block_size") -> BlockSize[SeqUnit]:
@@ -141,12 +141,12 @@ class BlockSize(Generic[SeqUnit]):
         Raises:
             UnitTypeError: ``unit`` is another unit than the block size's.
         """
-        return self.check(unit, "unit")._slots
+        return self.check(unit, "unit")._n
 
     @property
     def per_block(self) -> SeqUnit:
         """The block size as a quantity of its slot unit (a length)."""
-        return self.unit(self._slots)
+        return self.unit(self._n)
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError("BlockSize is immutable")
@@ -155,13 +155,13 @@ class BlockSize(Generic[SeqUnit]):
         raise AttributeError("BlockSize is immutable")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (BlockSize, (self._slots, self.unit))
+        return (BlockSize, (self._n, self.unit))
 
     def __str__(self) -> str:
-        return f"{self._slots} {self.unit.unit}/cache_block"
+        return f"{self._n} {self.unit.unit}/cache_block"
 
     def __repr__(self) -> str:
-        return f"BlockSize({self._slots}, {self.unit.__name__})"
+        return f"BlockSize({self._n}, {self.unit.__name__})"
 
     if not TYPE_CHECKING:
         # Hidden from mypy, as for the quantities: strict equality then reports a pooled
@@ -169,27 +169,24 @@ class BlockSize(Generic[SeqUnit]):
 
         def __eq__(self, other):
             if type(other) is BlockSize:
-                return self._slots == other._slots and self.unit is other.unit
+                return self._n == other._n and self.unit is other.unit
             return NotImplemented
 
         def __hash__(self):
-            return hash((self._slots, self.unit.unit))
+            return hash((self._n, self.unit.unit))
 
-        def __getattr__(self, name):
-            if name == "slots":
-                raise UnitAttributeError(
-                    f"BlockSize has no .slots: read numerical_value_in({self.unit.__name__}), "
-                    "which names the unit a slot counts",
-                    field="slots",
-                    expected=f"numerical_value_in({self.unit.__name__})",
-                    got=".slots",
-                )
-            raise AttributeError(
-                f"'BlockSize' object has no attribute {name!r}", name=name, obj=self
+        @property
+        def slots(self):
+            raise UnitAttributeError(
+                f"BlockSize has no .slots: read numerical_value_in({self.unit.__name__}), "
+                "which names the unit a slot counts",
+                field="slots",
+                expected=f"numerical_value_in({self.unit.__name__})",
+                got=".slots",
             )
 
 
-_set_slots = BlockSize.__dict__["_slots"].__set__
+_set_n = BlockSize.__dict__["_n"].__set__
 _set_unit = BlockSize.__dict__["unit"].__set__
 
 

@@ -197,17 +197,36 @@ class _Kind:
         def __hash__(self):
             return hash((self.kind, self.unit.unit, self._n))
 
-        def __getattr__(self, name):
-            if name == "value":
-                raise UnitAttributeError(
-                    f"{type(self).__name__} has no .value: read numerical_value_in("
-                    f"{self.unit.__name__}), which names the unit the number counts",
-                    field="value",
-                    expected=f"numerical_value_in({self.unit.__name__})",
-                    got=".value",
-                )
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+        def __index__(self):
+            raise UnitTypeError(
+                f"{self!r} cannot be used as a plain index or int; read "
+                f"numerical_value_in({self.unit.__name__}) where a plain int is really meant",
+                expected="int",
+                got=repr(self),
+            )
+
+        def __mul__(self, other):
+            self._mismatch("*", other)
+
+        def __floordiv__(self, other):
+            self._mismatch("//", other)
+
+        def __truediv__(self, other):
+            self._mismatch("/", other)
+
+        def __mod__(self, other):
+            self._mismatch("%", other)
+
+        __rmul__ = __mul__
+
+        @property
+        def value(self):
+            raise UnitAttributeError(
+                f"{type(self).__name__} has no .value: read numerical_value_in("
+                f"{self.unit.__name__}), which names the unit the number counts",
+                field="value",
+                expected=f"numerical_value_in({self.unit.__name__})",
+                got=".value",
             )
 
 
@@ -275,7 +294,7 @@ class Window(_Kind, Generic[SeqUnit]):
         return Position._trusted(max(0, q - self._n + 1), self.unit)
 
     def _hint(self, op: str, other: object) -> str:
-        if op in ("+", "-") or isinstance(other, IntQuantity):
+        if op in ("+", "-", "*", "//", "/", "%") or isinstance(other, IntQuantity):
             return (
                 "; a window is not a length: window.lookback is W − 1, "
                 "window.first_position(q) the first key of query q, and pool_window / "

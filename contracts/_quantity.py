@@ -257,19 +257,30 @@ class IntQuantity:
                 got=str(self),
             )
 
-        def __getattr__(self, name):
-            # Only reached for a missing attribute: no cost on the attributes that exist.
-            if name == "value":
-                raise UnitAttributeError(
-                    f"{type(self).__name__} has no .value: read "
-                    f"numerical_value_in({type(self).__name__}), which names the unit the "
-                    f"number counts ({self.unit})",
-                    field="value",
-                    expected=f"numerical_value_in({type(self).__name__})",
-                    got=".value",
-                )
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+        def __floordiv__(self, other):
+            # Division changes the unit (slots to blocks, tokens to pooled blocks) and rounds:
+            # it is a named conversion, never an operator.
+            raise UnitTypeError(
+                f"{self} cannot be divided by {describe(other)}: dividing changes the unit and "
+                "rounds; use the named conversion that says how (pool_length, "
+                "slots_to_cache_blocks_ceil, window_blocks, …)",
+                expected="a named conversion",
+                got=f"{self} // {describe(other)}",
+            )
+
+        __truediv__ = __mod__ = __divmod__ = __floordiv__
+
+        @property
+        def value(self):
+            # A property, not __getattr__: a class with __getattr__ loses CPython's fast
+            # attribute loads on every instance (the allocator's hot path reads quantities).
+            raise UnitAttributeError(
+                f"{type(self).__name__} has no .value: read "
+                f"numerical_value_in({type(self).__name__}), which names the unit the "
+                f"number counts ({self.unit})",
+                field="value",
+                expected=f"numerical_value_in({type(self).__name__})",
+                got=".value",
             )
 
     # -- immutability, printing, pickling --------------------------------------------------

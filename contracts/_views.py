@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NoReturn, TypeAlias, TypeVar, final
 
 from ._convert import (
     block_of,
@@ -67,7 +67,7 @@ from ._quantity import (
     check_quantity,
 )
 from ._state import StateMixerLayer
-from .errors import SpecError, UnitTypeError, UnitValueError
+from .errors import SpecError, UnitAttributeError, UnitTypeError, UnitValueError
 
 ManagedKind: TypeAlias = Literal[
     "full_attention", "sliding_window", "chunked_local", "cross_attention", "state"
@@ -214,6 +214,13 @@ class ManagerSpec(Generic[SlotUnit]):
         assert (self.sliding_window is not None) == (self.kind == "sliding_window"), self.kind
         assert (self.chunk is not None) == (self.kind == "chunked_local"), self.kind
 
+    if not TYPE_CHECKING:
+        # The plain-int copies a view used to carry, gone from its public face: a clear error
+        # naming the typed way (mypy reports them as [attr-defined]).
+        block_size_slots = sliding_window_slots = chunk_slots = fixed_slots = page_size_bytes = (
+            property(lambda self: _no_plain_ints(self, "manager_ints"))
+        )
+
     def expect(self, unit: type[_U]) -> ManagerSpec[_U]:
         """Narrow to the slot unit the caller works in; `UnitTypeError` if it is another."""
         if self.slot_unit is not unit:
@@ -356,6 +363,11 @@ class KernelSpec(Generic[KernelUnit]):
         if self.chunk is not None:
             check_kind(self.chunk, Chunk, self.seq_unit, "chunk")
 
+    if not TYPE_CHECKING:
+        block_size_slots = sliding_window_tok = chunk_tok = property(
+            lambda self: _no_plain_ints(self, "kernel_ints")
+        )
+
     def expect(self, unit: type[_K]) -> KernelSpec[_K]:
         """Narrow to the kernel unit the caller works in; `UnitTypeError` if it is another."""
         if self.seq_unit is not unit:
@@ -394,9 +406,20 @@ CachedLayer: TypeAlias = (
 )
 
 
+def _no_plain_ints(view: object, internal: str) -> NoReturn:
+    raise UnitAttributeError(
+        f"{type(view).__name__} keeps no plain-int copies of its sizes: ask the view (its "
+        "typed fields, page_size, window_blocks(), block_of(), "
+        "max_admission_blocks_per_request()), or, past a typed entry, read "
+        f"contracts.internal.{internal}(spec)",
+        expected="a typed field or method of the view",
+        got="a plain-int attribute",
+    )
+
+
 def _manager(**fields: Any) -> ManagerSpec[Any]:
     """Build a `ManagerSpec` with its plain ints (inside `_deriving`)."""
-    bs = fields["block_size"]._slots
+    bs = fields["block_size"]._n
     window, chunk, fixed = (
         fields.get("sliding_window"),
         fields.get("chunk"),
@@ -425,7 +448,7 @@ def _manager(**fields: Any) -> ManagerSpec[Any]:
 
 def _kernel(**fields: Any) -> KernelSpec[Any]:
     """Build a `KernelSpec` with its plain ints (inside `_deriving`)."""
-    rows, p = fields["tokens_per_block"]._slots, fields["pool"].tokens_per_block
+    rows, p = fields["tokens_per_block"]._n, fields["pool"].tokens_per_block
     window, chunk = fields.get("sliding_window"), fields.get("chunk")
     ints = KernelInts(
         tokens_per_block=rows,

@@ -120,17 +120,14 @@ class _UnitTensor:
 
     if not TYPE_CHECKING:
 
-        def __getattr__(self, name):
-            if name == "tensor":
-                raise UnitAttributeError(
-                    f"{self._name} has no .tensor: read tensor_in({self.unit.__name__}), which "
-                    "names the unit its values count",
-                    field="tensor",
-                    expected=f"tensor_in({self.unit.__name__})",
-                    got=".tensor",
-                )
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+        @property
+        def tensor(self):
+            raise UnitAttributeError(
+                f"{self._name} has no .tensor: read tensor_in({self.unit.__name__}), which "
+                "names the unit its values count",
+                field="tensor",
+                expected=f"tensor_in({self.unit.__name__})",
+                got=".tensor",
             )
 
 

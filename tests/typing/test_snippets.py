@@ -6,7 +6,8 @@ mypy prints it. The runner checks mypy once over all snippets (with the reposito
 ``mypy.ini``, so with CI's strict settings) and compares the exact set of (file, line, message)
 errors with the marks; notes are ignored. Then, for agreement at run time, it executes each
 snippet without its marked lines (correct code must run) and each marked line alone in that
-namespace (it must raise `contracts.UnitError`), so a marked line is one top-level statement.
+namespace (it must raise `contracts.UnitError`, or a spec model's `SpecValidationError` whose
+every entry is a unit error), so a marked line is one top-level statement.
 
 A line ending in ``# R: <why>`` is a known static gap: mypy accepts it (so it must report
 nothing there), and only the run-time check rejects it. If mypy learns to reject one, this test
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts import UnitError
+from contracts import SpecValidationError, UnitError
 
 REPO = Path(__file__).resolve().parents[2]
 SNIPPETS = sorted((REPO / "tests" / "typing" / "snippets").glob("*.py"))
@@ -172,9 +173,12 @@ def test_snippet_runs_and_marked_lines_raise(snippet: Path) -> None:
         assert len(tree.body) == 1 and not mark.code[:1].isspace(), (
             f"{where}: a marked line must be one top-level statement"
         )
-        with pytest.raises(UnitError):
+        with pytest.raises((UnitError, SpecValidationError)) as info:
             exec(compile(mark.code, where, "exec"), namespace)
             pytest.fail(f"{where}: {mark.code!r} ran without a UnitError")
+        if isinstance(info.value, SpecValidationError):
+            kinds = {entry["type"] for entry in info.value.errors()}
+            assert kinds == {"unit_error"}, f"{where}: not a unit error: {info.value}"
 
 
 # -- the runner's own parsing -----------------------------------------------------------------

@@ -13,11 +13,13 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
+    Position,
     RankBlocks,
     RankBytes,
     RankKVHeads,
     SlidingWindowLayer,
     Tokens,
+    Window,
     engine_blocks,
     kernel_view,
     manager_view,
@@ -25,14 +27,14 @@ from contracts import (
 from runtime.capacity import plan
 
 layer = SlidingWindowLayer(
-    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
 )
 
 either = manager_view(layer, block_size_slots=16)
 assert_type(either, ManagerSpec[PooledBlocks] | ManagerSpec[Tokens])
 manager = either.expect(PooledBlocks)
 assert_type(manager, ManagerSpec[PooledBlocks])
-assert_type(manager.sliding_window, PooledBlocks | None)
+assert_type(manager.sliding_window, Window[PooledBlocks] | None)
 assert_type(manager.block_size, BlockSize[PooledBlocks])
 assert_type(manager.page_size, Bytes)
 cap = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1500))
@@ -40,12 +42,18 @@ assert_type(cap, CacheBlocks)
 assert_type(manager.max_memory_per_request(PooledBlocks(1), PooledBlocks(1500)), Bytes)
 assert_type(manager.block_table_width(PooledBlocks(1500)), CacheBlocks)
 assert str(manager.sliding_window) == "189 pooled_block" and str(cap) == "13 cache_block"
+# The view's own geometry: the blocks its window touches, a slot's block, its pages' bytes.
+assert_type(manager.window_blocks(), CacheBlocks)
+assert manager.window_blocks() == CacheBlocks(13)  # cdiv(189 - 1, 16) + 1
+assert manager.block_of(Position(203, PooledBlocks)) == Position(12, CacheBlocks)
+assert manager.bytes_for(cap) == Bytes(13 * 524288)
 
 kernel = kernel_view(layer, block_size_slots=16).expect(EncoderTokens)
 assert_type(kernel, KernelSpec[EncoderTokens])
 assert_type(kernel.tokens_per_block, BlockSize[EncoderTokens])
-assert_type(kernel.sliding_window, EncoderTokens | None)
+assert_type(kernel.sliding_window, Window[EncoderTokens] | None)
 assert str(kernel.tokens_per_block) == "64 encoder_token/cache_block"
+assert kernel.block_of(Position(812, EncoderTokens)) == Position(12, CacheBlocks)
 
 engine = EngineSpec(
     max_model_len=Tokens(8192),

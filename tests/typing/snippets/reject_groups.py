@@ -16,10 +16,11 @@ from contracts import (
     RankBytes,
     SlidingWindowLayer,
     Tokens,
+    Window,
     group_layers,
 )
 
-encoder = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64)
+encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)
 model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
 engine = EngineSpec(

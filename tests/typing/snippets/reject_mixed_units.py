@@ -25,10 +25,13 @@ plus_one = window + 1  # E: Unsupported operand types for + ("EncoderTokens" and
 one_plus = 1 + window  # E: Unsupported operand types for + ("int" and "EncoderTokens")  [operator]
 scaled = window * 1.5  # E: Unsupported operand types for * ("EncoderTokens" and "float")  [operator]
 
-# A quantity is not an index: a block table is indexed by a plain int read from .value.
+# A quantity is not an index: a block table is indexed by the plain int numerical_value_in names.
 block_table = [7, 8, 9]
 physical = block_table[CacheBlocks(1)]  # E: No overload variant of "__getitem__" of "list" matches argument type "CacheBlocks"  [call-overload]
 positions = range(Tokens(3))  # E: No overload variant of "range" matches argument type "Tokens"  [call-overload]
+
+# Dividing changes the unit and rounds: it is a named conversion, not an operator.
+per_block = slots // 16  # E: Unsupported operand types for // ("PooledBlocks" and "int")  [operator]
 
 # Memory and blocks are different things too.
 budget = Bytes(1 << 30) - CacheBlocks(13)  # E: Unsupported operand types for - ("Bytes" and "CacheBlocks")  [operator]
@@ -36,5 +39,5 @@ budget = Bytes(1 << 30) - CacheBlocks(13)  # E: Unsupported operand types for - 
 # The same operations in one unit are fine.
 assert window + EncoderTokens(2) == EncoderTokens(752)
 assert slots < PooledBlocks(190)
-assert block_table[CacheBlocks(1).value] == 8
+assert block_table[CacheBlocks(1).numerical_value_in(CacheBlocks)] == 8
 assert window * 2 == EncoderTokens(1500)

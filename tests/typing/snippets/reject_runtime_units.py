@@ -18,13 +18,14 @@ from contracts import (
     RankBytes,
     SlidingWindowLayer,
     Tokens,
+    Window,
     pool_length,
 )
 from runtime import KVCacheCoordinator
 from runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
-    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
 )
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)
 model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})

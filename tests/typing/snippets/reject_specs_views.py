@@ -19,12 +19,13 @@ from contracts import (
     RankBytes,
     SlidingWindowLayer,
     Tokens,
+    Window,
     kernel_view,
     manager_view,
     slots_to_cache_blocks_ceil,
 )
 
-layer = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 kernel = kernel_view(layer, block_size_slots=16).expect(EncoderTokens)
 engine = EngineSpec(
@@ -44,18 +45,21 @@ def encoder_admission_cap(
 
 
 # Correct: the manager's own unit, derived at the boundary.
-assert manager.sliding_window == PooledBlocks(189)
+assert manager.sliding_window == Window(189, PooledBlocks)
 assert encoder_admission_cap(manager, PooledBlocks(1), PooledBlocks(1500)) == CacheBlocks(13)
-assert kernel.sliding_window == EncoderTokens(750)
+assert kernel.sliding_window == Window(750, EncoderTokens)
+model_window = Window(750, EncoderTokens)
+kernel_window = kernel.sliding_window
+assert kernel_window is not None
 
 # The kernel's view where the manager's is expected.
 cap = encoder_admission_cap(kernel, PooledBlocks(1), PooledBlocks(1500))  # E: Argument 1 to "encoder_admission_cap" has incompatible type "KernelSpec[EncoderTokens]"; expected "ManagerSpec[PooledBlocks]"  [arg-type]
 
 # The seed's naive derivation re-enacted: encoder tokens handed to a pooled manager.
 cap = manager.max_admission_blocks_per_request(EncoderTokens(1), PooledBlocks(1500))  # E: Argument 1 to "max_admission_blocks_per_request" of "ManagerSpec" has incompatible type "EncoderTokens"; expected "PooledBlocks"  [arg-type]
-window_slots = PooledBlocks(layer.sliding_window)  # E: Argument 1 to "PooledBlocks" has incompatible type "EncoderTokens | Tokens"; expected "int"  [arg-type]
-blocks = slots_to_cache_blocks_ceil(kernel.sliding_window, manager.block_size)  # E: Cannot infer value of type parameter "SeqUnit" of "slots_to_cache_blocks_ceil"  [misc]
-same = manager.sliding_window == kernel.sliding_window  # E: Non-overlapping equality check (left operand type: "PooledBlocks", right operand type: "EncoderTokens")  [comparison-overlap]
+window_slots = PooledBlocks(model_window)  # E: Argument 1 to "PooledBlocks" has incompatible type "Window[EncoderTokens]"; expected "int"  [arg-type]
+blocks = slots_to_cache_blocks_ceil(kernel_window, manager.block_size)  # E: No overload variant of "slots_to_cache_blocks_ceil" matches argument types "Window[EncoderTokens]", "BlockSize[PooledBlocks]"  [call-overload]
+same = manager.sliding_window == kernel_window  # E: Non-overlapping equality check (left operand type: "Window[PooledBlocks]", right operand type: "Window[EncoderTokens]")  [comparison-overlap]
 
 # The decoder's limits (tokens) used for the encoder's group (pooled blocks).
 cap = manager.max_admission_blocks_per_request(PooledBlocks(1), engine.max_model_len)  # E: Argument 2 to "max_admission_blocks_per_request" of "ManagerSpec" has incompatible type "Tokens"; expected "PooledBlocks"  [arg-type]
@@ -67,7 +71,7 @@ pooled_kernel = kernel.expect(PooledBlocks)  # E: Value of type variable "_K" of
 
 
 def kernel_rows(spec: KernelSpec[EncoderTokens]) -> int:
-    return spec.expect(EncoderTokens).tokens_per_block.slots
+    return spec.expect(EncoderTokens).tokens_per_block.numerical_value_in(EncoderTokens)
 
 
 rows = kernel_rows(manager)  # E: Argument 1 to "kernel_rows" has incompatible type "ManagerSpec[PooledBlocks]"; expected "KernelSpec[EncoderTokens]"  [arg-type]

@@ -14,6 +14,7 @@ from contracts import (
     PooledBlocks,
     PoolFactor,
     Tokens,
+    Window,
     pool_window,
     slots_to_cache_blocks_ceil,
 )
@@ -22,7 +23,7 @@ from contracts.internal import check_quantity
 
 def blocks_for_window(window: PooledBlocks) -> CacheBlocks:
     """Cache blocks a manager reserves for a window it counts in pooled blocks."""
-    slots = check_quantity(window, PooledBlocks, "window").value
+    slots = check_quantity(window, PooledBlocks, "window").numerical_value_in(PooledBlocks)
     return CacheBlocks(-(slots // -16) + 1)
 
 
@@ -33,12 +34,15 @@ blocks_for_window(189)  # E: Argument 1 to "blocks_for_window" has incompatible 
 blocks_for_window(Tokens(189))  # E: Argument 1 to "blocks_for_window" has incompatible type "Tokens"; expected "PooledBlocks"  [arg-type]
 
 # The conversions check their source unit and their factor.
-pool_window(PooledBlocks(750), pool)  # E: Argument 1 to "pool_window" has incompatible type "PooledBlocks"; expected "EncoderTokens"  [arg-type]
-pool_window(750, pool)  # E: Argument 1 to "pool_window" has incompatible type "int"; expected "EncoderTokens"  [arg-type]
-pool_window(EncoderTokens(750), 4)  # E: Argument 2 to "pool_window" has incompatible type "int"; expected "PoolFactor"  [arg-type]
+manager_window = Window(750, PooledBlocks)
+pool_window(manager_window, pool)  # E: Argument 1 to "pool_window" has incompatible type "Window[PooledBlocks]"; expected "Window[EncoderTokens]"  [arg-type]
+pool_window(750, pool)  # E: Argument 1 to "pool_window" has incompatible type "int"; expected "Window[EncoderTokens]"  [arg-type]
+pool_window(EncoderTokens(750), pool)  # E: Argument 1 to "pool_window" has incompatible type "EncoderTokens"; expected "Window[EncoderTokens]"  [arg-type]
+pool_window(Window(750, EncoderTokens), 4)  # E: Argument 2 to "pool_window" has incompatible type "int"; expected "PoolFactor"  [arg-type]
 
 # Slots and block size must count the same unit: a pooled layer's slots with a token block size.
-slots_to_cache_blocks_ceil(PooledBlocks(3), BlockSize(16, Tokens))  # E: Cannot infer value of type parameter "SeqUnit" of "slots_to_cache_blocks_ceil"  [misc]
+token_block_size = BlockSize(16, Tokens)
+slots_to_cache_blocks_ceil(PooledBlocks(3), token_block_size)  # E: Argument 2 to "slots_to_cache_blocks_ceil" has incompatible type "BlockSize[Tokens]"; expected "BlockSize[PooledBlocks]"  [arg-type]
 
 # Re-wrapping a quantity in another unit is not a conversion.
 relabelled = PooledBlocks(EncoderTokens(750))  # E: Argument 1 to "PooledBlocks" has incompatible type "EncoderTokens"; expected "int"  [arg-type]
@@ -48,5 +52,5 @@ from_float = EncoderTokens(750.0)  # E: Argument 1 to "EncoderTokens" has incomp
 odd_block = BlockSize(16, CacheBlocks)  # E: Value of type variable "SeqUnit" of "BlockSize" cannot be "CacheBlocks"  [type-var]
 
 # The correct calls.
-assert blocks_for_window(pool_window(EncoderTokens(750), pool)) == CacheBlocks(13)
+assert blocks_for_window(pool_window(Window(750, EncoderTokens), pool).lookback + PooledBlocks(1)) == CacheBlocks(13)
 assert slots_to_cache_blocks_ceil(PooledBlocks(3), BlockSize(16, PooledBlocks)) == CacheBlocks(1)
