@@ -3,7 +3,10 @@
 Model: each figure is the time of one Python-level operation, in nanoseconds: the best of
 ``--repeat`` timeit runs of ``--number`` loops each, minus the time of an empty loop body, so
 that the ratio compares the operations themselves. The typed side is what a hot path pays when
-it keeps the unit (``EncoderTokens``); the plain side is what it pays after reading ``.value``.
+it keeps the unit (``EncoderTokens``, a `Position`); the plain side is what it pays on plain
+ints. "int out" prices the two ways a number leaves a quantity: ``numerical_value_in`` (which
+checks the unit it names) and ``contracts.internal.magnitude`` (for a hot path that has just
+checked the class), against reading a plain int.
 
 Run:
     .venv/bin/python -m benchmarks.quantity
@@ -16,7 +19,8 @@ import platform
 import timeit
 from dataclasses import dataclass
 
-from contracts import EncoderTokens
+from contracts import EncoderTokens, Position
+from contracts.internal import magnitude
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,9 @@ CASES = (
     Case("add", "a + b", "x + y"),
     Case("compare <", "a < b", "x < y"),
     Case("compare ==", "a == b", "x == y"),
+    Case("pos + len", "p + b", "x + y"),
+    Case("int out", "a.numerical_value_in(EncoderTokens)", "int(x)"),
+    Case("int out (hot)", "magnitude(a)", "int(x)"),
 )
 
 SETUP_NAMESPACE: dict[str, object] = {
@@ -40,6 +47,8 @@ SETUP_NAMESPACE: dict[str, object] = {
     "n": 750,
     "a": EncoderTokens(750),
     "b": EncoderTokens(4),
+    "p": Position(750, EncoderTokens),
+    "magnitude": magnitude,
     "x": 750,
     "y": 4,
 }
