@@ -21,8 +21,10 @@ A *step* of q positions after a context of c positions (``c = seq_len − q``):
   sliding window counts its look-back from that slot, not from ``cdiv(c, P)``.
 
 These are plain-int formulas (and `touched_slots` also takes integer tensors), for code that
-already checked its units at its typed entry. The Triton kernels compute the same rows on the
-device; their tests check them against `step_cache_rows`.
+already checked its units at its typed entry: like `contracts.internal`, not a user's API (an
+int has no unit and no kind; a user's code converts with the typed functions of `contracts`).
+The Triton kernels compute the same rows on the device; their tests check them against
+`step_cache_rows`.
 
 Example:
     P = 4, block size 2 slots, table [5, 7]: a step of 4 positions after 6 (rows 6-9) touches
