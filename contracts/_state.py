@@ -36,9 +36,10 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Literal, final
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from ._dtype import CacheDType
+from ._model import SpecModel
 from ._quantity import Bytes
 from .errors import SpecError
 
@@ -83,7 +84,7 @@ def _divide(numerator: int, tp: int, what: str) -> int:
     return numerator // tp
 
 
-class StateMixerLayer(BaseModel):
+class StateMixerLayer(SpecModel):
     """The base of the recurrent-mixer layers: two state tensors per request, sized from the
     mixer's own dimensions (see the module doc). Their manager view is a ``state`` layer."""
 

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
+import contracts
+import contracts.config
 from contracts import (
     Bytes,
     CacheDType,
@@ -34,6 +36,7 @@ from contracts import (
     Window,
     ureg,
 )
+from contracts._model import SpecModel
 
 BF16 = CacheDType.bfloat16
 
@@ -244,6 +247,19 @@ def test_spec_validation_errors_are_kvunits_errors_with_field_paths() -> None:
     with pytest.raises(SpecValidationError) as missing:
         FullAttentionLayer(head_size=8)  # type: ignore[call-arg]
     assert missing.value.errors()[0]["type"] == "missing"
+
+
+def test_every_public_model_is_a_spec_model() -> None:
+    """Each pydantic model a user can reach (contracts, contracts.config) raises the family's
+    SpecValidationError: they all derive from SpecModel."""
+    models = {
+        obj
+        for module in (contracts, contracts.config)
+        for obj in vars(module).values()
+        if isinstance(obj, type) and issubclass(obj, BaseModel)
+    }
+    assert len(models) >= 10
+    assert not [m.__name__ for m in models if not issubclass(m, SpecModel)]
 
 
 def test_missing_window_is_an_error() -> None:
