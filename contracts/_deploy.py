@@ -261,9 +261,9 @@ def kv_heads_per_rank(heads: KVHeads, parallelism: Parallelism) -> RankKVHeads:
         SpecError: neither divides the other (8 heads over 3 ranks).
 
     Example:
-        >>> [kv_heads_per_rank(KVHeads(8), Parallelism(tensor_parallel_size=t)).value
+        >>> [str(kv_heads_per_rank(KVHeads(8), Parallelism(tensor_parallel_size=t)))
         ...  for t in (1, 2, 8, 16)]
-        [8, 4, 1, 1]
+        ['8 kv_head/rank', '4 kv_head/rank', '1 kv_head/rank', '1 kv_head/rank']
     """
     h = _check(heads, KVHeads, "heads")._value
     tp = _parallelism(parallelism).tensor_parallel_size
