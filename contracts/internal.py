@@ -28,8 +28,9 @@ from ._views import kernel_ints as kernel_ints
 from ._views import manager_ints as manager_ints
 
 #: The plain int of a quantity whose class the caller has *just checked* (``type(q) is
-#: unit``), for hot paths: one C call, no second check. Anywhere else, name the unit with
-#: ``q.numerical_value_in(unit)``.
+#: unit``), for paths past a typed entry: one C call, no second check. Anywhere else, name the
+#: unit with ``q.numerical_value_in(unit)``. (The allocator's per-step closures read the slot
+#: itself, ``q._value``: there even one call is measurable.)
 magnitude: Callable[[IntQuantity], int] = attrgetter("_value")
 
 __all__ = [

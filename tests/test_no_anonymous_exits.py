@@ -32,8 +32,10 @@ _UNIT_ARGUMENT = {
 }
 _EXITS = {"numerical_value_in", "tensor_in"}
 #: Private attributes and the modules that own them (where reading them is the implementation).
+#: The allocator's stepper closures read a quantity's slot right after checking its class: the
+#: hot path's one exception, priced by benchmarks/allocator.py.
 _OWNERS = {
-    "_value": {"contracts"},
+    "_value": {"contracts", "runtime/coordinator.py"},
     "_n": {"contracts"},
     "_ints": {"contracts/_views.py"},
     "_tensor": {"kernels/_typed.py"},
