@@ -53,11 +53,11 @@ from contracts import (
     FullAttentionLayer,
     ModelSpec,
     PoolFactor,
-    RankBytes,
     SlidingWindowLayer,
     Tokens,
     Window,
 )
+from contracts.deploy import RankBytes
 from runtime import KVCacheCoordinator
 from runtime.capacity import CapacityPlan, plan
 

@@ -7,15 +7,15 @@ The core every other part of kvunits stands on:
   `Position` and `Chunk`, and the per-layer factors `PoolFactor` (P) and `BlockSize`;
 * conversions between them, each taking the kind it is correct for and naming its rounding
   (`CONVERSIONS` lists them);
-* whose count it is: a rank's heads, bytes, blocks and tokens (`RankKVHeads`, `RankBytes`,
-  `RankBlocks`, `RankTokens`) against the model's (`KVHeads`, `Bytes`, `CacheBlocks`), and
-  the deployment's shape (`Parallelism`: tensor, pipeline, decode-context parallel sizes);
-* the frozen layer, model and engine specs (recurrent mixers keep their state's shapes:
-  `Mamba1Layer`, `Mamba2Layer`, `GatedDeltaNetLayer`), and the two views of a layer that the cache
+* the frozen layer, model and engine specs, and the two views of a layer that the cache
   manager (`ManagerSpec`) and the attention kernel (`KernelSpec`) read;
 * layer groups (`group_layers`), and the error tree (`contracts.errors`).
 
-Sub-modules: `contracts.config` loads config files (TOML/YAML/JSON, Hugging Face);
+Sub-modules: `contracts.deploy` says whose count it is (a rank's heads, bytes, blocks and
+tokens against the model's) and converts between them for a deployment's shape (tensor,
+pipeline, decode-context parallelism); `contracts.state` holds the recurrent mixers' layer
+specs (Mamba-1, Mamba-2, gated delta net), which keep their state's shapes;
+`contracts.config` loads config files (TOML/YAML/JSON, Hugging Face);
 `contracts.crossing` is the one crossing from manager slots to kernel rows;
 `contracts.internal` holds what runtime and kernels share with this package.
 
@@ -40,25 +40,6 @@ from ._convert import pool_window as pool_window
 from ._convert import slots_to_cache_blocks_ceil as slots_to_cache_blocks_ceil
 from ._convert import unpool_length as unpool_length
 from ._convert import window_blocks as window_blocks
-from ._deploy import DEPLOY_CONVERSIONS as _DEPLOY_CONVERSIONS
-from ._deploy import KVHeads as KVHeads
-from ._deploy import Parallelism as Parallelism
-from ._deploy import RankBlocks as RankBlocks
-from ._deploy import RankBytes as RankBytes
-from ._deploy import RankKVHeads as RankKVHeads
-from ._deploy import RankTokens as RankTokens
-from ._deploy import blocks_per_rank as blocks_per_rank
-from ._deploy import engine_blocks as engine_blocks
-from ._deploy import head_replicas as head_replicas
-from ._deploy import kv_heads_of as kv_heads_of
-from ._deploy import kv_heads_per_rank as kv_heads_per_rank
-from ._deploy import layers_per_stage as layers_per_stage
-from ._deploy import page_size_per_rank as page_size_per_rank
-from ._deploy import rank_blocks_to_bytes as rank_blocks_to_bytes
-from ._deploy import rank_bytes_to_blocks_floor as rank_bytes_to_blocks_floor
-from ._deploy import rank_tokens_to_blocks_ceil as rank_tokens_to_blocks_ceil
-from ._deploy import requested_memory as requested_memory
-from ._deploy import tokens_per_dcp_rank as tokens_per_dcp_rank
 from ._dtype import CacheDType as CacheDType
 from ._engine import EngineSpec as EngineSpec
 from ._factors import BlockSize as BlockSize
@@ -89,15 +70,12 @@ from ._quantity import PooledBlocks as PooledBlocks
 from ._quantity import SeqUnit as SeqUnit
 from ._quantity import SlotUnit as SlotUnit
 from ._quantity import Tokens as Tokens
-from ._state import GatedDeltaNetLayer as GatedDeltaNetLayer
-from ._state import Mamba1Layer as Mamba1Layer
-from ._state import Mamba2Layer as Mamba2Layer
-from ._state import StateTensor as StateTensor
 from ._views import KernelSpec as KernelSpec
 from ._views import KernelUnit as KernelUnit
 from ._views import ManagerSpec as ManagerSpec
 from ._views import kernel_view as kernel_view
 from ._views import manager_view as manager_view
+from .deploy import DEPLOY_CONVERSIONS as _DEPLOY_CONVERSIONS
 from .errors import KvUnitsError as KvUnitsError
 from .errors import SpecError as SpecError
 from .errors import SpecValidationError as SpecValidationError
@@ -139,9 +117,7 @@ __all__ = [
     "EncoderTokens",
     "EngineSpec",
     "FullAttentionLayer",
-    "GatedDeltaNetLayer",
     "IntQuantity",
-    "KVHeads",
     "KVSharedLayer",
     "KernelSpec",
     "KernelUnit",
@@ -149,26 +125,18 @@ __all__ = [
     "LayerGroup",
     "LayerSpec",
     "MLALayer",
-    "Mamba1Layer",
-    "Mamba2Layer",
     "ManagerSpec",
     "ModelSpec",
-    "Parallelism",
     "PoolFactor",
     "PooledBlocks",
     "PosUnit",
     "Position",
-    "RankBlocks",
-    "RankBytes",
-    "RankKVHeads",
-    "RankTokens",
     "SeqUnit",
     "SlidingWindowLayer",
     "SlotUnit",
     "SpecError",
     "SpecValidationError",
     "StateLayer",
-    "StateTensor",
     "Tokens",
     "UnitAttributeError",
     "UnitError",
@@ -176,31 +144,19 @@ __all__ = [
     "UnitValueError",
     "Window",
     "block_of",
-    "blocks_per_rank",
     "bytes_to_cache_blocks_floor",
     "cache_blocks_to_bytes",
-    "engine_blocks",
     "expand_block_size",
     "group_layers",
-    "head_replicas",
     "kernel_view",
-    "kv_heads_of",
-    "kv_heads_per_rank",
-    "layers_per_stage",
     "manager_view",
-    "page_size_per_rank",
     "parse_quantity",
     "pool_chunk",
     "pool_length",
     "pool_position",
     "pool_span",
     "pool_window",
-    "rank_blocks_to_bytes",
-    "rank_bytes_to_blocks_floor",
-    "rank_tokens_to_blocks_ceil",
-    "requested_memory",
     "slots_to_cache_blocks_ceil",
-    "tokens_per_dcp_rank",
     "unpool_length",
     "ureg",
     "window_blocks",

@@ -6,10 +6,10 @@ from typing import Annotated, Final
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from ._deploy import Parallelism, RankBytes, requested_memory
 from ._dtype import CacheDType
 from ._model import SpecModel
 from ._quantity import EncoderTokens, Tokens
+from .deploy import Parallelism, RankBytes, requested_memory
 
 #: vLLM's ``CacheConfig.gpu_memory_utilization`` default (``vllm/config/cache.py``).
 GPU_MEMORY_UTILIZATION: Final = 0.92

@@ -25,7 +25,7 @@ from ._factors import PoolFactor
 from ._kinds import Chunk, KindOf, Window, _Kind
 from ._model import SpecModel
 from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
-from ._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateMixerLayer
+from .state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateMixerLayer
 
 #: A count of heads or elements: a real positive int (no bool, no float, no numeric string),
 #: with its unit in the JSON schema (``x-unit``), as a config file's schema shows it.

@@ -66,8 +66,8 @@ from ._quantity import (
     Tokens,
     check_quantity,
 )
-from ._state import StateMixerLayer
 from .errors import SpecError, UnitAttributeError, UnitTypeError, UnitValueError
+from .state import StateMixerLayer
 
 ManagedKind: TypeAlias = Literal[
     "full_attention", "sliding_window", "chunked_local", "cross_attention", "state"

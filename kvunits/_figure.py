@@ -231,7 +231,7 @@ def _page(
     svg: str, runs: list[Run], workload: Workload, config: KvUnitsConfig, rows: list[list[str]]
 ) -> str:
     """A self-contained HTML page: title, workload, summary table, the SVG inline."""
-    from ._simulate_cli import lost_keys
+    from ._simulate import lost_keys
 
     notes = "".join(f"<p>{html.escape(line)}</p>\n" for line in lost_keys(runs))
     start = svg.find("<svg")

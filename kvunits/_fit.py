@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, final
 
 if TYPE_CHECKING:
-    from contracts import Parallelism, RankBytes, Tokens
+    from contracts import Tokens
     from contracts.config import KvUnitsConfig
+    from contracts.deploy import Parallelism, RankBytes
 
 
 @final

@@ -118,7 +118,7 @@ def plan_to_dict(config: KvUnitsConfig, plan: CapacityPlan) -> dict[str, Any]:
 
 
 def _group_to_dict(plan: GroupPlan) -> dict[str, Any]:
-    from contracts import KVHeads
+    from contracts.deploy import KVHeads
 
     group, manager = plan.group, plan.group.manager
     kernel = next(iter(group.kernels.values()), None)

@@ -854,3 +854,15 @@ def _with_window(layer: LayerSpec, declared: int) -> SlidingWindowLayer:
     assert isinstance(layer, SlidingWindowLayer)
     window = Window(declared, EncoderTokens) if layer.pooled else Window(declared, Tokens)
     return SlidingWindowLayer.model_validate({**dict(layer), "sliding_window": window})
+
+
+def lost_keys(runs: Sequence[Run]) -> list[str]:
+    """One line per run that read a freed block: where it first did, and how often."""
+    lines = []
+    for run in runs:
+        if run.first_lost is not None:
+            lines.append(
+                f"{run.variant.label}: {run.first_lost}; {run.lost_steps} stream steps read a "
+                "freed block"
+            )
+    return lines

@@ -13,6 +13,7 @@ import json
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -60,9 +61,13 @@ stopped with Ctrl-C (what was simulated is still printed and drawn).
 
 
 def add_simulate_command(
-    commands: Any, engine_flags: argparse.ArgumentParser, formatter: type[argparse.HelpFormatter]
+    commands: Any,
+    engine_flags: argparse.ArgumentParser,
+    formatter: type[argparse.HelpFormatter],
+    load: Callable[[str | None, argparse.Namespace], KvUnitsConfig],
 ) -> None:
-    """Register ``simulate`` on the command line's subparsers."""
+    """Register ``simulate`` on the command line's subparsers; ``load`` reads the config as
+    every command does (the shipped example by default, engine flags applied)."""
     simulate = commands.add_parser(
         "simulate",
         parents=[engine_flags],
@@ -143,7 +148,7 @@ def add_simulate_command(
         help="table for people (default); json or csv: the series of every step, for your own "
         "tools",
     )
-    simulate.set_defaults(command=run_simulate)
+    simulate.set_defaults(command=run_simulate, load=load)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -164,9 +169,8 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
     from contracts import SpecError
 
     from ._simulate import as_configured, simulate, window_variants
-    from .cli import _load
 
-    config = _load(args.config, args)
+    config = args.load(args.config, args)
     workload = _workload(args, config)
     if args.compare_windows is not None:
         variants = window_variants(config, args.compare_windows.split(","), args.group)
@@ -354,18 +358,6 @@ def summary_rows(runs: list[Run]) -> list[list[str]]:
     return rows
 
 
-def lost_keys(runs: list[Run]) -> list[str]:
-    """One line per run that read a freed block: where it first did, and how often."""
-    lines = []
-    for run in runs:
-        if run.first_lost is not None:
-            lines.append(
-                f"{run.variant.label}: {run.first_lost}; {run.lost_steps} stream steps read a "
-                "freed block"
-            )
-    return lines
-
-
 def group_rows(runs: list[Run]) -> list[list[str]]:
     """One row per run and group (header first): windows, pool, blocks reserved and held."""
     header = [
@@ -410,6 +402,7 @@ def render(config: KvUnitsConfig, workload: Workload, runs: list[Run], out: Text
     from rich.text import Text
 
     from ._render import clean
+    from ._simulate import lost_keys
 
     console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
     title = Text("kvunits simulate: ")

@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from ._simulate_cli import add_simulate_command
 
-    add_simulate_command(commands, engine_flags, formatter)
+    add_simulate_command(commands, engine_flags, formatter, _load)
     return parser
 
 

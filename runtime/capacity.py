@@ -21,13 +21,11 @@ from contracts import (
     EncoderTokens,
     EngineSpec,
     ModelSpec,
-    Parallelism,
-    RankBytes,
     SpecError,
     Tokens,
     Window,
-    engine_blocks,
 )
+from contracts.deploy import Parallelism, RankBytes, engine_blocks
 
 from .block_pool import MAX_POOL_BLOCKS
 from .deployment import Layout, Shortfall, StagePlan

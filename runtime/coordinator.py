@@ -29,8 +29,9 @@ progress completes as if alone: concurrent use is a clear error, never a silent 
 Every call that changes state is atomic, whatever the exception.
 
 Example:
-    >>> from contracts import (EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec, RankBytes,
+    >>> from contracts import (EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec,
     ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens, Window)
+    >>> from contracts.deploy import RankBytes
     >>> from runtime.capacity import plan
     >>> enc = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
     ...                          kv_heads=32, head_size=64)

@@ -4,7 +4,7 @@ A model served with tensor parallelism (TP), pipeline parallelism (PP) and decod
 parallelism (DCP) is planned per rank, as vLLM 0.33 plans it:
 
 * each stack of layers (``text.0`` … ``text.31``) is split over the stages by
-  `contracts.layers_per_stage` (vLLM's ``get_pp_indices``, which ``make_layers`` applies to
+  `contracts.deploy.layers_per_stage` (vLLM's ``get_pp_indices``, which ``make_layers`` applies to
   every layer list: a decoder's, an audio encoder's);
 * a rank's page holds its share of the heads (`contracts.page_size_per_rank`, replicated
   when tp exceeds the heads), so a group's page differs between the model and a rank;
@@ -24,7 +24,8 @@ The reverse questions a serving engineer asks are answered from the same numbers
 fit), `concurrency_at` and `budget_for`.
 
 Example:
-    >>> from contracts import EngineSpec, FullAttentionLayer, ModelSpec, RankBytes, Tokens
+    >>> from contracts import EngineSpec, FullAttentionLayer, ModelSpec, Tokens
+    >>> from contracts.deploy import RankBytes
     >>> model = ModelSpec.stacked("llama", {"text": (FullAttentionLayer(kv_heads=8,
     ...                                                                  head_size=128), 32)})
     >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(2048),
@@ -45,18 +46,20 @@ from typing import final
 from contracts import (
     AnyLayerGroup,
     EngineSpec,
-    KVHeads,
     MLALayer,
     ModelSpec,
+    SpecError,
+    Tokens,
+    UnitValueError,
+    group_layers,
+)
+from contracts.deploy import (
+    KVHeads,
     Parallelism,
     RankBlocks,
     RankBytes,
     RankKVHeads,
-    SpecError,
-    Tokens,
-    UnitValueError,
     blocks_per_rank,
-    group_layers,
     head_replicas,
     kv_heads_of,
     kv_heads_per_rank,
@@ -80,7 +83,7 @@ class RankGroupPlan:
         kind: its manager's kind.
         layer_names: the group's layers on this stage.
         kv_heads: the model's KV heads of each layer (None: a state layer).
-        kv_heads_per_rank: what each TP rank holds of them (`contracts.kv_heads_per_rank`).
+        kv_heads_per_rank: what each TP rank holds of them (`contracts.deploy.kv_heads_per_rank`).
         head_replicas: TP ranks holding each head (more than 1: replicated).
         dcp_sharded: whether DCP splits the group's positions over ranks.
         page_size: one layer's page on one rank.
@@ -383,7 +386,7 @@ def stage_layers(model: ModelSpec, parallelism: Parallelism) -> tuple[tuple[str,
     """The layers of each pipeline stage, in model order.
 
     Each stack, the layers ``<stack>.<i>`` (a layer of another name is a stack of its own),
-    is split by `contracts.layers_per_stage` in order of ``i``, as vLLM's ``make_layers``
+    is split by `contracts.deploy.layers_per_stage` in order of ``i``, as vLLM's ``make_layers``
     splits each layer list it builds (a decoder's; an audio encoder's, in
     ``whisper_causal.py``).
 

@@ -26,7 +26,7 @@ from .._layers import (
     SlidingWindowLayer,
 )
 from .._quantity import EncoderTokens, Tokens
-from .._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
+from ..state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
 from ._hf_fields import MAX_ELEMENTS, MAX_SEQ, Reader, Section
 from ._models import MAX_LAYERS
 

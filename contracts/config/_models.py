@@ -50,7 +50,6 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from .._deploy import RankBytes
 from .._dtype import CacheDType
 from .._engine import GPU_MEMORY_UTILIZATION, EngineSpec
 from .._layers import (
@@ -68,7 +67,8 @@ from .._layers import (
 )
 from .._model import SpecModel
 from .._quantity import EncoderTokens, Tokens
-from .._state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
+from ..deploy import RankBytes
+from ..state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
 
 #: The most layers a config may declare (`ModelSpec` holds at most this many).
 MAX_LAYERS: Final = 4096

@@ -22,7 +22,6 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
-    RankBytes,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -32,6 +31,7 @@ from contracts import (
     manager_view,
 )
 from contracts._groups import group_limits
+from contracts.deploy import RankBytes
 from runtime.capacity import CapacityPlan, plan
 
 from .layer_model import RawLayer, ceil_div, raw_layers

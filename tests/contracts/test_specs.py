@@ -27,7 +27,6 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
-    RankBytes,
     SlidingWindowLayer,
     SpecError,
     SpecValidationError,
@@ -37,6 +36,7 @@ from contracts import (
     ureg,
 )
 from contracts._model import SpecModel
+from contracts.deploy import RankBytes
 
 BF16 = CacheDType.bfloat16
 

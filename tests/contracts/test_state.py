@@ -19,17 +19,14 @@ from contracts import (
     CacheDType,
     EngineSpec,
     FullAttentionLayer,
-    GatedDeltaNetLayer,
     KVSharedLayer,
-    Mamba1Layer,
-    Mamba2Layer,
     ModelSpec,
     SpecError,
-    StateTensor,
     group_layers,
     kernel_view,
     manager_view,
 )
+from contracts.state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateTensor
 
 BF16, FP32 = CacheDType.bfloat16, CacheDType.float32
 JAMBA = Mamba1Layer(intermediate_size=8192, ssm_state_size=16, conv_kernel=4)

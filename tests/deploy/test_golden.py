@@ -49,20 +49,9 @@ from typing import Any
 
 import pytest
 
-from contracts import (
-    Bytes,
-    CacheBlocks,
-    EncoderTokens,
-    KVHeads,
-    PooledBlocks,
-    RankBlocks,
-    RankBytes,
-    RankKVHeads,
-    SpecError,
-    Tokens,
-    Window,
-)
+from contracts import Bytes, CacheBlocks, EncoderTokens, PooledBlocks, SpecError, Tokens, Window
 from contracts.config import ConfigError, KvUnitsConfig, load_config
+from contracts.deploy import KVHeads, RankBlocks, RankBytes, RankKVHeads
 from runtime import CapacityPlan, longest_max_model_len, plan
 
 from ..config.conftest import EXAMPLES, SHIPPED

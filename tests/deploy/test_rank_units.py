@@ -22,14 +22,7 @@ from contracts import (
     EngineSpec,
     FullAttentionLayer,
     IntQuantity,
-    KVHeads,
-    Mamba2Layer,
     MLALayer,
-    Parallelism,
-    RankBlocks,
-    RankBytes,
-    RankKVHeads,
-    RankTokens,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -37,12 +30,21 @@ from contracts import (
     UnitTypeError,
     UnitValueError,
     Window,
+    manager_view,
+)
+from contracts.config import ConfigError, load_config
+from contracts.deploy import (
+    KVHeads,
+    Parallelism,
+    RankBlocks,
+    RankBytes,
+    RankKVHeads,
+    RankTokens,
     blocks_per_rank,
     engine_blocks,
     head_replicas,
     kv_heads_per_rank,
     layers_per_stage,
-    manager_view,
     page_size_per_rank,
     rank_blocks_to_bytes,
     rank_bytes_to_blocks_floor,
@@ -50,7 +52,7 @@ from contracts import (
     requested_memory,
     tokens_per_dcp_rank,
 )
-from contracts.config import ConfigError, load_config
+from contracts.state import Mamba2Layer
 
 from ..config.conftest import SHIPPED
 

@@ -17,9 +17,6 @@ from contracts import (
     LayerSpec,
     MLALayer,
     ModelSpec,
-    Parallelism,
-    RankBytes,
-    RankTokens,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -29,6 +26,7 @@ from contracts import (
     Window,
 )
 from contracts.config import load_config
+from contracts.deploy import Parallelism, RankBytes, RankTokens
 from runtime import (
     KVCacheCoordinator,
     budget_for,

@@ -23,11 +23,11 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
-    RankBytes,
     SlidingWindowLayer,
     Tokens,
     Window,
 )
+from contracts.deploy import RankBytes
 from kernels import BlockTable, QueryStartLoc, SeqLens, SlotMapping, paged_attention, write_kv
 from runtime import KVCacheCoordinator, plan
 

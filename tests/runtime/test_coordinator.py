@@ -22,7 +22,6 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
-    RankBytes,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -33,6 +32,7 @@ from contracts import (
     manager_view,
 )
 from contracts._views import _admission_blocks as admission_blocks
+from contracts.deploy import RankBytes
 from runtime import (
     AdmissionError,
     AllocationError,

@@ -26,13 +26,13 @@ from contracts import (
     EngineSpec,
     FullAttentionLayer,
     ModelSpec,
-    RankBytes,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
     Tokens,
     Window,
 )
+from contracts.deploy import RankBytes
 from runtime import (
     AllocationError,
     ConcurrentUseError,

@@ -14,16 +14,13 @@ from contracts import (
     PooledBlocks,
     PoolFactor,
     Position,
-    RankBlocks,
-    RankBytes,
-    RankKVHeads,
     SlidingWindowLayer,
     Tokens,
     Window,
-    engine_blocks,
     kernel_view,
     manager_view,
 )
+from contracts.deploy import RankBlocks, RankBytes, RankKVHeads, engine_blocks
 from runtime.capacity import plan
 
 layer = SlidingWindowLayer(

@@ -13,12 +13,12 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
-    RankBytes,
     SlidingWindowLayer,
     Tokens,
     Window,
     group_layers,
 )
+from contracts.deploy import RankBytes
 
 encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)

@@ -22,7 +22,6 @@ from contracts import (
     PooledBlocks,
     PoolFactor,
     Position,
-    RankBytes,
     SlidingWindowLayer,
     Tokens,
     Window,
@@ -31,6 +30,7 @@ from contracts import (
     slots_to_cache_blocks_ceil,
     window_blocks,
 )
+from contracts.deploy import RankBytes
 
 encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)

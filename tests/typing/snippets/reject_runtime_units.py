@@ -15,12 +15,12 @@ from contracts import (
     ModelSpec,
     PooledBlocks,
     PoolFactor,
-    RankBytes,
     SlidingWindowLayer,
     Tokens,
     Window,
     pool_length,
 )
+from contracts.deploy import RankBytes
 from runtime import KVCacheCoordinator
 from runtime.capacity import plan
 

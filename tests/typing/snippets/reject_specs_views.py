@@ -16,7 +16,6 @@ from contracts import (
     ManagerSpec,
     PooledBlocks,
     PoolFactor,
-    RankBytes,
     SlidingWindowLayer,
     Tokens,
     Window,
@@ -24,6 +23,7 @@ from contracts import (
     manager_view,
     slots_to_cache_blocks_ceil,
 )
+from contracts.deploy import RankBytes
 
 layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)

@@ -175,3 +175,6 @@ class GatedDeltaNetLayer(StateMixerLayer):
         conv = (self.conv_kernel - 1, _divide(conv_dim, tp, "conv dim (2·Hk·Dk + Hv·Dv)"))
         heads = _divide(self.num_v_heads, tp, "num_v_heads")
         return conv, (heads, self.head_v_dim, self.head_k_dim), "recurrent"
+
+
+__all__ = ["GatedDeltaNetLayer", "Mamba1Layer", "Mamba2Layer", "StateMixerLayer", "StateTensor"]

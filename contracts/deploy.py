@@ -46,9 +46,9 @@ from ._describe import describe
 from ._factors import BlockSize
 from ._layers import EncoderOnlyLayer, KVSharedLayer, LayerSpec, MLALayer, StateLayer
 from ._quantity import Bytes, CacheBlocks, IntQuantity, Tokens, coerce_quantity
-from ._state import StateMixerLayer
 from ._views import ManagerSpec
 from .errors import SpecError, UnitError, UnitTypeError, UnitValueError
+from .state import StateMixerLayer
 
 # -- the counts -------------------------------------------------------------------------------
 
@@ -507,3 +507,26 @@ DEPLOY_CONVERSIONS: Final[tuple[Conversion, ...]] = (
         "ceil(gpu_memory * gpu_memory_utilization)",
     ),
 )
+
+
+__all__ = [
+    "DEPLOY_CONVERSIONS",
+    "KVHeads",
+    "Parallelism",
+    "RankBlocks",
+    "RankBytes",
+    "RankKVHeads",
+    "RankTokens",
+    "blocks_per_rank",
+    "engine_blocks",
+    "head_replicas",
+    "kv_heads_of",
+    "kv_heads_per_rank",
+    "layers_per_stage",
+    "page_size_per_rank",
+    "rank_blocks_to_bytes",
+    "rank_bytes_to_blocks_floor",
+    "rank_tokens_to_blocks_ceil",
+    "requested_memory",
+    "tokens_per_dcp_rank",
+]
