@@ -234,9 +234,7 @@ def check_same(p: CapacityPlan, trace: Trace) -> None:
         else:
             typed.free(rid)
             core.free(rid)
-    typed_end, raw_end = (
-        [(pool._fresh, list(pool._recycled)) for pool in c._core.pools] for c in (typed, raw)
-    )
+    typed_end, raw_end = ([pool.free_queue() for pool in c._core.pools] for c in (typed, raw))
     if typed_end != raw_end:
         raise SystemExit("the replays end with different free queues")
 

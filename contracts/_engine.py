@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
@@ -110,6 +110,12 @@ class EngineSpec(SpecModel):
     )
     cache_dtype: CacheDType | None = Field(
         default=None, description="overrides every layer's cache dtype when set"
+    )
+    kv_cache_layout: Literal["per_group", "shared"] = Field(
+        default="per_group",
+        description="per_group: a block pool per layer group, the budget split between them; "
+        "shared: one pool all groups draw from, with one page size (vLLM's hybrid allocator: "
+        "smaller pages grow by scaling their block size)",
     )
 
     @field_validator("cache_dtype", mode="before")

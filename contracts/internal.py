@@ -5,7 +5,8 @@ They are the entry checks a hot path does once (`check_quantity`, `check_kind`,
 `check_pool`), the message helper (`describe`), the clearly named ways out of the types for
 code past its typed entry (`magnitude` of a quantity whose class was just checked, a view's
 sizes as plain ints: `manager_ints`, `kernel_ints`), plain-int arithmetic (`cdiv`,
-`admission_cap`), and the quantity classes by unit (`QUANTITY_CLASSES`,
+`admission_cap`), a group's limits in its own unit (`group_limits`, for a plan that derives a
+group again at another block size), and the quantity classes by unit (`QUANTITY_CLASSES`,
 `parse_any_quantity`) for tools that read a unit from text.
 """
 
@@ -16,6 +17,7 @@ from ._convert import cdiv as cdiv
 from ._describe import describe as describe
 from ._factors import check_pool as check_pool
 from ._kinds import check_kind as check_kind
+from ._groups import group_limits as group_limits
 from ._parse import parse_any_quantity as parse_any_quantity
 from ._quantity import QUANTITY_CLASSES as QUANTITY_CLASSES
 from ._quantity import IntQuantity
@@ -44,6 +46,7 @@ __all__ = [
     "check_pool",
     "check_quantity",
     "describe",
+    "group_limits",
     "kernel_ints",
     "magnitude",
     "manager_ints",

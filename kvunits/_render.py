@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 if TYPE_CHECKING:
     from contracts import BlockSize, Chunk, IntQuantity, Position, Window
     from contracts.config import KvUnitsConfig
-    from runtime.capacity import CapacityPlan, GroupPlan
+    from runtime.capacity import CapacityPlan, GroupPlan, LayoutPlan
     from runtime.deployment import StagePlan
 
 #: The shape of kvunits' JSON output (plan, fit, convert, simulate): 2 since quantities are
@@ -114,6 +114,18 @@ def plan_to_dict(config: KvUnitsConfig, plan: CapacityPlan) -> dict[str, Any]:
         "uncached_layers": list(plan.uncached_layers),
         "bytes_per_request": quantity(plan.bytes_per_request),
         "concurrent_requests": plan.concurrent_requests,
+        "layouts": [_layout_to_dict(layout) for layout in plan.layouts],
+    }
+
+
+def _layout_to_dict(layout: LayoutPlan) -> dict[str, Any]:
+    return {
+        "layout": layout.layout,
+        "concurrent_requests": layout.concurrent_requests,
+        "num_blocks": [quantity(n) for n in layout.num_blocks],
+        "bytes_per_request": quantity(layout.bytes_per_request),
+        "page_size": quantity(layout.page_size),
+        "refused": layout.refused,
     }
 
 
@@ -252,8 +264,12 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
     summary = Text()
     each = " per rank" if parallelism.world_size > 1 else ""
     summary.append(f"{human_bytes(budget)}{each} buys ")
-    summary.append(", ".join(f"{g.num_blocks} ({g.group.name})" for g in plan.groups))
-    summary.append(" with one null block each;\none full-length request holds ")
+    if plan.layout == "shared":
+        summary.append(f"{plan.groups[0].num_blocks} in one pool shared by all groups")
+        summary.append(" (one null block);\none full-length request holds ")
+    else:
+        summary.append(", ".join(f"{g.num_blocks} ({g.group.name})" for g in plan.groups))
+        summary.append(" with one null block each;\none full-length request holds ")
     summary.append(f"{plan.bytes_per_request} ({human_bytes(plan.bytes_per_request)})")
     if parallelism.world_size > 1:
         most = max(s.bytes_per_request for s in plan.stages)
@@ -261,6 +277,30 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
     summary.append("; ")
     summary.append(f"concurrent requests admitted: {plan.concurrent_requests}", style="bold")
     console.print(summary)
+    if plan.layout == "shared" and plan.layouts:
+        sizes = ", ".join(f"{g.group.name} {g.group.manager.block_size}" for g in plan.groups)
+        page = plan.layouts[0].page_size
+        console.print(
+            Text(
+                f"one pool: a cache block is {plan.groups[0].block_bytes} ({page} per layer); "
+                f"block sizes unified to that page: {sizes}",
+                style="dim",
+            )
+        )
+    for layout in plan.layouts[1:]:
+        console.print(Text(_other_layout(layout), style="dim"))
+
+
+def _other_layout(layout: LayoutPlan) -> str:
+    """One line on the layout the engine did not choose, to compare."""
+    name = "one pool shared by all groups" if layout.layout == "shared" else "a pool per group"
+    if layout.refused is not None:
+        return f"with kv_cache_layout = {layout.layout} ({name}): refused: {layout.refused}"
+    page = f", pages unified to {layout.page_size}" if layout.page_size is not None else ""
+    return (
+        f"with kv_cache_layout = {layout.layout} ({name}{page}): "
+        f"{layout.concurrent_requests} concurrent requests"
+    )
 
 
 def rank_table(plan: CapacityPlan) -> Any:

@@ -76,6 +76,12 @@ _ENGINE_FLAGS: Final = (
         None,
     ),
     ("cache_dtype", "DTYPE", "cache dtype for every layer (bfloat16, fp8, …, or auto)", None),
+    (
+        "kv_cache_layout",
+        "LAYOUT",
+        "per_group (a pool per layer group) or shared (one pool all groups draw from)",
+        None,
+    ),
 )
 
 _PRECEDENCE: Final = """\

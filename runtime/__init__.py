@@ -29,18 +29,24 @@ from .deployment import StagePlan as StagePlan
 from .deployment import budget_for as budget_for
 from .deployment import concurrency_at as concurrency_at
 from .deployment import longest_max_model_len as longest_max_model_len
+from .prefix_cache import BlockHashes as BlockHashes
+from .prefix_cache import ContentKeys as ContentKeys
+from .prefix_cache import PrefixCacheStats as PrefixCacheStats
 
 __all__ = [
     "NULL_BLOCK",
     "AdmissionError",
     "AllocationError",
+    "BlockHashes",
     "CapacityPlan",
     "ConcurrentUseError",
+    "ContentKeys",
     "GroupHandle",
     "GroupPlan",
     "GroupUsage",
     "KVCacheCoordinator",
     "KernelInputs",
+    "PrefixCacheStats",
     "RankGroupPlan",
     "RequestError",
     "StagePlan",

@@ -19,16 +19,23 @@ from __future__ import annotations
 
 import reprlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from contracts import CacheBlocks
+from contracts import CacheBlocks, PooledBlocks
 from contracts.crossing import cache_slots, step_cache_rows, step_cache_slots
 from contracts.errors import AllocationError, ConcurrentUseError, RequestError
 
 from .admission import AdmissionLedger
 from .block_pool import NULL_BLOCK, BlockPool
 from .managers import SingleTypeManager
+from .prefix_cache import (
+    CACHEABLE_KINDS,
+    GroupCache,
+    PrefixPart,
+    chain_hashes,
+    longest_common_hit,
+)
 
 #: The longest request id accepted (characters).
 MAX_REQUEST_ID_CHARS: Final = 256
@@ -70,9 +77,20 @@ class RequestState:
             ``skipped_blocks`` at the latest step's first slot, kept to spare that call.
         step_rows: positions the latest step added, in the kernel unit (it started at
             ``num_rows − step_rows``).
+        extra: what only a request that uses prefix caching or speculation has
+            (`RequestExtras`), else None: the others pay nothing for either.
     """
 
-    __slots__ = ("caps", "max_len", "num_rows", "num_slots", "skipped", "step_rows", "tables")
+    __slots__ = (
+        "caps",
+        "extra",
+        "max_len",
+        "num_rows",
+        "num_slots",
+        "skipped",
+        "step_rows",
+        "tables",
+    )
 
     def __init__(self, max_len: list[int], caps: list[int]) -> None:
         n = len(max_len)
@@ -83,6 +101,29 @@ class RequestState:
         self.caps = caps
         self.skipped = [0] * n
         self.step_rows = [0] * n
+        self.extra: RequestExtras | None = None
+
+
+class RequestExtras:
+    """A request's prefix-cache and speculation state, one entry per group in each list.
+
+    Attributes:
+        hashes: its block hashes at the group's granularity (None: no content given).
+        tails: the content keys after its last full block (the next block's start).
+        parents: the hash the next full block chains from.
+        registered: leading table entries already in the prefix cache (hit or registered).
+        spec: positions of the latest step that are speculative (kernel unit): not yet
+            committed, so not cached; `CoordinatorCore.rollback` may remove them.
+    """
+
+    __slots__ = ("hashes", "parents", "registered", "spec", "tails")
+
+    def __init__(self, num_groups: int) -> None:
+        self.hashes: list[list[bytes] | None] = [None] * num_groups
+        self.tails: list[list[int]] = [[] for _ in range(num_groups)]
+        self.parents: list[bytes] = [b""] * num_groups
+        self.registered = [0] * num_groups
+        self.spec = [0] * num_groups
 
 
 class CoordinatorCore:
@@ -91,7 +132,8 @@ class CoordinatorCore:
     Args:
         names: the groups' names (for messages).
         managers: one manager per group.
-        pools: one block pool per group.
+        pools: the block pool of each group; one pool object in every entry when the groups
+            share one pool.
         ledger: the admission ledger over the same groups.
         max_in_flight_slots: per group, the most slots one step may add (the group's unit).
         max_len_slots: per group, the longest sequence a request may declare (its unit).
@@ -99,6 +141,7 @@ class CoordinatorCore:
     Attributes:
         names: the groups' names, in order.
         pools: the groups' block pools, in order.
+        caches: each group's prefix cache (None for a kind no prefix can serve).
         ledger: the admission ledger.
         requests: the admitted requests by id.
     """
@@ -109,10 +152,13 @@ class CoordinatorCore:
         "_enter",
         "_has_rows",
         "_in_flight",
+        "_keeps",
         "_leave",
         "_limit",
         "_managers",
+        "_one_pool",
         "_pool",
+        "caches",
         "ledger",
         "names",
         "pools",
@@ -138,6 +184,19 @@ class CoordinatorCore:
         self._block_size = tuple(m.block_size_slots for m in managers)
         self._has_rows = tuple(m.has_slot_rows for m in managers)
         self._pool = tuple(m.spec.pool.tokens_per_block for m in managers)
+        # One pool for every group: a step's groups draw on one free count together.
+        distinct = {id(p) for p in pools}
+        self._one_pool = self.pools[0] if len(distinct) == 1 and len(pools) > 1 else None
+        self.caches = tuple(
+            GroupCache(m.spec, p) if m.kind in CACHEABLE_KINDS else None
+            for m, p in zip(managers, pools, strict=True)
+        )
+        # Whether a group's requests keep every block until they end (no window or chunk
+        # ever evicts one within the group's limit): only there is a shared block reserved
+        # once (see admit_with_prefix).
+        self._keeps = tuple(
+            m.skipped_blocks(limit) == 0 for m, limit in zip(managers, max_len_slots, strict=True)
+        )
         self.requests: dict[str, RequestState] = {}
         self._busy = threading.Lock()
         # Bound once: the step's entry and exit cost one call each.
@@ -189,9 +248,171 @@ class CoordinatorCore:
         finally:
             self._busy.release()
 
+    def admit_with_prefix(
+        self,
+        request_id: str,
+        max_len_slots: Sequence[int | None],
+        prefix: Mapping[int, PrefixPart | None],
+    ) -> list[int]:
+        """Admit a request whose leading positions may be in the prefix cache, and adopt them.
+
+        Args:
+            request_id: the new request.
+            max_len_slots: per group, its longest sequence in the group's unit (None: the
+                group's limit).
+            prefix: by group index, for the groups the caller binds: the request's content
+                there (`prefix_cache.PrefixPart`: its block hashes at the group's granularity,
+                its length in the kernel unit), or None (no content, so no hit). A group
+                not in it takes no part.
+
+        Returns:
+            Per group, the positions found in the cache (kernel unit, whole blocks): the
+            request starts there, its first step computes the rest.
+
+        The hit of groups of one sequence is one (`prefix_cache.longest_common_hit`); a state
+        group, or a bound group given no content, makes its sequence's hit 0. Hit blocks gain
+        a reference; the admission reserves the request's caps less the hit blocks another
+        request already holds in groups that keep their blocks (reserved once, by both).
+
+        Raises:
+            RequestError: a bad or admitted id, content longer than the declared length,
+                hashes for a group no prefix can serve, or groups of one sequence given
+                content of different lengths.
+            AdmissionError, AllocationError: as `admit` (nothing changes).
+        """
+        check_request_id(request_id)
+        if not self._busy.acquire(False):
+            raise self._concurrent("admit")
+        try:
+            if request_id in self.requests:
+                raise RequestError(
+                    f"request {request_id!r} is already admitted; free it before reusing its id",
+                    request_id=request_id,
+                )
+            n = len(self.names)
+            if len(max_len_slots) != n:
+                raise self._arity(request_id, len(max_len_slots))
+            lengths = [
+                self._limit[g] if length is None else length
+                for g, length in enumerate(max_len_slots)
+            ]
+            hits, tables = self._lookup(request_id, lengths, prefix)
+            caps = self.ledger.caps(request_id, lengths)
+            discount = [0] * n
+            for g, table in enumerate(tables):
+                if table and self._keeps[g]:
+                    ref = self.pools[g].ref_count
+                    discount[g] = sum(1 for b in table if b != NULL_BLOCK and ref(b) > 0)
+            for pool in {id(p): p for p in self.pools}.values():
+                pool.compact()
+            self.ledger.take(request_id, caps, discount)
+            touched: list[tuple[BlockPool, int]] = []
+            try:
+                req = RequestState(lengths, caps)
+                extra = RequestExtras(n)
+                for g, table in enumerate(tables):
+                    pool = self.pools[g]
+                    for block in table:
+                        if block != NULL_BLOCK:
+                            pool.touch(block)
+                            touched.append((pool, block))
+                    p = self._pool[g]
+                    req.tables[g] = list(table)
+                    req.num_rows[g] = hits[g]
+                    req.num_slots[g] = hits[g] // p
+                    req.skipped[g] = sum(1 for b in table if b == NULL_BLOCK)
+                    part = prefix.get(g)
+                    if part is not None and self.caches[g] is not None:
+                        extra.hashes[g] = list(part.hashes)
+                        extra.tails[g] = list(part.tail)
+                        extra.parents[g] = part.parent
+                        extra.registered[g] = len(table)
+                req.extra = extra
+                self.requests[request_id] = req
+            except BaseException:
+                for pool, block in reversed(touched):
+                    pool.untouch(block)
+                self.ledger.give_back(caps, discount)
+                raise
+            for g, part in prefix.items():
+                cache = self.caches[g]
+                if part is not None and cache is not None:
+                    cache.requests += 1
+                    cache.queried += part.rows
+                    cache.hits += hits[g]
+            return hits
+        finally:
+            self._busy.release()
+
+    def _lookup(
+        self,
+        request_id: str,
+        lengths: Sequence[int],
+        prefix: Mapping[int, PrefixPart | None],
+    ) -> tuple[list[int], list[list[int]]]:
+        """The hit of every group (kernel unit) and its table prefix; changes nothing."""
+        n = len(self.names)
+        hits = [0] * n
+        tables: list[list[int]] = [[] for _ in range(n)]
+        axes: dict[int, list[int]] = {}  # 1: the encoder's sequence (pooled groups), 0: tokens
+        for g, part in sorted(prefix.items()):
+            manager = self._managers[g]
+            rows = 0 if part is None else part.rows
+            if part is not None and self.caches[g] is None:
+                raise RequestError(
+                    f"request {request_id!r} gives content for group {self.names[g]!r}, a "
+                    f"{manager.kind} group, which no prefix can serve (it is written whole, or "
+                    "holds one state); give it none",
+                    request_id=request_id,
+                    group=self.names[g],
+                )
+            encoder = manager.spec.slot_unit is PooledBlocks
+            if part is not None and rows > lengths[g] * self._pool[g]:
+                unit = "encoder_token" if encoder else "token"
+                raise RequestError(
+                    f"request {request_id!r} gives {rows} {unit} of content in group "
+                    f"{self.names[g]!r}, beyond its max_len of {lengths[g] * self._pool[g]} "
+                    f"{unit}; declare a longer max_len",
+                    request_id=request_id,
+                    group=self.names[g],
+                )
+            if manager.kind == "cross_attention":
+                continue
+            axes.setdefault(int(encoder), []).append(g)
+        for members in axes.values():
+            given = [prefix[g] for g in members]
+            parts = [p for p in given if p is not None]
+            caches = [self.caches[g] for g in members]
+            ready = [c for c in caches if c is not None]
+            if len(parts) < len(members) or len(ready) < len(members):
+                continue  # a member that cannot hit holds its whole sequence to 0
+            sizes = {p.rows for p in parts}
+            if len(sizes) > 1:
+                raise RequestError(
+                    f"request {request_id!r}: groups {', '.join(self.names[g] for g in members)} "
+                    f"read one sequence but were given content of {sorted(sizes)} positions; "
+                    "give them the same content",
+                    request_id=request_id,
+                )
+            (length,) = sizes
+            hit, found = longest_common_hit(
+                ready,
+                [p.hashes for p in parts],
+                max(length - 1, 0),  # the last position is always computed (its output)
+            )
+            for g, table in zip(members, found, strict=True):
+                hits[g] = hit
+                tables[g] = table
+        return hits, tables
+
     # -- steps ----------------------------------------------------------------------------
 
-    def allocate_step(self, request_id: str, num_new: Sequence[int]) -> list[list[int]]:
+    def allocate_step(
+        self,
+        request_id: str,
+        num_new: Sequence[int],
+        lookahead: Sequence[int] | None = None,
+    ) -> list[list[int]]:
         """Allocate one step of a request in every group, atomically.
 
         Args:
@@ -199,6 +420,9 @@ class CoordinatorCore:
             num_new: per group, in group order, the positions the step adds in the group's
                 kernel unit (encoder tokens for a pooled group; 0: none). A cross attention
                 or state group allocates its blocks at the request's first step.
+            lookahead: per group, how many of the step's last positions are speculative
+                (checked by `allocate_speculative`, the way to give it): they stay
+                uncommitted, so not cached, until a later step; `rollback` may remove them.
 
         Returns:
             Per group, the step's slot mapping (`contracts.crossing.step_cache_slots`): the
@@ -228,6 +452,7 @@ class CoordinatorCore:
             skips = []
             wants = []
             short = None
+            grew = False
             for g, q in enumerate(num_new):
                 c, p = num_rows[g], pool_of[g]
                 # The slots the step touches, first..end-1 (contracts.crossing): the first holds
@@ -246,6 +471,10 @@ class CoordinatorCore:
                     # vLLM (no query of the step reads them). ``skip`` never decreases: it only
                     # grows with the step's first slot.
                     usable = pools[g].num_free + skip - skipped[g]
+                    if pools[g].has_shared and skip > skipped[g]:
+                        # An evicted block another request shares stays held.
+                        usable -= pools[g].count_shared(tables[g][skipped[g] : skip])
+                    grew = True
                     if want > usable and short is None:
                         # A caller's mistake in a later group is reported first: it is not
                         # transient, a shortfall is.
@@ -254,6 +483,8 @@ class CoordinatorCore:
                 ends.append(end)
                 skips.append(skip)
                 wants.append(want)
+            if grew and short is None and self._one_pool is not None:
+                short = self._short_together(tables, skipped, skips, wants)
             if short is not None:
                 raise self._short(request_id, *short)
             # Phase 2: evict, allocate, map; nothing here fails when the checks above hold. Each
@@ -264,6 +495,17 @@ class CoordinatorCore:
             last_steps = step_rows[:]
             updated = 0
             try:
+                if grew and self._one_pool is not None:
+                    # One pool: every group's evictions go back before any group allocates,
+                    # as the check above counted them (vLLM's remove_skipped_blocks first).
+                    for g, skip in enumerate(skips):
+                        done = skipped[g]
+                        if skip > done:
+                            evicted = tables[g][done:skip]
+                            pools[g].free(evicted)
+                            journal.append((g, done, evicted, None, 0))
+                            tables[g][done:skip] = [NULL_BLOCK] * (skip - done)
+                            skipped[g] = skip
                 out: list[list[int]] = []
                 for g, q in enumerate(num_new):
                     table = tables[g]
@@ -288,6 +530,8 @@ class CoordinatorCore:
                     num_slots[g] = ends[g]
                     step_rows[g] = q
                     updated = g + 1
+                if req.extra is not None or lookahead is not None:
+                    self._after_step(req, lookahead)
             except BaseException:
                 for g in range(updated):  # num_slots is cdiv(num_rows, P) before as after
                     num_rows[g] -= num_new[g]
@@ -295,9 +539,151 @@ class CoordinatorCore:
                 step_rows[:] = last_steps
                 self._undo(req, journal)
                 raise
+            if journal:
+                for entry in journal:
+                    if entry[3] is not None:
+                        pools[entry[0]].settle()
             return out
         finally:
             self._leave()
+
+    def allocate_speculative(
+        self, request_id: str, num_new: Sequence[int], lookahead: Sequence[int]
+    ) -> list[list[int]]:
+        """A step whose last ``lookahead[g]`` positions of ``num_new[g]`` are speculative (a
+        drafter's proposals, to be verified): `allocate_step` with them marked, so that
+        `rollback` can remove the rejected ones and the prefix cache waits for the rest.
+
+        Raises:
+            RequestError: a lookahead is negative or more than the step's positions, or as
+                `allocate_step`.
+        """
+        if len(lookahead) != len(num_new):
+            raise RequestError(
+                f"a speculative step of request {request_id!r} gives {len(lookahead)} "
+                f"lookahead counts for {len(num_new)} groups; give one per group",
+                request_id=str(request_id),
+            )
+        for g, (k, q) in enumerate(zip(lookahead, num_new, strict=True)):
+            if not 0 <= k <= q:
+                raise RequestError(
+                    f"a speculative step of request {request_id!r} in group "
+                    f"{self.names[g]!r} marks {k} of its {q} positions as lookahead; the "
+                    "lookahead positions are the step's last ones (0 .. the step's positions)",
+                    request_id=str(request_id),
+                    group=self.names[g],
+                )
+        return self.allocate_step(request_id, num_new, lookahead)
+
+    def extend_content(self, request_id: str, g: int, keys: Sequence[int]) -> None:
+        """Append content to an admitted request's content in group ``g`` (the tokens it
+        generated, the audio that arrived): its full blocks get hashes, and those its steps
+        have committed enter the prefix cache, as vLLM hashes a request's tokens as they are
+        appended.
+
+        Raises:
+            RequestError: unknown request, or one admitted without content in group ``g``.
+            ConcurrentUseError: another call is in progress (nothing changes).
+        """
+        if not self._busy.acquire(False):
+            raise self._concurrent("extend_content")
+        try:
+            req = self.requests.get(request_id) if type(request_id) is str else None
+            if req is None:
+                raise self._unknown(request_id)
+            extra, cache = req.extra, self.caches[g]
+            hashes = None if extra is None else extra.hashes[g]
+            if extra is None or hashes is None or cache is None:
+                raise RequestError(
+                    f"request {request_id!r} was admitted without content in group "
+                    f"{self.names[g]!r}: admit it with admit_with_prefix to cache its blocks",
+                    request_id=request_id,
+                    group=self.names[g],
+                )
+            rows = cache.rows_per_block
+            old_tail, old_parent = extra.tails[g], extra.parents[g]
+            combined = old_tail + list(keys)
+            new = chain_hashes(old_parent, combined, rows)
+            hashes.extend(new)
+            extra.tails[g] = combined[len(new) * rows :]
+            if new:
+                extra.parents[g] = new[-1]
+            try:
+                self._register(req, extra, g, extra.spec[g])
+            except BaseException:
+                del hashes[len(hashes) - len(new) :]
+                extra.tails[g], extra.parents[g] = old_tail, old_parent
+                raise
+        finally:
+            self._busy.release()
+
+    def _register(self, req: RequestState, extra: RequestExtras, g: int, spec: int) -> None:
+        """Put group ``g``'s full blocks of committed positions (all but the ``spec`` last)
+        whose hashes are known into the prefix cache; all or none."""
+        hashes, cache = extra.hashes[g], self.caches[g]
+        assert hashes is not None and cache is not None
+        full = min((req.num_rows[g] - spec) // cache.rows_per_block, len(hashes))
+        start = extra.registered[g]
+        if full <= start:
+            return
+        table, pool = req.tables[g], self.pools[g]
+        done: list[int] = []
+        try:
+            for i in range(start, full):
+                block = table[i]
+                if block != NULL_BLOCK:
+                    pool.register(block, cache.blocks, hashes[i])
+                    done.append(block)
+        except BaseException:
+            for block in reversed(done):
+                pool.unregister(block)
+            raise
+        extra.registered[g] = full
+
+    def _short_together(
+        self,
+        tables: Sequence[list[int]],
+        skipped: Sequence[int],
+        skips: Sequence[int],
+        wants: Sequence[int],
+    ) -> tuple[int, int, int] | None:
+        """With one pool for every group, the step's groups draw on it together: what they
+        want in all against what is free and what their evictions give back (a block another
+        request shares stays held)."""
+        pool = self._one_pool
+        assert pool is not None
+        want = sum(w for w in wants if w > 0)
+        usable = pool.num_free
+        for table, done, skip in zip(tables, skipped, skips, strict=True):
+            usable += skip - done - pool.count_shared(table[done:skip])
+        if want <= usable:
+            return None
+        last = max(g for g, w in enumerate(wants) if w > 0)
+        return last, want, usable
+
+    def _after_step(self, req: RequestState, lookahead: Sequence[int] | None) -> None:
+        """Commit what a step committed: the previous step's lookahead (accepted by taking
+        this step), this step's lookahead as the new speculative tail, and the full blocks of
+        committed positions into the prefix cache. Undoes its own changes if it fails."""
+        extra = req.extra
+        if extra is None:
+            extra = RequestExtras(len(self.names))
+        spec = list(lookahead) if lookahead is not None else [0] * len(self.names)
+        registered = list(extra.registered)
+        try:
+            for g, hashes in enumerate(extra.hashes):
+                if hashes is not None:
+                    self._register(req, extra, g, spec[g])
+        except BaseException:
+            for g, start in enumerate(registered):
+                pool, table = self.pools[g], req.tables[g]
+                for i in range(start, extra.registered[g]):
+                    if table[i] != NULL_BLOCK:
+                        pool.unregister(table[i])
+            extra.registered = registered
+            raise
+        extra.spec = spec
+        req.extra = extra
 
     def _undo(self, req: RequestState, journal: list[tuple[Any, ...]]) -> None:
         """Undo a step's journaled changes, newest first: the pools' queues, the tables and
@@ -326,16 +712,102 @@ class CoordinatorCore:
             if req is None:
                 raise self._unknown(request_id)
             freed: list[tuple[BlockPool, list[int]]] = []
+            extra = req.extra
+            # A request that cached its prefix frees it tail first, as vLLM does: among blocks
+            # freed together, the chain's head (the most shared) is evicted last.
+            cached = extra is not None and any(h is not None for h in extra.hashes)
+            unshared = self._unshared(req) if extra is not None else None
             try:
                 for g, table in enumerate(req.tables):
                     live = table[req.skipped[g] :]
+                    if cached:
+                        live.reverse()
                     self.pools[g].free(live)
                     freed.append((self.pools[g], live))
-                self.ledger.give_back(req.caps)
+                self.ledger.give_back(req.caps, unshared)
             except BaseException:
                 for pool, live in reversed(freed):
                     pool.undo_free(live)
                 self.requests[request_id] = req
+                raise
+        finally:
+            self._busy.release()
+
+    def _unshared(self, req: RequestState) -> list[int] | None:
+        """Per group, the shared blocks of ``req`` that its free leaves with one holder less,
+        where the ledger counts them (groups that keep their blocks); None if none."""
+        shared = self.ledger.shared
+        if not any(shared):
+            return None
+        out = [0] * len(self.names)
+        for g, table in enumerate(req.tables):
+            if shared[g] and self._keeps[g]:
+                ref = self.pools[g].ref_count
+                out[g] = sum(1 for b in table[req.skipped[g] :] if ref(b) > 1)
+        return out
+
+    def rollback(self, request_id: str, rejected: Sequence[int]) -> None:
+        """Remove the rejected speculative positions of the latest step, per group (kernel
+        unit): the length goes back, and the blocks only they used go back to the pool.
+
+        Eviction stays right: the next step starts at or after where the rolled-back step
+        started, so the window's first needed slot never moves back, and every block the
+        next step's queries read is still held.
+
+        Raises:
+            RequestError: unknown request, or more rejected positions than the latest step
+                left speculative in a group (nothing changes).
+            ConcurrentUseError: another call is in progress (nothing changes).
+        """
+        if not self._busy.acquire(False):
+            raise self._concurrent("rollback")
+        try:
+            req = self.requests.get(request_id) if type(request_id) is str else None
+            if req is None:
+                raise self._unknown(request_id)
+            if len(rejected) != len(self.names):
+                raise self._arity(request_id, len(rejected))
+            extra = req.extra
+            spec = extra.spec if extra is not None else [0] * len(self.names)
+            for g, r in enumerate(rejected):
+                if not 0 <= r <= spec[g]:
+                    raise RequestError(
+                        f"request {request_id!r} rolls back {r} positions in group "
+                        f"{self.names[g]!r}, but its latest step left {spec[g]} speculative "
+                        "there (allocate_speculative's lookahead, less what was rolled back); "
+                        "only those can be rolled back",
+                        request_id=request_id,
+                        group=self.names[g],
+                    )
+            if extra is None or not any(rejected):
+                return
+            freed: list[tuple[int, list[int]]] = []
+            try:
+                for g, r in enumerate(rejected):
+                    if not r:
+                        continue
+                    rows = req.num_rows[g] - r
+                    slots = -(-rows // self._pool[g])
+                    table = req.tables[g]
+                    keep = self._managers[g].table_length(slots)
+                    tail = table[keep:]
+                    assert NULL_BLOCK not in tail, (table, keep)
+                    self.pools[g].free(tail)
+                    freed.append((g, tail))
+                    del table[keep:]
+                    req.num_rows[g] = rows
+                    req.num_slots[g] = slots
+                    req.step_rows[g] -= r
+                    spec[g] -= r
+            except BaseException:
+                for g, tail in reversed(freed):
+                    self.pools[g].undo_free(tail)
+                    req.tables[g].extend(tail)
+                    r = rejected[g]
+                    req.num_rows[g] += r
+                    req.num_slots[g] = -(-req.num_rows[g] // self._pool[g])
+                    req.step_rows[g] += r
+                    spec[g] += r
                 raise
         finally:
             self._busy.release()
@@ -427,8 +899,11 @@ class CoordinatorCore:
 
     def _short(self, request_id: str, g: int, want: int, usable: int) -> AllocationError:
         name = self.names[g]
+        where = f"in group {name!r}"
+        if self._one_pool is not None:
+            where = f"from the pool all groups share (group {name!r} among them)"
         return AllocationError(
-            f"step of request {request_id!r} needs {want} new cache_block in group {name!r} "
+            f"step of request {request_id!r} needs {want} new cache_block {where} "
             f"but only {usable} are free (evictions of this step included), "
             f"{want - usable} short; nothing was allocated in any group: preempt a request "
             "or retry after one finishes",

@@ -18,6 +18,16 @@ once, and a step may fail with `AllocationError`, after which the scheduler pree
 Either way, a request whose cap exceeds a group's usable blocks (the pool less the null block),
 or that declares a length beyond the group's limit, can never run: it is refused up front with
 `AdmissionError` instead of waiting in a queue for ever.
+
+Groups that share one pool reserve from it together: a request's caps summed over them must fit
+what the pool has unreserved.
+
+With prefix caching, a block two requests hold is reserved once (`shared`). That is exact only
+where no holder drops a block before it ends (full attention; a window or chunk longer than
+the group's limit): there a request's future blocks are at most its cap less what it holds,
+so requests need ``Σ caps − Σ (references − 1)`` blocks in all. A sliding window drops a
+shared block one holder at a time, after which each holder may need its whole cap of its own
+blocks while the other still holds the shared one: such groups reserve every cap whole.
 """
 
 from __future__ import annotations
@@ -44,11 +54,28 @@ class AdmissionLedger:
         max_len_slots: per group, the longest sequence the engine serves (the group's unit).
         reserve: reserve each admitted request's cap (see the module docstring).
 
+        pools: per group, the index of its pool (groups of one index share a pool, whose
+            usable blocks are each one's ``usable_blocks``); default: a pool per group.
+
     Attributes:
-        reserved: cache blocks reserved per group (all 0 without reservation).
+        reserved: cache blocks reserved per group: the caps of its admitted requests (all 0
+            without reservation).
+        shared: per group, the references beyond the first to blocks requests share, in
+            groups where each is reserved once (see the module docstring); the reservation
+            in effect is ``reserved − shared``.
     """
 
-    __slots__ = ("_in_flight", "_limit", "_names", "_reserve", "_specs", "_usable", "reserved")
+    __slots__ = (
+        "_in_flight",
+        "_limit",
+        "_names",
+        "_pools",
+        "_reserve",
+        "_specs",
+        "_usable",
+        "reserved",
+        "shared",
+    )
 
     def __init__(
         self,
@@ -59,6 +86,7 @@ class AdmissionLedger:
         max_len_slots: Sequence[int],
         *,
         reserve: bool,
+        pools: Sequence[int] | None = None,
     ) -> None:
         self._names = tuple(names)
         self._specs = tuple(specs)
@@ -66,7 +94,9 @@ class AdmissionLedger:
         self._in_flight = tuple(max_in_flight_slots)
         self._limit = tuple(max_len_slots)
         self._reserve = reserve
+        self._pools = tuple(range(len(self._names)) if pools is None else pools)
         self.reserved = [0] * len(self._names)
+        self.shared = [0] * len(self._names)
 
     def caps(self, request_id: str, max_len_slots: Sequence[int]) -> list[int]:
         """The request's cap in every group, in cache blocks.
@@ -107,34 +137,102 @@ class AdmissionLedger:
                 cap=CacheBlocks(cap),
                 usable=CacheBlocks(usable),
             )
+        for members in self._members().values():
+            total = sum(caps[g] for g in members)
+            usable = self._usable[members[0]]
+            if len(members) > 1 and total > usable:
+                names = ", ".join(self._names[g] for g in members)
+                raise AdmissionError(
+                    f"request {request_id!r} can never fit: it can hold {total} cache_block "
+                    f"at once in groups {names} ("
+                    + " + ".join(str(caps[g]) for g in members)
+                    + f"), which share a pool of only {usable} cache_block for requests; "
+                    "refuse it, or give the cache more memory",
+                    request_id=request_id,
+                    group=self._names[members[0]],
+                    cap=CacheBlocks(total),
+                    usable=CacheBlocks(usable),
+                )
         return caps
 
-    def take(self, request_id: str, caps: Sequence[int]) -> None:
+    def in_effect(self, g: int) -> int:
+        """The blocks group ``g`` has reserved now: its caps, a shared block once."""
+        return self.reserved[g] - self.shared[g] if self._reserve else 0
+
+    def _members(self) -> dict[int, list[int]]:
+        """The groups of each pool, by pool index."""
+        members: dict[int, list[int]] = {}
+        for g, pool in enumerate(self._pools):
+            members.setdefault(pool, []).append(g)
+        return members
+
+    def take(
+        self, request_id: str, caps: Sequence[int], shares: Sequence[int] | None = None
+    ) -> None:
         """Reserve ``caps`` (cache blocks per group) when reserving: all groups or none.
 
+        Args:
+            request_id: the request (for messages).
+            caps: its cap per group.
+            shares: per group, the blocks it will share with requests that hold them already
+                (counted in ``shared``, so reserved once); None: none.
+
         Raises:
-            AllocationError: some group has less than the cap unreserved, now.
+            AllocationError: some pool has less than the caps unreserved, now.
         """
+        if shares is not None:
+            for g, n in enumerate(shares):
+                self.shared[g] += n
         if not self._reserve:
             return
-        reserved, usable = self.reserved, self._usable
-        for g, cap in enumerate(caps):
-            left = usable[g] - reserved[g]
-            if cap > left:
-                raise AllocationError(
-                    f"cannot admit request {request_id!r} now: group {self._names[g]!r} has "
-                    f"{left} of {usable[g]} cache_block unreserved and the request's cap is "
-                    f"{cap}; admit it when a running request finishes",
-                    group=self._names[g],
-                    needed=CacheBlocks(cap),
-                    free=CacheBlocks(left),
-                    request_id=request_id,
-                )
+        reserved, usable, shared = self.reserved, self._usable, self.shared
+        pools = self._pools
+        if len(set(pools)) == len(pools):
+            for g, cap in enumerate(caps):
+                left = usable[g] - reserved[g] + shared[g]
+                if cap > left:
+                    if shares is not None:
+                        for h, n in enumerate(shares):
+                            self.shared[h] -= n
+                    raise self._not_now(request_id, g, cap, left, usable[g])
+        else:
+            for members in self._members().values():
+                left = usable[members[0]] - sum(reserved[g] - shared[g] for g in members)
+                cap = sum(caps[g] for g in members)
+                if cap > left:
+                    if shares is not None:
+                        for h, n in enumerate(shares):
+                            self.shared[h] -= n
+                    raise self._not_now(request_id, members[0], cap, left, usable[members[0]])
         for g, cap in enumerate(caps):
             reserved[g] += cap
 
-    def give_back(self, caps: Sequence[int]) -> None:
-        """Release a finished request's reservation (``caps``, what `take` reserved)."""
+    def give_back(self, caps: Sequence[int], unshared: Sequence[int] | None = None) -> None:
+        """Release a finished request's reservation (``caps``, what `take` reserved), and the
+        shares its blocks leave (``unshared``: per group, its blocks others also held)."""
+        if unshared is not None:
+            for g, n in enumerate(unshared):
+                self.shared[g] -= n
         if self._reserve:
             for g, cap in enumerate(caps):
                 self.reserved[g] -= cap
+
+    def _not_now(
+        self, request_id: str, g: int, cap: int, left: int, usable: int
+    ) -> AllocationError:
+        name = self._names[g]
+        members = [h for h, p in enumerate(self._pools) if p == self._pools[g]]
+        where = (
+            f"group {name!r} has"
+            if len(members) == 1
+            else "the pool of groups " + ", ".join(self._names[h] for h in members) + " has"
+        )
+        return AllocationError(
+            f"cannot admit request {request_id!r} now: {where} {left} of {usable} cache_block "
+            f"unreserved and the request's cap is {cap}; admit it when a running request "
+            "finishes",
+            group=name,
+            needed=CacheBlocks(cap),
+            free=CacheBlocks(left),
+            request_id=request_id,
+        )

@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
+    Final,
     Generic,
     NoReturn,
     Protocol,
@@ -98,12 +99,20 @@ from contracts import (
     expand_block_size,
 )
 from contracts.crossing import slots_holding
+from contracts.errors import RequestError
 from contracts.internal import check_quantity, describe, magnitude, manager_ints
 
 from ._core import CoordinatorCore
 from .admission import AdmissionLedger
-from .block_pool import BlockPool
+from .block_pool import NULL_BLOCK, BlockPool
 from .managers import make_manager
+from .prefix_cache import (
+    CACHEABLE_KINDS,
+    BlockHashes,
+    ContentKeys,
+    PrefixCacheStats,
+    PrefixPart,
+)
 
 if TYPE_CHECKING:
     from .capacity import CapacityPlan
@@ -157,8 +166,95 @@ class GroupHandle(Generic[StepUnit]):
         """Slots that hold ``length`` of this handle's unit (plain ints, rounds up)."""
         return slots_holding(length, self._rows_per_slot)
 
+    @overload
+    def block_hashes(
+        self: GroupHandle[Tokens], content: ContentKeys[Tokens]
+    ) -> BlockHashes[Tokens]: ...
+    @overload
+    def block_hashes(
+        self: GroupHandle[EncoderTokens], content: ContentKeys[EncoderTokens]
+    ) -> BlockHashes[EncoderTokens]: ...
+    @overload
+    def block_hashes(
+        self: GroupHandle[PooledBlocks], content: ContentKeys[EncoderTokens]
+    ) -> BlockHashes[PooledBlocks]: ...
+    def block_hashes(self, content: ContentKeys[Any]) -> BlockHashes[Any]:
+        """The chained hashes of the full cache blocks of ``content`` at this group's
+        granularity: ``block_size`` tokens for a token group, ``block_size × P`` encoder tokens
+        (`contracts.expand_block_size`) for a pooled one, whichever unit its handle steps in.
+
+        Example:
+            Block size 16 and P = 4: 130 encoder tokens of audio are two full blocks of 64.
+
+            >>> audio.block_hashes(ContentKeys(range(130), EncoderTokens))  # doctest: +SKIP
+            BlockHashes(2 blocks of 64 encoder_token/cache_block, for a EncoderTokens handle)
+
+        Raises:
+            UnitTypeError: content of the wrong unit (tokens for a pooled group, encoder tokens
+                for a token group), or not `ContentKeys`.
+            SpecError: a group no prefix can serve (cross attention, state).
+        """
+        spec = self.spec
+        if spec.kind not in CACHEABLE_KINDS:
+            raise SpecError(
+                f"group {self.name!r} ({spec.kind}) cannot be served from a prefix cache: it "
+                "is written whole from the encoder's output, or holds one state"
+            )
+        expected: type[IntQuantity] = EncoderTokens if spec.slot_unit is PooledBlocks else Tokens
+        given: object = content  # checked at run time too: mypy's view is the annotation's
+        if type(given) is not ContentKeys or given.unit is not expected:
+            got = (
+                f"ContentKeys of {given.unit.unit}"
+                if type(given) is ContentKeys
+                else describe(given)
+            )
+            raise UnitTypeError(
+                f"group {self.name!r} caches blocks of {expected.unit} (its kernel's unit); "
+                f"got {got}: give ContentKeys(keys, {expected.__name__}), one key per "
+                f"{expected.unit}",
+                field="content",
+                expected=f"ContentKeys of {expected.unit}",
+                got=got,
+            )
+        return BlockHashes(content, _content_block_size(spec), self.unit)
+
+    def check_hashes(self, hashes: object, what: str) -> BlockHashes[Any]:
+        """``hashes`` if they were made for this handle's unit and this group's block
+        boundaries (the bug class of vLLM #53142 otherwise); raise the unit error if not."""
+        if type(hashes) is not BlockHashes:
+            raise UnitTypeError(
+                f"{what} for group {self.name!r} must be BlockHashes "
+                f"(handle.block_hashes(content)), got {describe(hashes)}",
+                field=what,
+                expected="BlockHashes",
+                got=describe(hashes),
+            )
+        if hashes.unit is not self.unit:
+            raise UnitTypeError(
+                f"{what} was made for a {hashes.unit.__name__} handle, but group {self.name!r} "
+                f"is bound as {self!r}; make them with this handle's block_hashes",
+                field=what,
+                expected=self.unit.unit,
+                got=hashes.unit.unit,
+            )
+        own = _content_block_size(self.spec)
+        if hashes.tokens_per_block != own:
+            raise UnitValueError(
+                f"{what} cut the content into blocks of {hashes.tokens_per_block}, but group "
+                f"{self.name!r} holds {own}: another group's block boundaries would file its "
+                "blocks under the wrong prefix; make them with this group's block_hashes",
+                field=what,
+                expected=str(own),
+                got=str(hashes.tokens_per_block),
+            )
+        return hashes
+
     def __repr__(self) -> str:
         return f"GroupHandle({self.name!r}, {self.unit.__name__})"
+
+
+#: Zero cache blocks (a default).
+_NO_BLOCKS: Final = CacheBlocks(0)
 
 
 @final
@@ -166,12 +262,19 @@ class GroupHandle(Generic[StepUnit]):
 class GroupUsage:
     """Cache blocks of one group, now.
 
+    With one pool for all groups, ``capacity`` and ``free`` are the pool's (the same in
+    every group), ``used`` the blocks this group's requests hold, ``reserved`` their
+    reservation: ``used + free`` is then at most ``capacity``.
+
     Attributes:
         name: the group.
         capacity: blocks requests can hold (the pool less the null block); ``used + free``.
-        used: blocks held by requests.
+        used: blocks held by requests (a block requests share counts once).
         free: blocks in the free queue.
-        reserved: blocks reserved by admitted requests (0 without reservation).
+        reserved: blocks reserved by admitted requests (0 without reservation), a block
+            requests share reserved once where they keep it (see `runtime.admission`).
+        cached: free blocks that still hold a cached prefix (in ``free``: an allocation may
+            evict them, a prefix hit takes them back).
     """
 
     name: str
@@ -179,6 +282,7 @@ class GroupUsage:
     used: CacheBlocks
     free: CacheBlocks
     reserved: CacheBlocks
+    cached: CacheBlocks = _NO_BLOCKS
 
 
 @final
@@ -274,13 +378,187 @@ class Stepper(Generic[*_Us]):
         """The request's length so far in each bound group, each in its handle's unit."""
         return cast(tuple[*_Us], tuple(self._owner.seq_len(request_id, h) for h in self.handles))
 
+    # -- prefix caching -------------------------------------------------------------------
+
+    @overload
+    def admit_with_prefix(
+        self: Stepper[_A], request_id: str, a: _A, /, *, prefix: tuple[BlockHashes[_A] | None]
+    ) -> tuple[_A]: ...
+    @overload
+    def admit_with_prefix(
+        self: Stepper[_A, _B],
+        request_id: str,
+        a: _A,
+        b: _B,
+        /,
+        *,
+        prefix: tuple[BlockHashes[_A] | None, BlockHashes[_B] | None],
+    ) -> tuple[_A, _B]: ...
+    @overload
+    def admit_with_prefix(
+        self: Stepper[_A, _B, _C],
+        request_id: str,
+        a: _A,
+        b: _B,
+        c: _C,
+        /,
+        *,
+        prefix: tuple[BlockHashes[_A] | None, BlockHashes[_B] | None, BlockHashes[_C] | None],
+    ) -> tuple[_A, _B, _C]: ...
+    @overload
+    def admit_with_prefix(
+        self: Stepper[_A, _B, _C, _D],
+        request_id: str,
+        a: _A,
+        b: _B,
+        c: _C,
+        d: _D,
+        /,
+        *,
+        prefix: tuple[
+            BlockHashes[_A] | None,
+            BlockHashes[_B] | None,
+            BlockHashes[_C] | None,
+            BlockHashes[_D] | None,
+        ],
+    ) -> tuple[_A, _B, _C, _D]: ...
+    def admit_with_prefix(
+        self, request_id: str, *max_len: Any, prefix: tuple[BlockHashes[Any] | None, ...]
+    ) -> tuple[Any, ...]:
+        """Admit a request and adopt the longest prefix of its content the cache holds.
+
+        Args:
+            request_id: the new request.
+            *max_len: its longest sequence per bound group, each in its handle's unit.
+            prefix: per bound group, the block hashes of its content, made by that handle
+                (`GroupHandle.block_hashes`), or None (no content: the group, and every group
+                reading its sequence, gets no hit).
+
+        Returns:
+            Per bound group, in its handle's unit, the positions already in the cache: the
+            request's length starts there, and its first step computes the rest. Groups that
+            read one sequence (a model's token groups; its encoder groups) get one hit; the
+            last position of the content is always computed.
+
+        Raises:
+            UnitTypeError: a length in the wrong unit, hashes made for another handle's unit.
+            UnitValueError: hashes cut at another group's block boundaries.
+            RequestError: content longer than the declared length, groups of one sequence
+                given different content, or as `admit`.
+            AdmissionError, AllocationError: as `admit` (nothing changed).
+        """
+        owner = self._owner
+        lengths = self._lengths(max_len)
+        given: tuple[object, ...] = prefix
+        if type(given) is not tuple or len(given) != len(self.handles):
+            raise UnitTypeError(
+                f"prefix takes a tuple of {len(self.handles)} BlockHashes or None, one per "
+                f"bound group ({', '.join(h.name for h in self.handles)}), got "
+                f"{describe(given)}",
+                field="prefix",
+                expected=f"tuple of {len(self.handles)}",
+                got=describe(given),
+            )
+        parts: dict[int, PrefixPart | None] = {}
+        by_sequence: dict[bool, tuple[GroupHandle[Any], BlockHashes[Any]]] = {}
+        for i, (hashes, handle) in enumerate(zip(given, self.handles, strict=True)):
+            if hashes is None:
+                parts[handle.index] = None
+                continue
+            checked = handle.check_hashes(hashes, f"prefix[{i}]")
+            encoder = handle.spec.slot_unit is PooledBlocks
+            first = by_sequence.setdefault(encoder, (handle, checked))
+            if first[1].content != checked.content:
+                raise RequestError(
+                    f"groups {first[0].name!r} and {handle.name!r} read one sequence "
+                    f"({checked.content.unit.unit}s) but were given different content; give "
+                    "them the same ContentKeys",
+                    request_id=str(request_id),
+                )
+            parts[handle.index] = checked.part()
+        hits = owner._core.admit_with_prefix(request_id, lengths, parts)
+        return tuple(h.unit(hits[h.index] // h.rows_per_unit) for h in self.handles)
+
+    # -- speculative steps -----------------------------------------------------------------
+
+    def allocate_speculative(
+        self, request_id: str, *num_new: *_Us, lookahead: tuple[*_Us]
+    ) -> list[list[int]]:
+        """One step of ``num_new`` positions per bound group followed by ``lookahead``
+        speculative ones (a drafter's proposals to verify), atomically.
+
+        Every position gets its slot (the mapping covers ``num_new + lookahead`` positions),
+        so the step holds the blocks of all of them; after verification, `rollback` returns
+        the rejected positions and the blocks only they used, and the next step accepts what
+        is left. The lookahead counts in the group's ``max_in_flight`` like any position of the
+        step (the admission cap covers it), and is never cached before it is accepted.
+
+        Raises:
+            UnitTypeError: a count in the wrong unit, or not one per group.
+            RequestError, AllocationError: as ``allocate`` (nothing changed).
+        """
+        owner = self._owner._core
+        counts = self._counts(num_new, "num_new")
+        ahead = self._counts(lookahead, "lookahead")
+        dense, spec = [0] * len(owner.names), [0] * len(owner.names)
+        for h, n, k in zip(self.handles, counts, ahead, strict=True):
+            dense[h.index] = (n + k) * h.rows_per_unit
+            spec[h.index] = k * h.rows_per_unit
+        out = owner.allocate_speculative(request_id, dense, spec)
+        return [out[h.index] for h in self.handles]
+
+    def rollback(self, request_id: str, *rejected: *_Us) -> None:
+        """Remove the latest step's rejected lookahead positions, per bound group: the
+        request's length goes back by them, and the blocks only they used go back to the pool
+        (a partly used block stays). Residency stays right: sliding-window eviction only
+        looks back from where the next step starts, which is never before the rolled-back
+        step started.
+
+        Raises:
+            UnitTypeError: a count in the wrong unit, or not one per group.
+            RequestError: more than the latest step left speculative (nothing changed).
+        """
+        owner = self._owner._core
+        counts = self._counts(rejected, "rejected")
+        dense = [0] * len(owner.names)
+        for h, r in zip(self.handles, counts, strict=True):
+            dense[h.index] = r * h.rows_per_unit
+        owner.rollback(request_id, dense)
+
+    def _counts(self, values: tuple[object, ...], what: str) -> list[int]:
+        """Plain counts of one quantity per bound group, each checked against its unit."""
+        if type(values) is not tuple or len(values) != len(self.handles):
+            raise UnitTypeError(
+                f"{what} takes {len(self.handles)} counts, one per bound group ("
+                + ", ".join(f"{h.name}: {h.unit.unit}" for h in self.handles)
+                + f"), got {describe(values)}",
+                field=what,
+                expected=", ".join(h.unit.unit for h in self.handles),
+                got=describe(values),
+            )
+        out = []
+        for i, (quantity, handle) in enumerate(zip(values, self.handles, strict=True)):
+            if type(quantity) is not handle.unit:
+                _reject(handle, quantity, f"{what}[{i}]")
+            out.append(cast(IntQuantity, quantity).value)
+        return out
+
+    def _lengths(self, max_len: tuple[object, ...]) -> list[int | None]:
+        """Per group (None where unbound), the bound groups' lengths in slots."""
+        lengths: list[int | None] = [None] * len(self._owner._core.names)
+        for handle, n in zip(self.handles, self._counts(max_len, "max_len"), strict=True):
+            lengths[handle.index] = handle.slots_of(n)
+        return lengths
+
 
 class KVCacheCoordinator:
     """Paged KV-cache allocation for all layer groups of a model (see the module docstring).
 
     Args:
         groups: the model's layer groups (`contracts.group_layers`), with their limits.
-        num_blocks: cache blocks per group, the null block included (the capacity plan's).
+        num_blocks: cache blocks per group, the null block included (the capacity plan's);
+            or one count: one pool that every group draws from (vLLM's layout), which needs
+            one page size across the groups (`runtime.shared_pool` unifies them).
         reserve: reserve each admitted request's admission cap, so that admitted requests
             never run short (default); ``False`` admits optimistically, as vLLM does.
 
@@ -293,30 +571,40 @@ class KVCacheCoordinator:
     def __init__(
         self,
         groups: Sequence[AnyLayerGroup],
-        num_blocks: Sequence[CacheBlocks],
+        num_blocks: Sequence[CacheBlocks] | CacheBlocks,
         *,
         reserve: bool = True,
     ) -> None:
-        if len(groups) != len(num_blocks) or not groups:
-            raise SpecError(
-                f"one num_blocks per group: {len(groups)} groups, {len(num_blocks)} counts"
-            )
+        shared = type(num_blocks) is CacheBlocks
+        counts: Sequence[object] = (
+            [num_blocks] * len(groups) if shared else cast(Sequence[object], num_blocks)
+        )
+        if len(groups) != len(counts) or not groups:
+            raise SpecError(f"one num_blocks per group: {len(groups)} groups, {len(counts)} counts")
         names = [g.name for g in groups]
         if len(set(names)) != len(names):
             raise SpecError(f"group names must be distinct, got {names}")
         blocks = []
-        for n, g in zip(num_blocks, groups, strict=True):
-            count = check_quantity(n, CacheBlocks, f"num_blocks[{g.name}]").numerical_value_in(
-                CacheBlocks
-            )
+        for n, g in zip(counts, groups, strict=True):
+            field = "num_blocks" if shared else f"num_blocks[{g.name}]"
+            count = check_quantity(n, CacheBlocks, field).numerical_value_in(CacheBlocks)
             if count < 1:
                 raise UnitValueError(
                     f"group {g.name!r} needs at least 1 cache_block (the null block), got {n}",
-                    field=f"num_blocks[{g.name}]",
+                    field=field,
                     expected=">= 1 cache_block",
                     got=str(n),
                 )
             blocks.append(count)
+        if shared:
+            pages = {g.manager.page_size_bytes for g in groups}
+            if len(pages) > 1:
+                raise SpecError(
+                    "one pool for all groups needs one page size, but the groups' pages are "
+                    + ", ".join(f"{g.manager.page_size} ({g.name})" for g in groups)
+                    + "; plan with kv_cache_layout = 'shared' (runtime.plan), which unifies "
+                    "them by scaling the smaller pages' block sizes, or give one count per group"
+                )
         managers = [make_manager(g.manager) for g in groups]
         in_flight, limit = [], []
         for group in groups:
@@ -324,7 +612,11 @@ class KVCacheCoordinator:
             # A cross-attention group is written whole, once: its only limit is its length.
             in_flight.append(magnitude(group.limits.max_in_flight) if fixed is None else fixed)
             limit.append(magnitude(group.limits.max_len) if fixed is None else fixed)
-        pools = [BlockPool(n, name=name) for n, name in zip(blocks, names, strict=True)]
+        if shared:
+            one = BlockPool(blocks[0], name="shared")
+            pools = [one] * len(groups)
+        else:
+            pools = [BlockPool(n, name=name) for n, name in zip(blocks, names, strict=True)]
         ledger = AdmissionLedger(
             names,
             [g.manager for g in groups],
@@ -332,6 +624,7 @@ class KVCacheCoordinator:
             in_flight,
             limit,
             reserve=reserve,
+            pools=[0] * len(groups) if shared else None,
         )
         self._groups = tuple(groups)
         self._core = CoordinatorCore(names, managers, pools, ledger, in_flight, limit)
@@ -345,7 +638,8 @@ class KVCacheCoordinator:
 
     @classmethod
     def from_plan(cls, plan: CapacityPlan, *, reserve: bool = True) -> KVCacheCoordinator:
-        """A coordinator with the groups and pool sizes of a capacity plan.
+        """A coordinator with the groups and pool sizes of a capacity plan (one pool for all
+        groups when the plan's layout is ``"shared"``).
 
         Raises:
             SpecError: the plan shards positions with DCP: the coordinator steps a sequence
@@ -359,9 +653,10 @@ class KVCacheCoordinator:
                 "coordinator allocates one rank's positions in blocks of block_size, so it "
                 "runs plans without DCP (the plan's per-rank numbers hold either way)"
             )
-        return cls(
-            [p.group for p in plan.groups], [p.num_blocks for p in plan.groups], reserve=reserve
-        )
+        groups = [p.group for p in plan.groups]
+        if plan.layout == "shared":
+            return cls(groups, plan.groups[0].num_blocks, reserve=reserve)
+        return cls(groups, [p.num_blocks for p in plan.groups], reserve=reserve)
 
     # -- groups -----------------------------------------------------------------------------
 
@@ -570,14 +865,111 @@ class KVCacheCoordinator:
             core.leave()
 
     def _usage(self, g: int) -> GroupUsage:
-        pool = self._core.pools[g]
+        core = self._core
+        pool = core.pools[g]
+        used = pool.num_used
+        if core._one_pool is not None:
+            used = len({b for r in core.requests.values() for b in r.tables[g]} - {NULL_BLOCK})
+        cache = core.caches[g]
+        cached = 0
+        if cache is not None and cache.blocks:
+            held = pool.ref_count
+            cached = sum(1 for bs in cache.blocks.values() for b in bs if held(b) == 0)
         return GroupUsage(
-            name=pool.name,
+            name=core.names[g],
             capacity=CacheBlocks(pool.num_blocks - 1),
-            used=CacheBlocks(pool.num_used),
+            used=CacheBlocks(used),
             free=CacheBlocks(pool.num_free),
-            reserved=CacheBlocks(self._core.ledger.reserved[g]),
+            reserved=CacheBlocks(core.ledger.in_effect(g)),
+            cached=CacheBlocks(cached),
         )
+
+    # -- the prefix cache --------------------------------------------------------------------
+
+    @overload
+    def prefix_cache_stats(self, handle: GroupHandle[Tokens]) -> PrefixCacheStats[Tokens]: ...
+    @overload
+    def prefix_cache_stats(
+        self, handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens]
+    ) -> PrefixCacheStats[EncoderTokens]: ...
+    def prefix_cache_stats(self, handle: GroupHandle[Any]) -> PrefixCacheStats[Any]:
+        """What a group's prefix cache served so far: admissions that brought content, the
+        positions they brought and the positions found cached (vLLM's ``PrefixCacheStats``),
+        in the group's kernel unit (encoder tokens for a pooled group)."""
+        self._own(handle)
+        unit: type[Any] = EncoderTokens if handle.spec.slot_unit is PooledBlocks else Tokens
+        cache = self._core.caches[handle.index]
+        if cache is None:
+            return PrefixCacheStats(0, unit(0), unit(0))
+        return cache.stats(unit)
+
+    @overload
+    def extend_content(
+        self, request_id: str, handle: GroupHandle[Tokens], content: ContentKeys[Tokens]
+    ) -> None: ...
+    @overload
+    def extend_content(
+        self,
+        request_id: str,
+        handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens],
+        content: ContentKeys[EncoderTokens],
+    ) -> None: ...
+    def extend_content(
+        self, request_id: str, handle: GroupHandle[Any], content: ContentKeys[Any]
+    ) -> None:
+        """Append what the next positions of a request hold in one group (the tokens it
+        generates, the audio as it arrives), after what it was admitted with: its blocks then
+        enter the prefix cache once full and computed, as vLLM hashes a request's tokens as
+        they are appended (a conversation's next turn then finds its answer cached too).
+
+        Raises:
+            UnitTypeError: content of another unit than the group's kernel unit.
+            UnitValueError: a salt (it belongs to the first block only).
+            RequestError: the request was admitted without content in this group.
+        """
+        self._own(handle)
+        given: object = content
+        expected: type[Any] = EncoderTokens if handle.spec.slot_unit is PooledBlocks else Tokens
+        if type(given) is not ContentKeys or given.unit is not expected:
+            got = (
+                f"ContentKeys of {given.unit.unit}"
+                if type(given) is ContentKeys
+                else describe(given)
+            )
+            raise UnitTypeError(
+                f"group {handle.name!r} holds content in {expected.unit}; got {got}",
+                field="content",
+                expected=f"ContentKeys of {expected.unit}",
+                got=got,
+            )
+        if content.salt is not None:
+            raise UnitValueError(
+                "a salt goes in the first block's hash: give it at admission, not when "
+                "extending the content",
+                field="content.salt",
+                expected="None",
+                got=repr(content.salt),
+            )
+        self._core.extend_content(request_id, handle.index, content.keys)
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix, as vLLM's ``reset_prefix_cache`` (after a weight
+        update, say): possible only when no request holds a block.
+
+        Returns:
+            Whether the cache was reset (``False``: requests are admitted; nothing changed).
+        """
+        core = self._core
+        core.enter("reset_prefix_cache")
+        try:
+            pools = list({id(p): p for p in core.pools}.values())
+            if any(p.num_used for p in pools):
+                return False
+            for pool in pools:
+                assert pool.reset_cache()
+            return True
+        finally:
+            core.leave()
 
     def _own(self, handle: object) -> None:
         if type(handle) is not GroupHandle or handle._owner is not self._core:
@@ -680,3 +1072,11 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
         return [out[h.index] for h in handles]
 
     return allocate_any
+
+
+def _content_block_size(spec: ManagerSpec[Any]) -> BlockSize[Any]:
+    """Positions of content per cache block of a group: ``block_size × P`` encoder tokens for a
+    pooled group (`contracts.expand_block_size`), ``block_size`` tokens otherwise."""
+    if spec.slot_unit is PooledBlocks:
+        return expand_block_size(spec.block_size, spec.pool)
+    return spec.block_size

@@ -337,6 +337,7 @@ ENGINE_FIELDS: Final = (
     "weights_memory",
     "activation_memory",
     "cache_dtype",
+    "kv_cache_layout",
 )
 
 #: The settings of the memory a budget is derived from when ``memory_budget`` is not given.
@@ -360,6 +361,7 @@ ENGINE_DEFAULTS: Final[dict[str, object]] = {
     "memory_budget": "40 GiB",
     "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
     "cache_dtype": "auto",
+    "kv_cache_layout": "per_group",
 }
 
 
@@ -455,6 +457,12 @@ class EngineConfig(SpecModel):
     cache_dtype: Literal["auto"] | CacheDType | None = Field(
         default=None,
         description="cache element type for every layer; 'auto' keeps each layer's own",
+    )
+
+    kv_cache_layout: Literal["per_group", "shared"] | None = Field(
+        default=None,
+        description=_describe("kv_cache_layout"),
+        json_schema_extra={"default": "per_group"},
     )
 
     @field_validator("cache_dtype", mode="before")

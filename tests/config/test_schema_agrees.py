@@ -260,6 +260,11 @@ def test_the_schema_and_the_loader_agree_on_generated_configs(config: dict[str, 
         (("model", "layers", "proj", "count"), 2, False),
         (("engine", "memory_budget"), "0 GiB", False),
         (("engine", "memory_budget"), " 40 GiB\n", True),
+        # The pool layout is one of two names, exactly (issue 16).
+        (("engine", "kv_cache_layout"), "shared", True),
+        (("engine", "kv_cache_layout"), "per_group", True),
+        (("engine", "kv_cache_layout"), "Shared", False),
+        (("engine", "kv_cache_layout"), None, False),
     ],
 )
 def test_the_cases_fuzzing_found(path: tuple[str, ...], value: object, loader_ok: bool) -> None:

@@ -65,12 +65,17 @@ def coordinator(
     max_len: int = 1_000,
     max_in_flight: int = 1_000,
     reserve: bool = True,
+    shared: bool = False,
 ) -> KVCacheCoordinator:
-    """A coordinator over one-layer groups (``num_blocks`` includes the null block)."""
+    """A coordinator over one-layer groups (``num_blocks`` includes the null block); with
+    ``shared``, one pool of ``num_blocks`` (an int) for all groups."""
     groups = [
         group_of(n, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight)
         for n, layer in layers.items()
     ]
+    if shared:
+        assert isinstance(num_blocks, int)
+        return KVCacheCoordinator(groups, CacheBlocks(num_blocks), reserve=reserve)
     counts = (
         [num_blocks] * len(groups)
         if isinstance(num_blocks, int)
@@ -102,10 +107,28 @@ def toy(
 
 
 def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
-    """Everything a failed call must leave as it was: pools (free queue order and reference
-    counts), every request's tables, lengths, evictions and latest step, the reservations."""
+    """Everything a failed call must leave as it was: pools (free queue order, reference
+    counts, cached blocks and their keys), the prefix caches' maps and statistics, every
+    request's tables, lengths, evictions, latest step, hashes, registered blocks and
+    speculative tail, the reservations and shares."""
     core = coord._core
-    pools = tuple((free_queue(p), tuple(sorted(p._held))) for p in core.pools)
+    pools = tuple(
+        (
+            tuple(p.free_queue()),
+            tuple(sorted((b, p.ref_count(b)) for b in p._held)),
+            tuple(sorted((b, key) for b, (_, key) in p._cached.items())),
+        )
+        for p in unique_pools(coord)
+    )
+    caches = tuple(
+        None
+        if c is None
+        else (
+            tuple(sorted((k, tuple(v)) for k, v in c.blocks.items())),
+            (c.requests, c.queried, c.hits),
+        )
+        for c in core.caches
+    )
     requests = tuple(
         sorted(
             (
@@ -117,44 +140,73 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
                 tuple(r.caps),
                 tuple(r.skipped),
                 tuple(r.step_rows),
+                None
+                if r.extra is None
+                else (
+                    tuple(None if h is None else tuple(h) for h in r.extra.hashes),
+                    tuple(r.extra.registered),
+                    tuple(r.extra.spec),
+                ),
             )
             for rid, r in core.requests.items()
         )
     )
-    return pools, requests, tuple(core.ledger.reserved)
+    return pools, caches, requests, tuple(core.ledger.reserved), tuple(core.ledger.shared)
+
+
+def unique_pools(coord: KVCacheCoordinator) -> list[BlockPool]:
+    """The coordinator's pools, each once (one for all groups when they share it)."""
+    return list({id(p): p for p in coord._core.pools}.values())
 
 
 def free_queue(pool: BlockPool) -> tuple[int, ...]:
     """A pool's whole free queue, in order: the ids never handed out, then the freed ones."""
-    return (*range(pool._fresh, pool.num_blocks), *pool._recycled)
+    return tuple(pool.free_queue())
 
 
 def check_pools(coord: KVCacheCoordinator) -> None:
     """Every pool's invariants: each block is either queued once with reference count 0 or
-    held with count 1, the null block never queued; free + used = capacity; no block in two
-    live tables and no leak (the blocks in live tables are exactly the held ones)."""
+    held with a count equal to the live tables holding it, the null block never queued;
+    free + used = capacity; a block in two live tables is one the prefix cache registered
+    (shared by hash), no leak (the blocks in live tables are exactly the held ones), and
+    every cached block is filed under its key in its group's map, and only there."""
     core = coord._core
-    for g, pool in enumerate(core.pools):
+    for pool in unique_pools(coord):
+        groups = [g for g, p in enumerate(core.pools) if p is pool]
         queue = free_queue(pool)
         queued = set(queue)
         assert len(queued) == len(queue) == pool.num_free, f"pool {pool.name!r}: queued twice"
-        assert all(b < pool._fresh for b in pool._recycled), "a fresh id among the freed ones"
         assert NULL_BLOCK not in queued and pool.ref_count(NULL_BLOCK) == 1
-        counts = [pool.ref_count(b) for b in range(1, pool.num_blocks)]
-        assert all((c == 0) == (b in queued) for b, c in enumerate(counts, start=1))
-        assert set(counts) <= {0, 1}, f"pool {pool.name!r}: counts {sorted(set(counts))}"
-        usage = coord.usage_by_group()[pool.name]
-        assert usage.used + usage.free == usage.capacity
-        held: list[int] = []
-        for req in core.requests.values():
-            table = req.tables[g]
-            skipped = req.skipped[g]
-            assert all(b == NULL_BLOCK for b in table[:skipped]), (pool.name, table, skipped)
-            assert all(b != NULL_BLOCK for b in table[skipped:]), (pool.name, table, skipped)
-            held.extend(table[skipped:])
-        assert len(held) == len(set(held)), f"group {pool.name!r}: a block is in two tables"
-        assert len(held) == pool.num_used, f"group {pool.name!r}: leaked blocks"
-        assert all(pool.ref_count(b) == 1 for b in held)
+        holders: dict[int, int] = {}
+        for g in groups:
+            for req in core.requests.values():
+                table = req.tables[g]
+                skipped = req.skipped[g]
+                assert all(b == NULL_BLOCK for b in table[:skipped]), (pool.name, table, skipped)
+                assert all(b != NULL_BLOCK for b in table[skipped:]), (pool.name, table, skipped)
+                assert len(set(table[skipped:])) == len(table) - skipped, "a block twice"
+                for b in table[skipped:]:
+                    holders[b] = holders.get(b, 0) + 1
+        for b in range(1, pool.num_blocks):
+            count = pool.ref_count(b)
+            assert count == holders.get(b, 0), f"pool {pool.name!r}: block {b} counts {count}"
+            assert (count == 0) == (b in queued), f"pool {pool.name!r}: block {b}"
+            if count > 1:
+                assert pool.is_cached(b), f"block {b} in {count} tables, not shared by hash"
+        assert pool.num_used == len(holders), f"pool {pool.name!r}: leaked blocks"
+        assert len(holders) + pool.num_free == pool.num_blocks - 1
+        # Every cached block is filed under its key, in the map of a group of this pool.
+        maps = [core.caches[g] for g in groups]
+        filed = {
+            (id(c.blocks), key, b)
+            for c in maps
+            if c is not None
+            for key, blocks in c.blocks.items()
+            for b in blocks
+        }
+        assert filed == {(id(m), key, b) for b, (m, key) in pool._cached.items()}
+    for name, usage in coord.usage_by_group().items():
+        assert usage.used + usage.free <= usage.capacity, name
 
 
 def unresident_keys(
@@ -251,7 +303,7 @@ class Interference:
         mode: str,
         reentry: Callable[[], object] | None = None,
     ) -> None:
-        assert operation in ("free", "allocate_n") and mode in ("fail", "reenter")
+        assert operation in ("free", "allocate_n", "touch") and mode in ("fail", "reenter")
         self.pool, self.hits, self.refused = pool, 0, list[BaseException]()
         outer = self
 
@@ -277,6 +329,11 @@ class Interference:
                 if operation == "allocate_n":
                     interfere()
                 return super().allocate_n(n)
+
+            def touch(self, block: int) -> bool:
+                if operation == "touch":
+                    interfere()
+                return super().touch(block)
 
         self._cls = Misbehaving
 

@@ -126,7 +126,7 @@ def test_the_lazy_queue_hands_out_what_a_plain_queue_does(num_blocks: int, ops: 
     """A reference: a deque of every id, as the pool was before it became lazy."""
     pool = BlockPool(num_blocks, name="g")
     queue, held = deque(range(1, num_blocks)), list[int]()
-    last: tuple[str, list[int], int] | None = None
+    last: tuple[str, list[int], tuple[int, int]] | None = None
     for op, n in ops:
         if op == "take":
             if n > len(queue):
@@ -143,7 +143,7 @@ def test_the_lazy_queue_hands_out_what_a_plain_queue_does(num_blocks: int, ops: 
             del held[len(held) - len(blocks) :]
             pool.free(blocks)
             queue.extend(blocks)
-            last = ("free", blocks, 0)
+            last = ("free", blocks, (0, 0))
         elif op == "undo" and last is not None:
             kind, blocks, mark = last
             if kind == "take":

@@ -15,12 +15,23 @@ step interrupted inside a pool operation (an injected failure, standing for a bu
 interrupt) leaves everything as it was, in every group; and a call that enters the coordinator
 while a step is in progress (another thread, a callback) is refused with `ConcurrentUseError`,
 changes nothing, and the step in progress completes as if alone.
+
+Prefix caching, speculation and one shared pool (issue 16) are drawn too: requests admitted
+with content (prefixes of a few base sequences, salted or not, so that they share), speculative
+steps and rollbacks, coordinators whose groups share one pool. Every block's content is kept by
+the test itself, position by position, as each step writes it: a prefix hit must serve blocks
+holding exactly the new request's content (never a block whose content differs), the groups
+of one sequence hit alike, in whole blocks, never the last position; a block is in two tables
+only when the prefix cache registered it, its reference count equals its holders, a
+registered block holds only committed positions; a rollback returns exactly the blocks only
+the rejected positions used and leaves the table a plain step would have; reservations stay
+exact (a shared block reserved once where requests keep it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -49,7 +60,9 @@ from runtime import (
     NULL_BLOCK,
     AdmissionError,
     AllocationError,
+    BlockHashes,
     ConcurrentUseError,
+    ContentKeys,
     GroupHandle,
     KVCacheCoordinator,
     RequestError,
@@ -63,6 +76,7 @@ from .support import (
     group_of,
     quantity,
     snapshot,
+    unique_pools,
     unresident_keys,
 )
 
@@ -78,44 +92,51 @@ KINDS = (
 
 
 @st.composite
-def layers(draw: st.DrawFn, kind: str, block_size: int) -> LayerSpec:
+def layers(draw: st.DrawFn, kind: str, block_size: int, same_page: bool = False) -> LayerSpec:
     """One layer of ``kind`` with an awkward small geometry.
 
     Chunks are whole cache blocks (the coordinator refuses others: their admission cap is not
     a bound, see `test_coordinator.test_misaligned_chunk_is_refused`), and pooled chunks are
-    whole pooled blocks (the layer spec refuses others).
+    whole pooled blocks (the layer spec refuses others). With ``same_page``, every layer's
+    page is ``block_size × 96`` bytes (head size 24 / P), so that the groups may share a pool.
     """
+
+    def head(pool: int) -> int:
+        return 24 // pool if same_page else 8
+
     if kind == "full":
-        return FullAttentionLayer(kv_heads=1, head_size=8)
+        return FullAttentionLayer(kv_heads=1, head_size=head(1))
     if kind == "sliding":
         return SlidingWindowLayer(
-            sliding_window=Window(draw(st.integers(1, 8)), Tokens), kv_heads=1, head_size=8
+            sliding_window=Window(draw(st.integers(1, 8)), Tokens), kv_heads=1, head_size=head(1)
         )
     if kind == "sliding_pooled":
+        pool = draw(st.integers(1, 4))
         return SlidingWindowLayer(
             sliding_window=Window(draw(st.integers(1, 16)), EncoderTokens),
-            pool=PoolFactor(draw(st.integers(1, 4))),
+            pool=PoolFactor(pool),
             kv_heads=1,
-            head_size=8,
+            head_size=head(pool),
         )
     if kind == "chunked":
         return ChunkedLocalLayer(
-            chunk=Chunk(block_size * draw(st.integers(1, 4)), Tokens), kv_heads=1, head_size=8
+            chunk=Chunk(block_size * draw(st.integers(1, 4)), Tokens), kv_heads=1, head_size=head(1)
         )
     if kind == "chunked_pooled":
         pool = draw(st.integers(1, 4))
         chunk = pool * block_size * draw(st.integers(1, 3))
         return ChunkedLocalLayer(
-            chunk=Chunk(chunk, EncoderTokens), pool=PoolFactor(pool), kv_heads=1, head_size=8
+            chunk=Chunk(chunk, EncoderTokens), pool=PoolFactor(pool), kv_heads=1, head_size=head(pool)
         )
     if kind == "cross":
+        pool = draw(st.integers(1, 3))
         return CrossAttentionLayer(
             encoder_length=EncoderTokens(draw(st.integers(1, 20))),
-            pool=PoolFactor(draw(st.integers(1, 3))),
+            pool=PoolFactor(pool),
             kv_heads=1,
-            head_size=8,
+            head_size=head(pool),
         )
-    return StateLayer(state_size=Bytes(1024))
+    return StateLayer(state_size=Bytes(block_size * 96 if same_page else 1024))
 
 
 def spec_pool(handle: GroupHandle[Any]) -> int:
@@ -125,10 +146,30 @@ def spec_pool(handle: GroupHandle[Any]) -> int:
 
 @dataclass
 class Live:
-    """The test's own record of an admitted request."""
+    """The test's own record of an admitted request.
+
+    Attributes:
+        max_len: per group, its declared length in slots.
+        steps: steps taken.
+        content: per sequence (True: the encoder's, False: the tokens'), the content it
+            brought and its salt (none: every position is the request's own).
+        spec: per group, the latest step's lookahead positions not yet rolled back or
+            accepted (kernel unit).
+    """
 
     max_len: list[int]
     steps: int = 0
+    content: dict[bool, tuple[tuple[int, ...], str | None]] = field(default_factory=dict)
+    spec: list[int] = field(default_factory=list)
+
+
+#: Base sequences the requests' content is cut from: they share prefixes of every length
+#: (the first two are equal for 20 positions), so that hits, misses and partial hits occur.
+BASES = (
+    tuple([1, 2] * 10 + [3] * 80),
+    tuple([1, 2] * 10 + [4] * 80),
+    tuple(range(100)),
+)
 
 
 class AllocatorMachine(RuleBasedStateMachine):
@@ -141,14 +182,18 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.live: dict[str, Live] = {}
         self.next_id = 0
         self.reserve = True
+        # What each block holds, position by position, as the steps wrote it:
+        # (pool id, block) -> {row in the block: the key written there}.
+        self.written: dict[tuple[int, int], dict[int, object]] = {}
 
     @initialize(data=st.data())
     def build(self, data: st.DataObject) -> None:
         count = data.draw(st.integers(1, 3), label="groups")
         kinds = [data.draw(st.sampled_from(KINDS), label=f"kind{i}") for i in range(count)]
         self.block_size = data.draw(st.integers(1, 4), label="block_size")
+        self.shared = data.draw(st.booleans(), label="one pool")
         specs = {
-            f"g{i}": data.draw(layers(k, self.block_size), label=f"layer{i}")
+            f"g{i}": data.draw(layers(k, self.block_size, self.shared), label=f"layer{i}")
             for i, k in enumerate(kinds)
         }
         self.max_len = data.draw(st.integers(1, 48), label="max_len")
@@ -176,10 +221,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.coord = coordinator(
             specs,
             block_size=self.block_size,
-            num_blocks=blocks,
+            num_blocks=1 + sum(n - 1 for n in blocks.values()) if self.shared else blocks,
             max_len=self.max_len,
             max_in_flight=self.max_in_flight,
             reserve=self.reserve,
+            shared=self.shared,
         )
         # A pooled group is stepped in whole pooled blocks or, half of the time, in encoder
         # tokens (steps then start and end mid-slot).
@@ -208,6 +254,146 @@ class AllocatorMachine(RuleBasedStateMachine):
             for limit in self.limits()
         ]
         self.try_admit(lengths)
+
+    @rule(data=st.data())
+    def admit_with_prefix(self, data: st.DataObject) -> None:
+        lengths = [
+            data.draw(st.just(limit) | st.integers(0, limit), label="max_len")
+            for limit in self.limits()
+        ]
+        self.try_admit(lengths, self.draw_content(data, lengths))
+
+    @rule(data=st.data())
+    def prefill_then_share(self, data: st.DataObject) -> None:
+        """A request with content steps through it; then another brings the same content (a
+        prefix of it, or more), and should find its full blocks cached."""
+        lengths = self.limits()
+        content = self.draw_content(data, lengths)
+        before = set(self.live)
+        self.try_admit(lengths, content)
+        added = set(self.live) - before
+        if not added:
+            return
+        (rid,) = added
+        for _ in range(12):
+            if rid not in self.live:
+                break
+            counts = [max(0, self.room(rid, g)) for g in range(len(self.handles))]
+            if not any(counts):
+                break
+            self.try_step(rid, counts)
+        if data.draw(st.booleans(), label="free the first"):
+            self.coord.free(rid)
+            del self.live[rid]
+        self.try_admit(self.limits(), content)
+
+    @rule(data=st.data())
+    def admit_with_prefix_fails_midway(self, data: st.DataObject) -> None:
+        """A failure while the hit blocks gain their references: nothing changes."""
+        lengths = self.limits()
+        content = self.draw_content(data, lengths)
+        pool = unique_pools(self.coord)[0]
+        with Interference(pool, "touch", "fail") as failing:
+            self.try_admit(lengths, content, failing)
+
+    @rule(data=st.data())
+    def extend_content(self, data: st.DataObject) -> None:
+        """A request's content grows by what it generated (its next positions), in every
+        group of the sequence: blocks it has computed enter the cache once full."""
+        with_content = [rid for rid, live in self.live.items() if live.content]
+        if not with_content:
+            return
+        rid = data.draw(st.sampled_from(sorted(with_content)), label="rid")
+        live = self.live[rid]
+        encoder = data.draw(st.sampled_from(sorted(live.content)), label="sequence")
+        keys, salt = live.content[encoder]
+        more = data.draw(st.integers(0, 9), label="more")
+        new = [self.generated(rid, p) for p in range(len(keys), len(keys) + more)]
+        unit: Any = EncoderTokens if encoder else Tokens
+        for h in self.handles:
+            if (h.spec.slot_unit is PooledBlocks) == encoder and h.spec.kind not in (
+                "cross_attention",
+                "state",
+            ):
+                self.coord.extend_content(rid, h, ContentKeys(new, unit))
+        live.content[encoder] = (keys + tuple(new), salt)
+        event("content extended")
+
+    @rule(data=st.data())
+    def step_speculative(self, data: st.DataObject) -> None:
+        """A step whose last positions are a drafter's lookahead."""
+        if self.live:
+            rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+            counts = self.draw_counts(data, rid)
+            ahead = [data.draw(st.integers(0, n), label="lookahead") for n in counts]
+            self.try_step(rid, counts, lookahead=ahead)
+            if any(self.live[rid].spec) and data.draw(st.booleans(), label="verify now"):
+                self.roll_back(data, rid)
+
+    @rule(data=st.data())
+    def rollback(self, data: st.DataObject) -> None:
+        """Reject some of the latest step's lookahead: the blocks only they used go back."""
+        ahead = [rid for rid, live in self.live.items() if any(live.spec)]
+        if ahead:
+            self.roll_back(data, data.draw(st.sampled_from(sorted(ahead)), label="rid"))
+
+    def roll_back(self, data: st.DataObject, rid: str) -> None:
+        live = self.live[rid]
+        core = self.coord._core
+        req = core.requests[rid]
+        rejected = [
+            data.draw(st.integers(0, spec // h.rows_per_unit), label="rejected")
+            for h, spec in zip(self.handles, live.spec, strict=True)
+        ]
+        tables = [list(t) for t in req.tables]
+        rows = list(req.num_rows)
+        counts = (quantity(h.unit, r) for h, r in zip(self.handles, rejected, strict=True))
+        self.stepper.rollback(rid, *counts)
+        event("rollback")
+        for g, (h, r) in enumerate(zip(self.handles, rejected, strict=True)):
+            r_rows = r * h.rows_per_unit
+            assert req.num_rows[g] == rows[g] - r_rows
+            slots = -(-req.num_rows[g] // spec_pool(h))
+            # The table a plain step to this length would have left; the rest came back.
+            keep = core._managers[g].table_length(slots)
+            assert req.tables[g] == tables[g][:keep], (tables[g], req.tables[g])
+            pool = core.pools[g]
+            for block in tables[g][keep:]:
+                assert pool.ref_count(block) == 0, f"block {block} kept after its rollback"
+            if tables[g][keep:]:
+                event("rollback: blocks returned")
+            live.spec[g] -= r_rows
+
+    @rule(data=st.data())
+    def rollback_too_much(self, data: st.DataObject) -> None:
+        """Rolling back more than the latest step's lookahead: `RequestError`, no change."""
+        if not self.live:
+            return
+        rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+        g = data.draw(st.integers(0, len(self.handles) - 1), label="group")
+        h = self.handles[g]
+        rejected = [0] * len(self.handles)
+        rejected[g] = self.live[rid].spec[g] // h.rows_per_unit + 1
+        before = snapshot(self.coord)
+        with pytest.raises(RequestError, match="only those can be rolled back"):
+            self.stepper.rollback(
+                rid, *(quantity(h.unit, r) for h, r in zip(self.handles, rejected, strict=True))
+            )
+        assert snapshot(self.coord) == before
+
+    @rule()
+    def reset_prefix_cache(self) -> None:
+        before = snapshot(self.coord)
+        if any(p.num_used for p in unique_pools(self.coord)):  # vLLM: only the null block held
+            assert self.coord.reset_prefix_cache() is False
+            assert snapshot(self.coord) == before
+            return
+        assert self.coord.reset_prefix_cache() is True
+        for cache in self.coord._core.caches:
+            assert cache is None or not cache.blocks
+        for pool in unique_pools(self.coord):
+            assert not pool._cached
+            assert pool.free_queue() == list(before[0][unique_pools(self.coord).index(pool)][0])
 
     @rule(data=st.data())
     def admit_beyond_a_limit(self, data: st.DataObject) -> None:
@@ -337,7 +523,47 @@ class AllocatorMachine(RuleBasedStateMachine):
             for g in range(len(self.handles))
         ]
 
-    def try_admit(self, lengths: list[int]) -> None:
+    def draw_content(
+        self, data: st.DataObject, lengths: list[int]
+    ) -> dict[bool, tuple[tuple[int, ...], str | None]]:
+        """Content per sequence (the encoder's, the tokens'): a prefix of a base sequence,
+        salted or not, within every bound group's declared length (in its kernel unit)."""
+        content = {}
+        for encoder in (True, False):
+            rows = [
+                n * (spec_pool(h) if h.unit is PooledBlocks else 1)
+                for h, n in zip(self.handles, lengths, strict=True)
+                if (h.spec.slot_unit is PooledBlocks) == encoder
+            ]
+            if not rows:
+                continue
+            base = data.draw(st.sampled_from(BASES), label="base")
+            length = data.draw(st.integers(0, min(min(rows), len(base))), label="content")
+            salt = data.draw(st.sampled_from((None, None, "salt")), label="salt")
+            content[encoder] = (base[:length], salt)
+        return content
+
+    def prefix_of(
+        self, data_content: dict[bool, tuple[tuple[int, ...], str | None]]
+    ) -> tuple[BlockHashes[Any] | None, ...]:
+        """The block hashes each bound group gets (None where no prefix can serve it)."""
+        out: list[BlockHashes[Any] | None] = []
+        for h in self.handles:
+            encoder = h.spec.slot_unit is PooledBlocks
+            if h.spec.kind in ("cross_attention", "state") or encoder not in data_content:
+                out.append(None)
+                continue
+            keys, salt = data_content[encoder]
+            unit: Any = EncoderTokens if encoder else Tokens
+            out.append(h.block_hashes(ContentKeys(keys, unit, salt=salt)))
+        return tuple(out)
+
+    def try_admit(
+        self,
+        lengths: list[int],
+        content: dict[bool, tuple[tuple[int, ...], str | None]] | None = None,
+        failing: Interference | None = None,
+    ) -> None:
         rid = f"r{self.next_id}"
         self.next_id += 1
         before = snapshot(self.coord)
@@ -347,8 +573,19 @@ class AllocatorMachine(RuleBasedStateMachine):
             math.ceil(n / spec_pool(h)) if h.unit is EncoderTokens else n
             for h, n in zip(self.handles, lengths, strict=True)
         ]
+        hits: tuple[Any, ...] | None = None
         try:
-            self.stepper.admit(rid, *args)
+            if content is None:
+                self.stepper.admit(rid, *args)
+            else:
+                prefix = self.prefix_of(content)
+                stepper: Any = self.stepper  # bound to 1 .. 3 groups, drawn at run time
+                hits = stepper.admit_with_prefix(rid, *args, prefix=prefix)
+        except Injected:
+            event("admit: failed midway, undone")
+            assert failing is not None and failing.hits == 1
+            assert snapshot(self.coord) == before, "an admission that failed left changes"
+            return
         except AdmissionError as err:
             event("admit: never fits")
             assert snapshot(self.coord) == before
@@ -361,19 +598,101 @@ class AllocatorMachine(RuleBasedStateMachine):
             assert err.needed > err.free
             return
         assert not beyond
+        assert failing is None or failing.hits == 0
         event("admit: ok")
-        self.live[rid] = Live(slots)
+        self.live[rid] = Live(slots, content=content or {}, spec=[0] * len(self.handles))
+        if hits is not None:
+            self.check_hits(rid, hits)
 
-    def try_step(self, rid: str, counts: list[int], failing: Interference | None = None) -> None:
-        args = [quantity(h.unit, n) for h, n in zip(self.handles, counts, strict=True)]
+    @staticmethod
+    def generated(rid: str, position: int) -> int:
+        """The token a request generates at a position past its content (its own)."""
+        return 1_000_000 * (int(rid[1:]) + 1) + position
+
+    def key(self, rid: str, encoder: bool, position: int) -> object:
+        """What a position of a request holds: its content's key there, else what it
+        generated (the content a later `extend_content` gives), under its salt."""
+        keys, salt = self.live[rid].content.get(encoder, ((), None))
+        token = keys[position] if position < len(keys) else self.generated(rid, position)
+        return (salt, token)
+
+    def rows_per_block(self, g: int) -> int:
+        spec = self.handles[g].spec
+        return spec.block_size_slots * spec.pool.tokens_per_block
+
+    def check_hits(self, rid: str, hits: tuple[Any, ...]) -> None:
+        """A hit: the groups of one sequence alike, in whole blocks, never the last position,
+        and every position of every hit block holding exactly this request's content."""
+        core = self.coord._core
+        req = core.requests[rid]
+        live = self.live[rid]
+        by_sequence: dict[bool, set[int]] = {}
+        for g, (h, hit) in enumerate(zip(self.handles, hits, strict=True)):
+            rows = hit.value * h.rows_per_unit
+            assert rows == req.num_rows[g]
+            encoder = h.spec.slot_unit is PooledBlocks
+            by_sequence.setdefault(encoder, set()).add(rows)
+            if h.spec.kind == "cross_attention":
+                assert rows == 0
+                continue
+            keys = live.content.get(encoder, ((), None))[0]
+            assert rows <= max(len(keys) - 1, 0), (rows, len(keys))
+            rpb = self.rows_per_block(g)
+            assert rows % rpb == 0
+            table = req.tables[g]
+            assert len(table) == rows // rpb
+            if rows:
+                event("admit: a prefix hit")
+            pool = core.pools[g]
+            for i, block in enumerate(table):
+                if block == NULL_BLOCK:
+                    assert i < req.skipped[g]
+                    continue
+                event("admit: a hit block checked")
+                held = self.written[(id(pool), block)]
+                for offset in range(rpb):
+                    assert held.get(offset) == self.key(rid, encoder, i * rpb + offset), (
+                        f"group {h.name}: block {block} (table entry {i}) holds other content"
+                    )
+        for encoder, rows in by_sequence.items():
+            members = [
+                h
+                for h in self.handles
+                if (h.spec.slot_unit is PooledBlocks) == encoder
+                and h.spec.kind != "cross_attention"
+            ]
+            if members:
+                assert len({req.num_rows[h.index] for h in members}) == 1, rows
+
+    def try_step(
+        self,
+        rid: str,
+        counts: list[int],
+        failing: Interference | None = None,
+        lookahead: list[int] | None = None,
+    ) -> None:
+        """One step of ``counts`` (each handle's unit), of which the last ``lookahead`` are
+        speculative (an ``allocate_speculative``); checked against the test's record."""
         before = snapshot(self.coord)
         live = self.live[rid]
         req = self.coord._core.requests[rid]
         start = list(req.num_rows)
+        lengths = [len(t) for t in req.tables]
         spans = [self.touches(rid, g, n) for g, n in enumerate(counts)]
         too_long = any(self.too_long(rid, g, n) for g, n in enumerate(counts))
         try:
-            mappings = self.stepper.allocate(rid, *args)
+            if lookahead is None:
+                args = [quantity(h.unit, n) for h, n in zip(self.handles, counts, strict=True)]
+                mappings = self.stepper.allocate(rid, *args)
+            else:
+                new = [
+                    quantity(h.unit, n - k)
+                    for h, n, k in zip(self.handles, counts, lookahead, strict=True)
+                ]
+                ahead = tuple(
+                    quantity(h.unit, k) for h, k in zip(self.handles, lookahead, strict=True)
+                )
+                mappings = self.stepper.allocate_speculative(rid, *new, lookahead=ahead)
         except Injected:
             event("step: failed midway, undone")
             assert failing is not None and failing.hits == 1
@@ -393,14 +712,35 @@ class AllocatorMachine(RuleBasedStateMachine):
             return
         assert not too_long
         live.steps += 1
-        event("step: done")
+        event("step: done" if lookahead is None else "step: speculative, done")
         if any(s > 0 for s in req.skipped):
             event("step: done, with evictions")
+        live.spec = [
+            0 if lookahead is None else k * h.rows_per_unit
+            for h, k in zip(self.handles, lookahead or counts, strict=True)
+        ]
         for g, handle in enumerate(self.handles):
             q = req.num_rows[g] - start[g]
             if handle.unit is EncoderTokens and (start[g] + q) % spec_pool(handle):
                 event("step: a partial pooled slot")
             self.check_step(rid, g, handle, start[g], q, spans[g], mappings[g])
+            self.write(rid, g, lengths[g], start[g], q)
+
+    def write(self, rid: str, g: int, old_length: int, start: int, q: int) -> None:
+        """Record what the step wrote in group ``g``: positions ``start .. start + q − 1``,
+        in the blocks the table holds them in (a block the step took starts empty)."""
+        handle = self.handles[g]
+        if handle.spec.kind in ("cross_attention", "state"):
+            return
+        core = self.coord._core
+        table, pool = core.requests[rid].tables[g], id(core.pools[g])
+        for block in table[old_length:]:
+            self.written[(pool, block)] = {}
+        rpb = self.rows_per_block(g)
+        encoder = handle.spec.slot_unit is PooledBlocks
+        for position in range(start, start + q):
+            block = table[position // rpb]
+            self.written[(pool, block)][position % rpb] = self.key(rid, encoder, position)
 
     # -- checks -----------------------------------------------------------------------------------
 
@@ -465,19 +805,48 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @invariant()
     def requests_stay_within_their_caps(self) -> None:
+        """Held <= cap; the reservations are the caps, and a block requests share counts
+        once (in groups that keep their blocks) in what each pool must have unreserved."""
         if not self.handles:
             return
         core = self.coord._core
         reserved = [0] * len(self.handles)
+        extra_refs = [0] * len(self.handles)
         for req in core.requests.values():
             for g, table in enumerate(req.tables):
                 held = sum(1 for b in table if b != NULL_BLOCK)
                 assert held <= req.caps[g], (self.coord.group_names[g], held, req.caps[g])
                 reserved[g] += req.caps[g]
+        for g in range(len(self.handles)):
+            blocks = {b for r in core.requests.values() for b in r.tables[g]} - {NULL_BLOCK}
+            if core._keeps[g]:
+                extra_refs[g] = sum(core.pools[g].ref_count(b) - 1 for b in blocks)
+        assert extra_refs == core.ledger.shared, (extra_refs, core.ledger.shared)
         if self.reserve:
             assert reserved == core.ledger.reserved
-            for g, pool in enumerate(core.pools):
-                assert reserved[g] <= pool.num_blocks - 1
+            for pool in unique_pools(self.coord):
+                members = [g for g, p in enumerate(core.pools) if p is pool]
+                assert sum(reserved[g] - extra_refs[g] for g in members) <= pool.num_blocks - 1
+
+    @invariant()
+    def cached_blocks_hold_committed_positions(self) -> None:
+        """The prefix cache registers only full blocks of committed positions, and the
+        coordinator's speculative tail is the test's."""
+        if not self.handles:
+            return
+        core = self.coord._core
+        for rid, req in core.requests.items():
+            extra = req.extra
+            spec = [0] * len(self.handles) if extra is None else extra.spec
+            assert list(spec) == self.live[rid].spec, (spec, self.live[rid].spec)
+            if extra is None:
+                continue
+            for g, registered in enumerate(extra.registered):
+                if extra.hashes[g] is not None:
+                    rpb = self.rows_per_block(g)
+                    assert registered * rpb <= req.num_rows[g] - spec[g]
+                    for block in req.tables[g][:registered]:
+                        assert block == NULL_BLOCK or core.pools[g].is_cached(block)
 
     def teardown(self) -> None:
         if not self.handles:

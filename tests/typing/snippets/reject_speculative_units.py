@@ -1,0 +1,48 @@
+# ruff: noqa: E501
+# fmt: off
+"""Speculative steps and their rollback count each group in its handle's unit, like a step.
+
+The lookahead of a step (a drafter's proposals) and the positions a rollback rejects are
+quantities of the group they are for: encoder tokens for an audio group stepped in encoder
+tokens, tokens for the text group. The wrong unit, or a bare int, is rejected by mypy here and
+by the run time (`UnitTypeError`).
+"""
+
+from contracts import (
+    Bytes,
+    EncoderTokens,
+    EngineSpec,
+    FullAttentionLayer,
+    ModelSpec,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+)
+from runtime import KVCacheCoordinator
+from runtime.capacity import plan
+
+encoder = SlidingWindowLayer(
+    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+)
+decoder = FullAttentionLayer(kv_heads=8, head_size=128)
+model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
+engine = EngineSpec(
+    block_size_slots=16,
+    max_model_len=Tokens(4096),
+    max_num_batched_tokens=Tokens(512),
+    max_encoder_len=EncoderTokens(40_000),
+    max_encoder_tokens_per_step=EncoderTokens(16),
+    memory_budget=Bytes(64 << 20),
+)
+coord = KVCacheCoordinator.from_plan(plan(model, engine))
+step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
+step.admit("r1", EncoderTokens(40_000), Tokens(512))
+
+# One text token for sure, three drafted after it; no audio lookahead.
+step.allocate_speculative("r1", EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(3)))
+step.rollback("r1", EncoderTokens(0), Tokens(2))  # two of the three drafts rejected
+
+step.allocate_speculative("r1", EncoderTokens(4), Tokens(1), lookahead=(Tokens(0), Tokens(3)))  # E: Argument "lookahead" to "allocate_speculative" of "Stepper" has incompatible type "tuple[Tokens, Tokens]"; expected "tuple[EncoderTokens, Tokens]"  [arg-type]
+step.allocate_speculative("r1", EncoderTokens(4), Tokens(1), lookahead=(0, 3))  # E: Argument "lookahead" to "allocate_speculative" of "Stepper" has incompatible type "tuple[int, int]"; expected "tuple[EncoderTokens, Tokens]"  [arg-type]
+step.rollback("r1", Tokens(0), Tokens(1))  # E: Argument 2 to "rollback" of "Stepper" has incompatible type "Tokens"; expected "EncoderTokens"  [arg-type]
+step.rollback("r1", EncoderTokens(0), 1)  # E: Argument 3 to "rollback" of "Stepper" has incompatible type "int"; expected "Tokens"  [arg-type]
