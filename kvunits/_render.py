@@ -278,7 +278,15 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
     summary.append(f"concurrent requests admitted: {plan.concurrent_requests}", style="bold")
     console.print(summary)
     if plan.layout == "shared" and plan.layouts:
-        sizes = ", ".join(f"{g.group.name} {g.group.manager.block_size}" for g in plan.groups)
+        # A group split to equal layer counts shows once: "text/sliding_window[0..5]".
+        parts: dict[str, list[str]] = {}
+        for g in plan.groups:
+            base = g.group.name.split("[")[0]
+            parts.setdefault(base, []).append(str(g.group.manager.block_size))
+        sizes = ", ".join(
+            f"{base}{f'[0..{len(s) - 1}]' if len(s) > 1 else ''} {s[0]}"
+            for base, s in parts.items()
+        )
         page = plan.layouts[0].page_size
         console.print(
             Text(

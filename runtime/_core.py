@@ -469,21 +469,23 @@ class CoordinatorCore:
                 if want > 0:
                     # Blocks this step evicts go back to the pool before it allocates, as in
                     # vLLM (no query of the step reads them). ``skip`` never decreases: it only
-                    # grows with the step's first slot.
-                    usable = pools[g].num_free + skip - skipped[g]
-                    if pools[g].has_shared and skip > skipped[g]:
-                        # An evicted block another request shares stays held.
-                        usable -= pools[g].count_shared(tables[g][skipped[g] : skip])
+                    # grows with the step's first slot. (One pool for all groups: checked for
+                    # all of them together, below.)
                     grew = True
-                    if want > usable and short is None:
-                        # A caller's mistake in a later group is reported first: it is not
-                        # transient, a shortfall is.
-                        short = (g, want, usable)
+                    if self._one_pool is None:
+                        usable = pools[g].num_free + skip - skipped[g]
+                        if pools[g].has_shared and skip > skipped[g]:
+                            # An evicted block another request shares stays held.
+                            usable -= pools[g].count_shared(tables[g][skipped[g] : skip])
+                        if want > usable and short is None:
+                            # A caller's mistake in a later group is reported first: it is
+                            # not transient, a shortfall is.
+                            short = (g, want, usable)
                 firsts.append(first)
                 ends.append(end)
                 skips.append(skip)
                 wants.append(want)
-            if grew and short is None and self._one_pool is not None:
+            if grew and self._one_pool is not None:
                 short = self._short_together(tables, skipped, skips, wants)
             if short is not None:
                 raise self._short(request_id, *short)

@@ -1,0 +1,251 @@
+"""Prefix caching in kvunits' own terms: typed content and block boundaries, reservations
+that count a shared block once, sequences of other units hit on their own, and the errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts import (
+    Bytes,
+    CacheBlocks,
+    EncoderTokens,
+    FullAttentionLayer,
+    PooledBlocks,
+    PoolFactor,
+    SlidingWindowLayer,
+    SpecError,
+    StateLayer,
+    Tokens,
+    UnitTypeError,
+    UnitValueError,
+)
+from runtime import AllocationError, ContentKeys, KVCacheCoordinator, RequestError, plan
+from runtime.prefix_cache import chain_hashes, root_hash
+
+from .support import check_pools, coordinator, voxtral_engine, voxtral_model
+
+FULL = FullAttentionLayer(kv_heads=1, head_size=8)
+
+
+def test_content_is_keyed_per_token_or_encoder_token() -> None:
+    with pytest.raises(UnitTypeError, match="key each encoder token"):
+        ContentKeys([1, 2], PooledBlocks)  # type: ignore[type-var]
+    with pytest.raises(UnitTypeError, match=r"content key 1 is 2\.0 \(a float\)"):
+        ContentKeys([1, 2.0], Tokens)  # type: ignore[list-item]
+    with pytest.raises(UnitValueError, match="outside int64"):
+        ContentKeys([2**63], Tokens)
+    assert ContentKeys([1, 2], Tokens) == ContentKeys((1, 2), Tokens)
+    assert ContentKeys([1, 2], Tokens) != ContentKeys([1, 2], EncoderTokens)
+    assert ContentKeys([1, 2], Tokens) != ContentKeys([1, 2], Tokens, salt="s")
+
+
+def test_a_block_hash_covers_what_one_block_of_the_group_holds() -> None:
+    """A pooled group's block of 16 slots holds 64 encoder tokens at P = 4: 130 encoder
+    tokens are 2 full blocks; the text group's block holds 16 tokens. The chain's root carries
+    the granularity, so hashes cut at 64 never equal hashes cut at 16 of the same keys."""
+    coord = KVCacheCoordinator.from_plan(plan(voxtral_model(), voxtral_engine("4 GiB")))
+    audio = coord.group("audio", EncoderTokens)
+    text = coord.group("text", Tokens)
+    frames = ContentKeys(list(range(130)), EncoderTokens)
+    hashes = audio.block_hashes(frames)
+    assert len(hashes) == 2 and str(hashes.tokens_per_block) == "64 encoder_token/cache_block"
+    assert len(text.block_hashes(ContentKeys(list(range(130)), Tokens))) == 8
+    as_tokens = chain_hashes(root_hash("encoder_token", 16, None), list(range(64)), 16)
+    assert hashes.hashes[0] not in as_tokens
+    # The pooled handle stepping whole pooled blocks cuts the same boundaries.
+    whole = coord.group("audio", PooledBlocks).block_hashes(frames)
+    assert whole.hashes == hashes.hashes and whole.unit is PooledBlocks
+
+
+def test_another_groups_boundaries_are_refused() -> None:
+    """The bug class of vLLM #53142: hashes cut at one group's block size handed to a group
+    of another. Both count tokens here (one pool: the narrow group's blocks grow to 32)."""
+    from .support import group_of
+
+    narrow = group_of("narrow", FULL, block_size=32, max_len=64, max_in_flight=64)
+    wide = group_of(
+        "wide",
+        FullAttentionLayer(kv_heads=2, head_size=8),
+        block_size=16,
+        max_len=64,
+        max_in_flight=64,
+    )
+    from contracts import CacheBlocks
+
+    coord = KVCacheCoordinator([wide, narrow], CacheBlocks(20))
+    w, n = coord.group("wide", Tokens), coord.group("narrow", Tokens)
+    step = coord.stepper(w, n)
+    content = ContentKeys(list(range(40)), Tokens)
+    with pytest.raises(UnitValueError, match="blocks of 16 token/cache_block, but group 'narrow'"):
+        step.admit_with_prefix(
+            "r", Tokens(64), Tokens(64), prefix=(w.block_hashes(content), w.block_hashes(content))
+        )
+    with pytest.raises(UnitTypeError, match="must be BlockHashes"):
+        step.admit_with_prefix("r", Tokens(64), Tokens(64), prefix=(content, None))  # type: ignore[arg-type]
+    assert "r" not in coord
+
+
+def test_groups_of_one_sequence_get_one_content() -> None:
+    coord = coordinator({"a": FULL, "b": FULL}, block_size=4, num_blocks=20, max_len=16)
+    a, b = coord.group("a", Tokens), coord.group("b", Tokens)
+    step = coord.stepper(a, b)
+    with pytest.raises(RequestError, match=r"read one sequence .* different content"):
+        step.admit_with_prefix(
+            "r",
+            Tokens(16),
+            Tokens(16),
+            prefix=(
+                a.block_hashes(ContentKeys([1] * 8, Tokens)),
+                b.block_hashes(ContentKeys([2] * 8, Tokens)),
+            ),
+        )
+    with pytest.raises(RequestError, match="beyond its max_len of 16 token"):
+        step.admit_with_prefix(
+            "r",
+            Tokens(16),
+            Tokens(16),
+            prefix=(
+                a.block_hashes(ContentKeys([1] * 17, Tokens)),
+                b.block_hashes(ContentKeys([1] * 17, Tokens)),
+            ),
+        )
+    assert "r" not in coord
+
+
+def test_a_shared_block_is_reserved_once_where_requests_keep_it() -> None:
+    """Full attention, 10 usable blocks, requests of 96 tokens (cap 6 blocks). The second
+    request with the same prompt shares the 5 full blocks of its first 95 tokens with the
+    first: it reserves 6 − 5 more, so both fit (6 + 6 > 10 without sharing). Every step still
+    succeeds, and when the first request ends, the second owns its blocks alone."""
+    coord = coordinator({"t": FULL}, block_size=16, num_blocks=11, max_len=96, max_in_flight=96)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    content = ContentKeys(list(range(96)), Tokens)
+    prefix = (h.block_hashes(content),)
+    assert step.admit_with_prefix("a", Tokens(96), prefix=prefix) == (Tokens(0),)
+    step.allocate("a", Tokens(96))
+    with pytest.raises(AllocationError):
+        step.admit("plain", Tokens(96))  # no content: 6 more would not fit
+    assert step.admit_with_prefix("b", Tokens(96), prefix=prefix) == (Tokens(80),)
+    assert coord.usage(h).reserved.value == 6 + 6 - 5
+    step.allocate("b", Tokens(16))
+    assert coord.usage(h).used.value == 7
+    coord.free("a")
+    assert coord.usage(h).reserved.value == 6 and coord.usage(h).used.value == 6
+    check_pools(coord)
+
+
+def test_a_window_reserves_its_cap_whole() -> None:
+    """A sliding window drops a shared block one holder at a time; each holder may then need
+    its whole cap of blocks of its own: the reservation does not count sharing there. Window
+    8 tokens, blocks of 4, 64 tokens: cap ``cdiv(7 + 64, 4) + 1`` capped at ``cdiv(64, 4)``."""
+    window = SlidingWindowLayer(sliding_window=Tokens(8), kv_heads=1, head_size=8)
+    coord = coordinator({"w": window}, block_size=4, num_blocks=40, max_len=64, max_in_flight=64)
+    h = coord.group("w", Tokens)
+    step = coord.stepper(h)
+    prefix = (h.block_hashes(ContentKeys(list(range(64)), Tokens)),)
+    step.admit_with_prefix("a", Tokens(64), prefix=prefix)
+    step.allocate("a", Tokens(62))
+    assert step.admit_with_prefix("b", Tokens(64), prefix=prefix) == (Tokens(60),)
+    assert coord.usage(h).reserved.value == 16 + 16
+    check_pools(coord)
+
+
+def test_audio_and_text_hit_on_their_own() -> None:
+    """A speech model's audio (pooled, encoder tokens) and text (tokens) are two sequences:
+    each has its own hit. Here the audio window has slid past the shared audio prefix and its
+    block was reused, while the text prefix is still held: the text hits, the audio does not.
+    (vLLM runs both groups on one token axis and takes the smaller hit, 0: the first request
+    of the second wave in its own trace, /work/research/vllm_bench/RESULTS.md.)"""
+    planned = plan(voxtral_model(), voxtral_engine("40 GiB", encoder_len=2000, encoder_step=64))
+    groups = [p.group for p in planned.groups]
+    coord = KVCacheCoordinator(groups, [CacheBlocks(20), CacheBlocks(200)], reserve=False)
+    audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+    step = coord.stepper(audio, text)
+    frames = ContentKeys(list(range(128)), EncoderTokens)
+    prompt = ContentKeys(list(range(32)), Tokens)
+    prefix = (audio.block_hashes(frames), text.block_hashes(prompt))
+    first = step.admit_with_prefix("s0", EncoderTokens(2000), Tokens(64), prefix=prefix)
+    assert first == (EncoderTokens(0), Tokens(0))
+    step.allocate("s0", EncoderTokens(64), Tokens(32))
+    step.allocate("s0", EncoderTokens(64), Tokens(1))
+    again = step.admit_with_prefix("s1", EncoderTokens(2000), Tokens(64), prefix=prefix)
+    assert again == (EncoderTokens(64), Tokens(16))  # one block each: 64 encoder tokens, 16
+    coord.free("s1")
+    # The audio stream goes on: 750 encoder tokens later its first block left the window.
+    for _ in range(14):
+        step.allocate("s0", EncoderTokens(64), Tokens(1))
+    assert coord.block_table("s0", audio)[0] == 0
+    # Other requests take the pool's free blocks, evicting the cached audio block.
+    pool = coord._core.pools[0]
+    while pool.num_cached_free:
+        rid = f"x{pool.num_free}"
+        step.admit(rid, EncoderTokens(64), Tokens(1))
+        step.allocate(rid, EncoderTokens(64), Tokens(0))
+    late = step.admit_with_prefix("s64", EncoderTokens(2000), Tokens(64), prefix=prefix)
+    assert late == (EncoderTokens(0), Tokens(16))
+    check_pools(coord)
+
+
+def test_groups_no_prefix_serves() -> None:
+    """A state group holds one state per request: no prefix of positions serves it, and a
+    request whose token sequence it shares resumes nothing there (its hit is 0)."""
+    coord = coordinator(
+        {"attn": FULL, "state": StateLayer(state_size=Bytes(64))},
+        block_size=4,
+        num_blocks=20,
+        max_len=16,
+    )
+    attn, state = coord.group("attn", Tokens), coord.group("state", Tokens)
+    with pytest.raises(SpecError, match=r"'state' \(state\) cannot be served from a prefix"):
+        state.block_hashes(ContentKeys([1] * 8, Tokens))
+    step = coord.stepper(attn, state)
+    prefix = (attn.block_hashes(ContentKeys([1] * 12, Tokens)), None)
+    step.admit_with_prefix("a", Tokens(16), Tokens(16), prefix=prefix)
+    step.allocate("a", Tokens(12), Tokens(12))
+    assert step.admit_with_prefix("b", Tokens(16), Tokens(16), prefix=prefix) == (
+        Tokens(0),
+        Tokens(0),
+    )
+    # Bound alone, the attention group hits.
+    alone = coord.stepper(attn)
+    assert alone.admit_with_prefix("c", Tokens(16), prefix=prefix[:1]) == (Tokens(8),)
+
+
+def test_extending_content() -> None:
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    step.admit("plain", Tokens(16))
+    with pytest.raises(RequestError, match="admitted without content"):
+        coord.extend_content("plain", h, ContentKeys([1], Tokens))
+    step.admit_with_prefix("r", Tokens(16), prefix=(h.block_hashes(ContentKeys([], Tokens)),))
+    with pytest.raises(UnitTypeError, match="holds content in token"):
+        coord.extend_content("r", h, ContentKeys([1], EncoderTokens))  # type: ignore[arg-type]
+    with pytest.raises(UnitValueError, match="a salt goes in the first block"):
+        coord.extend_content("r", h, ContentKeys([1], Tokens, salt="s"))
+    # Generated tokens, hashed as they come: the block they fill is cached once computed.
+    step.allocate("r", Tokens(5))
+    coord.extend_content("r", h, ContentKeys([7, 7, 7], Tokens))
+    assert not coord._core.caches[0].blocks  # type: ignore[union-attr]
+    coord.extend_content("r", h, ContentKeys([7, 7], Tokens))
+    table = coord.block_table("r", h)
+    assert coord._core.pools[0].is_cached(table[0]) and not coord._core.pools[0].is_cached(table[1])
+    same = (h.block_hashes(ContentKeys([7] * 9, Tokens)),)
+    assert step.admit_with_prefix("s", Tokens(16), prefix=same) == (Tokens(4),)
+
+
+def test_a_pooled_group_stepped_in_whole_pooled_blocks_hits_in_pooled_blocks() -> None:
+    """The hit comes back in the handle's unit: 64 encoder tokens are 16 pooled blocks."""
+    layer = SlidingWindowLayer(
+        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=1, head_size=8
+    )
+    coord = coordinator({"a": layer}, block_size=16, num_blocks=40, max_len=100)
+    h = coord.group("a", PooledBlocks)
+    step = coord.stepper(h)
+    prefix = (h.block_hashes(ContentKeys(list(range(200)), EncoderTokens)),)
+    step.admit_with_prefix("r", PooledBlocks(100), prefix=prefix)
+    step.allocate("r", PooledBlocks(50))
+    assert step.admit_with_prefix("s", PooledBlocks(100), prefix=prefix) == (PooledBlocks(48),)
+    assert coord.seq_len("s", h) == PooledBlocks(48)
+    check_pools(coord)
