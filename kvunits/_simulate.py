@@ -67,11 +67,12 @@ from contracts import (
     UnitValueError,
     Window,
     manager_view,
+    unpool_length,
 )
 from contracts.crossing import first_unresident
 from contracts.errors import AllocationError
 from contracts.internal import kernel_ints
-from runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, plan
+from runtime import NULL_BLOCK, ContentKeys, GroupHandle, KVCacheCoordinator, plan
 
 if TYPE_CHECKING:
     from contracts.config import KvUnitsConfig
@@ -108,6 +109,9 @@ class Workload:
             has none).
         decoder_step: tokens a stream adds per decode step in token groups.
         seed: seeds the gaps between a client's streams (with ``arrival`` > 0).
+        shared_prompt: every stream brings the same prompt (its prefill: ``prompt`` tokens,
+            and its first encoder step): streams are admitted with prefix caching
+            (`runtime.Stepper.admit_with_prefix`) and start after what the cache holds.
     """
 
     streams: int
@@ -118,6 +122,7 @@ class Workload:
     encoder_step: EncoderTokens | None
     decoder_step: Tokens
     seed: int = 0
+    shared_prompt: bool = False
 
     @classmethod
     def for_config(
@@ -132,6 +137,7 @@ class Workload:
         encoder_step: EncoderTokens | None = None,
         decoder_step: Tokens = DEFAULT_DECODER_STEP,
         seed: int = 0,
+        shared_prompt: bool = False,
     ) -> Workload:
         """A workload checked against the config's engine limits.
 
@@ -216,6 +222,7 @@ class Workload:
             encoder_step=encoder_step if pooled else None,
             decoder_step=decoder_step,
             seed=seed,
+            shared_prompt=shared_prompt,
         )
 
     def describe(self) -> str:
@@ -225,10 +232,12 @@ class Workload:
             [str(self.prompt)] + ([str(self.encoder_step)] if self.encoder_step else [])
         )
         gap = "at once" if self.arrival == 0 else f"about {self.arrival} steps"
+        shared = "; every stream brings the same prompt (prefix caching)"
         return (
             f"{self.streams} streams, each a prefill ({prefill}) then {self.steps} decode "
             f"steps of {' + '.join(per_step)}; a client's next stream arrives {gap} after its "
             f"last ends; {self.duration} scheduler steps, seed {self.seed}"
+            + (shared if self.shared_prompt else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -244,6 +253,7 @@ class Workload:
             "encoder_step": quantity(self.encoder_step),
             "decoder_step": quantity(self.decoder_step),
             "seed": self.seed,
+            "shared_prompt": self.shared_prompt,
         }
 
 
@@ -396,6 +406,9 @@ class GroupStats:
             once streams outlive the window).
         peak_used: the most blocks held by all streams at once.
         peak_reserved: the most blocks reserved at once.
+        prefix_hits: positions the streams found in the prefix cache (kernel unit; None
+            without a shared prompt, or for a group no prefix serves).
+        prefix_queried: positions of prompt they brought.
     """
 
     name: str
@@ -407,6 +420,8 @@ class GroupStats:
     peak_held_per_stream: int
     peak_used: int
     peak_reserved: int
+    prefix_hits: IntQuantity | None = None
+    prefix_queried: IntQuantity | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; quantities as ``{"value", "unit"}``, block counts in cache blocks."""
@@ -425,6 +440,8 @@ class GroupStats:
             "peak_held_per_stream": blocks(self.peak_held_per_stream),
             "peak_used": blocks(self.peak_used),
             "peak_reserved": blocks(self.peak_reserved),
+            "prefix_hits": quantity(self.prefix_hits),
+            "prefix_queried": quantity(self.prefix_queried),
         }
 
 
@@ -540,12 +557,30 @@ def simulate(
 
 
 class _Stream:
-    __slots__ = ("client", "id", "step")
+    __slots__ = ("client", "hits", "id", "step")
 
     def __init__(self, stream_id: str, client: int) -> None:
         self.id = stream_id
         self.client = client
         self.step = 0
+        self.hits: tuple[IntQuantity, ...] | None = None
+
+
+def _prompt_hashes(handle: GroupHandle[Any], prefill: IntQuantity) -> Any:
+    """The block hashes of the prompt every stream brings, in a group (None where no prefix
+    serves): token ids 0, 1, …, or as many encoder tokens of the same audio."""
+    if handle.spec.kind not in _ATTENTION_OVER_OWN_POSITIONS:
+        return None
+    unit: Any = EncoderTokens if handle.unit is EncoderTokens else Tokens
+    return handle.block_hashes(ContentKeys(range(prefill.value), unit))
+
+
+def _limit(handle: GroupHandle[Any], group: AnyLayerGroup) -> IntQuantity:
+    """A group's longest sequence in its handle's unit (what ``admit`` declares)."""
+    max_len = group.limits.max_len
+    if handle.unit is EncoderTokens:
+        return unpool_length(group.expect(PooledBlocks).limits.max_len, group.manager.pool)
+    return max_len
 
 
 #: (tokens_per_block, sliding_window, chunk) of a kernel, plain ints of its unit.
@@ -597,7 +632,15 @@ class Simulation:
                 prefill.append(workload.prompt)
                 decode.append(workload.decoder_step)
         self.handles = tuple(handles)
-        self._allocate: Callable[..., Any] = coord.stepper(*handles).allocate
+        stepper: Any = coord.stepper(*handles)  # bound to as many groups as the model has
+        self._allocate: Callable[..., Any] = stepper.allocate
+        self._admit_with_prefix: Callable[..., Any] = stepper.admit_with_prefix
+        self._prefix: tuple[Any, ...] | None = None
+        self._limits: tuple[IntQuantity, ...] = ()
+        if workload.shared_prompt:
+            pairs = zip(handles, prefill, coord.groups, strict=True)
+            self._prefix = tuple(_prompt_hashes(h, q) for h, q, _ in pairs)
+            self._limits = tuple(_limit(h, g) for h, g in zip(handles, coord.groups, strict=True))
         self._prefill, self._decode = tuple(prefill), tuple(decode)
         self._prefill_rows = tuple(q.numerical_value_in(type(q)) for q in prefill)
         self._decode_rows = tuple(q.numerical_value_in(type(q)) for q in decode)
@@ -633,7 +676,12 @@ class Simulation:
         while self._waiting:
             stream = _Stream(f"s{self._started}", self._waiting[0])
             try:
-                coord.admit(stream.id)
+                if self._prefix is None:
+                    coord.admit(stream.id)
+                else:
+                    stream.hits = self._admit_with_prefix(
+                        stream.id, *self._limits, prefix=self._prefix
+                    )
             except AllocationError:
                 break  # not now: the head of the queue waits for a stream to end
             self._waiting.popleft()
@@ -642,8 +690,13 @@ class Simulation:
         held = [0] * len(self.handles)
         for stream in list(self._running.values()):
             first = stream.step == 0
-            self._allocate(stream.id, *(self._prefill if first else self._decode))
+            counts = self._prefill if first else self._decode
             rows = self._prefill_rows if first else self._decode_rows
+            if first and stream.hits is not None:
+                # The stream starts after what the cache holds: its prefill is the rest.
+                counts = tuple(q - hit for q, hit in zip(counts, stream.hits, strict=True))
+                rows = tuple(q.value for q in counts)
+            self._allocate(stream.id, *counts)
             stream.step += 1
             done = stream.step > work.steps
             for g, handle in enumerate(self.handles):
@@ -727,6 +780,9 @@ class Simulation:
             name = handle.name
             group_plan = run.plan.group(name)
             spec = handle.spec
+            stats = None
+            if self.workload.shared_prompt and spec.kind in _ATTENTION_OVER_OWN_POSITIONS:
+                stats = self.coordinator.prefix_cache_stats(handle)
             run.groups.append(
                 GroupStats(
                     name=name,
@@ -742,6 +798,8 @@ class Simulation:
                     peak_held_per_stream=max(series[f"{name}.held_max"], default=0),
                     peak_used=max(series[f"{name}.used"], default=0),
                     peak_reserved=max(series[f"{name}.reserved"], default=0),
+                    prefix_hits=None if stats is None else stats.hits,
+                    prefix_queried=None if stats is None else stats.queried,
                 )
             )
 

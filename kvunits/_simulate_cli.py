@@ -121,6 +121,13 @@ def add_simulate_command(
     work.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seeds the gaps of --arrival (0)"
     )
+    work.add_argument(
+        "--shared-prompt",
+        action="store_true",
+        help="every stream brings the same prompt: admitted with prefix caching, a stream "
+        "starts after the full blocks the cache holds (a hit is whole blocks, at most the "
+        "prompt less one position); the tables show the hits",
+    )
     compare = simulate.add_argument_group("window comparison")
     compare.add_argument(
         "--compare-windows",
@@ -275,6 +282,7 @@ def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
         encoder_step=encoder_step,
         decoder_step=decoder_step,
         seed=args.seed,
+        shared_prompt=args.shared_prompt,
     )
 
 
@@ -370,6 +378,9 @@ def group_rows(runs: list[Run]) -> list[list[str]]:
         "held (most)",
         "reserved (most)",
     ]
+    hits = any(g.prefix_queried is not None for run in runs for g in run.groups)
+    if hits:
+        header.append("prefix cache hits")
     rows = [header]
     for run in runs:
         for i, g in enumerate(run.groups):
@@ -385,6 +396,12 @@ def group_rows(runs: list[Run]) -> list[list[str]]:
                     str(g.peak_reserved),
                 ]
             )
+            if hits:
+                rows[-1].append(
+                    "-"
+                    if g.prefix_hits is None or g.prefix_queried is None
+                    else f"{g.prefix_hits} of {g.prefix_queried}"
+                )
     return rows
 
 

@@ -4,9 +4,11 @@ Imports no torch and no triton; the hot paths work on plain ints after one unit 
 entry of each public call (`KVCacheCoordinator`, `Stepper`).
 
 Rooms: ``capacity`` (what a budget buys per group), ``deployment`` (per rank: the stages'
-layers, each rank's page, cap and blocks; the reverse questions), ``block_pool`` (one group's
-blocks and free queue), ``managers`` (which blocks each attention kind still needs),
-``admission`` (caps and reservations), ``_core`` (the untyped two-phase step) and
+layers, each rank's page, cap and blocks; the reverse questions), ``shared_pool`` (one pool
+for all groups: page unification), ``block_pool`` (blocks, reference counts and the free
+queue), ``managers`` (which blocks each attention kind still needs), ``prefix_cache``
+(content keys, block hashes, the longest cached prefix), ``admission`` (caps and
+reservations), ``_core`` (the untyped two-phase step, speculation, prefix adoption) and
 ``coordinator`` (the typed API).
 """
 

@@ -114,9 +114,12 @@ class RequestExtras:
         registered: leading table entries already in the prefix cache (hit or registered).
         spec: positions of the latest step that are speculative (kernel unit): not yet
             committed, so not cached; `CoordinatorCore.rollback` may remove them.
+        idle: nothing for a step to commit: no speculative position, and every block whose
+            hash is known is registered (a decode step past the given content then costs
+            the request one check).
     """
 
-    __slots__ = ("hashes", "parents", "registered", "spec", "tails")
+    __slots__ = ("hashes", "idle", "parents", "registered", "spec", "tails")
 
     def __init__(self, num_groups: int) -> None:
         self.hashes: list[list[bytes] | None] = [None] * num_groups
@@ -124,6 +127,13 @@ class RequestExtras:
         self.parents: list[bytes] = [b""] * num_groups
         self.registered = [0] * num_groups
         self.spec = [0] * num_groups
+        self.idle = False
+
+    def settle(self) -> None:
+        """Set `idle` from the state."""
+        self.idle = not any(self.spec) and all(
+            h is None or r >= len(h) for h, r in zip(self.hashes, self.registered, strict=True)
+        )
 
 
 class CoordinatorCore:
@@ -327,6 +337,7 @@ class CoordinatorCore:
                         extra.tails[g] = list(part.tail)
                         extra.parents[g] = part.parent
                         extra.registered[g] = len(table)
+                extra.settle()
                 req.extra = extra
                 self.requests[request_id] = req
             except BaseException:
@@ -532,7 +543,8 @@ class CoordinatorCore:
                     num_slots[g] = ends[g]
                     step_rows[g] = q
                     updated = g + 1
-                if req.extra is not None or lookahead is not None:
+                extra = req.extra
+                if (extra is not None and not extra.idle) or lookahead is not None:
                     self._after_step(req, lookahead)
             except BaseException:
                 for g in range(updated):  # num_slots is cdiv(num_rows, P) before as after
@@ -616,6 +628,7 @@ class CoordinatorCore:
                 del hashes[len(hashes) - len(new) :]
                 extra.tails[g], extra.parents[g] = old_tail, old_parent
                 raise
+            extra.settle()
         finally:
             self._busy.release()
 
@@ -685,6 +698,7 @@ class CoordinatorCore:
             extra.registered = registered
             raise
         extra.spec = spec
+        extra.settle()
         req.extra = extra
 
     def _undo(self, req: RequestState, journal: list[tuple[Any, ...]]) -> None:

@@ -1,7 +1,10 @@
 """The typed public API of the allocator: `KVCacheCoordinator`, its group handles and steppers.
 
-A coordinator owns one block pool and one manager per layer group (a Voxtral model has a
-pooled encoder group counting `PooledBlocks` and a decoder group counting `Tokens`). Units are
+A coordinator owns one manager per layer group (a Voxtral model has a pooled encoder group
+counting `PooledBlocks` and a decoder group counting `Tokens`) and a block pool per group, or
+one pool all groups draw from (`runtime.shared_pool`). Requests may share cached prefixes
+(`Stepper.admit_with_prefix`, `runtime.prefix_cache`) and take speculative steps
+(`Stepper.allocate_speculative`, `Stepper.rollback`). Units are
 checked once, at the entry of each call, then the untyped core (`runtime._core`) works on plain
 ints:
 

@@ -36,7 +36,9 @@ def test_docstring_examples(name: str) -> None:
     assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
 
 
-@pytest.mark.parametrize("section", ["API tour", "Runtime"])
+@pytest.mark.parametrize(
+    "section", ["API tour", "Runtime", "Prefix caching, one shared pool, speculative slots"]
+)
 def test_readme_example_prints_what_it_says(section: str, monkeypatch: pytest.MonkeyPatch) -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start = text.find(f"\n## {section}\n")

@@ -385,3 +385,35 @@ def test_simulate_imports_no_torch() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"status": 0, "loaded": []}
+
+
+# -- prefix caching ---------------------------------------------------------------------------
+
+
+def test_a_shared_prompt_is_served_from_the_prefix_cache(example: Any) -> None:
+    """Every stream brings the same 64-token prompt: the first computes it, every later one
+    finds its first 3 blocks of 16 cached (a hit is at most 63 tokens, whole blocks) and
+    prefills only the rest. The audio prompt, one step of 4 encoder tokens, is no full block
+    of 64: no audio hit."""
+    work = small(example, streams=4, steps=30, duration=100, prompt=Tokens(64))
+    shared = Workload.for_config(
+        example, streams=4, steps=30, duration=100, prompt=Tokens(64), shared_prompt=True
+    )
+    (plain,) = simulate(example, work, as_configured(example))
+    (run,) = simulate(example, shared, as_configured(example))
+    started = run.finished + run.series["running"][-1]
+    text = run.group_stats("text")
+    assert text.prefix_queried == Tokens(64 * started)
+    assert text.prefix_hits == Tokens(48 * (started - 1))
+    assert run.group_stats("audio").prefix_hits == EncoderTokens(0)
+    assert plain.group_stats("text").prefix_hits is None
+    # Sharing the prompt's blocks, the streams hold fewer text blocks together.
+    assert max(run.series["text.used"]) < max(plain.series["text.used"])
+    assert "every stream brings the same prompt" in shared.describe()
+
+
+def test_cli_shows_the_hits(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--streams", "3", "--steps", "20", "--duration", "50"]
+    assert main([*args, "--prompt", "40 token", "--shared-prompt"]) == 0
+    out = capsys.readouterr().out
+    assert "prefix cache hits" in out and "224 token of 320" in out  # 7 of 8 streams hit 32
