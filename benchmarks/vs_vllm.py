@@ -65,7 +65,6 @@ if str(ROOT) not in sys.path:  # run as a script from any venv: kvunits from thi
     sys.path.insert(0, str(ROOT))
 
 from contracts import (  # noqa: E402
-    Bytes,
     CacheBlocks,
     CacheDType,
     EncoderTokens,
@@ -75,8 +74,11 @@ from contracts import (  # noqa: E402
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
+    Window,
     group_layers,
 )
+from contracts.deploy import RankBytes  # noqa: E402
+from contracts.internal import magnitude  # noqa: E402
 from runtime import ContentKeys, KVCacheCoordinator  # noqa: E402
 
 BLOCK = 16
@@ -145,7 +147,7 @@ class Result:
 
 def kvunits_coordinator() -> KVCacheCoordinator:
     audio = SlidingWindowLayer(
-        sliding_window=EncoderTokens(750),
+        sliding_window=Window(750, EncoderTokens),
         pool=PoolFactor(P),
         kv_heads=32,
         head_size=64,
@@ -159,7 +161,7 @@ def kvunits_coordinator() -> KVCacheCoordinator:
         max_num_batched_tokens=Tokens(PROMPT),
         max_encoder_len=EncoderTokens(P * LENGTH),
         max_encoder_tokens_per_step=EncoderTokens(P * PROMPT),
-        memory_budget=Bytes(1 << 40),
+        memory_budget=RankBytes(1 << 40),
     )
     groups, _ = group_layers(model, engine)
     return KVCacheCoordinator(groups, [CacheBlocks(AUDIO_BLOCKS), CacheBlocks(TEXT_BLOCKS)])
@@ -243,7 +245,7 @@ def kvunits_replay(
                             allocate(rid, a_fill[0], t_fill[0])
                         else:
                             a_hit, t_hit = admit_prefix(rid, a_len, t_len, prefix=prefixes[i])
-                            allocate(rid, a_fill[a_hit.value], t_fill[t_hit.value])
+                            allocate(rid, a_fill[magnitude(a_hit)], t_fill[magnitude(t_hit)])
                 elapsed += perf() - t0
                 for s, i in new:
                     stream_of[s] = i
@@ -259,7 +261,7 @@ def kvunits_replay(
         if content is not None:
             for name, handle in (("audio", audio), ("text", text)):
                 stats = coord.prefix_cache_stats(handle)
-                result.hits[name] = (stats.hits.value, stats.queried.value)
+                result.hits[name] = (magnitude(stats.hits), magnitude(stats.queried))
         return result
 
     return run

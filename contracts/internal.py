@@ -16,8 +16,8 @@ from operator import attrgetter
 from ._convert import cdiv as cdiv
 from ._describe import describe as describe
 from ._factors import check_pool as check_pool
-from ._kinds import check_kind as check_kind
 from ._groups import group_limits as group_limits
+from ._kinds import check_kind as check_kind
 from ._parse import parse_any_quantity as parse_any_quantity
 from ._quantity import QUANTITY_CLASSES as QUANTITY_CLASSES
 from ._quantity import IntQuantity

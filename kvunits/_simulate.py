@@ -71,7 +71,7 @@ from contracts import (
 )
 from contracts.crossing import first_unresident
 from contracts.errors import AllocationError
-from contracts.internal import kernel_ints
+from contracts.internal import kernel_ints, magnitude
 from runtime import NULL_BLOCK, ContentKeys, GroupHandle, KVCacheCoordinator, plan
 
 if TYPE_CHECKING:
@@ -572,7 +572,7 @@ def _prompt_hashes(handle: GroupHandle[Any], prefill: IntQuantity) -> Any:
     if handle.spec.kind not in _ATTENTION_OVER_OWN_POSITIONS:
         return None
     unit: Any = EncoderTokens if handle.unit is EncoderTokens else Tokens
-    return handle.block_hashes(ContentKeys(range(prefill.value), unit))
+    return handle.block_hashes(ContentKeys(range(magnitude(prefill)), unit))
 
 
 def _limit(handle: GroupHandle[Any], group: AnyLayerGroup) -> IntQuantity:
@@ -695,7 +695,7 @@ class Simulation:
             if first and stream.hits is not None:
                 # The stream starts after what the cache holds: its prefill is the rest.
                 counts = tuple(q - hit for q, hit in zip(counts, stream.hits, strict=True))
-                rows = tuple(q.value for q in counts)
+                rows = tuple(magnitude(q) for q in counts)
             self._allocate(stream.id, *counts)
             stream.step += 1
             done = stream.step > work.steps

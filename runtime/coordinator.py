@@ -543,7 +543,7 @@ class Stepper(Generic[*_Us]):
         for i, (quantity, handle) in enumerate(zip(values, self.handles, strict=True)):
             if type(quantity) is not handle.unit:
                 _reject(handle, quantity, f"{what}[{i}]")
-            out.append(cast(IntQuantity, quantity).value)
+            out.append(magnitude(cast(IntQuantity, quantity)))
         return out
 
     def _lengths(self, max_len: tuple[object, ...]) -> list[int | None]:
@@ -600,7 +600,7 @@ class KVCacheCoordinator:
                 )
             blocks.append(count)
         if shared:
-            pages = {g.manager.page_size_bytes for g in groups}
+            pages = {manager_ints(g.manager).page_size_bytes for g in groups}
             if len(pages) > 1:
                 raise SpecError(
                     "one pool for all groups needs one page size, but the groups' pages are "

@@ -59,7 +59,7 @@ from contracts import (
     UnitTypeError,
     UnitValueError,
 )
-from contracts.internal import cdiv, describe
+from contracts.internal import cdiv, describe, magnitude, manager_ints
 
 from .block_pool import NULL_BLOCK, BlockPool
 
@@ -228,12 +228,13 @@ class BlockHashes(Generic[HandleUnit]):
         self.content = content
         self.tokens_per_block = tokens_per_block
         self.unit = unit
-        root = root_hash(content.unit.unit, tokens_per_block.slots, content.salt)
-        self.hashes = tuple(chain_hashes(root, content.keys, tokens_per_block.slots))
+        rows = tokens_per_block.numerical_value_in(content.unit)
+        root = root_hash(content.unit.unit, rows, content.salt)
+        self.hashes = tuple(chain_hashes(root, content.keys, rows))
 
     def part(self) -> PrefixPart:
         """What the core keeps of them for a request (plain values)."""
-        rows = self.tokens_per_block.slots
+        rows = self.tokens_per_block.numerical_value_in(self.content.unit)
         keys = self.content.keys
         parent = (
             self.hashes[-1]
@@ -287,7 +288,8 @@ class PrefixCacheStats(Generic[KernelUnit]):
     @property
     def hit_rate(self) -> float:
         """``hits / queried`` (0 when nothing was queried)."""
-        return self.hits.value / self.queried.value if self.queried.value else 0.0
+        queried = magnitude(self.queried)
+        return magnitude(self.hits) / queried if queried else 0.0
 
 
 class GroupCache:
@@ -320,11 +322,12 @@ class GroupCache:
     )
 
     def __init__(self, spec: ManagerSpec[Any], pool: BlockPool) -> None:
+        ints = manager_ints(spec)
         self.kind = spec.kind
-        self.block_size = spec.block_size_slots
-        self.rows_per_block = spec.block_size_slots * spec.pool.tokens_per_block
-        self.window = spec.sliding_window_slots
-        self.chunk = spec.chunk_slots
+        self.block_size = ints.block_size_slots
+        self.rows_per_block = ints.block_size_slots * spec.pool.tokens_per_block
+        self.window = ints.sliding_window_slots
+        self.chunk = ints.chunk_slots
         self.pool = pool
         self.blocks: dict[bytes, list[int]] = {}
         self.requests = 0

@@ -17,8 +17,9 @@ KV tensors, which works only if every group's page (bytes per block per layer) i
    smallest; a group with more layers splits into that many, strided (``layers[i::n]``), each
    with its own block table. A block spans that many pages (one per KV tensor); a group with
    fewer layers leaves the rest unused (vLLM's "padding layers" warning).
-3. **Count the blocks**: ``memory_budget // page // layers_per_block``, the null block among
-   them; a request at full length holds the sum of every group's admission cap.
+3. **Count the blocks**: ``kv_cache_memory // page // layers_per_block`` (the budget of the
+   one device), the null block among them; a request at full length holds the sum of every
+   group's admission cap.
 
 The groups' block sizes after unification count each group's own unit: Voxtral Realtime's text
 group grows to 128 tokens a block while its audio group keeps 16 pooled blocks (64 encoder
@@ -31,15 +32,16 @@ Example:
     a block is 16 MiB and 40 GiB buys 2560 of them.
 
     >>> from contracts import (EncoderTokens, EngineSpec, PoolFactor, SlidingWindowLayer,
-    ...                        Tokens, Bytes)
-    >>> audio = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=PoolFactor(4),
+    ...                        Tokens, Window)
+    >>> from contracts.deploy import RankBytes
+    >>> audio = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
     ...                            kv_heads=32, head_size=64)
-    >>> text = SlidingWindowLayer(sliding_window=Tokens(8192), kv_heads=8, head_size=128)
+    >>> text = SlidingWindowLayer(sliding_window=Window(8192, Tokens), kv_heads=8, head_size=128)
     >>> model = ModelSpec.stacked("voxtral", {"audio": (audio, 32), "text": (text, 26)})
     >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(2048),
     ...                     max_encoder_len=EncoderTokens(524288),
     ...                     max_encoder_tokens_per_step=EncoderTokens(4),
-    ...                     memory_budget=Bytes(40 << 30))
+    ...                     memory_budget=RankBytes(40 << 30))
     >>> layout = shared_layout(model, engine)
     >>> [(g.name, str(g.manager.block_size)) for g in layout.groups]
     [('audio', '16 pooled_block/cache_block'), ('text', '128 token/cache_block')]
@@ -69,7 +71,8 @@ from contracts import (
     kernel_view,
     manager_view,
 )
-from contracts.internal import cdiv, group_limits
+from contracts.deploy import RankBytes
+from contracts.internal import cdiv, group_limits, manager_ints
 
 
 @final
@@ -104,12 +107,13 @@ def shared_layout(model: ModelSpec, engine: EngineSpec) -> SharedLayout:
         raise SpecError(f"model {model.name!r} has no layer with a KV cache to plan")
     unified, grown = unify_page_sizes(groups, model, engine)
     split, per_block = split_by_layers(unified)
-    page = unified[0].manager.page_size_bytes
+    page = manager_ints(unified[0].manager).page_size_bytes
+    budget = engine.kv_cache_memory.numerical_value_in(RankBytes)  # one device: its budget
     return SharedLayout(
         groups=split,
         page_size=Bytes(page),
         layers_per_block=per_block,
-        num_blocks=CacheBlocks(engine.memory_budget.value // page // per_block),
+        num_blocks=CacheBlocks(budget // page // per_block),
         grown=grown,
     )
 
@@ -128,7 +132,7 @@ def unify_page_sizes(
             smaller (a state does not grow with the block size), or a grown block no longer
             divides a chunk.
     """
-    pages = [g.manager.page_size_bytes for g in groups]
+    pages = [manager_ints(g.manager).page_size_bytes for g in groups]
     largest = max(pages)
     top = groups[pages.index(largest)]
     out: list[AnyLayerGroup] = []
@@ -195,7 +199,7 @@ def _with_block_size(
     group: AnyLayerGroup, model: ModelSpec, engine: EngineSpec, factor: int
 ) -> AnyLayerGroup:
     """The group derived again with its block size ``factor`` times larger."""
-    block_size = group.manager.block_size_slots * factor
+    block_size = manager_ints(group.manager).block_size_slots * factor
     layers = {name: model.layers[name] for name in group.layer_names}
     first = layers[group.layer_names[0]]
     manager = manager_view(first, block_size, cache_dtype=engine.cache_dtype)

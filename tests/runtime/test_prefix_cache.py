@@ -18,6 +18,7 @@ from contracts import (
     Tokens,
     UnitTypeError,
     UnitValueError,
+    Window,
 )
 from runtime import AllocationError, ContentKeys, KVCacheCoordinator, RequestError, plan
 from runtime.prefix_cache import chain_hashes, root_hash
@@ -127,11 +128,11 @@ def test_a_shared_block_is_reserved_once_where_requests_keep_it() -> None:
     with pytest.raises(AllocationError):
         step.admit("plain", Tokens(96))  # no content: 6 more would not fit
     assert step.admit_with_prefix("b", Tokens(96), prefix=prefix) == (Tokens(80),)
-    assert coord.usage(h).reserved.value == 6 + 6 - 5
+    assert coord.usage(h).reserved == CacheBlocks(6 + 6 - 5)
     step.allocate("b", Tokens(16))
-    assert coord.usage(h).used.value == 7
+    assert coord.usage(h).used == CacheBlocks(7)
     coord.free("a")
-    assert coord.usage(h).reserved.value == 6 and coord.usage(h).used.value == 6
+    assert coord.usage(h).reserved == coord.usage(h).used == CacheBlocks(6)
     check_pools(coord)
 
 
@@ -139,7 +140,7 @@ def test_a_window_reserves_its_cap_whole() -> None:
     """A sliding window drops a shared block one holder at a time; each holder may then need
     its whole cap of blocks of its own: the reservation does not count sharing there. Window
     8 tokens, blocks of 4, 64 tokens: cap ``cdiv(7 + 64, 4) + 1`` capped at ``cdiv(64, 4)``."""
-    window = SlidingWindowLayer(sliding_window=Tokens(8), kv_heads=1, head_size=8)
+    window = SlidingWindowLayer(sliding_window=Window(8, Tokens), kv_heads=1, head_size=8)
     coord = coordinator({"w": window}, block_size=4, num_blocks=40, max_len=64, max_in_flight=64)
     h = coord.group("w", Tokens)
     step = coord.stepper(h)
@@ -147,7 +148,7 @@ def test_a_window_reserves_its_cap_whole() -> None:
     step.admit_with_prefix("a", Tokens(64), prefix=prefix)
     step.allocate("a", Tokens(62))
     assert step.admit_with_prefix("b", Tokens(64), prefix=prefix) == (Tokens(60),)
-    assert coord.usage(h).reserved.value == 16 + 16
+    assert coord.usage(h).reserved == CacheBlocks(16 + 16)
     check_pools(coord)
 
 
@@ -238,7 +239,7 @@ def test_extending_content() -> None:
 def test_a_pooled_group_stepped_in_whole_pooled_blocks_hits_in_pooled_blocks() -> None:
     """The hit comes back in the handle's unit: 64 encoder tokens are 16 pooled blocks."""
     layer = SlidingWindowLayer(
-        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=1, head_size=8
+        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=8
     )
     coord = coordinator({"a": layer}, block_size=16, num_blocks=40, max_len=100)
     h = coord.group("a", PooledBlocks)

@@ -31,8 +31,10 @@ from contracts import (
     SpecError,
     StateLayer,
     Tokens,
+    Window,
 )
 from contracts.config import load_config
+from contracts.deploy import RankBytes
 from runtime import AdmissionError, AllocationError, KVCacheCoordinator, plan
 from runtime.shared_pool import shared_layout
 
@@ -52,7 +54,7 @@ def full(head_size: int = 64) -> FullAttentionLayer:
 def sliding(head_size: int = 64) -> SlidingWindowLayer:
     """vLLM's ``new_sliding_window_spec``: a window of 1 token."""
     return SlidingWindowLayer(
-        sliding_window=Tokens(1), kv_heads=2, head_size=head_size, dtype=CacheDType.float32
+        sliding_window=Window(1, Tokens), kv_heads=2, head_size=head_size, dtype=CacheDType.float32
     )
 
 
@@ -60,7 +62,7 @@ def engine(budget: int, **kw: object) -> EngineSpec:
     return EngineSpec(
         max_model_len=Tokens(16),
         max_num_batched_tokens=Tokens(16),
-        memory_budget=Bytes(budget),
+        memory_budget=RankBytes(budget),
         kv_cache_layout="shared",
         **kw,  # type: ignore[arg-type]
     )
@@ -69,7 +71,7 @@ def engine(budget: int, **kw: object) -> EngineSpec:
 def layout_of(layers: list[LayerSpec], budget: int) -> tuple[list[tuple[str, ...]], int]:
     model = ModelSpec(name="m", layers={f"layer_{i + 1}": x for i, x in enumerate(layers)})
     layout = shared_layout(model, engine(budget))
-    return [g.layer_names for g in layout.groups], layout.num_blocks.value
+    return [g.layer_names for g in layout.groups], layout.num_blocks.numerical_value_in(CacheBlocks)
 
 
 @pytest.mark.parametrize(
@@ -166,20 +168,22 @@ def test_vllm_concurrency_uses_the_same_caps() -> None:
     caps, and counts the pool's null block: one block less for requests."""
     layer_full = FullAttentionLayer(kv_heads=32, head_size=128, dtype=CacheDType.float16)
     layer_window = SlidingWindowLayer(
-        sliding_window=Tokens(1024), kv_heads=32, head_size=128, dtype=CacheDType.float16
+        sliding_window=Window(1024, Tokens), kv_heads=32, head_size=128, dtype=CacheDType.float16
     )
     model = ModelSpec.stacked("qwen", {"full": (layer_full, 32), "sw": (layer_window, 32)})
     spec = EngineSpec(
         max_model_len=Tokens(16384),
         max_num_batched_tokens=Tokens(1024),
-        memory_budget=Bytes((1024 + 129) * 3 * 32 * 16 * 32 * 256 * 2),
+        memory_budget=RankBytes((1024 + 129) * 3 * 32 * 16 * 32 * 256 * 2),
         kv_cache_layout="shared",
     )
     planned = plan(model, spec)
-    caps = {g.group.name: g.admission_cap.value for g in planned.groups}
+    caps = {g.group.name: g.admission_cap.numerical_value_in(CacheBlocks) for g in planned.groups}
     assert caps == {"full": 1024, "sw": 129}
     assert planned.groups[0].num_blocks == CacheBlocks((1024 + 129) * 3)
-    assert planned.groups[0].num_blocks.value / sum(caps.values()) == 3  # vLLM's figure
+    assert (
+        planned.groups[0].num_blocks.numerical_value_in(CacheBlocks) / sum(caps.values()) == 3
+    )  # vLLM's figure
     assert planned.concurrent_requests == 2  # kvunits: (3459 - 1) // 1153
 
 
@@ -215,21 +219,21 @@ def test_voxtral_worked_numbers_at_2_gib() -> None:
     step: 128 blocks; caps 13 (audio) and 32 (text: kvunits never reserves more than
     ``cdiv(4096, 128)``; vLLM's formula gives 33, its 2.78 concurrent requests)."""
     audio = SlidingWindowLayer(
-        sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
     )
-    text = SlidingWindowLayer(sliding_window=Tokens(8192), kv_heads=8, head_size=128)
+    text = SlidingWindowLayer(sliding_window=Window(8192, Tokens), kv_heads=8, head_size=128)
     model = ModelSpec.stacked("voxtral", {"audio": (audio, 32), "text": (text, 26)})
     spec = EngineSpec(
         max_model_len=Tokens(4096),
         max_num_batched_tokens=Tokens(1),
         max_encoder_len=EncoderTokens(4 * 4096),
         max_encoder_tokens_per_step=EncoderTokens(1),
-        memory_budget=Bytes(2 << 30),
+        memory_budget=RankBytes(2 << 30),
         kv_cache_layout="shared",
     )
     planned = plan(model, spec)
     assert planned.groups[0].num_blocks == CacheBlocks(128)
-    assert [g.admission_cap.value for g in planned.groups] == [13, 32]
+    assert [g.admission_cap for g in planned.groups] == [CacheBlocks(13), CacheBlocks(32)]
     assert round(128 / (13 + 33), 2) == 2.78  # vLLM's figure, with its text cap of 33
     assert planned.concurrent_requests == 127 // 45 == 2
 
@@ -241,7 +245,7 @@ def test_gemma_3_1b_on_one_pool() -> None:
     with 2048 a step holds 2048 + 6 × 161 = 3014 blocks (vLLM: 5.44 per GiB)."""
     config = load_config(ROOT / "examples" / "hf" / "gemma-3-1b-it" / "config.json")
     spec = config.engine.model_copy(
-        update={"kv_cache_layout": "shared", "memory_budget": Bytes(1 << 30)}
+        update={"kv_cache_layout": "shared", "memory_budget": RankBytes(1 << 30)}
     )
     assert spec.max_model_len == Tokens(32768) and spec.max_num_batched_tokens == Tokens(2048)
     planned = plan(config.model, spec)
@@ -260,7 +264,8 @@ def test_gemma_3_1b_on_one_pool() -> None:
     }
     assert planned.groups[0].num_blocks == CacheBlocks(16384)
     assert planned.groups[0].block_bytes == Bytes(4 * 16384)
-    assert sum(g.admission_cap.value for g in planned.groups) == 2048 + 6 * 161 == 3014
+    assert CacheBlocks.total(g.admission_cap for g in planned.groups) == CacheBlocks(3014)
+    assert 2048 + 6 * 161 == 3014
     assert round(16384 / 3014, 2) == 5.44
     assert planned.concurrent_requests == 16383 // 3014 == 5
 
@@ -285,7 +290,7 @@ def test_a_coordinator_from_a_shared_plan_draws_on_one_pool() -> None:
 def _two_windows(num_blocks: int, reserve: bool = False) -> KVCacheCoordinator:
     """A full-attention group b and a sliding window a of 2 tokens, blocks of 2 (pages
     equal), one pool."""
-    layer = SlidingWindowLayer(sliding_window=Tokens(2), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(sliding_window=Window(2, Tokens), kv_heads=1, head_size=8)
     return coordinator(
         {"b": FullAttentionLayer(kv_heads=1, head_size=8), "a": layer},
         block_size=2,
@@ -380,12 +385,15 @@ def test_cli_plan_shows_both_layouts(tmp_path: Path) -> None:
         assert main(["plan", "--kv-cache-layout", "shared", "--format", "json"]) == 0
     out.write_text(buffer.getvalue())
     data = json.loads(out.read_text())
-    assert data["engine"]["kv_cache_layout"] == "shared"
+    assert data["engine"]["kv_cache_layout"] == {
+        "value": "shared",
+        "from": "flag --kv-cache-layout",
+    }
     assert [(x["layout"], x["concurrent_requests"]) for x in data["layouts"]] == [
         ("shared", 27),
         ("per_group", 32),
     ]
-    assert data["layouts"][0]["page_size"] == "524288 byte"
+    assert data["layouts"][0]["page_size"] == {"value": 524288, "unit": "byte"}
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         assert main(["plan"]) == 0

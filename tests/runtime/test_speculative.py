@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts import FullAttentionLayer, SlidingWindowLayer, Tokens
+from contracts import FullAttentionLayer, SlidingWindowLayer, Tokens, Window
 from runtime import NULL_BLOCK, ContentKeys, RequestError
 
 from .support import check_pools, coordinator, snapshot, toy, unresident_keys
@@ -46,7 +46,7 @@ def test_rejected_drafts_return_the_blocks_only_they_used() -> None:
     coord = coordinator(
         {
             "full": FullAttentionLayer(kv_heads=1, head_size=8),
-            "sw": SlidingWindowLayer(sliding_window=Tokens(32), kv_heads=1, head_size=8),
+            "sw": SlidingWindowLayer(sliding_window=Window(32, Tokens), kv_heads=1, head_size=8),
         },
         block_size=16,
         num_blocks=30,
@@ -78,7 +78,7 @@ def test_a_window_stays_resident_across_rollbacks() -> None:
     next step, at slot 6, finds every key it reads (slots 3-6) resident."""
     coord, h, step = toy(
         "sw",
-        SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=8),
+        SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8),
         Tokens,
         num_blocks=10,
     )
@@ -123,7 +123,7 @@ def test_lookahead_is_cached_only_once_accepted() -> None:
 
     def admit(rid: str) -> int:
         (hit,) = step.admit_with_prefix(rid, Tokens(64), prefix=(h.block_hashes(content),))
-        return hit.value
+        return hit.numerical_value_in(Tokens)
 
     assert admit("a") == 0
     step.allocate_speculative("a", Tokens(16), lookahead=(Tokens(16),))

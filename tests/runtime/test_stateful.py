@@ -126,7 +126,10 @@ def layers(draw: st.DrawFn, kind: str, block_size: int, same_page: bool = False)
         pool = draw(st.integers(1, 4))
         chunk = pool * block_size * draw(st.integers(1, 3))
         return ChunkedLocalLayer(
-            chunk=Chunk(chunk, EncoderTokens), pool=PoolFactor(pool), kv_heads=1, head_size=head(pool)
+            chunk=Chunk(chunk, EncoderTokens),
+            pool=PoolFactor(pool),
+            kv_heads=1,
+            head_size=head(pool),
         )
     if kind == "cross":
         pool = draw(st.integers(1, 3))
@@ -618,7 +621,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     def rows_per_block(self, g: int) -> int:
         spec = self.handles[g].spec
-        return spec.block_size_slots * spec.pool.tokens_per_block
+        return manager_ints(spec).block_size_slots * spec.pool.tokens_per_block
 
     def check_hits(self, rid: str, hits: tuple[Any, ...]) -> None:
         """A hit: the groups of one sequence alike, in whole blocks, never the last position,
@@ -628,7 +631,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         live = self.live[rid]
         by_sequence: dict[bool, set[int]] = {}
         for g, (h, hit) in enumerate(zip(self.handles, hits, strict=True)):
-            rows = hit.value * h.rows_per_unit
+            rows = magnitude(hit) * h.rows_per_unit
             assert rows == req.num_rows[g]
             encoder = h.spec.slot_unit is PooledBlocks
             by_sequence.setdefault(encoder, set()).add(rows)
@@ -654,7 +657,7 @@ class AllocatorMachine(RuleBasedStateMachine):
                     assert held.get(offset) == self.key(rid, encoder, i * rpb + offset), (
                         f"group {h.name}: block {block} (table entry {i}) holds other content"
                     )
-        for encoder, rows in by_sequence.items():
+        for encoder, lengths in by_sequence.items():
             members = [
                 h
                 for h in self.handles
@@ -662,7 +665,7 @@ class AllocatorMachine(RuleBasedStateMachine):
                 and h.spec.kind != "cross_attention"
             ]
             if members:
-                assert len({req.num_rows[h.index] for h in members}) == 1, rows
+                assert len({req.num_rows[h.index] for h in members}) == 1, lengths
 
     def try_step(
         self,

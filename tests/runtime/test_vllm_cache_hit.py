@@ -19,7 +19,7 @@ import random
 
 import pytest
 
-from contracts import ChunkedLocalLayer, SlidingWindowLayer, Tokens, manager_view
+from contracts import Chunk, ChunkedLocalLayer, SlidingWindowLayer, Tokens, Window, manager_view
 from runtime import NULL_BLOCK
 from runtime.block_pool import BlockPool
 from runtime.prefix_cache import GroupCache
@@ -38,7 +38,7 @@ def find(cache: GroupCache, num_blocks: int) -> list[int]:
     return cache.find(hashes, num_blocks, align=1)
 
 
-WINDOW = SlidingWindowLayer(sliding_window=Tokens(4), kv_heads=1, head_size=1)
+WINDOW = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=1)
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_sliding_window_possible_cached_prefix(cached: list[bool], expect: int) 
             assert table[expect - i - 1] == expect - i - 1 + 10
 
 
-CHUNK = ChunkedLocalLayer(chunk=Tokens(4), kv_heads=1, head_size=1)
+CHUNK = ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=1, head_size=1)
 
 
 @pytest.mark.parametrize(

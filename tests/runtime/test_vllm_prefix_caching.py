@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from contracts import FullAttentionLayer, SlidingWindowLayer, Tokens
+from contracts import Bytes, FullAttentionLayer, SlidingWindowLayer, Tokens, Window
 from runtime import AllocationError, ContentKeys, GroupHandle, KVCacheCoordinator, Stepper
 from runtime.block_pool import BlockPool
 from runtime.prefix_cache import root_hash
@@ -76,7 +76,7 @@ def admit(
     content = ContentKeys(tokens, Tokens, **kw)
     length = Tokens(len(tokens) if max_len is None else max_len)
     (hit,) = step.admit_with_prefix(rid, length, prefix=(handle.block_hashes(content),))
-    return hit.value
+    return hit.numerical_value_in(Tokens)
 
 
 def new_blocks(
@@ -275,7 +275,7 @@ def test_prefill_not_enough_free_blocks_with_computed_blocks() -> None:
         (hit,) = step.admit_with_prefix(
             rid, Tokens(len(tokens)), prefix=(h.block_hashes(ContentKeys(tokens, Tokens)),)
         )
-        return int(hit.value)
+        return int(hit.numerical_value_in(Tokens))
 
     assert admit_len("0", COMMON) == 0
     step.allocate("0", Tokens(48))
@@ -335,10 +335,10 @@ def hybrid(num_blocks: int, window_blocks: int) -> Any:
         {
             "full": FullAttentionLayer(kv_heads=1, head_size=1),
             "sw1": SlidingWindowLayer(
-                sliding_window=Tokens(window_blocks * 16), kv_heads=1, head_size=1
+                sliding_window=Window(window_blocks * 16, Tokens), kv_heads=1, head_size=1
             ),
             "sw2": SlidingWindowLayer(
-                sliding_window=Tokens(window_blocks * 16), kv_heads=1, head_size=1
+                sliding_window=Window(window_blocks * 16, Tokens), kv_heads=1, head_size=1
             ),
         },
         block_size=16,
@@ -368,8 +368,8 @@ def test_prefill_hybrid_model() -> None:
             length,
             prefix=tuple(h.block_hashes(content) for h in handles),
         )
-        assert len({hit.value for hit in hits}) == 1
-        return int(hits[0].value)
+        assert len(set(hits)) == 1
+        return int(hits[0].numerical_value_in(Tokens))
 
     def tables(rid: str) -> list[list[int]]:
         return [list(coord.block_table(rid, h)) for h in handles]
@@ -438,13 +438,13 @@ def test_different_block_size() -> None:
     window = group_of(
         "sw",
         SlidingWindowLayer(
-            sliding_window=Tokens(32), kv_heads=1, head_size=1, dtype=CacheDType.float32
+            sliding_window=Window(32, Tokens), kv_heads=1, head_size=1, dtype=CacheDType.float32
         ),
         block_size=16,
         max_len=8192,
         max_in_flight=8192,
     )
-    assert full.manager.page_size_bytes == window.manager.page_size_bytes == 128
+    assert full.manager.page_size == window.manager.page_size == Bytes(128)
     coord = KVCacheCoordinator([full, window], CacheBlocks(100), reserve=False)
     f, w = coord.group("full", Tokens), coord.group("sw", Tokens)
     step = coord.stepper(f, w)
@@ -457,7 +457,11 @@ def test_different_block_size() -> None:
             rid, length, length, prefix=(f.block_hashes(content), w.block_hashes(content))
         )
         assert hits[0] == hits[1]
-        return len(coord.block_table(rid, f)), len(coord.block_table(rid, w)), hits[0].value
+        return (
+            len(coord.block_table(rid, f)),
+            len(coord.block_table(rid, w)),
+            hits[0].numerical_value_in(Tokens),
+        )
 
     assert admit2("0", common) == (0, 0, 0)
     step.allocate("0", Tokens(112), Tokens(112))

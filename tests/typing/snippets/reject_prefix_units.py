@@ -10,7 +10,6 @@ mypy here and by the run time (`UnitTypeError`, `UnitValueError`).
 """
 
 from contracts import (
-    Bytes,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
@@ -19,12 +18,14 @@ from contracts import (
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
+    Window,
 )
+from contracts.deploy import RankBytes
 from runtime import ContentKeys, KVCacheCoordinator
 from runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
-    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
 )
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)
 wide = FullAttentionLayer(kv_heads=16, head_size=128)
@@ -35,7 +36,7 @@ engine = EngineSpec(
     max_num_batched_tokens=Tokens(512),
     max_encoder_len=EncoderTokens(40_000),
     max_encoder_tokens_per_step=EncoderTokens(4),
-    memory_budget=Bytes(64 << 20),
+    memory_budget=RankBytes(64 << 20),
 )
 coord = KVCacheCoordinator.from_plan(plan(model, engine))
 audio = coord.group("audio", EncoderTokens)
@@ -67,7 +68,7 @@ whole.admit_with_prefix("r3", PooledBlocks(100), Tokens(512), prefix=(audio_hash
 # their hashes apart; the run time refuses 16-token blocks where 32-token blocks are cut.
 shared = plan(
     ModelSpec.stacked("two", {"wide": (wide, 2), "narrow": (decoder, 2)}),
-    engine.model_copy(update={"kv_cache_layout": "shared", "memory_budget": Bytes(1 << 30)}),
+    engine.model_copy(update={"kv_cache_layout": "shared", "memory_budget": RankBytes(1 << 30)}),
 )
 pool = KVCacheCoordinator.from_plan(shared)
 wide_h, narrow_h = pool.group("wide", Tokens), pool.group("narrow", Tokens)

@@ -9,7 +9,6 @@ by the run time (`UnitTypeError`).
 """
 
 from contracts import (
-    Bytes,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
@@ -17,12 +16,14 @@ from contracts import (
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
+    Window,
 )
+from contracts.deploy import RankBytes
 from runtime import KVCacheCoordinator
 from runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
-    sliding_window=EncoderTokens(750), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
 )
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)
 model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
@@ -32,7 +33,7 @@ engine = EngineSpec(
     max_num_batched_tokens=Tokens(512),
     max_encoder_len=EncoderTokens(40_000),
     max_encoder_tokens_per_step=EncoderTokens(16),
-    memory_budget=Bytes(64 << 20),
+    memory_budget=RankBytes(64 << 20),
 )
 coord = KVCacheCoordinator.from_plan(plan(model, engine))
 step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
