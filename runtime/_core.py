@@ -485,7 +485,7 @@ class CoordinatorCore:
                     grew = True
                     if self._one_pool is None:
                         usable = pools[g].num_free + skip - skipped[g]
-                        if pools[g].has_shared and skip > skipped[g]:
+                        if skip > skipped[g] and pools[g].has_shared:
                             # An evicted block another request shares stays held.
                             usable -= pools[g].count_shared(tables[g][skipped[g] : skip])
                         if want > usable and short is None:
