@@ -19,8 +19,9 @@ specs (Mamba-1, Mamba-2, gated delta net), which keep their state's shapes;
 `contracts.crossing` is the one crossing from manager slots to kernel rows;
 `contracts.internal` holds what runtime and kernels share with this package.
 
-Importing this package does not import pint, torch or triton; pint loads on first use of
-`ureg` or of a text quantity (config parsing, `parse_quantity`).
+Importing this package does not import pint, torch or triton, and neither does reading text
+quantities (config parsing, `parse_quantity`: the unit table of ``units.txt``); pint loads on
+first use of `ureg` or of a pint quantity handed in.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Parse user text such as ``"750 encoder_token"`` into a typed quantity (pint at the boundary)."""
+"""Parse user text such as ``"750 encoder_token"`` into a typed quantity (no pint: the unit
+table of ``units.txt``)."""
 
 from __future__ import annotations
 
 from ._describe import describe
 from ._quantity import QUANTITY_CLASSES, IntQuantity, Q
+from ._text import parse_quantity_text, resolve_unit, text_to_int
 from .errors import UnitTypeError
 
 
@@ -22,8 +24,6 @@ def parse_quantity(text: str, kind: type[Q], *, field: str | None = None) -> Q:
         >>> parse_quantity("750 encoder_tokens", EncoderTokens)
         EncoderTokens(750)
     """
-    from ._registry import parse_quantity_text, quantity_to_int
-
     if isinstance(text, int) and not isinstance(text, bool):
         where = f"{field}: " if field else ""
         raise UnitTypeError(
@@ -33,7 +33,7 @@ def parse_quantity(text: str, kind: type[Q], *, field: str | None = None) -> Q:
             got=describe(text),
         )
     quantity = parse_quantity_text(text, field=field, expected_unit=kind.unit)
-    return kind(quantity_to_int(quantity, kind.unit, field=field))
+    return kind(text_to_int(quantity, kind.unit, field=field))
 
 
 def parse_any_quantity(text: str, *, field: str | None = None) -> IntQuantity:
@@ -50,12 +50,10 @@ def parse_any_quantity(text: str, *, field: str | None = None) -> IntQuantity:
         >>> parse_any_quantity("40 GiB")
         Bytes(42949672960)
     """
-    from ._registry import parse_quantity_text, quantity_to_int, ureg
-
     quantity = parse_quantity_text(text, field=field)
     for cls in QUANTITY_CLASSES:
-        if quantity.dimensionality == ureg.Unit(cls.unit).dimensionality:
-            return cls(quantity_to_int(quantity, cls.unit, field=field))
+        if quantity.unit.dimension == resolve_unit(cls.unit).dimension:
+            return cls(text_to_int(quantity, cls.unit, field=field))
     raise UnitTypeError(  # every unit of the registry has a class; kept for a future unit
         f"{text!r}: no kvunits quantity counts in this unit", field=field, got=describe(text)
     )

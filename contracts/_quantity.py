@@ -2,7 +2,8 @@
 
 A quantity is a non-negative ``int`` tagged with its unit. The classes are deliberately
 small (one slot, no pint inside) so that constructing and adding them costs little; pint
-enters only at the boundary (`to_pint`, `from_pint`, config parsing).
+enters only at the boundary (`to_pint`, `from_pint`, a pint quantity in a config field); text
+(``"750 encoder_token"``) is read without it (``contracts._text``).
 
 Mixing units is rejected twice:
 
@@ -36,6 +37,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from ._describe import describe
+from ._text import parse_quantity_text, quantity_from_text, read_text_quantity
 from .errors import UnitAttributeError, UnitError, UnitTypeError, UnitValueError
 
 
@@ -451,6 +453,22 @@ def coerce_quantity(value: object, classes: tuple[type[IntQuantity], ...]) -> In
     """Turn config input into one of ``classes``; raise `UnitError` with the fix otherwise."""
     if type(value) in classes:
         return value  # type: ignore[return-value]  # exact-type membership checked above
+    if type(value) is str:
+        resolved = _RESOLVED.get(classes)
+        if resolved is None:
+            resolved = _RESOLVED.setdefault(classes, {})
+        quantity = read_text_quantity(value, classes, resolved)
+        if quantity is not None:
+            return quantity
+    return _coerce_strictly(value, classes)
+
+
+#: Per field type (its classes), each unit name's class and factor (see `read_text_quantity`).
+_RESOLVED: dict[tuple[type[IntQuantity], ...], dict[str, tuple[type[IntQuantity], int]]] = {}
+
+
+def _coerce_strictly(value: object, classes: tuple[type[IntQuantity], ...]) -> IntQuantity:
+    """`coerce_quantity` past its fast path: every check, and the message of each refusal."""
     units = " or ".join(c.unit for c in classes)
     example = f"{_example(value)} {classes[0].unit}"
     if isinstance(value, IntQuantity):
@@ -480,10 +498,8 @@ def coerce_quantity(value: object, classes: tuple[type[IntQuantity], ...]) -> In
             expected=units,
             got=describe(value),
         )
-    from ._registry import parse_quantity_text
-
     # The first class's unit names the fix in the hint for a bare number ("40" -> "40 byte").
-    return _from_pint(parse_quantity_text(value, expected_unit=classes[0].unit), classes)
+    return quantity_from_text(parse_quantity_text(value, expected_unit=classes[0].unit), classes)
 
 
 def _from_pint(quantity: Any, classes: tuple[type[IntQuantity], ...]) -> IntQuantity:

@@ -8,7 +8,8 @@ its traceback). Output that the terminal's encoding cannot hold (``PYTHONIOENCOD
 is written in ASCII: ``->`` for ``→``, ASCII table boxes, other characters escaped.
 
 The module imports only the standard library at import time (``--help`` stays instant);
-contracts, pint and rich load when a command needs them, and torch and triton never do.
+contracts and rich load when a command needs them (rich only to draw a table); pint, torch
+and triton never do: text quantities are read with the unit table of contracts._units.
 """
 
 from __future__ import annotations
@@ -122,8 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command: Callable[[argparse.Namespace], int] = args.command
-    if argv is None:
-        _import_pint_lean()  # only in a process of its own: see the function
     from contracts import KvUnitsError
 
     for stream in (sys.stdout, sys.stderr):
@@ -557,24 +556,6 @@ def _can_encode(stream: Any, text: str) -> bool:
     except (UnicodeEncodeError, LookupError):
         return False
     return True
-
-
-def _import_pint_lean() -> None:
-    """Import pint without numpy, which it imports eagerly when installed.
-
-    kvunits' quantities are ints; pint's numpy support (arrays) is never used here, and
-    numpy costs ~60 ms of a ~0.25 s command. pint supports running without numpy
-    (``HAS_NUMPY = False``), which is what hiding it during pint's import selects; numpy
-    stays importable afterwards. Only the command line does this, never the library.
-    """
-    if "pint" in sys.modules or "numpy" in sys.modules:
-        return
-    blocked: Any = None
-    sys.modules["numpy"] = blocked
-    try:
-        import pint  # noqa: F401
-    finally:
-        del sys.modules["numpy"]
 
 
 def _wrap(text: str) -> str:

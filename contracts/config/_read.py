@@ -24,8 +24,8 @@ The file is untrusted input. Before any value reaches a model it must pass, in o
    them, with the field's path, where it reads a number.
 
 The models then take over (``_load``): quantity strings go through the strict
-``"<integer> <unit>"`` grammar of ``_registry`` before pint sees a unit *name*; pint's
-expression evaluator never sees user text.
+``"<integer> <unit>"`` grammar of ``_text``, and the unit's *name* is looked up in the unit
+table of ``units.txt`` (``_units``); user text never reaches pint.
 """
 
 from __future__ import annotations

@@ -149,18 +149,11 @@ def _unit_follows_pool(group: dict[str, Any]) -> None:
 def unit_names(unit: str) -> tuple[str, ...]:
     """Every unit name the registry reads as ``unit``'s dimension: names, symbols, aliases and
     the plurals pint accepts (longest first, for the pattern's alternation)."""
-    from .._registry import resolve_unit, ureg
-    from ..errors import UnitTypeError
+    from .._units import unit_named, unit_table
 
-    target = ureg.Unit(unit).dimensionality
-    candidates = {c for name in ureg._units for c in (name, f"{name}s")}
-    names = []
-    for candidate in candidates:
-        try:
-            if resolve_unit(candidate).dimensionality == target:
-                names.append(candidate)
-        except UnitTypeError:
-            continue
+    target = unit_named(unit)
+    assert target is not None, f"{unit!r} is not in units.txt"
+    names = [name for name, info in unit_table().items() if info.dimension == target.dimension]
     return tuple(sorted(names, key=lambda n: (-len(n), n)))
 
 

@@ -484,7 +484,7 @@ after_import = sorted(
 )
 sys.argv = ["kvunits", "plan", "--format", "json"]
 status = kvunits.cli.main()  # as the console script calls it
-after_plan = sorted(m for m in ("torch", "triton", "numpy", "rich") if m in sys.modules)
+after_plan = sorted(m for m in ("torch", "triton", "numpy", "rich", "pint") if m in sys.modules)
 print(json.dumps({"after_import": after_import, "after_plan": after_plan, "status": status}))
 """
 
@@ -501,6 +501,6 @@ def test_the_command_line_imports_no_torch_no_triton() -> None:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     # Only the standard library at import (runtime/__init__ is lazy): --help is instant.
-    # After a JSON plan: no torch, no triton, no numpy (pint is imported without it), no
-    # rich (only tables need it).
+    # After a JSON plan: no torch, no triton, no numpy, no pint (text quantities are read with
+    # the unit table of units.txt), no rich (only tables need it).
     assert result == {"after_import": [], "after_plan": [], "status": 0}
