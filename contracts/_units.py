@@ -25,8 +25,8 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
-from importlib import resources
 from typing import Final, final
 
 _NAME: Final = re.compile(r"[A-Za-z_]+")
@@ -107,7 +107,13 @@ def read_definitions(text: str) -> dict[str, UnitInfo]:
 
 
 def _read_table() -> dict[str, UnitInfo]:
-    text = resources.files(__package__).joinpath("units.txt").read_text(encoding="utf-8")
+    try:  # beside this module (importlib.resources, and the tempfile it imports, cost more)
+        with open(os.path.join(os.path.dirname(__file__), "units.txt"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:  # an install that is not a directory (a zip): read it as package data
+        from importlib import resources
+
+        text = resources.files(__package__).joinpath("units.txt").read_text(encoding="utf-8")
     return read_definitions(text)
 
 

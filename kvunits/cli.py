@@ -500,11 +500,13 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     flags["async_scheduling"] = args.async_scheduling
     if path is not None:
         return load_config(path, flags=flags)
+    example = os.path.join(os.path.dirname(__file__), "examples", DEFAULT_EXAMPLE)
+    if os.path.isfile(example):  # package data beside the module (importlib.resources costs more)
+        return load_config(example, flags=flags)
     from importlib import resources
 
-    example = resources.files("kvunits").joinpath("examples", DEFAULT_EXAMPLE)
-    with resources.as_file(example) as file:
-        return load_config(file, flags=flags)
+    with resources.as_file(resources.files("kvunits").joinpath("examples", DEFAULT_EXAMPLE)) as f:
+        return load_config(f, flags=flags)
 
 
 def _planned(config: KvUnitsConfig) -> CapacityPlan:
