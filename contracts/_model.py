@@ -14,13 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Self
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import SpecValidationError
 
 
 class SpecModel(BaseModel):
     """A pydantic model whose validation errors are `SpecValidationError` (see module doc)."""
+
+    # Each model's validator is built on its first use, not at import: `kvunits plan` then
+    # builds the few it validates, and `import contracts` stays cheap.
+    model_config = ConfigDict(defer_build=True)
 
     def __init__(self, /, **data: Any) -> None:
         try:
@@ -29,6 +33,12 @@ class SpecModel(BaseModel):
             raise
         except ValidationError as exc:
             raise SpecValidationError.from_pydantic(exc) from None
+
+    # This __init__ only converts the error a caller sees; it adds no validation. Marked as
+    # pydantic's own, it is not called for a model nested in another one (pydantic-core then
+    # validates the fields in place, once, instead of calling back into Python per nested
+    # model): the outermost model's error is converted, once.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> Self:

@@ -43,7 +43,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    TypeAdapter,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -108,10 +107,6 @@ def _bare_number_hint(value: object, info: ValidationInfo) -> object:
     )
 
 
-#: Validates a group's fields, less its count, as the layer spec of its ``kind``.
-_LAYER_SPEC: Final = TypeAdapter[LayerSpec](LayerSpec)
-
-
 class _Group(SpecModel):
     """What a group adds to its layer spec: ``count``.
 
@@ -134,10 +129,16 @@ class _Group(SpecModel):
     )
 
     def layer(self) -> LayerSpec:
-        """The spec of each of the group's layers: the group without its count."""
+        """The spec of each of the group's layers: the group without its count.
+
+        The group was validated as its layer spec already (its model derives from the spec's:
+        the same fields, units and checks, its own hints for a bare number), so the spec is
+        built from its fields without validating them a second time.
+        """
+        spec: type[LayerSpec] = type(self).__bases__[0]
         fields = dict(self)
         del fields["count"]
-        return _LAYER_SPEC.validate_python(fields)
+        return spec.model_construct(_fields_set=set(fields), **fields)
 
 
 class FullAttentionGroup(FullAttentionLayer, _Group):

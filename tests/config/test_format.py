@@ -122,6 +122,46 @@ def test_single_layers_and_groups_together(write: Write) -> None:
     assert result.uncached_layers == ("enc.0", "enc.1")
 
 
+#: One group of every kind, each with its optional fields set (a dtype alias, a pool, V's size).
+EVERY_KIND: dict[str, dict[str, Any]] = {
+    "full": {"kind": "full_attention", "kv_heads": 8, "head_size": 128, "head_size_v": 64},
+    "swa": {"kind": "sliding_window", "sliding_window": "750 encoder_tokens", "pool": 4,
+            "kv_heads": 32, "head_size": 64, "dtype": "fp8"},
+    "chunked": {"kind": "chunked_local", "chunk": "8192 tok", "kv_heads": 8, "head_size": 128},
+    "cross": {"kind": "cross_attention", "encoder_length": "1500 encoder_token", "kv_heads": 8,
+              "head_size": 64},
+    "enc": {"kind": "encoder_only"},
+    "mla": {"kind": "mla", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "dtype": "bf16"},
+    "state": {"kind": "state", "state_size": "1 KiB"},
+    "m1": {"kind": "mamba1", "conv_kernel": 4, "intermediate_size": 8192, "ssm_state_size": 16},
+    "m2": {"kind": "mamba2", "conv_kernel": 4, "intermediate_size": 8192, "num_heads": 128,
+           "head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "ssm_dtype": "float32"},
+    "gdn": {"kind": "gated_delta_net", "conv_kernel": 4, "num_k_heads": 16, "num_v_heads": 32,
+            "head_k_dim": 128, "head_v_dim": 128},
+    "shared": {"kind": "kv_shared", "target": "full.0"},
+}  # fmt: skip
+
+
+def test_a_groups_layer_is_its_fields_validated_as_the_layer_spec() -> None:
+    # `layer()` builds each layer from the group's already validated fields: the result must
+    # be what validating those fields as the layer spec gives (same class, values, fields set).
+    from pydantic import TypeAdapter
+
+    from contracts import LayerSpec
+    from contracts.config import ModelConfig
+
+    config = ModelConfig.model_validate({"name": "all", "groups": EVERY_KIND})
+    adapter = TypeAdapter[LayerSpec](LayerSpec)
+    assert set(config.groups) == set(EVERY_KIND)
+    for group in config.groups.values():
+        fields = {k: v for k, v in dict(group).items() if k != "count"}
+        layer, validated = group.layer(), adapter.validate_python(fields)
+        assert type(layer) is type(validated) is type(group).__bases__[0]
+        assert layer == validated and layer.model_fields_set == validated.model_fields_set
+        assert layer.model_dump() == validated.model_dump()
+    assert len(config.spec().layers) == len(EVERY_KIND)
+
+
 # -- errors -----------------------------------------------------------------------------------
 
 
