@@ -12,28 +12,69 @@ reservations), ``_core`` (the untyped two-phase step, speculation, prefix adopti
 ``coordinator`` (the typed API).
 """
 
+from typing import TYPE_CHECKING
+
 from contracts.errors import AdmissionError as AdmissionError
 from contracts.errors import AllocationError as AllocationError
 from contracts.errors import ConcurrentUseError as ConcurrentUseError
 from contracts.errors import RequestError as RequestError
 
-from .block_pool import NULL_BLOCK as NULL_BLOCK
-from .capacity import CapacityPlan as CapacityPlan
-from .capacity import GroupPlan as GroupPlan
-from .capacity import plan as plan
-from .coordinator import GroupHandle as GroupHandle
-from .coordinator import GroupUsage as GroupUsage
-from .coordinator import KernelInputs as KernelInputs
-from .coordinator import KVCacheCoordinator as KVCacheCoordinator
-from .coordinator import Stepper as Stepper
-from .deployment import RankGroupPlan as RankGroupPlan
-from .deployment import StagePlan as StagePlan
-from .deployment import budget_for as budget_for
-from .deployment import concurrency_at as concurrency_at
-from .deployment import longest_max_model_len as longest_max_model_len
-from .prefix_cache import BlockHashes as BlockHashes
-from .prefix_cache import ContentKeys as ContentKeys
-from .prefix_cache import PrefixCacheStats as PrefixCacheStats
+if TYPE_CHECKING:
+    from .block_pool import NULL_BLOCK as NULL_BLOCK
+    from .capacity import CapacityPlan as CapacityPlan
+    from .capacity import GroupPlan as GroupPlan
+    from .capacity import plan as plan
+    from .coordinator import GroupHandle as GroupHandle
+    from .coordinator import GroupUsage as GroupUsage
+    from .coordinator import KernelInputs as KernelInputs
+    from .coordinator import KVCacheCoordinator as KVCacheCoordinator
+    from .coordinator import Stepper as Stepper
+    from .deployment import RankGroupPlan as RankGroupPlan
+    from .deployment import StagePlan as StagePlan
+    from .deployment import budget_for as budget_for
+    from .deployment import concurrency_at as concurrency_at
+    from .deployment import longest_max_model_len as longest_max_model_len
+    from .prefix_cache import BlockHashes as BlockHashes
+    from .prefix_cache import ContentKeys as ContentKeys
+    from .prefix_cache import PrefixCacheStats as PrefixCacheStats
+
+#: Each public name by the room that defines it, imported on first use: planning
+#: (``runtime.capacity``, all ``kvunits plan`` needs) then does not import the allocator.
+_EXPORTS = {
+    "NULL_BLOCK": "block_pool",
+    "CapacityPlan": "capacity",
+    "GroupPlan": "capacity",
+    "plan": "capacity",
+    "GroupHandle": "coordinator",
+    "GroupUsage": "coordinator",
+    "KernelInputs": "coordinator",
+    "KVCacheCoordinator": "coordinator",
+    "Stepper": "coordinator",
+    "RankGroupPlan": "deployment",
+    "StagePlan": "deployment",
+    "budget_for": "deployment",
+    "concurrency_at": "deployment",
+    "longest_max_model_len": "deployment",
+    "BlockHashes": "prefix_cache",
+    "ContentKeys": "prefix_cache",
+    "PrefixCacheStats": "prefix_cache",
+}
+
+
+def __getattr__(name: str) -> object:
+    room = _EXPORTS.get(name)
+    if room is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{room}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "NULL_BLOCK",
