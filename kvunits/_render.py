@@ -476,7 +476,10 @@ def make_console(out: TextIO) -> Any:
             self.quiet = True
             raise BrokenPipeError
 
-    return Quiet(file=out, width=None if out.isatty() else 160, highlight=False)
+    # Every cell is plain text or a Text: no markup or emoji codes to parse (rich then imports
+    # neither its markup parser nor its emoji table, and cannot misread a "[" or ":x:").
+    width = None if out.isatty() else 160
+    return Quiet(file=out, width=width, highlight=False, markup=False, emoji=False)
 
 
 #: ASCII for the symbols kvunits writes itself; anything else (user text) is escaped.
