@@ -9,7 +9,9 @@ is written in ASCII: ``->`` for ``→``, ASCII table boxes, other characters esc
 
 The module imports only the standard library at import time (``--help`` stays instant);
 contracts and rich load when a command needs them (rich only to draw a table); pint, torch
-and triton never do: text quantities are read with the unit table of contracts._units.
+and triton never do: text quantities are read with the unit table of contracts._units. Only
+the arguments of the command being run are built, and pydantic's plugins are not looked for
+(``PYDANTIC_DISABLE_PLUGINS``, unless set): ``benchmarks/startup.py`` times the cold start.
 """
 
 from __future__ import annotations
@@ -120,8 +122,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments; ``None`` when run as the program (the console script, or
             ``python -m kvunits``), which reads ``sys.argv``.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    if argv is None:
+        # The program itself (not a caller's process): pydantic's plugins observe a service's
+        # validation, and looking for them scans every installed distribution's entry points
+        # at the first model built. The command line loads none, unless asked to (the
+        # variable set otherwise).
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    # The command named first is the one that runs: build its arguments only.
+    first = arguments[0] if arguments else None
+    parser = build_parser(first if first in _COMMANDS else None)
+    args = parser.parse_args(arguments)
     command: Callable[[argparse.Namespace], int] = args.command
     from contracts import KvUnitsError
 
@@ -144,9 +155,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser, with ``--help`` and examples on every command."""
-    formatter = argparse.RawDescriptionHelpFormatter
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser, with ``--help`` and examples on every command.
+
+    Args:
+        command: the command about to run, if known: only its arguments are built (the
+            others are registered by name, all ``kvunits plan`` needs of them); ``None``
+            builds every command, as ``kvunits --help`` shows them.
+    """
     parser = argparse.ArgumentParser(
         prog="kvunits",
         description=_wrap(
@@ -154,11 +170,24 @@ def build_parser() -> argparse.ArgumentParser:
             "per request, and what a memory budget buys."
         ),
         epilog=_MAIN_EPILOG,
-        formatter_class=formatter,
+        formatter_class=_FORMATTER,
     )
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
+    for name, add in _COMMANDS.items():
+        if command in (None, name):
+            add(commands)
+        else:
+            commands.add_parser(name)  # a placeholder: the command that runs is another
+    return parser
+
+
+_FORMATTER: Final = argparse.RawDescriptionHelpFormatter
+
+
+def _engine_flags() -> argparse.ArgumentParser:
+    """The engine settings' flags, a parent of each command that plans."""
     engine_flags = argparse.ArgumentParser(add_help=False)
     group = engine_flags.add_argument_group("engine settings (override file and environment)")
     for field, metavar, text, alias in _ENGINE_FLAGS:
@@ -172,11 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="plan one more batch in flight, as vLLM's async scheduling runs (vLLM 0.33 turns "
         "it on by default; kvunits' default is off)",
     )
+    return engine_flags
 
+
+def _add_plan(commands: Any) -> None:
+    """``kvunits plan``."""
     plan = commands.add_parser(
         "plan",
-        parents=[engine_flags],
-        formatter_class=formatter,
+        parents=[_engine_flags()],
+        formatter_class=_FORMATTER,
         help="plan the cache of a config (default: the shipped Voxtral Realtime example)",
         description=_wrap(
             "Plan the KV cache: per layer group the kind and layer count, the window "
@@ -213,10 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.set_defaults(command=_plan)
 
+
+def _add_fit(commands: Any) -> None:
+    """``kvunits fit``."""
     fit = commands.add_parser(
         "fit",
-        parents=[engine_flags],
-        formatter_class=formatter,
+        parents=[_engine_flags()],
+        formatter_class=_FORMATTER,
         help="the reverse questions: the longest max_model_len that fits, the concurrency at "
         "a length, the budget for N requests",
         description=_wrap(
@@ -251,10 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--format", choices=("table", "json"), default="table")
     fit.set_defaults(command=_fit)
 
+
+def _add_check(commands: Any) -> None:
+    """``kvunits check``."""
     check = commands.add_parser(
         "check",
-        parents=[engine_flags],
-        formatter_class=formatter,
+        parents=[_engine_flags()],
+        formatter_class=_FORMATTER,
         help="validate configs: exit 0 if all are valid, 2 otherwise",
         description=_wrap(
             "Validate configs without printing a plan: the file, every field and "
@@ -270,9 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("configs", nargs="+", metavar="CONFIG", help="config files to check")
     check.set_defaults(command=_check)
 
+
+def _add_models(commands: Any) -> None:
+    """``kvunits models``."""
     models = commands.add_parser(
         "models",
-        formatter_class=formatter,
+        formatter_class=_FORMATTER,
         help="list the Hugging Face model families kvunits reads, and what each is read as",
         description=_wrap(
             "The Hugging Face model families whose config.json kvunits reads as vLLM 0.33 "
@@ -285,9 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--format", choices=("table", "json"), default="table")
     models.set_defaults(command=_models)
 
+
+def _add_schema(commands: Any) -> None:
+    """``kvunits schema``."""
     schema = commands.add_parser(
         "schema",
-        formatter_class=formatter,
+        formatter_class=_FORMATTER,
         help="print the JSON Schema of the config format",
         description=_wrap(
             "Print the JSON Schema of kvunits config files (TOML, YAML and JSON share "
@@ -305,9 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema.set_defaults(command=_schema)
 
+
+def _add_convert(commands: Any) -> None:
+    """``kvunits convert``."""
     convert = commands.add_parser(
         "convert",
-        formatter_class=formatter,
+        formatter_class=_FORMATTER,
         help="convert a quantity between units, naming the rounding used",
         description=_wrap(
             "A unit calculator over kvunits' named conversions; it prints the "
@@ -342,10 +390,24 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--format", choices=("text", "json"), default="text")
     convert.set_defaults(command=_convert)
 
+
+def _add_simulate(commands: Any) -> None:
+    """``kvunits simulate`` (its arguments live with the command, in ``_simulate_cli``)."""
     from ._simulate_cli import add_simulate_command
 
-    add_simulate_command(commands, engine_flags, formatter, _load)
-    return parser
+    add_simulate_command(commands, _engine_flags(), _FORMATTER, _load)
+
+
+#: Every command, in the order ``kvunits --help`` lists them, and what builds its arguments.
+_COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
+    "plan": _add_plan,
+    "fit": _add_fit,
+    "check": _add_check,
+    "models": _add_models,
+    "schema": _add_schema,
+    "convert": _add_convert,
+    "simulate": _add_simulate,
+}
 
 
 # -- commands -------------------------------------------------------------------------------

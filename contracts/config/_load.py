@@ -11,7 +11,6 @@ it), the built-in `ENGINE_DEFAULTS`.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -270,6 +269,8 @@ def environment_values(issues: list[ConfigIssue]) -> dict[str, str]:
         if upper in known:
             values[known[upper]] = os.environ[name]
         elif upper.startswith(ENV_PREFIX):
+            import difflib  # only for a misspelt variable
+
             close = difflib.get_close_matches(upper, known, n=1)
             guess = f"; did you mean {close[0]}?" if close else ""
             issues.append(
