@@ -1,4 +1,5 @@
-"""Importing the packages stays cheap: no torch, no triton, and pint only on first use."""
+"""Importing the packages stays cheap: no torch, no triton, pint only on first use of `ureg`;
+`kvunits plan` loads only what it needs, and importing builds no pydantic validator."""
 
 from __future__ import annotations
 
@@ -33,3 +34,89 @@ def test_import_is_lazy() -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["after_import"] == {"torch": False, "triton": False, "pint": False}
     assert result["after_ureg"] == {"pint": True, "same": True}
+
+
+# `kvunits plan` of a kvunits config: what it loads (issue 14). The modules it must not need
+# are the costly ones: pint (text quantities use the unit table of units.txt), the Hugging
+# Face readers and the JSON Schema (not a config.json, not `schema`), the allocator (planning
+# only), `simulate`, and rich when no table is drawn.
+_PLAN_PROBE = """
+import json, sys
+sys.argv = ["kvunits", "plan", *sys.argv[1:]]
+import kvunits.cli
+status = kvunits.cli.main()
+print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+"""
+
+_NEVER = {"pint", "numpy", "torch", "triton"}
+_NOT_FOR_A_KVUNITS_FILE = {
+    "contracts.config._hf",
+    "contracts.config._hf_families",
+    "contracts.config._hf_layers",
+    "contracts.config._schema",
+    "contracts._registry",
+    "kvunits._simulate",
+    "kvunits._simulate_cli",
+    "runtime.coordinator",
+    "runtime._core",
+    "runtime.managers",
+    "runtime.admission",
+}
+
+
+def _plan_modules(*args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PLAN_PROBE, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == 0
+    return set(result["modules"])
+
+
+def test_plan_loads_what_it_needs_only() -> None:
+    table = _plan_modules()
+    assert not table & (_NEVER | _NOT_FOR_A_KVUNITS_FILE)
+    assert "rich.table" in table and "contracts.config._models" in table
+    as_json = _plan_modules("--format", "json")
+    assert not as_json & (_NEVER | _NOT_FOR_A_KVUNITS_FILE | {"rich"})
+
+
+def test_a_hugging_face_config_loads_its_readers_still_without_pint() -> None:
+    modules = _plan_modules("examples/hf/gemma-3-1b-it/config.json", "--format", "json")
+    assert "contracts.config._hf_families" in modules
+    assert not modules & _NEVER
+
+
+_BUILT_PROBE = """
+import json
+import contracts, contracts.config, runtime.capacity
+from contracts._model import SpecModel
+
+def models(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from models(sub)
+
+print(json.dumps(sorted({m.__name__ for m in models(SpecModel) if m.__pydantic_complete__})))
+"""
+
+
+def test_importing_builds_no_validator() -> None:
+    # Every spec model builds its pydantic validator on first use (defer_build): importing
+    # costs the classes only, and `kvunits plan` builds just the models it validates.
+    done = subprocess.run(
+        [sys.executable, "-c", _BUILT_PROBE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
