@@ -21,8 +21,6 @@ from .errors import UnitTypeError, UnitValueError
 
 _DEFINITIONS: Final = resources.files(__package__).joinpath("units.txt")
 
-#: pint quantities of this registry hold int (or, after a fractional conversion, float).
-PintQuantity: TypeAlias = "pint.Quantity[Any]"
 Registry: TypeAlias = "pint.UnitRegistry[Any]"
 
 
