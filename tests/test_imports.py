@@ -61,6 +61,7 @@ _NOT_FOR_A_KVUNITS_FILE = {
     "runtime._core",
     "runtime.managers",
     "runtime.admission",
+    "runtime.prefix_cache",
 }
 
 
@@ -120,3 +121,17 @@ def test_importing_builds_no_validator() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_every_public_name_of_a_lazy_package_loads() -> None:
+    # runtime and contracts.config import some rooms on first use: each name of __all__ must
+    # still be there (and the lazy tables name nothing else).
+    import contracts.config
+    import runtime
+
+    for package in (runtime, contracts.config):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, (package.__name__, name)
+        assert set(getattr(package, "_EXPORTS", getattr(package, "_LAZY", {}))) <= set(
+            package.__all__
+        )
