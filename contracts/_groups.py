@@ -144,14 +144,24 @@ def group_layers(
     kernels: dict[str, KernelSpec[Any]] = {}
     uncached: list[str] = []
     dtype: CacheDType | None = engine.cache_dtype
+    # A config's group is one layer object under many names: its views are computed once.
+    views: dict[int, tuple[ManagerSpec[Any], KernelSpec[Any] | None]] = {}
     for name, layer in model.layers.items():
         if isinstance(layer, UNCACHED_LAYERS):
             uncached.append(name)
             continue
-        spec = manager_view(layer, engine.block_size_slots, cache_dtype=dtype)
+        view = views.get(id(layer))
+        if view is None:
+            view = views[id(layer)] = (
+                manager_view(layer, engine.block_size_slots, cache_dtype=dtype),
+                None
+                if isinstance(layer, STATE_LAYERS)
+                else kernel_view(layer, engine.block_size_slots, cache_dtype=dtype),
+            )
+        spec, kernel = view
         by_spec.setdefault(spec, []).append(name)
-        if not isinstance(layer, STATE_LAYERS):
-            kernels[name] = kernel_view(layer, engine.block_size_slots, cache_dtype=dtype)
+        if kernel is not None:
+            kernels[name] = kernel
     prefixes = {spec: _common_prefix(names) for spec, names in by_spec.items()}
     counts: dict[str, int] = {}
     for prefix in prefixes.values():

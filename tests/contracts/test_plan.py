@@ -106,6 +106,21 @@ def test_voxtral_groups_audio_and_text() -> None:
     assert text.limits.max_in_flight == Tokens(2048)
 
 
+def test_layers_shared_or_copied_group_alike() -> None:
+    # A config's group is one layer object under many names, and group_layers computes its
+    # views once; layers that are equal copies must give the very same groups.
+    shared = voxtral_model()
+    copied = ModelSpec(
+        name=shared.name,
+        layers={name: layer.model_copy() for name, layer in shared.layers.items()},
+    )
+    assert len({id(layer) for layer in shared.layers.values()}) == 2
+    assert len({id(layer) for layer in copied.layers.values()}) == len(copied.layers)
+    engine = voxtral_engine()
+    assert group_layers(shared, engine) == group_layers(copied, engine)
+    assert plan(shared, engine) == plan(copied, engine)
+
+
 def test_gemma_like_mixed_stack_gives_two_named_groups() -> None:
     groups, _ = group_layers(gemma_like_model(), decoder_engine())
     assert [g.name for g in groups] == ["layers/sliding_window", "layers/full_attention"]
