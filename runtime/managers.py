@@ -13,6 +13,12 @@ are cache blocks. A manager answers two questions; the coordinator does the book
 * `~SingleTypeManager.table_length`: how many table entries a request of ``num_slots`` slots
   has (evicted ones included).
 
+Two more answers, derived from those two, let the coordinator's step skip both calls while a
+request stays within the blocks it holds (most decode steps: one new block every
+``block_size`` slots): `~SingleTypeManager.reach`, the most slots a table of a given length
+covers, and `~SingleTypeManager.first_evicting`, the first ``num_computed`` that evicts past a
+given count. Each is exact, and a test checks it against the two rules it stands for.
+
 The step's queries are the new slots ``num_computed .. num_computed + num_new − 1``; eviction
 uses ``num_computed`` from *before* the step, as vLLM's ``remove_skipped_blocks`` does, because
 the step's first query still reads back from there.
@@ -27,6 +33,10 @@ from typing import Any, ClassVar, Final
 from contracts import ManagerSpec, SpecError
 from contracts.internal import ManagedKind, cdiv, manager_ints
 
+#: "Never": the `SingleTypeManager.first_evicting` of a kind that evicts nothing, and the
+#: `SingleTypeManager.reach` of a table that covers any length (above every slot count).
+NEVER: Final = 2**63 - 1
+
 
 class SingleTypeManager:
     """Full attention, and the base of the other kinds: every block is kept until the request
@@ -40,6 +50,8 @@ class SingleTypeManager:
         >>> m = FullAttentionManager(manager_view(layer, block_size_slots=2))
         >>> m.table_length(5), m.skipped_blocks(5)
         (3, 0)
+        >>> m.reach(3), m.first_evicting(0) == NEVER
+        (6, True)
     """
 
     kind: ClassVar[ManagedKind] = "full_attention"
@@ -62,7 +74,17 @@ class SingleTypeManager:
     def table_length(self, num_slots: int) -> int:
         """Table entries (cache blocks) of a request that holds ``num_slots`` slots, evicted
         ones included."""
-        return cdiv(num_slots, self.block_size_slots)
+        return -(-num_slots // self.block_size_slots)  # cdiv, inline: once per new block
+
+    def reach(self, num_blocks: int) -> int:
+        """The most slots a request holding ``num_blocks`` table entries can have without a new
+        block: the largest ``s`` with ``table_length(s) <= num_blocks`` (-1 if none)."""
+        return num_blocks * self.block_size_slots
+
+    def first_evicting(self, skipped: int) -> int:
+        """The smallest ``num_computed`` whose `skipped_blocks` exceeds ``skipped``: a step
+        starting before it evicts nothing beyond the ``skipped`` entries (`NEVER` if none)."""
+        return NEVER
 
 
 class FullAttentionManager(SingleTypeManager):
@@ -89,6 +111,12 @@ class SlidingWindowManager(SingleTypeManager):
         >>> m = SlidingWindowManager(manager_view(layer, block_size_slots=2))
         >>> m.skipped_blocks(6), m.skipped_blocks(7)
         (1, 2)
+
+        Two entries freed: block 2 (slots 4-5) goes once slot 5 is out of the window, from
+        the query at slot 9 on (it reads slots 6-9).
+
+        >>> m.first_evicting(2)
+        9
     """
 
     __slots__ = ("sliding_window_slots",)
@@ -103,6 +131,10 @@ class SlidingWindowManager(SingleTypeManager):
     def skipped_blocks(self, num_computed: int) -> int:
         first_needed = num_computed - self.sliding_window_slots + 1
         return first_needed // self.block_size_slots if first_needed > 0 else 0
+
+    def first_evicting(self, skipped: int) -> int:
+        # Entry ``skipped`` goes once the first needed slot passes its end, (skipped + 1) × bs.
+        return (skipped + 1) * self.block_size_slots + self.sliding_window_slots - 1
 
 
 class ChunkedLocalManager(SingleTypeManager):
@@ -120,6 +152,11 @@ class ChunkedLocalManager(SingleTypeManager):
         >>> m = ChunkedLocalManager(manager_view(layer, block_size_slots=2))
         >>> m.skipped_blocks(7), m.skipped_blocks(9)
         (2, 4)
+
+        With 2 entries freed, the next go when a step starts in chunk 2, at slot 8.
+
+        >>> m.first_evicting(2)
+        8
     """
 
     __slots__ = ("chunk_slots",)
@@ -134,6 +171,10 @@ class ChunkedLocalManager(SingleTypeManager):
     def skipped_blocks(self, num_computed: int) -> int:
         chunk_start = num_computed // self.chunk_slots * self.chunk_slots
         return chunk_start // self.block_size_slots
+
+    def first_evicting(self, skipped: int) -> int:
+        # The first chunk starting at or past the end of entry ``skipped``.
+        return cdiv((skipped + 1) * self.block_size_slots, self.chunk_slots) * self.chunk_slots
 
 
 class CrossAttentionManager(SingleTypeManager):
@@ -162,6 +203,9 @@ class CrossAttentionManager(SingleTypeManager):
     def table_length(self, num_slots: int) -> int:
         return self.fixed_blocks
 
+    def reach(self, num_blocks: int) -> int:
+        return NEVER if num_blocks >= self.fixed_blocks else -1
+
 
 class StateManager(SingleTypeManager):
     """A fixed per-request state (Mamba-like): one block, whatever the length.
@@ -182,6 +226,9 @@ class StateManager(SingleTypeManager):
 
     def table_length(self, num_slots: int) -> int:
         return 1
+
+    def reach(self, num_blocks: int) -> int:
+        return NEVER if num_blocks >= 1 else -1
 
 
 #: The manager class of each layer kind.

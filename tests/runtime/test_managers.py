@@ -8,6 +8,8 @@ The pool hands blocks out first-in first-out, starting from block 1.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contracts import (
     Bytes,
@@ -17,6 +19,7 @@ from contracts import (
     CrossAttentionLayer,
     EncoderTokens,
     FullAttentionLayer,
+    LayerSpec,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -27,6 +30,7 @@ from contracts import (
 )
 from runtime.managers import (
     MANAGER_BY_KIND,
+    NEVER,
     ChunkedLocalManager,
     CrossAttentionManager,
     FullAttentionManager,
@@ -262,3 +266,48 @@ def test_sliding_rule_matches_pool_window_for_every_small_geometry() -> None:
                 w = -(-(window - 1) // pool) + 1
                 for c in range(60):
                     assert manager.skipped_blocks(c) == max(0, c - w + 1) // block_size
+
+
+@settings(max_examples=200)
+@given(
+    kind=st.sampled_from(("full", "sliding", "chunked", "cross", "state")),
+    block_size=st.integers(1, 6),
+    size=st.integers(1, 20),
+    pool=st.integers(1, 4),
+    done=st.integers(0, 12),
+)
+def test_reach_and_first_evicting_answer_for_the_rules(
+    kind: str, block_size: int, size: int, pool: int, done: int
+) -> None:
+    # The step's shortcuts (issue 14): reach(b) is the most slots with table_length <= b,
+    # first_evicting(k) the first num_computed with skipped_blocks > k, NEVER where none is:
+    # checked against the two rules themselves, over every count up to well past both.
+    layer: LayerSpec
+    if kind == "full":
+        layer = FullAttentionLayer(kv_heads=1, head_size=8)
+    elif kind == "sliding":
+        layer = SlidingWindowLayer(
+            sliding_window=Window(size, EncoderTokens),
+            pool=PoolFactor(pool),
+            kv_heads=1,
+            head_size=8,
+        )
+    elif kind == "chunked":
+        layer = ChunkedLocalLayer(chunk=Chunk(size * block_size, Tokens), kv_heads=1, head_size=8)
+    elif kind == "cross":
+        layer = CrossAttentionLayer(encoder_length=EncoderTokens(size), kv_heads=1, head_size=8)
+    else:
+        layer = StateLayer(state_size=Bytes(64))
+    m = make_manager(manager_view(layer, block_size_slots=block_size))
+    horizon = range(0, 8 * (size + block_size) * (done + 2))
+    for blocks in range(done + 1):
+        fitting = [s for s in horizon if m.table_length(s) <= blocks]
+        if not fitting:
+            assert m.reach(blocks) == -1
+        elif fitting[-1] == horizon[-1]:
+            assert m.reach(blocks) == NEVER
+        else:
+            assert m.reach(blocks) == fitting[-1]
+            assert fitting == list(range(fitting[-1] + 1))  # table_length never decreases
+    evicting = [n for n in horizon if m.skipped_blocks(n) > done]
+    assert m.first_evicting(done) == (evicting[0] if evicting else NEVER)
