@@ -143,6 +143,14 @@ class BlockPool:
         start = self._fresh
         fresh = self.num_blocks - start
         recycled = self._recycled
+        if n == 1 and (fresh or recycled):  # a decode step's new block: the common case
+            if fresh:
+                block = start
+                self._fresh = start + 1
+            else:
+                block = recycled.popleft()
+            self._held.add(block)
+            return [block]
         if n > fresh + len(recycled):
             raise self._short(n, fresh + len(recycled))
         if n <= fresh:
@@ -150,7 +158,9 @@ class BlockPool:
             self._fresh = start + n
         else:
             taken = list(range(start, self.num_blocks))
-            taken.extend(recycled.popleft() for _ in range(n - fresh))
+            popleft = recycled.popleft
+            for _ in range(n - fresh):
+                taken.append(popleft())
             self._fresh = self.num_blocks
         self._held.update(taken)
         return taken
