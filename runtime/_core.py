@@ -8,18 +8,18 @@ a pooled group, tokens otherwise); the core turns them into slots with the formu
 eviction work in slots; block counts are in cache blocks.
 
 One scheduler thread drives a core (see `KVCacheCoordinator`). Each call that changes state
-takes a non-blocking lock: a second thread (or a re-entrant callback) that enters while a call is
-in progress gets `ConcurrentUseError` at once and changes nothing, so concurrent use is a clear
-error rather than a silent corruption. Every such call is atomic: it checks before it changes
-anything, and if an exception still escapes mid-change (a bug, a failure injected by a test),
-what it had changed is undone before the exception propagates.
+takes the core's token, a non-blocking lock (see `CoordinatorCore.enter`): a second thread (or
+a re-entrant callback) that enters while a call is in progress gets `ConcurrentUseError` at
+once and changes nothing, so concurrent use is a clear error rather than a silent corruption.
+Every such call is atomic: it checks before it changes anything, and if an exception still
+escapes mid-change (a bug, a failure injected by a test), what it had changed is undone before
+the exception propagates.
 """
 
 from __future__ import annotations
 
 import reprlib
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from contracts import CacheBlocks, PooledBlocks
@@ -79,14 +79,24 @@ class RequestState:
             ``num_rows − step_rows``).
         extra: what only a request that uses prefix caching or speculation has
             (`RequestExtras`), else None: the others pay nothing for either.
+        room: the slots a step may end at without a new block and within ``max_len``: at most
+            ``min(manager.reach(len(tables[g])), max_len[g])``.
+        evict: the first slot a step may start at that evicts: at most
+            ``manager.first_evicting(skipped[g])``.
+
+    ``room`` and ``evict`` only let a step skip the managers and the pools (see
+    `CoordinatorCore.allocate_step`): the general path sets them exact, and anything may set
+    them lower (-1 and 0, as at admission: the next step takes the general path), never higher.
     """
 
     __slots__ = (
         "caps",
+        "evict",
         "extra",
         "max_len",
         "num_rows",
         "num_slots",
+        "room",
         "skipped",
         "step_rows",
         "tables",
@@ -102,6 +112,8 @@ class RequestState:
         self.skipped = [0] * n
         self.step_rows = [0] * n
         self.extra: RequestExtras | None = None
+        self.room = [-1] * n
+        self.evict = [0] * n
 
 
 class RequestExtras:
@@ -158,16 +170,17 @@ class CoordinatorCore:
 
     __slots__ = (
         "_block_size",
-        "_busy",
-        "_enter",
+        "_give",
         "_has_rows",
         "_in_flight",
         "_keeps",
-        "_leave",
         "_limit",
         "_managers",
         "_one_pool",
         "_pool",
+        "_step",
+        "_take",
+        "_token",
         "caches",
         "ledger",
         "names",
@@ -208,20 +221,35 @@ class CoordinatorCore:
             m.skipped_blocks(limit) == 0 for m, limit in zip(managers, max_len_slots, strict=True)
         )
         self.requests: dict[str, RequestState] = {}
-        self._busy = threading.Lock()
-        # Bound once: the step's entry and exit cost one call each.
-        self._enter = self._busy.acquire
-        self._leave = self._busy.release
+        # The core's token: a call takes it for its length (`enter`) and puts it back
+        # (`leave`); a call that finds it taken is refused. Taking it is ``list.pop``, one
+        # atomic operation (a single C call under the GIL, under the list's own lock in a
+        # free-threaded build), as a non-blocking ``Lock.acquire`` is, at about a third of its
+        # cost (an acquire parses its arguments): a step pays the pair on every call.
+        self._token = [True]
+        self._take = self._token.pop
+        self._give = self._token.append
+        self._step = _make_step(self)
+
+    @property
+    def step_function(self) -> StepFn:
+        """``step(request_id, num_new)``: the step `allocate_step` runs without lookahead,
+        chosen for these groups at construction (`_make_step`); the typed
+        `runtime.Stepper.allocate` calls it after its unit checks."""
+        return self._step
 
     def enter(self, operation: str) -> None:
         """Take the core for one call, or raise `ConcurrentUseError` if a call is in progress.
         Pair with `leave` in a ``finally``."""
-        if not self._busy.acquire(False):
-            raise self._concurrent(operation)
+        try:
+            self._take()
+        except IndexError:
+            raise self._concurrent(operation) from None
 
     def leave(self) -> None:
         """Give the core back after `enter`."""
-        self._busy.release()
+        assert not self._token, "leave without enter"
+        self._give(True)
 
     # -- admission ------------------------------------------------------------------------
 
@@ -235,8 +263,7 @@ class CoordinatorCore:
             AllocationError: it cannot be reserved now (nothing changes).
         """
         check_request_id(request_id)
-        if not self._busy.acquire(False):
-            raise self._concurrent("admit")
+        self.enter("admit")
         try:
             if request_id in self.requests:
                 raise RequestError(
@@ -256,7 +283,7 @@ class CoordinatorCore:
                 self.ledger.give_back(caps)
                 raise
         finally:
-            self._busy.release()
+            self.leave()
 
     def admit_with_prefix(
         self,
@@ -291,8 +318,7 @@ class CoordinatorCore:
             AdmissionError, AllocationError: as `admit` (nothing changes).
         """
         check_request_id(request_id)
-        if not self._busy.acquire(False):
-            raise self._concurrent("admit")
+        self.enter("admit")
         try:
             if request_id in self.requests:
                 raise RequestError(
@@ -353,7 +379,7 @@ class CoordinatorCore:
                     cache.hits += hits[g]
             return hits
         finally:
-            self._busy.release()
+            self.leave()
 
     def _lookup(
         self,
@@ -445,121 +471,150 @@ class CoordinatorCore:
                 ``max_in_flight``, or ending beyond the request's ``max_len``.
             AllocationError: a group lacks blocks; nothing changed in any group.
             ConcurrentUseError: another call is in progress (nothing changes).
+
+        A step without lookahead runs the step function chosen for this core's groups at
+        construction (`_make_step`), the one the typed `Stepper.allocate` runs too.
         """
-        if not self._enter(False):
-            raise self._concurrent("allocate")
+        if lookahead is None:
+            return self._step(request_id, num_new)
+        self.enter("allocate")
         try:
             req = self.requests.get(request_id) if type(request_id) is str else None
             if req is None:
                 raise self._unknown(request_id)
-            managers, pools, pool_of = self._managers, self.pools, self._pool
-            if len(num_new) != len(managers):
+            if len(num_new) != len(self.names):
                 raise self._arity(request_id, len(num_new))
-            num_rows, tables, skipped = req.num_rows, req.tables, req.skipped
-            in_flight, max_len = self._in_flight, req.max_len
-            # Phase 1: what every group needs, checked before anything changes.
-            firsts = []
-            ends = []
-            skips = []
-            wants = []
-            short = None
-            grew = False
-            for g, q in enumerate(num_new):
-                c, p = num_rows[g], pool_of[g]
-                # The slots the step touches, first..end-1 (contracts.crossing): the first holds
-                # the step's first position, so eviction counts back from it.
-                if p == 1:
-                    first, end = c, c + q
-                else:
-                    first, end = c // p, -(-(c + q) // p)
-                if (end - first if q else 0) > in_flight[g] or end > max_len[g]:
-                    raise self._too_long(request_id, g, first, end, q, in_flight[g], max_len[g])
-                manager = managers[g]
-                skip = manager.skipped_blocks(first)
-                want = manager.table_length(end) - len(tables[g])
+            return self._allocate(request_id, req, num_new, lookahead)
+        finally:
+            self.leave()
+
+    def _allocate(
+        self,
+        request_id: str,
+        req: RequestState,
+        num_new: Sequence[int],
+        lookahead: Sequence[int] | None,
+    ) -> list[list[int]]:
+        """`allocate_step`'s general path, with the core taken and one count per group: a
+        step that allocates or evicts in some group, a multi-slot step, a speculative one, one
+        with content to cache, and any step of a layout `_make_step` does not specialise."""
+        managers, pools, pool_of = self._managers, self.pools, self._pool
+        num_rows, tables, skipped = req.num_rows, req.tables, req.skipped
+        room, evict = req.room, req.evict
+        in_flight, max_len = self._in_flight, req.max_len
+        # Phase 1: what every group needs, checked before anything changes.
+        plan = []  # per group: the slots touched (first, end), entries skipped after, blocks
+        short = None
+        grew = False
+        for g, q in enumerate(num_new):
+            c, p = num_rows[g], pool_of[g]
+            # The slots the step touches, first..end-1 (contracts.crossing): the first holds
+            # the step's first position, so eviction counts back from it.
+            if p == 1:
+                first, end = c, c + q
+            else:
+                first, end = c // p, -(-(c + q) // p)
+            if (end - first if q else 0) > in_flight[g] or end > max_len[g]:
+                raise self._too_long(request_id, g, first, end, q, in_flight[g], max_len[g])
+            # Below its bounds a group neither evicts nor allocates (the managers would answer
+            # ``done`` and ``<= 0``): they are asked only past one.
+            skip = done = skipped[g]
+            want = 0
+            if first >= evict[g]:
+                skip = max(managers[g].skipped_blocks(first), done)
+            if end > room[g]:
+                want = managers[g].table_length(end) - len(tables[g])
                 if want > 0:
                     # Blocks this step evicts go back to the pool before it allocates, as in
-                    # vLLM (no query of the step reads them). ``skip`` never decreases: it only
-                    # grows with the step's first slot. (One pool for all groups: checked for
-                    # all of them together, below.)
+                    # vLLM (no query of the step reads them). ``skip`` never decreases: it
+                    # only grows with the step's first slot. (One pool for all groups:
+                    # checked for all of them together, below.)
                     grew = True
                     if self._one_pool is None:
-                        usable = pools[g].num_free + skip - skipped[g]
-                        if skip > skipped[g] and pools[g].has_shared:
+                        usable = pools[g].num_free + skip - done
+                        if skip > done and pools[g].has_shared:
                             # An evicted block another request shares stays held.
-                            usable -= pools[g].count_shared(tables[g][skipped[g] : skip])
+                            usable -= pools[g].count_shared(tables[g][done:skip])
                         if want > usable and short is None:
                             # A caller's mistake in a later group is reported first: it is
                             # not transient, a shortfall is.
                             short = (g, want, usable)
-                firsts.append(first)
-                ends.append(end)
-                skips.append(skip)
-                wants.append(want)
+            plan.append((first, end, skip, want))
+        if grew and self._one_pool is not None:
+            short = self._short_together(
+                tables, skipped, [s for _, _, s, _ in plan], [w for *_, w in plan]
+            )
+        if short is not None:
+            raise self._short(request_id, *short)
+        # Phase 2: evict, allocate, map; nothing here fails when the checks above hold. Each
+        # change to a pool and a table is journaled right after it is made (most steps make
+        # none), so that an exception escaping anyway is undone before it propagates.
+        journal: list[tuple[Any, ...]] = []
+        num_slots, step_rows = req.num_slots, req.step_rows
+        last_steps = step_rows[:]
+        has_rows, block_size = self._has_rows, self._block_size
+        updated = 0
+        try:
             if grew and self._one_pool is not None:
-                short = self._short_together(tables, skipped, skips, wants)
-            if short is not None:
-                raise self._short(request_id, *short)
-            # Phase 2: evict, allocate, map; nothing here fails when the checks above hold. Each
-            # change to a pool and a table is journaled right after it is made (most steps make
-            # none), so that an exception escaping anyway is undone before it propagates.
-            journal: list[tuple[Any, ...]] = []
-            num_slots, step_rows = req.num_slots, req.step_rows
-            last_steps = step_rows[:]
-            updated = 0
-            try:
-                if grew and self._one_pool is not None:
-                    # One pool: every group's evictions go back before any group allocates,
-                    # as the check above counted them (vLLM's remove_skipped_blocks first).
-                    for g, skip in enumerate(skips):
-                        done = skipped[g]
-                        if skip > done:
-                            evicted = tables[g][done:skip]
-                            pools[g].free(evicted)
-                            journal.append((g, done, evicted, None, 0))
-                            tables[g][done:skip] = [NULL_BLOCK] * (skip - done)
-                            skipped[g] = skip
-                out: list[list[int]] = []
-                for g, q in enumerate(num_new):
-                    table = tables[g]
-                    skip, done = skips[g], skipped[g]
+                # One pool: every group's evictions go back before any group allocates,
+                # as the check above counted them (vLLM's remove_skipped_blocks first).
+                for g, (_, _, skip, _) in enumerate(plan):
+                    done = skipped[g]
                     if skip > done:
-                        evicted = table[done:skip]
+                        evicted = tables[g][done:skip]
                         pools[g].free(evicted)
                         journal.append((g, done, evicted, None, 0))
-                        table[done:skip] = [NULL_BLOCK] * (skip - done)
+                        tables[g][done:skip] = [NULL_BLOCK] * (skip - done)
                         skipped[g] = skip
-                    want = wants[g]
-                    if want > 0:
-                        mark = pools[g].mark()
-                        taken = pools[g].allocate_n(want)
-                        journal.append((g, 0, None, taken, mark))
-                        table.extend(taken)
-                    if self._has_rows[g] and q:
-                        out.append(cache_slots(table, self._block_size[g], firsts[g], ends[g]))
-                    else:
-                        out.append([])
-                    num_rows[g] += q
-                    num_slots[g] = ends[g]
-                    step_rows[g] = q
-                    updated = g + 1
-                extra = req.extra
-                if (extra is not None and not extra.idle) or lookahead is not None:
-                    self._after_step(req, lookahead)
-            except BaseException:
-                for g in range(updated):  # num_slots is cdiv(num_rows, P) before as after
-                    num_rows[g] -= num_new[g]
-                    num_slots[g] = -(-num_rows[g] // pool_of[g])
-                step_rows[:] = last_steps
-                self._undo(req, journal)
-                raise
-            if journal:
-                for entry in journal:
-                    if entry[3] is not None:
-                        pools[entry[0]].settle()
-            return out
-        finally:
-            self._leave()
+            out: list[list[int]] = []
+            for g, q in enumerate(num_new):
+                first, end, skip, want = plan[g]
+                table, done = tables[g], skipped[g]
+                if skip > done:
+                    evicted = table[done:skip]
+                    pools[g].free(evicted)
+                    journal.append((g, done, evicted, None, 0))
+                    table[done:skip] = [NULL_BLOCK] * (skip - done)
+                    skipped[g] = skip
+                if want > 0:
+                    mark = pools[g].mark()
+                    taken = pools[g].allocate_n(want)
+                    journal.append((g, 0, None, taken, mark))
+                    table.extend(taken)
+                if not q or not has_rows[g]:
+                    out.append([])
+                elif end - first == 1:
+                    size = block_size[g]
+                    out.append([table[first // size] * size + first % size])
+                else:
+                    out.append(cache_slots(table, block_size[g], first, end))
+                num_rows[g] += q
+                num_slots[g] = end
+                step_rows[g] = q
+                updated = g + 1
+                # The bounds this step passed, set again (exact) for the next.
+                if end > room[g]:
+                    room[g] = min(managers[g].reach(len(table)), max_len[g])
+                if first >= evict[g]:
+                    evict[g] = managers[g].first_evicting(skip)
+            extra = req.extra
+            if (extra is not None and not extra.idle) or lookahead is not None:
+                self._after_step(req, lookahead)
+        except BaseException:
+            for g in range(updated):  # num_slots is cdiv(num_rows, P) before as after
+                num_rows[g] -= num_new[g]
+                num_slots[g] = -(-num_rows[g] // pool_of[g])
+            step_rows[:] = last_steps
+            self._undo(req, journal)
+            # Lower is always right: the next step sets them again.
+            room[:] = [-1] * len(room)
+            evict[:] = [0] * len(evict)
+            raise
+        if journal:
+            for entry in journal:
+                if entry[3] is not None:
+                    pools[entry[0]].settle()
+        return out
 
     def allocate_speculative(
         self, request_id: str, num_new: Sequence[int], lookahead: Sequence[int]
@@ -599,8 +654,7 @@ class CoordinatorCore:
             RequestError: unknown request, or one admitted without content in group ``g``.
             ConcurrentUseError: another call is in progress (nothing changes).
         """
-        if not self._busy.acquire(False):
-            raise self._concurrent("extend_content")
+        self.enter("extend_content")
         try:
             req = self.requests.get(request_id) if type(request_id) is str else None
             if req is None:
@@ -630,7 +684,7 @@ class CoordinatorCore:
                 raise
             extra.settle()
         finally:
-            self._busy.release()
+            self.leave()
 
     def _register(self, req: RequestState, extra: RequestExtras, g: int, spec: int) -> None:
         """Put group ``g``'s full blocks of committed positions (all but the ``spec`` last)
@@ -721,8 +775,7 @@ class CoordinatorCore:
             RequestError: the request is not admitted.
             ConcurrentUseError: another call is in progress (nothing changes).
         """
-        if not self._busy.acquire(False):
-            raise self._concurrent("free")
+        self.enter("free")
         try:
             req = self.requests.pop(request_id, None) if type(request_id) is str else None
             if req is None:
@@ -747,7 +800,7 @@ class CoordinatorCore:
                 self.requests[request_id] = req
                 raise
         finally:
-            self._busy.release()
+            self.leave()
 
     def _unshared(self, req: RequestState) -> list[int] | None:
         """Per group, the shared blocks of ``req`` that its free leaves with one holder less,
@@ -775,8 +828,7 @@ class CoordinatorCore:
                 left speculative in a group (nothing changes).
             ConcurrentUseError: another call is in progress (nothing changes).
         """
-        if not self._busy.acquire(False):
-            raise self._concurrent("rollback")
+        self.enter("rollback")
         try:
             req = self.requests.get(request_id) if type(request_id) is str else None
             if req is None:
@@ -811,6 +863,7 @@ class CoordinatorCore:
                     self.pools[g].free(tail)
                     freed.append((g, tail))
                     del table[keep:]
+                    req.room[g] = -1  # the table is shorter: the next step sets it again
                     req.num_rows[g] = rows
                     req.num_slots[g] = slots
                     req.step_rows[g] -= r
@@ -826,7 +879,7 @@ class CoordinatorCore:
                     spec[g] += r
                 raise
         finally:
-            self._busy.release()
+            self.leave()
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -928,3 +981,250 @@ class CoordinatorCore:
             free=CacheBlocks(usable),
             request_id=request_id,
         )
+
+
+#: A core's step without lookahead: ``step(request_id, num_new) -> slot mappings``.
+StepFn = Callable[[str, Sequence[int]], list[list[int]]]
+
+
+def _make_step(core: CoordinatorCore) -> StepFn:
+    """The step function of ``core``'s layout, chosen once: what `CoordinatorCore.allocate_step`
+    and the typed `Stepper.allocate` run for a step without lookahead.
+
+    Most steps of a running request touch one slot per group inside the blocks it holds and
+    evict nothing; every ``block_size`` slots a group takes a block, and a sliding window
+    drops one as often. For one or two groups with slot rows, each drawing on a pool of its
+    own, such steps are written out here, their groups unrolled, on plain locals: the
+    request's ``room`` and ``evict`` (see `RequestState`) stand for the managers' answers
+    until the step passes one, and a pool is called only for the block it gives or takes.
+    Every change is undone if an exception escapes anyway (the pools' through the journal of
+    `CoordinatorCore._undo`). Any other step (several slots in a group, a shortfall or a
+    caller's mistake to report, content to cache, one pool for all groups) and every step of
+    another layout takes the general path, `CoordinatorCore._allocate`, before changing
+    anything: the specialised step only ever declines, the general path decides.
+    """
+    take, give, requests, general = core._take, core._give, core.requests, core._allocate
+    undo = core._undo
+    n = len(core.names)
+
+    def step_any(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
+        try:
+            take()
+        except IndexError:
+            raise core._concurrent("allocate") from None
+        try:
+            req = requests.get(request_id) if type(request_id) is str else None
+            if req is None:
+                raise core._unknown(request_id)
+            if len(num_new) != n:
+                raise core._arity(request_id, len(num_new))
+            return general(request_id, req, num_new, None)
+        finally:
+            give(True)
+
+    # One touched slot is within max_in_flight when max_in_flight is at least 1.
+    if not all(core._has_rows) or min(core._in_flight) < 1 or core._one_pool is not None:
+        return step_any
+    if n == 1:
+        ((p0,), (b0,)) = core._pool, core._block_size
+        ((m0,), (pool0,)) = core._managers, core.pools
+
+        def step_1(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
+            try:
+                take()
+            except IndexError:
+                raise core._concurrent("allocate") from None
+            try:
+                req = requests.get(request_id) if type(request_id) is str else None
+                if req is None:
+                    raise core._unknown(request_id)
+                try:
+                    (q0,) = num_new
+                except ValueError:
+                    raise core._arity(request_id, len(num_new)) from None
+                rows, room, evict, extra = req.num_rows, req.room, req.evict, req.extra
+                c0 = rows[0]
+                # The slots touched, first..end-1: one, or none past those held (an empty
+                # step); any other step is general.
+                f0 = c0 // p0
+                e0 = f0 + 1 if q0 else -(-c0 // p0)
+                if c0 + q0 > e0 * p0 or q0 < 0 or (extra is not None and not extra.idle):
+                    return general(request_id, req, num_new, None)
+                (t0,) = req.tables
+                journal: list[tuple[Any, ...]] | None = None
+                if e0 > room[0] or f0 >= evict[0]:
+                    # Phase 1: past a bound, the managers' answers and the pool's free count.
+                    max_len, skipped = req.max_len, req.skipped
+                    if e0 > max_len[0]:
+                        return general(request_id, req, num_new, None)
+                    k0 = d0 = skipped[0]
+                    w0 = 0
+                    if f0 >= evict[0]:
+                        k0 = max(m0.skipped_blocks(f0), d0)
+                    if e0 > room[0]:
+                        w0 = m0.table_length(e0) - len(t0)
+                        if w0 > 0 and w0 > pool0.num_free + k0 - d0 - (
+                            pool0.count_shared(t0[d0:k0]) if k0 > d0 else 0
+                        ):
+                            return general(request_id, req, num_new, None)
+                    # Phase 2: evict, allocate, journaled; the bounds passed, set again.
+                    journal = []
+                    try:
+                        if k0 > d0:
+                            evicted = t0[d0:k0]
+                            pool0.free(evicted)
+                            journal.append((0, d0, evicted, None, 0))
+                            t0[d0:k0] = [NULL_BLOCK] * (k0 - d0)
+                            skipped[0] = k0
+                        if w0 > 0:
+                            mark = pool0.mark()
+                            taken = pool0.allocate_n(w0)
+                            journal.append((0, 0, None, taken, mark))
+                            t0.extend(taken)
+                        if e0 > room[0]:
+                            room[0] = min(m0.reach(len(t0)), max_len[0])
+                        if f0 >= evict[0]:
+                            evict[0] = m0.first_evicting(k0)
+                    except BaseException:
+                        undo(req, journal)
+                        room[0], evict[0] = -1, 0
+                        raise
+                out = [[t0[f0 // b0] * b0 + f0 % b0] if q0 else []]
+                slots, step = req.num_slots, req.step_rows
+                s0 = step[0]
+                try:
+                    rows[0], slots[0], step[0] = c0 + q0, e0, q0
+                except BaseException:
+                    rows[0], slots[0], step[0] = c0, -(-c0 // p0), s0
+                    if journal is not None:
+                        undo(req, journal)
+                        room[0], evict[0] = -1, 0
+                    raise
+                if journal and w0 > 0:
+                    pool0.settle()
+                return out
+            finally:
+                give(True)
+
+        return step_1
+    if n != 2:
+        return step_any
+    (p0, p1), (b0, b1) = core._pool, core._block_size
+    (m0, m1), (pool0, pool1) = core._managers, core.pools
+
+    def step_2(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
+        # step_1's, for two groups.
+        try:
+            take()
+        except IndexError:
+            raise core._concurrent("allocate") from None
+        try:
+            req = requests.get(request_id) if type(request_id) is str else None
+            if req is None:
+                raise core._unknown(request_id)
+            try:
+                q0, q1 = num_new
+            except ValueError:
+                raise core._arity(request_id, len(num_new)) from None
+            rows, room, evict, extra = req.num_rows, req.room, req.evict, req.extra
+            c0, c1 = rows
+            f0 = c0 // p0
+            f1 = c1 // p1
+            e0 = f0 + 1 if q0 else -(-c0 // p0)
+            e1 = f1 + 1 if q1 else -(-c1 // p1)
+            if (
+                c0 + q0 > e0 * p0
+                or c1 + q1 > e1 * p1
+                or (q0 | q1) < 0
+                or (extra is not None and not extra.idle)
+            ):
+                return general(request_id, req, num_new, None)
+            t0, t1 = req.tables
+            journal: list[tuple[Any, ...]] | None = None
+            if e0 > room[0] or e1 > room[1] or f0 >= evict[0] or f1 >= evict[1]:
+                max_len, skipped = req.max_len, req.skipped
+                if e0 > max_len[0] or e1 > max_len[1]:
+                    return general(request_id, req, num_new, None)
+                k0 = d0 = skipped[0]
+                k1 = d1 = skipped[1]
+                w0 = w1 = 0
+                if f0 >= evict[0]:
+                    k0 = max(m0.skipped_blocks(f0), d0)
+                if f1 >= evict[1]:
+                    k1 = max(m1.skipped_blocks(f1), d1)
+                if e0 > room[0]:
+                    w0 = m0.table_length(e0) - len(t0)
+                    if w0 > 0 and w0 > pool0.num_free + k0 - d0 - (
+                        pool0.count_shared(t0[d0:k0]) if k0 > d0 else 0
+                    ):
+                        return general(request_id, req, num_new, None)
+                if e1 > room[1]:
+                    w1 = m1.table_length(e1) - len(t1)
+                    if w1 > 0 and w1 > pool1.num_free + k1 - d1 - (
+                        pool1.count_shared(t1[d1:k1]) if k1 > d1 else 0
+                    ):
+                        return general(request_id, req, num_new, None)
+                journal = []
+                try:
+                    if k0 > d0:
+                        evicted = t0[d0:k0]
+                        pool0.free(evicted)
+                        journal.append((0, d0, evicted, None, 0))
+                        t0[d0:k0] = [NULL_BLOCK] * (k0 - d0)
+                        skipped[0] = k0
+                    if w0 > 0:
+                        mark = pool0.mark()
+                        taken = pool0.allocate_n(w0)
+                        journal.append((0, 0, None, taken, mark))
+                        t0.extend(taken)
+                    if k1 > d1:
+                        evicted = t1[d1:k1]
+                        pool1.free(evicted)
+                        journal.append((1, d1, evicted, None, 0))
+                        t1[d1:k1] = [NULL_BLOCK] * (k1 - d1)
+                        skipped[1] = k1
+                    if w1 > 0:
+                        mark = pool1.mark()
+                        taken = pool1.allocate_n(w1)
+                        journal.append((1, 0, None, taken, mark))
+                        t1.extend(taken)
+                    if e0 > room[0]:
+                        room[0] = min(m0.reach(len(t0)), max_len[0])
+                    if e1 > room[1]:
+                        room[1] = min(m1.reach(len(t1)), max_len[1])
+                    if f0 >= evict[0]:
+                        evict[0] = m0.first_evicting(k0)
+                    if f1 >= evict[1]:
+                        evict[1] = m1.first_evicting(k1)
+                except BaseException:
+                    undo(req, journal)
+                    room[0] = room[1] = -1
+                    evict[0] = evict[1] = 0
+                    raise
+            out = [
+                [t0[f0 // b0] * b0 + f0 % b0] if q0 else [],
+                [t1[f1 // b1] * b1 + f1 % b1] if q1 else [],
+            ]
+            slots, step = req.num_slots, req.step_rows
+            s0, s1 = step
+            try:
+                rows[0], slots[0], step[0] = c0 + q0, e0, q0
+                rows[1], slots[1], step[1] = c1 + q1, e1, q1
+            except BaseException:
+                rows[0], slots[0], step[0] = c0, -(-c0 // p0), s0
+                rows[1], slots[1], step[1] = c1, -(-c1 // p1), s1
+                if journal is not None:
+                    undo(req, journal)
+                    room[0] = room[1] = -1
+                    evict[0] = evict[1] = 0
+                raise
+            if journal:
+                if w0 > 0:
+                    pool0.settle()
+                if w1 > 0:
+                    pool1.settle()
+            return out
+        finally:
+            give(True)
+
+    return step_2

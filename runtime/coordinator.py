@@ -69,7 +69,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -343,13 +343,14 @@ class Stepper(Generic[*_Us]):
         handles: the bound groups, in argument order.
     """
 
-    __slots__ = ("_owner", "allocate", "handles")
+    __slots__ = ("_admit_lengths", "_owner", "allocate", "handles")
     allocate: AllocateFn[*_Us]
 
     def __init__(self, owner: KVCacheCoordinator, handles: tuple[GroupHandle[Any], ...]) -> None:
         self._owner = owner
         self.handles = handles
         self.allocate = cast(AllocateFn[*_Us], _make_allocate(owner._core, handles))
+        self._admit_lengths = _make_lengths(owner._core, handles)
 
     def admit(self, request_id: str, *max_len: *_Us) -> None:
         """Admit a request with its longest sequence per bound group (others: their limit).
@@ -360,22 +361,19 @@ class Stepper(Generic[*_Us]):
             AdmissionError: the request can never fit; refuse it (nothing changed).
             AllocationError: its caps cannot be reserved now; retry later (nothing changed).
         """
-        lengths: list[int | None] = [None] * len(self._owner._core.names)
+        core = self._owner._core
         given: tuple[object, ...] = max_len
-        if len(given) != len(self.handles):
+        handles = self.handles
+        if len(given) != len(handles):
             raise UnitTypeError(
-                f"admit takes {len(self.handles)} lengths, one per bound group ("
-                + ", ".join(f"{h.name}: {h.unit.unit}" for h in self.handles)
+                f"admit takes {len(handles)} lengths, one per bound group ("
+                + ", ".join(f"{h.name}: {h.unit.unit}" for h in handles)
                 + f"), got {len(given)}",
                 field="max_len",
-                expected=", ".join(h.unit.unit for h in self.handles),
+                expected=", ".join(h.unit.unit for h in handles),
                 got=f"{len(given)} values",
             )
-        for i, (quantity, handle) in enumerate(zip(given, self.handles, strict=True)):
-            if type(quantity) is not handle.unit:
-                _reject(handle, quantity, f"max_len[{i}]")
-            lengths[handle.index] = handle.slots_of(magnitude(cast(IntQuantity, quantity)))
-        self._owner._core.admit(request_id, lengths)
+        core.admit(request_id, self._admit_lengths(given))
 
     def seq_lens(self, request_id: str) -> tuple[*_Us]:
         """The request's length so far in each bound group, each in its handle's unit."""
@@ -1006,14 +1004,17 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
     """The stepper's ``allocate``: a closure of fixed arity for the common layouts, so that the
     typed entry costs one type check per argument and one call (the benchmark prices it).
 
-    The core counts positions in each group's kernel unit; a handle stepped in whole pooled
-    blocks scales its count by P (``rows_per_unit``).
+    It calls the core's `~runtime._core.CoordinatorCore.step_function`, the one
+    ``allocate_step`` runs, directly: the typed entry adds its checks and nothing else. The
+    core counts positions in each group's kernel unit; a handle stepped in whole pooled blocks
+    scales its count by P (``rows_per_unit``), and a closure whose handles all count positions
+    (scale 1) skips the products.
     """
-    allocate = core.allocate_step
+    allocate = core.step_function
     # Each argument's class is checked (type(a) is u0) just before its int is read, from the
     # quantity's slot itself: an attribute load is the cheapest read there is (a call, even
     # contracts.internal.magnitude, costs the typed entry about 4% of a step; the allocator
-    # benchmark prices it). The one place outside contracts that reads the slot.
+    # benchmark prices it). With `Stepper.admit`, the only reads of the slot outside contracts.
     units = tuple(h.unit for h in handles)
     scales = tuple(h.rows_per_unit for h in handles)
     num_groups = len(core.names)
@@ -1029,6 +1030,18 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
             return allocate(request_id, (a._value * s0,))
 
         return allocate_1
+    if in_order and num_groups == 2 and scales == (1, 1):
+        u0, u1 = units
+        h0, h1 = handles
+
+        def allocate_2_rows(request_id: str, a: Any, b: Any) -> list[list[int]]:
+            if type(a) is not u0:
+                _reject(h0, a, "num_new[0]")
+            if type(b) is not u1:
+                _reject(h1, b, "num_new[1]")
+            return allocate(request_id, (a._value, b._value))
+
+        return allocate_2_rows
     if in_order and num_groups == 2:
         u0, u1 = units
         h0, h1 = handles
@@ -1075,6 +1088,52 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
         return [out[h.index] for h in handles]
 
     return allocate_any
+
+
+def _make_lengths(
+    core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...]
+) -> Callable[[tuple[object, ...]], list[int | None]]:
+    """`Stepper.admit`'s unit checks: one length per bound handle (the caller checked their
+    number) to the core's lengths, in slots per group (None where unbound), each through
+    `contracts.crossing.slots_holding`. Written out for one and two groups in order, as
+    `_make_allocate` writes ``allocate``, and read from the quantity's slot as it does."""
+    num_groups = len(core.names)
+    in_order = tuple(h.index for h in handles) == tuple(range(num_groups))
+    if in_order and num_groups == 1:
+        (h0,) = handles
+        u0, r0 = h0.unit, h0._rows_per_slot
+
+        def lengths_1(given: tuple[Any, ...]) -> list[int | None]:
+            (a,) = given
+            if type(a) is not u0:
+                _reject(h0, a, "max_len[0]")
+            return [slots_holding(a._value, r0)]
+
+        return lengths_1
+    if in_order and num_groups == 2:
+        h0, h1 = handles
+        u0, u1, r0, r1 = h0.unit, h1.unit, h0._rows_per_slot, h1._rows_per_slot
+
+        def lengths_2(given: tuple[Any, ...]) -> list[int | None]:
+            a, b = given
+            if type(a) is not u0:
+                _reject(h0, a, "max_len[0]")
+            if type(b) is not u1:
+                _reject(h1, b, "max_len[1]")
+            return [slots_holding(a._value, r0), slots_holding(b._value, r1)]
+
+        return lengths_2
+
+    def lengths_any(given: tuple[Any, ...]) -> list[int | None]:
+        lengths: list[int | None] = [None] * num_groups
+        for i, quantity in enumerate(given):
+            handle = handles[i]
+            if type(quantity) is not handle.unit:
+                _reject(handle, quantity, f"max_len[{i}]")
+            lengths[handle.index] = handle.slots_of(quantity._value)
+        return lengths
+
+    return lengths_any
 
 
 def _content_block_size(spec: ManagerSpec[Any]) -> BlockSize[Any]:

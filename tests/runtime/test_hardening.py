@@ -213,11 +213,13 @@ def test_request_ids_are_checked(request_id: Any, message: str) -> None:
 # -- threads --------------------------------------------------------------------------------------
 
 
-def test_two_threads_get_a_clear_error_and_lose_no_block() -> None:
+@pytest.mark.parametrize("per_step", [2, 1])
+def test_two_threads_get_a_clear_error_and_lose_no_block(per_step: int) -> None:
     """Two threads drive one coordinator without a lock (the issue's scenario: no reservation,
     4 of 12 trials lost blocks for good). Each call now either runs as if alone or raises
     `ConcurrentUseError` having changed nothing; at the end the pools are consistent, every
-    request's blocks are where its thread's bookkeeping says, and freeing all leaks nothing."""
+    request's blocks are where its thread's bookkeeping says, and freeing all leaks nothing.
+    Steps of 2 tokens take the general path, steps of 1 the specialised one (issue 14)."""
     layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8)
     full = FullAttentionLayer(kv_heads=1, head_size=8)
     coord = coordinator(
@@ -252,8 +254,8 @@ def test_two_threads_get_a_clear_error_and_lose_no_block() -> None:
                         coord.free(rid)
                         del mine[rid]
                     else:
-                        step.allocate(rid, Tokens(2), Tokens(2))
-                        mine[rid] += 2
+                        step.allocate(rid, Tokens(per_step), Tokens(per_step))
+                        mine[rid] += per_step
                 except ConcurrentUseError:
                     refused[worker] += 1
                     if sum(refused) >= 50:
