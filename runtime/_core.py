@@ -69,12 +69,12 @@ class RequestState:
         tables: block tables (cache-block ids; the null block where evicted).
         num_rows: positions so far in the group's kernel unit (encoder tokens for a pooled
             group, else tokens; all computed by the time the next step comes).
-        num_slots: slots held so far, in the group's slot unit: ``cdiv(num_rows, P)``.
         max_len: the declared longest sequence, in the group's slot unit.
         caps: the admission cap, in cache blocks (what the ledger reserved).
         skipped: leading table entries already evicted, in cache blocks (they hold the null
-            block; the live blocks are ``tables[g][skipped[g]:]``). It equals the manager's
-            ``skipped_blocks`` at the latest step's first slot, kept to spare that call.
+            block; the live blocks are ``tables[g][skipped[g]:]``). It is the manager's
+            ``skipped_blocks`` at the latest step's first slot (or more, after a prefix hit),
+            kept to spare that call.
         step_rows: positions the latest step added, in the kernel unit (it started at
             ``num_rows − step_rows``).
         extra: what only a request that uses prefix caching or speculation has
@@ -83,30 +83,38 @@ class RequestState:
             ``min(manager.reach(len(tables[g])), max_len[g])``.
         evict: the first slot a step may start at that evicts: at most
             ``manager.first_evicting(skipped[g])``.
+        bound: the first slot a step may start at without its group needing the pools or
+            another block of its table: at most ``room``, ``evict`` and the end of the block
+            holding the next step's first slot.
+        base: the cache slot of slot 0 were every slot in that block's place:
+            ``(table[b] − b) × block_size`` for that block ``b``, so that a slot ``s`` below
+            ``bound`` is at cache slot ``base + s``.
 
-    ``room`` and ``evict`` only let a step skip the managers and the pools (see
-    `CoordinatorCore.allocate_step`): the general path sets them exact, and anything may set
-    them lower (-1 and 0, as at admission: the next step takes the general path), never higher.
+    ``room``, ``evict`` and ``bound`` only let a step skip the managers and the pools (see
+    `_make_step`): the general path sets them exact, and anything may set them lower (-1 and
+    0, as at admission: the next step then takes the general path), never higher; ``base``
+    is read only below ``bound``.
     """
 
     __slots__ = (
+        "_pools",
+        "base",
+        "bound",
         "caps",
         "evict",
         "extra",
         "max_len",
         "num_rows",
-        "num_slots",
         "room",
         "skipped",
         "step_rows",
         "tables",
     )
 
-    def __init__(self, max_len: list[int], caps: list[int]) -> None:
+    def __init__(self, max_len: list[int], caps: list[int], pools: tuple[int, ...]) -> None:
         n = len(max_len)
         self.tables: list[list[int]] = [[] for _ in range(n)]
         self.num_rows = [0] * n
-        self.num_slots = [0] * n
         self.max_len = max_len
         self.caps = caps
         self.skipped = [0] * n
@@ -114,6 +122,14 @@ class RequestState:
         self.extra: RequestExtras | None = None
         self.room = [-1] * n
         self.evict = [0] * n
+        self.bound = [-1] * n
+        self.base = [0] * n
+        self._pools = pools
+
+    @property
+    def num_slots(self) -> list[int]:
+        """Slots held so far per group, in its slot unit: ``cdiv(num_rows, P)`` (a copy)."""
+        return [-(-rows // p) for rows, p in zip(self.num_rows, self._pools, strict=True)]
 
 
 class RequestExtras:
@@ -170,6 +186,7 @@ class CoordinatorCore:
 
     __slots__ = (
         "_block_size",
+        "_bounded",
         "_give",
         "_has_rows",
         "_in_flight",
@@ -229,6 +246,8 @@ class CoordinatorCore:
         self._token = [True]
         self._take = self._token.pop
         self._give = self._token.append
+        # Whether this layout has a specialised step, which reads each request's bound.
+        self._bounded = _specialises(self)
         self._step = _make_step(self)
 
     @property
@@ -278,7 +297,7 @@ class CoordinatorCore:
             caps = self.ledger.caps(request_id, lengths)
             self.ledger.take(request_id, caps)
             try:
-                self.requests[request_id] = RequestState(lengths, caps)
+                self.requests[request_id] = RequestState(lengths, caps, self._pool)
             except BaseException:
                 self.ledger.give_back(caps)
                 raise
@@ -344,7 +363,7 @@ class CoordinatorCore:
             self.ledger.take(request_id, caps, discount)
             touched: list[tuple[BlockPool, int]] = []
             try:
-                req = RequestState(lengths, caps)
+                req = RequestState(lengths, caps, self._pool)
                 extra = RequestExtras(n)
                 for g, table in enumerate(tables):
                     pool = self.pools[g]
@@ -352,10 +371,8 @@ class CoordinatorCore:
                         if block != NULL_BLOCK:
                             pool.touch(block)
                             touched.append((pool, block))
-                    p = self._pool[g]
                     req.tables[g] = list(table)
                     req.num_rows[g] = hits[g]
-                    req.num_slots[g] = hits[g] // p
                     req.skipped[g] = sum(1 for b in table if b == NULL_BLOCK)
                     part = prefix.get(g)
                     if part is not None and self.caches[g] is not None:
@@ -550,7 +567,7 @@ class CoordinatorCore:
         # change to a pool and a table is journaled right after it is made (most steps make
         # none), so that an exception escaping anyway is undone before it propagates.
         journal: list[tuple[Any, ...]] = []
-        num_slots, step_rows = req.num_slots, req.step_rows
+        step_rows = req.step_rows
         last_steps = step_rows[:]
         has_rows, block_size = self._has_rows, self._block_size
         updated = 0
@@ -589,7 +606,6 @@ class CoordinatorCore:
                 else:
                     out.append(cache_slots(table, block_size[g], first, end))
                 num_rows[g] += q
-                num_slots[g] = end
                 step_rows[g] = q
                 updated = g + 1
                 # The bounds this step passed, set again (exact) for the next.
@@ -597,24 +613,39 @@ class CoordinatorCore:
                     room[g] = min(managers[g].reach(len(table)), max_len[g])
                 if first >= evict[g]:
                     evict[g] = managers[g].first_evicting(skip)
+            if self._bounded:
+                for g in range(len(plan)):
+                    self._rebound(req, g)
             extra = req.extra
             if (extra is not None and not extra.idle) or lookahead is not None:
                 self._after_step(req, lookahead)
         except BaseException:
-            for g in range(updated):  # num_slots is cdiv(num_rows, P) before as after
+            for g in range(updated):
                 num_rows[g] -= num_new[g]
-                num_slots[g] = -(-num_rows[g] // pool_of[g])
             step_rows[:] = last_steps
             self._undo(req, journal)
             # Lower is always right: the next step sets them again.
             room[:] = [-1] * len(room)
             evict[:] = [0] * len(evict)
+            req.bound[:] = [-1] * len(room)
             raise
         if journal:
             for entry in journal:
                 if entry[3] is not None:
                     pools[entry[0]].settle()
         return out
+
+    def _rebound(self, req: RequestState, g: int) -> None:
+        """Set ``req``'s ``bound`` and ``base`` in group ``g`` for its next step, from its
+        ``room`` and ``evict`` there (see `RequestState`)."""
+        table, size = req.tables[g], self._block_size[g]
+        index = req.num_rows[g] // self._pool[g] // size  # the next step's first slot's block
+        block = table[index] if index < len(table) else NULL_BLOCK
+        if block == NULL_BLOCK:  # a block to take first: the next step is past room
+            req.bound[g] = -1
+            return
+        req.base[g] = (block - index) * size
+        req.bound[g] = min(req.room[g], req.evict[g], (index + 1) * size)
 
     def allocate_speculative(
         self, request_id: str, num_new: Sequence[int], lookahead: Sequence[int]
@@ -863,9 +894,9 @@ class CoordinatorCore:
                     self.pools[g].free(tail)
                     freed.append((g, tail))
                     del table[keep:]
-                    req.room[g] = -1  # the table is shorter: the next step sets it again
+                    # The table is shorter: the next step sets these again.
+                    req.room[g] = req.bound[g] = -1
                     req.num_rows[g] = rows
-                    req.num_slots[g] = slots
                     req.step_rows[g] -= r
                     spec[g] -= r
             except BaseException:
@@ -874,7 +905,6 @@ class CoordinatorCore:
                     req.tables[g].extend(tail)
                     r = rejected[g]
                     req.num_rows[g] += r
-                    req.num_slots[g] = -(-req.num_rows[g] // self._pool[g])
                     req.step_rows[g] += r
                     spec[g] += r
                 raise
@@ -987,24 +1017,40 @@ class CoordinatorCore:
 StepFn = Callable[[str, Sequence[int]], list[list[int]]]
 
 
+def _specialises(core: CoordinatorCore) -> bool:
+    """Whether `_make_step` writes a step out for ``core``'s layout: one or two groups with slot
+    rows, each drawing on a pool of its own, whose steps may touch a slot (max_in_flight >= 1)."""
+    return (
+        len(core.names) <= 2
+        and all(core._has_rows)
+        and min(core._in_flight) >= 1
+        and core._one_pool is None
+    )
+
+
 def _make_step(core: CoordinatorCore) -> StepFn:
     """The step function of ``core``'s layout, chosen once: what `CoordinatorCore.allocate_step`
     and the typed `Stepper.allocate` run for a step without lookahead.
 
-    Most steps of a running request touch one slot per group inside the blocks it holds and
-    evict nothing; every ``block_size`` slots a group takes a block, and a sliding window
-    drops one as often. For one or two groups with slot rows, each drawing on a pool of its
-    own, such steps are written out here, their groups unrolled, on plain locals: the
-    request's ``room`` and ``evict`` (see `RequestState`) stand for the managers' answers
-    until the step passes one, and a pool is called only for the block it gives or takes.
-    Every change is undone if an exception escapes anyway (the pools' through the journal of
-    `CoordinatorCore._undo`). Any other step (several slots in a group, a shortfall or a
-    caller's mistake to report, content to cache, one pool for all groups) and every step of
-    another layout takes the general path, `CoordinatorCore._allocate`, before changing
-    anything: the specialised step only ever declines, the general path decides.
+    Most steps of a running request touch one slot per group, inside the block the previous
+    step touched or the next one, and evict nothing; every ``block_size`` slots a group takes
+    a block, and a sliding window drops one as often. For the layouts `_specialises` names,
+    such steps are written out here, their groups unrolled, on plain locals:
+
+    * below each group's ``bound`` (see `RequestState`; an empty step: below ``evict``), the
+      step is ints: the slot mapping is ``base + first``, and it writes the request's rows
+      and step;
+    * past a bound, ``room`` and ``evict`` stand for the managers' answers, which are asked
+      only past them; a pool is called only for the block it gives or takes, journaled as the
+      general path journals it (`CoordinatorCore._undo`), and the bounds are set again.
+
+    Every change is undone if an exception escapes anyway. Any other step (several slots in
+    a group, a shortfall or a caller's mistake to report, content to cache) takes the general
+    path, `CoordinatorCore._allocate`, before changing anything: the specialised step only
+    ever declines, and the general path decides.
     """
     take, give, requests, general = core._take, core._give, core.requests, core._allocate
-    undo = core._undo
+    undo, rebound = core._undo, core._rebound
     n = len(core.names)
 
     def step_any(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
@@ -1022,12 +1068,61 @@ def _make_step(core: CoordinatorCore) -> StepFn:
         finally:
             give(True)
 
-    # One touched slot is within max_in_flight when max_in_flight is at least 1.
-    if not all(core._has_rows) or min(core._in_flight) < 1 or core._one_pool is not None:
+    if not _specialises(core):
         return step_any
     if n == 1:
         ((p0,), (b0,)) = core._pool, core._block_size
         ((m0,), (pool0,)) = core._managers, core.pools
+
+        def grow_1(
+            request_id: str, req: RequestState, num_new: Sequence[int], q0: int, c0: int, f0: int
+        ) -> list[list[int]]:
+            # step_1 past a bound: one slot (or none) that may need the pool.
+            room, evict, max_len, skipped = req.room, req.evict, req.max_len, req.skipped
+            t0 = req.tables[0]
+            e0 = f0 + 1 if q0 else -(-c0 // p0)
+            if e0 > max_len[0]:
+                return general(request_id, req, num_new, None)
+            k0 = d0 = skipped[0]
+            w0 = 0
+            if f0 >= evict[0]:
+                k0 = max(m0.skipped_blocks(f0), d0)
+            if e0 > room[0]:
+                w0 = m0.table_length(e0) - len(t0)
+                if w0 > 0 and w0 > pool0.num_free + k0 - d0 - (
+                    pool0.count_shared(t0[d0:k0]) if k0 > d0 else 0
+                ):
+                    return general(request_id, req, num_new, None)  # it reports the shortfall
+            journal: list[tuple[Any, ...]] = []
+            step = req.step_rows
+            s0 = step[0]
+            try:
+                if k0 > d0:
+                    evicted = t0[d0:k0]
+                    pool0.free(evicted)
+                    journal.append((0, d0, evicted, None, 0))
+                    t0[d0:k0] = [NULL_BLOCK] * (k0 - d0)
+                    skipped[0] = k0
+                if w0 > 0:
+                    mark = pool0.mark()
+                    taken = pool0.allocate_n(w0)
+                    journal.append((0, 0, None, taken, mark))
+                    t0.extend(taken)
+                if e0 > room[0]:
+                    room[0] = min(m0.reach(len(t0)), max_len[0])
+                if f0 >= evict[0]:
+                    evict[0] = m0.first_evicting(k0)
+                out = [[t0[f0 // b0] * b0 + f0 % b0] if q0 else []]
+                req.num_rows[0], step[0] = c0 + q0, q0
+                rebound(req, 0)
+            except BaseException:
+                req.num_rows[0], step[0] = c0, s0
+                undo(req, journal)
+                room[0], evict[0], req.bound[0] = -1, 0, -1
+                raise
+            if w0 > 0:
+                pool0.settle()
+            return out
 
         def step_1(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
             try:
@@ -1042,78 +1137,126 @@ def _make_step(core: CoordinatorCore) -> StepFn:
                     (q0,) = num_new
                 except ValueError:
                     raise core._arity(request_id, len(num_new)) from None
-                rows, room, evict, extra = req.num_rows, req.room, req.evict, req.extra
+                rows, extra = req.num_rows, req.extra
                 c0 = rows[0]
-                # The slots touched, first..end-1: one, or none past those held (an empty
-                # step); any other step is general.
+                # The step's first slot; it touches that one, or none past those held (an
+                # empty step). Any other step is general.
                 f0 = c0 // p0
-                e0 = f0 + 1 if q0 else -(-c0 // p0)
-                if c0 + q0 > e0 * p0 or q0 < 0 or (extra is not None and not extra.idle):
+                if c0 + q0 > (f0 + 1) * p0 or q0 < 0 or (extra is not None and not extra.idle):
                     return general(request_id, req, num_new, None)
-                (t0,) = req.tables
-                journal: list[tuple[Any, ...]] | None = None
-                if e0 > room[0] or f0 >= evict[0]:
-                    # Phase 1: past a bound, the managers' answers and the pool's free count.
-                    max_len, skipped = req.max_len, req.skipped
-                    if e0 > max_len[0]:
-                        return general(request_id, req, num_new, None)
-                    k0 = d0 = skipped[0]
-                    w0 = 0
-                    if f0 >= evict[0]:
-                        k0 = max(m0.skipped_blocks(f0), d0)
-                    if e0 > room[0]:
-                        w0 = m0.table_length(e0) - len(t0)
-                        if w0 > 0 and w0 > pool0.num_free + k0 - d0 - (
-                            pool0.count_shared(t0[d0:k0]) if k0 > d0 else 0
-                        ):
-                            return general(request_id, req, num_new, None)
-                    # Phase 2: evict, allocate, journaled; the bounds passed, set again.
-                    journal = []
-                    try:
-                        if k0 > d0:
-                            evicted = t0[d0:k0]
-                            pool0.free(evicted)
-                            journal.append((0, d0, evicted, None, 0))
-                            t0[d0:k0] = [NULL_BLOCK] * (k0 - d0)
-                            skipped[0] = k0
-                        if w0 > 0:
-                            mark = pool0.mark()
-                            taken = pool0.allocate_n(w0)
-                            journal.append((0, 0, None, taken, mark))
-                            t0.extend(taken)
-                        if e0 > room[0]:
-                            room[0] = min(m0.reach(len(t0)), max_len[0])
-                        if f0 >= evict[0]:
-                            evict[0] = m0.first_evicting(k0)
-                    except BaseException:
-                        undo(req, journal)
-                        room[0], evict[0] = -1, 0
-                        raise
-                out = [[t0[f0 // b0] * b0 + f0 % b0] if q0 else []]
-                slots, step = req.num_slots, req.step_rows
+                # An empty step holds no new slot: only an eviction needs more than ints.
+                if f0 >= (req.bound[0] if q0 else req.evict[0]):
+                    return grow_1(request_id, req, num_new, q0, c0, f0)
+                out = [[req.base[0] + f0] if q0 else []]
+                step = req.step_rows
                 s0 = step[0]
                 try:
-                    rows[0], slots[0], step[0] = c0 + q0, e0, q0
+                    rows[0], step[0] = c0 + q0, q0
                 except BaseException:
-                    rows[0], slots[0], step[0] = c0, -(-c0 // p0), s0
-                    if journal is not None:
-                        undo(req, journal)
-                        room[0], evict[0] = -1, 0
+                    rows[0], step[0] = c0, s0
                     raise
-                if journal and w0 > 0:
-                    pool0.settle()
                 return out
             finally:
                 give(True)
 
         return step_1
-    if n != 2:
-        return step_any
     (p0, p1), (b0, b1) = core._pool, core._block_size
     (m0, m1), (pool0, pool1) = core._managers, core.pools
 
+    def grow_2(
+        request_id: str,
+        req: RequestState,
+        num_new: Sequence[int],
+        q0: int,
+        q1: int,
+        c0: int,
+        c1: int,
+        f0: int,
+        f1: int,
+    ) -> list[list[int]]:
+        # grow_1, for two groups: both checked before either changes.
+        room, evict, max_len, skipped = req.room, req.evict, req.max_len, req.skipped
+        t0, t1 = req.tables
+        e0 = f0 + 1 if q0 else -(-c0 // p0)
+        e1 = f1 + 1 if q1 else -(-c1 // p1)
+        if e0 > max_len[0] or e1 > max_len[1]:
+            return general(request_id, req, num_new, None)
+        k0 = d0 = skipped[0]
+        k1 = d1 = skipped[1]
+        w0 = w1 = 0
+        if f0 >= evict[0]:
+            k0 = max(m0.skipped_blocks(f0), d0)
+        if f1 >= evict[1]:
+            k1 = max(m1.skipped_blocks(f1), d1)
+        if e0 > room[0]:
+            w0 = m0.table_length(e0) - len(t0)
+            if w0 > 0 and w0 > pool0.num_free + k0 - d0 - (
+                pool0.count_shared(t0[d0:k0]) if k0 > d0 else 0
+            ):
+                return general(request_id, req, num_new, None)
+        if e1 > room[1]:
+            w1 = m1.table_length(e1) - len(t1)
+            if w1 > 0 and w1 > pool1.num_free + k1 - d1 - (
+                pool1.count_shared(t1[d1:k1]) if k1 > d1 else 0
+            ):
+                return general(request_id, req, num_new, None)
+        journal: list[tuple[Any, ...]] = []
+        rows, step = req.num_rows, req.step_rows
+        s0, s1 = step
+        try:
+            if k0 > d0:
+                evicted = t0[d0:k0]
+                pool0.free(evicted)
+                journal.append((0, d0, evicted, None, 0))
+                t0[d0:k0] = [NULL_BLOCK] * (k0 - d0)
+                skipped[0] = k0
+            if w0 > 0:
+                mark = pool0.mark()
+                taken = pool0.allocate_n(w0)
+                journal.append((0, 0, None, taken, mark))
+                t0.extend(taken)
+            if k1 > d1:
+                evicted = t1[d1:k1]
+                pool1.free(evicted)
+                journal.append((1, d1, evicted, None, 0))
+                t1[d1:k1] = [NULL_BLOCK] * (k1 - d1)
+                skipped[1] = k1
+            if w1 > 0:
+                mark = pool1.mark()
+                taken = pool1.allocate_n(w1)
+                journal.append((1, 0, None, taken, mark))
+                t1.extend(taken)
+            if e0 > room[0]:
+                room[0] = min(m0.reach(len(t0)), max_len[0])
+            if e1 > room[1]:
+                room[1] = min(m1.reach(len(t1)), max_len[1])
+            if f0 >= evict[0]:
+                evict[0] = m0.first_evicting(k0)
+            if f1 >= evict[1]:
+                evict[1] = m1.first_evicting(k1)
+            out = [
+                [t0[f0 // b0] * b0 + f0 % b0] if q0 else [],
+                [t1[f1 // b1] * b1 + f1 % b1] if q1 else [],
+            ]
+            rows[0], step[0] = c0 + q0, q0
+            rows[1], step[1] = c1 + q1, q1
+            rebound(req, 0)
+            rebound(req, 1)
+        except BaseException:
+            rows[0], step[0] = c0, s0
+            rows[1], step[1] = c1, s1
+            undo(req, journal)
+            room[0] = room[1] = req.bound[0] = req.bound[1] = -1
+            evict[0] = evict[1] = 0
+            raise
+        if w0 > 0:
+            pool0.settle()
+        if w1 > 0:
+            pool1.settle()
+        return out
+
     def step_2(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
-        # step_1's, for two groups.
+        # step_1, for two groups.
         try:
             take()
         except IndexError:
@@ -1126,103 +1269,31 @@ def _make_step(core: CoordinatorCore) -> StepFn:
                 q0, q1 = num_new
             except ValueError:
                 raise core._arity(request_id, len(num_new)) from None
-            rows, room, evict, extra = req.num_rows, req.room, req.evict, req.extra
+            rows, extra = req.num_rows, req.extra
             c0, c1 = rows
             f0 = c0 // p0
             f1 = c1 // p1
-            e0 = f0 + 1 if q0 else -(-c0 // p0)
-            e1 = f1 + 1 if q1 else -(-c1 // p1)
             if (
-                c0 + q0 > e0 * p0
-                or c1 + q1 > e1 * p1
+                c0 + q0 > (f0 + 1) * p0
+                or c1 + q1 > (f1 + 1) * p1
                 or (q0 | q1) < 0
                 or (extra is not None and not extra.idle)
             ):
                 return general(request_id, req, num_new, None)
-            t0, t1 = req.tables
-            journal: list[tuple[Any, ...]] | None = None
-            if e0 > room[0] or e1 > room[1] or f0 >= evict[0] or f1 >= evict[1]:
-                max_len, skipped = req.max_len, req.skipped
-                if e0 > max_len[0] or e1 > max_len[1]:
-                    return general(request_id, req, num_new, None)
-                k0 = d0 = skipped[0]
-                k1 = d1 = skipped[1]
-                w0 = w1 = 0
-                if f0 >= evict[0]:
-                    k0 = max(m0.skipped_blocks(f0), d0)
-                if f1 >= evict[1]:
-                    k1 = max(m1.skipped_blocks(f1), d1)
-                if e0 > room[0]:
-                    w0 = m0.table_length(e0) - len(t0)
-                    if w0 > 0 and w0 > pool0.num_free + k0 - d0 - (
-                        pool0.count_shared(t0[d0:k0]) if k0 > d0 else 0
-                    ):
-                        return general(request_id, req, num_new, None)
-                if e1 > room[1]:
-                    w1 = m1.table_length(e1) - len(t1)
-                    if w1 > 0 and w1 > pool1.num_free + k1 - d1 - (
-                        pool1.count_shared(t1[d1:k1]) if k1 > d1 else 0
-                    ):
-                        return general(request_id, req, num_new, None)
-                journal = []
-                try:
-                    if k0 > d0:
-                        evicted = t0[d0:k0]
-                        pool0.free(evicted)
-                        journal.append((0, d0, evicted, None, 0))
-                        t0[d0:k0] = [NULL_BLOCK] * (k0 - d0)
-                        skipped[0] = k0
-                    if w0 > 0:
-                        mark = pool0.mark()
-                        taken = pool0.allocate_n(w0)
-                        journal.append((0, 0, None, taken, mark))
-                        t0.extend(taken)
-                    if k1 > d1:
-                        evicted = t1[d1:k1]
-                        pool1.free(evicted)
-                        journal.append((1, d1, evicted, None, 0))
-                        t1[d1:k1] = [NULL_BLOCK] * (k1 - d1)
-                        skipped[1] = k1
-                    if w1 > 0:
-                        mark = pool1.mark()
-                        taken = pool1.allocate_n(w1)
-                        journal.append((1, 0, None, taken, mark))
-                        t1.extend(taken)
-                    if e0 > room[0]:
-                        room[0] = min(m0.reach(len(t0)), max_len[0])
-                    if e1 > room[1]:
-                        room[1] = min(m1.reach(len(t1)), max_len[1])
-                    if f0 >= evict[0]:
-                        evict[0] = m0.first_evicting(k0)
-                    if f1 >= evict[1]:
-                        evict[1] = m1.first_evicting(k1)
-                except BaseException:
-                    undo(req, journal)
-                    room[0] = room[1] = -1
-                    evict[0] = evict[1] = 0
-                    raise
-            out = [
-                [t0[f0 // b0] * b0 + f0 % b0] if q0 else [],
-                [t1[f1 // b1] * b1 + f1 % b1] if q1 else [],
-            ]
-            slots, step = req.num_slots, req.step_rows
+            bound, evict = req.bound, req.evict
+            if f0 >= (bound[0] if q0 else evict[0]) or f1 >= (bound[1] if q1 else evict[1]):
+                return grow_2(request_id, req, num_new, q0, q1, c0, c1, f0, f1)
+            base = req.base
+            out = [[base[0] + f0] if q0 else [], [base[1] + f1] if q1 else []]
+            step = req.step_rows
             s0, s1 = step
             try:
-                rows[0], slots[0], step[0] = c0 + q0, e0, q0
-                rows[1], slots[1], step[1] = c1 + q1, e1, q1
+                rows[0], step[0] = c0 + q0, q0
+                rows[1], step[1] = c1 + q1, q1
             except BaseException:
-                rows[0], slots[0], step[0] = c0, -(-c0 // p0), s0
-                rows[1], slots[1], step[1] = c1, -(-c1 // p1), s1
-                if journal is not None:
-                    undo(req, journal)
-                    room[0] = room[1] = -1
-                    evict[0] = evict[1] = 0
+                rows[0], step[0] = c0, s0
+                rows[1], step[1] = c1, s1
                 raise
-            if journal:
-                if w0 > 0:
-                    pool0.settle()
-                if w1 > 0:
-                    pool1.settle()
             return out
         finally:
             give(True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,9 +115,13 @@ def test_the_specialised_step_does_what_the_general_path_does(data: st.DataObjec
             got = [_outcome(c._core.free, rid) for c in (fast, general)]
         else:
             # Positions in the kernel unit: mostly one slot's worth (P encoder tokens of a
-            # pooled group), else anything from none to two slots and more.
+            # pooled group) or none (a group that waits, a cross-attention group after its
+            # first step), else anything up to two slots and more.
             counts = [
-                data.draw(st.just(p) | st.just(p) | st.integers(0, 2 * p + 1), label="positions")
+                data.draw(
+                    st.just(p) | st.just(p) | st.just(0) | st.integers(0, 2 * p + 1),
+                    label="positions",
+                )
                 for p in pools
             ]
             got = [
@@ -126,6 +131,38 @@ def test_the_specialised_step_does_what_the_general_path_does(data: st.DataObjec
         assert got[0] == got[1], (op, rid)
         assert _state(fast) == _state(general)
     check_pools(fast)
+
+
+@pytest.mark.parametrize("kinds", [("sliding",), ("sliding", "full"), ("full", "sliding_p2")])
+@pytest.mark.parametrize("positions", [1, 2])
+def test_one_slot_and_empty_steps_match_the_general_path(
+    kinds: tuple[str, ...], positions: int
+) -> None:
+    # Slots in every phase of a block and of the window are the first slot of an empty step
+    # and of a non-empty one: group g waits (an empty step) every 3rd or 5th step, so that the
+    # groups' boundaries fall apart, and otherwise adds ``positions`` (a pooled group at P = 2
+    # then stays in a slot for a step, or moves one slot a step).
+    layers: dict[str, LayerSpec] = {
+        "full": FullAttentionLayer(kv_heads=1, head_size=8),
+        "sliding": SlidingWindowLayer(sliding_window=Window(5, Tokens), kv_heads=1, head_size=8),
+        "sliding_p2": SlidingWindowLayer(
+            sliding_window=Window(5, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
+        ),
+    }
+    chosen = {f"{k}{i}": layers[k] for i, k in enumerate(kinds)}
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(chosen, block_size=2, num_blocks=100, max_len=160, max_in_flight=4)
+
+    fast, general = build(), build()
+    for c in (fast, general):
+        c._core.admit("r")
+    zeros = [0] * len(kinds)
+    for i in range(90):
+        counts = [0 if i % (3 + 2 * g) == 0 else positions for g in range(len(kinds))]
+        expected = general._core.allocate_step("r", counts, zeros)
+        assert fast._core.allocate_step("r", counts) == expected, (i, counts)
+        assert _state(fast) == _state(general), (i, counts)
 
 
 def _voxtral_toy() -> KVCacheCoordinator:
