@@ -9,7 +9,7 @@ text, full attention (8 KV heads × 128, bf16). The *prefix* trace is the same w
 stream bringing one shared prompt (32 tokens, and their 128 encoder tokens of audio).
 
 Sides, each replaying the same engine steps, timed around the allocator calls only, as vLLM's
-scheduler makes them (``/work/research/vllm_bench/harness.py`` does the same):
+scheduler makes them:
 
 * **vLLM** 0.33 (when importable): ``new_step_starts`` once per engine step, ``allocate_slots``
   per running stream, ``get_computed_blocks`` + ``allocate_slots`` +
@@ -34,11 +34,11 @@ prompt; vLLM hashes every generated token too, and caches decode blocks nobody w
 hits the audio and text sequences each on its own (vLLM takes one hit for both: when the
 shared audio block has been evicted, vLLM recomputes the text too).
 
-vLLM is not a dependency of kvunits. To run its side, use the venv of
-``/work/research/vllm_bench/INSTALL.md`` (torch 2.13.0 CPU, then ``vllm==0.33.0`` and its
-imports with ``pip install --no-deps``), with this repository on the path::
+vLLM is not a dependency of kvunits. To run its side, make the venv that
+``benchmarks/vllm-nodeps.txt`` describes (torch 2.13.0 CPU, then ``vllm==0.33.0`` and its imports
+with ``pip install --no-deps``, then kvunits)::
 
-    /work/research/vllm-venv/bin/python benchmarks/vs_vllm.py
+    .venv-vllm/bin/python benchmarks/vs_vllm.py
     .venv/bin/python benchmarks/vs_vllm.py          # no vLLM: kvunits' sides only, and says so
 
 This module is not imported by the test suite (importing vLLM takes ~10 s).
