@@ -11,7 +11,8 @@ The module imports only the standard library at import time (``--help`` stays in
 contracts and rich load when a command needs them (rich only to draw a table); pint, torch
 and triton never do: text quantities are read with the unit table of contracts._units. Only
 the arguments of the command being run are built, and pydantic's plugins are not looked for
-(``PYDANTIC_DISABLE_PLUGINS``, unless set): ``benchmarks/startup.py`` times the cold start.
+(``PYDANTIC_DISABLE_PLUGINS``, unless set; ``_startup``): ``benchmarks/startup.py`` times the
+cold start.
 """
 
 from __future__ import annotations
@@ -124,10 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     if argv is None:
         # The program itself (not a caller's process): pydantic's plugins observe a service's
-        # validation, and looking for them scans every installed distribution's entry points
-        # at the first model built. The command line loads none, unless asked to (the
-        # variable set otherwise).
-        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+        # validation, and looking for them costs every start; the command line loads none,
+        # unless asked to (the variable set otherwise). And a collector tuned for a short run.
+        from ._startup import prepare_process
+
+        prepare_process()
     arguments = sys.argv[1:] if argv is None else list(argv)
     # The command named first is the one that runs: build its arguments only.
     first = arguments[0] if arguments else None
