@@ -30,14 +30,22 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeAlias, TypeVar, final
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from ._describe import describe
-from ._text import parse_quantity_text, quantity_from_text, read_text_quantity
+from ._text import (
+    MAX_MAGNITUDE,
+    TextQuantity,
+    dimension_of,
+    parse_quantity_text,
+    split_text,
+    text_to_int,
+)
+from ._units import unit_named
 from .errors import UnitAttributeError, UnitError, UnitTypeError, UnitValueError
 
 
@@ -463,8 +471,79 @@ def coerce_quantity(value: object, classes: tuple[type[IntQuantity], ...]) -> In
     return _coerce_strictly(value, classes)
 
 
+#: A unit name resolved for one field type: the class it converts to, and its factor.
+_Resolved: TypeAlias = "tuple[type[IntQuantity], int]"
+
 #: Per field type (its classes), each unit name's class and factor (see `read_text_quantity`).
-_RESOLVED: dict[tuple[type[IntQuantity], ...], dict[str, tuple[type[IntQuantity], int]]] = {}
+_RESOLVED: dict[tuple[type[IntQuantity], ...], dict[str, _Resolved]] = {}
+
+
+def quantity_from_text(
+    quantity: TextQuantity, classes: tuple[type[IntQuantity], ...]
+) -> IntQuantity:
+    """``quantity`` as the one of ``classes`` of its dimension.
+
+    Raises:
+        UnitTypeError: none of ``classes`` counts in ``quantity``'s dimension.
+        UnitValueError: more than 2**63 - 1 of the class's unit.
+    """
+    for cls in classes:
+        if quantity.unit.dimension == dimension_of(cls.unit):
+            return cls(text_to_int(quantity, cls.unit))
+    units = " or ".join(c.unit for c in classes)
+    raise UnitTypeError(
+        f"expected {units}, got {quantity:~}"
+        + (
+            "; a manager-side unit cannot be written here, write the model's unit"
+            if "pooled_block" in quantity.unit.name
+            else ""
+        ),
+        expected=units,
+        got=f"{quantity}",
+    )
+
+
+def read_text_quantity(
+    text: str, classes: tuple[type[IntQuantity], ...], resolved: dict[str, _Resolved]
+) -> IntQuantity | None:
+    """The fast path of a text quantity field: ``text`` as one of ``classes``, or ``None``
+    where `parse_quantity_text` and `quantity_from_text` must say what is wrong.
+
+    ``resolved`` caches, per unit name, the class of ``classes`` it converts to and its
+    factor (the caller keeps one per field type): after a name's first use, a field costs
+    one strip, one match, one ``int`` and one dict look-up.
+    """
+    split = split_text(text)
+    if split is None:
+        return None
+    digits, name = split
+    target = resolved.get(name)
+    if target is None:
+        target = _resolve(name, classes)
+        if target is None:
+            return None
+        resolved[name] = target
+    cls, factor = target
+    if not digits.isdigit():
+        digits = digits.replace("_", "").replace(",", "")
+    magnitude = int(digits)
+    if magnitude > MAX_MAGNITUDE:
+        return None
+    if factor != 1:
+        magnitude *= factor
+        if magnitude > MAX_MAGNITUDE:
+            return None
+    return cls._trusted(magnitude)
+
+
+def _resolve(name: str, classes: tuple[type[IntQuantity], ...]) -> _Resolved | None:
+    unit = unit_named(name)
+    if unit is None:
+        return None
+    for cls in classes:
+        if unit.dimension == dimension_of(cls.unit):
+            return cls, unit.factor
+    return None
 
 
 def _coerce_strictly(value: object, classes: tuple[type[IntQuantity], ...]) -> IntQuantity:

@@ -6,22 +6,18 @@ converts the result exactly to a unit of the same dimension. pint is never impor
 user text reaches neither pint's expression evaluator nor its name resolver, and the error
 messages print quantities as pint prints them (``40 GiB``, ``40 gibibyte``).
 
-`read_text_quantity` is the fast path the config validators take first: one compiled
-grammar, and each unit name's class and factor cached per field; it returns ``None`` where
-the strict path must say what is wrong, so every message comes from one place.
+`split_text` is the one match of the config validators' fast path
+(`contracts._quantity.read_text_quantity`, which binds a text to a quantity class).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Final, TypeAlias, final
+from typing import Final, final
 
 from ._describe import describe
 from ._units import UnitInfo, unit_named
 from .errors import UnitTypeError, UnitValueError
-
-if TYPE_CHECKING:
-    from ._quantity import IntQuantity
 
 #: An integer (digits, optional ``_`` or ``,`` grouping), whitespace, one unit name.
 _GRAMMAR: Final = re.compile(r"(?P<num>[0-9][0-9_,]{0,24})[ \t]*(?P<unit>[A-Za-z][A-Za-z_]{0,31})")
@@ -35,9 +31,6 @@ _MAX_TEXT: Final = 64
 SPACE: Final = " \t\n\r\f\v"
 #: The largest magnitude accepted from text: 2**63 - 1, an int64 the kernels can index with.
 MAX_MAGNITUDE: Final = 2**63 - 1
-
-#: A unit name resolved for one field type: the class it converts to, and its factor.
-_Resolved: TypeAlias = "tuple[type[IntQuantity], int]"
 
 _KNOWN: Final = (
     "kvunits knows encoder_token, pooled_block, token, cache_block and byte (B, KiB, MiB, GiB, "
@@ -169,76 +162,19 @@ def text_to_int(quantity: TextQuantity, unit: str, *, field: str | None = None) 
     return magnitude
 
 
-def quantity_from_text(
-    quantity: TextQuantity, classes: tuple[type[IntQuantity], ...]
-) -> IntQuantity:
-    """``quantity`` as the one of ``classes`` of its dimension.
-
-    Raises:
-        UnitTypeError: none of ``classes`` counts in ``quantity``'s dimension.
-        UnitValueError: more than 2**63 - 1 of the class's unit.
-    """
-    for cls in classes:
-        if quantity.unit.dimension == _dimension(cls.unit):
-            return cls(text_to_int(quantity, cls.unit))
-    units = " or ".join(c.unit for c in classes)
-    raise UnitTypeError(
-        f"expected {units}, got {quantity:~}"
-        + (
-            "; a manager-side unit cannot be written here, write the model's unit"
-            if "pooled_block" in quantity.unit.name
-            else ""
-        ),
-        expected=units,
-        got=f"{quantity}",
-    )
-
-
-def read_text_quantity(
-    text: str, classes: tuple[type[IntQuantity], ...], resolved: dict[str, _Resolved]
-) -> IntQuantity | None:
-    """The fast path of a text quantity field: ``text`` as one of ``classes``, or ``None``
-    where `parse_quantity_text` and `quantity_from_text` must say what is wrong.
-
-    ``resolved`` caches, per unit name, the class of ``classes`` it converts to and its
-    factor (the caller keeps one per field type): after a name's first use, a field costs
-    one strip, one match, one ``int`` and one dict look-up.
-    """
+def split_text(text: str) -> tuple[str, str] | None:
+    """The number and the unit name of ``text`` when it matches the strict grammar (ASCII
+    whitespace around allowed), else ``None``: the fast path's one match."""
     stripped = text.strip(SPACE)
     match = _GRAMMAR.fullmatch(stripped)
     if match is None or len(stripped) > _MAX_TEXT:
         return None
     digits, name = match.group(1, 2)
-    target = resolved.get(name)
-    if target is None:
-        target = _resolve(name, classes)
-        if target is None:
-            return None
-        resolved[name] = target
-    cls, factor = target
-    if not digits.isdigit():
-        digits = digits.replace("_", "").replace(",", "")
-    magnitude = int(digits)
-    if magnitude > MAX_MAGNITUDE:
-        return None
-    if factor != 1:
-        magnitude *= factor
-        if magnitude > MAX_MAGNITUDE:
-            return None
-    return cls._trusted(magnitude)
+    return digits, name
 
 
-def _resolve(name: str, classes: tuple[type[IntQuantity], ...]) -> _Resolved | None:
-    unit = unit_named(name)
-    if unit is None:
-        return None
-    for cls in classes:
-        if unit.dimension == _dimension(cls.unit):
-            return cls, unit.factor
-    return None
-
-
-def _dimension(unit: str) -> str:
+def dimension_of(unit: str) -> str:
+    """The dimension of a unit of the table (``"GiB"`` → ``"[byte]"``)."""
     info = unit_named(unit)
     assert info is not None, f"{unit!r} is not in units.txt"
     return info.dimension

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import contracts
 from contracts import Bytes, EncoderTokens, IntQuantity, PooledBlocks, Tokens, UnitError
-from contracts._quantity import _coerce_strictly, _from_pint, coerce_quantity
-from contracts._text import parse_quantity_text, read_text_quantity
+from contracts._quantity import _coerce_strictly, _from_pint, coerce_quantity, read_text_quantity
+from contracts._text import parse_quantity_text
 from contracts._units import read_definitions, unit_named, unit_table
 from contracts.internal import QUANTITY_CLASSES
 
