@@ -518,9 +518,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
     if isinstance(vllm, str):
         print(
-            f"vLLM is NOT importable ({vllm}): timing kvunits only. Install vLLM as "
-            "/work/research/vllm_bench/INSTALL.md says and run this script with that venv's "
-            "python to compare."
+            f"vLLM is NOT importable ({vllm}): timing kvunits only. Make the venv that "
+            "benchmarks/vllm-nodeps.txt describes and run this script with its python to "
+            "compare."
         )
     else:
         print(f"vLLM {vllm['vllm'].__version__}, torch {vllm['torch'].__version__}")

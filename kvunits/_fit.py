@@ -113,19 +113,17 @@ def fit_to_dict(config: KvUnitsConfig, answers: FitAnswers) -> dict[str, Any]:
 
 def render_fit(config: KvUnitsConfig, answers: FitAnswers, out: TextIO) -> None:
     """The answers for people, one sentence each."""
-    from rich.text import Text
+    from ._render import clean, human_bytes
+    from ._table import Line, Screen
 
-    from ._render import clean, human_bytes, make_console
-
-    console = make_console(out)
-    title = Text("kvunits fit: ")
-    title.append(clean(config.model.name), style="bold")
-    title.append(f"  ({clean(config.source)})", style="dim")
-    console.print(title)
-    budget = answers.kv_cache_memory
-    console.print(
-        Text(f"each rank's KV cache: {budget} ({human_bytes(budget)}); {answers.parallelism}")
+    screen = Screen(out)
+    screen.print(
+        Line("kvunits fit: ")
+        .append(clean(config.model.name), "bold")
+        .append(f"  ({clean(config.source)})", "dim")
     )
+    budget = answers.kv_cache_memory
+    screen.print(f"each rank's KV cache: {budget} ({human_bytes(budget)}); {answers.parallelism}")
     longest = answers.longest_max_model_len
     if not longest:
         line = "longest max_model_len for one request: none fits, not even 1 token"
@@ -136,16 +134,11 @@ def render_fit(config: KvUnitsConfig, answers: FitAnswers, out: TextIO) -> None:
             f"longest max_model_len for one request: {longest} "
             f"(max_model_len {answers.max_model_len} does not fit)"
         )
-    console.print(Text(line))
-    console.print(
-        Text(f"requests of {answers.length} admitted at once: {answers.concurrency}"),
-        style="bold",
-    )
+    screen.print(line)
+    screen.print(f"requests of {answers.length} admitted at once: {answers.concurrency}", "bold")
     plural = "request" if answers.requests == 1 else "requests"
     needed = answers.budget
-    console.print(
-        Text(
-            f"KV cache each rank needs for {answers.requests} {plural} of {answers.length}: "
-            f"{needed} ({human_bytes(needed)})"
-        )
+    screen.print(
+        f"KV cache each rank needs for {answers.requests} {plural} of {answers.length}: "
+        f"{needed} ({human_bytes(needed)})"
     )

@@ -1,24 +1,26 @@
-"""Rendering a capacity plan: a dict for ``--format json``, a rich table for people.
+"""Rendering a capacity plan: a dict for ``--format json``, tables for people.
 
 JSON is for programs: every quantity is a number with its unit beside it,
 ``{"value": 189, "unit": "pooled_block"}`` (a rank's: ``"unit": "byte/rank"``), plain counts
 (layers, ranks, requests) are numbers, each engine setting appears once with where it came
 from, and ``schema_version`` says which shape this is (`SCHEMA_VERSION`). The table shows the
 same quantities as text (``"189 pooled_block"``), with a binary-prefixed size next to large
-byte counts. rich is imported only when a table is drawn, so ``--format json`` never pays for
-it. Text that came from the user (model and file names) is shown as plain text: no rich
-markup, no control characters.
+byte counts, drawn by `kvunits._table` (rich's layout, without rich's import). Text that came
+from the user (model and file names) is shown as plain text: no markup, no control
+characters.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, TextIO, cast
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 if TYPE_CHECKING:
     from contracts import BlockSize, Chunk, IntQuantity, Position, Window
     from contracts.config import KvUnitsConfig
     from runtime.capacity import CapacityPlan, GroupPlan, LayoutPlan
     from runtime.deployment import StagePlan
+
+    from ._table import Table
 
 #: The shape of kvunits' JSON output (plan, fit, convert, simulate): 2 since quantities are
 #: ``{"value", "unit"}`` objects (1: ``"<int> <unit>"`` strings, no key).
@@ -196,37 +198,36 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
     when there is more than one rank, the totals.
 
     On a stream that cannot encode the drawing (``PYTHONIOENCODING=ascii``, a C locale),
-    rich draws ASCII boxes and every text is written in ASCII (``->`` for ``→``; user text
-    escaped).
+    the boxes are ASCII and every text is written in ASCII (``->`` for ``→``; user text
+    escaped): `kvunits._table`.
     """
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
     from contracts import CONVERSIONS
 
-    console = make_console(out)
-    title = Text("kvunits plan: ")
-    title.append(clean(config.model.name), style="bold")
-    title.append(f"  ({clean(config.source)})", style="dim")
-    console.print(title)
-    console.print(settings_table(config))
+    from ._table import Column, Line, Screen, Table
+
+    screen = Screen(out)
+    screen.print(
+        Line("kvunits plan: ")
+        .append(clean(config.model.name), "bold")
+        .append(f"  ({clean(config.source)})", "dim")
+    )
+    screen.print(settings_table(config))
     in_flight = in_flight_line(config)
     if in_flight:
-        console.print(Text(in_flight, style="dim"))
+        screen.print(in_flight, "dim")
 
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header, justify in (
-        ("group", "left"),
-        ("kind", "left"),
-        ("layers", "right"),
-        ("window: model → manager", "left"),
-        ("page size", "right"),
-        ("admission cap", "right"),
-        ("bytes per request", "right"),
-        ("blocks bought", "right"),
-    ):
-        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    table = Table(
+        (
+            "group",
+            "kind",
+            Column("layers", "right"),
+            "window: model → manager",
+            Column("page size", "right"),
+            Column("admission cap", "right"),
+            Column("bytes per request", "right"),
+            Column("blocks bought", "right"),
+        )
+    )
     pooled = False
     for group in plan.groups:
         manager = group.group.manager
@@ -234,7 +235,7 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
             manager.sliding_window is not None and manager.pool.tokens_per_block > 1
         )
         table.add_row(
-            Text(group.group.name),
+            group.group.name,
             manager.kind,
             str(group.group.num_layers),
             _window_cell(group),
@@ -243,25 +244,22 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
             f"{group.bytes_per_request} ({human_bytes(group.bytes_per_request)})",
             str(group.num_blocks),
         )
-    console.print(table)
+    screen.print(table)
     if pooled:
         conversion = next(c for c in CONVERSIONS if c.name == "pool_window")
-        console.print(
-            Text(
-                f"pooled windows: {conversion.name} = {conversion.formula} "
-                f"(rounding: {conversion.rounding}; the manager keeps every key the kernel "
-                "reads)",
-                style="dim",
-            )
+        screen.print(
+            f"pooled windows: {conversion.name} = {conversion.formula} "
+            f"(rounding: {conversion.rounding}; the manager keeps every key the kernel reads)",
+            "dim",
         )
     if plan.uncached_layers:
-        console.print(Text(f"layers without a KV cache: {len(plan.uncached_layers)}"))
+        screen.print(f"layers without a KV cache: {len(plan.uncached_layers)}")
     parallelism = plan.parallelism
     if parallelism.world_size > 1 or parallelism.decode_context_parallel_size > 1:
-        console.print(Text(f"\nper rank: {parallelism}", style="bold"))
-        console.print(rank_table(plan))
+        screen.print(f"\nper rank: {parallelism}", "bold")
+        screen.print(rank_table(plan))
     budget = plan.kv_cache_memory
-    summary = Text()
+    summary = Line()
     each = " per rank" if parallelism.world_size > 1 else ""
     summary.append(f"{human_bytes(budget)}{each} buys ")
     if plan.layout == "shared":
@@ -275,8 +273,8 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
         most = max(s.bytes_per_request for s in plan.stages)
         summary.append(f", {most} ({human_bytes(most)}) on its fullest rank")
     summary.append("; ")
-    summary.append(f"concurrent requests admitted: {plan.concurrent_requests}", style="bold")
-    console.print(summary)
+    summary.append(f"concurrent requests admitted: {plan.concurrent_requests}", "bold")
+    screen.print(summary)
     if plan.layout == "shared" and plan.layouts:
         # A group split to equal layer counts shows once: "text/sliding_window[0..5]".
         parts: dict[str, list[str]] = {}
@@ -288,15 +286,13 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
             for base, s in parts.items()
         )
         page = plan.layouts[0].page_size
-        console.print(
-            Text(
-                f"one pool: a cache block is {plan.groups[0].block_bytes} ({page} per layer); "
-                f"block sizes unified to that page: {sizes}",
-                style="dim",
-            )
+        screen.print(
+            f"one pool: a cache block is {plan.groups[0].block_bytes} ({page} per layer); "
+            f"block sizes unified to that page: {sizes}",
+            "dim",
         )
     for layout in plan.layouts[1:]:
-        console.print(Text(_other_layout(layout), style="dim"))
+        screen.print(_other_layout(layout), "dim")
 
 
 def _other_layout(layout: LayoutPlan) -> str:
@@ -311,24 +307,22 @@ def _other_layout(layout: LayoutPlan) -> str:
     )
 
 
-def rank_table(plan: CapacityPlan) -> Any:
+def rank_table(plan: CapacityPlan) -> Table:
     """One row per stage and group: the layers the stage holds and what one rank holds."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
+    from ._table import Column, Table
 
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header, justify in (
-        ("stage", "right"),
-        ("layers", "left"),
-        ("group", "left"),
-        ("kv heads: rank of model", "left"),
-        ("page size", "right"),
-        ("admission cap", "right"),
-        ("bytes per request", "right"),
-        ("blocks", "right"),
-    ):
-        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    table = Table(
+        (
+            Column("stage", "right"),
+            "layers",
+            "group",
+            "kv heads: rank of model",
+            Column("page size", "right"),
+            Column("admission cap", "right"),
+            Column("bytes per request", "right"),
+            Column("blocks", "right"),
+        )
+    )
     for stage in plan.stages:
         first = True
         for group in stage.groups:
@@ -342,8 +336,8 @@ def rank_table(plan: CapacityPlan) -> Any:
                 heads += ", DCP"
             table.add_row(
                 str(stage.index) if first else "",
-                Text(layer_span(group.layer_names)),
-                Text(group.name),
+                layer_span(group.layer_names),
+                group.name,
                 heads,
                 str(group.page_size),
                 str(group.admission_cap),
@@ -354,18 +348,13 @@ def rank_table(plan: CapacityPlan) -> Any:
     return table
 
 
-def settings_table(config: KvUnitsConfig) -> Any:
+def settings_table(config: KvUnitsConfig) -> Table:
     """The engine settings that are set, each with where it came from."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
     from contracts.config._models import GPU_MEMORY_FIELDS
 
-    table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False, title_justify="left")
-    table.add_column("engine setting")
-    table.add_column("value")
-    table.add_column("from", style="dim")
+    from ._table import Column, Table
+
+    table = Table(("engine setting", "value", Column("from", style="dim")))
     engine = config.engine
     for name, entry in engine_settings(config).items():
         value = entry["value"]
@@ -378,13 +367,13 @@ def settings_table(config: KvUnitsConfig) -> Any:
             shown = "on" if value else "off"
         if entry.get("unit") in ("byte", "byte/rank"):
             shown = f"{shown} ({human_bytes(value)})"
-        table.add_row(name, Text(shown), Text(clean(entry["from"] or "-")))
+        table.add_row(name, shown, clean(entry["from"] or "-"))
     if engine.memory_budget is None:
         budget = engine.kv_cache_memory
         table.add_row(
             "(KV cache memory)",
-            Text(f"{budget} ({human_bytes(budget)})"),
-            Text("gpu_memory × gpu_memory_utilization − weights − activations"),
+            f"{budget} ({human_bytes(budget)})",
+            "gpu_memory × gpu_memory_utilization − weights − activations",
         )
     return table
 
@@ -459,67 +448,6 @@ def layer_span(names: tuple[str, ...]) -> str:
         run.append(int(index))
     close()
     return ", ".join(parts)
-
-
-def make_console(out: TextIO) -> Any:
-    """A rich console for ``out``: ASCII where ``out`` cannot encode the drawing, not wrapped
-    at 80 columns when piped (so that a line can be grepped whole), and quiet on a closed
-    pipe (the command line ends without a traceback)."""
-    from rich.console import Console
-
-    if not isinstance(out, _Ascii) and not can_encode(out, "─→"):
-        out = cast(TextIO, _Ascii(out))
-
-    class Quiet(Console):
-        def on_broken_pipe(self) -> None:
-            # rich exits with status 1 here; the command line ends quietly instead (cli).
-            self.quiet = True
-            raise BrokenPipeError
-
-    # Every cell is plain text or a Text: no markup or emoji codes to parse (rich then imports
-    # neither its markup parser nor its emoji table, and cannot misread a "[" or ":x:").
-    width = None if out.isatty() else 160
-    return Quiet(file=out, width=width, highlight=False, markup=False, emoji=False)
-
-
-#: ASCII for the symbols kvunits writes itself; anything else (user text) is escaped.
-_ASCII: Final = str.maketrans({"→": "->", "↔": "<->", "…": "...", "×": "x", "−": "-", "─": "-"})
-
-
-def can_encode(out: TextIO, text: str) -> bool:
-    """Whether ``out`` can write ``text`` (its encoding; UTF-8 when it has none)."""
-    try:
-        text.encode(getattr(out, "encoding", None) or "utf-8")
-    except (UnicodeEncodeError, LookupError):
-        return False
-    return True
-
-
-def ascii_text(text: str) -> str:
-    """``text`` in ASCII: kvunits' own symbols spelled out, anything else escaped."""
-    return text.translate(_ASCII).encode("ascii", "backslashreplace").decode("ascii")
-
-
-class _Ascii:
-    """A text stream that writes ASCII to ``out``; rich, seeing its encoding, draws ASCII
-    boxes."""
-
-    encoding = "ascii"
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def write(self, text: str) -> int:
-        return self._out.write(ascii_text(text))
-
-    def flush(self) -> None:
-        self._out.flush()
-
-    def isatty(self) -> bool:
-        return self._out.isatty()
-
-    def fileno(self) -> int:
-        return self._out.fileno()
 
 
 def _number(value: IntQuantity) -> int:

@@ -413,32 +413,27 @@ def _window(kernel: tuple[Window[Any], ...], manager: Window[Any] | None, kind: 
 
 def render(config: KvUnitsConfig, workload: Workload, runs: list[Run], out: TextIO) -> None:
     """The tables for people."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     from ._render import clean
     from ._simulate import lost_keys
+    from ._table import Line, Screen, Table
 
-    console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
-    title = Text("kvunits simulate: ")
-    title.append(clean(config.model.name), style="bold")
-    title.append(f"  ({clean(config.source)})", style="dim")
-    console.print(title)
-    console.print(Text(f"workload: {workload.describe()}", style="dim"))
+    screen = Screen(out)
+    screen.print(
+        Line("kvunits simulate: ")
+        .append(clean(config.model.name), "bold")
+        .append(f"  ({clean(config.source)})", "dim")
+    )
+    screen.print(f"workload: {workload.describe()}", "dim")
     for rows, notes in (
         (group_rows(runs), ["cache blocks per group; pool: what the budget buys, less the null"]),
         (summary_rows(runs), lost_keys(runs)),
     ):
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        for header in rows[0]:
-            table.add_column(header)
+        table = Table(rows[0])
         for row in rows[1:]:
-            table.add_row(*(Text(cell) for cell in row))
-        console.print(table)
+            table.add_row(*row)
+        screen.print(table)
         for note in notes:
-            console.print(Text(note, style="dim"))
+            screen.print(note, "dim")
 
 
 def to_dict(config: KvUnitsConfig, workload: Workload, runs: list[Run]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ its traceback). Output that the terminal's encoding cannot hold (``PYTHONIOENCOD
 is written in ASCII: ``->`` for ``→``, ASCII table boxes, other characters escaped.
 
 The module imports only the standard library at import time (``--help`` stays instant);
-contracts and rich load when a command needs them (rich only to draw a table); pint, torch
+contracts loads when a command needs it, rich only for ``simulate``'s progress bar and a table
+wider than the terminal (`kvunits._table` draws the rest); pint, torch
 and triton never do: text quantities are read with the unit table of contracts._units. Only
 the arguments of the command being run are built, and pydantic's plugins are not looked for
 (``PYDANTIC_DISABLE_PLUGINS``, unless set; ``_startup``): ``benchmarks/startup.py`` times the
@@ -140,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for stream in (sys.stdout, sys.stderr):
         # A stream that cannot encode what kvunits writes escapes it instead of crashing
-        # (the table itself switches to ASCII: _render.render_table).
+        # (the tables themselves switch to ASCII: kvunits._table).
         if isinstance(stream, io.TextIOWrapper) and not _can_encode(stream, "→…"):
             stream.reconfigure(errors="backslashreplace")
     try:
@@ -545,7 +546,7 @@ def _convert(args: argparse.Namespace) -> int:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        from ._render import ascii_text
+        from ._table import ascii_text
 
         readable = ascii_text if not _can_encode(sys.stdout, "→") else str
         print(readable(result.line()))

@@ -39,7 +39,7 @@ def test_import_is_lazy() -> None:
 # `kvunits plan` of a kvunits config: what it loads (issue 14). The modules it must not need
 # are the costly ones: pint (text quantities use the unit table of units.txt), the Hugging
 # Face readers and the JSON Schema (not a config.json, not `schema`), the allocator (planning
-# only), `simulate`, and rich when no table is drawn.
+# only), `simulate`, and rich (kvunits._table draws the tables).
 _PLAN_PROBE = """
 import json, sys
 sys.argv = ["kvunits", "plan", *sys.argv[1:]]
@@ -83,7 +83,8 @@ def _plan_modules(*args: str) -> set[str]:
 def test_plan_loads_what_it_needs_only() -> None:
     table = _plan_modules()
     assert not table & (_NEVER | _NOT_FOR_A_KVUNITS_FILE)
-    assert "rich.table" in table and "contracts.config._models" in table
+    assert "kvunits._table" in table and "contracts.config._models" in table
+    assert "rich" not in table  # kvunits._table draws a table that fits (rich: a wider one)
     # pydantic's plugins are off and not looked for (kvunits._startup)
     assert "importlib.metadata" not in table
     as_json = _plan_modules("--format", "json")
