@@ -139,10 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Callable[[argparse.Namespace], int] = args.command
     from contracts import KvUnitsError
 
+    from ._table import can_encode
+
     for stream in (sys.stdout, sys.stderr):
         # A stream that cannot encode what kvunits writes escapes it instead of crashing
         # (the tables themselves switch to ASCII: kvunits._table).
-        if isinstance(stream, io.TextIOWrapper) and not _can_encode(stream, "→…"):
+        if isinstance(stream, io.TextIOWrapper) and not can_encode(stream, "→…"):
             stream.reconfigure(errors="backslashreplace")
     try:
         return command(args)
@@ -525,8 +527,10 @@ def _schema(args: argparse.Namespace) -> int:
     else:
         from contracts.config import config_json_schema
 
+        from ._table import can_encode
+
         schema = config_json_schema()
-        json.dump(schema, sys.stdout, indent=2, ensure_ascii=not _can_encode(sys.stdout, "…"))
+        json.dump(schema, sys.stdout, indent=2, ensure_ascii=not can_encode(sys.stdout, "…"))
     sys.stdout.write("\n")
     return EXIT_OK
 
@@ -546,9 +550,9 @@ def _convert(args: argparse.Namespace) -> int:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        from ._table import ascii_text
+        from ._table import ascii_text, can_encode
 
-        readable = ascii_text if not _can_encode(sys.stdout, "→") else str
+        readable = ascii_text if not can_encode(sys.stdout, "→") else str
         print(readable(result.line()))
         for note in result.notes:
             print(readable(f"  note: {note}"))
@@ -615,14 +619,6 @@ def _origin(config: KvUnitsConfig, field: str) -> tuple[str, str]:
     if kind == "hf":
         return config.source, detail
     return config.source, f"engine.{field}"
-
-
-def _can_encode(stream: Any, text: str) -> bool:
-    try:
-        text.encode(getattr(stream, "encoding", None) or "utf-8")
-    except (UnicodeEncodeError, LookupError):
-        return False
-    return True
 
 
 def _wrap(text: str) -> str:
