@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     EncoderTokens,
     EngineSpec,
@@ -57,9 +57,9 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.deploy import RankBytes
-from runtime import KVCacheCoordinator
-from runtime.capacity import CapacityPlan, plan
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime import KVCacheCoordinator
+from kvunits.runtime.capacity import CapacityPlan, plan
 
 ADMIT, STEP, FREE = 0, 1, 2
 POOL = 4  # P: encoder tokens per pooled block

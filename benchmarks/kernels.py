@@ -18,7 +18,7 @@ Bandwidth is that byte count over the median time of CUDA-event-timed launches, 
 GB/s = 10^9 byte/s (not GiB/s), and as a fraction of the device's peak HBM bandwidth (a table
 by device name, or ``--peak-gbs``). Attention also reports TFLOP/s (10^12 FLOP/s) from the
 visible (query, key) pairs: 2 × (head_k + head_v) FLOP per pair and query head. The speed-up
-is over the plain-torch references of `kernels.reference` (gather, dense masked attention).
+is over the plain-torch references of `kvunits.kernels.reference` (gather, dense masked attention).
 
 Each timed launch is preceded, outside its event pair, by a write of 256 MiB (so the L2 holds
 none of its inputs: the decode write moves only a few MB) and a GPU spin of about half a
@@ -62,8 +62,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-# Python puts this script's directory first on sys.path, and this file is named kernels.py:
-# the repository root goes before it, so that `import kernels` finds the package.
+# The repository root goes first on sys.path, so that `import kvunits` works from a checkout
+# that was never installed (the device machine gets a copy of the working tree).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 #: Peak HBM bandwidth in byte/s and dense bf16 tensor throughput in FLOP/s, by a substring of
@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         device = torch.device("cuda")
         iters, ref_iters, warmup = args.iters, args.ref_iters, 3
 
-    from kernels._checks import interpreted
-    from kernels._paged_swa import paged_swa_kernel
+    from kvunits.kernels._checks import interpreted
+    from kvunits.kernels._paged_swa import paged_swa_kernel
 
     if device.type == "cuda" and interpreted(paged_swa_kernel):
         print("benchmarks/kernels.py: TRITON_INTERPRET=1 is set; unset it to time the GPU")
@@ -219,7 +219,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _spec(config: Config) -> Any:
-    from contracts import (
+    from kvunits.contracts import (
         CacheDType,
         EncoderTokens,
         PoolFactor,
@@ -239,8 +239,8 @@ def _build(config: Config, shape: StepShape, device: Any) -> dict[str, Any]:
     """Caches holding each stream's window (blocks scattered at random), and the step."""
     import torch
 
-    from contracts import EncoderTokens, PooledBlocks
-    from kernels import BlockTable, QueryStartLoc, SeqLens, SlotMapping
+    from kvunits.contracts import EncoderTokens, PooledBlocks
+    from kvunits.kernels import BlockTable, QueryStartLoc, SeqLens, SlotMapping
 
     spec = _spec(config)
     gen = torch.Generator(device=device).manual_seed(0)
@@ -338,8 +338,8 @@ def _bench_step(
 ) -> list[Result]:
     import torch
 
-    from contracts import PooledBlocks
-    from kernels import (
+    from kvunits.contracts import PooledBlocks
+    from kvunits.kernels import (
         paged_attention,
         reference_paged_attention,
         reference_write_kv,
@@ -418,7 +418,7 @@ def _peaks(device: Any, peak_gbs: float | None) -> tuple[float | None, float | N
 
 
 def _bytes(n: int) -> str:
-    from contracts import ureg
+    from kvunits.contracts import ureg
 
     unit = "GB" if n >= 1e9 else "MB" if n >= 1e6 else "kB"
     return f"{ureg.Quantity(n, 'byte').to(unit):.2f~P}"
@@ -471,10 +471,10 @@ def _compile_check() -> int:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from kernels._paged_swa import paged_swa_kernel
-    from kernels._paged_write import paged_write_kernel
-    from kernels.attention import attention_meta
-    from kernels.cache_write import write_meta
+    from kvunits.kernels._paged_swa import paged_swa_kernel
+    from kvunits.kernels._paged_write import paged_write_kernel
+    from kvunits.kernels.attention import attention_meta
+    from kvunits.kernels.cache_write import write_meta
 
     target = GPUTarget("cuda", 90, 32)
     short = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}

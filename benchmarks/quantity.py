@@ -5,7 +5,7 @@ Model: each figure is the time of one Python-level operation, in nanoseconds: th
 that the ratio compares the operations themselves. The typed side is what a hot path pays when
 it keeps the unit (``EncoderTokens``, a `Position`); the plain side is what it pays on plain
 ints. "int out" prices the two ways a number leaves a quantity: ``numerical_value_in`` (which
-checks the unit it names) and ``contracts.internal.magnitude`` (for a hot path that has just
+checks the unit it names) and ``kvunits.contracts.internal.magnitude`` (for a hot path that has just
 checked the class), against reading a plain int.
 
 Run:
@@ -19,8 +19,8 @@ import platform
 import timeit
 from dataclasses import dataclass
 
-from contracts import EncoderTokens, Position
-from contracts.internal import magnitude
+from kvunits.contracts import EncoderTokens, Position
+from kvunits.contracts.internal import magnitude
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def commands() -> tuple[Command, ...]:
     kvunits = (str(script),) if script.is_file() else (python, "-m", "kvunits")
     return (
         Command("python -c pass (baseline)", (python, "-c", "pass")),
-        Command("import contracts", (python, "-c", "import contracts")),
+        Command("import kvunits.contracts", (python, "-c", "import kvunits.contracts")),
         Command("kvunits --help", (*kvunits, "--help")),
         Command("kvunits plan --format json", (*kvunits, "plan", "--format", "json")),
         Command("kvunits plan", (*kvunits, "plan")),

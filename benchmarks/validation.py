@@ -42,13 +42,13 @@ from dataclasses import dataclass
 
 from pydantic import create_model
 
-from contracts import EncoderTokens
-from contracts._layers import SeqWindow
-from contracts._model import SpecModel
-from contracts._quantity import _RESOLVED, coerce_quantity
-from contracts.config import EngineConfig
-from contracts.config._models import SlidingWindowGroup
-from contracts.deploy import RankBytes
+from kvunits.contracts import EncoderTokens
+from kvunits.contracts._layers import SeqWindow
+from kvunits.contracts._model import SpecModel
+from kvunits.contracts._quantity import _RESOLVED, coerce_quantity
+from kvunits.contracts.config import EngineConfig
+from kvunits.contracts.config._models import SlidingWindowGroup
+from kvunits.contracts.deploy import RankBytes
 
 #: The goal, in microseconds per quantity field.
 GOAL_US = 5.0
@@ -123,7 +123,7 @@ def cases(with_pint: bool) -> list[Case]:
         Case("first use of a unit name", _first_use, 1),
     ]
     if with_pint:
-        from contracts import ureg
+        from kvunits.contracts import ureg
 
         found.append(
             Case(

@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from any venv: kvunits from this checkout
     sys.path.insert(0, str(ROOT))
 
-from contracts import (  # noqa: E402
+from kvunits.contracts import (  # noqa: E402
     CacheBlocks,
     CacheDType,
     EncoderTokens,
@@ -78,9 +78,9 @@ from contracts import (  # noqa: E402
     Window,
     group_layers,
 )
-from contracts.deploy import RankBytes  # noqa: E402
-from contracts.internal import magnitude  # noqa: E402
-from runtime import ContentKeys, KVCacheCoordinator  # noqa: E402
+from kvunits.contracts.deploy import RankBytes  # noqa: E402
+from kvunits.contracts.internal import magnitude  # noqa: E402
+from kvunits.runtime import ContentKeys, KVCacheCoordinator  # noqa: E402
 
 BLOCK = 16
 P = 4

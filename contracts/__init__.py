@@ -9,15 +9,15 @@ The core every other part of kvunits stands on:
   (`CONVERSIONS` lists them);
 * the frozen layer, model and engine specs, and the two views of a layer that the cache
   manager (`ManagerSpec`) and the attention kernel (`KernelSpec`) read;
-* layer groups (`group_layers`), and the error tree (`contracts.errors`).
+* layer groups (`group_layers`), and the error tree (`kvunits.contracts.errors`).
 
-Sub-modules: `contracts.deploy` says whose count it is (a rank's heads, bytes, blocks and
+Sub-modules: `kvunits.contracts.deploy` says whose count it is (a rank's heads, bytes, blocks and
 tokens against the model's) and converts between them for a deployment's shape (tensor,
-pipeline, decode-context parallelism); `contracts.state` holds the recurrent mixers' layer
+pipeline, decode-context parallelism); `kvunits.contracts.state` holds the recurrent mixers' layer
 specs (Mamba-1, Mamba-2, gated delta net), which keep their state's shapes;
-`contracts.config` loads config files (TOML/YAML/JSON, Hugging Face);
-`contracts.crossing` is the one crossing from manager slots to kernel rows;
-`contracts.internal` holds what runtime and kernels share with this package.
+`kvunits.contracts.config` loads config files (TOML/YAML/JSON, Hugging Face);
+`kvunits.contracts.crossing` is the one crossing from manager slots to kernel rows;
+`kvunits.contracts.internal` holds what runtime and kernels share with this package.
 
 Importing this package does not import pint, torch or triton, and neither does reading text
 quantities (config parsing, `parse_quantity`: the unit table of ``units.txt``); pint loads on
@@ -25,6 +25,13 @@ first use of `ureg` or of a pint quantity handed in.
 """
 
 from __future__ import annotations
+
+if __name__ != "kvunits.contracts":
+    # A checkout's root on sys.path exposes this directory as `contracts`: a second copy of every
+    # class (isinstance fails across copies) and a name other distributions use.
+    raise ImportError(
+        f"kvunits' contracts package was imported as {__name__!r}; import kvunits.contracts instead"
+    )
 
 from typing import TYPE_CHECKING
 

@@ -125,7 +125,7 @@ class _Kind:
             raise UnitTypeError(
                 f"{self!r} counts {self.unit.unit}, not {getattr(unit, 'unit', describe(unit))}: "
                 f"a number leaves a {self.kind} in its own unit; convert the {self.kind} with "
-                "the named function from contracts first",
+                "the named function from kvunits.contracts first",
                 field="unit",
                 expected=self.unit.unit,
                 got=describe(unit),
@@ -153,7 +153,7 @@ class _Kind:
         )
 
     def _hint(self, op: str, other: object) -> str:
-        return "; convert one side with a named function from contracts"
+        return "; convert one side with a named function from kvunits.contracts"
 
     # -- immutability, printing, pickling ---------------------------------------------------
 

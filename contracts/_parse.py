@@ -20,7 +20,7 @@ def parse_quantity(text: str, kind: type[Q], *, field: str | None = None) -> Q:
         UnitValueError: a number that is too large, or a conversion that is not whole.
 
     Example:
-        >>> from contracts import EncoderTokens
+        >>> from kvunits.contracts import EncoderTokens
         >>> parse_quantity("750 encoder_tokens", EncoderTokens)
         EncoderTokens(750)
     """

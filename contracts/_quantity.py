@@ -3,7 +3,7 @@
 A quantity is a non-negative ``int`` tagged with its unit. The classes are deliberately
 small (one slot, no pint inside) so that constructing and adding them costs little; pint
 enters only at the boundary (`to_pint`, `from_pint`, a pint quantity in a config field); text
-(``"750 encoder_token"``) is read without it (``contracts._text``).
+(``"750 encoder_token"``) is read without it (``kvunits.contracts._text``).
 
 Mixing units is rejected twice:
 
@@ -13,13 +13,13 @@ Mixing units is rejected twice:
 * at run time: the same operations raise `UnitTypeError` naming both units.
 
 A quantity is a *length* (a count of positions, slots, blocks or bytes). Windows, positions and
-chunks of a sequence are other kinds over the same units (`contracts.Window`, `Position`,
+chunks of a sequence are other kinds over the same units (`kvunits.contracts.Window`, `Position`,
 `Chunk`). The plain number leaves a quantity only through `IntQuantity.numerical_value_in`,
 which names the unit it counts (as mp-units' ``numerical_value_in``): there is no anonymous
 ``.value``, so ``PooledBlocks(w.numerical_value_in(EncoderTokens))`` shows the relabelling it is.
 
 Example:
-    >>> from contracts import EncoderTokens
+    >>> from kvunits.contracts import EncoderTokens
     >>> w = EncoderTokens(750)
     >>> str(w), repr(w), (w + EncoderTokens(2)).numerical_value_in(EncoderTokens)
     ('750 encoder_token', 'EncoderTokens(750)', 752)
@@ -86,7 +86,7 @@ class IntQuantity:
 
         ``unit`` must be the quantity's own class (mypy checks it, and so does the run time):
         a number leaves with the name of what it counts, for a block-table index, a loop
-        bound, a message. Hot paths past a typed entry use `contracts.internal.magnitude`.
+        bound, a message. Hot paths past a typed entry use `kvunits.contracts.internal.magnitude`.
 
         Raises:
             UnitTypeError: ``unit`` is another class than the quantity's.
@@ -99,7 +99,7 @@ class IntQuantity:
             raise UnitTypeError(
                 f"{self} counts {self.unit}, not {getattr(unit, 'unit', describe(unit))}: a "
                 f"number leaves a quantity in its own unit; convert the quantity with the "
-                f"named function from contracts first",
+                f"named function from kvunits.contracts first",
                 field="unit",
                 expected=self.unit,
                 got=describe(unit),
@@ -157,7 +157,7 @@ class IntQuantity:
     def _mismatch(self, op: str, other: object) -> NoReturn:
         raise UnitTypeError(
             f"cannot apply {op!r} to {self} and {describe(other)}: both sides must be in "
-            f"{self.unit}; convert one with a named function from contracts",
+            f"{self.unit}; convert one with a named function from kvunits.contracts",
             expected=self.unit,
             got=describe(other),
         )
@@ -606,7 +606,7 @@ def _is_sum_start(value: object) -> bool:
 
 
 def _is_kind(value: object) -> bool:
-    # A window, position or chunk (contracts._kinds), told apart without importing it.
+    # A window, position or chunk (kvunits.contracts._kinds), told apart without importing it.
     return isinstance(getattr(type(value), "kind", None), str) and hasattr(value, "unit")
 
 

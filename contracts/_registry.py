@@ -1,10 +1,10 @@
 """The one pint registry of kvunits, for the pint quantities a caller hands in.
 
 pint is imported here and nowhere else in ``contracts``; the typed quantities do not need it,
-and neither does text: ``"750 encoder_token"`` is read by ``contracts._text`` with the unit
-table of ``contracts._units``, built from the same ``units.txt``. So ``import contracts``,
+and neither does text: ``"750 encoder_token"`` is read by ``kvunits.contracts._text`` with the unit
+table of ``kvunits.contracts._units``, built from the same ``units.txt``. So ``import contracts``,
 config loading and the command line never import pint; it loads when a caller uses
-`contracts.ureg` or hands in a pint quantity. The registry is built from ``units.txt`` (our
+`kvunits.contracts.ureg` or hands in a pint quantity. The registry is built from ``units.txt`` (our
 units only: no default registry, no SI prefixes).
 """
 
@@ -56,7 +56,7 @@ def quantity_to_int(quantity: object, unit: str, *, field: str | None = None) ->
     if getattr(quantity, "_REGISTRY", None) is not ureg:
         raise UnitTypeError(
             _where(field) + f"{quantity} comes from another pint registry; build it with "
-            "contracts.ureg (one registry per process)",
+            "kvunits.contracts.ureg (one registry per process)",
             field=field,
             expected=unit,
             got=str(quantity),
@@ -65,7 +65,7 @@ def quantity_to_int(quantity: object, unit: str, *, field: str | None = None) ->
     if quantity.dimensionality != target.dimensionality:
         raise UnitTypeError(
             _where(field) + f"{quantity:~} is not in {unit} (a different dimension); convert "
-            "with a named function from contracts",
+            "with a named function from kvunits.contracts",
             field=field,
             expected=unit,
             got=str(quantity),

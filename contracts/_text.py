@@ -1,13 +1,13 @@
 """The strict boundary between user text and a quantity: ``"<integer> <unit>"``, without pint.
 
 `parse_quantity_text` matches a strict grammar (an integer, then one unit name) and looks the
-name up in the unit table (`contracts._units`, read from ``units.txt``); `text_to_int`
+name up in the unit table (`kvunits.contracts._units`, read from ``units.txt``); `text_to_int`
 converts the result exactly to a unit of the same dimension. pint is never imported here:
 user text reaches neither pint's expression evaluator nor its name resolver, and the error
 messages print quantities as pint prints them (``40 GiB``, ``40 gibibyte``).
 
 `split_text` is the one match of the config validators' fast path
-(`contracts._quantity.read_text_quantity`, which binds a text to a quantity class).
+(`kvunits.contracts._quantity.read_text_quantity`, which binds a text to a quantity class).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def text_to_int(quantity: TextQuantity, unit: str, *, field: str | None = None) 
     if quantity.unit.dimension != target.dimension:
         raise UnitTypeError(
             _where(field) + f"{quantity:~} is not in {unit} (a different dimension); convert "
-            "with a named function from contracts",
+            "with a named function from kvunits.contracts",
             field=field,
             expected=unit,
             got=str(quantity),

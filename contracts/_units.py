@@ -2,7 +2,7 @@
 
 Reading text (``"750 encoder_token"``, ``"40 GiB"``) needs only the unit names and their
 factors, so the table serves them from the registry's own definitions file, ``units.txt``,
-and `contracts.ureg` (pint) is built only for pint quantities a caller hands in. The table
+and `kvunits.contracts.ureg` (pint) is built only for pint quantities a caller hands in. The table
 reads the subset of pint's definition syntax the file uses:
 
 * ``name = [dimension] = symbol = alias …``: the base unit of a dimension;

@@ -13,7 +13,7 @@ in by hand (vLLM #53142, TRT-LLM #16225). The admission cap, the one formula pla
 run-time admission share, is `ManagerSpec.max_admission_blocks_per_request`.
 
 The views hold no plain-int copies of their sizes in public: runtime and kernels, past their
-typed entry, read them through `contracts.internal.manager_ints` and `kernel_ints`.
+typed entry, read them through `kvunits.contracts.internal.manager_ints` and `kernel_ints`.
 
 Example:
     >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
@@ -111,8 +111,8 @@ def _admission_blocks(
     """The admission cap in cache blocks, on plain ints (all slot counts in one unit).
 
     The one formula per kind: `ManagerSpec.max_admission_blocks_per_request` (capacity
-    planning) and the runtime's admission ledger (through `contracts.internal.admission_cap`)
-    both come here.
+    planning) and the runtime's admission ledger (through
+    `kvunits.contracts.internal.admission_cap`) both come here.
     """
     if kind == "full_attention":
         return cdiv(max_len_slots, block_size_slots)
@@ -136,7 +136,7 @@ def _admission_blocks(
 @dataclass(frozen=True, slots=True)
 class ManagerInts:
     """A `ManagerSpec`'s sizes as plain ints of its slot unit, for hot paths past a typed
-    entry (`contracts.internal.manager_ints`; not public API). The suffix names the unit."""
+    entry (`kvunits.contracts.internal.manager_ints`; not public API). The suffix names the unit."""
 
     block_size_slots: int
     sliding_window_slots: int | None
@@ -149,7 +149,8 @@ class ManagerInts:
 @dataclass(frozen=True, slots=True)
 class KernelInts:
     """A `KernelSpec`'s sizes as plain ints, for the launchers past their typed entry
-    (`contracts.internal.kernel_ints`; not public API). ``_tok`` counts the kernel's unit."""
+    (`kvunits.contracts.internal.kernel_ints`; not public API). ``_tok`` counts the kernel's
+    unit."""
 
     tokens_per_block: int
     block_size_slots: int
@@ -190,7 +191,7 @@ class ManagerSpec(Generic[SlotUnit]):
     chunk: Chunk[SlotUnit] | None = None
     fixed_length: SlotUnit | None = None
     state_size: Bytes | None = None
-    # Plain ints for hot paths (contracts.internal.manager_ints), computed by manager_view
+    # Plain ints for hot paths (kvunits.contracts.internal.manager_ints), computed by manager_view
     # (the default only lets a hand-built spec reach __post_init__'s clear refusal).
     _ints: ManagerInts = field(default=_NO_MANAGER_INTS, repr=False, compare=False)
 
@@ -295,7 +296,7 @@ class ManagerSpec(Generic[SlotUnit]):
 
     def window_blocks(self) -> CacheBlocks:
         """The most cache blocks this layer's window touches: ``cdiv(W − 1, block_size) + 1``
-        (`contracts.window_blocks`; a window may start mid-block).
+        (`kvunits.contracts.window_blocks`; a window may start mid-block).
 
         Raises:
             SpecError: not a sliding-window layer.
@@ -348,7 +349,8 @@ class KernelSpec(Generic[KernelUnit]):
     dtype: CacheDType
     sliding_window: Window[KernelUnit] | None = None
     chunk: Chunk[KernelUnit] | None = None
-    # Plain ints for the launchers (contracts.internal.kernel_ints), computed by kernel_view.
+    # Plain ints for the launchers (kvunits.contracts.internal.kernel_ints), computed by
+    # kernel_view.
     _ints: KernelInts = field(default=_NO_KERNEL_INTS, repr=False, compare=False)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -411,7 +413,7 @@ def _no_plain_ints(view: object, internal: str) -> NoReturn:
         f"{type(view).__name__} keeps no plain-int copies of its sizes: ask the view (its "
         "typed fields, page_size, window_blocks(), block_of(), "
         "max_admission_blocks_per_request()), or, past a typed entry, read "
-        f"contracts.internal.{internal}(spec)",
+        f"kvunits.contracts.internal.{internal}(spec)",
         expected="a typed field or method of the view",
         got="a plain-int attribute",
     )
@@ -685,7 +687,7 @@ def _in(value: Any, kind: type[Any], unit: type[Any]) -> Any:
 def admission_cap(spec: ManagerSpec[Any], max_in_flight_slots: int, max_len_slots: int) -> int:
     """`ManagerSpec.max_admission_blocks_per_request` on plain ints, for the runtime's
     admission path (slots of the spec's own unit in, cache blocks out). Internal:
-    `contracts.internal.admission_cap`."""
+    `kvunits.contracts.internal.admission_cap`."""
     ints = spec._ints
     return _admission_blocks(
         spec.kind,

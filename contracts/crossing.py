@@ -21,8 +21,8 @@ A *step* of q positions after a context of c positions (``c = seq_len − q``):
   sliding window counts its look-back from that slot, not from ``cdiv(c, P)``.
 
 These are plain-int formulas (and `touched_slots` also takes integer tensors), for code that
-already checked its units at its typed entry: like `contracts.internal`, not a user's API (an
-int has no unit and no kind; a user's code converts with the typed functions of `contracts`).
+already checked its units at its typed entry: like `kvunits.contracts.internal`, not a user's API
+(an int has no unit and no kind; a user's code converts with the typed functions of `contracts`).
 The Triton kernels compute the same rows on the device; their tests check them against
 `step_cache_rows`.
 
@@ -48,13 +48,13 @@ _N = TypeVar("_N")
 
 def slots_holding(positions: int, pool: int) -> int:
     """Slots that hold ``positions`` positions: ``cdiv(n, P)``, rounds up (the plain-int form
-    of `contracts.pool_length`)."""
+    of `kvunits.contracts.pool_length`)."""
     return -(-positions // pool)
 
 
 def slot_of(position: int, pool: int) -> int:
     """The slot holding position ``i``: ``i // P``, rounds down (the plain-int form of
-    `contracts.pool_position`)."""
+    `kvunits.contracts.pool_position`)."""
     return position // pool
 
 
@@ -88,7 +88,7 @@ def step_cache_slots(
 ) -> list[int]:
     """The slot mapping of a step: the cache slot of every slot it touches, in order.
 
-    This is what the coordinator returns for a step and what `kernels.write_kv` takes
+    This is what the coordinator returns for a step and what `kvunits.kernels.write_kv` takes
     (``slot_mapping``, manager units): for a pooled layer, the first entry may be the partial
     slot the step continues.
     """
@@ -120,7 +120,7 @@ def first_unresident(
 ) -> tuple[int, int, int] | None:
     """The first key a step's queries read that is not resident: ``(query, key, column)``.
 
-    The residency rule of `kernels.check_residency`, on plain ints of the kernel's unit
+    The residency rule of `kvunits.kernels.check_residency`, on plain ints of the kernel's unit
     (encoder tokens for a pooled layer), for code without torch (the runtime, ``kvunits
     simulate``). The queries are positions ``context .. context + step − 1``; the query at q
     reads keys ``lo(q) .. q``: ``lo(q) = max(0, q − W + 1)`` with a sliding window of W,

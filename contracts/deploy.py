@@ -18,10 +18,10 @@ class            unit               one of it is
 `RankTokens`     ``token/rank``     a position of a sequence one DCP rank stores
 ================ ================== ===================================================
 
-The model's bytes and blocks stay `contracts.Bytes` and `contracts.CacheBlocks`. Like every
-quantity, ``KVHeads(8) + RankKVHeads(1)`` is a mypy ``[operator]`` error and a `UnitTypeError`
-at run time, and a function that takes one rejects the other. The conversions between them
-are the named functions below, each stating its rounding (`DEPLOY_CONVERSIONS`).
+The model's bytes and blocks stay `kvunits.contracts.Bytes` and `kvunits.contracts.CacheBlocks`.
+Like every quantity, ``KVHeads(8) + RankKVHeads(1)`` is a mypy ``[operator]`` error and a
+`UnitTypeError` at run time, and a function that takes one rejects the other. The conversions
+between them are the named functions below, each stating its rounding (`DEPLOY_CONVERSIONS`).
 
 Example:
     >>> tp16 = Parallelism(tensor_parallel_size=16)
@@ -323,7 +323,7 @@ def kv_heads_of(layer: LayerSpec) -> KVHeads | None:
     latent; ``None`` for a layer without heads (a state, or no cache of its own).
 
     Example:
-        >>> from contracts import FullAttentionLayer
+        >>> from kvunits.contracts import FullAttentionLayer
         >>> kv_heads_of(FullAttentionLayer(kv_heads=8, head_size=128))
         KVHeads(8)
     """
@@ -353,7 +353,7 @@ def page_size_per_rank(
             (`kv_heads_per_rank`), or tp does not divide a mixer's sizes.
 
     Example:
-        >>> from contracts import FullAttentionLayer, manager_view
+        >>> from kvunits.contracts import FullAttentionLayer, manager_view
         >>> layer = FullAttentionLayer(kv_heads=8, head_size=128)
         >>> page_size_per_rank(layer, manager_view(layer, 16), Parallelism(tensor_parallel_size=2))
         RankBytes(32768)
@@ -464,7 +464,7 @@ def requested_memory(gpu_memory: RankBytes, utilization: float) -> RankBytes:
     return RankBytes(math.ceil(total * utilization))
 
 
-#: The deployment's conversions, as `contracts.CONVERSIONS` lists every conversion.
+#: The deployment's conversions, as `kvunits.contracts.CONVERSIONS` lists every conversion.
 DEPLOY_CONVERSIONS: Final[tuple[Conversion, ...]] = (
     Conversion("kv_heads_per_rank", "kv_head", "kv_head/rank", "floor", "max(1, H // tp)"),
     Conversion(

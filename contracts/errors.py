@@ -43,7 +43,7 @@ from pydantic_core import PydanticCustomError, ValidationError
 from pydantic_core.core_schema import ErrorType
 
 if TYPE_CHECKING:
-    from contracts import CacheBlocks, EncoderTokens, Position, Tokens
+    from kvunits.contracts import CacheBlocks, EncoderTokens, Position, Tokens
 
 
 class KvUnitsError(Exception):
@@ -135,7 +135,7 @@ class SpecValidationError(ValidationError, SpecError):
     from their constructor and ``model_validate*``; build one with `from_pydantic`.
 
     Example:
-        >>> from contracts import SlidingWindowLayer
+        >>> from kvunits.contracts import SlidingWindowLayer
         >>> try:
         ...     SlidingWindowLayer(sliding_window="750", pool=4, kv_heads=8, head_size=64)
         ... except KvUnitsError as exc:
@@ -225,7 +225,7 @@ class AllocationError(KvUnitsError, RuntimeError):
         request_id: the request concerned.
 
     Example:
-        >>> from contracts import CacheBlocks
+        >>> from kvunits.contracts import CacheBlocks
         >>> err = AllocationError("short", group="audio", needed=CacheBlocks(3),
         ...                       free=CacheBlocks(1), request_id="r1")
         >>> str(err.shortfall)

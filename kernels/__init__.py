@@ -20,17 +20,25 @@ Public API:
   and decode in one kernel, optional residency check.
 * `check_residency`, `ResidencyError`: does every block a query needs sit in the table?
 * `KernelArgumentError` (`KernelTypeError`, `KernelValueError`): a tensor argument the
-  launchers cannot take; with `ResidencyError`, under `contracts.KvUnitsError`.
+  launchers cannot take; with `ResidencyError`, under `kvunits.contracts.KvUnitsError`.
 * `SeqLens`, `QueryStartLoc`, `SlotMapping`, `BlockTable`: integer tensors with their unit;
   `unpool_seq_lens` converts manager lengths to exact encoder lengths; `slot_start_loc`
   says where each request's entries start in a slot mapping.
 * `reference_write_kv`, `reference_paged_attention`: the plain-torch references.
 """
 
-from contracts.errors import KernelArgumentError as KernelArgumentError
-from contracts.errors import KernelTypeError as KernelTypeError
-from contracts.errors import KernelValueError as KernelValueError
-from contracts.errors import ResidencyError as ResidencyError
+if __name__ != "kvunits.kernels":
+    # A checkout's root on sys.path exposes this directory as `kernels`: a second copy of every
+    # class (isinstance fails across copies) and a name other distributions use.
+    raise ImportError(
+        f"kvunits' kernels package was imported as {__name__!r}; import kvunits.kernels instead"
+    )
+
+
+from kvunits.contracts.errors import KernelArgumentError as KernelArgumentError
+from kvunits.contracts.errors import KernelTypeError as KernelTypeError
+from kvunits.contracts.errors import KernelValueError as KernelValueError
+from kvunits.contracts.errors import ResidencyError as ResidencyError
 
 from ._residency import check_residency as check_residency
 from ._typed import BlockTable as BlockTable

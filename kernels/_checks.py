@@ -2,10 +2,11 @@
 and the host-side checks of a step's metadata.
 
 Every check raises for a caller's mistake with a message naming the argument, what it got
-and what it needed: `contracts.UnitTypeError` for a wrong unit, `contracts.SpecError` for a
-spec the kernels cannot run, `KernelTypeError` for a wrong type or dtype, `KernelValueError`
-for a wrong shape, device, stride or value (both `KernelArgumentError`, under
-`contracts.KvUnitsError`).
+and what it needed: `kvunits.contracts.UnitTypeError` for a wrong unit,
+`kvunits.contracts.SpecError` for a spec the kernels cannot run, `KernelTypeError` for a wrong type
+or dtype, `KernelValueError` for a wrong shape, device, stride or value (both `KernelArgumentError`,
+under
+`kvunits.contracts.KvUnitsError`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Final
 
 import torch
 
-from contracts import CacheDType, KernelSpec, KernelUnit, SpecError, Window
-from contracts.errors import KernelTypeError, KernelValueError
-from contracts.internal import ManagedKind, check_kind, describe, kernel_ints
+from kvunits.contracts import CacheDType, KernelSpec, KernelUnit, SpecError, Window
+from kvunits.contracts.errors import KernelTypeError, KernelValueError
+from kvunits.contracts.internal import ManagedKind, check_kind, describe, kernel_ints
 
 _TORCH_DTYPES: Final[dict[CacheDType, torch.dtype]] = {
     CacheDType.bfloat16: torch.bfloat16,
@@ -46,7 +47,7 @@ def check_spec(spec: object, kinds: tuple[ManagedKind, ...], launcher: str) -> N
     """
     if not isinstance(spec, KernelSpec):
         raise KernelTypeError(
-            f"{launcher} needs the layer's KernelSpec (contracts.kernel_view(layer, "
+            f"{launcher} needs the layer's KernelSpec (kvunits.contracts.kernel_view(layer, "
             f"block_size_slots).expect(EncoderTokens or Tokens)), got {describe(spec)}",
             argument="spec",
         )

@@ -1,6 +1,6 @@
 """Triton kernel: paged sliding-window attention for chunked prefill and decode.
 
-Private; `kernels.attention.paged_attention` validates the inputs and launches it.
+Private; `kvunits.kernels.attention.paged_attention` validates the inputs and launches it.
 
 One program per (tile of BLOCK_Q consecutive query rows of one request, KV head). The rows of
 the tile are its BLOCK_Q queries × the GROUP query heads sharing the KV head (grouped-query

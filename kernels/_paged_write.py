@@ -1,6 +1,6 @@
 """Triton kernel: store a step's new K/V rows into the paged cache, expanding pooled slots.
 
-Private; `kernels.cache_write.write_kv` validates the inputs and launches it.
+Private; `kvunits.kernels.cache_write.write_kv` validates the inputs and launches it.
 
 One program per (slot-mapping entry, group of KV heads). The entry is a *manager* slot ``s``
 (a pooled block for a pooled layer); the program finds the request the entry belongs to, the

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, overload
 
-from contracts import EncoderTokens, KernelSpec, Position, Tokens, Window
-from contracts.crossing import first_unresident
-from contracts.errors import KernelValueError, ResidencyError
-from contracts.internal import kernel_ints
+from kvunits.contracts import EncoderTokens, KernelSpec, Position, Tokens, Window
+from kvunits.contracts.crossing import first_unresident
+from kvunits.contracts.errors import KernelValueError, ResidencyError
+from kvunits.contracts.internal import kernel_ints
 
 from ._checks import resolve_window
 from ._typed import (
@@ -83,7 +83,8 @@ def check_residency(
         its first query, at encoder token 812, still needs key 812 − 749 = 63:
 
         >>> import torch
-        >>> from contracts import EncoderTokens, PoolFactor, SlidingWindowLayer, Window, kernel_view
+        >>> from kvunits.contracts import (
+        ...     EncoderTokens, PoolFactor, SlidingWindowLayer, Window, kernel_view)
         >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens),
         ...                            pool=PoolFactor(4), kv_heads=1, head_size=16)
         >>> spec = kernel_view(layer, 16).expect(EncoderTokens)

@@ -6,13 +6,13 @@ to the tensor, so that
 
 * mypy sees ``SeqLens[PooledBlocks]`` where the attention wrapper wants
   ``SeqLens[EncoderTokens]`` (tied to its ``KernelSpec[EncoderTokens]``) and reports it, and
-* the wrappers check ``.unit`` again at run time and raise `contracts.UnitTypeError`.
+* the wrappers check ``.unit`` again at run time and raise `kvunits.contracts.UnitTypeError`.
 
 The wrappers cost nothing on the GPU: they hold the tensor, they never copy it.
 
 Example:
     >>> import torch
-    >>> from contracts import EncoderTokens
+    >>> from kvunits.contracts import EncoderTokens
     >>> lens = SeqLens(torch.tensor([54, 97], dtype=torch.int32), EncoderTokens)
     >>> lens
     SeqLens[encoder_token](tensor([54, 97], dtype=torch.int32))
@@ -21,7 +21,8 @@ Example:
 
 The tensor leaves a wrapper only through ``tensor_in(unit)``, naming its unit, and a tensor
 object is wrapped in one unit for its lifetime: ``SeqLens(t, EncoderTokens)`` of a tensor
-already wrapped as ``SeqLens[PooledBlocks]`` raises `contracts.UnitTypeError` (the conversion is
+already wrapped as ``SeqLens[PooledBlocks]`` raises `kvunits.contracts.UnitTypeError` (the
+conversion is
 `unpool_seq_lens`, which says where the encoder lengths come from).
 """
 
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, final
 
 import torch
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     IntQuantity,
     PooledBlocks,
@@ -45,8 +46,8 @@ from contracts import (
     UnitTypeError,
     UnitValueError,
 )
-from contracts.errors import KernelTypeError, KernelValueError
-from contracts.internal import check_pool, describe
+from kvunits.contracts.errors import KernelTypeError, KernelValueError
+from kvunits.contracts.internal import check_pool, describe
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _SEQ_UNITS: tuple[type[EncoderTokens | PooledBlocks | Tokens], ...] = (
@@ -289,7 +290,7 @@ def unpool_seq_lens(
 ) -> SeqLens[EncoderTokens]:
     """The exact encoder-token lengths of requests whose lengths the manager counts in slots.
 
-    ``s`` full pooled blocks hold ``s × P`` encoder tokens (`contracts.unpool_length`); when
+    ``s`` full pooled blocks hold ``s × P`` encoder tokens (`kvunits.contracts.unpool_length`); when
     the last pooled block of a request is partial, the kernel needs the exact length
     ``(s − 1) × P + last_block_tokens``, not the rounded-up one, or it would attend to
     positions that do not exist yet.
@@ -310,7 +311,7 @@ def unpool_seq_lens(
 
     Example:
         >>> import torch
-        >>> from contracts import PooledBlocks, PoolFactor
+        >>> from kvunits.contracts import PooledBlocks, PoolFactor
         >>> lens = SeqLens(torch.tensor([188, 14]), PooledBlocks)
         >>> tokens = unpool_seq_lens(lens, PoolFactor(4), last_block_tokens=torch.tensor([2, 4]))
         >>> tokens.tensor_in(EncoderTokens)
@@ -390,7 +391,9 @@ def check_block_table(value: object, field: str) -> BlockTable:
 
 
 _CONVERT_HINT = {
-    ("pooled_block", "encoder_token"): "; convert with kernels.unpool_seq_lens(lengths, pool)",
+    ("pooled_block", "encoder_token"): (
+        "; convert with kvunits.kernels.unpool_seq_lens(lengths, pool)"
+    ),
 }
 
 

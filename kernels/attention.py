@@ -5,7 +5,7 @@ last ``q_len`` positions; ``q_len = P`` for a pooled decode step) and reads its 
 its block table. Units are declared: the lengths, the query offsets and the window count the
 layer's kernel unit (`EncoderTokens` for a pooled layer), tied to the spec by one overload per
 kernel unit, so a manager-unit length is a mypy ``[arg-type]`` error ("expected
-SeqLens[EncoderTokens]") and, at run time, a `contracts.UnitTypeError`.
+SeqLens[EncoderTokens]") and, at run time, a `kvunits.contracts.UnitTypeError`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, overload
 
 import torch
 
-from contracts import EncoderTokens, KernelSpec, Tokens, Window
-from contracts.errors import KernelValueError
-from contracts.internal import ManagedKind, kernel_ints
+from kvunits.contracts import EncoderTokens, KernelSpec, Tokens, Window
+from kvunits.contracts.errors import KernelValueError
+from kvunits.contracts.internal import ManagedKind, kernel_ints
 
 from ._checks import (
     INDEX_DTYPES,

@@ -27,10 +27,10 @@ from typing import Any, overload
 
 import torch
 
-from contracts import EncoderTokens, KernelSpec, KernelUnit, PooledBlocks, Tokens
-from contracts.crossing import touched_slots
-from contracts.errors import KernelValueError
-from contracts.internal import ManagedKind, kernel_ints
+from kvunits.contracts import EncoderTokens, KernelSpec, KernelUnit, PooledBlocks, Tokens
+from kvunits.contracts.crossing import touched_slots
+from kvunits.contracts.errors import KernelValueError
+from kvunits.contracts.internal import ManagedKind, kernel_ints
 
 from ._checks import (
     INDEX_DTYPES,
@@ -80,14 +80,14 @@ def slot_start_loc(
 
     Request r with ``q_len`` new positions ending at ``seq_len`` touches the slots
     ``(seq_len − q_len) // P .. cdiv(seq_len, P) − 1``: none when ``q_len == 0``
-    (`contracts.crossing.touched_slots`, as the coordinator counts them).
+    (`kvunits.contracts.crossing.touched_slots`, as the coordinator counts them).
 
     Returns:
         ``[num_requests + 1]`` int32 on the metadata's device (no host sync).
 
     Example:
         >>> import torch
-        >>> from contracts import EncoderTokens, SlidingWindowLayer, kernel_view
+        >>> from kvunits.contracts import EncoderTokens, SlidingWindowLayer, kernel_view
         >>> layer = SlidingWindowLayer(sliding_window="750 encoder_token", pool=4, kv_heads=1,
         ...                            head_size=16)
         >>> spec = kernel_view(layer, 2).expect(EncoderTokens)

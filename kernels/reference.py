@@ -13,8 +13,8 @@ import math
 
 import torch
 
-from contracts import KernelSpec, KernelUnit, PooledBlocks, Tokens, Window
-from contracts.internal import kernel_ints
+from kvunits.contracts import KernelSpec, KernelUnit, PooledBlocks, Tokens, Window
+from kvunits.contracts.internal import kernel_ints
 
 from ._checks import resolve_window
 from ._typed import (
@@ -40,7 +40,8 @@ def reference_write_kv(
     seq_lens: SeqLens[KernelUnit],
     spec: KernelSpec[KernelUnit],
 ) -> None:
-    """What `kernels.write_kv` does, with the slot-to-row expansion done by torch indexing."""
+    """What `kvunits.kernels.write_kv` does, with the slot-to-row expansion done by torch
+    indexing."""
     unit = spec.seq_unit
     slots = check_slot_mapping(slot_mapping, manager_unit(spec), "slot_mapping").long()
     starts = check_query_start_loc(query_start_loc, unit, "query_start_loc").long()
@@ -76,7 +77,8 @@ def reference_paged_attention(
     sliding_window: Window[KernelUnit] | None = None,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """What `kernels.paged_attention` computes: gather each request's window, dense attention.
+    """What `kvunits.kernels.paged_attention` computes: gather each request's window, dense
+    attention.
 
     Returns:
         ``[num_rows, num_heads, head_size_v]`` in the query's dtype.

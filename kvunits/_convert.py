@@ -1,8 +1,8 @@
 """``kvunits convert``: a unit calculator over the named conversions of `contracts`.
 
-Each step is one conversion of `contracts.CONVERSIONS` (or an exact change of byte multiple),
-and the result names every step with its formula and rounding, so that nobody has to guess
-whether 750 encoder tokens became 188 or 189 pooled blocks, and why.
+Each step is one conversion of `kvunits.contracts.CONVERSIONS` (or an exact change of byte
+multiple), and the result names every step with its formula and rounding, so that nobody has to
+guess whether 750 encoder tokens became 188 or 189 pooled blocks, and why.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
-from contracts import (
+from kvunits.contracts import (
     CONVERSIONS,
     BlockSize,
     Bytes,
@@ -34,7 +34,7 @@ from contracts import (
     slots_to_cache_blocks_ceil,
     unpool_length,
 )
-from contracts.internal import parse_any_quantity
+from kvunits.contracts.internal import parse_any_quantity
 
 #: The largest value an input may have (`contracts` holds every parsed quantity to int64);
 #: a result past it is refused too.

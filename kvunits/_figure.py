@@ -22,10 +22,10 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from contracts import EncoderTokens
+from kvunits.contracts import EncoderTokens
 
 if TYPE_CHECKING:
-    from contracts.config import KvUnitsConfig
+    from kvunits.contracts.config import KvUnitsConfig
 
     from ._simulate import Run, Workload
 

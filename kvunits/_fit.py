@@ -6,7 +6,7 @@
   concurrency for L tokens per request: X.XXx"; kvunits counts whole requests);
 * the KV cache memory each rank needs for ``--requests`` requests of ``--length`` tokens.
 
-All three come from `runtime.deployment.Layout`, the plan's own numbers, so an answer holds
+All three come from `kvunits.runtime.deployment.Layout`, the plan's own numbers, so an answer holds
 when planned: a budget of exactly `FitAnswers.budget` admits the requests, one byte less does
 not.
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, final
 
 if TYPE_CHECKING:
-    from contracts import Tokens
-    from contracts.config import KvUnitsConfig
-    from contracts.deploy import Parallelism, RankBytes
+    from kvunits.contracts import Tokens
+    from kvunits.contracts.config import KvUnitsConfig
+    from kvunits.contracts.deploy import Parallelism, RankBytes
 
 
 @final
@@ -59,10 +59,10 @@ def fit(config: KvUnitsConfig, *, length: str | None, requests: int) -> FitAnswe
     Raises:
         UnitTypeError: ``length`` is not a quantity of tokens.
         UnitValueError: ``length`` or ``requests`` is below 1.
-        SpecError: the deployment does not suit the model (as `runtime.plan`).
+        SpecError: the deployment does not suit the model (as `kvunits.runtime.plan`).
     """
-    from contracts import Tokens, UnitValueError, parse_quantity
-    from runtime.deployment import Layout, Shortfall
+    from kvunits.contracts import Tokens, UnitValueError, parse_quantity
+    from kvunits.runtime.deployment import Layout, Shortfall
 
     engine = config.engine
     asked = (

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 if TYPE_CHECKING:
-    from contracts import BlockSize, Chunk, IntQuantity, Position, Window
-    from contracts.config import KvUnitsConfig
-    from runtime.capacity import CapacityPlan, GroupPlan, LayoutPlan
-    from runtime.deployment import StagePlan
+    from kvunits.contracts import BlockSize, Chunk, IntQuantity, Position, Window
+    from kvunits.contracts.config import KvUnitsConfig
+    from kvunits.runtime.capacity import CapacityPlan, GroupPlan, LayoutPlan
+    from kvunits.runtime.deployment import StagePlan
 
     from ._table import Table
 
@@ -55,11 +55,11 @@ def quantity(
     "kind": "window"}``.
 
     Example:
-        >>> from contracts import PooledBlocks, Window
+        >>> from kvunits.contracts import PooledBlocks, Window
         >>> quantity(PooledBlocks(189)), quantity(Window(189, PooledBlocks))["kind"]
         ({'value': 189, 'unit': 'pooled_block'}, 'window')
     """
-    from contracts import BlockSize, Chunk, Position, Window
+    from kvunits.contracts import BlockSize, Chunk, Position, Window
 
     if value is None:
         return None
@@ -74,8 +74,8 @@ def quantity(
 
 def engine_settings(config: KvUnitsConfig) -> dict[str, Any]:
     """Every engine setting once: its value (with its unit), and where it came from."""
-    from contracts import IntQuantity
-    from contracts.config._models import ENGINE_FIELDS
+    from kvunits.contracts import IntQuantity
+    from kvunits.contracts.config._models import ENGINE_FIELDS
 
     engine = config.engine
     settings: dict[str, Any] = {}
@@ -132,7 +132,7 @@ def _layout_to_dict(layout: LayoutPlan) -> dict[str, Any]:
 
 
 def _group_to_dict(plan: GroupPlan) -> dict[str, Any]:
-    from contracts.deploy import KVHeads
+    from kvunits.contracts.deploy import KVHeads
 
     group, manager = plan.group, plan.group.manager
     kernel = next(iter(group.kernels.values()), None)
@@ -201,7 +201,7 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
     the boxes are ASCII and every text is written in ASCII (``->`` for ``→``; user text
     escaped): `kvunits._table`.
     """
-    from contracts import CONVERSIONS
+    from kvunits.contracts import CONVERSIONS
 
     from ._table import Column, Line, Screen, Table
 
@@ -350,7 +350,7 @@ def rank_table(plan: CapacityPlan) -> Table:
 
 def settings_table(config: KvUnitsConfig) -> Table:
     """The engine settings that are set, each with where it came from."""
-    from contracts.config._models import GPU_MEMORY_FIELDS
+    from kvunits.contracts.config._models import GPU_MEMORY_FIELDS
 
     from ._table import Column, Table
 

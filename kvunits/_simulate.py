@@ -1,8 +1,8 @@
 """``kvunits simulate``: a streaming workload through the real coordinator, step by step.
 
-Nothing here models the allocator: each run plans the cache with `runtime.plan`, builds a
-`runtime.KVCacheCoordinator` from the plan, and admits, steps and frees streams through it; the
-series are what the coordinator reports after every scheduler step (`usage_by_group`, block
+Nothing here models the allocator: each run plans the cache with `kvunits.runtime.plan`, builds a
+`kvunits.runtime.KVCacheCoordinator` from the plan, and admits, steps and frees streams through it;
+the series are what the coordinator reports after every scheduler step (`usage_by_group`, block
 tables, the number of admitted requests). What this module adds is the workload and the
 bookkeeping around it:
 
@@ -17,8 +17,8 @@ bookkeeping around it:
   slot, as a live audio stream does; token groups are stepped in tokens; a cross-attention
   group is written whole at a stream's first step.
 * **residency**: after every step of every stream, the keys its queries read are checked
-  against its block table with the *kernel's* window (`contracts.crossing.first_unresident`,
-  the rule of `kernels.check_residency`), so a manager window too small for the kernel shows
+  against its block table with the *kernel's* window (`kvunits.contracts.crossing.first_unresident`,
+  the rule of `kvunits.kernels.check_residency`), so a manager window too small for the kernel shows
   up as the first key freed while a query still read it.
 * **window variants**: `window_variants` builds the same model with another *manager* window
   for one group. A `ManagerSpec` is never built by hand: the group's layers are declared with
@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, final
 
-from contracts import (
+from kvunits.contracts import (
     AnyLayerGroup,
     CacheBlocks,
     EncoderTokens,
@@ -69,14 +69,14 @@ from contracts import (
     manager_view,
     unpool_length,
 )
-from contracts.crossing import first_unresident
-from contracts.errors import AllocationError
-from contracts.internal import kernel_ints, magnitude
-from runtime import NULL_BLOCK, ContentKeys, GroupHandle, KVCacheCoordinator, plan
+from kvunits.contracts.crossing import first_unresident
+from kvunits.contracts.errors import AllocationError
+from kvunits.contracts.internal import kernel_ints, magnitude
+from kvunits.runtime import NULL_BLOCK, ContentKeys, GroupHandle, KVCacheCoordinator, plan
 
 if TYPE_CHECKING:
-    from contracts.config import KvUnitsConfig
-    from runtime import CapacityPlan
+    from kvunits.contracts.config import KvUnitsConfig
+    from kvunits.runtime import CapacityPlan
 
 #: The label of a run with the config's own windows.
 AS_CONFIGURED: Final = "as configured"
@@ -111,7 +111,7 @@ class Workload:
         seed: seeds the gaps between a client's streams (with ``arrival`` > 0).
         shared_prompt: every stream brings the same prompt (its prefill: ``prompt`` tokens,
             and its first encoder step): streams are admitted with prefix caching
-            (`runtime.Stepper.admit_with_prefix`) and start after what the cache holds.
+            (`kvunits.runtime.Stepper.admit_with_prefix`) and start after what the cache holds.
     """
 
     streams: int
@@ -303,7 +303,7 @@ def window_variants(
         SpecError: no such group, several candidates (name one with ``group``), or a window
             that would merge the group with another.
     """
-    from contracts.internal import parse_any_quantity
+    from kvunits.contracts.internal import parse_any_quantity
 
     if not windows:
         raise SpecError("--compare-windows needs at least one window")
@@ -808,7 +808,7 @@ def load_example() -> KvUnitsConfig:
     """The shipped Voxtral Realtime example (``kvunits simulate`` without a config)."""
     from importlib import resources
 
-    from contracts.config import load_config
+    from kvunits.contracts.config import load_config
 
     example = resources.files("kvunits").joinpath("examples", "voxtral_realtime.toml")
     with resources.as_file(example) as path:
@@ -826,7 +826,7 @@ def _series_keys(names: Sequence[str]) -> list[str]:
 
 
 def _groups(model: ModelSpec, config: KvUnitsConfig) -> tuple[AnyLayerGroup, ...]:
-    from contracts import group_layers
+    from kvunits.contracts import group_layers
 
     return group_layers(model, config.engine)[0]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 if TYPE_CHECKING:
-    from contracts import Window
-    from contracts.config import KvUnitsConfig
+    from kvunits.contracts import Window
+    from kvunits.contracts.config import KvUnitsConfig
 
     from ._simulate import Run, Workload
 
@@ -173,7 +173,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) -> int:
-    from contracts import SpecError
+    from kvunits.contracts import SpecError
 
     from ._simulate import as_configured, simulate, window_variants
 
@@ -230,7 +230,7 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
 
 def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
     """Refuse an output the figure cannot be written to, before simulating."""
-    from contracts import UnitValueError
+    from kvunits.contracts import UnitValueError
 
     if out.suffix.lower() not in suffixes:
         raise UnitValueError(
@@ -249,14 +249,14 @@ def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
 
 
 def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
-    from contracts import EncoderTokens, Tokens, UnitTypeError, parse_quantity
+    from kvunits.contracts import EncoderTokens, Tokens, UnitTypeError, parse_quantity
 
     from ._simulate import Workload
 
     encoder_step: EncoderTokens | None = None
     decoder_step = Tokens(1)
     if args.cadence is not None:
-        from contracts.internal import parse_any_quantity
+        from kvunits.contracts.internal import parse_any_quantity
 
         for text in args.cadence.split(","):
             value = parse_any_quantity(text.strip(), field="--cadence")

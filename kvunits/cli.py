@@ -10,7 +10,7 @@ is written in ASCII: ``->`` for ``→``, ASCII table boxes, other characters esc
 The module imports only the standard library at import time (``--help`` stays instant);
 contracts loads when a command needs it, rich only for ``simulate``'s progress bar and a table
 wider than the terminal (`kvunits._table` draws the rest); pint, torch
-and triton never do: text quantities are read with the unit table of contracts._units. Only
+and triton never do: text quantities are read with the unit table of kvunits.contracts._units. Only
 the arguments of the command being run are built, and pydantic's plugins are not looked for
 (``PYDANTIC_DISABLE_PLUGINS``, unless set; ``_startup``): ``benchmarks/startup.py`` times the
 cold start.
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from contracts.config import KvUnitsConfig
-    from runtime.capacity import CapacityPlan
+    from kvunits.contracts.config import KvUnitsConfig
+    from kvunits.runtime.capacity import CapacityPlan
 
 EXIT_OK: Final = 0
 EXIT_INVALID: Final = 2
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(first if first in _COMMANDS else None)
     args = parser.parse_args(arguments)
     command: Callable[[argparse.Namespace], int] = args.command
-    from contracts import KvUnitsError
+    from kvunits.contracts import KvUnitsError
 
     from ._table import can_encode
 
@@ -447,7 +447,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from contracts import KvUnitsError
+    from kvunits.contracts import KvUnitsError
 
     status = EXIT_OK
     for path in args.configs:
@@ -469,7 +469,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    from contracts.config import HF_FAMILIES, HF_WRAPPERS
+    from kvunits.contracts.config import HF_FAMILIES, HF_WRAPPERS
 
     families: list[dict[str, Any]] = [
         {
@@ -521,11 +521,11 @@ def _models(args: argparse.Namespace) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     if args.hf:
-        from contracts.config import HF_FIELDS
+        from kvunits.contracts.config import HF_FIELDS
 
         json.dump(dict(HF_FIELDS), sys.stdout, indent=2)
     else:
-        from contracts.config import config_json_schema
+        from kvunits.contracts.config import config_json_schema
 
         from ._table import can_encode
 
@@ -563,7 +563,7 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
-    from contracts.config import load_config
+    from kvunits.contracts.config import load_config
 
     flags = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
     flags["async_scheduling"] = args.async_scheduling
@@ -583,9 +583,9 @@ def _planned(config: KvUnitsConfig) -> CapacityPlan:
     request, a block size a chunk does not divide, too many blocks) is reported as a config
     issue of each engine setting it names, at the place that setting came from: the command
     line, the environment, the file or the defaults."""
-    from contracts import SpecError
-    from contracts.errors import ConfigError, ConfigIssue
-    from runtime.capacity import plan
+    from kvunits.contracts import SpecError
+    from kvunits.contracts.errors import ConfigError, ConfigIssue
+    from kvunits.runtime.capacity import plan
 
     try:
         return plan(config.model, config.engine)
@@ -629,7 +629,7 @@ def _wrap(text: str) -> str:
 def _report(error: Exception, where: str) -> None:
     """Print an error to stderr: a config's issues one per line (each names its file), any
     other kvunits error as ``where: message``."""
-    from contracts.errors import ConfigError
+    from kvunits.contracts.errors import ConfigError
 
     from ._render import clean
 

@@ -12,12 +12,20 @@ reservations), ``_core`` (the untyped two-phase step, speculation, prefix adopti
 ``coordinator`` (the typed API).
 """
 
+if __name__ != "kvunits.runtime":
+    # A checkout's root on sys.path exposes this directory as `runtime`: a second copy of every
+    # class (isinstance fails across copies) and a name other distributions use.
+    raise ImportError(
+        f"kvunits' runtime package was imported as {__name__!r}; import kvunits.runtime instead"
+    )
+
+
 from typing import TYPE_CHECKING
 
-from contracts.errors import AdmissionError as AdmissionError
-from contracts.errors import AllocationError as AllocationError
-from contracts.errors import ConcurrentUseError as ConcurrentUseError
-from contracts.errors import RequestError as RequestError
+from kvunits.contracts.errors import AdmissionError as AdmissionError
+from kvunits.contracts.errors import AllocationError as AllocationError
+from kvunits.contracts.errors import ConcurrentUseError as ConcurrentUseError
+from kvunits.contracts.errors import RequestError as RequestError
 
 if TYPE_CHECKING:
     from .block_pool import NULL_BLOCK as NULL_BLOCK
@@ -39,7 +47,7 @@ if TYPE_CHECKING:
     from .prefix_cache import PrefixCacheStats as PrefixCacheStats
 
 #: Each public name by the room that defines it, imported on first use: planning
-#: (``runtime.capacity``, all ``kvunits plan`` needs) then does not import the allocator.
+#: (``kvunits.runtime.capacity``, all ``kvunits plan`` needs) then does not import the allocator.
 _EXPORTS = {
     "NULL_BLOCK": "block_pool",
     "CapacityPlan": "capacity",

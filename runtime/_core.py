@@ -1,10 +1,10 @@
 """The untyped inner core of the coordinator: plain ints, no unit objects, no checks of units.
 
-`runtime.coordinator.KVCacheCoordinator` checks units once at its entry and delegates here;
+`kvunits.runtime.coordinator.KVCacheCoordinator` checks units once at its entry and delegates here;
 the allocator benchmark runs the same trace through both to price that check. Groups are
 addressed by index. A step counts *positions* in each group's kernel unit (encoder tokens for
 a pooled group, tokens otherwise); the core turns them into slots with the formulas of
-`contracts.crossing` (a pooled step may continue a partial slot), and limits, caps and
+`kvunits.contracts.crossing` (a pooled step may continue a partial slot), and limits, caps and
 eviction work in slots; block counts are in cache blocks.
 
 One scheduler thread drives a core (see `KVCacheCoordinator`). Each call that changes state
@@ -22,9 +22,9 @@ import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from contracts import CacheBlocks, PooledBlocks
-from contracts.crossing import cache_slots, step_cache_rows, step_cache_slots
-from contracts.errors import AllocationError, ConcurrentUseError, RequestError
+from kvunits.contracts import CacheBlocks, PooledBlocks
+from kvunits.contracts.crossing import cache_slots, step_cache_rows, step_cache_slots
+from kvunits.contracts.errors import AllocationError, ConcurrentUseError, RequestError
 
 from .admission import AdmissionLedger
 from .block_pool import NULL_BLOCK, BlockPool
@@ -254,7 +254,7 @@ class CoordinatorCore:
     def step_function(self) -> StepFn:
         """``step(request_id, num_new)``: the step `allocate_step` runs without lookahead,
         chosen for these groups at construction (`_make_step`); the typed
-        `runtime.Stepper.allocate` calls it after its unit checks."""
+        `kvunits.runtime.Stepper.allocate` calls it after its unit checks."""
         return self._step
 
     def enter(self, operation: str) -> None:
@@ -479,7 +479,7 @@ class CoordinatorCore:
                 uncommitted, so not cached, until a later step; `rollback` may remove them.
 
         Returns:
-            Per group, the step's slot mapping (`contracts.crossing.step_cache_slots`): the
+            Per group, the step's slot mapping (`kvunits.contracts.crossing.step_cache_slots`): the
             cache slot of every slot the step touches, manager units. For a pooled group the
             first may be the partial slot the step continues.
 
@@ -525,7 +525,7 @@ class CoordinatorCore:
         grew = False
         for g, q in enumerate(num_new):
             c, p = num_rows[g], pool_of[g]
-            # The slots the step touches, first..end-1 (contracts.crossing): the first holds
+            # The slots the step touches, first..end-1 (kvunits.contracts.crossing): the first holds
             # the step's first position, so eviction counts back from it.
             if p == 1:
                 first, end = c, c + q

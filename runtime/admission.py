@@ -1,9 +1,9 @@
 """Admission control: a request's admission cap per group, and the reservation ledger.
 
-The cap is `contracts.internal.admission_cap`: the formula of
-`contracts.ManagerSpec.max_admission_blocks_per_request`, with which the capacity plan
-(`runtime.capacity.plan`) sizes the pools, so the two cannot drift. Here it runs on plain ints
-(slots in the group's unit in, cache blocks out): no quantity is built on the admission path.
+The cap is `kvunits.contracts.internal.admission_cap`: the formula of
+`kvunits.contracts.ManagerSpec.max_admission_blocks_per_request`, with which the capacity plan
+(`kvunits.runtime.capacity.plan`) sizes the pools, so the two cannot drift. Here it runs on plain
+ints (slots in the group's unit in, cache blocks out): no quantity is built on the admission path.
 
 Policy (``reserve=True``, the default): admitting a request reserves its cap in every group,
 and a request is admitted only if every group has its cap unreserved. The cap bounds the
@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from contracts import CacheBlocks, ManagerSpec
-from contracts.errors import AdmissionError, AllocationError
-from contracts.internal import admission_cap
+from kvunits.contracts import CacheBlocks, ManagerSpec
+from kvunits.contracts.errors import AdmissionError, AllocationError
+from kvunits.contracts.internal import admission_cap
 
 
 class AdmissionLedger:

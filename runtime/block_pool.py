@@ -5,7 +5,7 @@ the coordinator, which checks units once at its typed entry. Block 0 is the null
 never handed out, never freed, and stands in block tables for entries a manager evicted (a
 sliding window's tail, a finished chunk, the blocks a prefix hit skips), so that a table keeps
 its positions. A pool serves one layer group, or every group of a coordinator whose groups
-share one pool (their pages are of one size, see `runtime.shared_pool`).
+share one pool (their pages are of one size, see `kvunits.runtime.shared_pool`).
 
 Not thread-safe: the coordinator that owns the pool is driven by one scheduler thread.
 """
@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Final
 
-from contracts import CacheBlocks, SpecError
-from contracts.errors import AllocationError
+from kvunits.contracts import CacheBlocks, SpecError
+from kvunits.contracts.errors import AllocationError
 
 #: The id of the null block in every pool.
 NULL_BLOCK: Final = 0

@@ -1,15 +1,15 @@
 """Capacity planning: what a model's cache needs per request, and what a budget buys.
 
-Per group (see `contracts.group_layers`): page size per layer, the admission cap (the same
+Per group (see `kvunits.contracts.group_layers`): page size per layer, the admission cap (the same
 `ManagerSpec.max_admission_blocks_per_request` that run-time admission calls, so the two
 cannot drift), and bytes per request: the model's numbers, all heads on one device. Per rank
-(`runtime.deployment`): the layers each pipeline stage holds, each rank's share of the heads
+(`kvunits.runtime.deployment`): the layers each pipeline stage holds, each rank's share of the heads
 and its page, a request's pages on a rank, and what each rank's budget buys, split between the
 groups of its stage in proportion to what one request needs in each, one null block per
 group. On one device (no TP, PP or DCP) the two are the same numbers.
 
 That is the engine's default ``kv_cache_layout``, ``per_group``. With ``shared``, every group
-draws on one pool, pages unified (`runtime.shared_pool`, one device). The plan reports what
+draws on one pool, pages unified (`kvunits.runtime.shared_pool`, one device). The plan reports what
 the other layout would buy too (`CapacityPlan.layouts`), or why it cannot be laid out.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, final
 
-from contracts import (
+from kvunits.contracts import (
     AnyLayerGroup,
     Bytes,
     CacheBlocks,
@@ -30,7 +30,7 @@ from contracts import (
     Window,
     group_layers,
 )
-from contracts.deploy import (
+from kvunits.contracts.deploy import (
     Parallelism,
     RankBlocks,
     RankBytes,
@@ -86,7 +86,7 @@ class GroupPlan:
             run-time admission reserves; DCP's shards are in the stages' plans).
         bytes_per_request: ``admission_cap × block_bytes``.
         num_blocks: the block ids of the group's pool, the null block included: each is one
-            page on every rank holding the group (`runtime.deployment`).
+            page on every rank holding the group (`kvunits.runtime.deployment`).
     """
 
     group: AnyLayerGroup
@@ -144,7 +144,7 @@ def plan(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
 
     Raises:
         SpecError: as `plan_per_group`, or the shared layout is asked for and cannot be laid
-            out (`runtime.shared_pool`: pages that do not unify, a deployment on several
+            out (`kvunits.runtime.shared_pool`: pages that do not unify, a deployment on several
             ranks).
     """
     mine: CapacityPlan | None = None
@@ -188,7 +188,7 @@ def plan_per_group(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
 
     Raises:
         SpecError: the model keeps no cache, a chunked-local layer's chunk is not a whole
-            number of cache blocks (from `contracts.manager_view`), the deployment does not
+            number of cache blocks (from `kvunits.contracts.manager_view`), the deployment does not
             suit the model (heads that tp cannot split, DCP where vLLM refuses it), or a
             stage's budget cannot hold its null blocks plus one full-length request (the
             message gives the longest ``max_model_len`` that fits), or it buys a group more
@@ -248,7 +248,7 @@ def plan_per_group(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
 
 
 def plan_shared(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
-    """The plan with one pool for all groups (`runtime.shared_pool`), on one device.
+    """The plan with one pool for all groups (`kvunits.runtime.shared_pool`), on one device.
 
     Raises:
         SpecError: a deployment on several ranks (each rank would unify its own pages: not

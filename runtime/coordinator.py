@@ -2,27 +2,27 @@
 
 A coordinator owns one manager per layer group (a Voxtral model has a pooled encoder group
 counting `PooledBlocks` and a decoder group counting `Tokens`) and a block pool per group, or
-one pool all groups draw from (`runtime.shared_pool`). Requests may share cached prefixes
-(`Stepper.admit_with_prefix`, `runtime.prefix_cache`) and take speculative steps
+one pool all groups draw from (`kvunits.runtime.shared_pool`). Requests may share cached prefixes
+(`Stepper.admit_with_prefix`, `kvunits.runtime.prefix_cache`) and take speculative steps
 (`Stepper.allocate_speculative`, `Stepper.rollback`). Units are
-checked once, at the entry of each call, then the untyped core (`runtime._core`) works on plain
-ints:
+checked once, at the entry of each call, then the untyped core (`kvunits.runtime._core`) works on
+plain ints:
 
 * `KVCacheCoordinator.group` gives a `GroupHandle[U]`, typed by the unit its steps count: a
   token group steps in `Tokens`; a pooled group in whole `PooledBlocks` (P encoder tokens
   each) or in `EncoderTokens`, as an audio stream arrives, in chunks that need not be
   multiples of P (a step then continues the partial pooled block the last one left; see
-  `contracts.crossing`). Any other unit raises `UnitTypeError`;
+  `kvunits.contracts.crossing`). Any other unit raises `UnitTypeError`;
 * `KVCacheCoordinator.stepper` binds handles into a `Stepper`, whose ``allocate`` and ``admit``
   take one quantity per handle, each in its handle's unit: mypy rejects ``EncoderTokens`` where
   a ``PooledBlocks`` handle expects slots (``[arg-type]``), and so does the run time
   (`UnitTypeError`), as it does a bare ``int``;
 * `KVCacheCoordinator.kernel_inputs` gives what the kernels read for the latest step: the slot
-  mapping `kernels.write_kv` takes, the cache row of every position, the exact length.
+  mapping `kvunits.kernels.write_kv` takes, the cache row of every position, the exact length.
 
 A step is atomic over all groups: if any group cannot satisfy it, nothing changes anywhere and
 `AllocationError` names the group and the shortfall. Admission reserves each request's cap (see
-`runtime.admission`), so the steps of admitted requests never run short.
+`kvunits.runtime.admission`), so the steps of admitted requests never run short.
 
 Thread safety: one scheduler thread drives a coordinator, as vLLM's scheduler drives its
 KV-cache manager; a service that calls it from several threads must hold one lock around every
@@ -32,10 +32,10 @@ progress completes as if alone: concurrent use is a clear error, never a silent 
 Every call that changes state is atomic, whatever the exception.
 
 Example:
-    >>> from contracts import (EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec,
+    >>> from kvunits.contracts import (EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec,
     ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens, Window)
-    >>> from contracts.deploy import RankBytes
-    >>> from runtime.capacity import plan
+    >>> from kvunits.contracts.deploy import RankBytes
+    >>> from kvunits.runtime.capacity import plan
     >>> enc = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
     ...                          kv_heads=32, head_size=64)
     >>> dec = FullAttentionLayer(kv_heads=8, head_size=128)
@@ -85,7 +85,7 @@ from typing import (
     overload,
 )
 
-from contracts import (
+from kvunits.contracts import (
     AnyLayerGroup,
     BlockSize,
     CacheBlocks,
@@ -101,9 +101,9 @@ from contracts import (
     UnitValueError,
     expand_block_size,
 )
-from contracts.crossing import slots_holding
-from contracts.errors import RequestError
-from contracts.internal import check_quantity, describe, magnitude, manager_ints
+from kvunits.contracts.crossing import slots_holding
+from kvunits.contracts.errors import RequestError
+from kvunits.contracts.internal import check_quantity, describe, magnitude, manager_ints
 
 from ._core import CoordinatorCore
 from .admission import AdmissionLedger
@@ -184,7 +184,8 @@ class GroupHandle(Generic[StepUnit]):
     def block_hashes(self, content: ContentKeys[Any]) -> BlockHashes[Any]:
         """The chained hashes of the full cache blocks of ``content`` at this group's
         granularity: ``block_size`` tokens for a token group, ``block_size × P`` encoder tokens
-        (`contracts.expand_block_size`) for a pooled one, whichever unit its handle steps in.
+        (`kvunits.contracts.expand_block_size`) for a pooled one, whichever unit its handle steps
+        in.
 
         Example:
             Block size 16 and P = 4: 130 encoder tokens of audio are two full blocks of 64.
@@ -275,7 +276,7 @@ class GroupUsage:
         used: blocks held by requests (a block requests share counts once).
         free: blocks in the free queue.
         reserved: blocks reserved by admitted requests (0 without reservation), a block
-            requests share reserved once where they keep it (see `runtime.admission`).
+            requests share reserved once where they keep it (see `kvunits.runtime.admission`).
         cached: free blocks that still hold a cached prefix (in ``free``: an allocation may
             evict them, a prefix hit takes them back).
     """
@@ -293,7 +294,7 @@ class GroupUsage:
 class KernelInputs(Generic[KernelUnit]):
     """What the kernels of one group read for one request after its latest step.
 
-    Built by `KVCacheCoordinator.kernel_inputs` with the formulas of `contracts.crossing`.
+    Built by `KVCacheCoordinator.kernel_inputs` with the formulas of `kvunits.contracts.crossing`.
 
     Attributes:
         block_table: cache-block ids, one per block of the request's slots, the null block (0)
@@ -301,8 +302,8 @@ class KernelInputs(Generic[KernelUnit]):
         tokens_per_block: positions per cache block in the kernel's unit: ``block_size × P``
             encoder tokens for a pooled group.
         slot_mapping: the cache slot of every slot the latest step touches (manager units):
-            the ``slot_mapping`` `kernels.write_kv` takes. For a pooled group the first may be
-            the partial slot the step continues.
+            the ``slot_mapping`` `kvunits.kernels.write_kv` takes. For a pooled group the first may
+            be the partial slot the step continues.
         row_mapping: the cache row of every position of the latest step (kernel units):
             ``cache slot × P + i``.
         seq_len: the request's positions so far, the step's included, exact.
@@ -556,10 +557,10 @@ class KVCacheCoordinator:
     """Paged KV-cache allocation for all layer groups of a model (see the module docstring).
 
     Args:
-        groups: the model's layer groups (`contracts.group_layers`), with their limits.
+        groups: the model's layer groups (`kvunits.contracts.group_layers`), with their limits.
         num_blocks: cache blocks per group, the null block included (the capacity plan's);
             or one count: one pool that every group draws from (vLLM's layout), which needs
-            one page size across the groups (`runtime.shared_pool` unifies them).
+            one page size across the groups (`kvunits.runtime.shared_pool` unifies them).
         reserve: reserve each admitted request's admission cap, so that admitted requests
             never run short (default); ``False`` admits optimistically, as vLLM does.
 
@@ -603,8 +604,9 @@ class KVCacheCoordinator:
                 raise SpecError(
                     "one pool for all groups needs one page size, but the groups' pages are "
                     + ", ".join(f"{g.manager.page_size} ({g.name})" for g in groups)
-                    + "; plan with kv_cache_layout = 'shared' (runtime.plan), which unifies "
-                    "them by scaling the smaller pages' block sizes, or give one count per group"
+                    + "; plan with kv_cache_layout = 'shared' (kvunits.runtime.plan), which "
+                    "unifies them by scaling the smaller pages' block sizes, or give one count "
+                    "per group"
                 )
         managers = [make_manager(g.manager) for g in groups]
         in_flight, limit = [], []
@@ -796,7 +798,7 @@ class KVCacheCoordinator:
     ) -> KernelInputs[EncoderTokens]: ...
     def kernel_inputs(self, request_id: str, handle: GroupHandle[Any]) -> KernelInputs[Any]:
         """What the kernels of a group read for the request's latest step: its block table,
-        slot mapping (for `kernels.write_kv`), the cache row of every position and the exact
+        slot mapping (for `kvunits.kernels.write_kv`), the cache row of every position and the exact
         length, in the group's kernel unit (encoder tokens for a pooled group).
 
         Raises:
@@ -988,7 +990,7 @@ def _reject(handle: GroupHandle[Any], value: object, what: str) -> NoReturn:
     if type(value) is EncoderTokens and handle.unit is PooledBlocks:
         hint = (
             f"; step this group in encoder tokens with coordinator.group({handle.name!r}, "
-            "EncoderTokens), or convert whole pooled blocks with contracts.pool_length(n, "
+            "EncoderTokens), or convert whole pooled blocks with kvunits.contracts.pool_length(n, "
             f"PoolFactor({handle.spec.pool.tokens_per_block}))"
         )
     raise UnitTypeError(
@@ -1004,7 +1006,7 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
     """The stepper's ``allocate``: a closure of fixed arity for the common layouts, so that the
     typed entry costs one type check per argument and one call (the benchmark prices it).
 
-    It calls the core's `~runtime._core.CoordinatorCore.step_function`, the one
+    It calls the core's `~kvunits.runtime._core.CoordinatorCore.step_function`, the one
     ``allocate_step`` runs, directly: the typed entry adds its checks and nothing else. The
     core counts positions in each group's kernel unit; a handle stepped in whole pooled blocks
     scales its count by P (``rows_per_unit``), and a closure whose handles all count positions
@@ -1013,7 +1015,7 @@ def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...])
     allocate = core.step_function
     # Each argument's class is checked (type(a) is u0) just before its int is read, from the
     # quantity's slot itself: an attribute load is the cheapest read there is (a call, even
-    # contracts.internal.magnitude, costs the typed entry about 4% of a step; the allocator
+    # kvunits.contracts.internal.magnitude, costs the typed entry about 4% of a step; the allocator
     # benchmark prices it). With `Stepper.admit`, the only reads of the slot outside contracts.
     units = tuple(h.unit for h in handles)
     scales = tuple(h.rows_per_unit for h in handles)
@@ -1095,7 +1097,7 @@ def _make_lengths(
 ) -> Callable[[tuple[object, ...]], list[int | None]]:
     """`Stepper.admit`'s unit checks: one length per bound handle (the caller checked their
     number) to the core's lengths, in slots per group (None where unbound), each through
-    `contracts.crossing.slots_holding`. Written out for one and two groups in order, as
+    `kvunits.contracts.crossing.slots_holding`. Written out for one and two groups in order, as
     `_make_allocate` writes ``allocate``, and read from the quantity's slot as it does."""
     num_groups = len(core.names)
     in_order = tuple(h.index for h in handles) == tuple(range(num_groups))
@@ -1138,7 +1140,7 @@ def _make_lengths(
 
 def _content_block_size(spec: ManagerSpec[Any]) -> BlockSize[Any]:
     """Positions of content per cache block of a group: ``block_size × P`` encoder tokens for a
-    pooled group (`contracts.expand_block_size`), ``block_size`` tokens otherwise."""
+    pooled group (`kvunits.contracts.expand_block_size`), ``block_size`` tokens otherwise."""
     if spec.slot_unit is PooledBlocks:
         return expand_block_size(spec.block_size, spec.pool)
     return spec.block_size

@@ -4,13 +4,13 @@ A model served with tensor parallelism (TP), pipeline parallelism (PP) and decod
 parallelism (DCP) is planned per rank, as vLLM 0.33 plans it:
 
 * each stack of layers (``text.0`` … ``text.31``) is split over the stages by
-  `contracts.deploy.layers_per_stage` (vLLM's ``get_pp_indices``, which ``make_layers`` applies to
-  every layer list: a decoder's, an audio encoder's);
-* a rank's page holds its share of the heads (`contracts.page_size_per_rank`, replicated
+  `kvunits.contracts.deploy.layers_per_stage` (vLLM's ``get_pp_indices``, which ``make_layers``
+  applies to every layer list: a decoder's, an audio encoder's);
+* a rank's page holds its share of the heads (`kvunits.contracts.page_size_per_rank`, replicated
   when tp exceeds the heads), so a group's page differs between the model and a rank;
 * a request's blocks on one rank: the group's admission cap, except that DCP shards a
   full-attention (and MLA) layer's positions: ``cdiv(cdiv(max_len, dcp), block_size)``
-  (`contracts.tokens_per_dcp_rank`; vLLM's ``FullAttentionSpec.max_memory_usage_bytes``).
+  (`kvunits.contracts.tokens_per_dcp_rank`; vLLM's ``FullAttentionSpec.max_memory_usage_bytes``).
   vLLM refuses DCP with sliding windows; it keeps chunked-local, cross-attention and state
   bounds undivided, and so does kvunits;
 * each rank's budget is split between the groups of its stage in proportion to what one
@@ -24,8 +24,8 @@ The reverse questions a serving engineer asks are answered from the same numbers
 fit), `concurrency_at` and `budget_for`.
 
 Example:
-    >>> from contracts import EngineSpec, FullAttentionLayer, ModelSpec, Tokens
-    >>> from contracts.deploy import RankBytes
+    >>> from kvunits.contracts import EngineSpec, FullAttentionLayer, ModelSpec, Tokens
+    >>> from kvunits.contracts.deploy import RankBytes
     >>> model = ModelSpec.stacked("llama", {"text": (FullAttentionLayer(kv_heads=8,
     ...                                                                  head_size=128), 32)})
     >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(2048),
@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import final
 
-from contracts import (
+from kvunits.contracts import (
     AnyLayerGroup,
     EngineSpec,
     MLALayer,
@@ -53,7 +53,7 @@ from contracts import (
     UnitValueError,
     group_layers,
 )
-from contracts.deploy import (
+from kvunits.contracts.deploy import (
     KVHeads,
     Parallelism,
     RankBlocks,
@@ -70,7 +70,7 @@ from contracts.deploy import (
     rank_tokens_to_blocks_ceil,
     tokens_per_dcp_rank,
 )
-from contracts.internal import ManagedKind, check_quantity
+from kvunits.contracts.internal import ManagedKind, check_quantity
 
 
 @final
@@ -79,13 +79,13 @@ class RankGroupPlan:
     """One layer group on the ranks of one pipeline stage, as each of them holds it.
 
     Attributes:
-        name: the group (`contracts.LayerGroup.name`).
+        name: the group (`kvunits.contracts.LayerGroup.name`).
         kind: its manager's kind.
         layer_names: the group's layers on this stage.
         kv_heads: the model's KV heads of each layer (None: a state layer).
-        kv_heads_per_rank: what each TP rank holds of them (`contracts.deploy.kv_heads_per_rank`).
-        head_replicas: TP ranks holding each head (more than 1: replicated).
-        dcp_sharded: whether DCP splits the group's positions over ranks.
+        kv_heads_per_rank: what each TP rank holds of them
+        (`kvunits.contracts.deploy.kv_heads_per_rank`). head_replicas: TP ranks holding each head
+        (more than 1: replicated). dcp_sharded: whether DCP splits the group's positions over ranks.
         page_size: one layer's page on one rank.
         block_bytes: one block of the group on one rank: a page per layer of the stage.
         admission_cap: the pages (per layer) one request holds on one rank at most.
@@ -386,12 +386,12 @@ def stage_layers(model: ModelSpec, parallelism: Parallelism) -> tuple[tuple[str,
     """The layers of each pipeline stage, in model order.
 
     Each stack, the layers ``<stack>.<i>`` (a layer of another name is a stack of its own),
-    is split by `contracts.deploy.layers_per_stage` in order of ``i``, as vLLM's ``make_layers``
-    splits each layer list it builds (a decoder's; an audio encoder's, in
+    is split by `kvunits.contracts.deploy.layers_per_stage` in order of ``i``, as vLLM's
+    ``make_layers`` splits each layer list it builds (a decoder's; an audio encoder's, in
     ``whisper_causal.py``).
 
     Example:
-        >>> from contracts import FullAttentionLayer
+        >>> from kvunits.contracts import FullAttentionLayer
         >>> model = ModelSpec.stacked("m", {"text": (FullAttentionLayer(kv_heads=8,
         ...                                                             head_size=128), 5)})
         >>> stage_layers(model, Parallelism(pipeline_parallel_size=2))

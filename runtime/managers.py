@@ -1,7 +1,7 @@
 """Per-kind cache managers: which table entries a request still needs, on plain ints.
 
-Each manager reads one `contracts.ManagerSpec` once, at construction, through
-`contracts.internal.manager_ints`, and keeps plain ints (``block_size_slots``,
+Each manager reads one `kvunits.contracts.ManagerSpec` once, at construction, through
+`kvunits.contracts.internal.manager_ints`, and keeps plain ints (``block_size_slots``,
 ``sliding_window_slots``, ``chunk_slots``, ``fixed_blocks``). Positions are
 slots of the manager's unit (pooled blocks for a pooled group, tokens otherwise); table entries
 are cache blocks. A manager answers two questions; the coordinator does the bookkeeping:
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Final
 
-from contracts import ManagerSpec, SpecError
-from contracts.internal import ManagedKind, cdiv, manager_ints
+from kvunits.contracts import ManagerSpec, SpecError
+from kvunits.contracts.internal import ManagedKind, cdiv, manager_ints
 
 #: "Never": the `SingleTypeManager.first_evicting` of a kind that evicts nothing, and the
 #: `SingleTypeManager.reach` of a table that covers any length (above every slot count).
@@ -45,7 +45,7 @@ class SingleTypeManager:
     Example:
         Block size 2: a request of 5 slots has 3 table entries, none skipped.
 
-        >>> from contracts import FullAttentionLayer, manager_view
+        >>> from kvunits.contracts import FullAttentionLayer, manager_view
         >>> layer = FullAttentionLayer(kv_heads=1, head_size=8)
         >>> m = FullAttentionManager(manager_view(layer, block_size_slots=2))
         >>> m.table_length(5), m.skipped_blocks(5)
@@ -99,14 +99,14 @@ class SlidingWindowManager(SingleTypeManager):
 
     Before a step starting at ``num_computed``, the blocks lying wholly below
     ``num_computed − sliding_window_slots + 1`` are freed (vLLM's rule). For a pooled group the
-    window came through `contracts.pool_window`, which is what makes this rule keep every key
-    of the kernel's real window (in encoder tokens) resident.
+    window came through `kvunits.contracts.pool_window`, which is what makes this rule keep every
+    key of the kernel's real window (in encoder tokens) resident.
 
     Example:
         Block size 2, window 4. Slots 0-5 are computed; the next query, slot 6, reads slots
         3-6, so block 0 (slots 0-1) goes, and block 1 (slots 2-3) stays for slot 3.
 
-        >>> from contracts import SlidingWindowLayer, manager_view
+        >>> from kvunits.contracts import SlidingWindowLayer, manager_view
         >>> layer = SlidingWindowLayer(sliding_window="4 token", kv_heads=1, head_size=8)
         >>> m = SlidingWindowManager(manager_view(layer, block_size_slots=2))
         >>> m.skipped_blocks(6), m.skipped_blocks(7)
@@ -147,7 +147,7 @@ class ChunkedLocalManager(SingleTypeManager):
     Example:
         Block size 2, chunk 4. Slot 9 is in chunk 2 (slots 8-11), so blocks 0-3 go.
 
-        >>> from contracts import ChunkedLocalLayer, manager_view
+        >>> from kvunits.contracts import ChunkedLocalLayer, manager_view
         >>> layer = ChunkedLocalLayer(chunk="4 token", kv_heads=1, head_size=8)
         >>> m = ChunkedLocalManager(manager_view(layer, block_size_slots=2))
         >>> m.skipped_blocks(7), m.skipped_blocks(9)
@@ -184,7 +184,7 @@ class CrossAttentionManager(SingleTypeManager):
     Example:
         Block size 2, encoder length 5 slots: 3 blocks from the first step on.
 
-        >>> from contracts import CrossAttentionLayer, manager_view
+        >>> from kvunits.contracts import CrossAttentionLayer, manager_view
         >>> layer = CrossAttentionLayer(encoder_length="5 encoder_token", kv_heads=1, head_size=8)
         >>> m = CrossAttentionManager(manager_view(layer, block_size_slots=2))
         >>> m.table_length(0), m.table_length(5)
@@ -214,7 +214,7 @@ class StateManager(SingleTypeManager):
     the kernel reads the one block of the table.
 
     Example:
-        >>> from contracts import StateLayer, manager_view
+        >>> from kvunits.contracts import StateLayer, manager_view
         >>> m = StateManager(manager_view(StateLayer(state_size="1 KiB"), block_size_slots=2))
         >>> m.table_length(0), m.table_length(10_000)
         (1, 1)

@@ -12,7 +12,7 @@ units go wrong, so it is typed here:
   audio frame). A pooled slot holds P encoder tokens of different content, so content is never
   keyed per `PooledBlocks`.
 * **Block hashes.** One cache block of a group holds ``block_size`` slots: for a pooled group
-  ``block_size × P`` encoder tokens (`contracts.expand_block_size`), for a token group
+  ``block_size × P`` encoder tokens (`kvunits.contracts.expand_block_size`), for a token group
   ``block_size`` tokens. `BlockHashes` fingerprints each *full* block, chained (the hash of
   block i covers blocks 0 .. i, as vLLM's ``hash_block_tokens`` chains its parent), with
   SHA-256, and carries its granularity and the handle it was made for: a group refuses hashes
@@ -31,13 +31,13 @@ units go wrong, so it is typed here:
   so a request may reuse its text and recompute its audio (vLLM, which runs both on one token
   axis, recomputes both). As in vLLM, the last position of the content is always recomputed
   (its output is needed), so a hit is at most ``len(content) − 1`` positions, whole blocks.
-* **Sharing.** A hit block gains a reference (`runtime.block_pool.BlockPool.touch`); a freed
+* **Sharing.** A hit block gains a reference (`kvunits.runtime.block_pool.BlockPool.touch`); a freed
   cached block keeps its content in the free queue until an allocation reuses it (then its
   hash is evicted: least recently used first). A hit never serves a block whose content
   differs: every block is found by the SHA-256 chain of everything before it and in it.
 
 Only full blocks are cached, and only positions a step has *committed*: a speculative step's
-lookahead positions are registered once a later step accepts them (`runtime._core`).
+lookahead positions are registered once a later step accepts them (`kvunits.runtime._core`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from math import lcm
 from typing import Any, Final, Generic, NamedTuple, TypeVar, final
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     EncoderTokens,
     KernelUnit,
@@ -59,11 +59,11 @@ from contracts import (
     UnitTypeError,
     UnitValueError,
 )
-from contracts.internal import cdiv, describe, magnitude, manager_ints
+from kvunits.contracts.internal import cdiv, describe, magnitude, manager_ints
 
 from .block_pool import NULL_BLOCK, BlockPool
 
-#: The unit of the handle a `BlockHashes` was made for (see `runtime.GroupHandle`).
+#: The unit of the handle a `BlockHashes` was made for (see `kvunits.runtime.GroupHandle`).
 HandleUnit = TypeVar("HandleUnit", PooledBlocks, Tokens, EncoderTokens)
 
 #: Content keys are int64 (what a token id or a 64-bit fingerprint fits in).
@@ -191,7 +191,7 @@ def chain_hashes(parent: bytes, keys: Sequence[int], rows_per_block: int) -> lis
 @final
 class BlockHashes(Generic[HandleUnit]):
     """The chained hashes of the full cache blocks of a group's content, at that group's
-    granularity (made by `runtime.GroupHandle.block_hashes`).
+    granularity (made by `kvunits.runtime.GroupHandle.block_hashes`).
 
     Typed by the unit of the handle it was made for, so that mypy refuses a text group's
     hashes where an audio group's are expected; a group checks the granularity at run time.

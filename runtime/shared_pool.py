@@ -24,16 +24,16 @@ KV tensors, which works only if every group's page (bytes per block per layer) i
 The groups' block sizes after unification count each group's own unit: Voxtral Realtime's text
 group grows to 128 tokens a block while its audio group keeps 16 pooled blocks (64 encoder
 tokens). A prefix hash cut at one group's boundaries never serves the other
-(`runtime.prefix_cache`).
+(`kvunits.runtime.prefix_cache`).
 
 Example:
     The Voxtral Realtime example: the text page (64 KiB) divides the audio page (512 KiB) 8
     times, so text blocks grow from 16 to 128 tokens; 32 layers per block (26 < 32 < 39), so
     a block is 16 MiB and 40 GiB buys 2560 of them.
 
-    >>> from contracts import (EncoderTokens, EngineSpec, PoolFactor, SlidingWindowLayer,
+    >>> from kvunits.contracts import (EncoderTokens, EngineSpec, PoolFactor, SlidingWindowLayer,
     ...                        Tokens, Window)
-    >>> from contracts.deploy import RankBytes
+    >>> from kvunits.contracts.deploy import RankBytes
     >>> audio = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
     ...                            kv_heads=32, head_size=64)
     >>> text = SlidingWindowLayer(sliding_window=Window(8192, Tokens), kv_heads=8, head_size=128)
@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
-from contracts import (
+from kvunits.contracts import (
     AnyLayerGroup,
     Bytes,
     CacheBlocks,
@@ -71,8 +71,8 @@ from contracts import (
     kernel_view,
     manager_view,
 )
-from contracts.deploy import RankBytes
-from contracts.internal import cdiv, group_limits, manager_ints
+from kvunits.contracts.deploy import RankBytes
+from kvunits.contracts.internal import cdiv, group_limits, manager_ints
 
 
 @final

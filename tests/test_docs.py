@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-import contracts
 import kvunits
-import runtime
+import kvunits.contracts
+import kvunits.runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _modules() -> list[str]:
     names = []
-    for package in (contracts, runtime, kvunits):
+    for package in (kvunits.contracts, kvunits.runtime, kvunits):
         names.append(package.__name__)
         for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
             if not info.name.endswith("__main__"):

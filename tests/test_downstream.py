@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 APP = '''\
 """A downstream service's capacity check, as its authors would write it."""
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
     EncoderTokens,
@@ -39,7 +39,7 @@ from contracts import (
     pool_window,
     slots_to_cache_blocks_ceil,
 )
-from runtime import KVCacheCoordinator
+from kvunits.runtime import KVCacheCoordinator
 
 layer = SlidingWindowLayer(
     sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64

@@ -13,10 +13,10 @@ REPO = Path(__file__).resolve().parents[1]
 # Run in a fresh interpreter: the test process has long since imported pint (and maybe torch).
 _PROBE = """
 import json, sys
-import contracts, runtime
+import kvunits.contracts, kvunits.runtime
 after_import = {m: m in sys.modules for m in ("torch", "triton", "pint")}
-registry = contracts.ureg
-after_ureg = {"pint": "pint" in sys.modules, "same": registry is contracts.ureg}
+registry = kvunits.contracts.ureg
+after_ureg = {"pint": "pint" in sys.modules, "same": registry is kvunits.contracts.ureg}
 print(json.dumps({"after_import": after_import, "after_ureg": after_ureg}))
 """
 
@@ -50,18 +50,18 @@ print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
 
 _NEVER = {"pint", "numpy", "torch", "triton"}
 _NOT_FOR_A_KVUNITS_FILE = {
-    "contracts.config._hf",
-    "contracts.config._hf_families",
-    "contracts.config._hf_layers",
-    "contracts.config._schema",
-    "contracts._registry",
+    "kvunits.contracts.config._hf",
+    "kvunits.contracts.config._hf_families",
+    "kvunits.contracts.config._hf_layers",
+    "kvunits.contracts.config._schema",
+    "kvunits.contracts._registry",
     "kvunits._simulate",
     "kvunits._simulate_cli",
-    "runtime.coordinator",
-    "runtime._core",
-    "runtime.managers",
-    "runtime.admission",
-    "runtime.prefix_cache",
+    "kvunits.runtime.coordinator",
+    "kvunits.runtime._core",
+    "kvunits.runtime.managers",
+    "kvunits.runtime.admission",
+    "kvunits.runtime.prefix_cache",
 }
 
 
@@ -83,7 +83,7 @@ def _plan_modules(*args: str) -> set[str]:
 def test_plan_loads_what_it_needs_only() -> None:
     table = _plan_modules()
     assert not table & (_NEVER | _NOT_FOR_A_KVUNITS_FILE)
-    assert "kvunits._table" in table and "contracts.config._models" in table
+    assert "kvunits._table" in table and "kvunits.contracts.config._models" in table
     assert "rich" not in table  # kvunits._table draws a table that fits (rich: a wider one)
     # pydantic's plugins are off and not looked for (kvunits._startup)
     assert "importlib.metadata" not in table
@@ -93,14 +93,14 @@ def test_plan_loads_what_it_needs_only() -> None:
 
 def test_a_hugging_face_config_loads_its_readers_still_without_pint() -> None:
     modules = _plan_modules("examples/hf/gemma-3-1b-it/config.json", "--format", "json")
-    assert "contracts.config._hf_families" in modules
+    assert "kvunits.contracts.config._hf_families" in modules
     assert not modules & _NEVER
 
 
 _BUILT_PROBE = """
 import json
-import contracts, contracts.config, runtime.capacity
-from contracts._model import SpecModel
+import kvunits.contracts, kvunits.contracts.config, kvunits.runtime.capacity
+from kvunits.contracts._model import SpecModel
 
 def models(cls):
     for sub in cls.__subclasses__():
@@ -127,12 +127,12 @@ def test_importing_builds_no_validator() -> None:
 
 
 def test_every_public_name_of_a_lazy_package_loads() -> None:
-    # runtime and contracts.config import some rooms on first use: each name of __all__ must
+    # runtime and kvunits.contracts.config import some rooms on first use: each name of __all__ must
     # still be there (and the lazy tables name nothing else).
-    import contracts.config
-    import runtime
+    import kvunits.contracts.config
+    import kvunits.runtime
 
-    for package in (runtime, contracts.config):
+    for package in (kvunits.runtime, kvunits.contracts.config):
         for name in package.__all__:
             assert getattr(package, name) is not None, (package.__name__, name)
         assert set(getattr(package, "_EXPORTS", getattr(package, "_LAZY", {}))) <= set(

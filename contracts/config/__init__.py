@@ -2,8 +2,9 @@
 
 A config file declares the model (its layers, every size with its unit) and the engine (block
 size, limits, memory budget); `load_config` reads it, applies the environment (``KVUNITS_*``)
-and flags, and resolves it to the frozen `contracts.ModelSpec` and `contracts.EngineSpec`.
-Every problem is a `ConfigError` listing each issue with its file, field and expected unit.
+and flags, and resolves it to the frozen `kvunits.contracts.ModelSpec` and
+`kvunits.contracts.EngineSpec`. Every problem is a `ConfigError` listing each issue with its file,
+field and expected unit.
 
 Rooms: ``_read`` (untrusted text to a checked tree), ``_models`` (the file's schema),
 ``_schema`` (its JSON Schema, as strict as the loader),

@@ -8,7 +8,7 @@ frozen `ModelSpec` as a kvunits config, layer by layer:
 * the decoder, at the top level or under a multimodal wrapper's ``text_config``, as
   ``text.<i>``: full, sliding-window, chunked-local, MLA, or state (Mamba-1, Mamba-2, gated
   delta net) layers, as the family's vLLM model code builds them (``kvunits models``, and
-  `contracts.config._hf_families`, list what each family is read as);
+  `kvunits.contracts.config._hf_families`, list what each family is read as);
 * Whisper's decoder cross-attention as ``cross.<i>``, and audio encoders as ``audio.<i>``:
   without a cache (Whisper, Voxtral), or pooled (Voxtral Realtime, whose
   ``audio_config.sliding_window`` is in **encoder_token**, P = ``downsample_factor``).

@@ -5,8 +5,8 @@ sized by ``MambaStateShapeCalculator`` from the mixer's dimensions, in the dtype
 ``MambaStateDtypeCalculator`` (conv state and SSM state in the model dtype, unless a
 per-architecture hook in vllm/model_executor/models/config.py sets the SSM state's: float32
 for NemotronH by default, ``mamba_ssm_dtype`` for Qwen3.5). The layers here keep those
-dimensions (`contracts.state.Mamba1Layer` …), so their manager view's page is the state's bytes.
-MLP and MoE layers keep no cache and are not layers of the model spec.
+dimensions (`kvunits.contracts.state.Mamba1Layer` …), so their manager view's page is the state's
+bytes. MLP and MoE layers keep no cache and are not layers of the model spec.
 """
 
 from __future__ import annotations

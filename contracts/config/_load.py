@@ -46,7 +46,7 @@ def load_config(
     Args:
         path: the file; its extension picks the parser. A JSON file with ``model_type`` or
             ``architectures`` and no ``model``/``engine`` section is read as a Hugging Face
-            config (see ``contracts.config._hf``). A model directory stands for its
+            config (see ``kvunits.contracts.config._hf``). A model directory stands for its
             ``config.json``, and a model id ``org/name`` that is no file for the
             ``config.json`` of its snapshot in the local Hugging Face cache (``HF_HUB_CACHE``,
             ``HF_HOME``, ``~/.cache/huggingface/hub``; never the network).

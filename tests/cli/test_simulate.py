@@ -27,13 +27,6 @@ from typing import Any
 
 import pytest
 
-from contracts import (
-    CacheBlocks,
-    EncoderTokens,
-    PooledBlocks,
-    Tokens,
-    Window,
-)
 from kvunits._simulate import (
     Simulation,
     Workload,
@@ -44,7 +37,14 @@ from kvunits._simulate import (
     window_variants,
 )
 from kvunits.cli import main
-from runtime import NULL_BLOCK
+from kvunits.contracts import (
+    CacheBlocks,
+    EncoderTokens,
+    PooledBlocks,
+    Tokens,
+    Window,
+)
+from kvunits.runtime import NULL_BLOCK
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_WINDOWS = ["750 pooled_block", "188 pooled_block", "189 pooled_block"]
@@ -69,7 +69,7 @@ def small(config: Any, **kwargs: Any) -> Workload:
 def test_series_equal_the_coordinators_counts_step_by_step(example: Any, arrival: int) -> None:
     # More streams than the budget admits (a small budget), so that some wait and admission,
     # eviction and freeing all happen within the run.
-    from contracts.config import load_config
+    from kvunits.contracts.config import load_config
 
     config = load_config(
         REPO / "kvunits" / "examples" / "voxtral_realtime.toml",

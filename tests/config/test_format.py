@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     KvUnitsError,
     PoolFactor,
@@ -18,9 +18,15 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.config import ConfigFile, ConfigIssue, KvUnitsConfig, load_config, load_config_data
-from contracts.errors import ConfigError
-from runtime.capacity import plan
+from kvunits.contracts.config import (
+    ConfigFile,
+    ConfigIssue,
+    KvUnitsConfig,
+    load_config,
+    load_config_data,
+)
+from kvunits.contracts.errors import ConfigError
+from kvunits.runtime.capacity import plan
 
 from .conftest import EXAMPLES, SHIPPED, VOXTRAL_TOML
 
@@ -147,8 +153,8 @@ def test_a_groups_layer_is_its_fields_validated_as_the_layer_spec() -> None:
     # be what validating those fields as the layer spec gives (same class, values, fields set).
     from pydantic import TypeAdapter
 
-    from contracts import LayerSpec
-    from contracts.config import ModelConfig
+    from kvunits.contracts import LayerSpec
+    from kvunits.contracts.config import ModelConfig
 
     config = ModelConfig.model_validate({"name": "all", "groups": EVERY_KIND})
     adapter = TypeAdapter[LayerSpec](LayerSpec)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     FullAttentionLayer,
     KVSharedLayer,
@@ -24,7 +24,7 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.config import (
+from kvunits.contracts.config import (
     HF_FAMILIES,
     HF_FIELDS,
     HF_WRAPPERS,
@@ -32,8 +32,8 @@ from contracts.config import (
     load_config_data,
     read_hf_config,
 )
-from contracts.errors import ConfigError
-from runtime.capacity import plan
+from kvunits.contracts.errors import ConfigError
+from kvunits.runtime.capacity import plan
 
 from .conftest import EXAMPLES
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from contracts.config import ConfigError, hub_cache, load_config
-from runtime.capacity import plan
+from kvunits.contracts.config import ConfigError, hub_cache, load_config
+from kvunits.runtime.capacity import plan
 
 from ..cli.test_cli import run
 from .conftest import EXAMPLES

@@ -50,13 +50,13 @@ from typing import Any
 
 import pytest
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     Tokens,
     group_layers,
 )
-from contracts.config import ConfigError, load_config, load_config_data, read_hf_config
+from kvunits.contracts.config import ConfigError, load_config, load_config_data, read_hf_config
 
 from .conftest import EXAMPLES
 

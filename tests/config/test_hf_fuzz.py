@@ -15,9 +15,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contracts import KvUnitsError
-from contracts.config import HF_FIELDS, load_config_data
-from runtime.capacity import plan
+from kvunits.contracts import KvUnitsError
+from kvunits.contracts.config import HF_FIELDS, load_config_data
+from kvunits.runtime.capacity import plan
 
 from .conftest import EXAMPLES
 

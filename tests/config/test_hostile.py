@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from contracts import UnitError, ureg
-from contracts.config import EngineConfig, load_config, read_config_file
-from contracts.errors import ConfigError
+from kvunits.contracts import UnitError, ureg
+from kvunits.contracts.config import EngineConfig, load_config, read_config_file
+from kvunits.contracts.errors import ConfigError
 
 from .conftest import VOXTRAL_TOML
 
@@ -225,7 +225,7 @@ def test_valid_quantities_parse_without_pint(write: Write, pint_spy: list[Any]) 
 
 
 def test_quantity_errors_are_unit_errors() -> None:
-    from contracts import Tokens, parse_quantity
+    from kvunits.contracts import Tokens, parse_quantity
 
     with pytest.raises(UnitError, match="is not '<integer> <unit>'"):
         parse_quantity("2**70 token", Tokens)
@@ -269,7 +269,7 @@ _TREES = st.recursive(
 @settings(max_examples=300)
 @given(st.dictionaries(_KEYS, _TREES, max_size=4))
 def test_any_tree_is_a_config_or_a_config_error(data: dict[str, Any]) -> None:
-    from contracts.config import KvUnitsConfig, load_config_data
+    from kvunits.contracts.config import KvUnitsConfig, load_config_data
 
     try:
         result = load_config_data(data, where="fuzz.json")

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from contracts.config import config_json_schema, load_config_data
-from contracts.errors import ConfigError
+from kvunits.contracts.config import config_json_schema, load_config_data
+from kvunits.contracts.errors import ConfigError
 
 VALIDATOR = jsonschema.Draft202012Validator(config_json_schema())
 

@@ -21,9 +21,9 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from contracts.config import read_config_file
-from contracts.config._read import MAX_NODES, count_values, parse_config_text
-from contracts.errors import ConfigError
+from kvunits.contracts.config import read_config_file
+from kvunits.contracts.config._read import MAX_NODES, count_values, parse_config_text
+from kvunits.contracts.errors import ConfigError
 
 CAP = 1 << 20
 
@@ -50,7 +50,7 @@ def parser_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     composed)."""
     import tomllib
 
-    from contracts.config._read import _yaml_loader
+    from kvunits.contracts.config._read import _yaml_loader
 
     calls = {"toml": 0, "json": 0, "yaml nodes": 0, "yaml built": 0}
 

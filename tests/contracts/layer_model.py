@@ -13,11 +13,11 @@ from typing import Literal
 
 from hypothesis import strategies as st
 
-from contracts import LayerSpec, ModelSpec
+from kvunits.contracts import LayerSpec, ModelSpec
 
 
 def ceil_div(a: int, b: int) -> int:
-    """Plain ceiling division, written independently of `contracts.cdiv`."""
+    """Plain ceiling division, written independently of `kvunits.contracts.cdiv`."""
     return (a + b - 1) // b
 
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import contracts
-import contracts.deploy
-from contracts import (
+import kvunits.contracts
+import kvunits.contracts.deploy
+from kvunits.contracts import (
     CONVERSIONS,
     BlockSize,
     Bytes,
@@ -41,13 +41,13 @@ from contracts import (
     unpool_length,
     window_blocks,
 )
-from contracts.crossing import step_cache_rows
-from contracts.deploy import DEPLOY_CONVERSIONS
-from contracts.internal import cdiv
+from kvunits.contracts.crossing import step_cache_rows
+from kvunits.contracts.deploy import DEPLOY_CONVERSIONS
+from kvunits.contracts.internal import cdiv
 
 SEQ_CLASSES: tuple[type[Any], ...] = (EncoderTokens, PooledBlocks, Tokens)
 #: The conversions without their signatures: what a caller without mypy calls.
-untyped: Any = contracts
+untyped: Any = kvunits.contracts
 
 counts = st.integers(min_value=0, max_value=2**40)
 pools = st.integers(min_value=1, max_value=64)
@@ -364,8 +364,8 @@ def test_factors_validate() -> None:
 
 def test_conversion_table_names_real_functions() -> None:
     for conversion in CONVERSIONS:
-        # The per-rank conversions live in contracts.deploy, the others at the top.
-        home = contracts.deploy if conversion in DEPLOY_CONVERSIONS else contracts
+        # The per-rank conversions live in kvunits.contracts.deploy, the others at the top.
+        home = kvunits.contracts.deploy if conversion in DEPLOY_CONVERSIONS else kvunits.contracts
         assert callable(getattr(home, conversion.name))
         # A name that states its rounding must agree with the table.
         for suffix in ("ceil", "floor"):

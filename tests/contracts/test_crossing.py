@@ -1,6 +1,6 @@
 """The one crossing from manager slots to kernel rows, checked against positions one by one.
 
-Every formula of `contracts.crossing` is compared with a brute-force walk over the step's
+Every formula of `kvunits.contracts.crossing` is compared with a brute-force walk over the step's
 positions: which slot each lies in, where that slot sits in the cache, which row that is.
 """
 
@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts.crossing import (
+from kvunits.contracts.crossing import (
     cache_slot,
     first_unresident,
     slot_of,

@@ -8,22 +8,22 @@ from typing import Any
 
 import pytest
 
-import contracts
-import contracts.config
-import kernels
-import runtime
-from contracts import (
+import kvunits.contracts
+import kvunits.contracts.config
+import kvunits.kernels
+import kvunits.runtime
+from kvunits.contracts import (
     CacheBlocks,
     EncoderTokens,
     EngineSpec,
     Position,
     errors,
 )
-from contracts.errors import ConfigIssue, KvUnitsError
+from kvunits.contracts.errors import ConfigIssue, KvUnitsError
 
 
 def _tree() -> dict[str, list[str]]:
-    """Each class of `contracts.errors` and its bases within the tree, from the classes."""
+    """Each class of `kvunits.contracts.errors` and its bases within the tree, from the classes."""
     classes = {
         name: cls
         for name, cls in vars(errors).items()
@@ -57,12 +57,12 @@ def test_the_drawing_is_the_tree() -> None:
 
 def test_each_package_exports_the_errors_it_raises() -> None:
     for name in ("KvUnitsError", "UnitError", "UnitTypeError", "UnitValueError", "SpecError"):
-        assert getattr(contracts, name) is getattr(errors, name)
-    assert contracts.config.ConfigError is errors.ConfigError
+        assert getattr(kvunits.contracts, name) is getattr(errors, name)
+    assert kvunits.contracts.config.ConfigError is errors.ConfigError
     for name in ("AllocationError", "AdmissionError", "RequestError", "ConcurrentUseError"):
-        assert getattr(runtime, name) is getattr(errors, name)
+        assert getattr(kvunits.runtime, name) is getattr(errors, name)
     for name in ("KernelArgumentError", "KernelTypeError", "KernelValueError", "ResidencyError"):
-        assert getattr(kernels, name) is getattr(errors, name)
+        assert getattr(kvunits.kernels, name) is getattr(errors, name)
 
 
 _FIELDS: dict[str, dict[str, Any]] = {

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     Chunk,
@@ -30,9 +30,9 @@ from contracts import (
     group_layers,
     manager_view,
 )
-from contracts._groups import group_limits
-from contracts.deploy import RankBytes
-from runtime.capacity import CapacityPlan, plan
+from kvunits.contracts._groups import group_limits
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime.capacity import CapacityPlan, plan
 
 from .layer_model import RawLayer, ceil_div, raw_layers
 

@@ -15,9 +15,9 @@ from typing import Any
 import pint
 import pytest
 
-import contracts
-import contracts.internal
-from contracts import (
+import kvunits.contracts
+import kvunits.contracts.internal
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     EncoderTokens,
@@ -32,8 +32,8 @@ from contracts import (
     UnitValueError,
     parse_quantity,
 )
-from contracts._quantity import quantity_class_for_unit
-from contracts.internal import QUANTITY_CLASSES
+from kvunits.contracts._quantity import quantity_class_for_unit
+from kvunits.contracts.internal import QUANTITY_CLASSES
 
 UNITS = {
     EncoderTokens: "encoder_token",
@@ -181,7 +181,7 @@ def test_the_number_leaves_naming_its_unit(cls: type[IntQuantity]) -> None:
     _raises(
         UnitTypeError,
         rf"750 {cls.unit} counts {cls.unit}, not {other.unit}: a number leaves a quantity in "
-        "its own unit; convert the quantity with the named function from contracts first",
+        "its own unit; convert the quantity with the named function from kvunits.contracts first",
         lambda: q.numerical_value_in(other),
     )
     # No anonymous .value: an AttributeError (hasattr works) that is a UnitError, with the fix.
@@ -272,7 +272,7 @@ def test_mixed_units_name_both(op: str) -> None:
         left, right = left_cls(1), right_cls(2)
         message = (
             rf"cannot apply {re.escape(repr(op))} to {left} and {right}: both sides must be in "
-            rf"{left.unit}; convert one with a named function from contracts"
+            rf"{left.unit}; convert one with a named function from kvunits.contracts"
         )
         info = _raises(UnitTypeError, message, lambda: apply(left, right))  # noqa: B023
         err = info.value
@@ -285,7 +285,7 @@ def test_bare_int_rejected(op: str) -> None:
     apply = BINARY_OPS[op]
     message = (
         rf"cannot apply {re.escape(repr(op))} to 7 token and 7 \(a bare int, no unit\): both "
-        rf"sides must be in token; convert one with a named function from contracts"
+        rf"sides must be in token; convert one with a named function from kvunits.contracts"
     )
     _raises(UnitTypeError, message, lambda: apply(Tokens(7), 7))
 
@@ -296,7 +296,7 @@ def test_int_on_the_left(op: str, apply: Callable[[Any, Any], object]) -> None:
     _raises(
         UnitTypeError,
         rf"cannot apply {re.escape(repr(op))} to 7 token and 1 \(a bare int, no unit\): both "
-        r"sides must be in token; convert one with a named function from contracts",
+        r"sides must be in token; convert one with a named function from kvunits.contracts",
         lambda: apply(1, Tokens(7)),
     )
 
@@ -388,7 +388,8 @@ def test_pickle_and_copy(cls: type[IntQuantity]) -> None:
 
 def test_raised_error_pickles() -> None:
     with pytest.raises(UnitTypeError) as info:
-        contracts.internal.check_quantity(EncoderTokens(750), PooledBlocks, "sliding_window")
+        kvunits.contracts.internal.check_quantity(EncoderTokens(750), PooledBlocks,
+        "sliding_window")
     clone = pickle.loads(pickle.dumps(info.value))
     assert str(clone) == "sliding_window must be PooledBlocks (pooled_block), got 750 encoder_token"
     assert (clone.field, clone.expected, clone.got) == (
@@ -403,11 +404,11 @@ def test_raised_error_pickles() -> None:
 
 def test_check_quantity() -> None:
     q = PooledBlocks(189)
-    assert contracts.internal.check_quantity(q, PooledBlocks, "window") is q
+    assert kvunits.contracts.internal.check_quantity(q, PooledBlocks, "window") is q
     _raises(
         UnitTypeError,
         r"window must be PooledBlocks \(pooled_block\), got 189 \(a bare int, no unit\)",
-        lambda: contracts.internal.check_quantity(189, PooledBlocks, "window"),
+        lambda: kvunits.contracts.internal.check_quantity(189, PooledBlocks, "window"),
     )
 
 
@@ -415,16 +416,16 @@ def test_check_quantity() -> None:
 
 
 def test_registry_is_one_object() -> None:
-    from contracts import _registry
+    from kvunits.contracts import _registry
 
-    ureg = contracts.ureg
-    assert contracts.ureg is ureg
+    ureg = kvunits.contracts.ureg
+    assert kvunits.contracts.ureg is ureg
     assert _registry.ureg is ureg
     assert isinstance(ureg, pint.UnitRegistry)
 
 
 def test_registry_units() -> None:
-    ureg = contracts.ureg
+    ureg = kvunits.contracts.ureg
     byte = ureg.Unit("byte")
     assert not byte.dimensionless
     assert dict(byte.dimensionality) == {"[memory]": 1}
@@ -441,14 +442,14 @@ def test_registry_units() -> None:
 def test_pint_round_trip(cls: type[IntQuantity]) -> None:
     q = cls(750)
     pq = q.to_pint()
-    assert pq._REGISTRY is contracts.ureg
+    assert pq._REGISTRY is kvunits.contracts.ureg
     assert pq.magnitude == 750 and str(pq.units) == UNITS[cls]
     back = cls.from_pint(pq)
     assert type(back) is cls and back == q
 
 
 def test_from_pint_converts_exactly() -> None:
-    ureg = contracts.ureg
+    ureg = kvunits.contracts.ureg
     assert Bytes.from_pint(ureg.Quantity(40, "GiB")) == Bytes(42949672960)
     assert Bytes.from_pint(ureg.Quantity(0.5, "KiB")) == Bytes(512)
 
@@ -457,8 +458,8 @@ def test_from_pint_rejects_other_registry() -> None:
     foreign = pint.UnitRegistry().Quantity(3, "byte")
     _raises(
         UnitTypeError,
-        r"3 byte comes from another pint registry; build it with contracts\.ureg \(one registry "
-        r"per process\)",
+        r"3 byte comes from another pint registry; build it with kvunits\.contracts\.ureg "
+        r"\(one registry per process\)",
         lambda: Bytes.from_pint(foreign),
     )
 
@@ -472,7 +473,7 @@ def test_from_pint_rejects_other_registry() -> None:
             "byte",
             UnitTypeError,
             r"cfg\.max_len: 3 B is not in token \(a different dimension\); convert with a named "
-            r"function from contracts",
+            r"function from kvunits.contracts",
         ),
         (
             PooledBlocks,
@@ -480,7 +481,7 @@ def test_from_pint_rejects_other_registry() -> None:
             "encoder_token",
             UnitTypeError,
             r"cfg\.max_len: 750 encoder_token is not in pooled_block \(a different dimension\); "
-            r"convert with a named function from contracts",
+            r"convert with a named function from kvunits.contracts",
         ),
         (
             Bytes,
@@ -503,7 +504,7 @@ def test_from_pint_rejects_other_registry() -> None:
 def test_from_pint_rejects(
     cls: type[IntQuantity], magnitude: float, unit: str, exc: type[UnitError], message: str
 ) -> None:
-    quantity = contracts.ureg.Quantity(magnitude, unit)
+    quantity = kvunits.contracts.ureg.Quantity(magnitude, unit)
     info = _raises(exc, message, lambda: cls.from_pint(quantity, field="cfg.max_len"))
     assert isinstance(info.value, UnitError) and info.value.field == "cfg.max_len"
 
@@ -591,7 +592,7 @@ def test_parse_bare_number_names_the_unit() -> None:
             "750 encoder_token",
             PooledBlocks,
             r"750 encoder_token is not in pooled_block \(a different dimension\); convert with a "
-            r"named function from contracts",
+            r"named function from kvunits.contracts",
         ),
         ("40 GiB", Tokens, r"40 GiB is not in token \(a different dimension\); .*"),
     ],

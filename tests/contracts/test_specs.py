@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-import contracts
-import contracts.config
-from contracts import (
+import kvunits.contracts
+import kvunits.contracts.config
+from kvunits.contracts import (
     Bytes,
     CacheDType,
     Chunk,
@@ -35,8 +35,8 @@ from contracts import (
     Window,
     ureg,
 )
-from contracts._model import SpecModel
-from contracts.deploy import RankBytes
+from kvunits.contracts._model import SpecModel
+from kvunits.contracts.deploy import RankBytes
 
 BF16 = CacheDType.bfloat16
 
@@ -250,11 +250,11 @@ def test_spec_validation_errors_are_kvunits_errors_with_field_paths() -> None:
 
 
 def test_every_public_model_is_a_spec_model() -> None:
-    """Each pydantic model a user can reach (contracts, contracts.config) raises the family's
-    SpecValidationError: they all derive from SpecModel."""
+    """Each pydantic model a user can reach (contracts, kvunits.contracts.config) raises the
+    family's SpecValidationError: they all derive from SpecModel."""
     models = {
         obj
-        for module in (contracts, contracts.config)
+        for module in (kvunits.contracts, kvunits.contracts.config)
         for obj in vars(module).values()
         if isinstance(obj, type) and issubclass(obj, BaseModel)
     }

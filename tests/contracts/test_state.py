@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheDType,
     EngineSpec,
@@ -26,7 +26,7 @@ from contracts import (
     kernel_view,
     manager_view,
 )
-from contracts.state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateTensor
+from kvunits.contracts.state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateTensor
 
 BF16, FP32 = CacheDType.bfloat16, CacheDType.float32
 JAMBA = Mamba1Layer(intermediate_size=8192, ssm_state_size=16, conv_kernel=4)

@@ -1,5 +1,5 @@
-"""The unit table (``contracts._units``) against pint: text is read without pint, so the table
-must accept exactly the spellings pint's registry accepts from ``units.txt``, resolve each to
+"""The unit table (``kvunits.contracts._units``) against pint: text is read without pint, so the
+table must accept exactly the spellings pint's registry accepts from ``units.txt``, resolve each to
 the same unit, dimension and factor, and print a quantity as pint prints it; and the text path
 of a quantity field must end where the pint path ends (the same value, or the same error)."""
 
@@ -15,14 +15,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import contracts
-from contracts import Bytes, EncoderTokens, IntQuantity, PooledBlocks, Tokens, UnitError
-from contracts._quantity import _coerce_strictly, _from_pint, coerce_quantity, read_text_quantity
-from contracts._text import parse_quantity_text
-from contracts._units import read_definitions, unit_named, unit_table
-from contracts.internal import QUANTITY_CLASSES
+import kvunits.contracts
+from kvunits.contracts import Bytes, EncoderTokens, IntQuantity, PooledBlocks, Tokens, UnitError
+from kvunits.contracts._quantity import (
+    _coerce_strictly,
+    _from_pint,
+    coerce_quantity,
+    read_text_quantity,
+)
+from kvunits.contracts._text import parse_quantity_text
+from kvunits.contracts._units import read_definitions, unit_named, unit_table
+from kvunits.contracts.internal import QUANTITY_CLASSES
 
-ureg = contracts.ureg
+ureg = kvunits.contracts.ureg
 
 
 def _pint_unit(spelling: str) -> Any:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     Bytes,
     CacheBlocks,
@@ -45,8 +45,8 @@ from contracts import (
     pool_window,
     slots_to_cache_blocks_ceil,
 )
-from contracts._views import _admission_blocks as admission_blocks
-from contracts.internal import kernel_ints, manager_ints
+from kvunits.contracts._views import _admission_blocks as admission_blocks
+from kvunits.contracts.internal import kernel_ints, manager_ints
 
 from .layer_model import ITEMSIZE, RawLayer, build, ceil_div, raw_layers
 

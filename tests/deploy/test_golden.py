@@ -49,10 +49,18 @@ from typing import Any
 
 import pytest
 
-from contracts import Bytes, CacheBlocks, EncoderTokens, PooledBlocks, SpecError, Tokens, Window
-from contracts.config import ConfigError, KvUnitsConfig, load_config
-from contracts.deploy import KVHeads, RankBlocks, RankBytes, RankKVHeads
-from runtime import CapacityPlan, longest_max_model_len, plan
+from kvunits.contracts import (
+    Bytes,
+    CacheBlocks,
+    EncoderTokens,
+    PooledBlocks,
+    SpecError,
+    Tokens,
+    Window,
+)
+from kvunits.contracts.config import ConfigError, KvUnitsConfig, load_config
+from kvunits.contracts.deploy import KVHeads, RankBlocks, RankBytes, RankKVHeads
+from kvunits.runtime import CapacityPlan, longest_max_model_len, plan
 
 from ..config.conftest import EXAMPLES, SHIPPED
 
@@ -321,7 +329,7 @@ def test_sliding_window_cap_with_two_concurrent_batches_as_vllms_test() -> None:
     # NOTES.md §4.3): W 1024, 1024 tokens a step, L 16384, 16-token blocks: 129 blocks, and
     # 193 with 2 concurrent batches: cdiv(min(1023 + 1024, 16384), 16) + 1 = 128 + 1;
     # cdiv(min(1023 + 2048, 16384), 16) + 1 = 192 + 1.
-    from contracts import EngineSpec, ModelSpec, SlidingWindowLayer
+    from kvunits.contracts import EngineSpec, ModelSpec, SlidingWindowLayer
 
     layer = SlidingWindowLayer(sliding_window=Window(1024, Tokens), kv_heads=8, head_size=128)
     model = ModelSpec.stacked("swa", {"text": (layer, 4)})

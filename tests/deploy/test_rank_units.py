@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts import (
+from kvunits.contracts import (
     CONVERSIONS,
     BlockSize,
     Bytes,
@@ -32,8 +32,8 @@ from contracts import (
     Window,
     manager_view,
 )
-from contracts.config import ConfigError, load_config
-from contracts.deploy import (
+from kvunits.contracts.config import ConfigError, load_config
+from kvunits.contracts.deploy import (
     KVHeads,
     Parallelism,
     RankBlocks,
@@ -52,7 +52,7 @@ from contracts.deploy import (
     requested_memory,
     tokens_per_dcp_rank,
 )
-from contracts.state import Mamba2Layer
+from kvunits.contracts.state import Mamba2Layer
 
 from ..config.conftest import SHIPPED
 

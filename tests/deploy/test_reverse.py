@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     EngineSpec,
@@ -25,16 +25,16 @@ from contracts import (
     UnitValueError,
     Window,
 )
-from contracts.config import load_config
-from contracts.deploy import Parallelism, RankBytes, RankTokens
-from runtime import (
+from kvunits.contracts.config import load_config
+from kvunits.contracts.deploy import Parallelism, RankBytes, RankTokens
+from kvunits.runtime import (
     KVCacheCoordinator,
     budget_for,
     concurrency_at,
     longest_max_model_len,
     plan,
 )
-from runtime.deployment import Layout, stage_layers
+from kvunits.runtime.deployment import Layout, stage_layers
 
 from ..config.conftest import EXAMPLES
 
@@ -216,7 +216,7 @@ def test_int32_block_ids_bound_the_budget_over_stages() -> None:
     # Three 1-byte states over 2 stages: [2, 1] layers. Each stage buys B // (its layers)
     # blocks and the pool is the fewer, B // 2; at most 2**31 block ids (int32 block tables):
     # B <= 2 + (2**31 × 2 − 1) = 2**32 + 1, the largest budget the message names.
-    from runtime.block_pool import MAX_POOL_BLOCKS
+    from kvunits.runtime.block_pool import MAX_POOL_BLOCKS
 
     model = ModelSpec.stacked("states", {"s": (StateLayer(state_size=Bytes(1)), 3)})
 

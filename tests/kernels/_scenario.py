@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from contracts import (
+from kvunits.contracts import (
     CacheDType,
     EncoderTokens,
     FullAttentionLayer,
@@ -27,8 +27,8 @@ from contracts import (
     Window,
     kernel_view,
 )
-from contracts.internal import cdiv
-from kernels import QueryStartLoc, SeqLens, SlotMapping
+from kvunits.contracts.internal import cdiv
+from kvunits.kernels import QueryStartLoc, SeqLens, SlotMapping
 
 #: Where the kernels run: the GPU when there is one and the interpreter is not forced.
 DEVICE = torch.device(

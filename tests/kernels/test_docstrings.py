@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 
-from kernels import _residency, _typed, cache_write
+from kvunits.kernels import _residency, _typed, cache_write
 
 
 @pytest.mark.parametrize("module", [_typed, cache_write, _residency], ids=lambda m: m.__name__)

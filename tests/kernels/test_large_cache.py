@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contracts import EncoderTokens, PooledBlocks
-from contracts.internal import cdiv
-from kernels import (
+from kvunits.contracts import EncoderTokens, PooledBlocks
+from kvunits.contracts.internal import cdiv
+from kvunits.kernels import (
     BlockTable,
     QueryStartLoc,
     SeqLens,

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import torch
 
-from contracts import (
+from kvunits.contracts import (
     KernelSpec,
     Window,
 )
-from kernels import (
+from kvunits.kernels import (
     BlockTable,
     QueryStartLoc,
     SeqLens,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     PooledBlocks,
     PoolFactor,
@@ -13,7 +13,7 @@ from contracts import (
     Window,
     kernel_view,
 )
-from kernels import (
+from kvunits.kernels import (
     QueryStartLoc,
     SeqLens,
     SlotMapping,

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from contracts import EncoderTokens, PooledBlocks
-from kernels import (
+from kvunits.contracts import EncoderTokens, PooledBlocks
+from kvunits.kernels import (
     BlockTable,
     QueryStartLoc,
     SeqLens,

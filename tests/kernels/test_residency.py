@@ -15,7 +15,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     FullAttentionLayer,
     KernelSpec,
@@ -29,9 +29,9 @@ from contracts import (
     manager_view,
     pool_length,
 )
-from contracts.crossing import first_unresident
-from contracts.internal import cdiv
-from kernels import (
+from kvunits.contracts.crossing import first_unresident
+from kvunits.contracts.internal import cdiv
+from kvunits.kernels import (
     BlockTable,
     QueryStartLoc,
     ResidencyError,
@@ -189,7 +189,7 @@ def test_residency_error_is_a_kvunits_lookup_error_and_pickles() -> None:
 def test_the_torch_free_rule_is_the_kernels_check(
     pool: int, block_size: int, window: int | None, table: list[int], context: int, step: int
 ) -> None:
-    """`contracts.crossing.first_unresident` (used without torch by ``kvunits simulate``)
+    """`kvunits.contracts.crossing.first_unresident` (used without torch by ``kvunits simulate``)
     finds exactly what `check_residency` raises: the same query, column and entry."""
     layer = SlidingWindowLayer(
         sliding_window=Window(window or 1, EncoderTokens),

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from contracts import (
+from kvunits.contracts import (
     CacheBlocks,
     CacheDType,
     EncoderTokens,
@@ -27,9 +27,16 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.deploy import RankBytes
-from kernels import BlockTable, QueryStartLoc, SeqLens, SlotMapping, paged_attention, write_kv
-from runtime import KVCacheCoordinator, plan
+from kvunits.contracts.deploy import RankBytes
+from kvunits.kernels import (
+    BlockTable,
+    QueryStartLoc,
+    SeqLens,
+    SlotMapping,
+    paged_attention,
+    write_kv,
+)
+from kvunits.runtime import KVCacheCoordinator, plan
 
 from ._scenario import DEVICE, TOLERANCES
 

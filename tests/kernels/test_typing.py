@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SNIPPET = """\
 import torch
 
-from contracts import EncoderTokens, KernelSpec, PooledBlocks, PoolFactor, Tokens, Window
-from kernels import (
+from kvunits.contracts import EncoderTokens, KernelSpec, PooledBlocks, PoolFactor, Tokens, Window
+from kvunits.kernels import (
     BlockTable, QueryStartLoc, SeqLens, SlotMapping, paged_attention, unpool_seq_lens, write_kv,
 )
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from contracts import (
+from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
     EncoderTokens,
@@ -22,7 +22,7 @@ from contracts import (
     Window,
     kernel_view,
 )
-from kernels import (
+from kvunits.kernels import (
     BlockTable,
     KernelArgumentError,
     KernelTypeError,
@@ -87,7 +87,7 @@ def test_manager_unit_lengths_are_rejected(pooled: tuple[PagedCache, Step]) -> N
     with pytest.raises(
         UnitTypeError,
         match=r"seq_lens counts pooled_block, but this argument takes encoder_token; "
-        r"convert with kernels.unpool_seq_lens",
+        r"convert with kvunits.kernels.unpool_seq_lens",
     ) as info:
         paged_attention(**args)
     assert (info.value.field, info.value.expected, info.value.got) == (
@@ -341,7 +341,7 @@ def test_argument_errors_join_the_tree_and_pickle(error: type[KernelArgumentErro
 
 
 def test_cpu_tensors_need_the_interpreter() -> None:
-    from kernels._checks import check_device
+    from kvunits.kernels._checks import check_device
 
     compiled_kernel = object()  # what @triton.jit gives without TRITON_INTERPRET
     with pytest.raises(KernelValueError, match="set TRITON_INTERPRET=1 before importing kern"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from contracts import (
+from kvunits.contracts import (
     AnyLayerGroup,
     CacheBlocks,
     EncoderTokens,
@@ -26,9 +26,9 @@ from contracts import (
     kernel_view,
     manager_view,
 )
-from contracts._groups import GroupLimits
-from runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, Stepper
-from runtime.block_pool import BlockPool
+from kvunits.contracts._groups import GroupLimits
+from kvunits.runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, Stepper
+from kvunits.runtime.block_pool import BlockPool
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
 

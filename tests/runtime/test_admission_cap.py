@@ -4,23 +4,23 @@ The cap is ``min(cdiv(min(W − 1 + F, L), B) + 1, cdiv(L, B))`` (W window slots
 flight per step, L the request's longest sequence, B slots per block): the +1 covers a window
 that starts mid-block, and when the window covers the whole request (``L ≤ W − 1 + F``) no
 window starts mid-block, so the request never holds more than its ``cdiv(L, B)`` blocks.
-One formula sizes the plan and gates admission (`contracts.internal.admission_cap`); here it
+One formula sizes the plan and gates admission (`kvunits.contracts.internal.admission_cap`); here it
 is checked exhaustively on small geometries against the runtime's own eviction rule
-(`runtime.managers.SlidingWindowManager`), and end to end on the geometry of vLLM's
+(`kvunits.runtime.managers.SlidingWindowManager`), and end to end on the geometry of vLLM's
 ``test_get_num_blocks_to_allocate``.
 """
 
 from __future__ import annotations
 
-from contracts import (
+from kvunits.contracts import (
     CacheBlocks,
     SlidingWindowLayer,
     Tokens,
     Window,
     manager_view,
 )
-from contracts.internal import admission_cap
-from runtime.managers import make_manager
+from kvunits.contracts.internal import admission_cap
+from kvunits.runtime.managers import make_manager
 
 from .support import check_pools, coordinator
 

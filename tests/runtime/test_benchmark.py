@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import allocator
-from contracts import EncoderTokens, Tokens
+from kvunits.contracts import EncoderTokens, Tokens
 
 
 def test_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contracts import CacheBlocks
-from runtime import NULL_BLOCK, AllocationError
-from runtime.block_pool import BlockPool
+from kvunits.contracts import CacheBlocks
+from kvunits.runtime import NULL_BLOCK, AllocationError
+from kvunits.runtime.block_pool import BlockPool
 
 
 def test_null_block_is_never_handed_out() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     Chunk,
@@ -31,16 +31,16 @@ from contracts import (
     Window,
     manager_view,
 )
-from contracts._views import _admission_blocks as admission_blocks
-from contracts.deploy import RankBytes
-from runtime import (
+from kvunits.contracts._views import _admission_blocks as admission_blocks
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime import (
     AdmissionError,
     AllocationError,
     GroupUsage,
     KVCacheCoordinator,
     RequestError,
 )
-from runtime.capacity import plan
+from kvunits.runtime.capacity import plan
 
 from .support import check_pools, coordinator, snapshot, voxtral_engine, voxtral_model
 
@@ -96,8 +96,8 @@ def test_encoder_tokens_where_pooled_blocks_are_expected_raise() -> None:
     message = (
         "num_new[0] is for group 'audio', whose handle counts pooled_block (PooledBlocks); "
         "got 4 encoder_token; step this group in encoder tokens with coordinator.group("
-        "'audio', EncoderTokens), or convert whole pooled blocks with contracts.pool_length(n, "
-        "PoolFactor(4))"
+        "'audio', EncoderTokens), or convert whole pooled blocks with "
+        "kvunits.contracts.pool_length(n, PoolFactor(4))"
     )
     with pytest.raises(UnitTypeError, match=re.escape(message)) as info:
         step.allocate("r", EncoderTokens(4), Tokens(1))  # type: ignore[arg-type]

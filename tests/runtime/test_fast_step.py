@@ -1,13 +1,14 @@
 """The specialised step (issue 14): it must do what the general path does, or decline.
 
 A coordinator of one or two groups, each with a pool of its own, takes a step that touches one
-slot per group (or none) in a function written out for its layout (`runtime._core._make_step`):
-the request's ``room`` and ``evict`` stand for the managers' answers, and the pools are called
-only for the block a step gives or takes. Everything else goes the general path, which is also
-what a step with a lookahead of zeros runs. So the two can be compared call by call: the same
-slot mappings, the same errors with the same messages, the same tables, lengths, evictions and
-free queues after every call. And a step interrupted inside any pool operation it makes changes
-nothing, after which the same step gives what it gives on a twin that was never interrupted.
+slot per group (or none) in a function written out for its layout
+(`kvunits.runtime._core._make_step`): the request's ``room`` and ``evict`` stand for the managers'
+answers, and the pools are called only for the block a step gives or takes. Everything else goes the
+general path, which is also what a step with a lookahead of zeros runs. So the two can be compared
+call by call: the same slot mappings, the same errors with the same messages, the same tables,
+lengths, evictions and free queues after every call. And a step interrupted inside any pool
+operation it makes changes nothing, after which the same step gives what it gives on a twin that was
+never interrupted.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts import (
+from kvunits.contracts import (
     CacheBlocks,
     EncoderTokens,
     FullAttentionLayer,
@@ -29,8 +30,8 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.internal import admission_cap, manager_ints
-from runtime import ConcurrentUseError, KVCacheCoordinator
+from kvunits.contracts.internal import admission_cap, manager_ints
+from kvunits.runtime import ConcurrentUseError, KVCacheCoordinator
 
 from .support import Injected, Interference, check_pools, coordinator, group_of, unique_pools
 from .test_stateful import layers

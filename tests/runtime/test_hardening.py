@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     EngineSpec,
@@ -32,15 +32,15 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.deploy import RankBytes
-from runtime import (
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime import (
     AllocationError,
     ConcurrentUseError,
     KVCacheCoordinator,
     RequestError,
     plan,
 )
-from runtime.block_pool import MAX_POOL_BLOCKS, BlockPool
+from kvunits.runtime.block_pool import MAX_POOL_BLOCKS, BlockPool
 
 from .support import check_pools, coordinator, snapshot
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     Chunk,
@@ -28,7 +28,7 @@ from contracts import (
     Window,
     manager_view,
 )
-from runtime.managers import (
+from kvunits.runtime.managers import (
     MANAGER_BY_KIND,
     NEVER,
     ChunkedLocalManager,

@@ -1,15 +1,15 @@
 """A pooled group stepped in encoder tokens: audio chunks that are not multiples of P.
 
 The coordinator counts such a stream in encoder tokens; a step continues the partial pooled
-slot the last one left, its slot mapping starts at that slot (what `kernels.write_kv` takes),
-and a sliding window evicts from the slot of the step's first position.
+slot the last one left, its slot mapping starts at that slot (what `kvunits.kernels.write_kv`
+takes), and a sliding window evicts from the slot of the step's first position.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     FullAttentionLayer,
     PooledBlocks,
@@ -19,7 +19,7 @@ from contracts import (
     UnitTypeError,
     Window,
 )
-from runtime import RequestError
+from kvunits.runtime import RequestError
 
 from .support import check_pools, coordinator, snapshot
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     EncoderTokens,
@@ -20,8 +20,8 @@ from contracts import (
     UnitValueError,
     Window,
 )
-from runtime import AllocationError, ContentKeys, KVCacheCoordinator, RequestError, plan
-from runtime.prefix_cache import chain_hashes, root_hash
+from kvunits.runtime import AllocationError, ContentKeys, KVCacheCoordinator, RequestError, plan
+from kvunits.runtime.prefix_cache import chain_hashes, root_hash
 
 from .support import check_pools, coordinator, voxtral_engine, voxtral_model
 
@@ -71,7 +71,7 @@ def test_another_groups_boundaries_are_refused() -> None:
         max_len=64,
         max_in_flight=64,
     )
-    from contracts import CacheBlocks
+    from kvunits.contracts import CacheBlocks
 
     coord = KVCacheCoordinator([wide, narrow], CacheBlocks(20))
     w, n = coord.group("wide", Tokens), coord.group("narrow", Tokens)

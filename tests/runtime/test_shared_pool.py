@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     CacheDType,
@@ -33,10 +33,10 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.config import load_config
-from contracts.deploy import RankBytes
-from runtime import AdmissionError, AllocationError, KVCacheCoordinator, plan
-from runtime.shared_pool import shared_layout
+from kvunits.contracts.config import load_config
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime import AdmissionError, AllocationError, KVCacheCoordinator, plan
+from kvunits.runtime.shared_pool import shared_layout
 
 from .support import check_pools, coordinator
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from contracts import FullAttentionLayer, SlidingWindowLayer, Tokens, Window
-from runtime import NULL_BLOCK, ContentKeys, RequestError
+from kvunits.contracts import FullAttentionLayer, SlidingWindowLayer, Tokens, Window
+from kvunits.runtime import NULL_BLOCK, ContentKeys, RequestError
 
 from .support import check_pools, coordinator, snapshot, toy, unresident_keys
 

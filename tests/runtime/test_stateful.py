@@ -39,7 +39,7 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     Chunk,
@@ -55,8 +55,8 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.internal import admission_cap, kernel_ints, magnitude, manager_ints
-from runtime import (
+from kvunits.contracts.internal import admission_cap, kernel_ints, magnitude, manager_ints
+from kvunits.runtime import (
     NULL_BLOCK,
     AdmissionError,
     AllocationError,

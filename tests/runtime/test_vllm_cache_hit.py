@@ -4,7 +4,7 @@ Source: ``tests/v1/core/test_single_type_kv_cache_manager.py`` of vllm-project/v
 297316b0e5d01e6261fc384d4ce3b72d81ec66c9: ``test_sliding_window_possible_cached_prefix`` and
 ``test_chunked_local_attention_possible_cached_prefix``. As there, the block hashes are
 made-up keys, block ``i`` is cached as block id ``i + 10`` when its flag is set, and the hit
-is read off the table prefix the lookup returns (`runtime.prefix_cache.GroupCache.find`, the
+is read off the table prefix the lookup returns (`kvunits.runtime.prefix_cache.GroupCache.find`, the
 counterpart of ``find_longest_cache_hit``): its length, and the null block where the kind
 needs nothing. Block size 2 (tokens), sliding window 4, chunk 4.
 
@@ -19,10 +19,17 @@ import random
 
 import pytest
 
-from contracts import Chunk, ChunkedLocalLayer, SlidingWindowLayer, Tokens, Window, manager_view
-from runtime import NULL_BLOCK
-from runtime.block_pool import BlockPool
-from runtime.prefix_cache import GroupCache
+from kvunits.contracts import (
+    Chunk,
+    ChunkedLocalLayer,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+    manager_view,
+)
+from kvunits.runtime import NULL_BLOCK
+from kvunits.runtime.block_pool import BlockPool
+from kvunits.runtime.prefix_cache import GroupCache
 
 
 def cache_of(layer: SlidingWindowLayer | ChunkedLocalLayer, cached: list[bool]) -> GroupCache:

@@ -37,10 +37,10 @@ from typing import Any
 
 import pytest
 
-from contracts import Bytes, FullAttentionLayer, SlidingWindowLayer, Tokens, Window
-from runtime import AllocationError, ContentKeys, GroupHandle, KVCacheCoordinator, Stepper
-from runtime.block_pool import BlockPool
-from runtime.prefix_cache import root_hash
+from kvunits.contracts import Bytes, FullAttentionLayer, SlidingWindowLayer, Tokens, Window
+from kvunits.runtime import AllocationError, ContentKeys, GroupHandle, KVCacheCoordinator, Stepper
+from kvunits.runtime.block_pool import BlockPool
+from kvunits.runtime.prefix_cache import root_hash
 
 from .support import check_pools, coordinator
 
@@ -424,7 +424,7 @@ def test_different_block_size() -> None:
     """vLLM ``test_different_block_size`` (main, 2026; TESTS.md A24): full attention with
     blocks of 32 tokens and a window of 32 tokens with blocks of 16 share one pool (pages of
     128 bytes both); a hit is a multiple of 32, the blocks' least common multiple."""
-    from contracts import CacheBlocks, CacheDType
+    from kvunits.contracts import CacheBlocks, CacheDType
 
     from .support import group_of
 

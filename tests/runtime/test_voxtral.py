@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contracts import (
+from kvunits.contracts import (
     CacheBlocks,
     EncoderTokens,
     PooledBlocks,
@@ -19,8 +19,8 @@ from contracts import (
     Window,
     manager_view,
 )
-from runtime import NULL_BLOCK, KVCacheCoordinator
-from runtime.capacity import plan
+from kvunits.runtime import NULL_BLOCK, KVCacheCoordinator
+from kvunits.runtime.capacity import plan
 
 from .support import coordinator, unresident_keys, voxtral_engine, voxtral_model
 

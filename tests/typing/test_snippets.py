@@ -6,8 +6,8 @@ mypy prints it. The runner checks mypy once over all snippets (with the reposito
 ``mypy.ini``, so with CI's strict settings) and compares the exact set of (file, line, message)
 errors with the marks; notes are ignored. Then, for agreement at run time, it executes each
 snippet without its marked lines (correct code must run) and each marked line alone in that
-namespace (it must raise `contracts.UnitError`, or a spec model's `SpecValidationError` whose
-every entry is a unit error), so a marked line is one top-level statement.
+namespace (it must raise `kvunits.contracts.UnitError`, or a spec model's `SpecValidationError`
+whose every entry is a unit error), so a marked line is one top-level statement.
 
 A line ending in ``# R: <why>`` is a known static gap: mypy accepts it (so it must report
 nothing there), and only the run-time check rejects it. If mypy learns to reject one, this test
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts import SpecValidationError, UnitError
+from kvunits.contracts import SpecValidationError, UnitError
 
 REPO = Path(__file__).resolve().parents[2]
 SNIPPETS = sorted((REPO / "tests" / "typing" / "snippets").glob("*.py"))

@@ -2,7 +2,7 @@
 
 from typing import assert_type
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     Bytes,
     CacheBlocks,
@@ -20,8 +20,8 @@ from contracts import (
     kernel_view,
     manager_view,
 )
-from contracts.deploy import RankBlocks, RankBytes, RankKVHeads, engine_blocks
-from runtime.capacity import plan
+from kvunits.contracts.deploy import RankBlocks, RankBytes, RankKVHeads, engine_blocks
+from kvunits.runtime.capacity import plan
 
 layer = SlidingWindowLayer(
     sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64

@@ -2,7 +2,7 @@
 
 from typing import assert_type
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     Bytes,
     CacheBlocks,

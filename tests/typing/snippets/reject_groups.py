@@ -6,7 +6,7 @@
 its manager agree on the unit statically, and the decoder's limits cannot size the encoder.
 """
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
@@ -18,7 +18,7 @@ from contracts import (
     Window,
     group_layers,
 )
-from contracts.deploy import RankBytes
+from kvunits.contracts.deploy import RankBytes
 
 encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)

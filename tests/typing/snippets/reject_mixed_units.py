@@ -4,10 +4,10 @@
 """Arithmetic and comparisons across units: mypy rejects each marked line, and so does Python.
 
 A line ending in ``# E: <message>  [code]`` is one mypy must report, exactly; the runner also
-executes it alone and expects a `contracts.UnitError`. Every other line must pass and run.
+executes it alone and expects a `kvunits.contracts.UnitError`. Every other line must pass and run.
 """
 
-from contracts import Bytes, CacheBlocks, EncoderTokens, PooledBlocks, Tokens
+from kvunits.contracts import Bytes, CacheBlocks, EncoderTokens, PooledBlocks, Tokens
 
 window = EncoderTokens(750)
 slots = PooledBlocks(189)

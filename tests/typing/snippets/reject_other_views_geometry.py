@@ -12,7 +12,7 @@ passed to a named conversion, it carries the unit of its group, so the encoder g
 pooled block size cannot size the decoder's token table (or the other way round).
 """
 
-from contracts import (
+from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     EncoderTokens,
@@ -30,7 +30,7 @@ from contracts import (
     slots_to_cache_blocks_ceil,
     window_blocks,
 )
-from contracts.deploy import RankBytes
+from kvunits.contracts.deploy import RankBytes
 
 encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
 decoder = FullAttentionLayer(kv_heads=8, head_size=128)

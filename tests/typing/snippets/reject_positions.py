@@ -11,7 +11,7 @@ all mistakes. The residency check's first query sits at a position (`ResidencyEr
 names it), its first key is `Window.first_position`, its block-table column `block_of`.
 """
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
     Chunk,

@@ -9,7 +9,7 @@ one group's block hashes given to the other (the bug class of vLLM #53142), are 
 mypy here and by the run time (`UnitTypeError`, `UnitValueError`).
 """
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
@@ -20,9 +20,9 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.deploy import RankBytes
-from runtime import ContentKeys, KVCacheCoordinator
-from runtime.capacity import plan
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime import ContentKeys, KVCacheCoordinator
+from kvunits.runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
     sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64

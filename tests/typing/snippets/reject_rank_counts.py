@@ -8,8 +8,8 @@ a rank's pool with the model's page, as transformers #48566 did) is rejected by 
 at run time (`UnitTypeError`); the named conversions of `contracts` cross between them.
 """
 
-from contracts import Bytes, CacheBlocks
-from contracts.deploy import (
+from kvunits.contracts import Bytes, CacheBlocks
+from kvunits.contracts.deploy import (
     KVHeads,
     Parallelism,
     RankBlocks,

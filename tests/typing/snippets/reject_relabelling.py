@@ -17,7 +17,7 @@ unit is named (the ``# R:`` line). The conversions are `pool_window`, `expand_bl
 
 import torch
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     EncoderTokens,
     PooledBlocks,
@@ -27,7 +27,7 @@ from contracts import (
     expand_block_size,
     manager_view,
 )
-from kernels import SeqLens, unpool_seq_lens
+from kvunits.kernels import SeqLens, unpool_seq_lens
 
 window = EncoderTokens(750)
 manager_window = Window(189, PooledBlocks)

@@ -3,10 +3,10 @@
 """Known static gaps: mistakes that mypy accepts and only the run-time checks reject.
 
 Each ``# R:`` line type-checks cleanly (the runner asserts mypy says nothing there) and raises
-`contracts.UnitError` when run.
+`kvunits.contracts.UnitError` when run.
 """
 
-from contracts import EncoderTokens, PooledBlocks, Tokens
+from kvunits.contracts import EncoderTokens, PooledBlocks, Tokens
 
 window = EncoderTokens(750)
 

@@ -7,7 +7,7 @@ group (`Tokens`). Encoder tokens where the audio group expects pooled blocks, or
 are rejected by mypy here and by the coordinator at run time (`UnitTypeError`).
 """
 
-from contracts import (
+from kvunits.contracts import (
     CacheBlocks,
     EncoderTokens,
     EngineSpec,
@@ -20,9 +20,9 @@ from contracts import (
     Window,
     pool_length,
 )
-from contracts.deploy import RankBytes
-from runtime import KVCacheCoordinator
-from runtime.capacity import plan
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime import KVCacheCoordinator
+from kvunits.runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
     sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64

@@ -8,7 +8,7 @@ In vLLM the Voxtral encoder's ``sliding_window`` was 750 encoder tokens, and the
 manager read it as 750 pooled blocks: 48 cache blocks reserved per request instead of 13.
 """
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
     EncoderTokens,
@@ -18,7 +18,7 @@ from contracts import (
     pool_length,
     pool_window,
 )
-from contracts.internal import check_kind, check_quantity
+from kvunits.contracts.internal import check_kind, check_quantity
 
 
 def max_admission_blocks(

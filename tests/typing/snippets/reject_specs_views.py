@@ -8,7 +8,7 @@ encoder tokens read as pooled blocks: 48 cache blocks instead of 13) are all rej
 and by the run time with a `UnitError` when the line runs anyway.
 """
 
-from contracts import (
+from kvunits.contracts import (
     CacheBlocks,
     EncoderTokens,
     EngineSpec,
@@ -23,7 +23,7 @@ from contracts import (
     manager_view,
     slots_to_cache_blocks_ceil,
 )
-from contracts.deploy import RankBytes
+from kvunits.contracts.deploy import RankBytes
 
 layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)

@@ -8,7 +8,7 @@ tokens, tokens for the text group. The wrong unit, or a bare int, is rejected by
 by the run time (`UnitTypeError`).
 """
 
-from contracts import (
+from kvunits.contracts import (
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
@@ -18,9 +18,9 @@ from contracts import (
     Tokens,
     Window,
 )
-from contracts.deploy import RankBytes
-from runtime import KVCacheCoordinator
-from runtime.capacity import plan
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime import KVCacheCoordinator
+from kvunits.runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
     sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64

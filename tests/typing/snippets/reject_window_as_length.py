@@ -12,7 +12,7 @@ length's conversion; here ``window - 1`` is not an expression at all (`Window.lo
 what it means). Every marked line is a mypy error, and a `UnitError` when run anyway.
 """
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
     EncoderTokens,

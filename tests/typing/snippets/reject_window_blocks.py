@@ -13,7 +13,7 @@ for a window of 11). With kinds, a window is no argument of a length's ceiling a
 division: the only way to its blocks is the conversion that says how it rounds.
 """
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
     EncoderTokens,

@@ -3,11 +3,11 @@
 # (A mark must stay on the line mypy reports, so the formatter must not wrap these lines.)
 """Values in the wrong unit, or in no unit, handed to a contract: mypy rejects, so does Python.
 
-Functions here check their arguments with `contracts.check_quantity` as a hot path does at its
+Functions here check their arguments with `kvunits.contracts.check_quantity` as a hot path does at its
 entry, so the runtime rejects what mypy rejects.
 """
 
-from contracts import (
+from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
     EncoderTokens,
@@ -18,7 +18,7 @@ from contracts import (
     pool_window,
     slots_to_cache_blocks_ceil,
 )
-from contracts.internal import check_quantity
+from kvunits.contracts.internal import check_quantity
 
 
 def blocks_for_window(window: PooledBlocks) -> CacheBlocks:
