@@ -5,6 +5,9 @@ The core every other part of kvunits stands on:
 * quantities: `EncoderTokens`, `PooledBlocks`, `Tokens`, `CacheBlocks`, `Bytes` (one final
   class per unit; each is a *length*), the other kinds over a sequence unit, `Window`,
   `Position` and `Chunk`, and the per-layer factors `PoolFactor` (P) and `BlockSize`;
+* the counts a spec declares: `Heads`, `KVHeads`, `Elements` (a head size), `Layers` and a
+  stage's `StageLayers`; the allocator's integer sequences `BlockIds` (a block table) and
+  `SlotIds` (a slot mapping), which refuse each other;
 * conversions between them, each taking the kind it is correct for and naming its rounding
   (`CONVERSIONS` lists them);
 * the frozen layer, model and engine specs, and the two views of a layer that the cache
@@ -48,6 +51,11 @@ from ._convert import pool_window as pool_window
 from ._convert import slots_to_cache_blocks_ceil as slots_to_cache_blocks_ceil
 from ._convert import unpool_length as unpool_length
 from ._convert import window_blocks as window_blocks
+from ._counts import Elements as Elements
+from ._counts import Heads as Heads
+from ._counts import KVHeads as KVHeads
+from ._counts import Layers as Layers
+from ._counts import StageLayers as StageLayers
 from ._dtype import CacheDType as CacheDType
 from ._engine import EngineSpec as EngineSpec
 from ._factors import BlockSize as BlockSize
@@ -55,6 +63,8 @@ from ._factors import PoolFactor as PoolFactor
 from ._groups import AnyLayerGroup as AnyLayerGroup
 from ._groups import LayerGroup as LayerGroup
 from ._groups import group_layers as group_layers
+from ._ids import BlockIds as BlockIds
+from ._ids import SlotIds as SlotIds
 from ._kinds import Chunk as Chunk
 from ._kinds import Position as Position
 from ._kinds import PosUnit as PosUnit
@@ -114,6 +124,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "CONVERSIONS",
     "AnyLayerGroup",
+    "BlockIds",
     "BlockSize",
     "Bytes",
     "CacheBlocks",
@@ -121,17 +132,21 @@ __all__ = [
     "Chunk",
     "ChunkedLocalLayer",
     "CrossAttentionLayer",
+    "Elements",
     "EncoderOnlyLayer",
     "EncoderTokens",
     "EngineSpec",
     "FullAttentionLayer",
+    "Heads",
     "IntQuantity",
+    "KVHeads",
     "KVSharedLayer",
     "KernelSpec",
     "KernelUnit",
     "KvUnitsError",
     "LayerGroup",
     "LayerSpec",
+    "Layers",
     "MLALayer",
     "ManagerSpec",
     "ModelSpec",
@@ -141,9 +156,11 @@ __all__ = [
     "Position",
     "SeqUnit",
     "SlidingWindowLayer",
+    "SlotIds",
     "SlotUnit",
     "SpecError",
     "SpecValidationError",
+    "StageLayers",
     "StateLayer",
     "Tokens",
     "UnitAttributeError",

@@ -419,7 +419,7 @@ class Position(_Kind, Generic[PosUnit]):
         (Position(800, EncoderTokens), EncoderTokens(800))
     """
 
-    __slots__ = ()
+    __slots__ = ("_owner",)
     kind: ClassVar[str] = "position"
     minimum: ClassVar[int] = 0
     units: ClassVar[tuple[type[IntQuantity], ...]] = _POS_UNITS
@@ -427,6 +427,26 @@ class Position(_Kind, Generic[PosUnit]):
 
     def __init__(self, index: int, unit: type[PosUnit]) -> None:
         super().__init__(index, unit)
+
+    @property
+    def owner(self) -> str | None:
+        """The layer group whose view computed this block-table column (its block size), or
+        None (a position of a sequence, a column built by hand). A group's block table
+        refuses another group's column (`kvunits.contracts.BlockIds`)."""
+        return getattr(self, "_owner", None)
+
+    @classmethod
+    def _column(cls, index: int, owner: str | None) -> Position[CacheBlocks]:
+        # A block-table column computed by a group's view (block_of): it keeps the group.
+        new: Position[CacheBlocks] = cls._trusted(index, CacheBlocks)  # type: ignore[assignment]
+        if owner is not None:
+            _set_owner(new, owner)
+        return new
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.owner is not None:
+            return (Position._column, (self._n, self.owner))
+        return (Position, (self._n, self.unit))
 
     def numerical_value_in(self, unit: type[PosUnit]) -> int:
         """The index as a plain int of ``unit``, the position's own unit (a list index)."""
@@ -487,6 +507,9 @@ class Position(_Kind, Generic[PosUnit]):
 
         def __radd__(self, other):
             self._mismatch("+", other)
+
+
+_set_owner = Position.__dict__["_owner"].__set__
 
 
 # -- pydantic glue: a window or chunk field parses "750 encoder_token" --------------------------

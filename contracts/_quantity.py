@@ -62,6 +62,8 @@ class IntQuantity:
     __slots__ = ("_value",)
     unit: ClassVar[str]
     _value: int
+    #: The named conversions a refused ``//`` points to.
+    _divide_hint: ClassVar[str] = "pool_length, slots_to_cache_blocks_ceil, window_blocks, …"
 
     def __init__(self, value: int) -> None:
         if type(value) is not int:
@@ -195,14 +197,6 @@ class IntQuantity:
     def __rsub__(self, other: Self) -> Self:
         self._mismatch("-", other)
 
-    def __mul__(self, factor: int) -> Self:
-        if type(factor) is not int:
-            self._bad_factor(factor)
-        return type(self)(self._value * factor)  # a negative factor must still be refused
-
-    def __rmul__(self, factor: int) -> Self:
-        return self.__mul__(factor)
-
     def _bad_factor(self, factor: object) -> NoReturn:
         raise UnitTypeError(
             f"{self} can be scaled only by a plain int, got {describe(factor)}",
@@ -272,13 +266,27 @@ class IntQuantity:
             # it is a named conversion, never an operator.
             raise UnitTypeError(
                 f"{self} cannot be divided by {describe(other)}: dividing changes the unit and "
-                "rounds; use the named conversion that says how (pool_length, "
-                "slots_to_cache_blocks_ceil, window_blocks, …)",
+                f"rounds; use the named conversion that says how ({self._divide_hint})",
                 expected="a named conversion",
                 got=f"{self} // {describe(other)}",
             )
 
         __truediv__ = __mod__ = __divmod__ = __floordiv__
+
+        def __mul__(self, factor):
+            # Only the lengths scale by a plain int (`_Scalable`): a count of heads, layers or
+            # one rank's bytes times an int says nothing of what the int counts (stages?
+            # layers? ranks?), so its product is a named function with a named result.
+            raise UnitTypeError(
+                f"{self} cannot be multiplied by {describe(factor)}: the product of a "
+                f"{type(self).__name__} and a bare number has no unit; use the named "
+                "function that says what it counts (rank_block_bytes(page, StageLayers(n)), "
+                "rank_blocks_to_bytes, ...)",
+                expected="a named conversion",
+                got=f"{self} * {describe(factor)}",
+            )
+
+        __rmul__ = __mul__
 
         @property
         def value(self):
@@ -353,8 +361,24 @@ _NUMBERS = (IntQuantity, int, float)
 _new = object.__new__
 
 
+class _Scalable(IntQuantity):
+    """A length that a plain int scales (``Tokens(16) * 3``): n lengths laid end to end.
+
+    Counts and one rank's quantities are not scalable: what would the int count?"""
+
+    __slots__ = ()
+
+    def __mul__(self, factor: int) -> Self:
+        if type(factor) is not int:
+            self._bad_factor(factor)
+        return type(self)(self._value * factor)  # a negative factor must still be refused
+
+    def __rmul__(self, factor: int) -> Self:
+        return self.__mul__(factor)
+
+
 @final
-class EncoderTokens(IntQuantity):
+class EncoderTokens(_Scalable):
     """Positions of an encoder's sequence: the unit the attention kernel and model configs use."""
 
     __slots__ = ()
@@ -362,7 +386,7 @@ class EncoderTokens(IntQuantity):
 
 
 @final
-class PooledBlocks(IntQuantity):
+class PooledBlocks(_Scalable):
     """Pooled slots: P consecutive encoder tokens stored as one cache slot (a pooled layer's
     manager unit)."""
 
@@ -371,7 +395,7 @@ class PooledBlocks(IntQuantity):
 
 
 @final
-class Tokens(IntQuantity):
+class Tokens(_Scalable):
     """Decoder tokens: kernel unit and manager unit of an unpooled layer."""
 
     __slots__ = ()
@@ -379,7 +403,7 @@ class Tokens(IntQuantity):
 
 
 @final
-class CacheBlocks(IntQuantity):
+class CacheBlocks(_Scalable):
     """Pages of the paged cache, ``block_size`` slots each: the block allocator's unit."""
 
     __slots__ = ()
@@ -387,7 +411,7 @@ class CacheBlocks(IntQuantity):
 
 
 @final
-class Bytes(IntQuantity):
+class Bytes(_Scalable):
     """Memory, for capacity planning."""
 
     __slots__ = ()

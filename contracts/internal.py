@@ -17,10 +17,11 @@ from ._convert import cdiv as cdiv
 from ._describe import describe as describe
 from ._factors import check_pool as check_pool
 from ._groups import group_limits as group_limits
+from ._kinds import Position
 from ._kinds import check_kind as check_kind
 from ._parse import parse_any_quantity as parse_any_quantity
 from ._quantity import QUANTITY_CLASSES as QUANTITY_CLASSES
-from ._quantity import IntQuantity
+from ._quantity import CacheBlocks, IntQuantity
 from ._quantity import check_quantity as check_quantity
 from ._views import KernelInts as KernelInts
 from ._views import ManagedKind as ManagedKind
@@ -34,6 +35,13 @@ from ._views import manager_ints as manager_ints
 #: unit with ``q.numerical_value_in(unit)``. (The allocator's per-step closures read the slot
 #: itself, ``q._value``: there even one call is measurable.)
 magnitude: Callable[[IntQuantity], int] = attrgetter("_value")
+
+
+def owned_column(index: int, group: str) -> Position[CacheBlocks]:
+    """Column ``index`` of group ``group``'s block tables, as a group's view computes it
+    (`kvunits.contracts.BlockIds` refuses it in another group's table)."""
+    return Position._column(index, group)
+
 
 __all__ = [
     "QUANTITY_CLASSES",
@@ -50,5 +58,6 @@ __all__ = [
     "kernel_ints",
     "magnitude",
     "manager_ints",
+    "owned_column",
     "parse_any_quantity",
 ]

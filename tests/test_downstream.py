@@ -39,10 +39,14 @@ from kvunits.contracts import (
     pool_window,
     slots_to_cache_blocks_ceil,
 )
+from kvunits.contracts import Elements, KVHeads
 from kvunits.runtime import KVCacheCoordinator
 
 layer = SlidingWindowLayer(
-    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens),
+    pool=PoolFactor(4),
+    kv_heads=KVHeads(32),
+    head_size=Elements(64),
 )
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 window = pool_window(Window(750, EncoderTokens), PoolFactor(4))

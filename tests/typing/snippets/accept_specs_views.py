@@ -6,9 +6,12 @@ from kvunits.contracts import (
     BlockSize,
     Bytes,
     CacheBlocks,
+    Elements,
     EncoderTokens,
     EngineSpec,
     KernelSpec,
+    KVHeads,
+    Layers,
     ManagerSpec,
     ModelSpec,
     PooledBlocks,
@@ -24,7 +27,10 @@ from kvunits.contracts.deploy import RankBlocks, RankBytes, RankKVHeads, engine_
 from kvunits.runtime.capacity import plan
 
 layer = SlidingWindowLayer(
-    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens),
+    pool=PoolFactor(4),
+    kv_heads=KVHeads(32),
+    head_size=Elements(64),
 )
 
 either = manager_view(layer, block_size_slots=16)
@@ -59,7 +65,7 @@ engine = EngineSpec(
     max_encoder_tokens_per_step=EncoderTokens(4),
     memory_budget=RankBytes(40 * 1024**3),
 )
-capacity = plan(ModelSpec.stacked("voxtral", {"audio": (layer, 32)}), engine)
+capacity = plan(ModelSpec.stacked("voxtral", {"audio": (layer, Layers(32))}), engine)
 audio = capacity.group("audio")
 assert_type(audio.admission_cap, CacheBlocks)
 assert_type(audio.num_blocks, CacheBlocks)
@@ -74,5 +80,7 @@ assert_type(rank.kv_heads_per_rank, RankKVHeads | None)
 assert_type(rank.page_size, RankBytes)
 assert_type(rank.admission_cap, RankBlocks)
 assert_type(rank.num_blocks, RankBlocks)
-assert_type(engine_blocks(rank.num_blocks), CacheBlocks)
-assert engine_blocks(rank.num_blocks) == audio.num_blocks
+# The scheduler's block ids: the fewest pages any rank holds (here one stage, one group).
+every_rank = [g.num_blocks for stage in capacity.stages for g in stage.groups]
+assert_type(engine_blocks(every_rank), CacheBlocks)
+assert engine_blocks(every_rank) == audio.num_blocks

@@ -16,7 +16,9 @@ division: the only way to its blocks is the conversion that says how it rounds.
 from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -29,7 +31,7 @@ from kvunits.contracts import (
 
 block_size = BlockSize(16, PooledBlocks)
 window = Window(189, PooledBlocks)  # pool_window(750 encoder_token, P = 4)
-layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 
 # Correct: the window's own conversion (13), from the view or with its block size.
