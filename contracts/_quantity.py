@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeAlias, TypeVar, final
 
@@ -512,7 +513,7 @@ def quantity_from_text(
         UnitValueError: more than 2**63 - 1 of the class's unit.
     """
     for cls in classes:
-        if quantity.unit.dimension == dimension_of(cls.unit):
+        if _single(cls) and quantity.unit.dimension == dimension_of(cls.unit):
             return cls(text_to_int(quantity, cls.unit))
     units = " or ".join(c.unit for c in classes)
     raise UnitTypeError(
@@ -565,9 +566,37 @@ def _resolve(name: str, classes: tuple[type[IntQuantity], ...]) -> _Resolved | N
     if unit is None:
         return None
     for cls in classes:
-        if unit.dimension == dimension_of(cls.unit):
+        if _single(cls) and unit.dimension == dimension_of(cls.unit):
             return cls, unit.factor
     return None
+
+
+def _single(cls: type[IntQuantity]) -> bool:
+    """Whether the class's unit is one unit of the table (``"kv_head"``), not a per-rank or
+    per-stage one (``"kv_head/rank"``), whose text form is matched whole (`_per_text`)."""
+    return "/" not in cls.unit
+
+
+_PER_TEXT = re.compile(r"\s*([0-9][0-9_,]*)\s*([a-z_]+)\s*/\s*([a-z_]+)\s*")
+
+
+def _per_text(text: str, classes: tuple[type[IntQuantity], ...]) -> IntQuantity | None:
+    """``"4 cache_block/rank"`` as the class of ``classes`` whose unit it names exactly."""
+    match = _PER_TEXT.fullmatch(text)
+    if match is None:
+        return None
+    unit = f"{match[2]}/{match[3]}"
+    for cls in classes:
+        if cls.unit == unit:
+            digits = match[1].replace("_", "").replace(",", "")
+            if len(digits) > 19 or int(digits) > MAX_MAGNITUDE:
+                return None
+            return cls(int(digits))
+    raise UnitTypeError(
+        f"expected {' or '.join(c.unit for c in classes)}, got {text.strip()}",
+        expected=" or ".join(c.unit for c in classes),
+        got=text.strip(),
+    )
 
 
 def _coerce_strictly(value: object, classes: tuple[type[IntQuantity], ...]) -> IntQuantity:
@@ -600,6 +629,15 @@ def _coerce_strictly(value: object, classes: tuple[type[IntQuantity], ...]) -> I
             f"{value} has no unit: write it as {f'{value} {classes[0].unit}'!r}",
             expected=units,
             got=describe(value),
+        )
+    per = _per_text(value, classes)
+    if per is not None:
+        return per
+    if not any(_single(c) for c in classes):
+        raise UnitTypeError(
+            f"expected {units} such as {example!r}, got {value.strip()[:60]!r}",
+            expected=units,
+            got=repr(value),
         )
     # The first class's unit names the fix in the hint for a bare number ("40" -> "40 byte").
     return quantity_from_text(parse_quantity_text(value, expected_unit=classes[0].unit), classes)
@@ -665,12 +703,32 @@ def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.
     )
 
 
+def unit_pattern(classes: tuple[type[IntQuantity], ...]) -> str:
+    """The JSON-schema pattern of text in one of ``classes``' units: an integer and one of
+    the spellings the reader accepts for them (``"750 encoder_token"``, ``"40 GiB"``), so
+    the schema itself refuses another unit (``"750 pooled_block"`` for an encoder_token
+    field)."""
+    from ._units import unit_table
+
+    spellings: set[str] = set()
+    for cls in classes:
+        if _single(cls):
+            dimension = dimension_of(cls.unit)
+            spellings.update(n for n, u in unit_table().items() if u.dimension == dimension)
+        else:
+            first, _, per = cls.unit.partition("/")
+            spellings.add(f"{re.escape(first)}\\s*/\\s*{re.escape(per)}")
+    names = "|".join(sorted(spellings, key=lambda n: (-len(n), n)))
+    return rf"^\s*[0-9][0-9_,]*\s*(?:{names})\s*$"
+
+
 def quantity_json_schema(classes: tuple[type[IntQuantity], ...]) -> JsonSchemaValue:
-    """The JSON schema of a quantity field: a string with its unit in ``x-unit``."""
+    """The JSON schema of a quantity field: a string with its unit in ``x-unit``, and a
+    pattern that admits that unit's spellings only."""
     units = [c.unit for c in classes]
     return {
         "type": "string",
-        "pattern": QUANTITY_PATTERN,
+        "pattern": unit_pattern(classes),
         "description": "an integer and a unit: " + " or ".join(units),
         "x-unit": units[0] if len(units) == 1 else units,
         "examples": [f"750 {u}" for u in units],

@@ -185,18 +185,22 @@ def test_state_layer_sizes(text: str, size: int) -> None:
         # In Python, a window is a Window: a length is refused, with the call to write.
         (
             {"sliding_window": EncoderTokens(750), "pool": 4},
-            "expected a window, got the length EncoderTokens(750): write "
-            "Window(750, EncoderTokens)",
+            "expected a window of encoder_token or token, got the length EncoderTokens(750) "
+            "(encoder_token): write Window(750, EncoderTokens)",
         ),
         (
             {"sliding_window": PooledBlocks(189), "pool": 4},
-            "expected a window, got the length PooledBlocks(189)",
+            "expected a window of encoder_token or token, got the length PooledBlocks(189) "
+            "(pooled_block)",
         ),
         (
             {"sliding_window": Window(189, PooledBlocks), "pool": 4},
             "expected a window of encoder_token or token, got Window(189, PooledBlocks)",
         ),
-        ({"sliding_window": Chunk(750, Tokens)}, "expected a window, got Chunk(750, Tokens)"),
+        (
+            {"sliding_window": Chunk(750, Tokens)},
+            "expected a window of encoder_token or token, got Chunk(750, Tokens), a chunk of token",
+        ),
         # A pooled layer's window is in encoder tokens, an unpooled layer's in tokens.
         (
             {"sliding_window": "750 token", "pool": 4},
@@ -307,7 +311,7 @@ def test_pool_rejections(pool: object, got: str) -> None:
         ({"chunk": 8192}, "chunk 8192 has no unit: write it as '8192 token'"),
         ({"chunk": 64, "pool": 4}, "chunk 64 has no unit: write it as '64 encoder_token'"),
         ({"chunk": "0 token"}, "a chunk must be >= 1 token, got 0"),
-        ({"chunk": Tokens(8192)}, "expected a chunk, got the length Tokens(8192)"),
+        ({"chunk": Tokens(8192)}, "expected a chunk of encoder_token or token, got the length"),
         ({"chunk": "16 pooled_block", "pool": 4}, "a manager-side unit cannot be written here"),
         ({"chunk": "64 token", "pool": 4}, "so it counts encoder_token"),
         # The manager starts a chunk every cdiv(chunk, P) slots: with P = 4 and a chunk of 6

@@ -445,7 +445,7 @@ def test_a_copy_is_validated_and_the_views_recheck_layers_built_around_validatio
     # pydantic's model_copy(update=...) skips validation; a spec model's validates the update.
     with pytest.raises(SpecValidationError, match="sliding_window 750 has no unit"):
         voxtral_encoder_layer().model_copy(update={"sliding_window": 750})
-    with pytest.raises(SpecValidationError, match="expected a window, got the length"):
+    with pytest.raises(SpecValidationError, match=r"expected a window of .*, got the length"):
         voxtral_encoder_layer().model_copy(update={"sliding_window": EncoderTokens(750)})
     with pytest.raises(SpecValidationError, match="so it counts encoder_token"):
         mistral_layer().model_copy(update={"pool": PoolFactor(4)})  # window still in tokens
