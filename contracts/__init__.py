@@ -38,6 +38,11 @@ if __name__ != "kvunits.contracts":
 
 from typing import TYPE_CHECKING
 
+from ._backends import exclusive_window_bound as exclusive_window_bound
+from ._backends import flash_attn_window_size as flash_attn_window_size
+from ._backends import flashinfer_window_left as flashinfer_window_left
+from ._backends import last_position as last_position
+from ._backends import length_through as length_through
 from ._convert import CONVERSIONS as _LENGTH_CONVERSIONS
 from ._convert import block_of as block_of
 from ._convert import bytes_to_cache_blocks_floor as bytes_to_cache_blocks_floor
@@ -171,9 +176,14 @@ __all__ = [
     "block_of",
     "bytes_to_cache_blocks_floor",
     "cache_blocks_to_bytes",
+    "exclusive_window_bound",
     "expand_block_size",
+    "flash_attn_window_size",
+    "flashinfer_window_left",
     "group_layers",
     "kernel_view",
+    "last_position",
+    "length_through",
     "manager_view",
     "parse_quantity",
     "pool_chunk",

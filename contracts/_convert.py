@@ -274,6 +274,29 @@ class Conversion:
 CONVERSIONS: Final[tuple[Conversion, ...]] = (
     Conversion("pool_length", "encoder_token", "pooled_block", "ceil", "cdiv(n, P)"),
     Conversion(
+        "flash_attn_window_size",
+        "encoder_token or token window",
+        "FlashAttention window_size",
+        "exact",
+        "(W - 1, 0)",
+    ),
+    Conversion(
+        "flashinfer_window_left",
+        "encoder_token or token window",
+        "FlashInfer window_left",
+        "exact",
+        "W - 1",
+    ),
+    Conversion(
+        "exclusive_window_bound",
+        "encoder_token or token window",
+        "exclusive bound (Triton kernels here)",
+        "exact",
+        "W",
+    ),
+    Conversion("last_position", "length", "position", "exact", "L - 1"),
+    Conversion("length_through", "position", "length", "exact", "i + 1"),
+    Conversion(
         "pool_window",
         "encoder_token window",
         "pooled_block window",

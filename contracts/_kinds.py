@@ -287,6 +287,13 @@ class Window(_Kind, Generic[SeqUnit]):
         return self._numerical_value_in(unit)
 
     @property
+    def keys(self) -> SeqUnit:
+        """The keys a query reads: ``W``, its own position and the ``W − 1`` before it (a
+        length). What a backend that counts the window whole takes (`exclusive_window_bound`);
+        `lookback` is what an inclusive left bound takes (`flash_attn_window_size`)."""
+        return self.unit._trusted(self._n)
+
+    @property
     def lookback(self) -> SeqUnit:
         """The positions before the current one that a query reads: ``W − 1``, a length.
 

@@ -18,7 +18,14 @@ from typing import Final
 
 import torch
 
-from kvunits.contracts import CacheDType, KernelSpec, KernelUnit, SpecError, Window
+from kvunits.contracts import (
+    CacheDType,
+    KernelSpec,
+    KernelUnit,
+    SpecError,
+    Window,
+    exclusive_window_bound,
+)
 from kvunits.contracts.errors import KernelTypeError, KernelValueError
 from kvunits.contracts.internal import ManagedKind, check_kind, describe, kernel_ints
 
@@ -215,8 +222,8 @@ def resolve_window(
     if sliding_window is None:
         return kernel_ints(spec).sliding_window_tok
     window = check_kind(sliding_window, Window, spec.seq_unit, "sliding_window")
-    n: int = window.numerical_value_in(spec.seq_unit)
-    return n
+    # The Triton kernel's convention: key j is visible to query i when j > i - W.
+    return exclusive_window_bound(window)
 
 
 def interpreted(kernel: object) -> bool:
