@@ -92,6 +92,8 @@ from ._quantity import IntQuantity as IntQuantity
 from ._quantity import PooledBlocks as PooledBlocks
 from ._quantity import SeqUnit as SeqUnit
 from ._quantity import SlotUnit as SlotUnit
+from ._quantity import SpanBlocks as SpanBlocks
+from ._quantity import TableBlocks as TableBlocks
 from ._quantity import Tokens as Tokens
 from ._views import KernelSpec as KernelSpec
 from ._views import KernelUnit as KernelUnit
@@ -163,10 +165,12 @@ __all__ = [
     "SlidingWindowLayer",
     "SlotIds",
     "SlotUnit",
+    "SpanBlocks",
     "SpecError",
     "SpecValidationError",
     "StageLayers",
     "StateLayer",
+    "TableBlocks",
     "Tokens",
     "UnitAttributeError",
     "UnitError",

@@ -63,6 +63,8 @@ class IntQuantity:
     __slots__ = ("_value",)
     unit: ClassVar[str]
     _value: int
+    #: What a count of the class means, where two classes share a unit (cache blocks).
+    meaning: ClassVar[str] = "a count"
     #: The named conversions a refused ``//`` points to.
     _divide_hint: ClassVar[str] = "pool_length, slots_to_cache_blocks_ceil, window_blocks, …"
 
@@ -158,6 +160,15 @@ class IntQuantity:
     # -- same-unit arithmetic --------------------------------------------------------------
 
     def _mismatch(self, op: str, other: object) -> NoReturn:
+        if isinstance(other, IntQuantity) and other.unit == self.unit:
+            # One unit, two meanings (a window's span of blocks, a request's cap).
+            raise UnitTypeError(
+                f"cannot apply {op!r} to {self!r} and {other!r}: both count {self.unit} but "
+                f"{type(self).__name__} is {self.meaning} and {type(other).__name__} "
+                f"{other.meaning}; use the value that means what the code needs",
+                expected=type(self).__name__,
+                got=type(other).__name__,
+            )
         raise UnitTypeError(
             f"cannot apply {op!r} to {self} and {describe(other)}: both sides must be in "
             f"{self.unit}; convert one with a named function from kvunits.contracts",
@@ -405,10 +416,41 @@ class Tokens(_Scalable):
 
 @final
 class CacheBlocks(_Scalable):
-    """Pages of the paged cache, ``block_size`` slots each: the block allocator's unit."""
+    """Pages of the paged cache, ``block_size`` slots each: the block allocator's unit.
+
+    A count of pages held or available: a pool, what requests hold, a request's admission
+    cap (`ManagerSpec.max_admission_blocks_per_request`). Two other counts of cache blocks
+    mean something else and are their own types: the span a window touches (`SpanBlocks`)
+    and the entries of a block table (`TableBlocks`).
+    """
 
     __slots__ = ()
     unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "pages held or available (a pool, a cap, usage)"
+
+
+@final
+class SpanBlocks(IntQuantity):
+    """The cache blocks a window (or a run of positions) can touch, uncapped:
+    ``cdiv(W − 1, B) + 1`` (`window_blocks`). Not what a request holds at once: a request
+    also holds the steps in flight past its window, and never more than its length's blocks
+    (the admission cap, a `CacheBlocks`), so a span is refused where a cap goes.
+    """
+
+    __slots__ = ()
+    unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "the span a window touches (uncapped, not a request's cap)"
+
+
+@final
+class TableBlocks(IntQuantity):
+    """Entries of a request's block table: one per block of its longest sequence, evicted
+    entries included (`ManagerSpec.block_table_width`). Not what a request holds: a sliding
+    window holds its cap's worth of them."""
+
+    __slots__ = ()
+    unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "the entries of a block table (not what a request holds)"
 
 
 @final

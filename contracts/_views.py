@@ -64,6 +64,8 @@ from ._quantity import (
     EncoderTokens,
     PooledBlocks,
     SlotUnit,
+    SpanBlocks,
+    TableBlocks,
     Tokens,
     check_quantity,
 )
@@ -289,7 +291,7 @@ class ManagerSpec(Generic[SlotUnit]):
         pages of this layer's own page size."""
         return self.bytes_for(self.max_admission_blocks_per_request(max_in_flight, max_len))
 
-    def block_table_width(self, max_len: SlotUnit) -> CacheBlocks:
+    def block_table_width(self, max_len: SlotUnit) -> TableBlocks:
         """Entries of a request's block table: one per block of its longest sequence (evicted
         entries hold the null block), or the fixed count for cross attention and state.
 
@@ -299,12 +301,12 @@ class ManagerSpec(Generic[SlotUnit]):
         length = check_quantity(max_len, self.slot_unit, "max_len")._value
         ints = self._ints
         if self.kind == "state":
-            return CacheBlocks(1)
+            return TableBlocks(1)
         if ints.fixed_slots is not None:
-            return CacheBlocks(cdiv(ints.fixed_slots, ints.block_size_slots))
-        return CacheBlocks(cdiv(length, ints.block_size_slots))
+            return TableBlocks(cdiv(ints.fixed_slots, ints.block_size_slots))
+        return TableBlocks(cdiv(length, ints.block_size_slots))
 
-    def window_blocks(self) -> CacheBlocks:
+    def window_blocks(self) -> SpanBlocks:
         """The most cache blocks this layer's window touches: ``cdiv(W − 1, block_size) + 1``
         (`kvunits.contracts.window_blocks`; a window may start mid-block).
 
@@ -404,7 +406,7 @@ class KernelSpec(Generic[KernelUnit]):
         column = block_of(position, self.tokens_per_block)  # type: ignore[arg-type,call-overload,unused-ignore]
         return column if self.group is None else Position._column(column._n, self.group)
 
-    def window_blocks(self) -> CacheBlocks:
+    def window_blocks(self) -> SpanBlocks:
         """The most cache blocks a query's window reads: ``cdiv(W − 1, tokens_per_block) + 1``.
 
         Raises:

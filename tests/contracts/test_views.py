@@ -36,6 +36,7 @@ from kvunits.contracts import (
     SpecError,
     SpecValidationError,
     StateLayer,
+    TableBlocks,
     Tokens,
     UnitError,
     UnitTypeError,
@@ -170,7 +171,7 @@ def test_mistral_like_decoder() -> None:
     assert cap == CacheBlocks(ceil_div(4095 + 2048, 16) + 1) == CacheBlocks(385)
     assert m.max_memory_per_request(Tokens(2048), Tokens(32768)) == Bytes(385 * 65536)
     # The block table spans the whole sequence (evicted entries hold the null block).
-    assert m.block_table_width(Tokens(32768)) == CacheBlocks(2048)
+    assert m.block_table_width(Tokens(32768)) == TableBlocks(2048)
     k = kernel_view(mistral_layer(), block_size_slots=16).expect(Tokens)
     assert k.tokens_per_block == BlockSize(16, Tokens) and k.sliding_window == Window(4096, Tokens)
 
@@ -283,7 +284,7 @@ def test_state_layer_mamba_like() -> None:
     for max_len in (1, 16, 1_000_000):
         assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(max_len)) == CacheBlocks(1)
         assert m.max_memory_per_request(Tokens(2048), Tokens(max_len)) == Bytes(2097152)
-        assert m.block_table_width(Tokens(max_len)) == CacheBlocks(1)
+        assert m.block_table_width(Tokens(max_len)) == TableBlocks(1)
     with pytest.raises(SpecError, match="a state layer has no paged KV cache for the kernels"):
         kernel_view(layer, 16)
 
@@ -299,7 +300,7 @@ def test_cross_attention_sized_by_encoder_length() -> None:
     for in_flight, max_len in ((1, 1), (1, 448), (2048, 10**6)):
         cap = m.max_admission_blocks_per_request(PooledBlocks(in_flight), PooledBlocks(max_len))
         assert cap == CacheBlocks(94)
-        assert m.block_table_width(PooledBlocks(max_len)) == CacheBlocks(94)
+        assert m.block_table_width(PooledBlocks(max_len)) == TableBlocks(94)
     # page: 16 × 1 × 20 × (64 + 64) × 2 = 81920 byte
     assert m.page_size == Bytes(81920)
     k = kernel_view(layer, 16).expect(EncoderTokens)
@@ -630,7 +631,7 @@ def test_manager_view_matches_plain_int_formulas(
     expected_cap = raw.cap(bs, in_flight, max_len)
     assert cap == CacheBlocks(expected_cap)
     assert memory == Bytes(expected_cap * raw.page_bytes(bs))
-    assert width == CacheBlocks(raw.table_width(bs, max_len))
+    assert width == TableBlocks(raw.table_width(bs, max_len))
     # The admission function on plain ints is the same one the method calls.
     assert (
         admission_blocks(

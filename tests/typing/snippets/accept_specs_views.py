@@ -18,6 +18,8 @@ from kvunits.contracts import (
     PoolFactor,
     Position,
     SlidingWindowLayer,
+    SpanBlocks,
+    TableBlocks,
     Tokens,
     Window,
     kernel_view,
@@ -43,11 +45,11 @@ assert_type(manager.page_size, Bytes)
 cap = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1500))
 assert_type(cap, CacheBlocks)
 assert_type(manager.max_memory_per_request(PooledBlocks(1), PooledBlocks(1500)), Bytes)
-assert_type(manager.block_table_width(PooledBlocks(1500)), CacheBlocks)
+assert_type(manager.block_table_width(PooledBlocks(1500)), TableBlocks)
 assert str(manager.sliding_window) == "189 pooled_block" and str(cap) == "13 cache_block"
 # The view's own geometry: the blocks its window touches, a slot's block, its pages' bytes.
-assert_type(manager.window_blocks(), CacheBlocks)
-assert manager.window_blocks() == CacheBlocks(13)  # cdiv(189 - 1, 16) + 1
+assert_type(manager.window_blocks(), SpanBlocks)
+assert manager.window_blocks() == SpanBlocks(13)  # cdiv(189 - 1, 16) + 1
 assert manager.block_of(Position(203, PooledBlocks)) == Position(12, CacheBlocks)
 assert manager.bytes_for(cap) == Bytes(13 * 524288)
 

@@ -26,6 +26,8 @@ from kvunits.contracts import (
     PoolFactor,
     Position,
     SlidingWindowLayer,
+    SpanBlocks,
+    TableBlocks,
     Tokens,
     Window,
     group_layers,
@@ -53,9 +55,9 @@ audio_window = audio.manager.sliding_window
 assert audio_window is not None
 
 # Correct: each view answers with its own geometry.
-assert audio.manager.block_table_width(audio.limits.max_len) == CacheBlocks(94)  # cdiv(1500, 16)
-assert text.manager.block_table_width(text.limits.max_len) == CacheBlocks(512)  # cdiv(8192, 16)
-assert audio.manager.window_blocks() == CacheBlocks(13)
+assert audio.manager.block_table_width(audio.limits.max_len) == TableBlocks(94)  # cdiv(1500, 16)
+assert text.manager.block_table_width(text.limits.max_len) == TableBlocks(512)  # cdiv(8192, 16)
+assert audio.manager.window_blocks() == SpanBlocks(13)
 assert audio.manager.block_of(Position(203, PooledBlocks)) == Position(12, CacheBlocks)
 assert audio_kernel.block_of(Position(812, EncoderTokens)) == Position(12, CacheBlocks)  # 64 per block
 assert text_kernel.block_of(Position(812, Tokens)) == Position(50, CacheBlocks)  # 16 per block
