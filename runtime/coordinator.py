@@ -1471,7 +1471,7 @@ def _wait(names: Sequence[str], short: Sequence[int], what: str) -> Wait:
     shortfall = {names[g]: CacheBlocks(n) for g, n in enumerate(short) if n > 0}
     reason = (
         f"{what} is short of "
-        + ", ".join(f"{n} cache_block in group {name!r}" for name, n in shortfall.items())
+        + ", ".join(f"{n} in group {name!r}" for name, n in shortfall.items())
         + " now; wait for requests to finish, or preempt"
     )
     return Wait(shortfall, reason)
