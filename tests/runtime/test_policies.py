@@ -145,7 +145,7 @@ def test_answers_without_exceptions() -> None:
 def test_on_demand_watermark_and_first_step() -> None:
     """vLLM 0.33's admission check: the first step's blocks plus the watermark
     (``int(0.4 × 5)`` = 2 blocks) while another request runs."""
-    coord, _, step = toy("on_demand", watermark=0.4)
+    _, _, step = toy("on_demand", watermark=0.4)
     assert AdmissionPolicy(kind="on_demand", watermark=0.4).watermark_blocks(5) == 2
     step.admit("a", Tokens(8), prompt=(Tokens(4),))  # alone: no watermark; 2 of 4 blocks
     step.allocate("a", Tokens(4))
@@ -259,5 +259,5 @@ def test_prometheus_collector() -> None:
     assert 'vllm:kv_cache_usage_perc{model_name="toy"} 1.0' in text
     assert 'vllm:prefix_cache_queries_total{group="text",model_name="toy",unit="token"} 0.0' in text
     assert 'vllm:kv_cache_group_blocks{group="text",model_name="toy",state="used"} 4.0' in text
-    with pytest.raises(TypeError, match="coordinator.metrics"):
+    with pytest.raises(TypeError, match=r"coordinator\.metrics"):
         exported.record(coord.usage_by_group())  # type: ignore[arg-type]
