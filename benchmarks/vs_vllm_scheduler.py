@@ -109,9 +109,7 @@ def vllm_series(args: argparse.Namespace, num_blocks: int) -> tuple[list[int], l
         ],
         kv_cache_groups=[KVCacheGroupSpec(layers, spec)],
     )
-    scheduler = Scheduler(
-        vllm_config, kv, StructuredOutputManager(vllm_config), block_size=16
-    )
+    scheduler = Scheduler(vllm_config, kv, StructuredOutputManager(vllm_config), block_size=16)
     life = args.steps + 1
     arrivals: dict[int, list[int]] = {}
     for client in range(args.streams):
@@ -176,13 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         theirs, theirs_pre = vllm_series(args, num_blocks)
     except ImportError as exc:
-        print(f"vLLM not importable ({exc}): kvunits only: peak running {max(ours)}, "
-              f"{sum(ours_pre)} preemptions")
+        print(
+            f"vLLM not importable ({exc}): kvunits only: peak running {max(ours)}, "
+            f"{sum(ours_pre)} preemptions"
+        )
         return 0
     mismatches = [
-        t
-        for t in range(args.duration)
-        if (ours[t], ours_pre[t]) != (theirs[t], theirs_pre[t])
+        t for t in range(args.duration) if (ours[t], ours_pre[t]) != (theirs[t], theirs_pre[t])
     ]
     print(f"kvunits: peak running {max(ours)}, {sum(ours_pre)} preemptions")
     print(f"vLLM:    peak running {max(theirs)}, {sum(theirs_pre)} preemptions")

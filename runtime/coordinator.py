@@ -101,6 +101,7 @@ from kvunits.contracts import (
     UnitValueError,
     expand_block_size,
 )
+from kvunits.contracts.batch import StepBatch
 from kvunits.contracts.crossing import slots_holding
 from kvunits.contracts.errors import AdmissionError, AllocationError, RequestError
 from kvunits.contracts.internal import check_quantity, describe, magnitude, manager_ints
@@ -1097,6 +1098,58 @@ class KVCacheCoordinator:
             seq_len=Tokens(req.num_rows[g]),
             step_len=Tokens(req.step_rows[g]),
             pool=pool,
+        )
+
+    @overload
+    def step_batch(
+        self, handle: GroupHandle[Tokens], request_ids: Sequence[str]
+    ) -> StepBatch[Tokens]: ...
+    @overload
+    def step_batch(
+        self,
+        handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens],
+        request_ids: Sequence[str],
+    ) -> StepBatch[EncoderTokens]: ...
+    def step_batch(self, handle: GroupHandle[Any], request_ids: Sequence[str]) -> StepBatch[Any]:
+        """One group's step batch for the attention backends (`kvunits.contracts.batch`): per
+        request, in the order given, its block table, its length after its latest step and
+        that step's length, in the group's kernel unit. `kvunits.kernels.flash_attention_inputs`
+        and `kvunits.kernels.flashinfer_inputs` turn it into tensors; nothing here loops over
+        positions (a table is copied whole).
+
+        Raises:
+            UnitTypeError: not a handle of this coordinator.
+            RequestError: a request is not admitted.
+            SpecError: a state group (one state per request: no positions).
+        """
+        self._own(handle)
+        spec = handle.spec
+        if spec.kind == "state":
+            raise SpecError(
+                f"group {handle.name!r} holds one state per request: it has no positions "
+                "for the attention kernels"
+            )
+        core, g = self._core, handle.index
+        core.enter("step_batch")
+        try:
+            requests = [core.request(r) for r in request_ids]
+        finally:
+            core.leave()
+        if spec.slot_unit is PooledBlocks:
+            unit: type[Any] = EncoderTokens
+            per_block: BlockSize[Any] = expand_block_size(
+                spec.expect(PooledBlocks).block_size, spec.pool
+            )
+        else:
+            unit, per_block = Tokens, spec.expect(Tokens).block_size
+        return StepBatch(
+            request_ids=tuple(request_ids),
+            block_tables=tuple(tuple(r.tables[g]) for r in requests),
+            unit=unit,
+            tokens_per_block=per_block,
+            block_table_width=magnitude(spec.block_table_width(self._groups[g].limits.max_len)),
+            _seq_lens=tuple(r.num_rows[g] for r in requests),
+            _query_lens=tuple(r.step_rows[g] for r in requests),
         )
 
     # -- usage --------------------------------------------------------------------------------
