@@ -63,19 +63,30 @@ def vllm_series(args: argparse.Namespace, num_blocks: int) -> tuple[list[int], l
     import os
 
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no accelerator: vLLM's CPU platform
+    from importlib import import_module
+
     import torch
-    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from vllm.sampling_params import SamplingParams
-    from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import (
-        FullAttentionSpec,
-        KVCacheConfig,
-        KVCacheGroupSpec,
-        KVCacheTensor,
+
+    def vllm(module: str, *names: str) -> list[Any]:
+        # Imported by name: vLLM lives in its own venv, which mypy does not see.
+        found = import_module(f"vllm.{module}")
+        return [getattr(found, name) for name in names]
+
+    CacheConfig, ModelConfig, SchedulerConfig, VllmConfig = vllm(
+        "config", "CacheConfig", "ModelConfig", "SchedulerConfig", "VllmConfig"
     )
-    from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
-    from vllm.v1.structured_output import StructuredOutputManager
+    (SamplingParams,) = vllm("sampling_params", "SamplingParams")
+    (Scheduler,) = vllm("v1.core.sched.scheduler", "Scheduler")
+    FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor = vllm(
+        "v1.kv_cache_interface",
+        "FullAttentionSpec",
+        "KVCacheConfig",
+        "KVCacheGroupSpec",
+        "KVCacheTensor",
+    )
+    (ModelRunnerOutput,) = vllm("v1.outputs", "ModelRunnerOutput")
+    (Request,) = vllm("v1.request", "Request")
+    (StructuredOutputManager,) = vllm("v1.structured_output", "StructuredOutputManager")
 
     model = ModelConfig(
         model=str(MODEL),

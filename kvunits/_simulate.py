@@ -314,7 +314,7 @@ def admission_variants(
     out = []
     for variant in as_configured(config) if variants is None else variants:
         for policy in policies:
-            label = policy.kind
+            label: str = policy.kind
             if variant.label != AS_CONFIGURED:
                 label = f"{variant.label}, {policy.kind}"
             out.append(replace(variant, label=label, admission=policy))

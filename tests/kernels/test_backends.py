@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from kvunits.contracts import (
+    CacheDType,
     EncoderTokens,
     FullAttentionLayer,
     PooledBlocks,
@@ -39,7 +40,6 @@ from kvunits.contracts import (
 )
 from kvunits.kernels import (
     QueryStartLoc,
-    SeqLens,
     allocate_kv_caches,
     flash_attention_inputs,
     flashinfer_inputs,
@@ -54,9 +54,9 @@ AUDIO = SlidingWindowLayer(
     pool=PoolFactor(4),
     kv_heads=HEADS,
     head_size=DIM,
-    dtype="float32",
+    dtype=CacheDType.float32,
 )
-TEXT = FullAttentionLayer(kv_heads=HEADS, head_size=DIM, dtype="float32")
+TEXT = FullAttentionLayer(kv_heads=HEADS, head_size=DIM, dtype=CacheDType.float32)
 
 #: Per request, its steps in encoder tokens: prefills of awkward lengths, then decode chunks
 #: that continue partial pooled slots.
@@ -209,12 +209,12 @@ def test_units_and_inputs_are_checked() -> None:
     coord, audio, *_ = _run()
     batch = coord.step_batch(audio, ["a"])
     with pytest.raises(UnitTypeError, match="counts encoder_token, not pooled_block"):
-        batch.seq_lens_in(PooledBlocks)  # type: ignore[arg-type]
+        batch.seq_lens_in(PooledBlocks)
     with pytest.raises(SpecError, match="expected a StepBatch"):
-        flash_attention_inputs(coord.kernel_inputs("a", audio))  # type: ignore[arg-type]
+        flash_attention_inputs(coord.kernel_inputs("a", audio))
     text_batch = coord.step_batch(coord.group("text", Tokens), ["a", "b"])
     fa = flash_attention_inputs(text_batch)
-    assert isinstance(fa.seqused_k, SeqLens) and fa.seqused_k.unit is Tokens
+    assert fa.seqused_k.unit is Tokens
     assert isinstance(fa.cu_seqlens_q, QueryStartLoc)
     assert flash_attention_inputs(coord.step_batch(audio, [])).slot_mapping.numel() == 0
 

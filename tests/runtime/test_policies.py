@@ -260,4 +260,4 @@ def test_prometheus_collector() -> None:
     assert 'vllm:prefix_cache_queries_total{group="text",model_name="toy",unit="token"} 0.0' in text
     assert 'vllm:kv_cache_group_blocks{group="text",model_name="toy",state="used"} 4.0' in text
     with pytest.raises(TypeError, match=r"coordinator\.metrics"):
-        exported.record(coord.usage_by_group())  # type: ignore[arg-type]
+        exported.record(coord.usage_by_group())
