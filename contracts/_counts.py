@@ -35,7 +35,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, final
+from typing import Any, ClassVar, Self, final
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
@@ -54,9 +54,22 @@ class _Count(IntQuantity):
     naming both units.
     """
 
-    __slots__ = ()
+    __slots__ = ("_owner",)
     #: The largest count a spec field admits (a bound on untrusted config input).
     maximum: ClassVar[int] = 1 << 20
+
+    @property
+    def owner(self) -> str | None:
+        """The model the count was read from (`ModelSpec.num_layers` sets it), or None: a
+        model's layer count is refused where another model's belongs (a draft model built
+        with its target's layers: SGLang #8482)."""
+        return getattr(self, "_owner", None)
+
+    @classmethod
+    def _owned(cls, n: int, owner: str) -> Self:
+        new = cls._trusted(n)
+        _set_owner(new, owner)
+        return new
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
@@ -134,6 +147,7 @@ class StageLayers(_Count):
 
 
 COUNT_CLASSES: tuple[type[_Count], ...] = (Heads, KVHeads, Elements, Layers, StageLayers)
+_set_owner = _Count.__dict__["_owner"].__set__
 
 
 def count_core_schema(cls: type[_Count]) -> CoreSchema:

@@ -16,7 +16,7 @@ from ._counts import Layers
 from ._dtype import CacheDType
 from ._engine import EngineSpec
 from ._layers import STATE_LAYERS, UNCACHED_LAYERS, ModelSpec
-from ._quantity import CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
+from ._quantity import Bytes, CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
 from ._views import KernelSpec, ManagerSpec, bind_group, kernel_view, manager_view
 from .errors import SpecError, UnitTypeError
 
@@ -74,6 +74,12 @@ class LayerGroup(Generic[SlotUnit]):
         """Layers of the model in the group: one page each per cache block of the group (a
         pipeline stage holds some of them: `kvunits.contracts.deploy.layers_of_stage`)."""
         return Layers(len(self.layer_names))
+
+    @property
+    def block_bytes(self) -> Bytes:
+        """Memory of one cache block of the group: a page of its own size in each of its
+        layers (not the model's: a hybrid's Mamba layers keep no page here), exact."""
+        return self.manager.bytes_for(CacheBlocks(1)) * self.num_layers._value
 
     def expect(self, unit: type[_U]) -> LayerGroup[_U]:
         """Narrow to the slot unit the caller works in; `UnitTypeError` if it is another."""

@@ -334,6 +334,12 @@ class ModelSpec(SpecModel):
                     )
         return layers
 
+    @property
+    def num_layers(self) -> Layers:
+        """The model's layers, all of them (those without a cache of their own too): a count
+        that says whose it is (another model's `stacked` refuses it)."""
+        return Layers._owned(len(self.layers), self.name)
+
     @classmethod
     def stacked(cls, name: str, stacks: dict[str, tuple[LayerSpec, Layers]]) -> ModelSpec:
         """Build a model from stacks of identical layers, named ``"<stack>.<index>"``.
@@ -351,6 +357,16 @@ class ModelSpec(SpecModel):
                     field=f"stacks[{stack!r}]",
                     expected="layer",
                     got=describe(given),
+                )
+            if count.owner is not None and count.owner != name:
+                raise UnitTypeError(
+                    f"stack {stack!r} of model {name!r} counts {count} of model "
+                    f"{count.owner!r}: a count of one model's layers is not another's (a "
+                    "draft's cache built for its target's layers, SGLang #8482); count the "
+                    f"layers model {name!r} has",
+                    field=f"stacks[{stack!r}]",
+                    expected=f"layers of model {name!r}",
+                    got=f"layers of model {count.owner!r}",
                 )
             n = count.numerical_value_in(Layers)
             for index in range(n):

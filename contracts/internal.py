@@ -27,6 +27,7 @@ from ._views import KernelInts as KernelInts
 from ._views import ManagedKind as ManagedKind
 from ._views import ManagerInts as ManagerInts
 from ._views import admission_cap as admission_cap
+from ._views import bind_group as bind_group
 from ._views import kernel_ints as kernel_ints
 from ._views import manager_ints as manager_ints
 
@@ -49,6 +50,7 @@ __all__ = [
     "ManagedKind",
     "ManagerInts",
     "admission_cap",
+    "bind_group",
     "cdiv",
     "check_kind",
     "check_pool",

@@ -219,8 +219,9 @@ class GroupHandle(Generic[StepUnit]):
         if self.unit is EncoderTokens:
             rows = _content_block_size(spec)  # block_size × P encoder tokens a block
             column = block_of(position, rows)
-            return owned_column(column.numerical_value_in(CacheBlocks), self.name)
-        return spec.block_of(position)
+        else:
+            column = spec.block_of(position)
+        return owned_column(column.numerical_value_in(CacheBlocks), self.name)
 
     @overload
     def block_hashes(

@@ -75,7 +75,7 @@ from kvunits.contracts import (
     manager_view,
 )
 from kvunits.contracts.deploy import RankBytes
-from kvunits.contracts.internal import cdiv, group_limits, manager_ints
+from kvunits.contracts.internal import bind_group, cdiv, group_limits, manager_ints
 
 
 @final
@@ -205,9 +205,12 @@ def _with_block_size(
     block_size = manager_ints(group.manager).block_size_slots * factor
     layers = {name: model.layers[name] for name in group.layer_names}
     first = layers[group.layer_names[0]]
-    manager = manager_view(first, block_size, cache_dtype=engine.cache_dtype)
+    # The views are the group's (bind_group): the columns they compute keep its name.
+    manager = bind_group(
+        manager_view(first, block_size, cache_dtype=engine.cache_dtype), group.name
+    )
     kernels: dict[str, KernelSpec[Any]] = {
-        name: kernel_view(layer, block_size, cache_dtype=engine.cache_dtype)
+        name: bind_group(kernel_view(layer, block_size, cache_dtype=engine.cache_dtype), group.name)
         for name, layer in layers.items()
         if name in group.kernels
     }
@@ -221,6 +224,6 @@ def _with_block_size(
 
 
 def _subgroup(group: AnyLayerGroup, name: str, layer_names: tuple[str, ...]) -> AnyLayerGroup:
-    kernels = {n: k for n, k in group.kernels.items() if n in layer_names}
-    manager: ManagerSpec[Any] = group.manager
+    kernels = {n: bind_group(k, name) for n, k in group.kernels.items() if n in layer_names}
+    manager: ManagerSpec[Any] = bind_group(group.manager, name)
     return LayerGroup(name, manager, layer_names, kernels, group.limits)
