@@ -295,7 +295,10 @@ def window_variants(
         config: the loaded config.
         windows: the windows to compare, in order.
         group: the sliding-window group to vary; by default the only one that counts the
-            windows' unit.
+            windows' unit. With ``kv_cache_layout = "shared"`` a group split into parts
+            (``text/sliding_window[0]`` …) is named by its own name or any part's: the window
+            is the manager spec its parts share, so all of them vary; the runs' summaries show
+            the part named (the first, for the group's own name).
 
     Raises:
         UnitTypeError: a window without a unit, or in a unit no sliding-window group counts.
@@ -308,7 +311,7 @@ def window_variants(
     if not windows:
         raise SpecError("--compare-windows needs at least one window")
     parsed = [parse_any_quantity(text.strip(), field="--compare-windows") for text in windows]
-    target = _target_group(config, parsed, group)
+    target, focus = _target_group(config, parsed, group)
     names = target.layer_names
     pool = target.manager.pool.tokens_per_block
     variants = []
@@ -334,13 +337,14 @@ def window_variants(
             # pool_window((S − 1)·P + 1, P) = cdiv((S − 1)·P, P) + 1 = S: derived, not assumed.
             assert str(manager) == str(window), (window, manager)
         regrouped = [g.name for g in _groups(model, config)]
-        if target.name not in regrouped:
+        laid_out = [g.name for g in _layout_groups(model, config)]
+        if target.name not in regrouped or focus not in laid_out:
             raise SpecError(
                 f"--compare-windows {window}: group {target.name!r} would then share its "
                 f"manager spec with another group ({', '.join(regrouped)}); compare other "
                 "windows"
             )
-        variants.append(Variant(str(manager), model, target.name, manager))
+        variants.append(Variant(str(manager), model, focus, manager))
     return variants
 
 
@@ -583,6 +587,8 @@ def _limit(handle: GroupHandle[Any], group: AnyLayerGroup) -> IntQuantity:
     return max_len
 
 
+#: (sliding_window, chunk) of a layer's kernel, plain ints of its unit.
+_KernelWindow = tuple[int | None, int | None]
 #: (tokens_per_block, sliding_window, chunk) of a kernel, plain ints of its unit.
 _KernelGeometry = tuple[int, int | None, int | None]
 
@@ -594,7 +600,7 @@ class Simulation:
         config: the loaded config (engine, and the kernels' real windows).
         workload: the streams.
         variant: the model to plan and run.
-        kernels: per group, the geometries the kernels read (see `simulate`).
+        kernels: per layer, the window and chunk its kernel reads (`_real_kernels`).
 
     Attributes:
         coordinator: the coordinator, built from ``run.plan``.
@@ -608,7 +614,7 @@ class Simulation:
         config: KvUnitsConfig,
         workload: Workload,
         variant: Variant,
-        kernels: dict[str, list[_KernelGeometry]],
+        kernels: dict[str, _KernelWindow],
     ) -> None:
         capacity = plan(variant.model, config.engine)
         self.coordinator = coord = KVCacheCoordinator.from_plan(capacity)
@@ -645,14 +651,15 @@ class Simulation:
         self._prefill_rows = tuple(q.numerical_value_in(type(q)) for q in prefill)
         self._decode_rows = tuple(q.numerical_value_in(type(q)) for q in decode)
         # Residency is checked where the kernels read a window of the group's own positions
-        # (not for a cross-attention or state group).
+        # (not for a cross-attention or state group), in the blocks of this run's layout (the
+        # shared one grows block sizes) with the kernels' real windows.
+        self._geometries = {g.name: _geometries(g, kernels) for g in coord.groups}
         self._checks = [
-            kernels.get(h.name, []) if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
+            self._geometries[h.name] if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
             for h in handles
         ]
         self._names = coord.group_names
         self.run = Run(variant, capacity, {key: [] for key in _series_keys(self._names)})
-        self._kernels = kernels
         # The gaps between a client's streams are drawn from the client's own generator, so
         # that every variant sees the same draws.
         self._rngs = [random.Random(f"{workload.seed}:{c}") for c in range(workload.streams)]
@@ -790,7 +797,7 @@ class Simulation:
                     manager_window=spec.sliding_window,
                     kernel_windows=tuple(
                         Window(w, Tokens if handle.unit is Tokens else EncoderTokens)
-                        for _, w, _ in self._kernels.get(name, [])
+                        for _, w, _ in self._geometries[name]
                         if w is not None
                     ),
                     capacity=group_plan.num_blocks.numerical_value_in(CacheBlocks) - 1,
@@ -836,26 +843,53 @@ def _is_stepped_pooled(group: AnyLayerGroup) -> bool:
     return group.manager.slot_unit is PooledBlocks and group.manager.kind != "cross_attention"
 
 
-def _real_kernels(config: KvUnitsConfig) -> dict[str, list[_KernelGeometry]]:
-    """Per group of the config, the distinct geometries its kernels read: what residency is
-    checked against, whatever manager window a variant gives the group."""
-    out: dict[str, list[_KernelGeometry]] = {}
+def _real_kernels(config: KvUnitsConfig) -> dict[str, _KernelWindow]:
+    """Per layer of the config, the window and chunk its kernel reads: what residency is
+    checked against, whatever manager window a variant gives the layer's group. The block
+    a kernel reads is the run's own (`Simulation`): the shared layout grows block sizes."""
+    out: dict[str, _KernelWindow] = {}
     for group in _groups(config.model, config):
-        found: list[_KernelGeometry] = []
-        for kernel in group.kernels.values():
+        for name, kernel in group.kernels.items():
             ints = kernel_ints(kernel)
-            geometry = (ints.tokens_per_block, ints.sliding_window_tok, ints.chunk_tok)
-            if geometry not in found:
-                found.append(geometry)
-        out[group.name] = found
+            out[name] = (ints.sliding_window_tok, ints.chunk_tok)
     return out
+
+
+def _geometries(group: AnyLayerGroup, kernels: dict[str, _KernelWindow]) -> list[_KernelGeometry]:
+    """The distinct geometries a group's kernels read: its own blocks (the run's layout), each
+    layer's real window and chunk."""
+    found: list[_KernelGeometry] = []
+    for name, kernel in group.kernels.items():
+        window, chunk = kernels[name]
+        geometry = (kernel_ints(kernel).tokens_per_block, window, chunk)
+        if geometry not in found:
+            found.append(geometry)
+    return found
+
+
+def _layout_groups(model: ModelSpec, config: KvUnitsConfig) -> tuple[AnyLayerGroup, ...]:
+    """The groups as the engine's ``kv_cache_layout`` lays them out, the coordinator's: with
+    ``shared``, block sizes unified and large groups split into parts (``name[i]``)."""
+    if config.engine.kv_cache_layout != "shared":
+        return _groups(model, config)
+    from kvunits.runtime.shared_pool import shared_layout
+
+    return shared_layout(model, config.engine).groups
+
+
+def _parts(group: AnyLayerGroup, layout: Sequence[AnyLayerGroup]) -> list[str]:
+    """The names the layout gives ``group``'s layers: itself, or the parts it is split into."""
+    members = set(group.layer_names)
+    return [g.name for g in layout if members.issuperset(g.layer_names)]
 
 
 def _target_group(
     config: KvUnitsConfig, windows: Sequence[IntQuantity], name: str | None
-) -> AnyLayerGroup:
-    """The sliding-window group whose manager window the comparison varies."""
+) -> tuple[AnyLayerGroup, str]:
+    """The sliding-window group whose manager window the comparison varies, and the name the
+    runs' summaries show it by (the part named, in a layout that splits the group)."""
     groups = [g for g in _groups(config.model, config) if g.manager.kind == "sliding_window"]
+    layout = _layout_groups(config.model, config)
     units = {type(w) for w in windows}
     if len(units) != 1:
         raise UnitTypeError(
@@ -872,14 +906,17 @@ def _target_group(
         return unit is slot or (unit is EncoderTokens and slot is PooledBlocks)
 
     if name is not None:
-        chosen = [g for g in groups if g.name == name]
+        chosen = [(g, name) for g in groups if g.name == name]
+        chosen += [(g, name) for g in groups if name != g.name and name in _parts(g, layout)]
         if not chosen:
+            known = [p for g in groups for p in dict.fromkeys([g.name, *_parts(g, layout)])]
             raise SpecError(
                 f"--group {name!r} is not a sliding-window group of {config.model.name!r}; "
-                f"sliding-window groups: {', '.join(g.name for g in groups) or 'none'}"
+                f"sliding-window groups: {', '.join(known) or 'none'}"
             )
-        if not counts(chosen[0]):
-            slot = chosen[0].manager.slot_unit
+        group, shown = chosen[0]
+        if not counts(group):
+            slot = group.manager.slot_unit
             raise UnitTypeError(
                 f"--compare-windows: group {name!r} counts its manager window in {slot.unit}, "
                 f"not {unit.unit}",
@@ -887,10 +924,10 @@ def _target_group(
                 expected=slot.unit,
                 got=unit.unit,
             )
-        return chosen[0]
+        return group, shown if shown != group.name else _parts(group, layout)[0]
     candidates = [g for g in groups if counts(g)]
     if len(candidates) == 1:
-        return candidates[0]
+        return candidates[0], _parts(candidates[0], layout)[0]
     if not candidates:
         raise UnitTypeError(
             f"--compare-windows: no sliding-window group of {config.model.name!r} counts "

@@ -139,7 +139,8 @@ def add_simulate_command(
         "--group",
         metavar="NAME",
         help="the sliding-window group whose window to vary (default: the only one counting "
-        "the windows' unit)",
+        "the windows' unit); with --kv-cache-layout shared, a part of a split group "
+        "(text/sliding_window[0]) names the group, whose parts all vary",
     )
     output = simulate.add_argument_group("output")
     output.add_argument(
