@@ -230,9 +230,30 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
 
 
 def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
-    """Refuse an output the figure cannot be written to, before simulating."""
+    """Refuse an output the figure cannot be written to, before simulating: a path no system
+    call takes, another suffix, a folder that does not exist, or something other than a
+    regular file (a directory, a FIFO, a device) already there."""
     from kvunits.contracts import UnitValueError
+    from kvunits.contracts.config import ConfigError, check_path, file_kind
 
+    try:
+        check_path(out)
+    except ConfigError as error:
+        (issue,) = error.issues
+        raise UnitValueError(
+            f"--out {issue.where}: {issue.message}",
+            field="--out",
+            expected="a file name a system call takes",
+            got=issue.where,
+        ) from None
+    kind = file_kind(out)
+    if kind not in (None, "a regular file"):
+        raise UnitValueError(
+            f"--out {out}: {kind} is there; the figure is written to a regular file",
+            field="--out",
+            expected="a new or regular file",
+            got=kind or "",
+        )
     if out.suffix.lower() not in suffixes:
         raise UnitValueError(
             f"--out {out}: the figure is written as {', '.join(suffixes)}; name the file so",
@@ -240,7 +261,7 @@ def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
             expected=" | ".join(suffixes),
             got=out.suffix or "no suffix",
         )
-    if not out.parent.is_dir():
+    if file_kind(out.parent) != "a directory":
         raise UnitValueError(
             f"--out {out}: the folder {out.parent} does not exist",
             field="--out",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from .._engine import EngineSpec
 from .._layers import ModelSpec, slot_unit_of
 from .._quantity import PooledBlocks
 from ..errors import ConfigError, ConfigIssue
+from ._files import shown_path
 from ._hf_cache import locate_config
 from ._issues import issues_from_validation, join_path, message_of
 from ._models import (
@@ -61,8 +63,16 @@ def load_config(
         '42949672960 byte/rank'
     """
     file, name = locate_config(path)
-    parent = name or file.resolve().parent.name
-    return _resolve(read_config_file(file), str(file), flags, parent or None)
+    data = read_config_file(file)
+    return _resolve(data, shown_path(file), flags, name or _directory_name(file))
+
+
+def _directory_name(file: Path) -> str | None:
+    """The name of the folder holding ``file`` (a model directory's name is the model's)."""
+    try:
+        return file.resolve().parent.name or None
+    except (OSError, RuntimeError):  # a link loop above the file (3.11 raises RuntimeError)
+        return file.absolute().parent.name or None
 
 
 def load_config_data(

@@ -2,7 +2,8 @@
 
 The file is untrusted input. Before any value reaches a model it must pass, in order:
 
-1. the file: a regular file of at most `MAX_FILE_BYTES`, UTF-8 text, a known extension;
+1. the file: a regular file of at most `MAX_FILE_BYTES` (read as every file a user or a cache
+   names is read: ``_files``), UTF-8 text, a known extension;
 2. the count: at most `MAX_NODES` values, known before the tree is built, so that a small
    file of half a million scalars costs no more to refuse than one of `MAX_NODES`. TOML and
    JSON text is pre-scanned (strings and comments skipped, separators counted: a lower bound
@@ -35,13 +36,13 @@ import json
 import math
 import os
 import re
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from .._describe import describe
 from ..errors import ConfigError, ConfigIssue
+from ._files import check_path, read_regular_file, shown_path
 from ._issues import MAX_ISSUES, config_error, join_path
 
 MAX_FILE_BYTES: Final = 1 << 20
@@ -81,32 +82,16 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         ConfigError: the file cannot be read, is too large, not UTF-8, not parseable, or
             its tree is hostile (too deep, huge values, odd types).
     """
-    where = str(path)
+    where = shown_path(path)
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
+        check_path(path)  # a NUL or an over-long name, before its extension is blamed
         raise config_error(
             where,
             f"unknown extension {Path(path).suffix!r}; a config is .toml, .yaml, "
             ".yml or .json (a Hugging Face config.json is .json)",
         )
-    try:
-        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever;
-        # the file type is checked on the open descriptor (no race with a swapped path).
-        with open(path, "rb", opener=_open_nonblocking) as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise config_error(where, "not a regular file")
-            if info.st_size > MAX_FILE_BYTES:
-                raise config_error(
-                    where,
-                    f"{info.st_size} byte is larger than the {MAX_FILE_BYTES} "
-                    "byte a config may have",
-                )
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise config_error(where, f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_FILE_BYTES:  # it grew after the size check
-        raise config_error(where, f"larger than the {MAX_FILE_BYTES} byte a config may have")
+    raw = read_regular_file(path, max_bytes=MAX_FILE_BYTES, what="a config")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -114,10 +99,6 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             where, f"not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x})"
         ) from None
     return parse_config_text(text, fmt, where=where)
-
-
-def _open_nonblocking(path: str, flags: int) -> int:
-    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
 
 
 def parse_config_text(text: str, fmt: str, *, where: str) -> dict[str, Any]:

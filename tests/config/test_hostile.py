@@ -85,7 +85,7 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
         pytest.fail("load_config blocked on a FIFO")
     (error,) = outcome
     assert isinstance(error, ConfigError)
-    assert str(error) == f"{fifo}: not a regular file"
+    assert str(error) == f"{fifo}: not a regular file: a FIFO"
 
 
 @pytest.mark.parametrize(
