@@ -91,6 +91,16 @@ DEFAULT_PROMPT: Final = Tokens(16)
 #: Decoder tokens per decode step: one (streaming transcription emits one a step).
 DEFAULT_DECODER_STEP: Final = Tokens(1)
 
+#: The most clients (``--streams``); each costs memory once it has opened a stream.
+MAX_STREAMS: Final = 1 << 16
+#: The most scheduler steps a simulation runs, its compared windows together: the series of
+#: every step are kept (a few tens of bytes a step and group). ``--steps`` and ``--arrival``
+#: are bounded by it too: a stream longer than any simulation never ends.
+MAX_SCHEDULER_STEPS: Final = 1_000_000
+#: The most windows ``--compare-windows`` runs (one simulation each).
+MAX_WINDOWS: Final = 16
+_MAX_SEED: Final = 2**63 - 1
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -138,17 +148,23 @@ class Workload:
         decoder_step: Tokens = DEFAULT_DECODER_STEP,
         seed: int = 0,
         shared_prompt: bool = False,
+        runs: int = 1,
     ) -> Workload:
-        """A workload checked against the config's engine limits.
+        """A workload checked against the config's engine limits and the bounds of a
+        simulation (`MAX_STREAMS`, `MAX_SCHEDULER_STEPS`).
 
         Defaults: the engine's ``max_encoder_tokens_per_step`` encoder tokens and one token a
         step (the streaming cadence), ``streams`` a quarter more than the plan admits at once
-        (so that some wait), ``duration`` three stream lives.
+        (so that some wait; at most `MAX_STREAMS`), ``duration`` three stream lives.
+
+        Args:
+            runs: the simulations this workload is run in (the windows compared): their
+                scheduler steps together are bounded.
 
         Raises:
-            UnitValueError: a count below its minimum, or a stream the engine cannot run (a
-                step beyond its per-step limit, a stream beyond its longest sequence); the
-                error names the setting to change.
+            UnitValueError: a count below its minimum or above its bound (the error states
+                it), or a stream the engine cannot run (a step beyond its per-step limit, a
+                stream beyond its longest sequence); the error names the setting to change.
         """
         engine = config.engine
         pooled = any(_is_stepped_pooled(g) for g in _groups(config.model, config))
@@ -163,23 +179,40 @@ class Workload:
                 got=str(encoder_step),
             )
         if streams is None:
-            streams = -(-plan(config.model, engine).concurrent_requests * 5 // 4)
-        if duration is None:
-            duration = 3 * (steps + 1)
-        for name, value, least in (
-            ("streams", streams, 1),
-            ("steps", steps, 0),
-            ("duration", duration, 1),
-            ("arrival", arrival, 0),
-            ("seed", seed, 0),
+            admitted = plan(config.model, engine).concurrent_requests
+            streams = min(-(-admitted * 5 // 4), MAX_STREAMS)
+        given_duration = duration is not None
+        for name, value, least, most, what in (
+            ("streams", streams, 1, MAX_STREAMS, " (clients)"),
+            ("steps", steps, 0, MAX_SCHEDULER_STEPS, " (a stream longer than a simulation)"),
+            ("duration", duration, 1, MAX_SCHEDULER_STEPS, ""),
+            ("arrival", arrival, 0, MAX_SCHEDULER_STEPS, " (a gap longer than a simulation)"),
+            ("seed", seed, 0, _MAX_SEED, ""),
         ):
-            if value < least:
+            if value is not None and not least <= value <= most:
+                bound = f">= {least}" if value < least else f"<= {most}{what}"
                 raise UnitValueError(
-                    f"--{name} must be >= {least}, got {value}",
+                    f"--{name} must be {bound}, got {value}",
                     field=f"--{name}",
-                    expected=f"an int >= {least}",
+                    expected=f"an int from {least} to {most}",
                     got=str(value),
                 )
+        if duration is None:
+            duration = 3 * (steps + 1)
+        if duration * runs > MAX_SCHEDULER_STEPS:
+            plural = "run" if runs == 1 else "runs"
+            raise UnitValueError(
+                f"--duration: {duration * runs} scheduler steps in all ({runs} {plural} of "
+                f"{duration}) is more than the {MAX_SCHEDULER_STEPS} a simulation runs"
+                + (
+                    ""
+                    if given_duration
+                    else "; the default --duration is 3 × (--steps + 1): give --duration"
+                ),
+                field="--duration",
+                expected=f"duration × runs <= {MAX_SCHEDULER_STEPS}",
+                got=str(duration * runs),
+            )
         prompt_tok = prompt.numerical_value_in(Tokens)
         cadence_tok = decoder_step.numerical_value_in(Tokens)
         text_len = prompt_tok + steps * cadence_tok
@@ -310,6 +343,14 @@ def window_variants(
 
     if not windows:
         raise SpecError("--compare-windows needs at least one window")
+    if len(windows) > MAX_WINDOWS:
+        raise UnitValueError(
+            f"--compare-windows: {len(windows)} windows; at most {MAX_WINDOWS} are compared "
+            "(one run each)",
+            field="--compare-windows",
+            expected=f"at most {MAX_WINDOWS} windows",
+            got=str(len(windows)),
+        )
     parsed = [parse_any_quantity(text.strip(), field="--compare-windows") for text in windows]
     target, focus = _target_group(config, parsed, group)
     names = target.layer_names
@@ -661,8 +702,9 @@ class Simulation:
         self._names = coord.group_names
         self.run = Run(variant, capacity, {key: [] for key in _series_keys(self._names)})
         # The gaps between a client's streams are drawn from the client's own generator, so
-        # that every variant sees the same draws.
-        self._rngs = [random.Random(f"{workload.seed}:{c}") for c in range(workload.streams)]
+        # that every variant sees the same draws; made when first drawn from (a client costs
+        # nothing until its first stream ends).
+        self._rngs: dict[int, random.Random] = {}
         # The clients' first streams arrive evenly spread over one stream's life, so that the
         # streams running at once are of every age after one life (client 0 at step 0).
         self._arrivals: dict[int, list[int]] = {}
@@ -717,11 +759,20 @@ class Simulation:
                 coord.free(stream.id)
                 del self._running[stream.id]
                 self._finished += 1
-                rng = self._rngs[stream.client]
-                gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
+                gap = (
+                    0
+                    if work.arrival == 0
+                    else round(self._rng(stream.client).expovariate(1 / work.arrival))
+                )
                 self._arrivals.setdefault(t + 1 + gap, []).append(stream.client)
         self._record(held)
         self._t += 1
+
+    def _rng(self, client: int) -> random.Random:
+        rng = self._rngs.get(client)
+        if rng is None:
+            rng = self._rngs[client] = random.Random(f"{self.workload.seed}:{client}")
+        return rng
 
     def _check(
         self,

@@ -179,13 +179,13 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
     from ._simulate import as_configured, simulate, window_variants
 
     config = args.load(args.config, args)
-    workload = _workload(args, config)
     if args.compare_windows is not None:
         variants = window_variants(config, args.compare_windows.split(","), args.group)
     elif args.group is not None:
         raise SpecError("--group names the group of --compare-windows; give that too")
     else:
         variants = as_configured(config)
+    workload = _workload(args, config, runs=len(variants))
 
     progress = _Progress(workload.duration, [v.label for v in variants])
     try:
@@ -270,8 +270,14 @@ def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
         )
 
 
-def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
-    from kvunits.contracts import EncoderTokens, Tokens, UnitTypeError, parse_quantity
+def _workload(args: argparse.Namespace, config: KvUnitsConfig, *, runs: int) -> Workload:
+    from kvunits.contracts import (
+        EncoderTokens,
+        Tokens,
+        UnitTypeError,
+        UnitValueError,
+        parse_quantity,
+    )
 
     from ._simulate import Workload
 
@@ -280,8 +286,19 @@ def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
     if args.cadence is not None:
         from kvunits.contracts.internal import parse_any_quantity
 
+        given: dict[str, str] = {}
         for text in args.cadence.split(","):
             value = parse_any_quantity(text.strip(), field="--cadence")
+            unit = type(value).unit
+            if unit in given:
+                raise UnitValueError(
+                    f"--cadence: {unit} given twice ({given[unit]}, {value}); give one step "
+                    "per unit",
+                    field="--cadence",
+                    expected="one encoder_token step and one token step at most",
+                    got=args.cadence,
+                )
+            given[unit] = str(value)
             if type(value) is EncoderTokens:
                 encoder_step = value
             elif type(value) is Tokens:
@@ -305,6 +322,7 @@ def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
         decoder_step=decoder_step,
         seed=args.seed,
         shared_prompt=args.shared_prompt,
+        runs=runs,
     )
 
 

@@ -307,17 +307,28 @@ _INTEGER_FIELDS: Final = frozenset(
 _BOOLEAN_TEXT: Final = {"true": True, "1": True, "false": False, "0": False}
 
 
+#: An integer as text: digits, a sign; the longest read is far past any bound (the field's
+#: range check then refuses it, naming the bound), and short enough for int() to be instant.
+_INTEGER_TEXT: Final = re.compile(r"[+-]?[0-9]{1,64}")
+#: A decimal number as text, as Python's float() and vLLM's argparse (type=float) read it,
+#: exponent included (``0.92``, ``.5``, ``1e-3``); not ``nan`` or ``inf``.
+_DECIMAL_TEXT: Final = re.compile(
+    r"[+-]?(?:[0-9]{1,32}(?:\.[0-9]{0,32})?|\.[0-9]{1,32})(?:[eE][+-]?[0-9]{1,4})?"
+)
+
+
 def _coerce_text(field: str, value: object) -> object:
-    # Environment variables and flags are text: integers, a boolean and a fraction are read
-    # here; anything else stays text, for the spec to refuse with its own message.
+    # Environment variables and flags are text: a number is read as the number it spells
+    # (then the spec checks its range, naming the bound), a boolean as one; anything else
+    # stays text, for the spec to refuse with its own message.
     if not isinstance(value, str):
         return value
     text = value.strip()
-    if field in _INTEGER_FIELDS and re.fullmatch(r"-?[0-9]{1,9}", text):
+    if field in _INTEGER_FIELDS and _INTEGER_TEXT.fullmatch(text):
         return int(text)
     if field == "async_scheduling" and text.lower() in _BOOLEAN_TEXT:
         return _BOOLEAN_TEXT[text.lower()]
-    if field == "gpu_memory_utilization" and re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,12})?", text):
+    if field == "gpu_memory_utilization" and _DECIMAL_TEXT.fullmatch(text):
         return float(text)
     return value
 
