@@ -133,9 +133,7 @@ def test_fit_requests_stop_where_the_budget_passes_int64(
     needed = json.loads(capsys.readouterr().out)["kv_cache_memory_needed"]["value"]
     assert needed == 2**21 + 536870911 * 2**34 <= 2**63 - 1
     err = _exits_2(["fit", LLAMA, "--requests", "536870912"], capsys)
-    assert (
-        "536870912 requests of 131072 token need more than 9223372036854775807 byte/rank" in err
-    )
+    assert "536870912 requests of 131072 token need more than 9223372036854775807 byte/rank" in err
     assert "at most 536870911 requests of 131072 token" in err
     err = _exits_2(["fit", LLAMA, "--requests", str(10**20)], capsys)
     assert "at most 536870911 requests" in err
@@ -258,3 +256,40 @@ def test_out_that_is_no_file_is_refused_before_the_simulation(
     monkeypatch.setattr("kvunits._simulate.simulate", never)
     err = _exits_2(["simulate", "--out", str(out)], capsys)
     assert f"--out {out}: {kind} is there; the figure is written to a regular file" in err
+
+
+# -- factors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["convert", "750 encoder_token", "--to", "pooled_block", "--pool", str(10**23)],
+            f"PoolFactor must be <= 65536 encoder_token per pooled_block, got {10**23}",
+        ),
+        (
+            ["convert", "750 token", "--to", "cache_block", "--block-size", str(10**23)],
+            f"--block-size must be from 1 to 65536 slots per cache_block, got {10**23}",
+        ),
+    ],
+)
+def test_convert_factors_have_the_configs_bounds(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Both were accepted at any size: "P = 99999999999999999999999".
+    assert message in _exits_2(args, capsys)
+
+
+def test_a_pool_factor_past_its_bound_names_its_field(tmp_path: Path) -> None:
+    from kvunits.contracts import PoolFactor, UnitValueError
+
+    assert PoolFactor(65536).tokens_per_block == 65536
+    with pytest.raises(UnitValueError, match="PoolFactor must be <= 65536"):
+        PoolFactor(65537)
+    text = (REPO / "kvunits" / "examples" / "voxtral_realtime.toml").read_text()
+    path = tmp_path / "big.toml"
+    path.write_text(text.replace("pool = 4", "pool = 4611686018427387904"))
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path)
+    assert "model.groups.audio.pool: PoolFactor must be <= 65536" in str(excinfo.value)
