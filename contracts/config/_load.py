@@ -102,7 +102,7 @@ def _resolve(
         issues.extend(hf_issues)
         model, file_engine, file_sources = hf.model, dict(hf.engine), dict(hf.engine_sources)
     else:
-        model, file_engine = _read_sections(data, where, issues)
+        model, file_engine = _read_sections(integral_numbers(data), where, issues)
         file_sources = dict.fromkeys(file_engine, "file")
     engine_issues: list[ConfigIssue] = []
     engine, sources = resolve_engine(
@@ -118,6 +118,30 @@ def _resolve(
     if issues or model is None or engine is None:
         raise ConfigError(issues)
     return KvUnitsConfig(model=model, engine=engine, source=where, engine_sources=sources)
+
+
+_INT64: Final = 2**63
+
+
+def integral_numbers(node: Any) -> Any:
+    """``node`` with every number that has a zero fraction (``32.0``, ``3.2e1``) as the
+    integer it equals: JSON Schema reads such a number as an integer (and cannot refuse it),
+    so a kvunits config reads it so too, in TOML, YAML and JSON alike; ``32.5`` stays a float
+    (an integer field refuses it) and so does an integral float past int64. A float field
+    (``gpu_memory_utilization``) takes the integer as the same number. Not applied to a
+    Hugging Face ``config.json``, which is read as vLLM reads it.
+
+    Example:
+        >>> integral_numbers({"count": 32.0, "x": [1.5, 2e0]})
+        {'count': 32, 'x': [1.5, 2]}
+    """
+    if isinstance(node, dict):
+        return {key: integral_numbers(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [integral_numbers(value) for value in node]
+    if type(node) is float and node.is_integer() and -_INT64 <= node < _INT64:
+        return int(node)
+    return node
 
 
 def _read_sections(
