@@ -352,6 +352,14 @@ def window_variants(
             got=str(len(windows)),
         )
     parsed = [parse_any_quantity(text.strip(), field="--compare-windows") for text in windows]
+    for index, window in enumerate(parsed):
+        if str(window) in {str(w) for w in parsed[:index]}:  # windows of two units never equal
+            raise UnitValueError(
+                f"--compare-windows: {window} given twice; each window is one run",
+                field="--compare-windows",
+                expected="distinct windows",
+                got=", ".join(str(w) for w in parsed),
+            )
     target, focus = _target_group(config, parsed, group)
     names = target.layer_names
     pool = target.manager.pool.tokens_per_block

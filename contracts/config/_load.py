@@ -274,6 +274,9 @@ def resolve_engine(
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             field = str(error["loc"][0]) if error["loc"] else ""
+            if not field:  # a rule across settings: placed where the first it names came from
+                issues.append(_across_settings(message_of(error, ""), sources, where))
+                continue
             source = sources.get(field)
             if error["type"] == "missing":
                 message = f"required and not given: {_how_to_set(field)}"
@@ -288,6 +291,17 @@ def resolve_engine(
             issues.append(ConfigIssue(origin, path, message_of(error, field)))
         return None, sources
     return engine, {key: sources[key] for key in ENGINE_FIELDS if key in sources}
+
+
+def _across_settings(message: str, sources: Mapping[str, str], where: str) -> ConfigIssue:
+    """An issue of a rule across engine settings, at the origin of the first setting the
+    message names that was given (a flag, a variable, the file), else at the file."""
+    for field in ENGINE_FIELDS:
+        source = sources.get(field, "default")
+        named = re.search(rf"(?<![a-z_]){field}(?![a-z_])", message)
+        if named and source != "default":
+            return ConfigIssue(_origin(field, source, where)[0], "engine", message)
+    return ConfigIssue(where, "engine", message)
 
 
 def environment_values(issues: list[ConfigIssue]) -> dict[str, str]:

@@ -72,6 +72,10 @@ def _exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["--arrival", "1000001"], "--arrival must be <= 1000000"),
         (["--seed", str(2**63)], f"--seed must be <= {2**63 - 1}"),
         (
+            ["--compare-windows", "188 pooled_block,189 pooled_block,188 pooled_blocks"],
+            "--compare-windows: 188 pooled_block given twice; each window is one run",
+        ),
+        (
             ["--compare-windows", ",".join(f"{n} pooled_block" for n in range(180, 197))],
             "--compare-windows: 17 windows; at most 16 are compared (one run each)",
         ),
@@ -293,3 +297,15 @@ def test_a_pool_factor_past_its_bound_names_its_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_config(path)
     assert "model.groups.audio.pool: PoolFactor must be <= 65536" in str(excinfo.value)
+
+
+def test_what_is_in_flight_stays_within_int64(capsys: pytest.CaptureFixture[str]) -> None:
+    # 65536 batches of 2**63 - 1 tokens were planned, and --format json printed an
+    # in-flight count of 604462909807314587288576 token.
+    args = ["plan", LLAMA, "--max-concurrent-batches", "65536"]
+    args += ["--max-num-batched-tokens", f"{2**63 - 1} token", "--format", "json"]
+    err = _exits_2(args, capsys)
+    assert err.startswith("command line: engine: max_concurrent_batches 65536 × ")
+    assert "in flight is past 2**63 - 1 (int64); lower them" in err
+    assert main(["plan", LLAMA, "--max-concurrent-batches", "65536", "--format", "json"]) == 0
+    capsys.readouterr()
