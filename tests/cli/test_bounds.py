@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from kvunits._simulate import Simulation, Workload, _real_kernels, as_configured, load_example
 from kvunits.cli import main
@@ -309,3 +311,66 @@ def test_what_is_in_flight_stays_within_int64(capsys: pytest.CaptureFixture[str]
     assert "in flight is past 2**63 - 1 (int64); lower them" in err
     assert main(["plan", LLAMA, "--max-concurrent-batches", "65536", "--format", "json"]) == 0
     capsys.readouterr()
+
+
+# -- every answer is an int64 -----------------------------------------------------------------
+
+_INT64 = 2**63 - 1
+_EXTREMES = {
+    "memory_budget": ["1 GiB", "40 GiB", "1 PiB", "8388607 TiB", f"{_INT64} byte"],
+    "max_model_len": ["1 token", "131072 token", f"{2**40} token", f"{_INT64} token"],
+    "max_num_batched_tokens": ["1 token", "2048 token", f"{2**40} token", f"{_INT64} token"],
+    "max_concurrent_batches": ["1", "2", "65536"],
+    "num_speculative_tokens": ["0", "4", "1024"],
+    "block_size_slots": ["1", "16", "65536"],
+    "tensor_parallel_size": ["1", "8"],
+    "pipeline_parallel_size": ["1", "3"],
+}
+
+
+def _past_int64(node: Any, path: str = "") -> list[str]:
+    if isinstance(node, dict):
+        return [p for key, value in node.items() for p in _past_int64(value, f"{path}.{key}")]
+    if isinstance(node, list):
+        return [p for i, value in enumerate(node) for p in _past_int64(value, f"{path}[{i}]")]
+    if isinstance(node, int) and not isinstance(node, bool) and not -_INT64 - 1 <= node <= _INT64:
+        return [f"{path} = {node}"]
+    return []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([
+        "examples/hf/llama-3.1-8b/config.json",
+        "kvunits/examples/voxtral_realtime.toml",
+        "examples/hf/gemma-3-1b-it/config.json",
+    ]),
+    st.fixed_dictionaries({}, optional={k: st.sampled_from(v) for k, v in _EXTREMES.items()}),
+    st.sampled_from([None, "1 token", f"{2**50} token", f"{_INT64} token"]),
+    st.integers(1, 2**70),
+)  # fmt: skip
+def test_every_answer_of_plan_and_fit_is_an_int64(
+    path: str, flags: dict[str, str], length: str | None, requests: int
+) -> None:
+    from kvunits._fit import fit, fit_to_dict
+    from kvunits._render import plan_to_dict
+    from kvunits.contracts import KvUnitsError
+    from kvunits.runtime import plan
+
+    try:
+        config = load_config(REPO / path, flags=flags)
+    except ConfigError:
+        event("refused by the loader")
+        return
+    answers: dict[str, Any] = {}
+    try:
+        answers["plan"] = plan_to_dict(config, plan(config.model, config.engine))
+        event("planned")
+    except KvUnitsError:
+        event("refused by the plan")
+    try:
+        answers["fit"] = fit_to_dict(config, fit(config, length=length, requests=requests))
+        event("fit answered")
+    except KvUnitsError:
+        event("refused by fit")
+    assert _past_int64(answers) == []
