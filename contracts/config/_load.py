@@ -366,7 +366,7 @@ def _coerce_text(field: str, value: object) -> object:
         return int(text)
     if field == "async_scheduling" and text.lower() in _BOOLEAN_TEXT:
         return _BOOLEAN_TEXT[text.lower()]
-    if field == "gpu_memory_utilization" and _DECIMAL_TEXT.fullmatch(text):
+    if field in ("gpu_memory_utilization", "watermark") and _DECIMAL_TEXT.fullmatch(text):
         return float(text)
     return value
 
