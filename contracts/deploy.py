@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -301,7 +302,8 @@ def layers_per_stage(num_layers: Layers, parallelism: Parallelism) -> tuple[rang
     sizes = [per_stage] * pp
     for i in range(2, remainder + 2):
         sizes[-i] += 1
-    starts = [sum(sizes[:stage]) for stage in range(pp)]
+    # Each stage starts where the stages before it end: a running sum, linear in pp.
+    starts = itertools.accumulate(sizes[:-1], initial=0)
     return tuple(range(start, start + size) for start, size in zip(starts, sizes, strict=True))
 
 
