@@ -45,11 +45,12 @@ from typing import (
     overload,
 )
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from ._describe import describe
+from ._origin import in_python, written_in_python
 from ._quantity import (
     CacheBlocks,
     EncoderTokens,
@@ -568,7 +569,7 @@ def kind_core_schema(
     """
     names = " or ".join(u.unit for u in units)
 
-    def validate(value: object) -> _Kind:
+    def validate(value: object, info: ValidationInfo) -> _Kind:
         if type(value) is cls:
             if value.unit not in units:
                 raise _custom(
@@ -591,6 +592,9 @@ def kind_core_schema(
                 f"expected a {cls.kind} of {names}, got {value!r}, a {value.kind} of "
                 f"{value.unit.unit}"
             )
+        if in_python(info):
+            expected = " or ".join(f"{cls.__name__}[{u.__name__}]" for u in units)
+            raise written_in_python(info, value, kind_fix(cls, value, units), expected)
         try:
             quantity = coerce_quantity(value, units)
             return cls(quantity._value, type(quantity))
@@ -601,11 +605,27 @@ def kind_core_schema(
                 {"message": exc.message, "expected": exc.expected, "got": exc.got},
             ) from None
 
-    return core_schema.no_info_plain_validator_function(
+    return core_schema.with_info_plain_validator_function(
         validate,
         serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="always"),
         metadata={_UNITS_KEY: [u.unit for u in units]},
     )
+
+
+def kind_fix(cls: type[_Kind], value: object, units: tuple[type[IntQuantity], ...]) -> str:
+    """What Python code writes for ``value`` in a field of a ``cls`` of ``units``: the kind a
+    config reads it as (``Window(750, EncoderTokens)`` for ``"750 encoder_token"``), or one
+    per unit for a bare number."""
+    n: object = value
+    unit_names = [u.__name__ for u in units]
+    if type(value) is not int:
+        try:
+            quantity = coerce_quantity(value, units)
+        except UnitError:
+            n = "n"
+        else:
+            n, unit_names = quantity._value, [type(quantity).__name__]
+    return " or ".join(f"{cls.__name__}({n}, {u})" for u in unit_names)
 
 
 _UNITS_KEY = "kvunits_units"

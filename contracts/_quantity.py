@@ -33,11 +33,12 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeAlias, TypeVar, final
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from ._describe import describe
+from ._origin import in_python, written_in_python
 from ._text import (
     MAX_MAGNITUDE,
     TextQuantity,
@@ -725,7 +726,12 @@ def _example(value: object) -> str:
 def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.CoreSchema:
     """A pydantic core schema for a field holding one of ``classes``."""
 
-    def validate(value: object) -> IntQuantity:
+    def validate(value: object, info: ValidationInfo) -> IntQuantity:
+        if type(value) in classes:
+            return value  # type: ignore[return-value]  # exact-type membership checked above
+        if in_python(info):
+            names = " or ".join(c.__name__ for c in classes)
+            raise written_in_python(info, value, typed_fix(value, classes), names)
         try:
             return coerce_quantity(value, classes)
         except UnitError as exc:
@@ -739,10 +745,22 @@ def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.
                 },
             ) from None
 
-    return core_schema.no_info_plain_validator_function(
+    return core_schema.with_info_plain_validator_function(
         validate,
         serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="always"),
     )
+
+
+def typed_fix(value: object, classes: tuple[type[IntQuantity], ...]) -> str:
+    """What Python code writes for ``value`` in a field of ``classes``: the quantity a config
+    reads it as (``Tokens(4096)`` for ``"4096 token"``), or each class's constructor for a
+    bare number, whose unit only the writer knows."""
+    if type(value) is int and value >= 0:
+        return " or ".join(f"{c.__name__}({value})" for c in classes)
+    try:
+        return repr(coerce_quantity(value, classes))
+    except UnitError:
+        return " or ".join(f"{c.__name__}(n)" for c in classes)
 
 
 def unit_pattern(classes: tuple[type[IntQuantity], ...]) -> str:

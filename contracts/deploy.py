@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeVar, final
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
@@ -49,6 +49,7 @@ from ._counts import KVHeads, Layers, StageLayers
 from ._describe import describe
 from ._factors import BlockSize
 from ._layers import EncoderOnlyLayer, KVSharedLayer, LayerSpec, MLALayer, StateLayer
+from ._origin import in_python, written_in_python
 from ._quantity import Bytes, CacheBlocks, IntQuantity, Tokens, coerce_quantity
 from ._views import ManagerSpec
 from .errors import SpecError, UnitError, UnitTypeError, UnitValueError
@@ -79,7 +80,7 @@ class RankBytes(IntQuantity):
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_plain_validator_function(
+        return core_schema.with_info_plain_validator_function(
             _validate_rank_bytes,
             serialization=core_schema.plain_serializer_function_ser_schema(
                 _rank_bytes_text, when_used="always"
@@ -118,11 +119,18 @@ class RankTokens(IntQuantity):
     unit: ClassVar[str] = "token/rank"
 
 
-def _validate_rank_bytes(value: object) -> RankBytes:
+def _validate_rank_bytes(value: object, info: ValidationInfo) -> RankBytes:
     """Config input of a per-rank memory setting: text or a pint quantity in bytes, or a
-    `RankBytes`; the model's `Bytes` is refused (whose bytes would it be?)."""
+    `RankBytes`; the model's `Bytes` is refused (whose bytes would it be?). Python
+    construction takes a `RankBytes` only (`kvunits.contracts._origin`)."""
     if type(value) is RankBytes:
         return value
+    if in_python(info) and not isinstance(value, IntQuantity):
+        try:
+            fix = f"RankBytes({coerce_quantity(value, (Bytes,))._value})"
+        except UnitError:
+            fix = "RankBytes(n), n bytes of one rank"
+        raise written_in_python(info, value, fix, "RankBytes (byte/rank)")
     try:
         if isinstance(value, IntQuantity):
             raise UnitTypeError(
