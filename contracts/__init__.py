@@ -65,6 +65,7 @@ from ._dtype import CacheDType as CacheDType
 from ._engine import EngineSpec as EngineSpec
 from ._factors import BlockSize as BlockSize
 from ._factors import PoolFactor as PoolFactor
+from ._group_marker import GroupMarker as GroupMarker
 from ._groups import AnyLayerGroup as AnyLayerGroup
 from ._groups import LayerGroup as LayerGroup
 from ._groups import group_layers as group_layers
@@ -144,6 +145,7 @@ __all__ = [
     "EncoderTokens",
     "EngineSpec",
     "FullAttentionLayer",
+    "GroupMarker",
     "Heads",
     "IntQuantity",
     "KVHeads",

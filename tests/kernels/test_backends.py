@@ -19,6 +19,7 @@ FlashInfer's paged tensors, built by `kvunits.kernels.backends` from the coordin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -33,6 +34,7 @@ from kvunits.contracts import (
     KVHeads,
     PooledBlocks,
     PoolFactor,
+    Position,
     SlidingWindowLayer,
     SpecError,
     Tokens,
@@ -153,11 +155,12 @@ def test_flashinfer_inputs_follow_the_documented_layout() -> None:
 
 
 def _flashinfer_reference(
-    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, fi: Any, window: int
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, fi: Any, window_left: int
 ) -> torch.Tensor:
     """Attention as FlashInfer reads a paged cache: request r's keys are its pages
     ``indices[indptr[r]:indptr[r + 1]]`` concatenated, the last one cut at
-    ``last_page_len[r]``; causal, keys within ``window`` of each query."""
+    ``last_page_len[r]``; causal, and ``window_left`` as FlashInfer documents it ("the left
+    (inclusive) window size"): query i reads keys ``i − window_left .. i``."""
     out = torch.empty_like(q)
     qo = fi.qo_indptr.tensor_in(EncoderTokens).tolist()
     indptr, page = fi.paged_kv_indptr.tolist(), 8
@@ -170,7 +173,7 @@ def _flashinfer_reference(
         first = n - rows.shape[0]
         for j in range(rows.shape[0]):
             pos = first + j
-            lo = max(0, pos - window + 1)
+            lo = max(0, pos - window_left)
             scores = torch.einsum("hd,khd->hk", rows[j], keys[lo : pos + 1]) / math.sqrt(DIM)
             out[qo[r] + j] = torch.einsum("hk,khd->hd", scores.softmax(-1), vals[lo : pos + 1])
     return out
@@ -194,15 +197,22 @@ def test_triton_kernel_reads_the_backend_tensors() -> None:
         spec,
         check_residency=True,
     )
-    reference = _flashinfer_reference(q, k_cache, v_cache, fi, window=9)
+    # Each library is handed the layer's window by its named convention (W = 9 encoder tokens).
+    (layer,) = batch.windows
+    assert batch.windows[layer] == Window(9, EncoderTokens)
+    assert fi.window_left[layer] == 8 and fa.window_size[layer] == (8, 0)
+    reference = _flashinfer_reference(q, k_cache, v_cache, fi, fi.window_left[layer])
     torch.testing.assert_close(got, reference, rtol=1e-4, atol=1e-4)
-    # And both are the truth: dense attention over each request's own K/V in its window.
+    # And both are the truth: dense attention over each request's own K/V, in the window as
+    # FlashAttention documents window_size=(left, right): keys [i − left, i + right], causal.
+    left, right = fa.window_size[layer]
     start = 0
     for r in ids:
         n, m = sum(STEPS[r]), STEPS[r][-1]
         for j in range(m):
             pos = n - m + j
-            lo = max(0, pos - 8)
+            lo = max(0, pos - left)
+            assert min(pos + right, n - 1) == pos  # right = 0: the query's own key last
             s = torch.einsum("hd,khd->hk", q[start + j], keys[r][lo : pos + 1]) / math.sqrt(DIM)
             dense = torch.einsum("hk,khd->hd", s.softmax(-1), values[r][lo : pos + 1])
             torch.testing.assert_close(got[start + j], dense, rtol=1e-4, atol=1e-4)
@@ -218,6 +228,9 @@ def test_units_and_inputs_are_checked() -> None:
         flash_attention_inputs(coord.kernel_inputs("a", audio))
     text_batch = coord.step_batch(coord.group("text", Tokens), ["a", "b"])
     fa = flash_attention_inputs(text_batch)
+    # Full attention: each library's "no window".
+    assert dict(fa.window_size) == {"text.0": (-1, -1)}
+    assert dict(flashinfer_inputs(text_batch).window_left) == {"text.0": -1}
     assert fa.seqused_k.unit is Tokens
     assert isinstance(fa.cu_seqlens_q, QueryStartLoc)
     assert flash_attention_inputs(coord.step_batch(audio, [])).slot_mapping.numel() == 0
@@ -245,3 +258,22 @@ def test_kv_caches_from_a_plan() -> None:
     shared = plan(config.model, engine.model_copy(update={"kv_cache_layout": "shared"}))
     with pytest.raises(SpecError, match="per_group"):
         allocate_kv_caches(shared)
+
+
+def test_a_step_batchs_tables_are_its_groups_block_ids() -> None:
+    """A batch's tables are the group's `BlockIds` (not bare tuples a slot mapping passes
+    for): indexed by the group's columns, refusing another group's, and a batch built with
+    anything else is refused."""
+    coord, audio, *_ = _run()
+    batch = coord.step_batch(audio, ["a", "c"])
+    for r, table in zip(batch.request_ids, batch.block_tables, strict=True):
+        assert table == coord.block_table(r, audio) and table.owner == "audio"
+    text = coord.group("text", Tokens)
+    column = text.block_of(Position(0, Tokens))
+    with pytest.raises(UnitTypeError, match="computed by group 'text'"):
+        batch.block_tables[0][column]
+    slots = coord.slot_mapping("a", audio)
+    with pytest.raises(UnitTypeError, match=r"block_tables\[0\] must be a BlockIds"):
+        dataclasses.replace(batch, block_tables=(slots,))
+    with pytest.raises(UnitTypeError, match="must be a Window of encoder_token"):
+        dataclasses.replace(batch, windows={"audio": Window(3, PooledBlocks)})
