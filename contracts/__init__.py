@@ -3,7 +3,9 @@
 The core every other part of kvunits stands on:
 
 * quantities: `EncoderTokens`, `PooledBlocks`, `Tokens`, `CacheBlocks`, `Bytes` (one final
-  class per unit; each is a *length*), the other kinds over a sequence unit, `Window`,
+  class per unit; each is a *length*), and the counts of cache blocks that mean something
+  else: a request's `AdmissionCap`, a pool's `PoolBlocks`, a window's `SpanBlocks`, a
+  table's `TableBlocks`, the other kinds over a sequence unit, `Window`,
   `Position` and `Chunk`, and the per-layer factors `PoolFactor` (P) and `BlockSize`;
 * the counts a spec declares: `Heads`, `KVHeads`, `Elements` (a head size), `Layers` and a
   stage's `StageLayers`; the allocator's integer sequences `BlockIds` (a block table) and
@@ -86,10 +88,12 @@ from ._layers import ModelSpec as ModelSpec
 from ._layers import SlidingWindowLayer as SlidingWindowLayer
 from ._layers import StateLayer as StateLayer
 from ._parse import parse_quantity as parse_quantity
+from ._quantity import AdmissionCap as AdmissionCap
 from ._quantity import Bytes as Bytes
 from ._quantity import CacheBlocks as CacheBlocks
 from ._quantity import EncoderTokens as EncoderTokens
 from ._quantity import IntQuantity as IntQuantity
+from ._quantity import PoolBlocks as PoolBlocks
 from ._quantity import PooledBlocks as PooledBlocks
 from ._quantity import SeqUnit as SeqUnit
 from ._quantity import SlotUnit as SlotUnit
@@ -131,6 +135,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "CONVERSIONS",
+    "AdmissionCap",
     "AnyLayerGroup",
     "BlockIds",
     "BlockSize",
@@ -159,6 +164,7 @@ __all__ = [
     "MLALayer",
     "ManagerSpec",
     "ModelSpec",
+    "PoolBlocks",
     "PoolFactor",
     "PooledBlocks",
     "PosUnit",

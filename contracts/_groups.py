@@ -17,7 +17,15 @@ from ._dtype import CacheDType
 from ._engine import EngineSpec
 from ._group_marker import GroupMarker, GroupT, marker_name
 from ._layers import STATE_LAYERS, UNCACHED_LAYERS, ModelSpec
-from ._quantity import Bytes, CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
+from ._quantity import (
+    AdmissionCap,
+    Bytes,
+    CacheBlocks,
+    PooledBlocks,
+    SlotUnit,
+    Tokens,
+    check_quantity,
+)
 from ._views import KernelSpec, ManagerSpec, bind_group, kernel_view, manager_view
 from .errors import SpecError, UnitTypeError
 
@@ -108,7 +116,7 @@ class LayerGroup(Generic[SlotUnit, GroupT]):
         # mypy checks this body once per pair of constraints; the check above makes it exact.
         return self  # type: ignore[return-value,unused-ignore]
 
-    def admission_cap(self) -> CacheBlocks:
+    def admission_cap(self) -> AdmissionCap:
         """The cache blocks one request can hold at once, at the group's limits: the same
         `ManagerSpec.max_admission_blocks_per_request` that run-time admission calls."""
         return self.manager.max_admission_blocks_per_request(

@@ -60,9 +60,11 @@ from ._layers import (
     StateLayer,
 )
 from ._quantity import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     EncoderTokens,
+    PoolBlocks,
     PooledBlocks,
     SlotUnit,
     SpanBlocks,
@@ -260,7 +262,7 @@ class ManagerSpec(Generic[SlotUnit, GroupT]):
 
     def max_admission_blocks_per_request(
         self, max_in_flight: SlotUnit, max_len: SlotUnit
-    ) -> CacheBlocks:
+    ) -> AdmissionCap:
         """The most cache blocks one request can hold at once in this layer.
 
         The one admission formula per kind (capacity planning and run-time admission both
@@ -276,7 +278,7 @@ class ManagerSpec(Generic[SlotUnit, GroupT]):
         unit, ints = self.slot_unit, self._ints
         in_flight = check_quantity(max_in_flight, unit, "max_in_flight")._value
         length = check_quantity(max_len, unit, "max_len")._value
-        return CacheBlocks(
+        return AdmissionCap(
             _admission_blocks(
                 self.kind,
                 ints.block_size_slots,
@@ -328,10 +330,12 @@ class ManagerSpec(Generic[SlotUnit, GroupT]):
         column = block_of(position, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
         return column if self.group is None else Position._column(column._n, self.group)
 
-    def bytes_for(self, blocks: CacheBlocks) -> Bytes:
-        """Memory of ``blocks`` cache blocks of this layer: ``blocks × page_size``, exact."""
-        n = check_quantity(blocks, CacheBlocks, "blocks")._value
-        return Bytes(n * self._ints.page_size_bytes)
+    def bytes_for(self, blocks: CacheBlocks | AdmissionCap | PoolBlocks) -> Bytes:
+        """Memory of ``blocks`` cache blocks of this layer (pages held, a request's cap, a
+        pool): ``blocks × page_size``, exact."""
+        if type(blocks) not in (CacheBlocks, AdmissionCap, PoolBlocks):
+            check_quantity(blocks, CacheBlocks, "blocks")
+        return Bytes(blocks._value * self._ints.page_size_bytes)
 
     def __str__(self) -> str:
         extra = ""

@@ -21,6 +21,8 @@ Public API:
 * `check_residency`, `ResidencyError`: does every block a query needs sit in the table?
 * `KernelArgumentError` (`KernelTypeError`, `KernelValueError`): a tensor argument the
   launchers cannot take; with `ResidencyError`, under `kvunits.contracts.KvUnitsError`.
+  `CacheDTypeError` (a `KernelTypeError` and a `kvunits.contracts.UnitTypeError`): a cache
+  of another dtype than its layer's group stores.
 * `SeqLens`, `QueryStartLoc`, `SlotMapping`, `BlockTable`: integer tensors with their unit;
   `unpool_seq_lens` converts manager lengths to exact encoder lengths; `slot_start_loc`
   says where each request's entries start in a slot mapping.
@@ -43,6 +45,7 @@ if __name__ != "kvunits.kernels":
 
 from typing import TYPE_CHECKING
 
+from kvunits.contracts.errors import CacheDTypeError as CacheDTypeError
 from kvunits.contracts.errors import KernelArgumentError as KernelArgumentError
 from kvunits.contracts.errors import KernelTypeError as KernelTypeError
 from kvunits.contracts.errors import KernelValueError as KernelValueError
@@ -93,6 +96,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BlockTable",
+    "CacheDTypeError",
     "FlashAttentionInputs",
     "FlashInferInputs",
     "KernelArgumentError",

@@ -47,12 +47,13 @@ from kvunits.contracts import (
     AnyLayerGroup,
     CacheBlocks,
     KernelUnit,
+    PoolBlocks,
     SpecError,
     flash_attn_window_size,
     flashinfer_window_left,
 )
 from kvunits.contracts.batch import StepBatch
-from kvunits.contracts.internal import check_quantity, describe, kernel_ints
+from kvunits.contracts.internal import describe, kernel_ints
 
 from ._checks import _TORCH_DTYPES, torch_dtype
 from ._typed import BlockTable, QueryStartLoc, SeqLens
@@ -225,7 +226,7 @@ class _GroupPlan(Protocol):
     @property
     def group(self) -> AnyLayerGroup: ...
     @property
-    def num_blocks(self) -> CacheBlocks: ...
+    def num_blocks(self) -> PoolBlocks: ...
 
 
 class _Plan(Protocol):
@@ -273,8 +274,12 @@ def allocate_kv_caches(
         )
     out: dict[str, LayerCache] = {}
     for group_plan in plan.groups:
-        blocks = check_quantity(group_plan.num_blocks, CacheBlocks, "num_blocks")
-        num_blocks = blocks.numerical_value_in(CacheBlocks)
+        blocks: object = group_plan.num_blocks
+        if type(blocks) is not PoolBlocks:
+            raise SpecError(
+                f"num_blocks must be PoolBlocks (a pool's size), got {describe(blocks)}"
+            )
+        num_blocks = blocks.numerical_value_in(PoolBlocks)
         for name, spec in group_plan.group.kernels.items():
             rows = spec.tokens_per_block.numerical_value_in(spec.seq_unit)
             if spec.dtype not in _TORCH_DTYPES:

@@ -100,6 +100,7 @@ from typing import (
 )
 
 from kvunits.contracts import (
+    AdmissionCap,
     AnyLayerGroup,
     BlockIds,
     BlockSize,
@@ -109,6 +110,7 @@ from kvunits.contracts import (
     IntQuantity,
     KernelUnit,
     ManagerSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     Position,
@@ -125,7 +127,6 @@ from kvunits.contracts.crossing import slots_holding
 from kvunits.contracts.errors import AdmissionError, AllocationError, RequestError
 from kvunits.contracts.internal import (
     GroupT,
-    check_quantity,
     describe,
     magnitude,
     manager_ints,
@@ -750,9 +751,10 @@ class KVCacheCoordinator:
 
     Args:
         groups: the model's layer groups (`kvunits.contracts.group_layers`), with their limits.
-        num_blocks: cache blocks per group, the null block included (the capacity plan's);
-            or one count: one pool that every group draws from (vLLM's layout), which needs
-            one page size across the groups (`kvunits.runtime.shared_pool` unifies them).
+        num_blocks: each group's pool, `PoolBlocks` (its blocks, the null block included: the
+            capacity plan's); or one: one pool that every group draws from (vLLM's layout),
+            which needs one page size across the groups (`kvunits.runtime.shared_pool`
+            unifies them).
         admission: the admission policy (`kvunits.runtime.policy`): ``reserve`` (default),
             ``on_demand`` (vLLM's: blocks as steps need them, preempting) or ``declared``.
         reserve: the older spelling of the two first: ``True`` is ``reserve``, ``False``
@@ -767,13 +769,13 @@ class KVCacheCoordinator:
     def __init__(
         self,
         groups: Sequence[AnyLayerGroup],
-        num_blocks: Sequence[CacheBlocks] | CacheBlocks,
+        num_blocks: Sequence[PoolBlocks] | PoolBlocks,
         *,
         admission: AdmissionPolicy | None = None,
         reserve: bool | None = None,
     ) -> None:
         policy = _policy_of(admission, reserve)
-        shared = type(num_blocks) is CacheBlocks
+        shared = type(num_blocks) is PoolBlocks
         counts: Sequence[object] = (
             [num_blocks] * len(groups) if shared else cast(Sequence[object], num_blocks)
         )
@@ -785,7 +787,7 @@ class KVCacheCoordinator:
         blocks = []
         for n, g in zip(counts, groups, strict=True):
             field = "num_blocks" if shared else f"num_blocks[{g.name}]"
-            count = check_quantity(n, CacheBlocks, field).numerical_value_in(CacheBlocks)
+            count = check_pool_size(n, field)
             if count < 1:
                 raise UnitValueError(
                     f"group {g.name!r} needs at least 1 cache_block (the null block), got {n}",
@@ -1135,11 +1137,11 @@ class KVCacheCoordinator:
             return handle.unit(req.num_slots[handle.index])
         return handle.unit(req.num_rows[handle.index])
 
-    def request_cap(self, request_id: str, handle: GroupHandle[Any]) -> CacheBlocks:
+    def request_cap(self, request_id: str, handle: GroupHandle[Any]) -> AdmissionCap:
         """The cache blocks the request may hold at once in a group: the admission cap at its
         declared length (what it reserved)."""
         self._own(handle)
-        return CacheBlocks(self._core.request(request_id).caps[handle.index])
+        return AdmissionCap(self._core.request(request_id).caps[handle.index])
 
     @overload
     def kernel_inputs(
@@ -1627,6 +1629,21 @@ def _content_block_size(spec: ManagerSpec[Any]) -> BlockSize[Any]:
     if spec.slot_unit is PooledBlocks:
         return expand_block_size(spec.block_size, spec.pool)
     return spec.block_size
+
+
+def check_pool_size(n: object, field: str) -> int:
+    """A pool's size as the plain int of its blocks; a count of another meaning (pages held,
+    a request's cap) refused by name, as a bare int is."""
+    if type(n) is PoolBlocks:
+        return magnitude(n)
+    what = f"{n!r}, {n.meaning}" if isinstance(n, IntQuantity) else describe(n)
+    raise UnitTypeError(
+        f"{field} is a pool's size, PoolBlocks (its blocks, the null block included), got "
+        f"{what}: write PoolBlocks(n), or pass the capacity plan's num_blocks",
+        field=field,
+        expected="PoolBlocks",
+        got=describe(n),
+    )
 
 
 def _policy_of(admission: object, reserve: object) -> AdmissionPolicy:

@@ -29,14 +29,18 @@ APP = '''\
 from pydantic import BaseModel
 
 from kvunits.contracts import (
+    AdmissionCap,
     BlockSize,
-    CacheBlocks,
     Elements,
     EncoderTokens,
+    GroupMarker,
     KVHeads,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
+    Position,
     SlidingWindowLayer,
+    Tokens,
     Window,
     flash_attn_window_size,
     manager_view,
@@ -55,7 +59,7 @@ layer = SlidingWindowLayer(
 )
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 window = pool_window(Window(750, EncoderTokens), PoolFactor(4))
-cap: CacheBlocks = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192))
+cap: AdmissionCap = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192))
 window_size = flash_attn_window_size(layer.sliding_window)
 
 
@@ -69,16 +73,31 @@ def coordinator_blocks(coord: KVCacheCoordinator) -> list[str]:
     return list(coord.group_names)
 
 
+class Full(GroupMarker, name="full"): ...
+
+
+class Sliding(GroupMarker, name="sliding"): ...
+
+
 seed = pool_length(Window(750, EncoderTokens), PoolFactor(4))  # ERROR
 mixed = EncoderTokens(750) + PooledBlocks(1)  # ERROR
 wrong = manager.max_admission_blocks_per_request(EncoderTokens(1), PooledBlocks(8192))  # ERROR
 blocks = slots_to_cache_blocks_ceil(window, BlockSize(16, PooledBlocks))  # ERROR
 bare = manager.block_table_width(8192)  # ERROR
 anonymous = cap.value  # ERROR
-# One mistake per class of issue 20: whose value it is (one rank's pages for the engine's),
+# One mistake per class of issue 20: whose value it is (one rank's pages for the engine's,
+# a column of one layer group in another group's table),
 one_rank = engine_blocks(RankBlocks(2111))  # ERROR
-# what a count means (a window's span where the cap belongs),
+
+
+def column_of(coord: KVCacheCoordinator) -> int:
+    full, sliding = coord.group(Full, Tokens), coord.group(Sliding, Tokens)
+    return coord.block_table("r", sliding)[full.block_of(Position(599, Tokens))]  # ERROR
+
+
+# what a count means (a window's span where the cap belongs, a cap against a pool's size),
 admit = manager.window_blocks() <= cap  # ERROR
+never = cap <= PoolBlocks(14)  # ERROR
 # a plain int at the edge (a layer's KV heads divided by hand),
 per_rank = layer.kv_heads // 8  # ERROR
 # a backend's convention (the manager's pooled window handed to FlashAttention),
@@ -98,10 +117,13 @@ EXPECTED = [
     '"Window[PooledBlocks]", "BlockSize[PooledBlocks]"  [call-overload]',
     'Argument 1 to "block_table_width" of "ManagerSpec" has incompatible type "int"; '
     'expected "PooledBlocks"  [arg-type]',
-    '"CacheBlocks" has no attribute "value"  [attr-defined]',
+    '"AdmissionCap" has no attribute "value"  [attr-defined]',
     'Argument 1 to "engine_blocks" has incompatible type "RankBlocks"; expected '
     '"Sequence[RankBlocks]"  [arg-type]',
-    'Unsupported operand types for <= ("SpanBlocks" and "CacheBlocks")  [operator]',
+    'Invalid index type "Position[CacheBlocks, Full]" for "BlockIds[Sliding]"; expected type '
+    '"Position[CacheBlocks, Sliding] | int"  [index]',
+    'Unsupported operand types for <= ("SpanBlocks" and "AdmissionCap")  [operator]',
+    'Unsupported operand types for <= ("AdmissionCap" and "PoolBlocks")  [operator]',
     'Unsupported operand types for // ("KVHeads" and "int")  [operator]',
     'Argument 1 to "flash_attn_window_size" has incompatible type "Window[PooledBlocks] | '
     'None"; expected "Window[EncoderTokens] | Window[Tokens] | None"  [arg-type]',

@@ -38,6 +38,7 @@ from kvunits._simulate import (
 )
 from kvunits.cli import main
 from kvunits.contracts import (
+    AdmissionCap,
     CacheBlocks,
     EncoderTokens,
     PooledBlocks,
@@ -98,7 +99,7 @@ def test_series_equal_the_coordinators_counts_step_by_step(example: Any, arrival
                 == sum(held)
             )
             caps = sum(
-                coord.request_cap(rid, handle).numerical_value_in(CacheBlocks) for rid in live
+                coord.request_cap(rid, handle).numerical_value_in(AdmissionCap) for rid in live
             )
             assert (
                 series[f"{name}.reserved"][-1]

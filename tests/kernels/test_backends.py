@@ -277,3 +277,54 @@ def test_a_step_batchs_tables_are_its_groups_block_ids() -> None:
         dataclasses.replace(batch, block_tables=(slots,))
     with pytest.raises(UnitTypeError, match="must be a Window of encoder_token"):
         dataclasses.replace(batch, windows={"audio": Window(3, PooledBlocks)})
+
+
+def test_a_cache_of_another_groups_dtype_is_a_unit_error() -> None:
+    """The dtype a page was sized with owns it: a cache allocated for one group (float32) used
+    for a layer of a group that stores bfloat16 is a `CacheDTypeError`, both a
+    `KernelTypeError` and a `UnitTypeError`, naming the group and both dtypes (the shape of
+    TensorRT-LLM #16304, an engine-wide dtype for a group with its own, and vLLM #37429's
+    one page size for bf16 and fp8 groups)."""
+    from kvunits.contracts import EngineSpec, ModelSpec, UnitError, group_layers
+    from kvunits.contracts.deploy import RankBytes
+    from kvunits.kernels import BlockTable, CacheDTypeError, KernelTypeError, SeqLens
+    from kvunits.runtime import plan
+
+    text_bf16 = TEXT.model_copy(update={"dtype": CacheDType.bfloat16})
+    model = ModelSpec.model_validate(
+        {"name": "two-dtypes", "layers": {"audio.0": AUDIO, "text.0": text_bf16}}
+    )
+    engine = EngineSpec(
+        max_model_len=Tokens(64),
+        max_num_batched_tokens=Tokens(8),
+        max_encoder_len=EncoderTokens(256),
+        max_encoder_tokens_per_step=EncoderTokens(8),
+        memory_budget=RankBytes(1 << 20),
+        block_size_slots=2,
+    )
+    caches = allocate_kv_caches(plan(model, engine))
+    assert caches["audio.0"].k_cache.dtype == torch.float32
+    assert caches["text.0"].k_cache.dtype == torch.bfloat16
+    (_, text), _ = group_layers(model, engine)
+    spec = text.kernels["text.0"].expect(Tokens)
+    q = torch.zeros(1, HEADS, DIM, dtype=torch.bfloat16)
+    audio_cache = caches["audio.0"]
+    assert audio_cache.v_cache is not None
+    # The audio group's cache shaped like the text layer's, in the audio group's dtype.
+    k = audio_cache.k_cache[:, :2].contiguous()
+    v = audio_cache.v_cache[:, :2].contiguous()
+    with pytest.raises(CacheDTypeError) as info:
+        paged_attention(
+            q,
+            k,
+            v,
+            BlockTable(torch.ones(1, 1, dtype=torch.int32)),
+            QueryStartLoc(torch.tensor([0, 1], dtype=torch.int32), Tokens),
+            SeqLens(torch.tensor([1], dtype=torch.int32), Tokens),
+            spec,
+        )
+    error = info.value
+    assert isinstance(error, UnitError)
+    assert isinstance(error, KernelTypeError)
+    assert (error.group, error.expected, error.got) == ("text", "bfloat16", "torch.float32")
+    assert "k_cache is torch.float32 but group 'text' stores bfloat16" in str(error)

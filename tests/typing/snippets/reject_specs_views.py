@@ -9,7 +9,7 @@ and by the run time with a `UnitError` when the line runs anyway.
 """
 
 from kvunits.contracts import (
-    CacheBlocks,
+    AdmissionCap,
     Elements,
     EncoderTokens,
     EngineSpec,
@@ -41,14 +41,14 @@ engine = EngineSpec(
 
 def encoder_admission_cap(
     spec: ManagerSpec[PooledBlocks], max_in_flight: PooledBlocks, max_len: PooledBlocks
-) -> CacheBlocks:
+) -> AdmissionCap:
     """What an allocator for the encoder's cache does at its entry: narrow, then ask."""
     return spec.expect(PooledBlocks).max_admission_blocks_per_request(max_in_flight, max_len)
 
 
 # Correct: the manager's own unit, derived at the boundary.
 assert manager.sliding_window == Window(189, PooledBlocks)
-assert encoder_admission_cap(manager, PooledBlocks(1), PooledBlocks(1500)) == CacheBlocks(13)
+assert encoder_admission_cap(manager, PooledBlocks(1), PooledBlocks(1500)) == AdmissionCap(13)
 assert kernel.sliding_window == Window(750, EncoderTokens)
 model_window = Window(750, EncoderTokens)
 kernel_window = kernel.sliding_window
