@@ -1,5 +1,5 @@
 """The ``kvunits`` command line: ``plan``, ``fit``, ``check``, ``models``, ``schema``,
-``convert``, ``simulate``.
+``convert``, ``simulate``, ``audit``.
 
 Exit status: 0 on success, and when the reader of stdout went away (``kvunits plan | head``:
 it took what it wanted; nothing more is written, no traceback); 2 for an invalid config, flag
@@ -112,6 +112,7 @@ examples:
   kvunits models                                 the Hugging Face families kvunits reads
   kvunits schema > kvunits.schema.json
   kvunits convert "750 encoder_token" --to pooled_block --pool 4 --as window
+  kvunits audit kv-specs.json                    vLLM's KV-cache plan (the plugin's dump)
 
 Every size is written with its unit: "750 encoder_token", "8192 token", "40 GiB".
 """
@@ -396,6 +397,13 @@ def _add_convert(commands: Any) -> None:
     convert.set_defaults(command=_convert)
 
 
+def _add_audit(commands: Any) -> None:
+    """``kvunits audit`` (its arguments and run live in ``_audit_cli``)."""
+    from ._audit_cli import add_audit_command
+
+    add_audit_command(commands, _FORMATTER)
+
+
 def _add_simulate(commands: Any) -> None:
     """``kvunits simulate`` (its arguments live with the command, in ``_simulate_cli``)."""
     from ._simulate_cli import add_simulate_command
@@ -412,6 +420,7 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
     "schema": _add_schema,
     "convert": _add_convert,
     "simulate": _add_simulate,
+    "audit": _add_audit,
 }
 
 

@@ -779,7 +779,19 @@ class _Audit:
         configs = self.inputs.kv_cache_configs
         if not configs:
             return
-        for index, group in enumerate(configs[0].groups):
+        groups = configs[0].groups
+        # vLLM unifies pages by growing the smaller ones to the largest layer page
+        # (unify_kv_cache_spec_page_size: "the largest page stays"); no group grows past it.
+        largest = max(
+            (
+                specs[n].unpadded_page_size._value
+                for g in groups
+                for n in g.layer_names
+                if n in specs
+            ),
+            default=0,
+        )
+        for index, group in enumerate(groups):
             members = dict(group.layer_specs) or {
                 n: group.spec for n in group.layer_names if group.spec is not None
             }
@@ -787,7 +799,7 @@ class _Audit:
                 own = specs.get(layer_name)
                 if own is None:
                     continue
-                self._group_member(index, layer_name, group_spec, own, configs[0].groups)
+                self._group_member(index, layer_name, group_spec, own, groups, largest)
         self._budget(model, specs)
 
     def _group_member(
@@ -797,6 +809,7 @@ class _Audit:
         group: VllmSpec,
         own: VllmSpec,
         groups: Sequence[Any],
+        largest: int,
     ) -> None:
         """A group's spec must be its layers' spec, but for a block size grown to unify
         pages (vLLM's ``unify_kv_cache_spec_page_size``: bytes per slot unchanged)."""
@@ -829,8 +842,9 @@ class _Audit:
             return
         per_slot_own = own.unpadded_page_size.numerical_value_in(RankBytes) * g_block
         per_slot_group = group.unpadded_page_size.numerical_value_in(RankBytes) * o_block
-        donor = _donor(groups, index, "block_size", lambda s: s.block_size)
-        if g_block % o_block == 0 and per_slot_own == per_slot_group and donor is None:
+        donor = _donor(groups, index, "block_size", lambda s: s.block_size_slots)
+        grown = group.unpadded_page_size.numerical_value_in(RankBytes)
+        if g_block % o_block == 0 and per_slot_own == per_slot_group and grown <= largest:
             self.note(
                 "choice",
                 name,
@@ -843,8 +857,9 @@ class _Audit:
             "group",
             name,
             f"KV-cache group {index}'s block size is {group.block_size}{origin} where this "
-            f"layer's spec states {own.block_size}: block tables index {g_block} slots a block "
-            f"while the page holds {o_block}",
+            f"layer's spec states {own.block_size}: its pages grow to {group.unpadded_page_size}, "
+            f"past the pool's largest page ({largest} byte/rank), so a block id costs more "
+            "than the pool counts per block",
         )
 
     def _budget(self, model: ModelSpec, specs: Mapping[str, VllmSpec]) -> None:
