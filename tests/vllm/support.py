@@ -62,7 +62,10 @@ def voxtral_specs(window: int, *, heads: int = 32, tps: str = "1/4") -> dict[str
     (``vllm/model_executor/layers/attention/attention.py``: a ``SlidingWindowSpec`` of 8192)."""
     specs = {
         AUDIO.format(i): spec(
-            "SlidingWindowSpec", heads=heads, head_size=64, tokens_per_state=tps,
+            "SlidingWindowSpec",
+            heads=heads,
+            head_size=64,
+            tokens_per_state=tps,
             sliding_window=window,
         )
         for i in range(32)

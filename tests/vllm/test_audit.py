@@ -103,11 +103,13 @@ def test_sliding_layer_sized_as_full_attention() -> None:
     # tenstorrent/tt-xla #5727 (a vLLM platform plugin): Gemma's sliding layers given a
     # FullAttentionSpec without their window, so they pay max_model_len.
     hf = json.loads((ROOT / "examples/hf/mistral-7b-v0.1/config.json").read_text())
-    engine = seed_engine(model="mistral", max_model_len=32768, max_num_batched_tokens=2048,
-                         max_in_flight_tokens=2048)
+    engine = seed_engine(
+        model="mistral", max_model_len=32768, max_num_batched_tokens=2048, max_in_flight_tokens=2048
+    )
     names = [f"model.layers.{i}.self_attn.attn" for i in range(32)]
-    good = {n: spec("SlidingWindowSpec", heads=8, head_size=128, sliding_window=4096)
-            for n in names}
+    good = {
+        n: spec("SlidingWindowSpec", heads=8, head_size=128, sliding_window=4096) for n in names
+    }
     bad = {n: spec("FullAttentionSpec", heads=8, head_size=128) for n in names}
     assert report_of(dump([good], hf=hf, engine=engine)).ok
     report = report_of(dump([bad], hf=hf, engine=engine))
@@ -121,25 +123,33 @@ def test_workers_that_disagree() -> None:
     # vllm-project/vllm #23883: "KV cache specs are not equal across rank".
     first = voxtral_specs(189)
     second = dict(first)
-    second[TEXT.format(0)] = spec("SlidingWindowSpec", heads=4, head_size=128,
-                                  sliding_window=8192)
+    second[TEXT.format(0)] = spec("SlidingWindowSpec", heads=4, head_size=128, sliding_window=8192)
     report = report_of(dump([first, second]))
-    assert any(f.check == "coverage" and "workers state different specs" in f.message
-               for f in report.findings)
+    assert any(
+        f.check == "coverage" and "workers state different specs" in f.message
+        for f in report.findings
+    )
 
 
 def test_block_size_or_dtype_from_another_group() -> None:
     specs = voxtral_specs(189)
-    audio = spec("SlidingWindowSpec", heads=32, head_size=64, tokens_per_state="1/4",
-                 sliding_window=189)
-    text = spec("SlidingWindowSpec", block_size=128, heads=8, head_size=128,
-                sliding_window=8192)
+    audio = spec(
+        "SlidingWindowSpec", heads=32, head_size=64, tokens_per_state="1/4", sliding_window=189
+    )
+    text = spec("SlidingWindowSpec", block_size=128, heads=8, head_size=128, sliding_window=8192)
     audio_names = [AUDIO.format(i) for i in range(32)]
     text_names = [TEXT.format(i) for i in range(26)]
 
     def config(a: dict[str, Any], t: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{"num_blocks": 2560, "groups": [
-            {"layer_names": audio_names, "spec": a}, {"layer_names": text_names, "spec": t}]}]
+        return [
+            {
+                "num_blocks": 2560,
+                "groups": [
+                    {"layer_names": audio_names, "spec": a},
+                    {"layer_names": text_names, "spec": t},
+                ],
+            }
+        ]
 
     clean = report_of(dump([specs], kv_cache_configs=config(audio, text)))
     assert clean.ok, clean.lines()
@@ -147,8 +157,10 @@ def test_block_size_or_dtype_from_another_group() -> None:
     wrong_block = json.loads(json.dumps(audio))
     wrong_block["fields"]["block_size"] = 128
     report = report_of(dump([specs], kv_cache_configs=config(wrong_block, text)))
-    assert any(f.check == "group" and "block size is 128 pooled_block/cache_block (group 1's)"
-               in f.message for f in report.findings), report.lines()
+    assert any(
+        f.check == "group" and "block size is 128 pooled_block/cache_block (group 1's)" in f.message
+        for f in report.findings
+    ), report.lines()
     # The text group given an fp8 dtype the engine does not store.
     wrong_dtype = json.loads(json.dumps(text))
     wrong_dtype["fields"]["dtype"] = "float32"
@@ -158,17 +170,30 @@ def test_block_size_or_dtype_from_another_group() -> None:
 
 def test_a_layer_dtype_and_block_size_in_encoder_tokens() -> None:
     specs = voxtral_specs(189)
-    specs[AUDIO.format(3)] = spec("SlidingWindowSpec", heads=32, head_size=64,
-                                  tokens_per_state="1/4", sliding_window=189, dtype="float32")
+    specs[AUDIO.format(3)] = spec(
+        "SlidingWindowSpec",
+        heads=32,
+        head_size=64,
+        tokens_per_state="1/4",
+        sliding_window=189,
+        dtype="float32",
+    )
     report = report_of(dump([specs]))
     assert [f.check for f in report.findings] == ["dtype"]
     assert report.findings[0].layers == (AUDIO.format(3),)
     specs = voxtral_specs(189)
-    specs[AUDIO.format(0)] = spec("SlidingWindowSpec", block_size=64, heads=32, head_size=64,
-                                  tokens_per_state="1/4", sliding_window=189)
+    specs[AUDIO.format(0)] = spec(
+        "SlidingWindowSpec",
+        block_size=64,
+        heads=32,
+        head_size=64,
+        tokens_per_state="1/4",
+        sliding_window=189,
+    )
     report = report_of(dump([specs]))
-    assert any(f.check == "block_size" and "counts encoder tokens" in f.message
-               for f in report.findings), report.lines()
+    assert any(
+        f.check == "block_size" and "counts encoder tokens" in f.message for f in report.findings
+    ), report.lines()
 
 
 def test_missing_and_unknown_layers() -> None:
@@ -193,9 +218,7 @@ def test_model_kvunits_does_not_read_is_not_audited() -> None:
     assert report.ok and report.notes[0].check == "not_audited"
 
 
-@given(
-    w=st.integers(1, 5000), p=st.integers(2, 16), block=st.sampled_from([1, 8, 16, 64])
-)
+@given(w=st.integers(1, 5000), p=st.integers(2, 16), block=st.sampled_from([1, 8, 16, 64]))
 def test_adapter_round_trip(w: int, p: int, block: int) -> None:
     layer = SlidingWindowLayer(
         sliding_window=Window(w, EncoderTokens), pool=PoolFactor(p), kv_heads=4, head_size=32
@@ -252,11 +275,13 @@ def test_cli_audit(tmp_path: Path) -> None:
     found = subprocess.run([*run, str(bad)], capture_output=True, text=True, check=False)
     assert found.returncode == 3, found.stderr
     assert "48 cache_block per request where 13" in found.stdout
-    wider = subprocess.run([*run, str(bad), "--engine", str(serve)], capture_output=True,
-                           text=True, check=False)
+    wider = subprocess.run(
+        [*run, str(bad), "--engine", str(serve)], capture_output=True, text=True, check=False
+    )
     assert "176 cache_block per request where 141" in wider.stdout  # 2048 tokens in flight
-    clean = subprocess.run([*run, str(good), "--format", "json"], capture_output=True,
-                           text=True, check=False)
+    clean = subprocess.run(
+        [*run, str(good), "--format", "json"], capture_output=True, text=True, check=False
+    )
     assert clean.returncode == 0 and json.loads(clean.stdout)["ok"] is True
     broken = subprocess.run([*run, str(serve)], capture_output=True, text=True, check=False)
     assert broken.returncode == 2 and "cannot read a vLLM spec dump" in broken.stderr
