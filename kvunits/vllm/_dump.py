@@ -286,7 +286,7 @@ def engine_from_vllm(vllm_config: Any) -> VllmEngine:
     scheduler = vllm_config.scheduler_config
     parallel = vllm_config.parallel_config
     try:
-        import vllm  # type: ignore[import-not-found,unused-ignore]
+        import vllm
 
         version = str(vllm.__version__)
     except Exception:

@@ -616,7 +616,7 @@ def build_vllm_spec(data: Mapping[str, Any]) -> Any:
     """
     try:
         import torch
-        from vllm.v1 import kv_cache_interface  # type: ignore[import-not-found,unused-ignore]
+        from vllm.v1 import kv_cache_interface
     except ImportError as exc:
         raise SpecError(
             f"building vLLM's spec objects needs vLLM ({exc}); the JSON form needs nothing"

@@ -75,7 +75,7 @@ def register() -> None:
     if chosen == "off":
         return
     try:
-        import vllm  # type: ignore[import-not-found,unused-ignore]
+        import vllm
 
         version = str(getattr(vllm, "__version__", "unknown"))
         from importlib import import_module

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    BlockSize,
     EncoderTokens,
     PooledBlocks,
     PoolFactor,
@@ -29,6 +30,7 @@ from kvunits.contracts import (
     pool_window,
     unpool_window,
 )
+from kvunits.contracts.deploy import Parallelism, page_size_per_rank
 from kvunits.vllm import audit, from_vllm_dict, kvunits_layer_name, read_dump, to_vllm_dict
 
 from .support import AUDIO, ROOT, TEXT, dump, seed_engine, spec, voxtral_specs
@@ -227,9 +229,12 @@ def test_adapter_round_trip(w: int, p: int, block: int) -> None:
     back = from_vllm_dict(to_vllm_dict(layer, block))
     assert back.slot_unit is PooledBlocks and back.pool == PoolFactor(p)
     assert back.manager_view() == ours  # same kind, block size, window in slots, page
-    assert back.page_size.numerical_value_in(type(back.page_size)) == ours.page_size._value
-    widest = back.widest_kernel_window()
-    assert widest is not None and pool_window(widest, PoolFactor(p)) == ours.sliding_window
+    assert back.page_size == page_size_per_rank(layer, ours, Parallelism())
+    slots = back.window_slots
+    assert slots is not None
+    widest = unpool_window(Window(slots, PooledBlocks), PoolFactor(p))
+    assert back.widest_kernel_window() == widest
+    assert pool_window(widest, PoolFactor(p)) == ours.sliding_window
     assert widest.numerical_value_in(EncoderTokens) >= w  # the model's window is served
     vllm_rule = from_vllm_dict(to_vllm_dict(layer, block, window_rule="vllm"))
     assert vllm_rule.window_slots == -(-w // p) + 1
@@ -247,7 +252,7 @@ def test_token_layer_round_trip() -> None:
     layer = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
     back = from_vllm_dict(to_vllm_dict(layer, 16))
     assert back.slot_unit is Tokens and back.window_slots == 4096
-    assert back.kernel_block_size().numerical_value_in(Tokens) == 16
+    assert back.kernel_block_size() == BlockSize(16, Tokens)
 
 
 @pytest.mark.parametrize(

@@ -31,10 +31,10 @@ from kvunits.vllm import (  # noqa: E402
     audit,
     build_vllm_spec,
     from_vllm,
+    plugin,
     read_dump,
     spec_to_dict,
 )
-from kvunits.vllm import plugin  # noqa: E402
 
 
 def voxtral_objects(window: int) -> dict[str, Any]:
