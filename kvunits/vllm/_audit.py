@@ -366,12 +366,24 @@ class _Audit:
                     "hybrid KV-cache manager disabled: every token held, by design)",
                 )
                 return False
+            _, max_len = self._limits(spec)
+            reach = _reach_slots(layer)
+            if reach is not None and reach >= max_len:
+                self.note(
+                    "choice",
+                    name,
+                    f"vLLM runs this {expected} layer as full attention: its "
+                    f"{_layer_size(layer)} covers every request (max_model_len {max_len}), so "
+                    "no key ever leaves it and the two are the same cache",
+                )
+                return False
             cap_v = spec.vllm_admission_cap(*self._limits(spec))
             cap_k = self._kvunits_cap(layer, spec)
             self.finding(
                 "kind",
                 name,
-                f"vLLM manages this layer as full attention, but the model's layer is "
+                f"vLLM manages this layer as full attention (no window: its kernel attends to "
+                f"every position), but the model's layer is "
                 f"{expected} ({_layer_size(layer)}): the manager holds {cap_v} per request "
                 f"where {cap_k} keep every key the kernel reads",
             )
@@ -876,7 +888,17 @@ class _Audit:
                 "blocks the budget buys: kvunits plans one shared pool on one device only",
             )
             return
-        engine = self._kvunits_engine(model, min(memory, key=lambda m: m._value), len(groups))
+        # kvunits unifies pages from one block size: the one of vLLM's largest layer page
+        # (vLLM's unification keeps the largest page; a sliding layer's backend picks its own).
+        attention = [s for s in specs.values() if s.kind not in ("state", "unknown")]
+        block = (
+            max(attention, key=lambda s: s.unpadded_page_size._value).block_size_slots
+            if attention
+            else self.engine.block_size
+        )
+        engine = self._kvunits_engine(
+            model, min(memory, key=lambda m: m._value), len(groups), block
+        )
         if engine is None:
             return
         from kvunits.runtime import plan
@@ -899,7 +921,7 @@ class _Audit:
             )
 
     def _kvunits_engine(
-        self, model: ModelSpec, memory: RankBytes, groups: int
+        self, model: ModelSpec, memory: RankBytes, groups: int, block: int | None
     ) -> EngineSpec | None:
         engine = self.engine
         pools = [
@@ -911,7 +933,7 @@ class _Audit:
         ]
         p = max(pools, default=1)
         settings: dict[str, Any] = {
-            "block_size_slots": engine.block_size or 16,
+            "block_size_slots": block or engine.block_size or 16,
             "max_model_len": engine.max_model_len,
             "max_num_batched_tokens": engine.max_num_batched_tokens,
             "tensor_parallel_size": engine.tensor_parallel_size,
@@ -969,6 +991,18 @@ def _head_sizes(layer: LayerSpec) -> tuple[int, int]:
         return layer.kv_lora_rank + layer.qk_rope_head_dim, 0
     assert not isinstance(layer, (StateMixerLayer, StateLayer, EncoderOnlyLayer, KVSharedLayer))
     return layer.head_size_k, layer.head_size_v_or_k
+
+
+def _reach_slots(layer: LayerSpec) -> int | None:
+    """How far back a sliding or chunked layer can read, in its manager's slots (None: it
+    reads everything)."""
+    if isinstance(layer, SlidingWindowLayer):
+        if layer.pool is None:
+            return _n(layer.sliding_window)
+        return _n(pool_window(layer.sliding_window, layer.pool))  # type: ignore[arg-type]
+    if isinstance(layer, ChunkedLocalLayer):
+        return _n(layer.chunk) // _pool_of(layer)
+    return None
 
 
 def _layer_size(layer: LayerSpec) -> str:
