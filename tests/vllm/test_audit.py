@@ -299,3 +299,79 @@ def test_importing_kvunits_vllm_imports_no_vllm_nor_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+    # vLLM imports the plugin in every process: it loads none of the audit until a step runs.
+    code = (
+        "import sys, kvunits.vllm.plugin; "
+        "print(sorted(m for m in sys.modules if m.startswith(('kvunits.vllm._', "
+        "'kvunits.contracts', 'pydantic'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_plugin_knows_the_audits_versions() -> None:
+    from kvunits.vllm import _audit, plugin
+
+    assert plugin.KNOWN_VLLM == _audit.KNOWN_VLLM
+
+
+def test_plugin_without_vllm_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    # kvunits' own venv has no vLLM: register() logs why the audit is off and changes nothing.
+    pytest.importorskip("kvunits")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("vLLM is installed: test_in_vllm.py covers register()")
+    from kvunits.vllm import plugin
+
+    with caplog.at_level("WARNING", logger="kvunits.vllm"):
+        plugin.register()
+    assert "the KV-cache audit is off. kvunits knows vLLM 0.33" in caplog.text
+
+
+def test_plugin_mode_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvunits.vllm import plugin
+
+    monkeypatch.delenv("KVUNITS_VLLM_AUDIT", raising=False)
+    assert plugin.mode() == "warn"
+    monkeypatch.setenv("KVUNITS_VLLM_AUDIT", " ERROR ")
+    assert plugin.mode() == "error"
+    monkeypatch.setenv("KVUNITS_VLLM_AUDIT", "loud")
+    with pytest.raises(ValueError, match="KVUNITS_VLLM_AUDIT='loud': use one of off, warn, error"):
+        plugin.mode()
+
+
+def test_wrapped_step_returns_vllms_result_and_wraps_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kvunits.vllm import plugin
+
+    calls: list[tuple[object, ...]] = []
+
+    def step(*args: object) -> list[str]:
+        calls.append(args)
+        return ["vLLM's configs"]
+
+    wrapped = plugin.wrap(step)
+    assert plugin.wrap(wrapped) is wrapped
+    monkeypatch.setenv("KVUNITS_VLLM_AUDIT", "error")
+    # An object the audit cannot read: logged, and vLLM's result returned untouched.
+    with caplog.at_level("WARNING", logger="kvunits.vllm"):
+        assert wrapped("not a VllmConfig", [], [], []) == ["vLLM's configs"]
+    assert calls == [("not a VllmConfig", [], [], [])]
+    assert "the KV-cache audit could not run" in caplog.text
+
+
+def test_docs_snippet_prints_what_it_says() -> None:
+    import contextlib
+    import io
+
+    text = (ROOT / "docs" / "vllm-plugin.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    expected = [line[2:] for line in code.splitlines() if line.startswith("# ")]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/vllm-plugin.md", "exec"), {})
+    assert out.getvalue().splitlines() == expected
