@@ -413,7 +413,7 @@ class _Audit:
         if spec.pool.tokens_per_block == p:
             return spec
         heads = self._heads_per_rank(layer)
-        got = spec.kv_heads.numerical_value_in(RankKVHeads) if spec.kv_heads else None
+        got = spec.kv_heads.numerical_value_in(RankKVHeads) if spec.kv_heads is not None else None
         if spec.pool.tokens_per_block == 1 and heads is not None and got == heads * p:
             self.note(
                 "choice",
@@ -547,7 +547,7 @@ class _Audit:
         flagged = False
         heads = kv_heads_of(layer)
         per_rank = self._heads_per_rank(layer)
-        got = spec.kv_heads.numerical_value_in(RankKVHeads) if spec.kv_heads else None
+        got = spec.kv_heads.numerical_value_in(RankKVHeads) if spec.kv_heads is not None else None
         if heads is not None and per_rank is not None and got is not None and got != per_rank:
             tp = self.parallelism.tensor_parallel_size
             model_heads = heads.numerical_value_in(KVHeads)

@@ -393,7 +393,13 @@ def from_vllm_dict(data: Mapping[str, Any]) -> VllmSpec:
     window = raw.get("sliding_window")
     chunk = raw.get("attention_chunk_size")
     page = data.get("page_size_bytes")
-    unpadded = _unpadded_page(raw, kind, tps, block)
+    # vLLM's own page where it states one unpadded (so a wrong page property is seen, not
+    # recomputed away); its formula on the fields where the page is padded or not stated.
+    unpadded = (
+        page
+        if isinstance(page, int) and raw.get("page_size_padded") is None
+        else _unpadded_page(raw, kind, tps, block)
+    )
     if page is None:
         page = raw.get("page_size_padded") or unpadded
     if page is None:
@@ -404,7 +410,8 @@ def from_vllm_dict(data: Mapping[str, Any]) -> VllmSpec:
         slot_unit=slot_unit,
         pool=pool,
         block_size=_slots(BlockSize, block, slot_unit),
-        kv_heads=None if heads is None else RankKVHeads(_int(raw, "num_kv_heads", minimum=1)),
+        # 0 heads is read (a rank that stores none: the audit reports it), not refused.
+        kv_heads=None if heads is None else RankKVHeads(_int(raw, "num_kv_heads")),
         head_size_k=None if raw.get("head_size") is None else _int(raw, "head_size", minimum=1),
         head_size_v=None if raw.get("head_size_v") is None else _int(raw, "head_size_v"),
         dtype=raw.get("dtype") if isinstance(raw.get("dtype"), str) else None,

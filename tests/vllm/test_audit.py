@@ -375,3 +375,48 @@ def test_docs_snippet_prints_what_it_says() -> None:
     with contextlib.redirect_stdout(out):
         exec(compile(code, "docs/vllm-plugin.md", "exec"), {})
     assert out.getvalue().splitlines() == expected
+
+
+def _llama(tp: int, heads: int, **fields: Any) -> dict[str, Any]:
+    hf = json.loads((ROOT / "examples/hf/llama-3.1-8b/config.json").read_text())
+    engine = seed_engine(model="llama", tensor_parallel_size=tp, max_model_len=8192, **fields)
+    names = [f"model.layers.{i}.self_attn.attn" for i in range(32)]
+    specs = {n: spec("FullAttentionSpec", heads=heads, head_size=128) for n in names}
+    return dump([specs] * tp, hf=hf, engine=engine)
+
+
+def test_unsharded_heads_under_tp() -> None:
+    # tenstorrent/tt-xla #5728: "vLLM sizes the KV cache using the full, un-sharded
+    # num_kv_heads" under TP 4 (Llama 3.1 8B: 8 KV heads, 2 a rank).
+    assert report_of(_llama(4, 2)).ok
+    report = report_of(_llama(4, 8))
+    assert [f.check for f in report.findings] == ["heads"]
+    assert "8 kv_head/rank, but the model's 8 kv_head over tensor_parallel_size 4 are 2" in (
+        report.findings[0].message
+    )
+
+
+def test_heads_per_rank_rounded_to_zero() -> None:
+    # tenstorrent/vllm #50 and PaddlePaddle/FastDeploy #3717: heads per device as H // tp,
+    # 0 when tp exceeds the heads (Llama 3's 8 KV heads over 32 devices); max(1, H // tp) = 1.
+    assert report_of(_llama(32, 1)).ok
+    report = report_of(_llama(32, 0))
+    assert [f.check for f in report.findings] == ["heads"]
+    assert "vLLM gives each rank 0 kv_head/rank" in report.findings[0].message
+    assert "pages too small for the heads the kernel writes" in report.findings[0].message
+
+
+def test_page_that_ignores_the_element_size() -> None:
+    # vllm-project/vllm #41809: SlidingWindowSpec.real_page_size_bytes used the bf16 formula
+    # for an NVFP4 cache. The same class on an fp8 cache (1 byte): a page stated 2× too large.
+    data = _llama(1, 8, cache_dtype="fp8")
+    for layer in data["workers"][0].values():
+        layer["fields"]["dtype"] = "uint8"  # vLLM stores fp8 as uint8
+    right = json.loads(json.dumps(data))
+    for layer in right["workers"][0].values():
+        layer["page_size_bytes"] //= 2
+    assert report_of(right).ok, report_of(right).lines()
+    report = report_of(data)  # the page still the bf16 formula's
+    assert [f.check for f in report.findings] == ["page"]
+    assert "vLLM's page is 65536 byte/rank but" in report.findings[0].message
+    assert "is 32768 byte/rank" in report.findings[0].message
