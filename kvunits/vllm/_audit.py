@@ -834,6 +834,20 @@ class _Audit:
             ("sliding_window", lambda s: s.sliding_window),
             ("attention_chunk_size", lambda s: s.chunk),
         ]
+        if (
+            group.kind == "full_attention"
+            and own.kind in ("sliding_window", "chunked_local")
+            and (group.sliding_window, group.chunk) == (own.sliding_window, own.chunk)
+        ):
+            # unify_hybrid_kv_cache_specs (the hybrid manager disabled): the layer's spec is
+            # promoted to full attention recording its window; every token held, by design.
+            self.note(
+                "choice",
+                name,
+                f"KV-cache group {index} keeps this {own.kind} layer as full attention "
+                "recording its window (hybrid KV-cache manager disabled)",
+            )
+            fields = fields[1:]
         for field_name, get in fields:
             mine, theirs = get(own), get(group)
             if mine == theirs:

@@ -420,3 +420,34 @@ def test_page_that_ignores_the_element_size() -> None:
     assert [f.check for f in report.findings] == ["page"]
     assert "vLLM's page is 65536 byte/rank but" in report.findings[0].message
     assert "is 32768 byte/rank" in report.findings[0].message
+
+
+def test_hybrid_manager_disabled_groups_are_a_choice() -> None:
+    # vllm/v1/core/kv_cache_planning.py unify_hybrid_kv_cache_specs: with the hybrid manager
+    # off (vLLM's CPU platform, --disable-hybrid-kv-cache-manager), sliding layers are grouped
+    # as FullAttentionSpec recording their window; the layers' own specs stay sliding.
+    specs = voxtral_specs(189)
+    promoted = {}
+    for name, layer in specs.items():
+        group = json.loads(json.dumps(layer))
+        group["class"] = group["spec_type"] = "FullAttentionSpec"
+        promoted[name] = group
+    names = list(specs)
+    configs = [
+        {
+            "num_blocks": 100,
+            "groups": [
+                {
+                    "layer_names": names,
+                    "spec": {
+                        "class": "UniformTypeKVCacheSpecs",
+                        "spec_type": "UniformTypeKVCacheSpecs",
+                        "fields": {"block_size": 16, "kv_cache_specs": promoted},
+                    },
+                }
+            ],
+        }
+    ]
+    report = report_of(dump([specs], kv_cache_configs=configs))
+    assert not [f for f in report.findings if f.check == "group"], report.lines()
+    assert any("hybrid KV-cache manager disabled" in n.message for n in report.notes)
