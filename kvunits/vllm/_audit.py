@@ -796,7 +796,7 @@ class _Audit:
         # (unify_kv_cache_spec_page_size: "the largest page stays"); no group grows past it.
         largest = max(
             (
-                specs[n].unpadded_page_size._value
+                specs[n].unpadded_page_size.numerical_value_in(RankBytes)
                 for g in groups
                 for n in g.layer_names
                 if n in specs
@@ -906,13 +906,15 @@ class _Audit:
         # (vLLM's unification keeps the largest page; a sliding layer's backend picks its own).
         attention = [s for s in specs.values() if s.kind not in ("state", "unknown")]
         block = (
-            max(attention, key=lambda s: s.unpadded_page_size._value).block_size_slots
+            max(
+                attention, key=lambda s: s.unpadded_page_size.numerical_value_in(RankBytes)
+            ).block_size_slots
             if attention
             else self.engine.block_size
         )
-        engine = self._kvunits_engine(
-            model, min(memory, key=lambda m: m._value), len(groups), block
-        )
+        # One scheduler hands out block ids valid on every rank: the fewest memory decides.
+        budget = min(memory, key=lambda m: m.numerical_value_in(RankBytes))
+        engine = self._kvunits_engine(model, budget, len(groups), block)
         if engine is None:
             return
         from kvunits.runtime import plan
@@ -928,7 +930,7 @@ class _Audit:
             self.finding(
                 "blocks",
                 "",
-                f"vLLM buys {theirs} cache_block from {min(memory, key=lambda m: m._value)}, "
+                f"vLLM buys {theirs} cache_block from {budget}, "
                 f"where kvunits' plan of the same pool buys {ours} cache_block: every request "
                 "admitted on that count is "
                 + ("short of memory" if theirs > ours else "refused for memory that is free"),
