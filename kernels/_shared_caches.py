@@ -71,8 +71,13 @@ def layout_strides(
     for unpadded pages).
 
     Example:
-        >>> layout_strides((2, 10, 8, 128, 512), LAYOUT_ORDERS["LBNHC"], None)
-        (655360, 65536, 512, 4096, 1)
+        Voxtral's text layers in a pool of 10 blocks: 8 heads × 128 positions × 512 byte
+        (K and V of 128 bf16 each), a 512 KiB page; ``[L, B, N, H, C]`` in memory (the
+        strides vLLM's ``KVCacheTensor`` gives them: layer_stride 5242880, block_stride
+        524288).
+
+        >>> layout_strides((26, 10, 8, 128, 512), LAYOUT_ORDERS["LBNHC"], None)
+        (5242880, 524288, 512, 4096, 1)
     """
     strides = [0] * 5
     step = 1
