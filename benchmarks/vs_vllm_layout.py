@@ -67,7 +67,13 @@ def vllm_specs(plan: Any) -> dict[str, Any]:
     """The plan's model as vLLM specs per layer, at the engine's block size."""
     import torch
 
-    from kvunits.contracts import FullAttentionLayer, SlidingWindowLayer, manager_view
+    from kvunits.contracts import (
+        Elements,
+        FullAttentionLayer,
+        KVHeads,
+        SlidingWindowLayer,
+        manager_view,
+    )
     from kvunits.contracts.internal import manager_ints
 
     SlidingWindowSpec, FullAttentionSpec = _vllm(
@@ -76,11 +82,16 @@ def vllm_specs(plan: Any) -> dict[str, Any]:
     block = plan.engine.block_size_slots
     specs: dict[str, Any] = {}
     for name, layer in plan.model.layers.items():
+        head_size = layer.head_size.numerical_value_in(Elements)
         common: dict[str, Any] = {
             "block_size": block,
-            "num_kv_heads": layer.kv_heads,
-            "head_size": layer.head_size,
-            "head_size_v": layer.head_size_v or layer.head_size,
+            "num_kv_heads": layer.kv_heads.numerical_value_in(KVHeads),
+            "head_size": head_size,
+            "head_size_v": (
+                head_size
+                if layer.head_size_v is None
+                else layer.head_size_v.numerical_value_in(Elements)
+            ),
             "dtype": getattr(torch, (plan.engine.cache_dtype or layer.dtype).value),
         }
         if layer.pool is not None:
@@ -135,7 +146,7 @@ def _geometry(t: Any) -> tuple[Any, ...]:
 
 def compare(plan: Any, layout: str) -> tuple[bool, str]:
     """(agrees, what was found) for one plan and layout."""
-    from kvunits.contracts import SpecError
+    from kvunits.contracts import Elements, SpecError
     from kvunits.kernels import allocate_kv_caches
 
     blocks = plan.groups[0].num_blocks
@@ -155,8 +166,8 @@ def compare(plan: Any, layout: str) -> tuple[bool, str]:
         return False, f"blocks differ: kvunits {num_blocks}, vLLM {kv.num_blocks}"
     bad = []
     for name, cache in ours.items():
-        spec = plan.model.layers[name]
-        k, v = theirs[name].transpose(1, 2).split(spec.head_size, dim=-1)
+        head_size = plan.model.layers[name].head_size.numerical_value_in(Elements)
+        k, v = theirs[name].transpose(1, 2).split(head_size, dim=-1)
         if _geometry(cache.k_cache) != _geometry(k) or _geometry(cache.v_cache) != _geometry(v):
             bad.append(f"{name}: kvunits {_geometry(cache.k_cache)}, vLLM {_geometry(k)}")
     if bad or set(ours) != set(theirs):

@@ -41,8 +41,8 @@ from typing import Any, Final, Literal
 
 import torch
 
-from kvunits.contracts import AnyLayerGroup, KernelSpec, SpecError
-from kvunits.contracts.internal import manager_ints
+from kvunits.contracts import AnyLayerGroup, KernelSpec, Layers, SpecError
+from kvunits.contracts.internal import kernel_ints, manager_ints
 
 from ._checks import _TORCH_DTYPES, torch_dtype
 
@@ -117,7 +117,8 @@ def shared_views(
             + ", ".join(LAYOUT_ORDERS)
         )
     page_bytes = manager_ints(groups[0].manager).page_size_bytes
-    positions = max(g.num_layers for g in groups)
+    layers = [g.num_layers.numerical_value_in(Layers) for g in groups]
+    positions = max(layers)
     block_outermost = order[0] == _B
     grown = [g.name for g in groups if manager_ints(g.manager).block_size_slots != block_size_slots]
     if block_outermost and grown:
@@ -146,7 +147,7 @@ def shared_views(
     block_bytes = page_bytes * positions
     raw = torch.empty(num_blocks * block_bytes, dtype=torch.int8, device=device)
     views: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
-    for group in groups:
+    for group, num_layers in zip(groups, layers, strict=True):
         for position, name in enumerate(group.layer_names):
             kernel = group.kernels.get(name)
             if kernel is None:
@@ -157,7 +158,7 @@ def shared_views(
             # Internal: the plan unified every group's page to one size.
             assert heads * rows * cell_bytes == page_bytes, (name, page_bytes)
             strides = layout_strides(
-                (group.num_layers, num_blocks, heads, rows, cell_bytes),
+                (num_layers, num_blocks, heads, rows, cell_bytes),
                 order,
                 block_bytes if block_outermost else None,
             )
@@ -173,9 +174,9 @@ def shared_views(
 
 
 def _page_shape(spec: KernelSpec[Any]) -> tuple[int, int, int, int]:
-    """A layer's page as (kv heads, positions, head_size_k, head_size_v)."""
-    rows = spec.tokens_per_block.numerical_value_in(spec.seq_unit)
-    return spec.kv_heads, rows, spec.head_size_k, spec.head_size_v
+    """A layer's page as (kv heads, positions, head_size_k, head_size_v), plain ints."""
+    ints = kernel_ints(spec)
+    return ints.kv_heads, ints.tokens_per_block, ints.head_size_k, ints.head_size_v
 
 
 def _shape_text(shape: tuple[int, int, int, int]) -> str:

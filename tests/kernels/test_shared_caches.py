@@ -30,9 +30,12 @@ import torch
 
 from kvunits.contracts import (
     CacheDType,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
@@ -43,6 +46,7 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.config import load_config
 from kvunits.contracts.deploy import RankBytes
+from kvunits.contracts.internal import kernel_ints
 from kvunits.kernels import (
     LayerCache,
     PhysicalLayout,
@@ -103,8 +107,8 @@ def test_views_follow_vllms_placement_rule(case: str, layout: Any) -> None:
     for group_plan in shared.groups:
         group = group_plan.group
         for position, name in enumerate(group.layer_names):
-            spec = group.kernels[name]
-            rows = spec.tokens_per_block.numerical_value_in(spec.seq_unit)
+            spec = kernel_ints(group.kernels[name])
+            rows = spec.tokens_per_block
             size = 2  # every case is bfloat16
             cell = (spec.head_size_k + spec.head_size_v) * size
             # KVCacheTensor: layer l of every group at l × layer_stride, a layer-outer
@@ -134,12 +138,12 @@ HEADS, DIM = 2, 8
 AUDIO = SlidingWindowLayer(
     sliding_window=Window(9, EncoderTokens),
     pool=PoolFactor(4),
-    kv_heads=HEADS,
-    head_size=DIM,
+    kv_heads=KVHeads(HEADS),
+    head_size=Elements(DIM),
     dtype=CacheDType.float32,
 )
 #: Another page shape than the audio's (1 head of 16, not 2 of 8), one page size once grown.
-TEXT = FullAttentionLayer(kv_heads=1, head_size=16, dtype=CacheDType.float32)
+TEXT = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(16), dtype=CacheDType.float32)
 
 
 def _small_plan(blocks: int, text_layers: int = 3) -> CapacityPlan:
@@ -147,7 +151,9 @@ def _small_plan(blocks: int, text_layers: int = 3) -> CapacityPlan:
     of 256 byte (2 tokens × 1 head × (16 + 16) × 4 byte): text blocks grow from 2 to 8 tokens;
     2 audio layers beside 3 text layers makes 2 layers a block, the text group split in two
     (text.0, text.2 | text.1)."""
-    model = ModelSpec.stacked("small", {"audio": (AUDIO, 2), "text": (TEXT, text_layers)})
+    model = ModelSpec.stacked(
+        "small", {"audio": (AUDIO, Layers(2)), "text": (TEXT, Layers(text_layers))}
+    )
     engine = EngineSpec(
         block_size_slots=2,
         max_model_len=Tokens(32),
@@ -218,11 +224,12 @@ def test_uniform_pages_take_every_layout_and_keep_blocks_apart() -> None:
     # (benchmarks/vs_vllm_layout.py, Gemma-3-1B, all six layouts). In BHLNC a layer's bytes
     # within a block depend on its group's layer count (heads stride over the group's
     # layers), so only the block, not the position, is the same bytes across groups.
+    heads, dim = KVHeads(2), Elements(8)
     swa = SlidingWindowLayer(
-        sliding_window=Window(16, Tokens), kv_heads=2, head_size=8, dtype=CacheDType.float32
+        sliding_window=Window(16, Tokens), kv_heads=heads, head_size=dim, dtype=CacheDType.float32
     )
-    full = FullAttentionLayer(kv_heads=2, head_size=8, dtype=CacheDType.float32)
-    model = ModelSpec.stacked("uniform", {"swa": (swa, 3), "full": (full, 2)})
+    full = FullAttentionLayer(kv_heads=heads, head_size=dim, dtype=CacheDType.float32)
+    model = ModelSpec.stacked("uniform", {"swa": (swa, Layers(3)), "full": (full, Layers(2))})
     engine = _small_plan(blocks=13).engine.model_copy(
         update={"memory_budget": RankBytes(48 * 2 * 256)}
     )
@@ -333,8 +340,9 @@ def test_kernels_read_what_they_wrote_through_a_shared_pool() -> None:
     history: History = {}
     for r, n in total.items():
         for group in coord.groups:
-            for name, spec in group.kernels.items():
-                length = n * spec.pool.tokens_per_block  # one pooled slot or token a step
+            for name, kernel in group.kernels.items():
+                spec = kernel_ints(kernel)
+                length = n * spec.pool  # one pooled slot or token a step
                 shape = (length, spec.kv_heads, spec.head_size_k)
                 history[name, r] = (
                     torch.randn(shape, generator=gen),
