@@ -38,6 +38,7 @@ from kvunits.contracts import (
     CacheDType,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
@@ -570,8 +571,8 @@ class _Audit:
             self.finding(
                 "head_size",
                 name,
-                f"vLLM's head sizes K {got_k}, V {got_v} element are not the model's K {k}, "
-                f"V {v} element: the page is sized for another shape than the kernel writes",
+                f"vLLM's head sizes K {got_k}, V {got_v} are not the model's K {k}, "
+                f"V {v}: the page is sized for another shape than the kernel writes",
             )
             flagged = True
         return flagged
@@ -1002,9 +1003,9 @@ def _pool_factor(p: int) -> Any:
     return PoolFactor(p)
 
 
-def _head_sizes(layer: LayerSpec) -> tuple[int, int]:
+def _head_sizes(layer: LayerSpec) -> tuple[Elements, Elements]:
     if isinstance(layer, MLALayer):
-        return layer.kv_lora_rank + layer.qk_rope_head_dim, 0
+        return layer.kv_lora_rank + layer.qk_rope_head_dim, Elements(0)
     assert not isinstance(layer, (StateMixerLayer, StateLayer, EncoderOnlyLayer, KVSharedLayer))
     return layer.head_size_k, layer.head_size_v_or_k
 

@@ -46,9 +46,11 @@ from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
     KernelSpec,
+    KVHeads,
     LayerSpec,
     ManagerSpec,
     MLALayer,
@@ -170,8 +172,8 @@ class VllmSpec:
     pool: PoolFactor
     block_size: SlotBlockSize
     kv_heads: RankKVHeads | None
-    head_size_k: int | None
-    head_size_v: int | None
+    head_size_k: Elements | None
+    head_size_v: Elements | None
     dtype: str | None
     sliding_window: SlotWindow | None
     chunk: SlotChunk | None
@@ -255,14 +257,20 @@ class VllmSpec:
         dtype = self.cache_dtype or CacheDType.bfloat16
         pool = self.pool if self.slot_unit is PooledBlocks else None
         if self.kind == "mla":
+            # One latent head of K only: any split of its elements between the latent and the
+            # RoPE key has the same page (kvunits' MLALayer adds them).
+            latent = self.head_size_k.numerical_value_in(Elements) if self.head_size_k else 2
             return MLALayer(
-                kv_lora_rank=max(1, (self.head_size_k or 1) - 1), qk_rope_head_dim=1, dtype=dtype
+                kv_lora_rank=Elements(max(1, latent - 1)),
+                qk_rope_head_dim=Elements(1),
+                dtype=dtype,
             )
         if self.kv_heads is None or self.head_size_k is None:
             raise SpecError(f"a vLLM {self.spec_type} has no attention layer view in kvunits")
         common: dict[str, Any] = {
             "pool": pool,
-            "kv_heads": self.kv_heads.numerical_value_in(RankKVHeads),
+            # One rank's heads as the layer's (the view is one rank's).
+            "kv_heads": KVHeads(self.kv_heads.numerical_value_in(RankKVHeads)),
             "head_size": self.head_size_k,
             "head_size_v": self.head_size_v or None,
             "dtype": dtype,
@@ -412,8 +420,12 @@ def from_vllm_dict(data: Mapping[str, Any]) -> VllmSpec:
         block_size=_slots(BlockSize, block, slot_unit),
         # 0 heads is read (a rank that stores none: the audit reports it), not refused.
         kv_heads=None if heads is None else RankKVHeads(_int(raw, "num_kv_heads")),
-        head_size_k=None if raw.get("head_size") is None else _int(raw, "head_size", minimum=1),
-        head_size_v=None if raw.get("head_size_v") is None else _int(raw, "head_size_v"),
+        head_size_k=(
+            None if raw.get("head_size") is None else Elements(_int(raw, "head_size", minimum=1))
+        ),
+        head_size_v=(
+            None if raw.get("head_size_v") is None else Elements(_int(raw, "head_size_v"))
+        ),
         dtype=raw.get("dtype") if isinstance(raw.get("dtype"), str) else None,
         sliding_window=(
             None
@@ -552,8 +564,8 @@ def to_vllm_dict(
     fields: dict[str, Any] = {
         "block_size": block_size_slots,
         "num_kv_heads": per_rank,
-        "head_size": manager.head_size_k,
-        "head_size_v": manager.head_size_v,
+        "head_size": manager.head_size_k.numerical_value_in(Elements),
+        "head_size_v": manager.head_size_v.numerical_value_in(Elements),
         "dtype": _TORCH_NAMES[manager.dtype],
     }
     pool = manager.pool.tokens_per_block

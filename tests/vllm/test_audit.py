@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 from kvunits.contracts import (
     BlockSize,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -223,7 +225,10 @@ def test_model_kvunits_does_not_read_is_not_audited() -> None:
 @given(w=st.integers(1, 5000), p=st.integers(2, 16), block=st.sampled_from([1, 8, 16, 64]))
 def test_adapter_round_trip(w: int, p: int, block: int) -> None:
     layer = SlidingWindowLayer(
-        sliding_window=Window(w, EncoderTokens), pool=PoolFactor(p), kv_heads=4, head_size=32
+        sliding_window=Window(w, EncoderTokens),
+        pool=PoolFactor(p),
+        kv_heads=KVHeads(4),
+        head_size=Elements(32),
     )
     ours = manager_view(layer, block)
     back = from_vllm_dict(to_vllm_dict(layer, block))
@@ -249,7 +254,9 @@ def test_unpool_window_is_the_widest_served(s: int, p: int) -> None:
 
 
 def test_token_layer_round_trip() -> None:
-    layer = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
     back = from_vllm_dict(to_vllm_dict(layer, 16))
     assert back.slot_unit is Tokens and back.window_slots == 4096
     assert back.kernel_block_size() == BlockSize(16, Tokens)
@@ -451,3 +458,14 @@ def test_hybrid_manager_disabled_groups_are_a_choice() -> None:
     report = report_of(dump([specs], kv_cache_configs=configs))
     assert not [f for f in report.findings if f.check == "group"], report.lines()
     assert any("hybrid KV-cache manager disabled" in n.message for n in report.notes)
+
+
+def test_head_size_from_another_layer() -> None:
+    specs = voxtral_specs(189)
+    specs[TEXT.format(7)] = spec("SlidingWindowSpec", heads=8, head_size=64, sliding_window=8192)
+    report = report_of(dump([specs]))
+    assert [(f.check, f.layers) for f in report.findings] == [("head_size", (TEXT.format(7),))]
+    assert report.findings[0].message.startswith(
+        "vLLM's head sizes K 64 element, V 64 element are not the model's K 128 element, "
+        "V 128 element"
+    )
