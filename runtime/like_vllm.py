@@ -248,10 +248,11 @@ def plan_like_vllm(
         >>> model = ModelSpec.stacked("llama", {"text": (FullAttentionLayer(kv_heads=8,
         ...                                                                  head_size=128), 32)})
         >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(8192),
-        ...                     memory_budget=RankBytes(16 << 30))
-        >>> print(plan_like_vllm(model, engine).headline().replace(", Max", ",\nMax"))
-        GPU KV cache size: 131,072 tokens,
-        Maximum concurrency for 131,072 tokens per request: 1.00x
+        ...                     memory_budget=RankBytes(40 << 30))
+        >>> for line in plan_like_vllm(model, engine).headline().split(", "):
+        ...     print(line)
+        GPU KV cache size: 327,680 tokens
+        Maximum concurrency for 131,072 tokens per request: 2.50x
     """
     parallelism = engine.parallelism
     specs = _rank_specs(model, engine, parallelism)
