@@ -70,6 +70,8 @@ class HfConfig:
     engine: Mapping[str, object] = field(default_factory=dict)
     engine_sources: Mapping[str, str] = field(default_factory=dict)
     family: str | None = None
+    attention_heads: int | None = None
+    max_len_bound: tuple[int, str] | None = None
 
 
 def read_hf_config(data: Mapping[str, Any], *, where: str, name: str | None = None) -> HfConfig:
@@ -87,7 +89,14 @@ def read_hf_config(data: Mapping[str, Any], *, where: str, name: str | None = No
     config, issues = read_hf_parts(data, where=where, name=name)
     if config.model is None:
         raise ConfigError(issues)
-    return HfConfig(config.model, config.engine, config.engine_sources, config.family)
+    return HfConfig(
+        config.model,
+        config.engine,
+        config.engine_sources,
+        config.family,
+        config.attention_heads,
+        config.max_len_bound,
+    )
 
 
 @final
@@ -99,6 +108,11 @@ class HfParts:
     engine: Mapping[str, object]
     engine_sources: Mapping[str, str]
     family: str | None = None
+    #: The decoder's attention heads, which vLLM requires TP to divide
+    #: (``ModelConfig.verify_with_parallel_config``).
+    attention_heads: int | None = None
+    #: The longest ``max_model_len`` vLLM accepts without ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``.
+    max_len_bound: tuple[int, str] | None = None
 
 
 def read_hf_parts(
@@ -124,9 +138,11 @@ def read_hf_parts(
         if read is not None:
             layers.update(read)
     found = max_model_len(sec)
+    bound: tuple[int, str] | None = None
     if found is not None:
         engine["max_model_len"] = Tokens(found[0])
         sources["max_model_len"] = f"hf {found[1]}"
+        bound = found[2]
     if wrapper is not None and wrapper.audio != "none" and dtypes is not None:
         _audio(reader, top, wrapper.audio, top_type, dtypes, layers, engine, sources)
     model = None
@@ -135,7 +151,15 @@ def read_hf_parts(
             model = ModelSpec(name=_model_name(data, name), layers=layers)
         except ValidationError as exc:
             reader.issue("", f"invalid model: {exc.errors(include_url=False)[0]['msg']}")
-    return HfParts(model, engine, sources, family.name), reader.issues
+    heads = next(
+        (
+            value
+            for key in ("num_attention_heads", "encoder_attention_heads")
+            if type(value := sec.value(key)) is int and value > 0
+        ),
+        None,
+    )
+    return HfParts(model, engine, sources, family.name, heads, bound), reader.issues
 
 
 def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:

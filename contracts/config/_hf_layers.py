@@ -330,14 +330,16 @@ _SCALED_ROPE: Final = frozenset(
 )
 
 
-def max_model_len(sec: Section) -> tuple[int, str] | None:
-    """vLLM's default ``max_model_len`` for a text section, and where it came from
-    (vllm/config/model.py ``_get_and_verify_max_len``, 0.33.0):
+def max_model_len(sec: Section) -> tuple[int, str, tuple[int, str]] | None:
+    """vLLM's default ``max_model_len`` for a text section, where it came from, and the
+    longest a user may ask for (vllm/config/model.py ``_get_and_verify_max_len``, 0.33.0):
 
     the smallest of the length keys present (class defaults included), ``model_max_length``
     overriding; times the RoPE ``factor`` of a type that does not publish the scaled length
     (never for ``gemma3*``); with a ``longrope`` RoPE, ``original_max_position_embeddings``.
     ``None`` when no key gives one (vLLM would assume 2048; kvunits asks for it instead).
+    The bound is the derived length before the longrope default, or ``model_max_length``
+    when larger; above it vLLM refuses unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set.
     """
     best: tuple[int, str] | None = None
     for key in _LENGTH_KEYS:
@@ -365,16 +367,20 @@ def max_model_len(sec: Section) -> tuple[int, str] | None:
         path, factor = scaling[-1]
         length = int(length * factor)
         source = f"derived: {source} × {path}factor ({factor:g})"
+    if not 1 <= length <= MAX_SEQ:
+        sec.issue("max_position_embeddings", f"max_model_len {length} is out of range")
+        return None
+    bound = (length, source)
+    explicit = sec.data.get("model_max_length")
+    if type(explicit) is int and explicit > length:
+        bound = (explicit, sec.path("model_max_length"))
     longrope = any(kind in ("longrope", "su") for _, kind, _ in rope)
     if longrope and sec.value("original_max_position_embeddings") is not None:
         original = sec.number("original_max_position_embeddings", maximum=MAX_SEQ)
         if original is None:
             return None
-        return original, f"{sec.source('original_max_position_embeddings')} (longrope)"
-    if not 1 <= length <= MAX_SEQ:
-        sec.issue("max_position_embeddings", f"max_model_len {length} is out of range")
-        return None
-    return length, source
+        return original, f"{sec.source('original_max_position_embeddings')} (longrope)", bound
+    return length, source, bound
 
 
 def _rope(sec: Section) -> list[tuple[str, str | None, float | None]] | None:

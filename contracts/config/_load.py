@@ -32,6 +32,7 @@ from ._models import (
     ModelConfig,
 )
 from ._read import checked_tree, is_hf_config, read_config_file
+from ._vllm_checks import with_model_directory
 
 ENV_PREFIX: Final = "KVUNITS_"
 
@@ -39,7 +40,10 @@ ENV_PREFIX: Final = "KVUNITS_"
 
 
 def load_config(
-    path: str | os.PathLike[str], *, flags: Mapping[str, object] | None = None
+    path: str | os.PathLike[str],
+    *,
+    flags: Mapping[str, object] | None = None,
+    hf_overrides: Mapping[str, Any] | None = None,
 ) -> KvUnitsConfig:
     """Load a kvunits config (TOML, YAML, JSON) or a Hugging Face ``config.json``.
 
@@ -51,6 +55,11 @@ def load_config(
             ``config.json`` of its snapshot in the local Hugging Face cache (``HF_HUB_CACHE``,
             ``HF_HOME``, ``~/.cache/huggingface/hub``; never the network).
         flags: engine settings from the command line, by field name (highest precedence).
+        hf_overrides: merged into a Hugging Face config before it is read, as vLLM's
+            ``--hf-overrides`` (a mapping merges into the mapping it names).
+
+    A Hugging Face config without ``quantization_config`` takes the ``hf_quant_config.json``
+    beside it (ModelOpt checkpoints), as vLLM's ``get_config`` does.
 
     Raises:
         ConfigError: every problem of the file, the environment and the flags, together.
@@ -62,7 +71,10 @@ def load_config(
     """
     file, name = locate_config(path)
     parent = name or file.resolve().parent.name
-    return _resolve(read_config_file(file), str(file), flags, parent or None)
+    data = read_config_file(file)
+    if is_hf_config(data):
+        data = with_model_directory(data, file, hf_overrides)
+    return _resolve(data, str(file), flags, parent or None)
 
 
 def load_config_data(
@@ -85,6 +97,7 @@ def _resolve(
 ) -> KvUnitsConfig:
     """The config of a checked tree: the model, then the engine settings by precedence."""
     issues: list[ConfigIssue] = []
+    hf = None
     if is_hf_config(data):
         from ._hf import read_hf_parts
 
@@ -105,6 +118,10 @@ def _resolve(
     issues.extend(engine_issues)
     if model is not None and engine is not None:
         _check_engine_covers_model(model, engine, where, issues)
+        if hf is not None:
+            from ._vllm_checks import check_like_vllm
+
+            check_like_vllm(hf, engine, sources, where, issues)
     if issues or model is None or engine is None:
         raise ConfigError(issues)
     return KvUnitsConfig(model=model, engine=engine, source=where, engine_sources=sources)
