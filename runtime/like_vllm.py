@@ -494,3 +494,52 @@ def _check_enough(
             f"token needs {needed} byte of KV cache, more than the {memory} byte available "
             f"(the memory less the null block){hint}; lower max_model_len or raise the memory"
         )
+
+
+# -- the GPUs of `--like-vllm` ---------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class VllmGpu:
+    """A GPU as ``vllm serve`` 0.33 sizes its defaults on it.
+
+    Attributes:
+        name: the name ``--like-vllm`` takes (lower case).
+        memory: the total memory the driver reports (``nvidia-smi`` ``memory.total``, which
+            ``torch.cuda.get_device_properties().total_memory`` returns in bytes).
+        max_num_batched_tokens: ``vllm serve``'s default on it (``EngineArgs.get_batch_defaults``,
+            ``UsageContext.OPENAI_API_SERVER``): 16384 from 160 GiB, 8192 from 70 GiB unless an
+            A100, else 2048.
+    """
+
+    name: str
+    memory: RankBytes
+    max_num_batched_tokens: Tokens
+
+
+def _gpu(name: str, memory_mib: int) -> VllmGpu:
+    memory = memory_mib << 20
+    if memory >= 160 << 30:
+        batched = 16384
+    elif memory >= 70 << 30 and "a100" not in name:
+        batched = 8192
+    else:
+        batched = 2048
+    return VllmGpu(name, RankBytes(memory), Tokens(batched))
+
+
+#: The GPUs ``--like-vllm`` knows, by ``nvidia-smi``'s ``memory.total`` in MiB.
+VLLM_GPUS: Final[Mapping[str, VllmGpu]] = {
+    gpu.name: gpu
+    for gpu in (
+        _gpu("h100", 81559),
+        _gpu("h200", 143771),
+        _gpu("b200", 183359),
+        _gpu("a100-80gb", 81920),
+        _gpu("a100-40gb", 40960),
+        _gpu("l40s", 46068),
+        _gpu("l4", 23034),
+        _gpu("a10g", 23028),
+    )
+}

@@ -36,12 +36,16 @@ def hub_cache() -> Path:
     return Path(xdg) / "huggingface" / "hub"
 
 
-def locate_config(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
+def locate_config(
+    path: str | os.PathLike[str], revision: str | None = None
+) -> tuple[Path, str | None]:
     """The config file to read for ``path``, and the model's name when the file's directory
     does not say it (a cache snapshot is named by its revision).
 
     ``path`` is a config file; a model directory (its ``config.json``); or, when no such
-    file exists, a model id ``org/name`` found in the local Hugging Face cache.
+    file exists, a model id ``org/name`` found in the local Hugging Face cache, at
+    ``revision`` (a branch or tag under ``refs/``, or a commit; vLLM's ``--revision``) or
+    ``main``.
 
     Raises:
         ConfigError: a directory without ``config.json``; a model id that is not cached.
@@ -57,7 +61,7 @@ def locate_config(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
         or ".." in text
     ):
         return candidate, None
-    return _cached(text), text.rsplit("/", 1)[1]
+    return _cached(text, revision or "main"), text.rsplit("/", 1)[1]
 
 
 def _in_directory(directory: Path, where: str) -> Path:
@@ -75,7 +79,7 @@ def _in_directory(directory: Path, where: str) -> Path:
     )
 
 
-def _cached(model_id: str) -> Path:
+def _cached(model_id: str, branch: str = "main") -> Path:
     hub = hub_cache()
     org, name = model_id.split("/")
     repo = hub / f"models--{org}--{name}"
@@ -86,14 +90,18 @@ def _cached(model_id: str) -> Path:
             f"({hub}; set by HF_HUB_CACHE or HF_HOME). kvunits never downloads: fetch it "
             f"with `huggingface-cli download {model_id} config.json`, or pass a config.json path",
         )
-    ref = repo / "refs" / "main"
+    if _REVISION.fullmatch(branch) and (repo / "snapshots" / branch).is_dir():
+        return _in_directory(repo / "snapshots" / branch, model_id)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}", branch):
+        raise config_error(model_id, f"revision {branch[:60]!r} is not a branch, tag or commit")
+    ref = repo / "refs" / branch
     try:
         revision = ref.read_text(encoding="utf-8").strip()
     except OSError:
         snapshots = sorted(p.name for p in (repo / "snapshots").glob("*"))[:5]
         raise config_error(
             model_id,
-            f"cached in {repo}, but without refs/main, so the revision is unknown"
+            f"cached in {repo}, but without refs/{branch}, so the revision is unknown"
             + (
                 f" (snapshots: {', '.join(snapshots)}); pass one's config.json" if snapshots else ""
             ),
@@ -103,6 +111,7 @@ def _cached(model_id: str) -> Path:
     snapshot = repo / "snapshots" / revision
     if not snapshot.is_dir():
         raise config_error(
-            model_id, f"refs/main names revision {revision}, which is not in {repo / 'snapshots'}"
+            model_id,
+            f"refs/{branch} names revision {revision}, which is not in {repo / 'snapshots'}",
         )
     return _in_directory(snapshot, model_id)

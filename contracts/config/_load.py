@@ -44,6 +44,7 @@ def load_config(
     *,
     flags: Mapping[str, object] | None = None,
     hf_overrides: Mapping[str, Any] | None = None,
+    revision: str | None = None,
 ) -> KvUnitsConfig:
     """Load a kvunits config (TOML, YAML, JSON) or a Hugging Face ``config.json``.
 
@@ -57,6 +58,7 @@ def load_config(
         flags: engine settings from the command line, by field name (highest precedence).
         hf_overrides: merged into a Hugging Face config before it is read, as vLLM's
             ``--hf-overrides`` (a mapping merges into the mapping it names).
+        revision: the revision of a model id in the local cache (vLLM's ``--revision``).
 
     A Hugging Face config without ``quantization_config`` takes the ``hf_quant_config.json``
     beside it (ModelOpt checkpoints), as vLLM's ``get_config`` does.
@@ -69,7 +71,7 @@ def load_config(
         >>> str(cfg.engine.memory_budget)
         '42949672960 byte/rank'
     """
-    file, name = locate_config(path)
+    file, name = locate_config(path, revision)
     parent = name or file.resolve().parent.name
     data = read_config_file(file)
     if is_hf_config(data):
@@ -239,6 +241,21 @@ def resolve_engine(
     if values.get("gpu_memory") is not None and sources.get("memory_budget") == "default":
         # The default budget stands in for a memory nobody gave: gpu_memory is one.
         del values["memory_budget"], sources["memory_budget"]
+    if values.get("gpu_memory") is None and sources["gpu_memory_utilization"] != "default":
+        # A fraction of a memory nobody gave would be silently ignored: say so instead.
+        origin, path = _origin(
+            "gpu_memory_utilization", sources["gpu_memory_utilization"], where
+        )
+        issues.append(
+            ConfigIssue(
+                origin,
+                path,
+                "gpu_memory_utilization is a fraction of gpu_memory, which is not given, so it "
+                "would change nothing: give gpu_memory (--gpu-memory, or --like-vllm GPU) with "
+                "it, or set the KV cache itself with memory_budget (--kv-cache-memory-bytes)",
+            )
+        )
+        return None, sources
     if values.get("memory_budget") is not None and values.get("gpu_memory") is not None:
         # Both given: say where each came from (the spec's own check cannot).
         issues.append(
