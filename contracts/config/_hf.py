@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, final
+from typing import Any, Final, TypeVar, final
 
 from pydantic import ValidationError
 
@@ -49,6 +49,7 @@ from ._hf_families import (
 from ._hf_fields import HF_FIELDS as HF_FIELDS
 from ._hf_fields import MAX_SEQ, Reader, Section
 from ._hf_layers import DTypes, max_model_len, resolve_dtypes
+from ._hf_registry import MULTIMODAL, architecture_refusal
 from ._hf_speech import read_audio_encoder, read_pooled_encoder
 
 _T = TypeVar("_T")
@@ -163,12 +164,41 @@ def read_hf_parts(
 
 
 def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
-    """The file's model type: ``model_type``, else the type of ``architectures[0]``."""
+    """The config's model type as vLLM dispatches: the first of ``architectures`` that vLLM
+    0.33 registers names the family (``model_type`` wins when it is of the same family);
+    an architecture vLLM serves that kvunits does not read is refused with the feature not
+    modelled; a file without a registered architecture goes by ``model_type``."""
     model_type = data.get("model_type")
-    if model_type is not None:
-        if not isinstance(model_type, str):
-            reader.issue("model_type", f"expected a string, got {type(model_type).__name__}")
+    if model_type is not None and not isinstance(model_type, str):
+        reader.issue("model_type", f"expected a string, got {type(model_type).__name__}")
+        return None
+    architectures = data.get("architectures")
+    if architectures is not None and not isinstance(architectures, list):
+        reader.issue("architectures", "expected a list of names")
+        return None
+    for index, arch in enumerate(architectures or []):
+        if not isinstance(arch, str):
+            continue
+        found = BY_ARCHITECTURE.get(arch)
+        if found is not None:
+            same = BY_MODEL_TYPE.get(found)
+            if (
+                isinstance(model_type, str)
+                and same is not None
+                and BY_MODEL_TYPE.get(model_type) is same
+            ):
+                return model_type
+            return found
+        reason = architecture_refusal(arch)
+        if reason is not None:
+            reader.issue(
+                f"architectures[{index}]",
+                f"{arch[:60]}: kvunits does not plan it: {reason}",
+            )
             return None
+        if arch in MULTIMODAL and _text_section(data) is not None:
+            return GENERIC_WRAPPER
+    if model_type is not None:
         if model_type not in WRAPPERS and model_type not in BY_MODEL_TYPE:
             reader.issue(
                 "model_type",
@@ -177,17 +207,38 @@ def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
             )
             return None
         return model_type
-    architectures = data.get("architectures")
     first = architectures[0] if isinstance(architectures, list) and architectures else None
-    if not isinstance(first, str) or first not in BY_ARCHITECTURE:
-        shown = repr(first[:60]) if isinstance(first, str) else "none"
-        reader.issue(
-            "architectures",
-            f"no model_type, and architecture {shown} is not one kvunits reads: "
-            + ", ".join(sorted(BY_ARCHITECTURE)),
-        )
-        return None
-    return BY_ARCHITECTURE[first]
+    shown = repr(first[:60]) if isinstance(first, str) else "none"
+    reader.issue(
+        "architectures",
+        f"no model_type, and architecture {shown} is not one kvunits reads: "
+        + ", ".join(sorted(BY_ARCHITECTURE)),
+    )
+    return None
+
+
+#: The top-level type of a multimodal config vLLM serves whose decoder is its text config.
+GENERIC_WRAPPER: Final = "(multimodal)"
+#: Where multimodal configs keep their decoder's config.
+_TEXT_KEYS: Final = ("text_config", "llm_config", "language_config")
+
+
+def _text_section(data: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    for key in _TEXT_KEYS:
+        value = data.get(key)
+        if isinstance(value, Mapping):
+            return key, value
+    return None
+
+
+def _with_aliases(family: Family, model_type: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The section with each field also under its canonical name (transformers'
+    ``attribute_map``: GPT-2's ``n_layer`` is ``num_hidden_layers``)."""
+    aliases = family.aliases.get(model_type)
+    if not aliases:
+        return data
+    extra = {k: data[v] for k, v in aliases.items() if v in data and k not in data}
+    return {**data, **extra}
 
 
 def _decoder_section(
@@ -195,9 +246,24 @@ def _decoder_section(
 ) -> tuple[Family, Section] | None:
     """The decoder's family and section: the top level, or a wrapper's ``text_config``."""
     wrapper = WRAPPERS.get(top_type)
+    if top_type == GENERIC_WRAPPER:
+        key, text = _text_section(data) or ("text_config", {})
+        text_type = text.get("model_type")
+        found = BY_MODEL_TYPE.get(text_type) if isinstance(text_type, str) else None
+        if found is None or not isinstance(text_type, str):
+            reader.issue(
+                f"{key}.model_type",
+                f"the multimodal config's decoder is {str(text_type)[:60]!r}, which kvunits "
+                f"does not read: it reads {supported()}",
+            )
+            return None
+        section = _with_aliases(found, text_type, text)
+        defaults = found.defaults.get(text_type, {})
+        return found, Section(reader, section, f"{key}.", text_type, defaults)
     if wrapper is None:
         family = BY_MODEL_TYPE[top_type]
-        return family, Section(reader, data, "", top_type, family.defaults.get(top_type, {}))
+        section = _with_aliases(family, top_type, data)
+        return family, Section(reader, section, "", top_type, family.defaults.get(top_type, {}))
     text: object = data.get("text_config")
     prefix = "text_config."
     if text is None:
@@ -217,7 +283,9 @@ def _decoder_section(
         )
         return None
     defaults = {**found.defaults.get(text_type, {}), **wrapper.text_defaults}
-    return found, Section(reader, text, prefix, text_type, defaults)
+    return found, Section(
+        reader, _with_aliases(found, text_type, text), prefix, text_type, defaults
+    )
 
 
 def _guarded(reader: Reader, sec: Section, read: Callable[[], _T | None]) -> _T | None:
