@@ -438,3 +438,41 @@ def fit_auto_length(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
     engine = config.engine.model_copy(update={"max_model_len": fitted})
     sources = {**config.engine_sources, "max_model_len": f"flag --max-model-len auto ({how})"}
     return config.model_copy(update={"engine": engine, "engine_sources": sources})
+
+
+def weights_from_directory(path: str | None, flags: dict[str, object], extra: VllmArgs) -> None:
+    """With ``gpu_memory`` and no ``weights_memory``, take the weights from the model
+    directory's safetensors sizes (`kvunits.contracts.config._weights`), per rank; the
+    flag's source says it is that rule's estimate."""
+    if path is None or flags.get("gpu_memory") is None or flags.get("weights_memory"):
+        return
+    if "KVUNITS_WEIGHTS_MEMORY" in os.environ:
+        return
+    from pathlib import Path
+
+    from kvunits.contracts.config._hf_cache import locate_config
+    from kvunits.contracts.config._weights import weights_memory
+    from kvunits.contracts.deploy import Parallelism
+    from kvunits.contracts.errors import KvUnitsError
+
+    try:
+        file, _ = locate_config(path, extra.revision)
+        raw = json.loads(Path(file).read_text(encoding="utf-8")[: 1 << 20])
+    except (KvUnitsError, OSError, ValueError):
+        return
+    if not isinstance(raw, dict):
+        return
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    layers = text.get("num_hidden_layers") if isinstance(text, dict) else None
+    if type(layers) is not int or layers < 1:
+        return
+    parallelism = Parallelism(
+        tensor_parallel_size=_int(flags.get("tensor_parallel_size")),
+        pipeline_parallel_size=_int(flags.get("pipeline_parallel_size")),
+    )
+    found = weights_memory(Path(file).parent, layers, parallelism)
+    if found is not None:
+        flags["weights_memory"] = f"{found.per_rank._value} byte"
+        extra.notes.append(
+            f"weights_memory {found.per_rank} from the model directory ({found.how})"
+        )

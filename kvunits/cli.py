@@ -590,12 +590,13 @@ def _convert(args: argparse.Namespace) -> int:
 def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     from kvunits.contracts.config import load_config
 
-    from ._vllm import apply_state_dtypes, engine_flags, fit_auto_length
+    from ._vllm import apply_state_dtypes, engine_flags, fit_auto_length, weights_from_directory
 
     flags: dict[str, object] = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
     flags["async_scheduling"] = args.async_scheduling
     args.vllm = extra = engine_flags(args, flags)
     path = path if path is not None else getattr(args, "vllm_model", None)
+    weights_from_directory(path, flags, extra)
     if path is not None:
         config = load_config(
             path, flags=flags, hf_overrides=extra.hf_overrides or None, revision=extra.revision
