@@ -62,7 +62,11 @@ def test_a_multimodal_architecture_reads_its_text_config(tmp_path: Path) -> None
     # InternVL keeps its decoder under llm_config (vLLM's InternVLChatModel reads it there).
     assert "InternVLChatModel" in MULTIMODAL
     llm = {**_llama(), "architectures": ["LlamaForCausalLM"]}
-    data = {"architectures": ["InternVLChatModel"], "model_type": "internvl_chat", "llm_config": llm}
+    data = {
+        "architectures": ["InternVLChatModel"],
+        "model_type": "internvl_chat",
+        "llm_config": llm,
+    }
     config = load_config(_write(tmp_path, data))
     assert len(config.model.layers) == 32
     assert all(isinstance(layer, FullAttentionLayer) for layer in config.model.layers.values())
@@ -162,7 +166,9 @@ def test_weights_are_split_per_rank_from_safetensors_headers(tmp_path: Path) -> 
             "lm_head.weight": ("BF16", [2048, 1024]),
         },
     )
-    found = weights_memory(tmp_path, 2, Parallelism(tensor_parallel_size=2, pipeline_parallel_size=2))
+    found = weights_memory(
+        tmp_path, 2, Parallelism(tensor_parallel_size=2, pipeline_parallel_size=2)
+    )
     assert found is not None and found.total._value == 10 * mib + 16 * 1024
     # Stage 0: embedding 4 MiB / 2 + q_proj 1 MiB / 2 + norm 8 KiB; stage 1 the same.
     assert found.per_rank == RankBytes(2 * mib + mib // 2 + 8 * 1024)
