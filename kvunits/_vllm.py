@@ -286,6 +286,8 @@ def engine_flags(args: argparse.Namespace, flags: dict[str, object]) -> VllmArgs
 
 def _preset(name: str, flags: dict[str, object], extra: VllmArgs, issues: list[Any]) -> None:
     """``--like-vllm GPU``: vLLM's defaults on GPU where no flag or variable sets them."""
+    from kvunits.contracts import Tokens
+    from kvunits.contracts.deploy import RankBytes
     from kvunits.contracts.errors import ConfigIssue
     from kvunits.runtime.like_vllm import VLLM_GPUS
 
@@ -303,14 +305,14 @@ def _preset(name: str, flags: dict[str, object], extra: VllmArgs, issues: list[A
     extra.gpu = gpu.name
     preset: dict[str, object] = {
         "async_scheduling": True,
-        "max_num_batched_tokens": f"{gpu.max_num_batched_tokens._value} token",
+        "max_num_batched_tokens": f"{gpu.max_num_batched_tokens.numerical_value_in(Tokens)} token",
     }
     tp = _int(flags.get("tensor_parallel_size"), os.environ.get("KVUNITS_TENSOR_PARALLEL_SIZE"))
     pp = _int(flags.get("pipeline_parallel_size"), os.environ.get("KVUNITS_PIPELINE_PARALLEL_SIZE"))
     if tp * pp == 1:
         preset["kv_cache_layout"] = "shared"  # kvunits plans one pool on one device only
     if flags.get("memory_budget") is None and "KVUNITS_MEMORY_BUDGET" not in os.environ:
-        preset["gpu_memory"] = f"{gpu.memory._value} byte"
+        preset["gpu_memory"] = f"{gpu.memory.numerical_value_in(RankBytes)} byte"
     for key, value in preset.items():
         if flags.get(key) is None and f"KVUNITS_{key.upper()}" not in os.environ:
             flags[key] = value
@@ -452,7 +454,7 @@ def weights_from_directory(path: str | None, flags: dict[str, object], extra: Vl
 
     from kvunits.contracts.config._hf_cache import locate_config
     from kvunits.contracts.config._weights import weights_memory
-    from kvunits.contracts.deploy import Parallelism
+    from kvunits.contracts.deploy import Parallelism, RankBytes
     from kvunits.contracts.errors import KvUnitsError
 
     try:
@@ -472,7 +474,7 @@ def weights_from_directory(path: str | None, flags: dict[str, object], extra: Vl
     )
     found = weights_memory(Path(file).parent, layers, parallelism)
     if found is not None:
-        flags["weights_memory"] = f"{found.per_rank._value} byte"
+        flags["weights_memory"] = f"{found.per_rank.numerical_value_in(RankBytes)} byte"
         extra.notes.append(
             f"weights_memory {found.per_rank} from the model directory ({found.how})"
         )

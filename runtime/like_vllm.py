@@ -48,9 +48,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Final, Literal, final
+from typing import Final, Literal, cast, final
 
 from kvunits.contracts import (
+    Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderOnlyLayer,
@@ -64,6 +65,7 @@ from kvunits.contracts import (
     SpecError,
     StateLayer,
     Tokens,
+    Window,
 )
 from kvunits.contracts.deploy import (
     Parallelism,
@@ -376,16 +378,30 @@ def _layer_spec(
         "states_per_token": pool,
     }
     if isinstance(layer, SlidingWindowLayer):
-        w = layer.sliding_window.numerical_value_in(EncoderTokens if layer.pool else Tokens)
+        w = _window_in_kernel_unit(layer)
         # whisper_causal.py: a pooled window is cdiv(W, P) + 1 slots in vLLM's manager.
         window = w if pool == 1 else cdiv(w, pool) + 1
         return _Spec(kind="sliding_window", window_tokens=window, **common)
     if isinstance(layer, ChunkedLocalLayer):
-        chunk = layer.chunk.numerical_value_in(EncoderTokens if layer.pool else Tokens)
+        chunk = _chunk_in_kernel_unit(layer)
         return _Spec(kind="chunked_local", chunk_tokens=chunk // pool, **common)
     if isinstance(layer, CrossAttentionLayer):
         return _Spec(kind="cross_attention", **common)
     return _Spec(kind="full_attention", **common)
+
+
+def _window_in_kernel_unit(layer: SlidingWindowLayer) -> int:
+    """The window's count in the layer's own unit (the layer checks which one it is)."""
+    if layer.pool is not None:
+        return cast("Window[EncoderTokens]", layer.sliding_window).numerical_value_in(EncoderTokens)
+    return cast("Window[Tokens]", layer.sliding_window).numerical_value_in(Tokens)
+
+
+def _chunk_in_kernel_unit(layer: ChunkedLocalLayer) -> int:
+    """The chunk's count in the layer's own unit."""
+    if layer.pool is not None:
+        return cast("Chunk[EncoderTokens]", layer.chunk).numerical_value_in(EncoderTokens)
+    return cast("Chunk[Tokens]", layer.chunk).numerical_value_in(Tokens)
 
 
 # -- step 2: the groups --------------------------------------------------------------------------

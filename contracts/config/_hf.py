@@ -247,19 +247,19 @@ def _decoder_section(
     """The decoder's family and section: the top level, or a wrapper's ``text_config``."""
     wrapper = WRAPPERS.get(top_type)
     if top_type == GENERIC_WRAPPER:
-        key, text = _text_section(data) or ("text_config", {})
-        text_type = text.get("model_type")
-        found = BY_MODEL_TYPE.get(text_type) if isinstance(text_type, str) else None
-        if found is None or not isinstance(text_type, str):
+        key, inner = _text_section(data) or ("text_config", {})
+        inner_type = inner.get("model_type")
+        found = BY_MODEL_TYPE.get(inner_type) if isinstance(inner_type, str) else None
+        if found is None or not isinstance(inner_type, str):
             reader.issue(
                 f"{key}.model_type",
-                f"the multimodal config's decoder is {str(text_type)[:60]!r}, which kvunits "
+                f"the multimodal config's decoder is {str(inner_type)[:60]!r}, which kvunits "
                 f"does not read: it reads {supported()}",
             )
             return None
-        section = _with_aliases(found, text_type, text)
-        defaults = found.defaults.get(text_type, {})
-        return found, Section(reader, section, f"{key}.", text_type, defaults)
+        section = _with_aliases(found, inner_type, inner)
+        defaults = found.defaults.get(inner_type, {})
+        return found, Section(reader, section, f"{key}.", inner_type, defaults)
     if wrapper is None:
         family = BY_MODEL_TYPE[top_type]
         section = _with_aliases(family, top_type, data)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from .._quantity import Tokens
 from ..errors import ConfigIssue
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def check_like_vllm(
     if hf.max_len_bound is None or source.startswith("hf "):
         return
     bound, bound_source = hf.max_len_bound
-    asked = engine.max_model_len._value
+    asked = engine.max_model_len.numerical_value_in(Tokens)
     if asked > bound and not _allowed():
         issues.append(
             ConfigIssue(

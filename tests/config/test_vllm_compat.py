@@ -38,7 +38,8 @@ def _write(tmp_path: Path, data: dict[str, Any], name: str = "config.json") -> P
 
 
 def _llama() -> dict[str, Any]:
-    return json.loads((HF / "llama-3.1-8b" / "config.json").read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads((HF / "llama-3.1-8b" / "config.json").read_text("utf-8"))
+    return data
 
 
 # -- dispatch -------------------------------------------------------------------------------

@@ -16,10 +16,9 @@ from typing import Any
 
 from kvunits.contracts import (
     ChunkedLocalLayer,
-    EncoderTokens,
     FullAttentionLayer,
-    KvUnitsError,
     KVSharedLayer,
+    KvUnitsError,
     MLALayer,
     SlidingWindowLayer,
     Tokens,
@@ -33,21 +32,20 @@ def kvunits_view(path: str) -> dict[str, Any]:
         config = load_config(path)
     except KvUnitsError as err:
         return {"error": str(err).splitlines()[0][:300]}
-    attention = []
+    attention: list[tuple[str, int | None, int | None, int | None, str | None]] = []
     for name, layer in config.model.layers.items():
         if not name.startswith("text."):
             continue
         if isinstance(layer, (FullAttentionLayer, SlidingWindowLayer, ChunkedLocalLayer)):
             window = None
             if isinstance(layer, SlidingWindowLayer):
-                window = layer.sliding_window.numerical_value_in(Tokens)
+                window = layer.sliding_window._n  # a decoder layer: tokens
             attention.append(("attn", layer.kv_heads, layer.head_size, window, str(layer.dtype)))
         elif isinstance(layer, MLALayer):
             head = layer.kv_lora_rank + layer.qk_rope_head_dim
             attention.append(("mla", 1, head, None, str(layer.dtype)))
         elif isinstance(layer, KVSharedLayer):
             attention.append(("shared", None, None, None, None))
-    del EncoderTokens
     return {
         "attention": attention,
         "max_model_len": config.engine.max_model_len.numerical_value_in(Tokens),
@@ -59,7 +57,8 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
     if "error" in view:
         if "error" in mine:
             return "vllm-refuses", []
-        if "trust_remote_code" in view["error"] or "remote" in view["error"]:
+        remote = ("trust_remote_code", "remote", "does not recognize this architecture")
+        if any(word in view["error"] for word in remote):
             return "unverified", [view["error"][:120]]
         return "differs", [f"vLLM refuses ({view['error'][:160]}), kvunits reads"]
     if "error" in mine:

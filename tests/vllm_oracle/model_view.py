@@ -59,6 +59,10 @@ def main() -> None:
     logging.disable(logging.WARNING)
     paths = json.load(sys.stdin)
     json.dump({path: view(path) for path in paths}, sys.stdout, indent=1, default=str)
+    sys.stdout.flush()
+    # vLLM's registry inspects model classes in worker processes that outlive the work:
+    # leave without waiting for them.
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -40,11 +40,9 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
         ChunkedLocalLayer,
         CrossAttentionLayer,
         EncoderOnlyLayer,
-        EncoderTokens,
         KVSharedLayer,
         MLALayer,
         SlidingWindowLayer,
-        Tokens,
     )
 
     dtypes = {
@@ -85,14 +83,13 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
         if layer.pool is not None:
             pool = layer.pool.tokens_per_block
             common["tokens_per_state"] = Fraction(1, pool)
-        unit = EncoderTokens if pool else Tokens
         if isinstance(layer, SlidingWindowLayer):
-            window = layer.sliding_window.numerical_value_in(unit)
+            window = layer.sliding_window._n  # the layer's own unit (encoder_token if pooled)
             if pool:
                 window = -(-window // pool) + 1  # whisper_causal.py get_kv_cache_spec
             specs[name] = SlidingWindowSpec(sliding_window=window, **common)
         elif isinstance(layer, ChunkedLocalLayer):
-            chunk = layer.chunk.numerical_value_in(unit)
+            chunk = layer.chunk._n
             specs[name] = ChunkedLocalAttentionSpec(attention_chunk_size=chunk, **common)
         else:
             specs[name] = FullAttentionSpec(**common)

@@ -37,7 +37,7 @@ def _vllm_python() -> Path | None:
 
 def _configs() -> list[str]:
     shipped = sorted(str(p) for p in (ROOT / "examples" / "hf").glob("*/config.json"))
-    extra = sorted(str(p) for p in FIXTURES.glob("*/config.json")) if FIXTURES.is_dir() else []
+    extra = sorted(str(p) for p in FIXTURES.glob("*/*/config.json")) if FIXTURES.is_dir() else []
     return [str(ROOT / "examples" / "voxtral_realtime.toml"), *shipped, *extra]
 
 
@@ -51,7 +51,7 @@ _SETTINGS = [
 
 
 def _cases() -> list[dict[str, Any]]:
-    cases = []
+    cases: list[dict[str, Any]] = []
     for config, (tp, pp, memory, batched, async_, length) in itertools.product(
         _configs(), _SETTINGS
     ):
@@ -68,13 +68,13 @@ def _cases() -> list[dict[str, Any]]:
     # vLLM's auto-fit (--max-model-len -1) and --num-gpu-blocks-override, on a few models.
     for name in ("llama-3.1-8b", "gemma-3-1b-it", "gpt-oss-20b", "llama-4-scout-17b-16e-instruct"):
         config = str(ROOT / "examples" / "hf" / name / "config.json")
-        flags = {
+        small: dict[str, Any] = {
             "memory_budget": "6 GiB",
             "max_num_batched_tokens": "8192 token",
             "async_scheduling": True,
         }
-        cases.append({"config": config, "flags": flags, "auto_fit": True})
-        cases.append({"config": config, "flags": flags, "override": 5000})
+        cases.append({"config": config, "flags": small, "auto_fit": True})
+        cases.append({"config": config, "flags": small, "override": 5000})
     return cases
 
 
