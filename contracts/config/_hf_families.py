@@ -167,7 +167,7 @@ _GENERIC: Final[
         ("qwen2_moe",),
         ("Qwen2MoeForCausalLM",),
         "derived",
-        "none",
+        "gated_none",
         "qwen2_moe.py Qwen2MoeAttention",
         "full attention, head size hidden_size / heads (a sliding window is refused)",
         frozenset({"use_sliding_window", "max_window_layers"}),
@@ -862,6 +862,13 @@ WRAPPERS: Final[Mapping[str, Wrapper]] = {
     "qwen3_5_moe": Wrapper(
         "qwen3_5_moe_text", ("Qwen3_5MoeForConditionalGeneration",), "text_config as qwen3_next"
     ),
+    "phi3_v": Wrapper(
+        "phi3",
+        ("Phi3VForCausalLM",),
+        "the top level as phi3 (vLLM's phi3v.py builds a Phi3 decoder); the image "
+        "encoder keeps no cache",
+        flat=True,
+    ),
     "qwen2_5_vl": Wrapper(
         "qwen2_5_vl",
         ("Qwen2_5_VLForConditionalGeneration",),
@@ -920,9 +927,16 @@ TOP_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
 BY_MODEL_TYPE: Final[Mapping[str, Family]] = {
     model_type: family for family in FAMILIES for model_type in family.model_types
 }
-#: A model type for each architecture (used when the file has no model_type).
+#: A model type for each architecture (vLLM dispatches on it; the file's model_type is the
+#: fallback). A family listing one model type per architecture maps them pairwise.
 BY_ARCHITECTURE: Final[Mapping[str, str]] = {
-    **{arch: family.model_types[0] for family in FAMILIES for arch in family.architectures},
+    **{
+        arch: family.model_types[
+            i if len(family.model_types) == len(family.architectures) else 0
+        ]
+        for family in FAMILIES
+        for i, arch in enumerate(family.architectures)
+    },
     **{arch: name for name, wrapper in WRAPPERS.items() for arch in wrapper.architectures},
 }
 

@@ -33,7 +33,7 @@ from ._hf_layers import Attention, DTypes, attention, full, layer_count, sliding
 
 Layers = dict[str, LayerSpec]
 HeadRule = Literal["head_dim", "derived"]
-WindowRule = Literal["per_layer", "global", "none"]
+WindowRule = Literal["per_layer", "global", "none", "gated_none"]
 
 _KINDS: Final = {"sliding_attention": "sliding", "full_attention": "full"}
 
@@ -44,6 +44,8 @@ def attention_reader(
     """A reader of a decoder whose layers are all attention, by its two rules."""
 
     def read(sec: Section, dtypes: DTypes) -> Layers | None:
+        if window == "gated_none" and sec.flag("use_sliding_window") is not True:
+            sec = sec.without("sliding_window")
         n_layers = layer_count(sec)
         a = _attention(sec, dtypes, head)
         if n_layers is None or a is None:
@@ -74,7 +76,7 @@ def _window_kinds(sec: Section, n_layers: int, rule: WindowRule) -> list[str] | 
     """Each layer's kind (``"full"`` or ``"sliding"``) by the family's window rule."""
     window = sec.window()
     types = sec.value("layer_types")
-    if rule == "none":
+    if rule in ("none", "gated_none"):
         if window is not None:
             sec.issue(
                 "sliding_window",

@@ -182,3 +182,24 @@ def test_a_vllm_flag_and_its_kvunits_name_together_are_refused(
         capsys, "plan", LLAMA, "--kv-cache-memory-bytes", "8G", "--memory-budget", "8 GiB"
     )
     assert status == 2 and "--kv-cache-memory-bytes: given with --memory-budget" in err
+
+
+def test_the_docs_example_prints_what_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+    import io
+    import re
+
+    text = (ROOT / "docs" / "vllm-compat.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(.*?)```", text, re.S)
+    assert block is not None
+    lines = block.group(1).splitlines()
+    expected = [
+        line[2:]
+        for i, line in enumerate(lines)
+        if line.startswith("# ") and i and lines[i - 1].startswith("print(")
+    ]
+    monkeypatch.chdir(ROOT)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block.group(1), "docs/vllm-compat.md", "exec"), {})
+    assert out.getvalue().splitlines() == expected
