@@ -9,8 +9,11 @@ layers, each rank's page, cap and blocks; the reverse questions), ``shared_pool`
 for all groups: page unification), ``block_pool`` (blocks, reference counts and the free
 queue), ``managers`` (which blocks each attention kind still needs), ``prefix_cache``
 (content keys, block hashes, the longest cached prefix), ``admission`` (caps and
-reservations), ``_core`` (the untyped two-phase step, speculation, prefix adoption) and
-``coordinator`` (the typed API).
+reservations), ``policy`` (the admission policies and the answers ``can_admit`` and
+``try_allocate`` give), ``preemption`` (their untyped side: shortfalls, preemption),
+``metrics`` (a snapshot under vLLM's metric names; ``prometheus``: its collector),
+``_core`` (the untyped two-phase step, speculation, prefix adoption) and ``coordinator``
+(the typed API).
 """
 
 if __name__ != "kvunits.runtime":
@@ -48,6 +51,15 @@ if TYPE_CHECKING:
     from .like_vllm import VllmGroup as VllmGroup
     from .like_vllm import VllmPlan as VllmPlan
     from .like_vllm import plan_like_vllm as plan_like_vllm
+    from .metrics import CacheMetrics as CacheMetrics
+    from .metrics import GroupMetrics as GroupMetrics
+    from .policy import AdmissionPolicy as AdmissionPolicy
+    from .policy import Answer as Answer
+    from .policy import Fits as Fits
+    from .policy import Never as Never
+    from .policy import Preemption as Preemption
+    from .policy import Scheduled as Scheduled
+    from .policy import Wait as Wait
     from .prefix_cache import BlockHashes as BlockHashes
     from .prefix_cache import ContentKeys as ContentKeys
     from .prefix_cache import PrefixCacheStats as PrefixCacheStats
@@ -77,6 +89,15 @@ _EXPORTS = {
     "BlockHashes": "prefix_cache",
     "ContentKeys": "prefix_cache",
     "PrefixCacheStats": "prefix_cache",
+    "AdmissionPolicy": "policy",
+    "Answer": "policy",
+    "Fits": "policy",
+    "Never": "policy",
+    "Preemption": "policy",
+    "Scheduled": "policy",
+    "Wait": "policy",
+    "CacheMetrics": "metrics",
+    "GroupMetrics": "metrics",
 }
 
 
@@ -99,24 +120,33 @@ __all__ = [
     "NULL_BLOCK",
     "VLLM_GPUS",
     "AdmissionError",
+    "AdmissionPolicy",
     "AllocationError",
+    "Answer",
     "BlockHashes",
+    "CacheMetrics",
     "CapacityPlan",
     "ConcurrentUseError",
     "ContentKeys",
+    "Fits",
     "GroupHandle",
+    "GroupMetrics",
     "GroupPlan",
     "GroupUsage",
     "KVCacheCoordinator",
     "KernelInputs",
+    "Never",
+    "Preemption",
     "PrefixCacheStats",
     "RankGroupPlan",
     "RequestError",
+    "Scheduled",
     "StagePlan",
     "Stepper",
     "VllmGpu",
     "VllmGroup",
     "VllmPlan",
+    "Wait",
     "budget_for",
     "concurrency_at",
     "longest_max_model_len",
