@@ -386,6 +386,14 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
         lines.append(f"  {numbers.headline()}")
         if numbers.auto_fit:
             lines.append(f"  max_model_len auto-fitted to {numbers.max_model_len}")
+    from kvunits.contracts import MLALayer
+
+    mla = any(isinstance(layer, MLALayer) for layer in config.model.layers.values())
+    if mla and config.engine_sources.get("block_size_slots") == "default":
+        lines.append(
+            "  note: vLLM's MLA backend chooses the block size (FlashMLA: 64 on H100 and H200); "
+            "kvunits planned 16: pass --block-size to match the backend vLLM picks"
+        )
     if extra.max_num_seqs is not None:
         lines.append(f"  vLLM runs at most {extra.max_num_seqs} requests at once (--max-num-seqs)")
     lines.extend(f"  note: {note}" for note in extra.notes)
