@@ -203,3 +203,10 @@ def test_the_docs_example_prints_what_it_says(monkeypatch: pytest.MonkeyPatch) -
     with contextlib.redirect_stdout(out):
         exec(compile(block.group(1), "docs/vllm-compat.md", "exec"), {})
     assert out.getvalue().splitlines() == expected
+
+
+def test_fit_refuses_a_length_vllm_would_reject(capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM rejects a request longer than max_model_len: fit does not count it as admitted.
+    status, _, err = run(capsys, "fit", LLAMA, "--length", "200000 token")
+    assert status == 2
+    assert "--length 200000 token is longer than max_model_len 131072 token" in err
