@@ -530,7 +530,10 @@ def _models(args: argparse.Namespace) -> int:
         for name, wrapper in HF_WRAPPERS.items()
     ]
     if args.format == "json":
-        json.dump({"families": families, "wrappers": wrappers}, sys.stdout, indent=2)
+        from kvunits.contracts.config._hf_registry import REFUSED
+
+        listing = {"families": families, "wrappers": wrappers, "refused": dict(REFUSED)}
+        json.dump(listing, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     print("Hugging Face families kvunits reads as vLLM 0.33 does (by model_type):\n")
@@ -553,7 +556,9 @@ def _models(args: argparse.Namespace) -> int:
             print(" " * width + line)
     print(
         "\nAny other model_type, or a field that sizes the cache in some family and that the\n"
-        "family's reader does not read, is refused with its name."
+        "family's reader does not read, is refused with its name; the architectures of vLLM\n"
+        "0.33's registry kvunits refuses, with the feature not modelled: --format json,\n"
+        "'refused' (docs/vllm-compat.md lists them)."
     )
     return EXIT_OK
 
