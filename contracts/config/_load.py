@@ -241,21 +241,6 @@ def resolve_engine(
     if values.get("gpu_memory") is not None and sources.get("memory_budget") == "default":
         # The default budget stands in for a memory nobody gave: gpu_memory is one.
         del values["memory_budget"], sources["memory_budget"]
-    if values.get("gpu_memory") is None and sources["gpu_memory_utilization"] != "default":
-        # A fraction of a memory nobody gave would be silently ignored: say so instead.
-        origin, path = _origin(
-            "gpu_memory_utilization", sources["gpu_memory_utilization"], where
-        )
-        issues.append(
-            ConfigIssue(
-                origin,
-                path,
-                "gpu_memory_utilization is a fraction of gpu_memory, which is not given, so it "
-                "would change nothing: give gpu_memory (--gpu-memory, or --like-vllm GPU) with "
-                "it, or set the KV cache itself with memory_budget (--kv-cache-memory-bytes)",
-            )
-        )
-        return None, sources
     if values.get("memory_budget") is not None and values.get("gpu_memory") is not None:
         # Both given: say where each came from (the spec's own check cannot).
         issues.append(
@@ -286,6 +271,21 @@ def resolve_engine(
                 continue
             origin, path = _origin(field, source, where)
             issues.append(ConfigIssue(origin, path, message_of(error, field)))
+        return None, sources
+    if engine.gpu_memory is None and sources["gpu_memory_utilization"] != "default":
+        # A fraction of a memory nobody gave would be silently ignored: say so instead.
+        origin, path = _origin(
+            "gpu_memory_utilization", sources["gpu_memory_utilization"], where
+        )
+        issues.append(
+            ConfigIssue(
+                origin,
+                path,
+                "gpu_memory_utilization is a fraction of gpu_memory, which is not given, so it "
+                "would change nothing: give gpu_memory (--gpu-memory, or --like-vllm GPU) with "
+                "it, or set the KV cache itself with memory_budget (--kv-cache-memory-bytes)",
+            )
+        )
         return None, sources
     return engine, {key: sources[key] for key in ENGINE_FIELDS if key in sources}
 
