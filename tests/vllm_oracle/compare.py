@@ -12,7 +12,7 @@ too); one vLLM's view cannot be built for offline (custom code) is **unverified*
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from kvunits.contracts import (
     ChunkedLocalLayer,
@@ -24,6 +24,14 @@ from kvunits.contracts import (
     Tokens,
 )
 from kvunits.contracts.config import load_config
+from kvunits.contracts.config._hf_registry import (
+    MULTIMODAL,
+    TEXT_GENERATION,
+    TRANSFORMERS_BACKEND,
+)
+
+#: The architectures whose KV cache is in scope: vLLM's generative ones.
+_GENERATIVE: Final = TEXT_GENERATION | MULTIMODAL | TRANSFORMERS_BACKEND
 
 
 def kvunits_view(path: str) -> dict[str, Any]:
@@ -57,10 +65,21 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
     if "error" in view:
         if "error" in mine:
             return "vllm-refuses", []
-        remote = ("trust_remote_code", "remote", "does not recognize this architecture")
-        if any(word in view["error"] for word in remote):
+        # The view cannot be built here: custom code (vLLM needs --trust-remote-code), or a
+        # package the oracle environment lacks (a processor's torchvision): not vLLM's answer.
+        unverifiable = (
+            "trust_remote_code",
+            "custom code",
+            "does not recognize this architecture",
+            "failed to be inspected",
+            "ModuleNotFoundError",
+            "ImportError",
+        )
+        if any(word in view["error"] for word in unverifiable):
             return "unverified", [view["error"][:120]]
         return "differs", [f"vLLM refuses ({view['error'][:160]}), kvunits reads"]
+    if view.get("architecture") not in _GENERATIVE:
+        return "not-generative", [f"{view.get('architecture')}: a pooling model, no KV cache"]
     if "error" in mine:
         return "refused", [mine["error"][:200]]
     diffs: list[str] = []
@@ -100,10 +119,16 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
     return ("exact" if not diffs else "differs"), diffs
 
 
+#: Where a vLLM model file departs from ModelConfig's generic view of the window.
+_WINDOW_PLUS_ONE: Final = frozenset({"Cohere2ForCausalLM"})  # commandr.py: sliding_window + 1
+
+
 def _expected_windows(view: Mapping[str, Any], n: int) -> list[int | None] | None:
     """Each layer's window as vLLM's engine-wide rule gives it (``layer_types`` per layer;
     without them every layer takes ``sliding_window``); None when the view cannot say."""
     window = view["sliding_window"]
+    if window is not None and view["architecture"] in _WINDOW_PLUS_ONE:
+        window += 1
     types = view["layer_types"]
     if types is not None and len(types) != n:
         return None

@@ -4,9 +4,9 @@
     .venv/bin/python -m tests.vllm_oracle.evaluate views.json
 
 prints, per directory, the outcome of `compare.compare` (exact, differs, refused,
-vllm-refuses, unverified) and the differences, then the counts per fixture set (the tuning
-set, the held-out set, the shipped examples). The exact-rate is exact / (exact + differs +
-refused): every directory vLLM serves and its view can check.
+vllm-refuses, unverified, not-generative) and the differences, then the counts per
+fixture set (the tuning set, the held-out set, the shipped examples). The exact-rate is
+exact / (exact + differs + refused): every directory vLLM serves and its view can check.
 """
 
 from __future__ import annotations
