@@ -99,6 +99,16 @@ DEFAULT_PROMPT: Final = Tokens(16)
 #: Decoder tokens per decode step: one (streaming transcription emits one a step).
 DEFAULT_DECODER_STEP: Final = Tokens(1)
 
+#: The most clients (``--streams``); each costs memory once it has opened a stream.
+MAX_STREAMS: Final = 1 << 16
+#: The most scheduler steps a simulation runs, its compared windows together: the series of
+#: every step are kept (a few tens of bytes a step and group). ``--steps`` and ``--arrival``
+#: are bounded by it too: a stream longer than any simulation never ends.
+MAX_SCHEDULER_STEPS: Final = 1_000_000
+#: The most windows ``--compare-windows`` runs (one simulation each).
+MAX_WINDOWS: Final = 16
+_MAX_SEED: Final = 2**63 - 1
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -146,17 +156,23 @@ class Workload:
         decoder_step: Tokens = DEFAULT_DECODER_STEP,
         seed: int = 0,
         shared_prompt: bool = False,
+        runs: int = 1,
     ) -> Workload:
-        """A workload checked against the config's engine limits.
+        """A workload checked against the config's engine limits and the bounds of a
+        simulation (`MAX_STREAMS`, `MAX_SCHEDULER_STEPS`).
 
         Defaults: the engine's ``max_encoder_tokens_per_step`` encoder tokens and one token a
         step (the streaming cadence), ``streams`` a quarter more than the plan admits at once
-        (so that some wait), ``duration`` three stream lives.
+        (so that some wait; at most `MAX_STREAMS`), ``duration`` three stream lives.
+
+        Args:
+            runs: the simulations this workload is run in (the windows compared): their
+                scheduler steps together are bounded.
 
         Raises:
-            UnitValueError: a count below its minimum, or a stream the engine cannot run (a
-                step beyond its per-step limit, a stream beyond its longest sequence); the
-                error names the setting to change.
+            UnitValueError: a count below its minimum or above its bound (the error states
+                it), or a stream the engine cannot run (a step beyond its per-step limit, a
+                stream beyond its longest sequence); the error names the setting to change.
         """
         engine = config.engine
         pooled = any(_is_stepped_pooled(g) for g in _groups(config.model, config))
@@ -171,23 +187,40 @@ class Workload:
                 got=str(encoder_step),
             )
         if streams is None:
-            streams = -(-plan(config.model, engine).concurrent_requests * 5 // 4)
-        if duration is None:
-            duration = 3 * (steps + 1)
-        for name, value, least in (
-            ("streams", streams, 1),
-            ("steps", steps, 0),
-            ("duration", duration, 1),
-            ("arrival", arrival, 0),
-            ("seed", seed, 0),
+            admitted = plan(config.model, engine).concurrent_requests
+            streams = min(-(-admitted * 5 // 4), MAX_STREAMS)
+        given_duration = duration is not None
+        for name, value, least, most, what in (
+            ("streams", streams, 1, MAX_STREAMS, " (clients)"),
+            ("steps", steps, 0, MAX_SCHEDULER_STEPS, " (a stream longer than a simulation)"),
+            ("duration", duration, 1, MAX_SCHEDULER_STEPS, ""),
+            ("arrival", arrival, 0, MAX_SCHEDULER_STEPS, " (a gap longer than a simulation)"),
+            ("seed", seed, 0, _MAX_SEED, ""),
         ):
-            if value < least:
+            if value is not None and not least <= value <= most:
+                bound = f">= {least}" if value < least else f"<= {most}{what}"
                 raise UnitValueError(
-                    f"--{name} must be >= {least}, got {value}",
+                    f"--{name} must be {bound}, got {value}",
                     field=f"--{name}",
-                    expected=f"an int >= {least}",
+                    expected=f"an int from {least} to {most}",
                     got=str(value),
                 )
+        if duration is None:
+            duration = 3 * (steps + 1)
+        if duration * runs > MAX_SCHEDULER_STEPS:
+            plural = "run" if runs == 1 else "runs"
+            raise UnitValueError(
+                f"--duration: {duration * runs} scheduler steps in all ({runs} {plural} of "
+                f"{duration}) is more than the {MAX_SCHEDULER_STEPS} a simulation runs"
+                + (
+                    ""
+                    if given_duration
+                    else "; the default --duration is 3 × (--steps + 1): give --duration"
+                ),
+                field="--duration",
+                expected=f"duration × runs <= {MAX_SCHEDULER_STEPS}",
+                got=str(duration * runs),
+            )
         prompt_tok = prompt.numerical_value_in(Tokens)
         cadence_tok = decoder_step.numerical_value_in(Tokens)
         text_len = prompt_tok + steps * cadence_tok
@@ -336,7 +369,10 @@ def window_variants(
         config: the loaded config.
         windows: the windows to compare, in order.
         group: the sliding-window group to vary; by default the only one that counts the
-            windows' unit.
+            windows' unit. With ``kv_cache_layout = "shared"`` a group split into parts
+            (``text/sliding_window[0]`` …) is named by its own name or any part's: the window
+            is the manager spec its parts share, so all of them vary; the runs' summaries show
+            the part named (the first, for the group's own name).
 
     Raises:
         UnitTypeError: a window without a unit, or in a unit no sliding-window group counts.
@@ -348,8 +384,24 @@ def window_variants(
 
     if not windows:
         raise SpecError("--compare-windows needs at least one window")
+    if len(windows) > MAX_WINDOWS:
+        raise UnitValueError(
+            f"--compare-windows: {len(windows)} windows; at most {MAX_WINDOWS} are compared "
+            "(one run each)",
+            field="--compare-windows",
+            expected=f"at most {MAX_WINDOWS} windows",
+            got=str(len(windows)),
+        )
     parsed = [parse_any_quantity(text.strip(), field="--compare-windows") for text in windows]
-    target = _target_group(config, parsed, group)
+    for index, window in enumerate(parsed):
+        if str(window) in {str(w) for w in parsed[:index]}:  # windows of two units never equal
+            raise UnitValueError(
+                f"--compare-windows: {window} given twice; each window is one run",
+                field="--compare-windows",
+                expected="distinct windows",
+                got=", ".join(str(w) for w in parsed),
+            )
+    target, focus = _target_group(config, parsed, group)
     names = target.layer_names
     pool = target.manager.pool.tokens_per_block
     variants = []
@@ -375,13 +427,14 @@ def window_variants(
             # pool_window((S − 1)·P + 1, P) = cdiv((S − 1)·P, P) + 1 = S: derived, not assumed.
             assert str(manager) == str(window), (window, manager)
         regrouped = [g.name for g in _groups(model, config)]
-        if target.name not in regrouped:
+        laid_out = [g.name for g in _layout_groups(model, config)]
+        if target.name not in regrouped or focus not in laid_out:
             raise SpecError(
                 f"--compare-windows {window}: group {target.name!r} would then share its "
                 f"manager spec with another group ({', '.join(regrouped)}); compare other "
                 "windows"
             )
-        variants.append(Variant(str(manager), model, target.name, manager))
+        variants.append(Variant(str(manager), model, focus, manager))
     return variants
 
 
@@ -639,6 +692,8 @@ def _limit(handle: GroupHandle[Any], group: AnyLayerGroup) -> IntQuantity:
     return max_len
 
 
+#: (sliding_window, chunk) of a layer's kernel, plain ints of its unit.
+_KernelWindow = tuple[int | None, int | None]
 #: (tokens_per_block, sliding_window, chunk) of a kernel, plain ints of its unit.
 _KernelGeometry = tuple[int, int | None, int | None]
 
@@ -650,7 +705,7 @@ class Simulation:
         config: the loaded config (engine, and the kernels' real windows).
         workload: the streams.
         variant: the model to plan and run.
-        kernels: per group, the geometries the kernels read (see `simulate`).
+        kernels: per layer, the window and chunk its kernel reads (`_real_kernels`).
 
     Attributes:
         coordinator: the coordinator, built from ``run.plan``.
@@ -664,7 +719,7 @@ class Simulation:
         config: KvUnitsConfig,
         workload: Workload,
         variant: Variant,
-        kernels: dict[str, list[_KernelGeometry]],
+        kernels: dict[str, _KernelWindow],
     ) -> None:
         capacity = plan(variant.model, config.engine)
         self.coordinator = coord = KVCacheCoordinator.from_plan(
@@ -725,9 +780,11 @@ class Simulation:
         self._prefill_rows = tuple(q.numerical_value_in(type(q)) for q in prefill)
         self._decode_rows = tuple(q.numerical_value_in(type(q)) for q in decode)
         # Residency is checked where the kernels read a window of the group's own positions
-        # (not for a cross-attention or state group).
+        # (not for a cross-attention or state group), in the blocks of this run's layout (the
+        # shared one grows block sizes) with the kernels' real windows.
+        self._geometries = {g.name: _geometries(g, kernels) for g in coord.groups}
         self._checks = [
-            kernels.get(h.name, []) if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
+            self._geometries[h.name] if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
             for h in handles
         ]
         self._names = coord.group_names
@@ -735,10 +792,10 @@ class Simulation:
         self.run.admission = self.admission
         self._preempted_now = 0
         self._recomputed = [0] * len(handles)
-        self._kernels = kernels
         # The gaps between a client's streams are drawn from the client's own generator, so
-        # that every variant sees the same draws.
-        self._rngs = [random.Random(f"{workload.seed}:{c}") for c in range(workload.streams)]
+        # that every variant sees the same draws; made when first drawn from (a client costs
+        # nothing until its first stream ends).
+        self._rngs: dict[int, random.Random] = {}
         # The clients' first streams arrive evenly spread over one stream's life, so that the
         # streams running at once are of every age after one life (client 0 at step 0).
         self._arrivals: dict[int, list[int]] = {}
@@ -804,11 +861,20 @@ class Simulation:
                 coord.free(stream.id)
                 del self._running[stream.id]
                 self._finished += 1
-                rng = self._rngs[stream.client]
-                gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
+                gap = (
+                    0
+                    if work.arrival == 0
+                    else round(self._rng(stream.client).expovariate(1 / work.arrival))
+                )
                 self._arrivals.setdefault(t + 1 + gap, []).append(stream.client)
         self._record(held)
         self._t += 1
+
+    def _rng(self, client: int) -> random.Random:
+        rng = self._rngs.get(client)
+        if rng is None:
+            rng = self._rngs[client] = random.Random(f"{self.workload.seed}:{client}")
+        return rng
 
     def _step_on_demand(self) -> None:
         """One step as vLLM 0.33's scheduler takes it (``Scheduler.schedule``): every running
@@ -930,7 +996,7 @@ class Simulation:
         self.coordinator.free(stream.id)
         del self._running[stream.id]
         self._finished += 1
-        rng = self._rngs[stream.client]
+        rng = self._rng(stream.client)
         gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
         self._arrivals.setdefault(self._t + 1 + gap, []).append(stream.client)
 
@@ -1010,7 +1076,7 @@ class Simulation:
                     manager_window=spec.sliding_window,
                     kernel_windows=tuple(
                         Window(w, Tokens if handle.unit is Tokens else EncoderTokens)
-                        for _, w, _ in self._kernels.get(name, [])
+                        for _, w, _ in self._geometries[name]
                         if w is not None
                     ),
                     capacity=group_plan.num_blocks.numerical_value_in(CacheBlocks) - 1,
@@ -1059,26 +1125,53 @@ def _is_stepped_pooled(group: AnyLayerGroup) -> bool:
     return group.manager.slot_unit is PooledBlocks and group.manager.kind != "cross_attention"
 
 
-def _real_kernels(config: KvUnitsConfig) -> dict[str, list[_KernelGeometry]]:
-    """Per group of the config, the distinct geometries its kernels read: what residency is
-    checked against, whatever manager window a variant gives the group."""
-    out: dict[str, list[_KernelGeometry]] = {}
+def _real_kernels(config: KvUnitsConfig) -> dict[str, _KernelWindow]:
+    """Per layer of the config, the window and chunk its kernel reads: what residency is
+    checked against, whatever manager window a variant gives the layer's group. The block
+    a kernel reads is the run's own (`Simulation`): the shared layout grows block sizes."""
+    out: dict[str, _KernelWindow] = {}
     for group in _groups(config.model, config):
-        found: list[_KernelGeometry] = []
-        for kernel in group.kernels.values():
+        for name, kernel in group.kernels.items():
             ints = kernel_ints(kernel)
-            geometry = (ints.tokens_per_block, ints.sliding_window_tok, ints.chunk_tok)
-            if geometry not in found:
-                found.append(geometry)
-        out[group.name] = found
+            out[name] = (ints.sliding_window_tok, ints.chunk_tok)
     return out
+
+
+def _geometries(group: AnyLayerGroup, kernels: dict[str, _KernelWindow]) -> list[_KernelGeometry]:
+    """The distinct geometries a group's kernels read: its own blocks (the run's layout), each
+    layer's real window and chunk."""
+    found: list[_KernelGeometry] = []
+    for name, kernel in group.kernels.items():
+        window, chunk = kernels[name]
+        geometry = (kernel_ints(kernel).tokens_per_block, window, chunk)
+        if geometry not in found:
+            found.append(geometry)
+    return found
+
+
+def _layout_groups(model: ModelSpec, config: KvUnitsConfig) -> tuple[AnyLayerGroup, ...]:
+    """The groups as the engine's ``kv_cache_layout`` lays them out, the coordinator's: with
+    ``shared``, block sizes unified and large groups split into parts (``name[i]``)."""
+    if config.engine.kv_cache_layout != "shared":
+        return _groups(model, config)
+    from kvunits.runtime.shared_pool import shared_layout
+
+    return shared_layout(model, config.engine).groups
+
+
+def _parts(group: AnyLayerGroup, layout: Sequence[AnyLayerGroup]) -> list[str]:
+    """The names the layout gives ``group``'s layers: itself, or the parts it is split into."""
+    members = set(group.layer_names)
+    return [g.name for g in layout if members.issuperset(g.layer_names)]
 
 
 def _target_group(
     config: KvUnitsConfig, windows: Sequence[IntQuantity], name: str | None
-) -> AnyLayerGroup:
-    """The sliding-window group whose manager window the comparison varies."""
+) -> tuple[AnyLayerGroup, str]:
+    """The sliding-window group whose manager window the comparison varies, and the name the
+    runs' summaries show it by (the part named, in a layout that splits the group)."""
     groups = [g for g in _groups(config.model, config) if g.manager.kind == "sliding_window"]
+    layout = _layout_groups(config.model, config)
     units = {type(w) for w in windows}
     if len(units) != 1:
         raise UnitTypeError(
@@ -1095,14 +1188,17 @@ def _target_group(
         return unit is slot or (unit is EncoderTokens and slot is PooledBlocks)
 
     if name is not None:
-        chosen = [g for g in groups if g.name == name]
+        chosen = [(g, name) for g in groups if g.name == name]
+        chosen += [(g, name) for g in groups if name != g.name and name in _parts(g, layout)]
         if not chosen:
+            known = [p for g in groups for p in dict.fromkeys([g.name, *_parts(g, layout)])]
             raise SpecError(
                 f"--group {name!r} is not a sliding-window group of {config.model.name!r}; "
-                f"sliding-window groups: {', '.join(g.name for g in groups) or 'none'}"
+                f"sliding-window groups: {', '.join(known) or 'none'}"
             )
-        if not counts(chosen[0]):
-            slot = chosen[0].manager.slot_unit
+        group, shown = chosen[0]
+        if not counts(group):
+            slot = group.manager.slot_unit
             raise UnitTypeError(
                 f"--compare-windows: group {name!r} counts its manager window in {slot.unit}, "
                 f"not {unit.unit}",
@@ -1110,10 +1206,10 @@ def _target_group(
                 expected=slot.unit,
                 got=unit.unit,
             )
-        return chosen[0]
+        return group, shown if shown != group.name else _parts(group, layout)[0]
     candidates = [g for g in groups if counts(g)]
     if len(candidates) == 1:
-        return candidates[0]
+        return candidates[0], _parts(candidates[0], layout)[0]
     if not candidates:
         raise UnitTypeError(
             f"--compare-windows: no sliding-window group of {config.model.name!r} counts "

@@ -25,7 +25,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
     from kvunits.contracts.config import KvUnitsConfig
@@ -195,7 +195,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             others are registered by name, all ``kvunits plan`` needs of them); ``None``
             builds every command, as ``kvunits --help`` shows them.
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kvunits",
         description=_wrap(
             "Plan the KV cache of a model, with units: what each layer group needs "
@@ -216,6 +216,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 _FORMATTER: Final = argparse.RawDescriptionHelpFormatter
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors print the line that matters first: the error, then a one-line
+    usage (argparse's own prints every option before it: 14 to 19 lines). Subcommands'
+    parsers are of this class too (``add_subparsers`` makes them so)."""
+
+    def error(self, message: str) -> NoReturn:
+        formatter = self._get_formatter()
+        positionals = [
+            formatter._format_args(action, action.dest.upper())
+            for action in self._get_positional_actions()
+        ]
+        usage = " ".join([self.prog, "[options]", *positionals])
+        self.exit(
+            EXIT_INVALID,
+            f"{self.prog}: error: {message}\nusage: {usage}  (`{self.prog} --help` for all)\n",
+        )
 
 
 def _engine_flags() -> argparse.ArgumentParser:

@@ -1309,10 +1309,31 @@ class KVCacheCoordinator:
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached prefix, as vLLM's ``reset_prefix_cache`` (after a weight
-        update, say): possible only when no request holds a block.
+        update, say): possible only when no request holds a block, in any group. A request
+        that is admitted but holds no block yet does not stand in the way (its reservation
+        stays); vLLM's ``BlockPool.reset_prefix_cache`` counts held blocks the same way.
 
         Returns:
-            Whether the cache was reset (``False``: requests are admitted; nothing changed).
+            Whether the cache was reset (``False``: some request holds a block; nothing
+            changed).
+
+        Example:
+            >>> from kvunits.contracts import EncoderTokens, Tokens
+            >>> from kvunits.contracts.config import load_config
+            >>> from kvunits.runtime import plan
+            >>> config = load_config("examples/voxtral_realtime.toml")
+            >>> coord = KVCacheCoordinator.from_plan(plan(config.model, config.engine))
+            >>> audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+            >>> step = coord.stepper(audio, text)
+            >>> step.admit("r", EncoderTokens(40_000), Tokens(512))
+            >>> coord.reset_prefix_cache()  # r is admitted (its cap reserved), holds no block
+            True
+            >>> _ = step.allocate("r", EncoderTokens(4), Tokens(1))
+            >>> coord.reset_prefix_cache()  # r holds a block in each group: nothing changes
+            False
+            >>> coord.free("r")
+            >>> coord.reset_prefix_cache()
+            True
         """
         core = self._core
         core.enter("reset_prefix_cache")

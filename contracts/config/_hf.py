@@ -174,7 +174,9 @@ def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
         return None
     architectures = data.get("architectures")
     if architectures is not None and not isinstance(architectures, list):
-        reader.issue("architectures", "expected a list of names")
+        reader.issue(
+            "architectures", f"expected a list of class names, got {_shown(architectures)}"
+        )
         return None
     for index, arch in enumerate(architectures or []):
         if not isinstance(arch, str):
@@ -207,14 +209,17 @@ def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
             )
             return None
         return model_type
-    first = architectures[0] if isinstance(architectures, list) and architectures else None
-    shown = repr(first[:60]) if isinstance(first, str) else "none"
-    reader.issue(
-        "architectures",
-        f"no model_type, and architecture {shown} is not one kvunits reads: "
-        + ", ".join(sorted(BY_ARCHITECTURE)),
-    )
-    return None
+    first = first_architecture(reader, data.get("architectures"))
+    if first is None:
+        return None
+    if first not in BY_ARCHITECTURE:
+        reader.issue(
+            "architectures",
+            f"no model_type, and architecture {first[:60]!r} is not one kvunits reads: "
+            + ", ".join(sorted(BY_ARCHITECTURE)),
+        )
+        return None
+    return BY_ARCHITECTURE[first]
 
 
 #: The top-level type of a multimodal config vLLM serves whose decoder is its text config.
@@ -239,6 +244,39 @@ def _with_aliases(family: Family, model_type: str, data: Mapping[str, Any]) -> M
         return data
     extra = {k: data[v] for k, v in aliases.items() if v in data and k not in data}
     return {**data, **extra}
+
+
+def first_architecture(reader: Reader, architectures: object) -> str | None:
+    """``architectures[0]``, the class transformers and vLLM load, if the field is a list
+    whose first entry is a class name; otherwise an issue saying what the field holds."""
+    if not isinstance(architectures, list):
+        reader.issue(
+            "architectures",
+            f"expected a list of class names, got {_shown(architectures)}"
+            if architectures is not None
+            else "absent or null, and no model_type: the file does not say which model it is",
+        )
+        return None
+    if not architectures:
+        reader.issue(
+            "architectures",
+            "an empty list, and no model_type: the file does not say which model it is",
+        )
+        return None
+    first = architectures[0]
+    if not isinstance(first, str):
+        reader.issue(
+            "architectures[0]",
+            f"expected a class name (a string, e.g. LlamaForCausalLM), got {_shown(first)}",
+        )
+        return None
+    return first
+
+
+def _shown(value: object) -> str:
+    """A value of the file in a message: its type and its start."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'…' if len(text) > 40 else ''}"
 
 
 def _decoder_section(
