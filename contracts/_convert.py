@@ -24,6 +24,7 @@ from ._quantity import (
     CacheBlocks,
     EncoderTokens,
     PooledBlocks,
+    SpanBlocks,
     Tokens,
     check_quantity,
 )
@@ -173,14 +174,14 @@ def slots_to_cache_blocks_ceil(slots: Any, block_size: BlockSize[Any]) -> CacheB
 @overload
 def window_blocks(
     window: Window[PooledBlocks], block_size: BlockSize[PooledBlocks]
-) -> CacheBlocks: ...
+) -> SpanBlocks: ...
 @overload
-def window_blocks(window: Window[Tokens], block_size: BlockSize[Tokens]) -> CacheBlocks: ...
+def window_blocks(window: Window[Tokens], block_size: BlockSize[Tokens]) -> SpanBlocks: ...
 @overload
 def window_blocks(
     window: Window[EncoderTokens], block_size: BlockSize[EncoderTokens]
-) -> CacheBlocks: ...
-def window_blocks(window: Window[Any], block_size: BlockSize[Any]) -> CacheBlocks:
+) -> SpanBlocks: ...
+def window_blocks(window: Window[Any], block_size: BlockSize[Any]) -> SpanBlocks:
     """The most cache blocks a window of W slots can touch: ``cdiv(W − 1, B) + 1``.
 
     A window can start anywhere in a block: the current slot's block plus the blocks its
@@ -188,13 +189,18 @@ def window_blocks(window: Window[Any], block_size: BlockSize[Any]) -> CacheBlock
     unless ``W mod B == 1`` (TRT-LLM #16426); ``W // B`` drops the boundary block (vllm-gaudi
     before #1395), and ``W // B + 1`` (its fix) is still one short when ``W mod B >= 2``.
 
+    The result is a `SpanBlocks`, not a cap: what a request holds is the window plus the
+    steps in flight, bounded by its length (`ManagerSpec.max_admission_blocks_per_request`);
+    a span used as a cap under-reserves (vLLM #11168: ``can_allocate`` counted the window's
+    blocks where a prefill needs all of its own).
+
     Example:
         >>> window_blocks(Window(4, Tokens), BlockSize(2, Tokens))  # slots 1-4: blocks 0, 1, 2
-        CacheBlocks(3)
+        SpanBlocks(3)
     """
     unit = _block_unit(block_size)
     w = check_kind(window, Window, unit, "window")._n
-    return CacheBlocks(cdiv(w - 1, block_size.numerical_value_in(unit)) + 1)
+    return SpanBlocks(cdiv(w - 1, block_size.numerical_value_in(unit)) + 1)
 
 
 @overload
@@ -273,6 +279,29 @@ class Conversion:
 
 CONVERSIONS: Final[tuple[Conversion, ...]] = (
     Conversion("pool_length", "encoder_token", "pooled_block", "ceil", "cdiv(n, P)"),
+    Conversion(
+        "flash_attn_window_size",
+        "encoder_token or token window",
+        "FlashAttention window_size",
+        "exact",
+        "(W - 1, 0)",
+    ),
+    Conversion(
+        "flashinfer_window_left",
+        "encoder_token or token window",
+        "FlashInfer window_left",
+        "exact",
+        "W - 1",
+    ),
+    Conversion(
+        "exclusive_window_bound",
+        "encoder_token or token window",
+        "exclusive bound (Triton kernels here)",
+        "exact",
+        "W",
+    ),
+    Conversion("last_position", "length", "position", "exact", "L - 1"),
+    Conversion("length_through", "position", "length", "exact", "i + 1"),
     Conversion(
         "pool_window",
         "encoder_token window",

@@ -38,7 +38,7 @@ import torch
 
 from kvunits.contracts import AnyLayerGroup, CacheBlocks, KernelUnit, SpecError
 from kvunits.contracts.batch import StepBatch
-from kvunits.contracts.internal import check_quantity, describe
+from kvunits.contracts.internal import check_quantity, describe, kernel_ints
 
 from ._checks import _TORCH_DTYPES, torch_dtype
 from ._typed import BlockTable, QueryStartLoc, SeqLens
@@ -255,10 +255,11 @@ def allocate_kv_caches(
                     f"caches, not {spec.dtype}; plan with another cache_dtype"
                 )
             dtype = torch_dtype(spec.dtype)
-            shape = (num_blocks, rows, spec.kv_heads)
-            k = torch.empty((*shape, spec.head_size_k), dtype=dtype, device=device)
+            ints = kernel_ints(spec)
+            shape = (num_blocks, rows, ints.kv_heads)
+            k = torch.empty((*shape, ints.head_size_k), dtype=dtype, device=device)
             v = None
-            if spec.head_size_v:
-                v = torch.empty((*shape, spec.head_size_v), dtype=dtype, device=device)
+            if ints.head_size_v:
+                v = torch.empty((*shape, ints.head_size_v), dtype=dtype, device=device)
             out[name] = LayerCache(k, v)
     return out

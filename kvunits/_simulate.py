@@ -851,12 +851,12 @@ class Simulation:
             stream.step += 1
             done = stream.step > work.steps
             for g, handle in enumerate(self.handles):
-                table = coord.block_table(stream.id, handle)
+                ids = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
                 geometries = self._checks[g]
                 if geometries and rows[g]:
-                    self._check(stream, handle, table, geometries, rows[g])
+                    self._check(stream, handle, ids, geometries, rows[g])
                 if not done:
-                    held[g] = max(held[g], len(table) - table.count(NULL_BLOCK))
+                    held[g] = max(held[g], len(ids) - ids.count(NULL_BLOCK))
             if done:
                 coord.free(stream.id)
                 del self._running[stream.id]
@@ -982,7 +982,7 @@ class Simulation:
             stream.step += 1
         done = stream.step > self.workload.steps
         for g, handle in enumerate(self.handles):
-            table = coord.block_table(stream.id, handle)
+            table = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
             geometries = self._checks[g]
             if geometries and rows[g]:
                 self._check(stream, handle, table, geometries, rows[g])

@@ -24,10 +24,11 @@ The reverse questions a serving engineer asks are answered from the same numbers
 fit), `concurrency_at` and `budget_for`.
 
 Example:
-    >>> from kvunits.contracts import EngineSpec, FullAttentionLayer, ModelSpec, Tokens
+    >>> from kvunits.contracts import (Elements, EngineSpec, FullAttentionLayer, KVHeads, Layers,
+    ...                                ModelSpec, Tokens)
     >>> from kvunits.contracts.deploy import RankBytes
-    >>> model = ModelSpec.stacked("llama", {"text": (FullAttentionLayer(kv_heads=8,
-    ...                                                                  head_size=128), 32)})
+    >>> layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    >>> model = ModelSpec.stacked("llama", {"text": (layer, Layers(32))})
     >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(2048),
     ...                     memory_budget=RankBytes(16 << 30))
     >>> longest_max_model_len(model, engine)
@@ -46,6 +47,7 @@ from typing import Final, final
 from kvunits.contracts import (
     AnyLayerGroup,
     EngineSpec,
+    Layers,
     MLALayer,
     ModelSpec,
     SpecError,
@@ -416,9 +418,9 @@ def stage_layers(model: ModelSpec, parallelism: Parallelism) -> tuple[tuple[str,
     ``whisper_causal.py``).
 
     Example:
-        >>> from kvunits.contracts import FullAttentionLayer
-        >>> model = ModelSpec.stacked("m", {"text": (FullAttentionLayer(kv_heads=8,
-        ...                                                             head_size=128), 5)})
+        >>> from kvunits.contracts import Elements, FullAttentionLayer
+        >>> layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+        >>> model = ModelSpec.stacked("m", {"text": (layer, Layers(5))})
         >>> stage_layers(model, Parallelism(pipeline_parallel_size=2))
         (('text.0', 'text.1', 'text.2'), ('text.3', 'text.4'))
     """
@@ -432,7 +434,7 @@ def stage_layers(model: ModelSpec, parallelism: Parallelism) -> tuple[tuple[str,
     stage_of: dict[str, int] = {}
     for members in stacks.values():
         ordered = [name for _, name in sorted(members)]
-        for stage, span in enumerate(layers_per_stage(len(ordered), parallelism)):
+        for stage, span in enumerate(layers_per_stage(Layers(len(ordered)), parallelism)):
             for i in span:
                 stage_of[ordered[i]] = stage
     stages: list[list[str]] = [[] for _ in range(parallelism.pipeline_parallel_size)]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._counts import Elements, Heads, KVHeads
 from .._dtype import CacheDType
 from .._factors import PoolFactor
 from .._kinds import Chunk, Window
@@ -44,7 +45,9 @@ class Attention:
 
 def full(a: Attention, pool: PoolFactor | None = None) -> LayerSpec:
     """Full attention (vLLM ``FullAttentionSpec``)."""
-    return FullAttentionLayer(kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype, pool=pool)
+    return FullAttentionLayer(
+        kv_heads=KVHeads(a.kv_heads), head_size=Elements(a.head_size), dtype=a.dtype, pool=pool
+    )
 
 
 def sliding(a: Attention, window: int, pool: PoolFactor | None = None) -> LayerSpec:
@@ -52,14 +55,21 @@ def sliding(a: Attention, window: int, pool: PoolFactor | None = None) -> LayerS
     pools, else tokens), the current position included (vLLM ``SlidingWindowSpec``)."""
     seq = Window(window, EncoderTokens) if pool is not None else Window(window, Tokens)
     return SlidingWindowLayer(
-        sliding_window=seq, kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype, pool=pool
+        sliding_window=seq,
+        kv_heads=KVHeads(a.kv_heads),
+        head_size=Elements(a.head_size),
+        dtype=a.dtype,
+        pool=pool,
     )
 
 
 def chunked(a: Attention, chunk: int) -> LayerSpec:
     """Chunked local attention over ``chunk`` tokens (vLLM ``ChunkedLocalAttentionSpec``)."""
     return ChunkedLocalLayer(
-        chunk=Chunk(chunk, Tokens), kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype
+        chunk=Chunk(chunk, Tokens),
+        kv_heads=KVHeads(a.kv_heads),
+        head_size=Elements(a.head_size),
+        dtype=a.dtype,
     )
 
 
@@ -68,8 +78,8 @@ def cross(a: Attention, encoder_length: int) -> LayerSpec:
     ``CrossAttentionSpec``)."""
     return CrossAttentionLayer(
         encoder_length=EncoderTokens(encoder_length),
-        kv_heads=a.kv_heads,
-        head_size=a.head_size,
+        kv_heads=KVHeads(a.kv_heads),
+        head_size=Elements(a.head_size),
         dtype=a.dtype,
     )
 
@@ -77,7 +87,11 @@ def cross(a: Attention, encoder_length: int) -> LayerSpec:
 def mla(kv_lora_rank: int, qk_rope_head_dim: int, dtype: CacheDType) -> LayerSpec:
     """Multi-head latent attention: one head of ``kv_lora_rank + qk_rope_head_dim``, no V
     (vLLM ``MLAAttentionSpec``)."""
-    return MLALayer(kv_lora_rank=kv_lora_rank, qk_rope_head_dim=qk_rope_head_dim, dtype=dtype)
+    return MLALayer(
+        kv_lora_rank=Elements(kv_lora_rank),
+        qk_rope_head_dim=Elements(qk_rope_head_dim),
+        dtype=dtype,
+    )
 
 
 def no_cache() -> LayerSpec:
@@ -95,8 +109,8 @@ def mamba1(
 ) -> LayerSpec:
     """A Mamba-1 state layer, both states in ``dtype``."""
     return Mamba1Layer(
-        intermediate_size=intermediate_size,
-        ssm_state_size=ssm_state_size,
+        intermediate_size=Elements(intermediate_size),
+        ssm_state_size=Elements(ssm_state_size),
         conv_kernel=conv_kernel,
         conv_dtype=dtype,
         ssm_dtype=dtype,
@@ -115,11 +129,11 @@ def mamba2(
 ) -> LayerSpec:
     """A Mamba-2 state layer; its inner size is ``num_heads × head_dim`` (vLLM's NemotronH)."""
     return Mamba2Layer(
-        intermediate_size=num_heads * head_dim,
-        num_heads=num_heads,
-        head_dim=head_dim,
+        intermediate_size=Elements(num_heads * head_dim),
+        num_heads=Heads(num_heads),
+        head_dim=Elements(head_dim),
         n_groups=n_groups,
-        ssm_state_size=ssm_state_size,
+        ssm_state_size=Elements(ssm_state_size),
         conv_kernel=conv_kernel,
         conv_dtype=conv_dtype,
         ssm_dtype=ssm_dtype,
@@ -138,10 +152,10 @@ def gated_delta_net(
 ) -> LayerSpec:
     """A gated-delta-net state layer."""
     return GatedDeltaNetLayer(
-        num_k_heads=num_k_heads,
-        num_v_heads=num_v_heads,
-        head_k_dim=head_k_dim,
-        head_v_dim=head_v_dim,
+        num_k_heads=Heads(num_k_heads),
+        num_v_heads=Heads(num_v_heads),
+        head_k_dim=Elements(head_k_dim),
+        head_v_dim=Elements(head_v_dim),
         conv_kernel=conv_kernel,
         conv_dtype=conv_dtype,
         ssm_dtype=ssm_dtype,

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from kvunits._simulate import Simulation, Workload, _real_kernels, as_configured, load_example
 from kvunits.cli import main
+from kvunits.contracts import Layers
 from kvunits.contracts.config import ConfigError, load_config
 from kvunits.contracts.deploy import Parallelism, layers_per_stage
 
@@ -163,7 +164,7 @@ def test_fit_length_whose_one_request_passes_int64(
 
 def test_the_largest_pipeline_splits_in_linear_time(capsys: pytest.CaptureFixture[str]) -> None:
     # 65536 stages took 30 s (a running sum recomputed per stage: 2^31 additions).
-    spans = layers_per_stage(32, Parallelism(pipeline_parallel_size=65536))
+    spans = layers_per_stage(Layers(32), Parallelism(pipeline_parallel_size=65536))
     # vLLM's get_pp_indices: 0 layers a stage and 32 extra, given to stages -2, -3, … -33.
     assert [len(s) for s in spans[-34:]] == [0] + [1] * 32 + [0]
     assert [i for span in spans for i in span] == list(range(32))

@@ -16,9 +16,12 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     KVSharedLayer,
+    Layers,
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
@@ -74,10 +77,10 @@ def test_voxtral_realtime_config() -> None:
         750, EncoderTokens
     )  # audio_config.sliding_window: encoder_token
     assert audio.pool == PoolFactor(4)  # downsample_factor
-    assert (audio.kv_heads, audio.head_size) == (32, 64)
+    assert (audio.kv_heads, audio.head_size) == (KVHeads(32), Elements(64))
     assert isinstance(text, SlidingWindowLayer)
     assert text.sliding_window == Window(8192, Tokens)  # text_config.sliding_window: token
-    assert (text.kv_heads, text.head_size) == (8, 128)
+    assert (text.kv_heads, text.head_size) == (KVHeads(8), Elements(128))
     assert len(config.model.layers) == 32 + 26
     assert config.engine_sources["max_model_len"] == "hf text_config.max_position_embeddings"
     # A streaming sliding-window encoder has no length limit of its own (its
@@ -99,8 +102,8 @@ def test_mistral_derives_head_dim_and_slides_everywhere() -> None:
     assert all(isinstance(layer, SlidingWindowLayer) for layer in layers)
     first = layers[0]
     assert isinstance(first, SlidingWindowLayer)
-    assert first.head_size == 4096 // 32  # no head_dim in the file
-    assert (first.sliding_window, first.kv_heads) == (Window(4096, Tokens), 8)
+    assert first.head_size == Elements(4096 // 32)  # no head_dim in the file
+    assert (first.sliding_window, first.kv_heads) == (Window(4096, Tokens), KVHeads(8))
     assert str(config.engine.max_model_len) == "32768 token"
     assert config.engine_sources["max_model_len"] == "hf max_position_embeddings"
     assert str(plan(config.model, config.engine).group("text").admission_cap) == "385 cache_block"
@@ -167,7 +170,7 @@ def test_qwen2_reads_the_head_size_from_hidden_size() -> None:
     layer = read_hf_config(
         {**_data("qwen2.5-7b-instruct"), "head_dim": 64}, where="config.json"
     ).model.layers["text.0"]
-    assert isinstance(layer, FullAttentionLayer) and layer.head_size == 3584 // 28
+    assert isinstance(layer, FullAttentionLayer) and layer.head_size == Elements(3584 // 28)
 
 
 def test_qwen3_head_dim_defaults_to_128() -> None:
@@ -176,7 +179,9 @@ def test_qwen3_head_dim_defaults_to_128() -> None:
     layer = read_hf_config({**data, "hidden_size": 5120}, where="config.json").model.layers[
         "text.0"
     ]
-    assert isinstance(layer, FullAttentionLayer) and layer.head_size == 128  # not 5120 / 32
+    assert isinstance(layer, FullAttentionLayer) and layer.head_size == Elements(
+        128
+    )  # not 5120 / 32
 
 
 def test_mistral_without_sliding_window_slides_at_4096() -> None:
@@ -215,7 +220,7 @@ def test_gemma4_shared_kv_layers_keep_no_cache() -> None:
     assert layers["text.29"] == KVSharedLayer(target="text.17")  # the last full one
     result = plan(config.model, config.engine)
     assert len(result.uncached_layers) == 10
-    assert [g.group.num_layers for g in result.groups] == [17, 3]
+    assert [g.group.num_layers for g in result.groups] == [Layers(17), Layers(3)]
 
 
 def test_cohere2_window_is_one_more() -> None:

@@ -53,6 +53,9 @@ import pytest
 from kvunits.contracts import (
     Bytes,
     CacheBlocks,
+    Elements,
+    KVHeads,
+    Layers,
     Tokens,
     group_layers,
 )
@@ -333,10 +336,10 @@ def _observed(model: Model) -> tuple[tuple[Group, ...], int, int]:
         found.append(
             Group(
                 m.kind,
-                group.num_layers,
-                m.kv_heads,
-                m.head_size_k,
-                m.head_size_v,
+                group.num_layers.numerical_value_in(Layers),
+                m.kv_heads.numerical_value_in(KVHeads),
+                m.head_size_k.numerical_value_in(Elements),
+                m.head_size_v.numerical_value_in(Elements),
                 m.dtype.value,
                 None if window is None else str(window),
                 m.page_size.numerical_value_in(Bytes),

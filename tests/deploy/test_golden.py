@@ -52,7 +52,9 @@ import pytest
 from kvunits.contracts import (
     Bytes,
     CacheBlocks,
+    Elements,
     EncoderTokens,
+    Layers,
     PooledBlocks,
     SpecError,
     Tokens,
@@ -346,8 +348,10 @@ def test_sliding_window_cap_with_two_concurrent_batches_as_vllms_test() -> None:
     # cdiv(min(1023 + 2048, 16384), 16) + 1 = 192 + 1.
     from kvunits.contracts import EngineSpec, ModelSpec, SlidingWindowLayer
 
-    layer = SlidingWindowLayer(sliding_window=Window(1024, Tokens), kv_heads=8, head_size=128)
-    model = ModelSpec.stacked("swa", {"text": (layer, 4)})
+    layer = SlidingWindowLayer(
+        sliding_window=Window(1024, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    model = ModelSpec.stacked("swa", {"text": (layer, Layers(4))})
     base = {
         "max_model_len": "16384 token",
         "max_num_batched_tokens": "1024 token",
