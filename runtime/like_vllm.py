@@ -54,6 +54,7 @@ from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
@@ -246,9 +247,9 @@ def plan_like_vllm(
             its estimate of the longest length that fits); auto-fit finds not even 1 token.
 
     Example:
-        >>> from kvunits.contracts import FullAttentionLayer
-        >>> model = ModelSpec.stacked("llama", {"text": (FullAttentionLayer(kv_heads=8,
-        ...                                                                  head_size=128), 32)})
+        >>> from kvunits.contracts import Elements, FullAttentionLayer, KVHeads, Layers
+        >>> layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+        >>> model = ModelSpec.stacked("llama", {"text": (layer, Layers(32))})
         >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(8192),
         ...                     memory_budget=RankBytes(40 << 30))
         >>> for line in plan_like_vllm(model, engine).headline().split(", "):
@@ -358,7 +359,9 @@ def _layer_spec(
             kind="mla",
             block_size_tokens=bs,
             kv_heads=1,
-            head_size_k=layer.kv_lora_rank + layer.qk_rope_head_dim,
+            head_size_k=(layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(
+                Elements
+            ),
             head_size_v=0,
             dtype_bytes=dtype.itemsize_bytes,
             states_per_token=1,
@@ -369,25 +372,26 @@ def _layer_spec(
         pool = layer.pool_factor.tokens_per_block
     elif layer.pool is not None:
         pool = layer.pool.tokens_per_block
-    common = {
-        "block_size_tokens": bs,
-        "kv_heads": per_rank,
-        "head_size_k": layer.head_size_k,
-        "head_size_v": layer.head_size_v_or_k,
-        "dtype_bytes": dtype.itemsize_bytes,
-        "states_per_token": pool,
-    }
+    base = _Spec(
+        kind="full_attention",
+        block_size_tokens=bs,
+        kv_heads=per_rank,
+        head_size_k=layer.head_size_k.numerical_value_in(Elements),
+        head_size_v=layer.head_size_v_or_k.numerical_value_in(Elements),
+        dtype_bytes=dtype.itemsize_bytes,
+        states_per_token=pool,
+    )
     if isinstance(layer, SlidingWindowLayer):
         w = _window_in_kernel_unit(layer)
         # whisper_causal.py: a pooled window is cdiv(W, P) + 1 slots in vLLM's manager.
         window = w if pool == 1 else cdiv(w, pool) + 1
-        return _Spec(kind="sliding_window", window_tokens=window, **common)
+        return replace(base, kind="sliding_window", window_tokens=window)
     if isinstance(layer, ChunkedLocalLayer):
         chunk = _chunk_in_kernel_unit(layer)
-        return _Spec(kind="chunked_local", chunk_tokens=chunk // pool, **common)
+        return replace(base, kind="chunked_local", chunk_tokens=chunk // pool)
     if isinstance(layer, CrossAttentionLayer):
-        return _Spec(kind="cross_attention", **common)
-    return _Spec(kind="full_attention", **common)
+        return replace(base, kind="cross_attention")
+    return base
 
 
 def _window_in_kernel_unit(layer: SlidingWindowLayer) -> int:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from .._counts import Layers
 from .._quantity import Bytes
 from ..deploy import Parallelism, RankBytes, layers_per_stage
 
@@ -132,7 +133,7 @@ def _split(
     tensors: dict[str, tuple[int, int]], num_layers: int, parallelism: Parallelism
 ) -> WeightsMemory:
     tp = parallelism.tensor_parallel_size
-    stages = layers_per_stage(num_layers, parallelism)
+    stages = layers_per_stage(Layers(num_layers), parallelism)
     stage_of = {i: s for s, span in enumerate(stages) for i in span}
     last = len(stages) - 1
     per_stage = [0] * len(stages)

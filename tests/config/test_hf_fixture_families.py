@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from kvunits.contracts import (
+    Elements,
     FullAttentionLayer,
+    KVHeads,
     SlidingWindowLayer,
     Tokens,
     Window,
@@ -51,7 +53,8 @@ def test_full_attention_families(
     kinds = set(config.model.layers.values())
     assert len(config.model.layers) == layers, why
     assert all(isinstance(layer, FullAttentionLayer) for layer in kinds), why
-    assert {(layer.kv_heads, layer.head_size) for layer in kinds} == {(kv_heads, head_size)}  # type: ignore[union-attr]
+    expected = {(KVHeads(kv_heads), Elements(head_size))}
+    assert {(layer.kv_heads, layer.head_size) for layer in kinds} == expected  # type: ignore[union-attr]
 
 
 def test_starcoder2_slides_every_layer() -> None:
@@ -64,7 +67,7 @@ def test_starcoder2_slides_every_layer() -> None:
     ((layer,),) = [layers]
     assert isinstance(layer, SlidingWindowLayer)
     assert layer.sliding_window == Window(4096, Tokens)
-    assert (layer.kv_heads, layer.head_size) == (4, 128)
+    assert (layer.kv_heads, layer.head_size) == (KVHeads(4), Elements(128))
 
 
 def test_phi3_vision_reads_its_flat_decoder() -> None:
@@ -72,7 +75,7 @@ def test_phi3_vision_reads_its_flat_decoder() -> None:
     # (vLLM's phi3v.py builds a Phi3 decoder): 32 layers of 32 heads of 96.
     config = load_config(TUNING / "phi-3_5-vision")
     assert len(config.model.layers) == 32
-    assert {layer.head_size for layer in config.model.layers.values()} == {96}  # type: ignore[union-attr]
+    assert {layer.head_size for layer in config.model.layers.values()} == {Elements(96)}  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kvunits.contracts import CacheDType, FullAttentionLayer
+from kvunits.contracts import CacheDType, Elements, FullAttentionLayer, KVHeads
 from kvunits.contracts.config import ConfigError, load_config
 from kvunits.contracts.config._hf_families import BY_ARCHITECTURE
 from kvunits.contracts.config._hf_registry import (
@@ -87,7 +87,7 @@ def test_nemotron_nas_layers_differ_and_some_have_no_attention() -> None:
         layer = config.model.layers[f"text.{i}"]
         assert isinstance(layer, FullAttentionLayer)
         expected = raw["num_attention_heads"] // blocks[i]["attention"]["n_heads_in_group"]
-        assert layer.kv_heads == expected and layer.head_size == 128
+        assert layer.kv_heads == KVHeads(expected) and layer.head_size == Elements(128)
 
 
 # -- the model directory: hf_quant_config.json, --hf-overrides ------------------------------
@@ -105,7 +105,7 @@ def test_hf_quant_config_beside_config_json_gives_an_fp8_cache() -> None:
 def test_hf_overrides_merge_into_the_config(tmp_path: Path) -> None:
     path = _write(tmp_path, _llama())
     config = load_config(path, hf_overrides={"num_key_value_heads": 4})
-    assert {layer.kv_heads for layer in config.model.layers.values()} == {4}  # type: ignore[union-attr]
+    assert {layer.kv_heads for layer in config.model.layers.values()} == {KVHeads(4)}  # type: ignore[union-attr]
 
 
 # -- validation as vLLM ---------------------------------------------------------------------

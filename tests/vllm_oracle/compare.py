@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from kvunits.contracts import (
     ChunkedLocalLayer,
+    Elements,
     FullAttentionLayer,
     KVSharedLayer,
     KvUnitsError,
@@ -29,6 +30,7 @@ from kvunits.contracts.config._hf_registry import (
     TEXT_GENERATION,
     TRANSFORMERS_BACKEND,
 )
+from kvunits.contracts.deploy import KVHeads
 
 #: The architectures whose KV cache is in scope: vLLM's generative ones.
 _GENERATIVE: Final = TEXT_GENERATION | MULTIMODAL | TRANSFORMERS_BACKEND
@@ -48,9 +50,11 @@ def kvunits_view(path: str) -> dict[str, Any]:
             window = None
             if isinstance(layer, SlidingWindowLayer):
                 window = layer.sliding_window._n  # a decoder layer: tokens
-            attention.append(("attn", layer.kv_heads, layer.head_size, window, str(layer.dtype)))
+            heads = layer.kv_heads.numerical_value_in(KVHeads)
+            size = layer.head_size.numerical_value_in(Elements)
+            attention.append(("attn", heads, size, window, str(layer.dtype)))
         elif isinstance(layer, MLALayer):
-            head = layer.kv_lora_rank + layer.qk_rope_head_dim
+            head = (layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(Elements)
             attention.append(("mla", 1, head, None, str(layer.dtype)))
         elif isinstance(layer, KVSharedLayer):
             attention.append(("shared", None, None, None, None))

@@ -39,11 +39,13 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
     from kvunits.contracts import (
         ChunkedLocalLayer,
         CrossAttentionLayer,
+        Elements,
         EncoderOnlyLayer,
         KVSharedLayer,
         MLALayer,
         SlidingWindowLayer,
     )
+    from kvunits.contracts.deploy import KVHeads
 
     dtypes = {
         "bfloat16": torch.bfloat16,
@@ -64,16 +66,18 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
             specs[name] = MLAAttentionSpec(
                 block_size=bs,
                 num_kv_heads=1,
-                head_size=layer.kv_lora_rank + layer.qk_rope_head_dim,
+                head_size=(layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(
+                    Elements
+                ),
                 dtype=dtype,
             )
             continue
         # vLLM's ModelConfig.get_num_kv_heads: max(1, total // tp).
         common: dict[str, Any] = {
             "block_size": bs,
-            "num_kv_heads": max(1, layer.kv_heads // tp),
-            "head_size": layer.head_size_k,
-            "head_size_v": layer.head_size_v_or_k,
+            "num_kv_heads": max(1, layer.kv_heads.numerical_value_in(KVHeads) // tp),
+            "head_size": layer.head_size_k.numerical_value_in(Elements),
+            "head_size_v": layer.head_size_v_or_k.numerical_value_in(Elements),
             "dtype": dtype,
         }
         pool = None
