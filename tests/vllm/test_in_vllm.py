@@ -78,13 +78,14 @@ def test_seed_specs_from_vllms_classes() -> None:
 
 
 def _vllm_config(tmp_path: Path) -> Any:
-    """A CPU VllmConfig of Voxtral Realtime's config (served as its text architecture: the
-    audio processor needs mistral-common), with the hybrid KV-cache manager on as on a GPU."""
+    """A CPU VllmConfig of Voxtral Realtime's config (vLLM serves this transformers-format
+    config with its Transformers backend, whose audio processor needs files the example does
+    not ship: the engine settings are built for its text architecture), with the hybrid
+    KV-cache manager on as on a GPU."""
     from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
 
-    config = json.loads(
-        (ROOT / "examples/hf/voxtral-mini-4b-realtime-2602/config.json").read_text()
-    )
+    source = ROOT / "examples/hf/voxtral-mini-4b-realtime-2602/config.json"
+    config = json.loads(source.read_text())
     config["architectures"] = ["MistralForCausalLM"]
     (tmp_path / "config.json").write_text(json.dumps(config))
     # vLLM inspects the architecture in a subprocess started in the working directory, and
@@ -103,6 +104,9 @@ def _vllm_config(tmp_path: Path) -> Any:
         device_config=DeviceConfig("cpu"),
     )
     vllm_config.scheduler_config.disable_hybrid_kv_cache_manager = False
+    # The model's own architecture back in the config the audit reads (kvunits dispatches on
+    # it first, as vLLM does): the text class above only spared vLLM the audio processor.
+    model.hf_config.architectures = json.loads(source.read_text())["architectures"]
     return vllm_config
 
 
