@@ -57,6 +57,7 @@ from ._convert import pool_span as pool_span
 from ._convert import pool_window as pool_window
 from ._convert import slots_to_cache_blocks_ceil as slots_to_cache_blocks_ceil
 from ._convert import unpool_length as unpool_length
+from ._convert import unpool_window as unpool_window
 from ._convert import window_blocks as window_blocks
 from ._counts import Elements as Elements
 from ._counts import Heads as Heads
@@ -205,6 +206,7 @@ __all__ = [
     "pool_window",
     "slots_to_cache_blocks_ceil",
     "unpool_length",
+    "unpool_window",
     "ureg",
     "window_blocks",
 ]

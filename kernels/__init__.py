@@ -31,8 +31,9 @@ Public API:
   conventions are `kvunits.contracts.flash_attn_window_size`, `flashinfer_window_left` and
   `exclusive_window_bound`).
 * `flash_attention_inputs`, `flashinfer_inputs`: a step batch's tensors for FlashAttention's
-  and FlashInfer's paged calls; `allocate_kv_caches`: each layer's caches from a plan
-  (`kvunits.kernels.backends`, loaded on first use).
+  and FlashInfer's paged calls; `allocate_kv_caches`: each layer's caches from a plan, a
+  shared pool laid out as vLLM's (`PhysicalLayout`) (`kvunits.kernels.backends`, loaded on
+  first use).
 """
 
 if __name__ != "kvunits.kernels":
@@ -70,6 +71,7 @@ _LAZY = {
     "FlashAttentionInputs",
     "FlashInferInputs",
     "LayerCache",
+    "PhysicalLayout",
     "allocate_kv_caches",
     "flash_attention_inputs",
     "flashinfer_inputs",
@@ -90,6 +92,7 @@ if TYPE_CHECKING:
     from .backends import FlashAttentionInputs as FlashAttentionInputs
     from .backends import FlashInferInputs as FlashInferInputs
     from .backends import LayerCache as LayerCache
+    from .backends import PhysicalLayout as PhysicalLayout
     from .backends import allocate_kv_caches as allocate_kv_caches
     from .backends import flash_attention_inputs as flash_attention_inputs
     from .backends import flashinfer_inputs as flashinfer_inputs
@@ -103,6 +106,7 @@ __all__ = [
     "KernelTypeError",
     "KernelValueError",
     "LayerCache",
+    "PhysicalLayout",
     "QueryStartLoc",
     "ResidencyError",
     "SeqLens",

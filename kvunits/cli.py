@@ -1,5 +1,5 @@
 """The ``kvunits`` command line: ``plan``, ``fit``, ``check``, ``models``, ``schema``,
-``convert``, ``simulate``.
+``convert``, ``simulate``, ``audit``.
 
 Exit status: 0 on success, and when the reader of stdout went away (``kvunits plan | head``:
 it took what it wanted; nothing more is written, no traceback); 2 for an invalid config, flag
@@ -126,6 +126,7 @@ examples:
   kvunits models                                 the Hugging Face families kvunits reads
   kvunits schema > kvunits.schema.json
   kvunits convert "750 encoder_token" --to pooled_block --pool 4 --as window
+  kvunits audit kv-specs.json                    vLLM's KV-cache plan (the plugin's dump)
 
 Every size is written with its unit: "750 encoder_token", "8192 token", "40 GiB".
 """
@@ -146,6 +147,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         prepare_process()
     arguments = sys.argv[1:] if argv is None else list(argv)
+    if any(
+        a.startswith("--") and ("_" in a.split("=")[0] or a.startswith("--config"))
+        for a in arguments
+    ):
+        from kvunits.contracts import KvUnitsError
+
+        from ._vllm import normalize_argv
+
+        try:  # vLLM's spellings: --max_model_len, --config serve.yaml
+            arguments = normalize_argv(arguments)
+        except KvUnitsError as exc:
+            _report(exc, "kvunits: error")
+            return EXIT_INVALID
     # The command named first is the one that runs: build its arguments only.
     first = arguments[0] if arguments else None
     parser = build_parser(first if first in _COMMANDS else None)
@@ -238,6 +252,9 @@ def _engine_flags() -> argparse.ArgumentParser:
         help="plan one more batch in flight, as vLLM's async scheduling runs (vLLM 0.33 turns "
         "it on by default; kvunits' default is off)",
     )
+    from ._vllm import add_vllm_flags
+
+    add_vllm_flags(engine_flags)
     return engine_flags
 
 
@@ -428,6 +445,13 @@ def _add_convert(commands: Any) -> None:
     convert.set_defaults(command=_convert)
 
 
+def _add_audit(commands: Any) -> None:
+    """``kvunits audit`` (its arguments and run live in ``_audit_cli``)."""
+    from ._audit_cli import add_audit_command
+
+    add_audit_command(commands, _FORMATTER)
+
+
 def _add_simulate(commands: Any) -> None:
     """``kvunits simulate`` (its arguments live with the command, in ``_simulate_cli``)."""
     from ._simulate_cli import add_simulate_command
@@ -444,6 +468,7 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
     "schema": _add_schema,
     "convert": _add_convert,
     "simulate": _add_simulate,
+    "audit": _add_audit,
 }
 
 
@@ -452,14 +477,23 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
 
 def _plan(args: argparse.Namespace) -> int:
     from ._render import plan_to_dict, render_table
+    from ._vllm import vllm_lines, vllm_numbers, vllm_to_dict
 
     config = _load(args.config, args)
     result = _planned(config)
+    numbers = vllm_numbers(config, args.vllm)
     if args.format == "json":
-        json.dump(plan_to_dict(config, result), sys.stdout, indent=2)
+        data = plan_to_dict(config, result)
+        data["vllm"] = vllm_to_dict(numbers)
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         render_table(config, result, sys.stdout)
+        from ._render import clean
+
+        sys.stdout.write(
+            "\n" + "\n".join(clean(line) for line in vllm_lines(config, args.vllm, numbers)) + "\n"
+        )
     sys.stdout.flush()
     return EXIT_OK
 
@@ -523,7 +557,10 @@ def _models(args: argparse.Namespace) -> int:
         for name, wrapper in HF_WRAPPERS.items()
     ]
     if args.format == "json":
-        json.dump({"families": families, "wrappers": wrappers}, sys.stdout, indent=2)
+        from kvunits.contracts.config._hf_registry import REFUSED
+
+        listing = {"families": families, "wrappers": wrappers, "refused": dict(REFUSED)}
+        json.dump(listing, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     print("Hugging Face families kvunits reads as vLLM 0.33 does (by model_type):\n")
@@ -546,7 +583,9 @@ def _models(args: argparse.Namespace) -> int:
             print(" " * width + line)
     print(
         "\nAny other model_type, or a field that sizes the cache in some family and that the\n"
-        "family's reader does not read, is refused with its name."
+        "family's reader does not read, is refused with its name; the architectures of vLLM\n"
+        "0.33's registry kvunits refuses, with the feature not modelled: --format json,\n"
+        "'refused' (docs/vllm-compat.md lists them)."
     )
     return EXIT_OK
 
@@ -597,17 +636,25 @@ def _convert(args: argparse.Namespace) -> int:
 def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     from kvunits.contracts.config import load_config
 
-    flags = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
+    from ._vllm import apply_state_dtypes, engine_flags, fit_auto_length, weights_from_directory
+
+    flags: dict[str, object] = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
     flags["async_scheduling"] = args.async_scheduling
+    args.vllm = extra = engine_flags(args, flags)
+    path = path if path is not None else getattr(args, "vllm_model", None)
+    weights_from_directory(path, flags, extra)
     if path is not None:
-        return load_config(path, flags=flags)
+        config = load_config(
+            path, flags=flags, hf_overrides=extra.hf_overrides or None, revision=extra.revision
+        )
+        return fit_auto_length(apply_state_dtypes(config, extra), extra)
     example = os.path.join(os.path.dirname(__file__), "examples", DEFAULT_EXAMPLE)
     if os.path.isfile(example):  # package data beside the module (importlib.resources costs more)
-        return load_config(example, flags=flags)
+        return fit_auto_length(load_config(example, flags=flags), extra)
     from importlib import resources
 
     with resources.as_file(resources.files("kvunits").joinpath("examples", DEFAULT_EXAMPLE)) as f:
-        return load_config(f, flags=flags)
+        return fit_auto_length(load_config(f, flags=flags), extra)
 
 
 def _planned(config: KvUnitsConfig) -> CapacityPlan:

@@ -34,6 +34,7 @@ from ._models import (
     ModelConfig,
 )
 from ._read import checked_tree, is_hf_config, read_config_file
+from ._vllm_checks import with_model_directory
 
 ENV_PREFIX: Final = "KVUNITS_"
 
@@ -41,7 +42,11 @@ ENV_PREFIX: Final = "KVUNITS_"
 
 
 def load_config(
-    path: str | os.PathLike[str], *, flags: Mapping[str, object] | None = None
+    path: str | os.PathLike[str],
+    *,
+    flags: Mapping[str, object] | None = None,
+    hf_overrides: Mapping[str, Any] | None = None,
+    revision: str | None = None,
 ) -> KvUnitsConfig:
     """Load a kvunits config (TOML, YAML, JSON) or a Hugging Face ``config.json``.
 
@@ -53,6 +58,12 @@ def load_config(
             ``config.json`` of its snapshot in the local Hugging Face cache (``HF_HUB_CACHE``,
             ``HF_HOME``, ``~/.cache/huggingface/hub``; never the network).
         flags: engine settings from the command line, by field name (highest precedence).
+        hf_overrides: merged into a Hugging Face config before it is read, as vLLM's
+            ``--hf-overrides`` (a mapping merges into the mapping it names).
+        revision: the revision of a model id in the local cache (vLLM's ``--revision``).
+
+    A Hugging Face config without ``quantization_config`` takes the ``hf_quant_config.json``
+    beside it (ModelOpt checkpoints), as vLLM's ``get_config`` does.
 
     Raises:
         ConfigError: every problem of the file, the environment and the flags, together.
@@ -62,8 +73,10 @@ def load_config(
         >>> str(cfg.engine.memory_budget)
         '42949672960 byte/rank'
     """
-    file, name = locate_config(path)
+    file, name = locate_config(path, revision)
     data = read_config_file(file)
+    if is_hf_config(data):
+        data = with_model_directory(data, file, hf_overrides)
     return _resolve(data, shown_path(file), flags, name or _directory_name(file))
 
 
@@ -95,6 +108,7 @@ def _resolve(
 ) -> KvUnitsConfig:
     """The config of a checked tree: the model, then the engine settings by precedence."""
     issues: list[ConfigIssue] = []
+    hf = None
     if is_hf_config(data):
         from ._hf import read_hf_parts
 
@@ -115,6 +129,10 @@ def _resolve(
     issues.extend(engine_issues)
     if model is not None and engine is not None:
         _check_engine_covers_model(model, engine, where, issues)
+        if hf is not None:
+            from ._vllm_checks import check_like_vllm
+
+            check_like_vllm(hf, engine, sources, where, issues)
     if issues or model is None or engine is None:
         raise ConfigError(issues)
     return KvUnitsConfig(model=model, engine=engine, source=where, engine_sources=sources)
@@ -289,6 +307,21 @@ def resolve_engine(
                 continue
             origin, path = _origin(field, source, where)
             issues.append(ConfigIssue(origin, path, message_of(error, field)))
+        return None, sources
+    if engine.gpu_memory is None and sources["gpu_memory_utilization"] != "default":
+        # A fraction of a memory nobody gave would be silently ignored: say so instead.
+        origin, path = _origin(
+            "gpu_memory_utilization", sources["gpu_memory_utilization"], where
+        )
+        issues.append(
+            ConfigIssue(
+                origin,
+                path,
+                "gpu_memory_utilization is a fraction of gpu_memory, which is not given, so it "
+                "would change nothing: give gpu_memory (--gpu-memory, or --like-vllm GPU) with "
+                "it, or set the KV cache itself with memory_budget (--kv-cache-memory-bytes)",
+            )
+        )
         return None, sources
     return engine, {key: sources[key] for key in ENGINE_FIELDS if key in sources}
 

@@ -255,9 +255,12 @@ def test_kv_caches_from_a_plan() -> None:
     assert layer.k_cache.shape == (blocks, 64, heads, head_k)
     assert layer.v_cache is not None and layer.k_cache.dtype == torch.bfloat16
     assert len(caches) == sum(len(g.group.layer_names) for g in small.groups)
+    # A shared plan (tests/kernels/test_shared_caches.py): views of one buffer, text blocks
+    # grown to 128 tokens to match the audio page.
     shared = plan(config.model, engine.model_copy(update={"kv_cache_layout": "shared"}))
-    with pytest.raises(SpecError, match="per_group"):
-        allocate_kv_caches(shared)
+    views = allocate_kv_caches(shared, device="meta")
+    assert views["text.0"].k_cache.shape == (2560, 128, 8, 128)
+    assert views["audio.0"].k_cache.untyped_storage().nbytes() == 2560 * 32 * 512 * 1024
 
 
 def test_a_step_batchs_tables_are_its_groups_block_ids() -> None:
