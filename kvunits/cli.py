@@ -642,7 +642,7 @@ def _report(error: Exception, where: str) -> None:
 
 
 class _VersionAction(argparse.Action):
-    """``--version``, reading the installed metadata only when asked."""
+    """``--version``: ``kvunits.__version__``, the version the distribution is built with."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, **kwargs)
@@ -654,13 +654,9 @@ class _VersionAction(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from . import __version__
 
-        try:
-            found = version("kvunits")
-        except PackageNotFoundError:
-            found = "unknown"
-        print(f"kvunits {found}")
+        print(f"kvunits {__version__}")
         parser.exit()
 
 

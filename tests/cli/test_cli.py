@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import kvunits
 from kvunits.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,14 +41,14 @@ def run(
 
 
 def shipped_examples() -> list[Path]:
-    found = [
-        *sorted(EXAMPLES.glob("*.toml")),
-        *sorted(EXAMPLES.glob("*.yaml")),
-        *sorted(EXAMPLES.glob("*.json")),
-        *sorted(EXAMPLES.glob("hf/*/config.json")),
-        *sorted((REPO / "kvunits" / "examples").glob("*")),
+    """The examples the installed package ships (a checkout's examples/ through its link)."""
+    shipped = Path(kvunits.__file__).parent / "examples"
+    return [
+        *sorted(shipped.glob("*.toml")),
+        *sorted(shipped.glob("*.yaml")),
+        *sorted(shipped.glob("*.json")),
+        *sorted(shipped.glob("hf/*/config.json")),
     ]
-    return found
 
 
 # -- plan -------------------------------------------------------------------------------------
