@@ -19,12 +19,14 @@ cold start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -147,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(stream, io.TextIOWrapper) and not can_encode(stream, "→…"):
             stream.reconfigure(errors="backslashreplace")
     try:
-        return command(args)
+        with _warnings_as_lines():
+            return command(args)
     except KvUnitsError as exc:
         _report(exc, "kvunits: error")
         return EXIT_INVALID
@@ -639,6 +642,21 @@ def _report(error: Exception, where: str) -> None:
         lines = [f"{where}: {error}"]
     for line in lines:
         print(clean(line), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """kvunits' warnings (an ignored ``KVUNITS_*`` variable) as ``kvunits: warning: …`` lines
+    on stderr, each once, while a command runs; the caller's warning settings after it."""
+    from kvunits.contracts.errors import ConfigWarning
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"kvunits: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("once", ConfigWarning)
+        warnings.showwarning = show
+        yield
 
 
 class _VersionAction(argparse.Action):

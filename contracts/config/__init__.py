@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError as ConfigError
 from ..errors import ConfigIssue as ConfigIssue
+from ..errors import ConfigWarning as ConfigWarning
 from ._hf_cache import hub_cache as hub_cache
 from ._hf_cache import locate_config as locate_config
 from ._load import load_config as load_config
@@ -70,6 +71,7 @@ __all__ = [
     "ConfigError",
     "ConfigFile",
     "ConfigIssue",
+    "ConfigWarning",
     "EngineConfig",
     "HfConfig",
     "KvUnitsConfig",

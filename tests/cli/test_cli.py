@@ -164,6 +164,18 @@ def test_environment_then_flag_precedence() -> None:
     assert from_flag["engine"]["block_size_slots"]["from"] == "env KVUNITS_BLOCK_SIZE_SLOTS"
 
 
+def test_another_tools_kvunits_variable_warns_once_and_the_plan_runs() -> None:
+    # KVUNITS_ROOT, set by some other tool, names no setting: a warning line, exit 0.
+    examples = [str(EXAMPLES / "voxtral_realtime.toml"), str(EXAMPLES / "voxtral_realtime.yaml")]
+    done = run("check", *examples, env={"KVUNITS_ROOT": "/srv/kvunits"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "kvunits: warning: KVUNITS_ROOT is not a kvunits setting and is ignored; kvunits reads "
+        "KVUNITS_<setting> (the settings: kvunits plan --help)\n"
+    )
+    assert done.stdout.count("ok: ") == 2
+
+
 def test_bad_environment_variable_exits_2() -> None:
     done = run(
         "check", str(EXAMPLES / "voxtral_realtime.toml"), env={"KVUNITS_MEMORY_BUDGET": "40"}
