@@ -147,8 +147,11 @@ def _read_sections(
     issues.extend(
         ConfigIssue(where, join_path("", key), unknown)
         for key in data
-        if key not in ("model", "engine")
+        if key not in ("model", "engine", "$schema")
     )
+    if not isinstance(data.get("$schema", ""), str):  # an editor's schema reference: ignored
+        message = "the schema an editor reads is a string: a path or URL (kvunits ignores it)"
+        issues.append(ConfigIssue(where, "['$schema']", message))
     model = None
     if "model" not in data:
         missing = (

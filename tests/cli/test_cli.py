@@ -254,8 +254,9 @@ def test_schema() -> None:
     # null is no block size (issue 13: the schema takes only what the loader takes); a
     # memory budget may be null, where gpu_memory sizes the KV cache instead.
     assert engine["block_size_slots"]["x-unit"] == "slot/cache_block"
-    assert engine["memory_budget"]["anyOf"][0]["x-unit"] == "byte"
-    assert engine["memory_budget"]["anyOf"][1] == {"type": "null"}
+    assert engine["memory_budget"]["x-unit"] == "byte"
+    assert engine["memory_budget"]["type"] == ["string", "null"]
+    assert schema["$id"] == "urn:kvunits:config"
     assert engine["tensor_parallel_size"]["x-unit"] == "rank"
 
 
