@@ -103,6 +103,13 @@ memory is per GPU: memory_budget, or gpu_memory × gpu_memory_utilization − we
 − activation_memory
 """
 
+_CHECK_EXIT: Final = """
+exit status: 0 every config is valid; 2 one or more is not (or a flag is invalid): each
+problem printed, or listed in the JSON document's "errors" with "file", "line" and "column"
+(null where the problem is not in a file: the environment, a flag); 1 an internal error (a
+bug: the traceback is printed)
+"""
+
 _MAIN_EPILOG: Final = """\
 examples:
   kvunits plan                                   the shipped Voxtral Realtime example
@@ -312,9 +319,17 @@ def _add_check(commands: Any) -> None:
         epilog="examples:\n"
         "  kvunits check examples/voxtral_realtime.toml\n"
         "  kvunits check examples/*.toml examples/*.yaml examples/hf/*/config.json\n"
-        "\n" + _PRECEDENCE,
+        "  kvunits check --format json configs/*.toml > check.json\n"
+        "\n" + _PRECEDENCE + _CHECK_EXIT,
     )
     check.add_argument("configs", nargs="+", metavar="CONFIG", help="config files to check")
+    check.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: one line per problem on stderr (default); json: one document on stdout, "
+        "every error with its file, line and column",
+    )
     check.set_defaults(command=_check)
 
 
@@ -453,21 +468,35 @@ def _check(args: argparse.Namespace) -> int:
     from kvunits.contracts import KvUnitsError
 
     status = EXIT_OK
+    files: list[dict[str, Any]] = []  # --format json
+    errors: list[dict[str, Any]] = []
     for path in args.configs:
         try:
             config = _load(path, args)
             result = _planned(config)
         except KvUnitsError as exc:
-            _report(exc, path)
             status = EXIT_INVALID
+            if args.format == "json":
+                from ._locate import error_records
+
+                files.append({"config": path, "valid": False})
+                errors += error_records(path, exc)
+            else:
+                _report(exc, path)
         else:
             from ._render import clean
 
             layers, groups = len(config.model.layers), len(result.groups)
-            print(
-                clean(f"ok: {path}: {config.model.name}, {layers} layers in {groups} cache ")
-                + ("group" if groups == 1 else "groups")
-            )
+            files.append({"config": path, "valid": True, "model": config.model.name})
+            if args.format == "text":
+                print(
+                    clean(f"ok: {path}: {config.model.name}, {layers} layers in {groups} cache ")
+                    + ("group" if groups == 1 else "groups")
+                )
+    if args.format == "json":
+        document = {"valid": status == EXIT_OK, "files": files, "errors": errors}
+        json.dump({"check_version": 1, **document}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
     return status
 
 
