@@ -116,7 +116,7 @@ examples:
   kvunits plan examples/hf/gemma-3-1b-it/config.json --memory-budget "16 GiB"
   kvunits plan examples/hf/llama-3.1-8b/config.json -tp 8 -pp 2   the plan per rank
   kvunits fit examples/hf/llama-3.1-8b/config.json --memory-budget "16 GiB"
-  kvunits check examples/*.toml examples/hf/*/config.json
+  kvunits check examples/*.toml examples/hf/*/config.json --memory-budget "1 TiB"
   kvunits plan mistralai/Voxtral-Mini-4B-Realtime-2602   a model in the local HF cache
   kvunits models                                 the Hugging Face families kvunits reads
   kvunits schema > kvunits.schema.json
@@ -318,8 +318,9 @@ def _add_check(commands: Any) -> None:
         ),
         epilog="examples:\n"
         "  kvunits check examples/voxtral_realtime.toml\n"
-        "  kvunits check examples/*.toml examples/*.yaml examples/hf/*/config.json\n"
-        "  kvunits check --format json configs/*.toml > check.json\n"
+        "  kvunits check examples/*.toml examples/*.yaml examples/hf/*/config.json "
+        '--memory-budget "1 TiB"\n'
+        "  kvunits check --format json examples/*.toml examples/*.yaml > check.json\n"
         "\n" + _PRECEDENCE + _CHECK_EXIT,
     )
     check.add_argument("configs", nargs="+", metavar="CONFIG", help="config files to check")
@@ -470,7 +471,9 @@ def _check(args: argparse.Namespace) -> int:
     status = EXIT_OK
     files: list[dict[str, Any]] = []  # --format json
     errors: list[dict[str, Any]] = []
-    for path in args.configs:
+    from ._examples import shipped
+
+    for path in [found for argument in args.configs for found in shipped(argument)]:
         try:
             config = _load(path, args)
             result = _planned(config)
@@ -600,6 +603,9 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     flags = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
     flags["async_scheduling"] = args.async_scheduling
     if path is not None:
+        from ._examples import shipped
+
+        (path, *_) = shipped(path)  # examples/... from an installed wheel
         return load_config(path, flags=flags)
     example = os.path.join(os.path.dirname(__file__), "examples", DEFAULT_EXAMPLE)
     if os.path.isfile(example):  # package data beside the module (importlib.resources costs more)
