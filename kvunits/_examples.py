@@ -35,7 +35,7 @@ def shipped(argument: str) -> list[str]:
     if _GLOB & set(argument):
         found = sorted(glob.glob(str(inside)))
     else:
-        found = [str(inside)] if inside.is_file() else []
+        found = [str(inside)] if inside.exists() else []  # a file, or a model directory
     if not found:
         return [argument]  # the loader says it cannot be read, by the name the user gave
     what = found[0] if len(found) == 1 else f"{len(found)} files under {root}"

@@ -1,6 +1,8 @@
-"""Every ``kvunits`` command that ``--help`` and the README show runs as shown, from a directory
-that is not the repository (as from an installed wheel: ``examples/...`` is then the shipped
-copy), with the installed console script, through a shell (globs, redirections, variables).
+"""Every ``kvunits`` command that ``--help``, the README and docs/ show runs as shown, from a
+directory that is not the repository (as from an installed wheel: ``examples/...`` is then the
+shipped copy), with the installed console script, through a shell (globs, redirections,
+variables); and where the docs show a command's output (``$ kvunits ...`` and the lines below
+it), it prints exactly that, run from the repository's root.
 
 A model id (``mistralai/Voxtral-Mini-4B-Realtime-2602``) is read from a local Hugging Face cache
 made for the test (kvunits never downloads).
@@ -96,6 +98,54 @@ def test_commands_are_found_in_help_texts() -> None:
 
 
 HELP_COMMANDS = help_commands() if KVUNITS.is_file() else []
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+_FENCED = re.compile(r"^```(?:bash|sh|shell)\n(.*?)^```", re.S | re.M)
+_INDENTED = re.compile(r"(?m)(?:^    .*\n)+")
+
+
+def doc_commands() -> list[str]:
+    """The kvunits commands of the README's and docs' shell blocks and indented blocks."""
+    found = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for block in _FENCED.finditer(text):
+            found += commands_in(block[1])
+        for block in _INDENTED.finditer(text):
+            lines = block[0].splitlines()
+            shown = [line for line in lines if line.strip().startswith("$ ")]
+            found += commands_in("\n".join(shown) if shown else block[0])
+    return list(dict.fromkeys(found))
+
+
+def shown_outputs() -> list[tuple[str, list[str]]]:
+    """``$ kvunits ...`` with the output lines the docs show below it."""
+    found = []
+    for doc in DOCS:
+        for block in _INDENTED.finditer(doc.read_text(encoding="utf-8")):
+            lines = [line[4:] for line in block[0].splitlines()]
+            if lines[0].startswith("$ kvunits ") and len(lines) > 1:
+                found.append((lines[0][2:], lines[1:]))
+    return list({command: (command, output) for command, output in found}.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [c for c in doc_commands() if c not in HELP_COMMANDS])
+def test_every_documented_command_runs_outside_the_repository(
+    tmp_path: Path, command: str
+) -> None:
+    if "--out" in command:
+        pytest.importorskip("matplotlib", reason="the figure needs the plot extra")
+    where = tmp_path / "work"
+    where.mkdir()
+    done = run_in_a_fresh_directory(command, where)
+    assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+
+
+@pytest.mark.parametrize("command, output", shown_outputs(), ids=lambda x: str(x)[:40])
+def test_a_shown_output_is_what_the_command_prints(command: str, output: list[str]) -> None:
+    done = run_in_a_fresh_directory(command, REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == output
 
 
 @pytest.mark.slow
