@@ -99,6 +99,9 @@ class _Lines:
 # -- JSON -------------------------------------------------------------------------------------
 
 
+_DECODER: Final = json.JSONDecoder()
+
+
 def _json_keys(text: str) -> dict[Key, Position]:
     found: dict[Key, Position] = {}
     lines = _Lines(text)
@@ -120,7 +123,9 @@ def _json_value(text: str, at: int, path: Key, found: dict[Key, Position], lines
     if char == "{":
         at = _skip(text, at + 1)
         while text[at] != "}":
-            key, end = json.decoder.scanstring(text, at + 1)
+            key, end = _DECODER.raw_decode(text, at)
+            if not isinstance(key, str):
+                raise ValueError("a key that is not a string")
             found.setdefault((*path, key), lines.at(at))
             at = _skip(text, end)
             if text[at] != ":":
@@ -137,9 +142,7 @@ def _json_value(text: str, at: int, path: Key, found: dict[Key, Position], lines
             if text[at] == ",":
                 at, index = _skip(text, at + 1), index + 1
         return at + 1
-    if char == '"':
-        return int(json.decoder.scanstring(text, at + 1)[1])
-    return int(json.JSONDecoder().raw_decode(text, at)[1])
+    return int(_DECODER.raw_decode(text, at)[1])  # a string, number, true, false, null
 
 
 # -- YAML -------------------------------------------------------------------------------------
@@ -192,6 +195,7 @@ def _toml_keys(text: str) -> dict[Key, Position]:
     found: dict[Key, Position] = {}
     table: Key = ()
     arrays: dict[Key, int] = {}
+    keys: Key
     in_string: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         if in_string is not None:  # inside a multi-line string: its end, if here
@@ -210,7 +214,7 @@ def _toml_keys(text: str) -> dict[Key, Position]:
         pair = _TOML_PAIR.match(line)
         if not pair:
             continue
-        keys = (*table, *_toml_parts(pair[1]))
+        keys = (*table, *_toml_parts(pair[1]))  # the key, within its table
         _record(found, keys, (number, pair.start(1) + 1))
         rest = line[pair.end() :]
         for quote in ('"""', "'''"):

@@ -58,7 +58,9 @@ def _mutations() -> Iterator[Mutation]:
         keys = where.split(".")
         for field, value in section.items():
 
-            def wrong(c: dict[str, Any], k: list[str] = keys, f: str = field, v: Any = value):
+            def wrong(
+                c: dict[str, Any], k: list[str] = keys, f: str = field, v: Any = value
+            ) -> None:
                 _at(c, k)[f] = _wrong_value(v)
 
             yield f"{where}.{field}: {_wrong_value(value)!r}", wrong
