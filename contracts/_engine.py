@@ -118,6 +118,25 @@ class EngineSpec(SpecModel):
         "smaller pages grow by scaling their block size)",
     )
 
+    admission: Literal["reserve", "on_demand", "declared"] = Field(
+        default="reserve",
+        description="how the runtime admits requests: reserve (each request's admission cap "
+        "at the engine's limits, so a step never runs short), on_demand (vLLM's: blocks are "
+        "taken as steps need them, and a step that runs short preempts running requests), "
+        "declared (each request declares its length and reserves exactly what it needs)",
+    )
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        default="fcfs",
+        description="which running request on_demand preempts first (vLLM's "
+        "scheduling_policy): fcfs, the latest admitted; priority, the lowest priority (the "
+        "largest value), the latest arrival among equals",
+    )
+    watermark: Annotated[float, Field(strict=True, ge=0, lt=1, allow_inf_nan=False)] = Field(
+        default=0.0,
+        description="fraction of each pool's cache blocks on_demand keeps free when it admits "
+        "a request while others run (vLLM 0.33 SchedulerConfig.watermark; 0: none)",
+    )
+
     @field_validator("cache_dtype", mode="before")
     @classmethod
     def _parse_dtype(cls, value: object) -> object:

@@ -48,8 +48,8 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, final
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 from kvunits.contracts import (
     AnyLayerGroup,
@@ -72,7 +72,15 @@ from kvunits.contracts import (
 from kvunits.contracts.crossing import first_unresident
 from kvunits.contracts.errors import AllocationError
 from kvunits.contracts.internal import kernel_ints, magnitude
-from kvunits.runtime import NULL_BLOCK, ContentKeys, GroupHandle, KVCacheCoordinator, plan
+from kvunits.runtime import (
+    NULL_BLOCK,
+    AdmissionPolicy,
+    ContentKeys,
+    Fits,
+    GroupHandle,
+    KVCacheCoordinator,
+    plan,
+)
 
 if TYPE_CHECKING:
     from kvunits.contracts.config import KvUnitsConfig
@@ -267,17 +275,50 @@ class Variant:
         model: the model whose plan and coordinator the run uses.
         group: the group whose manager window was changed (None: the config's model).
         manager_window: that group's manager window in this model.
+        admission: the admission policy (None: the engine's, ``admission``).
     """
 
     label: str
     model: ModelSpec
     group: str | None = None
     manager_window: Window[PooledBlocks] | Window[Tokens] | None = None
+    admission: AdmissionPolicy | None = None
 
 
 def as_configured(config: KvUnitsConfig) -> list[Variant]:
     """The one variant of a plain ``simulate``: the config's own model."""
     return [Variant(AS_CONFIGURED, config.model)]
+
+
+def admission_variants(
+    config: KvUnitsConfig, kinds: Sequence[str], variants: Sequence[Variant] | None = None
+) -> list[Variant]:
+    """Each variant (default: the config's model) once per admission policy, for
+    ``--compare-admission``: the kinds given (``reserve``, ``on_demand``, ``declared``), with
+    the engine's ``scheduling_policy`` and ``watermark``.
+
+    Raises:
+        SpecError: no kind, or an unknown one.
+    """
+    engine = config.engine
+    if not kinds:
+        raise SpecError("--compare-admission needs at least one policy")
+    policies = [
+        AdmissionPolicy(
+            kind=cast(Any, kind.strip()),  # AdmissionPolicy checks it
+            scheduling_policy=engine.scheduling_policy,
+            watermark=engine.watermark,
+        )
+        for kind in kinds
+    ]
+    out = []
+    for variant in as_configured(config) if variants is None else variants:
+        for policy in policies:
+            label: str = policy.kind
+            if variant.label != AS_CONFIGURED:
+                label = f"{variant.label}, {policy.kind}"
+            out.append(replace(variant, label=label, admission=policy))
+    return out
 
 
 def window_variants(
@@ -409,6 +450,8 @@ class GroupStats:
         prefix_hits: positions the streams found in the prefix cache (kernel unit; None
             without a shared prompt, or for a group no prefix serves).
         prefix_queried: positions of prompt they brought.
+        recomputed: positions the preempted streams had computed, recomputed when they
+            resumed (kernel unit; ``on_demand`` only).
     """
 
     name: str
@@ -422,6 +465,7 @@ class GroupStats:
     peak_reserved: int
     prefix_hits: IntQuantity | None = None
     prefix_queried: IntQuantity | None = None
+    recomputed: IntQuantity | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; quantities as ``{"value", "unit"}``, block counts in cache blocks."""
@@ -442,6 +486,7 @@ class GroupStats:
             "peak_reserved": blocks(self.peak_reserved),
             "prefix_hits": quantity(self.prefix_hits),
             "prefix_queried": quantity(self.prefix_queried),
+            "recomputed": quantity(self.recomputed),
         }
 
 
@@ -456,11 +501,12 @@ class Run:
         series: one list per measure, one entry per scheduler step, after the step:
             ``step``, ``running`` (streams admitted), ``waiting``, ``finished``, and per group
             ``<g>.used``, ``<g>.reserved`` (cache blocks) and ``<g>.held_max`` (the most blocks
-            one stream holds).
+            one stream holds); ``preempted``: streams preempted in the step (``on_demand``).
         groups: per group, the run's summary.
         first_lost: the first key read from a freed block, or None.
         lost_steps: stream steps that read a freed block.
         interrupted: the run was stopped (Ctrl-C) before its last step.
+        admission: the admission policy's kind.
     """
 
     variant: Variant
@@ -470,6 +516,12 @@ class Run:
     first_lost: LostKey | None = None
     lost_steps: int = 0
     interrupted: bool = False
+    admission: str = "reserve"
+
+    @property
+    def preemptions(self) -> int:
+        """Streams preempted over the run (``on_demand``)."""
+        return sum(self.series.get("preempted", ()))
 
     @property
     def steps_done(self) -> int:
@@ -505,8 +557,10 @@ class Run:
             "group": self.variant.group,
             "steps_done": self.steps_done,
             "interrupted": self.interrupted,
+            "admission": self.admission,
             "concurrent_requests_planned": self.plan.concurrent_requests,
             "peak_running": self.peak_running,
+            "preemptions": self.preemptions,
             "peak_waiting": self.peak_waiting,
             "finished": self.finished,
             "groups": [g.to_dict() for g in self.groups],
@@ -557,13 +611,15 @@ def simulate(
 
 
 class _Stream:
-    __slots__ = ("client", "hits", "id", "step")
+    __slots__ = ("client", "hits", "id", "recompute", "step")
 
     def __init__(self, stream_id: str, client: int) -> None:
         self.id = stream_id
         self.client = client
         self.step = 0
         self.hits: tuple[IntQuantity, ...] | None = None
+        # A preempted stream: the positions per group (handle units) it recomputes first.
+        self.recompute: list[int] | None = None
 
 
 def _prompt_hashes(handle: GroupHandle[Any], prefill: IntQuantity) -> Any:
@@ -611,7 +667,10 @@ class Simulation:
         kernels: dict[str, list[_KernelGeometry]],
     ) -> None:
         capacity = plan(variant.model, config.engine)
-        self.coordinator = coord = KVCacheCoordinator.from_plan(capacity)
+        self.coordinator = coord = KVCacheCoordinator.from_plan(
+            capacity, admission=variant.admission
+        )
+        self.admission = coord.admission.kind
         self.workload = workload
         handles: list[GroupHandle[Any]] = []
         prefill: list[IntQuantity] = []
@@ -633,14 +692,35 @@ class Simulation:
                 decode.append(workload.decoder_step)
         self.handles = tuple(handles)
         stepper: Any = coord.stepper(*handles)  # bound to as many groups as the model has
+        self._stepper = stepper
         self._allocate: Callable[..., Any] = stepper.allocate
         self._admit_with_prefix: Callable[..., Any] = stepper.admit_with_prefix
         self._prefix: tuple[Any, ...] | None = None
-        self._limits: tuple[IntQuantity, ...] = ()
+        self._limits = tuple(_limit(h, g) for h, g in zip(handles, coord.groups, strict=True))
         if workload.shared_prompt:
             pairs = zip(handles, prefill, coord.groups, strict=True)
             self._prefix = tuple(_prompt_hashes(h, q) for h, q, _ in pairs)
-            self._limits = tuple(_limit(h, g) for h, g in zip(handles, coord.groups, strict=True))
+        # ``declared``: a stream declares its whole length (its prefill and every step);
+        # a group written whole (cross attention) its limit.
+        self._declared = tuple(
+            limit if magnitude(d) == 0 else type(d)(magnitude(p) + work_steps * magnitude(d))
+            for limit, p, d, work_steps in zip(
+                self._limits, prefill, decode, [workload.steps] * len(handles), strict=True
+            )
+        )
+        # Per group, the most a step may add (handle units): a preempted stream recomputes in
+        # chunks of the engine's per-step limits.
+        engine = config.engine
+        self._chunk = tuple(
+            (engine.max_encoder_tokens_per_step or EncoderTokens(0)).numerical_value_in(
+                EncoderTokens
+            )
+            if h.unit is EncoderTokens
+            else engine.max_num_batched_tokens.numerical_value_in(Tokens)
+            if h.unit is Tokens
+            else 0
+            for h in handles
+        )
         self._prefill, self._decode = tuple(prefill), tuple(decode)
         self._prefill_rows = tuple(q.numerical_value_in(type(q)) for q in prefill)
         self._decode_rows = tuple(q.numerical_value_in(type(q)) for q in decode)
@@ -652,6 +732,9 @@ class Simulation:
         ]
         self._names = coord.group_names
         self.run = Run(variant, capacity, {key: [] for key in _series_keys(self._names)})
+        self.run.admission = self.admission
+        self._preempted_now = 0
+        self._recomputed = [0] * len(handles)
         self._kernels = kernels
         # The gaps between a client's streams are drawn from the client's own generator, so
         # that every variant sees the same draws.
@@ -662,7 +745,8 @@ class Simulation:
         life = workload.steps + 1
         for client in range(workload.streams):
             self._arrivals.setdefault(client * life // workload.streams, []).append(client)
-        self._waiting: deque[int] = deque()
+        # Clients whose next stream waits, and (on demand) preempted streams waiting to resume.
+        self._waiting: deque[int | _Stream] = deque()
         self._running: dict[str, _Stream] = {}
         self._started = 0
         self._finished = 0
@@ -670,13 +754,22 @@ class Simulation:
 
     def step(self) -> None:
         """One scheduler step: arrivals, admissions (first come first served), one step of
-        every admitted stream (freeing those that end), then the series' entries."""
+        every admitted stream (freeing those that end), then the series' entries.
+
+        ``on_demand`` runs vLLM 0.33's order instead (`_step_on_demand`)."""
+        if self.admission == "on_demand":
+            self._step_on_demand()
+            return
         t, coord, work = self._t, self.coordinator, self.workload
         self._waiting.extend(self._arrivals.pop(t, ()))
         while self._waiting:
-            stream = _Stream(f"s{self._started}", self._waiting[0])
+            client = self._waiting[0]
+            assert isinstance(client, int)  # only on demand preempts
+            stream = _Stream(f"s{self._started}", client)
             try:
-                if self._prefix is None:
+                if self.admission == "declared":
+                    self._stepper.admit(stream.id, *self._declared)
+                elif self._prefix is None:
                     coord.admit(stream.id)
                 else:
                     stream.hits = self._admit_with_prefix(
@@ -688,6 +781,7 @@ class Simulation:
             self._started += 1
             self._running[stream.id] = stream
         held = [0] * len(self.handles)
+        self._preempted_now = 0
         for stream in list(self._running.values()):
             first = stream.step == 0
             counts = self._prefill if first else self._decode
@@ -715,6 +809,130 @@ class Simulation:
                 self._arrivals.setdefault(t + 1 + gap, []).append(stream.client)
         self._record(held)
         self._t += 1
+
+    def _step_on_demand(self) -> None:
+        """One step as vLLM 0.33's scheduler takes it (``Scheduler.schedule``): every running
+        stream in admission order takes its step, preempting the latest admitted (or the
+        lowest priority) when blocks run short; the preempted go to the front of the waiting
+        queue. Only if nothing was preempted, waiting streams are admitted, first come first
+        served, while their first step fits (with the watermark), and take it. Streams that
+        ended are freed after the step, as vLLM frees them after the step's output."""
+        self._waiting.extend(self._arrivals.pop(self._t, ()))
+        held = [0] * len(self.handles)
+        ended: list[_Stream] = []
+        self._preempted_now = 0
+        advanced: set[str] = set()
+        for stream in list(self._running.values()):
+            if stream.id not in self._running:
+                continue  # preempted for a stream before it, this step
+            counts, rows, advance, left = self._next_step(stream)
+            outcome = self._stepper.allocate_preempting(stream.id, *counts)
+            if outcome.ran:
+                stream.recompute = left
+                if advance:
+                    advanced.add(stream.id)
+                self._after_step(stream, rows, advance, held, ended)
+            for record in outcome.preempted:
+                victim = self._running.pop(record.request_id)
+                if victim.id in advanced:
+                    victim.step -= 1  # its step of this iteration is undone with it
+                    advanced.discard(victim.id)
+                if victim in ended:
+                    ended.remove(victim)
+                victim.recompute = [
+                    magnitude(record.lost[h.name]) // h.rows_per_unit for h in self.handles
+                ]
+                for g, handle in enumerate(self.handles):
+                    self._recomputed[g] += victim.recompute[g] * handle.rows_per_unit
+                self._waiting.appendleft(victim)
+                self._preempted_now += 1
+        while self._waiting and not self._preempted_now:
+            head = self._waiting[0]
+            new = not isinstance(head, _Stream)
+            stream = _Stream(f"s{self._started}", head) if isinstance(head, int) else head
+            if new and self._prefix is not None:
+                try:
+                    stream.hits = self._admit_with_prefix(
+                        stream.id, *self._limits, prefix=self._prefix
+                    )
+                except AllocationError:
+                    break
+                counts, rows, advance, left = self._next_step(stream)
+                if not isinstance(self._stepper.try_allocate(stream.id, *counts), Fits):
+                    self.coordinator.free(stream.id)
+                    break
+            else:
+                counts, rows, advance, left = self._next_step(stream)
+                try:
+                    self._stepper.admit(stream.id, *self._limits, prompt=counts)
+                except AllocationError:
+                    break  # not now: the head of the queue waits
+                self._allocate(stream.id, *counts)
+            self._waiting.popleft()
+            self._started += new
+            self._running[stream.id] = stream
+            stream.recompute = left
+            self._after_step(stream, rows, advance, held, ended)
+        for stream in ended:
+            self._end(stream)
+        self._record(held)
+        self._t += 1
+
+    def _next_step(
+        self, stream: _Stream
+    ) -> tuple[tuple[IntQuantity, ...], tuple[int, ...], bool, list[int] | None]:
+        """A stream's next step, changing nothing: the counts (handle units), its positions
+        per group, whether it is one of the stream's own steps (False: a chunk of
+        recomputation only), and what is left to recompute after it."""
+        first = stream.step == 0
+        counts = self._prefill if first else self._decode
+        if first and stream.hits is not None:
+            counts = tuple(q - hit for q, hit in zip(counts, stream.hits, strict=True))
+        if stream.recompute is None:
+            return counts, tuple(magnitude(q) for q in counts), True, None
+        remaining = stream.recompute
+        fused = [r + magnitude(q) for r, q in zip(remaining, counts, strict=True)]
+        if all(f <= c or f == 0 for f, c in zip(fused, self._chunk, strict=True)):
+            # The last chunk of recomputation takes the stream's own step with it (vLLM
+            # computes a resumed request's tokens and its next one in one step).
+            typed = tuple(type(q)(f) for q, f in zip(counts, fused, strict=True))
+            return typed, tuple(fused), True, None
+        chunk = [min(r, c) for r, c in zip(remaining, self._chunk, strict=True)]
+        left = [r - c for r, c in zip(remaining, chunk, strict=True)]
+        typed = tuple(type(q)(c) for q, c in zip(counts, chunk, strict=True))
+        return typed, tuple(chunk), False, left
+
+    def _after_step(
+        self,
+        stream: _Stream,
+        rows: tuple[int, ...],
+        advance: bool,
+        held: list[int],
+        ended: list[_Stream],
+    ) -> None:
+        """Residency and the blocks held after a stream's step; note it if it ended."""
+        coord = self.coordinator
+        if advance:
+            stream.step += 1
+        done = stream.step > self.workload.steps
+        for g, handle in enumerate(self.handles):
+            table = coord.block_table(stream.id, handle)
+            geometries = self._checks[g]
+            if geometries and rows[g]:
+                self._check(stream, handle, table, geometries, rows[g])
+            held[g] = max(held[g], len(table) - table.count(NULL_BLOCK))
+        if done:
+            ended.append(stream)
+
+    def _end(self, stream: _Stream) -> None:
+        """Free a stream that ended; its client's next stream arrives later."""
+        work = self.workload
+        self.coordinator.free(stream.id)
+        del self._running[stream.id]
+        self._finished += 1
+        rng = self._rngs[stream.client]
+        gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
+        self._arrivals.setdefault(self._t + 1 + gap, []).append(stream.client)
 
     def _check(
         self,
@@ -760,6 +978,7 @@ class Simulation:
         series["running"].append(coord.num_requests)
         series["waiting"].append(len(self._waiting))
         series["finished"].append(self._finished)
+        series["preempted"].append(self._preempted_now)
         usage = coord.usage_by_group()
         for handle, most in zip(self.handles, held, strict=True):
             name = handle.name
@@ -776,8 +995,9 @@ class Simulation:
             for values in series.values():
                 del values[whole:]
         run.groups = []
-        for handle in self.handles:
+        for g, handle in enumerate(self.handles):
             name = handle.name
+            kernel_unit: type[Any] = Tokens if handle.unit is Tokens else EncoderTokens
             group_plan = run.plan.group(name)
             spec = handle.spec
             stats = None
@@ -800,6 +1020,9 @@ class Simulation:
                     peak_reserved=max(series[f"{name}.reserved"], default=0),
                     prefix_hits=None if stats is None else stats.hits,
                     prefix_queried=None if stats is None else stats.queried,
+                    recomputed=kernel_unit(self._recomputed[g])
+                    if self.admission == "on_demand"
+                    else None,
                 )
             )
 
@@ -819,7 +1042,7 @@ def load_example() -> KvUnitsConfig:
 
 
 def _series_keys(names: Sequence[str]) -> list[str]:
-    keys = ["step", "running", "waiting", "finished"]
+    keys = ["step", "running", "waiting", "finished", "preempted"]
     for name in names:
         keys += [f"{name}.used", f"{name}.reserved", f"{name}.held_max"]
     return keys

@@ -43,12 +43,18 @@ examples:
       --out sim.png
   kvunits simulate --streams 8 --steps 400 --format csv > series.csv
   kvunits simulate examples/hf/gemma-3-1b-it/config.json --compare-windows "511 token,512 token"
+  kvunits simulate --compare-admission "reserve,on_demand,declared"
 
 the workload: --streams clients each open one stream after another; a stream is admitted at
 the engine's limits (each group reserves its admission cap), runs a prefill step (--prompt
 tokens, and one step of encoder tokens) then --steps decode steps of --cadence, and is freed;
 its client's next stream arrives --arrival steps later on average. A stream that cannot be
 reserved waits, first come first served.
+
+--admission (an engine setting): reserve, as above; declared: a stream declares its whole
+length and reserves exactly that; on_demand: vLLM's scheduler: blocks as steps need them, a
+running stream that runs short preempts the latest admitted, which recomputes what it had
+when it resumes; --compare-admission "reserve,on_demand,declared" runs each.
 
 --compare-windows: each window in the group's manager unit (pooled_block, or token) is the
 manager window itself: the group's layers are declared with the window W' = (S - 1) * P + 1,
@@ -130,7 +136,14 @@ def add_simulate_command(
         "starts after the full blocks the cache holds (a hit is whole blocks, at most the "
         "prompt less one position); the tables show the hits",
     )
-    compare = simulate.add_argument_group("window comparison")
+    compare = simulate.add_argument_group("comparisons")
+    compare.add_argument(
+        "--compare-admission",
+        metavar="LIST",
+        help='admission policies to compare, e.g. "reserve,on_demand,declared" (one run each; '
+        "with --compare-windows, each window under each policy); one policy for every run: "
+        "--admission",
+    )
     compare.add_argument(
         "--compare-windows",
         metavar="LIST",
@@ -190,6 +203,10 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
         raise SpecError("--group names the group of --compare-windows; give that too")
     else:
         variants = as_configured(config)
+    if args.compare_admission is not None:
+        from ._simulate import admission_variants
+
+        variants = admission_variants(config, args.compare_admission.split(","), variants)
 
     shown = args.format == "table" and sys.stdout.isatty()  # a pipe or a program: no bar
     progress = _Progress(workload.duration, [v.label for v in variants], shown)
@@ -342,12 +359,14 @@ def summary_rows(runs: list[Run]) -> list[list[str]]:
 
     focus = focus_group(runs[0]) if runs else "-"
     header = [
-        "manager window",
+        "run",
         f"{focus}: held per stream",
         "reserved per stream",
         "streams at once",
         "waiting (most)",
         "ended",
+        "preempted",
+        "recomputed",
         "first key read from a freed block",
     ]
     rows = [header]
@@ -364,6 +383,8 @@ def summary_rows(runs: list[Run]) -> list[list[str]]:
                 str(run.peak_running),
                 str(run.peak_waiting),
                 str(run.finished),
+                str(run.preemptions) if run.admission == "on_demand" else "-",
+                ", ".join(str(g.recomputed) for g in run.groups if g.recomputed is not None) or "-",
                 lost,
             ]
         )
@@ -373,7 +394,7 @@ def summary_rows(runs: list[Run]) -> list[list[str]]:
 def group_rows(runs: list[Run]) -> list[list[str]]:
     """One row per run and group (header first): windows, pool, blocks reserved and held."""
     header = [
-        "manager window",
+        "run",
         "group",
         "window: kernel → manager",
         "pool",

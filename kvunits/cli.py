@@ -89,6 +89,20 @@ _ENGINE_FLAGS: Final = (
         "per_group (a pool per layer group) or shared (one pool all groups draw from)",
         None,
     ),
+    (
+        "admission",
+        "POLICY",
+        "reserve (each request's cap), on_demand (blocks as steps need them, preempting), "
+        "or declared (each request's declared length)",
+        None,
+    ),
+    (
+        "scheduling_policy",
+        "POLICY",
+        "whom on_demand preempts first: fcfs (the latest admitted) or priority",
+        None,
+    ),
+    ("watermark", "F", "fraction of blocks on_demand keeps free when it admits (0)", None),
 )
 
 _PRECEDENCE: Final = """\

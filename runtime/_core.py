@@ -164,6 +164,24 @@ class RequestExtras:
         )
 
 
+class Released:
+    """What `CoordinatorCore.release` freed, for `CoordinatorCore.restore`."""
+
+    __slots__ = ("freed", "request", "request_id", "unshared")
+
+    def __init__(
+        self,
+        request_id: str,
+        request: RequestState,
+        freed: list[tuple[BlockPool, list[int]]],
+        unshared: list[int] | None,
+    ) -> None:
+        self.request_id = request_id
+        self.request = request
+        self.freed = freed
+        self.unshared = unshared
+
+
 class CoordinatorCore:
     """Block pools, managers and requests of all groups, on plain ints.
 
@@ -505,6 +523,13 @@ class CoordinatorCore:
         finally:
             self.leave()
 
+    def step_taken(
+        self, request_id: str, req: RequestState, num_new: Sequence[int]
+    ) -> list[list[int]]:
+        """A step without lookahead with the core already taken (inside another call, as a
+        preemption's retry), by the general path: atomic as `allocate_step`."""
+        return self._allocate(request_id, req, num_new, None)
+
     def _allocate(
         self,
         request_id: str,
@@ -808,30 +833,50 @@ class CoordinatorCore:
         """
         self.enter("free")
         try:
-            req = self.requests.pop(request_id, None) if type(request_id) is str else None
-            if req is None:
-                raise self._unknown(request_id)
-            freed: list[tuple[BlockPool, list[int]]] = []
-            extra = req.extra
-            # A request that cached its prefix frees it tail first, as vLLM does: among blocks
-            # freed together, the chain's head (the most shared) is evicted last.
-            cached = extra is not None and any(h is not None for h in extra.hashes)
-            unshared = self._unshared(req) if extra is not None else None
-            try:
-                for g, table in enumerate(req.tables):
-                    live = table[req.skipped[g] :]
-                    if cached:
-                        live.reverse()
-                    self.pools[g].free(live)
-                    freed.append((self.pools[g], live))
-                self.ledger.give_back(req.caps, unshared)
-            except BaseException:
-                for pool, live in reversed(freed):
-                    pool.undo_free(live)
-                self.requests[request_id] = req
-                raise
+            self.release(request_id)
         finally:
             self.leave()
+
+    def release(self, request_id: str) -> Released:
+        """`free` with the core already taken (a preemption inside another call): returns
+        what `restore` needs to take it back, if that call fails later.
+
+        Raises:
+            RequestError: the request is not admitted (nothing changes).
+        """
+        req = self.requests.pop(request_id, None) if type(request_id) is str else None
+        if req is None:
+            raise self._unknown(request_id)
+        freed: list[tuple[BlockPool, list[int]]] = []
+        extra = req.extra
+        # A request that cached its prefix frees it tail first, as vLLM does: among blocks
+        # freed together, the chain's head (the most shared) is evicted last.
+        cached = extra is not None and any(h is not None for h in extra.hashes)
+        unshared = self._unshared(req) if extra is not None else None
+        try:
+            for g, table in enumerate(req.tables):
+                live = table[req.skipped[g] :]
+                if cached:
+                    live.reverse()
+                self.pools[g].free(live)
+                freed.append((self.pools[g], live))
+            self.ledger.give_back(req.caps, unshared)
+        except BaseException:
+            for pool, live in reversed(freed):
+                pool.undo_free(live)
+            self.requests[request_id] = req
+            raise
+        return Released(request_id, req, freed, unshared)
+
+    def restore(self, released: Released) -> None:
+        """Undo a `release`, the last change to the pools since (several: newest first).
+
+        The request is admitted again in its old place of the admission order only if no
+        request was admitted since: the callers undo releases inside one call."""
+        for pool, live in reversed(released.freed):
+            pool.undo_free(live)
+        self.ledger.shared_back(released.request.caps, released.unshared)
+        self.requests[released.request_id] = released.request
 
     def _unshared(self, req: RequestState) -> list[int] | None:
         """Per group, the shared blocks of ``req`` that its free leaves with one holder less,

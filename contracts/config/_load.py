@@ -342,7 +342,8 @@ def _coerce_text(field: str, value: object) -> object:
         return int(text)
     if field == "async_scheduling" and text.lower() in _BOOLEAN_TEXT:
         return _BOOLEAN_TEXT[text.lower()]
-    if field == "gpu_memory_utilization" and re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,12})?", text):
+    fraction = re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,12})?", text)
+    if field in ("gpu_memory_utilization", "watermark") and fraction:
         return float(text)
     return value
 
