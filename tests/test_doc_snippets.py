@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +58,8 @@ def statements(markdown: str) -> list[Statement]:
         body = ast.parse(code).body
         for index, node in enumerate(body):
             end = body[index + 1].lineno - 1 if index + 1 < len(body) else len(lines)
-            own = lines[node.lineno - 1 : node.end_lineno or node.lineno]
+            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            own = lines[start - 1 : node.end_lineno or node.lineno]
             after = lines[(node.end_lineno or node.lineno) : end]
             comments = []  # the comment lines right below it (a blank line ends them)
             for line in after:
@@ -72,7 +74,7 @@ def statements(markdown: str) -> list[Statement]:
             found.append(
                 Statement(
                     source="\n".join(own),
-                    line=offset + node.lineno,
+                    line=offset + start,
                     output=output,
                     raises=raises[1] if raises else None,
                     mypy_code=code_match[1] if code_match else None,
@@ -99,7 +101,9 @@ def test_snippets_run_and_print_what_they_say(
     for name in list(os.environ):
         if name.upper().startswith("KVUNITS_"):
             monkeypatch.delenv(name)
-    namespace: dict[str, object] = {"__name__": "snippet"}
+    module = types.ModuleType("doc_snippet")  # a real module: dataclasses look it up
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace = module.__dict__
     for statement in statements(markdown):
         where = f"{doc.name}:{statement.line}"
         code = compile(statement.source, where, "exec")
