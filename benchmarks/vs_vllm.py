@@ -68,9 +68,12 @@ if str(ROOT) not in sys.path:  # run as a script from any venv: kvunits from thi
 from kvunits.contracts import (  # noqa: E402
     CacheBlocks,
     CacheDType,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     PoolFactor,
     SlidingWindowLayer,
@@ -155,12 +158,16 @@ def kvunits_coordinator() -> KVCacheCoordinator:
     audio = SlidingWindowLayer(
         sliding_window=Window(750, EncoderTokens),
         pool=PoolFactor(P),
-        kv_heads=32,
-        head_size=64,
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
         dtype=CacheDType.bfloat16,
     )
-    text = FullAttentionLayer(kv_heads=8, head_size=128, dtype=CacheDType.bfloat16)
-    model = ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
+    text = FullAttentionLayer(
+        kv_heads=KVHeads(8), head_size=Elements(128), dtype=CacheDType.bfloat16
+    )
+    model = ModelSpec.stacked(
+        "voxtral-realtime", {"audio": (audio, Layers(32)), "text": (text, Layers(26))}
+    )
     engine = EngineSpec(
         block_size_slots=BLOCK,
         max_model_len=Tokens(LENGTH),
@@ -325,13 +332,13 @@ def vllm_replay(
         audio = v["SlidingWindowSpec"](
             block_size=BLOCK,
             num_kv_heads=32,
-            head_size=64,
+            head_size=Elements(64),
             dtype=torch.bfloat16,
             sliding_window=-(-750 // P) + 1,  # vLLM 0.33 whisper_causal: cdiv(750, 4) + 1
             tokens_per_state=Fraction(1, P),
         )
         text = v["FullAttentionSpec"](
-            block_size=BLOCK, num_kv_heads=8, head_size=128, dtype=torch.bfloat16
+            block_size=BLOCK, num_kv_heads=8, head_size=Elements(128), dtype=torch.bfloat16
         )
         tensors = [
             v["KVCacheTensor"](

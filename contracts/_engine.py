@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ._dtype import CacheDType
 from ._model import SpecModel
@@ -14,6 +14,7 @@ from .deploy import Parallelism, RankBytes, requested_memory
 #: vLLM's ``CacheConfig.gpu_memory_utilization`` default (``vllm/config/cache.py``).
 GPU_MEMORY_UTILIZATION: Final = 0.92
 
+_MAX_COUNT: Final = 2**63 - 1
 _Ranks = Annotated[int, Field(strict=True, ge=1, le=1 << 16)]
 
 
@@ -214,6 +215,22 @@ class EngineSpec(SpecModel):
                         f"{value} take it all; raise gpu_memory_utilization or lower them"
                     )
         return value
+
+    @model_validator(mode="after")
+    def _in_flight_within_int64(self) -> EngineSpec:
+        # Every count a plan states is an int64; what is in flight is a product of settings.
+        batches = f"max_concurrent_batches {self.concurrent_batches}"
+        encoder = self.max_encoder_in_flight
+        if self.max_in_flight.numerical_value_in(Tokens) > _MAX_COUNT:
+            product = (
+                f"{batches} × max_num_batched_tokens {self.max_num_batched_tokens} + "
+                f"num_speculative_tokens {self.num_speculative_tokens}"
+            )
+        elif encoder is not None and encoder.numerical_value_in(EncoderTokens) > _MAX_COUNT:
+            product = f"{batches} × max_encoder_tokens_per_step {self.max_encoder_tokens_per_step}"
+        else:
+            return self
+        raise ValueError(f"{product} in flight is past 2**63 - 1 (int64); lower them")
 
     @property
     def parallelism(self) -> Parallelism:

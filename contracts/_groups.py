@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar, final
 
 from ._convert import pool_length, pool_span
+from ._counts import Layers
 from ._dtype import CacheDType
 from ._engine import EngineSpec
 from ._layers import STATE_LAYERS, UNCACHED_LAYERS, ModelSpec
-from ._quantity import CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
-from ._views import KernelSpec, ManagerSpec, kernel_view, manager_view
+from ._quantity import Bytes, CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
+from ._views import KernelSpec, ManagerSpec, bind_group, kernel_view, manager_view
 from .errors import SpecError, UnitTypeError
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
@@ -69,9 +70,16 @@ class LayerGroup(Generic[SlotUnit]):
         check_quantity(self.limits.max_len, self.manager.slot_unit, f"{self.name}.max_len")
 
     @property
-    def num_layers(self) -> int:
-        """Layers in the group: one page each per cache block of the group."""
-        return len(self.layer_names)
+    def num_layers(self) -> Layers:
+        """Layers of the model in the group: one page each per cache block of the group (a
+        pipeline stage holds some of them: `kvunits.contracts.deploy.layers_of_stage`)."""
+        return Layers(len(self.layer_names))
+
+    @property
+    def block_bytes(self) -> Bytes:
+        """Memory of one cache block of the group: a page of its own size in each of its
+        layers (not the model's: a hybrid's Mamba layers keep no page here), exact."""
+        return self.manager.bytes_for(CacheBlocks(1)) * self.num_layers._value
 
     def expect(self, unit: type[_U]) -> LayerGroup[_U]:
         """Narrow to the slot unit the caller works in; `UnitTypeError` if it is another."""
@@ -176,7 +184,13 @@ def group_layers(
         while name in seen:
             name, n = f"{base}#{n}", n + 1
         seen.add(name)
-        members = {n: kernels[n] for n in names if n in kernels}
+        bound: dict[int, KernelSpec[Any]] = {}
+        members = {
+            n: bound.setdefault(id(kernels[n]), bind_group(kernels[n], name))
+            for n in names
+            if n in kernels
+        }
+        spec = bind_group(spec, name)
         if spec.slot_unit is PooledBlocks:
             groups.append(_group(name, spec.expect(PooledBlocks), names, members, engine))
         else:

@@ -20,19 +20,15 @@ from typing import Annotated, Literal, TypeAlias, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from ._counts import Elements, KVHeads, Layers
+from ._describe import describe
 from ._dtype import CacheDType
 from ._factors import PoolFactor
 from ._kinds import Chunk, KindOf, Window, _Kind
 from ._model import SpecModel
 from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
+from .errors import UnitTypeError
 from .state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateMixerLayer
-
-#: A count of heads or elements: a real positive int (no bool, no float, no numeric string),
-#: with its unit in the JSON schema (``x-unit``), as a config file's schema shows it.
-Heads = Annotated[int, Field(strict=True, ge=1, le=1 << 16, json_schema_extra={"x-unit": "head"})]
-Elements = Annotated[
-    int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "element"})
-]
 
 #: A window in the layer's kernel unit (encoder_token for pooled layers, else token).
 SeqWindow = Annotated[Window[EncoderTokens] | Window[Tokens], KindOf(Window, EncoderTokens, Tokens)]
@@ -55,7 +51,7 @@ class _AttentionLayer(_Layer):
         description="P, encoder tokens per pooled block; set it for encoder-side (pooled) "
         "layers, whose windows are then written in encoder_token",
     )
-    kv_heads: Heads = Field(description="KV heads of one layer (not widened by P)")
+    kv_heads: KVHeads = Field(description="KV heads of one layer (not widened by P)")
     head_size: Elements = Field(description="elements per head of K")
     head_size_v: Elements | None = Field(
         default=None, description="elements per head of V; defaults to head_size"
@@ -68,12 +64,12 @@ class _AttentionLayer(_Layer):
         return CacheDType.parse(value) if isinstance(value, str) else value
 
     @property
-    def head_size_k(self) -> int:
+    def head_size_k(self) -> Elements:
         """Elements per head of K."""
         return self.head_size
 
     @property
-    def head_size_v_or_k(self) -> int:
+    def head_size_v_or_k(self) -> Elements:
         """Elements per head of V (``head_size_v``, else the same as K)."""
         return self.head_size if self.head_size_v is None else self.head_size_v
 
@@ -144,7 +140,8 @@ class SlidingWindowLayer(_AttentionLayer):
 
     Example:
         >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens),
-        ...                            pool=PoolFactor(4), kv_heads=32, head_size=64)
+        ...                            pool=PoolFactor(4), kv_heads=KVHeads(32),
+        ...                            head_size=Elements(64))
         >>> layer.sliding_window, str(layer.sliding_window)
         (Window(750, EncoderTokens), '750 encoder_token')
     """
@@ -308,7 +305,7 @@ class ModelSpec(SpecModel):
         >>> enc = SlidingWindowLayer.model_validate(
         ...     {"sliding_window": "750 encoder_token", "pool": 4, "kv_heads": 32,
         ...      "head_size": 64})
-        >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32)})
+        >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, Layers(32))})
         >>> len(model.layers), next(iter(model.layers))
         (32, 'audio.0')
     """
@@ -337,12 +334,42 @@ class ModelSpec(SpecModel):
                     )
         return layers
 
+    @property
+    def num_layers(self) -> Layers:
+        """The model's layers, all of them (those without a cache of their own too): a count
+        that says whose it is (another model's `stacked` refuses it)."""
+        return Layers._owned(len(self.layers), self.name)
+
     @classmethod
-    def stacked(cls, name: str, stacks: dict[str, tuple[LayerSpec, int]]) -> ModelSpec:
-        """Build a model from stacks of identical layers, named ``"<stack>.<index>"``."""
+    def stacked(cls, name: str, stacks: dict[str, tuple[LayerSpec, Layers]]) -> ModelSpec:
+        """Build a model from stacks of identical layers, named ``"<stack>.<index>"``.
+
+        Raises:
+            UnitTypeError: a stack's count is not `Layers` (a bare int, a stage's layers).
+        """
         layers: dict[str, LayerSpec] = {}
         for stack, (layer, count) in stacks.items():
-            for index in range(count):
+            given: object = count
+            if type(given) is not Layers:
+                raise UnitTypeError(
+                    f"stack {stack!r} counts its layers in Layers, got {describe(given)}: "
+                    f"write ({type(layer).__name__}(...), Layers(n))",
+                    field=f"stacks[{stack!r}]",
+                    expected="layer",
+                    got=describe(given),
+                )
+            if count.owner is not None and count.owner != name:
+                raise UnitTypeError(
+                    f"stack {stack!r} of model {name!r} counts {count} of model "
+                    f"{count.owner!r}: a count of one model's layers is not another's (a "
+                    "draft's cache built for its target's layers, SGLang #8482); count the "
+                    f"layers model {name!r} has",
+                    field=f"stacks[{stack!r}]",
+                    expected=f"layers of model {name!r}",
+                    got=f"layers of model {count.owner!r}",
+                )
+            n = count.numerical_value_in(Layers)
+            for index in range(n):
                 layers[f"{stack}.{index}"] = layer
         return cls(name=name, layers=layers)
 

@@ -17,7 +17,7 @@ typed entry, read them through `kvunits.contracts.internal.manager_ints` and `ke
 
 Example:
     >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
-    ...                            kv_heads=32, head_size=64)
+    ...                            kv_heads=KVHeads(32), head_size=Elements(64))
     >>> m = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
     >>> str(m.sliding_window), str(m.page_size), str(m.window_blocks())
     ('189 pooled_block', '524288 byte', '13 cache_block')
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NoReturn, TypeAlias, TypeVar, final
 
 from ._convert import (
@@ -42,6 +42,7 @@ from ._convert import (
     pool_window,
     window_blocks,
 )
+from ._counts import Elements, KVHeads
 from ._describe import describe
 from ._dtype import CacheDType
 from ._factors import BlockSize, PoolFactor
@@ -63,6 +64,8 @@ from ._quantity import (
     EncoderTokens,
     PooledBlocks,
     SlotUnit,
+    SpanBlocks,
+    TableBlocks,
     Tokens,
     check_quantity,
 )
@@ -157,6 +160,9 @@ class KernelInts:
     pool: int
     sliding_window_tok: int | None
     chunk_tok: int | None
+    kv_heads: int = 0
+    head_size_k: int = 0
+    head_size_v: int = 0
 
 
 _NO_MANAGER_INTS: Final = ManagerInts(0, None, None, None, 0)
@@ -177,20 +183,26 @@ class ManagerSpec(Generic[SlotUnit]):
         chunk: the chunk in slots (chunked local only), via `pool_chunk`.
         fixed_length: slots a request holds whatever its length (cross attention).
         state_size: bytes of one request's state (state layers).
+        kv_heads: the layer's KV heads (1 for MLA's latent and for states).
+        head_size_k, head_size_v: elements per head of K and V (0 where there is none).
+        group: the layer group this view belongs to, once `group_layers` has grouped it
+            (None for a view derived by hand); what the view computes for one group's table
+            (a column) is refused by another group's.
     """
 
     kind: ManagedKind
     slot_unit: type[SlotUnit]
     block_size: BlockSize[SlotUnit]
     pool: PoolFactor
-    kv_heads: int
-    head_size_k: int
-    head_size_v: int
+    kv_heads: KVHeads
+    head_size_k: Elements
+    head_size_v: Elements
     dtype: CacheDType
     sliding_window: Window[SlotUnit] | None = None
     chunk: Chunk[SlotUnit] | None = None
     fixed_length: SlotUnit | None = None
     state_size: Bytes | None = None
+    group: str | None = field(default=None, compare=False)
     # Plain ints for hot paths (kvunits.contracts.internal.manager_ints), computed by manager_view
     # (the default only lets a hand-built spec reach __post_init__'s clear refusal).
     _ints: ManagerInts = field(default=_NO_MANAGER_INTS, repr=False, compare=False)
@@ -240,9 +252,9 @@ class ManagerSpec(Generic[SlotUnit]):
         return Bytes(self._ints.page_size_bytes)
 
     @property
-    def widened_kv_heads(self) -> int:
+    def widened_kv_heads(self) -> KVHeads:
         """KV heads per slot the old vLLM way (heads × P); the page size is the same."""
-        return self.kv_heads * self.pool.tokens_per_block
+        return KVHeads(self.kv_heads._value * self.pool.tokens_per_block)
 
     def max_admission_blocks_per_request(
         self, max_in_flight: SlotUnit, max_len: SlotUnit
@@ -279,7 +291,7 @@ class ManagerSpec(Generic[SlotUnit]):
         pages of this layer's own page size."""
         return self.bytes_for(self.max_admission_blocks_per_request(max_in_flight, max_len))
 
-    def block_table_width(self, max_len: SlotUnit) -> CacheBlocks:
+    def block_table_width(self, max_len: SlotUnit) -> TableBlocks:
         """Entries of a request's block table: one per block of its longest sequence (evicted
         entries hold the null block), or the fixed count for cross attention and state.
 
@@ -289,12 +301,12 @@ class ManagerSpec(Generic[SlotUnit]):
         length = check_quantity(max_len, self.slot_unit, "max_len")._value
         ints = self._ints
         if self.kind == "state":
-            return CacheBlocks(1)
+            return TableBlocks(1)
         if ints.fixed_slots is not None:
-            return CacheBlocks(cdiv(ints.fixed_slots, ints.block_size_slots))
-        return CacheBlocks(cdiv(length, ints.block_size_slots))
+            return TableBlocks(cdiv(ints.fixed_slots, ints.block_size_slots))
+        return TableBlocks(cdiv(length, ints.block_size_slots))
 
-    def window_blocks(self) -> CacheBlocks:
+    def window_blocks(self) -> SpanBlocks:
         """The most cache blocks this layer's window touches: ``cdiv(W − 1, block_size) + 1``
         (`kvunits.contracts.window_blocks`; a window may start mid-block).
 
@@ -306,8 +318,12 @@ class ManagerSpec(Generic[SlotUnit]):
         return window_blocks(self.sliding_window, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
 
     def block_of(self, position: Position[SlotUnit]) -> Position[CacheBlocks]:
-        """The block-table column holding slot ``position``: ``i // block_size`` (floor)."""
-        return block_of(position, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
+        """The block-table column holding slot ``position``: ``i // block_size`` (floor).
+
+        The column keeps the view's group (`group`): another group's block table refuses it.
+        """
+        column = block_of(position, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
+        return column if self.group is None else Position._column(column._n, self.group)
 
     def bytes_for(self, blocks: CacheBlocks) -> Bytes:
         """Memory of ``blocks`` cache blocks of this layer: ``blocks × page_size``, exact."""
@@ -337,18 +353,20 @@ class KernelSpec(Generic[KernelUnit]):
         sliding_window: the model's own window (sliding window only), in ``seq_unit``.
         chunk: the model's chunk (chunked local only), in ``seq_unit``.
         kv_heads: the real KV heads (not widened by P).
+        group: the layer group of the view once grouped (see `ManagerSpec.group`).
     """
 
     kind: ManagedKind
     seq_unit: type[KernelUnit]
     tokens_per_block: BlockSize[KernelUnit]
     pool: PoolFactor
-    kv_heads: int
-    head_size_k: int
-    head_size_v: int
+    kv_heads: KVHeads
+    head_size_k: Elements
+    head_size_v: Elements
     dtype: CacheDType
     sliding_window: Window[KernelUnit] | None = None
     chunk: Chunk[KernelUnit] | None = None
+    group: str | None = field(default=None, compare=False)
     # Plain ints for the launchers (kvunits.contracts.internal.kernel_ints), computed by
     # kernel_view.
     _ints: KernelInts = field(default=_NO_KERNEL_INTS, repr=False, compare=False)
@@ -383,10 +401,12 @@ class KernelSpec(Generic[KernelUnit]):
 
     def block_of(self, position: Position[KernelUnit]) -> Position[CacheBlocks]:
         """The block-table column holding kernel position ``position``:
-        ``i // tokens_per_block`` (floor; ``block_size × P`` positions per block)."""
-        return block_of(position, self.tokens_per_block)  # type: ignore[arg-type,call-overload,unused-ignore]
+        ``i // tokens_per_block`` (floor; ``block_size × P`` positions per block); it keeps
+        the view's group."""
+        column = block_of(position, self.tokens_per_block)  # type: ignore[arg-type,call-overload,unused-ignore]
+        return column if self.group is None else Position._column(column._n, self.group)
 
-    def window_blocks(self) -> CacheBlocks:
+    def window_blocks(self) -> SpanBlocks:
         """The most cache blocks a query's window reads: ``cdiv(W − 1, tokens_per_block) + 1``.
 
         Raises:
@@ -400,7 +420,8 @@ class KernelSpec(Generic[KernelUnit]):
         window = self.sliding_window
         extra = f", sliding_window {window}" if window is not None else ""
         extra += f", chunk {self.chunk}" if self.chunk is not None else ""
-        return f"{self.kind} kernel: {self.tokens_per_block}{extra}, {self.kv_heads} kv heads"
+        heads = self.kv_heads._value
+        return f"{self.kind} kernel: {self.tokens_per_block}{extra}, {heads} kv heads"
 
 
 CachedLayer: TypeAlias = (
@@ -434,8 +455,8 @@ def _manager(**fields: Any) -> ManagerSpec[Any]:
         page = (
             bs
             * fields["pool"].tokens_per_block
-            * fields["kv_heads"]
-            * (fields["head_size_k"] + fields["head_size_v"])
+            * fields["kv_heads"]._value
+            * (fields["head_size_k"]._value + fields["head_size_v"]._value)
             * fields["dtype"].itemsize_bytes
         )
     ints = ManagerInts(
@@ -458,6 +479,9 @@ def _kernel(**fields: Any) -> KernelSpec[Any]:
         pool=p,
         sliding_window_tok=None if window is None else window._n,
         chunk_tok=None if chunk is None else chunk._n,
+        kv_heads=fields["kv_heads"]._value,
+        head_size_k=fields["head_size_k"]._value,
+        head_size_v=fields["head_size_v"]._value,
     )
     return KernelSpec(_ints=ints, **fields)
 
@@ -514,9 +538,9 @@ def manager_view(
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
                 pool=PoolFactor(1),
-                kv_heads=1,
-                head_size_k=0,
-                head_size_v=0,
+                kv_heads=KVHeads(1),
+                head_size_k=Elements(0),
+                head_size_v=Elements(0),
                 dtype=layer.ssm_dtype,
                 state_size=layer.state_size,
             )
@@ -526,9 +550,9 @@ def manager_view(
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
                 pool=PoolFactor(1),
-                kv_heads=1,
-                head_size_k=0,
-                head_size_v=0,
+                kv_heads=KVHeads(1),
+                head_size_k=Elements(0),
+                head_size_v=Elements(0),
                 dtype=CacheDType.float32 if cache_dtype is None else cache_dtype,
                 state_size=layer.state_size,
             )
@@ -538,9 +562,9 @@ def manager_view(
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
                 pool=PoolFactor(1),
-                kv_heads=1,
+                kv_heads=KVHeads(1),
                 head_size_k=layer.kv_lora_rank + layer.qk_rope_head_dim,
-                head_size_v=0,
+                head_size_v=Elements(0),
                 dtype=layer.dtype if cache_dtype is None else cache_dtype,
             )
         dtype = layer.dtype if cache_dtype is None else cache_dtype
@@ -617,9 +641,9 @@ def kernel_view(
                 seq_unit=Tokens,
                 tokens_per_block=BlockSize(bs, Tokens),
                 pool=PoolFactor(1),
-                kv_heads=1,
+                kv_heads=KVHeads(1),
                 head_size_k=layer.kv_lora_rank + layer.qk_rope_head_dim,
-                head_size_v=0,
+                head_size_v=Elements(0),
                 dtype=layer.dtype if cache_dtype is None else cache_dtype,
             )
         common: dict[str, Any] = {
@@ -698,6 +722,18 @@ def admission_cap(spec: ManagerSpec[Any], max_in_flight_slots: int, max_len_slot
         max_in_flight_slots,
         max_len_slots,
     )
+
+
+_M = TypeVar("_M", ManagerSpec[Any], KernelSpec[Any])
+
+
+def bind_group(spec: _M, group: str) -> _M:
+    """``spec`` as the view of layer group ``group`` (`group_layers` binds every view it
+    groups): equal to ``spec``, and what it computes for a block table keeps the group."""
+    if spec.group == group:
+        return spec
+    with _deriving():
+        return replace(spec, group=group)
 
 
 def manager_ints(spec: ManagerSpec[Any]) -> ManagerInts:

@@ -137,9 +137,10 @@ class SpecValidationError(ValidationError, SpecError):
     from their constructor and ``model_validate*``; build one with `from_pydantic`.
 
     Example:
-        >>> from kvunits.contracts import SlidingWindowLayer
+        >>> from kvunits.contracts import Elements, KVHeads, PoolFactor, SlidingWindowLayer
         >>> try:
-        ...     SlidingWindowLayer(sliding_window="750", pool=4, kv_heads=8, head_size=64)
+        ...     SlidingWindowLayer(sliding_window="750", pool=PoolFactor(4), kv_heads=KVHeads(8),
+        ...                        head_size=Elements(64))
         ... except KvUnitsError as exc:
         ...     print(type(exc).__name__, exc.errors()[0]["loc"])
         SpecValidationError ('sliding_window',)

@@ -25,9 +25,13 @@ Public API:
   `unpool_seq_lens` converts manager lengths to exact encoder lengths; `slot_start_loc`
   says where each request's entries start in a slot mapping.
 * `reference_write_kv`, `reference_paged_attention`: the plain-torch references.
+* `sdpa_window_mask`: a `Window` as PyTorch SDPA's boolean ``attn_mask`` (the other backends'
+  conventions are `kvunits.contracts.flash_attn_window_size`, `flashinfer_window_left` and
+  `exclusive_window_bound`).
 * `flash_attention_inputs`, `flashinfer_inputs`: a step batch's tensors for FlashAttention's
-  and FlashInfer's paged calls; `allocate_kv_caches`: each layer's caches from a plan
-  (`kvunits.kernels.backends`, loaded on first use).
+  and FlashInfer's paged calls; `allocate_kv_caches`: each layer's caches from a plan, a
+  shared pool laid out as vLLM's (`PhysicalLayout`) (`kvunits.kernels.backends`, loaded on
+  first use).
 """
 
 if __name__ != "kvunits.kernels":
@@ -58,6 +62,7 @@ from .attention import paged_attention as paged_attention
 from .cache_write import manager_unit as manager_unit
 from .cache_write import slot_start_loc as slot_start_loc
 from .cache_write import write_kv as write_kv
+from .masks import sdpa_window_mask as sdpa_window_mask
 from .reference import reference_paged_attention as reference_paged_attention
 from .reference import reference_write_kv as reference_write_kv
 
@@ -66,6 +71,7 @@ _LAZY = {
     "FlashAttentionInputs",
     "FlashInferInputs",
     "LayerCache",
+    "PhysicalLayout",
     "allocate_kv_caches",
     "flash_attention_inputs",
     "flashinfer_inputs",
@@ -86,6 +92,7 @@ if TYPE_CHECKING:
     from .backends import FlashAttentionInputs as FlashAttentionInputs
     from .backends import FlashInferInputs as FlashInferInputs
     from .backends import LayerCache as LayerCache
+    from .backends import PhysicalLayout as PhysicalLayout
     from .backends import allocate_kv_caches as allocate_kv_caches
     from .backends import flash_attention_inputs as flash_attention_inputs
     from .backends import flashinfer_inputs as flashinfer_inputs
@@ -98,6 +105,7 @@ __all__ = [
     "KernelTypeError",
     "KernelValueError",
     "LayerCache",
+    "PhysicalLayout",
     "QueryStartLoc",
     "ResidencyError",
     "SeqLens",
@@ -110,6 +118,7 @@ __all__ = [
     "paged_attention",
     "reference_paged_attention",
     "reference_write_kv",
+    "sdpa_window_mask",
     "slot_start_loc",
     "unpool_seq_lens",
     "write_kv",

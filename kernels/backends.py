@@ -24,7 +24,9 @@ NHD layout. A sliding window's evicted entries are the null block (0): the libra
 only for keys their window masks, which is what kvunits' residency guarantee makes true.
 
 `allocate_kv_caches` gives each layer of a capacity plan its ``k_cache`` and ``v_cache``,
-shapes and dtypes from its kernel view.
+shapes and dtypes from its kernel view: a tensor pair per layer for a ``per_group`` plan, views
+of one buffer laid out as vLLM 0.33 lays it out for a ``shared`` one
+(`kvunits.kernels._shared_caches`).
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ from typing import Any, Generic, Protocol, final
 
 import torch
 
-from kvunits.contracts import AnyLayerGroup, CacheBlocks, KernelUnit, SpecError
+from kvunits.contracts import AnyLayerGroup, CacheBlocks, EngineSpec, KernelUnit, SpecError
 from kvunits.contracts.batch import StepBatch
-from kvunits.contracts.internal import check_quantity, describe
+from kvunits.contracts.internal import check_quantity, describe, kernel_ints
 
 from ._checks import _TORCH_DTYPES, torch_dtype
+from ._shared_caches import PhysicalLayout as PhysicalLayout
+from ._shared_caches import shared_views
 from ._typed import BlockTable, QueryStartLoc, SeqLens
 
 
@@ -204,6 +208,8 @@ class _Plan(Protocol):
     """What `allocate_kv_caches` reads of a capacity plan (`kvunits.runtime.CapacityPlan`)."""
 
     @property
+    def engine(self) -> EngineSpec: ...
+    @property
     def groups(self) -> Sequence[_GroupPlan]: ...
     @property
     def layout(self) -> str: ...
@@ -217,7 +223,8 @@ class LayerCache:
     Attributes:
         k_cache: ``[num_blocks, tokens_per_block, kv_heads, head_size_k]``.
         v_cache: ``[num_blocks, tokens_per_block, kv_heads, head_size_v]``; None for a layer
-            without values (MLA's latent).
+            without values (MLA's latent). In a shared plan both are strided views of one
+            buffer that other groups' layers view too (only the last axis is contiguous).
     """
 
     k_cache: torch.Tensor
@@ -225,23 +232,51 @@ class LayerCache:
 
 
 def allocate_kv_caches(
-    plan: _Plan, *, device: torch.device | str | None = None
+    plan: _Plan,
+    *,
+    device: torch.device | str | None = None,
+    physical_layout: PhysicalLayout | None = None,
 ) -> Mapping[str, LayerCache]:
-    """Allocate the KV cache of every attention layer of a capacity plan, per layer: its
-    group's ``num_blocks`` (the null block included), shapes and dtypes from its kernel view
-    (`kvunits.contracts.KernelSpec`: ``tokens_per_block`` positions of the kernel's unit, the
-    real KV heads, ``head_size_k``/``head_size_v``, the cache dtype). Uninitialised, as vLLM
-    allocates them. State layers (recurrent mixers) hold no attention cache and are left out.
+    """Allocate the KV cache of every attention layer of a capacity plan, per layer: shapes
+    and dtypes from its kernel view (`kvunits.contracts.KernelSpec`: ``tokens_per_block``
+    positions of the kernel's unit, the real KV heads, ``head_size_k``/``head_size_v``, the
+    cache dtype) and its group's ``num_blocks`` (the null block included), so that a block id
+    the plan's coordinator hands out indexes axis 0. Uninitialised, as vLLM allocates them.
+    State layers (recurrent mixers) hold no attention cache and are left out.
+
+    A ``per_group`` plan gets two contiguous tensors per layer. A ``shared`` plan (one pool
+    for all groups) gets views of one buffer, as vLLM 0.33 lays it out
+    (`kvunits.kernels._shared_caches`): layer ``l`` of every group on the same bytes, each
+    viewing them with its own shape and dtype, K and V strided slices of one
+    ``[num_blocks, tokens_per_block, kv_heads, head_size_k + head_size_v]`` view.
+
+    Args:
+        plan: the capacity plan (`kvunits.runtime.plan`).
+        device: where the tensors go (default: the CPU; ``"meta"`` for shapes only).
+        physical_layout: a shared plan's byte order, a name of vLLM's ``KVCacheLayout``:
+            ``LBNHC`` (the default: vLLM's, FlashAttention's NHD), ``LBHNC`` (HND), or another
+            where it keeps the groups apart (see `kvunits.kernels._shared_caches`).
 
     Raises:
-        SpecError: a plan of the shared layout (its groups' layers alias one buffer, as in
-            vLLM; allocate that layout yourself), or a dtype the kernels do not take.
+        SpecError: a dtype the kernels do not take, a physical_layout for a per_group plan,
+            or one the shared plan cannot take.
     """
-    if plan.layout != "per_group":
+    if plan.layout == "shared":
+        groups = [p.group for p in plan.groups]
+        blocks = check_quantity(plan.groups[0].num_blocks, CacheBlocks, "num_blocks")
+        views = shared_views(
+            groups,
+            blocks.numerical_value_in(CacheBlocks),
+            plan.engine.block_size_slots,
+            "LBNHC" if physical_layout is None else physical_layout,
+            device,
+        )
+        return {name: LayerCache(k, v) for name, (k, v) in views.items()}
+    if physical_layout is not None:
         raise SpecError(
-            f"allocate_kv_caches lays out a per_group plan (a pool per group); this plan's "
-            f"layout is {plan.layout!r}, whose groups share one buffer per layer position: "
-            "plan with kv_cache_layout = 'per_group'"
+            f"physical_layout {physical_layout!r} lays out a shared pool; this plan's "
+            f"kv_cache_layout is {plan.layout!r}, whose layers each get their own K and V "
+            "tensors: drop physical_layout, or plan with kv_cache_layout = 'shared'"
         )
     out: dict[str, LayerCache] = {}
     for group_plan in plan.groups:
@@ -255,10 +290,11 @@ def allocate_kv_caches(
                     f"caches, not {spec.dtype}; plan with another cache_dtype"
                 )
             dtype = torch_dtype(spec.dtype)
-            shape = (num_blocks, rows, spec.kv_heads)
-            k = torch.empty((*shape, spec.head_size_k), dtype=dtype, device=device)
+            ints = kernel_ints(spec)
+            shape = (num_blocks, rows, ints.kv_heads)
+            k = torch.empty((*shape, ints.head_size_k), dtype=dtype, device=device)
             v = None
-            if spec.head_size_v:
-                v = torch.empty((*shape, spec.head_size_v), dtype=dtype, device=device)
+            if ints.head_size_v:
+                v = torch.empty((*shape, ints.head_size_v), dtype=dtype, device=device)
             out[name] = LayerCache(k, v)
     return out

@@ -45,6 +45,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -99,6 +100,16 @@ DEFAULT_PROMPT: Final = Tokens(16)
 #: Decoder tokens per decode step: one (streaming transcription emits one a step).
 DEFAULT_DECODER_STEP: Final = Tokens(1)
 
+#: The most clients (``--streams``); each costs memory once it has opened a stream.
+MAX_STREAMS: Final = 1 << 16
+#: The most scheduler steps a simulation runs, its compared windows together: the series of
+#: every step are kept (a few tens of bytes a step and group). ``--steps`` and ``--arrival``
+#: are bounded by it too: a stream longer than any simulation never ends.
+MAX_SCHEDULER_STEPS: Final = 1_000_000
+#: The most windows ``--compare-windows`` runs (one simulation each).
+MAX_WINDOWS: Final = 16
+_MAX_SEED: Final = 2**63 - 1
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -146,17 +157,23 @@ class Workload:
         decoder_step: Tokens = DEFAULT_DECODER_STEP,
         seed: int = 0,
         shared_prompt: bool = False,
+        runs: int = 1,
     ) -> Workload:
-        """A workload checked against the config's engine limits.
+        """A workload checked against the config's engine limits and the bounds of a
+        simulation (`MAX_STREAMS`, `MAX_SCHEDULER_STEPS`).
 
         Defaults: the engine's ``max_encoder_tokens_per_step`` encoder tokens and one token a
         step (the streaming cadence), ``streams`` a quarter more than the plan admits at once
-        (so that some wait), ``duration`` three stream lives.
+        (so that some wait; at most `MAX_STREAMS`), ``duration`` three stream lives.
+
+        Args:
+            runs: the simulations this workload is run in (the windows compared): their
+                scheduler steps together are bounded.
 
         Raises:
-            UnitValueError: a count below its minimum, or a stream the engine cannot run (a
-                step beyond its per-step limit, a stream beyond its longest sequence); the
-                error names the setting to change.
+            UnitValueError: a count below its minimum or above its bound (the error states
+                it), or a stream the engine cannot run (a step beyond its per-step limit, a
+                stream beyond its longest sequence); the error names the setting to change.
         """
         engine = config.engine
         pooled = any(_is_stepped_pooled(g) for g in _groups(config.model, config))
@@ -171,23 +188,40 @@ class Workload:
                 got=str(encoder_step),
             )
         if streams is None:
-            streams = -(-plan(config.model, engine).concurrent_requests * 5 // 4)
-        if duration is None:
-            duration = 3 * (steps + 1)
-        for name, value, least in (
-            ("streams", streams, 1),
-            ("steps", steps, 0),
-            ("duration", duration, 1),
-            ("arrival", arrival, 0),
-            ("seed", seed, 0),
+            admitted = plan(config.model, engine).concurrent_requests
+            streams = min(-(-admitted * 5 // 4), MAX_STREAMS)
+        given_duration = duration is not None
+        for name, value, least, most, what in (
+            ("streams", streams, 1, MAX_STREAMS, " (clients)"),
+            ("steps", steps, 0, MAX_SCHEDULER_STEPS, " (a stream longer than a simulation)"),
+            ("duration", duration, 1, MAX_SCHEDULER_STEPS, ""),
+            ("arrival", arrival, 0, MAX_SCHEDULER_STEPS, " (a gap longer than a simulation)"),
+            ("seed", seed, 0, _MAX_SEED, ""),
         ):
-            if value < least:
+            if value is not None and not least <= value <= most:
+                bound = f">= {least}" if value < least else f"<= {most}{what}"
                 raise UnitValueError(
-                    f"--{name} must be >= {least}, got {value}",
+                    f"--{name} must be {bound}, got {value}",
                     field=f"--{name}",
-                    expected=f"an int >= {least}",
+                    expected=f"an int from {least} to {most}",
                     got=str(value),
                 )
+        if duration is None:
+            duration = 3 * (steps + 1)
+        if duration * runs > MAX_SCHEDULER_STEPS:
+            plural = "run" if runs == 1 else "runs"
+            raise UnitValueError(
+                f"--duration: {duration * runs} scheduler steps in all ({runs} {plural} of "
+                f"{duration}) is more than the {MAX_SCHEDULER_STEPS} a simulation runs"
+                + (
+                    ""
+                    if given_duration
+                    else "; the default --duration is 3 × (--steps + 1): give --duration"
+                ),
+                field="--duration",
+                expected=f"duration × runs <= {MAX_SCHEDULER_STEPS}",
+                got=str(duration * runs),
+            )
         prompt_tok = prompt.numerical_value_in(Tokens)
         cadence_tok = decoder_step.numerical_value_in(Tokens)
         text_len = prompt_tok + steps * cadence_tok
@@ -336,7 +370,10 @@ def window_variants(
         config: the loaded config.
         windows: the windows to compare, in order.
         group: the sliding-window group to vary; by default the only one that counts the
-            windows' unit.
+            windows' unit. With ``kv_cache_layout = "shared"`` a group split into parts
+            (``text/sliding_window[0]`` …) is named by its own name or any part's: the window
+            is the manager spec its parts share, so all of them vary; the runs' summaries show
+            the part named (the first, for the group's own name).
 
     Raises:
         UnitTypeError: a window without a unit, or in a unit no sliding-window group counts.
@@ -348,8 +385,24 @@ def window_variants(
 
     if not windows:
         raise SpecError("--compare-windows needs at least one window")
+    if len(windows) > MAX_WINDOWS:
+        raise UnitValueError(
+            f"--compare-windows: {len(windows)} windows; at most {MAX_WINDOWS} are compared "
+            "(one run each)",
+            field="--compare-windows",
+            expected=f"at most {MAX_WINDOWS} windows",
+            got=str(len(windows)),
+        )
     parsed = [parse_any_quantity(text.strip(), field="--compare-windows") for text in windows]
-    target = _target_group(config, parsed, group)
+    for index, window in enumerate(parsed):
+        if str(window) in {str(w) for w in parsed[:index]}:  # windows of two units never equal
+            raise UnitValueError(
+                f"--compare-windows: {window} given twice; each window is one run",
+                field="--compare-windows",
+                expected="distinct windows",
+                got=", ".join(str(w) for w in parsed),
+            )
+    target, focus = _target_group(config, parsed, group)
     names = target.layer_names
     pool = target.manager.pool.tokens_per_block
     variants = []
@@ -375,13 +428,14 @@ def window_variants(
             # pool_window((S − 1)·P + 1, P) = cdiv((S − 1)·P, P) + 1 = S: derived, not assumed.
             assert str(manager) == str(window), (window, manager)
         regrouped = [g.name for g in _groups(model, config)]
-        if target.name not in regrouped:
+        laid_out = [g.name for g in _layout_groups(model, config)]
+        if target.name not in regrouped or focus not in laid_out:
             raise SpecError(
                 f"--compare-windows {window}: group {target.name!r} would then share its "
                 f"manager spec with another group ({', '.join(regrouped)}); compare other "
                 "windows"
             )
-        variants.append(Variant(str(manager), model, target.name, manager))
+        variants.append(Variant(str(manager), model, focus, manager))
     return variants
 
 
@@ -611,15 +665,74 @@ def simulate(
 
 
 class _Stream:
-    __slots__ = ("client", "hits", "id", "recompute", "step")
+    __slots__ = ("client", "hits", "id", "lost", "recompute", "step")
 
     def __init__(self, stream_id: str, client: int) -> None:
         self.id = stream_id
         self.client = client
         self.step = 0
         self.hits: tuple[IntQuantity, ...] | None = None
-        # A preempted stream: the positions per group (handle units) it recomputes first.
+        # A preempted stream: the positions per group (handle units) it recomputes first,
+        # and what its preemption lost (recomputed = lost - recompute).
         self.recompute: list[int] | None = None
+        self.lost: list[int] = []
+
+
+def _replay_chunk(
+    remaining: Sequence[int],
+    replayed: Sequence[int],
+    prefill: Sequence[int],
+    decode: Sequence[int],
+    limit: Sequence[int],
+) -> list[int]:
+    """What a preempted stream recomputes in one scheduler step, per group (handle units):
+    its own steps replayed in order, every group up to the same stream step, as many as
+    every group's per-step ``limit`` allows.
+
+    vLLM 0.33 recomputes a resumed request on one token axis: ``_preempt_request`` sets
+    ``num_computed_tokens = 0`` and the request prefills its history again, each scheduled
+    position carrying its text token *and* its P encoder tokens (Voxtral Realtime's
+    encoder runs inside the decoder's forward: ``voxtral_realtime.py``, ``forward``). No
+    group runs ahead of another: text does not re-prefill 2048 tokens at once while its
+    audio comes back 4 encoder tokens a step, holding every text block for nothing. A
+    stream step that alone exceeds a limit (a prompt longer than a step) is chunked in the
+    groups still short of it.
+
+    Args:
+        remaining: positions left to recompute.
+        replayed: positions recomputed since the preemption.
+        prefill: the positions of the stream's first step (its prompt, less its hits).
+        decode: the positions of each later step.
+        limit: the most positions a scheduler step adds.
+
+    Example:
+        Voxtral's cadence (audio 4 encoder tokens a step, at most 4; text 1 token, at most
+        2048), a prompt of 4 encoder tokens and 16 tokens, preempted after 10 steps: the
+        first replay step recomputes the prompt, each next one step of both, never more.
+
+        >>> _replay_chunk([40, 25], [0, 0], [4, 16], [4, 1], [4, 2048])
+        [4, 16]
+        >>> _replay_chunk([36, 9], [4, 16], [4, 16], [4, 1], [4, 2048])
+        [4, 1]
+        >>> _replay_chunk([40, 25], [0, 0], [4, 16], [4, 1], [8192, 2048])  # vLLM's budget
+        [40, 25]
+    """
+
+    def steps(x: int, p: int, d: int) -> float:  # whole stream steps x positions cover
+        return 0 if x < p else math.inf if d == 0 else 1 + (x - p) // d
+
+    def positions(t: float, p: int, d: int) -> float:  # of the first t stream steps
+        return 0 if t == 0 else p + (t - 1) * d
+
+    groups = list(zip(remaining, replayed, prefill, decode, limit, strict=True))
+    active = [g for g in groups if g[0]]
+    reach = min(steps(x + c, p, d) for _, x, p, d, c in active)
+    now = min(steps(x, p, d) for _, x, p, d, _ in active)
+    if now < reach < math.inf:
+        return [min(r, max(0, int(positions(reach, p, d)) - x)) for r, x, p, d, _ in groups]
+    # One stream step is more than a limit allows (or only steps without positions are
+    # left): chunk it in the groups still short of it.
+    return [min(r, c) if r and steps(x, p, d) == now else 0 for r, x, p, d, c in groups]
 
 
 def _prompt_hashes(handle: GroupHandle[Any], prefill: IntQuantity) -> Any:
@@ -639,6 +752,8 @@ def _limit(handle: GroupHandle[Any], group: AnyLayerGroup) -> IntQuantity:
     return max_len
 
 
+#: (sliding_window, chunk) of a layer's kernel, plain ints of its unit.
+_KernelWindow = tuple[int | None, int | None]
 #: (tokens_per_block, sliding_window, chunk) of a kernel, plain ints of its unit.
 _KernelGeometry = tuple[int, int | None, int | None]
 
@@ -650,7 +765,7 @@ class Simulation:
         config: the loaded config (engine, and the kernels' real windows).
         workload: the streams.
         variant: the model to plan and run.
-        kernels: per group, the geometries the kernels read (see `simulate`).
+        kernels: per layer, the window and chunk its kernel reads (`_real_kernels`).
 
     Attributes:
         coordinator: the coordinator, built from ``run.plan``.
@@ -664,7 +779,7 @@ class Simulation:
         config: KvUnitsConfig,
         workload: Workload,
         variant: Variant,
-        kernels: dict[str, list[_KernelGeometry]],
+        kernels: dict[str, _KernelWindow],
     ) -> None:
         capacity = plan(variant.model, config.engine)
         self.coordinator = coord = KVCacheCoordinator.from_plan(
@@ -708,8 +823,8 @@ class Simulation:
                 self._limits, prefill, decode, [workload.steps] * len(handles), strict=True
             )
         )
-        # Per group, the most a step may add (handle units): a preempted stream recomputes in
-        # chunks of the engine's per-step limits.
+        # Per group, the most a step may add (handle units): a preempted stream replays its
+        # steps within them, every group in step (`_replay_chunk`).
         engine = config.engine
         self._chunk = tuple(
             (engine.max_encoder_tokens_per_step or EncoderTokens(0)).numerical_value_in(
@@ -725,9 +840,11 @@ class Simulation:
         self._prefill_rows = tuple(q.numerical_value_in(type(q)) for q in prefill)
         self._decode_rows = tuple(q.numerical_value_in(type(q)) for q in decode)
         # Residency is checked where the kernels read a window of the group's own positions
-        # (not for a cross-attention or state group).
+        # (not for a cross-attention or state group), in the blocks of this run's layout (the
+        # shared one grows block sizes) with the kernels' real windows.
+        self._geometries = {g.name: _geometries(g, kernels) for g in coord.groups}
         self._checks = [
-            kernels.get(h.name, []) if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
+            self._geometries[h.name] if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
             for h in handles
         ]
         self._names = coord.group_names
@@ -735,10 +852,10 @@ class Simulation:
         self.run.admission = self.admission
         self._preempted_now = 0
         self._recomputed = [0] * len(handles)
-        self._kernels = kernels
         # The gaps between a client's streams are drawn from the client's own generator, so
-        # that every variant sees the same draws.
-        self._rngs = [random.Random(f"{workload.seed}:{c}") for c in range(workload.streams)]
+        # that every variant sees the same draws; made when first drawn from (a client costs
+        # nothing until its first stream ends).
+        self._rngs: dict[int, random.Random] = {}
         # The clients' first streams arrive evenly spread over one stream's life, so that the
         # streams running at once are of every age after one life (client 0 at step 0).
         self._arrivals: dict[int, list[int]] = {}
@@ -794,21 +911,30 @@ class Simulation:
             stream.step += 1
             done = stream.step > work.steps
             for g, handle in enumerate(self.handles):
-                table = coord.block_table(stream.id, handle)
+                ids = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
                 geometries = self._checks[g]
                 if geometries and rows[g]:
-                    self._check(stream, handle, table, geometries, rows[g])
+                    self._check(stream, handle, ids, geometries, rows[g])
                 if not done:
-                    held[g] = max(held[g], len(table) - table.count(NULL_BLOCK))
+                    held[g] = max(held[g], len(ids) - ids.count(NULL_BLOCK))
             if done:
                 coord.free(stream.id)
                 del self._running[stream.id]
                 self._finished += 1
-                rng = self._rngs[stream.client]
-                gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
+                gap = (
+                    0
+                    if work.arrival == 0
+                    else round(self._rng(stream.client).expovariate(1 / work.arrival))
+                )
                 self._arrivals.setdefault(t + 1 + gap, []).append(stream.client)
         self._record(held)
         self._t += 1
+
+    def _rng(self, client: int) -> random.Random:
+        rng = self._rngs.get(client)
+        if rng is None:
+            rng = self._rngs[client] = random.Random(f"{self.workload.seed}:{client}")
+        return rng
 
     def _step_on_demand(self) -> None:
         """One step as vLLM 0.33's scheduler takes it (``Scheduler.schedule``): every running
@@ -842,6 +968,7 @@ class Simulation:
                 victim.recompute = [
                     magnitude(record.lost[h.name]) // h.rows_per_unit for h in self.handles
                 ]
+                victim.lost = list(victim.recompute)
                 for g, handle in enumerate(self.handles):
                     self._recomputed[g] += victim.recompute[g] * handle.rows_per_unit
                 self._waiting.appendleft(victim)
@@ -897,7 +1024,11 @@ class Simulation:
             # computes a resumed request's tokens and its next one in one step).
             typed = tuple(type(q)(f) for q, f in zip(counts, fused, strict=True))
             return typed, tuple(fused), True, None
-        chunk = [min(r, c) for r, c in zip(remaining, self._chunk, strict=True)]
+        prefill = [magnitude(q) for q in self._prefill]
+        if stream.hits is not None:
+            prefill = [p - magnitude(h) for p, h in zip(prefill, stream.hits, strict=True)]
+        replayed = [lost - r for lost, r in zip(stream.lost, remaining, strict=True)]
+        chunk = _replay_chunk(remaining, replayed, prefill, self._decode_rows, self._chunk)
         left = [r - c for r, c in zip(remaining, chunk, strict=True)]
         typed = tuple(type(q)(c) for q, c in zip(counts, chunk, strict=True))
         return typed, tuple(chunk), False, left
@@ -916,7 +1047,7 @@ class Simulation:
             stream.step += 1
         done = stream.step > self.workload.steps
         for g, handle in enumerate(self.handles):
-            table = coord.block_table(stream.id, handle)
+            table = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
             geometries = self._checks[g]
             if geometries and rows[g]:
                 self._check(stream, handle, table, geometries, rows[g])
@@ -930,7 +1061,7 @@ class Simulation:
         self.coordinator.free(stream.id)
         del self._running[stream.id]
         self._finished += 1
-        rng = self._rngs[stream.client]
+        rng = self._rng(stream.client)
         gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
         self._arrivals.setdefault(self._t + 1 + gap, []).append(stream.client)
 
@@ -1010,7 +1141,7 @@ class Simulation:
                     manager_window=spec.sliding_window,
                     kernel_windows=tuple(
                         Window(w, Tokens if handle.unit is Tokens else EncoderTokens)
-                        for _, w, _ in self._kernels.get(name, [])
+                        for _, w, _ in self._geometries[name]
                         if w is not None
                     ),
                     capacity=group_plan.num_blocks.numerical_value_in(CacheBlocks) - 1,
@@ -1059,26 +1190,53 @@ def _is_stepped_pooled(group: AnyLayerGroup) -> bool:
     return group.manager.slot_unit is PooledBlocks and group.manager.kind != "cross_attention"
 
 
-def _real_kernels(config: KvUnitsConfig) -> dict[str, list[_KernelGeometry]]:
-    """Per group of the config, the distinct geometries its kernels read: what residency is
-    checked against, whatever manager window a variant gives the group."""
-    out: dict[str, list[_KernelGeometry]] = {}
+def _real_kernels(config: KvUnitsConfig) -> dict[str, _KernelWindow]:
+    """Per layer of the config, the window and chunk its kernel reads: what residency is
+    checked against, whatever manager window a variant gives the layer's group. The block
+    a kernel reads is the run's own (`Simulation`): the shared layout grows block sizes."""
+    out: dict[str, _KernelWindow] = {}
     for group in _groups(config.model, config):
-        found: list[_KernelGeometry] = []
-        for kernel in group.kernels.values():
+        for name, kernel in group.kernels.items():
             ints = kernel_ints(kernel)
-            geometry = (ints.tokens_per_block, ints.sliding_window_tok, ints.chunk_tok)
-            if geometry not in found:
-                found.append(geometry)
-        out[group.name] = found
+            out[name] = (ints.sliding_window_tok, ints.chunk_tok)
     return out
+
+
+def _geometries(group: AnyLayerGroup, kernels: dict[str, _KernelWindow]) -> list[_KernelGeometry]:
+    """The distinct geometries a group's kernels read: its own blocks (the run's layout), each
+    layer's real window and chunk."""
+    found: list[_KernelGeometry] = []
+    for name, kernel in group.kernels.items():
+        window, chunk = kernels[name]
+        geometry = (kernel_ints(kernel).tokens_per_block, window, chunk)
+        if geometry not in found:
+            found.append(geometry)
+    return found
+
+
+def _layout_groups(model: ModelSpec, config: KvUnitsConfig) -> tuple[AnyLayerGroup, ...]:
+    """The groups as the engine's ``kv_cache_layout`` lays them out, the coordinator's: with
+    ``shared``, block sizes unified and large groups split into parts (``name[i]``)."""
+    if config.engine.kv_cache_layout != "shared":
+        return _groups(model, config)
+    from kvunits.runtime.shared_pool import shared_layout
+
+    return shared_layout(model, config.engine).groups
+
+
+def _parts(group: AnyLayerGroup, layout: Sequence[AnyLayerGroup]) -> list[str]:
+    """The names the layout gives ``group``'s layers: itself, or the parts it is split into."""
+    members = set(group.layer_names)
+    return [g.name for g in layout if members.issuperset(g.layer_names)]
 
 
 def _target_group(
     config: KvUnitsConfig, windows: Sequence[IntQuantity], name: str | None
-) -> AnyLayerGroup:
-    """The sliding-window group whose manager window the comparison varies."""
+) -> tuple[AnyLayerGroup, str]:
+    """The sliding-window group whose manager window the comparison varies, and the name the
+    runs' summaries show it by (the part named, in a layout that splits the group)."""
     groups = [g for g in _groups(config.model, config) if g.manager.kind == "sliding_window"]
+    layout = _layout_groups(config.model, config)
     units = {type(w) for w in windows}
     if len(units) != 1:
         raise UnitTypeError(
@@ -1095,14 +1253,17 @@ def _target_group(
         return unit is slot or (unit is EncoderTokens and slot is PooledBlocks)
 
     if name is not None:
-        chosen = [g for g in groups if g.name == name]
+        chosen = [(g, name) for g in groups if g.name == name]
+        chosen += [(g, name) for g in groups if name != g.name and name in _parts(g, layout)]
         if not chosen:
+            known = [p for g in groups for p in dict.fromkeys([g.name, *_parts(g, layout)])]
             raise SpecError(
                 f"--group {name!r} is not a sliding-window group of {config.model.name!r}; "
-                f"sliding-window groups: {', '.join(g.name for g in groups) or 'none'}"
+                f"sliding-window groups: {', '.join(known) or 'none'}"
             )
-        if not counts(chosen[0]):
-            slot = chosen[0].manager.slot_unit
+        group, shown = chosen[0]
+        if not counts(group):
+            slot = group.manager.slot_unit
             raise UnitTypeError(
                 f"--compare-windows: group {name!r} counts its manager window in {slot.unit}, "
                 f"not {unit.unit}",
@@ -1110,10 +1271,10 @@ def _target_group(
                 expected=slot.unit,
                 got=unit.unit,
             )
-        return chosen[0]
+        return group, shown if shown != group.name else _parts(group, layout)[0]
     candidates = [g for g in groups if counts(g)]
     if len(candidates) == 1:
-        return candidates[0]
+        return candidates[0], _parts(candidates[0], layout)[0]
     if not candidates:
         raise UnitTypeError(
             f"--compare-windows: no sliding-window group of {config.model.name!r} counts "

@@ -154,7 +154,8 @@ def add_simulate_command(
         "--group",
         metavar="NAME",
         help="the sliding-window group whose window to vary (default: the only one counting "
-        "the windows' unit)",
+        "the windows' unit); with --kv-cache-layout shared, a part of a split group "
+        "(text/sliding_window[0]) names the group, whose parts all vary",
     )
     output = simulate.add_argument_group("output")
     output.add_argument(
@@ -196,7 +197,6 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
     from ._simulate import as_configured, simulate, window_variants
 
     config = args.load(args.config, args)
-    workload = _workload(args, config)
     if args.compare_windows is not None:
         variants = window_variants(config, args.compare_windows.split(","), args.group)
     elif args.group is not None:
@@ -207,6 +207,7 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
         from ._simulate import admission_variants
 
         variants = admission_variants(config, args.compare_admission.split(","), variants)
+    workload = _workload(args, config, runs=len(variants))
 
     shown = args.format == "table" and sys.stdout.isatty()  # a pipe or a program: no bar
     progress = _Progress(workload.duration, [v.label for v in variants], shown)
@@ -249,9 +250,30 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
 
 
 def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
-    """Refuse an output the figure cannot be written to, before simulating."""
+    """Refuse an output the figure cannot be written to, before simulating: a path no system
+    call takes, another suffix, a folder that does not exist, or something other than a
+    regular file (a directory, a FIFO, a device) already there."""
     from kvunits.contracts import UnitValueError
+    from kvunits.contracts.config import ConfigError, check_path, file_kind
 
+    try:
+        check_path(out)
+    except ConfigError as error:
+        (issue,) = error.issues
+        raise UnitValueError(
+            f"--out {issue.where}: {issue.message}",
+            field="--out",
+            expected="a file name a system call takes",
+            got=issue.where,
+        ) from None
+    kind = file_kind(out)
+    if kind not in (None, "a regular file"):
+        raise UnitValueError(
+            f"--out {out}: {kind} is there; the figure is written to a regular file",
+            field="--out",
+            expected="a new or regular file",
+            got=kind or "",
+        )
     if out.suffix.lower() not in suffixes:
         raise UnitValueError(
             f"--out {out}: the figure is written as {', '.join(suffixes)}; name the file so",
@@ -259,7 +281,7 @@ def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
             expected=" | ".join(suffixes),
             got=out.suffix or "no suffix",
         )
-    if not out.parent.is_dir():
+    if file_kind(out.parent) != "a directory":
         raise UnitValueError(
             f"--out {out}: the folder {out.parent} does not exist",
             field="--out",
@@ -268,8 +290,14 @@ def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
         )
 
 
-def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
-    from kvunits.contracts import EncoderTokens, Tokens, UnitTypeError, parse_quantity
+def _workload(args: argparse.Namespace, config: KvUnitsConfig, *, runs: int) -> Workload:
+    from kvunits.contracts import (
+        EncoderTokens,
+        Tokens,
+        UnitTypeError,
+        UnitValueError,
+        parse_quantity,
+    )
 
     from ._simulate import Workload
 
@@ -278,8 +306,19 @@ def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
     if args.cadence is not None:
         from kvunits.contracts.internal import parse_any_quantity
 
+        given: dict[str, str] = {}
         for text in args.cadence.split(","):
             value = parse_any_quantity(text.strip(), field="--cadence")
+            unit = type(value).unit
+            if unit in given:
+                raise UnitValueError(
+                    f"--cadence: {unit} given twice ({given[unit]}, {value}); give one step "
+                    "per unit",
+                    field="--cadence",
+                    expected="one encoder_token step and one token step at most",
+                    got=args.cadence,
+                )
+            given[unit] = str(value)
             if type(value) is EncoderTokens:
                 encoder_step = value
             elif type(value) is Tokens:
@@ -303,6 +342,7 @@ def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
         decoder_step=decoder_step,
         seed=args.seed,
         shared_prompt=args.shared_prompt,
+        runs=runs,
     )
 
 

@@ -1,5 +1,5 @@
 """The ``kvunits`` command line: ``plan``, ``fit``, ``check``, ``models``, ``schema``,
-``convert``, ``simulate``.
+``convert``, ``simulate``, ``audit``.
 
 Exit status: 0 on success, and when the reader of stdout went away (``kvunits plan | head``:
 it took what it wanted; nothing more is written, no traceback); 2 for an invalid config, flag
@@ -27,7 +27,7 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
     from kvunits.contracts.config import KvUnitsConfig
@@ -135,6 +135,7 @@ examples:
   kvunits models                                 the Hugging Face families kvunits reads
   kvunits schema > kvunits.schema.json
   kvunits convert "750 encoder_token" --to pooled_block --pool 4 --as window
+  kvunits audit kv-specs.json                    vLLM's KV-cache plan (the plugin's dump)
 
 Every size is written with its unit: "750 encoder_token", "8192 token", "40 GiB".
 """
@@ -155,6 +156,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         prepare_process()
     arguments = sys.argv[1:] if argv is None else list(argv)
+    if any(
+        a.startswith("--") and ("_" in a.split("=")[0] or a.startswith("--config"))
+        for a in arguments
+    ):
+        from kvunits.contracts import KvUnitsError
+
+        from ._vllm import normalize_argv
+
+        try:  # vLLM's spellings: --max_model_len, --config serve.yaml
+            arguments = normalize_argv(arguments)
+        except KvUnitsError as exc:
+            _report(exc, "kvunits: error")
+            return EXIT_INVALID
     # The command named first is the one that runs: build its arguments only.
     first = arguments[0] if arguments else None
     parser = build_parser(first if first in _COMMANDS else None)
@@ -192,7 +206,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             others are registered by name, all ``kvunits plan`` needs of them); ``None``
             builds every command, as ``kvunits --help`` shows them.
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kvunits",
         description=_wrap(
             "Plan the KV cache of a model, with units: what each layer group needs "
@@ -215,6 +229,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 _FORMATTER: Final = argparse.RawDescriptionHelpFormatter
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors print the line that matters first: the error, then a one-line
+    usage (argparse's own prints every option before it: 14 to 19 lines). Subcommands'
+    parsers are of this class too (``add_subparsers`` makes them so)."""
+
+    def error(self, message: str) -> NoReturn:
+        formatter = self._get_formatter()
+        positionals = [
+            formatter._format_args(action, action.dest.upper())
+            for action in self._get_positional_actions()
+        ]
+        usage = " ".join([self.prog, "[options]", *positionals])
+        self.exit(
+            EXIT_INVALID,
+            f"{self.prog}: error: {message}\nusage: {usage}  (`{self.prog} --help` for all)\n",
+        )
+
+
 def _engine_flags() -> argparse.ArgumentParser:
     """The engine settings' flags, a parent of each command that plans."""
     engine_flags = argparse.ArgumentParser(add_help=False)
@@ -230,6 +262,9 @@ def _engine_flags() -> argparse.ArgumentParser:
         help="plan one more batch in flight, as vLLM's async scheduling runs (vLLM 0.33 turns "
         "it on by default; kvunits' default is off)",
     )
+    from ._vllm import add_vllm_flags
+
+    add_vllm_flags(engine_flags)
     return engine_flags
 
 
@@ -429,6 +464,13 @@ def _add_convert(commands: Any) -> None:
     convert.set_defaults(command=_convert)
 
 
+def _add_audit(commands: Any) -> None:
+    """``kvunits audit`` (its arguments and run live in ``_audit_cli``)."""
+    from ._audit_cli import add_audit_command
+
+    add_audit_command(commands, _FORMATTER)
+
+
 def _add_simulate(commands: Any) -> None:
     """``kvunits simulate`` (its arguments live with the command, in ``_simulate_cli``)."""
     from ._simulate_cli import add_simulate_command
@@ -445,6 +487,7 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
     "schema": _add_schema,
     "convert": _add_convert,
     "simulate": _add_simulate,
+    "audit": _add_audit,
 }
 
 
@@ -453,14 +496,23 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
 
 def _plan(args: argparse.Namespace) -> int:
     from ._render import plan_to_dict, render_table
+    from ._vllm import vllm_lines, vllm_numbers, vllm_to_dict
 
     config = _load(args.config, args)
     result = _planned(config)
+    numbers = vllm_numbers(config, args.vllm)
     if args.format == "json":
-        json.dump(plan_to_dict(config, result), sys.stdout, indent=2)
+        data = plan_to_dict(config, result)
+        data["vllm"] = vllm_to_dict(numbers)
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         render_table(config, result, sys.stdout)
+        from ._render import clean
+
+        sys.stdout.write(
+            "\n" + "\n".join(clean(line) for line in vllm_lines(config, args.vllm, numbers)) + "\n"
+        )
     sys.stdout.flush()
     return EXIT_OK
 
@@ -540,7 +592,10 @@ def _models(args: argparse.Namespace) -> int:
         for name, wrapper in HF_WRAPPERS.items()
     ]
     if args.format == "json":
-        json.dump({"families": families, "wrappers": wrappers}, sys.stdout, indent=2)
+        from kvunits.contracts.config._hf_registry import REFUSED
+
+        listing = {"families": families, "wrappers": wrappers, "refused": dict(REFUSED)}
+        json.dump(listing, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     print("Hugging Face families kvunits reads as vLLM 0.33 does (by model_type):\n")
@@ -563,7 +618,9 @@ def _models(args: argparse.Namespace) -> int:
             print(" " * width + line)
     print(
         "\nAny other model_type, or a field that sizes the cache in some family and that the\n"
-        "family's reader does not read, is refused with its name."
+        "family's reader does not read, is refused with its name; the architectures of vLLM\n"
+        "0.33's registry kvunits refuses, with the feature not modelled: --format json,\n"
+        "'refused' (docs/vllm-compat.md lists them)."
     )
     return EXIT_OK
 
@@ -614,20 +671,28 @@ def _convert(args: argparse.Namespace) -> int:
 def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     from kvunits.contracts.config import load_config
 
-    flags = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
+    from ._vllm import apply_state_dtypes, engine_flags, fit_auto_length, weights_from_directory
+
+    flags: dict[str, object] = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
     flags["async_scheduling"] = args.async_scheduling
+    args.vllm = extra = engine_flags(args, flags)
+    path = path if path is not None else getattr(args, "vllm_model", None)
+    weights_from_directory(path, flags, extra)
     if path is not None:
         from ._examples import shipped
 
         (path, *_) = shipped(path)  # examples/... from an installed wheel
-        return load_config(path, flags=flags)
+        config = load_config(
+            path, flags=flags, hf_overrides=extra.hf_overrides or None, revision=extra.revision
+        )
+        return fit_auto_length(apply_state_dtypes(config, extra), extra)
     example = os.path.join(os.path.dirname(__file__), "examples", DEFAULT_EXAMPLE)
     if os.path.isfile(example):  # package data beside the module (importlib.resources costs more)
-        return load_config(example, flags=flags)
+        return fit_auto_length(load_config(example, flags=flags), extra)
     from importlib import resources
 
     with resources.as_file(resources.files("kvunits").joinpath("examples", DEFAULT_EXAMPLE)) as f:
-        return load_config(f, flags=flags)
+        return fit_auto_length(load_config(f, flags=flags), extra)
 
 
 def _planned(config: KvUnitsConfig) -> CapacityPlan:

@@ -24,6 +24,7 @@ from kvunits.contracts import (
     CacheBlocks,
     EncoderTokens,
     EngineSpec,
+    Layers,
     ModelSpec,
     SpecError,
     Tokens,
@@ -205,7 +206,8 @@ def plan_per_group(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
         group = shape.group
         cap = group.admission_cap()
         # One page of each layer of the group per cache block, in the group's own page size.
-        block_bytes = group.manager.page_size.numerical_value_in(Bytes) * group.num_layers
+        layers = group.num_layers.numerical_value_in(Layers)
+        block_bytes = group.manager.page_size.numerical_value_in(Bytes) * layers
         per_request += cap.numerical_value_in(CacheBlocks) * block_bytes
         plans.append(
             GroupPlan(
@@ -215,7 +217,8 @@ def plan_per_group(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
                 block_bytes=Bytes(block_bytes),
                 admission_cap=cap,
                 bytes_per_request=Bytes(cap.numerical_value_in(CacheBlocks) * block_bytes),
-                num_blocks=engine_blocks(n),
+                # Every rank of every stage holds the split's n pages (its fewest).
+                num_blocks=engine_blocks((n,)),
             )
         )
     too_many = [p for p in plans if p.num_blocks.numerical_value_in(CacheBlocks) > MAX_POOL_BLOCKS]

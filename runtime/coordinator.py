@@ -33,13 +33,16 @@ Every call that changes state is atomic, whatever the exception.
 
 Example:
     >>> from kvunits.contracts import (EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec,
-    ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens, Window)
+    ...                        Position,
+    ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens, Window,
+    ...                        Elements, KVHeads, Layers)
     >>> from kvunits.contracts.deploy import RankBytes
     >>> from kvunits.runtime.capacity import plan
     >>> enc = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
-    ...                          kv_heads=32, head_size=64)
-    >>> dec = FullAttentionLayer(kv_heads=8, head_size=128)
-    >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32), "text": (dec, 26)})
+    ...                          kv_heads=KVHeads(32), head_size=Elements(64))
+    >>> dec = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, Layers(32)),
+    ...                                       "text": (dec, Layers(26))})
     >>> engine = EngineSpec(max_model_len=Tokens(4096), max_num_batched_tokens=Tokens(512),
     ...                     max_encoder_len=EncoderTokens(40_000),
     ...                     max_encoder_tokens_per_step=EncoderTokens(4),
@@ -51,7 +54,7 @@ Example:
     >>> step.allocate("r1", PooledBlocks(1), Tokens(3))
     [[16], [16, 17, 18]]
     >>> coord.block_table("r1", audio), str(coord.usage(text).used)
-    ([1], '1 cache_block')
+    (BlockIds([1], owner='audio'), '1 cache_block')
     >>> coord.free("r1")
 
     An audio stream in chunks of 6 encoder tokens: the second chunk continues pooled slot 1.
@@ -65,6 +68,16 @@ Example:
     [[33, 34], [33]]
     >>> coord.kernel_inputs("r2", tokens).row_mapping  # positions 6-11: cache slot × 4 + i
     (134, 135, 136, 137, 138, 139)
+
+    A block table is indexed with its own group's columns (64 encoder tokens a block here):
+
+    >>> column = tokens.block_of(Position(11, EncoderTokens))
+    >>> column, coord.block_table("r2", tokens)[column]
+    (Position(0, CacheBlocks), 2)
+    >>> coord.block_table("r2", text)[column]
+    Traceback (most recent call last):
+    ...
+    kvunits.contracts.errors.UnitTypeError: column 0 was computed by group 'audio' ...
 """
 
 from __future__ import annotations
@@ -87,6 +100,7 @@ from typing import (
 
 from kvunits.contracts import (
     AnyLayerGroup,
+    BlockIds,
     BlockSize,
     CacheBlocks,
     EncoderTokens,
@@ -95,16 +109,25 @@ from kvunits.contracts import (
     ManagerSpec,
     PooledBlocks,
     PoolFactor,
+    Position,
+    SlotIds,
     SpecError,
     Tokens,
     UnitTypeError,
     UnitValueError,
+    block_of,
     expand_block_size,
 )
 from kvunits.contracts.batch import StepBatch
 from kvunits.contracts.crossing import slots_holding
 from kvunits.contracts.errors import AdmissionError, AllocationError, RequestError
-from kvunits.contracts.internal import check_quantity, describe, magnitude, manager_ints
+from kvunits.contracts.internal import (
+    check_quantity,
+    describe,
+    magnitude,
+    manager_ints,
+    owned_column,
+)
 
 from ._core import CoordinatorCore, check_request_id
 from .admission import AdmissionLedger
@@ -172,6 +195,33 @@ class GroupHandle(Generic[StepUnit]):
     def slots_of(self, length: int) -> int:
         """Slots that hold ``length`` of this handle's unit (plain ints, rounds up)."""
         return slots_holding(length, self._rows_per_slot)
+
+    def block_of(self, position: Position[StepUnit]) -> Position[CacheBlocks]:
+        """The column of this group's block tables that holds ``position`` (of the handle's
+        unit): ``i // block_size`` slots, or ``i // (block_size × P)`` encoder tokens. The
+        column keeps the group: another group's table (`KVCacheCoordinator.block_table`)
+        refuses it, naming both.
+
+        Raises:
+            UnitTypeError: a position of another unit than the handle's.
+
+        """
+        spec = self.spec
+        given: object = position
+        if type(given) is not Position or given.unit is not self.unit:
+            raise UnitTypeError(
+                f"group {self.name!r} is bound as {self!r}: its positions count "
+                f"{self.unit.unit}, got {describe(given)}",
+                field="position",
+                expected=f"Position of {self.unit.unit}",
+                got=describe(given),
+            )
+        if self.unit is EncoderTokens:
+            rows = _content_block_size(spec)  # block_size × P encoder tokens a block
+            column = block_of(position, rows)
+        else:
+            column = spec.block_of(position)
+        return owned_column(column.numerical_value_in(CacheBlocks), self.name)
 
     @overload
     def block_hashes(
@@ -302,12 +352,15 @@ class KernelInputs(Generic[KernelUnit]):
 
     Attributes:
         block_table: cache-block ids, one per block of the request's slots, the null block (0)
-            where evicted; block ``b`` holds rows ``b × tokens_per_block ..`` of the cache.
+            where evicted; block ``b`` holds rows ``b × tokens_per_block ..`` of the cache. A
+            `BlockIds` of the group: indexed by the group's columns only.
         tokens_per_block: positions per cache block in the kernel's unit: ``block_size × P``
             encoder tokens for a pooled group.
-        slot_mapping: the cache slot of every slot the latest step touches (manager units):
-            the ``slot_mapping`` `kvunits.kernels.write_kv` takes. For a pooled group the first may
-            be the partial slot the step continues.
+        slot_mapping: the cache slot of every slot the latest step touches, a `SlotIds` in
+            the manager's unit (`PooledBlocks` for a pooled group, `Tokens`): the
+            ``slot_mapping`` `kvunits.kernels.write_kv` takes
+            (`kvunits.kernels.SlotMapping.from_ids`). For a pooled group the first may be the
+            partial slot the step continues.
         row_mapping: the cache row of every position of the latest step (kernel units):
             ``cache slot × P + i``.
         seq_len: the request's positions so far, the step's included, exact.
@@ -315,9 +368,9 @@ class KernelInputs(Generic[KernelUnit]):
         pool: P.
     """
 
-    block_table: tuple[int, ...]
+    block_table: BlockIds
     tokens_per_block: BlockSize[KernelUnit]
-    slot_mapping: tuple[int, ...]
+    slot_mapping: SlotIds[Any]
     row_mapping: tuple[int, ...]
     seq_len: KernelUnit
     step_len: KernelUnit
@@ -1009,13 +1062,22 @@ class KVCacheCoordinator:
 
     # -- per request, per group -----------------------------------------------------------------
 
-    def block_table(self, request_id: str, handle: GroupHandle[Any]) -> Sequence[int]:
-        """The request's block table in a group: cache-block ids, one per block of its slots,
-        the null block (0) where evicted. A live view: read it, do not keep or modify it."""
+    def block_table(self, request_id: str, handle: GroupHandle[Any]) -> BlockIds:
+        """The request's block table in a group, now: cache-block ids, one per block of its
+        slots, the null block (0) where evicted. A `BlockIds` of the group: it is indexed
+        with the group's columns (``handle.block_of(position)``), and refuses another
+        group's."""
         self._own(handle)
-        return self._core.block_table(request_id, handle.index)
+        table = self._core.block_table(request_id, handle.index)
+        return BlockIds._trusted(tuple(table), handle.name)
 
-    def slot_mapping(self, request_id: str, handle: GroupHandle[Any]) -> list[int]:
+    @overload
+    def slot_mapping(
+        self, request_id: str, handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens]
+    ) -> SlotIds[PooledBlocks]: ...
+    @overload
+    def slot_mapping(self, request_id: str, handle: GroupHandle[Tokens]) -> SlotIds[Tokens]: ...
+    def slot_mapping(self, request_id: str, handle: GroupHandle[Any]) -> SlotIds[Any]:
         """The latest step's slot mapping in a group: the cache slot of every slot it touches
         (manager units), slot s at ``table[s // block_size] × block_size + s % block_size``.
         Empty for a state group (one state per request, no rows per slot)."""
@@ -1023,9 +1085,10 @@ class KVCacheCoordinator:
         core = self._core
         core.enter("slot_mapping")
         try:
-            return core.slot_mapping(request_id, handle.index)
+            slots = tuple(core.slot_mapping(request_id, handle.index))
         finally:
             core.leave()
+        return SlotIds._trusted(slots, handle.spec.slot_unit, handle.name)
 
     def seq_len(self, request_id: str, handle: GroupHandle[StepUnit]) -> StepUnit:
         """The request's length so far in a group, in the handle's unit (for a pooled group:
@@ -1077,14 +1140,15 @@ class KVCacheCoordinator:
         core = self._core
         req = core.request(request_id)
         pool = spec.pool
-        table, slots = tuple(req.tables[g]), tuple(core.slot_mapping(request_id, g))
+        table = BlockIds._trusted(tuple(req.tables[g]), handle.name)
+        slots = tuple(core.slot_mapping(request_id, g))
         step_rows = tuple(core.step_rows(request_id, g))
         if spec.slot_unit is PooledBlocks:
             pooled = spec.expect(PooledBlocks)
             return KernelInputs(
                 block_table=table,
                 tokens_per_block=expand_block_size(pooled.block_size, pool),
-                slot_mapping=slots,
+                slot_mapping=SlotIds._trusted(slots, PooledBlocks, handle.name),
                 row_mapping=step_rows,
                 seq_len=EncoderTokens(req.num_rows[g]),
                 step_len=EncoderTokens(req.step_rows[g]),
@@ -1093,7 +1157,7 @@ class KVCacheCoordinator:
         return KernelInputs(
             block_table=table,
             tokens_per_block=spec.expect(Tokens).block_size,
-            slot_mapping=slots,
+            slot_mapping=SlotIds._trusted(slots, Tokens, handle.name),
             row_mapping=step_rows,
             seq_len=Tokens(req.num_rows[g]),
             step_len=Tokens(req.step_rows[g]),
@@ -1309,10 +1373,31 @@ class KVCacheCoordinator:
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached prefix, as vLLM's ``reset_prefix_cache`` (after a weight
-        update, say): possible only when no request holds a block.
+        update, say): possible only when no request holds a block, in any group. A request
+        that is admitted but holds no block yet does not stand in the way (its reservation
+        stays); vLLM's ``BlockPool.reset_prefix_cache`` counts held blocks the same way.
 
         Returns:
-            Whether the cache was reset (``False``: requests are admitted; nothing changed).
+            Whether the cache was reset (``False``: some request holds a block; nothing
+            changed).
+
+        Example:
+            >>> from kvunits.contracts import EncoderTokens, Tokens
+            >>> from kvunits.contracts.config import load_config
+            >>> from kvunits.runtime import plan
+            >>> config = load_config("examples/voxtral_realtime.toml")
+            >>> coord = KVCacheCoordinator.from_plan(plan(config.model, config.engine))
+            >>> audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+            >>> step = coord.stepper(audio, text)
+            >>> step.admit("r", EncoderTokens(40_000), Tokens(512))
+            >>> coord.reset_prefix_cache()  # r is admitted (its cap reserved), holds no block
+            True
+            >>> _ = step.allocate("r", EncoderTokens(4), Tokens(1))
+            >>> coord.reset_prefix_cache()  # r holds a block in each group: nothing changes
+            False
+            >>> coord.free("r")
+            >>> coord.reset_prefix_cache()
+            True
         """
         core = self._core
         core.enter("reset_prefix_cache")

@@ -24,10 +24,11 @@ The reverse questions a serving engineer asks are answered from the same numbers
 fit), `concurrency_at` and `budget_for`.
 
 Example:
-    >>> from kvunits.contracts import EngineSpec, FullAttentionLayer, ModelSpec, Tokens
+    >>> from kvunits.contracts import (Elements, EngineSpec, FullAttentionLayer, KVHeads, Layers,
+    ...                                ModelSpec, Tokens)
     >>> from kvunits.contracts.deploy import RankBytes
-    >>> model = ModelSpec.stacked("llama", {"text": (FullAttentionLayer(kv_heads=8,
-    ...                                                                  head_size=128), 32)})
+    >>> layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    >>> model = ModelSpec.stacked("llama", {"text": (layer, Layers(32))})
     >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(2048),
     ...                     memory_budget=RankBytes(16 << 30))
     >>> longest_max_model_len(model, engine)
@@ -41,11 +42,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import final
+from typing import Final, final
 
 from kvunits.contracts import (
     AnyLayerGroup,
     EngineSpec,
+    Layers,
     MLALayer,
     ModelSpec,
     SpecError,
@@ -71,6 +73,9 @@ from kvunits.contracts.deploy import (
     tokens_per_dcp_rank,
 )
 from kvunits.contracts.internal import ManagedKind, check_quantity
+
+#: The most bytes a budget can be: a quantity is an int64.
+_MAX_BYTES: Final = 2**63 - 1
 
 
 @final
@@ -260,9 +265,31 @@ class Layout:
 
     def budget_for(self, requests: int, max_model_len: Tokens) -> RankBytes:
         """The budget per rank that admits ``requests`` requests of ``max_model_len`` at once:
-        ``max over stages (null blocks + requests × one request)``, the least that does."""
+        ``max over stages (null blocks + requests × one request)``, the least that does.
+
+        Raises:
+            SpecError: the budget passes 2**63 - 1 byte/rank (a quantity is an int64), naming
+                the most requests of that length whose budget does not.
+        """
         needs = self.stage_needs(self.rank_caps(max_model_len))
-        return RankBytes(max(null + requests * per_request for per_request, null in needs))
+        budget = max(null + requests * per_request for per_request, null in needs)
+        if budget <= _MAX_BYTES:
+            return RankBytes(budget)
+        most = min(
+            ((_MAX_BYTES - null) // per_request for per_request, null in needs if per_request),
+            default=0,
+        )
+        asked = f"{requests} request{'s' if requests != 1 else ''} of {max_model_len}"
+        verb = "needs" if requests == 1 else "need"
+        fits = (
+            f"at most {most} requests of {max_model_len} fit"
+            if most > 0
+            else f"not even 1 request of {max_model_len} fits"
+        )
+        raise SpecError(
+            f"{asked} {verb} more than {_MAX_BYTES} byte/rank, the most a budget can be "
+            f"(int64): {fits}"
+        )
 
     def split(self, caps: Sequence[RankBlocks]) -> tuple[RankBlocks, ...] | Shortfall:
         """Each group's pool on every rank, the null block included; or, when a stage's budget
@@ -391,9 +418,9 @@ def stage_layers(model: ModelSpec, parallelism: Parallelism) -> tuple[tuple[str,
     ``whisper_causal.py``).
 
     Example:
-        >>> from kvunits.contracts import FullAttentionLayer
-        >>> model = ModelSpec.stacked("m", {"text": (FullAttentionLayer(kv_heads=8,
-        ...                                                             head_size=128), 5)})
+        >>> from kvunits.contracts import Elements, FullAttentionLayer
+        >>> layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+        >>> model = ModelSpec.stacked("m", {"text": (layer, Layers(5))})
         >>> stage_layers(model, Parallelism(pipeline_parallel_size=2))
         (('text.0', 'text.1', 'text.2'), ('text.3', 'text.4'))
     """
@@ -407,7 +434,7 @@ def stage_layers(model: ModelSpec, parallelism: Parallelism) -> tuple[tuple[str,
     stage_of: dict[str, int] = {}
     for members in stacks.values():
         ordered = [name for _, name in sorted(members)]
-        for stage, span in enumerate(layers_per_stage(len(ordered), parallelism)):
+        for stage, span in enumerate(layers_per_stage(Layers(len(ordered)), parallelism)):
             for i in span:
                 stage_of[ordered[i]] = stage
     stages: list[list[str]] = [[] for _ in range(parallelism.pipeline_parallel_size)]

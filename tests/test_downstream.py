@@ -27,27 +27,43 @@ REPO = Path(__file__).resolve().parents[1]
 APP = '''\
 """A downstream service's capacity check, as its authors would write it."""
 
+from pydantic import BaseModel
+
 from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
     Window,
+    flash_attn_window_size,
     manager_view,
     pool_length,
     pool_window,
     slots_to_cache_blocks_ceil,
 )
+from kvunits.contracts.deploy import RankBlocks, engine_blocks
 from kvunits.runtime import KVCacheCoordinator
 
 layer = SlidingWindowLayer(
-    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens),
+    pool=PoolFactor(4),
+    kv_heads=KVHeads(32),
+    head_size=Elements(64),
 )
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 window = pool_window(Window(750, EncoderTokens), PoolFactor(4))
 cap: CacheBlocks = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192))
+window_size = flash_attn_window_size(layer.sliding_window)
+
+
+class EncoderConfig(BaseModel):
+    """The service's own config model: the encoder's window, in encoder tokens."""
+
+    sliding_window: Window[EncoderTokens]
 
 
 def coordinator_blocks(coord: KVCacheCoordinator) -> list[str]:
@@ -60,6 +76,16 @@ wrong = manager.max_admission_blocks_per_request(EncoderTokens(1), PooledBlocks(
 blocks = slots_to_cache_blocks_ceil(window, BlockSize(16, PooledBlocks))  # ERROR
 bare = manager.block_table_width(8192)  # ERROR
 anonymous = cap.value  # ERROR
+# One mistake per class of issue 20: whose value it is (one rank's pages for the engine's),
+one_rank = engine_blocks(RankBlocks(2111))  # ERROR
+# what a count means (a window's span where the cap belongs),
+admit = manager.window_blocks() <= cap  # ERROR
+# a plain int at the edge (a layer's KV heads divided by hand),
+per_rank = layer.kv_heads // 8  # ERROR
+# a backend's convention (the manager's pooled window handed to FlashAttention),
+pooled = flash_attn_window_size(manager.sliding_window)  # ERROR
+# a generic field's unit (the seed's pooled window in an encoder-token field).
+config = EncoderConfig(sliding_window=manager.expect(PooledBlocks).sliding_window)  # ERROR
 '''
 
 #: What strict mypy must say about the marked lines, in order (the unit names included).
@@ -74,6 +100,14 @@ EXPECTED = [
     'Argument 1 to "block_table_width" of "ManagerSpec" has incompatible type "int"; '
     'expected "PooledBlocks"  [arg-type]',
     '"CacheBlocks" has no attribute "value"  [attr-defined]',
+    'Argument 1 to "engine_blocks" has incompatible type "RankBlocks"; expected '
+    '"Sequence[RankBlocks]"  [arg-type]',
+    'Unsupported operand types for <= ("SpanBlocks" and "CacheBlocks")  [operator]',
+    'Unsupported operand types for // ("KVHeads" and "int")  [operator]',
+    'Argument 1 to "flash_attn_window_size" has incompatible type "Window[PooledBlocks] | '
+    'None"; expected "Window[EncoderTokens] | Window[Tokens] | None"  [arg-type]',
+    'Argument "sliding_window" to "EncoderConfig" has incompatible type '
+    '"Window[PooledBlocks] | None"; expected "Window[EncoderTokens]"  [arg-type]',
 ]
 
 

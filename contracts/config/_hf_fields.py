@@ -131,6 +131,16 @@ class Section:
     def path(self, key: str) -> str:
         return self.prefix + key
 
+    def without(self, key: str) -> Section:
+        """The same section with ``key`` absent, in the file and in the class defaults."""
+        return Section(
+            self.reader,
+            {k: v for k, v in self.data.items() if k != key},
+            self.prefix,
+            self.model_type,
+            {k: v for k, v in self.defaults.items() if k != key},
+        )
+
     def issue(self, key: str, message: str) -> None:
         self.reader.issue(self.path(key), message)
 

@@ -17,6 +17,7 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -25,6 +26,7 @@ from .._engine import EngineSpec
 from .._layers import ModelSpec, slot_unit_of
 from .._quantity import PooledBlocks
 from ..errors import ConfigError, ConfigIssue, ConfigWarning
+from ._files import shown_path
 from ._hf_cache import locate_config
 from ._issues import issues_from_validation, join_path, message_of
 from ._models import (
@@ -35,9 +37,13 @@ from ._models import (
     ModelConfig,
 )
 from ._read import checked_tree, is_hf_config, read_config_file
+from ._vllm_checks import with_model_directory
 
 ENV_PREFIX: Final = "KVUNITS_"
 ENGINE_FIELDS_UPPER: Final = [field.upper() for field in ENGINE_FIELDS]
+#: kvunits' own variables that are not engine settings: the vLLM plugin's audit, the opt-in
+#: vLLM tests (read where they are used; the config reader passes over them in silence).
+NOT_SETTINGS: Final = frozenset({"KVUNITS_VLLM_AUDIT", "KVUNITS_VLLM_TESTS"})
 
 # -- validation -----------------------------------------------------------------------------
 
@@ -47,6 +53,8 @@ def load_config(
     *,
     flags: Mapping[str, object] | None = None,
     environment: bool | Mapping[str, str] = True,
+    hf_overrides: Mapping[str, Any] | None = None,
+    revision: str | None = None,
 ) -> KvUnitsConfig:
     """Load a kvunits config (TOML, YAML, JSON) or a Hugging Face ``config.json``.
 
@@ -61,6 +69,12 @@ def load_config(
         environment: where ``KVUNITS_*`` settings are read: ``True`` the process's
             environment, ``False`` none (a library caller's config is then the file and the
             flags only), or a mapping of its own.
+        hf_overrides: merged into a Hugging Face config before it is read, as vLLM's
+            ``--hf-overrides`` (a mapping merges into the mapping it names).
+        revision: the revision of a model id in the local cache (vLLM's ``--revision``).
+
+    A Hugging Face config without ``quantization_config`` takes the ``hf_quant_config.json``
+    beside it (ModelOpt checkpoints), as vLLM's ``get_config`` does.
 
     Raises:
         ConfigError: every problem of the file, the environment and the flags, together.
@@ -73,9 +87,19 @@ def load_config(
         >>> str(cfg.engine.memory_budget)
         '42949672960 byte/rank'
     """
-    file, name = locate_config(path)
-    parent = name or file.resolve().parent.name
-    return _resolve(read_config_file(file), str(file), flags, parent or None, environment)
+    file, name = locate_config(path, revision)
+    data = read_config_file(file)
+    if is_hf_config(data):
+        data = with_model_directory(data, file, hf_overrides)
+    return _resolve(data, shown_path(file), flags, name or _directory_name(file), environment)
+
+
+def _directory_name(file: Path) -> str | None:
+    """The name of the folder holding ``file`` (a model directory's name is the model's)."""
+    try:
+        return file.resolve().parent.name or None
+    except (OSError, RuntimeError):  # a link loop above the file (3.11 raises RuntimeError)
+        return file.absolute().parent.name or None
 
 
 def load_config_data(
@@ -104,6 +128,7 @@ def _resolve(
 ) -> KvUnitsConfig:
     """The config of a checked tree: the model, then the engine settings by precedence."""
     issues: list[ConfigIssue] = []
+    hf = None
     if is_hf_config(data):
         from ._hf import read_hf_parts
 
@@ -111,7 +136,7 @@ def _resolve(
         issues.extend(hf_issues)
         model, file_engine, file_sources = hf.model, dict(hf.engine), dict(hf.engine_sources)
     else:
-        model, file_engine = _read_sections(data, where, issues)
+        model, file_engine = _read_sections(integral_numbers(data), where, issues)
         file_sources = dict.fromkeys(file_engine, "file")
     engine_issues: list[ConfigIssue] = []
     engine, sources = resolve_engine(
@@ -129,9 +154,37 @@ def _resolve(
     issues.extend(engine_issues)
     if model is not None and engine is not None:
         _check_engine_covers_model(model, engine, where, issues)
+        if hf is not None:
+            from ._vllm_checks import check_like_vllm
+
+            check_like_vllm(hf, engine, sources, where, issues)
     if issues or model is None or engine is None:
         raise ConfigError(issues)
     return KvUnitsConfig(model=model, engine=engine, source=where, engine_sources=sources)
+
+
+_INT64: Final = 2**63
+
+
+def integral_numbers(node: Any) -> Any:
+    """``node`` with every number that has a zero fraction (``32.0``, ``3.2e1``) as the
+    integer it equals: JSON Schema reads such a number as an integer (and cannot refuse it),
+    so a kvunits config reads it so too, in TOML, YAML and JSON alike; ``32.5`` stays a float
+    (an integer field refuses it) and so does an integral float past int64. A float field
+    (``gpu_memory_utilization``) takes the integer as the same number. Not applied to a
+    Hugging Face ``config.json``, which is read as vLLM reads it.
+
+    Example:
+        >>> integral_numbers({"count": 32.0, "x": [1.5, 2e0]})
+        {'count': 32, 'x': [1.5, 2]}
+    """
+    if isinstance(node, dict):
+        return {key: integral_numbers(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [integral_numbers(value) for value in node]
+    if type(node) is float and node.is_integer() and -_INT64 <= node < _INT64:
+        return int(node)
+    return node
 
 
 def _read_sections(
@@ -269,6 +322,9 @@ def resolve_engine(
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             field = str(error["loc"][0]) if error["loc"] else ""
+            if not field:  # a rule across settings: placed where the first it names came from
+                issues.append(_across_settings(message_of(error, ""), sources, where))
+                continue
             source = sources.get(field)
             if error["type"] == "missing":
                 message = f"required and not given: {_how_to_set(field)}"
@@ -282,7 +338,33 @@ def resolve_engine(
             origin, path = _origin(field, source, where)
             issues.append(ConfigIssue(origin, path, message_of(error, field)))
         return None, sources
+    if engine.gpu_memory is None and sources["gpu_memory_utilization"] != "default":
+        # A fraction of a memory nobody gave would be silently ignored: say so instead.
+        origin, path = _origin(
+            "gpu_memory_utilization", sources["gpu_memory_utilization"], where
+        )
+        issues.append(
+            ConfigIssue(
+                origin,
+                path,
+                "gpu_memory_utilization is a fraction of gpu_memory, which is not given, so it "
+                "would change nothing: give gpu_memory (--gpu-memory, or --like-vllm GPU) with "
+                "it, or set the KV cache itself with memory_budget (--kv-cache-memory-bytes)",
+            )
+        )
+        return None, sources
     return engine, {key: sources[key] for key in ENGINE_FIELDS if key in sources}
+
+
+def _across_settings(message: str, sources: Mapping[str, str], where: str) -> ConfigIssue:
+    """An issue of a rule across engine settings, at the origin of the first setting the
+    message names that was given (a flag, a variable, the file), else at the file."""
+    for field in ENGINE_FIELDS:
+        source = sources.get(field, "default")
+        named = re.search(rf"(?<![a-z_]){field}(?![a-z_])", message)
+        if named and source != "default":
+            return ConfigIssue(_origin(field, source, where)[0], "engine", message)
+    return ConfigIssue(where, "engine", message)
 
 
 def environment_values(variables: Mapping[str, str]) -> dict[str, str]:
@@ -299,7 +381,7 @@ def environment_values(variables: Mapping[str, str]) -> dict[str, str]:
         upper = name.upper()
         if upper in known:
             values[known[upper]] = variables[name]
-        elif upper.startswith(ENV_PREFIX):
+        elif upper.startswith(ENV_PREFIX) and upper not in NOT_SETTINGS:
             import difflib  # only for a misspelt variable
 
             # The settings' names compared without the prefix all of them share.
@@ -332,18 +414,28 @@ _INTEGER_FIELDS: Final = frozenset(
 _BOOLEAN_TEXT: Final = {"true": True, "1": True, "false": False, "0": False}
 
 
+#: An integer as text: digits, a sign; the longest read is far past any bound (the field's
+#: range check then refuses it, naming the bound), and short enough for int() to be instant.
+_INTEGER_TEXT: Final = re.compile(r"[+-]?[0-9]{1,64}")
+#: A decimal number as text, as Python's float() and vLLM's argparse (type=float) read it,
+#: exponent included (``0.92``, ``.5``, ``1e-3``); not ``nan`` or ``inf``.
+_DECIMAL_TEXT: Final = re.compile(
+    r"[+-]?(?:[0-9]{1,32}(?:\.[0-9]{0,32})?|\.[0-9]{1,32})(?:[eE][+-]?[0-9]{1,4})?"
+)
+
+
 def _coerce_text(field: str, value: object) -> object:
-    # Environment variables and flags are text: integers, a boolean and a fraction are read
-    # here; anything else stays text, for the spec to refuse with its own message.
+    # Environment variables and flags are text: a number is read as the number it spells
+    # (then the spec checks its range, naming the bound), a boolean as one; anything else
+    # stays text, for the spec to refuse with its own message.
     if not isinstance(value, str):
         return value
     text = value.strip()
-    if field in _INTEGER_FIELDS and re.fullmatch(r"-?[0-9]{1,9}", text):
+    if field in _INTEGER_FIELDS and _INTEGER_TEXT.fullmatch(text):
         return int(text)
     if field == "async_scheduling" and text.lower() in _BOOLEAN_TEXT:
         return _BOOLEAN_TEXT[text.lower()]
-    fraction = re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,12})?", text)
-    if field in ("gpu_memory_utilization", "watermark") and fraction:
+    if field in ("gpu_memory_utilization", "watermark") and _DECIMAL_TEXT.fullmatch(text):
         return float(text)
     return value
 

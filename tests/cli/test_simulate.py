@@ -91,7 +91,7 @@ def test_series_equal_the_coordinators_counts_step_by_step(example: Any, arrival
         for handle in sim.handles:
             name = handle.name
             tables = [coord.block_table(rid, handle) for rid in live]
-            held = [len(t) - t.count(NULL_BLOCK) for t in tables]
+            held = [len(t) - t.ids_in(CacheBlocks).count(NULL_BLOCK) for t in tables]
             # The coordinator's own usage, and the same count taken from the block tables.
             assert (
                 series[f"{name}.used"][-1]

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
+    KVHeads,
     KvUnitsError,
     PoolFactor,
     SlidingWindowLayer,
@@ -65,7 +67,7 @@ def test_voxtral_example_loads_into_the_spec_models() -> None:
     assert isinstance(audio, SlidingWindowLayer)
     assert audio.sliding_window == Window(750, EncoderTokens)
     assert audio.pool == PoolFactor(4)
-    assert (audio.kv_heads, audio.head_size) == (32, 64)
+    assert (audio.kv_heads, audio.head_size) == (KVHeads(32), Elements(64))
     text = layers["text.25"]
     assert isinstance(text, SlidingWindowLayer)
     assert text.sliding_window == Window(8192, Tokens)
@@ -212,7 +214,7 @@ def test_several_errors_are_reported_together(write: Write) -> None:
     assert "counts encoder_token" in by_path["model.groups.audio.sliding_window"]
     assert '"750 encoder_token"' in by_path["model.groups.audio.sliding_window"]
     assert by_path["model.groups.text.kv_heads"] == (
-        "expected a whole number of head (a plain integer); got '8' (a str)"
+        "expected a whole number of kv_head (a plain integer); got '8' (a str)"
     )
     assert by_path["engine.max_model_len"] == "expected token, got 9 GiB"
     assert by_path["engine.memory_budget"].startswith("'40' has no unit")
@@ -251,7 +253,7 @@ _AUDIO = {"kind": "sliding_window", "pool": 4, "kv_heads": 32, "head_size": 64}
         (
             {**_AUDIO, "kind": "full_attention", "kv_heads": None},
             "kv_heads",
-            "required field is missing; expected a whole number of head",
+            "required field is missing; expected a whole number of kv_head",
         ),
         (
             {"kind": "state"},
@@ -525,7 +527,7 @@ def test_schema_shows_the_unit_of_every_sized_field() -> None:
     units = {name: _x_unit(prop) for name, prop in sized}
     assert units["SlidingWindowGroup.sliding_window"] == ["encoder_token", "token"]
     assert units["SlidingWindowGroup.pool"] == "encoder_token/pooled_block"
-    assert units["SlidingWindowGroup.kv_heads"] == "head"
+    assert units["SlidingWindowGroup.kv_heads"] == "kv_head"
     assert units["EngineConfig.memory_budget"] == "byte"
     assert units["EngineConfig.max_encoder_len"] == "encoder_token"
     assert units["EngineConfig.block_size_slots"] == "slot/cache_block"

@@ -13,10 +13,13 @@ from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     LayerSpec,
     MLALayer,
     ModelSpec,
@@ -42,10 +45,15 @@ GiB = 1024**3
 def voxtral_model() -> ModelSpec:
     """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
     audio = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
-    text = FullAttentionLayer(kv_heads=8, head_size=128)
-    return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
+    text = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    return ModelSpec.stacked(
+        "voxtral-realtime", {"audio": (audio, Layers(32)), "text": (text, Layers(26))}
+    )
 
 
 def voxtral_engine(budget: str = "40 GiB", **extra: object) -> EngineSpec:
@@ -65,8 +73,10 @@ def voxtral_engine(budget: str = "40 GiB", **extra: object) -> EngineSpec:
 
 def gemma_like_model(num_layers: int = 26, every: int = 6) -> ModelSpec:
     """Gemma-like: sliding and full attention interleaved in one stack (every 6th is full)."""
-    sliding = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
-    full = FullAttentionLayer(kv_heads=8, head_size=128)
+    sliding = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    full = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
     layers: dict[str, LayerSpec] = {
         f"layers.{i}": full if i % every == every - 1 else sliding for i in range(num_layers)
     }
@@ -88,8 +98,8 @@ def test_voxtral_groups_audio_and_text() -> None:
     groups, uncached = group_layers(voxtral_model(), voxtral_engine())
     assert [g.name for g in groups] == ["audio", "text"] and uncached == ()
     audio, text = groups
-    assert audio.num_layers == 32 and audio.layer_names[0] == "audio.0"
-    assert text.num_layers == 26 and text.layer_names[-1] == "text.25"
+    assert audio.num_layers == Layers(32) and audio.layer_names[0] == "audio.0"
+    assert text.num_layers == Layers(26) and text.layer_names[-1] == "text.25"
     assert audio.manager.expect(PooledBlocks).sliding_window == Window(189, PooledBlocks)
     assert text.manager.expect(Tokens).sliding_window is None
     # Every member keeps its own kernel view, in the kernel's unit.
@@ -126,7 +136,7 @@ def test_gemma_like_mixed_stack_gives_two_named_groups() -> None:
     assert [g.name for g in groups] == ["layers/sliding_window", "layers/full_attention"]
     sliding, full = groups
     assert full.layer_names == ("layers.5", "layers.11", "layers.17", "layers.23")
-    assert sliding.num_layers == 22 and "layers.5" not in sliding.layer_names
+    assert sliding.num_layers == Layers(22) and "layers.5" not in sliding.layer_names
     assert sliding.manager.kind == "sliding_window" and full.manager.kind == "full_attention"
 
 
@@ -139,8 +149,12 @@ def test_gemma_like_with_a_single_full_layer() -> None:
 
 
 def test_two_windows_in_one_stack_get_distinct_names() -> None:
-    short = SlidingWindowLayer(sliding_window=Window(512, Tokens), kv_heads=8, head_size=128)
-    long = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
+    short = SlidingWindowLayer(
+        sliding_window=Window(512, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    long = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
     model = ModelSpec(
         name="m", layers={"layers.0": short, "layers.1": long, "layers.2": short, "layers.3": long}
     )
@@ -150,12 +164,15 @@ def test_two_windows_in_one_stack_get_distinct_names() -> None:
 
 def test_identical_stacks_merge_and_windows_that_manage_alike_share_a_group() -> None:
     a = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=4, head_size=64
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(4),
+        head_size=Elements(64),
     )
     b = a.model_copy(update={"sliding_window": Window(751, EncoderTokens)})  # also 189 pooled
     model = ModelSpec(name="m", layers={"enc.0": a, "enc.1": b})
     groups, _ = group_layers(model, voxtral_engine())
-    assert len(groups) == 1 and groups[0].name == "enc" and groups[0].num_layers == 2
+    assert len(groups) == 1 and groups[0].name == "enc" and groups[0].num_layers == Layers(2)
     p = plan(model, voxtral_engine())
     # The kernels differ (750, 751), so the plan reports no single model window.
     assert p.groups[0].sliding_window is None
@@ -166,8 +183,8 @@ def test_encoder_only_layers_are_listed_as_uncached() -> None:
     model = ModelSpec.stacked(
         "m",
         {
-            "encoder": (EncoderOnlyLayer(), 3),
-            "decoder": (FullAttentionLayer(kv_heads=8, head_size=64), 2),
+            "encoder": (EncoderOnlyLayer(), Layers(3)),
+            "decoder": (FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(64)), Layers(2)),
         },
     )
     groups, uncached = group_layers(model, decoder_engine())
@@ -185,7 +202,10 @@ def test_pooled_groups_need_the_encoder_limits() -> None:
 
 def test_group_limits_of_a_cross_attention_group_are_its_encoder_length() -> None:
     layer = CrossAttentionLayer(
-        encoder_length=EncoderTokens(1500), pool=PoolFactor(2), kv_heads=4, head_size=64
+        encoder_length=EncoderTokens(1500),
+        pool=PoolFactor(2),
+        kv_heads=KVHeads(4),
+        head_size=Elements(64),
     )
     m = manager_view(layer, 16).expect(PooledBlocks)
     # Before the fix this raised SpecError: the engine had to declare encoder limits that the
@@ -231,8 +251,10 @@ def test_voxtral_plan() -> None:
 
 
 def test_mistral_like_plan() -> None:
-    layer = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
-    model = ModelSpec.stacked("mistral-7b-like", {"layers": (layer, 32)})
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    model = ModelSpec.stacked("mistral-7b-like", {"layers": (layer, Layers(32))})
     p = plan(model, decoder_engine(budget=16 * GiB))
     (g,) = p.groups
     assert g.group.name == "layers"
@@ -267,11 +289,13 @@ def test_whisper_like_plan_needs_no_encoder_limits() -> None:
     model = ModelSpec.stacked(
         "whisper-like",
         {
-            "encoder": (EncoderOnlyLayer(), 32),
-            "self": (FullAttentionLayer(kv_heads=20, head_size=64), 32),
+            "encoder": (EncoderOnlyLayer(), Layers(32)),
+            "self": (FullAttentionLayer(kv_heads=KVHeads(20), head_size=Elements(64)), Layers(32)),
             "cross": (
-                CrossAttentionLayer(encoder_length=EncoderTokens(1500), kv_heads=20, head_size=64),
-                32,
+                CrossAttentionLayer(
+                    encoder_length=EncoderTokens(1500), kv_heads=KVHeads(20), head_size=Elements(64)
+                ),
+                Layers(32),
             ),
         },
     )
@@ -298,8 +322,8 @@ def test_state_and_mla_plan() -> None:
     model = ModelSpec.stacked(
         "hybrid",
         {
-            "mamba": (StateLayer(state_size=Bytes(2 * 1024 * 1024)), 4),
-            "mla": (MLALayer(kv_lora_rank=512, qk_rope_head_dim=64), 2),
+            "mamba": (StateLayer(state_size=Bytes(2 * 1024 * 1024)), Layers(4)),
+            "mla": (MLALayer(kv_lora_rank=Elements(512), qk_rope_head_dim=Elements(64)), Layers(2)),
         },
     )
     p = plan(model, decoder_engine(budget=GiB, max_model_len=4096))
@@ -318,8 +342,10 @@ def test_state_and_mla_plan() -> None:
 
 
 def test_budget_of_exactly_one_request_and_one_byte_less() -> None:
-    layer = FullAttentionLayer(kv_heads=1, head_size=8)  # page 16 × 1 × 16 × 2 = 512 byte
-    model = ModelSpec.stacked("tiny", {"l": (layer, 2)})
+    layer = FullAttentionLayer(
+        kv_heads=KVHeads(1), head_size=Elements(8)
+    )  # page 16 × 1 × 16 × 2 = 512 byte
+    model = ModelSpec.stacked("tiny", {"l": (layer, Layers(2))})
     # A request: cdiv(100, 16) = 7 blocks × 1024 byte = 7168 byte, plus 1024 of null block.
     exact = plan(model, decoder_engine(budget=7168 + 1024, max_model_len=100))
     assert exact.concurrent_requests == 1
@@ -341,8 +367,10 @@ def test_chunk_that_is_not_whole_blocks_is_refused() -> None:
     # chunk started at 24, so blocks 1-3 are held; cdiv(min(24 + 2, 8192), 16) = 2 would be
     # the cap. Planning with it would over-promise; 32 (two whole blocks) is fine.
     def model(chunk: int) -> ModelSpec:
-        layer = ChunkedLocalLayer(chunk=Chunk(chunk, Tokens), kv_heads=8, head_size=128)
-        return ModelSpec.stacked("local", {"layers": (layer, 4)})
+        layer = ChunkedLocalLayer(
+            chunk=Chunk(chunk, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+        )
+        return ModelSpec.stacked("local", {"layers": (layer, Layers(4))})
 
     engine = EngineSpec(
         max_model_len=Tokens(8192), max_num_batched_tokens=Tokens(2), memory_budget=RankBytes(GiB)
@@ -362,7 +390,7 @@ def test_voxtral_budget_too_small() -> None:
 
 
 def test_model_without_cache_cannot_be_planned() -> None:
-    model = ModelSpec.stacked("encoder", {"enc": (EncoderOnlyLayer(), 4)})
+    model = ModelSpec.stacked("encoder", {"enc": (EncoderOnlyLayer(), Layers(4))})
     with pytest.raises(SpecError, match="model 'encoder' has no layer with a KV cache to plan"):
         plan(model, decoder_engine())
 
@@ -469,8 +497,9 @@ def test_plan_invariants(
         assert len(figures) == 1, f"layers of one group disagree: {figures}"
         ((page, cap),) = figures
         caps[g.name] = cap
-        need += cap * page * g.num_layers
-        null += page * g.num_layers
+        layers = g.num_layers.numerical_value_in(Layers)
+        need += cap * page * layers
+        null += page * layers
     budget = max(1, need + null + slack)
     engine = EngineSpec.model_validate({**engine.model_dump(), "memory_budget": f"{budget} B"})
     if budget < need + null:
@@ -486,7 +515,8 @@ def test_plan_invariants(
     for gp in p.groups:
         cap = caps[gp.group.name]
         assert gp.admission_cap == CacheBlocks(cap)
-        assert gp.block_bytes == Bytes(gp.page_size.numerical_value_in(Bytes) * gp.group.num_layers)
+        layers = gp.group.num_layers.numerical_value_in(Layers)
+        assert gp.block_bytes == Bytes(gp.page_size.numerical_value_in(Bytes) * layers)
         assert gp.bytes_per_request == Bytes(cap * gp.block_bytes.numerical_value_in(Bytes))
         # Each group holds its null block and every admitted request at full length.
         assert gp.num_blocks.numerical_value_in(CacheBlocks) >= 1 + p.concurrent_requests * cap

@@ -52,7 +52,9 @@ import pytest
 from kvunits.contracts import (
     Bytes,
     CacheBlocks,
+    Elements,
     EncoderTokens,
+    Layers,
     PooledBlocks,
     SpecError,
     Tokens,
@@ -133,13 +135,25 @@ def test_one_rank_cannot_hold_a_full_length_request_with_its_null_block() -> Non
 
 
 @pytest.mark.parametrize("tp", [3, 5, 12])
-def test_heads_that_tensor_parallelism_cannot_split_are_refused(tp: int) -> None:
-    # 8 heads over 3, 5 or 12 ranks: neither divides the other (llama.py:147-156 asserts).
-    config = load("llama-3.1-8b", tensor_parallel_size=tp)
+def test_attention_heads_that_tensor_parallelism_cannot_split_are_refused(tp: int) -> None:
+    # Llama-3.1-8B's 32 attention heads over 3, 5 or 12 ranks: vLLM refuses before it builds
+    # the model (vllm/config/model.py verify_with_parallel_config: "Total number of attention
+    # heads (32) must be divisible by tensor parallel size").
+    with pytest.raises(ConfigError, match=rf"tensor_parallel_size {tp} does not divide the "
+                       r"model's 32 attention heads: vLLM refuses it"):
+        load("llama-3.1-8b", tensor_parallel_size=tp)
+
+
+@pytest.mark.parametrize("tp", [3, 5, 12])
+def test_kv_heads_that_tensor_parallelism_cannot_split_are_refused(tp: int) -> None:
+    # 8 KV heads over 3, 5 or 12 ranks: neither divides the other (llama.py:147-156 asserts);
+    # a spec built in Python, past the loader's attention-head check, meets the planner's.
+    config = load("llama-3.1-8b")
+    engine = config.engine.model_copy(update={"tensor_parallel_size": tp})
     with pytest.raises(
         SpecError, match=rf"^8 kv_head cannot be split over tensor_parallel_size {tp}: "
     ):
-        plan(config.model, config.engine)
+        plan(config.model, engine)
 
 
 def test_mla_latent_is_whole_on_every_tensor_parallel_rank() -> None:
@@ -226,8 +240,11 @@ def test_deepseek_v3_over_uneven_stages(
     ],
 )
 def test_decode_context_parallel_blocks_per_rank(
-    tp: int, dcp: int, length: int, cap: int, copies: int, requests: int
+    tp: int, dcp: int, length: int, cap: int, copies: int, requests: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # 131073 is one past the model's length: vLLM plans it only with this switch set.
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
     p = planned(
         "llama-3.1-8b",
         tensor_parallel_size=tp,
@@ -331,8 +348,10 @@ def test_sliding_window_cap_with_two_concurrent_batches_as_vllms_test() -> None:
     # cdiv(min(1023 + 2048, 16384), 16) + 1 = 192 + 1.
     from kvunits.contracts import EngineSpec, ModelSpec, SlidingWindowLayer
 
-    layer = SlidingWindowLayer(sliding_window=Window(1024, Tokens), kv_heads=8, head_size=128)
-    model = ModelSpec.stacked("swa", {"text": (layer, 4)})
+    layer = SlidingWindowLayer(
+        sliding_window=Window(1024, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    model = ModelSpec.stacked("swa", {"text": (layer, Layers(4))})
     base = {
         "max_model_len": "16384 token",
         "max_num_batched_tokens": "1024 token",

@@ -27,8 +27,10 @@ import torch
 
 from kvunits.contracts import (
     CacheDType,
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -52,11 +54,13 @@ HEADS, DIM = 2, 8
 AUDIO = SlidingWindowLayer(
     sliding_window=Window(9, EncoderTokens),
     pool=PoolFactor(4),
-    kv_heads=HEADS,
-    head_size=DIM,
+    kv_heads=KVHeads(HEADS),
+    head_size=Elements(DIM),
     dtype=CacheDType.float32,
 )
-TEXT = FullAttentionLayer(kv_heads=HEADS, head_size=DIM, dtype=CacheDType.float32)
+TEXT = FullAttentionLayer(
+    kv_heads=KVHeads(HEADS), head_size=Elements(DIM), dtype=CacheDType.float32
+)
 
 #: Per request, its steps in encoder tokens: prefills of awkward lengths, then decode chunks
 #: that continue partial pooled slots.
@@ -231,9 +235,16 @@ def test_kv_caches_from_a_plan() -> None:
     layer = caches[audio.group.layer_names[0]]
     blocks = audio.num_blocks.numerical_value_in(type(audio.num_blocks))
     spec = audio.group.kernels[audio.group.layer_names[0]]
-    assert layer.k_cache.shape == (blocks, 64, spec.kv_heads, spec.head_size_k)
+    heads, head_k = (
+        spec.kv_heads.numerical_value_in(KVHeads),
+        spec.head_size_k.numerical_value_in(Elements),
+    )
+    assert layer.k_cache.shape == (blocks, 64, heads, head_k)
     assert layer.v_cache is not None and layer.k_cache.dtype == torch.bfloat16
     assert len(caches) == sum(len(g.group.layer_names) for g in small.groups)
+    # A shared plan (tests/kernels/test_shared_caches.py): views of one buffer, text blocks
+    # grown to 128 tokens to match the audio page.
     shared = plan(config.model, engine.model_copy(update={"kv_cache_layout": "shared"}))
-    with pytest.raises(SpecError, match="per_group"):
-        allocate_kv_caches(shared)
+    views = allocate_kv_caches(shared, device="meta")
+    assert views["text.0"].k_cache.shape == (2560, 128, 8, 128)
+    assert views["audio.0"].k_cache.untyped_storage().nbytes() == 2560 * 32 * 512 * 1024

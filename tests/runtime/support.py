@@ -9,12 +9,15 @@ from typing import Any, TypeVar
 from kvunits.contracts import (
     AnyLayerGroup,
     CacheBlocks,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
     IntQuantity,
     KernelSpec,
+    KVHeads,
     LayerGroup,
+    Layers,
     LayerSpec,
     ManagerSpec,
     ModelSpec,
@@ -254,10 +257,15 @@ def unresident_keys(
 def voxtral_model(window: int = 750) -> ModelSpec:
     """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
     audio = SlidingWindowLayer(
-        sliding_window=Window(window, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(window, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
-    text = FullAttentionLayer(kv_heads=8, head_size=128)
-    return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
+    text = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    return ModelSpec.stacked(
+        "voxtral-realtime", {"audio": (audio, Layers(32)), "text": (text, Layers(26))}
+    )
 
 
 def voxtral_engine(

@@ -15,10 +15,13 @@ from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
     KvUnitsError,
+    Layers,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
@@ -45,9 +48,12 @@ from kvunits.runtime.capacity import plan
 from .support import check_pools, coordinator, snapshot, voxtral_engine, voxtral_model
 
 AUDIO = SlidingWindowLayer(
-    sliding_window=Window(30, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(30, EncoderTokens),
+    pool=PoolFactor(4),
+    kv_heads=KVHeads(32),
+    head_size=Elements(64),
 )
-TEXT = FullAttentionLayer(kv_heads=8, head_size=128)
+TEXT = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
 
 
 def two_groups(num_blocks: int | dict[str, int] = 40, reserve: bool = True) -> KVCacheCoordinator:
@@ -185,11 +191,16 @@ def test_steppers_over_a_subset_or_in_another_order() -> None:
 def test_four_groups_take_the_general_path() -> None:
     coord = coordinator(
         {
-            "a": FullAttentionLayer(kv_heads=1, head_size=8),
-            "b": SlidingWindowLayer(sliding_window=Window(3, Tokens), kv_heads=1, head_size=8),
+            "a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+            "b": SlidingWindowLayer(
+                sliding_window=Window(3, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
             "c": StateLayer(state_size=Bytes(1024)),
             "d": SlidingWindowLayer(
-                sliding_window=Window(5, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
+                sliding_window=Window(5, EncoderTokens),
+                pool=PoolFactor(2),
+                kv_heads=KVHeads(1),
+                head_size=Elements(8),
             ),
         },
         block_size=2,
@@ -460,7 +471,7 @@ def test_misaligned_chunk_is_refused() -> None:
     # Block size 3, chunk 2, one slot a step: the cap formula says
     # cdiv(min(2 + 1, max_len), 3) = 1 block, but at 3 computed the chunk started at slot 2
     # and the step writes slot 3: slots 2-3 span blocks 0 and 1.
-    layer = ChunkedLocalLayer(chunk=Chunk(2, Tokens), kv_heads=1, head_size=8)
+    layer = ChunkedLocalLayer(chunk=Chunk(2, Tokens), kv_heads=KVHeads(1), head_size=Elements(8))
     assert admission_blocks("chunked_local", 3, None, 2, None, 1, 100) == 1
     with pytest.raises(SpecError, match="chunk of 2 token is not a whole number of cache blocks"):
         manager_view(layer, block_size_slots=3)
@@ -471,8 +482,12 @@ def test_misaligned_chunk_is_refused() -> None:
 
 
 def test_cross_attention_is_written_whole_whatever_the_step_budget() -> None:
-    cross = CrossAttentionLayer(encoder_length=EncoderTokens(1500), kv_heads=8, head_size=64)
-    model = ModelSpec.stacked("whisper-like", {"dec": (TEXT, 4), "cross": (cross, 4)})
+    cross = CrossAttentionLayer(
+        encoder_length=EncoderTokens(1500), kv_heads=KVHeads(8), head_size=Elements(64)
+    )
+    model = ModelSpec.stacked(
+        "whisper-like", {"dec": (TEXT, Layers(4)), "cross": (cross, Layers(4))}
+    )
     engine = EngineSpec(
         max_model_len=Tokens(448),
         max_num_batched_tokens=Tokens(64),

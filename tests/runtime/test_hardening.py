@@ -23,8 +23,11 @@ from hypothesis import strategies as st
 from kvunits.contracts import (
     Bytes,
     CacheBlocks,
+    Elements,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     SlidingWindowLayer,
     SpecError,
@@ -49,7 +52,7 @@ from .support import check_pools, coordinator, snapshot
 
 def _state_model() -> ModelSpec:
     # The issue's case: a 1-byte page (one state of 1 byte per request, block size 1).
-    return ModelSpec.stacked("tiny", {"s": (StateLayer(state_size=Bytes(1)), 1)})
+    return ModelSpec.stacked("tiny", {"s": (StateLayer(state_size=Bytes(1)), Layers(1))})
 
 
 def _engine(budget: int) -> EngineSpec:
@@ -174,7 +177,9 @@ def test_a_bad_free_changes_nothing() -> None:
 
 
 def _one_group() -> KVCacheCoordinator:
-    layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     return coordinator({"g": layer}, block_size=2, num_blocks=9, max_len=16, max_in_flight=4)
 
 
@@ -220,8 +225,10 @@ def test_two_threads_get_a_clear_error_and_lose_no_block(per_step: int) -> None:
     `ConcurrentUseError` having changed nothing; at the end the pools are consistent, every
     request's blocks are where its thread's bookkeeping says, and freeing all leaks nothing.
     Steps of 2 tokens take the general path, steps of 1 the specialised one (issue 14)."""
-    layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8)
-    full = FullAttentionLayer(kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
+    full = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
     coord = coordinator(
         {"swa": layer, "full": full},
         block_size=2,

@@ -20,9 +20,12 @@ from kvunits.contracts import (
     Bytes,
     CacheBlocks,
     CacheDType,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     LayerSpec,
     ModelSpec,
     PooledBlocks,
@@ -48,13 +51,18 @@ PAGE = 16 * 2 * 64 * 2 * 4
 
 def full(head_size: int = 64) -> FullAttentionLayer:
     """vLLM's ``new_kv_cache_spec``: 2 KV heads, float32, blocks of 16."""
-    return FullAttentionLayer(kv_heads=2, head_size=head_size, dtype=CacheDType.float32)
+    return FullAttentionLayer(
+        kv_heads=KVHeads(2), head_size=Elements(head_size), dtype=CacheDType.float32
+    )
 
 
 def sliding(head_size: int = 64) -> SlidingWindowLayer:
     """vLLM's ``new_sliding_window_spec``: a window of 1 token."""
     return SlidingWindowLayer(
-        sliding_window=Window(1, Tokens), kv_heads=2, head_size=head_size, dtype=CacheDType.float32
+        sliding_window=Window(1, Tokens),
+        kv_heads=KVHeads(2),
+        head_size=Elements(head_size),
+        dtype=CacheDType.float32,
     )
 
 
@@ -166,11 +174,18 @@ def test_vllm_concurrency_uses_the_same_caps() -> None:
     (``cdiv(1023 + 1024, 16) + 1``), so vLLM's concurrency ``num_blocks / Σ blocks`` is 1.5,
     3 and 3 for its pools of 1536, 129 × 3 and (1024 + 129) × 3 blocks. kvunits plans the same
     caps, and counts the pool's null block: one block less for requests."""
-    layer_full = FullAttentionLayer(kv_heads=32, head_size=128, dtype=CacheDType.float16)
-    layer_window = SlidingWindowLayer(
-        sliding_window=Window(1024, Tokens), kv_heads=32, head_size=128, dtype=CacheDType.float16
+    layer_full = FullAttentionLayer(
+        kv_heads=KVHeads(32), head_size=Elements(128), dtype=CacheDType.float16
     )
-    model = ModelSpec.stacked("qwen", {"full": (layer_full, 32), "sw": (layer_window, 32)})
+    layer_window = SlidingWindowLayer(
+        sliding_window=Window(1024, Tokens),
+        kv_heads=KVHeads(32),
+        head_size=Elements(128),
+        dtype=CacheDType.float16,
+    )
+    model = ModelSpec.stacked(
+        "qwen", {"full": (layer_full, Layers(32)), "sw": (layer_window, Layers(32))}
+    )
     spec = EngineSpec(
         max_model_len=Tokens(16384),
         max_num_batched_tokens=Tokens(1024),
@@ -219,10 +234,15 @@ def test_voxtral_worked_numbers_at_2_gib() -> None:
     step: 128 blocks; caps 13 (audio) and 32 (text: kvunits never reserves more than
     ``cdiv(4096, 128)``; vLLM's formula gives 33, its 2.78 concurrent requests)."""
     audio = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
-    text = SlidingWindowLayer(sliding_window=Window(8192, Tokens), kv_heads=8, head_size=128)
-    model = ModelSpec.stacked("voxtral", {"audio": (audio, 32), "text": (text, 26)})
+    text = SlidingWindowLayer(
+        sliding_window=Window(8192, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    model = ModelSpec.stacked("voxtral", {"audio": (audio, Layers(32)), "text": (text, Layers(26))})
     spec = EngineSpec(
         max_model_len=Tokens(4096),
         max_num_batched_tokens=Tokens(1),
@@ -290,9 +310,11 @@ def test_a_coordinator_from_a_shared_plan_draws_on_one_pool() -> None:
 def _two_windows(num_blocks: int, reserve: bool = False) -> KVCacheCoordinator:
     """A full-attention group b and a sliding window a of 2 tokens, blocks of 2 (pages
     equal), one pool."""
-    layer = SlidingWindowLayer(sliding_window=Window(2, Tokens), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(2, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     return coordinator(
-        {"b": FullAttentionLayer(kv_heads=1, head_size=8), "a": layer},
+        {"b": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)), "a": layer},
         block_size=2,
         num_blocks=num_blocks,
         max_len=20,
@@ -362,8 +384,8 @@ def test_a_shared_pool_needs_one_page_size() -> None:
     from .support import group_of
 
     groups = [
-        group_of("a", FullAttentionLayer(kv_heads=1, head_size=8), **LIMITS),
-        group_of("b", FullAttentionLayer(kv_heads=2, head_size=8), **LIMITS),
+        group_of("a", FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)), **LIMITS),
+        group_of("b", FullAttentionLayer(kv_heads=KVHeads(2), head_size=Elements(8)), **LIMITS),
     ]
     with pytest.raises(SpecError, match="one pool for all groups needs one page size"):
         KVCacheCoordinator(groups, CacheBlocks(10))

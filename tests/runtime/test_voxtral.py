@@ -11,7 +11,9 @@ from collections.abc import Sequence
 
 from kvunits.contracts import (
     CacheBlocks,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -62,7 +64,7 @@ def test_streaming_10000_pooled_blocks_never_holds_more_than_13() -> None:
         if i % 97 == 0 or i < 300:
             # The kernel's queries of this step, encoder tokens 4i .. 4i + 3, read back 749
             # tokens: every one of those keys is in a live block of the request.
-            assert not unread_keys_of_step(table, i)
+            assert not unread_keys_of_step(table.ids_in(CacheBlocks), i)
     assert most == 13
     assert len(coord.block_table("stream", audio)) == STREAM // 16
     assert coord.usage(audio).used.numerical_value_in(CacheBlocks) <= 13
@@ -80,8 +82,8 @@ def first_unresident(manager_window_tokens: int, steps: int) -> tuple[int, int, 
     layer = SlidingWindowLayer(
         sliding_window=Window(manager_window_tokens, EncoderTokens),
         pool=PoolFactor(4),
-        kv_heads=32,
-        head_size=64,
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
     coord = coordinator(
         {"audio": layer}, block_size=16, num_blocks=64, max_len=steps, max_in_flight=1
@@ -91,7 +93,7 @@ def first_unresident(manager_window_tokens: int, steps: int) -> tuple[int, int, 
     coord.admit("r")
     for c in range(steps):
         step.allocate("r", PooledBlocks(1))
-        bad = unread_keys_of_step(coord.block_table("r", audio), c)
+        bad = unread_keys_of_step(coord.block_table("r", audio).ids_in(CacheBlocks), c)
         if bad:
             return (c, *bad[0])
     return None
@@ -103,7 +105,10 @@ def test_window_188_frees_a_block_the_kernel_still_reads() -> None:
     # while the kernel reads the real 750.
     assert manager_view(
         SlidingWindowLayer(
-            sliding_window=Window(749, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+            sliding_window=Window(749, EncoderTokens),
+            pool=PoolFactor(4),
+            kv_heads=KVHeads(32),
+            head_size=Elements(64),
         ),
         16,
     ).sliding_window == Window(188, PooledBlocks)

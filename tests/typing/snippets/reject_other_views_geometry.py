@@ -15,14 +15,19 @@ pooled block size cannot size the decoder's token table (or the other way round)
 from kvunits.contracts import (
     Bytes,
     CacheBlocks,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
     Position,
     SlidingWindowLayer,
+    SpanBlocks,
+    TableBlocks,
     Tokens,
     Window,
     group_layers,
@@ -32,9 +37,9 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.deploy import RankBytes
 
-encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
-decoder = FullAttentionLayer(kv_heads=8, head_size=128)
-model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
+encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
+decoder = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+model = ModelSpec.stacked("voxtral", {"audio": (encoder, Layers(2)), "text": (decoder, Layers(2))})
 engine = EngineSpec(
     max_model_len=Tokens(8192),
     max_num_batched_tokens=Tokens(2048),
@@ -50,9 +55,9 @@ audio_window = audio.manager.sliding_window
 assert audio_window is not None
 
 # Correct: each view answers with its own geometry.
-assert audio.manager.block_table_width(audio.limits.max_len) == CacheBlocks(94)  # cdiv(1500, 16)
-assert text.manager.block_table_width(text.limits.max_len) == CacheBlocks(512)  # cdiv(8192, 16)
-assert audio.manager.window_blocks() == CacheBlocks(13)
+assert audio.manager.block_table_width(audio.limits.max_len) == TableBlocks(94)  # cdiv(1500, 16)
+assert text.manager.block_table_width(text.limits.max_len) == TableBlocks(512)  # cdiv(8192, 16)
+assert audio.manager.window_blocks() == SpanBlocks(13)
 assert audio.manager.block_of(Position(203, PooledBlocks)) == Position(12, CacheBlocks)
 assert audio_kernel.block_of(Position(812, EncoderTokens)) == Position(12, CacheBlocks)  # 64 per block
 assert text_kernel.block_of(Position(812, Tokens)) == Position(50, CacheBlocks)  # 16 per block

@@ -19,7 +19,9 @@ import torch
 
 from kvunits.contracts import (
     BlockSize,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -33,7 +35,7 @@ window = EncoderTokens(750)
 manager_window = Window(189, PooledBlocks)
 block_size = BlockSize(16, PooledBlocks)
 pooled = SeqLens(torch.tensor([188, 14]), PooledBlocks)
-layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 
 # Correct: the number leaves in its own unit; the conversions make new values.

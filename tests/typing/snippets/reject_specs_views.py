@@ -10,9 +10,11 @@ and by the run time with a `UnitError` when the line runs anyway.
 
 from kvunits.contracts import (
     CacheBlocks,
+    Elements,
     EncoderTokens,
     EngineSpec,
     KernelSpec,
+    KVHeads,
     ManagerSpec,
     PooledBlocks,
     PoolFactor,
@@ -25,7 +27,7 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.deploy import RankBytes
 
-layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 kernel = kernel_view(layer, block_size_slots=16).expect(EncoderTokens)
 engine = EngineSpec(

@@ -15,7 +15,9 @@ what it means). Every marked line is a mypy error, and a `UnitError` when run an
 from kvunits.contracts import (
     BlockSize,
     CacheBlocks,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -29,7 +31,7 @@ from kvunits.contracts import (
 
 pool = PoolFactor(4)
 window = Window(750, EncoderTokens)
-layer = SlidingWindowLayer(sliding_window=window, pool=pool, kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=window, pool=pool, kv_heads=KVHeads(32), head_size=Elements(64))
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 manager_window = Window(189, PooledBlocks)
 
@@ -43,7 +45,7 @@ slots = pool_length(window, pool)  # E: Argument 1 to "pool_length" has incompat
 touched = pool_span(window, pool)  # E: Argument 1 to "pool_span" has incompatible type "Window[EncoderTokens]"; expected "EncoderTokens"  [arg-type]
 # A length where a window is expected: the other direction of the same confusion.
 lengthwise = pool_window(EncoderTokens(750), pool)  # E: Argument 1 to "pool_window" has incompatible type "EncoderTokens"; expected "Window[EncoderTokens]"  [arg-type]
-layer_from_length = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=pool, kv_heads=32, head_size=64)  # E: Argument "sliding_window" to "SlidingWindowLayer" has incompatible type "EncoderTokens"; expected "Window[EncoderTokens] | Window[Tokens]"  [arg-type]
+layer_from_length = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=pool, kv_heads=KVHeads(32), head_size=Elements(64))  # E: Argument "sliding_window" to "SlidingWindowLayer" has incompatible type "EncoderTokens"; expected "Window[EncoderTokens] | Window[Tokens]"  [arg-type]
 
 # xLLM #1515: window - 1, then a length's conversion. A window has no arithmetic.
 look_back = window - EncoderTokens(1)  # E: Unsupported operand types for - ("Window[EncoderTokens]" and "EncoderTokens")  [operator]

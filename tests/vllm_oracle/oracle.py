@@ -1,0 +1,220 @@
+"""vLLM 0.33's own KV cache planning, run on a config: the oracle of `plan_like_vllm`.
+
+Run with the interpreter of ``.venv-vllm`` (benchmarks/vllm-nodeps.txt), never kvunits' own:
+it reads cases as JSON on stdin and writes, per case, what vLLM computes. Each case names a
+config and engine settings; kvunits loads the model (its layers), and this script builds
+vLLM's own spec objects from the layers, as each vLLM model's ``Attention.get_kv_cache_spec``
+builds them, then calls vLLM's ``get_global_kv_cache_groups``, ``get_kv_cache_configs``,
+``generate_scheduler_kv_cache_config`` and ``get_kv_cache_capacity``
+(``vllm/v1/core/kv_cache_planning.py``, ``kv_cache_utils.py``) on a config object whose
+derived properties (``max_concurrent_batches``, ``max_in_flight_tokens``) are vLLM's own.
+
+Input: ``[{"config": PATH, "flags": {...}, "auto_fit": bool, "override": int | null}]``.
+Output: ``[{"num_blocks", "max_concurrency", "kv_cache_size", "max_model_len",
+"groups": [[kind, block_size, page_size, n_layers]]} | {"error": str}]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from fractions import Fraction
+from types import SimpleNamespace
+from typing import Any
+
+os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "1")  # vLLM 0.33's default runner on CUDA
+
+
+def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, Any]:
+    import torch
+    from vllm.v1.kv_cache_interface import (
+        ChunkedLocalAttentionSpec,
+        CrossAttentionSpec,
+        FullAttentionSpec,
+        MLAAttentionSpec,
+        SlidingWindowSpec,
+    )
+
+    from kvunits.contracts import (
+        ChunkedLocalLayer,
+        CrossAttentionLayer,
+        Elements,
+        EncoderOnlyLayer,
+        KVSharedLayer,
+        MLALayer,
+        SlidingWindowLayer,
+    )
+    from kvunits.contracts.deploy import KVHeads
+
+    dtypes = {
+        "bfloat16": torch.bfloat16,
+        "float16": torch.float16,
+        "float32": torch.float32,
+        "fp8_e4m3": torch.float8_e4m3fn,
+        "fp8_e5m2": torch.float8_e5m2,
+    }
+    tp = engine.tensor_parallel_size
+    bs = engine.block_size_slots
+    specs: dict[str, Any] = {}
+    for name in layer_names:
+        layer = model.layers[name]
+        if isinstance(layer, (EncoderOnlyLayer, KVSharedLayer)):
+            continue
+        dtype = dtypes[str(engine.cache_dtype or layer.dtype)]
+        if isinstance(layer, MLALayer):
+            specs[name] = MLAAttentionSpec(
+                block_size=bs,
+                num_kv_heads=1,
+                head_size=(layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(
+                    Elements
+                ),
+                dtype=dtype,
+            )
+            continue
+        # vLLM's ModelConfig.get_num_kv_heads: max(1, total // tp).
+        common: dict[str, Any] = {
+            "block_size": bs,
+            "num_kv_heads": max(1, layer.kv_heads.numerical_value_in(KVHeads) // tp),
+            "head_size": layer.head_size_k.numerical_value_in(Elements),
+            "head_size_v": layer.head_size_v_or_k.numerical_value_in(Elements),
+            "dtype": dtype,
+        }
+        pool = None
+        if isinstance(layer, CrossAttentionLayer):
+            specs[name] = CrossAttentionSpec(**common)
+            continue
+        if layer.pool is not None:
+            pool = layer.pool.tokens_per_block
+            common["tokens_per_state"] = Fraction(1, pool)
+        if isinstance(layer, SlidingWindowLayer):
+            window = layer.sliding_window._n  # the layer's own unit (encoder_token if pooled)
+            if pool:
+                window = -(-window // pool) + 1  # whisper_causal.py get_kv_cache_spec
+            specs[name] = SlidingWindowSpec(sliding_window=window, **common)
+        elif isinstance(layer, ChunkedLocalLayer):
+            chunk = layer.chunk._n
+            specs[name] = ChunkedLocalAttentionSpec(attention_chunk_size=chunk, **common)
+        else:
+            specs[name] = FullAttentionSpec(**common)
+    return specs
+
+
+class _Config:
+    """What the planning functions read of a VllmConfig; its derived properties are vLLM's."""
+
+    def __init__(self, engine: Any, max_model_len: int, auto_fit: bool, override: Any) -> None:
+        from vllm.config import CacheConfig
+
+        self.cache_config = CacheConfig(block_size=engine.block_size_slots)
+        self.cache_config.num_gpu_blocks_override = override
+        self.cache_config.kv_cache_layout = "LBNHC"  # FlashAttention: vLLM's default preference
+        self.scheduler_config = SimpleNamespace(
+            max_num_batched_tokens=engine.max_num_batched_tokens._value,
+            # SchedulerConfig.__post_init__: the encoder budget is the batched-token budget.
+            max_num_encoder_input_tokens=engine.max_num_batched_tokens._value,
+            async_scheduling=engine.async_scheduling,
+            disable_hybrid_kv_cache_manager=False,
+        )
+        self.parallel_config = SimpleNamespace(
+            tensor_parallel_size=engine.tensor_parallel_size,
+            pipeline_parallel_size=engine.pipeline_parallel_size,
+            decode_context_parallel_size=engine.decode_context_parallel_size,
+        )
+        self.model_config = SimpleNamespace(
+            max_model_len=max_model_len,
+            original_max_model_len=-1 if auto_fit else max_model_len,
+            supports_kv_cache_grouping=False,
+        )
+        self.attention_config = SimpleNamespace(hisparse_config=None)
+        self.speculative_config = None
+        self.diffusion_config = None
+        self.watermark_config = None
+        self.device_config = SimpleNamespace(device_type="cuda")
+
+
+def _bind_properties() -> None:
+    from vllm.config import VllmConfig
+
+    for name in (
+        "max_concurrent_batches",
+        "max_in_flight_tokens",
+        "num_prefill_lookahead_tokens",
+        "use_v2_model_runner",
+        "_get_v2_model_runner_unsupported_features",
+    ):
+        setattr(_Config, name, getattr(VllmConfig, name))
+
+
+def run_case(case: dict[str, Any]) -> dict[str, Any]:
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    from vllm.v1.core.kv_cache_utils import (
+        generate_scheduler_kv_cache_config,
+        get_kv_cache_capacity,
+    )
+    from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
+
+    from kvunits.contracts import KvUnitsError
+    from kvunits.contracts.config import load_config
+    from kvunits.contracts.deploy import RankBytes
+    from kvunits.runtime.deployment import stage_layers
+
+    try:
+        config = load_config(case["config"], flags=case.get("flags") or {})
+    except KvUnitsError as err:  # kvunits refuses the config itself: nothing to plan
+        return {"skipped": f"not loaded: {str(err)[:200]}"}
+    model, engine = config.model, config.engine
+    from kvunits.contracts.state import StateMixerLayer
+
+    if any(isinstance(layer, StateMixerLayer) for layer in model.layers.values()):
+        # vLLM sizes these from its model classes at start-up (Mamba page alignment): the
+        # spec objects cannot be built from the layers alone.
+        return {"skipped": "recurrent state layers"}
+    stages = stage_layers(model, engine.parallelism)
+    # One worker per pipeline stage (the TP ranks of a stage hold the same specs).
+    specs = [_vllm_specs(model, engine, list(names)) for names in stages]
+    encoder = case.get("max_num_encoder_input_tokens")
+    cfg = _Config(
+        engine, engine.max_model_len._value, bool(case.get("auto_fit")), case.get("override")
+    )
+    if encoder is not None:
+        cfg.scheduler_config.max_num_encoder_input_tokens = encoder
+    memory = engine.kv_cache_memory.numerical_value_in(RankBytes)
+    try:
+        groups = get_global_kv_cache_groups(cfg, specs)
+        configs = get_kv_cache_configs(cfg, specs, [memory] * len(specs), groups)
+    except (ValueError, NotImplementedError, AssertionError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    scheduler = generate_scheduler_kv_cache_config(configs)
+    tokens, concurrency = get_kv_cache_capacity(cfg, scheduler)
+    described = []
+    for group in groups:  # the whole model's groups (a stage's hold its own layers of each)
+        spec = group.kv_cache_spec
+        first = (
+            next(iter(spec.kv_cache_specs.values()))
+            if isinstance(spec, UniformTypeKVCacheSpecs)
+            else spec
+        )
+        described.append(
+            [type(first).__name__, first.block_size, first.page_size_bytes, len(group.layer_names)]
+        )
+    return {
+        "num_blocks": scheduler.num_blocks,
+        "max_concurrency": concurrency,
+        "kv_cache_size": tokens,
+        "max_model_len": cfg.model_config.max_model_len,
+        "groups": described,
+    }
+
+
+def main() -> None:
+    import logging
+
+    logging.disable(logging.WARNING)
+    _bind_properties()
+    cases = json.load(sys.stdin)
+    json.dump([run_case(case) for case in cases], sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
