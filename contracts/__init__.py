@@ -33,10 +33,10 @@ from __future__ import annotations
 
 if __name__ != "kvunits.contracts":
     # A checkout's root on sys.path exposes this directory as `contracts`: a second copy of every
-    # class (isinstance fails across copies) and a name other distributions use.
-    raise ImportError(
-        f"kvunits' contracts package was imported as {__name__!r}; import kvunits.contracts instead"
-    )
+    # class, and a name other distributions use. kvunits._names says where, and the fix.
+    from kvunits._names import bare_name_error
+
+    raise bare_name_error(__name__, __file__, "kvunits.contracts")
 
 from typing import TYPE_CHECKING
 

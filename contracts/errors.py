@@ -25,7 +25,9 @@
     │   └── KernelValueError (ValueError)  shape, device, stride, offsets, lengths, block ids
     └── ResidencyError (LookupError)       a key a query needs is not resident in the cache
 
-Each leaf also inherits the builtin it resembles, so ``except ValueError`` in caller code keeps
+One warning stands apart: `ConfigWarning` (a ``UserWarning``), a setting kvunits ignores (a
+``KVUNITS_*`` environment variable that names none). Each leaf also inherits the builtin it
+resembles, so ``except ValueError`` in caller code keeps
 working, and ``except KvUnitsError`` catches them all. Every error carries typed fields (the
 field or argument at fault, the expected unit, what was given, the group and request) and
 pickles with them, so it crosses a process boundary intact. `contracts`, ``runtime`` and
@@ -208,6 +210,12 @@ class ConfigError(KvUnitsError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.issues,))
+
+
+class ConfigWarning(UserWarning):
+    """A config setting kvunits ignores, with the reason: a ``KVUNITS_*`` environment
+    variable that names no setting (a typo, or another tool's). Not a `KvUnitsError`:
+    nothing was refused."""
 
 
 # -- runtime -----------------------------------------------------------------------------------

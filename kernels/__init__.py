@@ -38,11 +38,14 @@ Public API:
 
 if __name__ != "kvunits.kernels":
     # A checkout's root on sys.path exposes this directory as `kernels`: a second copy of every
-    # class (isinstance fails across copies) and a name other distributions use.
-    raise ImportError(
-        f"kvunits' kernels package was imported as {__name__!r}; import kvunits.kernels instead"
-    )
+    # class, and a name other distributions use. kvunits._names says where, and the fix.
+    from kvunits._names import bare_name_error
 
+    raise bare_name_error(__name__, __file__, "kvunits.kernels")
+
+from kvunits._extras import require as _require
+
+_require("kvunits.kernels", "kernels", "torch", "triton")  # before any import of them
 
 from typing import TYPE_CHECKING
 
