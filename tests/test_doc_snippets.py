@@ -146,7 +146,7 @@ def test_mypy_rejects_each_mistake_with_its_code(tmp_path: Path) -> None:
         found = statements(markdown)
         if not any(s.mypy_code for s in found):
             continue
-        module = tmp_path / f"{doc.stem.replace('-', '_')}.py"
+        module = tmp_path / f"doc_{doc.stem.replace('-', '_')}.py"  # not types.py: a stdlib name
         lines: list[str] = []
         marked: dict[int, str] = {}
         for statement in found:
