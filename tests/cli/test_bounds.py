@@ -116,7 +116,7 @@ def test_the_largest_stream_count_costs_only_the_streams_opened(
 def test_the_default_stream_count_is_bounded_too() -> None:
     # 4 TiB of budget for short requests admits far more than 65,536 at once.
     config = load_config(
-        REPO / "kvunits" / "examples" / "voxtral_realtime.toml",
+        REPO / "examples" / "voxtral_realtime.toml",
         flags={
             "memory_budget": "4 TiB",
             "max_model_len": "64 token",
@@ -300,7 +300,7 @@ def test_a_pool_factor_past_its_bound_names_its_field(tmp_path: Path) -> None:
     assert PoolFactor(65536).tokens_per_block == 65536
     with pytest.raises(UnitValueError, match="PoolFactor must be <= 65536"):
         PoolFactor(65537)
-    text = (REPO / "kvunits" / "examples" / "voxtral_realtime.toml").read_text()
+    text = (REPO / "examples" / "voxtral_realtime.toml").read_text()
     path = tmp_path / "big.toml"
     path.write_text(text.replace("pool = 4", "pool = 4611686018427387904"))
     with pytest.raises(ConfigError) as excinfo:
@@ -349,7 +349,7 @@ def _past_int64(node: Any, path: str = "") -> list[str]:
 @given(
     st.sampled_from([
         "examples/hf/llama-3.1-8b/config.json",
-        "kvunits/examples/voxtral_realtime.toml",
+        "examples/voxtral_realtime.toml",
         "examples/hf/gemma-3-1b-it/config.json",
     ]),
     st.fixed_dictionaries({}, optional={k: st.sampled_from(v) for k, v in _EXTREMES.items()}),
