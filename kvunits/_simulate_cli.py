@@ -350,6 +350,8 @@ class _Progress:
     """A progress bar on stderr for runs longer than a moment, when ``shown`` and stderr is a
     terminal (the table's reader is there too; a pipe or a JSON reader gets none)."""
 
+    DELAY_S = 0.5  # a run shorter than this shows no bar at all
+
     def __init__(self, duration: int, labels: list[str], shown: bool = True) -> None:
         self._duration = duration
         self._labels = labels
@@ -362,7 +364,7 @@ class _Progress:
         if not self._tty or step % 32:
             return
         if self._bar is None:
-            if time.monotonic() - self._start < 0.5:
+            if time.monotonic() - self._start < self.DELAY_S:
                 return
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
