@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal, cast, final
 
 from kvunits.contracts import (
+    Bytes,
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
@@ -58,6 +59,7 @@ from kvunits.contracts import (
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
+    IndexerLayer,
     KVSharedLayer,
     LayerSpec,
     MLALayer,
@@ -79,7 +81,7 @@ from kvunits.contracts.deploy import (
 from kvunits.contracts.internal import cdiv
 from kvunits.contracts.state import StateMixerLayer
 
-from .deployment import stage_layers
+from .deployment import check_every_stage_caches, stage_layers
 
 #: The kinds of vLLM spec a layer becomes (``vllm/v1/kv_cache_interface.py``).
 SpecKind = Literal["full_attention", "mla", "sliding_window", "chunked_local", "cross_attention"]
@@ -100,6 +102,7 @@ class _Spec:
     head_size_v: int
     dtype_bytes: int
     states_per_token: int  # P of a pooled layer (vLLM: 1 / tokens_per_state)
+    state_bytes: int | None = None  # a packed state (vLLM's state_content_bytes)
     window_tokens: int | None = None
     chunk_tokens: int | None = None
     page_padded_bytes: int | None = None
@@ -107,6 +110,8 @@ class _Spec:
     @property
     def unpadded_page_bytes(self) -> int:
         per_state = (self.head_size_k + self.head_size_v) * self.dtype_bytes
+        if self.state_bytes is not None:
+            per_state = self.state_bytes
         return self.kv_heads * self.block_size_tokens * self.states_per_token * per_state
 
     @property
@@ -265,10 +270,10 @@ def plan_like_vllm(
             "(one null block, no KV cache line); there is nothing to plan"
         )
     groups = _groups(specs)
-    stages = [
-        [name for name in names if name in specs] for names in stage_layers(model, parallelism)
-    ]
-    per_stage = [_bytes_per_block(groups, set(names)) for names in stages if names]
+    all_stages = stage_layers(model, parallelism)
+    check_every_stage_caches(all_stages, specs.keys(), parallelism)
+    stages = [[name for name in names if name in specs] for names in all_stages]
+    per_stage = [_bytes_per_block(groups, set(names)) for names in stages]
     memory = engine.kv_cache_memory.numerical_value_in(RankBytes)
     if num_gpu_blocks_override is not None:
         memories = [num_gpu_blocks_override * b for b in per_stage]
@@ -355,15 +360,30 @@ def _layer_spec(
     per_rank = kv_heads_per_rank(heads, parallelism).numerical_value_in(RankKVHeads)
     if isinstance(layer, MLALayer):
         dtype = layer.dtype if engine.cache_dtype is None else engine.cache_dtype
+        head = (layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(Elements)
+        slot = layer.slot_size(dtype).numerical_value_in(Bytes)
         return _Spec(
             kind="mla",
             block_size_tokens=bs,
             kv_heads=1,
-            head_size_k=(layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(
-                Elements
-            ),
+            head_size_k=head,
             head_size_v=0,
             dtype_bytes=dtype.itemsize_bytes,
+            states_per_token=1,
+            # A sparse layer's fp8 cache is FlashMLA's fp8_ds_mla layout (656 byte a token
+            # for DeepSeek's), vLLM's state_content_bytes (mla_attention.py).
+            state_bytes=None if slot == head * dtype.itemsize_bytes else slot,
+        )
+    if isinstance(layer, IndexerLayer):
+        # deepseek_v2.py DeepseekV32IndexerCache: an MLAAttentionSpec of one head of
+        # head_dim + head_dim // 128 * 4 uint8, whatever the engine's cache dtype.
+        return _Spec(
+            kind="mla",
+            block_size_tokens=bs,
+            kv_heads=1,
+            head_size_k=layer.slot_size.numerical_value_in(Bytes),
+            head_size_v=0,
+            dtype_bytes=1,
             states_per_token=1,
         )
     dtype = layer.dtype if engine.cache_dtype is None else engine.cache_dtype

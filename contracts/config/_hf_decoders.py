@@ -19,6 +19,7 @@ from ._hf_layers import (
     chunked,
     full,
     grouped_query,
+    indexer,
     kv_shared,
     layer_count,
     mla,
@@ -333,6 +334,9 @@ def read_deepseek(sec: Section, dtypes: DTypes) -> Layers | None:
     ``kv_lora_rank`` is set, transformers_utils/model_arch_config_convertor.py
     ``is_deepseek_mla``): every layer caches one latent head of ``kv_lora_rank +
     qk_rope_head_dim`` elements and no V (``MLAAttentionSpec``, ``head_size_v = 0``)."""
+    if sec.value("index_topk") is not None:
+        # deepseek_v2.py: ``is_v32 = hasattr(config, "index_topk")`` builds the indexer too.
+        return read_deepseek_sparse(sec, dtypes)
     n_layers = layer_count(sec)
     rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS, nullable=True)
     rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
@@ -348,3 +352,51 @@ def read_deepseek(sec: Section, dtypes: DTypes) -> Layers | None:
         return None
     layer = mla(rank, rope, dtypes.kv)
     return {f"text.{i}": layer for i in range(n_layers)}
+
+
+def read_deepseek_sparse(sec: Section, dtypes: DTypes) -> Layers | None:
+    """deepseek_v32, glm_moe_dsa: DeepSeek sparse attention (vllm/models/deepseek_v32/
+    attention.py, ``DeepseekV32Attention``): every layer an MLA cache (sparse: FlashMLA's
+    layout) and, where the layer runs the lightning indexer, the indexer's key cache
+    ``text.<i>.indexer`` of ``index_head_dim`` fp8 elements and their scales.
+
+    A layer runs the indexer unless it reuses an earlier layer's top-k: with
+    ``index_topk_pattern``, where its letter is ``S``; else where ``max(i − offset + 1, 0)
+    % index_topk_freq != 0`` (``index_skip_topk_offset``, default 2; ``index_topk_freq``,
+    default 1: every layer). ``indexer_types`` is not read, as vLLM does not read it.
+    """
+    n_layers = layer_count(sec)
+    rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS)
+    rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
+    head = sec.number("index_head_dim", maximum=MAX_ELEMENTS)
+    freq = sec.number("index_topk_freq", maximum=MAX_LAYERS, nullable=True) or 1
+    offset = sec.number("index_skip_topk_offset", minimum=0, maximum=MAX_LAYERS, nullable=True)
+    if n_layers is None or rank is None or rope is None or head is None:
+        return None
+    if head % _INDEXER_SCALE_BLOCK:
+        sec.issue(
+            "index_head_dim",
+            f"{head} is not a multiple of {_INDEXER_SCALE_BLOCK}: vLLM's indexer keeps one "
+            f"float32 scale per {_INDEXER_SCALE_BLOCK} elements",
+        )
+        return None
+    pattern = sec.value("index_topk_pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        sec.issue("index_topk_pattern", "expected a string of F and S, one letter per layer")
+        return None
+    offset = 2 if offset is None else offset
+    latent, keys = mla(rank, rope, dtypes.kv, sparse=True), indexer(head)
+    layers: Layers = {}
+    for i in range(n_layers):
+        layers[f"text.{i}"] = latent
+        if pattern is not None:
+            skip = i < len(pattern) and pattern[i] == "S"
+        else:
+            skip = max(i - offset + 1, 0) % freq != 0
+        if not skip:
+            layers[f"text.{i}.indexer"] = keys
+    return layers
+
+
+#: Elements of the indexer key that share one float32 scale (vLLM: ``quant_block_size``).
+_INDEXER_SCALE_BLOCK: Final = 128

@@ -18,6 +18,7 @@ from kvunits.contracts import (
     ChunkedLocalLayer,
     Elements,
     FullAttentionLayer,
+    IndexerLayer,
     KVSharedLayer,
     KvUnitsError,
     MLALayer,
@@ -43,8 +44,12 @@ def kvunits_view(path: str) -> dict[str, Any]:
     except KvUnitsError as err:
         return {"error": str(err).splitlines()[0][:300]}
     attention: list[tuple[str, int | None, int | None, int | None, str | None]] = []
+    indexers: dict[int, int] = {}
     for name, layer in config.model.layers.items():
         if not name.startswith("text."):
+            continue
+        if isinstance(layer, IndexerLayer):
+            indexers[int(name.split(".")[1])] = layer.head_size.numerical_value_in(Elements)
             continue
         if isinstance(layer, (FullAttentionLayer, SlidingWindowLayer, ChunkedLocalLayer)):
             window = None
@@ -60,6 +65,7 @@ def kvunits_view(path: str) -> dict[str, Any]:
             attention.append(("shared", None, None, None, None))
     return {
         "attention": attention,
+        "indexers": [indexers.get(i, 0) for i in range(len(attention))] if indexers else None,
         "max_model_len": config.engine.max_model_len.numerical_value_in(Tokens),
     }
 
@@ -113,6 +119,8 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
         got = sorted({w for w in windows if w}), sum(1 for w in windows if w)
         want = sorted({w for w in expected if w}), sum(1 for w in expected if w)
         diffs.append(f"windows {got} != vLLM {want} (window sizes, sliding layers)")
+    if mine["indexers"] != view.get("indexers"):
+        diffs.append(f"indexer keys per layer {mine['indexers']} != vLLM {view.get('indexers')}")
     if mine["max_model_len"] != view["max_model_len"]:
         diffs.append(f"max_model_len {mine['max_model_len']} != vLLM {view['max_model_len']}")
     dtype = view["kv_cache_dtype"] if view["kv_cache_dtype"] != "auto" else view["dtype"]

@@ -32,7 +32,6 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
         ChunkedLocalAttentionSpec,
         CrossAttentionSpec,
         FullAttentionSpec,
-        MLAAttentionSpec,
         SlidingWindowSpec,
     )
 
@@ -41,6 +40,7 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
         CrossAttentionLayer,
         Elements,
         EncoderOnlyLayer,
+        IndexerLayer,
         KVSharedLayer,
         MLALayer,
         SlidingWindowLayer,
@@ -63,14 +63,11 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
             continue
         dtype = dtypes[str(engine.cache_dtype or layer.dtype)]
         if isinstance(layer, MLALayer):
-            specs[name] = MLAAttentionSpec(
-                block_size=bs,
-                num_kv_heads=1,
-                head_size=(layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(
-                    Elements
-                ),
-                dtype=dtype,
-            )
+            head = (layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(Elements)
+            specs[name] = _mla_spec(layer.sparse, head, str(engine.cache_dtype or layer.dtype), bs)
+            continue
+        if isinstance(layer, IndexerLayer):
+            specs[name] = _indexer_spec(layer.head_size.numerical_value_in(Elements), bs)
             continue
         # vLLM's ModelConfig.get_num_kv_heads: max(1, total // tp).
         common: dict[str, Any] = {
@@ -98,6 +95,56 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
         else:
             specs[name] = FullAttentionSpec(**common)
     return specs
+
+
+#: kvunits' cache dtype names as vLLM's --kv-cache-dtype spells them.
+_VLLM_CACHE_DTYPE = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+
+
+def _mla_spec(sparse: bool, head_size: int, dtype: str, block_size: int) -> Any:
+    """vLLM's own ``MLAAttention.get_kv_cache_spec`` (mla_attention.py), on a stand-in for
+    the layer: a sparse layer's quantised cache dtype first goes through
+    ``_canonicalize_sparse_mla_kv_cache_dtype`` for FlashMLA's sparse backend (fp8 is stored
+    as ``fp8_ds_mla``)."""
+    import torch
+    from vllm.model_executor.layers.attention.mla_attention import (
+        MLAAttention,
+        _canonicalize_sparse_mla_kv_cache_dtype,
+    )
+
+    kv_cache_dtype = _VLLM_CACHE_DTYPE.get(dtype, "auto")
+    if sparse:
+        backend = SimpleNamespace(get_name=lambda: "FLASHMLA_SPARSE")
+        kv_cache_dtype = _canonicalize_sparse_mla_kv_cache_dtype(backend, kv_cache_dtype)
+    model_dtype = {"float16": torch.float16, "float32": torch.float32}.get(dtype, torch.bfloat16)
+    layer = SimpleNamespace(
+        kv_cache_dtype=kv_cache_dtype,
+        head_size=head_size,
+        sliding_window=None,
+        topk_buffer_width=None,
+        indexer=None,
+        non_causal_multi_token_decode=False,
+    )
+    config = SimpleNamespace(
+        cache_config=SimpleNamespace(block_size=block_size),
+        model_config=SimpleNamespace(dtype=model_dtype),
+    )
+    return MLAAttention.get_kv_cache_spec(layer, config)
+
+
+def _indexer_spec(head_size: int, block_size: int) -> Any:
+    """vLLM's own ``DeepseekV32IndexerCache.get_kv_cache_spec`` (deepseek_v2.py), on a
+    stand-in built as ``Indexer.__init__`` builds it (vllm/models/deepseek_v32/attention.py:
+    ``head_dim + head_dim // quant_block_size * 4`` uint8, ``quant_block_size = 128``)."""
+    import torch
+    from vllm.model_executor.models.deepseek_v2 import DeepseekV32IndexerCache
+
+    cache = SimpleNamespace(
+        cache_config=SimpleNamespace(block_size=block_size),
+        head_dim=head_size + head_size // 128 * 4,
+        dtype=torch.uint8,
+    )
+    return DeepseekV32IndexerCache.get_kv_cache_spec(cache, None)
 
 
 class _Config:
@@ -183,7 +230,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     try:
         groups = get_global_kv_cache_groups(cfg, specs)
         configs = get_kv_cache_configs(cfg, specs, [memory] * len(specs), groups)
-    except (ValueError, NotImplementedError, AssertionError) as exc:
+    except (ValueError, NotImplementedError, AssertionError, ZeroDivisionError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     scheduler = generate_scheduler_kv_cache_config(configs)
     tokens, concurrency = get_kv_cache_capacity(cfg, scheduler)

@@ -76,6 +76,12 @@ def _cases() -> list[dict[str, Any]]:
         }
         cases.append({"config": config, "flags": small, "auto_fit": True})
         cases.append({"config": config, "flags": small, "override": 5000})
+    # More pipeline stages than layers: vLLM does not check them, then fails at start-up (a
+    # stage without layers has 0 bytes per block: get_kv_cache_configs divides by it).
+    llama = str(ROOT / "examples" / "hf" / "llama-3.1-8b" / "config.json")
+    for stages in ("33", "64"):
+        staged = {"pipeline_parallel_size": stages, "memory_budget": "16 GiB"}
+        cases.append({"config": llama, "flags": staged})
     return cases
 
 
