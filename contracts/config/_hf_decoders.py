@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from .._layers import LayerSpec
+from .._counts import Elements, KVHeads
+from .._kinds import Window
+from .._layers import FullAttentionLayer, LayerSpec, SlidingWindowLayer
+from .._quantity import Tokens
 from ._hf_fields import MAX_ELEMENTS, MAX_SEQ, Section
 from ._hf_layers import (
     Attention,
@@ -400,3 +403,62 @@ def read_deepseek_sparse(sec: Section, dtypes: DTypes) -> Layers | None:
 
 #: Elements of the indexer key that share one float32 scale (vLLM: ``quant_block_size``).
 _INDEXER_SCALE_BLOCK: Final = 128
+
+
+def read_mimo_v2(sec: Section, dtypes: DTypes) -> Layers | None:
+    """mimo_v2_flash (vllm/model_executor/models/mimo_v2.py, ``MiMoV2DecoderLayer``): a layer
+    whose ``hybrid_layer_pattern`` entry is 1 slides over ``sliding_window_size`` tokens with
+    the ``swa_`` geometry (``swa_num_key_value_heads``, ``swa_head_dim``, ``swa_v_head_dim``);
+    one whose entry is 0 is full attention with ``num_key_value_heads``, ``head_dim`` and
+    ``v_head_dim``. K and V heads differ in size. The attention sinks (a learnt bias per
+    head) change no cache: vLLM sizes these layers as plain ``SlidingWindowSpec`` /
+    ``FullAttentionSpec``.
+    """
+    n_layers = layer_count(sec)
+    pattern = sec.value("hybrid_layer_pattern")
+    n_heads = sec.number("num_attention_heads", maximum=MAX_ELEMENTS)
+    swa_heads = sec.number("swa_num_attention_heads", maximum=MAX_ELEMENTS)
+    if n_layers is None or n_heads is None or swa_heads is None:
+        return None
+    if (
+        not isinstance(pattern, list)
+        or len(pattern) != n_layers
+        or any(p not in (0, 1) or type(p) is not int for p in pattern)
+    ):
+        sec.issue(
+            "hybrid_layer_pattern",
+            f"expected {n_layers} entries of 0 (full attention) or 1 (sliding window), one per "
+            "layer: vLLM's mimo_v2.py reads it for every layer",
+        )
+        return None
+    full = _mimo_geometry(sec, "", n_heads)
+    swa = _mimo_geometry(sec, "swa_", swa_heads)
+    window = sec.number("sliding_window_size", maximum=MAX_SEQ)
+    if full is None or swa is None or window is None:
+        return None
+    kv, k, v = full
+    full_layer = FullAttentionLayer(
+        kv_heads=KVHeads(kv), head_size=Elements(k), head_size_v=Elements(v), dtype=dtypes.kv
+    )
+    kv, k, v = swa
+    sliding_layer = SlidingWindowLayer(
+        sliding_window=Window(window, Tokens),
+        kv_heads=KVHeads(kv),
+        head_size=Elements(k),
+        head_size_v=Elements(v),
+        dtype=dtypes.kv,
+    )
+    return {f"text.{i}": sliding_layer if p else full_layer for i, p in enumerate(pattern)}
+
+
+def _mimo_geometry(sec: Section, prefix: str, n_heads: int) -> tuple[int, int, int] | None:
+    """KV heads, K and V head sizes of one of MiMo-V2's layer kinds (``v_head_dim`` absent:
+    V as K, as ``MiMoV2Attention`` takes it)."""
+    kv = sec.number(f"{prefix}num_key_value_heads", maximum=MAX_ELEMENTS)
+    k = sec.number(f"{prefix}head_dim", maximum=MAX_ELEMENTS)
+    v = sec.number(f"{prefix}v_head_dim", maximum=MAX_ELEMENTS, nullable=True)
+    if kv is None or k is None:
+        return None
+    if not grouped_query(sec, n_heads, kv, f"{prefix}num_key_value_heads"):
+        return None
+    return kv, k, k if v is None else v

@@ -24,6 +24,7 @@ from ._hf_decoders import (
     read_gpt_oss,
     read_llama,
     read_llama4,
+    read_mimo_v2,
     read_qwen2,
     read_qwen3_moe,
 )
@@ -684,6 +685,33 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "index_topk": 2048,
                 "index_head_dim": 128,
             },
+        },
+    ),
+    Family(
+        "mimo_v2",
+        ("mimo_v2_flash", "mimo_v2"),
+        ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"),
+        "hybrid_layer_pattern: 1 slides over sliding_window_size tokens with the swa_ heads "
+        "and head sizes, 0 is full attention with num_key_value_heads, head_dim and "
+        "v_head_dim (K and V heads of different sizes; attention sinks keep no cache); "
+        "vllm/model_executor/models/mimo_v2.py MiMoV2DecoderLayer",
+        read_mimo_v2,
+        frozenset({"num_key_value_heads", "head_dim"}),
+        ignores={
+            "sliding_window": "vLLM's mimo_v2.py takes sliding_window_size (transformers "
+            "stores sliding_window_size + 1 here)",
+            "layer_types": "vLLM's mimo_v2.py reads hybrid_layer_pattern",
+            "attention_chunk_size": "vLLM's mimo_v2.py builds no chunked attention",
+        },
+        defaults={
+            "mimo_v2_flash": {
+                "num_hidden_layers": 48,
+                "num_attention_heads": 64,
+                "num_key_value_heads": 4,
+                "head_dim": 192,
+                "v_head_dim": 128,
+                "max_position_embeddings": 131072,
+            }
         },
     ),
     Family(

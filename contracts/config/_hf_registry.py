@@ -205,10 +205,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "(LongCat-Flash n-gram), not modelled",
     "Mamba2ForCausalLM": _STATE.format("Mamba-2, attention-free"),
     "MambaForCausalLM": _STATE.format("Mamba-1, attention-free"),
-    "MiMoV2FlashForCausalLM": "sliding-window layers with attention sinks and their own head "
-    "sizes (mimo_v2.py), not modelled",
-    "MiMoV2ForCausalLM": "sliding-window layers with attention sinks and their own head sizes "
-    "(mimo_v2.py), not modelled",
     "MiniMaxM3SparseForCausalLM": _SPARSE.format("MiniMax M3"),
     "MuseGlimmerForCausalLM": "per-layer windows of muse_glimmer.py, not modelled",
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "

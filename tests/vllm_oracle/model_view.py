@@ -48,6 +48,7 @@ def view(path: str) -> dict[str, Any]:
             dtype=str(model.dtype).removeprefix("torch."),
             kv_cache_dtype=resolve_kv_cache_dtype_string("auto", model),
             indexers=_indexers(text),
+            sliding_window_size=getattr(text, "sliding_window_size", None),
         )
     except Exception as exc:
         out["partial_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
