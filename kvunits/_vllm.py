@@ -67,7 +67,7 @@ def add_vllm_flags(parser: argparse.ArgumentParser) -> None:
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="accepted; it sizes no attention cache",
+        help="vLLM's prefix caching (default on): a recurrent state then holds 2 pages",
     )
     group.add_argument("--dtype", dest="model_dtype", metavar="DTYPE", help="the model dtype")
     group.add_argument("--mamba-cache-dtype", metavar="DTYPE", help="both Mamba states' dtype")
@@ -184,6 +184,8 @@ class VllmArgs:
         hf_overrides: ``--hf-overrides`` (and ``--dtype``), merged into config.json.
         revision: ``--revision``.
         mamba_cache_dtype, mamba_ssm_cache_dtype: the state dtypes asked for.
+        enable_prefix_caching: ``--[no-]enable-prefix-caching`` (vLLM's default: on); a
+            recurrent state holds 2 pages a request with it (Mamba "align" mode), 1 without.
         notes: what was accepted and sizes nothing (said in the plan).
     """
 
@@ -195,6 +197,7 @@ class VllmArgs:
     revision: str | None = None
     mamba_cache_dtype: str | None = None
     mamba_ssm_cache_dtype: str | None = None
+    enable_prefix_caching: bool = True
     notes: list[str] = field(default_factory=list)
 
 
@@ -272,10 +275,7 @@ def engine_flags(args: argparse.Namespace, flags: dict[str, object]) -> VllmArgs
         name = {"half": "float16", "float": "float32"}.get(dtype.strip().lower(), dtype)
         extra.hf_overrides.update({"dtype": name, "torch_dtype": name})
     if getattr(args, "enable_prefix_caching", None) is not None:
-        extra.notes.append(
-            "--enable-prefix-caching: accepted; vLLM's prefix caching sizes no attention "
-            "cache (its Mamba 'align' mode is not modelled)"
-        )
+        extra.enable_prefix_caching = bool(args.enable_prefix_caching)
     gpu = getattr(args, "like_vllm", None)
     if gpu is not None:
         _preset(gpu, flags, extra, issues)
@@ -365,6 +365,7 @@ def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
             config.engine,
             auto_fit=extra.auto_fit,
             num_gpu_blocks_override=extra.num_gpu_blocks_override,
+            enable_prefix_caching=extra.enable_prefix_caching,
         )
     except KvUnitsError as err:
         return str(err)
@@ -372,6 +373,8 @@ def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
 
 def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) -> list[str]:
     """The plan's vLLM section, for people: the settings, vLLM's line, the notes."""
+    from kvunits.contracts import MLALayer, Tokens
+
     engine = config.engine
     how = f"--like-vllm {extra.gpu}" if extra.gpu else "these settings"
     head = (
@@ -386,8 +389,15 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
         lines.append(f"  {numbers.headline()}")
         if numbers.auto_fit:
             lines.append(f"  max_model_len auto-fitted to {numbers.max_model_len}")
-    from kvunits.contracts import MLALayer
-
+        grown = {g.block_size for g in numbers.groups if g.kind != "mamba"}
+        if grown and grown != {Tokens(engine.block_size_slots)}:
+            sizes = ", ".join(str(b) for b in sorted(grown, key=lambda b: b._value))
+            lines.append(
+                f"  attention block size {sizes}: vLLM grows it until an attention page holds "
+                "a recurrent state, and pads the state pages to it"
+                if any(g.kind == "mamba" for g in numbers.groups)
+                else f"  block size {sizes} after vLLM unified the groups' pages"
+            )
     mla = any(isinstance(layer, MLALayer) for layer in config.model.layers.values())
     if mla and config.engine_sources.get("block_size_slots") == "default":
         lines.append(

@@ -26,12 +26,15 @@ from typing import Any
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "1")  # vLLM 0.33's default runner on CUDA
 
 
-def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, Any]:
+def _vllm_specs(
+    model: Any, engine: Any, layer_names: list[str], hybrid: _Hybrid | None = None
+) -> dict[str, Any]:
     import torch
     from vllm.v1.kv_cache_interface import (
         ChunkedLocalAttentionSpec,
         CrossAttentionSpec,
         FullAttentionSpec,
+        MambaSpec,
         SlidingWindowSpec,
     )
 
@@ -46,6 +49,7 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
         SlidingWindowLayer,
     )
     from kvunits.contracts.deploy import KVHeads
+    from kvunits.contracts.state import StateMixerLayer
 
     dtypes = {
         "bfloat16": torch.bfloat16,
@@ -55,11 +59,22 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
         "fp8_e5m2": torch.float8_e5m2,
     }
     tp = engine.tensor_parallel_size
-    bs = engine.block_size_slots
+    bs = engine.block_size_slots if hybrid is None else hybrid.block_size
     specs: dict[str, Any] = {}
     for name in layer_names:
         layer = model.layers[name]
         if isinstance(layer, (EncoderOnlyLayer, KVSharedLayer)):
+            continue
+        if isinstance(layer, StateMixerLayer):
+            # The state's shapes and dtypes from vLLM's own model class, not kvunits' layer.
+            assert hybrid is not None
+            specs[name] = MambaSpec(
+                shapes=hybrid.shapes,
+                dtypes=hybrid.dtypes,
+                block_size=hybrid.mamba_block_size,
+                page_size_padded=hybrid.page_size_padded,
+                mamba_cache_mode=hybrid.mamba_cache_mode,
+            )
             continue
         dtype = dtypes[str(engine.cache_dtype or layer.dtype)]
         if isinstance(layer, MLALayer):
@@ -96,6 +111,68 @@ def _vllm_specs(model: Any, engine: Any, layer_names: list[str]) -> dict[str, An
             specs[name] = FullAttentionSpec(**common)
     return specs
 
+
+class _Hybrid:
+    """What vLLM 0.33 decides at start-up for a model with recurrent states, by its own code:
+    ``HybridAttentionMambaModelConfig`` and the model's ``verify_and_update_config``
+    (vllm/model_executor/models/config.py: the Mamba cache mode and dtypes),
+    ``Platform._align_hybrid_block_size`` (vllm/platforms/interface.py) with FlashAttention's
+    backend class, and the model class's ``get_mamba_state_shape_from_config`` /
+    ``get_mamba_state_dtype_from_config``. The model's layers are not built (no GPU), so
+    layer-level choices (a GDN's prefill checkpoints) are not seen: such cases are skipped."""
+
+    def __init__(self, directory: str, engine: Any, prefix_caching: bool, dtype: str) -> None:
+        from vllm.config import CacheConfig, ModelConfig, ParallelConfig
+        from vllm.model_executor.models import ModelRegistry
+        from vllm.model_executor.models.config import (
+            MODELS_CONFIG_MAP,
+            HybridAttentionMambaModelConfig,
+        )
+        from vllm.platforms.interface import Platform
+        from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+
+        model = _MODEL_CONFIGS.get(directory)
+        if model is None:
+            model = _MODEL_CONFIGS[directory] = ModelConfig(
+                model=directory, skip_tokenizer_init=True
+            )
+        model.max_model_len = engine.max_model_len._value
+        # vLLM resolves --kv-cache-dtype auto against the checkpoint before this point
+        # (EngineArgs.create_engine_config: resolve_kv_cache_dtype_string).
+        cache = CacheConfig(
+            block_size=engine.block_size_slots, cache_dtype=_VLLM_CACHE_DTYPE.get(dtype, "auto")
+        )
+        cache.enable_prefix_caching = prefix_caching
+        config = SimpleNamespace(
+            model_config=model,
+            cache_config=cache,
+            parallel_config=ParallelConfig(tensor_parallel_size=engine.tensor_parallel_size),
+            compilation_config=SimpleNamespace(static_forward_context={}),
+            speculative_config=None,
+            num_speculative_tokens=0,
+            scheduler_config=SimpleNamespace(enable_chunked_prefill=True),
+        )
+        HybridAttentionMambaModelConfig.verify_and_update_config(config)
+        specific = MODELS_CONFIG_MAP.get(model.architecture)
+        if specific is not None:
+            specific.verify_and_update_config(config)
+
+        class _FlashAttentionOnly(Platform):  # type: ignore[misc]
+            @classmethod
+            def _find_non_ssm_backends(cls, vllm_config: Any) -> list[Any]:
+                return [FlashAttentionBackend]
+
+        _FlashAttentionOnly._align_hybrid_block_size(config, FlashAttentionBackend)
+        model_cls, _ = ModelRegistry.resolve_model_cls(model.architecture, model_config=model)
+        self.shapes = tuple(model_cls.get_mamba_state_shape_from_config(config))
+        self.dtypes = tuple(model_cls.get_mamba_state_dtype_from_config(config))
+        self.block_size: int = cache.block_size
+        self.mamba_block_size: int = cache.mamba_block_size
+        self.page_size_padded: int | None = cache.mamba_page_size_padded
+        self.mamba_cache_mode: str = cache.mamba_cache_mode
+
+
+_MODEL_CONFIGS: dict[str, Any] = {}
 
 #: kvunits' cache dtype names as vLLM's --kv-cache-dtype spells them.
 _VLLM_CACHE_DTYPE = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
@@ -201,7 +278,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     )
     from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
 
-    from kvunits.contracts import KvUnitsError
+    from kvunits.contracts import FullAttentionLayer, KvUnitsError, SlidingWindowLayer
     from kvunits.contracts.config import load_config
     from kvunits.contracts.deploy import RankBytes
     from kvunits.runtime.deployment import stage_layers
@@ -211,19 +288,36 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     except KvUnitsError as err:  # kvunits refuses the config itself: nothing to plan
         return {"skipped": f"not loaded: {str(err)[:200]}"}
     model, engine = config.model, config.engine
-    from kvunits.contracts.state import StateMixerLayer
+    from kvunits.contracts.state import GatedDeltaNetLayer, StateMixerLayer
 
-    if any(isinstance(layer, StateMixerLayer) for layer in model.layers.values()):
-        # vLLM sizes these from its model classes at start-up (Mamba page alignment): the
-        # spec objects cannot be built from the layers alone.
-        return {"skipped": "recurrent state layers"}
+    hybrid = None
+    mixers = [layer for layer in model.layers.values() if isinstance(layer, StateMixerLayer)]
+    prefix_caching = case.get("prefix_caching", True)
+    if mixers:
+        if prefix_caching and any(isinstance(m, GatedDeltaNetLayer) for m in mixers):
+            return {"skipped": "gated delta net with prefix caching: layer-level checkpoints"}
+        directory = case["config"]
+        if directory.endswith(".json"):
+            directory = os.path.dirname(directory)
+        try:
+            dtypes = {
+                str(engine.cache_dtype or layer.dtype)
+                for layer in model.layers.values()
+                if isinstance(layer, (FullAttentionLayer, SlidingWindowLayer))
+            }
+            hybrid = _Hybrid(directory, engine, prefix_caching, min(dtypes, default="auto"))
+        except Exception as exc:  # vLLM cannot build the model's config here
+            return {"skipped": f"no vLLM ModelConfig: {type(exc).__name__}: {str(exc)[:160]}"}
     stages = stage_layers(model, engine.parallelism)
     # One worker per pipeline stage (the TP ranks of a stage hold the same specs).
-    specs = [_vllm_specs(model, engine, list(names)) for names in stages]
+    specs = [_vllm_specs(model, engine, list(names), hybrid) for names in stages]
     encoder = case.get("max_num_encoder_input_tokens")
     cfg = _Config(
         engine, engine.max_model_len._value, bool(case.get("auto_fit")), case.get("override")
     )
+    if hybrid is not None:
+        cfg.cache_config.block_size = hybrid.block_size
+        cfg.cache_config.mamba_cache_mode = hybrid.mamba_cache_mode
     if encoder is not None:
         cfg.scheduler_config.max_num_encoder_input_tokens = encoder
     memory = engine.kv_cache_memory.numerical_value_in(RankBytes)
