@@ -460,6 +460,58 @@ def fit_auto_length(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
     return config.model_copy(update={"engine": engine, "engine_sources": sources})
 
 
+def activations_from_config(path: str | None, flags: dict[str, object], extra: VllmArgs) -> None:
+    """``--activation-memory estimate``: kvunits' estimate of what vLLM's profiling keeps
+    (`kvunits.contracts.config._activations`), from the model's ``config.json``, said to be
+    an estimate in the plan. Anything else given is left as it is."""
+    given = flags.get("activation_memory")
+    if not isinstance(given, str) or given.strip().lower() != "estimate":
+        return
+    from pathlib import Path
+
+    from kvunits.contracts.config._activations import estimate_activation_memory
+    from kvunits.contracts.config._hf_cache import locate_config
+    from kvunits.contracts.deploy import RankBytes
+    from kvunits.contracts.errors import ConfigError, ConfigIssue, KvUnitsError
+    from kvunits.runtime.like_vllm import VLLM_GPUS
+
+    raw: object = None
+    if path is not None:
+        try:
+            file, _ = locate_config(path, extra.revision)
+            raw = json.loads(Path(file).read_text(encoding="utf-8")[: 1 << 20])
+        except (KvUnitsError, OSError, ValueError):
+            raw = None
+    batched = human_readable_int(str(flags.get("max_num_batched_tokens") or "2048").split()[0])
+    gpu = VLLM_GPUS.get((extra.gpu or "").strip().lower())
+    # vLLM's default max_num_seqs (EngineArgs.get_batch_defaults): 1024 from 70 GiB, else 256.
+    seqs = extra.max_num_seqs or (
+        1024 if gpu is not None and gpu.memory.numerical_value_in(RankBytes) >= 70 << 30 else 256
+    )
+    found = None
+    if isinstance(raw, dict) and batched:
+        found = estimate_activation_memory(
+            raw,
+            batched_tokens=batched,
+            max_num_seqs=seqs,
+            tp=_int(flags.get("tensor_parallel_size")),
+        )
+    if found is None:
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    "command line",
+                    "--activation-memory",
+                    "estimate needs the model's config.json with hidden_size, "
+                    "num_attention_heads and vocab_size; give the memory instead, e.g. "
+                    '"4 GiB" (what vLLM logs as PyTorch activation peak plus non-torch memory)',
+                )
+            ]
+        )
+    flags["activation_memory"] = f"{found.per_rank.numerical_value_in(RankBytes)} byte"
+    extra.notes.append(found.describe())
+
+
 def weights_from_directory(path: str | None, flags: dict[str, object], extra: VllmArgs) -> None:
     """With ``gpu_memory`` and no ``weights_memory``, take the weights from the model
     directory's safetensors sizes (`kvunits.contracts.config._weights`), per rank; the
