@@ -29,6 +29,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -68,6 +69,12 @@ def add_vllm_flags(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="vLLM's prefix caching (default on): a recurrent state then holds 2 pages",
+    )
+    group.add_argument(
+        "--kv-cache-dtype-skip-layers",
+        nargs="+",
+        metavar="LAYER",
+        help="decoder layer indices (or sliding_window) whose KV cache keeps the model dtype",
     )
     group.add_argument("--dtype", dest="model_dtype", metavar="DTYPE", help="the model dtype")
     group.add_argument("--mamba-cache-dtype", metavar="DTYPE", help="both Mamba states' dtype")
@@ -184,6 +191,8 @@ class VllmArgs:
         hf_overrides: ``--hf-overrides`` (and ``--dtype``), merged into config.json.
         revision: ``--revision``.
         mamba_cache_dtype, mamba_ssm_cache_dtype: the state dtypes asked for.
+        kv_cache_dtype_skip_layers: ``--kv-cache-dtype-skip-layers``: decoder layer indices
+            (and ``sliding_window``) whose KV cache keeps the model's dtype.
         enable_prefix_caching: ``--[no-]enable-prefix-caching`` (vLLM's default: on); a
             recurrent state holds 2 pages a request with it (Mamba "align" mode), 1 without.
         notes: what was accepted and sizes nothing (said in the plan).
@@ -198,6 +207,7 @@ class VllmArgs:
     mamba_cache_dtype: str | None = None
     mamba_ssm_cache_dtype: str | None = None
     enable_prefix_caching: bool = True
+    kv_cache_dtype_skip_layers: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
@@ -276,6 +286,11 @@ def engine_flags(args: argparse.Namespace, flags: dict[str, object]) -> VllmArgs
         extra.hf_overrides.update({"dtype": name, "torch_dtype": name})
     if getattr(args, "enable_prefix_caching", None) is not None:
         extra.enable_prefix_caching = bool(args.enable_prefix_caching)
+    skipped = getattr(args, "kv_cache_dtype_skip_layers", None)
+    if skipped:
+        extra.kv_cache_dtype_skip_layers = tuple(
+            part.strip() for item in skipped for part in item.split(",") if part.strip()
+        )
     gpu = getattr(args, "like_vllm", None)
     if gpu is not None:
         _preset(gpu, flags, extra, issues)
@@ -352,6 +367,69 @@ def apply_state_dtypes(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
     }
     model = ModelSpec(name=config.model.name, layers=layers)
     return config.model_copy(update={"model": model})
+
+
+def apply_skip_layers(config: KvUnitsConfig, skipped: Sequence[str]) -> KvUnitsConfig:
+    """``--kv-cache-dtype-skip-layers``: the decoder layers named by index (``"0"``), and
+    with ``"sliding_window"`` every sliding-window layer, keep the model's dtype while the
+    others take the cache dtype (vLLM 0.33 ``Attention.__init__`` and ``MLAAttention``: a
+    skipped layer's ``kv_cache_dtype`` is ``"auto"``; only the layer index counts, as
+    ``extract_layer_index`` reads it). The engine's ``cache_dtype`` is applied per layer
+    here and then cleared, so that it no longer overrides the skipped layers.
+
+    Raises:
+        ConfigError: an entry is neither a layer index nor ``sliding_window``, or the model's
+            dtype cannot be read from its config.json.
+    """
+    from kvunits.contracts import (
+        ChunkedLocalLayer,
+        FullAttentionLayer,
+        MLALayer,
+        ModelSpec,
+        SlidingWindowLayer,
+    )
+    from kvunits.contracts.config._hf_fields import Reader
+    from kvunits.contracts.config._hf_layers import resolve_dtypes
+    from kvunits.contracts.errors import ConfigError, ConfigIssue
+
+    bad = [s for s in skipped if not s.isdigit() and s != "sliding_window"]
+    raw: object = None
+    try:
+        raw = json.loads(Path(config.source).read_text(encoding="utf-8")[: 1 << 20])
+    except (OSError, ValueError):
+        raw = None
+    dtypes = None
+    if isinstance(raw, dict):
+        text = raw.get("text_config")
+        kind = (text if isinstance(text, dict) else raw).get("model_type")
+        dtypes = resolve_dtypes(Reader(config.source), raw, str(kind))
+    if bad or dtypes is None:
+        why = (
+            f"{bad[0][:40]!r} is neither a layer index nor sliding_window"
+            if bad
+            else "the model's dtype is read from a Hugging Face config.json, which this is not"
+        )
+        raise ConfigError([ConfigIssue("command line", "--kv-cache-dtype-skip-layers", why)])
+    indices = {int(s) for s in skipped if s.isdigit()}
+    attention = (FullAttentionLayer, SlidingWindowLayer, ChunkedLocalLayer, MLALayer)
+    engine_dtype = config.engine.cache_dtype
+    layers = {}
+    for name, layer in config.model.layers.items():
+        parts = name.split(".")
+        if isinstance(layer, attention) and parts[0] == "text" and len(parts) == 2:
+            skip = int(parts[1]) in indices or (
+                "sliding_window" in skipped and isinstance(layer, SlidingWindowLayer)
+            )
+            dtype = dtypes.model if skip else (engine_dtype or layer.dtype)
+            layer = layer.model_copy(update={"dtype": dtype})
+        layers[name] = layer
+    model = ModelSpec(name=config.model.name, layers=layers)
+    engine = config.engine.model_copy(update={"cache_dtype": None})
+    sources = {
+        **config.engine_sources,
+        "cache_dtype": "per layer: --kv-cache-dtype-skip-layers " + " ".join(skipped),
+    }
+    return config.model_copy(update={"model": model, "engine": engine, "engine_sources": sources})
 
 
 def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:

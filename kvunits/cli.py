@@ -630,6 +630,7 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
 
     from ._vllm import (
         activations_from_config,
+        apply_skip_layers,
         apply_state_dtypes,
         engine_flags,
         fit_auto_length,
@@ -646,7 +647,10 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
         config = load_config(
             path, flags=flags, hf_overrides=extra.hf_overrides or None, revision=extra.revision
         )
-        return fit_auto_length(apply_state_dtypes(config, extra), extra)
+        config = apply_state_dtypes(config, extra)
+        if extra.kv_cache_dtype_skip_layers:
+            config = apply_skip_layers(config, extra.kv_cache_dtype_skip_layers)
+        return fit_auto_length(config, extra)
     example = os.path.join(os.path.dirname(__file__), "examples", DEFAULT_EXAMPLE)
     if os.path.isfile(example):  # package data beside the module (importlib.resources costs more)
         return fit_auto_length(load_config(example, flags=flags), extra)

@@ -371,7 +371,70 @@ def _rank_specs(
         spec = _layer_spec(name, layer, bs, engine, parallelism)
         if spec is not None:
             specs[name] = spec
-    return specs
+    return _mixed_dtype_specs(specs, bs)
+
+
+def _mixed_dtype_specs(specs: dict[str, _Spec], bs: int) -> dict[str, _Spec]:
+    """Attention layers in two dtypes (``--kv-cache-dtype-skip-layers`` keeps some in the
+    model's dtype while the rest are quantised) as vLLM 0.33 sizes them at start-up
+    (``Platform._align_heterogeneous_kv_block_size``, ``Attention.get_kv_cache_spec``):
+
+    * the block size grows to the smallest multiple of ``a = max(16, block_size)`` whose
+      quantised page covers 16 tokens of the wider dtype: ``a × cdiv(16 × wide, a ×
+      narrow)`` (per-token pages of the model's attention geometry);
+    * full-attention layers, either dtype, take that block size;
+    * a sliding-window layer takes the largest multiple of 16 tokens whose page fits the
+      shared page ``block_size × narrow``, and is padded to it.
+
+    Raises:
+        SpecError: the attention layers differ in geometry, or chunked-local layers (vLLM
+            aligns to the model-level geometry only; not modelled).
+    """
+    if len({s.dtype_bytes for s in specs.values() if s.kind == "mla"}) > 1:
+        raise SpecError(
+            "MLA layers in two cache dtypes (--kv-cache-dtype-skip-layers): vLLM 0.33 aligns "
+            "their blocks through a full-attention page of the latent, which kvunits does not "
+            "model"
+        )
+    attention = {n: s for n, s in specs.items() if s.kind != "mla"}
+    if len({s.dtype_bytes for s in attention.values()}) < 2:
+        return specs
+    shapes = {
+        (s.kv_heads, s.head_size_k, s.head_size_v, s.states_per_token) for s in attention.values()
+    }
+    if len(shapes) > 1 or any(
+        s.kind not in ("full_attention", "sliding_window") for s in attention.values()
+    ):
+        raise SpecError(
+            "attention layers in two cache dtypes (--kv-cache-dtype-skip-layers) with different "
+            "head geometries or kinds beside full and sliding attention: vLLM 0.33 aligns "
+            "their blocks to the model-level geometry (Platform._align_heterogeneous_kv_"
+            "block_size), which kvunits models for one geometry only"
+        )
+    heads, k, v, states = next(iter(shapes))
+    per_dtype = {
+        s.dtype_bytes: heads * (k + v) * states * s.dtype_bytes for s in attention.values()
+    }
+    narrow, wide = per_dtype[min(per_dtype)], per_dtype[max(per_dtype)]
+    align = max(_FLASH_ATTN_KERNEL_BLOCK, bs)
+    bs = max(bs, align * cdiv(wide * _FLASH_ATTN_KERNEL_BLOCK, align * narrow))
+    shared = bs * narrow
+    out: dict[str, _Spec] = {}
+    for name, spec in specs.items():
+        if spec.kind == "sliding_window":
+            token = spec.unpadded_page_bytes // spec.block_size_tokens
+            block = max(
+                _FLASH_ATTN_KERNEL_BLOCK,
+                shared // token // _FLASH_ATTN_KERNEL_BLOCK * _FLASH_ATTN_KERNEL_BLOCK,
+            )
+            if block * token > shared:
+                block = _FLASH_ATTN_KERNEL_BLOCK
+            out[name] = replace(spec, block_size_tokens=block, page_padded_bytes=shared)
+        elif spec.kind == "full_attention":
+            out[name] = replace(spec, block_size_tokens=bs)
+        else:
+            out[name] = spec
+    return out
 
 
 #: FlashAttention's kernel blocks (``get_supported_kernel_block_sizes``: ``MultipleOf(16)``).
@@ -436,9 +499,7 @@ def _hybrid_specs(
                 "kvunits does not model; plan with --no-enable-prefix-caching for vLLM's "
                 "numbers without it"
             )
-        state_bytes[name] = sum(
-            t.size.numerical_value_in(Bytes) for t in layer.state_tensors(tp)
-        )
+        state_bytes[name] = sum(t.size.numerical_value_in(Bytes) for t in layer.state_tensors(tp))
     largest = max(state_bytes.values())
     token_page = next(iter(per_token)) if per_token else 0
     if token_page:
@@ -589,6 +650,16 @@ def _unify_pages(specs: dict[str, _Spec]) -> dict[str, _Spec]:
         if page == largest:
             out[name] = spec
         elif largest % page == 0:
+            if spec.page_padded_bytes is not None:
+                # vLLM grows the block of a padded page too, then finds the padding smaller
+                # than the grown page (AttentionSpec.page_size_bytes asserts it).
+                raise SpecError(
+                    f"layer {name!r}: its page is padded to {page} byte but must grow to "
+                    f"{largest} byte to unify with the largest page: vLLM 0.33 fails at "
+                    "start-up here (AssertionError in AttentionSpec.page_size_bytes; e.g. "
+                    "--kv-cache-dtype-skip-layers keeping full-attention layers unquantised "
+                    "beside quantised sliding-window ones)"
+                )
             out[name] = replace(spec, block_size_tokens=spec.block_size_tokens * largest // page)
         elif spec.kind != "mla":
             out[name] = replace(spec, page_padded_bytes=largest)

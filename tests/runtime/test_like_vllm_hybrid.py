@@ -59,3 +59,42 @@ def test_more_pipeline_stages_than_layers_are_refused() -> None:
     # vLLM 0.33 fails at start-up on it (get_kv_cache_configs: ZeroDivisionError).
     with pytest.raises(SpecError, match="pipeline_parallel_size 33 leaves stage 32 with no layer"):
         _plan("llama-3.1-8b", pipeline_parallel_size="33")
+
+
+def _skipped(name: str, skipped: list[str]) -> VllmPlan:
+    from kvunits._vllm import apply_skip_layers
+
+    flags = {"memory_budget": "20 GiB", "cache_dtype": "fp8"}
+    config = apply_skip_layers(load_config(EXAMPLES / name / "config.json", flags=flags), skipped)
+    return plan_like_vllm(config.model, config.engine)
+
+
+def test_layers_kept_unquantised_grow_the_block_to_cover_their_page() -> None:
+    # Llama 3.1 8B, fp8 cache, layers 0 and 31 kept in bf16: a token is 8 × 256 × 1 = 2048
+    # byte in fp8, 4096 in bf16; the block grows to 16 × cdiv(16 × 4096, 16 × 2048) = 32
+    # tokens (vLLM's _align_heterogeneous_kv_block_size), one group of both dtypes.
+    plan = _skipped("llama-3.1-8b", ["0", "31"])
+    (group,) = plan.groups
+    assert group.block_size == Tokens(32)
+    assert plan.bytes_per_block == RankBytes(30 * 32 * 2048 + 2 * 32 * 4096)
+
+
+def test_unquantised_full_layers_beside_quantised_windows_fail_as_vllm_fails() -> None:
+    # Gemma 3 1B, fp8, full-attention layers 5 and 11 in bf16: the sliding layers' pages are
+    # padded to the shared 32-token fp8 page, then must double to unify with the bf16 pages;
+    # vLLM 0.33 asserts (AttentionSpec.page_size_bytes), kvunits refuses with the reason.
+    with pytest.raises(SpecError, match=r"vLLM 0\.33 fails at start-up here"):
+        _skipped("gemma-3-1b-it", ["5", "11"])
+
+
+def test_a_skip_entry_that_is_no_layer_is_refused() -> None:
+    from kvunits._vllm import apply_skip_layers
+    from kvunits.contracts.config import ConfigError
+
+    config = load_config(
+        EXAMPLES / "llama-3.1-8b" / "config.json", flags={"memory_budget": "20 GiB"}
+    )
+    with pytest.raises(
+        ConfigError, match="'attention' is neither a layer index nor sliding_window"
+    ):
+        apply_skip_layers(config, ["attention"])

@@ -27,7 +27,11 @@ os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "1")  # vLLM 0.33's default ru
 
 
 def _vllm_specs(
-    model: Any, engine: Any, layer_names: list[str], hybrid: _Hybrid | None = None
+    model: Any,
+    engine: Any,
+    layer_names: list[str],
+    hybrid: _Hybrid | None = None,
+    skip: _Skip | None = None,
 ) -> dict[str, Any]:
     import torch
     from vllm.v1.kv_cache_interface import (
@@ -43,6 +47,7 @@ def _vllm_specs(
         CrossAttentionLayer,
         Elements,
         EncoderOnlyLayer,
+        FullAttentionLayer,
         IndexerLayer,
         KVSharedLayer,
         MLALayer,
@@ -92,6 +97,13 @@ def _vllm_specs(
             "head_size_v": layer.head_size_v_or_k.numerical_value_in(Elements),
             "dtype": dtype,
         }
+        if skip is not None and isinstance(layer, (SlidingWindowLayer, FullAttentionLayer)):
+            window = layer.sliding_window._n if isinstance(layer, SlidingWindowLayer) else None
+            index = int(name.split(".")[1])
+            specs[name] = skip.spec(
+                index, common["num_kv_heads"], common["head_size"], common["head_size_v"], window
+            )
+            continue
         pool = None
         if isinstance(layer, CrossAttentionLayer):
             specs[name] = CrossAttentionSpec(**common)
@@ -170,6 +182,60 @@ class _Hybrid:
         self.mamba_block_size: int = cache.mamba_block_size
         self.page_size_padded: int | None = cache.mamba_page_size_padded
         self.mamba_cache_mode: str = cache.mamba_cache_mode
+
+
+class _Skip:
+    """``--kv-cache-dtype-skip-layers`` as vLLM 0.33 applies it, by its own code where it can
+    be called without a GPU: ``Platform._align_heterogeneous_kv_block_size`` (the block size
+    and the shared page) and ``Attention.get_kv_cache_spec`` on a stand-in for each layer;
+    which layers keep the model dtype is ``Attention.__init__``'s rule (a layer index in the
+    list, or any sliding-window layer with ``sliding_window``), restated here."""
+
+    def __init__(self, directory: str, engine: Any, skipped: list[str], cache_dtype: str) -> None:
+        from vllm.config import CacheConfig, ModelConfig, ParallelConfig
+        from vllm.platforms.interface import Platform
+        from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+
+        model = _MODEL_CONFIGS.get(directory)
+        if model is None:
+            model = _MODEL_CONFIGS[directory] = ModelConfig(
+                model=directory, skip_tokenizer_init=True
+            )
+        cache = CacheConfig(
+            block_size=engine.block_size_slots,
+            cache_dtype=cache_dtype,
+            kv_cache_dtype_skip_layers=skipped,
+        )
+        self.config = SimpleNamespace(
+            model_config=model,
+            cache_config=cache,
+            parallel_config=ParallelConfig(tensor_parallel_size=engine.tensor_parallel_size),
+        )
+        Platform._align_heterogeneous_kv_block_size(self.config, FlashAttentionBackend)
+        self.backend = FlashAttentionBackend
+        self.skipped = skipped
+        self.cache_dtype = cache_dtype
+
+    def spec(self, index: int, heads: int, k: int, v: int, window: int | None) -> Any:
+        from vllm.model_executor.layers.attention.attention import Attention
+        from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+        from vllm.v1.attention.backend import AttentionType
+
+        skip = str(index) in self.skipped or (
+            window is not None and "sliding_window" in self.skipped
+        )
+        dtype = "auto" if skip else self.cache_dtype
+        layer = SimpleNamespace(
+            attn_type=AttentionType.DECODER,
+            kv_cache_dtype=dtype,
+            kv_cache_torch_dtype=kv_cache_dtype_str_to_dtype(dtype, self.config.model_config),
+            sliding_window=window,
+            attn_backend=self.backend,
+            num_kv_heads=heads,
+            head_size=k,
+            head_size_v=v,
+        )
+        return Attention.get_kv_cache_spec(layer, self.config)
 
 
 _MODEL_CONFIGS: dict[str, Any] = {}
@@ -288,6 +354,11 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     except KvUnitsError as err:  # kvunits refuses the config itself: nothing to plan
         return {"skipped": f"not loaded: {str(err)[:200]}"}
     model, engine = config.model, config.engine
+    skip = None
+    if case.get("skip"):
+        # The unquantised layers' dtype is vLLM's own resolution of "auto" (ModelConfig).
+        directory = os.path.dirname(case["config"])
+        skip = _Skip(directory, engine, case["skip"], str(engine.cache_dtype))
     from kvunits.contracts.state import GatedDeltaNetLayer, StateMixerLayer
 
     hybrid = None
@@ -310,11 +381,13 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             return {"skipped": f"no vLLM ModelConfig: {type(exc).__name__}: {str(exc)[:160]}"}
     stages = stage_layers(model, engine.parallelism)
     # One worker per pipeline stage (the TP ranks of a stage hold the same specs).
-    specs = [_vllm_specs(model, engine, list(names), hybrid) for names in stages]
+    specs = [_vllm_specs(model, engine, list(names), hybrid, skip) for names in stages]
     encoder = case.get("max_num_encoder_input_tokens")
     cfg = _Config(
         engine, engine.max_model_len._value, bool(case.get("auto_fit")), case.get("override")
     )
+    if skip is not None:
+        cfg.cache_config.block_size = skip.config.cache_config.block_size
     if hybrid is not None:
         cfg.cache_config.block_size = hybrid.block_size
         cfg.cache_config.mamba_cache_mode = hybrid.mamba_cache_mode

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from kvunits._vllm import apply_skip_layers
 from kvunits.contracts import KvUnitsError, SpecError
 from kvunits.contracts.config import load_config
 from kvunits.runtime.like_vllm import plan_like_vllm
@@ -91,6 +92,18 @@ def _cases() -> list[dict[str, Any]]:
             off = {"tensor_parallel_size": str(tp), "memory_budget": memory}
             path = str(ROOT / "examples" / "hf" / name / "config.json")
             cases.append({"config": path, "flags": off, "prefix_caching": False})
+    # --kv-cache-dtype-skip-layers: some layers keep the model dtype beside an fp8 cache.
+    for name, skipped in (
+        ("llama-3.1-8b", ["0", "31"]),
+        ("gemma-3-1b-it", ["sliding_window"]),
+        ("gemma-3-1b-it", ["5", "11"]),
+        ("gpt-oss-20b", ["0", "sliding_window"]),
+        ("mistral-7b-v0.1", ["3"]),
+    ):
+        for tp, memory in ((1, "8 GiB"), (2, "20 GiB")):
+            fp8 = {"tensor_parallel_size": str(tp), "memory_budget": memory, "cache_dtype": "fp8"}
+            path = str(ROOT / "examples" / "hf" / name / "config.json")
+            cases.append({"config": path, "flags": fp8, "skip": skipped})
     llama = str(ROOT / "examples" / "hf" / "llama-3.1-8b" / "config.json")
     for stages in ("33", "64"):
         staged = {"pipeline_parallel_size": stages, "memory_budget": "16 GiB"}
@@ -130,6 +143,8 @@ def oracle() -> Iterator[list[tuple[dict[str, Any], dict[str, Any]]]]:
 def _kvunits(case: dict[str, Any]) -> dict[str, Any]:
     try:
         config = load_config(case["config"], flags=case["flags"])
+        if case.get("skip"):
+            config = apply_skip_layers(config, case["skip"])
     except KvUnitsError as err:
         return {"not_loaded": str(err)}
     try:
