@@ -114,6 +114,7 @@ class _Spec:
     states_per_token: int  # P of a pooled layer (vLLM: 1 / tokens_per_state)
     state_bytes: int | None = None  # a packed state (vLLM's state_content_bytes), a mamba's
     state_pages: int = 1  # pages a request's recurrent state holds (MambaSpec)
+    indexer: bool = False  # a sparse-attention indexer's key cache (its own fixed bytes)
     window_tokens: int | None = None
     chunk_tokens: int | None = None
     page_padded_bytes: int | None = None
@@ -390,7 +391,7 @@ def _mixed_dtype_specs(specs: dict[str, _Spec], bs: int) -> dict[str, _Spec]:
         SpecError: the attention layers differ in geometry, or chunked-local layers (vLLM
             aligns to the model-level geometry only; not modelled).
     """
-    if len({s.dtype_bytes for s in specs.values() if s.kind == "mla"}) > 1:
+    if len({s.dtype_bytes for s in specs.values() if s.kind == "mla" and not s.indexer}) > 1:
         raise SpecError(
             "MLA layers in two cache dtypes (--kv-cache-dtype-skip-layers): vLLM 0.33 aligns "
             "their blocks through a full-attention page of the latent, which kvunits does not "
@@ -569,6 +570,7 @@ def _layer_spec(
             head_size_v=0,
             dtype_bytes=1,
             states_per_token=1,
+            indexer=True,
         )
     dtype = layer.dtype if engine.cache_dtype is None else engine.cache_dtype
     pool = 1
