@@ -66,7 +66,6 @@ if str(ROOT) not in sys.path:  # run as a script from any venv: kvunits from thi
     sys.path.insert(0, str(ROOT))
 
 from kvunits.contracts import (  # noqa: E402
-    CacheBlocks,
     CacheDType,
     Elements,
     EncoderTokens,
@@ -75,6 +74,7 @@ from kvunits.contracts import (  # noqa: E402
     KVHeads,
     Layers,
     ModelSpec,
+    PoolBlocks,
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
@@ -177,7 +177,7 @@ def kvunits_coordinator() -> KVCacheCoordinator:
         memory_budget=RankBytes(1 << 40),
     )
     groups, _ = group_layers(model, engine)
-    return KVCacheCoordinator(groups, [CacheBlocks(AUDIO_BLOCKS), CacheBlocks(TEXT_BLOCKS)])
+    return KVCacheCoordinator(groups, [PoolBlocks(AUDIO_BLOCKS), PoolBlocks(TEXT_BLOCKS)])
 
 
 def prompts(schedule: Schedule, shared: bool, seed: int = 0) -> list[tuple[list[int], list[int]]]:

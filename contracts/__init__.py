@@ -3,7 +3,9 @@
 The core every other part of kvunits stands on:
 
 * quantities: `EncoderTokens`, `PooledBlocks`, `Tokens`, `CacheBlocks`, `Bytes` (one final
-  class per unit; each is a *length*), the other kinds over a sequence unit, `Window`,
+  class per unit; each is a *length*), and the counts of cache blocks that mean something
+  else: a request's `AdmissionCap`, a pool's `PoolBlocks`, a window's `SpanBlocks`, a
+  table's `TableBlocks`, the other kinds over a sequence unit, `Window`,
   `Position` and `Chunk`, and the per-layer factors `PoolFactor` (P) and `BlockSize`;
 * the counts a spec declares: `Heads`, `KVHeads`, `Elements` (a head size), `Layers` and a
   stage's `StageLayers`; the allocator's integer sequences `BlockIds` (a block table) and
@@ -31,10 +33,10 @@ from __future__ import annotations
 
 if __name__ != "kvunits.contracts":
     # A checkout's root on sys.path exposes this directory as `contracts`: a second copy of every
-    # class (isinstance fails across copies) and a name other distributions use.
-    raise ImportError(
-        f"kvunits' contracts package was imported as {__name__!r}; import kvunits.contracts instead"
-    )
+    # class, and a name other distributions use. kvunits._names says where, and the fix.
+    from kvunits._names import bare_name_error
+
+    raise bare_name_error(__name__, __file__, "kvunits.contracts")
 
 from typing import TYPE_CHECKING
 
@@ -55,6 +57,7 @@ from ._convert import pool_span as pool_span
 from ._convert import pool_window as pool_window
 from ._convert import slots_to_cache_blocks_ceil as slots_to_cache_blocks_ceil
 from ._convert import unpool_length as unpool_length
+from ._convert import unpool_window as unpool_window
 from ._convert import window_blocks as window_blocks
 from ._counts import Elements as Elements
 from ._counts import Heads as Heads
@@ -65,6 +68,7 @@ from ._dtype import CacheDType as CacheDType
 from ._engine import EngineSpec as EngineSpec
 from ._factors import BlockSize as BlockSize
 from ._factors import PoolFactor as PoolFactor
+from ._group_marker import GroupMarker as GroupMarker
 from ._groups import AnyLayerGroup as AnyLayerGroup
 from ._groups import LayerGroup as LayerGroup
 from ._groups import group_layers as group_layers
@@ -86,10 +90,12 @@ from ._layers import ModelSpec as ModelSpec
 from ._layers import SlidingWindowLayer as SlidingWindowLayer
 from ._layers import StateLayer as StateLayer
 from ._parse import parse_quantity as parse_quantity
+from ._quantity import AdmissionCap as AdmissionCap
 from ._quantity import Bytes as Bytes
 from ._quantity import CacheBlocks as CacheBlocks
 from ._quantity import EncoderTokens as EncoderTokens
 from ._quantity import IntQuantity as IntQuantity
+from ._quantity import PoolBlocks as PoolBlocks
 from ._quantity import PooledBlocks as PooledBlocks
 from ._quantity import SeqUnit as SeqUnit
 from ._quantity import SlotUnit as SlotUnit
@@ -131,6 +137,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "CONVERSIONS",
+    "AdmissionCap",
     "AnyLayerGroup",
     "BlockIds",
     "BlockSize",
@@ -145,6 +152,7 @@ __all__ = [
     "EncoderTokens",
     "EngineSpec",
     "FullAttentionLayer",
+    "GroupMarker",
     "Heads",
     "IndexerLayer",
     "IntQuantity",
@@ -159,6 +167,7 @@ __all__ = [
     "MLALayer",
     "ManagerSpec",
     "ModelSpec",
+    "PoolBlocks",
     "PoolFactor",
     "PooledBlocks",
     "PosUnit",
@@ -199,6 +208,7 @@ __all__ = [
     "pool_window",
     "slots_to_cache_blocks_ceil",
     "unpool_length",
+    "unpool_window",
     "ureg",
     "window_blocks",
 ]

@@ -68,6 +68,26 @@ def pool_window(window: Window[EncoderTokens], pool: PoolFactor) -> Window[Poole
     return Window(cdiv(w - 1, _pool(pool)) + 1, PooledBlocks)
 
 
+def unpool_window(window: Window[PooledBlocks], pool: PoolFactor) -> Window[EncoderTokens]:
+    """The widest kernel window (in encoder tokens) that a manager window of S pooled blocks
+    keeps resident: ``(S − 1)·P + 1``, exact (the upper end of the windows `pool_window` maps
+    to S, so ``pool_window(unpool_window(S, P), P) == S``).
+
+    The manager keeps ``S − 1`` slots behind the current one, ``(S − 1)·P`` encoder tokens
+    however the eviction point falls, so a kernel window of W tokens is served when its
+    look-back W − 1 fits: W <= (S − 1)·P + 1. Reading a window an engine states in pooled
+    slots (vLLM's ``sliding_window`` with ``tokens_per_state = 1/P``) in the kernel's unit.
+
+    Example:
+        >>> unpool_window(Window(189, PooledBlocks), PoolFactor(4))
+        Window(753, EncoderTokens)
+        >>> unpool_window(Window(188, PooledBlocks), PoolFactor(4))  # 750 does not fit
+        Window(749, EncoderTokens)
+    """
+    s = check_kind(window, Window, PooledBlocks, "window")._n
+    return Window((s - 1) * _pool(pool) + 1, EncoderTokens)
+
+
 def pool_span(run: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
     """Slots a run of n consecutive encoder tokens can touch, wherever it starts:
     ``cdiv(n − 1, P) + 1`` (0 for an empty run). A length to a length (a count of slots).
@@ -308,6 +328,9 @@ CONVERSIONS: Final[tuple[Conversion, ...]] = (
         "pooled_block window",
         "window",
         "cdiv(W - 1, P) + 1",
+    ),
+    Conversion(
+        "unpool_window", "pooled_block window", "encoder_token window", "exact", "(S - 1) * P + 1"
     ),
     Conversion("pool_span", "encoder_token", "pooled_block", "span", "cdiv(n - 1, P) + 1"),
     Conversion(

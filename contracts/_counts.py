@@ -22,7 +22,8 @@ and quotients that mean something are named functions (`kv_heads_per_rank`,
 `rank_block_bytes`, `layers_of_stage`). In a config file a count is a plain integer (its
 field names it: ``kv_heads = 32``) or text with its unit (``"32 kv_head"``); in Python it is
 the class: ``FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))``, which is what
-mypy checks.
+mypy checks, and what the constructor takes (``kv_heads=32`` in Python is refused at run time
+too: ``kv_heads=32 has no unit: write KVHeads(32)``; the loaders read a config's numbers).
 
 Example:
     >>> KVHeads(8) + KVHeads(8), str(Elements(128))
@@ -35,12 +36,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, ClassVar, Self, final
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
+from ._origin import in_python, written_in_python
 from ._quantity import IntQuantity, coerce_quantity
 from .errors import UnitError
 
@@ -51,7 +54,7 @@ class _Count(IntQuantity):
     As a pydantic field it takes an instance of its class, a plain int (a config file's
     ``kv_heads = 32``: the field names the unit) or text in its unit (``"32 kv_head"``), within
     ``1 .. maximum``; another count (a rank's heads, elements where heads go) is refused,
-    naming both units.
+    naming both units. A spec's constructor (Python code) takes the instance only.
     """
 
     __slots__ = ("_owner",)
@@ -159,9 +162,11 @@ def count_core_schema(cls: type[_Count]) -> CoreSchema:
     config file's messages already put in words.
     """
 
-    def before(value: object) -> object:
+    def before(value: object, info: ValidationInfo) -> object:
         if type(value) is cls:
             return value._value
+        if in_python(info):
+            raise written_in_python(info, value, _fix(cls, value), f"{cls.__name__} ({cls.unit})")
         if isinstance(value, IntQuantity):
             raise _refuse(
                 f"expected {cls.unit} ({cls.__name__}), got {value} ({type(value).__name__}): "
@@ -179,7 +184,7 @@ def count_core_schema(cls: type[_Count]) -> CoreSchema:
     def after(n: int) -> _Count:
         return cls._trusted(n)
 
-    return core_schema.no_info_before_validator_function(
+    return core_schema.with_info_before_validator_function(
         before,
         core_schema.no_info_after_validator_function(
             after, core_schema.int_schema(strict=True, ge=1, le=cls.maximum)
@@ -188,6 +193,18 @@ def count_core_schema(cls: type[_Count]) -> CoreSchema:
             lambda q: q._value, when_used="always"
         ),
     )
+
+
+def _fix(cls: type[_Count], value: object) -> str:
+    """The typed count a config would read ``value`` as, written in Python (``KVHeads(32)``);
+    ``Cls(n)`` where a config refuses it too."""
+    n: object = value
+    if type(value) is str:
+        with contextlib.suppress(UnitError):
+            n = coerce_quantity(value, (cls,))._value
+    if type(n) is int and 1 <= n <= cls.maximum:
+        return f"{cls.__name__}({n})"
+    return f"{cls.__name__}(n), n an int in 1 .. {cls.maximum}"
 
 
 def _refuse(message: str, cls: type[_Count], got: str) -> PydanticCustomError:

@@ -18,7 +18,10 @@ block sizes differ. So each is an immutable container of its own, and neither is
   group, ``SlotIds[Tokens]``): the cache slot of each slot the step touches, slot ``s`` of
   the request at ``table[s // block_size] × block_size + s % block_size``.
 
-Both carry the group that made them (``owner``, None for one built by hand). The plain ints
+Both carry the group that made them (``owner``, None for one built by hand): by name at run
+time, and as a type parameter where the group was asked for by its marker
+(``BlockIds[Sliding]``, `kvunits.contracts.GroupMarker`), so that mypy refuses a column of
+another marked group (``Position[CacheBlocks, Full]``) as the run time does. The plain ints
 leave with `BlockIds.ids_in` and `SlotIds.slots_in`, naming their unit; the kernels' tensors
 are built from them without one (`kvunits.kernels.BlockTable.from_rows`,
 `kvunits.kernels.SlotMapping.from_ids`).
@@ -40,6 +43,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, final, overload
 
 from ._describe import describe
+from ._group_marker import GroupT, marker_name
 from ._kinds import Position
 from ._quantity import CacheBlocks, PooledBlocks, SlotUnit, Tokens
 from .errors import UnitAttributeError, UnitTypeError, UnitValueError
@@ -83,23 +87,17 @@ def _ints(name: str, values: object, minimum: int) -> tuple[int, ...]:
 
 
 def _owner(owner: object) -> str | None:
-    if owner is not None and type(owner) is not str:
-        raise UnitTypeError(
-            f"owner must be a group's name (str) or None, got {describe(owner)}",
-            field="owner",
-            expected="str | None",
-            got=describe(owner),
-        )
-    return owner
+    return marker_name(owner)
 
 
 @final
-class BlockIds:
+class BlockIds(Generic[GroupT]):
     """One request's block table in one group: cache-block ids, ``0`` the null block.
 
     Args:
         ids: the ids, in column order (a list, tuple or range of ints >= 0).
-        owner: the group the table belongs to (the coordinator sets it).
+        owner: the group the table belongs to: its name, or its `GroupMarker` (the table is
+            then typed with it); the coordinator sets it.
 
     Raises:
         UnitTypeError: ``ids`` is a `SlotIds` (a slot mapping) or not a sequence.
@@ -110,14 +108,14 @@ class BlockIds:
     _ids: tuple[int, ...]
     _owner: str | None
 
-    def __init__(self, ids: Sequence[int], *, owner: str | None = None) -> None:
+    def __init__(self, ids: Sequence[int], *, owner: str | type[GroupT] | None = None) -> None:
         _set_ids(self, _ints("BlockIds", ids, 0))
         _set_owner(self, _owner(owner))
 
     @classmethod
-    def _trusted(cls, ids: tuple[int, ...], owner: str | None) -> BlockIds:
+    def _trusted(cls, ids: tuple[int, ...], owner: str | None) -> BlockIds[Any]:
         # The coordinator's own tables: already ints >= 0.
-        new = object.__new__(cls)
+        new: BlockIds[Any] = object.__new__(cls)
         _set_ids(new, ids)
         _set_owner(new, owner)
         return new
@@ -139,10 +137,12 @@ class BlockIds:
         return self._ids
 
     @overload
-    def __getitem__(self, column: Position[CacheBlocks] | int) -> int: ...
+    def __getitem__(self, column: Position[CacheBlocks, GroupT] | int) -> int: ...
     @overload
-    def __getitem__(self, column: slice) -> BlockIds: ...
-    def __getitem__(self, column: Position[CacheBlocks] | int | slice) -> int | BlockIds:
+    def __getitem__(self, column: slice) -> BlockIds[GroupT]: ...
+    def __getitem__(
+        self, column: Position[CacheBlocks, GroupT] | int | slice
+    ) -> int | BlockIds[GroupT]:
         """The id in ``column`` (a block-table column: ``view.block_of(position)``, checked to
         be this group's; or a plain int index, which names no group), or a slice.
 
@@ -223,14 +223,15 @@ class BlockIds:
 
 
 @final
-class SlotIds(Generic[SlotUnit]):
+class SlotIds(Generic[SlotUnit, GroupT]):
     """A step's slot mapping in the manager's unit: the cache slot of each slot it touches.
 
     Args:
         slots: the cache slots, in order (ints >= -1; -1 marks an entry to skip, as the
             kernels' slot mappings do).
         unit: the unit a slot counts: `PooledBlocks` (a pooled group) or `Tokens`.
-        owner: the group the step belongs to (the coordinator sets it).
+        owner: the group the step belongs to: its name or its `GroupMarker` (the coordinator
+            sets it).
 
     Raises:
         UnitTypeError: ``slots`` is a `BlockIds` (a block table), or ``unit`` not a slot unit.
@@ -243,7 +244,11 @@ class SlotIds(Generic[SlotUnit]):
     unit: type[SlotUnit]
 
     def __init__(
-        self, slots: Sequence[int], unit: type[SlotUnit], *, owner: str | None = None
+        self,
+        slots: Sequence[int],
+        unit: type[SlotUnit],
+        *,
+        owner: str | type[GroupT] | None = None,
     ) -> None:
         if unit not in _SLOT_UNITS:
             raise UnitTypeError(
@@ -259,8 +264,8 @@ class SlotIds(Generic[SlotUnit]):
     @classmethod
     def _trusted(
         cls, slots: tuple[int, ...], unit: type[SlotUnit], owner: str | None
-    ) -> SlotIds[SlotUnit]:
-        new: SlotIds[SlotUnit] = object.__new__(cls)
+    ) -> SlotIds[SlotUnit, Any]:
+        new: SlotIds[SlotUnit, Any] = object.__new__(cls)
         _set_slots(new, slots)
         _set_slot_unit(new, unit)
         _set_slot_owner(new, owner)
@@ -337,7 +342,7 @@ def _compare_refused(left: object, right: object) -> NoReturn:
     )
 
 
-def _block_ids(ids: tuple[int, ...], owner: str | None) -> BlockIds:
+def _block_ids(ids: tuple[int, ...], owner: str | None) -> BlockIds[Any]:
     return BlockIds._trusted(ids, owner)
 
 

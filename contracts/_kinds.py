@@ -42,14 +42,17 @@ from typing import (
     TypeVar,
     final,
     get_args,
+    get_origin,
     overload,
 )
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from ._describe import describe
+from ._group_marker import GroupT
+from ._origin import in_python, written_in_python
 from ._quantity import (
     CacheBlocks,
     EncoderTokens,
@@ -418,8 +421,13 @@ class Chunk(_Kind, Generic[SeqUnit]):
 
 
 @final
-class Position(_Kind, Generic[PosUnit]):
+class Position(_Kind, Generic[PosUnit, GroupT]):
     """A position (an index, from 0) in a sequence of ``unit``, or a block-table column.
+
+    A column a group's view or handle computes (``block_of``) keeps its group: by name at run
+    time (`owner`), and as the second type parameter where the group was asked for by its
+    marker (``Position[CacheBlocks, Full]``, `kvunits.contracts.GroupMarker`); it is ``Any``
+    otherwise, and for a position of a sequence.
 
     A point, not a count: ``position − position`` is a length of the unit,
     ``position + length`` and ``position − length`` are positions, positions compare with
@@ -454,9 +462,9 @@ class Position(_Kind, Generic[PosUnit]):
         return getattr(self, "_owner", None)
 
     @classmethod
-    def _column(cls, index: int, owner: str | None) -> Position[CacheBlocks]:
+    def _column(cls, index: int, owner: str | None) -> Position[CacheBlocks, Any]:
         # A block-table column computed by a group's view (block_of): it keeps the group.
-        new: Position[CacheBlocks] = cls._trusted(index, CacheBlocks)  # type: ignore[assignment]
+        new: Position[CacheBlocks, Any] = cls._trusted(index, CacheBlocks)  # type: ignore[assignment]
         if owner is not None:
             _set_owner(new, owner)
         return new
@@ -470,15 +478,22 @@ class Position(_Kind, Generic[PosUnit]):
         """The index as a plain int of ``unit``, the position's own unit (a list index)."""
         return self._numerical_value_in(unit)
 
-    def __add__(self, other: PosUnit) -> Position[PosUnit]:
+    def _moved(self, n: int) -> Position[PosUnit, GroupT]:
+        # A column moved along its own table stays its group's.
+        new: Position[PosUnit, GroupT] = Position._trusted(n, self.unit)
+        if self.owner is not None:
+            _set_owner(new, self.owner)
+        return new
+
+    def __add__(self, other: PosUnit) -> Position[PosUnit, GroupT]:
         if type(other) is not self.unit:
             self._mismatch("+", other)
-        return Position._trusted(self._n + other._value, self.unit)
+        return self._moved(self._n + other._value)
 
     @overload
-    def __sub__(self, other: Position[PosUnit]) -> PosUnit: ...
+    def __sub__(self, other: Position[PosUnit, GroupT]) -> PosUnit: ...
     @overload
-    def __sub__(self, other: PosUnit) -> Position[PosUnit]: ...
+    def __sub__(self, other: PosUnit) -> Position[PosUnit, GroupT]: ...
     def __sub__(self, other: object) -> object:
         if type(other) is self.unit:
             n = self._n - other._value
@@ -488,7 +503,7 @@ class Position(_Kind, Generic[PosUnit]):
                     expected=f"a position >= 0 of {self.unit.unit}",
                     got=f"{n} {self.unit.unit}",
                 )
-            return Position._trusted(n, self.unit)
+            return self._moved(n)
         if type(other) is Position and other.unit is self.unit:
             n = self._n - other._n
             if n < 0:
@@ -550,6 +565,8 @@ def units_of(source: Any, default: tuple[type[IntQuantity], ...]) -> tuple[type[
     encoder tokens only, a bare ``Window`` (or one over a type variable) every unit of
     ``default``."""
     args = get_args(source)
+    if get_origin(source) is Position:
+        args = args[:1]  # the second is the group a column belongs to, not a unit
     units = tuple(a for a in args if isinstance(a, type) and a in default)
     return units if units and len(units) == len(args) else default
 
@@ -568,7 +585,7 @@ def kind_core_schema(
     """
     names = " or ".join(u.unit for u in units)
 
-    def validate(value: object) -> _Kind:
+    def validate(value: object, info: ValidationInfo) -> _Kind:
         if type(value) is cls:
             if value.unit not in units:
                 raise _custom(
@@ -591,6 +608,9 @@ def kind_core_schema(
                 f"expected a {cls.kind} of {names}, got {value!r}, a {value.kind} of "
                 f"{value.unit.unit}"
             )
+        if in_python(info):
+            expected = " or ".join(f"{cls.__name__}[{u.__name__}]" for u in units)
+            raise written_in_python(info, value, kind_fix(cls, value, units), expected)
         try:
             quantity = coerce_quantity(value, units)
             return cls(quantity._value, type(quantity))
@@ -601,11 +621,27 @@ def kind_core_schema(
                 {"message": exc.message, "expected": exc.expected, "got": exc.got},
             ) from None
 
-    return core_schema.no_info_plain_validator_function(
+    return core_schema.with_info_plain_validator_function(
         validate,
         serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="always"),
         metadata={_UNITS_KEY: [u.unit for u in units]},
     )
+
+
+def kind_fix(cls: type[_Kind], value: object, units: tuple[type[IntQuantity], ...]) -> str:
+    """What Python code writes for ``value`` in a field of a ``cls`` of ``units``: the kind a
+    config reads it as (``Window(750, EncoderTokens)`` for ``"750 encoder_token"``), or one
+    per unit for a bare number."""
+    n: object = value
+    unit_names = [u.__name__ for u in units]
+    if type(value) is not int:
+        try:
+            quantity = coerce_quantity(value, units)
+        except UnitError:
+            n = "n"
+        else:
+            n, unit_names = quantity._value, [type(quantity).__name__]
+    return " or ".join(f"{cls.__name__}({n}, {u})" for u in unit_names)
 
 
 _UNITS_KEY = "kvunits_units"

@@ -22,10 +22,11 @@ from pydantic_core import PydanticCustomError
 
 from ._counts import Elements, KVHeads, Layers
 from ._describe import describe
-from ._dtype import CacheDType
+from ._dtype import CacheDType, parse_dtype_field
 from ._factors import PoolFactor
 from ._kinds import Chunk, KindOf, Window, _Kind
 from ._model import SpecModel
+from ._origin import in_python, written_in_python
 from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
 from .errors import UnitTypeError
 from .state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateMixerLayer
@@ -60,8 +61,8 @@ class _AttentionLayer(_Layer):
 
     @field_validator("dtype", mode="before")
     @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        return CacheDType.parse(value) if isinstance(value, str) else value
+    def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
+        return parse_dtype_field(value, info)
 
     @property
     def head_size_k(self) -> Elements:
@@ -89,8 +90,14 @@ def _bare_int_in_layer_unit(name: str, value: object, info: ValidationInfo) -> o
     if type(value) is int:
         if "pool" not in info.data:
             unit = "encoder_token (pooled layer) or token"
+            typed = "EncoderTokens (pooled layer) or Tokens"
         else:
-            unit = "encoder_token" if info.data["pool"] is not None else "token"
+            pooled = info.data["pool"] is not None
+            unit = "encoder_token" if pooled else "token"
+            typed = "EncoderTokens" if pooled else "Tokens"
+        if in_python(info):
+            kind = "Chunk" if name == "chunk" else "Window"
+            raise written_in_python(info, value, f"{kind}({value}, {typed})", kind)
         raise PydanticCustomError(
             "unit_error",
             "{message}",
@@ -262,8 +269,8 @@ class MLALayer(_Layer):
 
     @field_validator("dtype", mode="before")
     @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        return CacheDType.parse(value) if isinstance(value, str) else value
+    def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
+        return parse_dtype_field(value, info)
 
     def slot_size(self, dtype: CacheDType | None = None) -> Bytes:
         """Bytes one token's latent takes in the cache, in ``dtype`` (default the layer's).

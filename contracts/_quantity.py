@@ -33,11 +33,12 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeAlias, TypeVar, final
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from ._describe import describe
+from ._origin import in_python, written_in_python
 from ._text import (
     MAX_MAGNITUDE,
     TextQuantity,
@@ -162,10 +163,12 @@ class IntQuantity:
     def _mismatch(self, op: str, other: object) -> NoReturn:
         if isinstance(other, IntQuantity) and other.unit == self.unit:
             # One unit, two meanings (a window's span of blocks, a request's cap).
+            pair = {type(self).__name__, type(other).__name__}
+            hint = next((h for names, h in _SAME_UNIT_HINTS if names == pair), "")
             raise UnitTypeError(
                 f"cannot apply {op!r} to {self!r} and {other!r}: both count {self.unit} but "
                 f"{type(self).__name__} is {self.meaning} and {type(other).__name__} "
-                f"{other.meaning}; use the value that means what the code needs",
+                f"{other.meaning}; {hint or 'use the value that means what the code needs'}",
                 expected=type(self).__name__,
                 got=type(other).__name__,
             )
@@ -418,15 +421,96 @@ class Tokens(_Scalable):
 class CacheBlocks(_Scalable):
     """Pages of the paged cache, ``block_size`` slots each: the block allocator's unit.
 
-    A count of pages held or available: a pool, what requests hold, a request's admission
-    cap (`ManagerSpec.max_admission_blocks_per_request`). Two other counts of cache blocks
-    mean something else and are their own types: the span a window touches (`SpanBlocks`)
-    and the entries of a block table (`TableBlocks`).
+    A count of pages held or available now: what requests hold, what is free or reserved,
+    a pool's usable pages. Four other counts of cache blocks mean something else and are
+    their own types: a request's admission cap (`AdmissionCap`), a pool's blocks with its null
+    block (`PoolBlocks`), the span a window touches (`SpanBlocks`) and the entries of a block
+    table (`TableBlocks`).
     """
 
     __slots__ = ()
     unit: ClassVar[str] = "cache_block"
-    meaning: ClassVar[str] = "pages held or available (a pool, a cap, usage)"
+    meaning: ClassVar[str] = "pages held or available now"
+
+    def covers(self, cap: AdmissionCap) -> bool:
+        """Whether these pages (free now, or unreserved) hold a request's cap: ``cap <=
+        self``.
+
+        Raises:
+            UnitTypeError: ``cap`` is not an `AdmissionCap`.
+        """
+        if type(cap) is not AdmissionCap:
+            raise UnitTypeError(
+                f"CacheBlocks.covers takes a request's AdmissionCap, got {describe(cap)}",
+                field="cap",
+                expected="AdmissionCap",
+                got=describe(cap),
+            )
+        return cap._value <= self._value
+
+
+@final
+class AdmissionCap(IntQuantity):
+    """The most cache blocks one request can hold at once in a group: its admission cap
+    (`ManagerSpec.max_admission_blocks_per_request`, what admission reserves).
+
+    Not a pool's size, nor the pages free now: a request fits a pool when its cap is at most
+    the pool's pages less the null block, ``pool.fits(cap)`` (`PoolBlocks.fits`), and the
+    pages on hand now when ``free.covers(cap)`` (`CacheBlocks.covers`); comparing a cap with
+    either by an operator is refused, naming both meanings (vLLM #52520: a cap compared with
+    every block of the pool, the null block included, admitted a request that never ran).
+
+    Example:
+        >>> PoolBlocks(14).fits(AdmissionCap(13)), PoolBlocks(13).fits(AdmissionCap(13))
+        (True, False)
+    """
+
+    __slots__ = ()
+    unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "a request's admission cap (the most it holds at once)"
+
+
+@final
+class PoolBlocks(IntQuantity):
+    """The cache blocks of a pool, its null block included: what a capacity plan buys and a
+    coordinator's pool is built with (vLLM's ``num_gpu_blocks``).
+
+    Requests hold ``usable`` of them (the null block stands in every evicted table entry and
+    is nobody's); `fits` says whether a request's cap can ever be held.
+    """
+
+    __slots__ = ()
+    unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "a pool's blocks (the null block included)"
+
+    @property
+    def usable(self) -> CacheBlocks:
+        """The pages requests can hold: the pool less its null block."""
+        return CacheBlocks._trusted(max(self._value - 1, 0))
+
+    def fits(self, cap: AdmissionCap) -> bool:
+        """Whether a request of cap ``cap`` can ever be held by this pool alone: ``cap <=
+        pool − 1``, its `usable` pages (the null block is no request's). Past this typed
+        entry, admission compares plain ints (`kvunits.runtime.admission`).
+
+        Raises:
+            UnitTypeError: ``cap`` is not an `AdmissionCap` (a window's span, a table width, a
+                count of pages: each means something else).
+        """
+        if type(cap) is not AdmissionCap:
+            raise UnitTypeError(
+                f"PoolBlocks.fits takes a request's AdmissionCap "
+                f"(max_admission_blocks_per_request), got {describe(cap)}"
+                + (
+                    f" ({type(cap).__name__}: {cap.meaning})"
+                    if isinstance(cap, IntQuantity)
+                    else ""
+                ),
+                field="cap",
+                expected="AdmissionCap",
+                got=describe(cap),
+            )
+        return cap._value <= max(self._value - 1, 0)
 
 
 @final
@@ -463,6 +547,18 @@ class Bytes(_Scalable):
     def __str__(self) -> str:
         return f"{self._value} byte"
 
+
+#: The named comparison each pair of same-unit meanings has, for the refusal's message.
+_SAME_UNIT_HINTS: tuple[tuple[set[str], str], ...] = (
+    ({"AdmissionCap", "PoolBlocks"}, "ask pool.fits(cap): the null block is no request's"),
+    ({"AdmissionCap", "CacheBlocks"}, "ask pages.covers(cap) (free or unreserved pages)"),
+    (
+        {"AdmissionCap", "SpanBlocks"},
+        "a request holds its cap (max_admission_blocks_per_request), the window and the steps "
+        "in flight, not the window's span",
+    ),
+    ({"SpanBlocks", "CacheBlocks"}, "compare pages with a request's AdmissionCap, not a span"),
+)
 
 #: Any one of the typed quantities; a constrained TypeVar, so two arguments typed ``Q``
 #: must be the *same* unit (a bound TypeVar would let mypy join two units into the base).
@@ -725,7 +821,12 @@ def _example(value: object) -> str:
 def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.CoreSchema:
     """A pydantic core schema for a field holding one of ``classes``."""
 
-    def validate(value: object) -> IntQuantity:
+    def validate(value: object, info: ValidationInfo) -> IntQuantity:
+        if type(value) in classes:
+            return value  # type: ignore[return-value]  # exact-type membership checked above
+        if in_python(info):
+            names = " or ".join(c.__name__ for c in classes)
+            raise written_in_python(info, value, typed_fix(value, classes), names)
         try:
             return coerce_quantity(value, classes)
         except UnitError as exc:
@@ -739,10 +840,22 @@ def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.
                 },
             ) from None
 
-    return core_schema.no_info_plain_validator_function(
+    return core_schema.with_info_plain_validator_function(
         validate,
         serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="always"),
     )
+
+
+def typed_fix(value: object, classes: tuple[type[IntQuantity], ...]) -> str:
+    """What Python code writes for ``value`` in a field of ``classes``: the quantity a config
+    reads it as (``Tokens(4096)`` for ``"4096 token"``), or each class's constructor for a
+    bare number, whose unit only the writer knows."""
+    if type(value) is int and value >= 0:
+        return " or ".join(f"{c.__name__}({value})" for c in classes)
+    try:
+        return repr(coerce_quantity(value, classes))
+    except UnitError:
+        return " or ".join(f"{c.__name__}(n)" for c in classes)
 
 
 def unit_pattern(classes: tuple[type[IntQuantity], ...]) -> str:

@@ -46,6 +46,7 @@ from ._counts import Elements, KVHeads
 from ._describe import describe
 from ._dtype import CacheDType
 from ._factors import BlockSize, PoolFactor
+from ._group_marker import GroupT
 from ._kinds import Chunk, Position, Window, check_kind
 from ._layers import (
     ChunkedLocalLayer,
@@ -60,9 +61,11 @@ from ._layers import (
     StateLayer,
 )
 from ._quantity import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     EncoderTokens,
+    PoolBlocks,
     PooledBlocks,
     SlotUnit,
     SpanBlocks,
@@ -172,7 +175,7 @@ _NO_KERNEL_INTS: Final = KernelInts(0, 0, 0, None, None)
 
 @final
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ManagerSpec(Generic[SlotUnit]):
+class ManagerSpec(Generic[SlotUnit, GroupT]):
     """What the cache manager and the allocator of one layer read (derived; see module doc).
 
     Attributes:
@@ -190,7 +193,8 @@ class ManagerSpec(Generic[SlotUnit]):
         head_size_k, head_size_v: elements per head of K and V (0 where there is none).
         group: the layer group this view belongs to, once `group_layers` has grouped it
             (None for a view derived by hand); what the view computes for one group's table
-            (a column) is refused by another group's.
+            (a column) is refused by another group's. Statically, the second type parameter
+            (a `kvunits.contracts.GroupMarker`, through ``LayerGroup.expect(unit, Marker)``).
     """
 
     kind: ManagedKind
@@ -238,7 +242,7 @@ class ManagerSpec(Generic[SlotUnit]):
             property(lambda self: _no_plain_ints(self, "manager_ints"))
         )
 
-    def expect(self, unit: type[_U]) -> ManagerSpec[_U]:
+    def expect(self, unit: type[_U]) -> ManagerSpec[_U, GroupT]:
         """Narrow to the slot unit the caller works in; `UnitTypeError` if it is another."""
         if self.slot_unit is not unit:
             raise UnitTypeError(
@@ -262,7 +266,7 @@ class ManagerSpec(Generic[SlotUnit]):
 
     def max_admission_blocks_per_request(
         self, max_in_flight: SlotUnit, max_len: SlotUnit
-    ) -> CacheBlocks:
+    ) -> AdmissionCap:
         """The most cache blocks one request can hold at once in this layer.
 
         The one admission formula per kind (capacity planning and run-time admission both
@@ -278,7 +282,7 @@ class ManagerSpec(Generic[SlotUnit]):
         unit, ints = self.slot_unit, self._ints
         in_flight = check_quantity(max_in_flight, unit, "max_in_flight")._value
         length = check_quantity(max_len, unit, "max_len")._value
-        return CacheBlocks(
+        return AdmissionCap(
             _admission_blocks(
                 self.kind,
                 ints.block_size_slots,
@@ -321,18 +325,21 @@ class ManagerSpec(Generic[SlotUnit]):
             raise SpecError(f"a {self.kind} manager has no sliding window ({self})")
         return window_blocks(self.sliding_window, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
 
-    def block_of(self, position: Position[SlotUnit]) -> Position[CacheBlocks]:
+    def block_of(self, position: Position[SlotUnit]) -> Position[CacheBlocks, GroupT]:
         """The block-table column holding slot ``position``: ``i // block_size`` (floor).
 
-        The column keeps the view's group (`group`): another group's block table refuses it.
+        The column keeps the view's group (`group`, and its marker's type): another group's
+        block table refuses it.
         """
         column = block_of(position, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
         return column if self.group is None else Position._column(column._n, self.group)
 
-    def bytes_for(self, blocks: CacheBlocks) -> Bytes:
-        """Memory of ``blocks`` cache blocks of this layer: ``blocks × page_size``, exact."""
-        n = check_quantity(blocks, CacheBlocks, "blocks")._value
-        return Bytes(n * self._ints.page_size_bytes)
+    def bytes_for(self, blocks: CacheBlocks | AdmissionCap | PoolBlocks) -> Bytes:
+        """Memory of ``blocks`` cache blocks of this layer (pages held, a request's cap, a
+        pool): ``blocks × page_size``, exact."""
+        if type(blocks) not in (CacheBlocks, AdmissionCap, PoolBlocks):
+            check_quantity(blocks, CacheBlocks, "blocks")
+        return Bytes(blocks._value * self._ints.page_size_bytes)
 
     def __str__(self) -> str:
         extra = ""
@@ -347,7 +354,7 @@ class ManagerSpec(Generic[SlotUnit]):
 
 @final
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KernelSpec(Generic[KernelUnit]):
+class KernelSpec(Generic[KernelUnit, GroupT]):
     """What the attention kernel of one layer reads (derived; see module doc).
 
     Attributes:
@@ -392,7 +399,7 @@ class KernelSpec(Generic[KernelUnit]):
             lambda self: _no_plain_ints(self, "kernel_ints")
         )
 
-    def expect(self, unit: type[_K]) -> KernelSpec[_K]:
+    def expect(self, unit: type[_K]) -> KernelSpec[_K, GroupT]:
         """Narrow to the kernel unit the caller works in; `UnitTypeError` if it is another."""
         if self.seq_unit is not unit:
             raise UnitTypeError(
@@ -403,7 +410,7 @@ class KernelSpec(Generic[KernelUnit]):
         # mypy checks this body once per pair of constraints; the check above makes it exact.
         return self  # type: ignore[return-value,unused-ignore]
 
-    def block_of(self, position: Position[KernelUnit]) -> Position[CacheBlocks]:
+    def block_of(self, position: Position[KernelUnit]) -> Position[CacheBlocks, GroupT]:
         """The block-table column holding kernel position ``position``:
         ``i // tokens_per_block`` (floor; ``block_size × P`` positions per block); it keeps
         the view's group."""

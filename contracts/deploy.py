@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeVar, final
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
@@ -56,7 +56,16 @@ from ._layers import (
     MLALayer,
     StateLayer,
 )
-from ._quantity import Bytes, CacheBlocks, IntQuantity, Tokens, coerce_quantity
+from ._origin import in_python, written_in_python
+from ._quantity import (
+    AdmissionCap,
+    Bytes,
+    CacheBlocks,
+    IntQuantity,
+    PoolBlocks,
+    Tokens,
+    coerce_quantity,
+)
 from ._views import ManagerSpec
 from .errors import SpecError, UnitError, UnitTypeError, UnitValueError
 from .state import StateMixerLayer
@@ -86,7 +95,7 @@ class RankBytes(IntQuantity):
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_plain_validator_function(
+        return core_schema.with_info_plain_validator_function(
             _validate_rank_bytes,
             serialization=core_schema.plain_serializer_function_ser_schema(
                 _rank_bytes_text, when_used="always"
@@ -125,11 +134,18 @@ class RankTokens(IntQuantity):
     unit: ClassVar[str] = "token/rank"
 
 
-def _validate_rank_bytes(value: object) -> RankBytes:
+def _validate_rank_bytes(value: object, info: ValidationInfo) -> RankBytes:
     """Config input of a per-rank memory setting: text or a pint quantity in bytes, or a
-    `RankBytes`; the model's `Bytes` is refused (whose bytes would it be?)."""
+    `RankBytes`; the model's `Bytes` is refused (whose bytes would it be?). Python
+    construction takes a `RankBytes` only (`kvunits.contracts._origin`)."""
     if type(value) is RankBytes:
         return value
+    if in_python(info) and not isinstance(value, IntQuantity):
+        try:
+            fix = f"RankBytes({coerce_quantity(value, (Bytes,))._value})"
+        except UnitError:
+            fix = "RankBytes(n), n bytes of one rank"
+        raise written_in_python(info, value, fix, "RankBytes (byte/rank)")
     try:
         if isinstance(value, IntQuantity):
             raise UnitTypeError(
@@ -433,14 +449,17 @@ def rank_tokens_to_blocks_ceil(tokens: RankTokens, block_size: BlockSize[Tokens]
     return RankBlocks(cdiv(n, block_size.numerical_value_in(Tokens)))
 
 
-def blocks_per_rank(blocks: CacheBlocks) -> RankBlocks:
-    """The pages each rank holds for ``blocks`` block ids of the scheduler: the same number,
-    exact. A block id names one page on every rank of every stage holding the group (vLLM
-    keeps one block table per engine and gives every worker the same ``num_blocks``)."""
-    return RankBlocks(_check(blocks, CacheBlocks, "blocks")._value)
+def blocks_per_rank(blocks: CacheBlocks | AdmissionCap | PoolBlocks) -> RankBlocks:
+    """The pages each rank holds for ``blocks`` block ids of the scheduler (pages held, a
+    request's cap, a pool): the same number, exact. A block id names one page on every rank
+    of every stage holding the group (vLLM keeps one block table per engine and gives every
+    worker the same ``num_blocks``)."""
+    if type(blocks) not in (CacheBlocks, AdmissionCap, PoolBlocks):
+        _check(blocks, CacheBlocks, "blocks")
+    return RankBlocks(blocks._value)
 
 
-def engine_blocks(per_rank: Sequence[RankBlocks]) -> CacheBlocks:
+def engine_blocks(per_rank: Sequence[RankBlocks]) -> PoolBlocks:
     """The block ids the scheduler can hand out, given the pages *every* rank holds: the
     fewest, ``min(per_rank)`` (a block id names a page on every rank, so the smallest pool
     bounds them all: vLLM's ``get_kv_cache_configs`` "Change the num_blocks of each rank to
@@ -454,7 +473,7 @@ def engine_blocks(per_rank: Sequence[RankBlocks]) -> CacheBlocks:
 
     Example:
         >>> engine_blocks([RankBlocks(2111), RankBlocks(2055)])
-        CacheBlocks(2055)
+        PoolBlocks(2055)
     """
     if isinstance(per_rank, IntQuantity) or not isinstance(per_rank, Sequence):
         raise UnitTypeError(
@@ -469,7 +488,7 @@ def engine_blocks(per_rank: Sequence[RankBlocks]) -> CacheBlocks:
         raise UnitValueError(
             "engine_blocks needs at least one rank's pages", field="per_rank", got="[]"
         )
-    return CacheBlocks(min(_check(b, RankBlocks, "per_rank[]")._value for b in per_rank))
+    return PoolBlocks(min(_check(b, RankBlocks, "per_rank[]")._value for b in per_rank))
 
 
 def rank_blocks_to_bytes(blocks: RankBlocks, page_size: RankBytes) -> RankBytes:

@@ -12,10 +12,14 @@ group again at another block size), and the quantity classes by unit (`QUANTITY_
 
 from collections.abc import Callable
 from operator import attrgetter
+from typing import Any
 
 from ._convert import cdiv as cdiv
 from ._describe import describe as describe
 from ._factors import check_pool as check_pool
+from ._group_marker import GroupT as GroupT
+from ._group_marker import marker_name as marker_name
+from ._groups import check_marker as check_marker
 from ._groups import group_limits as group_limits
 from ._kinds import Position
 from ._kinds import check_kind as check_kind
@@ -38,7 +42,7 @@ from ._views import manager_ints as manager_ints
 magnitude: Callable[[IntQuantity], int] = attrgetter("_value")
 
 
-def owned_column(index: int, group: str) -> Position[CacheBlocks]:
+def owned_column(index: int, group: str) -> Position[CacheBlocks, Any]:
     """Column ``index`` of group ``group``'s block tables, as a group's view computes it
     (`kvunits.contracts.BlockIds` refuses it in another group's table)."""
     return Position._column(index, group)
@@ -46,6 +50,7 @@ def owned_column(index: int, group: str) -> Position[CacheBlocks]:
 
 __all__ = [
     "QUANTITY_CLASSES",
+    "GroupT",
     "KernelInts",
     "ManagedKind",
     "ManagerInts",
@@ -53,6 +58,7 @@ __all__ = [
     "bind_group",
     "cdiv",
     "check_kind",
+    "check_marker",
     "check_pool",
     "check_quantity",
     "describe",
@@ -60,6 +66,7 @@ __all__ = [
     "kernel_ints",
     "magnitude",
     "manager_ints",
+    "marker_name",
     "owned_column",
     "parse_any_quantity",
 ]

@@ -38,10 +38,10 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Literal, final
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from ._counts import Elements, Heads
-from ._dtype import CacheDType
+from ._dtype import CacheDType, parse_dtype_field
 from ._model import SpecModel
 from ._quantity import Bytes
 from .errors import SpecError
@@ -102,8 +102,8 @@ class StateMixerLayer(SpecModel):
 
     @field_validator("conv_dtype", "ssm_dtype", mode="before")
     @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        return CacheDType.parse(value) if isinstance(value, str) else value
+    def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
+        return parse_dtype_field(value, info)
 
     def state_tensors(self, tp: int = 1) -> tuple[StateTensor, StateTensor]:
         """The conv and SSM tensors one request holds in this layer on one of ``tp`` ranks.

@@ -21,6 +21,8 @@ Public API:
 * `check_residency`, `ResidencyError`: does every block a query needs sit in the table?
 * `KernelArgumentError` (`KernelTypeError`, `KernelValueError`): a tensor argument the
   launchers cannot take; with `ResidencyError`, under `kvunits.contracts.KvUnitsError`.
+  `CacheDTypeError` (a `KernelTypeError` and a `kvunits.contracts.UnitTypeError`): a cache
+  of another dtype than its layer's group stores.
 * `SeqLens`, `QueryStartLoc`, `SlotMapping`, `BlockTable`: integer tensors with their unit;
   `unpool_seq_lens` converts manager lengths to exact encoder lengths; `slot_start_loc`
   says where each request's entries start in a slot mapping.
@@ -36,14 +38,18 @@ Public API:
 
 if __name__ != "kvunits.kernels":
     # A checkout's root on sys.path exposes this directory as `kernels`: a second copy of every
-    # class (isinstance fails across copies) and a name other distributions use.
-    raise ImportError(
-        f"kvunits' kernels package was imported as {__name__!r}; import kvunits.kernels instead"
-    )
+    # class, and a name other distributions use. kvunits._names says where, and the fix.
+    from kvunits._names import bare_name_error
 
+    raise bare_name_error(__name__, __file__, "kvunits.kernels")
+
+from kvunits._extras import require as _require
+
+_require("kvunits.kernels", "kernels", "torch", "triton")  # before any import of them
 
 from typing import TYPE_CHECKING
 
+from kvunits.contracts.errors import CacheDTypeError as CacheDTypeError
 from kvunits.contracts.errors import KernelArgumentError as KernelArgumentError
 from kvunits.contracts.errors import KernelTypeError as KernelTypeError
 from kvunits.contracts.errors import KernelValueError as KernelValueError
@@ -96,6 +102,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BlockTable",
+    "CacheDTypeError",
     "FlashAttentionInputs",
     "FlashInferInputs",
     "KernelArgumentError",

@@ -26,7 +26,7 @@ from kvunits.contracts import (
     Window,
     exclusive_window_bound,
 )
-from kvunits.contracts.errors import KernelTypeError, KernelValueError
+from kvunits.contracts.errors import CacheDTypeError, KernelTypeError, KernelValueError
 from kvunits.contracts.internal import ManagedKind, check_kind, describe, kernel_ints
 
 _TORCH_DTYPES: Final[dict[CacheDType, torch.dtype]] = {
@@ -143,6 +143,20 @@ def check_caches(
     dtype, with the same number of blocks; only the last axis needs stride 1.
     """
     dtype = torch_dtype(spec.dtype)
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if isinstance(cache, torch.Tensor) and cache.dtype != dtype:
+            # The dtype a page was sized with owns it: a unit error, not only a bad tensor.
+            group = f"group {spec.group!r}" if spec.group is not None else "this layer"
+            raise CacheDTypeError(
+                f"{name} is {cache.dtype} but {group} stores {spec.dtype.value} "
+                f"({dtype}): its pages were sized with another dtype (another group's cache, "
+                "or an engine-wide dtype where the group has its own); allocate the layer's "
+                "cache from its own kernel view (allocate_kv_caches)",
+                argument=name,
+                expected=spec.dtype.value,
+                got=str(cache.dtype),
+                group=spec.group,
+            )
     ints = kernel_ints(spec)
     tokens_per_block, heads = ints.tokens_per_block, ints.kv_heads
     k = check_tensor(

@@ -88,9 +88,11 @@ def slot_start_loc(
     Example:
         >>> import torch
         >>> from kvunits.contracts import (
-        ...     Elements, EncoderTokens, KVHeads, PoolFactor, SlidingWindowLayer, kernel_view)
-        >>> layer = SlidingWindowLayer(sliding_window="750 encoder_token", pool=PoolFactor(4),
-        ...                            kv_heads=KVHeads(1), head_size=Elements(16))
+        ...     Elements, EncoderTokens, KVHeads, PoolFactor, SlidingWindowLayer, Window,
+        ...     kernel_view)
+        >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens),
+        ...                            pool=PoolFactor(4), kv_heads=KVHeads(1),
+        ...                            head_size=Elements(16))
         >>> spec = kernel_view(layer, 2).expect(EncoderTokens)
         >>> qsl = QueryStartLoc(torch.tensor([0, 5, 9]), EncoderTokens)
         >>> lens = SeqLens(torch.tensor([11, 4]), EncoderTokens)

@@ -53,12 +53,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 from kvunits.contracts import (
+    AdmissionCap,
     AnyLayerGroup,
     CacheBlocks,
     EncoderTokens,
     IntQuantity,
     LayerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     Position,
     SlidingWindowLayer,
@@ -1144,8 +1146,8 @@ class Simulation:
                         for _, w, _ in self._geometries[name]
                         if w is not None
                     ),
-                    capacity=group_plan.num_blocks.numerical_value_in(CacheBlocks) - 1,
-                    reserved_per_stream=group_plan.admission_cap.numerical_value_in(CacheBlocks),
+                    capacity=group_plan.num_blocks.numerical_value_in(PoolBlocks) - 1,
+                    reserved_per_stream=group_plan.admission_cap.numerical_value_in(AdmissionCap),
                     peak_held_per_stream=max(series[f"{name}.held_max"], default=0),
                     peak_used=max(series[f"{name}.used"], default=0),
                     peak_reserved=max(series[f"{name}.reserved"], default=0),

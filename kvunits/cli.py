@@ -1,5 +1,5 @@
 """The ``kvunits`` command line: ``plan``, ``fit``, ``check``, ``models``, ``schema``,
-``convert``, ``simulate``.
+``convert``, ``simulate``, ``audit``.
 
 Exit status: 0 on success, and when the reader of stdout went away (``kvunits plan | head``:
 it took what it wanted; nothing more is written, no traceback); 2 for an invalid config, flag
@@ -19,12 +19,14 @@ cold start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
@@ -116,17 +118,25 @@ memory is per GPU: memory_budget, or gpu_memory × gpu_memory_utilization − we
 − activation_memory
 """
 
+_CHECK_EXIT: Final = """
+exit status: 0 every config is valid; 2 one or more is not (or a flag is invalid): each
+problem printed, or listed in the JSON document's "errors" with "file", "line" and "column"
+(null where the problem is not in a file: the environment, a flag); 1 an internal error (a
+bug: the traceback is printed)
+"""
+
 _MAIN_EPILOG: Final = """\
 examples:
   kvunits plan                                   the shipped Voxtral Realtime example
   kvunits plan examples/hf/gemma-3-1b-it/config.json --memory-budget "16 GiB"
   kvunits plan examples/hf/llama-3.1-8b/config.json -tp 8 -pp 2   the plan per rank
   kvunits fit examples/hf/llama-3.1-8b/config.json --memory-budget "16 GiB"
-  kvunits check examples/*.toml examples/hf/*/config.json
+  kvunits check examples/*.toml examples/hf/*/config.json --memory-budget "1 TiB"
   kvunits plan mistralai/Voxtral-Mini-4B-Realtime-2602   a model in the local HF cache
   kvunits models                                 the Hugging Face families kvunits reads
   kvunits schema > kvunits.schema.json
   kvunits convert "750 encoder_token" --to pooled_block --pool 4 --as window
+  kvunits audit kv-specs.json                    vLLM's KV-cache plan (the plugin's dump)
 
 Every size is written with its unit: "750 encoder_token", "8192 token", "40 GiB".
 """
@@ -175,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(stream, io.TextIOWrapper) and not can_encode(stream, "→…"):
             stream.reconfigure(errors="backslashreplace")
     try:
-        return command(args)
+        with _warnings_as_lines():
+            return command(args)
     except KvUnitsError as exc:
         _report(exc, "kvunits: error")
         return EXIT_INVALID
@@ -357,10 +368,19 @@ def _add_check(commands: Any) -> None:
         ),
         epilog="examples:\n"
         "  kvunits check examples/voxtral_realtime.toml\n"
-        "  kvunits check examples/*.toml examples/*.yaml examples/hf/*/config.json\n"
-        "\n" + _PRECEDENCE,
+        "  kvunits check examples/*.toml examples/*.yaml examples/hf/*/config.json "
+        '--memory-budget "1 TiB"\n'
+        "  kvunits check --format json examples/*.toml examples/*.yaml > check.json\n"
+        "\n" + _PRECEDENCE + _CHECK_EXIT,
     )
     check.add_argument("configs", nargs="+", metavar="CONFIG", help="config files to check")
+    check.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: one line per problem on stderr (default); json: one document on stdout, "
+        "every error with its file, line and column",
+    )
     check.set_defaults(command=_check)
 
 
@@ -445,6 +465,13 @@ def _add_convert(commands: Any) -> None:
     convert.set_defaults(command=_convert)
 
 
+def _add_audit(commands: Any) -> None:
+    """``kvunits audit`` (its arguments and run live in ``_audit_cli``)."""
+    from ._audit_cli import add_audit_command
+
+    add_audit_command(commands, _FORMATTER)
+
+
 def _add_simulate(commands: Any) -> None:
     """``kvunits simulate`` (its arguments live with the command, in ``_simulate_cli``)."""
     from ._simulate_cli import add_simulate_command
@@ -461,6 +488,7 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
     "schema": _add_schema,
     "convert": _add_convert,
     "simulate": _add_simulate,
+    "audit": _add_audit,
 }
 
 
@@ -508,21 +536,37 @@ def _check(args: argparse.Namespace) -> int:
     from kvunits.contracts import KvUnitsError
 
     status = EXIT_OK
-    for path in args.configs:
+    files: list[dict[str, Any]] = []  # --format json
+    errors: list[dict[str, Any]] = []
+    from ._examples import shipped
+
+    for path in [found for argument in args.configs for found in shipped(argument)]:
         try:
             config = _load(path, args)
             result = _planned(config)
         except KvUnitsError as exc:
-            _report(exc, path)
             status = EXIT_INVALID
+            if args.format == "json":
+                from ._locate import error_records
+
+                files.append({"config": path, "valid": False})
+                errors += error_records(path, exc)
+            else:
+                _report(exc, path)
         else:
             from ._render import clean
 
             layers, groups = len(config.model.layers), len(result.groups)
-            print(
-                clean(f"ok: {path}: {config.model.name}, {layers} layers in {groups} cache ")
-                + ("group" if groups == 1 else "groups")
-            )
+            files.append({"config": path, "valid": True, "model": config.model.name})
+            if args.format == "text":
+                print(
+                    clean(f"ok: {path}: {config.model.name}, {layers} layers in {groups} cache ")
+                    + ("group" if groups == 1 else "groups")
+                )
+    if args.format == "json":
+        document = {"valid": status == EXIT_OK, "files": files, "errors": errors}
+        json.dump({"check_version": 1, **document}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
     return status
 
 
@@ -644,6 +688,9 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     weights_from_directory(path, flags, extra)
     activations_from_config(path, flags, extra)
     if path is not None:
+        from ._examples import shipped
+
+        (path, *_) = shipped(path)  # examples/... from an installed wheel
         config = load_config(
             path, flags=flags, hf_overrides=extra.hf_overrides or None, revision=extra.revision
         )
@@ -723,8 +770,23 @@ def _report(error: Exception, where: str) -> None:
         print(clean(line), file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """kvunits' warnings (an ignored ``KVUNITS_*`` variable) as ``kvunits: warning: …`` lines
+    on stderr, each once, while a command runs; the caller's warning settings after it."""
+    from kvunits.contracts.errors import ConfigWarning
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"kvunits: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("once", ConfigWarning)
+        warnings.showwarning = show
+        yield
+
+
 class _VersionAction(argparse.Action):
-    """``--version``, reading the installed metadata only when asked."""
+    """``--version``: ``kvunits.__version__``, the version the distribution is built with."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, **kwargs)
@@ -736,13 +798,9 @@ class _VersionAction(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from . import __version__
 
-        try:
-            found = version("kvunits")
-        except PackageNotFoundError:
-            found = "unknown"
-        print(f"kvunits {found}")
+        print(f"kvunits {__version__}")
         parser.exit()
 
 

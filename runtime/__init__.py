@@ -18,10 +18,10 @@ reservations), ``policy`` (the admission policies and the answers ``can_admit`` 
 
 if __name__ != "kvunits.runtime":
     # A checkout's root on sys.path exposes this directory as `runtime`: a second copy of every
-    # class (isinstance fails across copies) and a name other distributions use.
-    raise ImportError(
-        f"kvunits' runtime package was imported as {__name__!r}; import kvunits.runtime instead"
-    )
+    # class, and a name other distributions use. kvunits._names says where, and the fix.
+    from kvunits._names import bare_name_error
+
+    raise bare_name_error(__name__, __file__, "kvunits.runtime")
 
 
 from typing import TYPE_CHECKING

@@ -84,6 +84,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -99,14 +100,17 @@ from typing import (
 )
 
 from kvunits.contracts import (
+    AdmissionCap,
     AnyLayerGroup,
     BlockIds,
     BlockSize,
     CacheBlocks,
     EncoderTokens,
+    GroupMarker,
     IntQuantity,
     KernelUnit,
     ManagerSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     Position,
@@ -122,10 +126,11 @@ from kvunits.contracts.batch import StepBatch
 from kvunits.contracts.crossing import slots_holding
 from kvunits.contracts.errors import AdmissionError, AllocationError, RequestError
 from kvunits.contracts.internal import (
-    check_quantity,
+    GroupT,
     describe,
     magnitude,
     manager_ints,
+    marker_name,
     owned_column,
 )
 
@@ -156,11 +161,20 @@ _A = TypeVar("_A", PooledBlocks, Tokens, EncoderTokens)
 _B = TypeVar("_B", PooledBlocks, Tokens, EncoderTokens)
 _C = TypeVar("_C", PooledBlocks, Tokens, EncoderTokens)
 _D = TypeVar("_D", PooledBlocks, Tokens, EncoderTokens)
+#: The group a handle was asked for by (a marker), or Any.
+_GR = TypeVar("_GR")
+_Marker = TypeVar("_Marker", bound=GroupMarker)
 
 
 @final
-class GroupHandle(Generic[StepUnit]):
+class GroupHandle(Generic[StepUnit, GroupT]):
     """A typed reference to one group of one coordinator (from `KVCacheCoordinator.group`).
+
+    Typed by the unit its steps count and, when the group was asked for by its
+    `kvunits.contracts.GroupMarker` (``coord.group(Sliding, Tokens)``), by the group: its
+    columns are then ``Position[CacheBlocks, Sliding]`` and its tables ``BlockIds[Sliding]``,
+    and mypy refuses one marked group's column in another's table (the run time refuses it by
+    name either way).
 
     Attributes:
         name: the group's name (``"audio"``).
@@ -196,7 +210,7 @@ class GroupHandle(Generic[StepUnit]):
         """Slots that hold ``length`` of this handle's unit (plain ints, rounds up)."""
         return slots_holding(length, self._rows_per_slot)
 
-    def block_of(self, position: Position[StepUnit]) -> Position[CacheBlocks]:
+    def block_of(self, position: Position[StepUnit]) -> Position[CacheBlocks, GroupT]:
         """The column of this group's block tables that holds ``position`` (of the handle's
         unit): ``i // block_size`` slots, or ``i // (block_size × P)`` encoder tokens. The
         column keeps the group: another group's table (`KVCacheCoordinator.block_table`)
@@ -221,7 +235,10 @@ class GroupHandle(Generic[StepUnit]):
             column = block_of(position, rows)
         else:
             column = spec.block_of(position)
-        return owned_column(column.numerical_value_in(CacheBlocks), self.name)
+        owned: Position[CacheBlocks, GroupT] = owned_column(
+            column.numerical_value_in(CacheBlocks), self.name
+        )
+        return owned
 
     @overload
     def block_hashes(
@@ -345,7 +362,7 @@ class GroupUsage:
 
 @final
 @dataclass(frozen=True, slots=True)
-class KernelInputs(Generic[KernelUnit]):
+class KernelInputs(Generic[KernelUnit, GroupT]):
     """What the kernels of one group read for one request after its latest step.
 
     Built by `KVCacheCoordinator.kernel_inputs` with the formulas of `kvunits.contracts.crossing`.
@@ -368,9 +385,9 @@ class KernelInputs(Generic[KernelUnit]):
         pool: P.
     """
 
-    block_table: BlockIds
+    block_table: BlockIds[GroupT]
     tokens_per_block: BlockSize[KernelUnit]
-    slot_mapping: SlotIds[Any]
+    slot_mapping: SlotIds[Any, GroupT]
     row_mapping: tuple[int, ...]
     seq_len: KernelUnit
     step_len: KernelUnit
@@ -734,9 +751,10 @@ class KVCacheCoordinator:
 
     Args:
         groups: the model's layer groups (`kvunits.contracts.group_layers`), with their limits.
-        num_blocks: cache blocks per group, the null block included (the capacity plan's);
-            or one count: one pool that every group draws from (vLLM's layout), which needs
-            one page size across the groups (`kvunits.runtime.shared_pool` unifies them).
+        num_blocks: each group's pool, `PoolBlocks` (its blocks, the null block included: the
+            capacity plan's); or one: one pool that every group draws from (vLLM's layout),
+            which needs one page size across the groups (`kvunits.runtime.shared_pool`
+            unifies them).
         admission: the admission policy (`kvunits.runtime.policy`): ``reserve`` (default),
             ``on_demand`` (vLLM's: blocks as steps need them, preempting) or ``declared``.
         reserve: the older spelling of the two first: ``True`` is ``reserve``, ``False``
@@ -751,13 +769,13 @@ class KVCacheCoordinator:
     def __init__(
         self,
         groups: Sequence[AnyLayerGroup],
-        num_blocks: Sequence[CacheBlocks] | CacheBlocks,
+        num_blocks: Sequence[PoolBlocks] | PoolBlocks,
         *,
         admission: AdmissionPolicy | None = None,
         reserve: bool | None = None,
     ) -> None:
         policy = _policy_of(admission, reserve)
-        shared = type(num_blocks) is CacheBlocks
+        shared = type(num_blocks) is PoolBlocks
         counts: Sequence[object] = (
             [num_blocks] * len(groups) if shared else cast(Sequence[object], num_blocks)
         )
@@ -769,7 +787,7 @@ class KVCacheCoordinator:
         blocks = []
         for n, g in zip(counts, groups, strict=True):
             field = "num_blocks" if shared else f"num_blocks[{g.name}]"
-            count = check_quantity(n, CacheBlocks, field).numerical_value_in(CacheBlocks)
+            count = check_pool_size(n, field)
             if count < 1:
                 raise UnitValueError(
                     f"group {g.name!r} needs at least 1 cache_block (the null block), got {n}",
@@ -866,17 +884,33 @@ class KVCacheCoordinator:
         """The layer groups, in the coordinator's order."""
         return self._groups
 
-    def group(self, name: str, unit: type[StepUnit]) -> GroupHandle[StepUnit]:
-        """The handle of group ``name``, stepped in ``unit``: the group's slot unit, or
+    @overload
+    def group(self, name: str, unit: type[StepUnit]) -> GroupHandle[StepUnit]: ...
+    @overload
+    def group(
+        self, name: type[_Marker], unit: type[StepUnit]
+    ) -> GroupHandle[StepUnit, _Marker]: ...
+    def group(
+        self, name: str | type[GroupMarker], unit: type[StepUnit]
+    ) -> GroupHandle[StepUnit, Any]:
+        """The handle of a group, stepped in ``unit``: the group's slot unit, or
         `EncoderTokens` for a pooled group (whose slots are `PooledBlocks`).
+
+        Args:
+            name: the group's name, or its `kvunits.contracts.GroupMarker` (``class
+                Sliding(GroupMarker, name="sliding")``): the handle, its columns and its
+                tables are then typed with it, so mypy keeps them out of another group's.
+            unit: the unit its steps count.
 
         Raises:
             SpecError: no such group.
-            UnitTypeError: the group cannot be stepped in ``unit``.
+            UnitTypeError: the group cannot be stepped in ``unit``; a name that is neither.
         """
+        if type(name) is not str:
+            name = marker_name(name, "name") or ""
         handle = self._handles.get((name, unit))
         if handle is not None:
-            return cast(GroupHandle[StepUnit], handle)
+            return handle
         own = [h for (n, _), h in self._handles.items() if n == name]
         if not own:
             raise SpecError(f"no group {name!r}; groups: {', '.join(self._core.names)}")
@@ -1062,7 +1096,7 @@ class KVCacheCoordinator:
 
     # -- per request, per group -----------------------------------------------------------------
 
-    def block_table(self, request_id: str, handle: GroupHandle[Any]) -> BlockIds:
+    def block_table(self, request_id: str, handle: GroupHandle[Any, _GR]) -> BlockIds[_GR]:
         """The request's block table in a group, now: cache-block ids, one per block of its
         slots, the null block (0) where evicted. A `BlockIds` of the group: it is indexed
         with the group's columns (``handle.block_of(position)``), and refuses another
@@ -1073,11 +1107,15 @@ class KVCacheCoordinator:
 
     @overload
     def slot_mapping(
-        self, request_id: str, handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens]
-    ) -> SlotIds[PooledBlocks]: ...
+        self,
+        request_id: str,
+        handle: GroupHandle[PooledBlocks, _GR] | GroupHandle[EncoderTokens, _GR],
+    ) -> SlotIds[PooledBlocks, _GR]: ...
     @overload
-    def slot_mapping(self, request_id: str, handle: GroupHandle[Tokens]) -> SlotIds[Tokens]: ...
-    def slot_mapping(self, request_id: str, handle: GroupHandle[Any]) -> SlotIds[Any]:
+    def slot_mapping(
+        self, request_id: str, handle: GroupHandle[Tokens, _GR]
+    ) -> SlotIds[Tokens, _GR]: ...
+    def slot_mapping(self, request_id: str, handle: GroupHandle[Any, Any]) -> SlotIds[Any, Any]:
         """The latest step's slot mapping in a group: the cache slot of every slot it touches
         (manager units), slot s at ``table[s // block_size] × block_size + s % block_size``.
         Empty for a state group (one state per request, no rows per slot)."""
@@ -1099,21 +1137,25 @@ class KVCacheCoordinator:
             return handle.unit(req.num_slots[handle.index])
         return handle.unit(req.num_rows[handle.index])
 
-    def request_cap(self, request_id: str, handle: GroupHandle[Any]) -> CacheBlocks:
+    def request_cap(self, request_id: str, handle: GroupHandle[Any]) -> AdmissionCap:
         """The cache blocks the request may hold at once in a group: the admission cap at its
         declared length (what it reserved)."""
         self._own(handle)
-        return CacheBlocks(self._core.request(request_id).caps[handle.index])
+        return AdmissionCap(self._core.request(request_id).caps[handle.index])
 
     @overload
     def kernel_inputs(
-        self, request_id: str, handle: GroupHandle[Tokens]
-    ) -> KernelInputs[Tokens]: ...
+        self, request_id: str, handle: GroupHandle[Tokens, _GR]
+    ) -> KernelInputs[Tokens, _GR]: ...
     @overload
     def kernel_inputs(
-        self, request_id: str, handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens]
-    ) -> KernelInputs[EncoderTokens]: ...
-    def kernel_inputs(self, request_id: str, handle: GroupHandle[Any]) -> KernelInputs[Any]:
+        self,
+        request_id: str,
+        handle: GroupHandle[PooledBlocks, _GR] | GroupHandle[EncoderTokens, _GR],
+    ) -> KernelInputs[EncoderTokens, _GR]: ...
+    def kernel_inputs(
+        self, request_id: str, handle: GroupHandle[Any, Any]
+    ) -> KernelInputs[Any, Any]:
         """What the kernels of a group read for the request's latest step: its block table,
         slot mapping (for `kvunits.kernels.write_kv`), the cache row of every position and the exact
         length, in the group's kernel unit (encoder tokens for a pooled group).
@@ -1166,15 +1208,17 @@ class KVCacheCoordinator:
 
     @overload
     def step_batch(
-        self, handle: GroupHandle[Tokens], request_ids: Sequence[str]
-    ) -> StepBatch[Tokens]: ...
+        self, handle: GroupHandle[Tokens, _GR], request_ids: Sequence[str]
+    ) -> StepBatch[Tokens, _GR]: ...
     @overload
     def step_batch(
         self,
-        handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens],
+        handle: GroupHandle[PooledBlocks, _GR] | GroupHandle[EncoderTokens, _GR],
         request_ids: Sequence[str],
-    ) -> StepBatch[EncoderTokens]: ...
-    def step_batch(self, handle: GroupHandle[Any], request_ids: Sequence[str]) -> StepBatch[Any]:
+    ) -> StepBatch[EncoderTokens, _GR]: ...
+    def step_batch(
+        self, handle: GroupHandle[Any, Any], request_ids: Sequence[str]
+    ) -> StepBatch[Any, Any]:
         """One group's step batch for the attention backends (`kvunits.contracts.batch`): per
         request, in the order given, its block table, its length after its latest step and
         that step's length, in the group's kernel unit. `kvunits.kernels.flash_attention_inputs`
@@ -1206,12 +1250,16 @@ class KVCacheCoordinator:
             )
         else:
             unit, per_block = Tokens, spec.expect(Tokens).block_size
+        group = self._groups[g]
         return StepBatch(
             request_ids=tuple(request_ids),
-            block_tables=tuple(tuple(r.tables[g]) for r in requests),
+            block_tables=tuple(
+                BlockIds._trusted(tuple(r.tables[g]), handle.name) for r in requests
+            ),
             unit=unit,
             tokens_per_block=per_block,
-            block_table_width=magnitude(spec.block_table_width(self._groups[g].limits.max_len)),
+            block_table_width=magnitude(spec.block_table_width(group.limits.max_len)),
+            windows=MappingProxyType({n: k.sliding_window for n, k in group.kernels.items()}),
             _seq_lens=tuple(r.num_rows[g] for r in requests),
             _query_lens=tuple(r.step_rows[g] for r in requests),
         )
@@ -1581,6 +1629,21 @@ def _content_block_size(spec: ManagerSpec[Any]) -> BlockSize[Any]:
     if spec.slot_unit is PooledBlocks:
         return expand_block_size(spec.block_size, spec.pool)
     return spec.block_size
+
+
+def check_pool_size(n: object, field: str) -> int:
+    """A pool's size as the plain int of its blocks; a count of another meaning (pages held,
+    a request's cap) refused by name, as a bare int is."""
+    if type(n) is PoolBlocks:
+        return magnitude(n)
+    what = f"{n!r}, {n.meaning}" if isinstance(n, IntQuantity) else describe(n)
+    raise UnitTypeError(
+        f"{field} is a pool's size, PoolBlocks (its blocks, the null block included), got "
+        f"{what}: write PoolBlocks(n), or pass the capacity plan's num_blocks",
+        field=field,
+        expected="PoolBlocks",
+        got=describe(n),
+    )
 
 
 def _policy_of(admission: object, reserve: object) -> AdmissionPolicy:

@@ -60,13 +60,13 @@ from typing import Any, final
 from kvunits.contracts import (
     AnyLayerGroup,
     Bytes,
-    CacheBlocks,
     EngineSpec,
     KernelSpec,
     LayerGroup,
     Layers,
     ManagerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     SpecError,
     Tokens,
@@ -94,7 +94,7 @@ class SharedLayout:
     groups: tuple[AnyLayerGroup, ...]
     page_size: Bytes
     layers_per_block: int
-    num_blocks: CacheBlocks
+    num_blocks: PoolBlocks
     grown: dict[str, int]
 
 
@@ -116,7 +116,7 @@ def shared_layout(model: ModelSpec, engine: EngineSpec) -> SharedLayout:
         groups=split,
         page_size=Bytes(page),
         layers_per_block=per_block,
-        num_blocks=CacheBlocks(budget // page // per_block),
+        num_blocks=PoolBlocks(budget // page // per_block),
         grown=grown,
     )
 

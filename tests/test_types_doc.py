@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_types_doc_prints_what_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
     text = (ROOT / "docs" / "types.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     monkeypatch.chdir(ROOT)
     namespace: dict[str, object] = {}
     for code in blocks:

@@ -51,8 +51,8 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
-    CacheBlocks,
     Elements,
     KVHeads,
     Layers,
@@ -343,7 +343,7 @@ def _observed(model: Model) -> tuple[tuple[Group, ...], int, int]:
                 m.dtype.value,
                 None if window is None else str(window),
                 m.page_size.numerical_value_in(Bytes),
-                group.admission_cap().numerical_value_in(CacheBlocks),
+                group.admission_cap().numerical_value_in(AdmissionCap),
             )
         )
     return tuple(found), len(uncached), config.engine.max_model_len.numerical_value_in(Tokens)

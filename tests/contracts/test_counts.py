@@ -19,6 +19,7 @@ from kvunits.contracts import (
     KVHeads,
     Layers,
     ModelSpec,
+    PoolBlocks,
     Position,
     SlotIds,
     StageLayers,
@@ -93,7 +94,7 @@ def test_layers_of_the_model_are_not_a_stages() -> None:
 
 @given(st.lists(st.integers(0, 1 << 40), min_size=1, max_size=16))
 def test_engine_blocks_are_the_fewest_over_every_rank(per_rank: list[int]) -> None:
-    assert engine_blocks([RankBlocks(n) for n in per_rank]) == CacheBlocks(min(per_rank))
+    assert engine_blocks([RankBlocks(n) for n in per_rank]) == PoolBlocks(min(per_rank))
 
 
 def test_one_ranks_blocks_are_not_the_engines() -> None:
@@ -101,7 +102,7 @@ def test_one_ranks_blocks_are_not_the_engines() -> None:
     # scheduler on rank 0 handed out ids up to 2110 and rank 1 read past its cache.
     with pytest.raises(UnitTypeError, match="one rank's count is not the engine's"):
         engine_blocks(RankBlocks(2111))  # type: ignore[arg-type]
-    assert engine_blocks([RankBlocks(2111), RankBlocks(2055)]) == CacheBlocks(2055)
+    assert engine_blocks([RankBlocks(2111), RankBlocks(2055)]) == PoolBlocks(2055)
     with pytest.raises(UnitValueError):
         engine_blocks([])
 

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
-    CacheBlocks,
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
@@ -23,6 +23,7 @@ from kvunits.contracts import (
     LayerSpec,
     MLALayer,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -227,12 +228,12 @@ def test_voxtral_plan() -> None:
     assert audio.group.manager.sliding_window == Window(189, PooledBlocks)
     assert str(audio.group.manager.sliding_window) == "189 pooled_block"
     # cap: cdiv(min(189 - 1 + 1, 1500), 16) + 1 = 12 + 1 = 13
-    assert audio.admission_cap == CacheBlocks(13)
+    assert audio.admission_cap == AdmissionCap(13)
     assert audio.bytes_per_request == Bytes(13 * 16777216) == Bytes(218103808)
     # text: page 16 × 8 × (128 + 128) × 2 = 65536 byte; 26 layers: 1703936 byte a block;
     # cap cdiv(8192, 16) = 512; 512 × 1703936 = 872415232 byte
     assert text.page_size == Bytes(65536) and text.block_bytes == Bytes(1703936)
-    assert text.admission_cap == CacheBlocks(512)
+    assert text.admission_cap == AdmissionCap(512)
     assert text.bytes_per_request == Bytes(872415232)
     assert text.sliding_window is None and text.group.manager.sliding_window is None
     # A request: 218103808 + 872415232 = 1090519040 byte. Null blocks: 16777216 + 1703936 =
@@ -241,8 +242,8 @@ def test_voxtral_plan() -> None:
     assert p.kv_cache_memory == RankBytes(42949672960)
     # Blocks: 1 + 42931191808 × 13 // 1090519040 = 1 + 511 = 512 (audio),
     #         1 + 42931191808 × 512 // 1090519040 = 1 + 20156 = 20157 (text).
-    assert audio.num_blocks == CacheBlocks(512)
-    assert text.num_blocks == CacheBlocks(20157)
+    assert audio.num_blocks == PoolBlocks(512)
+    assert text.num_blocks == PoolBlocks(20157)
     # Requests at full length: min(511 // 13, 20156 // 512) = min(39, 39) = 39
     #                        = 42931191808 // 1090519040.
     assert p.concurrent_requests == 39
@@ -259,13 +260,13 @@ def test_mistral_like_plan() -> None:
     (g,) = p.groups
     assert g.group.name == "layers"
     # cap: cdiv(min(4095 + 2048, 8192), 16) + 1 = cdiv(6143, 16) + 1 = 384 + 1 = 385
-    assert g.admission_cap == CacheBlocks(ceil_div(4095 + 2048, 16) + 1) == CacheBlocks(385)
+    assert g.admission_cap == AdmissionCap(ceil_div(4095 + 2048, 16) + 1) == AdmissionCap(385)
     # block: 32 layers × 65536 byte = 2 MiB; a request 385 × 2 MiB = 807403520 byte
     assert g.block_bytes == Bytes(2 * 1024 * 1024)
     assert p.bytes_per_request == Bytes(807403520)
     # One group takes the whole budget: 16 GiB / 2 MiB = 8192 blocks, the null one included;
     # 8191 // 385 = 21 requests.
-    assert g.num_blocks == CacheBlocks(8192)
+    assert g.num_blocks == PoolBlocks(8192)
     assert p.concurrent_requests == 21
     assert g.sliding_window == Window(4096, Tokens) and g.group.manager.sliding_window == Window(
         4096, Tokens
@@ -277,7 +278,7 @@ def test_gemma_like_plan() -> None:
     sliding, full = p.group("layers/sliding_window"), p.group("layers/full_attention")
     # sliding: cap 385 (as Mistral), 22 × 65536 byte a block; full: cdiv(8192, 16) = 512,
     # 4 × 65536 byte a block. A request: 385 × 1441792 + 512 × 262144 = 689307648 byte.
-    assert sliding.admission_cap == CacheBlocks(385) and full.admission_cap == CacheBlocks(512)
+    assert sliding.admission_cap == AdmissionCap(385) and full.admission_cap == AdmissionCap(512)
     assert p.bytes_per_request == Bytes(689307648)
     # Usable: 8 × 2**30 − (1441792 + 262144) = 8588230656; 8588230656 // 689307648 = 12
     assert p.concurrent_requests == 12
@@ -310,8 +311,8 @@ def test_whisper_like_plan_needs_no_encoder_limits() -> None:
     # page: 16 × 20 × (64 + 64) × 2 = 81920 byte; 32 layers: 2621440 byte a block
     assert self_attn.block_bytes == cross.block_bytes == Bytes(2621440)
     # self: cdiv(448, 16) = 28; cross: cdiv(1500, 16) = 94
-    assert self_attn.admission_cap == CacheBlocks(28)
-    assert cross.admission_cap == CacheBlocks(94)
+    assert self_attn.admission_cap == AdmissionCap(28)
+    assert cross.admission_cap == AdmissionCap(94)
     # (28 + 94) × 2621440 = 319815680 byte a request;
     # (4 × 2**30 − 2 × 2621440) // 319815680 = 4289724416 // 319815680 = 13
     assert p.bytes_per_request == Bytes(319815680)
@@ -329,9 +330,9 @@ def test_state_and_mla_plan() -> None:
     p = plan(model, decoder_engine(budget=GiB, max_model_len=4096))
     mamba, mla = p.group("mamba"), p.group("mla")
     # state: one 2 MiB page a layer a request, 4 layers: 8388608 byte a request
-    assert mamba.admission_cap == CacheBlocks(1) and mamba.block_bytes == Bytes(8388608)
+    assert mamba.admission_cap == AdmissionCap(1) and mamba.block_bytes == Bytes(8388608)
     # MLA: 16 × 576 × 2 = 18432 byte a page, 2 layers: 36864; cap cdiv(4096, 16) = 256
-    assert mla.page_size == Bytes(18432) and mla.admission_cap == CacheBlocks(256)
+    assert mla.page_size == Bytes(18432) and mla.admission_cap == AdmissionCap(256)
     # A request: 8388608 + 256 × 36864 = 17825792 byte;
     # (2**30 − 8388608 − 36864) // 17825792 = 1065315328 // 17825792 = 59
     assert p.bytes_per_request == Bytes(17825792)
@@ -349,7 +350,7 @@ def test_budget_of_exactly_one_request_and_one_byte_less() -> None:
     # A request: cdiv(100, 16) = 7 blocks × 1024 byte = 7168 byte, plus 1024 of null block.
     exact = plan(model, decoder_engine(budget=7168 + 1024, max_model_len=100))
     assert exact.concurrent_requests == 1
-    assert exact.groups[0].num_blocks == CacheBlocks(8)
+    assert exact.groups[0].num_blocks == PoolBlocks(8)
     # One byte less: the longest max_model_len that fits is one block less, 6 × 16 = 96
     # (6 × 1024 + 1024 = 7168 <= 8191), as vLLM's estimate_max_model_len would search it.
     with pytest.raises(
@@ -381,7 +382,7 @@ def test_chunk_that_is_not_whole_blocks_is_refused() -> None:
     ):
         plan(model(24), engine)
     # cdiv(min(32 + 2, 8192), 16) = 3
-    assert plan(model(32), engine).groups[0].admission_cap == CacheBlocks(3)
+    assert plan(model(32), engine).groups[0].admission_cap == AdmissionCap(3)
 
 
 def test_voxtral_budget_too_small() -> None:
@@ -514,13 +515,13 @@ def test_plan_invariants(
     total = 0
     for gp in p.groups:
         cap = caps[gp.group.name]
-        assert gp.admission_cap == CacheBlocks(cap)
+        assert gp.admission_cap == AdmissionCap(cap)
         layers = gp.group.num_layers.numerical_value_in(Layers)
         assert gp.block_bytes == Bytes(gp.page_size.numerical_value_in(Bytes) * layers)
         assert gp.bytes_per_request == Bytes(cap * gp.block_bytes.numerical_value_in(Bytes))
         # Each group holds its null block and every admitted request at full length.
-        assert gp.num_blocks.numerical_value_in(CacheBlocks) >= 1 + p.concurrent_requests * cap
-        total += gp.num_blocks.numerical_value_in(CacheBlocks) * gp.block_bytes.numerical_value_in(
+        assert gp.num_blocks.numerical_value_in(PoolBlocks) >= 1 + p.concurrent_requests * cap
+        total += gp.num_blocks.numerical_value_in(PoolBlocks) * gp.block_bytes.numerical_value_in(
             Bytes
         )
     assert total <= budget

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
-    CacheBlocks,
     CacheDType,
     Elements,
     IndexerLayer,
@@ -58,7 +58,7 @@ def test_the_indexer_manager_view_ignores_the_engines_cache_dtype() -> None:
     # Full attention's cap: every token of the request, cdiv(1000, 64) = 16 blocks.
     view = manager_view(layer, 64).expect(Tokens)
     cap = view.max_admission_blocks_per_request(Tokens(2048), Tokens(1000))
-    assert cap == CacheBlocks(16)
+    assert cap == AdmissionCap(16)
     kernel = kernel_view(layer, 64)
     assert kernel.head_size_k == Elements(128) and kernel.dtype is CacheDType.fp8_e4m3
 

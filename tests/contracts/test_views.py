@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    AdmissionCap,
     BlockSize,
     Bytes,
     CacheBlocks,
@@ -96,7 +97,7 @@ def test_voxtral_admission_cap_is_13() -> None:
     m = manager_view(voxtral_encoder_layer(), block_size_slots=16).expect(PooledBlocks)
     # cdiv(min(189 - 1 + 1, 100000), 16) + 1 = cdiv(189, 16) + 1 = 12 + 1 = 13 cache blocks
     cap = m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(100_000))
-    assert cap == CacheBlocks(13)
+    assert cap == AdmissionCap(13)
     assert str(cap) == "13 cache_block"
     assert m.max_memory_per_request(PooledBlocks(1), PooledBlocks(100_000)) == Bytes(13 * 524288)
     # The seed's fix (window 188 = cdiv(750, 4), a length rule) also gives 13, which is why its
@@ -168,7 +169,7 @@ def test_mistral_like_decoder() -> None:
     assert m.page_size == Bytes(65536)
     # cdiv(min(4096 - 1 + 2048, 32768), 16) + 1 = cdiv(6143, 16) + 1 = 384 + 1 = 385
     cap = m.max_admission_blocks_per_request(Tokens(2048), Tokens(32768))
-    assert cap == CacheBlocks(ceil_div(4095 + 2048, 16) + 1) == CacheBlocks(385)
+    assert cap == AdmissionCap(ceil_div(4095 + 2048, 16) + 1) == AdmissionCap(385)
     assert m.max_memory_per_request(Tokens(2048), Tokens(32768)) == Bytes(385 * 65536)
     # The block table spans the whole sequence (evicted entries hold the null block).
     assert m.block_table_width(Tokens(32768)) == TableBlocks(2048)
@@ -180,7 +181,7 @@ def test_window_longer_than_the_sequence() -> None:
     m = manager_view(mistral_layer(), block_size_slots=16).expect(Tokens)
     # min(4095 + 2048, 1000) = 1000: the window covers the whole request, which never holds
     # more than cdiv(1000, 16) = 63 blocks (no window starts mid-block): min(63 + 1, 63) = 63.
-    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(1000)) == CacheBlocks(63)
+    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(1000)) == AdmissionCap(63)
 
 
 def test_window_of_one() -> None:
@@ -193,7 +194,7 @@ def test_window_of_one() -> None:
     m = manager_view(layer, block_size_slots=2).expect(PooledBlocks)
     # Only the current token: cdiv(0, 4) + 1 = 1 slot; cdiv(1 - 1 + 1, 2) + 1 = 2 blocks.
     assert m.sliding_window == Window(1, PooledBlocks)
-    assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(50)) == CacheBlocks(2)
+    assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(50)) == AdmissionCap(2)
 
 
 def test_window_minus_one_multiple_of_pool() -> None:
@@ -219,9 +220,9 @@ def test_chunked_local_llama4_like() -> None:
     assert m.kind == "chunked_local" and m.chunk == Chunk(8192, Tokens) and m.sliding_window is None
     # cdiv(min(8192 + 2048, 32768), 16) = cdiv(10240, 16) = 640; no +1: chunks start on a
     # chunk boundary, not mid-block.
-    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(32768)) == CacheBlocks(640)
+    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(32768)) == AdmissionCap(640)
     # Shorter than a chunk: cdiv(min(8192 + 2048, 4000), 16) = cdiv(4000, 16) = 250
-    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(4000)) == CacheBlocks(250)
+    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(4000)) == AdmissionCap(250)
     assert m.page_size == Bytes(16 * 8 * 256 * 2)
     k = kernel_view(layer, 16).expect(Tokens)
     assert k.chunk == Chunk(8192, Tokens) and k.sliding_window is None
@@ -237,7 +238,9 @@ def test_pooled_chunked_local() -> None:
     m = manager_view(layer, block_size_slots=8).expect(PooledBlocks)
     # chunk: 64 / 4 = 16 pooled blocks; cdiv(min(16 + 2, 1000), 8) = cdiv(18, 8) = 3
     assert m.chunk == Chunk(16, PooledBlocks)
-    assert m.max_admission_blocks_per_request(PooledBlocks(2), PooledBlocks(1000)) == CacheBlocks(3)
+    assert m.max_admission_blocks_per_request(PooledBlocks(2), PooledBlocks(1000)) == AdmissionCap(
+        3
+    )
     # page: 8 slots × 4 tokens × 2 heads × (32 + 32) × 2 byte = 8192 byte
     assert m.page_size == Bytes(8192)
     k = kernel_view(layer, 8).expect(EncoderTokens)
@@ -263,7 +266,7 @@ def test_mla_deepseek_v3_like(dtype: CacheDType, block: int, page: int) -> None:
     assert m.page_size == Bytes(page)
     # Full attention: cdiv(163840, 64) = 2560 (block 64), cdiv(163840, 16) = 10240 (block 16)
     cap = m.max_admission_blocks_per_request(Tokens(2048), Tokens(163840))
-    assert cap == CacheBlocks(163840 // block)
+    assert cap == AdmissionCap(163840 // block)
     k = kernel_view(layer, block).expect(Tokens)
     assert (k.kv_heads, k.head_size_k, k.head_size_v) == (KVHeads(1), Elements(576), Elements(0))
     assert k.tokens_per_block == BlockSize(block, Tokens)
@@ -282,7 +285,7 @@ def test_state_layer_mamba_like() -> None:
     # One page per request, the size of the state: 2 × 1024 × 1024 = 2097152 byte.
     assert m.page_size == Bytes(2097152) and m.state_size == Bytes(2097152)
     for max_len in (1, 16, 1_000_000):
-        assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(max_len)) == CacheBlocks(1)
+        assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(max_len)) == AdmissionCap(1)
         assert m.max_memory_per_request(Tokens(2048), Tokens(max_len)) == Bytes(2097152)
         assert m.block_table_width(Tokens(max_len)) == TableBlocks(1)
     with pytest.raises(SpecError, match="a state layer has no paged KV cache for the kernels"):
@@ -299,7 +302,7 @@ def test_cross_attention_sized_by_encoder_length() -> None:
     # cdiv(1500, 16) = 94 cache blocks, whatever the decoder's length or step.
     for in_flight, max_len in ((1, 1), (1, 448), (2048, 10**6)):
         cap = m.max_admission_blocks_per_request(PooledBlocks(in_flight), PooledBlocks(max_len))
-        assert cap == CacheBlocks(94)
+        assert cap == AdmissionCap(94)
         assert m.block_table_width(PooledBlocks(max_len)) == TableBlocks(94)
     # page: 16 × 1 × 20 × (64 + 64) × 2 = 81920 byte
     assert m.page_size == Bytes(81920)
@@ -317,7 +320,7 @@ def test_pooled_cross_attention() -> None:
     m = manager_view(layer, 16).expect(PooledBlocks)
     # cdiv(1501, 2) = 751 slots (a length rounds up), cdiv(751, 16) = 47 blocks
     assert m.fixed_length == PooledBlocks(751)
-    assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1)) == CacheBlocks(47)
+    assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1)) == AdmissionCap(47)
     assert kernel_view(layer, 16).expect(EncoderTokens).tokens_per_block == BlockSize(
         32, EncoderTokens
     )
@@ -337,7 +340,7 @@ def test_full_attention_pooled_and_unpooled() -> None:
     m = manager_view(layer, 16).expect(Tokens)
     # K and V differ: 16 × 8 × (128 + 64) × 2 = 49152 byte; cdiv(8191, 16) = 512 blocks
     assert m.page_size == Bytes(49152)
-    assert m.max_admission_blocks_per_request(Tokens(1), Tokens(8191)) == CacheBlocks(512)
+    assert m.max_admission_blocks_per_request(Tokens(1), Tokens(8191)) == AdmissionCap(512)
     pooled = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128), pool=PoolFactor(3))
     pm = manager_view(pooled, 16).expect(PooledBlocks)
     assert pm.page_size == Bytes(16 * 3 * 8 * 256 * 2)
@@ -629,7 +632,7 @@ def test_manager_view_matches_plain_int_formulas(
         memory = tm.max_memory_per_request(Tokens(in_flight), Tokens(max_len))
         width = tm.block_table_width(Tokens(max_len))
     expected_cap = raw.cap(bs, in_flight, max_len)
-    assert cap == CacheBlocks(expected_cap)
+    assert cap == AdmissionCap(expected_cap)
     assert memory == Bytes(expected_cap * raw.page_bytes(bs))
     assert width == TableBlocks(raw.table_width(bs, max_len))
     # The admission function on plain ints is the same one the method calls.

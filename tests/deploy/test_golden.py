@@ -50,11 +50,12 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
-    CacheBlocks,
     Elements,
     EncoderTokens,
     Layers,
+    PoolBlocks,
     PooledBlocks,
     SpecError,
     Tokens,
@@ -111,7 +112,7 @@ def test_tensor_parallel_heads_pages_and_blocks(
     assert rank.page_size == RankBytes(page)
     assert rank.admission_cap == RankBlocks(4096)  # cdiv(65536, 16): TP does not shard tokens
     assert rank.num_blocks == RankBlocks(blocks)
-    assert p.groups[0].num_blocks == CacheBlocks(blocks)  # the same block ids on every rank
+    assert p.groups[0].num_blocks == PoolBlocks(blocks)  # the same block ids on every rank
     # The model's page is every head's, whatever the ranks: 16 × 8 × 256 × 2.
     assert p.groups[0].page_size.numerical_value_in(Bytes) == 65536
     # Difference 1: vLLM's ratio counts the null block.
@@ -182,7 +183,7 @@ def test_llama_over_three_stages_takes_the_fewest_blocks() -> None:
     assert [len(s.layer_names) for s in p.stages] == [11, 11, 10]
     assert p.stages[0].layer_names[-1] == "text.10" and p.stages[2].layer_names[0] == "text.22"
     assert [s.groups[0].num_blocks for s in p.stages] == [RankBlocks(23831)] * 3
-    assert p.groups[0].num_blocks == CacheBlocks(23831)
+    assert p.groups[0].num_blocks == PoolBlocks(23831)
     # 381296 tokens; at 131072 a request (8192 blocks): (23831 − 1) // 8192 = 2 (vLLM 2.91x).
     assert p.concurrent_requests == 2
     # A stage's rank holds only its layers: a request is 11 (or 10) layers' pages.
@@ -217,8 +218,8 @@ def test_deepseek_v3_over_uneven_stages(
     )
     assert [len(s.layer_names) for s in p.stages] == split
     assert {s.groups[0].page_size for s in p.stages} == {RankBytes(73728)}
-    assert p.groups[0].num_blocks == CacheBlocks(blocks)
-    assert p.groups[0].admission_cap == CacheBlocks(2048)  # cdiv(131072, 64)
+    assert p.groups[0].num_blocks == PoolBlocks(blocks)
+    assert p.groups[0].admission_cap == AdmissionCap(2048)  # cdiv(131072, 64)
     assert p.concurrent_requests == requests
     assert max(s.memory_used.numerical_value_in(RankBytes) for s in p.stages) <= 16 * GiB
 
@@ -337,7 +338,7 @@ def test_sliding_window_cap_reserves_what_is_in_flight(
     p = plan(config.model, config.engine)
     (group,) = p.groups
     assert group.group.limits.max_in_flight == Tokens(in_flight)
-    assert group.admission_cap == CacheBlocks(cap)
+    assert group.admission_cap == AdmissionCap(cap)
     assert cap - vllm_cap == (1 if config.engine.num_speculative_tokens else 0)
 
 
@@ -359,8 +360,8 @@ def test_sliding_window_cap_with_two_concurrent_batches_as_vllms_test() -> None:
     }
     one = plan(model, EngineSpec.model_validate(base))
     two = plan(model, EngineSpec.model_validate({**base, "max_concurrent_batches": 2}))
-    assert one.groups[0].admission_cap == CacheBlocks(129)
-    assert two.groups[0].admission_cap == CacheBlocks(193)
+    assert one.groups[0].admission_cap == AdmissionCap(129)
+    assert two.groups[0].admission_cap == AdmissionCap(193)
     assert two.stages[0].groups[0].admission_cap == RankBlocks(193)
 
 
@@ -368,7 +369,7 @@ def test_lookahead_leaves_full_attention_alone() -> None:
     # allocate_slots caps a request at max_model_len (kv_cache_manager.py:552): full attention
     # never needs more than cdiv(L, bs) = 8192, drafts or not.
     p = planned("llama-3.1-8b", num_speculative_tokens=4, async_scheduling=True)
-    assert p.groups[0].admission_cap == CacheBlocks(8192)
+    assert p.groups[0].admission_cap == AdmissionCap(8192)
 
 
 @pytest.mark.parametrize(
@@ -387,7 +388,7 @@ def test_async_scheduling_caps_of_published_configs(
     def cap(**flags: object) -> int:
         groups = planned(model, memory_budget="1 TiB", **flags).groups
         (group,) = [g for g in groups if g.group.manager.kind == kind]
-        return group.admission_cap.numerical_value_in(CacheBlocks)
+        return group.admission_cap.numerical_value_in(AdmissionCap)
 
     assert (cap(), cap(async_scheduling=True)) == (sync, async_)
 
@@ -400,7 +401,7 @@ def test_voxtral_encoder_in_flight_with_async_scheduling() -> None:
     p = plan(config.model, config.engine)
     audio = p.group("audio")
     assert audio.group.limits.max_in_flight == PooledBlocks(3)
-    assert audio.admission_cap == CacheBlocks(13)
+    assert audio.admission_cap == AdmissionCap(13)
 
 
 # -- memory: a budget per rank, or the GPU's memory less weights and activations -----------------
@@ -430,4 +431,4 @@ def test_budget_from_gpu_memory(utilization: str | None, budget: int) -> None:
     p = plan(config.model, config.engine)
     assert p.kv_cache_memory == RankBytes(budget)
     # 8192-byte pages, 32 layers: budget // 262144 blocks.
-    assert p.groups[0].num_blocks == CacheBlocks(budget // (8192 * 32))
+    assert p.groups[0].num_blocks == PoolBlocks(budget // (8192 * 32))

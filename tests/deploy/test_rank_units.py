@@ -57,7 +57,7 @@ from kvunits.contracts.deploy import (
 )
 from kvunits.contracts.state import Mamba2Layer
 
-from ..config.conftest import SHIPPED
+from ..config.conftest import EXAMPLES, SHIPPED
 
 GiB = 1 << 30
 #: Each rank-owned class against the model's class of the same thing.
@@ -418,7 +418,7 @@ def test_gpu_memory_replaces_the_default_budget(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("KVUNITS_GPU_MEMORY_UTILIZATION", "0.9")
     monkeypatch.setenv("KVUNITS_WEIGHTS_MEMORY", "16 GiB")
     monkeypatch.setenv("KVUNITS_ACTIVATION_MEMORY", "4 GiB")
-    hf = SHIPPED.parents[2] / "examples" / "hf" / "llama-3.1-8b" / "config.json"
+    hf = EXAMPLES / "hf" / "llama-3.1-8b" / "config.json"
     config = load_config(hf)
     assert config.engine.memory_budget is None
     assert "memory_budget" not in config.engine_sources
@@ -439,7 +439,7 @@ def test_both_budgets_given_name_their_sources() -> None:
 def test_gpu_memory_without_the_rest_names_what_to_add() -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_config(
-            SHIPPED.parents[2] / "examples" / "hf" / "llama-3.1-8b" / "config.json",
+            EXAMPLES / "hf" / "llama-3.1-8b" / "config.json",
             flags={"gpu_memory": "80 GiB"},
         )
     paths = [(i.path, i.message) for i in excinfo.value.issues]

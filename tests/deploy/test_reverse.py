@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from kvunits.contracts import (
     Bytes,
-    CacheBlocks,
     Elements,
     EngineSpec,
     FullAttentionLayer,
@@ -20,6 +19,7 @@ from kvunits.contracts import (
     LayerSpec,
     MLALayer,
     ModelSpec,
+    PoolBlocks,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -134,7 +134,7 @@ def test_the_coordinator_runs_tensor_and_pipeline_plans_but_not_dcp() -> None:
     p = plan(model, engine)
     coord = KVCacheCoordinator.from_plan(p)
     # Its pool: the block ids every rank holds a page for, less the null block.
-    assert coord.usage_by_group()["text"].capacity == p.groups[0].num_blocks - CacheBlocks(1)
+    assert coord.usage_by_group()["text"].capacity == p.groups[0].num_blocks.usable
     model, engine = llama(tensor_parallel_size="16", decode_context_parallel_size="2")
     with pytest.raises(SpecError, match="shards positions over decode_context_parallel_size 2"):
         KVCacheCoordinator.from_plan(plan(model, engine))
@@ -244,6 +244,6 @@ def test_int32_block_ids_bound_the_budget_over_stages() -> None:
     with pytest.raises(SpecError, match="block ids must fit int32 block tables") as excinfo:
         plan(model, engine(1 << 40))
     assert "lower the budget to at most 4294967297 byte/rank" in str(excinfo.value)
-    assert plan(model, engine(2**32 + 1)).groups[0].num_blocks == CacheBlocks(MAX_POOL_BLOCKS)
+    assert plan(model, engine(2**32 + 1)).groups[0].num_blocks == PoolBlocks(MAX_POOL_BLOCKS)
     with pytest.raises(SpecError, match="int32"):
         plan(model, engine(2**32 + 2))

@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 from kvunits.contracts import (
     AnyLayerGroup,
-    CacheBlocks,
     Elements,
     EncoderTokens,
     EngineSpec,
@@ -21,6 +20,7 @@ from kvunits.contracts import (
     LayerSpec,
     ManagerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -82,13 +82,13 @@ def coordinator(
     ]
     if shared:
         assert isinstance(num_blocks, int)
-        return KVCacheCoordinator(groups, CacheBlocks(num_blocks), admission=admission)
+        return KVCacheCoordinator(groups, PoolBlocks(num_blocks), admission=admission)
     counts = (
         [num_blocks] * len(groups)
         if isinstance(num_blocks, int)
         else [num_blocks[g.name] for g in groups]
     )
-    return KVCacheCoordinator(groups, [CacheBlocks(n) for n in counts], admission=admission)
+    return KVCacheCoordinator(groups, [PoolBlocks(n) for n in counts], admission=admission)
 
 
 def toy(

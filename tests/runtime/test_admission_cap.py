@@ -13,6 +13,7 @@ is checked exhaustively on small geometries against the runtime's own eviction r
 from __future__ import annotations
 
 from kvunits.contracts import (
+    AdmissionCap,
     CacheBlocks,
     Elements,
     KVHeads,
@@ -82,7 +83,7 @@ def test_an_exact_fit_is_admitted_and_runs() -> None:
     swa = coord.group("swa", Tokens)
     step = coord.stepper(swa)
     step.admit("r1", Tokens(40))
-    assert coord.request_cap("r1", swa) == CacheBlocks(20)
+    assert coord.request_cap("r1", swa) == AdmissionCap(20)
     mapping = step.allocate("r1", Tokens(40))
     assert len(mapping[0]) == 40 and coord.usage(swa).free == CacheBlocks(0)
     check_pools(coord)

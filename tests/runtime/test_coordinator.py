@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     Chunk,
@@ -23,6 +24,7 @@ from kvunits.contracts import (
     KvUnitsError,
     Layers,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -147,7 +149,7 @@ def test_every_typed_entry_refuses_bare_numbers_and_other_units(bad: Any) -> Non
     if type(bad) is not Tokens:  # the text group's own unit
         calls.append(lambda: step.allocate("r", PooledBlocks(1), bad))
     if type(bad) is not CacheBlocks:  # the unit of pool sizes
-        calls.append(lambda: KVCacheCoordinator(coord.groups, [CacheBlocks(8), bad]))
+        calls.append(lambda: KVCacheCoordinator(coord.groups, [PoolBlocks(8), bad]))
     if type(bad) is not EncoderTokens:  # a pooled group's other step unit
         calls.append(lambda: coord.group("audio", type(bad)))
     for call in calls:
@@ -364,7 +366,7 @@ def test_a_request_that_can_never_fit_is_refused_up_front() -> None:
     assert (err.request_id, err.group, err.cap, err.usable) == (
         "long",
         "text",
-        CacheBlocks(10),
+        AdmissionCap(10),
         CacheBlocks(9),
     )
     assert str(err) == (
@@ -377,7 +379,7 @@ def test_a_request_that_can_never_fit_is_refused_up_front() -> None:
         step.admit("longer", PooledBlocks(10), Tokens(101))
     assert coord.num_requests == 0
     step.admit("fits", PooledBlocks(10), Tokens(36))
-    assert coord.request_cap("fits", text) == CacheBlocks(9)
+    assert coord.request_cap("fits", text) == AdmissionCap(9)
 
 
 def test_reservation_waits_and_frees() -> None:
@@ -459,7 +461,7 @@ def test_every_request_the_plan_admits_runs_to_full_length() -> None:
     # One more full-length request waits (it would fit an empty cache: not refused for ever).
     spare = [u.capacity - u.reserved for u in coord.usage_by_group().values()]
     caps = [g.admission_cap for g in p.groups]
-    if any(s < c for s, c in zip(spare, caps, strict=True)):
+    if any(not s.covers(c) for s, c in zip(spare, caps, strict=True)):
         with pytest.raises(AllocationError):
             coord.admit("one-more")
     for rid in rids:
@@ -522,7 +524,7 @@ def test_usage_and_reads() -> None:
     assert usage["audio"].used == CacheBlocks(2) and usage["audio"].free == CacheBlocks(37)
     assert usage["text"].used == CacheBlocks(1)
     assert coord.group_names == ("audio", "text") and "r" in coord
-    assert coord.request_cap("r", audio) == CacheBlocks(
+    assert coord.request_cap("r", audio) == AdmissionCap(
         admission_blocks("sliding_window", 4, 9, None, None, 8, 100)
     )
 
@@ -555,7 +557,7 @@ def test_errors_pickle_with_their_fields() -> None:
             "short", group="audio", needed=CacheBlocks(3), free=CacheBlocks(1), request_id="r"
         ),
         AdmissionError(
-            "never", request_id="r", group="text", cap=CacheBlocks(9), usable=CacheBlocks(8)
+            "never", request_id="r", group="text", cap=AdmissionCap(9), usable=CacheBlocks(8)
         ),
         RequestError("unknown", request_id="r", group=None),
     ]
@@ -570,6 +572,6 @@ def test_voxtral_from_the_plan_has_the_seed_numbers() -> None:
     p = plan(voxtral_model(), voxtral_engine())
     coord = KVCacheCoordinator.from_plan(p)
     coord.admit("r")
-    assert coord.request_cap("r", coord.group("audio", PooledBlocks)) == CacheBlocks(13)
+    assert coord.request_cap("r", coord.group("audio", PooledBlocks)) == AdmissionCap(13)
     capacity = coord.usage(coord.group("audio", PooledBlocks)).capacity
-    assert capacity == p.group("audio").num_blocks - CacheBlocks(1)
+    assert capacity == p.group("audio").num_blocks.usable

@@ -29,6 +29,7 @@ from kvunits.contracts import (
     KVHeads,
     Layers,
     ModelSpec,
+    PoolBlocks,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -82,7 +83,7 @@ def test_a_plan_beyond_int32_block_ids_is_refused_with_the_budget_that_fits() ->
         plan(_state_model(), _engine(1 << 40))  # "1 TiB": 549,755,813,888 blocks of 1 byte
     # The budget the message names is the largest that fits, exactly.
     fits = int(str(excinfo.value).split("at most ")[-1].split(" byte")[0])
-    assert plan(_state_model(), _engine(fits)).groups[0].num_blocks == CacheBlocks(MAX_POOL_BLOCKS)
+    assert plan(_state_model(), _engine(fits)).groups[0].num_blocks == PoolBlocks(MAX_POOL_BLOCKS)
     with pytest.raises(SpecError, match="block ids must fit int32"):
         plan(_state_model(), _engine(fits + 1))
 
@@ -90,7 +91,7 @@ def test_a_plan_beyond_int32_block_ids_is_refused_with_the_budget_that_fits() ->
 def test_building_a_coordinator_does_not_grow_with_its_pool() -> None:
     small = plan(_state_model(), _engine(4))
     huge = plan(_state_model(), _engine(MAX_POOL_BLOCKS))  # 2**31 blocks of 1 byte, all usable
-    assert huge.groups[0].num_blocks.numerical_value_in(CacheBlocks) == MAX_POOL_BLOCKS
+    assert huge.groups[0].num_blocks.numerical_value_in(PoolBlocks) == MAX_POOL_BLOCKS
     KVCacheCoordinator.from_plan(small)  # warm caches (imports, the plan's objects)
     cost_small = _allocated_bytes(lambda: KVCacheCoordinator.from_plan(small))
     cost_huge = _allocated_bytes(lambda: KVCacheCoordinator.from_plan(huge))
@@ -113,7 +114,7 @@ def test_a_pool_beyond_int32_ids_is_refused() -> None:
     with pytest.raises(SpecError, match="int32"):
         KVCacheCoordinator.from_plan(plan(_state_model(), _engine(4))).__class__(
             [p.group for p in plan(_state_model(), _engine(4)).groups],
-            [CacheBlocks(MAX_POOL_BLOCKS + 1)],
+            [PoolBlocks(MAX_POOL_BLOCKS + 1)],
         )
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     Chunk,
@@ -130,7 +131,8 @@ def test_a_step_reuses_the_blocks_it_evicts() -> None:
     )
     coord, swa, step = toy("swa", layer, Tokens, num_blocks=5, max_in_flight=3)
     step.admit("r", Tokens(300))
-    assert coord.request_cap("r", swa) == coord.usage(swa).capacity == CacheBlocks(4)
+    assert coord.request_cap("r", swa) == AdmissionCap(4)
+    assert coord.usage(swa).capacity == CacheBlocks(4)
     assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]  # tokens 0-2: blocks 1, 2
     assert step.allocate("r", Tokens(3)) == [[5, 6, 7]]  # tokens 3-5: block 3; 4 is free
     # Tokens 6-8 need 2 blocks and 1 is free. The step's first query, token 6, reads 4-6, so
@@ -225,7 +227,7 @@ def test_cross_attention_allocated_once() -> None:
     # Decode steps write nothing here and allocate nothing.
     assert step.allocate("r", PooledBlocks(0)) == [[]]
     assert coord.block_table("r", cross) == [1, 2, 3]
-    assert coord.request_cap("r", cross).numerical_value_in(CacheBlocks) == 3
+    assert coord.request_cap("r", cross).numerical_value_in(AdmissionCap) == 3
 
 
 def test_state_one_block_per_request() -> None:

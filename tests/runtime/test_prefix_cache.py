@@ -12,6 +12,7 @@ from kvunits.contracts import (
     EncoderTokens,
     FullAttentionLayer,
     KVHeads,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     Position,
@@ -74,9 +75,8 @@ def test_another_groups_boundaries_are_refused() -> None:
         max_len=64,
         max_in_flight=64,
     )
-    from kvunits.contracts import CacheBlocks
 
-    coord = KVCacheCoordinator([wide, narrow], CacheBlocks(20))
+    coord = KVCacheCoordinator([wide, narrow], PoolBlocks(20))
     w, n = coord.group("wide", Tokens), coord.group("narrow", Tokens)
     step = coord.stepper(w, n)
     content = ContentKeys(list(range(40)), Tokens)
@@ -165,7 +165,7 @@ def test_audio_and_text_hit_on_their_own() -> None:
     of the second wave in its own trace, /work/research/vllm_bench/RESULTS.md.)"""
     planned = plan(voxtral_model(), voxtral_engine("40 GiB", encoder_len=2000, encoder_step=64))
     groups = [p.group for p in planned.groups]
-    coord = KVCacheCoordinator(groups, [CacheBlocks(20), CacheBlocks(200)], reserve=False)
+    coord = KVCacheCoordinator(groups, [PoolBlocks(20), PoolBlocks(200)], reserve=False)
     audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
     step = coord.stepper(audio, text)
     frames = ContentKeys(list(range(128)), EncoderTokens)

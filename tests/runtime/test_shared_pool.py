@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     CacheDType,
@@ -28,6 +29,7 @@ from kvunits.contracts import (
     Layers,
     LayerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -79,7 +81,7 @@ def engine(budget: int, **kw: object) -> EngineSpec:
 def layout_of(layers: list[LayerSpec], budget: int) -> tuple[list[tuple[str, ...]], int]:
     model = ModelSpec(name="m", layers={f"layer_{i + 1}": x for i, x in enumerate(layers)})
     layout = shared_layout(model, engine(budget))
-    return [g.layer_names for g in layout.groups], layout.num_blocks.numerical_value_in(CacheBlocks)
+    return [g.layer_names for g in layout.groups], layout.num_blocks.numerical_value_in(PoolBlocks)
 
 
 @pytest.mark.parametrize(
@@ -136,7 +138,7 @@ def test_vllm_smaller_page_grows_its_block_size() -> None:
         "16 token/cache_block",
         "32 token/cache_block",
     ]
-    assert layout.page_size == Bytes(PAGE) and layout.num_blocks == CacheBlocks(32)
+    assert layout.page_size == Bytes(PAGE) and layout.num_blocks == PoolBlocks(32)
     assert layout.grown == {"layer_2": 2}  # a group of one layer is named after it
 
 
@@ -193,11 +195,11 @@ def test_vllm_concurrency_uses_the_same_caps() -> None:
         kv_cache_layout="shared",
     )
     planned = plan(model, spec)
-    caps = {g.group.name: g.admission_cap.numerical_value_in(CacheBlocks) for g in planned.groups}
+    caps = {g.group.name: g.admission_cap.numerical_value_in(AdmissionCap) for g in planned.groups}
     assert caps == {"full": 1024, "sw": 129}
-    assert planned.groups[0].num_blocks == CacheBlocks((1024 + 129) * 3)
+    assert planned.groups[0].num_blocks == PoolBlocks((1024 + 129) * 3)
     assert (
-        planned.groups[0].num_blocks.numerical_value_in(CacheBlocks) / sum(caps.values()) == 3
+        planned.groups[0].num_blocks.numerical_value_in(PoolBlocks) / sum(caps.values()) == 3
     )  # vLLM's figure
     assert planned.concurrent_requests == 2  # kvunits: (3459 - 1) // 1153
 
@@ -215,8 +217,8 @@ def test_shipped_voxtral_realtime_on_one_pool() -> None:
     assert str(text.group.manager.block_size) == "128 token/cache_block"
     assert audio.page_size == text.page_size == Bytes(524_288)
     assert audio.block_bytes == Bytes(524_288 * 32)
-    assert audio.num_blocks == text.num_blocks == CacheBlocks(40 * 64)
-    assert (audio.admission_cap, text.admission_cap) == (CacheBlocks(13), CacheBlocks(81))
+    assert audio.num_blocks == text.num_blocks == PoolBlocks(40 * 64)
+    assert (audio.admission_cap, text.admission_cap) == (AdmissionCap(13), AdmissionCap(81))
     assert shared.concurrent_requests == (2560 - 1) // (13 + 81) == 27
     assert [(lay.layout, lay.concurrent_requests) for lay in shared.layouts] == [
         ("shared", 27),
@@ -252,8 +254,8 @@ def test_voxtral_worked_numbers_at_2_gib() -> None:
         kv_cache_layout="shared",
     )
     planned = plan(model, spec)
-    assert planned.groups[0].num_blocks == CacheBlocks(128)
-    assert [g.admission_cap for g in planned.groups] == [CacheBlocks(13), CacheBlocks(32)]
+    assert planned.groups[0].num_blocks == PoolBlocks(128)
+    assert [g.admission_cap for g in planned.groups] == [AdmissionCap(13), AdmissionCap(32)]
     assert round(128 / (13 + 33), 2) == 2.78  # vLLM's figure, with its text cap of 33
     assert planned.concurrent_requests == 127 // 45 == 2
 
@@ -282,9 +284,9 @@ def test_gemma_3_1b_on_one_pool() -> None:
         "text/sliding_window[5]": [6, 13, 20],
         "text/full_attention": [5, 11, 17, 23],
     }
-    assert planned.groups[0].num_blocks == CacheBlocks(16384)
+    assert planned.groups[0].num_blocks == PoolBlocks(16384)
     assert planned.groups[0].block_bytes == Bytes(4 * 16384)
-    assert CacheBlocks.total(g.admission_cap for g in planned.groups) == CacheBlocks(3014)
+    assert AdmissionCap.total(g.admission_cap for g in planned.groups) == AdmissionCap(3014)
     assert 2048 + 6 * 161 == 3014
     assert round(16384 / 3014, 2) == 5.44
     assert planned.concurrent_requests == 16383 // 3014 == 5
@@ -388,7 +390,7 @@ def test_a_shared_pool_needs_one_page_size() -> None:
         group_of("b", FullAttentionLayer(kv_heads=KVHeads(2), head_size=Elements(8)), **LIMITS),
     ]
     with pytest.raises(SpecError, match="one pool for all groups needs one page size"):
-        KVCacheCoordinator(groups, CacheBlocks(10))
+        KVCacheCoordinator(groups, PoolBlocks(10))
 
 
 LIMITS = {"block_size": 2, "max_len": 20, "max_in_flight": 4}

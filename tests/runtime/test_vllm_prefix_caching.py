@@ -42,6 +42,7 @@ from kvunits.contracts import (
     Elements,
     FullAttentionLayer,
     KVHeads,
+    PoolBlocks,
     SlidingWindowLayer,
     Tokens,
     Window,
@@ -436,7 +437,7 @@ def test_different_block_size() -> None:
     """vLLM ``test_different_block_size`` (main, 2026; TESTS.md A24): full attention with
     blocks of 32 tokens and a window of 32 tokens with blocks of 16 share one pool (pages of
     128 bytes both); a hit is a multiple of 32, the blocks' least common multiple."""
-    from kvunits.contracts import CacheBlocks, CacheDType
+    from kvunits.contracts import CacheDType
 
     from .support import group_of
 
@@ -460,7 +461,7 @@ def test_different_block_size() -> None:
         max_in_flight=8192,
     )
     assert full.manager.page_size == window.manager.page_size == Bytes(128)
-    coord = KVCacheCoordinator([full, window], CacheBlocks(100), reserve=False)
+    coord = KVCacheCoordinator([full, window], PoolBlocks(100), reserve=False)
     f, w = coord.group("full", Tokens), coord.group("sw", Tokens)
     step = coord.stepper(f, w)
     common = [i for i in range(10) for _ in range(16)]

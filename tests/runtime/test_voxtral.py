@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvunits.contracts import (
+    AdmissionCap,
     CacheBlocks,
     Elements,
     EncoderTokens,
@@ -47,12 +48,12 @@ def unread_keys_of_step(table: Sequence[int], slot: int) -> list[tuple[int, int]
 
 def test_streaming_10000_pooled_blocks_never_holds_more_than_13() -> None:
     p = plan(voxtral_model(), voxtral_engine(encoder_len=4 * STREAM, encoder_step=4))
-    assert p.group("audio").admission_cap == CacheBlocks(13)
+    assert p.group("audio").admission_cap == AdmissionCap(13)
     coord = KVCacheCoordinator.from_plan(p)
     audio, text = coord.group("audio", PooledBlocks), coord.group("text", Tokens)
     step = coord.stepper(audio, text)
     coord.admit("stream")
-    assert coord.request_cap("stream", audio) == CacheBlocks(13)
+    assert coord.request_cap("stream", audio) == AdmissionCap(13)
     most = 0
     for i in range(STREAM):
         # One pooled block (4 encoder tokens) a step; a decoder token every 8th step.

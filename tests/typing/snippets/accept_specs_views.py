@@ -3,6 +3,7 @@
 from typing import assert_type
 
 from kvunits.contracts import (
+    AdmissionCap,
     BlockSize,
     Bytes,
     CacheBlocks,
@@ -14,6 +15,7 @@ from kvunits.contracts import (
     Layers,
     ManagerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     Position,
@@ -43,7 +45,7 @@ assert_type(manager.sliding_window, Window[PooledBlocks] | None)
 assert_type(manager.block_size, BlockSize[PooledBlocks])
 assert_type(manager.page_size, Bytes)
 cap = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1500))
-assert_type(cap, CacheBlocks)
+assert_type(cap, AdmissionCap)
 assert_type(manager.max_memory_per_request(PooledBlocks(1), PooledBlocks(1500)), Bytes)
 assert_type(manager.block_table_width(PooledBlocks(1500)), TableBlocks)
 assert str(manager.sliding_window) == "189 pooled_block" and str(cap) == "13 cache_block"
@@ -69,11 +71,14 @@ engine = EngineSpec(
 )
 capacity = plan(ModelSpec.stacked("voxtral", {"audio": (layer, Layers(32))}), engine)
 audio = capacity.group("audio")
-assert_type(audio.admission_cap, CacheBlocks)
-assert_type(audio.num_blocks, CacheBlocks)
+assert_type(audio.admission_cap, AdmissionCap)
+assert_type(audio.num_blocks, PoolBlocks)
 assert_type(audio.bytes_per_request, Bytes)
 assert_type(capacity.bytes_per_request, Bytes)
-assert audio.admission_cap == CacheBlocks(13)
+assert audio.admission_cap == AdmissionCap(13)
+# A cap and a pool compare by name: the pool's null block is no request's.
+assert audio.num_blocks.fits(audio.admission_cap)
+assert_type(audio.num_blocks.usable, CacheBlocks)
 
 # Per rank: one rank's budget, page, cap and pool are typed as a rank's.
 assert_type(capacity.kv_cache_memory, RankBytes)
@@ -84,5 +89,5 @@ assert_type(rank.admission_cap, RankBlocks)
 assert_type(rank.num_blocks, RankBlocks)
 # The scheduler's block ids: the fewest pages any rank holds (here one stage, one group).
 every_rank = [g.num_blocks for stage in capacity.stages for g in stage.groups]
-assert_type(engine_blocks(every_rank), CacheBlocks)
+assert_type(engine_blocks(every_rank), PoolBlocks)
 assert engine_blocks(every_rank) == audio.num_blocks

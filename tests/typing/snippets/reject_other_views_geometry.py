@@ -68,9 +68,9 @@ width = slots_to_cache_blocks_ceil(audio.limits.max_len, text.manager.block_size
 text_width = text.manager.block_table_width(audio.limits.max_len)  # E: Argument 1 to "block_table_width" of "ManagerSpec" has incompatible type "PooledBlocks"; expected "Tokens"  [arg-type]
 # A position of one group's sequence looked up in another group's table.
 text_position = Position(812, Tokens)
-column = audio.manager.block_of(text_position)  # E: Argument 1 to "block_of" of "ManagerSpec" has incompatible type "Position[Tokens]"; expected "Position[PooledBlocks]"  [arg-type]
+column = audio.manager.block_of(text_position)  # E: Argument 1 to "block_of" of "ManagerSpec" has incompatible type "Position[Tokens, Any]"; expected "Position[PooledBlocks, Any]"  [arg-type]
 audio_position = Position(812, EncoderTokens)
-kernel_column = text_kernel.block_of(audio_position)  # E: Argument 1 to "block_of" of "KernelSpec" has incompatible type "Position[EncoderTokens]"; expected "Position[Tokens]"  [arg-type]
+kernel_column = text_kernel.block_of(audio_position)  # E: Argument 1 to "block_of" of "KernelSpec" has incompatible type "Position[EncoderTokens, Any]"; expected "Position[Tokens, Any]"  [arg-type]
 # The encoder's window counted in the decoder's blocks.
 blocks = window_blocks(audio_window, text.manager.block_size)  # E: Argument 2 to "window_blocks" has incompatible type "BlockSize[Tokens]"; expected "BlockSize[PooledBlocks]"  [arg-type]
 # The kernel's rows (block_size x P encoder tokens) taken for the manager's slots.

@@ -52,5 +52,5 @@ one_rank = engine_blocks(bought)  # E: Argument 1 to "engine_blocks" has incompa
 # Through the named conversions, each in its own scope, it all adds up.
 assert per_rank.numerical_value_in(RankKVHeads) == 1
 assert bought == RankBlocks(2097152)
-assert engine_blocks([bought, RankBlocks(2097160)]) + ids == CacheBlocks(2097165)
+assert engine_blocks([bought, RankBlocks(2097160)]).usable + ids == CacheBlocks(2097164)
 assert rank_blocks_to_bytes(bought, rank_page) == budget

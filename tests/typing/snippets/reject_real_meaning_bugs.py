@@ -13,12 +13,18 @@ of the model, of a stage, of a group), and the functions that return each say wh
 * lightseekorg/tokenspeed #194: for a hybrid model (Jamba) the memory profiler multiplied the
   attention page by all of the model's layers (Mamba layers counted as if they held KV pages),
   and sized the pool too small. A group's pages are per layer *of the group*.
+* vLLM #52520 (fixed by #52530): start-up compared a request's worst-case blocks with *all* the
+  blocks the pool would have, but the block pool keeps one as the null block: a request whose
+  cap equals the pool passed the check, was accepted, prefilled to 99 % and never scheduled
+  again (the HTTP request never returned). A cap is compared with a pool by name,
+  ``pool.fits(cap)``, which leaves the null block out; ``cap <= pool`` is refused.
 * TensorRT-LLM #15017: ``get_num_spec_layers`` read ``num_eagle_layers``, which the draft-tree
   code sets to ``max_draft_len`` (a count of draft *tokens*), as the number of draft layers,
   and allocated the draft's KV cache that many times over.
 """
 
 from kvunits.contracts import (
+    AdmissionCap,
     CacheBlocks,
     Elements,
     EncoderTokens,
@@ -27,6 +33,7 @@ from kvunits.contracts import (
     KVHeads,
     Layers,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -45,9 +52,16 @@ manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 free = CacheBlocks(13)
 span = manager.window_blocks()  # cdiv(189 - 1, 16) + 1 = 13: the window alone
 cap = manager.max_admission_blocks_per_request(PooledBlocks(64), PooledBlocks(100_000))  # the window and a step in flight: 17
-assert span == SpanBlocks(13) and cap == CacheBlocks(17)
-assert not cap <= free  # the request does not fit: 13 free blocks, 17 held at once
+assert span == SpanBlocks(13) and cap == AdmissionCap(17)
+assert not free.covers(cap)  # the request does not fit now: 13 free blocks, 17 held at once
 admitted = span <= free  # E: Unsupported operand types for <= ("SpanBlocks" and "CacheBlocks")  [operator]
+admitted_cap = cap <= free  # E: Unsupported operand types for <= ("AdmissionCap" and "CacheBlocks")  [operator]
+
+# -- a cap is compared with what a pool can hold, not with its size (vLLM #52520) ---------------
+pool = PoolBlocks(17)  # the group's blocks, the null block included: 16 for requests
+assert not pool.fits(cap)  # 17 blocks at once can never be held: refuse the request up front
+assert PoolBlocks(18).fits(cap)
+never_refused = cap <= pool  # E: Unsupported operand types for <= ("AdmissionCap" and "PoolBlocks")  [operator]
 
 # -- a group's pages are per layer of the group (tokenspeed #194) --------------------------------
 attention = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))

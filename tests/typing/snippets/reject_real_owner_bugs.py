@@ -19,13 +19,13 @@ type (a rank's counts), at run time where it is a name (a group, a model).
 """
 
 from kvunits.contracts import (
-    CacheBlocks,
     Elements,
     EngineSpec,
     FullAttentionLayer,
     KVHeads,
     Layers,
     ModelSpec,
+    PoolBlocks,
     Position,
     SlidingWindowLayer,
     Tokens,
@@ -36,7 +36,7 @@ from kvunits.runtime import KVCacheCoordinator, plan
 
 # -- a rank's count is not the engine's (nano-vllm #187) ---------------------------------------
 rank0, rank1 = RankBlocks(2111), RankBlocks(2055)
-assert engine_blocks([rank0, rank1]) == CacheBlocks(2055)  # every rank's, the fewest
+assert engine_blocks([rank0, rank1]) == PoolBlocks(2055)  # every rank's, the fewest
 blocks = engine_blocks(rank0)  # E: Argument 1 to "engine_blocks" has incompatible type "RankBlocks"; expected "Sequence[RankBlocks]"  [arg-type]
 
 # -- a column belongs to its group (vLLM #50687, #53982) ----------------------------------------

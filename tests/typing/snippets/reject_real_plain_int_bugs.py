@@ -38,4 +38,4 @@ per_device = layer.kv_heads // 32  # E: Unsupported operand types for // ("KVHea
 slots = SlotIds([16, 17, 18], Tokens, owner="text")  # the step's cache slots (block 1, 16 a block)
 table = BlockIds([1], owner="text")
 assert BlockIds(table.ids_in(CacheBlocks), owner="text") == table  # ids from ids
-table_from_slots = BlockIds(slots)  # E: Argument 1 to "BlockIds" has incompatible type "SlotIds[Tokens]"; expected "Sequence[int]"  [arg-type]
+table_from_slots = BlockIds(slots)  # E: Argument 1 to "BlockIds" has incompatible type "SlotIds[Tokens, Any]"; expected "Sequence[int]"  [arg-type]

@@ -13,8 +13,8 @@ what it means). Every marked line is a mypy error, and a `UnitError` when run an
 """
 
 from kvunits.contracts import (
+    AdmissionCap,
     BlockSize,
-    CacheBlocks,
     Elements,
     EncoderTokens,
     KVHeads,
@@ -61,4 +61,4 @@ shorter = manager_window < PooledBlocks(190)  # E: Unsupported operand types for
 cap = manager.max_admission_blocks_per_request(manager_window, PooledBlocks(8192))  # E: Argument 1 to "max_admission_blocks_per_request" of "ManagerSpec" has incompatible type "Window[PooledBlocks]"; expected "PooledBlocks"  [arg-type]
 blocks = slots_to_cache_blocks_ceil(manager_window, BlockSize(16, PooledBlocks))  # E: No overload variant of "slots_to_cache_blocks_ceil" matches argument types "Window[PooledBlocks]", "BlockSize[PooledBlocks]"  [call-overload]
 
-assert manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192)) == CacheBlocks(13)
+assert manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192)) == AdmissionCap(13)
