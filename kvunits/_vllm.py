@@ -469,7 +469,8 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
             lines.append(f"  max_model_len auto-fitted to {numbers.max_model_len}")
         grown = {g.block_size for g in numbers.groups if g.kind != "mamba"}
         if grown and grown != {Tokens(engine.block_size_slots)}:
-            sizes = ", ".join(str(b) for b in sorted(grown, key=lambda b: b._value))
+            ordered = sorted(grown, key=lambda b: b.numerical_value_in(Tokens))
+            sizes = ", ".join(str(b) for b in ordered)
             lines.append(
                 f"  attention block size {sizes}: vLLM grows it until an attention page holds "
                 "a recurrent state, and pads the state pages to it"
