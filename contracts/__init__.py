@@ -82,6 +82,7 @@ from ._layers import ChunkedLocalLayer as ChunkedLocalLayer
 from ._layers import CrossAttentionLayer as CrossAttentionLayer
 from ._layers import EncoderOnlyLayer as EncoderOnlyLayer
 from ._layers import FullAttentionLayer as FullAttentionLayer
+from ._layers import IndexerLayer as IndexerLayer
 from ._layers import KVSharedLayer as KVSharedLayer
 from ._layers import LayerSpec as LayerSpec
 from ._layers import MLALayer as MLALayer
@@ -153,6 +154,7 @@ __all__ = [
     "FullAttentionLayer",
     "GroupMarker",
     "Heads",
+    "IndexerLayer",
     "IntQuantity",
     "KVHeads",
     "KVSharedLayer",

@@ -256,7 +256,12 @@ def _group(
 
 
 def _common_prefix(names: list[str]) -> str:
+    # Caches inside a stack's layers (``text.<i>.indexer``) are named by their part too.
     parts = [n.split(".") for n in names]
+    last = {p[-1] for p in parts}
+    if len(last) == 1 and all(len(p) > 2 for p in parts) and not parts[0][-1].isdigit():
+        inner = _common_prefix([".".join(p[:-1]) for p in parts])
+        return f"{inner}.{parts[0][-1]}" if inner else parts[0][-1]
     prefix: list[str] = []
     for column in zip(*parts, strict=False):
         if len(set(column)) != 1:

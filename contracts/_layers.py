@@ -15,9 +15,9 @@ Every model here raises `SpecValidationError` for bad input: pydantic's ``Valida
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, TypeAlias, TypeVar
+from typing import Annotated, Final, Literal, Self, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from ._counts import Elements, KVHeads, Layers
@@ -242,19 +242,105 @@ class EncoderOnlyLayer(_Layer):
     kind: Literal["encoder_only"] = "encoder_only"
 
 
+#: Elements of an ``fp8_ds_mla`` latent that share one float32 scale (FlashMLA's sparse layout).
+_DS_MLA_SCALE_GROUP: Final = 128
+
+
 class MLALayer(_Layer):
     """Multi-head latent attention: one latent "head" of ``kv_lora_rank + rope`` elements,
-    K only (V is recovered from the latent)."""
+    K only (V is recovered from the latent).
+
+    ``sparse`` marks the MLA of DeepSeek sparse attention (DSA: DeepSeek V3.2, GLM-5), read
+    by FlashMLA's sparse kernels, which store an fp8 cache in their own ``fp8_ds_mla`` layout
+    (`slot_size`): the latent in fp8 with a float32 scale per 128 of its elements, the RoPE
+    key in bfloat16: 656 bytes a token for DeepSeek's 512 + 64, where a dense fp8 MLA stores
+    576 (vLLM ``MLAAttention.get_kv_cache_spec``, ``state_content_bytes``).
+    """
 
     kind: Literal["mla"] = "mla"
     kv_lora_rank: Elements = Field(description="elements of the latent KV vector")
     qk_rope_head_dim: Elements = Field(description="elements of the decoupled RoPE key")
     dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
+    sparse: bool = Field(
+        default=False,
+        description="DeepSeek sparse attention's MLA (an indexer picks the keys it reads); an "
+        "fp8 cache is then stored in FlashMLA's fp8_ds_mla layout",
+    )
 
     @field_validator("dtype", mode="before")
     @classmethod
     def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
         return parse_dtype_field(value, info)
+
+    def slot_size(self, dtype: CacheDType | None = None) -> Bytes:
+        """Bytes one token's latent takes in the cache, in ``dtype`` (default the layer's).
+
+        ``(kv_lora_rank + qk_rope_head_dim) × dtype``, except a sparse layer's fp8 cache
+        (``fp8_ds_mla``): ``kv_lora_rank`` fp8 bytes, ``cdiv(kv_lora_rank, 128)`` float32
+        scales and the RoPE key in bfloat16.
+
+        Example:
+            >>> layer = MLALayer(kv_lora_rank=Elements(512), qk_rope_head_dim=Elements(64),
+            ...                  sparse=True)
+            >>> str(layer.slot_size()), str(layer.slot_size(CacheDType.fp8_e4m3))
+            ('1152 byte', '656 byte')
+        """
+        dtype = self.dtype if dtype is None else dtype
+        rank, rope = self.kv_lora_rank._value, self.qk_rope_head_dim._value
+        if self.sparse and dtype.itemsize_bytes == 1:
+            scales = -(-rank // _DS_MLA_SCALE_GROUP)
+            return Bytes(
+                rank * dtype.itemsize_bytes
+                + scales * CacheDType.float32.itemsize_bytes
+                + rope * CacheDType.bfloat16.itemsize_bytes
+            )
+        return Bytes((rank + rope) * dtype.itemsize_bytes)
+
+
+class IndexerLayer(_Layer):
+    """The key cache of DeepSeek sparse attention's lightning indexer (DeepSeek V3.2,
+    GLM-5): per token one key of ``head_size`` fp8 elements and a float32 scale for each
+    ``scale_block`` of them, whole on every tensor-parallel rank.
+
+    Its own cache beside the layer's MLA cache, sized as full attention (every token of the
+    request), in bytes that no ``--kv-cache-dtype`` changes: vLLM's
+    ``DeepseekV32IndexerCache`` is an ``MLAAttentionSpec`` of one head of
+    ``head_dim + head_dim // 128 × 4`` uint8 (``vllm/model_executor/models/deepseek_v2.py``,
+    ``Indexer.__init__``), 132 bytes a token for ``index_head_dim = 128``.
+
+    Example:
+        >>> str(IndexerLayer(head_size=Elements(128)).slot_size)
+        '132 byte'
+    """
+
+    kind: Literal["indexer"] = "indexer"
+    head_size: Elements = Field(description="elements of the indexer's key (index_head_dim)")
+    scale_block: Elements = Field(
+        default=Elements(128), description="key elements that share one float32 scale"
+    )
+
+    @model_validator(mode="after")
+    def _scale_block_divides(self) -> Self:
+        head, block = self.head_size._value, self.scale_block._value
+        if not block or head % block:
+            raise ValueError(
+                f"scale_block is {self.scale_block} but must divide head_size "
+                f"({self.head_size}): each float32 scale covers a whole block of the key"
+            )
+        return self
+
+    @property
+    def dtype(self) -> CacheDType:
+        """The key's element type: fp8 (e4m3), whatever the engine's cache dtype."""
+        return CacheDType.fp8_e4m3
+
+    @property
+    def slot_size(self) -> Bytes:
+        """Bytes of one token's entry: ``head_size`` fp8 bytes and ``head_size / scale_block``
+        float32 scales."""
+        head = self.head_size._value
+        scales = head // self.scale_block._value
+        return Bytes(head * self.dtype.itemsize_bytes + scales * CacheDType.float32.itemsize_bytes)
 
 
 class StateLayer(_Layer):
@@ -289,6 +375,7 @@ LayerSpec: TypeAlias = Annotated[
     | CrossAttentionLayer
     | EncoderOnlyLayer
     | MLALayer
+    | IndexerLayer
     | StateLayer
     | Mamba1Layer
     | Mamba2Layer

@@ -53,6 +53,7 @@ from ._layers import (
     CrossAttentionLayer,
     EncoderOnlyLayer,
     FullAttentionLayer,
+    IndexerLayer,
     KVSharedLayer,
     LayerSpec,
     MLALayer,
@@ -186,7 +187,9 @@ class ManagerSpec(Generic[SlotUnit, GroupT]):
         chunk: the chunk in slots (chunked local only), via `pool_chunk`.
         fixed_length: slots a request holds whatever its length (cross attention).
         state_size: bytes of one request's state (state layers).
-        kv_heads: the layer's KV heads (1 for MLA's latent and for states).
+        slot_size: bytes of one slot of one head where the layer packs it (an MLA latent,
+            an indexer's fp8 key and its scales); None: ``(K + V) × dtype``.
+        kv_heads: the layer's KV heads (1 for MLA's latent, an indexer and states).
         head_size_k, head_size_v: elements per head of K and V (0 where there is none).
         group: the layer group this view belongs to, once `group_layers` has grouped it
             (None for a view derived by hand); what the view computes for one group's table
@@ -206,6 +209,7 @@ class ManagerSpec(Generic[SlotUnit, GroupT]):
     chunk: Chunk[SlotUnit] | None = None
     fixed_length: SlotUnit | None = None
     state_size: Bytes | None = None
+    slot_size: Bytes | None = None
     group: str | None = field(default=None, compare=False)
     # Plain ints for hot paths (kvunits.contracts.internal.manager_ints), computed by manager_view
     # (the default only lets a hand-built spec reach __post_init__'s clear refusal).
@@ -455,9 +459,11 @@ def _manager(**fields: Any) -> ManagerSpec[Any]:
         fields.get("chunk"),
         fields.get("fixed_length"),
     )
-    state = fields.get("state_size")
+    state, slot = fields.get("state_size"), fields.get("slot_size")
     if state is not None:
         page = state._value
+    elif slot is not None:
+        page = bs * fields["pool"].tokens_per_block * fields["kv_heads"]._value * slot._value
     else:
         page = (
             bs
@@ -526,7 +532,8 @@ def manager_view(
         block_size_slots: slots per cache block (the engine's block size).
         cache_dtype: overrides an attention layer's dtype (the engine's ``cache_dtype``);
             a mixer's state keeps its own dtypes, as vLLM's attention ``cache_dtype`` never
-            applies to Mamba states (they have ``mamba_cache_dtype`` of their own).
+            applies to Mamba states (they have ``mamba_cache_dtype`` of their own), and so
+            does an indexer's fp8 key cache.
 
     Raises:
         SpecError: the layer keeps no cache of its own (``encoder_only``, ``kv_shared``).
@@ -564,6 +571,7 @@ def manager_view(
                 state_size=layer.state_size,
             )
         if isinstance(layer, MLALayer):
+            dtype = layer.dtype if cache_dtype is None else cache_dtype
             return _manager(
                 kind="full_attention",
                 slot_unit=Tokens,
@@ -572,7 +580,22 @@ def manager_view(
                 kv_heads=KVHeads(1),
                 head_size_k=layer.kv_lora_rank + layer.qk_rope_head_dim,
                 head_size_v=Elements(0),
-                dtype=layer.dtype if cache_dtype is None else cache_dtype,
+                dtype=dtype,
+                slot_size=layer.slot_size(dtype),
+            )
+        if isinstance(layer, IndexerLayer):
+            # Every token of the request, one head whole on every rank; the engine's cache
+            # dtype does not apply (the indexer always stores fp8 keys and float32 scales).
+            return _manager(
+                kind="full_attention",
+                slot_unit=Tokens,
+                block_size=BlockSize(bs, Tokens),
+                pool=PoolFactor(1),
+                kv_heads=KVHeads(1),
+                head_size_k=layer.head_size,
+                head_size_v=Elements(0),
+                dtype=layer.dtype,
+                slot_size=layer.slot_size,
             )
         dtype = layer.dtype if cache_dtype is None else cache_dtype
         common: dict[str, Any] = {
@@ -652,6 +675,17 @@ def kernel_view(
                 head_size_k=layer.kv_lora_rank + layer.qk_rope_head_dim,
                 head_size_v=Elements(0),
                 dtype=layer.dtype if cache_dtype is None else cache_dtype,
+            )
+        if isinstance(layer, IndexerLayer):
+            return _kernel(
+                kind="full_attention",
+                seq_unit=Tokens,
+                tokens_per_block=BlockSize(bs, Tokens),
+                pool=PoolFactor(1),
+                kv_heads=KVHeads(1),
+                head_size_k=layer.head_size,
+                head_size_v=Elements(0),
+                dtype=layer.dtype,
             )
         common: dict[str, Any] = {
             "kind": layer.kind,

@@ -48,7 +48,14 @@ from ._convert import Conversion, cdiv
 from ._counts import KVHeads, Layers, StageLayers
 from ._describe import describe
 from ._factors import BlockSize
-from ._layers import EncoderOnlyLayer, KVSharedLayer, LayerSpec, MLALayer, StateLayer
+from ._layers import (
+    EncoderOnlyLayer,
+    IndexerLayer,
+    KVSharedLayer,
+    LayerSpec,
+    MLALayer,
+    StateLayer,
+)
 from ._origin import in_python, written_in_python
 from ._quantity import (
     AdmissionCap,
@@ -359,7 +366,8 @@ def rank_block_bytes(page_size: RankBytes, layers: StageLayers) -> RankBytes:
 
 def kv_heads_of(layer: LayerSpec) -> KVHeads | None:
     """The model's KV heads of a layer: an attention layer's ``kv_heads``, an MLA layer's one
-    latent; ``None`` for a layer without heads (a state, or no cache of its own).
+    latent, an indexer's one key (both whole on every rank); ``None`` for a layer without
+    heads (a state, or no cache of its own).
 
     Example:
         >>> from kvunits.contracts import FullAttentionLayer
@@ -367,7 +375,7 @@ def kv_heads_of(layer: LayerSpec) -> KVHeads | None:
         >>> kv_heads_of(FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128)))
         KVHeads(8)
     """
-    if isinstance(layer, MLALayer):
+    if isinstance(layer, (MLALayer, IndexerLayer)):
         return KVHeads(1)
     if isinstance(layer, (StateMixerLayer, StateLayer, EncoderOnlyLayer, KVSharedLayer)):
         return None
@@ -382,7 +390,7 @@ def page_size_per_rank(
     * attention: ``block_size × P × heads_per_rank × (K + V) × dtype``, the manager's page
       with the model's heads replaced by `kv_heads_per_rank` (vLLM's
       ``AttentionSpec.page_size_bytes`` is computed from the per-rank ``num_kv_heads``);
-    * MLA: its one latent head is whole on every rank, so the page is the model's;
+    * MLA and an indexer: the one head is whole on every rank, so the page is the model's;
     * a recurrent mixer: its conv and SSM tensors split over the ranks exactly as vLLM's
       ``MambaStateShapeCalculator`` (`StateMixerLayer.state_tensors`);
     * a ``state`` layer given only in bytes: whole on every rank (its shape is unknown, so

@@ -29,6 +29,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -67,7 +68,13 @@ def add_vllm_flags(parser: argparse.ArgumentParser) -> None:
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="accepted; it sizes no attention cache",
+        help="vLLM's prefix caching (default on): a recurrent state then holds 2 pages",
+    )
+    group.add_argument(
+        "--kv-cache-dtype-skip-layers",
+        nargs="+",
+        metavar="LAYER",
+        help="decoder layer indices (or sliding_window) whose KV cache keeps the model dtype",
     )
     group.add_argument("--dtype", dest="model_dtype", metavar="DTYPE", help="the model dtype")
     group.add_argument("--mamba-cache-dtype", metavar="DTYPE", help="both Mamba states' dtype")
@@ -184,6 +191,10 @@ class VllmArgs:
         hf_overrides: ``--hf-overrides`` (and ``--dtype``), merged into config.json.
         revision: ``--revision``.
         mamba_cache_dtype, mamba_ssm_cache_dtype: the state dtypes asked for.
+        kv_cache_dtype_skip_layers: ``--kv-cache-dtype-skip-layers``: decoder layer indices
+            (and ``sliding_window``) whose KV cache keeps the model's dtype.
+        enable_prefix_caching: ``--[no-]enable-prefix-caching`` (vLLM's default: on); a
+            recurrent state holds 2 pages a request with it (Mamba "align" mode), 1 without.
         notes: what was accepted and sizes nothing (said in the plan).
     """
 
@@ -195,6 +206,8 @@ class VllmArgs:
     revision: str | None = None
     mamba_cache_dtype: str | None = None
     mamba_ssm_cache_dtype: str | None = None
+    enable_prefix_caching: bool = True
+    kv_cache_dtype_skip_layers: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
@@ -272,9 +285,11 @@ def engine_flags(args: argparse.Namespace, flags: dict[str, object]) -> VllmArgs
         name = {"half": "float16", "float": "float32"}.get(dtype.strip().lower(), dtype)
         extra.hf_overrides.update({"dtype": name, "torch_dtype": name})
     if getattr(args, "enable_prefix_caching", None) is not None:
-        extra.notes.append(
-            "--enable-prefix-caching: accepted; vLLM's prefix caching sizes no attention "
-            "cache (its Mamba 'align' mode is not modelled)"
+        extra.enable_prefix_caching = bool(args.enable_prefix_caching)
+    skipped = getattr(args, "kv_cache_dtype_skip_layers", None)
+    if skipped:
+        extra.kv_cache_dtype_skip_layers = tuple(
+            part.strip() for item in skipped for part in item.split(",") if part.strip()
         )
     gpu = getattr(args, "like_vllm", None)
     if gpu is not None:
@@ -354,6 +369,69 @@ def apply_state_dtypes(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
     return config.model_copy(update={"model": model})
 
 
+def apply_skip_layers(config: KvUnitsConfig, skipped: Sequence[str]) -> KvUnitsConfig:
+    """``--kv-cache-dtype-skip-layers``: the decoder layers named by index (``"0"``), and
+    with ``"sliding_window"`` every sliding-window layer, keep the model's dtype while the
+    others take the cache dtype (vLLM 0.33 ``Attention.__init__`` and ``MLAAttention``: a
+    skipped layer's ``kv_cache_dtype`` is ``"auto"``; only the layer index counts, as
+    ``extract_layer_index`` reads it). The engine's ``cache_dtype`` is applied per layer
+    here and then cleared, so that it no longer overrides the skipped layers.
+
+    Raises:
+        ConfigError: an entry is neither a layer index nor ``sliding_window``, or the model's
+            dtype cannot be read from its config.json.
+    """
+    from kvunits.contracts import (
+        ChunkedLocalLayer,
+        FullAttentionLayer,
+        MLALayer,
+        ModelSpec,
+        SlidingWindowLayer,
+    )
+    from kvunits.contracts.config._hf_fields import Reader
+    from kvunits.contracts.config._hf_layers import resolve_dtypes
+    from kvunits.contracts.errors import ConfigError, ConfigIssue
+
+    bad = [s for s in skipped if not s.isdigit() and s != "sliding_window"]
+    raw: object = None
+    try:
+        raw = json.loads(Path(config.source).read_text(encoding="utf-8")[: 1 << 20])
+    except (OSError, ValueError):
+        raw = None
+    dtypes = None
+    if isinstance(raw, dict):
+        text = raw.get("text_config")
+        kind = (text if isinstance(text, dict) else raw).get("model_type")
+        dtypes = resolve_dtypes(Reader(config.source), raw, str(kind))
+    if bad or dtypes is None:
+        why = (
+            f"{bad[0][:40]!r} is neither a layer index nor sliding_window"
+            if bad
+            else "the model's dtype is read from a Hugging Face config.json, which this is not"
+        )
+        raise ConfigError([ConfigIssue("command line", "--kv-cache-dtype-skip-layers", why)])
+    indices = {int(s) for s in skipped if s.isdigit()}
+    attention = (FullAttentionLayer, SlidingWindowLayer, ChunkedLocalLayer, MLALayer)
+    engine_dtype = config.engine.cache_dtype
+    layers = {}
+    for name, layer in config.model.layers.items():
+        parts = name.split(".")
+        if isinstance(layer, attention) and parts[0] == "text" and len(parts) == 2:
+            skip = int(parts[1]) in indices or (
+                "sliding_window" in skipped and isinstance(layer, SlidingWindowLayer)
+            )
+            dtype = dtypes.model if skip else (engine_dtype or layer.dtype)
+            layer = layer.model_copy(update={"dtype": dtype})
+        layers[name] = layer
+    model = ModelSpec(name=config.model.name, layers=layers)
+    engine = config.engine.model_copy(update={"cache_dtype": None})
+    sources = {
+        **config.engine_sources,
+        "cache_dtype": "per layer: --kv-cache-dtype-skip-layers " + " ".join(skipped),
+    }
+    return config.model_copy(update={"model": model, "engine": engine, "engine_sources": sources})
+
+
 def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
     """vLLM's plan of the config's model and engine, or why it is not given."""
     from kvunits.contracts import KvUnitsError
@@ -365,6 +443,7 @@ def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
             config.engine,
             auto_fit=extra.auto_fit,
             num_gpu_blocks_override=extra.num_gpu_blocks_override,
+            enable_prefix_caching=extra.enable_prefix_caching,
         )
     except KvUnitsError as err:
         return str(err)
@@ -372,6 +451,8 @@ def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
 
 def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) -> list[str]:
     """The plan's vLLM section, for people: the settings, vLLM's line, the notes."""
+    from kvunits.contracts import MLALayer, Tokens
+
     engine = config.engine
     how = f"--like-vllm {extra.gpu}" if extra.gpu else "these settings"
     head = (
@@ -386,8 +467,16 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
         lines.append(f"  {numbers.headline()}")
         if numbers.auto_fit:
             lines.append(f"  max_model_len auto-fitted to {numbers.max_model_len}")
-    from kvunits.contracts import MLALayer
-
+        grown = {g.block_size for g in numbers.groups if g.kind != "mamba"}
+        if grown and grown != {Tokens(engine.block_size_slots)}:
+            ordered = sorted(grown, key=lambda b: b.numerical_value_in(Tokens))
+            sizes = ", ".join(str(b) for b in ordered)
+            lines.append(
+                f"  attention block size {sizes}: vLLM grows it until an attention page holds "
+                "a recurrent state, and pads the state pages to it"
+                if any(g.kind == "mamba" for g in numbers.groups)
+                else f"  block size {sizes} after vLLM unified the groups' pages"
+            )
     mla = any(isinstance(layer, MLALayer) for layer in config.model.layers.values())
     if mla and config.engine_sources.get("block_size_slots") == "default":
         lines.append(
@@ -448,6 +537,58 @@ def fit_auto_length(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
     engine = config.engine.model_copy(update={"max_model_len": fitted})
     sources = {**config.engine_sources, "max_model_len": f"flag --max-model-len auto ({how})"}
     return config.model_copy(update={"engine": engine, "engine_sources": sources})
+
+
+def activations_from_config(path: str | None, flags: dict[str, object], extra: VllmArgs) -> None:
+    """``--activation-memory estimate``: kvunits' estimate of what vLLM's profiling keeps
+    (`kvunits.contracts.config._activations`), from the model's ``config.json``, said to be
+    an estimate in the plan. Anything else given is left as it is."""
+    given = flags.get("activation_memory")
+    if not isinstance(given, str) or given.strip().lower() != "estimate":
+        return
+    from pathlib import Path
+
+    from kvunits.contracts.config._activations import estimate_activation_memory
+    from kvunits.contracts.config._hf_cache import locate_config
+    from kvunits.contracts.deploy import RankBytes
+    from kvunits.contracts.errors import ConfigError, ConfigIssue, KvUnitsError
+    from kvunits.runtime.like_vllm import VLLM_GPUS
+
+    raw: object = None
+    if path is not None:
+        try:
+            file, _ = locate_config(path, extra.revision)
+            raw = json.loads(Path(file).read_text(encoding="utf-8")[: 1 << 20])
+        except (KvUnitsError, OSError, ValueError):
+            raw = None
+    batched = human_readable_int(str(flags.get("max_num_batched_tokens") or "2048").split()[0])
+    gpu = VLLM_GPUS.get((extra.gpu or "").strip().lower())
+    # vLLM's default max_num_seqs (EngineArgs.get_batch_defaults): 1024 from 70 GiB, else 256.
+    seqs = extra.max_num_seqs or (
+        1024 if gpu is not None and gpu.memory.numerical_value_in(RankBytes) >= 70 << 30 else 256
+    )
+    found = None
+    if isinstance(raw, dict) and batched:
+        found = estimate_activation_memory(
+            raw,
+            batched_tokens=batched,
+            max_num_seqs=seqs,
+            tp=_int(flags.get("tensor_parallel_size")),
+        )
+    if found is None:
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    "command line",
+                    "--activation-memory",
+                    "estimate needs the model's config.json with hidden_size, "
+                    "num_attention_heads and vocab_size; give the memory instead, e.g. "
+                    '"4 GiB" (what vLLM logs as PyTorch activation peak plus non-torch memory)',
+                )
+            ]
+        )
+    flags["activation_memory"] = f"{found.per_rank.numerical_value_in(RankBytes)} byte"
+    extra.notes.append(found.describe())
 
 
 def weights_from_directory(path: str | None, flags: dict[str, object], extra: VllmArgs) -> None:

@@ -79,7 +79,8 @@ _ENGINE_FLAGS: Final = (
     (
         "activation_memory",
         "QTY",
-        'activations and other non-KV memory on each GPU, e.g. "4 GiB" (with --gpu-memory)',
+        'activations and other non-KV memory on each GPU, e.g. "4 GiB", or "estimate" '
+        "(kvunits' estimate of what vLLM profiles, from config.json; with --gpu-memory)",
         None,
     ),
     ("cache_dtype", "DTYPE", "cache dtype for every layer (bfloat16, fp8, …, or auto)", None),
@@ -671,13 +672,21 @@ def _convert(args: argparse.Namespace) -> int:
 def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     from kvunits.contracts.config import load_config
 
-    from ._vllm import apply_state_dtypes, engine_flags, fit_auto_length, weights_from_directory
+    from ._vllm import (
+        activations_from_config,
+        apply_skip_layers,
+        apply_state_dtypes,
+        engine_flags,
+        fit_auto_length,
+        weights_from_directory,
+    )
 
     flags: dict[str, object] = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
     flags["async_scheduling"] = args.async_scheduling
     args.vllm = extra = engine_flags(args, flags)
     path = path if path is not None else getattr(args, "vllm_model", None)
     weights_from_directory(path, flags, extra)
+    activations_from_config(path, flags, extra)
     if path is not None:
         from ._examples import shipped
 
@@ -685,7 +694,10 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
         config = load_config(
             path, flags=flags, hf_overrides=extra.hf_overrides or None, revision=extra.revision
         )
-        return fit_auto_length(apply_state_dtypes(config, extra), extra)
+        config = apply_state_dtypes(config, extra)
+        if extra.kv_cache_dtype_skip_layers:
+            config = apply_skip_layers(config, extra.kv_cache_dtype_skip_layers)
+        return fit_auto_length(config, extra)
     example = os.path.join(os.path.dirname(__file__), "examples", DEFAULT_EXAMPLE)
     if os.path.isfile(example):  # package data beside the module (importlib.resources costs more)
         return fit_auto_length(load_config(example, flags=flags), extra)

@@ -39,9 +39,17 @@ with ``in_flight = max_concurrent_batches × max_num_batched_tokens`` (its
 the encoder's length); full attention ``cdiv(max_model_len, B)`` (over
 ``dcp`` when DCP shards it).
 
-What vLLM does that is not modelled here is refused with the reason (`SpecError`): recurrent
-state layers (vLLM aligns the attention block size to the Mamba page at start-up), a model
-whose pages cannot be unified, and no layer with a cache (vLLM's attention-free models).
+Recurrent-state hybrids (Mamba-1, Mamba-2, gated delta nets beside attention) are planned as
+vLLM aligns them at start-up (`_hybrid_specs`): the attention block size grows until its page
+holds a state, every state page is padded to it, and a request's state holds 2 pages with
+prefix caching (vLLM's default) or 1 without. DeepSeek sparse attention's indexer caches are
+MLA-like specs of their own bytes (`IndexerLayer`), in the same group as the MLA layers.
+
+What vLLM does that is not modelled here is refused with the reason (`SpecError`): gated
+delta nets with prefix caching (their checkpoints depend on the GPU's GDN prefill backend),
+hybrids whose attention layers differ per token, a model whose pages cannot be unified, a
+pipeline stage without a cached layer, and no layer with a cache (vLLM's attention-free
+models).
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal, cast, final
 
 from kvunits.contracts import (
+    Bytes,
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
@@ -58,6 +67,7 @@ from kvunits.contracts import (
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
+    IndexerLayer,
     KVSharedLayer,
     LayerSpec,
     MLALayer,
@@ -77,12 +87,14 @@ from kvunits.contracts.deploy import (
     kv_heads_per_rank,
 )
 from kvunits.contracts.internal import cdiv
-from kvunits.contracts.state import StateMixerLayer
+from kvunits.contracts.state import GatedDeltaNetLayer, StateMixerLayer
 
-from .deployment import stage_layers
+from .deployment import check_every_stage_caches, stage_layers
 
 #: The kinds of vLLM spec a layer becomes (``vllm/v1/kv_cache_interface.py``).
-SpecKind = Literal["full_attention", "mla", "sliding_window", "chunked_local", "cross_attention"]
+SpecKind = Literal[
+    "full_attention", "mla", "sliding_window", "chunked_local", "cross_attention", "mamba"
+]
 
 #: vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE`` (``vllm/config/cache.py``), FlashAttention's too.
 DEFAULT_BLOCK_SIZE: Final = 16
@@ -100,13 +112,21 @@ class _Spec:
     head_size_v: int
     dtype_bytes: int
     states_per_token: int  # P of a pooled layer (vLLM: 1 / tokens_per_state)
+    state_bytes: int | None = None  # a packed state (vLLM's state_content_bytes), a mamba's
+    state_pages: int = 1  # pages a request's recurrent state holds (MambaSpec)
+    indexer: bool = False  # a sparse-attention indexer's key cache (its own fixed bytes)
     window_tokens: int | None = None
     chunk_tokens: int | None = None
     page_padded_bytes: int | None = None
 
     @property
     def unpadded_page_bytes(self) -> int:
+        if self.kind == "mamba":
+            assert self.state_bytes is not None
+            return self.state_bytes  # the whole state, whatever the block size
         per_state = (self.head_size_k + self.head_size_v) * self.dtype_bytes
+        if self.state_bytes is not None:
+            per_state = self.state_bytes
         return self.kv_heads * self.block_size_tokens * self.states_per_token * per_state
 
     @property
@@ -119,12 +139,16 @@ class _Spec:
         """What vLLM's ``is_uniform_with_collection`` compares: the kind (MLA is full
         attention), the window or chunk; block size and DCP sharding are compared apart."""
         kind = "full_attention" if self.kind == "mla" else self.kind
+        if kind == "mamba":
+            return (kind, self.page_bytes, self.state_pages)
         return (kind, self.window_tokens, self.chunk_tokens, self.block_size_tokens)
 
     def blocks_per_request(self, limits: _Limits) -> int:
         """``cdiv(max_memory_usage_bytes, page_size_bytes)``: the blocks one request at
         ``max_model_len`` holds (vLLM's ``max_admission_blocks_per_request`` for local kinds)."""
         bs = self.block_size_tokens
+        if self.kind == "mamba":
+            return self.state_pages
         if self.kind == "sliding_window":
             assert self.window_tokens is not None
             tokens = min(self.window_tokens - 1 + limits.in_flight, limits.max_model_len)
@@ -222,6 +246,7 @@ def plan_like_vllm(
     auto_fit: bool = False,
     num_gpu_blocks_override: int | None = None,
     max_num_encoder_input_tokens: int | None = None,
+    enable_prefix_caching: bool = True,
 ) -> VllmPlan:
     """Plan ``model`` on ``engine`` as vLLM 0.33 does (the steps of the module docstring).
 
@@ -240,6 +265,9 @@ def plan_like_vllm(
         max_num_encoder_input_tokens: the encoder budget a cross-attention group is sized by
             (vLLM's ``scheduler_config.max_num_encoder_input_tokens``); default, as vLLM's,
             ``max_num_batched_tokens``.
+        enable_prefix_caching: vLLM's ``--enable-prefix-caching`` (on by default): with it a
+            recurrent state holds 2 pages a request (``mamba_cache_mode = "align"``), without
+            it 1 (see `_hybrid_specs`).
 
     Raises:
         SpecError: a layer kind or a layout vLLM builds in ways not modelled here (the message
@@ -258,17 +286,17 @@ def plan_like_vllm(
         Maximum concurrency for 131,072 tokens per request: 2.50x
     """
     parallelism = engine.parallelism
-    specs = _rank_specs(model, engine, parallelism)
+    specs = _rank_specs(model, engine, parallelism, enable_prefix_caching)
     if not specs:
         raise SpecError(
             f"model {model.name!r} has no layer with a KV cache: vLLM serves it attention-free "
             "(one null block, no KV cache line); there is nothing to plan"
         )
     groups = _groups(specs)
-    stages = [
-        [name for name in names if name in specs] for names in stage_layers(model, parallelism)
-    ]
-    per_stage = [_bytes_per_block(groups, set(names)) for names in stages if names]
+    all_stages = stage_layers(model, parallelism)
+    check_every_stage_caches(all_stages, specs.keys(), parallelism)
+    stages = [[name for name in names if name in specs] for names in all_stages]
+    per_stage = [_bytes_per_block(groups, set(names)) for names in stages]
     memory = engine.kv_cache_memory.numerical_value_in(RankBytes)
     if num_gpu_blocks_override is not None:
         memories = [num_gpu_blocks_override * b for b in per_stage]
@@ -327,15 +355,183 @@ def plan_like_vllm(
 # -- step 1: the per-layer specs --------------------------------------------------------------
 
 
-def _rank_specs(model: ModelSpec, engine: EngineSpec, parallelism: Parallelism) -> dict[str, _Spec]:
+def _rank_specs(
+    model: ModelSpec, engine: EngineSpec, parallelism: Parallelism, prefix_caching: bool
+) -> dict[str, _Spec]:
     """Each layer's spec on one rank (layers without a cache of their own have none)."""
+    states = {
+        name: layer
+        for name, layer in model.layers.items()
+        if isinstance(layer, (StateMixerLayer, StateLayer))
+    }
+    if states:
+        return _hybrid_specs(model, engine, parallelism, states, prefix_caching)
     bs = engine.block_size_slots
     specs: dict[str, _Spec] = {}
     for name, layer in model.layers.items():
         spec = _layer_spec(name, layer, bs, engine, parallelism)
         if spec is not None:
             specs[name] = spec
+    return _mixed_dtype_specs(specs, bs)
+
+
+def _mixed_dtype_specs(specs: dict[str, _Spec], bs: int) -> dict[str, _Spec]:
+    """Attention layers in two dtypes (``--kv-cache-dtype-skip-layers`` keeps some in the
+    model's dtype while the rest are quantised) as vLLM 0.33 sizes them at start-up
+    (``Platform._align_heterogeneous_kv_block_size``, ``Attention.get_kv_cache_spec``):
+
+    * the block size grows to the smallest multiple of ``a = max(16, block_size)`` whose
+      quantised page covers 16 tokens of the wider dtype: ``a × cdiv(16 × wide, a ×
+      narrow)`` (per-token pages of the model's attention geometry);
+    * full-attention layers, either dtype, take that block size;
+    * a sliding-window layer takes the largest multiple of 16 tokens whose page fits the
+      shared page ``block_size × narrow``, and is padded to it.
+
+    Raises:
+        SpecError: the attention layers differ in geometry, or chunked-local layers (vLLM
+            aligns to the model-level geometry only; not modelled).
+    """
+    if len({s.dtype_bytes for s in specs.values() if s.kind == "mla" and not s.indexer}) > 1:
+        raise SpecError(
+            "MLA layers in two cache dtypes (--kv-cache-dtype-skip-layers): vLLM 0.33 aligns "
+            "their blocks through a full-attention page of the latent, which kvunits does not "
+            "model"
+        )
+    attention = {n: s for n, s in specs.items() if s.kind != "mla"}
+    if len({s.dtype_bytes for s in attention.values()}) < 2:
+        return specs
+    shapes = {
+        (s.kv_heads, s.head_size_k, s.head_size_v, s.states_per_token) for s in attention.values()
+    }
+    if len(shapes) > 1 or any(
+        s.kind not in ("full_attention", "sliding_window") for s in attention.values()
+    ):
+        raise SpecError(
+            "attention layers in two cache dtypes (--kv-cache-dtype-skip-layers) with different "
+            "head geometries or kinds beside full and sliding attention: vLLM 0.33 aligns "
+            "their blocks to the model-level geometry (Platform._align_heterogeneous_kv_"
+            "block_size), which kvunits models for one geometry only"
+        )
+    heads, k, v, states = next(iter(shapes))
+    per_dtype = {
+        s.dtype_bytes: heads * (k + v) * states * s.dtype_bytes for s in attention.values()
+    }
+    narrow, wide = per_dtype[min(per_dtype)], per_dtype[max(per_dtype)]
+    align = max(_FLASH_ATTN_KERNEL_BLOCK, bs)
+    bs = max(bs, align * cdiv(wide * _FLASH_ATTN_KERNEL_BLOCK, align * narrow))
+    shared = bs * narrow
+    out: dict[str, _Spec] = {}
+    for name, spec in specs.items():
+        if spec.kind == "sliding_window":
+            token = spec.unpadded_page_bytes // spec.block_size_tokens
+            block = max(
+                _FLASH_ATTN_KERNEL_BLOCK,
+                shared // token // _FLASH_ATTN_KERNEL_BLOCK * _FLASH_ATTN_KERNEL_BLOCK,
+            )
+            if block * token > shared:
+                block = _FLASH_ATTN_KERNEL_BLOCK
+            out[name] = replace(spec, block_size_tokens=block, page_padded_bytes=shared)
+        elif spec.kind == "full_attention":
+            out[name] = replace(spec, block_size_tokens=bs)
+        else:
+            out[name] = spec
+    return out
+
+
+#: FlashAttention's kernel blocks (``get_supported_kernel_block_sizes``: ``MultipleOf(16)``).
+_FLASH_ATTN_KERNEL_BLOCK: Final = 16
+
+
+def _hybrid_specs(
+    model: ModelSpec,
+    engine: EngineSpec,
+    parallelism: Parallelism,
+    states: Mapping[str, LayerSpec],
+    prefix_caching: bool,
+) -> dict[str, _Spec]:
+    """The specs of a model with recurrent-state layers next to attention, as vLLM 0.33 makes
+    them at start-up (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``;
+    ``MambaModelConfig.verify_and_update_config``, ``vllm/model_executor/models/config.py``):
+
+    * the attention block size grows to the smallest multiple of the kernel block (16, or the
+      given block size if larger) whose page holds the largest state:
+      ``a × cdiv(state, a × attention_page_per_token)``, ``a = max(16, block_size)``;
+    * every state page is padded to that attention page;
+    * with prefix caching (vLLM's default) a request's state holds 2 pages
+      (``mamba_cache_mode = "align"``, the state at the last block boundary and the running
+      one) and the state group's block size is the attention's; without it 1 page, in
+      blocks of ``max_model_len``.
+
+    Raises:
+        SpecError: attention layers of different pages per token or MLA beside the states
+            (vLLM aligns to the model-level head geometry only), gated delta nets with prefix
+            caching (vLLM's GDN checkpoints depend on the GPU's prefill backend), or a
+            ``state`` layer given in bytes only.
+    """
+    bs = engine.block_size_slots
+    tp = parallelism.tensor_parallel_size
+    attention: dict[str, _Spec] = {}
+    for name, layer in model.layers.items():
+        if name not in states:
+            spec = _layer_spec(name, layer, 1, engine, parallelism)
+            if spec is not None:
+                attention[name] = spec
+    per_token = {spec.unpadded_page_bytes for spec in attention.values()}
+    if any(spec.kind == "mla" for spec in attention.values()) or len(per_token) > 1:
+        raise SpecError(
+            f"model {model.name!r} mixes recurrent states with attention layers of "
+            f"{len(per_token)} page sizes per token (or MLA): vLLM 0.33 aligns its block size "
+            "to the model-level attention geometry only (Platform._align_hybrid_block_size), "
+            "which kvunits does not model for this mix; kvunits' own plan stands"
+        )
+    state_bytes: dict[str, int] = {}
+    for name, layer in states.items():
+        if not isinstance(layer, StateMixerLayer):
+            raise SpecError(
+                f"layer {name!r} is a state given in bytes only: vLLM sizes a recurrent state "
+                "from its mixer's shapes (MambaStateShapeCalculator); give the mixer (mamba1, "
+                "mamba2, gated_delta_net) for vLLM's numbers"
+            )
+        if prefix_caching and isinstance(layer, GatedDeltaNetLayer):
+            raise SpecError(
+                f"layer {name!r} is a gated delta net and prefix caching is on: vLLM 0.33 then "
+                "aligns blocks to the GDN prefill checkpoints and adds a checkpoint page when "
+                "the GPU's GDN prefill backend is FlashInfer's (Hopper, some Blackwell), which "
+                "kvunits does not model; plan with --no-enable-prefix-caching for vLLM's "
+                "numbers without it"
+            )
+        state_bytes[name] = sum(t.size.numerical_value_in(Bytes) for t in layer.state_tensors(tp))
+    largest = max(state_bytes.values())
+    token_page = next(iter(per_token)) if per_token else 0
+    if token_page:
+        align = max(_FLASH_ATTN_KERNEL_BLOCK, bs)
+        needed = align * cdiv(largest, align * token_page)
+        needed = _FLASH_ATTN_KERNEL_BLOCK * cdiv(needed, _FLASH_ATTN_KERNEL_BLOCK)
+        bs = max(bs, needed)
+    page = bs * token_page
+    specs: dict[str, _Spec] = {}
+    for name, layer in model.layers.items():
+        if name in attention:
+            specs[name] = replace(attention[name], block_size_tokens=bs)
+        elif name in state_bytes:
+            mixer = cast("StateMixerLayer", layer)
+            specs[name] = _Spec(
+                kind="mamba",
+                block_size_tokens=bs if prefix_caching else _max_model_len(engine),
+                kv_heads=1,
+                head_size_k=0,
+                head_size_v=0,
+                dtype_bytes=mixer.ssm_dtype.itemsize_bytes,
+                states_per_token=1,
+                state_bytes=state_bytes[name],
+                page_padded_bytes=page if page and page != largest else None,
+                state_pages=2 if prefix_caching else 1,
+            )
     return specs
+
+
+def _max_model_len(engine: EngineSpec) -> int:
+    return engine.max_model_len.numerical_value_in(Tokens)
 
 
 def _layer_spec(
@@ -343,28 +539,38 @@ def _layer_spec(
 ) -> _Spec | None:
     if isinstance(layer, (EncoderOnlyLayer, KVSharedLayer)):
         return None
-    if isinstance(layer, (StateMixerLayer, StateLayer)):
-        raise SpecError(
-            f"layer {name!r} keeps a recurrent state: vLLM 0.33 aligns the attention block "
-            "size to the state's page at start-up (Platform._align_hybrid_block_size) and "
-            "pads the state pages, which kvunits does not model; kvunits' own plan of this "
-            "model stands, vLLM's headline numbers are not given"
-        )
+    assert not isinstance(layer, (StateMixerLayer, StateLayer))  # _hybrid_specs plans them
     heads = kv_heads_of(layer)
     assert heads is not None
     per_rank = kv_heads_per_rank(heads, parallelism).numerical_value_in(RankKVHeads)
     if isinstance(layer, MLALayer):
         dtype = layer.dtype if engine.cache_dtype is None else engine.cache_dtype
+        head = (layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(Elements)
+        slot = layer.slot_size(dtype).numerical_value_in(Bytes)
         return _Spec(
             kind="mla",
             block_size_tokens=bs,
             kv_heads=1,
-            head_size_k=(layer.kv_lora_rank + layer.qk_rope_head_dim).numerical_value_in(
-                Elements
-            ),
+            head_size_k=head,
             head_size_v=0,
             dtype_bytes=dtype.itemsize_bytes,
             states_per_token=1,
+            # A sparse layer's fp8 cache is FlashMLA's fp8_ds_mla layout (656 byte a token
+            # for DeepSeek's), vLLM's state_content_bytes (mla_attention.py).
+            state_bytes=None if slot == head * dtype.itemsize_bytes else slot,
+        )
+    if isinstance(layer, IndexerLayer):
+        # deepseek_v2.py DeepseekV32IndexerCache: an MLAAttentionSpec of one head of
+        # head_dim + head_dim // 128 * 4 uint8, whatever the engine's cache dtype.
+        return _Spec(
+            kind="mla",
+            block_size_tokens=bs,
+            kv_heads=1,
+            head_size_k=layer.slot_size.numerical_value_in(Bytes),
+            head_size_v=0,
+            dtype_bytes=1,
+            states_per_token=1,
+            indexer=True,
         )
     dtype = layer.dtype if engine.cache_dtype is None else engine.cache_dtype
     pool = 1
@@ -446,6 +652,16 @@ def _unify_pages(specs: dict[str, _Spec]) -> dict[str, _Spec]:
         if page == largest:
             out[name] = spec
         elif largest % page == 0:
+            if spec.page_padded_bytes is not None:
+                # vLLM grows the block of a padded page too, then finds the padding smaller
+                # than the grown page (AttentionSpec.page_size_bytes asserts it).
+                raise SpecError(
+                    f"layer {name!r}: its page is padded to {page} byte but must grow to "
+                    f"{largest} byte to unify with the largest page: vLLM 0.33 fails at "
+                    "start-up here (AssertionError in AttentionSpec.page_size_bytes; e.g. "
+                    "--kv-cache-dtype-skip-layers keeping full-attention layers unquantised "
+                    "beside quantised sliding-window ones)"
+                )
             out[name] = replace(spec, block_size_tokens=spec.block_size_tokens * largest // page)
         elif spec.kind != "mla":
             out[name] = replace(spec, page_padded_bytes=largest)

@@ -18,11 +18,13 @@ from .._layers import LayerSpec
 from ._hf_decoders import (
     read_cohere2,
     read_deepseek,
+    read_deepseek_sparse,
     read_gemma,
     read_gemma4,
     read_gpt_oss,
     read_llama,
     read_llama4,
+    read_mimo_v2,
     read_qwen2,
     read_qwen3_moe,
 )
@@ -64,6 +66,9 @@ CACHE_FIELDS: Final = frozenset(
         "per_layer_config",
         "kv_lora_rank",
         "qk_rope_head_dim",
+        "index_topk",
+        "index_topk_freq",
+        "index_topk_pattern",
         "attn_layer_period",
         "attn_layer_offset",
         "full_attention_interval",
@@ -112,6 +117,8 @@ class Family:
 
 
 _ATTN: Final = frozenset({"num_key_value_heads", "head_dim"})
+#: DeepSeek sparse attention's indexer fields (vllm/models/deepseek_v32/attention.py).
+_DSA_READS: Final = frozenset({"index_topk", "index_topk_freq", "index_topk_pattern"})
 _LLAMA_READS: Final = _ATTN | {"sliding_window", "layer_types"}
 
 _LLAMA: Final = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32}
@@ -624,7 +631,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
         ),
         "MLA on every layer: one latent head of kv_lora_rank + qk_rope_head_dim, no V",
         read_deepseek,
-        frozenset({"kv_lora_rank", "qk_rope_head_dim"}),
+        frozenset({"kv_lora_rank", "qk_rope_head_dim", *_DSA_READS}),
         ignores={
             "num_key_value_heads": "MLA caches one latent head",
             "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim",
@@ -642,6 +649,69 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "kv_lora_rank": 512,
                 "qk_rope_head_dim": 64,
             },
+        },
+    ),
+    Family(
+        "deepseek_sparse",
+        ("deepseek_v32", "glm_moe_dsa"),
+        ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"),
+        "DeepSeek sparse attention: MLA on every layer (an fp8 cache in FlashMLA's fp8_ds_mla "
+        "layout) and, on the layers that run the indexer (index_topk_freq / "
+        "index_skip_topk_offset / index_topk_pattern), its key cache of index_head_dim fp8 "
+        "elements and a float32 scale per 128; vllm/models/deepseek_v32/attention.py",
+        read_deepseek_sparse,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim", *_DSA_READS}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim (glm_moe_dsa sets it to "
+            "the RoPE part)",
+            "layer_types": "glm_moe_dsa's indexed_attention on every layer: vLLM builds each "
+            "layer's caches from index_topk and its schedule",
+        },
+        defaults={
+            # vLLM reads deepseek_v32 with transformers' DeepseekV3Config
+            # (vllm/transformers_utils/config.py), which has no indexer defaults.
+            "deepseek_v32": {
+                "num_hidden_layers": 61,
+                "max_position_embeddings": 4096,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+            },
+            "glm_moe_dsa": {
+                "num_hidden_layers": 78,
+                "max_position_embeddings": 202752,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+                "index_topk": 2048,
+                "index_head_dim": 128,
+            },
+        },
+    ),
+    Family(
+        "mimo_v2",
+        ("mimo_v2_flash", "mimo_v2"),
+        ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"),
+        "hybrid_layer_pattern: 1 slides over sliding_window_size tokens with the swa_ heads "
+        "and head sizes, 0 is full attention with num_key_value_heads, head_dim and "
+        "v_head_dim (K and V heads of different sizes; attention sinks keep no cache); "
+        "vllm/model_executor/models/mimo_v2.py MiMoV2DecoderLayer",
+        read_mimo_v2,
+        frozenset({"num_key_value_heads", "head_dim"}),
+        ignores={
+            "sliding_window": "vLLM's mimo_v2.py takes sliding_window_size (transformers "
+            "stores sliding_window_size + 1 here)",
+            "layer_types": "vLLM's mimo_v2.py reads hybrid_layer_pattern",
+            "attention_chunk_size": "vLLM's mimo_v2.py builds no chunked attention",
+        },
+        defaults={
+            "mimo_v2_flash": {
+                "num_hidden_layers": 48,
+                "num_attention_heads": 64,
+                "num_key_value_heads": 4,
+                "head_dim": 192,
+                "v_head_dim": 128,
+                "max_position_embeddings": 131072,
+            }
         },
     ),
     Family(

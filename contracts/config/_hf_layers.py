@@ -21,6 +21,7 @@ from .._layers import (
     CrossAttentionLayer,
     EncoderOnlyLayer,
     FullAttentionLayer,
+    IndexerLayer,
     KVSharedLayer,
     LayerSpec,
     MLALayer,
@@ -84,14 +85,23 @@ def cross(a: Attention, encoder_length: int) -> LayerSpec:
     )
 
 
-def mla(kv_lora_rank: int, qk_rope_head_dim: int, dtype: CacheDType) -> LayerSpec:
+def mla(
+    kv_lora_rank: int, qk_rope_head_dim: int, dtype: CacheDType, *, sparse: bool = False
+) -> LayerSpec:
     """Multi-head latent attention: one head of ``kv_lora_rank + qk_rope_head_dim``, no V
-    (vLLM ``MLAAttentionSpec``)."""
+    (vLLM ``MLAAttentionSpec``); ``sparse`` for DeepSeek sparse attention's MLA."""
     return MLALayer(
         kv_lora_rank=Elements(kv_lora_rank),
         qk_rope_head_dim=Elements(qk_rope_head_dim),
         dtype=dtype,
+        sparse=sparse,
     )
+
+
+def indexer(head_size: int) -> LayerSpec:
+    """DeepSeek sparse attention's indexer key cache of ``head_size`` fp8 elements a token
+    (vLLM ``DeepseekV32IndexerCache``)."""
+    return IndexerLayer(head_size=Elements(head_size))
 
 
 def no_cache() -> LayerSpec:

@@ -172,7 +172,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "BeamForCausalLM": "vllm.models.beam builds its cache in its own package, not modelled",
     "Cohere2MoeForCausalLM": "Cohere 2 MoE's dense and sparse layer mix (cohere2_moe.py) is "
     "not modelled",
-    "DeepseekV32ForCausalLM": _SPARSE.format("DeepSeek V3.2's lightning indexer"),
     "DeepseekV4ForCausalLM": "compressed MLA caches (several tokens per state) and an indexer "
     "cache (DeepSeek V4), not modelled",
     "DomynEdgeForCausalLM": "per-layer window sizes of domyn_edge.py (window_size), not modelled",
@@ -189,7 +188,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "Gemma3nForCausalLM": "Gemma 3n's KV-shared layers across window kinds and its per-layer "
     "inputs (gemma3n.py), not modelled",
     "Glm5NextForCausalLM": _SPARSE.format("GLM-5"),
-    "GlmMoeDsaForCausalLM": _SPARSE.format("GLM MoE DSA"),
     "GraniteMoeHybridForCausalLM": _STATE.format("Mamba-2 layers of granitemoehybrid.py"),
     "HCXVisionV2ForCausalLM": "HyperCLOVA X vision's language model config, not located",
     "HYV4ForCausalLM": _SPARSE.format("Hunyuan V4"),
@@ -207,10 +205,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "(LongCat-Flash n-gram), not modelled",
     "Mamba2ForCausalLM": _STATE.format("Mamba-2, attention-free"),
     "MambaForCausalLM": _STATE.format("Mamba-1, attention-free"),
-    "MiMoV2FlashForCausalLM": "sliding-window layers with attention sinks and their own head "
-    "sizes (mimo_v2.py), not modelled",
-    "MiMoV2ForCausalLM": "sliding-window layers with attention sinks and their own head sizes "
-    "(mimo_v2.py), not modelled",
     "MiniMaxM3SparseForCausalLM": _SPARSE.format("MiniMax M3"),
     "MuseGlimmerForCausalLM": "per-layer windows of muse_glimmer.py, not modelled",
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "

@@ -35,6 +35,7 @@ from typing import Any, Final, Literal, TypeAlias, final
 from kvunits.contracts import (
     AdmissionCap,
     BlockSize,
+    Bytes,
     CacheDType,
     ChunkedLocalLayer,
     CrossAttentionLayer,
@@ -42,6 +43,7 @@ from kvunits.contracts import (
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
+    IndexerLayer,
     KVSharedLayer,
     LayerSpec,
     MLALayer,
@@ -945,7 +947,7 @@ class _Audit:
         pools = [
             layer.pool.tokens_per_block
             for layer in model.layers.values()
-            if not isinstance(layer, (MLALayer, StateMixerLayer, StateLayer))
+            if not isinstance(layer, (MLALayer, IndexerLayer, StateMixerLayer, StateLayer))
             and not isinstance(layer, (EncoderOnlyLayer, KVSharedLayer))
             and layer.pool is not None
         ]
@@ -1007,6 +1009,9 @@ def _pool_factor(p: int) -> Any:
 def _head_sizes(layer: LayerSpec) -> tuple[Elements, Elements]:
     if isinstance(layer, MLALayer):
         return layer.kv_lora_rank + layer.qk_rope_head_dim, Elements(0)
+    if isinstance(layer, IndexerLayer):
+        # vLLM's DeepseekV32IndexerCache: one head of its packed bytes, as uint8 elements.
+        return Elements(layer.slot_size.numerical_value_in(Bytes)), Elements(0)
     assert not isinstance(layer, (StateMixerLayer, StateLayer, EncoderOnlyLayer, KVSharedLayer))
     return layer.head_size_k, layer.head_size_v_or_k
 

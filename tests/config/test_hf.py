@@ -331,11 +331,10 @@ def test_architectures_come_first_as_vllm_dispatches() -> None:
     renamed = {**_data("llama-3.1-8b"), "model_type": "my_llama_finetune"}
     assert set(_kinds(renamed)) == {"full_attention"}
     # An architecture vLLM 0.33 serves but kvunits does not model is refused with the reason.
-    data = {**_data("llama-3.1-8b"), "architectures": ["DeepseekV32ForCausalLM"]}
+    data = {**_data("llama-3.1-8b"), "architectures": ["SarvamMLAForCausalLM"]}
     assert _one_issue(data) == (
-        "config.json: architectures[0]: DeepseekV32ForCausalLM: kvunits does not plan it: a "
-        "sparse-attention indexer cache beside the MLA cache (DeepSeek V3.2's lightning "
-        "indexer), not modelled"
+        "config.json: architectures[0]: SarvamMLAForCausalLM: kvunits does not plan it: a "
+        "sparse-attention indexer cache beside the MLA cache (Sarvam MLA), not modelled"
     )
     # One vLLM 0.33 no longer serves (registry.py _PREVIOUSLY_SUPPORTED_MODELS).
     data["architectures"] = ["MllamaForConditionalGeneration"]

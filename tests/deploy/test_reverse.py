@@ -172,12 +172,15 @@ def cases(draw: st.DrawFn) -> Case:
         else:
             layer = StateLayer(state_size=Bytes(draw(st.integers(1, 1 << 16))))
         stacks[f"s{index}"] = (layer, Layers(draw(st.integers(1, 9))))
+    # Every stage must hold a layer (vLLM fails on an empty one: check_every_stage_caches);
+    # a stack of at least pp layers gives each stage one.
+    longest = max(count.numerical_value_in(Layers) for _, count in stacks.values())
     engine = EngineSpec(
         block_size_slots=draw(st.sampled_from([1, 4, 16])),
         max_model_len=Tokens(draw(st.integers(1, 6000))),
         max_num_batched_tokens=Tokens(draw(st.integers(1, 600))),
         tensor_parallel_size=tp,
-        pipeline_parallel_size=draw(st.integers(1, 4)),
+        pipeline_parallel_size=draw(st.integers(1, min(4, longest))),
         async_scheduling=draw(st.booleans()),
         num_speculative_tokens=draw(st.integers(0, 5)),
         memory_budget=RankBytes(1),

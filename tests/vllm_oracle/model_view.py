@@ -47,10 +47,33 @@ def view(path: str) -> dict[str, Any]:
             max_model_len=model.max_model_len,
             dtype=str(model.dtype).removeprefix("torch."),
             kv_cache_dtype=resolve_kv_cache_dtype_string("auto", model),
+            indexers=_indexers(text),
+            sliding_window_size=getattr(text, "sliding_window_size", None),
         )
     except Exception as exc:
         out["partial_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     return out
+
+
+def _indexers(text: Any) -> list[int] | None:
+    """The layers that build DeepSeek sparse attention's indexer, and its key's elements, as
+    vLLM's DeepseekV32Attention decides from the transformers config it holds
+    (vllm/models/deepseek_v32/attention.py: ``hasattr(config, "index_topk")``, then
+    ``index_topk_pattern``, else ``index_topk_freq`` / ``index_skip_topk_offset``): a list
+    of per-layer key sizes (0: no indexer), or None without sparse attention."""
+    if not hasattr(text, "index_topk"):
+        return None
+    freq = getattr(text, "index_topk_freq", 1)
+    pattern = getattr(text, "index_topk_pattern", None)
+    offset = getattr(text, "index_skip_topk_offset", 2)
+    sizes = []
+    for layer_id in range(text.num_hidden_layers):
+        if pattern is None:
+            skip = max(layer_id - offset + 1, 0) % freq != 0
+        else:
+            skip = 0 <= layer_id < len(pattern) and pattern[layer_id] == "S"
+        sizes.append(0 if skip else text.index_head_dim)
+    return sizes
 
 
 def main() -> None:
