@@ -401,6 +401,68 @@ def read_deepseek_sparse(sec: Section, dtypes: DTypes) -> Layers | None:
     return layers
 
 
+#: ``layer_types`` entries that make a Hunyuan V4 layer sparse (hy_v4 ``_SPARSE_LAYER_TYPES``).
+_HY_V4_SPARSE: Final = frozenset(
+    {"sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention"}
+)
+
+
+def read_hy_v4(sec: Section, dtypes: DTypes) -> Layers | None:
+    """hy_v4 (vllm/models/hy_v4/nvidia/attention.py ``HYV4MLAAttention``): MLA on every
+    layer. A layer whose ``layer_types`` entry is a sparse kind (``sparse_attention``,
+    ``sparse``, ``indexed_attention``, ``deepseek_sparse_attention``) runs DeepSeek sparse
+    attention's MLA and, unless ``indexer_types`` calls it ``shared`` (it reuses the top-k of
+    the layer before: ``compute_skip_topk_layers``), the indexer's key cache of
+    ``index_head_dim`` fp8 elements and their scales (``DeepseekV32IndexerCache``). Without
+    ``layer_types`` every layer is dense MLA. ``indexer_types`` defaults to HYV4Config's:
+    ``full`` on layer 0 and every 4th layer from 1. The sink, the gate and the
+    hyper-connections change no cache.
+    """
+    n_layers = layer_count(sec)
+    rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS)
+    rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
+    if n_layers is None or rank is None or rope is None:
+        return None
+    dense = mla(rank, rope, dtypes.kv)
+    if sec.value("layer_types") is None:
+        return {f"text.{i}": dense for i in range(n_layers)}
+    kinds = sec.text_list("layer_types", n_layers)
+    head = sec.number("index_head_dim", maximum=MAX_ELEMENTS)
+    if kinds is None or head is None:
+        return None
+    if head % _INDEXER_SCALE_BLOCK:
+        sec.issue(
+            "index_head_dim",
+            f"{head} is not a multiple of {_INDEXER_SCALE_BLOCK}: vLLM's indexer keeps one "
+            f"float32 scale per {_INDEXER_SCALE_BLOCK} elements",
+        )
+        return None
+    if sec.value("indexer_types") is None:
+        shares = [not (i == 0 or (i - 1) % 4 == 0) for i in range(n_layers)]
+    else:
+        names = sec.text_list("indexer_types", n_layers)
+        if names is None:
+            return None
+        bad = sorted(set(names) - {"full", "shared"})
+        if bad:
+            sec.issue(
+                "indexer_types",
+                f"{bad[0][:40]!r}: vLLM's hy_v4 reads only 'full' and 'shared'",
+            )
+            return None
+        shares = [name == "shared" for name in names]
+    latent, keys = mla(rank, rope, dtypes.kv, sparse=True), indexer(head)
+    layers: Layers = {}
+    for i, kind in enumerate(kinds):
+        if kind not in _HY_V4_SPARSE:
+            layers[f"text.{i}"] = dense
+            continue
+        layers[f"text.{i}"] = latent
+        if not shares[i]:
+            layers[f"text.{i}.indexer"] = keys
+    return layers
+
+
 #: Elements of the indexer key that share one float32 scale (vLLM: ``quant_block_size``).
 _INDEXER_SCALE_BLOCK: Final = 128
 

@@ -22,6 +22,7 @@ from ._hf_decoders import (
     read_gemma,
     read_gemma4,
     read_gpt_oss,
+    read_hy_v4,
     read_llama,
     read_llama4,
     read_mimo_v2,
@@ -33,6 +34,7 @@ from ._hf_generic import (
     HeadRule,
     WindowRule,
     attention_reader,
+    patterned_reader,
     read_chatglm,
     read_dbrx,
     read_falcon,
@@ -236,8 +238,8 @@ _GENERIC: Final[
             ),
             (
                 "bailing_moe",
-                ("BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"),
-                "bailing_moe.py BailingAttention",
+                ("BailingMoeForCausalLM", "BailingMoeV2ForCausalLM", "SarvamMoEForCausalLM"),
+                "bailing_moe.py BailingAttention (sarvam.py SarvamMoEForCausalLM is its subclass)",
                 {},
             ),
             ("hyperclovax", ("HyperCLOVAXForCausalLM",), "hyperclovax.py", {}),
@@ -320,6 +322,7 @@ _GENERIC: Final[
                     "hunyuan_v1_dense",
                     "hunyuan_v1_moe",
                     "vaultgemma",
+                    "jais2",
                 ),
                 (
                     "OlmoForCausalLM",
@@ -335,6 +338,7 @@ _GENERIC: Final[
                     "HunYuanDenseV1ForCausalLM",
                     "HunYuanMoEV1ForCausalLM",
                     "VaultGemmaForCausalLM",
+                    "Jais2ForCausalLM",
                 ),
                 "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
             ),
@@ -631,15 +635,27 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "deepseek",
-        ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe_lite", "minicpm3"),
+        (
+            "deepseek_v2",
+            "deepseek_v3",
+            "kimi_k2",
+            "glm4_moe_lite",
+            "minicpm3",
+            "axk1",
+            "sarvam_mla",
+        ),
         (
             "DeepseekV2ForCausalLM",
             "DeepseekV3ForCausalLM",
             "MistralLarge3ForCausalLM",
             "Glm4MoeLiteForCausalLM",
             "MiniCPM3ForCausalLM",
+            "AXK1ForCausalLM",
+            "SarvamMLAForCausalLM",
         ),
-        "MLA on every layer: one latent head of kv_lora_rank + qk_rope_head_dim, no V",
+        "MLA on every layer: one latent head of kv_lora_rank + qk_rope_head_dim, no V (AXK1: "
+        "vllm/model_executor/models/AXK1.py AXK1MLAAttention, no indexer; Sarvam MLA: "
+        "sarvam.py SarvamMLAAttention, an MLA layer whatever ModelConfig.use_mla says)",
         read_deepseek,
         frozenset({"kv_lora_rank", "qk_rope_head_dim", *_DSA_READS}),
         ignores={
@@ -658,6 +674,14 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "max_position_embeddings": 4096,
                 "kv_lora_rank": 512,
                 "qk_rope_head_dim": 64,
+            },
+            # transformers' AXK1Config (vLLM reads axk1 with it).
+            "axk1": {
+                "num_hidden_layers": 61,
+                "max_position_embeddings": 32768,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+                "qk_nope_head_dim": 128,
             },
         },
     ),
@@ -695,6 +719,34 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "index_topk": 2048,
                 "index_head_dim": 128,
             },
+        },
+    ),
+    Family(
+        "hy_v4",
+        ("hy_v4",),
+        ("HYV4ForCausalLM",),
+        "MLA on every layer; layer_types' sparse_attention (sparse, indexed_attention, "
+        "deepseek_sparse_attention) layers are DeepSeek sparse attention, with the indexer's "
+        "key cache where indexer_types says full (default: layer 0 and every 4th from 1), none "
+        "where shared; without layer_types every layer is dense MLA; "
+        "vllm/models/hy_v4/nvidia/attention.py HYV4MLAAttention",
+        read_hy_v4,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim", "layer_types", *_DSA_READS}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "HYV4Config sets it to qk_rope_head_dim; MLA caches kv_lora_rank + "
+            "qk_rope_head_dim",
+        },
+        defaults={
+            # transformers' HYV4Config (vllm/transformers_utils/configs/hy_v4.py).
+            "hy_v4": {
+                "num_hidden_layers": 34,
+                "max_position_embeddings": 262144,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+                "index_topk": 2048,
+                "index_head_dim": 128,
+            }
         },
     ),
     Family(
@@ -838,6 +890,107 @@ FAMILIES: Final[tuple[Family, ...]] = (
         )
         for name, model_types, architectures, head, window, source, how, reads, ignores, aliases
         in _GENERIC
+    ),
+    *(
+        Family(
+            name,
+            (name,),
+            (arch,),
+            f"as llama: layer_types' sliding_attention layers slide over sliding_window, and "
+            f"an absent layer_types is the config class's pattern ({pattern}); head size "
+            f"head_dim; vllm/model_executor/models/{source}",
+            patterned_reader(full_layer),
+            _ATTN | {"sliding_window", "layer_types"},
+            defaults={model_type: defaults},
+        )
+        for name, model_type, arch, source, pattern, full_layer, defaults in (
+            (
+                "cwm",
+                "cwm",
+                "CwmForCausalLM",
+                "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
+                "layer i full where i % 4 == 0",
+                lambda i, n: i % 4 == 0,
+                {
+                    "hidden_size": 6144,
+                    "num_hidden_layers": 64,
+                    "num_attention_heads": 48,
+                    "num_key_value_heads": 8,
+                    "head_dim": 128,
+                    "max_position_embeddings": 131072,
+                    "sliding_window": 8192,
+                },
+            ),
+            (
+                "kolibri1",
+                "kolibri1",
+                "Kolibri1ForCausalLM",
+                "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
+                "layer i full where (i + 1) % 5 == 0",
+                lambda i, n: (i + 1) % 5 == 0,
+                {
+                    "hidden_size": 2560,
+                    "num_hidden_layers": 50,
+                    "num_attention_heads": 48,
+                    "num_key_value_heads": 4,
+                    "head_dim": 128,
+                    "max_position_embeddings": 262144,
+                    "sliding_window": 513,
+                },
+            ),
+            (
+                "mellum",
+                "mellum",
+                "MellumForCausalLM",
+                "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
+                "every layer full",
+                lambda i, n: True,
+                {
+                    "hidden_size": 2304,
+                    "num_hidden_layers": 28,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 4,
+                    "head_dim": 128,
+                    "max_position_embeddings": 131072,
+                    "sliding_window": 1024,
+                },
+            ),
+            (
+                "laguna",
+                "laguna",
+                "LagunaForCausalLM",
+                "laguna.py LagunaAttention (per-layer query heads and attention sinks change no "
+                "cache)",
+                "every layer full",
+                lambda i, n: True,
+                {
+                    "hidden_size": 2048,
+                    "num_hidden_layers": 40,
+                    "num_attention_heads": 48,
+                    "num_key_value_heads": 8,
+                    "head_dim": 128,
+                    "max_position_embeddings": 131072,
+                    "sliding_window": 512,
+                },
+            ),
+            (
+                "muse_glimmer",
+                "muse_glimmer_text",
+                "MuseGlimmerForCausalLM",
+                "muse_glimmer.py MuseGlimmerAttention",
+                "layer i full where (n - 1 - i) % 4 == 0",
+                lambda i, n: (n - 1 - i) % 4 == 0,
+                {
+                    "hidden_size": 6656,
+                    "num_hidden_layers": 52,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 2,
+                    "head_dim": 128,
+                    "max_position_embeddings": 131072,
+                    "sliding_window": 2048,
+                },
+            ),
+        )
     ),
     Family(
         "chatglm",

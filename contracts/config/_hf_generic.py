@@ -65,6 +65,30 @@ def attention_reader(
     return read
 
 
+def patterned_reader(
+    full_layer: Callable[[int, int], bool],
+) -> Callable[[Section, DTypes], Layers | None]:
+    """A reader of a decoder whose config class fills an absent ``layer_types`` in
+    ``__post_init__`` (``full_layer(i, n)``: layer ``i`` of ``n`` is full attention, the
+    others slide): vLLM reads the filled list (a ``sliding_attention`` layer gets
+    ``sliding_window`` as its ``per_layer_sliding_window``: transformers/base.py
+    ``create_attention_instances``, laguna.py, muse_glimmer.py), so an absent list is that
+    pattern, not "every layer slides"."""
+    inner = attention_reader("head_dim", "per_layer")
+
+    def read(sec: Section, dtypes: DTypes) -> Layers | None:
+        n_layers = layer_count(sec)
+        if n_layers is None:
+            return None
+        kinds = [
+            "full_attention" if full_layer(i, n_layers) else "sliding_attention"
+            for i in range(n_layers)
+        ]
+        return inner(sec.filled("layer_types", kinds), dtypes)
+
+    return read
+
+
 def _attention(sec: Section, dtypes: DTypes, head: HeadRule) -> Attention | None:
     if head == "head_dim" and sec.value("head_dim") in (0,):
         # vLLM reads 0 as absent (get_head_size: "head_dim > 0").

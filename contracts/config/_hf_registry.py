@@ -158,12 +158,10 @@ PREVIOUSLY_SUPPORTED: Final = frozenset(
 )
 
 _STATE = "recurrent state layers ({}), whose vLLM state shapes kvunits does not model for it"
-_SPARSE = "a sparse-attention indexer cache beside the MLA cache ({}), not modelled"
 _LOOP = "layers run several times per token (looped/recurrent depth, {}), not modelled"
 
 #: Architectures vLLM 0.33 serves that kvunits refuses, each with the feature not modelled.
 REFUSED: Final[Mapping[str, str]] = {
-    "AXK1ForCausalLM": _SPARSE.format("AXK1.py"),
     "AliceAIForCausalLM": _STATE.format("linear attention, alice_ai.py"),
     "BailingMoeV2_5ForCausalLM": "lightning linear-attention state layers next to MLA "
     "layers (bailing_moe_linear.py), not modelled",
@@ -183,23 +181,26 @@ REFUSED: Final[Mapping[str, str]] = {
     "FlintForCausalLM": "vllm.models.flint builds its cache in its own package, not modelled",
     "Gemma3nForCausalLM": "Gemma 3n's KV-shared layers across window kinds and its per-layer "
     "inputs (gemma3n.py), not modelled",
-    "Glm5NextForCausalLM": _SPARSE.format("GLM-5"),
+    "Glm5NextForCausalLM": "an indexer cache of one entry per index_kpool tokens "
+    "(Glm5NextIndexerCache: tokens_per_state), a circular-buffer tail cache "
+    "(Glm5NextTailCache: CircularBufferSpec) and Kimi delta attention states "
+    "(vllm/models/glm5next/common/attention.py, kda.py), not modelled",
     "HCXVisionV2ForCausalLM": "HyperCLOVA X vision's language model config, not located",
-    "HYV4ForCausalLM": _SPARSE.format("Hunyuan V4"),
     "HrmTextForCausalLM": _LOOP.format("hrm_text.py"),
     "IQuestLoopCoderForCausalLM": _LOOP.format("iquest_loopcoder.py"),
     "InklingForCausalLM": "vllm.models.inkling builds its cache in its own package",
     "InklingForConditionalGeneration": "vllm.models.inkling builds its cache in its own package",
     "K2HorizonForCausalLM": _LOOP.format("k2_horizon.py"),
     "KimiLinearForCausalLM": _STATE.format("Kimi delta attention"),
-    "LagunaForCausalLM": "attention sinks with per-layer windows (laguna.py), not modelled",
     "Lfm2ForCausalLM": _STATE.format("short convolutions of lfm2.py"),
     "Lfm2MoeForCausalLM": _STATE.format("short convolutions of lfm2_moe.py"),
     "LongcatFlashForCausalLM": "two MLA blocks per layer (LongCat-Flash), not modelled",
     "LongcatFlashNgramForCausalLM": "two MLA blocks per layer and n-gram embeddings "
     "(LongCat-Flash n-gram), not modelled",
-    "MiniMaxM3SparseForCausalLM": _SPARSE.format("MiniMax M3"),
-    "MuseGlimmerForCausalLM": "per-layer windows of muse_glimmer.py, not modelled",
+    "MiniMaxM3SparseForCausalLM": "an indexer key cache of index_head_dim bf16 (or fp8, "
+    "without scales) elements beside GQA attention (vllm/models/minimax_m3/common/indexer.py "
+    "MiniMaxM3IndexerCache; kvunits' indexer kind is DeepSeek's fp8 key with float32 "
+    "scales), not modelled",
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "
     "not modelled",
     "OlmoHybridForCausalLM": _STATE.format("linear attention of olmo_hybrid.py"),
@@ -210,15 +211,9 @@ REFUSED: Final[Mapping[str, str]] = {
     "Plamo3ForCausalLM": "per-layer interleaved_sliding_window of plamo3.py, not modelled",
     "Qwen4ExpForCausalLM": _STATE.format("several Mamba state layouts of qwen4_exp"),
     "Rnj1ForCausalLM": "chunked layers of rnj1.py sliding over sliding_window, not modelled",
-    "SarvamMLAForCausalLM": _SPARSE.format("Sarvam MLA"),
-    "SarvamMoEForCausalLM": _SPARSE.format("Sarvam MoE"),
     "Step3p5ForCausalLM": "looped layers with per-layer windows (step3p5.py), not modelled",
     "Step5ForCausalLM": "vllm.models.step5 builds its cache in its own package",
     # Served by the Transformers backend with field names kvunits does not map.
-    "CwmForCausalLM": "CWM's per-layer windows through the Transformers backend, not modelled",
-    "Jais2ForCausalLM": "Jais 2 through the Transformers backend, not mapped",
-    "Kolibri1ForCausalLM": "Kolibri 1 through the Transformers backend, not mapped",
-    "MellumForCausalLM": "Mellum through the Transformers backend, not mapped",
     "NanbeigeForCausalLM": "Nanbeige through the Transformers backend, not mapped",
     "Emu3ForConditionalGeneration": "Emu3's image-token decoder, not located",
     "HunYuanVLForConditionalGeneration": "Hunyuan VL's language model config, not located",
