@@ -40,13 +40,21 @@ from ._hf_generic import (
     read_falcon,
     read_gpt_bigcode,
     read_nemotron_nas,
+    read_rnj1,
     read_step1,
     read_step3_text,
 )
-from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h
+from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h, read_olmo_hybrid
 from ._hf_layers import DTypes
 from ._hf_speech import read_whisper
-from ._hf_ssm import read_falcon_h1, read_granite_hybrid, read_mamba, read_mamba2, read_zamba2
+from ._hf_ssm import (
+    read_falcon_h1,
+    read_granite_hybrid,
+    read_lfm2,
+    read_mamba,
+    read_mamba2,
+    read_zamba2,
+)
 
 Reader = Callable[[Section, DTypes], dict[str, LayerSpec] | None]
 
@@ -991,6 +999,85 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 },
             ),
         )
+    ),
+    Family(
+        "rnj1",
+        ("rnj1",),
+        ("Rnj1ForCausalLM",),
+        "layer_types: chunked_attention layers slide over sliding_window (vLLM caches the "
+        "block-local attention as that window), the others full (every layer slides when "
+        "all are sliding_attention); head size head_dim; vllm/model_executor/models/rnj1.py "
+        "Rnj1Attention",
+        read_rnj1,
+        _ATTN | {"sliding_window", "layer_types"},
+        ignores={
+            "sliding_window_pattern": "vLLM's rnj1.py reads layer_types, not Gemma 3's pattern"
+        },
+        defaults={
+            # rnj1.py reads transformers' Gemma3TextConfig (an Rnj-1 checkpoint's model_type).
+            "gemma3_text": {
+                "hidden_size": 2304,
+                "num_hidden_layers": 26,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "max_position_embeddings": 131072,
+                "sliding_window": 4096,
+            }
+        },
+    ),
+    Family(
+        "olmo_hybrid",
+        ("olmo_hybrid",),
+        ("OlmoHybridForCausalLM",),
+        "layer_types: linear_attention a gated delta net state (linear_num_key_heads, "
+        "linear_num_value_heads, linear_key_head_dim, linear_value_head_dim, "
+        "linear_conv_kernel_dim; OlmoHybridConfig's defaults), the others full attention of "
+        "hidden_size / heads; absent layer_types: full where i % 4 == 3; "
+        "vllm/model_executor/models/olmo_hybrid.py",
+        read_olmo_hybrid,
+        _ATTN | {"layer_types", "linear_num_key_heads", "linear_num_value_heads"},
+        ignores={"head_dim": "vLLM's olmo_hybrid.py takes hidden_size / num_attention_heads"},
+        defaults={
+            "olmo_hybrid": {
+                "hidden_size": 3840,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 30,
+                "max_position_embeddings": 65536,
+                "linear_conv_kernel_dim": 4,
+            }
+        },
+    ),
+    Family(
+        "lfm2",
+        ("lfm2", "lfm2_moe"),
+        ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"),
+        "layer_types: full_attention layers full attention of hidden_size / heads, the others "
+        "(conv) a short-convolution state (conv_L_cache − 1) × conv_dim (lfm2_moe: × "
+        "hidden_size) in the model dtype; absent layer_types: full attention on full_attn_idxs "
+        "(default every layer); vllm/model_executor/models/lfm2.py, lfm2_moe.py",
+        read_lfm2,
+        _ATTN | {"layer_types"},
+        ignores={"head_dim": "vLLM's lfm2.py takes hidden_size / num_attention_heads"},
+        defaults={
+            # transformers' Lfm2Config and Lfm2MoeConfig (vLLM reads through them).
+            "lfm2": {
+                "hidden_size": 2560,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 128000,
+                "conv_L_cache": 3,
+            },
+            "lfm2_moe": {
+                "hidden_size": 2048,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 128000,
+                "conv_L_cache": 3,
+            },
+        },
     ),
     Family(
         "chatglm",

@@ -89,6 +89,35 @@ def patterned_reader(
     return read
 
 
+def read_rnj1(sec: Section, dtypes: DTypes) -> Layers | None:
+    """rnj1 (vllm/model_executor/models/rnj1.py ``Rnj1Attention``): a ``chunked_attention``
+    layer of ``layer_types`` attends block-locally over ``sliding_window`` tokens, which vLLM
+    caches as a sliding window of that size (``per_layer_sliding_window``; the chunk lookback
+    is the kernel's, not the cache's); any other layer is full attention, unless every entry
+    is ``sliding_attention``: then the engine-wide window slides them all
+    (vllm/engine/arg_utils.py ``create_engine_config``). Head size ``head_dim``."""
+    n_layers = layer_count(sec)
+    a = attention(sec, dtypes.kv, head="head_dim")
+    if n_layers is None or a is None:
+        return None
+    if sec.value("layer_types") is None:
+        sec.issue("layer_types", "missing: vLLM's rnj1.py reads each layer's type from it")
+        return None
+    names = sec.text_list("layer_types", n_layers)
+    if names is None:
+        return None
+    window = sec.window()
+    every = all(name == "sliding_attention" for name in names)
+    slides = [name == "chunked_attention" or every for name in names]
+    if not any(slides):
+        return {f"text.{i}": full(a) for i in range(n_layers)}
+    if window is None:
+        sec.issue("sliding_window", "missing: chunked_attention layers attend over it (in token)")
+        return None
+    local, whole = sliding(a, window), full(a)
+    return {f"text.{i}": local if slide else whole for i, slide in enumerate(slides)}
+
+
 def _attention(sec: Section, dtypes: DTypes, head: HeadRule) -> Attention | None:
     if head == "head_dim" and sec.value("head_dim") in (0,):
         # vLLM reads 0 as absent (get_head_size: "head_dim > 0").

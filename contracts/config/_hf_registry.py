@@ -172,7 +172,8 @@ REFUSED: Final[Mapping[str, str]] = {
     "not modelled",
     "DeepseekV4ForCausalLM": "compressed MLA caches (several tokens per state) and an indexer "
     "cache (DeepSeek V4), not modelled",
-    "DomynEdgeForCausalLM": "per-layer window sizes of domyn_edge.py (window_size), not modelled",
+    "DomynEdgeForCausalLM": "per-layer head sizes (per_layer_config[i].head_dim) and windows "
+    "(window_sizes[i][0] + 1) of domyn_edge.py, from custom config code, not modelled",
     "DoryForCausalLM": _LOOP.format("dory.py"),
     "ExaoneMoEForCausalLM": "EXAONE MoE's multi-token-prediction layers and window layout "
     "(exaone_moe.py), not modelled",
@@ -191,9 +192,9 @@ REFUSED: Final[Mapping[str, str]] = {
     "InklingForCausalLM": "vllm.models.inkling builds its cache in its own package",
     "InklingForConditionalGeneration": "vllm.models.inkling builds its cache in its own package",
     "K2HorizonForCausalLM": _LOOP.format("k2_horizon.py"),
-    "KimiLinearForCausalLM": _STATE.format("Kimi delta attention"),
-    "Lfm2ForCausalLM": _STATE.format("short convolutions of lfm2.py"),
-    "Lfm2MoeForCausalLM": _STATE.format("short convolutions of lfm2_moe.py"),
+    "KimiLinearForCausalLM": "Kimi delta attention states (kda_state_shape) beside MLA "
+    "layers (vllm/models/kimi_k3): vLLM aligns the recurrent state's page to the MLA page "
+    "(Platform._align_hybrid_block_size), which kvunits models for plain attention only",
     "LongcatFlashForCausalLM": "two MLA blocks per layer (LongCat-Flash), not modelled",
     "LongcatFlashNgramForCausalLM": "two MLA blocks per layer and n-gram embeddings "
     "(LongCat-Flash n-gram), not modelled",
@@ -203,14 +204,12 @@ REFUSED: Final[Mapping[str, str]] = {
     "scales), not modelled",
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "
     "not modelled",
-    "OlmoHybridForCausalLM": _STATE.format("linear attention of olmo_hybrid.py"),
     "PanguEmbeddedForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "PanguProMoEV2ForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "PanguUltraMoEForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "Param2MoEForCausalLM": "Param2 MoE's attention (param2moe.py) is not modelled",
     "Plamo3ForCausalLM": "per-layer interleaved_sliding_window of plamo3.py, not modelled",
     "Qwen4ExpForCausalLM": _STATE.format("several Mamba state layouts of qwen4_exp"),
-    "Rnj1ForCausalLM": "chunked layers of rnj1.py sliding over sliding_window, not modelled",
     "Step3p5ForCausalLM": "looped layers with per-layer windows (step3p5.py), not modelled",
     "Step5ForCausalLM": "vllm.models.step5 builds its cache in its own package",
     # Served by the Transformers backend with field names kvunits does not map.

@@ -1,8 +1,10 @@
 """Architectures read in issue 21's third pass, each as its vLLM 0.33 model file builds it:
 AXK1 and Sarvam MLA (MLA without an indexer), Sarvam MoE (BailingMoe's attention), Hunyuan V4
-(dense and sparse MLA layers, the indexer where ``indexer_types`` says ``full``), and the
+(dense and sparse MLA layers, the indexer where ``indexer_types`` says ``full``), the
 decoders whose config class fills ``layer_types`` in ``__post_init__`` (CWM, Kolibri 1,
-Mellum, Laguna, MuseGlimmer; Jais 2 has no window). The fixtures are
+Mellum, Laguna, MuseGlimmer; Jais 2 has no window), Rnj-1's chunked layers, LFM2's short
+convolutions and OLMo Hybrid's gated delta nets. LFM2's configs are published ones
+(hf_fixtures/excerpts). The fixtures are
 tests/config/hf_fixtures/synthetic (SOURCES.md: written here from the transformers config
 classes); ``scripts/vllm-model-view`` compares each with vLLM's own ``ModelConfig`` (and
 Hunyuan V4's indexers with vLLM's ``compute_skip_topk_layers``), and
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    Bytes,
     Elements,
     FullAttentionLayer,
     IndexerLayer,
@@ -25,8 +28,10 @@ from kvunits.contracts import (
     MLALayer,
     SlidingWindowLayer,
     Tokens,
+    Window,
 )
 from kvunits.contracts.config import ConfigError, load_config, read_hf_config
+from kvunits.contracts.state import GatedDeltaNetLayer, ShortConvLayer
 
 SYNTHETIC = Path(__file__).resolve().parent / "hf_fixtures" / "synthetic"
 
@@ -46,7 +51,7 @@ def _layers(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _kinds(data: dict[str, Any]) -> str:
-    letters = {FullAttentionLayer: "F", SlidingWindowLayer: "S"}
+    letters: dict[type, str] = {FullAttentionLayer: "F", SlidingWindowLayer: "S"}
     return "".join(letters[type(layer)] for layer in _layers(data).values())
 
 
@@ -136,9 +141,76 @@ def test_a_pattern_only_fills_what_the_file_leaves_out() -> None:
 def test_a_kolibri_window_is_its_sliding_window() -> None:
     layer = _layers(_data("kolibri1"))["text.0"]
     assert isinstance(layer, SlidingWindowLayer)
-    assert layer.sliding_window.numerical_value_in(Tokens) == 513
+    assert layer.sliding_window == Window(513, Tokens)
 
 
 def test_the_models_load_as_directories() -> None:
     config = load_config(SYNTHETIC / "synthetic--muse_glimmer")
     assert config.engine.max_model_len == Tokens(131072)
+
+
+EXCERPTS = SYNTHETIC.parent / "excerpts"
+
+
+def test_lfm2_keeps_a_short_convolution_state_beside_its_attention_layers() -> None:
+    # LiquidAI/LFM2-1.2B's config.json (SOURCES.md): full_attn_idxs 2, 5, 8, 10, 12, 14 (no
+    # layer_types: Lfm2Config fills them), conv_dim 2048, conv_L_cache 3; attention of
+    # 2048 / 32 = 64 with 8 KV heads. short_conv_state_shape at TP 2: (3 - 1, 2048 / 2).
+    layers = load_config(EXCERPTS / "LiquidAI--LFM2-1.2B").model.layers
+    attending = [n for n, layer in layers.items() if isinstance(layer, FullAttentionLayer)]
+    assert attending == [f"text.{i}" for i in (2, 5, 8, 10, 12, 14)]
+    attn = layers["text.2"]
+    assert isinstance(attn, FullAttentionLayer)
+    assert attn.kv_heads == KVHeads(8) and attn.head_size == Elements(64)
+    state = layers["text.0"]
+    assert isinstance(state, ShortConvLayer)
+    assert [t.shape for t in state.state_tensors(tp=2)] == [(2, 1024)]
+    assert state.state_size.numerical_value_in(Bytes) == 2 * 2048 * 2
+
+
+def test_lfm2_moe_sizes_its_convolution_with_hidden_size() -> None:
+    # lfm2_moe.py get_mamba_state_shape_from_config: intermediate_size=hf_config.hidden_size.
+    layer = load_config(SYNTHETIC / "synthetic--lfm2_moe").model.layers["text.0"]
+    assert isinstance(layer, ShortConvLayer)
+    assert [t.shape for t in layer.state_tensors()] == [(2, 1024)]
+
+
+def test_lfm2_without_conv_dim_is_refused_as_vllm_fails() -> None:
+    data = json.loads((EXCERPTS / "LiquidAI--LFM2-1.2B" / "config.json").read_text("utf-8"))
+    del data["conv_dim"]
+    with pytest.raises(ConfigError, match="conv_dim: missing"):
+        read_hf_config(data, where="config.json")
+
+
+def test_olmo_hybrid_fills_its_config_class_defaults() -> None:
+    # OlmoHybridConfig.__post_init__: full attention where i % 4 == 3; key heads the
+    # attention heads (8) of int(0.75 × 1024 / 8) = 96, value heads of 192;
+    # gated_delta_net_state_shape: conv (4 - 1, 2·8·96 + 8·192), recurrent (8, 192, 96).
+    layers = load_config(SYNTHETIC / "synthetic--olmo_hybrid").model.layers
+    kinds = "".join("F" if isinstance(x, FullAttentionLayer) else "G" for x in layers.values())
+    assert kinds == "GGGFGGGF"
+    state = layers["text.0"]
+    assert isinstance(state, GatedDeltaNetLayer)
+    assert [t.shape for t in state.state_tensors()] == [(3, 3072), (8, 192, 96)]
+    attn = layers["text.3"]
+    assert isinstance(attn, FullAttentionLayer) and attn.head_size == Elements(128)
+
+
+def test_rnj1_caches_chunked_layers_as_their_window() -> None:
+    # rnj1.py: a chunked_attention layer's per_layer_sliding_window is sliding_window (4096).
+    layers = load_config(SYNTHETIC / "synthetic--rnj1").model.layers
+    assert _kinds_of(layers) == "SSSFSSSF"
+    local = layers["text.0"]
+    assert isinstance(local, SlidingWindowLayer)
+    assert local.sliding_window == Window(4096, Tokens)
+
+
+def test_rnj1_without_layer_types_is_refused_by_name() -> None:
+    data = _data("rnj1", layer_types=None)
+    with pytest.raises(ConfigError, match="layer_types: missing: vLLM's rnj1.py"):
+        read_hf_config(data, where="config.json")
+
+
+def _kinds_of(layers: Any) -> str:
+    letters: dict[type, str] = {FullAttentionLayer: "F", SlidingWindowLayer: "S"}
+    return "".join(letters[type(layer)] for layer in layers.values())

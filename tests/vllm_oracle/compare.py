@@ -144,6 +144,11 @@ _WINDOW_PLUS_ONE: Final = frozenset({"Cohere2ForCausalLM"})  # commandr.py: slid
 _WINDOW_SIZE_FIELD: Final = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})
 
 
+#: rnj1.py Rnj1Attention: a chunked_attention layer gets sliding_window as its
+#: per_layer_sliding_window (a SlidingWindowSpec of that size).
+_CHUNKED_AS_WINDOW: Final = frozenset({"Rnj1ForCausalLM"})
+
+
 def _expected_windows(view: Mapping[str, Any], n: int) -> list[int | None] | None:
     """Each layer's window as vLLM's engine-wide rule gives it (``layer_types`` per layer;
     without them every layer takes ``sliding_window``); None when the view cannot say."""
@@ -159,4 +164,9 @@ def _expected_windows(view: Mapping[str, Any], n: int) -> list[int | None] | Non
         return [None] * n
     if types is None:
         return [window] * n
-    return [window if t == "sliding_attention" else None for t in types]
+    sliding = {"sliding_attention"}
+    if view["architecture"] in _CHUNKED_AS_WINDOW:
+        sliding.add("chunked_attention")
+        if not all(t == "sliding_attention" for t in types):
+            sliding.discard("sliding_attention")
+    return [window if t in sliding else None for t in types]
