@@ -48,7 +48,9 @@ def _mamba2_layer(
     conv_key: str,
 ) -> LayerSpec | None:
     """A Mamba-2 state of inner size ``inner`` (vLLM ``mamba2_state_shape``); the head size
-    ``"auto"`` is ``inner // heads`` (transformers' ``__post_init__``)."""
+    ``"auto"`` is ``inner // heads`` (transformers' ``__post_init__``). The heads must tile
+    the inner size exactly: transformers' ``validate_architecture`` (GraniteMoeHybridConfig,
+    FalconH1Config, Mamba2Config), through which vLLM loads the file, refuses it otherwise."""
     n_heads = sec.number(heads_key)
     groups = sec.number(groups_key)
     state = sec.number(state_key, maximum=MAX_ELEMENTS)
@@ -62,6 +64,14 @@ def _mamba2_layer(
     else:
         head = sec.number(head_key, maximum=MAX_ELEMENTS)
     if head is None:
+        return None
+    if n_heads * head != inner:
+        sec.issue(
+            head_key,
+            f"{n_heads} heads ({heads_key}) × {head} ({head_key}) is not the mixer's inner size "
+            f"{inner}: transformers' config class refuses the file (validate_architecture), "
+            "and vLLM with it",
+        )
         return None
     return mamba2(
         num_heads=n_heads,

@@ -31,7 +31,7 @@ from kvunits.contracts import (
     Window,
 )
 from kvunits.contracts.config import ConfigError, load_config, read_hf_config
-from kvunits.contracts.state import GatedDeltaNetLayer, ShortConvLayer
+from kvunits.contracts.state import GatedDeltaNetLayer, Mamba2Layer, ShortConvLayer
 
 SYNTHETIC = Path(__file__).resolve().parent / "hf_fixtures" / "synthetic"
 
@@ -207,10 +207,24 @@ def test_rnj1_caches_chunked_layers_as_their_window() -> None:
 
 def test_rnj1_without_layer_types_is_refused_by_name() -> None:
     data = _data("rnj1", layer_types=None)
-    with pytest.raises(ConfigError, match="layer_types: missing: vLLM's rnj1.py"):
+    with pytest.raises(ConfigError, match=r"layer_types: missing: vLLM.s rnj1\.py"):
         read_hf_config(data, where="config.json")
 
 
 def _kinds_of(layers: Any) -> str:
     letters: dict[type, str] = {FullAttentionLayer: "F", SlidingWindowLayer: "S"}
     return "".join(letters[type(layer)] for layer in layers.values())
+
+
+def test_mamba2_heads_must_tile_the_inner_size_as_transformers_requires() -> None:
+    # tiiuae--Falcon-H1-0.5B as quoted (SOURCES.md) lacks mamba_d_ssm: FalconH1Config's
+    # default 1024 is not 24 heads × 64, and validate_architecture refuses the file (vLLM
+    # loads it through that class); with mamba_d_ssm 1536 it tiles and is read.
+    path = EXCERPTS / "tiiuae--Falcon-H1-0.5B" / "config.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    with pytest.raises(ConfigError, match=r"24 heads \(mamba_n_heads\) × 64 \(mamba_d_head\)"):
+        read_hf_config(data, where="config.json")
+    data["mamba_d_ssm"] = 1536
+    layer = read_hf_config(data, where="config.json").model.layers["text.0.mamba"]
+    assert isinstance(layer, Mamba2Layer)
+    assert [t.shape for t in layer.state_tensors()] == [(3, 1536 + 2 * 128), (24, 64, 128)]
