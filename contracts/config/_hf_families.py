@@ -1432,9 +1432,15 @@ def supported() -> str:
     return ", ".join(sorted({*BY_MODEL_TYPE, *WRAPPERS}))
 
 
+#: Read by vLLM 0.33 in qwen2.py alone (and the Qwen families built on it, whose readers list
+#: them): every other model file takes its windows from ``sliding_window`` and
+#: ``layer_types`` whatever these say (Mellum 2.1 and Qwen-derived checkpoints carry them).
+_QWEN2_ONLY: Final = frozenset({"use_sliding_window", "max_window_layers"})
+
+
 def check_cache_fields(sec: Section, family: Family) -> bool:
     """Refuse a cache-sizing field the family's reader neither reads nor ignores."""
-    known = family.reads | set(family.ignores)
+    known = family.reads | set(family.ignores) | _QWEN2_ONLY
     for key in sorted(CACHE_FIELDS - known):
         if sec.data.get(key) not in (None, False):  # null and false switch nothing on
             sec.issue(

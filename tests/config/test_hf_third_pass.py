@@ -228,3 +228,16 @@ def test_mamba2_heads_must_tile_the_inner_size_as_transformers_requires() -> Non
     layer = read_hf_config(data, where="config.json").model.layers["text.0.mamba"]
     assert isinstance(layer, Mamba2Layer)
     assert [t.shape for t in layer.state_tensors()] == [(3, 1536 + 2 * 128), (24, 64, 128)]
+
+
+def test_use_sliding_window_is_qwen2s_alone() -> None:
+    # JetBrains Mellum 2.1 (SOURCES.md) carries use_sliding_window: true; vLLM reads it only in
+    # qwen2.py, so its windows are layer_types' (every 4th layer full from 3), as vLLM plans.
+    layers = load_config(EXCERPTS / "JetBrains--Mellum-2.1").model.layers
+    assert _kinds_of(layers) == "SSSF" * 7
+    # A Laguna file with the Qwen fields reads the same (laguna.py does not read them).
+    path = EXCERPTS / "poolside--Laguna-XS-2.1" / "config.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    plain = _kinds_of(read_hf_config(data, where="config.json").model.layers)
+    data.update(use_sliding_window=True, max_window_layers=28)
+    assert _kinds_of(read_hf_config(data, where="config.json").model.layers) == plain == "FSSS" * 10
