@@ -228,6 +228,15 @@ REFUSED: Final[Mapping[str, str]] = {
 }
 
 
+#: Decoder model types (a multimodal config's ``text_config``) of refused architectures: the
+#: refusal names the architecture's reason rather than an unknown model type.
+REFUSED_MODEL_TYPES: Final[Mapping[str, str]] = {
+    "kimi_linear": "KimiLinearForCausalLM",
+    "deepseek_v4": "DeepseekV4ForCausalLM",
+    "gemma3n_text": "Gemma3nForCausalLM",
+}
+
+
 def architecture_refusal(architecture: str) -> str | None:
     """Why kvunits does not read ``architecture`` (``None``: it may be read)."""
     if architecture in REFUSED:

@@ -241,3 +241,11 @@ def test_use_sliding_window_is_qwen2s_alone() -> None:
     plain = _kinds_of(read_hf_config(data, where="config.json").model.layers)
     data.update(use_sliding_window=True, max_window_layers=28)
     assert _kinds_of(read_hf_config(data, where="config.json").model.layers) == plain == "FSSS" * 10
+
+
+def test_a_refused_decoder_inside_a_multimodal_config_names_its_reason() -> None:
+    # Kimi-K3's text_config is kimi_linear (SOURCES.md, held-out set): the refusal is
+    # KimiLinearForCausalLM's, not "a model type kvunits does not read".
+    heldout = SYNTHETIC.parent / "heldout" / "moonshotai--Kimi-K3"
+    with pytest.raises(ConfigError, match=r"'kimi_linear' \(KimiLinearForCausalLM\): kvunits"):
+        load_config(heldout)
