@@ -40,6 +40,7 @@ from ._hf_families import (
     BY_ARCHITECTURE,
     BY_MODEL_TYPE,
     ENCODER_DEFAULTS,
+    KV_HEADS_DIVIDE_TP,
     TOP_DEFAULTS,
     WRAPPERS,
     Family,
@@ -114,6 +115,8 @@ class HfParts:
     attention_heads: int | None = None
     #: The longest ``max_model_len`` vLLM accepts without ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``.
     max_len_bound: tuple[int, str] | None = None
+    #: The KV heads TP must divide, for model files that assert it (no KV-head replication).
+    kv_heads: int | None = None
 
 
 def read_hf_parts(
@@ -160,7 +163,9 @@ def read_hf_parts(
         ),
         None,
     )
-    return HfParts(model, engine, sources, family.name, heads, bound), reader.issues
+    kv = sec.value("num_key_value_heads") if family.name in KV_HEADS_DIVIDE_TP else None
+    kv_heads = kv if type(kv) is int and kv > 0 else None
+    return HfParts(model, engine, sources, family.name, heads, bound, kv_heads), reader.issues
 
 
 def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:

@@ -286,6 +286,39 @@ def read_cohere2(sec: Section, dtypes: DTypes) -> Layers | None:
     return _stack(kinds, by_kind)
 
 
+def read_cohere2_moe(sec: Section, dtypes: DTypes) -> Layers | None:
+    """cohere2_moe (vllm/model_executor/models/cohere2_moe.py ``Cohere2MoeAttention``): head
+    size ``head_dim`` (class default 128); a ``sliding_attention`` layer of ``layer_types``
+    slides over ``sliding_window + 1`` tokens, the others are full. An absent
+    ``layer_types`` is Cohere2MoeConfig's ``__post_init__`` list: the first
+    ``first_k_dense_replace`` layers full where ``(i + 1) %
+    prefix_dense_sliding_window_pattern == 0`` (default 1: all), the rest full where their
+    own index ``(j + 1) % sliding_window_pattern == 0`` (default 4)."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv, head="head_dim")
+    window = sec.window()
+    if n_layers is None or a is None:
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+    else:
+        dense = sec.number("first_k_dense_replace", minimum=0, maximum=n_layers, nullable=True)
+        prefix = _pattern(sec, "prefix_dense_sliding_window_pattern", n_layers)
+        every = _pattern(sec, "sliding_window_pattern", n_layers)
+        if prefix is None or every is None:
+            return None
+        dense = dense or 0
+        kinds = _every(dense, prefix) + _every(n_layers - dense, every)
+    if kinds is None or not _need_window(sec, kinds, window):
+        return None
+    by_kind = {"full": full(a)}
+    if window is not None:
+        if window + 1 > MAX_SEQ:
+            sec.issue("sliding_window", f"{window} + 1 is out of range")
+            return None
+        by_kind["sliding"] = sliding(a, window + 1)
+    return _stack(kinds, by_kind)
+
+
 def read_gpt_oss(sec: Section, dtypes: DTypes) -> Layers | None:
     """gpt_oss (vllm/model_executor/models/gpt_oss.py ``_build_attention``): layer i slides
     iff i is even, whatever ``layer_types`` says; window ``sliding_window`` (default 128)."""

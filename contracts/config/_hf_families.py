@@ -17,6 +17,7 @@ from typing import Any, Final
 from .._layers import LayerSpec
 from ._hf_decoders import (
     read_cohere2,
+    read_cohere2_moe,
     read_deepseek,
     read_deepseek_sparse,
     read_gemma,
@@ -251,6 +252,12 @@ _GENERIC: Final[
                 {},
             ),
             ("hyperclovax", ("HyperCLOVAXForCausalLM",), "hyperclovax.py", {}),
+            (
+                "param2moe",
+                ("Param2MoEForCausalLM",),
+                "param2moe.py Param2MoEAttention (TP must divide the KV heads)",
+                {},
+            ),
             (
                 "gpt_neox",
                 ("GPTNeoXForCausalLM",),
@@ -727,6 +734,30 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "index_topk": 2048,
                 "index_head_dim": 128,
             },
+        },
+    ),
+    Family(
+        "cohere2_moe",
+        ("cohere2_moe",),
+        ("Cohere2MoeForCausalLM",),
+        "layer_types (absent: Cohere2MoeConfig's list, the first_k_dense_replace dense layers "
+        "by prefix_dense_sliding_window_pattern, default all full, then every "
+        "sliding_window_pattern-th full); a sliding layer's window is sliding_window + 1; head "
+        "size head_dim; vllm/model_executor/models/cohere2_moe.py Cohere2MoeAttention",
+        read_cohere2_moe,
+        _ATTN | {"sliding_window", "layer_types", "sliding_window_pattern"},
+        defaults={
+            # transformers' Cohere2MoeConfig (vLLM reads through it).
+            "cohere2_moe": {
+                "hidden_size": 8192,
+                "num_hidden_layers": 40,
+                "num_attention_heads": 64,
+                "head_dim": 128,
+                "max_position_embeddings": 8192,
+                "sliding_window": 4096,
+                "sliding_window_pattern": 4,
+                "prefix_dense_sliding_window_pattern": 1,
+            }
         },
     ),
     Family(
@@ -1431,6 +1462,10 @@ def supported() -> str:
     """The model types kvunits reads, for messages."""
     return ", ".join(sorted({*BY_MODEL_TYPE, *WRAPPERS}))
 
+
+#: Families whose vLLM model file asserts ``num_key_value_heads % tp == 0`` instead of
+#: replicating KV heads (param2moe.py ``Param2MoEAttention``): vLLM fails at start-up.
+KV_HEADS_DIVIDE_TP: Final = frozenset({"param2moe"})
 
 #: Read by vLLM 0.33 in qwen2.py alone (and the Qwen families built on it, whose readers list
 #: them): every other model file takes its windows from ``sliding_window`` and

@@ -168,8 +168,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "BailingMoeV3ForCausalLM": "linear-attention state layers next to sparse MLA layers "
     "(bailing_moe_v3.py), not modelled",
     "BeamForCausalLM": "vllm.models.beam builds its cache in its own package, not modelled",
-    "Cohere2MoeForCausalLM": "Cohere 2 MoE's dense and sparse layer mix (cohere2_moe.py) is "
-    "not modelled",
     "DeepseekV4ForCausalLM": "compressed MLA caches (several tokens per state) and an indexer "
     "cache (DeepSeek V4), not modelled",
     "DomynEdgeForCausalLM": "per-layer head sizes (per_layer_config[i].head_dim) and windows "
@@ -207,7 +205,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "PanguEmbeddedForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "PanguProMoEV2ForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "PanguUltraMoEForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
-    "Param2MoEForCausalLM": "Param2 MoE's attention (param2moe.py) is not modelled",
     "Plamo3ForCausalLM": "per-layer interleaved_sliding_window of plamo3.py, not modelled",
     "Qwen4ExpForCausalLM": _STATE.format("several Mamba state layouts of qwen4_exp"),
     "Step3p5ForCausalLM": "looped layers with per-layer windows (step3p5.py), not modelled",

@@ -249,3 +249,34 @@ def test_a_refused_decoder_inside_a_multimodal_config_names_its_reason() -> None
     heldout = SYNTHETIC.parent / "heldout" / "moonshotai--Kimi-K3"
     with pytest.raises(ConfigError, match=r"'kimi_linear' \(KimiLinearForCausalLM\): kvunits"):
         load_config(heldout)
+
+
+def test_cohere2_moe_fills_its_layer_types_from_the_dense_prefix() -> None:
+    # Cohere2MoeConfig.__post_init__: first_k_dense_replace 2 layers with
+    # prefix_dense_sliding_window_pattern 2 ("SF"), then the rest by sliding_window_pattern 4
+    # ("SSSF" counted afresh); cohere2_moe.py slides over sliding_window + 1, head_dim 128.
+    layers = load_config(SYNTHETIC / "synthetic--cohere2_moe").model.layers
+    assert _kinds_of(layers) == "SF" + "SSSFSSSF"
+    local = layers["text.0"]
+    assert isinstance(local, SlidingWindowLayer)
+    assert local.sliding_window == Window(4097, Tokens) and local.head_size == Elements(128)
+
+
+def test_param2moe_refuses_a_tp_that_does_not_divide_its_kv_heads(tmp_path: Path) -> None:
+    # param2moe.py Param2MoEAttention asserts num_key_value_heads % tp == 0 (no replication).
+    data = {
+        "architectures": ["Param2MoEForCausalLM"],
+        "model_type": "param2moe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "max_position_embeddings": 4096,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(data), encoding="utf-8")
+    flags = {"tensor_parallel_size": "4", "memory_budget": "10 GiB"}
+    layer = load_config(tmp_path, flags=flags).model.layers["text.3"]
+    assert isinstance(layer, FullAttentionLayer) and layer.kv_heads == KVHeads(4)
+    with pytest.raises(ConfigError, match="tensor_parallel_size 8 does not divide the model's 4"):
+        load_config(tmp_path, flags={**flags, "tensor_parallel_size": "8"})

@@ -138,7 +138,8 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
 
 
 #: Where a vLLM model file departs from ModelConfig's generic view of the window.
-_WINDOW_PLUS_ONE: Final = frozenset({"Cohere2ForCausalLM"})  # commandr.py: sliding_window + 1
+#: commandr.py and cohere2_moe.py: a sliding layer's window is sliding_window + 1.
+_WINDOW_PLUS_ONE: Final = frozenset({"Cohere2ForCausalLM", "Cohere2MoeForCausalLM"})
 #: mimo_v2.py: the window is sliding_window_size (transformers' sliding_window is one more),
 #: on the layers hybrid_layer_pattern marks 1 (its layer_types derives them the same way).
 _WINDOW_SIZE_FIELD: Final = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})
