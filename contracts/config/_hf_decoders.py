@@ -319,6 +319,43 @@ def read_cohere2_moe(sec: Section, dtypes: DTypes) -> Layers | None:
     return _stack(kinds, by_kind)
 
 
+def read_exaone_moe(sec: Section, dtypes: DTypes) -> Layers | None:
+    """exaone_moe (vllm/model_executor/models/exaone_moe.py ``ExaoneMoeAttention``): head size
+    ``head_dim`` (else ``hidden_size // num_attention_heads``); a ``sliding_attention`` layer
+    of ``layer_types`` slides over its ``sliding_windows`` entry when the file lists one per
+    layer (K-EXAONE 2.0), else over ``sliding_window``; a full or window-less layer is full
+    attention (the engine-wide window only when every layer slides). An absent
+    ``layer_types`` is ExaoneMoeConfig's: every ``sliding_window_pattern``-th layer full.
+    The multi-token-prediction layers are the draft model's, not the served model's."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    if n_layers is None or a is None:
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+    else:
+        every = _pattern(sec, "sliding_window_pattern", n_layers)
+        kinds = None if every is None else _every(n_layers, every)
+    if kinds is None:
+        return None
+    window = sec.window()
+    given = sec.value("sliding_windows")
+    if given is not None and (
+        not isinstance(given, list)
+        or len(given) != n_layers
+        or any(w is not None and (type(w) is not int or not 0 <= w <= MAX_SEQ) for w in given)
+    ):
+        sec.issue("sliding_windows", f"expected {n_layers} windows (in token), one per layer")
+        return None
+    windows: list[int | None] = list(given) if given is not None else [window] * n_layers
+    pairs = zip(kinds, windows, strict=True)
+    sizes = [w or None if kind == "sliding" else None for kind, w in pairs]
+    if all(kind == "sliding" for kind in kinds) and window is not None:
+        sizes = [size or window for size in sizes]
+    return {
+        f"text.{i}": full(a) if size is None else sliding(a, size) for i, size in enumerate(sizes)
+    }
+
+
 def read_gpt_oss(sec: Section, dtypes: DTypes) -> Layers | None:
     """gpt_oss (vllm/model_executor/models/gpt_oss.py ``_build_attention``): layer i slides
     iff i is even, whatever ``layer_types`` says; window ``sliding_window`` (default 128)."""

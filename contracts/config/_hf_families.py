@@ -20,6 +20,7 @@ from ._hf_decoders import (
     read_cohere2_moe,
     read_deepseek,
     read_deepseek_sparse,
+    read_exaone_moe,
     read_gemma,
     read_gemma4,
     read_gpt_oss,
@@ -757,6 +758,28 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "sliding_window": 4096,
                 "sliding_window_pattern": 4,
                 "prefix_dense_sliding_window_pattern": 1,
+            }
+        },
+    ),
+    Family(
+        "exaone_moe",
+        ("exaone_moe",),
+        ("ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"),
+        "layer_types (absent: every sliding_window_pattern-th layer full); a sliding layer "
+        "slides over its sliding_windows entry (else sliding_window); head size head_dim (else "
+        "hidden_size / heads); vllm/model_executor/models/exaone_moe.py ExaoneMoeAttention",
+        read_exaone_moe,
+        _ATTN | {"sliding_window", "layer_types", "sliding_window_pattern"},
+        defaults={
+            # transformers' ExaoneMoeConfig (vLLM reads through it).
+            "exaone_moe": {
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 32,
+                "max_position_embeddings": 2048,
+                "sliding_window": 4096,
+                "sliding_window_pattern": 4,
             }
         },
     ),

@@ -173,10 +173,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "DomynEdgeForCausalLM": "per-layer head sizes (per_layer_config[i].head_dim) and windows "
     "(window_sizes[i][0] + 1) of domyn_edge.py, from custom config code, not modelled",
     "DoryForCausalLM": _LOOP.format("dory.py"),
-    "ExaoneMoEForCausalLM": "EXAONE MoE's multi-token-prediction layers and window layout "
-    "(exaone_moe.py), not modelled",
-    "ExaoneMoeForCausalLM": "EXAONE MoE's multi-token-prediction layers and window layout "
-    "(exaone_moe.py), not modelled",
     "FlintForCausalLM": "vllm.models.flint builds its cache in its own package, not modelled",
     "Gemma3nForCausalLM": "Gemma 3n's KV-shared layers across window kinds and its per-layer "
     "inputs (gemma3n.py), not modelled",

@@ -280,3 +280,12 @@ def test_param2moe_refuses_a_tp_that_does_not_divide_its_kv_heads(tmp_path: Path
     assert isinstance(layer, FullAttentionLayer) and layer.kv_heads == KVHeads(4)
     with pytest.raises(ConfigError, match="tensor_parallel_size 8 does not divide the model's 4"):
         load_config(tmp_path, flags={**flags, "tensor_parallel_size": "8"})
+
+
+def test_exaone_moe_slides_each_layer_over_its_own_window() -> None:
+    # exaone_moe.py: sliding_windows[i] when the file lists them (K-EXAONE 2.0), else
+    # sliding_window; ExaoneMoeConfig's default pattern: every 4th layer full.
+    layers = load_config(SYNTHETIC / "synthetic--exaone_moe-windows").model.layers
+    windows = [getattr(layer, "sliding_window", None) for layer in layers.values()]
+    assert windows == [Window(w, Tokens) if w else None for w in (128, 128, 1024, 0) * 2]
+    assert _kinds_of(load_config(SYNTHETIC / "synthetic--exaone_moe").model.layers) == "SSSF" * 2

@@ -148,6 +148,8 @@ _WINDOW_SIZE_FIELD: Final = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausa
 #: rnj1.py Rnj1Attention: a chunked_attention layer gets sliding_window as its
 #: per_layer_sliding_window (a SlidingWindowSpec of that size).
 _CHUNKED_AS_WINDOW: Final = frozenset({"Rnj1ForCausalLM"})
+#: exaone_moe.py ExaoneMoeAttention: sliding_windows[i] when the file lists them.
+_PER_LAYER_WINDOWS: Final = frozenset({"ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"})
 
 
 def _expected_windows(view: Mapping[str, Any], n: int) -> list[int | None] | None:
@@ -165,6 +167,11 @@ def _expected_windows(view: Mapping[str, Any], n: int) -> list[int | None] | Non
         return [None] * n
     if types is None:
         return [window] * n
+    per_layer = view.get("sliding_windows")
+    if view["architecture"] in _PER_LAYER_WINDOWS and isinstance(per_layer, list):
+        # exaone_moe.py: a sliding layer's window is its sliding_windows entry.
+        pairs = zip(types, per_layer, strict=False)
+        return [w or None if t == "sliding_attention" else None for t, w in pairs]
     sliding = {"sliding_attention"}
     if view["architecture"] in _CHUNKED_AS_WINDOW:
         sliding.add("chunked_attention")

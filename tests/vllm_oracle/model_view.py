@@ -49,6 +49,7 @@ def view(path: str) -> dict[str, Any]:
             kv_cache_dtype=resolve_kv_cache_dtype_string("auto", model),
             indexers=_indexers(text),
             sliding_window_size=getattr(text, "sliding_window_size", None),
+            sliding_windows=getattr(text, "sliding_windows", None),
         )
     except Exception as exc:
         out["partial_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
