@@ -427,6 +427,24 @@ def read_deepseek(sec: Section, dtypes: DTypes) -> Layers | None:
     return {f"text.{i}": layer for i in range(n_layers)}
 
 
+def read_longcat_flash(sec: Section, dtypes: DTypes) -> Layers | None:
+    """longcat_flash (vllm/model_executor/models/longcat_flash.py ``FlashDecoderLayer``; the
+    n-gram variant's ``FlashNgramModel`` builds the same layers): ``num_layers`` decoder
+    layers of two ``DeepseekV2MLAAttention`` each, so two MLA caches a layer (``text.<i>``
+    and ``text.<i>.second``) of one latent head of ``kv_lora_rank + qk_rope_head_dim``."""
+    n_layers = layer_count(sec, "num_layers")
+    rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS)
+    rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
+    if n_layers is None or rank is None or rope is None:
+        return None
+    latent = mla(rank, rope, dtypes.kv)
+    layers: Layers = {}
+    for i in range(n_layers):
+        layers[f"text.{i}"] = latent
+        layers[f"text.{i}.second"] = latent
+    return layers
+
+
 def read_deepseek_sparse(sec: Section, dtypes: DTypes) -> Layers | None:
     """deepseek_v32, glm_moe_dsa: DeepSeek sparse attention (vllm/models/deepseek_v32/
     attention.py, ``DeepseekV32Attention``): every layer an MLA cache (sparse: FlashMLA's

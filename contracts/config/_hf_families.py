@@ -27,6 +27,7 @@ from ._hf_decoders import (
     read_hy_v4,
     read_llama,
     read_llama4,
+    read_longcat_flash,
     read_mimo_v2,
     read_qwen2,
     read_qwen3_moe,
@@ -780,6 +781,29 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "max_position_embeddings": 2048,
                 "sliding_window": 4096,
                 "sliding_window_pattern": 4,
+            }
+        },
+    ),
+    Family(
+        "longcat_flash",
+        ("longcat_flash",),
+        ("LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"),
+        "num_layers decoder layers of two MLA blocks each: two caches a layer of one latent "
+        "head of kv_lora_rank + qk_rope_head_dim (the n-gram embeddings keep none); "
+        "vllm/model_executor/models/longcat_flash.py FlashDecoderLayer",
+        read_longcat_flash,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim"}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim",
+        },
+        defaults={
+            # transformers' LongcatFlashConfig (vLLM reads both architectures through it).
+            "longcat_flash": {
+                "num_layers": 28,
+                "max_position_embeddings": 131072,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
             }
         },
     ),

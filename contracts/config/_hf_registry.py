@@ -189,9 +189,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "KimiLinearForCausalLM": "Kimi delta attention states (kda_state_shape) beside MLA "
     "layers (vllm/models/kimi_k3): vLLM aligns the recurrent state's page to the MLA page "
     "(Platform._align_hybrid_block_size), which kvunits models for plain attention only",
-    "LongcatFlashForCausalLM": "two MLA blocks per layer (LongCat-Flash), not modelled",
-    "LongcatFlashNgramForCausalLM": "two MLA blocks per layer and n-gram embeddings "
-    "(LongCat-Flash n-gram), not modelled",
     "MiniMaxM3SparseForCausalLM": "an indexer key cache of index_head_dim bf16 (or fp8, "
     "without scales) elements beside GQA attention (vllm/models/minimax_m3/common/indexer.py "
     "MiniMaxM3IndexerCache; kvunits' indexer kind is DeepSeek's fp8 key with float32 "

@@ -331,10 +331,10 @@ def test_architectures_come_first_as_vllm_dispatches() -> None:
     renamed = {**_data("llama-3.1-8b"), "model_type": "my_llama_finetune"}
     assert set(_kinds(renamed)) == {"full_attention"}
     # An architecture vLLM 0.33 serves but kvunits does not model is refused with the reason.
-    data = {**_data("llama-3.1-8b"), "architectures": ["LongcatFlashForCausalLM"]}
+    data = {**_data("llama-3.1-8b"), "architectures": ["DoryForCausalLM"]}
     assert _one_issue(data) == (
-        "config.json: architectures[0]: LongcatFlashForCausalLM: kvunits does not plan it: "
-        "two MLA blocks per layer (LongCat-Flash), not modelled"
+        "config.json: architectures[0]: DoryForCausalLM: kvunits does not plan it: layers run "
+        "several times per token (looped/recurrent depth, dory.py), not modelled"
     )
     # An MLA architecture reads the file as MLA, naming what it lacks.
     data["architectures"] = ["SarvamMLAForCausalLM"]

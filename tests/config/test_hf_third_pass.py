@@ -289,3 +289,15 @@ def test_exaone_moe_slides_each_layer_over_its_own_window() -> None:
     windows = [getattr(layer, "sliding_window", None) for layer in layers.values()]
     assert windows == [Window(w, Tokens) if w else None for w in (128, 128, 1024, 0) * 2]
     assert _kinds_of(load_config(SYNTHETIC / "synthetic--exaone_moe").model.layers) == "SSSF" * 2
+
+
+@pytest.mark.parametrize("arch", ["LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"])
+def test_longcat_flash_keeps_two_mla_caches_a_layer(arch: str) -> None:
+    # longcat_flash.py FlashDecoderLayer: self_attn = two DeepseekV2MLAAttention (512 + 64);
+    # the n-gram variant (FlashNgramModel) builds the same layers. Both caches of layer i go
+    # with layer i on a pipeline stage.
+    data = _data("longcat_flash", architectures=[arch])
+    layers = _layers(data)
+    assert list(layers)[:4] == ["text.0", "text.0.second", "text.1", "text.1.second"]
+    assert len(layers) == 8
+    assert all(isinstance(x, MLALayer) and x.kv_lora_rank == Elements(512) for x in layers.values())

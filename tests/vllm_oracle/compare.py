@@ -105,6 +105,8 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
             return "differs", [f"vLLM: attention-free; kvunits: {len(layers)} attention layers"]
         return "exact", []
     expected_layers = view["attention_layers"]
+    if view["architecture"] in _TWO_ATTENTIONS_PER_LAYER and expected_layers is not None:
+        expected_layers *= 2
     if view["hybrid"]:
         expected_layers = None  # the view counts mixer layers as attention for some models
     if expected_layers is not None and len(layers) != expected_layers:
@@ -148,6 +150,11 @@ _WINDOW_SIZE_FIELD: Final = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausa
 #: rnj1.py Rnj1Attention: a chunked_attention layer gets sliding_window as its
 #: per_layer_sliding_window (a SlidingWindowSpec of that size).
 _CHUNKED_AS_WINDOW: Final = frozenset({"Rnj1ForCausalLM"})
+#: longcat_flash.py FlashDecoderLayer: two DeepseekV2MLAAttention per decoder layer
+#: (``self_attn.0`` and ``self_attn.1``), each its own MLA cache; the view counts layers.
+_TWO_ATTENTIONS_PER_LAYER: Final = frozenset(
+    {"LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"}
+)
 #: exaone_moe.py ExaoneMoeAttention: sliding_windows[i] when the file lists them.
 _PER_LAYER_WINDOWS: Final = frozenset({"ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"})
 
