@@ -42,6 +42,7 @@ from ._hf_generic import (
     read_dbrx,
     read_falcon,
     read_gpt_bigcode,
+    read_iquest_loopcoder,
     read_nemotron_nas,
     read_rnj1,
     read_step1,
@@ -1077,6 +1078,18 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 },
             ),
         )
+    ),
+    Family(
+        "iquest_loopcoder",
+        ("iquest_loopcoder",),
+        ("IQuestLoopCoderForCausalLM",),
+        "each layer runs loop_num times (default 2), a cache per loop: the first full "
+        "attention, the later ones sliding over loop_window_size (default 64); head size "
+        "hidden_size / heads; vllm/model_executor/models/iquest_loopcoder.py "
+        "LoopCoderAttention",
+        read_iquest_loopcoder,
+        _ATTN | {"sliding_window", "use_sliding_window", "max_window_layers"},
+        ignores={"head_dim": "vLLM's iquest_loopcoder.py takes hidden_size / heads"},
     ),
     Family(
         "rnj1",

@@ -118,6 +118,38 @@ def read_rnj1(sec: Section, dtypes: DTypes) -> Layers | None:
     return {f"text.{i}": local if slide else whole for i, slide in enumerate(slides)}
 
 
+def read_iquest_loopcoder(sec: Section, dtypes: DTypes) -> Layers | None:
+    """iquest_loopcoder (vllm/model_executor/models/iquest_loopcoder.py
+    ``LoopCoderAttention``): each decoder layer runs ``loop_num`` times (default 2) with a
+    cache per loop: the first full attention (or, read as Qwen 2 configs are, the
+    ``sliding_window`` when ``use_sliding_window`` is true, which vLLM then requires on every
+    layer: ``max_window_layers == num_hidden_layers``), every later one a sliding window of
+    ``loop_window_size`` tokens (default 64); ``text.<i>`` and ``text.<i>.loop<k>``, all on
+    layer i's pipeline stage. Head size ``hidden_size // num_attention_heads``."""
+    n_layers = layer_count(sec)
+    a = attention(sec, dtypes.kv, head="derived")
+    loops = sec.filled("loop_num", 2).number("loop_num", maximum=64)
+    span = sec.filled("loop_window_size", 64).number("loop_window_size", maximum=1 << 24)
+    if n_layers is None or a is None or loops is None or span is None:
+        return None
+    window = sec.window() if sec.flag("use_sliding_window") is True else None
+    if window is not None and sec.value("max_window_layers") not in (None, n_layers):
+        sec.issue(
+            "max_window_layers",
+            f"{sec.value('max_window_layers')!r}: with use_sliding_window, vLLM's "
+            f"iquest_loopcoder.py requires it to equal num_hidden_layers ({n_layers})",
+        )
+        return None
+    first = full(a) if window is None else sliding(a, window)
+    later = sliding(a, span)
+    layers: Layers = {}
+    for i in range(n_layers):
+        layers[f"text.{i}"] = first
+        for k in range(1, loops):
+            layers[f"text.{i}.loop{k}"] = later
+    return layers
+
+
 def _attention(sec: Section, dtypes: DTypes, head: HeadRule) -> Attention | None:
     if head == "head_dim" and sec.value("head_dim") in (0,):
         # vLLM reads 0 as absent (get_head_size: "head_dim > 0").

@@ -182,7 +182,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "(vllm/models/glm5next/common/attention.py, kda.py), not modelled",
     "HCXVisionV2ForCausalLM": "HyperCLOVA X vision's language model config, not located",
     "HrmTextForCausalLM": _LOOP.format("hrm_text.py"),
-    "IQuestLoopCoderForCausalLM": _LOOP.format("iquest_loopcoder.py"),
     "InklingForCausalLM": "vllm.models.inkling builds its cache in its own package",
     "InklingForConditionalGeneration": "vllm.models.inkling builds its cache in its own package",
     "K2HorizonForCausalLM": _LOOP.format("k2_horizon.py"),

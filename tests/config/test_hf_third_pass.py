@@ -301,3 +301,28 @@ def test_longcat_flash_keeps_two_mla_caches_a_layer(arch: str) -> None:
     assert list(layers)[:4] == ["text.0", "text.0.second", "text.1", "text.1.second"]
     assert len(layers) == 8
     assert all(isinstance(x, MLALayer) and x.kv_lora_rank == Elements(512) for x in layers.values())
+
+
+def test_iquest_loopcoder_keeps_a_cache_per_loop() -> None:
+    # iquest_loopcoder.py LoopCoderAttention: loop_num caches a layer, the first full, the
+    # later ones sliding over loop_window_size; head size hidden_size / heads (5120 / 40).
+    data = {
+        "architectures": ["IQuestLoopCoderForCausalLM"],
+        "model_type": "iquest_loopcoder",
+        "hidden_size": 5120,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "loop_num": 3,
+        "loop_window_size": 64,
+        "sliding_window": 32768,
+        "use_sliding_window": False,
+    }
+    layers = _layers(data)
+    assert list(layers)[:3] == ["text.0", "text.0.loop1", "text.0.loop2"]
+    first, later = layers["text.0"], layers["text.0.loop2"]
+    assert isinstance(first, FullAttentionLayer) and first.head_size == Elements(128)
+    assert isinstance(later, SlidingWindowLayer) and later.sliding_window == Window(64, Tokens)
+    with pytest.raises(ConfigError, match="max_window_layers: 2: with use_sliding_window"):
+        read_hf_config({**data, "use_sliding_window": True, "max_window_layers": 2}, where="c")
