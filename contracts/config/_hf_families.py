@@ -188,6 +188,20 @@ _GENERIC: Final[
     ]
 ] = (
     (
+        "k2_horizon",
+        ("k2_horizon",),
+        ("K2HorizonForCausalLM",),
+        "head_dim",
+        "gated_none",
+        "k2_horizon.py K2HorizonAttention, K2HorizonMoVAAttention (the mixture-of-value "
+        "experts changes no cache)",
+        "full attention, head size head_dim (else hidden_size / heads); a sliding window only "
+        "with use_sliding_window (then refused)",
+        frozenset({"use_sliding_window"}),
+        {},
+        {},
+    ),
+    (
         "qwen2_moe",
         ("qwen2_moe",),
         ("Qwen2MoeForCausalLM",),
@@ -1080,7 +1094,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
         )
     ),
     Family(
-        "iquest_loopcoder",
+        "iquest_loop",
         ("iquest_loopcoder",),
         ("IQuestLoopCoderForCausalLM",),
         "each layer runs loop_num times (default 2), a cache per loop: the first full "

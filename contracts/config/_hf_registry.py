@@ -184,7 +184,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "HrmTextForCausalLM": _LOOP.format("hrm_text.py"),
     "InklingForCausalLM": "vllm.models.inkling builds its cache in its own package",
     "InklingForConditionalGeneration": "vllm.models.inkling builds its cache in its own package",
-    "K2HorizonForCausalLM": _LOOP.format("k2_horizon.py"),
     "KimiLinearForCausalLM": "Kimi delta attention states (kda_state_shape) beside MLA "
     "layers (vllm/models/kimi_k3): vLLM aligns the recurrent state's page to the MLA page "
     "(Platform._align_hybrid_block_size), which kvunits models for plain attention only",

@@ -326,3 +326,26 @@ def test_iquest_loopcoder_keeps_a_cache_per_loop() -> None:
     assert isinstance(later, SlidingWindowLayer) and later.sliding_window == Window(64, Tokens)
     with pytest.raises(ConfigError, match="max_window_layers: 2: with use_sliding_window"):
         read_hf_config({**data, "use_sliding_window": True, "max_window_layers": 2}, where="c")
+
+
+def test_k2_horizon_is_plain_full_attention() -> None:
+    # k2_horizon.py: K2HorizonAttention and K2HorizonMoVAAttention each build one Attention of
+    # num_key_value_heads heads of head_dim; no loop, no window (use_sliding_window false).
+    # The sizing fields a public capacity test quotes for K2-Horizon (code search id
+    # 69552524305): 48 layers, 8 KV heads of 128, 524288 positions.
+    data = {
+        "architectures": ["K2HorizonForCausalLM"],
+        "model_type": "k2_horizon",
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "hidden_size": 2560,
+        "max_position_embeddings": 524288,
+        "use_sliding_window": False,
+    }
+    layers = _layers(data)
+    assert len(layers) == 48
+    layer = layers["text.47"]
+    assert isinstance(layer, FullAttentionLayer)
+    assert layer.kv_heads == KVHeads(8) and layer.head_size == Elements(128)
