@@ -192,7 +192,8 @@ REFUSED: Final[Mapping[str, str]] = {
     "MiniMaxM3IndexerCache; kvunits' indexer kind is DeepSeek's fp8 key with float32 "
     "scales), not modelled",
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "
-    "not modelled",
+    "which vLLM reads through the checkpoint's own get_nemotron_h_config_for_layer (custom "
+    "config code), not modelled",
     "PanguEmbeddedForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "PanguProMoEV2ForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "PanguUltraMoEForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
