@@ -473,7 +473,15 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "qwen2",
-        ("qwen2", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text", "mimo"),
+        (
+            "qwen2",
+            "qwen2_5_vl",
+            "qwen2_5_vl_text",
+            "qwen2_vl",
+            "qwen2_vl_text",
+            "mimo",
+            "qwen2_5_omni_text",
+        ),
         ("Qwen2ForCausalLM", "MiMoForCausalLM"),
         "full attention, or sliding on every layer (use_sliding_window with max_window_layers "
         "0); a mix of the two is refused, as vLLM refuses it; head size hidden_size / heads",
@@ -487,6 +495,17 @@ FAMILIES: Final[tuple[Family, ...]] = (
             "qwen2_vl_text": _QWEN_VL,
             "qwen2_5_vl": _QWEN_VL,
             "qwen2_5_vl_text": _QWEN_VL,
+            # Qwen2_5OmniTextConfig: the thinker's decoder (qwen2_5_omni_thinker.py builds a
+            # Qwen2ForCausalLM on it).
+            "qwen2_5_omni_text": {
+                **_QWEN,
+                "hidden_size": 3584,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "sliding_window": 32768,
+                "max_window_layers": 28,
+            },
         },
     ),
     Family(
@@ -509,7 +528,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "qwen3_moe",
-        ("qwen3_moe", "qwen3_vl_moe_text"),
+        ("qwen3_moe", "qwen3_vl_moe_text", "qwen3_omni_moe_text"),
         ("Qwen3MoeForCausalLM",),
         "full attention, or sliding on every layer with use_sliding_window; head_dim or "
         "hidden_size / heads",
@@ -521,6 +540,16 @@ FAMILIES: Final[tuple[Family, ...]] = (
         },
         defaults={
             "qwen3_vl_moe_text": _QWEN,
+            # Qwen3OmniMoeTextConfig: the thinker's decoder (qwen3_omni_moe_thinker.py builds a
+            # Qwen3MoeLLMForCausalLM on it); the class has no window field.
+            "qwen3_omni_moe_text": {
+                **_QWEN,
+                "hidden_size": 2048,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "sliding_window": None,
+            },
             "qwen3_moe": {
                 **_QWEN,
                 "hidden_size": 2048,

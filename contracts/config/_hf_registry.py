@@ -211,9 +211,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "per-layer inputs (gemma3n.py), not modelled",
     "DeepseekV4ForConditionalGeneration": "compressed MLA caches and an indexer (DeepSeek V4)",
     "DeepseekV41ForCausalLM": "compressed MLA caches and an indexer (DeepSeek V4.1)",
-    "Qwen2_5OmniForConditionalGeneration": "two decoders (thinker and talker) with caches",
-    "Qwen2_5OmniModel": "two decoders (thinker and talker) with caches",
-    "Qwen3OmniMoeForConditionalGeneration": "two decoders (thinker and talker) with caches",
 }
 
 
