@@ -22,6 +22,7 @@ from ._hf_decoders import (
     read_deepseek_sparse,
     read_exaone_moe,
     read_gemma,
+    read_gemma3n,
     read_gemma4,
     read_gpt_oss,
     read_hy_v4,
@@ -629,6 +630,30 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "global_head_dim": 512,
                 "attention_k_eq_v": False,
                 "num_kv_shared_layers": 0,
+            }
+        },
+    ),
+    Family(
+        "gemma3n",
+        ("gemma3n_text",),
+        ("Gemma3nForCausalLM",),
+        "layer_types, else every 5th layer full; head_dim; from layer n - num_kv_shared_layers "
+        "on, a layer reads the cache of layer n - num_kv_shared_layers - 2 (sliding) or - 1 "
+        "(full) and keeps none of its own; the per-layer inputs keep no cache; "
+        "vllm/model_executor/models/gemma3n.py Gemma3nAttention",
+        read_gemma3n,
+        _LLAMA_READS | {"num_kv_shared_layers", "use_bidirectional_attention"},
+        defaults={
+            # Gemma3nTextConfig's defaults (transformers).
+            "gemma3n_text": {
+                "hidden_size": 2048,
+                "num_hidden_layers": 35,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 2,
+                "head_dim": 256,
+                "max_position_embeddings": 32768,
+                "sliding_window": 512,
+                "num_kv_shared_layers": 15,
             }
         },
     ),

@@ -7,6 +7,10 @@
   ``thinker_config.text_config`` (qwen2_5_omni_thinker.py: a ``Qwen2ForCausalLM``;
   qwen3_omni_moe_thinker.py: a ``Qwen3MoeLLMForCausalLM``), which is also the config
   transformers' ``get_text_config`` returns to vLLM. The talker keeps no cache in vLLM.
+* Gemma 3n (vllm/model_executor/models/gemma3n.py ``Gemma3nAttention``): from ``first = n -
+  num_kv_shared_layers`` on, a layer reads layer ``first - 2``'s cache when it slides and
+  ``first - 1``'s when it is full (``kv_sharing_target_layer_name``: vLLM gives it no cache
+  spec); its per-layer inputs (AltUp, Laurel, per-layer embeddings) keep no cache.
 
 The published configs are in tests/config/hf_fixtures/excerpts (SOURCES.md);
 ``scripts/vllm-model-view`` compares them with vLLM's own ``ModelConfig`` and
@@ -22,7 +26,15 @@ from typing import Any
 
 import pytest
 
-from kvunits.contracts import Elements, FullAttentionLayer, KVHeads, Tokens
+from kvunits.contracts import (
+    Elements,
+    FullAttentionLayer,
+    KVHeads,
+    KVSharedLayer,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
 from kvunits.contracts.config import ConfigError, read_hf_config
 
 EXCERPTS = Path(__file__).resolve().parent / "hf_fixtures" / "excerpts"
@@ -89,3 +101,63 @@ def test_omni_thinker_errors_name_the_nested_field() -> None:
     with pytest.raises(ConfigError) as err:
         read_hf_config(data, where="config.json")
     assert "thinker_config.text_config.num_key_value_heads" in str(err.value)
+
+
+def _letters(data: dict[str, Any]) -> str:
+    letters: dict[type, str] = {
+        FullAttentionLayer: "F",
+        SlidingWindowLayer: "S",
+        KVSharedLayer: "-",
+    }
+    layers = read_hf_config(data, where="config.json").model.layers
+    return "".join(letters[type(layer)] for layer in layers.values())
+
+
+def test_gemma3n_e2b_shares_the_last_ten_layers() -> None:
+    # gemma-3n-E2B: 30 layers, every 5th full, num_kv_shared_layers 10: layers 0-19 keep a
+    # cache (16 sliding over 512 tokens, 4 full, 2 KV heads of 256); 20-29 read layer 18's
+    # (sliding) or layer 19's (full).
+    data = _published("google--gemma-3n-E2B-it")
+    assert _letters(data) == "SSSSF" * 4 + "-" * 10
+    layers = read_hf_config(data, where="config.json").model.layers
+    sliding, full_, shared = layers["text.0"], layers["text.4"], layers["text.20"]
+    assert isinstance(sliding, SlidingWindowLayer) and sliding.sliding_window == Window(512, Tokens)
+    assert isinstance(full_, FullAttentionLayer) and full_.head_size == Elements(256)
+    assert full_.kv_heads == KVHeads(2)
+    assert isinstance(shared, KVSharedLayer) and shared.target == "text.18"
+    last = layers["text.24"]
+    assert isinstance(last, KVSharedLayer) and last.target == "text.19"
+
+
+def test_gemma3n_targets_are_vllms_offsets_not_the_last_of_the_type() -> None:
+    # gemma3n.py targets first - 2 (sliding) and first - 1 (full) whatever their types:
+    # with 12 layers and 3 shared (first 9), layer 7 (sliding) and layer 8 (sliding) are
+    # the targets; Gemma 4's rule (the last earlier layer of the type) would name 4 for the
+    # full layer 9.
+    data = _published("google--gemma-3n-E2B-it")
+    text = data["text_config"]
+    text["num_hidden_layers"], text["num_kv_shared_layers"] = 12, 3
+    text["layer_types"] = text["layer_types"][:12]
+    text["activation_sparsity_pattern"] = text["activation_sparsity_pattern"][:12]
+    layers = read_hf_config(data, where="config.json").model.layers
+    targets = {
+        name: layer.target for name, layer in layers.items() if isinstance(layer, KVSharedLayer)
+    }
+    assert targets == {"text.9": "text.8", "text.10": "text.7", "text.11": "text.7"}
+
+
+def test_gemma3n_a_negative_target_keeps_its_own_cache() -> None:
+    # Every layer "shared": first = 0, targets -2 and -1 are negative, so vLLM gives no
+    # kv_sharing_target_layer_name and every layer keeps its own cache.
+    data = _published("google--gemma-3n-E2B-it")
+    data["text_config"]["num_kv_shared_layers"] = 30
+    assert _letters(data) == "SSSSF" * 6
+
+
+def test_gemma3n_without_layer_types_is_every_fifth_full() -> None:
+    # Gemma3nTextConfig.__post_init__: full where (i + 1) % 5 == 0; the class default of
+    # num_kv_shared_layers is 15.
+    data = _published("google--gemma-3n-E4B-it")
+    del data["text_config"]["layer_types"]
+    del data["text_config"]["num_kv_shared_layers"]
+    assert _letters(data) == "SSSSF" * 4 + "-" * 15

@@ -123,6 +123,15 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
         diffs.append(f"head sizes {sorted(sizes)} lack vLLM's {view['head_size']}")
     windows = [layer[3] for layer in layers]
     expected = _expected_windows(view, len(layers))
+    shared = view.get("kv_shared")
+    if shared is not None:
+        # vLLM's KV-shared layers (model_view._kv_shared) keep no cache: kvunits must read
+        # exactly those as shared; their window is their target's, not compared.
+        mine_shared = [i for i, layer in enumerate(layers) if layer[0] == "shared"]
+        if mine_shared != shared:
+            diffs.append(f"KV-shared layers {mine_shared} != vLLM {shared}")
+        if expected is not None:
+            expected = [None if i in shared else w for i, w in enumerate(expected)]
     if expected is not None and windows != expected:
         got = sorted({w for w in windows if w}), sum(1 for w in windows if w)
         want = sorted({w for w in expected if w}), sum(1 for w in expected if w)
