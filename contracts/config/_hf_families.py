@@ -168,6 +168,39 @@ _GPT: Final = {
     "max_position_embeddings": "n_positions",
 }
 
+#: Multimodal decoders' text model types read as a text family: glm4_1v.py
+#: ``Glm4vForConditionalGeneration`` builds its language model on ``text_config`` as
+#: ``Glm4ForCausalLM`` for glm4v and glm_ocr, as ``Glm4MoeForCausalLM`` for glm4v_moe.
+_DECODER_OF: Final[Mapping[str, tuple[str, ...]]] = {
+    "glm4": ("glm4v_text", "glm_ocr_text"),
+    "glm4_moe": ("glm4v_moe_text",),
+}
+#: Their config classes' defaults (transformers' Glm4vTextConfig, Glm4vMoeTextConfig,
+#: GlmOcrTextConfig), which vLLM sees when the file leaves a field out.
+_DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "glm4v_text": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 32768,
+    },
+    "glm4v_moe_text": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 46,
+        "num_attention_heads": 96,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 65536,
+    },
+    "glm_ocr_text": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+    },
+}
+
 #: Families of one attention decoder (`attention_reader`): name, model types, the vLLM
 #: architectures, head rule, window rule, vLLM file, what they are read as, the extra
 #: cache fields read, those ignored (with vLLM's reason), field aliases per model type.
@@ -239,7 +272,7 @@ _GENERIC: Final[
     *(
         (
             name,
-            (name,),
+            (name, *_DECODER_OF.get(name, ())),
             archs,
             "head_dim",
             "none",
@@ -456,10 +489,11 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "phi3",
-        ("phi3",),
-        ("Phi3ForCausalLM",),
+        ("phi3", "phi4mm"),
+        ("Phi3ForCausalLM", "Phi4MMForCausalLM"),
         "as llama (sliding_window slides every layer); with a longrope RoPE the default "
-        "max_model_len is original_max_position_embeddings",
+        "max_model_len is original_max_position_embeddings; Phi-4-multimodal (phi4mm.py) "
+        "builds a LlamaModel on its flat config, the vision and audio towers keep no cache",
         read_llama,
         _LLAMA_READS,
         defaults={
@@ -469,7 +503,15 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "num_attention_heads": 32,
                 "max_position_embeddings": 4096,
                 "original_max_position_embeddings": 4096,
-            }
+            },
+            # Phi4MMConfig (the checkpoint's configuration_phi4mm.py): Phi3Config's defaults.
+            "phi4mm": {
+                "hidden_size": 3072,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "max_position_embeddings": 4096,
+                "original_max_position_embeddings": 4096,
+            },
         },
     ),
     Family(
@@ -1042,6 +1084,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
             _ATTN | {"sliding_window", "layer_types"} | frozenset(reads),
             ignores=ignores,
             aliases=aliases,
+            defaults={t: _DECODER_DEFAULTS[t] for t in model_types if t in _DECODER_DEFAULTS},
         )
         for name, model_types, architectures, head, window, source, how, reads, ignores, aliases
         in _GENERIC

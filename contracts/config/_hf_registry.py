@@ -215,6 +215,13 @@ REFUSED: Final[Mapping[str, str]] = {
 REFUSED_MODEL_TYPES: Final[Mapping[str, str]] = {
     "kimi_linear": "KimiLinearForCausalLM",
     "deepseek_v4": "DeepseekV4ForCausalLM",
+    # transformers' text model types of multimodal wrappers (get_text_config) whose decoder
+    # is a refused architecture.
+    "step3p5": "Step3p5ForCausalLM",
+    "minimax_m3_vl_text": "MiniMaxM3SparseForCausalLM",
+    "glm5_next_text": "Glm5NextForCausalLM",
+    "qwen4_exp_text": "Qwen4ExpForCausalLM",
+    "inkling_text": "InklingForCausalLM",
 }
 
 

@@ -161,3 +161,54 @@ def test_gemma3n_without_layer_types_is_every_fifth_full() -> None:
     del data["text_config"]["layer_types"]
     del data["text_config"]["num_kv_shared_layers"]
     assert _letters(data) == "SSSSF" * 4 + "-" * 15
+
+
+@pytest.mark.parametrize(
+    ("name", "layers", "kv_heads", "head", "length"),
+    [
+        # GLM-4.5V: glm4_1v.py builds Glm4MoeForCausalLM on text_config: 46 layers, 8 KV
+        # heads of head_dim 128 (96 heads do not divide 4096: the file's head_dim is used).
+        ("zai-org--GLM-4.5V", 46, 8, 128, 65536),
+        # GLM-4.1V: Glm4ForCausalLM on text_config, 4096 / 32 = 128; no
+        # max_position_embeddings in the excerpt: Glm4vTextConfig's 32768.
+        ("zai-org--GLM-4.1V-9B-Thinking", 40, 2, 128, 32768),
+    ],
+)
+def test_glm_v_reads_its_text_config_as_glm4(
+    name: str, layers: int, kv_heads: int, head: int, length: int
+) -> None:
+    hf = read_hf_config(_published(name), where="config.json")
+    assert len(hf.model.layers) == layers
+    first = next(iter(hf.model.layers.values()))
+    assert isinstance(first, FullAttentionLayer)
+    assert first.kv_heads == KVHeads(kv_heads) and first.head_size == Elements(head)
+    assert hf.engine["max_model_len"] == Tokens(length)
+
+
+def test_phi4_multimodal_is_read_as_its_flat_phi3_decoder() -> None:
+    # phi4mm.py builds a LlamaModel on the flat config: 32 layers, 8 KV heads of
+    # 3072 / 24 = 128, every layer over sliding_window 262144 (as phi3); with its longrope
+    # RoPE the default length is original_max_position_embeddings (as phi3).
+    hf = read_hf_config(_published("microsoft--Phi-4-multimodal-instruct"), where="config.json")
+    assert len(hf.model.layers) == 32
+    first = next(iter(hf.model.layers.values()))
+    assert isinstance(first, SlidingWindowLayer)
+    assert first.kv_heads == KVHeads(8) and first.head_size == Elements(128)
+    assert first.sliding_window == Window(262144, Tokens)
+    assert hf.engine["max_model_len"] == Tokens(4096)
+
+
+@pytest.mark.parametrize(
+    ("arch", "text_type", "refused"),
+    [
+        ("Step3p7ForConditionalGeneration", "step3p5", "Step3p5ForCausalLM"),
+        ("Glm5NextForConditionalGeneration", "glm5_next_text", "Glm5NextForCausalLM"),
+    ],
+)
+def test_a_wrapper_around_a_refused_decoder_names_its_reason(
+    arch: str, text_type: str, refused: str
+) -> None:
+    data = {"architectures": [arch], "text_config": {"model_type": text_type}}
+    with pytest.raises(ConfigError) as err:
+        read_hf_config(data, where="config.json")
+    assert f"({refused}): kvunits does not plan it" in str(err.value)
