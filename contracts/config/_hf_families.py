@@ -175,9 +175,18 @@ _DECODER_OF: Final[Mapping[str, tuple[str, ...]]] = {
     "glm4": ("glm4v_text", "glm_ocr_text"),
     "glm4_moe": ("glm4v_moe_text",),
 }
-#: Their config classes' defaults (transformers' Glm4vTextConfig, Glm4vMoeTextConfig,
+#: Config classes' defaults (transformers' GemmaConfig, Glm4vTextConfig, Glm4vMoeTextConfig,
 #: GlmOcrTextConfig), which vLLM sees when the file leaves a field out.
 _DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    # GemmaConfig: PaliGemma's text_config leaves head_dim and the length to the class.
+    "gemma": {
+        "hidden_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+    },
     "glm4v_text": {
         "hidden_size": 4096,
         "num_hidden_layers": 40,

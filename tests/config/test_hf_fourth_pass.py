@@ -212,3 +212,15 @@ def test_a_wrapper_around_a_refused_decoder_names_its_reason(
     with pytest.raises(ConfigError) as err:
         read_hf_config(data, where="config.json")
     assert f"({refused}): kvunits does not plan it" in str(err.value)
+
+
+def test_paligemma_text_config_takes_gemma_class_defaults() -> None:
+    # PaliGemma's published text_config has no head_dim and no max_position_embeddings:
+    # GemmaConfig's 256 and 8192 apply (vLLM's gemma.py reads config.head_dim); 18 layers
+    # of one KV head.
+    hf = read_hf_config(_published("google--paligemma-3b-pt-224"), where="config.json")
+    assert len(hf.model.layers) == 18
+    first = next(iter(hf.model.layers.values()))
+    assert isinstance(first, FullAttentionLayer)
+    assert first.kv_heads == KVHeads(1) and first.head_size == Elements(256)
+    assert hf.engine["max_model_len"] == Tokens(8192)
