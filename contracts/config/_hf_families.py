@@ -41,6 +41,7 @@ from ._hf_generic import (
     patterned_reader,
     read_chatglm,
     read_dbrx,
+    read_exaone4,
     read_falcon,
     read_gpt_bigcode,
     read_iquest_loopcoder,
@@ -174,6 +175,9 @@ _GPT: Final = {
 _DECODER_OF: Final[Mapping[str, tuple[str, ...]]] = {
     "glm4": ("glm4v_text", "glm_ocr_text"),
     "glm4_moe": ("glm4v_moe_text",),
+    # paddleocr_vl.py builds Ernie4_5ForCausalLM on the text config (PaddleOCRTextConfig,
+    # which transformers fills from the published file's flat top level).
+    "ernie4_5": ("paddleocr_vl_text",),
 }
 #: Config classes' defaults (transformers' GemmaConfig, Glm4vTextConfig, Glm4vMoeTextConfig,
 #: GlmOcrTextConfig), which vLLM sees when the file leaves a field out.
@@ -200,6 +204,14 @@ _DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
         "num_attention_heads": 96,
         "num_key_value_heads": 8,
         "max_position_embeddings": 65536,
+    },
+    "paddleocr_vl_text": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 18,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
     },
     "glm_ocr_text": {
         "hidden_size": 1024,
@@ -358,7 +370,7 @@ _GENERIC: Final[
     *(
         (
             name,
-            model_types,
+            (*model_types, *_DECODER_OF.get(name, ())),
             archs,
             "head_dim",
             "per_layer",
@@ -371,7 +383,6 @@ _GENERIC: Final[
             {},
         )
         for name, model_types, archs, source in (
-            ("exaone4", ("exaone4",), ("Exaone4ForCausalLM",), "exaone4.py Exaone4Attention"),
             (
                 "granite",
                 ("granite",),
@@ -444,6 +455,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
             "internlm3",
             "telechat",
             "teleflm",
+            "aria_text",
         ),
         (
             "LlamaForCausalLM",
@@ -464,6 +476,8 @@ FAMILIES: Final[tuple[Family, ...]] = (
         aliases={"telechat": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head"}},
         defaults={
             "llama": {**_LLAMA, "max_position_embeddings": 2048},
+            # AriaTextConfig: aria.py's AriaTextModel is a LlamaModel on text_config.
+            "aria_text": {**_LLAMA, "max_position_embeddings": 2048},
             "mistral": {
                 **_LLAMA,
                 "num_key_value_heads": 8,
@@ -681,6 +695,27 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "global_head_dim": 512,
                 "attention_k_eq_v": False,
                 "num_kv_shared_layers": 0,
+            }
+        },
+    ),
+    Family(
+        "exaone4",
+        ("exaone4",),
+        ("Exaone4ForCausalLM",),
+        "layer_types' sliding_attention layers slide over sliding_window; an absent "
+        "layer_types is Exaone4Config's pattern (layer i slides where (i + 1) % "
+        "sliding_window_pattern != 0, default 4); head size head_dim (else hidden_size / "
+        "heads); vllm/model_executor/models/exaone4.py Exaone4Attention",
+        read_exaone4,
+        _LLAMA_READS | {"sliding_window_pattern"},
+        defaults={
+            # Exaone4Config's defaults (transformers).
+            "exaone4": {
+                **_LLAMA,
+                "num_key_value_heads": 32,
+                "max_position_embeddings": 2048,
+                "sliding_window": 4096,
+                "sliding_window_pattern": 4,
             }
         },
     ),
@@ -1572,6 +1607,13 @@ WRAPPERS: Final[Mapping[str, Wrapper]] = {
         "qwen2_5_vl",
         ("Qwen2_5_VLForConditionalGeneration",),
         "the top level (or text_config) as qwen2",
+        flat=True,
+    ),
+    "paddleocr_vl": Wrapper(
+        "paddleocr_vl_text",
+        ("PaddleOCRVLForConditionalGeneration",),
+        "the top level (or text_config) as ernie4_5 (paddleocr_vl.py builds "
+        "Ernie4_5ForCausalLM); the vision encoder keeps no cache",
         flat=True,
     ),
     "voxtral": Wrapper(

@@ -224,3 +224,76 @@ def test_paligemma_text_config_takes_gemma_class_defaults() -> None:
     assert isinstance(first, FullAttentionLayer)
     assert first.kv_heads == KVHeads(1) and first.head_size == Elements(256)
     assert hf.engine["max_model_len"] == Tokens(8192)
+
+
+SYNTHETIC = Path(__file__).resolve().parent / "hf_fixtures" / "synthetic"
+
+
+def test_paddleocr_vl_reads_its_flat_config_as_ernie4_5() -> None:
+    # The published PaddleOCR-VL config is flat: transformers' PaddleOCRVLConfig moves the
+    # text fields into PaddleOCRTextConfig, and paddleocr_vl.py builds Ernie4_5ForCausalLM on
+    # it (head_dim 128, 2 KV heads, 18 layers, 131072 positions).
+    data = json.loads((SYNTHETIC / "synthetic--paddleocr_vl" / "config.json").read_text("utf-8"))
+    hf = read_hf_config(data, where="config.json")
+    assert len(hf.model.layers) == 18
+    first = next(iter(hf.model.layers.values()))
+    assert isinstance(first, FullAttentionLayer)
+    assert first.kv_heads == KVHeads(2) and first.head_size == Elements(128)
+    assert hf.engine["max_model_len"] == Tokens(131072)
+    # The class defaults fill what a flat file leaves out.
+    del data["head_dim"], data["max_position_embeddings"]
+    hf = read_hf_config(data, where="config.json")
+    first = next(iter(hf.model.layers.values()))
+    assert isinstance(first, FullAttentionLayer) and first.head_size == Elements(128)
+    assert hf.engine["max_model_len"] == Tokens(131072)
+
+
+def test_aria_text_config_is_a_llama_decoder() -> None:
+    # aria.py AriaTextModel(LlamaModel) on text_config: 2560 / 20 = 128, 20 KV heads.
+    data = json.loads((SYNTHETIC / "synthetic--aria" / "config.json").read_text("utf-8"))
+    layer = next(iter(read_hf_config(data, where="config.json").model.layers.values()))
+    assert isinstance(layer, FullAttentionLayer)
+    assert layer.kv_heads == KVHeads(20) and layer.head_size == Elements(128)
+
+
+def _exaone4(**changes: Any) -> dict[str, Any]:
+    data = _published("LGAI-EXAONE--EXAONE-4.5-shrunk")
+    text: dict[str, Any] = data["text_config"]
+    text.update(changes)
+    for key, value in changes.items():
+        if value is None:
+            del text[key]
+    return data
+
+
+def test_exaone4_reads_layer_types_beside_a_string_pattern() -> None:
+    # EXAONE 4.x files carry sliding_window_pattern "LLLG" beside layer_types; exaone4.py
+    # reads config.layer_types (kvunits refused the pattern field before).
+    assert _letters(_exaone4()) == "SSSF"
+
+
+def test_exaone4_without_layer_types_is_the_config_class_pattern() -> None:
+    # Exaone4Config.__post_init__: layer i slides where (i + 1) % sliding_window_pattern != 0;
+    # the class default pattern is 4, not "every layer slides".
+    data = _exaone4(layer_types=None, sliding_window_pattern=2, num_hidden_layers=6)
+    assert _letters(data) == "SFSFSF"
+    data = _exaone4(layer_types=None, sliding_window_pattern=None, num_hidden_layers=8)
+    assert _letters(data) == "SSSFSSSF"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"layer_types": None}, "sliding_window_pattern"),  # "LLLG" cannot be divided by
+        ({"layer_types": None, "sliding_window": "null"}, "sliding_window"),
+    ],
+)
+def test_exaone4_refuses_what_exaone4config_cannot_derive(
+    changes: dict[str, Any], field: str
+) -> None:
+    data = _exaone4(**changes)
+    if changes.get("sliding_window") == "null":
+        data["text_config"]["sliding_window"] = None
+    with pytest.raises(ConfigError) as err:
+        read_hf_config(data, where="config.json")
+    assert f"text_config.{field}" in str(err.value)

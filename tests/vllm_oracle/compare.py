@@ -149,8 +149,11 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
 
 
 #: Where a vLLM model file departs from ModelConfig's generic view of the window.
-#: commandr.py and cohere2_moe.py: a sliding layer's window is sliding_window + 1.
-_WINDOW_PLUS_ONE: Final = frozenset({"Cohere2ForCausalLM", "Cohere2MoeForCausalLM"})
+#: commandr.py and cohere2_moe.py: a sliding layer's window is sliding_window + 1 (also under
+#: cohere2_vision.py, which builds its text_config.architectures, Cohere2ForCausalLM).
+_WINDOW_PLUS_ONE: Final = frozenset(
+    {"Cohere2ForCausalLM", "Cohere2MoeForCausalLM", "Cohere2VisionForConditionalGeneration"}
+)
 #: mimo_v2.py: the window is sliding_window_size (transformers' sliding_window is one more),
 #: on the layers hybrid_layer_pattern marks 1 (its layer_types derives them the same way).
 _WINDOW_SIZE_FIELD: Final = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})
