@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ._dtype import CacheDType
 from ._model import SpecModel
@@ -14,6 +14,7 @@ from .deploy import Parallelism, RankBytes, requested_memory
 #: vLLM's ``CacheConfig.gpu_memory_utilization`` default (``vllm/config/cache.py``).
 GPU_MEMORY_UTILIZATION: Final = 0.92
 
+_MAX_COUNT: Final = 2**63 - 1
 _Ranks = Annotated[int, Field(strict=True, ge=1, le=1 << 16)]
 
 
@@ -118,6 +119,25 @@ class EngineSpec(SpecModel):
         "smaller pages grow by scaling their block size)",
     )
 
+    admission: Literal["reserve", "on_demand", "declared"] = Field(
+        default="reserve",
+        description="how the runtime admits requests: reserve (each request's admission cap "
+        "at the engine's limits, so a step never runs short), on_demand (vLLM's: blocks are "
+        "taken as steps need them, and a step that runs short preempts running requests), "
+        "declared (each request declares its length and reserves exactly what it needs)",
+    )
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        default="fcfs",
+        description="which running request on_demand preempts first (vLLM's "
+        "scheduling_policy): fcfs, the latest admitted; priority, the lowest priority (the "
+        "largest value), the latest arrival among equals",
+    )
+    watermark: Annotated[float, Field(strict=True, ge=0, lt=1, allow_inf_nan=False)] = Field(
+        default=0.0,
+        description="fraction of each pool's cache blocks on_demand keeps free when it admits "
+        "a request while others run (vLLM 0.33 SchedulerConfig.watermark; 0: none)",
+    )
+
     @field_validator("cache_dtype", mode="before")
     @classmethod
     def _parse_dtype(cls, value: object) -> object:
@@ -195,6 +215,22 @@ class EngineSpec(SpecModel):
                         f"{value} take it all; raise gpu_memory_utilization or lower them"
                     )
         return value
+
+    @model_validator(mode="after")
+    def _in_flight_within_int64(self) -> EngineSpec:
+        # Every count a plan states is an int64; what is in flight is a product of settings.
+        batches = f"max_concurrent_batches {self.concurrent_batches}"
+        encoder = self.max_encoder_in_flight
+        if self.max_in_flight.numerical_value_in(Tokens) > _MAX_COUNT:
+            product = (
+                f"{batches} × max_num_batched_tokens {self.max_num_batched_tokens} + "
+                f"num_speculative_tokens {self.num_speculative_tokens}"
+            )
+        elif encoder is not None and encoder.numerical_value_in(EncoderTokens) > _MAX_COUNT:
+            product = f"{batches} × max_encoder_tokens_per_step {self.max_encoder_tokens_per_step}"
+        else:
+            return self
+        raise ValueError(f"{product} in flight is past 2**63 - 1 (int64); lower them")
 
     @property
     def parallelism(self) -> Parallelism:

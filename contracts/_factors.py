@@ -11,6 +11,10 @@ from .errors import UnitAttributeError, UnitError, UnitTypeError, UnitValueError
 
 _SEQ_UNITS = (EncoderTokens, PooledBlocks, Tokens)
 
+#: The largest P: 2**16, the bound of an engine's block size too, so that a kernel block of
+#: ``block_size × P`` encoder tokens stays far inside int64 (vLLM's pooled encoders use 4).
+MAX_POOL = 1 << 16
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,13 @@ class PoolFactor:
                 expected="int >= 1",
                 got=str(p),
             )
+        if p > MAX_POOL:
+            raise UnitValueError(
+                f"PoolFactor must be <= {MAX_POOL} encoder_token per pooled_block, got {p}",
+                field="pool",
+                expected=f"int <= {MAX_POOL}",
+                got=str(p),
+            )
 
     def __str__(self) -> str:
         return f"{self.tokens_per_block} encoder_token/pooled_block"
@@ -55,6 +66,7 @@ class PoolFactor:
         return {
             "type": "integer",
             "minimum": 1,
+            "maximum": MAX_POOL,
             "description": "pooling factor P: encoder tokens per pooled block (cache slot)",
             "x-unit": "encoder_token/pooled_block",
         }
@@ -206,5 +218,5 @@ def _pool_core_schema(cls: type[PoolFactor], source: Any, handler: Any) -> Any:
         serialization=core_schema.plain_serializer_function_ser_schema(
             lambda p: p.tokens_per_block, when_used="always"
         ),
-        json_schema_input_schema=core_schema.int_schema(ge=1),
+        json_schema_input_schema=core_schema.int_schema(ge=1, le=MAX_POOL),
     )

@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeVar, final
@@ -314,7 +315,8 @@ def layers_per_stage(num_layers: int, parallelism: Parallelism) -> tuple[range, 
     sizes = [per_stage] * pp
     for i in range(2, remainder + 2):
         sizes[-i] += 1
-    starts = [sum(sizes[:stage]) for stage in range(pp)]
+    # Each stage starts where the stages before it end: a running sum, linear in pp.
+    starts = itertools.accumulate(sizes[:-1], initial=0)
     return tuple(range(start, start + size) for start, size in zip(starts, sizes, strict=True))
 
 

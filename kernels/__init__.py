@@ -25,6 +25,9 @@ Public API:
   `unpool_seq_lens` converts manager lengths to exact encoder lengths; `slot_start_loc`
   says where each request's entries start in a slot mapping.
 * `reference_write_kv`, `reference_paged_attention`: the plain-torch references.
+* `flash_attention_inputs`, `flashinfer_inputs`: a step batch's tensors for FlashAttention's
+  and FlashInfer's paged calls; `allocate_kv_caches`: each layer's caches from a plan
+  (`kvunits.kernels.backends`, loaded on first use).
 """
 
 if __name__ != "kvunits.kernels":
@@ -34,6 +37,8 @@ if __name__ != "kvunits.kernels":
         f"kvunits' kernels package was imported as {__name__!r}; import kvunits.kernels instead"
     )
 
+
+from typing import TYPE_CHECKING
 
 from kvunits.contracts.errors import KernelArgumentError as KernelArgumentError
 from kvunits.contracts.errors import KernelTypeError as KernelTypeError
@@ -53,16 +58,51 @@ from .cache_write import write_kv as write_kv
 from .reference import reference_paged_attention as reference_paged_attention
 from .reference import reference_write_kv as reference_write_kv
 
+#: The backends' inputs, loaded on first use (`kvunits.kernels.backends`).
+_LAZY = {
+    "FlashAttentionInputs",
+    "FlashInferInputs",
+    "LayerCache",
+    "allocate_kv_caches",
+    "flash_attention_inputs",
+    "flashinfer_inputs",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import backends
+
+    value = getattr(backends, name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from .backends import FlashAttentionInputs as FlashAttentionInputs
+    from .backends import FlashInferInputs as FlashInferInputs
+    from .backends import LayerCache as LayerCache
+    from .backends import allocate_kv_caches as allocate_kv_caches
+    from .backends import flash_attention_inputs as flash_attention_inputs
+    from .backends import flashinfer_inputs as flashinfer_inputs
+
 __all__ = [
     "BlockTable",
+    "FlashAttentionInputs",
+    "FlashInferInputs",
     "KernelArgumentError",
     "KernelTypeError",
     "KernelValueError",
+    "LayerCache",
     "QueryStartLoc",
     "ResidencyError",
     "SeqLens",
     "SlotMapping",
+    "allocate_kv_caches",
     "check_residency",
+    "flash_attention_inputs",
+    "flashinfer_inputs",
     "manager_unit",
     "paged_attention",
     "reference_paged_attention",

@@ -127,6 +127,10 @@ class ConversionResult:
         }
 
 
+#: The largest block size (slots per cache block), an engine's ``block_size_slots`` bound.
+_MAX_BLOCK_SIZE: Final = 1 << 16
+
+
 def convert(
     text: str,
     to: str,
@@ -207,6 +211,14 @@ def convert(
                 f"{current} → cache_block needs --block-size (slots per cache block)",
                 field="--block-size",
                 expected=f"an int of {current.unit} per cache_block",
+            )
+        if not 1 <= block_size <= _MAX_BLOCK_SIZE:  # the engine's block_size_slots range
+            raise UnitValueError(
+                f"--block-size must be from 1 to {_MAX_BLOCK_SIZE} slots per cache_block, got "
+                f"{block_size}",
+                field="--block-size",
+                expected=f"1 to {_MAX_BLOCK_SIZE}",
+                got=str(block_size),
             )
         params["block_size"] = f"{block_size} {current.unit}/cache_block"
         values["block_size"] = (block_size, f"{current.unit}/cache_block")

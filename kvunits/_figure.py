@@ -144,7 +144,14 @@ def _draw(runs: list[Run], workload: Workload, config: KvUnitsConfig) -> Any:
             colors=(_RUNNING, _WAITING),
             alpha=0.6,
         )
-        _note(ax, f"the plan admits {run.plan.concurrent_requests} at once; {run.finished} ended")
+        note = f"the plan admits {run.plan.concurrent_requests} at once; {run.finished} ended"
+        if run.preemptions:
+            # on_demand: each preemption as a red tick at its step (how many, in the note).
+            preempted = run.series["preempted"]
+            ticks = [x for x, n in zip(steps, preempted, strict=True) if n]
+            ax.plot(ticks, [0] * len(ticks), "|", color=_LOST, ms=8)
+            note += f"; {run.preemptions} preempted (red ticks)"
+        _note(ax, note)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("scheduler step", fontsize=9)
 
@@ -219,6 +226,8 @@ def _column_title(run: Run) -> str:
         if variant.group is None
         else f"{variant.group} manager window: {variant.label}"
     )
+    if variant.admission is not None:
+        head = f"admission {variant.admission.kind}; " + head.split(", ")[0]
     stats = next((g for g in run.groups if g.name == focus_group(run)), None)
     if stats is not None and stats.kernel_windows:
         head += f"\nkernel reads {', '.join(str(w) for w in stats.kernel_windows)}"

@@ -48,8 +48,8 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, final
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 from kvunits.contracts import (
     AnyLayerGroup,
@@ -72,7 +72,15 @@ from kvunits.contracts import (
 from kvunits.contracts.crossing import first_unresident
 from kvunits.contracts.errors import AllocationError
 from kvunits.contracts.internal import kernel_ints, magnitude
-from kvunits.runtime import NULL_BLOCK, ContentKeys, GroupHandle, KVCacheCoordinator, plan
+from kvunits.runtime import (
+    NULL_BLOCK,
+    AdmissionPolicy,
+    ContentKeys,
+    Fits,
+    GroupHandle,
+    KVCacheCoordinator,
+    plan,
+)
 
 if TYPE_CHECKING:
     from kvunits.contracts.config import KvUnitsConfig
@@ -90,6 +98,16 @@ DEFAULT_PROMPT: Final = Tokens(16)
 
 #: Decoder tokens per decode step: one (streaming transcription emits one a step).
 DEFAULT_DECODER_STEP: Final = Tokens(1)
+
+#: The most clients (``--streams``); each costs memory once it has opened a stream.
+MAX_STREAMS: Final = 1 << 16
+#: The most scheduler steps a simulation runs, its compared windows together: the series of
+#: every step are kept (a few tens of bytes a step and group). ``--steps`` and ``--arrival``
+#: are bounded by it too: a stream longer than any simulation never ends.
+MAX_SCHEDULER_STEPS: Final = 1_000_000
+#: The most windows ``--compare-windows`` runs (one simulation each).
+MAX_WINDOWS: Final = 16
+_MAX_SEED: Final = 2**63 - 1
 
 
 @final
@@ -138,17 +156,23 @@ class Workload:
         decoder_step: Tokens = DEFAULT_DECODER_STEP,
         seed: int = 0,
         shared_prompt: bool = False,
+        runs: int = 1,
     ) -> Workload:
-        """A workload checked against the config's engine limits.
+        """A workload checked against the config's engine limits and the bounds of a
+        simulation (`MAX_STREAMS`, `MAX_SCHEDULER_STEPS`).
 
         Defaults: the engine's ``max_encoder_tokens_per_step`` encoder tokens and one token a
         step (the streaming cadence), ``streams`` a quarter more than the plan admits at once
-        (so that some wait), ``duration`` three stream lives.
+        (so that some wait; at most `MAX_STREAMS`), ``duration`` three stream lives.
+
+        Args:
+            runs: the simulations this workload is run in (the windows compared): their
+                scheduler steps together are bounded.
 
         Raises:
-            UnitValueError: a count below its minimum, or a stream the engine cannot run (a
-                step beyond its per-step limit, a stream beyond its longest sequence); the
-                error names the setting to change.
+            UnitValueError: a count below its minimum or above its bound (the error states
+                it), or a stream the engine cannot run (a step beyond its per-step limit, a
+                stream beyond its longest sequence); the error names the setting to change.
         """
         engine = config.engine
         pooled = any(_is_stepped_pooled(g) for g in _groups(config.model, config))
@@ -163,23 +187,40 @@ class Workload:
                 got=str(encoder_step),
             )
         if streams is None:
-            streams = -(-plan(config.model, engine).concurrent_requests * 5 // 4)
-        if duration is None:
-            duration = 3 * (steps + 1)
-        for name, value, least in (
-            ("streams", streams, 1),
-            ("steps", steps, 0),
-            ("duration", duration, 1),
-            ("arrival", arrival, 0),
-            ("seed", seed, 0),
+            admitted = plan(config.model, engine).concurrent_requests
+            streams = min(-(-admitted * 5 // 4), MAX_STREAMS)
+        given_duration = duration is not None
+        for name, value, least, most, what in (
+            ("streams", streams, 1, MAX_STREAMS, " (clients)"),
+            ("steps", steps, 0, MAX_SCHEDULER_STEPS, " (a stream longer than a simulation)"),
+            ("duration", duration, 1, MAX_SCHEDULER_STEPS, ""),
+            ("arrival", arrival, 0, MAX_SCHEDULER_STEPS, " (a gap longer than a simulation)"),
+            ("seed", seed, 0, _MAX_SEED, ""),
         ):
-            if value < least:
+            if value is not None and not least <= value <= most:
+                bound = f">= {least}" if value < least else f"<= {most}{what}"
                 raise UnitValueError(
-                    f"--{name} must be >= {least}, got {value}",
+                    f"--{name} must be {bound}, got {value}",
                     field=f"--{name}",
-                    expected=f"an int >= {least}",
+                    expected=f"an int from {least} to {most}",
                     got=str(value),
                 )
+        if duration is None:
+            duration = 3 * (steps + 1)
+        if duration * runs > MAX_SCHEDULER_STEPS:
+            plural = "run" if runs == 1 else "runs"
+            raise UnitValueError(
+                f"--duration: {duration * runs} scheduler steps in all ({runs} {plural} of "
+                f"{duration}) is more than the {MAX_SCHEDULER_STEPS} a simulation runs"
+                + (
+                    ""
+                    if given_duration
+                    else "; the default --duration is 3 × (--steps + 1): give --duration"
+                ),
+                field="--duration",
+                expected=f"duration × runs <= {MAX_SCHEDULER_STEPS}",
+                got=str(duration * runs),
+            )
         prompt_tok = prompt.numerical_value_in(Tokens)
         cadence_tok = decoder_step.numerical_value_in(Tokens)
         text_len = prompt_tok + steps * cadence_tok
@@ -267,17 +308,50 @@ class Variant:
         model: the model whose plan and coordinator the run uses.
         group: the group whose manager window was changed (None: the config's model).
         manager_window: that group's manager window in this model.
+        admission: the admission policy (None: the engine's, ``admission``).
     """
 
     label: str
     model: ModelSpec
     group: str | None = None
     manager_window: Window[PooledBlocks] | Window[Tokens] | None = None
+    admission: AdmissionPolicy | None = None
 
 
 def as_configured(config: KvUnitsConfig) -> list[Variant]:
     """The one variant of a plain ``simulate``: the config's own model."""
     return [Variant(AS_CONFIGURED, config.model)]
+
+
+def admission_variants(
+    config: KvUnitsConfig, kinds: Sequence[str], variants: Sequence[Variant] | None = None
+) -> list[Variant]:
+    """Each variant (default: the config's model) once per admission policy, for
+    ``--compare-admission``: the kinds given (``reserve``, ``on_demand``, ``declared``), with
+    the engine's ``scheduling_policy`` and ``watermark``.
+
+    Raises:
+        SpecError: no kind, or an unknown one.
+    """
+    engine = config.engine
+    if not kinds:
+        raise SpecError("--compare-admission needs at least one policy")
+    policies = [
+        AdmissionPolicy(
+            kind=cast(Any, kind.strip()),  # AdmissionPolicy checks it
+            scheduling_policy=engine.scheduling_policy,
+            watermark=engine.watermark,
+        )
+        for kind in kinds
+    ]
+    out = []
+    for variant in as_configured(config) if variants is None else variants:
+        for policy in policies:
+            label: str = policy.kind
+            if variant.label != AS_CONFIGURED:
+                label = f"{variant.label}, {policy.kind}"
+            out.append(replace(variant, label=label, admission=policy))
+    return out
 
 
 def window_variants(
@@ -295,7 +369,10 @@ def window_variants(
         config: the loaded config.
         windows: the windows to compare, in order.
         group: the sliding-window group to vary; by default the only one that counts the
-            windows' unit.
+            windows' unit. With ``kv_cache_layout = "shared"`` a group split into parts
+            (``text/sliding_window[0]`` …) is named by its own name or any part's: the window
+            is the manager spec its parts share, so all of them vary; the runs' summaries show
+            the part named (the first, for the group's own name).
 
     Raises:
         UnitTypeError: a window without a unit, or in a unit no sliding-window group counts.
@@ -307,8 +384,24 @@ def window_variants(
 
     if not windows:
         raise SpecError("--compare-windows needs at least one window")
+    if len(windows) > MAX_WINDOWS:
+        raise UnitValueError(
+            f"--compare-windows: {len(windows)} windows; at most {MAX_WINDOWS} are compared "
+            "(one run each)",
+            field="--compare-windows",
+            expected=f"at most {MAX_WINDOWS} windows",
+            got=str(len(windows)),
+        )
     parsed = [parse_any_quantity(text.strip(), field="--compare-windows") for text in windows]
-    target = _target_group(config, parsed, group)
+    for index, window in enumerate(parsed):
+        if str(window) in {str(w) for w in parsed[:index]}:  # windows of two units never equal
+            raise UnitValueError(
+                f"--compare-windows: {window} given twice; each window is one run",
+                field="--compare-windows",
+                expected="distinct windows",
+                got=", ".join(str(w) for w in parsed),
+            )
+    target, focus = _target_group(config, parsed, group)
     names = target.layer_names
     pool = target.manager.pool.tokens_per_block
     variants = []
@@ -334,13 +427,14 @@ def window_variants(
             # pool_window((S − 1)·P + 1, P) = cdiv((S − 1)·P, P) + 1 = S: derived, not assumed.
             assert str(manager) == str(window), (window, manager)
         regrouped = [g.name for g in _groups(model, config)]
-        if target.name not in regrouped:
+        laid_out = [g.name for g in _layout_groups(model, config)]
+        if target.name not in regrouped or focus not in laid_out:
             raise SpecError(
                 f"--compare-windows {window}: group {target.name!r} would then share its "
                 f"manager spec with another group ({', '.join(regrouped)}); compare other "
                 "windows"
             )
-        variants.append(Variant(str(manager), model, target.name, manager))
+        variants.append(Variant(str(manager), model, focus, manager))
     return variants
 
 
@@ -409,6 +503,8 @@ class GroupStats:
         prefix_hits: positions the streams found in the prefix cache (kernel unit; None
             without a shared prompt, or for a group no prefix serves).
         prefix_queried: positions of prompt they brought.
+        recomputed: positions the preempted streams had computed, recomputed when they
+            resumed (kernel unit; ``on_demand`` only).
     """
 
     name: str
@@ -422,6 +518,7 @@ class GroupStats:
     peak_reserved: int
     prefix_hits: IntQuantity | None = None
     prefix_queried: IntQuantity | None = None
+    recomputed: IntQuantity | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; quantities as ``{"value", "unit"}``, block counts in cache blocks."""
@@ -442,6 +539,7 @@ class GroupStats:
             "peak_reserved": blocks(self.peak_reserved),
             "prefix_hits": quantity(self.prefix_hits),
             "prefix_queried": quantity(self.prefix_queried),
+            "recomputed": quantity(self.recomputed),
         }
 
 
@@ -456,11 +554,12 @@ class Run:
         series: one list per measure, one entry per scheduler step, after the step:
             ``step``, ``running`` (streams admitted), ``waiting``, ``finished``, and per group
             ``<g>.used``, ``<g>.reserved`` (cache blocks) and ``<g>.held_max`` (the most blocks
-            one stream holds).
+            one stream holds); ``preempted``: streams preempted in the step (``on_demand``).
         groups: per group, the run's summary.
         first_lost: the first key read from a freed block, or None.
         lost_steps: stream steps that read a freed block.
         interrupted: the run was stopped (Ctrl-C) before its last step.
+        admission: the admission policy's kind.
     """
 
     variant: Variant
@@ -470,6 +569,12 @@ class Run:
     first_lost: LostKey | None = None
     lost_steps: int = 0
     interrupted: bool = False
+    admission: str = "reserve"
+
+    @property
+    def preemptions(self) -> int:
+        """Streams preempted over the run (``on_demand``)."""
+        return sum(self.series.get("preempted", ()))
 
     @property
     def steps_done(self) -> int:
@@ -505,8 +610,10 @@ class Run:
             "group": self.variant.group,
             "steps_done": self.steps_done,
             "interrupted": self.interrupted,
+            "admission": self.admission,
             "concurrent_requests_planned": self.plan.concurrent_requests,
             "peak_running": self.peak_running,
+            "preemptions": self.preemptions,
             "peak_waiting": self.peak_waiting,
             "finished": self.finished,
             "groups": [g.to_dict() for g in self.groups],
@@ -557,13 +664,15 @@ def simulate(
 
 
 class _Stream:
-    __slots__ = ("client", "hits", "id", "step")
+    __slots__ = ("client", "hits", "id", "recompute", "step")
 
     def __init__(self, stream_id: str, client: int) -> None:
         self.id = stream_id
         self.client = client
         self.step = 0
         self.hits: tuple[IntQuantity, ...] | None = None
+        # A preempted stream: the positions per group (handle units) it recomputes first.
+        self.recompute: list[int] | None = None
 
 
 def _prompt_hashes(handle: GroupHandle[Any], prefill: IntQuantity) -> Any:
@@ -583,6 +692,8 @@ def _limit(handle: GroupHandle[Any], group: AnyLayerGroup) -> IntQuantity:
     return max_len
 
 
+#: (sliding_window, chunk) of a layer's kernel, plain ints of its unit.
+_KernelWindow = tuple[int | None, int | None]
 #: (tokens_per_block, sliding_window, chunk) of a kernel, plain ints of its unit.
 _KernelGeometry = tuple[int, int | None, int | None]
 
@@ -594,7 +705,7 @@ class Simulation:
         config: the loaded config (engine, and the kernels' real windows).
         workload: the streams.
         variant: the model to plan and run.
-        kernels: per group, the geometries the kernels read (see `simulate`).
+        kernels: per layer, the window and chunk its kernel reads (`_real_kernels`).
 
     Attributes:
         coordinator: the coordinator, built from ``run.plan``.
@@ -608,10 +719,13 @@ class Simulation:
         config: KvUnitsConfig,
         workload: Workload,
         variant: Variant,
-        kernels: dict[str, list[_KernelGeometry]],
+        kernels: dict[str, _KernelWindow],
     ) -> None:
         capacity = plan(variant.model, config.engine)
-        self.coordinator = coord = KVCacheCoordinator.from_plan(capacity)
+        self.coordinator = coord = KVCacheCoordinator.from_plan(
+            capacity, admission=variant.admission
+        )
+        self.admission = coord.admission.kind
         self.workload = workload
         handles: list[GroupHandle[Any]] = []
         prefill: list[IntQuantity] = []
@@ -633,36 +747,63 @@ class Simulation:
                 decode.append(workload.decoder_step)
         self.handles = tuple(handles)
         stepper: Any = coord.stepper(*handles)  # bound to as many groups as the model has
+        self._stepper = stepper
         self._allocate: Callable[..., Any] = stepper.allocate
         self._admit_with_prefix: Callable[..., Any] = stepper.admit_with_prefix
         self._prefix: tuple[Any, ...] | None = None
-        self._limits: tuple[IntQuantity, ...] = ()
+        self._limits = tuple(_limit(h, g) for h, g in zip(handles, coord.groups, strict=True))
         if workload.shared_prompt:
             pairs = zip(handles, prefill, coord.groups, strict=True)
             self._prefix = tuple(_prompt_hashes(h, q) for h, q, _ in pairs)
-            self._limits = tuple(_limit(h, g) for h, g in zip(handles, coord.groups, strict=True))
+        # ``declared``: a stream declares its whole length (its prefill and every step);
+        # a group written whole (cross attention) its limit.
+        self._declared = tuple(
+            limit if magnitude(d) == 0 else type(d)(magnitude(p) + work_steps * magnitude(d))
+            for limit, p, d, work_steps in zip(
+                self._limits, prefill, decode, [workload.steps] * len(handles), strict=True
+            )
+        )
+        # Per group, the most a step may add (handle units): a preempted stream recomputes in
+        # chunks of the engine's per-step limits.
+        engine = config.engine
+        self._chunk = tuple(
+            (engine.max_encoder_tokens_per_step or EncoderTokens(0)).numerical_value_in(
+                EncoderTokens
+            )
+            if h.unit is EncoderTokens
+            else engine.max_num_batched_tokens.numerical_value_in(Tokens)
+            if h.unit is Tokens
+            else 0
+            for h in handles
+        )
         self._prefill, self._decode = tuple(prefill), tuple(decode)
         self._prefill_rows = tuple(q.numerical_value_in(type(q)) for q in prefill)
         self._decode_rows = tuple(q.numerical_value_in(type(q)) for q in decode)
         # Residency is checked where the kernels read a window of the group's own positions
-        # (not for a cross-attention or state group).
+        # (not for a cross-attention or state group), in the blocks of this run's layout (the
+        # shared one grows block sizes) with the kernels' real windows.
+        self._geometries = {g.name: _geometries(g, kernels) for g in coord.groups}
         self._checks = [
-            kernels.get(h.name, []) if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
+            self._geometries[h.name] if h.spec.kind in _ATTENTION_OVER_OWN_POSITIONS else []
             for h in handles
         ]
         self._names = coord.group_names
         self.run = Run(variant, capacity, {key: [] for key in _series_keys(self._names)})
-        self._kernels = kernels
+        self.run.admission = self.admission
+        self._preempted_now = 0
+        self._recomputed = [0] * len(handles)
         # The gaps between a client's streams are drawn from the client's own generator, so
-        # that every variant sees the same draws.
-        self._rngs = [random.Random(f"{workload.seed}:{c}") for c in range(workload.streams)]
+        # that every variant sees the same draws; made when first drawn from (a client costs
+        # nothing until its first stream ends).
+        self._rngs: dict[int, random.Random] = {}
         # The clients' first streams arrive evenly spread over one stream's life, so that the
         # streams running at once are of every age after one life (client 0 at step 0).
         self._arrivals: dict[int, list[int]] = {}
         life = workload.steps + 1
         for client in range(workload.streams):
             self._arrivals.setdefault(client * life // workload.streams, []).append(client)
-        self._waiting: deque[int] = deque()
+        # Clients whose next stream waits, and (on demand) preempted streams waiting to resume.
+        self._waiting: deque[int | _Stream] = deque()
         self._running: dict[str, _Stream] = {}
         self._started = 0
         self._finished = 0
@@ -670,13 +811,22 @@ class Simulation:
 
     def step(self) -> None:
         """One scheduler step: arrivals, admissions (first come first served), one step of
-        every admitted stream (freeing those that end), then the series' entries."""
+        every admitted stream (freeing those that end), then the series' entries.
+
+        ``on_demand`` runs vLLM 0.33's order instead (`_step_on_demand`)."""
+        if self.admission == "on_demand":
+            self._step_on_demand()
+            return
         t, coord, work = self._t, self.coordinator, self.workload
         self._waiting.extend(self._arrivals.pop(t, ()))
         while self._waiting:
-            stream = _Stream(f"s{self._started}", self._waiting[0])
+            client = self._waiting[0]
+            assert isinstance(client, int)  # only on demand preempts
+            stream = _Stream(f"s{self._started}", client)
             try:
-                if self._prefix is None:
+                if self.admission == "declared":
+                    self._stepper.admit(stream.id, *self._declared)
+                elif self._prefix is None:
                     coord.admit(stream.id)
                 else:
                     stream.hits = self._admit_with_prefix(
@@ -688,6 +838,7 @@ class Simulation:
             self._started += 1
             self._running[stream.id] = stream
         held = [0] * len(self.handles)
+        self._preempted_now = 0
         for stream in list(self._running.values()):
             first = stream.step == 0
             counts = self._prefill if first else self._decode
@@ -710,11 +861,144 @@ class Simulation:
                 coord.free(stream.id)
                 del self._running[stream.id]
                 self._finished += 1
-                rng = self._rngs[stream.client]
-                gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
+                gap = (
+                    0
+                    if work.arrival == 0
+                    else round(self._rng(stream.client).expovariate(1 / work.arrival))
+                )
                 self._arrivals.setdefault(t + 1 + gap, []).append(stream.client)
         self._record(held)
         self._t += 1
+
+    def _rng(self, client: int) -> random.Random:
+        rng = self._rngs.get(client)
+        if rng is None:
+            rng = self._rngs[client] = random.Random(f"{self.workload.seed}:{client}")
+        return rng
+
+    def _step_on_demand(self) -> None:
+        """One step as vLLM 0.33's scheduler takes it (``Scheduler.schedule``): every running
+        stream in admission order takes its step, preempting the latest admitted (or the
+        lowest priority) when blocks run short; the preempted go to the front of the waiting
+        queue. Only if nothing was preempted, waiting streams are admitted, first come first
+        served, while their first step fits (with the watermark), and take it. Streams that
+        ended are freed after the step, as vLLM frees them after the step's output."""
+        self._waiting.extend(self._arrivals.pop(self._t, ()))
+        held = [0] * len(self.handles)
+        ended: list[_Stream] = []
+        self._preempted_now = 0
+        advanced: set[str] = set()
+        for stream in list(self._running.values()):
+            if stream.id not in self._running:
+                continue  # preempted for a stream before it, this step
+            counts, rows, advance, left = self._next_step(stream)
+            outcome = self._stepper.allocate_preempting(stream.id, *counts)
+            if outcome.ran:
+                stream.recompute = left
+                if advance:
+                    advanced.add(stream.id)
+                self._after_step(stream, rows, advance, held, ended)
+            for record in outcome.preempted:
+                victim = self._running.pop(record.request_id)
+                if victim.id in advanced:
+                    victim.step -= 1  # its step of this iteration is undone with it
+                    advanced.discard(victim.id)
+                if victim in ended:
+                    ended.remove(victim)
+                victim.recompute = [
+                    magnitude(record.lost[h.name]) // h.rows_per_unit for h in self.handles
+                ]
+                for g, handle in enumerate(self.handles):
+                    self._recomputed[g] += victim.recompute[g] * handle.rows_per_unit
+                self._waiting.appendleft(victim)
+                self._preempted_now += 1
+        while self._waiting and not self._preempted_now:
+            head = self._waiting[0]
+            new = not isinstance(head, _Stream)
+            stream = _Stream(f"s{self._started}", head) if isinstance(head, int) else head
+            if new and self._prefix is not None:
+                try:
+                    stream.hits = self._admit_with_prefix(
+                        stream.id, *self._limits, prefix=self._prefix
+                    )
+                except AllocationError:
+                    break
+                counts, rows, advance, left = self._next_step(stream)
+                if not isinstance(self._stepper.try_allocate(stream.id, *counts), Fits):
+                    self.coordinator.free(stream.id)
+                    break
+            else:
+                counts, rows, advance, left = self._next_step(stream)
+                try:
+                    self._stepper.admit(stream.id, *self._limits, prompt=counts)
+                except AllocationError:
+                    break  # not now: the head of the queue waits
+                self._allocate(stream.id, *counts)
+            self._waiting.popleft()
+            self._started += new
+            self._running[stream.id] = stream
+            stream.recompute = left
+            self._after_step(stream, rows, advance, held, ended)
+        for stream in ended:
+            self._end(stream)
+        self._record(held)
+        self._t += 1
+
+    def _next_step(
+        self, stream: _Stream
+    ) -> tuple[tuple[IntQuantity, ...], tuple[int, ...], bool, list[int] | None]:
+        """A stream's next step, changing nothing: the counts (handle units), its positions
+        per group, whether it is one of the stream's own steps (False: a chunk of
+        recomputation only), and what is left to recompute after it."""
+        first = stream.step == 0
+        counts = self._prefill if first else self._decode
+        if first and stream.hits is not None:
+            counts = tuple(q - hit for q, hit in zip(counts, stream.hits, strict=True))
+        if stream.recompute is None:
+            return counts, tuple(magnitude(q) for q in counts), True, None
+        remaining = stream.recompute
+        fused = [r + magnitude(q) for r, q in zip(remaining, counts, strict=True)]
+        if all(f <= c or f == 0 for f, c in zip(fused, self._chunk, strict=True)):
+            # The last chunk of recomputation takes the stream's own step with it (vLLM
+            # computes a resumed request's tokens and its next one in one step).
+            typed = tuple(type(q)(f) for q, f in zip(counts, fused, strict=True))
+            return typed, tuple(fused), True, None
+        chunk = [min(r, c) for r, c in zip(remaining, self._chunk, strict=True)]
+        left = [r - c for r, c in zip(remaining, chunk, strict=True)]
+        typed = tuple(type(q)(c) for q, c in zip(counts, chunk, strict=True))
+        return typed, tuple(chunk), False, left
+
+    def _after_step(
+        self,
+        stream: _Stream,
+        rows: tuple[int, ...],
+        advance: bool,
+        held: list[int],
+        ended: list[_Stream],
+    ) -> None:
+        """Residency and the blocks held after a stream's step; note it if it ended."""
+        coord = self.coordinator
+        if advance:
+            stream.step += 1
+        done = stream.step > self.workload.steps
+        for g, handle in enumerate(self.handles):
+            table = coord.block_table(stream.id, handle)
+            geometries = self._checks[g]
+            if geometries and rows[g]:
+                self._check(stream, handle, table, geometries, rows[g])
+            held[g] = max(held[g], len(table) - table.count(NULL_BLOCK))
+        if done:
+            ended.append(stream)
+
+    def _end(self, stream: _Stream) -> None:
+        """Free a stream that ended; its client's next stream arrives later."""
+        work = self.workload
+        self.coordinator.free(stream.id)
+        del self._running[stream.id]
+        self._finished += 1
+        rng = self._rng(stream.client)
+        gap = 0 if work.arrival == 0 else round(rng.expovariate(1 / work.arrival))
+        self._arrivals.setdefault(self._t + 1 + gap, []).append(stream.client)
 
     def _check(
         self,
@@ -760,6 +1044,7 @@ class Simulation:
         series["running"].append(coord.num_requests)
         series["waiting"].append(len(self._waiting))
         series["finished"].append(self._finished)
+        series["preempted"].append(self._preempted_now)
         usage = coord.usage_by_group()
         for handle, most in zip(self.handles, held, strict=True):
             name = handle.name
@@ -776,8 +1061,9 @@ class Simulation:
             for values in series.values():
                 del values[whole:]
         run.groups = []
-        for handle in self.handles:
+        for g, handle in enumerate(self.handles):
             name = handle.name
+            kernel_unit: type[Any] = Tokens if handle.unit is Tokens else EncoderTokens
             group_plan = run.plan.group(name)
             spec = handle.spec
             stats = None
@@ -790,7 +1076,7 @@ class Simulation:
                     manager_window=spec.sliding_window,
                     kernel_windows=tuple(
                         Window(w, Tokens if handle.unit is Tokens else EncoderTokens)
-                        for _, w, _ in self._kernels.get(name, [])
+                        for _, w, _ in self._geometries[name]
                         if w is not None
                     ),
                     capacity=group_plan.num_blocks.numerical_value_in(CacheBlocks) - 1,
@@ -800,6 +1086,9 @@ class Simulation:
                     peak_reserved=max(series[f"{name}.reserved"], default=0),
                     prefix_hits=None if stats is None else stats.hits,
                     prefix_queried=None if stats is None else stats.queried,
+                    recomputed=kernel_unit(self._recomputed[g])
+                    if self.admission == "on_demand"
+                    else None,
                 )
             )
 
@@ -819,7 +1108,7 @@ def load_example() -> KvUnitsConfig:
 
 
 def _series_keys(names: Sequence[str]) -> list[str]:
-    keys = ["step", "running", "waiting", "finished"]
+    keys = ["step", "running", "waiting", "finished", "preempted"]
     for name in names:
         keys += [f"{name}.used", f"{name}.reserved", f"{name}.held_max"]
     return keys
@@ -836,26 +1125,53 @@ def _is_stepped_pooled(group: AnyLayerGroup) -> bool:
     return group.manager.slot_unit is PooledBlocks and group.manager.kind != "cross_attention"
 
 
-def _real_kernels(config: KvUnitsConfig) -> dict[str, list[_KernelGeometry]]:
-    """Per group of the config, the distinct geometries its kernels read: what residency is
-    checked against, whatever manager window a variant gives the group."""
-    out: dict[str, list[_KernelGeometry]] = {}
+def _real_kernels(config: KvUnitsConfig) -> dict[str, _KernelWindow]:
+    """Per layer of the config, the window and chunk its kernel reads: what residency is
+    checked against, whatever manager window a variant gives the layer's group. The block
+    a kernel reads is the run's own (`Simulation`): the shared layout grows block sizes."""
+    out: dict[str, _KernelWindow] = {}
     for group in _groups(config.model, config):
-        found: list[_KernelGeometry] = []
-        for kernel in group.kernels.values():
+        for name, kernel in group.kernels.items():
             ints = kernel_ints(kernel)
-            geometry = (ints.tokens_per_block, ints.sliding_window_tok, ints.chunk_tok)
-            if geometry not in found:
-                found.append(geometry)
-        out[group.name] = found
+            out[name] = (ints.sliding_window_tok, ints.chunk_tok)
     return out
+
+
+def _geometries(group: AnyLayerGroup, kernels: dict[str, _KernelWindow]) -> list[_KernelGeometry]:
+    """The distinct geometries a group's kernels read: its own blocks (the run's layout), each
+    layer's real window and chunk."""
+    found: list[_KernelGeometry] = []
+    for name, kernel in group.kernels.items():
+        window, chunk = kernels[name]
+        geometry = (kernel_ints(kernel).tokens_per_block, window, chunk)
+        if geometry not in found:
+            found.append(geometry)
+    return found
+
+
+def _layout_groups(model: ModelSpec, config: KvUnitsConfig) -> tuple[AnyLayerGroup, ...]:
+    """The groups as the engine's ``kv_cache_layout`` lays them out, the coordinator's: with
+    ``shared``, block sizes unified and large groups split into parts (``name[i]``)."""
+    if config.engine.kv_cache_layout != "shared":
+        return _groups(model, config)
+    from kvunits.runtime.shared_pool import shared_layout
+
+    return shared_layout(model, config.engine).groups
+
+
+def _parts(group: AnyLayerGroup, layout: Sequence[AnyLayerGroup]) -> list[str]:
+    """The names the layout gives ``group``'s layers: itself, or the parts it is split into."""
+    members = set(group.layer_names)
+    return [g.name for g in layout if members.issuperset(g.layer_names)]
 
 
 def _target_group(
     config: KvUnitsConfig, windows: Sequence[IntQuantity], name: str | None
-) -> AnyLayerGroup:
-    """The sliding-window group whose manager window the comparison varies."""
+) -> tuple[AnyLayerGroup, str]:
+    """The sliding-window group whose manager window the comparison varies, and the name the
+    runs' summaries show it by (the part named, in a layout that splits the group)."""
     groups = [g for g in _groups(config.model, config) if g.manager.kind == "sliding_window"]
+    layout = _layout_groups(config.model, config)
     units = {type(w) for w in windows}
     if len(units) != 1:
         raise UnitTypeError(
@@ -872,14 +1188,17 @@ def _target_group(
         return unit is slot or (unit is EncoderTokens and slot is PooledBlocks)
 
     if name is not None:
-        chosen = [g for g in groups if g.name == name]
+        chosen = [(g, name) for g in groups if g.name == name]
+        chosen += [(g, name) for g in groups if name != g.name and name in _parts(g, layout)]
         if not chosen:
+            known = [p for g in groups for p in dict.fromkeys([g.name, *_parts(g, layout)])]
             raise SpecError(
                 f"--group {name!r} is not a sliding-window group of {config.model.name!r}; "
-                f"sliding-window groups: {', '.join(g.name for g in groups) or 'none'}"
+                f"sliding-window groups: {', '.join(known) or 'none'}"
             )
-        if not counts(chosen[0]):
-            slot = chosen[0].manager.slot_unit
+        group, shown = chosen[0]
+        if not counts(group):
+            slot = group.manager.slot_unit
             raise UnitTypeError(
                 f"--compare-windows: group {name!r} counts its manager window in {slot.unit}, "
                 f"not {unit.unit}",
@@ -887,10 +1206,10 @@ def _target_group(
                 expected=slot.unit,
                 got=unit.unit,
             )
-        return chosen[0]
+        return group, shown if shown != group.name else _parts(group, layout)[0]
     candidates = [g for g in groups if counts(g)]
     if len(candidates) == 1:
-        return candidates[0]
+        return candidates[0], _parts(candidates[0], layout)[0]
     if not candidates:
         raise UnitTypeError(
             f"--compare-windows: no sliding-window group of {config.model.name!r} counts "

@@ -43,12 +43,18 @@ examples:
       --out sim.png
   kvunits simulate --streams 8 --steps 400 --format csv > series.csv
   kvunits simulate examples/hf/gemma-3-1b-it/config.json --compare-windows "511 token,512 token"
+  kvunits simulate --compare-admission "reserve,on_demand,declared"
 
 the workload: --streams clients each open one stream after another; a stream is admitted at
 the engine's limits (each group reserves its admission cap), runs a prefill step (--prompt
 tokens, and one step of encoder tokens) then --steps decode steps of --cadence, and is freed;
 its client's next stream arrives --arrival steps later on average. A stream that cannot be
 reserved waits, first come first served.
+
+--admission (an engine setting): reserve, as above; declared: a stream declares its whole
+length and reserves exactly that; on_demand: vLLM's scheduler: blocks as steps need them, a
+running stream that runs short preempts the latest admitted, which recomputes what it had
+when it resumes; --compare-admission "reserve,on_demand,declared" runs each.
 
 --compare-windows: each window in the group's manager unit (pooled_block, or token) is the
 manager window itself: the group's layers are declared with the window W' = (S - 1) * P + 1,
@@ -128,7 +134,14 @@ def add_simulate_command(
         "starts after the full blocks the cache holds (a hit is whole blocks, at most the "
         "prompt less one position); the tables show the hits",
     )
-    compare = simulate.add_argument_group("window comparison")
+    compare = simulate.add_argument_group("comparisons")
+    compare.add_argument(
+        "--compare-admission",
+        metavar="LIST",
+        help='admission policies to compare, e.g. "reserve,on_demand,declared" (one run each; '
+        "with --compare-windows, each window under each policy); one policy for every run: "
+        "--admission",
+    )
     compare.add_argument(
         "--compare-windows",
         metavar="LIST",
@@ -139,7 +152,8 @@ def add_simulate_command(
         "--group",
         metavar="NAME",
         help="the sliding-window group whose window to vary (default: the only one counting "
-        "the windows' unit)",
+        "the windows' unit); with --kv-cache-layout shared, a part of a split group "
+        "(text/sliding_window[0]) names the group, whose parts all vary",
     )
     output = simulate.add_argument_group("output")
     output.add_argument(
@@ -178,13 +192,17 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
     from ._simulate import as_configured, simulate, window_variants
 
     config = args.load(args.config, args)
-    workload = _workload(args, config)
     if args.compare_windows is not None:
         variants = window_variants(config, args.compare_windows.split(","), args.group)
     elif args.group is not None:
         raise SpecError("--group names the group of --compare-windows; give that too")
     else:
         variants = as_configured(config)
+    if args.compare_admission is not None:
+        from ._simulate import admission_variants
+
+        variants = admission_variants(config, args.compare_admission.split(","), variants)
+    workload = _workload(args, config, runs=len(variants))
 
     progress = _Progress(workload.duration, [v.label for v in variants])
     try:
@@ -229,9 +247,30 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
 
 
 def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
-    """Refuse an output the figure cannot be written to, before simulating."""
+    """Refuse an output the figure cannot be written to, before simulating: a path no system
+    call takes, another suffix, a folder that does not exist, or something other than a
+    regular file (a directory, a FIFO, a device) already there."""
     from kvunits.contracts import UnitValueError
+    from kvunits.contracts.config import ConfigError, check_path, file_kind
 
+    try:
+        check_path(out)
+    except ConfigError as error:
+        (issue,) = error.issues
+        raise UnitValueError(
+            f"--out {issue.where}: {issue.message}",
+            field="--out",
+            expected="a file name a system call takes",
+            got=issue.where,
+        ) from None
+    kind = file_kind(out)
+    if kind not in (None, "a regular file"):
+        raise UnitValueError(
+            f"--out {out}: {kind} is there; the figure is written to a regular file",
+            field="--out",
+            expected="a new or regular file",
+            got=kind or "",
+        )
     if out.suffix.lower() not in suffixes:
         raise UnitValueError(
             f"--out {out}: the figure is written as {', '.join(suffixes)}; name the file so",
@@ -239,7 +278,7 @@ def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
             expected=" | ".join(suffixes),
             got=out.suffix or "no suffix",
         )
-    if not out.parent.is_dir():
+    if file_kind(out.parent) != "a directory":
         raise UnitValueError(
             f"--out {out}: the folder {out.parent} does not exist",
             field="--out",
@@ -248,8 +287,14 @@ def _check_out(out: Path, suffixes: tuple[str, ...]) -> None:
         )
 
 
-def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
-    from kvunits.contracts import EncoderTokens, Tokens, UnitTypeError, parse_quantity
+def _workload(args: argparse.Namespace, config: KvUnitsConfig, *, runs: int) -> Workload:
+    from kvunits.contracts import (
+        EncoderTokens,
+        Tokens,
+        UnitTypeError,
+        UnitValueError,
+        parse_quantity,
+    )
 
     from ._simulate import Workload
 
@@ -258,8 +303,19 @@ def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
     if args.cadence is not None:
         from kvunits.contracts.internal import parse_any_quantity
 
+        given: dict[str, str] = {}
         for text in args.cadence.split(","):
             value = parse_any_quantity(text.strip(), field="--cadence")
+            unit = type(value).unit
+            if unit in given:
+                raise UnitValueError(
+                    f"--cadence: {unit} given twice ({given[unit]}, {value}); give one step "
+                    "per unit",
+                    field="--cadence",
+                    expected="one encoder_token step and one token step at most",
+                    got=args.cadence,
+                )
+            given[unit] = str(value)
             if type(value) is EncoderTokens:
                 encoder_step = value
             elif type(value) is Tokens:
@@ -283,6 +339,7 @@ def _workload(args: argparse.Namespace, config: KvUnitsConfig) -> Workload:
         decoder_step=decoder_step,
         seed=args.seed,
         shared_prompt=args.shared_prompt,
+        runs=runs,
     )
 
 
@@ -338,12 +395,14 @@ def summary_rows(runs: list[Run]) -> list[list[str]]:
 
     focus = focus_group(runs[0]) if runs else "-"
     header = [
-        "manager window",
+        "run",
         f"{focus}: held per stream",
         "reserved per stream",
         "streams at once",
         "waiting (most)",
         "ended",
+        "preempted",
+        "recomputed",
         "first key read from a freed block",
     ]
     rows = [header]
@@ -360,6 +419,8 @@ def summary_rows(runs: list[Run]) -> list[list[str]]:
                 str(run.peak_running),
                 str(run.peak_waiting),
                 str(run.finished),
+                str(run.preemptions) if run.admission == "on_demand" else "-",
+                ", ".join(str(g.recomputed) for g in run.groups if g.recomputed is not None) or "-",
                 lost,
             ]
         )
@@ -369,7 +430,7 @@ def summary_rows(runs: list[Run]) -> list[list[str]]:
 def group_rows(runs: list[Run]) -> list[list[str]]:
     """One row per run and group (header first): windows, pool, blocks reserved and held."""
     header = [
-        "manager window",
+        "run",
         "group",
         "window: kernel → manager",
         "pool",

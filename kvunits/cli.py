@@ -25,7 +25,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
     from kvunits.contracts.config import KvUnitsConfig
@@ -87,6 +87,20 @@ _ENGINE_FLAGS: Final = (
         "per_group (a pool per layer group) or shared (one pool all groups draw from)",
         None,
     ),
+    (
+        "admission",
+        "POLICY",
+        "reserve (each request's cap), on_demand (blocks as steps need them, preempting), "
+        "or declared (each request's declared length)",
+        None,
+    ),
+    (
+        "scheduling_policy",
+        "POLICY",
+        "whom on_demand preempts first: fcfs (the latest admitted) or priority",
+        None,
+    ),
+    ("watermark", "F", "fraction of blocks on_demand keeps free when it admits (0)", None),
 )
 
 _PRECEDENCE: Final = """\
@@ -168,7 +182,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             others are registered by name, all ``kvunits plan`` needs of them); ``None``
             builds every command, as ``kvunits --help`` shows them.
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kvunits",
         description=_wrap(
             "Plan the KV cache of a model, with units: what each layer group needs "
@@ -189,6 +203,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 _FORMATTER: Final = argparse.RawDescriptionHelpFormatter
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors print the line that matters first: the error, then a one-line
+    usage (argparse's own prints every option before it: 14 to 19 lines). Subcommands'
+    parsers are of this class too (``add_subparsers`` makes them so)."""
+
+    def error(self, message: str) -> NoReturn:
+        formatter = self._get_formatter()
+        positionals = [
+            formatter._format_args(action, action.dest.upper())
+            for action in self._get_positional_actions()
+        ]
+        usage = " ".join([self.prog, "[options]", *positionals])
+        self.exit(
+            EXIT_INVALID,
+            f"{self.prog}: error: {message}\nusage: {usage}  (`{self.prog} --help` for all)\n",
+        )
 
 
 def _engine_flags() -> argparse.ArgumentParser:

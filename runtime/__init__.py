@@ -8,8 +8,11 @@ layers, each rank's page, cap and blocks; the reverse questions), ``shared_pool`
 for all groups: page unification), ``block_pool`` (blocks, reference counts and the free
 queue), ``managers`` (which blocks each attention kind still needs), ``prefix_cache``
 (content keys, block hashes, the longest cached prefix), ``admission`` (caps and
-reservations), ``_core`` (the untyped two-phase step, speculation, prefix adoption) and
-``coordinator`` (the typed API).
+reservations), ``policy`` (the admission policies and the answers ``can_admit`` and
+``try_allocate`` give), ``preemption`` (their untyped side: shortfalls, preemption),
+``metrics`` (a snapshot under vLLM's metric names; ``prometheus``: its collector),
+``_core`` (the untyped two-phase step, speculation, prefix adoption) and ``coordinator``
+(the typed API).
 """
 
 if __name__ != "kvunits.runtime":
@@ -42,6 +45,15 @@ if TYPE_CHECKING:
     from .deployment import budget_for as budget_for
     from .deployment import concurrency_at as concurrency_at
     from .deployment import longest_max_model_len as longest_max_model_len
+    from .metrics import CacheMetrics as CacheMetrics
+    from .metrics import GroupMetrics as GroupMetrics
+    from .policy import AdmissionPolicy as AdmissionPolicy
+    from .policy import Answer as Answer
+    from .policy import Fits as Fits
+    from .policy import Never as Never
+    from .policy import Preemption as Preemption
+    from .policy import Scheduled as Scheduled
+    from .policy import Wait as Wait
     from .prefix_cache import BlockHashes as BlockHashes
     from .prefix_cache import ContentKeys as ContentKeys
     from .prefix_cache import PrefixCacheStats as PrefixCacheStats
@@ -66,6 +78,15 @@ _EXPORTS = {
     "BlockHashes": "prefix_cache",
     "ContentKeys": "prefix_cache",
     "PrefixCacheStats": "prefix_cache",
+    "AdmissionPolicy": "policy",
+    "Answer": "policy",
+    "Fits": "policy",
+    "Never": "policy",
+    "Preemption": "policy",
+    "Scheduled": "policy",
+    "Wait": "policy",
+    "CacheMetrics": "metrics",
+    "GroupMetrics": "metrics",
 }
 
 
@@ -87,21 +108,30 @@ def __dir__() -> list[str]:
 __all__ = [
     "NULL_BLOCK",
     "AdmissionError",
+    "AdmissionPolicy",
     "AllocationError",
+    "Answer",
     "BlockHashes",
+    "CacheMetrics",
     "CapacityPlan",
     "ConcurrentUseError",
     "ContentKeys",
+    "Fits",
     "GroupHandle",
+    "GroupMetrics",
     "GroupPlan",
     "GroupUsage",
     "KVCacheCoordinator",
     "KernelInputs",
+    "Never",
+    "Preemption",
     "PrefixCacheStats",
     "RankGroupPlan",
     "RequestError",
+    "Scheduled",
     "StagePlan",
     "Stepper",
+    "Wait",
     "budget_for",
     "concurrency_at",
     "longest_max_model_len",

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import repeat
 from math import lcm
 from operator import setitem
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, TypeVar
 
 from kvunits.contracts import CacheBlocks, PooledBlocks
 from kvunits.contracts.errors import AllocationError, ConcurrentUseError, RequestError
@@ -54,6 +54,8 @@ from .prefix_cache import (
     chain_hashes,
     longest_common_hit,
 )
+
+_T = TypeVar("_T")
 
 #: The longest request id accepted (characters).
 MAX_REQUEST_ID_CHARS: Final = 256
@@ -127,6 +129,17 @@ class RequestExtras:
             s >= 0 and len(streams[s].hashes) > r
             for s, r in zip(self.stream_of, self.registered, strict=True)
         )
+
+
+class Preempted(NamedTuple):
+    """A request `CoordinatorCore.step_preempting` ended: its id, its offset (until the
+    commit), the positions per group it had computed (kernel unit), and the shortfall that
+    made it go."""
+
+    request_id: str
+    offset: int
+    rows: list[int]
+    short: AllocationError
 
 
 class CoordinatorCore:
@@ -212,12 +225,12 @@ class CoordinatorCore:
         rows = [m.block_size_slots * p for m, p in zip(managers, self._pool, strict=True)]
         self._align = tuple(
             lcm(
+                1,
                 *(
                     rows[h]
                     for h, c in enumerate(self.caches)
                     if c is not None and self._axis[h] == self._axis[g]
-                )
-                or (1,)
+                ),
             )
             for g in range(len(managers))
         )
@@ -254,8 +267,16 @@ class CoordinatorCore:
 
     # -- admission ------------------------------------------------------------------------
 
-    def admit(self, request_id: str, max_len_slots: Sequence[int | None] | None = None) -> None:
-        """Admit a request; ``max_len_slots`` per group, in its unit (None: the group's limit).
+    def admit(
+        self,
+        request_id: str,
+        max_len_slots: Sequence[int | None] | None = None,
+        also: Ops | None = None,
+        check: Callable[[str, list[int]], None] | None = None,
+    ) -> None:
+        """Admit a request; ``max_len_slots`` per group, in its unit (None: the group's limit);
+        ``also``: more operations, committed with the admission (a policy's bookkeeping);
+        ``check``: a policy's own refusal, given the id and lengths, run with the core held.
 
         Raises:
             RequestError: the id is not a str of 1 .. `MAX_REQUEST_ID_CHARS` characters, or is
@@ -279,10 +300,14 @@ class CoordinatorCore:
                     if length is not None:
                         lengths[g] = length
             caps = self.ledger.caps(request_id, lengths)
+            if check is not None:
+                check(request_id, lengths)
             ops: Ops = []
             self.ledger.take_ops(ops, request_id, caps)
             self._new_request(ops, request_id, lengths, caps, [0] * len(self.names), ())
-            commit(ops_of(ops)); del guard.owner[0]  # fmt: skip
+            if also:
+                ops.extend(also)
+            commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
         except BaseException:
             guard.drop(me)
             raise
@@ -323,8 +348,11 @@ class CoordinatorCore:
         request_id: str,
         max_len_slots: Sequence[int | None],
         prefix: Mapping[int, PrefixPart | None],
+        also: Ops | None = None,
+        check: Callable[[str, list[int]], None] | None = None,
     ) -> list[int]:
-        """Admit a request whose leading positions may be in the prefix cache, and adopt them.
+        """Admit a request whose leading positions may be in the prefix cache, and adopt them
+        (``also``: as `admit`).
 
         Args:
             request_id: the new request.
@@ -372,6 +400,8 @@ class CoordinatorCore:
                 commit(ops_of(pre))  # drops stale queue entries only: nothing observable
             hits, tables = self._lookup(request_id, lengths, prefix)
             caps = self.ledger.caps(request_id, lengths)
+            if check is not None:
+                check(request_id, lengths)
             pools: dict[int, PoolPlan] = {}
             discount = [0] * n
             for g, found in enumerate(tables):
@@ -406,7 +436,9 @@ class CoordinatorCore:
                     ops.append((setattr, cache, "hits", cache.hits + hits[g]))
             for plan in pools.values():
                 plan.emit(ops)
-            commit(ops_of(ops)); del guard.owner[0]; return hits  # fmt: skip
+            if also:
+                ops.extend(also)
+            commit(ops_of(ops)); del guard.owner[0]; return hits  # noqa: E702 - the commit: one line (_guard)
         except BaseException:
             guard.drop(me)
             raise
@@ -563,7 +595,7 @@ class CoordinatorCore:
         for plan in pools.values():
             plan.emit(ops)
         slabs.emit(self.table)
-        commit(ops_of(ops)); del self.guard.owner[0]; return out  # fmt: skip
+        commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
 
     def _general_all(
         self,
@@ -618,7 +650,7 @@ class CoordinatorCore:
         for plan in pools.values():
             plan.emit(ops)
         slabs.emit(self.table)
-        commit(ops_of(ops)); del self.guard.owner[0]  # fmt: skip
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
 
     def _check_lookahead(
         self, request_id: str, num_new: Sequence[int], lookahead: Sequence[int]
@@ -853,7 +885,9 @@ class CoordinatorCore:
         """
         return self.fast.rollback(request_id, rejected)
 
-    def _general_rollback(self, me: object, request_id: str, o: int, rejected: Sequence[int]) -> None:
+    def _general_rollback(
+        self, me: object, request_id: str, o: int, rejected: Sequence[int]
+    ) -> None:
         """`rollback`'s general path, with the token held (as `_general_step`)."""
         n = len(self.names)
         if len(rejected) != n:
@@ -870,7 +904,7 @@ class CoordinatorCore:
                     group=self.names[g],
                 )
         if not any(rejected):
-            del self.guard.owner[0]; return  # fmt: skip
+            del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
         table, st = self.table, self.table.st
         ops: Ops = []
         pools: dict[int, PoolPlan] = {}
@@ -895,7 +929,7 @@ class CoordinatorCore:
         ops.append((setitem, self.specs, o, left))  # cleared by the next plain step
         for plan in pools.values():
             plan.emit(ops)
-        commit(ops_of(ops)); del self.guard.owner[0]  # fmt: skip
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
 
     def extend_content(self, request_id: str, g: int, keys: Sequence[int]) -> None:
         """Append content to an admitted request's sequence, the one group ``g`` reads (the
@@ -949,13 +983,14 @@ class CoordinatorCore:
                 self._register_plan(ops, pools, o, extra, rows, self.specs.get(o), None, hashed)
                 for plan in pools.values():
                     plan.emit(ops)
-            commit(ops_of(ops)); del guard.owner[0]  # fmt: skip
+            commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
         except BaseException:
             guard.drop(me)
             raise
 
-    def free(self, request_id: str) -> None:
-        """Return every block of a finished (or preempted) request, and its reservation.
+    def free(self, request_id: str, also: Ops | None = None) -> None:
+        """Return every block of a finished (or preempted) request, and its reservation
+        (``also``: more operations, committed with it).
 
         Raises:
             RequestError: the request is not admitted.
@@ -967,52 +1002,145 @@ class CoordinatorCore:
             if guard.claim(0, me) is not me:
                 raise self._concurrent("free")
             o = self._offset(request_id)
-            table, st = self.table, self.table.st
             pre: Ops = []
-            table.compact_ops(pre)
+            self.table.compact_ops(pre)
             if pre:
                 commit(ops_of(pre))  # moves segments only: nothing observable
-            extra = self.extras.get(o)
-            # A request that cached its prefix frees it tail first, as vLLM does: among blocks
-            # freed together, the chain's head (the most shared) is evicted last.
-            cached = extra is not None and bool(extra.streams)
-            unshared = self._unshared(o)
             ops: Ops = []
-            pools: dict[int, PoolPlan] = {}
-            for g in range(len(self.names)):
-                live = table.live(o, g)
-                if cached:
-                    live.reverse()
-                self._plan_of(pools, g).release(live)
-            caps = [st[o + g * FIELDS + CAP] for g in range(len(self.names))]
-            self.ledger.give_back_ops(ops, caps, unshared)
             slabs = SlabPlan(ops)
-            table.release_ops(slabs, o, request_id)
-            if extra is not None:
-                ops.append((self.extras.pop, o, None))
-            if o in self.specs:
-                ops.append((self.specs.pop, o, None))
-            if o in self.busy:
-                ops.append((self.busy.discard, o))
+            pools: dict[int, PoolPlan] = {}
+            ledger = self._release_plan(ops, slabs, pools, request_id, o)
+            self.ledger.give_back_ops(ops, *ledger)
             for plan in pools.values():
                 plan.emit(ops)
-            slabs.emit(table)
-            commit(ops_of(ops)); del guard.owner[0]  # fmt: skip
+            slabs.emit(self.table)
+            if also:
+                ops.extend(also)
+            commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
         except BaseException:
             guard.drop(me)
             raise
 
-    def _unshared(self, o: int) -> list[int] | None:
-        """Per group, the shared blocks of a request that its free leaves with one holder
-        less, where the ledger counts them (groups that keep their blocks); None if none."""
+    def _release_plan(
+        self,
+        ops: Ops,
+        slabs: SlabPlan,
+        pools: dict[int, PoolPlan],
+        request_id: str,
+        o: int,
+    ) -> tuple[list[int], list[int] | None]:
+        """Plan the end of a request (its blocks back to the pools, its fields and segments
+        free, its content and speculation forgotten); return the caps and shares the ledger
+        gives back (the caller sums them when it plans several ends)."""
+        table, st = self.table, self.table.st
+        extra = self.extras.get(o)
+        # A request that cached its prefix frees it tail first, as vLLM does: among blocks
+        # freed together, the chain's head (the most shared) is evicted last.
+        cached = extra is not None and bool(extra.streams)
+        unshared = self._unshared(o, pools)
+        for g in range(len(self.names)):
+            live = table.live(o, g)
+            if cached:
+                live.reverse()
+            self._plan_of(pools, g).release(live)
+        caps = [st[o + g * FIELDS + CAP] for g in range(len(self.names))]
+        table.release_ops(slabs, o, request_id)
+        if extra is not None:
+            ops.append((self.extras.pop, o, None))
+        if o in self.specs:
+            ops.append((self.specs.pop, o, None))
+        if o in self.busy:
+            ops.append((self.busy.discard, o))
+        return caps, unshared
+
+    def step_preempting(
+        self,
+        request_id: str,
+        num_new: Sequence[int],
+        victim: Callable[[Sequence[str]], str],
+        also: Callable[[Sequence[Preempted]], Ops],
+    ) -> tuple[list[list[int]] | None, list[Preempted]]:
+        """One step of a request; while it runs short, end the request ``victim`` chooses
+        among those admitted (in admission order), and plan the step again: all in one
+        commit, so an exception leaves every request as it was (vLLM's scheduler loop).
+
+        Args:
+            request_id: the request that steps.
+            num_new: as `allocate_step`.
+            victim: given the admitted requests still running, in admission order, the one
+                to preempt next (it may be ``request_id`` itself: then its step is not taken).
+            also: given the preemptions, more operations committed with them (a policy's
+                counters).
+
+        Returns:
+            The step's slot mappings (None if the request preempted itself), and the
+            preemptions, in order.
+
+        Raises:
+            RequestError: as `allocate_step`.
+            AllocationError: nothing is left to preempt (never: the request itself is).
+        """
+        me: list[object] = []
+        guard = self.guard
+        try:
+            if guard.claim(0, me) is not me:
+                raise self._concurrent("allocate_preempting")
+            o = self._offset(request_id)
+            if len(num_new) != len(self.names):
+                raise self._arity(request_id, len(num_new))
+            pre: Ops = []
+            self.table.compact_ops(pre)
+            if pre:
+                commit(ops_of(pre))  # moves segments only: nothing observable
+            done: list[Preempted] = []
+            while True:
+                # Each attempt is planned afresh, on top of the ends planned so far.
+                ops: Ops = []
+                slabs = SlabPlan(ops)
+                pools: dict[int, PoolPlan] = {}
+                caps = [0] * len(self.names)
+                unshared = [0] * len(self.names)
+                for ended in done:
+                    given = self._release_plan(ops, slabs, pools, ended.request_id, ended.offset)
+                    caps = [a + b for a, b in zip(caps, given[0], strict=True)]
+                    if given[1] is not None:
+                        unshared = [a + b for a, b in zip(unshared, given[1], strict=True)]
+                gone = {p.request_id for p in done}
+                if request_id in gone:
+                    out = None
+                    break
+                try:
+                    out = self._plan_step(ops, slabs, pools, request_id, o, num_new, None, True)
+                    break
+                except AllocationError as short:
+                    left = [r for r in self.table.offsets if r not in gone]
+                    chosen = victim(left)
+                    assert chosen in left, chosen
+                    v = self.table.offsets[chosen]
+                    rows = [self.table.st[v + g * FIELDS + ROWS] for g in range(len(self.names))]
+                    done.append(Preempted(chosen, v, rows, short))
+            self.ledger.give_back_ops(ops, caps, unshared if any(unshared) else None)
+            for plan in pools.values():
+                plan.emit(ops)
+            slabs.emit(self.table)
+            ops.extend(also(done))
+            commit(ops_of(ops)); del guard.owner[0]; return out, done  # noqa: E702 - the commit: one line (_guard)
+        except BaseException:
+            guard.drop(me)
+            raise
+
+    def _unshared(self, o: int, pools: dict[int, PoolPlan]) -> list[int] | None:
+        """Per group, the shared blocks of a request that its end leaves with one holder
+        less, where the ledger counts them (groups that keep their blocks); None if none.
+        Counted on the planned references (other ends planned in the same call)."""
         shared = self.ledger.shared
         if not any(shared):
             return None
         out = [0] * len(self.names)
         for g in range(len(self.names)):
             if shared[g] and self._keeps[g]:
-                ref = self.pools[g].ref_count
-                out[g] = sum(1 for b in self.table.live(o, g) if ref(b) > 1)
+                count = self._plan_of(pools, g).count
+                out[g] = sum(1 for b in self.table.live(o, g) if count(b) > 1)
         return out
 
     def reset_prefix_cache(self) -> bool:
@@ -1027,7 +1155,7 @@ class CoordinatorCore:
             done = all(pool.reset_ops(ops) for pool in self._unique_pools())
             if not done:
                 ops = []
-            commit(ops_of(ops)); del guard.owner[0]  # fmt: skip
+            commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
         except BaseException:
             guard.drop(me)
             raise
@@ -1035,7 +1163,7 @@ class CoordinatorCore:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def read(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def read(self, operation: str, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(*args)`` with the token held: what it reads existed at one moment.
 
         Raises:
@@ -1046,7 +1174,7 @@ class CoordinatorCore:
         try:
             if guard.claim(0, me) is not me:
                 raise self._concurrent(operation)
-            out = fn(*args); del guard.owner[0]  # fmt: skip
+            out = fn(*args); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
         except BaseException:
             guard.drop(me)
             raise
@@ -1057,7 +1185,7 @@ class CoordinatorCore:
         return self._offset(request_id)
 
     def _offset(self, request_id: object) -> int:
-        o = self.table.offsets.get(request_id) if type(request_id) is str else None  # type: ignore[arg-type]
+        o = self.table.offsets.get(request_id) if type(request_id) is str else None
         if o is None:
             raise self._unknown(request_id)
         return o
@@ -1099,7 +1227,9 @@ class CoordinatorCore:
         live = self.table.live(o, g)
         return self._slots(live, st[b + SKIPPED], g, c // p, -(-(c + q) // p))
 
-    def kernel_view(self, request_id: str, g: int) -> tuple[list[int], list[int], list[int], int, int]:
+    def kernel_view(
+        self, request_id: str, g: int
+    ) -> tuple[list[int], list[int], list[int], int, int]:
         """For one group, read at one moment: the block table, the latest step's slot mapping
         and cache rows, the positions so far and the latest step's."""
         return self.read("kernel_inputs", self._kernel_view, request_id, g)
@@ -1391,5 +1521,11 @@ class _Requests(Mapping[str, RequestView]):
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._core.table.offsets))
 
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._core.table.offsets))
+
     def __len__(self) -> int:
         return len(self._core.table.offsets)
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._core.table.offsets

@@ -68,7 +68,8 @@ def make_functions(core: CoordinatorCore) -> FastFunctions:
         core.busy,
         core,
     )
-    return FastFunctions(*made, source)
+    step, advance, speculative, rollback, advance_all = made
+    return FastFunctions(step, advance, speculative, rollback, advance_all, source)
 
 
 @lru_cache(maxsize=256)
@@ -115,7 +116,9 @@ def _source(core: CoordinatorCore) -> str:
         if mapping:
             if rows:
                 out.append(f"    s{g} = st[o + {k + BASE}] * {size} + {first}")
-                out.append(f"    m{g} = [s{g}] if {touched} == 1 else [*range(s{g}, s{g} + {touched})]")
+                out.append(
+                    f"    m{g} = [s{g}] if {touched} == 1 else [*range(s{g}, s{g} + {touched})]"
+                )
             else:
                 out.append(f"    m{g} = []")
         evicted = f"c{g} // {p}" if p > 1 else f"c{g}"
@@ -280,7 +283,9 @@ def _source(core: CoordinatorCore) -> str:
         "                    continue",
     ]
     for g in range(n):
-        lines += group_checks(g, False, "slow.append((request_id, o)); continue", "                ")
+        lines += group_checks(
+            g, False, "slow.append((request_id, o)); continue", "                "
+        )
     lines += [
         "                fast.append(o)",
         "            if slow or len(set(request_ids)) != len(request_ids):",

@@ -252,6 +252,15 @@ class AdmissionLedger:
             reserved = [r - cap for r, cap in zip(self.reserved, caps, strict=True)]
             ops.append((setitem, self.reserved, slice(None), reserved))
 
+    def shared_back(self, caps: Sequence[int], unshared: Sequence[int] | None = None) -> None:
+        """Undo a `give_back` of the same arguments (a release undone)."""
+        if unshared is not None:
+            for g, n in enumerate(unshared):
+                self.shared[g] += n
+        if self._reserve:
+            for g, cap in enumerate(caps):
+                self.reserved[g] += cap
+
     def _not_now(
         self, request_id: str, g: int, cap: int, left: int, usable: int
     ) -> AllocationError:

@@ -102,15 +102,19 @@ from kvunits.contracts import (
     UnitValueError,
     expand_block_size,
 )
+from kvunits.contracts.batch import StepBatch
 from kvunits.contracts.crossing import slots_holding
-from kvunits.contracts.errors import RequestError
+from kvunits.contracts.errors import AdmissionError, AllocationError, RequestError
 from kvunits.contracts.internal import check_quantity, describe, magnitude, manager_ints
 
-from ._core import CoordinatorCore
+from ._core import CoordinatorCore, check_request_id
 from ._fast import compiled
+from ._table import FIELDS, ROWS, STEP
 from .admission import AdmissionLedger
 from .block_pool import BlockPool
 from .managers import make_manager
+from .policy import AdmissionPolicy, Answer, Fits, Never, Preemption, Scheduled, Wait
+from .preemption import PolicyState, admission_needs, allocate_preempting, step_needs
 from .prefix_cache import (
     CACHEABLE_KINDS,
     BlockHashes,
@@ -121,6 +125,7 @@ from .prefix_cache import (
 
 if TYPE_CHECKING:
     from .capacity import CapacityPlan
+    from .metrics import CacheMetrics
 
 #: The unit a group handle's steps and lengths count: its slots (`PooledBlocks`, `Tokens`), or
 #: a pooled group's encoder tokens.
@@ -404,7 +409,7 @@ class Stepper(Generic[*_Us]):
     """
 
     __slots__ = (
-        "_lengths",
+        "_admit_lengths",
         "_owner",
         "advance",
         "advance_all",
@@ -428,7 +433,7 @@ class Stepper(Generic[*_Us]):
         self.advance_all = cast(AdvanceAllFn[*_Us], made["advance_all"])
         self.allocate_speculative = cast(SpeculativeFn[*_Us], made["allocate_speculative"])
         self.rollback = cast(AdvanceFn[*_Us], made["rollback"])
-        self._lengths = made["lengths"]
+        self._admit_lengths = made["lengths"]
 
     def __copy__(self) -> Stepper[*_Us]:
         return self  # a fixed binding of handles: nothing to copy
@@ -442,16 +447,136 @@ class Stepper(Generic[*_Us]):
     def __reduce__(self) -> NoReturn:
         raise TypeError("a Stepper is bound to a live coordinator and is not pickled")
 
-    def admit(self, request_id: str, *max_len: *_Us) -> None:
+    def admit(
+        self,
+        request_id: str,
+        *max_len: *_Us,
+        priority: int = 0,
+        prompt: tuple[*_Us] | None = None,
+    ) -> None:
         """Admit a request with its longest sequence per bound group (others: their limit).
+
+        Args:
+            request_id: the new request.
+            *max_len: its longest sequence per bound group, each in its handle's unit: the
+                cap ``reserve`` reserves, the length ``declared`` reserves exactly.
+            priority: its priority, for ``scheduling_policy = "priority"`` (a larger value
+                is preempted first, as in vLLM).
+            prompt: per bound group, what its first step adds: ``on_demand`` admits it only
+                if those blocks (at most its cap) and the watermark are free now (vLLM's
+                ``allocate_slots`` check at admission); the other policies ignore it.
 
         Raises:
             UnitTypeError: a length in the wrong unit, a bare int, or not one per group.
             RequestError: the id is not a str of 1 .. 256 characters, or is already admitted.
             AdmissionError: the request can never fit; refuse it (nothing changed).
-            AllocationError: its caps cannot be reserved now; retry later (nothing changed).
+            AllocationError: not now: its caps cannot be reserved (``reserve``,
+                ``declared``), or its first step and the watermark are not free
+                (``on_demand``); retry later (nothing changed).
         """
-        self._owner._core.admit(request_id, self._lengths(max_len))
+        owner = self._owner
+        lengths = self._checked_lengths(max_len)
+        prompt_slots = None if prompt is None else self._prompt_slots(prompt)
+        owner._admit(request_id, lengths, priority, prompt_slots)
+
+    def can_admit(
+        self, request_id: str, *max_len: *_Us, prompt: tuple[*_Us] | None = None
+    ) -> Answer[None]:
+        """Would `admit` admit this request now? Changes nothing.
+
+        Returns:
+            `Fits` (``Fits(None)``); `Wait`, with the cache blocks short per group; or
+            `Never`, with the reason (the request can never fit).
+
+        Raises:
+            UnitTypeError, RequestError: as `admit` (a caller's mistake, not an answer).
+        """
+        owner = self._owner
+        lengths = self._checked_lengths(max_len)
+        prompt_slots = None if prompt is None else self._prompt_slots(prompt)
+        answer: Answer[None] = owner._core.read(
+            "can_admit", owner._can_admit, request_id, lengths, prompt_slots
+        )
+        return answer
+
+    def try_allocate(self, request_id: str, *num_new: *_Us) -> Answer[list[list[int]]]:
+        """`allocate`, answering instead of raising when the step cannot be taken.
+
+        Returns:
+            `Fits` with the step's slot mappings (the step was taken); `Wait`, with the cache
+            blocks short per group (nothing changed: retry when blocks are freed, or preempt);
+            `Never`, when the step goes beyond the group's ``max_in_flight`` or the request's
+            ``max_len`` (nothing changed: split the step, or admit it longer).
+
+        Raises:
+            UnitTypeError, RequestError (not admitted), ConcurrentUseError: a caller's
+                mistake, not an answer.
+        """
+        owner = self._owner
+        core = owner._core
+        dense = self._dense(num_new, "num_new")
+        needs = step_needs(core, request_id, dense)
+        if isinstance(needs, tuple):
+            g, reason = needs
+            return Never(reason, core.names[g])
+        if any(needs):
+            return _wait(core.names, needs, f"the step of request {request_id!r}")
+        out = core.step_function(request_id, dense)
+        return Fits([out[h.index] for h in self.handles])
+
+    def allocate_preempting(self, request_id: str, *num_new: *_Us) -> Scheduled:
+        """`allocate`; under ``on_demand``, a step that runs short preempts running requests
+        (the policy's order, one at a time) until it fits, as vLLM's scheduler does.
+
+        The preempted requests' blocks go back to the pools and they are no longer admitted:
+        the scheduler puts them back in front of its waiting queue and recomputes them.
+        Atomic: if an exception escapes, nothing was preempted.
+
+        Returns:
+            `Scheduled`: the step's slot mappings (None when the request itself was the one
+            left to preempt, and was), and the `Preemption` records.
+
+        Raises:
+            UnitTypeError, RequestError: as `allocate`.
+            AllocationError: the policy is not ``on_demand`` and the step runs short (it never
+                does under ``reserve`` or ``declared``); nothing changed.
+        """
+        owner = self._owner
+        dense = self._dense(num_new, "num_new")
+        out, preempted = allocate_preempting(owner._policy, request_id, dense)
+        records = tuple(
+            owner._preemption(r, request_id, why, lost, priority)
+            for r, why, lost, priority in preempted
+        )
+        if out is None:
+            return Scheduled(None, records)
+        return Scheduled([out[h.index] for h in self.handles], records)
+
+    def _checked_lengths(self, max_len: tuple[object, ...]) -> list[int | None]:
+        handles = self.handles
+        if len(max_len) != len(handles):
+            raise UnitTypeError(
+                f"admit takes {len(handles)} lengths, one per bound group ("
+                + ", ".join(f"{h.name}: {h.unit.unit}" for h in handles)
+                + f"), got {len(max_len)}",
+                field="max_len",
+                expected=", ".join(h.unit.unit for h in handles),
+                got=f"{len(max_len)} values",
+            )
+        lengths: list[int | None] = self._admit_lengths(max_len)
+        return lengths
+
+    def _prompt_slots(self, prompt: object) -> list[int]:
+        """Slots per group of a first step (0 where unbound)."""
+        lengths = self._lengths(cast(tuple[object, ...], prompt), "prompt")
+        return [0 if n is None else n for n in lengths]
+
+    def _dense(self, values: tuple[object, ...], what: str) -> list[int]:
+        """One count per group in the core's positions (0 where unbound)."""
+        dense = [0] * len(self._owner._core.names)
+        for h, n in zip(self.handles, self._counts(values, what), strict=True):
+            dense[h.index] = n * h.rows_per_unit
+        return dense
 
     def seq_lens(self, request_id: str) -> tuple[*_Us]:
         """The request's length so far in each bound group, each in its handle's unit, read at
@@ -466,7 +591,13 @@ class Stepper(Generic[*_Us]):
 
     @overload
     def admit_with_prefix(
-        self: Stepper[_A], request_id: str, a: _A, /, *, prefix: tuple[BlockHashes[_A] | None]
+        self: Stepper[_A],
+        request_id: str,
+        a: _A,
+        /,
+        *,
+        prefix: tuple[BlockHashes[_A] | None],
+        priority: int = 0,
     ) -> tuple[_A]: ...
     @overload
     def admit_with_prefix(
@@ -477,6 +608,7 @@ class Stepper(Generic[*_Us]):
         /,
         *,
         prefix: tuple[BlockHashes[_A] | None, BlockHashes[_B] | None],
+        priority: int = 0,
     ) -> tuple[_A, _B]: ...
     @overload
     def admit_with_prefix(
@@ -488,6 +620,7 @@ class Stepper(Generic[*_Us]):
         /,
         *,
         prefix: tuple[BlockHashes[_A] | None, BlockHashes[_B] | None, BlockHashes[_C] | None],
+        priority: int = 0,
     ) -> tuple[_A, _B, _C]: ...
     @overload
     def admit_with_prefix(
@@ -505,9 +638,14 @@ class Stepper(Generic[*_Us]):
             BlockHashes[_C] | None,
             BlockHashes[_D] | None,
         ],
+        priority: int = 0,
     ) -> tuple[_A, _B, _C, _D]: ...
     def admit_with_prefix(
-        self, request_id: str, *max_len: Any, prefix: tuple[BlockHashes[Any] | None, ...]
+        self,
+        request_id: str,
+        *max_len: Any,
+        prefix: tuple[BlockHashes[Any] | None, ...],
+        priority: int = 0,
     ) -> tuple[Any, ...]:
         """Admit a request and adopt the longest prefix of its content the cache holds.
 
@@ -560,8 +698,40 @@ class Stepper(Generic[*_Us]):
                     request_id=str(request_id),
                 )
             parts[handle.index] = checked.part()
-        hits = owner._core.admit_with_prefix(request_id, lengths, parts)
+        _check_priority(priority)
+        hits = owner._core.admit_with_prefix(
+            request_id,
+            lengths,
+            parts,
+            owner._policy.admitted_ops(request_id, priority),
+            lambda rid, full: owner._admission_check(rid, full, None),
+        )
         return tuple(h.unit(hits[h.index] // h.rows_per_unit) for h in self.handles)
+
+    def _counts(self, values: tuple[object, ...], what: str) -> list[int]:
+        """Plain counts of one quantity per bound group, each checked against its unit."""
+        if type(values) is not tuple or len(values) != len(self.handles):
+            raise UnitTypeError(
+                f"{what} takes {len(self.handles)} counts, one per bound group ("
+                + ", ".join(f"{h.name}: {h.unit.unit}" for h in self.handles)
+                + f"), got {describe(values)}",
+                field=what,
+                expected=", ".join(h.unit.unit for h in self.handles),
+                got=describe(values),
+            )
+        out = []
+        for i, (quantity, handle) in enumerate(zip(values, self.handles, strict=True)):
+            if type(quantity) is not handle.unit:
+                _reject(handle, quantity, f"{what}[{i}]")
+            out.append(magnitude(cast(IntQuantity, quantity)))
+        return out
+
+    def _lengths(self, max_len: tuple[object, ...], what: str = "max_len") -> list[int | None]:
+        """Per group (None where unbound), the bound groups' lengths in slots."""
+        lengths: list[int | None] = [None] * len(self._owner._core.names)
+        for handle, n in zip(self.handles, self._counts(max_len, what), strict=True):
+            lengths[handle.index] = handle.slots_of(n)
+        return lengths
 
 
 class KVCacheCoordinator:
@@ -572,22 +742,26 @@ class KVCacheCoordinator:
         num_blocks: cache blocks per group, the null block included (the capacity plan's);
             or one count: one pool that every group draws from (vLLM's layout), which needs
             one page size across the groups (`kvunits.runtime.shared_pool` unifies them).
-        reserve: reserve each admitted request's admission cap, so that admitted requests
-            never run short (default); ``False`` admits optimistically, as vLLM does.
+        admission: the admission policy (`kvunits.runtime.policy`): ``reserve`` (default),
+            ``on_demand`` (vLLM's: blocks as steps need them, preempting) or ``declared``.
+        reserve: the older spelling of the two first: ``True`` is ``reserve``, ``False``
+            ``on_demand``; give one of ``admission`` and ``reserve``.
 
     Not thread-safe: drive it from one scheduler thread, or hold one lock around every call;
     concurrent entry raises `ConcurrentUseError` (see the module docstring).
     """
 
-    __slots__ = ("_core", "_groups", "_handles")
+    __slots__ = ("_core", "_groups", "_handles", "_policy")
 
     def __init__(
         self,
         groups: Sequence[AnyLayerGroup],
         num_blocks: Sequence[CacheBlocks] | CacheBlocks,
         *,
-        reserve: bool = True,
+        admission: AdmissionPolicy | None = None,
+        reserve: bool | None = None,
     ) -> None:
+        policy = _policy_of(admission, reserve)
         shared = type(num_blocks) is CacheBlocks
         counts: Sequence[object] = (
             [num_blocks] * len(groups) if shared else cast(Sequence[object], num_blocks)
@@ -637,11 +811,12 @@ class KVCacheCoordinator:
             [n - 1 for n in blocks],
             in_flight,
             limit,
-            reserve=reserve,
+            reserve=policy.reserves,
             pools=[0] * len(groups) if shared else None,
         )
         self._groups = tuple(groups)
         self._core = CoordinatorCore(names, managers, pools, ledger, in_flight, limit)
+        self._policy = PolicyState(self._core, policy)
         self._handles: dict[tuple[str, type[IntQuantity]], GroupHandle[Any]] = {}
         for i, g in enumerate(groups):
             unit = g.manager.slot_unit
@@ -651,9 +826,17 @@ class KVCacheCoordinator:
                 self._handles[g.name, EncoderTokens] = handle
 
     @classmethod
-    def from_plan(cls, plan: CapacityPlan, *, reserve: bool = True) -> KVCacheCoordinator:
+    def from_plan(
+        cls,
+        plan: CapacityPlan,
+        *,
+        admission: AdmissionPolicy | None = None,
+        reserve: bool | None = None,
+    ) -> KVCacheCoordinator:
         """A coordinator with the groups and pool sizes of a capacity plan (one pool for all
-        groups when the plan's layout is ``"shared"``).
+        groups when the plan's layout is ``"shared"``), admitting as the plan's engine says
+        (``admission``, ``scheduling_policy``, ``watermark``) unless ``admission`` (or the
+        older ``reserve``) says otherwise.
 
         Raises:
             SpecError: the plan shards positions with DCP: the coordinator steps a sequence
@@ -668,9 +851,13 @@ class KVCacheCoordinator:
                 "runs plans without DCP (the plan's per-rank numbers hold either way)"
             )
         groups = [p.group for p in plan.groups]
+        if admission is None and reserve is None:
+            admission = AdmissionPolicy.of_engine(plan.engine)
         if plan.layout == "shared":
-            return cls(groups, plan.groups[0].num_blocks, reserve=reserve)
-        return cls(groups, [p.num_blocks for p in plan.groups], reserve=reserve)
+            return cls(groups, plan.groups[0].num_blocks, admission=admission, reserve=reserve)
+        return cls(
+            groups, [p.num_blocks for p in plan.groups], admission=admission, reserve=reserve
+        )
 
     # -- groups -----------------------------------------------------------------------------
 
@@ -742,11 +929,13 @@ class KVCacheCoordinator:
         requests, `Stepper.admit` takes lengths per group.
 
         Raises:
-            RequestError: the id is not a str of 1 .. 256 characters, or is already admitted.
+            RequestError: the id is not a str of 1 .. 256 characters, or is already admitted,
+                or the policy is ``declared`` (a request declares its length: `Stepper.admit`).
             AdmissionError: the request can never fit; refuse it (nothing changed).
-            AllocationError: its caps cannot be reserved now; retry later (nothing changed).
+            AllocationError: not now (its caps, or under ``on_demand`` the watermark); retry
+                later (nothing changed).
         """
-        self._core.admit(request_id)
+        self._admit(request_id, None, 0, None)
 
     def free(self, request_id: str) -> None:
         """Return every block and the reservation of a finished or preempted request.
@@ -754,7 +943,121 @@ class KVCacheCoordinator:
         Raises:
             RequestError: the request is not admitted.
         """
-        self._core.free(request_id)
+        self._core.free(request_id, self._policy.freed_ops(request_id))
+
+    @property
+    def admission(self) -> AdmissionPolicy:
+        """The admission policy."""
+        return self._policy.policy
+
+    def _admit(
+        self,
+        request_id: str,
+        lengths: Sequence[int | None] | None,
+        priority: int,
+        prompt_slots: Sequence[int] | None,
+    ) -> None:
+        if type(priority) is not int:
+            raise UnitTypeError(
+                f"priority is a plain int (a larger value is preempted first), got "
+                f"{describe(priority)}",
+                field="priority",
+                expected="int",
+                got=describe(priority),
+            )
+        admitted = type(request_id) is str and request_id in self._core.requests
+        if lengths is None and self._policy.policy.kind == "declared" and not admitted:
+            check_request_id(request_id)
+            raise RequestError(
+                f"request {request_id!r}: under the 'declared' admission policy a "
+                "request declares its length and reserves exactly that: admit it with "
+                "coordinator.stepper(...).admit(request_id, *max_len)",
+                request_id=str(request_id)[:256],
+            )
+        self._core.admit(
+            request_id,
+            lengths,
+            self._policy.admitted_ops(request_id, priority),
+            lambda rid, full: self._admission_check(rid, full, prompt_slots),
+        )
+
+    def _full_lengths(self, lengths: Sequence[int | None] | None) -> list[int]:
+        limit = self._core._limit
+        if lengths is None:
+            return list(limit)
+        return [limit[g] if n is None else n for g, n in enumerate(lengths)]
+
+    def _admission_check(
+        self,
+        request_id: str,
+        lengths: Sequence[int | None] | None,
+        prompt_slots: Sequence[int] | None,
+    ) -> None:
+        """``on_demand``: refuse now (`AllocationError`) what its first step and the
+        watermark do not leave room for; the other policies' ledger checks at admission."""
+        policy = self._policy
+        if policy.policy.reserves or (prompt_slots is None and not any(policy.watermark_blocks)):
+            return
+        core = self._core
+        if type(request_id) is str and request_id in core.requests:
+            return  # the core refuses it, with its message
+        try:
+            caps = core.ledger.caps(request_id, self._full_lengths(lengths))
+        except AdmissionError:
+            return  # the core refuses it, with its message
+        short = admission_needs(policy, request_id, caps, prompt_slots)
+        for g, n in enumerate(short):
+            if n:
+                free = core.pools[g].num_free
+                raise AllocationError(
+                    f"cannot admit request {request_id!r} now: group {core.names[g]!r} has "
+                    f"{free} cache_block free, {n} short of its first step and the watermark "
+                    f"({policy.watermark_blocks[g]} cache_block kept for running requests); "
+                    "admit it when a running request finishes",
+                    group=core.names[g],
+                    needed=CacheBlocks(free + n),
+                    free=CacheBlocks(free),
+                    request_id=str(request_id),
+                )
+
+    def _can_admit(
+        self,
+        request_id: str,
+        lengths: Sequence[int | None],
+        prompt_slots: Sequence[int] | None,
+    ) -> Answer[None]:
+        check_request_id(request_id)
+        core = self._core
+        if request_id in core.requests:
+            raise RequestError(
+                f"request {request_id!r} is already admitted; free it before reusing its id",
+                request_id=request_id,
+            )
+        try:
+            caps = core.ledger.caps(request_id, self._full_lengths(lengths))
+        except AdmissionError as err:
+            return Never(err.args[0], err.group)
+        short = admission_needs(self._policy, request_id, caps, prompt_slots)
+        if any(short):
+            return _wait(core.names, short, f"admitting request {request_id!r}")
+        return Fits(None)
+
+    def _preemption(
+        self, request_id: str, for_request: str, reason: str, lost: Sequence[int], priority: int
+    ) -> Preemption:
+        units = [
+            EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens for g in self._groups
+        ]
+        return Preemption(
+            request_id=request_id,
+            for_request=for_request,
+            reason=reason,
+            lost={
+                name: unit(rows)
+                for name, unit, rows in zip(self._core.names, units, lost, strict=True)
+            },
+            priority=priority,
+        )
 
     def __contains__(self, request_id: object) -> bool:
         return type(request_id) is str and request_id in self._core.table.offsets
@@ -780,6 +1083,7 @@ class KVCacheCoordinator:
         new = KVCacheCoordinator.__new__(KVCacheCoordinator)
         new._groups = self._groups
         new._core = copy.deepcopy(self._core, memo)
+        new._policy = copy.deepcopy(self._policy, memo)  # its core: the copy (memo)
         new._handles = {
             key: GroupHandle(new._core, h.index, h.unit, h.spec)
             for key, h in self._handles.items()
@@ -867,6 +1171,54 @@ class KVCacheCoordinator:
             pool=pool,
         )
 
+    @overload
+    def step_batch(
+        self, handle: GroupHandle[Tokens], request_ids: Sequence[str]
+    ) -> StepBatch[Tokens]: ...
+    @overload
+    def step_batch(
+        self,
+        handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens],
+        request_ids: Sequence[str],
+    ) -> StepBatch[EncoderTokens]: ...
+    def step_batch(self, handle: GroupHandle[Any], request_ids: Sequence[str]) -> StepBatch[Any]:
+        """One group's step batch for the attention backends (`kvunits.contracts.batch`): per
+        request, in the order given, its block table, its length after its latest step and
+        that step's length, in the group's kernel unit. `kvunits.kernels.flash_attention_inputs`
+        and `kvunits.kernels.flashinfer_inputs` turn it into tensors; nothing here loops over
+        positions (a table is copied whole).
+
+        Raises:
+            UnitTypeError: not a handle of this coordinator.
+            RequestError: a request is not admitted.
+            SpecError: a state group (one state per request: no positions).
+        """
+        self._own(handle)
+        spec = handle.spec
+        if spec.kind == "state":
+            raise SpecError(
+                f"group {handle.name!r} holds one state per request: it has no positions "
+                "for the attention kernels"
+            )
+        core, g = self._core, handle.index
+        views = core.read("step_batch", _step_views, core, g, request_ids)
+        if spec.slot_unit is PooledBlocks:
+            unit: type[Any] = EncoderTokens
+            per_block: BlockSize[Any] = expand_block_size(
+                spec.expect(PooledBlocks).block_size, spec.pool
+            )
+        else:
+            unit, per_block = Tokens, spec.expect(Tokens).block_size
+        return StepBatch(
+            request_ids=tuple(request_ids),
+            block_tables=tuple(table for table, _, _ in views),
+            unit=unit,
+            tokens_per_block=per_block,
+            block_table_width=magnitude(spec.block_table_width(self._groups[g].limits.max_len)),
+            _seq_lens=tuple(rows for _, rows, _ in views),
+            _query_lens=tuple(step for _, _, step in views),
+        )
+
     # -- usage --------------------------------------------------------------------------------
 
     def usage(self, handle: GroupHandle[Any]) -> GroupUsage:
@@ -890,6 +1242,48 @@ class KVCacheCoordinator:
             free=CacheBlocks(free),
             reserved=CacheBlocks(reserved),
             cached=CacheBlocks(cached),
+        )
+
+    def metrics(self) -> CacheMetrics:
+        """A frozen snapshot of the cache's measures, under vLLM's metric names
+        (`kvunits.runtime.metrics`): per group usage, cached blocks, prefix-cache queries and
+        hits, and the preemptions. Take it on the scheduler's thread; hand the snapshot on."""
+        from .metrics import CacheMetrics, GroupMetrics
+
+        core = self._core
+        usages = [self._usage(g, figures) for g, figures in enumerate(core.usage_all())]
+        state = self._policy
+        groups = []
+        held = total = 0
+        seen: set[int] = set()
+        for g, (group, usage) in enumerate(zip(self._groups, usages, strict=True)):
+            capacity = magnitude(usage.capacity)
+            used = magnitude(usage.used)
+            unit: type[Any] = EncoderTokens if group.manager.slot_unit is PooledBlocks else Tokens
+            cache = core.caches[g]
+            queried, hits = (0, 0) if cache is None else (cache.queried, cache.hits)
+            groups.append(
+                GroupMetrics(
+                    name=group.name,
+                    usage=usage,
+                    kv_cache_usage_perc=used / capacity if capacity else 0.0,
+                    prefix_cache_queries=unit(queried),
+                    prefix_cache_hits=unit(hits),
+                    preempted=unit(state.preempted_rows[g]),
+                )
+            )
+            pool = core.pools[g]
+            if id(pool) not in seen:  # a shared pool counts once, at its one page size
+                seen.add(id(pool))
+                block_bytes = manager_ints(group.manager).page_size_bytes * len(group.layer_names)
+                held += pool.num_used * block_bytes
+                total += (pool.num_blocks - 1) * block_bytes
+        return CacheMetrics(
+            groups=tuple(groups),
+            kv_cache_usage_perc=held / total if total else 0.0,
+            num_requests_running=len(core.requests),
+            num_preemptions=state.num_preemptions,
+            admission=state.policy.kind,
         )
 
     # -- the prefix cache --------------------------------------------------------------------
@@ -964,12 +1358,31 @@ class KVCacheCoordinator:
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached prefix, as vLLM's ``reset_prefix_cache`` (after a weight
-        update, say): possible only when no request holds a block (none is admitted, or
-        every admitted request holds none).
+        update, say): possible only when no request holds a block, in any group. A request
+        that is admitted but holds no block yet does not stand in the way (its reservation
+        stays); vLLM's ``BlockPool.reset_prefix_cache`` counts held blocks the same way.
 
         Returns:
             Whether the cache was reset (``False``: some request holds a block; nothing
             changed).
+
+        Example:
+            >>> from kvunits.contracts import EncoderTokens, Tokens
+            >>> from kvunits.contracts.config import load_config
+            >>> from kvunits.runtime import plan
+            >>> config = load_config("examples/voxtral_realtime.toml")
+            >>> coord = KVCacheCoordinator.from_plan(plan(config.model, config.engine))
+            >>> audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+            >>> step = coord.stepper(audio, text)
+            >>> step.admit("r", EncoderTokens(40_000), Tokens(512))
+            >>> coord.reset_prefix_cache()  # r is admitted (its cap reserved), holds no block
+            True
+            >>> _ = step.allocate("r", EncoderTokens(4), Tokens(1))
+            >>> coord.reset_prefix_cache()  # r holds a block in each group: nothing changes
+            False
+            >>> coord.free("r")
+            >>> coord.reset_prefix_cache()
+            True
         """
         return self._core.reset_prefix_cache()
 
@@ -1076,7 +1489,9 @@ def _typed_functions(
         *checks("num_new"),
         f"        if type(lookahead) is not tuple or len(lookahead) != {k}:",
         '            count_error(H, "lookahead", lookahead)',
-        "        " + ", ".join(f"l{i}" for i in range(k)) + (", = lookahead" if k == 1 else " = lookahead"),
+        "        "
+        + ", ".join(f"l{i}" for i in range(k))
+        + (", = lookahead" if k == 1 else " = lookahead"),
         *checks("lookahead", "l"),
         *(f"        v{i} = {value(i, f'l{i}')}" for i in range(k)),
         "        out = speculative(request_id, "
@@ -1116,6 +1531,31 @@ def _typed_functions(
     return made
 
 
+def _step_views(
+    core: CoordinatorCore, g: int, request_ids: Sequence[str]
+) -> list[tuple[tuple[int, ...], int, int]]:
+    """Per request, its table in group ``g``, its positions and its latest step's (read with
+    the token held)."""
+    out = []
+    st, table = core.table.st, core.table
+    for request_id in request_ids:
+        o = core.offset(request_id)
+        b = o + g * FIELDS
+        out.append((tuple(table.table(o, g)), st[b + ROWS], st[b + STEP]))
+    return out
+
+
+def _check_priority(priority: object) -> None:
+    if type(priority) is not int:
+        raise UnitTypeError(
+            f"priority is a plain int (a larger value is preempted first), got "
+            f"{describe(priority)}",
+            field="priority",
+            expected="int",
+            got=describe(priority),
+        )
+
+
 def _length_in(handle: GroupHandle[Any], rows: int) -> Any:
     """A group's positions so far (kernel unit) in its handle's unit: whole pooled blocks held
     (slots, rounding up) for a pooled handle, else exact."""
@@ -1130,3 +1570,35 @@ def _content_block_size(spec: ManagerSpec[Any]) -> BlockSize[Any]:
     if spec.slot_unit is PooledBlocks:
         return expand_block_size(spec.block_size, spec.pool)
     return spec.block_size
+
+
+def _policy_of(admission: object, reserve: object) -> AdmissionPolicy:
+    """The coordinator's policy from its ``admission`` or its older ``reserve`` argument."""
+    if admission is not None and reserve is not None:
+        raise SpecError(
+            "give one of admission (an AdmissionPolicy) and reserve (its older spelling: True "
+            "is admission='reserve', False 'on_demand')"
+        )
+    if admission is None:
+        if reserve is None or reserve is True:
+            return AdmissionPolicy()
+        if reserve is False:
+            return AdmissionPolicy(kind="on_demand")
+        raise SpecError(f"reserve is True or False, got {describe(reserve)}")
+    if type(admission) is not AdmissionPolicy:
+        raise SpecError(
+            f"admission is an AdmissionPolicy (kvunits.runtime.AdmissionPolicy(kind=...)), got "
+            f"{describe(admission)}"
+        )
+    return admission
+
+
+def _wait(names: Sequence[str], short: Sequence[int], what: str) -> Wait:
+    """The `Wait` answer of a shortfall per group (cache blocks; 0: the group fits)."""
+    shortfall = {names[g]: CacheBlocks(n) for g, n in enumerate(short) if n > 0}
+    reason = (
+        f"{what} is short of "
+        + ", ".join(f"{n} in group {name!r}" for name, n in shortfall.items())
+        + " now; wait for requests to finish, or preempt"
+    )
+    return Wait(shortfall, reason)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import final
+from typing import Final, final
 
 from kvunits.contracts import (
     AnyLayerGroup,
@@ -71,6 +71,9 @@ from kvunits.contracts.deploy import (
     tokens_per_dcp_rank,
 )
 from kvunits.contracts.internal import ManagedKind, check_quantity
+
+#: The most bytes a budget can be: a quantity is an int64.
+_MAX_BYTES: Final = 2**63 - 1
 
 
 @final
@@ -260,9 +263,31 @@ class Layout:
 
     def budget_for(self, requests: int, max_model_len: Tokens) -> RankBytes:
         """The budget per rank that admits ``requests`` requests of ``max_model_len`` at once:
-        ``max over stages (null blocks + requests × one request)``, the least that does."""
+        ``max over stages (null blocks + requests × one request)``, the least that does.
+
+        Raises:
+            SpecError: the budget passes 2**63 - 1 byte/rank (a quantity is an int64), naming
+                the most requests of that length whose budget does not.
+        """
         needs = self.stage_needs(self.rank_caps(max_model_len))
-        return RankBytes(max(null + requests * per_request for per_request, null in needs))
+        budget = max(null + requests * per_request for per_request, null in needs)
+        if budget <= _MAX_BYTES:
+            return RankBytes(budget)
+        most = min(
+            ((_MAX_BYTES - null) // per_request for per_request, null in needs if per_request),
+            default=0,
+        )
+        asked = f"{requests} request{'s' if requests != 1 else ''} of {max_model_len}"
+        verb = "needs" if requests == 1 else "need"
+        fits = (
+            f"at most {most} requests of {max_model_len} fit"
+            if most > 0
+            else f"not even 1 request of {max_model_len} fits"
+        )
+        raise SpecError(
+            f"{asked} {verb} more than {_MAX_BYTES} byte/rank, the most a budget can be "
+            f"(int64): {fits}"
+        )
 
     def split(self, caps: Sequence[RankBlocks]) -> tuple[RankBlocks, ...] | Shortfall:
         """Each group's pool on every rank, the null block included; or, when a stage's budget

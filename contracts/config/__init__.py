@@ -6,7 +6,9 @@ and flags, and resolves it to the frozen `kvunits.contracts.ModelSpec` and
 `kvunits.contracts.EngineSpec`. Every problem is a `ConfigError` listing each issue with its file,
 field and expected unit.
 
-Rooms: ``_read`` (untrusted text to a checked tree), ``_models`` (the file's schema),
+Rooms: ``_files`` (how every file a user or a cache names is opened: regular files only,
+bounded, never echoed; `read_regular_file` for every reader), ``_read`` (untrusted text to a
+checked tree), ``_models`` (the file's schema),
 ``_schema`` (its JSON Schema, as strict as the loader),
 ``_issues`` (validation errors as located issues), ``_load`` (precedence and resolution),
 and the Hugging Face reader: ``_hf`` (its entry), ``_hf_families`` (the family table),
@@ -20,6 +22,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError as ConfigError
 from ..errors import ConfigIssue as ConfigIssue
+from ._files import check_path as check_path
+from ._files import file_kind as file_kind
+from ._files import open_regular_file as open_regular_file
+from ._files import read_regular_file as read_regular_file
 from ._hf_cache import hub_cache as hub_cache
 from ._hf_cache import locate_config as locate_config
 from ._load import load_config as load_config
@@ -74,11 +80,15 @@ __all__ = [
     "HfConfig",
     "KvUnitsConfig",
     "ModelConfig",
+    "check_path",
     "config_json_schema",
+    "file_kind",
     "hub_cache",
     "load_config",
     "load_config_data",
     "locate_config",
+    "open_regular_file",
     "read_config_file",
     "read_hf_config",
+    "read_regular_file",
 ]

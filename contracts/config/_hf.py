@@ -153,17 +153,50 @@ def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
             )
             return None
         return model_type
-    architectures = data.get("architectures")
-    first = architectures[0] if isinstance(architectures, list) and architectures else None
-    if not isinstance(first, str) or first not in BY_ARCHITECTURE:
-        shown = repr(first[:60]) if isinstance(first, str) else "none"
+    first = first_architecture(reader, data.get("architectures"))
+    if first is None:
+        return None
+    if first not in BY_ARCHITECTURE:
         reader.issue(
             "architectures",
-            f"no model_type, and architecture {shown} is not one kvunits reads: "
+            f"no model_type, and architecture {first[:60]!r} is not one kvunits reads: "
             + ", ".join(sorted(BY_ARCHITECTURE)),
         )
         return None
     return BY_ARCHITECTURE[first]
+
+
+def first_architecture(reader: Reader, architectures: object) -> str | None:
+    """``architectures[0]``, the class transformers and vLLM load, if the field is a list
+    whose first entry is a class name; otherwise an issue saying what the field holds."""
+    if not isinstance(architectures, list):
+        reader.issue(
+            "architectures",
+            f"expected a list of class names, got {_shown(architectures)}"
+            if architectures is not None
+            else "absent or null, and no model_type: the file does not say which model it is",
+        )
+        return None
+    if not architectures:
+        reader.issue(
+            "architectures",
+            "an empty list, and no model_type: the file does not say which model it is",
+        )
+        return None
+    first = architectures[0]
+    if not isinstance(first, str):
+        reader.issue(
+            "architectures[0]",
+            f"expected a class name (a string, e.g. LlamaForCausalLM), got {_shown(first)}",
+        )
+        return None
+    return first
+
+
+def _shown(value: object) -> str:
+    """A value of the file in a message: its type and its start."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'…' if len(text) > 40 else ''}"
 
 
 def _decoder_section(

@@ -10,17 +10,23 @@ revision are in ``snapshots/<revision>/``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
 from typing import Final
 
+from ._files import check_path, file_kind, read_regular_file, shown_path
 from ._issues import config_error
 from ._read import FORMATS
 
 #: A Hugging Face model id, ``org/name`` (one slash, no ``..``).
 _MODEL_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 _REVISION: Final = re.compile(r"[0-9a-f]{40}")
+#: The most ``refs/main`` may hold: a revision and a newline are 41 bytes.
+MAX_REF_BYTES: Final = 4096
+#: The most entries of a ``snapshots`` folder looked at to list its revisions.
+_MAX_LISTED: Final = 1000
 
 
 def hub_cache() -> Path:
@@ -41,17 +47,20 @@ def locate_config(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
     does not say it (a cache snapshot is named by its revision).
 
     ``path`` is a config file; a model directory (its ``config.json``); or, when no such
-    file exists, a model id ``org/name`` found in the local Hugging Face cache.
+    file exists, a model id ``org/name`` found in the local Hugging Face cache. Every file is
+    then read as ``_files`` reads what a user or a cache names: regular files only, bounded,
+    never echoed.
 
     Raises:
-        ConfigError: a directory without ``config.json``; a model id that is not cached.
+        ConfigError: a path no system call takes (``_files.check_path``); a directory without
+            ``config.json``; a model id that is not cached, or whose cache entry is broken.
     """
-    text = os.fspath(path)
+    text = check_path(path)
     candidate = Path(text)
-    if candidate.is_dir():
+    if file_kind(candidate) == "a directory":
         return _in_directory(candidate, text), None
     if (
-        candidate.exists()
+        os.path.lexists(candidate)
         or candidate.suffix.lower() in FORMATS
         or not _MODEL_ID.fullmatch(text)
         or ".." in text
@@ -62,9 +71,9 @@ def locate_config(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
 
 def _in_directory(directory: Path, where: str) -> Path:
     config = directory / "config.json"
-    if config.is_file():
-        return config
-    if (directory / "params.json").is_file():
+    if os.path.lexists(config):
+        return config  # whatever it is: the reader says what, if it is no regular file
+    if os.path.lexists(directory / "params.json"):
         raise config_error(
             where,
             "a model directory with a Mistral-format params.json but no config.json: kvunits "
@@ -79,30 +88,50 @@ def _cached(model_id: str) -> Path:
     hub = hub_cache()
     org, name = model_id.split("/")
     repo = hub / f"models--{org}--{name}"
-    if not repo.is_dir():
+    if file_kind(repo) != "a directory":
         raise config_error(
             model_id,
             f"no such file, and no model {model_id} in the local Hugging Face cache "
-            f"({hub}; set by HF_HUB_CACHE or HF_HOME). kvunits never downloads: fetch it "
-            f"with `huggingface-cli download {model_id} config.json`, or pass a config.json path",
+            f"({shown_path(hub)}; set by HF_HUB_CACHE or HF_HOME). kvunits never downloads: "
+            f"fetch it with `huggingface-cli download {model_id} config.json`, or pass a "
+            "config.json path",
         )
     ref = repo / "refs" / "main"
-    try:
-        revision = ref.read_text(encoding="utf-8").strip()
-    except OSError:
-        snapshots = sorted(p.name for p in (repo / "snapshots").glob("*"))[:5]
+    if not os.path.lexists(ref):
+        snapshots = _revisions(repo / "snapshots")
         raise config_error(
             model_id,
-            f"cached in {repo}, but without refs/main, so the revision is unknown"
+            f"cached in {shown_path(repo)}, but without refs/main, so the revision is unknown"
             + (
                 f" (snapshots: {', '.join(snapshots)}); pass one's config.json" if snapshots else ""
             ),
-        ) from None
+        )
+    raw = read_regular_file(ref, max_bytes=MAX_REF_BYTES, what="a revision file", where=model_id)
+    revision = raw.decode("ascii", errors="replace").strip()
     if not _REVISION.fullmatch(revision):
-        raise config_error(model_id, f"{ref} does not hold a revision: {revision[:60]!r}")
-    snapshot = repo / "snapshots" / revision
-    if not snapshot.is_dir():
+        # Never the file's content: refs/main may be a link to any file.
         raise config_error(
-            model_id, f"refs/main names revision {revision}, which is not in {repo / 'snapshots'}"
+            model_id,
+            f"{shown_path(ref)} does not hold a revision: a revision is 40 hexadecimal digits "
+            "(huggingface_hub writes the commit hash there); fix or delete the file, or pass "
+            "the snapshot's config.json",
+        )
+    snapshot = repo / "snapshots" / revision
+    if file_kind(snapshot) != "a directory":
+        raise config_error(
+            model_id,
+            f"refs/main names revision {revision}, which is not in "
+            f"{shown_path(repo / 'snapshots')}",
         )
     return _in_directory(snapshot, model_id)
+
+
+def _revisions(snapshots: Path) -> list[str]:
+    """Up to 5 revisions of a cache's ``snapshots`` folder, in order, looking at no more than
+    `_MAX_LISTED` entries (the names that are revisions only: nothing else is echoed)."""
+    try:
+        with os.scandir(snapshots) as entries:
+            names = [entry.name for entry in itertools.islice(entries, _MAX_LISTED)]
+    except (OSError, ValueError):
+        return []
+    return sorted(name for name in names if _REVISION.fullmatch(name))[:5]

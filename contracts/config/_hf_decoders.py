@@ -18,6 +18,7 @@ from ._hf_layers import (
     attention,
     chunked,
     full,
+    grouped_query,
     kv_shared,
     layer_count,
     mla,
@@ -231,6 +232,11 @@ def read_gemma4(sec: Section, dtypes: DTypes) -> Layers | None:
     if not _need_window(sec, kinds, window):
         return None
     kv_global = global_kv if k_eq_v and global_kv is not None else a.kv_heads
+    if kv_global != a.kv_heads:  # the same query heads, grouped over other KV heads
+        n_heads = sec.number("num_attention_heads")
+        key = "num_global_key_value_heads"
+        if n_heads is None or not grouped_query(sec, n_heads, kv_global, key):
+            return None
     by_kind = {"full": full(Attention(kv_global, global_head, a.dtype))}
     if window is not None:
         by_kind["sliding"] = sliding(a, window)

@@ -158,7 +158,26 @@ def heads(sec: Section) -> tuple[int, int] | None:
     kv = sec.number("num_key_value_heads") if given_kv else None
     if n_heads is None or (given_kv and kv is None):
         return None
-    return n_heads, n_heads if kv is None else kv
+    kv = n_heads if kv is None else kv
+    if not grouped_query(sec, n_heads, kv, "num_key_value_heads"):
+        return None
+    return n_heads, kv
+
+
+def grouped_query(sec: Section, n_heads: int, kv_heads: int, key: str) -> bool:
+    """Whether the query heads are a whole multiple of the KV heads (each KV head serves a
+    group of query heads); an issue at ``key`` otherwise. vLLM refuses such a model: its
+    ``Attention`` layer asserts ``num_heads % num_kv_heads == 0`` (``vllm/attention/
+    layer.py``). A model's own rule; splitting the heads over TP ranks is another's."""
+    if n_heads % kv_heads == 0:
+        return True
+    sec.issue(
+        key,
+        f"{kv_heads} KV heads do not divide the {n_heads} attention heads: each KV head "
+        "serves a whole group of query heads, and vLLM refuses such a model (its Attention "
+        "layer asserts num_heads % num_kv_heads == 0)",
+    )
+    return False
 
 
 def derived_head_size(sec: Section, n_heads: int, key: str = "hidden_size") -> int | None:

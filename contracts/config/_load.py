@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from .._engine import EngineSpec
 from .._layers import ModelSpec, slot_unit_of
 from .._quantity import PooledBlocks
 from ..errors import ConfigError, ConfigIssue
+from ._files import shown_path
 from ._hf_cache import locate_config
 from ._issues import issues_from_validation, join_path, message_of
 from ._models import (
@@ -61,8 +63,16 @@ def load_config(
         '42949672960 byte/rank'
     """
     file, name = locate_config(path)
-    parent = name or file.resolve().parent.name
-    return _resolve(read_config_file(file), str(file), flags, parent or None)
+    data = read_config_file(file)
+    return _resolve(data, shown_path(file), flags, name or _directory_name(file))
+
+
+def _directory_name(file: Path) -> str | None:
+    """The name of the folder holding ``file`` (a model directory's name is the model's)."""
+    try:
+        return file.resolve().parent.name or None
+    except (OSError, RuntimeError):  # a link loop above the file (3.11 raises RuntimeError)
+        return file.absolute().parent.name or None
 
 
 def load_config_data(
@@ -92,7 +102,7 @@ def _resolve(
         issues.extend(hf_issues)
         model, file_engine, file_sources = hf.model, dict(hf.engine), dict(hf.engine_sources)
     else:
-        model, file_engine = _read_sections(data, where, issues)
+        model, file_engine = _read_sections(integral_numbers(data), where, issues)
         file_sources = dict.fromkeys(file_engine, "file")
     engine_issues: list[ConfigIssue] = []
     engine, sources = resolve_engine(
@@ -108,6 +118,30 @@ def _resolve(
     if issues or model is None or engine is None:
         raise ConfigError(issues)
     return KvUnitsConfig(model=model, engine=engine, source=where, engine_sources=sources)
+
+
+_INT64: Final = 2**63
+
+
+def integral_numbers(node: Any) -> Any:
+    """``node`` with every number that has a zero fraction (``32.0``, ``3.2e1``) as the
+    integer it equals: JSON Schema reads such a number as an integer (and cannot refuse it),
+    so a kvunits config reads it so too, in TOML, YAML and JSON alike; ``32.5`` stays a float
+    (an integer field refuses it) and so does an integral float past int64. A float field
+    (``gpu_memory_utilization``) takes the integer as the same number. Not applied to a
+    Hugging Face ``config.json``, which is read as vLLM reads it.
+
+    Example:
+        >>> integral_numbers({"count": 32.0, "x": [1.5, 2e0]})
+        {'count': 32, 'x': [1.5, 2]}
+    """
+    if isinstance(node, dict):
+        return {key: integral_numbers(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [integral_numbers(value) for value in node]
+    if type(node) is float and node.is_integer() and -_INT64 <= node < _INT64:
+        return int(node)
+    return node
 
 
 def _read_sections(
@@ -240,6 +274,9 @@ def resolve_engine(
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             field = str(error["loc"][0]) if error["loc"] else ""
+            if not field:  # a rule across settings: placed where the first it names came from
+                issues.append(_across_settings(message_of(error, ""), sources, where))
+                continue
             source = sources.get(field)
             if error["type"] == "missing":
                 message = f"required and not given: {_how_to_set(field)}"
@@ -254,6 +291,17 @@ def resolve_engine(
             issues.append(ConfigIssue(origin, path, message_of(error, field)))
         return None, sources
     return engine, {key: sources[key] for key in ENGINE_FIELDS if key in sources}
+
+
+def _across_settings(message: str, sources: Mapping[str, str], where: str) -> ConfigIssue:
+    """An issue of a rule across engine settings, at the origin of the first setting the
+    message names that was given (a flag, a variable, the file), else at the file."""
+    for field in ENGINE_FIELDS:
+        source = sources.get(field, "default")
+        named = re.search(rf"(?<![a-z_]){field}(?![a-z_])", message)
+        if named and source != "default":
+            return ConfigIssue(_origin(field, source, where)[0], "engine", message)
+    return ConfigIssue(where, "engine", message)
 
 
 def environment_values(issues: list[ConfigIssue]) -> dict[str, str]:
@@ -297,17 +345,28 @@ _INTEGER_FIELDS: Final = frozenset(
 _BOOLEAN_TEXT: Final = {"true": True, "1": True, "false": False, "0": False}
 
 
+#: An integer as text: digits, a sign; the longest read is far past any bound (the field's
+#: range check then refuses it, naming the bound), and short enough for int() to be instant.
+_INTEGER_TEXT: Final = re.compile(r"[+-]?[0-9]{1,64}")
+#: A decimal number as text, as Python's float() and vLLM's argparse (type=float) read it,
+#: exponent included (``0.92``, ``.5``, ``1e-3``); not ``nan`` or ``inf``.
+_DECIMAL_TEXT: Final = re.compile(
+    r"[+-]?(?:[0-9]{1,32}(?:\.[0-9]{0,32})?|\.[0-9]{1,32})(?:[eE][+-]?[0-9]{1,4})?"
+)
+
+
 def _coerce_text(field: str, value: object) -> object:
-    # Environment variables and flags are text: integers, a boolean and a fraction are read
-    # here; anything else stays text, for the spec to refuse with its own message.
+    # Environment variables and flags are text: a number is read as the number it spells
+    # (then the spec checks its range, naming the bound), a boolean as one; anything else
+    # stays text, for the spec to refuse with its own message.
     if not isinstance(value, str):
         return value
     text = value.strip()
-    if field in _INTEGER_FIELDS and re.fullmatch(r"-?[0-9]{1,9}", text):
+    if field in _INTEGER_FIELDS and _INTEGER_TEXT.fullmatch(text):
         return int(text)
     if field == "async_scheduling" and text.lower() in _BOOLEAN_TEXT:
         return _BOOLEAN_TEXT[text.lower()]
-    if field == "gpu_memory_utilization" and re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,12})?", text):
+    if field in ("gpu_memory_utilization", "watermark") and _DECIMAL_TEXT.fullmatch(text):
         return float(text)
     return value
 

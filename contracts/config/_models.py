@@ -339,6 +339,9 @@ ENGINE_FIELDS: Final = (
     "activation_memory",
     "cache_dtype",
     "kv_cache_layout",
+    "admission",
+    "scheduling_policy",
+    "watermark",
 )
 
 #: The settings of the memory a budget is derived from when ``memory_budget`` is not given.
@@ -363,6 +366,9 @@ ENGINE_DEFAULTS: Final[dict[str, object]] = {
     "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
     "cache_dtype": "auto",
     "kv_cache_layout": "per_group",
+    "admission": "reserve",
+    "scheduling_policy": "fcfs",
+    "watermark": 0.0,
 }
 
 
@@ -464,6 +470,26 @@ class EngineConfig(SpecModel):
         default=None,
         description=_describe("kv_cache_layout"),
         json_schema_extra={"default": "per_group"},
+    )
+
+    admission: Literal["reserve", "on_demand", "declared"] | None = Field(
+        default=None,
+        description=_describe("admission"),
+        json_schema_extra={"default": "reserve"},
+    )
+    scheduling_policy: Literal["fcfs", "priority"] | None = Field(
+        default=None,
+        description=_describe("scheduling_policy"),
+        json_schema_extra={"default": "fcfs"},
+    )
+    watermark: float | None = Field(
+        default=None,
+        strict=True,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description=_describe("watermark"),
+        json_schema_extra={"default": 0.0},
     )
 
     @field_validator("cache_dtype", mode="before")

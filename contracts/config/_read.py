@@ -2,19 +2,20 @@
 
 The file is untrusted input. Before any value reaches a model it must pass, in order:
 
-1. the file: a regular file of at most `MAX_FILE_BYTES`, UTF-8 text, a known extension;
+1. the file: a regular file of at most `MAX_FILE_BYTES` (read as every file a user or a cache
+   names is read: ``_files``), UTF-8 text, a known extension;
 2. the count: at most `MAX_NODES` values, known before the tree is built, so that a small
    file of half a million scalars costs no more to refuse than one of `MAX_NODES`. TOML and
    JSON text is pre-scanned (strings and comments skipped, separators counted: a lower bound
    of the values, so a refusal is always true); YAML values are counted as libyaml composes
    them (and, explicitly tagged ones, as they are built), and it stops at the first one too
    many;
-3. the parser: ``tomllib``, ``json`` (duplicate keys and integers of more than 19 digits
-   rejected) or a YAML *safe* loader that also rejects duplicate keys and
-   reads the YAML 1.2 core schema: a plain scalar that YAML 1.1 reads otherwise (``040``,
-   ``1:00``, ``yes``, ``1_000``, ``2024-01-01``, a ``<<`` merge key) is refused, so that a
-   file means the same to every YAML reader; so are integers beyond int64 and explicit tags
-   that YAML 1.2 does not define;
+3. the parser: ``tomllib``, ``json`` (duplicate keys rejected; an integer of more than 19
+   digits is never converted, and refused in step 4 with its path) or a YAML *safe* loader
+   that also rejects duplicate keys and reads the YAML 1.2 core schema: a plain scalar that
+   YAML 1.1 reads otherwise (``040``, ``1:00``, ``yes``, ``1_000``, ``2024-01-01``, a ``<<``
+   merge key) is refused, so that a file means the same to every YAML reader; so are
+   integers beyond int64 and explicit tags that YAML 1.2 does not define;
 4. the tree: a mapping at the top, nesting at most `MAX_DEPTH` deep, string keys, strings
    of at most `MAX_STRING_CHARS`, integers within int64, finite floats, only JSON-like types,
    and no value reached twice (a YAML alias, ``*ref``, of a container or a scalar: so no
@@ -35,13 +36,13 @@ import json
 import math
 import os
 import re
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from .._describe import describe
 from ..errors import ConfigError, ConfigIssue
+from ._files import check_path, read_regular_file, shown_path
 from ._issues import MAX_ISSUES, config_error, join_path
 
 MAX_FILE_BYTES: Final = 1 << 20
@@ -64,9 +65,10 @@ class _TooManyValues(Exception):
     """Raised from inside a parser when the value count passes `MAX_NODES`."""
 
 
-class YamlProblem:
-    """A YAML value refused while parsing, kept in the tree so that the tree check reports it
-    with its path (a parser knows the line, not the field)."""
+class ValueProblem:
+    """A value refused while parsing (YAML's, or a JSON integer of more digits than int64
+    has), kept in the tree so that the tree check reports it with its path (a parser knows
+    the line, not the field)."""
 
     __slots__ = ("message",)
 
@@ -81,32 +83,16 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         ConfigError: the file cannot be read, is too large, not UTF-8, not parseable, or
             its tree is hostile (too deep, huge values, odd types).
     """
-    where = str(path)
+    where = shown_path(path)
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
+        check_path(path)  # a NUL or an over-long name, before its extension is blamed
         raise config_error(
             where,
             f"unknown extension {Path(path).suffix!r}; a config is .toml, .yaml, "
             ".yml or .json (a Hugging Face config.json is .json)",
         )
-    try:
-        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever;
-        # the file type is checked on the open descriptor (no race with a swapped path).
-        with open(path, "rb", opener=_open_nonblocking) as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise config_error(where, "not a regular file")
-            if info.st_size > MAX_FILE_BYTES:
-                raise config_error(
-                    where,
-                    f"{info.st_size} byte is larger than the {MAX_FILE_BYTES} "
-                    "byte a config may have",
-                )
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise config_error(where, f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_FILE_BYTES:  # it grew after the size check
-        raise config_error(where, f"larger than the {MAX_FILE_BYTES} byte a config may have")
+    raw = read_regular_file(path, max_bytes=MAX_FILE_BYTES, what="a config")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -114,10 +100,6 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             where, f"not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x})"
         ) from None
     return parse_config_text(text, fmt, where=where)
-
-
-def _open_nonblocking(path: str, flags: int) -> int:
-    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
 
 
 def parse_config_text(text: str, fmt: str, *, where: str) -> dict[str, Any]:
@@ -220,7 +202,7 @@ def _tree_issues(data: dict[str, Any], *, where: str, nonfinite: bool) -> list[C
         if isinstance(node, dict):
             children: list[tuple[object, str, int]] = []
             for key, value in node.items():
-                if isinstance(key, YamlProblem):
+                if isinstance(key, ValueProblem):
                     issues.append(ConfigIssue(where, path, f"a key: {key.message}"))
                 elif not isinstance(key, str):
                     issues.append(
@@ -255,7 +237,7 @@ def _tree_issues(data: dict[str, Any], *, where: str, nonfinite: bool) -> list[C
         elif isinstance(node, str):
             if len(node) > MAX_STRING_CHARS:
                 problem = f"a string of {len(node)} characters; at most {MAX_STRING_CHARS}"
-        elif isinstance(node, YamlProblem):
+        elif isinstance(node, ValueProblem):
             problem = node.message
         else:
             problem = f"unsupported value: {_kind(node)}"
@@ -331,10 +313,12 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _json_int(text: str) -> int:
-    # Checked before int() so that a 300 000-digit number costs nothing.
-    if len(text.lstrip("-")) > 19:
-        raise ValueError(f"integer {text[:24]}… is out of the int64 range")
+def _json_int(text: str) -> int | ValueProblem:
+    # Checked before int() so that a 300 000-digit number costs nothing; refused in the tree,
+    # with its path, as YAML's are (19 digits past int64 are refused there too).
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_INT_DIGITS:
+        return ValueProblem(f"integer out of the int64 range ({digits} digits)")
     return int(text)
 
 
@@ -353,7 +337,7 @@ def _json_constant(text: str) -> float:
 
 def _load_yaml(text: str) -> object:
     """Parse YAML with the loader below; aliases of containers are refused by the tree check
-    (an alias yields the same object twice), every other refusal becomes a `YamlProblem`."""
+    (an alias yields the same object twice), every other refusal becomes a `ValueProblem`."""
     import yaml
 
     return yaml.load(text, Loader=_yaml_loader())  # a safe loader (see below)
@@ -408,7 +392,7 @@ def _core_12_value(tag: str, value: str) -> object:
     if tag == "int":
         digits = value.lstrip("+-")
         if len(digits) > _MAX_INT_DIGITS + 2:  # past int64 in any base: no int() of it
-            return YamlProblem(f"integer out of the int64 range ({len(digits)} digits)")
+            return ValueProblem(f"integer out of the int64 range ({len(digits)} digits)")
         if digits.startswith(("0o", "0x")):
             return int(value[2:], 8 if value[1] == "o" else 16)
         return int(value)
@@ -448,7 +432,7 @@ def _ambiguity(value: str, tag_11: str, tag_12: str) -> str | None:
 @functools.cache
 def _yaml_loader() -> type[Any]:
     """A safe loader of the YAML 1.2 core schema that refuses duplicate keys, counts values as
-    they are composed, and turns every other problem into a `YamlProblem` at its place in
+    they are composed, and turns every other problem into a `ValueProblem` at its place in
     the tree; libyaml's C parser when PyYAML has it (about 7× faster than the pure-Python one
     on a 1 MiB file, and it caps nesting at 1000 levels itself)."""
     import yaml
@@ -505,7 +489,7 @@ def _yaml_loader() -> type[Any]:
             if isinstance(node, yaml.ScalarNode) and node in self.constructed_objects:
                 # The same scalar node twice: an alias of it (containers are caught by the
                 # tree check, which then names the alias's path).
-                return YamlProblem(_ALIAS_MESSAGE)
+                return ValueProblem(_ALIAS_MESSAGE)
             return super().construct_object(node, deep=deep)
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -536,18 +520,18 @@ def _yaml_loader() -> type[Any]:
         if tag == "str":
             return value
         if _core_12_tag(value) != tag and not (tag == "float" and _core_12_tag(value) == "int"):
-            return YamlProblem(f"{value!r} is not a YAML 1.2 {tag}")
+            return ValueProblem(f"{value!r} is not a YAML 1.2 {tag}")
         why = _ambiguity(value, _yaml_11_tag(value), _core_12_tag(value))
         if why is not None:
-            return YamlProblem(why)
+            return ValueProblem(why)
         result = _core_12_value(_core_12_tag(value), value)
         return float(result) if tag == "float" and isinstance(result, int) else result
 
     def construct_problem(loader: Any, node: Any) -> object:
-        return YamlProblem(loader.problems[node.value])
+        return ValueProblem(loader.problems[node.value])
 
     def construct_other(loader: Any, node: Any) -> object:
-        return YamlProblem(
+        return ValueProblem(
             f"the tag {str(node.tag)[:60]} is not one of YAML 1.2's core schema (a kvunits "
             "config holds mappings, lists, strings, numbers, bools and nulls)"
         )

@@ -21,8 +21,10 @@ Patterns end with ``(?![\\s\\S])``, not ``$``: in Python's ``re`` (which python-
 uses) ``$`` also matches before a final newline, in ECMA 262 (the standard's dialect) it does
 not; the lookahead means "end of the text" in both.
 
-What JSON Schema cannot say stays with the loader, and the schema's description lists it: a
-number with a zero fraction is an integer to JSON Schema (``count = 32.0``) but not to kvunits;
+A number with a zero fraction is an integer to JSON Schema, which cannot refuse it, and so it
+is to the loader too (``count = 32.0`` is 32; ``32.5`` is refused by both).
+
+What JSON Schema cannot say stays with the loader, and the schema's description lists it:
 a quantity's bound of 2**63 - 1 once converted to the field's unit (``"8388608 TiB"``); rules
 across fields (layer names that collide, more than 4096 layers in all, a pooled chunk that is
 not a whole number of pooled blocks); settings the environment or flags may give instead of the
@@ -48,14 +50,15 @@ _WS: Final = r"[ \t\n\r\f\v]*"
 _END: Final = r"(?![\s\S])"
 
 _DESCRIPTION: Final = (
-    "A kvunits config (TOML, YAML or JSON). The loader also checks what JSON Schema cannot "
-    "say: integer fields take no number with a fraction, even .0 (count = 32.0 is refused); a "
-    "quantity converted to its field's unit is at most 2**63 - 1; layer names (g.0, g.1, …) "
-    "do not collide and number at most 4096; a pooled chunk is a whole number of pooled "
-    "blocks; max_model_len, and max_encoder_len and max_encoder_tokens_per_step for a model "
-    "with pooled layers, are given by the file, the environment (KVUNITS_*) or flags; a file "
-    "is at most 1 MiB, 32 levels deep and 50000 values, and YAML is read as YAML 1.2 with no "
-    "aliases and no plain scalar that YAML 1.1 reads otherwise."
+    "A kvunits config (TOML, YAML or JSON). An integer field takes a number with a zero "
+    "fraction as the integer it equals (count = 32.0 is 32), as JSON Schema reads it. The "
+    "loader also checks what JSON Schema cannot say: a quantity converted to its field's "
+    "unit is at most 2**63 - 1; layer names (g.0, g.1, …) do not collide and number at "
+    "most 4096; a pooled chunk is a whole number of pooled blocks; max_model_len, and "
+    "max_encoder_len and max_encoder_tokens_per_step for a model with pooled layers, are "
+    "given by the file, the environment (KVUNITS_*) or flags; a file is at most 1 MiB, 32 "
+    "levels deep and 50000 values, and YAML is read as YAML 1.2 with no aliases and no "
+    "plain scalar that YAML 1.1 reads otherwise."
 )
 
 
@@ -123,15 +126,11 @@ def _walk(node: object) -> Iterator[dict[str, Any]]:
 
 
 def _tighten(node: dict[str, Any]) -> None:
-    """A quantity's pattern names its units; an integer says it takes no fraction."""
+    """A quantity's pattern names its units."""
     unit = node.get("x-unit")
     if node.get("type") == "string" and "pattern" in node and unit is not None:
         units = [unit] if isinstance(unit, str) else list(unit)
         node["pattern"] = quantity_pattern(*(quantity_class_for_unit(u) for u in units))
-    elif node.get("type") == "integer" and "x-unit" in node:
-        node["description"] = (
-            node.get("description", "") + " (an integer: 32, never 32.0)"
-        ).lstrip()
 
 
 def _unit_follows_pool(group: dict[str, Any]) -> None:

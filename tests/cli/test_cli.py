@@ -194,7 +194,7 @@ def test_check_reports_every_error_of_every_file(tmp_path: Path) -> None:
     bad.write_text(
         text.replace('"750 encoder_token"', "750")
         .replace('memory_budget = "40 GiB"', 'memory_budget = "40 gigs"')
-        .replace("kv_heads = 8", "kv_heads = 8.0")
+        .replace("kv_heads = 8", "kv_heads = 8.5")
     )
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 50_000 + "]" * 50_000)
@@ -210,7 +210,7 @@ def test_check_reports_every_error_of_every_file(tmp_path: Path) -> None:
         f'{bad}: model.groups.audio.sliding_window: 750 has no unit: write it as "750 '
         'encoder_token" (the group pools: pool = 4)',
         f"{bad}: model.groups.text.kv_heads: expected a whole number of head (a plain "
-        "integer); got 8.0 (a float)",
+        "integer); got 8.5 (a float)",
         f"{bad}: engine.memory_budget: unknown unit 'gigs'; kvunits knows encoder_token, "
         "pooled_block, token, cache_block and byte (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB) "
         "(expected byte)",

@@ -435,7 +435,7 @@ def test_bad_environment_and_flag_values_name_their_source(monkeypatch: pytest.M
     assert sorted(_issues(excinfo)) == sorted(
         [
             "environment: KVUNITS_MEMORY_BUDGT: unknown kvunits variable; did you mean "
-            "KVUNITS_MEMORY_BUDGET?; known: KVUNITS_ACTIVATION_MEMORY, "
+            "KVUNITS_MEMORY_BUDGET?; known: KVUNITS_ACTIVATION_MEMORY, KVUNITS_ADMISSION, "
             "KVUNITS_ASYNC_SCHEDULING, KVUNITS_BLOCK_SIZE_SLOTS, KVUNITS_CACHE_DTYPE, "
             "KVUNITS_DECODE_CONTEXT_PARALLEL_SIZE, KVUNITS_GPU_MEMORY, "
             "KVUNITS_GPU_MEMORY_UTILIZATION, KVUNITS_KV_CACHE_LAYOUT, "
@@ -443,7 +443,8 @@ def test_bad_environment_and_flag_values_name_their_source(monkeypatch: pytest.M
             "KVUNITS_MAX_ENCODER_LEN, KVUNITS_MAX_ENCODER_TOKENS_PER_STEP, "
             "KVUNITS_MAX_MODEL_LEN, KVUNITS_MAX_NUM_BATCHED_TOKENS, KVUNITS_MEMORY_BUDGET, "
             "KVUNITS_NUM_SPECULATIVE_TOKENS, KVUNITS_PIPELINE_PARALLEL_SIZE, "
-            "KVUNITS_TENSOR_PARALLEL_SIZE, KVUNITS_WEIGHTS_MEMORY",
+            "KVUNITS_SCHEDULING_POLICY, KVUNITS_TENSOR_PARALLEL_SIZE, KVUNITS_WATERMARK, "
+            "KVUNITS_WEIGHTS_MEMORY",
             "environment: KVUNITS_MEMORY_BUDGET: '40' has no unit; write it with one, e.g. "
             "'40 byte' (expected byte)",
             "command line: --block-size-slots: expected a whole number of slot per cache_block "

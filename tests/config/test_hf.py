@@ -424,7 +424,9 @@ def test_a_derived_head_size_is_checked_like_a_given_one() -> None:
         "between 1 and 1048576"
     )
     realtime = _data("voxtral-mini-4b-realtime-2602")
-    realtime["audio_config"].update(head_dim=None, hidden_size=16777216, num_attention_heads=1)
+    realtime["audio_config"].update(
+        head_dim=None, hidden_size=16777216, num_attention_heads=1, num_key_value_heads=1
+    )
     assert "audio_config.head_dim: hidden_size / num_attention_heads = 16777216" in _one_issue(
         realtime
     )

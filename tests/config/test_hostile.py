@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,16 +20,16 @@ from .conftest import VOXTRAL_TOML
 
 Write = Callable[[str, str | bytes], Path]
 
-#: The slowest a refusal may take (a 1 MiB file included), generously above the measured
-#: ~0.5 s so that a loaded CI machine does not fail it.
-QUICK_S = 5.0
+#: How long a call may take before it counts as blocked forever (a hang, not a speed bound).
+HANG_S = 60.0
 
 
 def _refused(path: Path) -> list[str]:
-    start = time.perf_counter()
+    # No wall-clock bound here (speed is the benchmarks' job, and a loaded CI machine made a
+    # 5 s bound flaky): the tests that guard against unbounded work check *where* the refusal
+    # happens, before any layer is built (test_huge_counts_are_refused_before_building_layers).
     with pytest.raises(ConfigError) as excinfo:
         load_config(path)
-    assert time.perf_counter() - start < QUICK_S
     return [str(issue) for issue in excinfo.value.issues]
 
 
@@ -79,13 +78,13 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
 
     worker = threading.Thread(target=load, daemon=True)
     worker.start()
-    worker.join(QUICK_S)
+    worker.join(HANG_S)
     if worker.is_alive():
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # release the blocked reader
         pytest.fail("load_config blocked on a FIFO")
     (error,) = outcome
     assert isinstance(error, ConfigError)
-    assert str(error) == f"{fifo}: not a regular file"
+    assert str(error) == f"{fifo}: not a regular file: a FIFO"
 
 
 @pytest.mark.parametrize(

@@ -388,8 +388,9 @@ def test_pickle_and_copy(cls: type[IntQuantity]) -> None:
 
 def test_raised_error_pickles() -> None:
     with pytest.raises(UnitTypeError) as info:
-        kvunits.contracts.internal.check_quantity(EncoderTokens(750), PooledBlocks,
-        "sliding_window")
+        kvunits.contracts.internal.check_quantity(
+            EncoderTokens(750), PooledBlocks, "sliding_window"
+        )
     clone = pickle.loads(pickle.dumps(info.value))
     assert str(clone) == "sliding_window must be PooledBlocks (pooled_block), got 750 encoder_token"
     assert (clone.field, clone.expected, clone.got) == (

@@ -27,7 +27,7 @@ from kvunits.contracts import (
     manager_view,
 )
 from kvunits.contracts._groups import GroupLimits
-from kvunits.runtime import NULL_BLOCK, GroupHandle, KVCacheCoordinator, Stepper
+from kvunits.runtime import NULL_BLOCK, AdmissionPolicy, GroupHandle, KVCacheCoordinator, Stepper
 from kvunits.runtime.block_pool import BlockPool, PoolPlan
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
@@ -66,22 +66,26 @@ def coordinator(
     max_in_flight: int = 1_000,
     reserve: bool = True,
     shared: bool = False,
+    admission: AdmissionPolicy | None = None,
 ) -> KVCacheCoordinator:
     """A coordinator over one-layer groups (``num_blocks`` includes the null block); with
-    ``shared``, one pool of ``num_blocks`` (an int) for all groups."""
+    ``shared``, one pool of ``num_blocks`` (an int) for all groups. ``admission`` (when given)
+    stands for ``reserve``."""
+    if admission is None:
+        admission = AdmissionPolicy(kind="reserve" if reserve else "on_demand")
     groups = [
         group_of(n, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight)
         for n, layer in layers.items()
     ]
     if shared:
         assert isinstance(num_blocks, int)
-        return KVCacheCoordinator(groups, CacheBlocks(num_blocks), reserve=reserve)
+        return KVCacheCoordinator(groups, CacheBlocks(num_blocks), admission=admission)
     counts = (
         [num_blocks] * len(groups)
         if isinstance(num_blocks, int)
         else [num_blocks[g.name] for g in groups]
     )
-    return KVCacheCoordinator(groups, [CacheBlocks(n) for n in counts], reserve=reserve)
+    return KVCacheCoordinator(groups, [CacheBlocks(n) for n in counts], admission=admission)
 
 
 def toy(

@@ -235,7 +235,7 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
         calls.append(0)
         return original(self, *args)
 
-    CoordinatorCore._plan_step = counted  # type: ignore[method-assign]
+    CoordinatorCore._plan_step = counted  # type: ignore[method-assign,assignment]
     try:
         for _ in range(40):
             core.advance_step("r", [1])

@@ -120,7 +120,9 @@ def test_a_pool_beyond_int32_ids_is_refused() -> None:
 @settings(max_examples=200)
 @given(
     st.integers(1, 12),
-    st.lists(st.tuples(st.sampled_from(["take", "free", "free_iter"]), st.integers(0, 5)), max_size=40),
+    st.lists(
+        st.tuples(st.sampled_from(["take", "free", "free_iter"]), st.integers(0, 5)), max_size=40
+    ),
 )
 def test_the_lazy_queue_hands_out_what_a_plain_queue_does(num_blocks: int, ops: list[Any]) -> None:
     """A reference: a deque of every id, as the pool was before it became lazy. Blocks are

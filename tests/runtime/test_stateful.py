@@ -59,13 +59,17 @@ from kvunits.contracts.internal import admission_cap, kernel_ints, magnitude, ma
 from kvunits.runtime import (
     NULL_BLOCK,
     AdmissionError,
+    AdmissionPolicy,
     AllocationError,
     BlockHashes,
     ConcurrentUseError,
     ContentKeys,
+    Fits,
     GroupHandle,
     KVCacheCoordinator,
+    Never,
     RequestError,
+    Wait,
 )
 
 from .support import (
@@ -164,6 +168,8 @@ class Live:
     steps: int = 0
     content: dict[bool, tuple[tuple[int, ...], str | None]] = field(default_factory=dict)
     spec: list[int] = field(default_factory=list)
+    priority: int = 0
+    arrival: int = 0
 
 
 #: Base sequences the requests' content is cut from: they share prefixes of every length
@@ -185,6 +191,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.live: dict[str, Live] = {}
         self.next_id = 0
         self.reserve = True
+        self.policy = AdmissionPolicy()
+        # Requests preempted (their record, to admit them again), and every request's first
+        # arrival (kept across its preemptions, as vLLM keeps Request.arrival_time).
+        self.preempted: dict[str, Live] = {}
+        self.arrivals = 0
         # What each block holds, position by position, as the steps wrote it:
         # (pool id, block) -> {row in the block: the key written there}.
         self.written: dict[tuple[int, int], dict[int, object]] = {}
@@ -201,7 +212,12 @@ class AllocatorMachine(RuleBasedStateMachine):
         }
         self.max_len = data.draw(st.integers(1, 48), label="max_len")
         self.max_in_flight = data.draw(st.integers(1, 9), label="max_in_flight")
-        self.reserve = data.draw(st.booleans(), label="reserve")
+        self.policy = AdmissionPolicy(
+            kind=data.draw(st.sampled_from(("reserve", "on_demand", "declared")), label="policy"),
+            scheduling_policy=data.draw(st.sampled_from(("fcfs", "priority")), label="order"),
+            watermark=data.draw(st.sampled_from((0.0, 0.0, 0.25)), label="watermark"),
+        )
+        self.reserve = self.policy.kind != "on_demand"
         # Pools from a little under one full-length request's cap to a few requests' worth,
         # so that admissions are refused, wait, and succeed, and steps run short.
         blocks = {}
@@ -227,8 +243,8 @@ class AllocatorMachine(RuleBasedStateMachine):
             num_blocks=1 + sum(n - 1 for n in blocks.values()) if self.shared else blocks,
             max_len=self.max_len,
             max_in_flight=self.max_in_flight,
-            reserve=self.reserve,
             shared=self.shared,
+            admission=self.policy,
         )
         # A pooled group is stepped in whole pooled blocks or, half of the time, in encoder
         # tokens (steps then start and end mid-slot).
@@ -256,7 +272,28 @@ class AllocatorMachine(RuleBasedStateMachine):
             data.draw(st.just(limit) | st.integers(0, limit), label="max_len")
             for limit in self.limits()
         ]
-        self.try_admit(lengths)
+        prompt = None
+        if data.draw(st.booleans(), label="prompt"):
+            prompt = [data.draw(st.integers(0, n), label="prompt len") for n in lengths]
+        self.try_admit(
+            lengths,
+            priority=data.draw(st.integers(0, 2), label="priority"),
+            prompt=prompt,
+            ask=data.draw(st.booleans(), label="ask first"),
+        )
+
+    @rule(data=st.data())
+    def readmit_preempted(self, data: st.DataObject) -> None:
+        """A preempted request comes back (the scheduler's waiting queue): admitted again
+        under its id, it keeps its first arrival for the order of preemption."""
+        if self.preempted:
+            rid = data.draw(st.sampled_from(sorted(self.preempted)), label="preempted rid")
+            old = self.preempted[rid]
+            lengths = [
+                n * spec_pool(h) if h.unit is EncoderTokens else n
+                for h, n in zip(self.handles, old.max_len, strict=True)
+            ]
+            self.try_admit(lengths, priority=old.priority, rid=rid)
 
     @rule(data=st.data())
     def admit_with_prefix(self, data: st.DataObject) -> None:
@@ -421,6 +458,44 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.try_step(rid, self.draw_counts(data, rid))
 
     @rule(data=st.data())
+    def try_step_answer(self, data: st.DataObject) -> None:
+        """`try_allocate`: its answer agrees with what `allocate` does (a step beyond a limit
+        half of the time)."""
+        if self.live:
+            rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+            counts = self.draw_counts(data, rid)
+            if data.draw(st.booleans(), label="beyond"):
+                g = data.draw(st.integers(0, len(counts) - 1), label="group beyond")
+                counts[g] = self.room(rid, g) + 1
+            self.try_step(rid, counts, mode="try")
+
+    @rule(data=st.data())
+    def step_preempting(self, data: st.DataObject) -> None:
+        if self.live:
+            rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+            self.try_step(rid, self.draw_counts(data, rid), mode="preempt")
+
+    @rule(data=st.data())
+    def schedule_preempting(self, data: st.DataObject) -> None:
+        """vLLM's scheduler iteration: every running request in admission order takes its
+        step, preempting the latest (or the lowest priority) when it runs short."""
+        for rid in list(self.live):
+            if rid in self.live:
+                self.try_step(rid, self.draw_counts(data, rid), mode="preempt")
+
+    @rule(data=st.data())
+    def step_preempting_fails_midway(self, data: st.DataObject) -> None:
+        """An interrupt inside a preempting step (in a victim's release, or in the step):
+        every preempted request is back, in its place, and nothing else changed."""
+        if self.live:
+            rid = data.draw(st.sampled_from(sorted(self.live)), label="rid")
+            counts = self.draw_counts(data, rid)
+            g = data.draw(st.integers(0, len(counts) - 1), label="group failing")
+            operation = data.draw(st.sampled_from(("free", "allocate_n")), label="operation")
+            with Interference(self.coord._core.pools[g], operation, "fail") as failing:
+                self.try_step(rid, counts, failing, mode="preempt")
+
+    @rule(data=st.data())
     def step_beyond_a_limit(self, data: st.DataObject) -> None:
         """A step over the group's max_in_flight or the request's max_len: `RequestError`."""
         if self.live:
@@ -452,7 +527,10 @@ class AllocatorMachine(RuleBasedStateMachine):
         other = data.draw(st.sampled_from(sorted(self.live)), label="other rid")
         calls = {
             "free": lambda: self.coord.free(other),
-            "admit": lambda: self.coord.admit(f"r{self.next_id}"),
+            "admit": lambda: self.stepper.admit(
+                f"r{self.next_id}",
+                *(quantity(h.unit, n) for h, n in zip(self.handles, self.limits(), strict=True)),
+            ),
             "allocate": lambda: self.stepper.allocate(other, *zeros),
             "kernel_inputs": lambda: self.coord.kernel_inputs(other, self.handles[0]),
             "usage": self.coord.usage_by_group,
@@ -569,11 +647,29 @@ class AllocatorMachine(RuleBasedStateMachine):
         lengths: list[int],
         content: dict[bool, tuple[tuple[int, ...], str | None]] | None = None,
         failing: Interference | None = None,
+        *,
+        priority: int = 0,
+        prompt: list[int] | None = None,
+        ask: bool = False,
+        rid: str | None = None,
     ) -> None:
-        rid = f"r{self.next_id}"
-        self.next_id += 1
+        """Admit a request (``rid``: one preempted before; else a new id), checking the
+        outcome against the policy; ``ask``: `can_admit` first, whose answer must agree."""
+        if rid is None:
+            rid = f"r{self.next_id}"
+            self.next_id += 1
         before = snapshot(self.coord)
         args = [quantity(h.unit, n) for h, n in zip(self.handles, lengths, strict=True)]
+        first = (
+            None
+            if prompt is None
+            else tuple(quantity(h.unit, n) for h, n in zip(self.handles, prompt, strict=True))
+        )
+        answer: Any = None
+        if ask and content is None:
+            asking: Any = self.stepper
+            answer = asking.can_admit(rid, *args, prompt=first)
+            assert snapshot(self.coord) == before, "can_admit changed something"
         beyond = any(n > limit for n, limit in zip(lengths, self.limits(), strict=True))
         slots = [
             math.ceil(n / spec_pool(h)) if h.unit is EncoderTokens else n
@@ -582,11 +678,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         hits: tuple[Any, ...] | None = None
         try:
             if content is None:
-                self.stepper.admit(rid, *args)
+                self.stepper.admit(rid, *args, priority=priority, prompt=first)
             else:
                 prefix = self.prefix_of(content)
                 stepper: Any = self.stepper  # bound to 1 .. 3 groups, drawn at run time
-                hits = stepper.admit_with_prefix(rid, *args, prefix=prefix)
+                hits = stepper.admit_with_prefix(rid, *args, prefix=prefix, priority=priority)
         except Injected:
             event("admit: failed midway, undone")
             assert failing is not None and failing.hits == 1
@@ -596,17 +692,36 @@ class AllocatorMachine(RuleBasedStateMachine):
             event("admit: never fits")
             assert snapshot(self.coord) == before
             assert beyond or err.cap > err.usable, err
+            assert answer is None or isinstance(answer, Never), answer
             return
         except AllocationError as err:
             event("admit: not now")
-            assert self.reserve, "without reservation, admission never waits"
+            assert self.reserve or self.policy.watermark or prompt, (
+                "on demand, only a first step or the watermark makes admission wait"
+            )
             assert snapshot(self.coord) == before
             assert err.needed > err.free
+            assert answer is None or isinstance(answer, Wait), answer
+            if answer is not None:
+                event("can_admit: wait, and admit agreed")
+                assert answer.shortfall and all(
+                    n.numerical_value_in(CacheBlocks) > 0 for n in answer.shortfall.values()
+                )
             return
         assert not beyond
         assert failing is None or failing.hits == 0
+        assert answer is None or isinstance(answer, Fits), answer
         event("admit: ok")
-        self.live[rid] = Live(slots, content=content or {}, spec=[0] * len(self.handles))
+        old = self.preempted.pop(rid, None)
+        arrival = self.arrivals if old is None else old.arrival
+        self.arrivals += old is None
+        self.live[rid] = Live(
+            slots,
+            content=content or {},
+            spec=[0] * len(self.handles),
+            priority=priority,
+            arrival=arrival,
+        )
         if hits is not None:
             self.check_hits(rid, hits)
 
@@ -676,10 +791,16 @@ class AllocatorMachine(RuleBasedStateMachine):
         counts: list[int],
         failing: Interference | None = None,
         lookahead: list[int] | None = None,
+        mode: str = "allocate",
     ) -> None:
         """One step of ``counts`` (each handle's unit), of which the last ``lookahead`` are
-        speculative (an ``allocate_speculative``); checked against the test's record."""
+        speculative (an ``allocate_speculative``); checked against the test's record.
+
+        ``mode``: ``allocate``; ``try`` (`try_allocate`: its answer must agree with what
+        ``allocate`` does); ``preempt`` (`allocate_preempting`: under ``on_demand`` it never
+        runs short, and the requests it preempts are the policy's, in order)."""
         before = snapshot(self.coord)
+        order = list(self.coord._core.requests)
         live = self.live[rid]
         req = self.coord._core.requests[rid]
         start = list(req.num_rows)
@@ -687,7 +808,38 @@ class AllocatorMachine(RuleBasedStateMachine):
         spans = [self.touches(rid, g, n) for g, n in enumerate(counts)]
         too_long = any(self.too_long(rid, g, n) for g, n in enumerate(counts))
         try:
-            if lookahead is None:
+            if mode == "try":
+                args = [quantity(h.unit, n) for h, n in zip(self.handles, counts, strict=True)]
+                answer = self.stepper.try_allocate(rid, *args)
+                if isinstance(answer, Never):
+                    event("try_allocate: never")
+                    assert too_long and answer.group in self.coord.group_names
+                    assert snapshot(self.coord) == before
+                    return
+                if isinstance(answer, Wait):
+                    event("try_allocate: wait")
+                    assert not too_long and not self.reserve
+                    assert snapshot(self.coord) == before, "try_allocate changed something"
+                    assert answer.shortfall and all(
+                        n.numerical_value_in(CacheBlocks) > 0 for n in answer.shortfall.values()
+                    )
+                    with pytest.raises(AllocationError):  # allocate agrees
+                        self.stepper.allocate(rid, *args)
+                    assert snapshot(self.coord) == before
+                    return
+                assert isinstance(answer, Fits)
+                mappings = answer.result
+            elif mode == "preempt":
+                args = [quantity(h.unit, n) for h, n in zip(self.handles, counts, strict=True)]
+                held = {r: list(self.coord._core.requests[r].num_rows) for r in order}
+                outcome = self.stepper.allocate_preempting(rid, *args)
+                self.check_preempted(rid, order, held, outcome.preempted)
+                if outcome.slot_mappings is None:
+                    event("preempt: the request itself")
+                    assert outcome.preempted[-1].request_id == rid
+                    return
+                mappings = outcome.slot_mappings
+            elif lookahead is None:
                 args = [quantity(h.unit, n) for h, n in zip(self.handles, counts, strict=True)]
                 mappings = self.stepper.allocate(rid, *args)
             else:
@@ -703,6 +855,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             event("step: failed midway, undone")
             assert failing is not None and failing.hits == 1
             assert snapshot(self.coord) == before, "a step that failed midway left changes"
+            assert list(self.coord._core.requests) == order, "the admission order changed"
             return
         except RequestError:
             event("step: beyond a limit")
@@ -713,6 +866,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             event("step: short, nothing changed")
             assert not too_long
             assert not self.reserve, f"an admitted request ran short with reservation: {err}"
+            assert mode != "preempt", f"on demand, a preempting step ran short: {err}"
             assert snapshot(self.coord) == before, "a failed step changed something"
             assert err.needed > err.free and err.request_id == rid
             return
@@ -749,6 +903,32 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.written[(pool, block)][position % rpb] = self.key(rid, encoder, position)
 
     # -- checks -----------------------------------------------------------------------------------
+
+    def check_preempted(
+        self, rid: str, order: list[str], held: dict[str, list[int]], preempted: Any
+    ) -> None:
+        """The victims are the policy's, in order; each is gone, with what it had computed
+        recorded; under ``reserve`` and ``declared`` nothing is preempted."""
+        if self.reserve:
+            assert not preempted
+            return
+        remaining = list(order)
+        for record in preempted:
+            if self.policy.scheduling_policy == "fcfs":
+                expected = remaining[-1]  # vLLM: self.running.pop()
+            else:
+                expected = max(
+                    remaining, key=lambda r: (self.live[r].priority, self.live[r].arrival)
+                )
+            assert record.request_id == expected, (record.request_id, expected, remaining)
+            assert record.for_request == rid and record.priority == self.live[expected].priority
+            assert [magnitude(q) for q in record.lost.values()] == held[expected]
+            assert expected not in self.coord, "a preempted request is still admitted"
+            remaining.remove(expected)
+            self.preempted[expected] = self.live.pop(expected)
+            event("preempt: a request")
+        assert list(self.coord._core.requests) == remaining
+        assert self.coord.metrics().num_preemptions >= len(preempted)
 
     def check_step(
         self,
