@@ -125,10 +125,10 @@ class RequestExtras:
         """Whether some group knows hashes beyond what it registered (a step may commit
         them)."""
         streams = self.streams
-        return any(
-            s >= 0 and len(streams[s].hashes) > r
-            for s, r in zip(self.stream_of, self.registered, strict=True)
-        )
+        for s, r in zip(self.stream_of, self.registered, strict=True):
+            if s >= 0 and len(streams[s].hashes) > r:
+                return True
+        return False
 
 
 class Preempted(NamedTuple):
@@ -289,7 +289,7 @@ class CoordinatorCore:
         guard = self.guard
         try:
             if guard.claim(0, me) is not me:
-                raise self._concurrent("admit")
+                guard.contend(me, self._concurrent, "admit")
             check_request_id(request_id)
             table = self.table
             if request_id in table.offsets:
@@ -382,7 +382,7 @@ class CoordinatorCore:
         guard = self.guard
         try:
             if guard.claim(0, me) is not me:
-                raise self._concurrent("admit")
+                guard.contend(me, self._concurrent, "admit")
             check_request_id(request_id)
             if request_id in self.table.offsets:
                 raise self._admitted(request_id)
@@ -946,7 +946,7 @@ class CoordinatorCore:
         guard = self.guard
         try:
             if guard.claim(0, me) is not me:
-                raise self._concurrent("extend_content")
+                guard.contend(me, self._concurrent, "extend_content")
             o = self._offset(request_id)
             extra = self.extras.get(o)
             if extra is None or extra.stream_of[g] < 0:
@@ -1000,7 +1000,7 @@ class CoordinatorCore:
         guard = self.guard
         try:
             if guard.claim(0, me) is not me:
-                raise self._concurrent("free")
+                guard.contend(me, self._concurrent, "free")
             o = self._offset(request_id)
             pre: Ops = []
             self.table.compact_ops(pre)
@@ -1084,7 +1084,7 @@ class CoordinatorCore:
         guard = self.guard
         try:
             if guard.claim(0, me) is not me:
-                raise self._concurrent("allocate_preempting")
+                guard.contend(me, self._concurrent, "allocate_preempting")
             o = self._offset(request_id)
             if len(num_new) != len(self.names):
                 raise self._arity(request_id, len(num_new))
@@ -1109,10 +1109,10 @@ class CoordinatorCore:
                 if request_id in gone:
                     out = None
                     break
-                try:
-                    out = self._plan_step(ops, slabs, pools, request_id, o, num_new, None, True)
+                out, short = self._try_plan_step(ops, slabs, pools, request_id, o, num_new)
+                if short is None:
                     break
-                except AllocationError as short:
+                else:
                     left = [r for r in self.table.offsets if r not in gone]
                     chosen = victim(left)
                     assert chosen in left, chosen
@@ -1128,6 +1128,23 @@ class CoordinatorCore:
         except BaseException:
             guard.drop(me)
             raise
+
+    def _try_plan_step(
+        self,
+        ops: Ops,
+        slabs: SlabPlan,
+        pools: dict[int, PoolPlan],
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+    ) -> tuple[list[list[int]] | None, AllocationError | None]:
+        """`_plan_step`, its shortfall returned rather than raised. (A function of its own: a
+        ``try`` nested in a function that holds the token would leave the nested ``try:``
+        line outside the outer handler in CPython 3.11.)"""
+        try:
+            return self._plan_step(ops, slabs, pools, request_id, o, num_new, None, True), None
+        except AllocationError as short:
+            return None, short
 
     def _unshared(self, o: int, pools: dict[int, PoolPlan]) -> list[int] | None:
         """Per group, the shared blocks of a request that its end leaves with one holder
@@ -1150,11 +1167,13 @@ class CoordinatorCore:
         guard = self.guard
         try:
             if guard.claim(0, me) is not me:
-                raise self._concurrent("reset_prefix_cache")
+                guard.contend(me, self._concurrent, "reset_prefix_cache")
             ops: Ops = []
-            done = all(pool.reset_ops(ops) for pool in self._unique_pools())
-            if not done:
-                ops = []
+            done = True
+            for pool in self._unique_pools():
+                if not pool.reset_ops(ops):
+                    done, ops = False, []
+                    break
             commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
         except BaseException:
             guard.drop(me)
@@ -1173,7 +1192,7 @@ class CoordinatorCore:
         guard = self.guard
         try:
             if guard.claim(0, me) is not me:
-                raise self._concurrent(operation)
+                guard.contend(me, self._concurrent, operation)
             out = fn(*args); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
         except BaseException:
             guard.drop(me)

@@ -87,6 +87,7 @@ def _source(core: CoordinatorCore) -> str:
     lines = [
         "def make(guard, offsets, st, specs, busy, core):",
         "    owner, claim, drop, get = guard.owner, guard.claim, guard.drop, offsets.get",
+        "    contend = guard.contend",
         "    concurrent, unknown = core._concurrent, core._unknown",
         "    general, general_rollback = core._general_step, core._general_rollback",
         "    general_all = core._general_all",
@@ -138,6 +139,13 @@ def _source(core: CoordinatorCore) -> str:
         return indent + "; ".join(parts)
 
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+
+    def shape(name: str) -> str:
+        # No nested ``try`` in a function that holds the token: in CPython 3.11 the line of a
+        # nested ``try:`` is not covered by the outer handler (an interrupt there would lose
+        # the token). Anything but a list or tuple of n goes to the general path, which reports.
+        return f"len({name}) != {n}"
+
     for name, mapping in (("step", True), ("advance", False)):
         back = f"return general(me, request_id, o, num_new, None, {mapping})"
         lines += [
@@ -145,16 +153,15 @@ def _source(core: CoordinatorCore) -> str:
             "        me = []",
             "        try:",
             "            if claim(0, me) is not me:",
-            '                raise concurrent("allocate")',
+            '                contend(me, concurrent, "allocate")',
             "            o = get(request_id) if type(request_id) is str else None",
             "            if o is None:",
             "                raise unknown(request_id)",
             "            if o in busy or (specs and o in specs):",
             f"                {back}",
-            "            try:",
-            f"                {qs} = num_new",
-            "            except (TypeError, ValueError):",
+            f"            if not (type(num_new) is tuple or type(num_new) is list) or {shape('num_new')}:",
             f"                {back}",
+            f"            {qs} = num_new",
             f"            if {ints}:",
             f"                {back}",
         ]
@@ -175,17 +182,18 @@ def _source(core: CoordinatorCore) -> str:
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
-        '                raise concurrent("allocate")',
+        '                contend(me, concurrent, "allocate")',
         "            o = get(request_id) if type(request_id) is str else None",
         "            if o is None:",
         "                raise unknown(request_id)",
         "            if o in busy:",
         f"                {back}",
-        "            try:",
-        f"                {qs} = num_new",
-        f"                {ks} = lookahead",
-        "            except (TypeError, ValueError):",
+        f"            if not (type(num_new) is tuple or type(num_new) is list) or {shape('num_new')}:",
         f"                {back}",
+        f"            if not (type(lookahead) is tuple or type(lookahead) is list) or {shape('lookahead')}:",
+        f"                {back}",
+        f"            {qs} = num_new",
+        f"            {ks} = lookahead",
         f"            if {ints} or {kints}:",
         f"                {back}",
     ]
@@ -208,17 +216,16 @@ def _source(core: CoordinatorCore) -> str:
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
-        '                raise concurrent("rollback")',
+        '                contend(me, concurrent, "rollback")',
         "            o = get(request_id) if type(request_id) is str else None",
         "            if o is None:",
         "                raise unknown(request_id)",
         "            spec = specs.get(o)",
         "            if spec is None:",
         f"                {back}",
-        "            try:",
-        f"                {rs} = rejected",
-        "            except (TypeError, ValueError):",
+        f"            if not (type(rejected) is tuple or type(rejected) is list) or {shape('rejected')}:",
         f"                {back}",
+        f"            {rs} = rejected",
         f"            {ks} = spec",
     ]
     commit_parts = []
@@ -266,11 +273,10 @@ def _source(core: CoordinatorCore) -> str:
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
-        '                raise concurrent("allocate")',
-        "            try:",
-        f"                {qs} = num_new",
-        "            except (TypeError, ValueError):",
+        '                contend(me, concurrent, "allocate")',
+        f"            if not (type(num_new) is tuple or type(num_new) is list) or {shape('num_new')}:",
         "                return general_all(me, request_ids, num_new, [], [])",
+        f"            {qs} = num_new",
         f"            if {ints} or " + " or ".join(f"q{g} < 0" for g in range(n)) + ":",
         "                return general_all(me, request_ids, num_new, [], [])",
         "            fast, slow = [], []",

@@ -15,12 +15,16 @@ trace function raising), nothing changed. That is made true by design, not by un
   everything as it was; one after it comes when the call has done all it does, exactly as if
   it arrived a moment later, in the caller.
 * **The token is claimed by identity.** A call claims the coordinator with
-  ``claim(0, me)`` (``dict.setdefault``: one atomic operation) for a fresh object ``me``, and
-  releases it on the commit's own line. Its exception handler releases the token only if
-  ``me`` holds it, so an interrupt between the claim and the handler's ``try``, or at the
-  release, never loses the token (the coordinator would refuse every later call) nor
-  releases another call's claim (a second thread, or a call from inside a call, that was
-  refused with `ConcurrentUseError`).
+  ``claim(0, me)`` (``dict.setdefault``: one atomic operation) for a fresh object ``me``, its
+  local variable ``me``, and releases it on the commit's own line. Its exception handler
+  releases the token only if ``me`` holds it, so it never releases another call's claim (a
+  second thread, or a call from inside a call, that was refused with `ConcurrentUseError`).
+* **A token whose call no longer runs is taken over.** An interrupt can still strike in an
+  exception handler before its release (a caller's mistake and an interrupt at once): the
+  token then stays with a call that has ended, having changed nothing or all it does. A
+  call that finds the token taken (`Guard.contend`) looks for its holder on every thread's
+  stack (a frame whose ``me`` is the holder): a running holder is a concurrent call, refused;
+  an ended one is replaced, so no interrupt ever leaves the coordinator refusing every call.
 
 A call that finds the token taken is refused at once and changes nothing: one scheduler thread
 drives a coordinator; concurrent use is a clear error, never a corruption. Reads take the
@@ -32,11 +36,13 @@ while planning.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Callable
 from functools import partial
 from itertools import starmap
 from operator import call
+from types import FrameType
 from typing import Any, Final
 
 #: The operations a call makes, in order: ``(function, *arguments)`` each, every function a C
@@ -67,10 +73,45 @@ class Guard:
 
     @property
     def busy(self) -> bool:
-        """Whether a call holds the token now."""
-        return bool(self.owner)
+        """Whether a running call holds the token now."""
+        held = self.owner.get(0)
+        return held is not None and _running(held)
 
     def drop(self, me: object) -> None:
         """Release the token if ``me`` holds it (an exception handler's part)."""
         if self.owner.get(0) is me:
             del self.owner[0]
+
+    def contend(
+        self, me: object, refuse: Callable[[str], BaseException], operation: str
+    ) -> None:
+        """After ``claim(0, me)`` failed: take the token over if its holder has ended (see the
+        module docstring), else raise ``refuse(operation)``."""
+        held = self.owner.get(0)
+        if held is None:
+            if self.claim(0, me) is me:
+                return
+        elif not _running(held) and _swap(self.owner, held, me):
+            return
+        raise refuse(operation)
+
+
+def _running(holder: object) -> bool:
+    """Whether a call holding the token as ``me`` runs on some thread now."""
+    for frame in sys._current_frames().values():
+        at: FrameType | None = frame
+        while at is not None:
+            if "me" in at.f_code.co_varnames and at.f_locals.get("me") is holder:
+                return True
+            at = at.f_back
+    return False
+
+
+def _swap(owner: dict[int, object], held: object, me: object) -> bool:
+    """Replace an ended holder: compare and set on one line of stores and loads (no call, so
+    no thread switch and no interrupt in between)."""
+    try:
+        if owner[0] is held: owner[0] = me  # noqa: E701 - one line: see the docstring
+    except KeyError:  # released meanwhile, by a call that took it over and ended
+        return False
+    return owner.get(0) is me

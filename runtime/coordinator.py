@@ -1451,6 +1451,7 @@ def _typed_functions(
         return "(" + ", ".join(by_group) + ("," if n == 1 else "") + ")"
 
     in_order = [h.index for h in handles] == list(range(n))
+    # The core's call and the return on one line: no line runs after the call commits.
     pick = "out" if in_order else "[" + ", ".join(f"out[{h.index}]" for h in handles) + "]"
 
     def checks(what: str, prefix: str = "a") -> list[str]:
@@ -1470,8 +1471,7 @@ def _typed_functions(
         "",
         f"    def allocate(request_id, {args}):",
         *checks("num_new"),
-        f"        out = step(request_id, {counts})",
-        f"        return {pick}",
+        f"        out = step(request_id, {counts}); return {pick}",
         "",
         f"    def advance(request_id, {args}):",
         *checks("num_new"),
@@ -1498,8 +1498,7 @@ def _typed_functions(
         + dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
         + ", "
         + dense([f"v{i}" for i in range(k)])
-        + ")",
-        f"        return {pick}",
+        + f"); return {pick}",
         "",
         "    def lengths(given):",
         f"        if len(given) != {k}:",
