@@ -31,18 +31,22 @@ from kvunits.contracts.errors import AllocationError, ConcurrentUseError, Reques
 
 from ._guard import Guard, Ops, commit, ops_of
 from ._table import (
+    ANCHOR,
     BASE,
-    BOUND,
     CAP,
+    CAPACITY,
+    COLD,
     EVICT,
-    FIELDS,
+    HOT,
     LENGTH,
     MAXLEN,
-    ROWS,
     SKIPPED,
+    SLACK,
+    START,
     STEP,
     RequestTable,
     SlabPlan,
+    grown,
 )
 from .admission import AdmissionLedger
 from .block_pool import NULL_BLOCK, BlockPool, PoolPlan
@@ -162,7 +166,6 @@ class CoordinatorCore:
         table: the admitted requests (`kvunits.runtime._table.RequestTable`).
         extras: by offset, what requests admitted with content keep.
         specs: by offset, the speculative positions of a request's latest step, per group.
-        busy: offsets of requests whose next step must register blocks (the general path).
         guard: the token (`kvunits.runtime._guard.Guard`).
     """
 
@@ -178,7 +181,6 @@ class CoordinatorCore:
         "_one_pool",
         "_pool",
         "_swa_mask",
-        "busy",
         "caches",
         "extras",
         "fast",
@@ -244,7 +246,6 @@ class CoordinatorCore:
         self.table = RequestTable(len(self.names), wide=wide)
         self.extras: dict[int, RequestExtras] = {}
         self.specs: dict[int, tuple[int, ...]] = {}
-        self.busy: set[int] = set()
         self.guard = Guard()
         from ._fast import make_functions
 
@@ -324,21 +325,20 @@ class CoordinatorCore:
         """Plan a new request's fields (and its tables after a prefix hit); its offset."""
         table = self.table
         o = table.claim_ops(ops)
-        fields: list[int] = []
         slabs = SlabPlan(ops)
         for g in range(len(self.names)):
-            group = [0] * FIELDS
-            group[ROWS], group[BOUND], group[MAXLEN], group[CAP] = rows[g], -1, lengths[g], caps[g]
+            # SLACK and EVICT 0: the first step takes the general path (it takes blocks).
+            fields = [0] * (HOT + 9)
+            fields[ANCHOR], fields[MAXLEN], fields[CAP] = rows[g], lengths[g], caps[g]
             hit = tables[g] if tables else ()
             if hit:
                 skipped = 0
                 while skipped < len(hit) and hit[skipped] == NULL_BLOCK:
                     skipped += 1
                 assert NULL_BLOCK not in hit[skipped:], hit  # the evicted entries lead
-                group[SKIPPED] = skipped
-                table.segment_ops(slabs, o, g, 0, list(hit[skipped:]), group)
-            fields.extend(group)
-        ops.append((setitem, table.st, slice(o, o + table.width), array(table.st.typecode, fields)))
+                fields[SKIPPED] = skipped
+                table.segment_ops(slabs, g, 0, list(hit[skipped:]), fields)
+            table.write_ops(ops, o, g, fields)
         ops.append((setitem, table.offsets, request_id, o))
         slabs.emit(table)
         return o
@@ -426,8 +426,6 @@ class CoordinatorCore:
                 extra.stream_of[g] = streams[key]
                 extra.registered[g] = len(tables[g])
             ops.append((setitem, self.extras, o, extra))
-            if extra.pending():
-                ops.append((self.busy.add, o))
             for g, part in prefix.items():
                 cache = self.caches[g]
                 if part is not None and cache is not None:
@@ -633,6 +631,17 @@ class CoordinatorCore:
             seen.add(request_id)
         if not fast and not slow:
             slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
+        elif fast or slow:
+            # Most slow requests of a batch are at a block boundary: planned together.
+            ops = []
+            plan = _Boundary()
+            for _, o in slow:
+                if not self._plan_boundary(ops, plan, o, num_new, None):
+                    break
+            else:
+                self._emit_boundary(ops, plan)
+                self._fast_ops(ops, fast, num_new)
+                commit(ops_of(ops)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
         pre: Ops = []
         self.table.compact_ops(pre)
         if pre:
@@ -642,15 +651,179 @@ class CoordinatorCore:
         pools: dict[int, PoolPlan] = {}
         for request_id, o in slow:
             self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False)
-        st = self.table.st
-        for g, q in enumerate(num_new):
-            at = [o + g * FIELDS + ROWS for o in fast]
-            ops.append((commit, map(setitem, repeat(st), at, [st[i] + q for i in at])))
-            ops.append((commit, map(setitem, repeat(st), [i + STEP for i in at], repeat(q))))
+        self._fast_ops(ops, fast, num_new)
         for plan in pools.values():
             plan.emit(ops)
         slabs.emit(self.table)
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _boundary_step(
+        self, me: object, request_id: str, o: int, num_new: Sequence[int], mapping: bool
+    ) -> list[list[int]] | None:
+        """A plain step past some group's slack, with the token held (as `_general_step`):
+        the common one (`_plan_boundary`) planned in a few lines per group and committed at
+        once; any other goes to `_general_step`. The tests compare it with the general path
+        call by call."""
+        ops: Ops = []
+        out: list[list[int]] | None = [] if mapping else None
+        plan = _Boundary()
+        if not self._plan_boundary(ops, plan, o, num_new, out):
+            return self._general_step(me, request_id, o, num_new, None, mapping)
+        self._emit_boundary(ops, plan)
+        commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
+
+    def _plan_boundary(
+        self,
+        ops: Ops,
+        plan: _Boundary,
+        o: int,
+        num_new: Sequence[int],
+        out: list[list[int]] | None,
+    ) -> bool:
+        """Plan a plain step of a request whose every group is within its slack or at a block
+        boundary: at most one block taken at its table's end and one evicted at its front,
+        from pools without cached, stale or shared blocks (a segment without room moves).
+        Returns False for any other step: the caller then discards the plan and takes the
+        general path, which decides it (or reports what is wrong)."""
+        n = len(self.names)
+        if len(num_new) != n or o in self.extras or o in self.specs:
+            return False
+        table, managers = self.table, self._managers
+        hot, st, never = table.hot, table.st, table.never
+        cold = table.cold(o) - HOT
+        for g, q in enumerate(num_new):
+            if type(q) is not int:
+                return False
+            h, c = o + g * HOT, cold + g * COLD
+            slack = hot[h]
+            p, size = self._pool[g], self._block_size[g]
+            rows = st[c + ANCHOR] - slack
+            first, end = (rows, rows + q) if p == 1 else (rows // p, -(-(rows + q) // p))
+            touched = end - first if q else 0
+            if 0 <= q <= slack and (slack or q) and touched <= self._in_flight[g]:
+                # Within its slack: a fast group.
+                ops.append((setitem, hot, slice(h, h + HOT), [slack - q, q]))
+                if out is not None:
+                    base = st[c + BASE] * size
+                    has = q and self._has_rows[g]
+                    out.append(list(range(base + first, base + end)) if has else [])
+                continue
+            manager = managers[g]
+            skipped, length, evict = st[c + SKIPPED], st[c + LENGTH], st[c + EVICT]
+            start, capacity, max_len = st[c + START], st[c + CAPACITY], st[c + MAXLEN]
+            if (
+                q < 0
+                or not self._has_rows[g]
+                or manager.kind == "cross_attention"
+                or touched > self._in_flight[g]
+                or end > max_len
+            ):
+                return False
+            skip = max(manager.skipped_blocks(first), skipped) if first >= evict else skipped
+            want = max(manager.table_length(end) - skipped - length, 0)
+            dropped = skip - skipped
+            if want > 1 or dropped > 1:
+                return False
+            pool = self.pools[g]
+            state = plan.pools.get(id(pool))
+            if state is None:
+                if pool._cached or pool._num_stale or pool._num_shared:
+                    return False
+                state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
+            slab = table.slabs[g]
+            if dropped:
+                state[4].append(slab[start])
+            taken = NULL_BLOCK
+            if want:
+                if state[1] < pool.num_blocks:
+                    taken = state[1]
+                    state[1] += 1
+                elif state[2] < len(pool._queue):
+                    taken = pool._queue[state[2]]
+                    state[2] += 1
+                else:  # short (or only a block this step frees): the general path decides
+                    return False
+                state[3].append(taken)
+            if out is not None:
+                out.append(
+                    _slots_across(slab, start, skipped, length, size, first, end, taken)
+                    if q
+                    else []
+                )
+            # The group's table after the step: front evicted, block appended (in place, or
+            # the segment moved to the slab's end with room to grow).
+            garbage = plan.garbage.get(g, table.garbage[g]) + dropped
+            moved = None
+            if want and length + want > capacity:
+                moved = slab[start + dropped : start + length]
+                moved.append(taken)
+                room = grown(len(moved))
+                moved.extend(array("i", bytes(4 * (room - len(moved)))))
+                at = plan.slab_end.get(g, len(slab))
+                plan.slab_end[g] = at + room
+                ops.append((slab.extend, moved))
+                garbage += capacity - dropped
+                start, capacity = at, room
+            else:
+                if want:
+                    ops.append((setitem, slab, start + length, taken))
+                start, capacity = start + dropped, capacity - dropped
+            if garbage != table.garbage[g]:
+                plan.garbage[g] = garbage
+            length += want - dropped
+            # Its bound for the next step.
+            rows += q
+            if first >= evict:
+                evict = min(manager.first_evicting(skip), never)
+            index = rows // p // size
+            base, anchor = st[c + BASE], rows
+            if skip <= index < skip + length:
+                at = index - skip
+                if moved is not None:
+                    block = moved[at]
+                elif want and at == length - 1:
+                    block = taken
+                else:
+                    block = slab[start + at]
+                base = block - index
+                room = min(manager.reach(skip + length), max_len)
+                anchor = max(min(room, evict, (index + 1) * size) * p, rows)
+            ops.append((setitem, hot, slice(h, h + HOT), [anchor - rows, q]))
+            fields = (anchor, base, evict, skip, start, length, capacity)
+            ops.append(
+                (setitem, st, slice(c + ANCHOR, c + CAPACITY + 1), array(st.typecode, fields))
+            )
+        return True
+
+    def _emit_boundary(self, ops: Ops, plan: _Boundary) -> None:
+        """Add the pools' and slabs' part of planned boundary steps to ``ops``."""
+        for pool, fresh, head, taken, evicted in plan.pools.values():
+            ref = pool._ref
+            if fresh > pool._fresh:
+                ops.append((ref.extend, b"\x01" * (fresh - pool._fresh)))
+                ops.append((setattr, pool, "_fresh", fresh))
+            for block in taken:
+                if block < pool._fresh:
+                    ops.append((setitem, ref, block, 1))
+            if head != pool._head:
+                ops.append((setattr, pool, "_head", head))
+            for block in evicted:
+                ops.append((setitem, ref, block, 0))
+            if evicted:
+                ops.append((pool._queue.extend, evicted))
+            if len(taken) != len(evicted):
+                ops.append((setattr, pool, "_used", pool._used + len(taken) - len(evicted)))
+        for g, garbage in plan.garbage.items():
+            ops.append((setitem, self.table.garbage, g, garbage))
+
+    def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
+        """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:
+        each group's slack less its count, its step the count."""
+        hot = self.table.hot
+        for g, q in enumerate(num_new):
+            at = [o + g * HOT + SLACK for o in fast]
+            ops.append((commit, map(setitem, repeat(hot), at, [hot[i] - q for i in at])))
+            ops.append((commit, map(setitem, repeat(hot), [i + STEP for i in at], repeat(q))))
 
     def _check_lookahead(
         self, request_id: str, num_new: Sequence[int], lookahead: Sequence[int]
@@ -684,13 +857,14 @@ class CoordinatorCore:
     ) -> list[list[int]] | None:
         """Plan one request's step into ``ops`` (the general path; see `allocate_step`)."""
         table, managers = self.table, self._managers
-        st, never = table.st, table.never
+        never = table.never
         # Phase 1: the slots each group's step touches, checked against the limits, in every
         # group before any shortfall is looked for (a caller's mistake is not transient).
         spans = []
+        fields_of = [table.read(o, g) for g in range(len(self.names))]
         for g, q in enumerate(num_new):
-            b = o + g * FIELDS
-            c, p = st[b + ROWS], self._pool[g]
+            fields = fields_of[g]
+            c, p = fields[ANCHOR] - fields[SLACK], self._pool[g]
             if type(q) is not int or q < 0:
                 raise RequestError(
                     f"a step of request {request_id!r} in group {self.names[g]!r} adds "
@@ -699,18 +873,18 @@ class CoordinatorCore:
                     group=self.names[g],
                 )
             first, end = (c, c + q) if p == 1 else (c // p, -(-(c + q) // p))
-            max_len = st[b + MAXLEN]
+            max_len = fields[MAXLEN]
             if (end - first if q else 0) > self._in_flight[g] or end > max_len:
                 raise self._too_long(request_id, o, g, first, end, q, self._in_flight[g], max_len)
-            spans.append((first, end))
+            spans.append((c, first, end))
         # Phase 2: every group's evictions go back first (vLLM's remove_skipped_blocks: no
         # query of the step reads them), then the new blocks are taken.
         kept: list[tuple[int, array[int], int]] = []
-        for g, (first, _) in enumerate(spans):
-            b = o + g * FIELDS
-            skipped = st[b + SKIPPED]
+        for g, (_, first, _) in enumerate(spans):
+            fields = fields_of[g]
+            skipped = fields[SKIPPED]
             skip = skipped
-            if first >= st[b + EVICT]:
+            if first >= fields[EVICT]:
                 skip = max(managers[g].skipped_blocks(first), skipped)
             live = table.live(o, g)
             dropped = skip - skipped
@@ -719,8 +893,8 @@ class CoordinatorCore:
                 self._plan_of(pools, g).release(live[:dropped])
             kept.append((skip, live, dropped))
         wants = [
-            managers[g].table_length(end) - st[o + g * FIELDS + SKIPPED] - len(kept[g][1])
-            for g, (_, end) in enumerate(spans)
+            managers[g].table_length(end) - fields_of[g][SKIPPED] - len(kept[g][1])
+            for g, (_, _, end) in enumerate(spans)
         ]
         if self._one_pool is not None:
             plan = self._plan_of(pools, 0)
@@ -734,8 +908,7 @@ class CoordinatorCore:
         new_live: list[tuple[int, list[int]]] = []
         new_rows: list[int] = []
         for g, q in enumerate(num_new):
-            b = o + g * FIELDS
-            first, end = spans[g]
+            c, first, end = spans[g]
             skip, live, dropped = kept[g]
             plan = self._plan_of(pools, g)
             want = wants[g]
@@ -744,15 +917,14 @@ class CoordinatorCore:
                 if want > plan.num_free:
                     raise self._short(request_id, g, want, plan.num_free)
                 taken = plan.take(want)
-            fields = st[b : b + FIELDS].tolist()
-            table.segment_ops(slabs, o, g, dropped, taken, fields)
+            fields = fields_of[g]
+            table.segment_ops(slabs, g, dropped, taken, fields)
             entries = live[dropped:].tolist() + taken  # the live table after the step
-            rows = fields[ROWS] + q
-            fields[ROWS], fields[STEP], fields[SKIPPED] = rows, q, skip
+            rows = c + q
+            fields[STEP], fields[SKIPPED] = q, skip
             if first >= fields[EVICT]:
                 fields[EVICT] = min(managers[g].first_evicting(skip), never)
-            self._bound(g, fields, entries)
-            ops.append((setitem, st, slice(b, b + FIELDS), array(st.typecode, fields)))
+            self._bound(g, fields, rows, entries)
             if out is not None:
                 out.append(
                     self._slots(entries, skip, g, first, end) if q and self._has_rows[g] else []
@@ -763,26 +935,40 @@ class CoordinatorCore:
             ops.append((setitem, self.specs, o, tuple(spec)))
         elif o in self.specs:
             ops.append((self.specs.pop, o, None))
-        if extra is not None:
-            self._register_plan(ops, pools, o, extra, new_rows, spec, new_live)
+        if extra is not None and self._register_plan(
+            ops, pools, o, extra, new_rows, spec, new_live
+        ):
+            for fields, rows in zip(fields_of, new_rows, strict=True):
+                _hold(fields, rows, empty_too=True)
+        for g, fields in enumerate(fields_of):
+            table.write_ops(ops, o, g, fields)
         return out
 
-    def _bound(self, g: int, fields: list[int], entries: Sequence[int]) -> None:
-        """Set ``BOUND`` and ``BASE`` of a group's planned fields for the next step, from its
-        table after the step (``entries``: its live entries)."""
+    def _bound(self, g: int, fields: list[int], rows: int, entries: Sequence[int]) -> None:
+        """Set ``ANCHOR``, ``SLACK`` and ``BASE`` of a group's planned fields for the next
+        step, from its positions and its table after the step (``entries``: its live
+        entries). A step whose slots end at or below the bound (in slots: the table's room
+        within the declared length, the first slot that evicts, the end of the block holding
+        the next step's first slot) needs neither the pools nor another block."""
         skip, total = fields[SKIPPED], fields[SKIPPED] + len(entries)
+        p = self._pool[g]
         if not self._has_rows[g]:
             # One state, no rows: once its block is held, only the request's length bounds it.
-            fields[BOUND], fields[BASE] = (fields[MAXLEN] if total else -1), 0
-            return
-        size = self._block_size[g]
-        index = fields[ROWS] // self._pool[g] // size  # the next step's first slot's block
-        if not skip <= index < total:  # a block to take first (or an evicted one)
-            fields[BOUND], fields[BASE] = -1, 0
-            return
-        room = min(self._managers[g].reach(total), fields[MAXLEN])
-        fields[BASE] = entries[index - skip] - index
-        fields[BOUND] = min(room, fields[EVICT], (index + 1) * size)
+            bound = fields[MAXLEN] if total else -1
+            fields[BASE] = 0
+        else:
+            size = self._block_size[g]
+            index = rows // p // size  # the next step's first slot's block
+            if not skip <= index < total:  # a block to take first (or an evicted one)
+                bound = -1
+            else:
+                room = min(self._managers[g].reach(total), fields[MAXLEN])
+                fields[BASE] = entries[index - skip] - index
+                bound = min(room, fields[EVICT], (index + 1) * size)
+        if bound * p > rows:
+            fields[ANCHOR], fields[SLACK] = bound * p, bound * p - rows
+        else:
+            _hold(fields, rows)
 
     def _slots(self, entries: Sequence[int], skip: int, g: int, first: int, end: int) -> list[int]:
         """The cache slots of slots ``first .. end − 1``, built block by block."""
@@ -806,12 +992,13 @@ class CoordinatorCore:
         spec: Sequence[int] | None,
         entries: Sequence[tuple[int, Sequence[int]]] | None,
         hashed: Mapping[int, list[bytes]] | None = None,
-    ) -> None:
+    ) -> bool:
         """Plan the registration of every full block of committed positions whose hash is
         known, in every group with content (``entries``: per group, the planned table's
         evicted entries and live ones, None: as now; ``hashed``: per stream, hashes the call
-        adds); and the request's place in `busy`."""
-        st, table = self.table.st, self.table
+        adds). Returns whether hashes are known beyond what is registered then: the
+        request's next steps must take the general path (the caller holds its fields)."""
+        table = self.table
         registered = list(extra.registered)
         known = [
             len(s.hashes) + len(hashed.get(i, ())) if hashed else len(s.hashes)
@@ -832,7 +1019,7 @@ class CoordinatorCore:
             if entries is not None:
                 skip, live = entries[g]
             else:
-                skip, live = st[o + g * FIELDS + SKIPPED], table.live(o, g)
+                skip, live = table.field(o, g, SKIPPED), table.live(o, g)
             plan = self._plan_of(pools, g)
             mask = self._swa_mask[g]
             for i in range(start, full):
@@ -842,13 +1029,10 @@ class CoordinatorCore:
                 plan.register(live[i - skip], cache.blocks, key)
             registered[g] = full
             ops.append((setitem, extra.registered, g, full))
-        pending = any(
-            s >= 0 and known[s] > r for s, r in zip(extra.stream_of, registered, strict=True)
-        )
-        if pending and o not in self.busy:
-            ops.append((self.busy.add, o))
-        elif not pending and o in self.busy:
-            ops.append((self.busy.discard, o))
+        for s, r in zip(extra.stream_of, registered, strict=True):
+            if s >= 0 and known[s] > r:
+                return True
+        return False
 
     def _window_mask(self, g: int) -> Callable[[int], bool] | None:
         """Which blocks of a sliding-window group the prefix cache keeps: only those an aligned
@@ -905,15 +1089,14 @@ class CoordinatorCore:
                 )
         if not any(rejected):
             del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
-        table, st = self.table, self.table.st
+        table = self.table
         ops: Ops = []
         pools: dict[int, PoolPlan] = {}
         for g, r in enumerate(rejected):
             if not r:
                 continue
-            b = o + g * FIELDS
-            fields = st[b : b + FIELDS].tolist()
-            rows = fields[ROWS] - r
+            fields = table.read(o, g)
+            rows = fields[ANCHOR] - fields[SLACK] - r
             keep = self._managers[g].table_length(-(-rows // self._pool[g]))
             live = table.live(o, g).tolist()
             cut = keep - fields[SKIPPED]
@@ -922,9 +1105,9 @@ class CoordinatorCore:
                 self._plan_of(pools, g).release(live[cut:])
                 del live[cut:]
                 fields[LENGTH] = cut
-            fields[ROWS], fields[STEP] = rows, fields[STEP] - r
-            self._bound(g, fields, live)
-            ops.append((setitem, st, slice(b, b + FIELDS), array(st.typecode, fields)))
+            fields[STEP] -= r
+            self._bound(g, fields, rows, live)
+            table.write_ops(ops, o, g, fields)
         left = tuple(k - r for k, r in zip(spec, rejected, strict=True))
         ops.append((setitem, self.specs, o, left))  # cleared by the next plain step
         for plan in pools.values():
@@ -977,10 +1160,17 @@ class CoordinatorCore:
                 ops.append((setattr, stream, "parent", new[-1]))
                 hashed[s] = new
             if hashed:
-                st = self.table.st
-                rows = [st[o + h * FIELDS + ROWS] for h in range(len(self.names))]
+                table = self.table
+                rows = [table.rows(o, h) for h in range(len(self.names))]
                 pools: dict[int, PoolPlan] = {}
-                self._register_plan(ops, pools, o, extra, rows, self.specs.get(o), None, hashed)
+                spec = self.specs.get(o)
+                if self._register_plan(ops, pools, o, extra, rows, spec, None, hashed):
+                    # Hashes ahead of the committed positions: the steps that commit them
+                    # take the general path, which registers.
+                    for h in range(len(self.names)):
+                        fields = table.read(o, h)
+                        _hold(fields, rows[h], empty_too=True)
+                        table.write_ops(ops, o, h, fields)
                 for plan in pools.values():
                     plan.emit(ops)
             commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
@@ -1032,7 +1222,7 @@ class CoordinatorCore:
         """Plan the end of a request (its blocks back to the pools, its fields and segments
         free, its content and speculation forgotten); return the caps and shares the ledger
         gives back (the caller sums them when it plans several ends)."""
-        table, st = self.table, self.table.st
+        table = self.table
         extra = self.extras.get(o)
         # A request that cached its prefix frees it tail first, as vLLM does: among blocks
         # freed together, the chain's head (the most shared) is evicted last.
@@ -1043,14 +1233,12 @@ class CoordinatorCore:
             if cached:
                 live.reverse()
             self._plan_of(pools, g).release(live)
-        caps = [st[o + g * FIELDS + CAP] for g in range(len(self.names))]
+        caps = [table.field(o, g, CAP) for g in range(len(self.names))]
         table.release_ops(slabs, o, request_id)
         if extra is not None:
             ops.append((self.extras.pop, o, None))
         if o in self.specs:
             ops.append((self.specs.pop, o, None))
-        if o in self.busy:
-            ops.append((self.busy.discard, o))
         return caps, unshared
 
     def step_preempting(
@@ -1117,7 +1305,7 @@ class CoordinatorCore:
                     chosen = victim(left)
                     assert chosen in left, chosen
                     v = self.table.offsets[chosen]
-                    rows = [self.table.st[v + g * FIELDS + ROWS] for g in range(len(self.names))]
+                    rows = [self.table.rows(v, g) for g in range(len(self.names))]
                     done.append(Preempted(chosen, v, rows, short))
             self.ledger.give_back_ops(ops, caps, unshared if any(unshared) else None)
             for plan in pools.values():
@@ -1214,16 +1402,16 @@ class CoordinatorCore:
         return self.read("seq_len", self._rows, request_id)
 
     def _rows(self, request_id: str) -> list[int]:
-        o, st = self._offset(request_id), self.table.st
-        return [st[o + g * FIELDS + ROWS] for g in range(len(self.names))]
+        o = self._offset(request_id)
+        return [self.table.rows(o, g) for g in range(len(self.names))]
 
     def caps(self, request_id: str) -> list[int]:
         """Per group, the admission cap the request reserved (cache blocks)."""
         return self.read("request_cap", self._caps, request_id)
 
     def _caps(self, request_id: str) -> list[int]:
-        o, st = self._offset(request_id), self.table.st
-        return [st[o + g * FIELDS + CAP] for g in range(len(self.names))]
+        o = self._offset(request_id)
+        return [self.table.field(o, g, CAP) for g in range(len(self.names))]
 
     def block_table(self, request_id: str, g: int) -> list[int]:
         """The request's block table in group ``g``, the null block where evicted (a copy)."""
@@ -1238,13 +1426,13 @@ class CoordinatorCore:
 
     def _slot_mapping(self, request_id: str, g: int) -> list[int]:
         o = self._offset(request_id)
-        b, st = o + g * FIELDS, self.table.st
-        q = st[b + STEP]
+        table = self.table
+        q = table.field(o, g, STEP)
         if not self._has_rows[g] or not q:
             return []
-        c, p = st[b + ROWS] - q, self._pool[g]
+        c, p = table.rows(o, g) - q, self._pool[g]
         live = self.table.live(o, g)
-        return self._slots(live, st[b + SKIPPED], g, c // p, -(-(c + q) // p))
+        return self._slots(live, table.field(o, g, SKIPPED), g, c // p, -(-(c + q) // p))
 
     def kernel_view(
         self, request_id: str, g: int
@@ -1257,8 +1445,7 @@ class CoordinatorCore:
         self, request_id: str, g: int
     ) -> tuple[list[int], list[int], list[int], int, int]:
         o = self._offset(request_id)
-        b, st = o + g * FIELDS, self.table.st
-        rows, q = st[b + ROWS], st[b + STEP]
+        rows, q = self.table.rows(o, g), self.table.field(o, g, STEP)
         table = self.table.table(o, g)
         slots = self._slot_mapping(request_id, g)
         cache_rows: list[int] = []
@@ -1333,7 +1520,6 @@ class CoordinatorCore:
                 "table",
                 "extras",
                 "specs",
-                "busy",
                 "_one_pool",
             )
         }
@@ -1400,7 +1586,7 @@ class CoordinatorCore:
     ) -> RequestError:
         unit = self._managers[g].spec.slot_unit.unit
         name = self.names[g]
-        held = -(-self.table.st[o + g * FIELDS + ROWS] // self._pool[g])
+        held = -(-self.table.rows(o, g) // self._pool[g])
         if end > max_len:
             what = (
                 f"would hold {end} {unit} ({held} + {end - held}), beyond the request's "
@@ -1442,6 +1628,49 @@ class CoordinatorCore:
 StepFn = Callable[[str, Sequence[int]], list[list[int]]]
 
 
+class _Boundary:
+    """What planned boundary steps share: per pool (by id) ``[pool, fresh, head, taken,
+    evicted]``, the slabs' planned ends and garbage."""
+
+    __slots__ = ("garbage", "pools", "slab_end")
+
+    def __init__(self) -> None:
+        self.pools: dict[int, list[Any]] = {}
+        self.slab_end: dict[int, int] = {}
+        self.garbage: dict[int, int] = {}
+
+
+def _slots_across(
+    slab: array[int],
+    start: int,
+    skipped: int,
+    length: int,
+    size: int,
+    first: int,
+    end: int,
+    taken: int,
+) -> list[int]:
+    """The cache slots of slots ``first .. end − 1`` of a table (its live entries ``slab[start
+    : start + length]`` after ``skipped`` evicted ones) followed by the block ``taken``."""
+    out: list[int] = []
+    while first < end:
+        index = first // size
+        stop = min(end, (index + 1) * size)
+        at = index - skipped
+        base = ((slab[start + at] if at < length else taken) - index) * size
+        out.extend(range(base + first, base + stop))
+        first = stop
+    return out
+
+
+def _hold(fields: list[int], rows: int, empty_too: bool = False) -> None:
+    """Send a group's next step that adds positions to the general path (no slack), and with
+    ``empty_too`` an empty one as well (no eviction point assumed)."""
+    fields[ANCHOR], fields[SLACK] = rows, 0
+    if empty_too:
+        fields[EVICT] = 0
+
+
 class RequestView:
     """A live read-only view of one admitted request (see `CoordinatorCore.requests`).
 
@@ -1459,7 +1688,7 @@ class RequestView:
     def _field(self, name: int) -> list[int]:
         core = self._core
         o = core._offset(self._id)
-        return [core.table.st[o + g * FIELDS + name] for g in range(len(core.names))]
+        return [core.table.field(o, g, name) for g in range(len(core.names))]
 
     @property
     def tables(self) -> list[list[int]]:
@@ -1469,7 +1698,9 @@ class RequestView:
 
     @property
     def num_rows(self) -> list[int]:
-        return self._field(ROWS)
+        core = self._core
+        o = core._offset(self._id)
+        return [core.table.rows(o, g) for g in range(len(core.names))]
 
     @property
     def num_slots(self) -> list[int]:

@@ -1,28 +1,36 @@
 """Every admitted request's bookkeeping in flat arrays: no Python object per request.
 
-A request is one run of ``FIELDS × groups`` ints of one array, ``st`` (its *offset* ``o`` is
-where the run starts; group ``g``'s fields start at ``o + g × FIELDS``), and its block table in
-each group is one segment of that group's *slab*, an ``array('i')`` holding the live entries of
-every request's table (a sliding window's evicted entries are counted, ``SKIPPED``, not
-stored). So a request costs ``4 × FIELDS`` bytes a group and a held block 4 bytes, and nothing
-is left behind when it ends: its run is reused by the next request, its segments are reclaimed
-when the slab is compacted, and when the last request ends every array is emptied.
+A request has, per group, two *hot* fields in one Python list (``hot``, read and written by
+every step, small ints: a list holds them without allocating) and nine *cold* fields in one
+int array (``st``: written when a step needs the pools or another block), and its block table
+in each group is one segment of that group's *slab*, an ``array('i')`` holding the live
+entries of every request's table (a sliding window's evicted entries are counted,
+``SKIPPED``, not stored). A request's *offset* ``o`` is where its hot fields start (group
+``g``'s at ``o + g × HOT``); its cold fields start at `RequestTable.cold`. So a request costs
+a few dozen bytes a group and a held block 4 bytes, and nothing is left behind when it ends:
+its fields are reused by the next request, its segments are reclaimed when the slab is
+compacted, and when the last request ends every array is emptied.
 
-A segment grows at its end into its spare capacity, or moves to the slab's end with room to
-grow (a quarter more); it shrinks at its front when a window evicts. The space it leaves is
-garbage, counted per group; `RequestTable.compact_ops` rewrites a slab without it once it is
-half the slab.
+A segment grows at its end into its spare capacity, or moves to the slab's end with a quarter
+more room; it shrinks at its front when a window evicts. The space it leaves is garbage,
+counted per group; `RequestTable.compact_ops` rewrites a slab without it once it is half the
+slab.
 
-The fields of a group (plain ints: positions in the group's kernel unit, slots in its manager
-unit, table entries in cache blocks):
+The fields of a group, as the general path reads them (`RequestTable.read`: a list in this
+order; plain ints: positions in the group's kernel unit, slots in its manager unit, table
+entries in cache blocks):
 
-* ``ROWS``: positions so far; ``STEP``: positions the latest step added.
-* ``BOUND``: a step whose slots end (exclusive) at or below it needs neither the pools nor
-  another block; ``EVICT``: the first slot a step may start at that evicts; ``BASE``: the
-  block base of the block holding the next step's first slot, ``table[b] − b``, so that slot
-  ``s`` below ``BOUND`` is at cache slot ``BASE × block_size + s``. These only let a step skip
-  the managers and pools: anything may set ``BOUND`` and ``EVICT`` lower (-1 and 0 make the
-  next step take the general path), never higher.
+* ``SLACK`` (hot): positions a step may add without the pools or another block; ``ANCHOR``
+  (cold): the positions so far plus ``SLACK``. So the positions so far are ``ANCHOR − SLACK``,
+  and a step of q positions, 0 < q <= ``SLACK``, is integer arithmetic: ``SLACK −= q``. A step
+  that needs a block, or an eviction, or the general path for another reason (content to
+  register) finds ``SLACK`` 0.
+* ``STEP`` (hot): positions the latest step added.
+* ``BASE``: the block base of the block holding the next step's first slot, ``table[b] − b``:
+  a slot ``s`` a fast step touches is at cache slot ``BASE × block_size + s``.
+* ``EVICT``: the first slot a step may start at that evicts (an empty step with ``SLACK`` 0
+  needs nothing below it). ``SLACK`` and ``EVICT`` only let a step skip the managers and
+  pools: anything may set them lower (0 sends the next step to the general path).
 * ``SKIPPED``: leading table entries evicted (they read as the null block).
 * ``START``, ``LENGTH``, ``CAPACITY``: the segment of live entries in the group's slab.
 * ``MAXLEN``: the declared longest sequence, in slots; ``CAP``: the admission cap reserved,
@@ -38,10 +46,11 @@ from typing import Final
 
 from ._guard import Ops
 
-ROWS, STEP, BOUND, EVICT, BASE, SKIPPED, START, LENGTH, CAPACITY, MAXLEN, CAP = range(11)
+SLACK, STEP, ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH, CAPACITY, MAXLEN, CAP = range(11)
 
-#: Fields per group.
-FIELDS: Final = 11
+#: Hot fields per group (the first of the list above), and cold ones (the rest).
+HOT: Final = 2
+COLD: Final = 9
 
 #: Garbage (entries) a slab holds before a compaction is considered.
 _COMPACT_MIN: Final = 1024
@@ -57,27 +66,41 @@ class RequestTable:
 
     Args:
         num_groups: the coordinator's groups.
-        wide: fields need 64 bits (a group's positions may pass 2**31 − 1).
+        wide: cold fields need 64 bits (a group's positions may pass 2**31 − 1).
 
     Attributes:
-        st: every request's fields (see the module docstring).
-        offsets: request id -> its offset in ``st``.
+        hot: every request's hot fields.
+        st: every request's cold fields.
+        offsets: request id -> its offset in ``hot``.
         spare: offsets of ended requests, reused first.
         slabs: per group, the live table entries of every request.
         garbage: per group, entries of the slab no request owns.
-        never: the largest value a field holds ("never" for ``BOUND`` and ``EVICT``).
+        never: the largest value a cold field holds ("never" for ``EVICT``).
     """
 
-    __slots__ = ("garbage", "never", "num_groups", "offsets", "slabs", "spare", "st", "width")
+    __slots__ = (
+        "cold_width",
+        "garbage",
+        "hot",
+        "hot_width",
+        "never",
+        "num_groups",
+        "offsets",
+        "slabs",
+        "spare",
+        "st",
+    )
 
     def __init__(self, num_groups: int, *, wide: bool) -> None:
         self.num_groups = num_groups
-        self.width = FIELDS * num_groups
+        self.hot_width = HOT * num_groups
+        self.cold_width = COLD * num_groups
         code = "q" if wide else "i"
         self.never = 2**63 - 1 if wide else 2**31 - 1
+        self.hot: list[int] = []
         self.st = array(code)
         self.offsets: dict[str, int] = {}
-        self.spare = array("q")
+        self.spare: list[int] = []
         self.slabs = [array("i") for _ in range(num_groups)]
         self.garbage = [0] * num_groups
 
@@ -89,47 +112,63 @@ class RequestTable:
 
     # -- reading ------------------------------------------------------------------------------
 
+    def cold(self, o: int) -> int:
+        """Where the cold fields of the request at offset ``o`` start in ``st``."""
+        return o // self.hot_width * self.cold_width
+
+    def read(self, o: int, g: int) -> list[int]:
+        """A request's fields in group ``g``, in the order of the module docstring (a copy)."""
+        h, c = o + g * HOT, self.cold(o) + g * COLD
+        return self.hot[h : h + HOT] + self.st[c : c + COLD].tolist()
+
+    def rows(self, o: int, g: int) -> int:
+        """A request's positions so far in group ``g``."""
+        return self.st[self.cold(o) + g * COLD + ANCHOR - HOT] - self.hot[o + g * HOT + SLACK]
+
+    def field(self, o: int, g: int, name: int) -> int:
+        """One field of a request in group ``g`` (a name of the module docstring)."""
+        if name < HOT:
+            return self.hot[o + g * HOT + name]
+        return self.st[self.cold(o) + g * COLD + name - HOT]
+
     def live(self, o: int, g: int) -> array[int]:
         """The live entries of a request's table in group ``g`` (a copy)."""
-        b = o + g * FIELDS
-        start = self.st[b + START]
-        return self.slabs[g][start : start + self.st[b + LENGTH]]
-
-    def entry(self, o: int, g: int, index: int) -> int:
-        """Entry ``index`` of a request's table in group ``g`` (the null block if evicted)."""
-        b = o + g * FIELDS
-        live = index - self.st[b + SKIPPED]
-        return self.slabs[g][self.st[b + START] + live] if live >= 0 else 0
+        c = self.cold(o) + g * COLD - HOT
+        start = self.st[c + START]
+        return self.slabs[g][start : start + self.st[c + LENGTH]]
 
     def table(self, o: int, g: int) -> list[int]:
         """A request's whole table in group ``g``: the null block where evicted (a copy)."""
-        return [0] * self.st[o + g * FIELDS + SKIPPED] + self.live(o, g).tolist()
-
-    def field(self, o: int, g: int, name: int) -> int:
-        """One field of a request in group ``g``."""
-        return self.st[o + g * FIELDS + name]
+        return [0] * self.field(o, g, SKIPPED) + self.live(o, g).tolist()
 
     # -- planning -------------------------------------------------------------------------------
 
+    def write_ops(self, ops: Ops, o: int, g: int, fields: list[int]) -> None:
+        """Add to ``ops`` what writes a request's fields in group ``g`` (as `read` gives)."""
+        h, c = o + g * HOT, self.cold(o) + g * COLD
+        ops.append((setitem, self.hot, slice(h, h + HOT), fields[:HOT]))
+        ops.append((setitem, self.st, slice(c, c + COLD), array(self.st.typecode, fields[HOT:])))
+
     def claim_ops(self, ops: Ops) -> int:
-        """Add to ``ops`` what gives a new request a run of fields; return its offset."""
+        """Add to ``ops`` what gives a new request its fields; return its offset."""
         if self.spare:
             ops.append((self.spare.pop,))
-            return int(self.spare[-1])
-        # Grow by doubling (at least one run): the new runs but the first wait in ``spare``.
-        st, width = self.st, self.width
-        runs = max(1, len(st) // width)
-        ops.append((st.extend, array(st.typecode, bytes(st.itemsize * width * runs))))
-        first = len(st)
+            return self.spare[-1]
+        # Grow by doubling (at least one request): the new offsets but the first wait in
+        # ``spare``.
+        hot, st = self.hot, self.st
+        width = self.hot_width
+        runs = max(1, len(hot) // width)
+        ops.append((hot.extend, [0] * (width * runs)))
+        ops.append((st.extend, array(st.typecode, bytes(st.itemsize * self.cold_width * runs))))
+        first = len(hot)
         if runs > 1:
-            rest = range(first + (runs - 1) * width, first, -width)
-            ops.append((self.spare.extend, rest))
+            ops.append((self.spare.extend, range(first + (runs - 1) * width, first, -width)))
         return first
 
     def segment_ops(
         self,
         plan: SlabPlan,
-        o: int,
         g: int,
         dropped: int,
         added: list[int],
@@ -137,7 +176,7 @@ class RequestTable:
     ) -> None:
         """Plan a request's table in group ``g``: its first ``dropped`` live entries evicted,
         ``added`` appended; the segment's new ``START``, ``LENGTH``, ``CAPACITY`` are written
-        into ``fields`` (the group's planned fields, at ``START`` .. ``CAPACITY``)."""
+        into ``fields`` (the group's planned fields, as `read` gives them)."""
         start, length, capacity = fields[START], fields[LENGTH], fields[CAPACITY]
         if dropped:
             start += dropped
@@ -165,11 +204,12 @@ class RequestTable:
         fields[START], fields[LENGTH], fields[CAPACITY] = start, length, capacity
 
     def release_ops(self, plan: SlabPlan, o: int, rid: str) -> None:
-        """Plan the end of a request: its run spare, its segments garbage; every array emptied
-        when it is the last request."""
+        """Plan the end of a request: its offset spare, its segments garbage; every array
+        emptied when it is the last request."""
         ops = plan.ops
         ops.append((self.offsets.pop, rid))
         if len(self.offsets) == 1:
+            ops.append((self.hot.__delitem__, slice(None)))
             ops.append((self.st.__delitem__, slice(None)))
             ops.append((self.spare.__delitem__, slice(None)))
             for g, slab in enumerate(self.slabs):
@@ -178,7 +218,7 @@ class RequestTable:
             return
         ops.append((self.spare.append, o))
         for g in range(self.num_groups):
-            capacity = self.st[o + g * FIELDS + CAPACITY]
+            capacity = self.field(o, g, CAPACITY)
             if capacity:
                 plan.garbage[g] = plan.garbage.get(g, self.garbage[g]) + capacity
 
@@ -190,23 +230,20 @@ class RequestTable:
             if self.garbage[g] < max(_COMPACT_MIN, len(slab) >> 1):
                 continue
             kept = array("i")
-            offsets, starts, capacities = [], [], []
+            moves = []
             for o in self.offsets.values():
-                b = o + g * FIELDS
-                start, length = st[b + START], st[b + LENGTH]
-                offsets.append(b)
-                starts.append(len(kept))
+                c = self.cold(o) + g * COLD - HOT
+                start, length = st[c + START], st[c + LENGTH]
+                at = len(kept)
+                room = max(4, length >> 2) if length else 0
                 if length:
                     kept.extend(slab[start : start + length])
-                    room = max(4, length >> 2)
                     kept.extend(array("i", bytes(4 * room)))
-                    capacities.append(length + room)
-                else:
-                    capacities.append(0)
+                moves.append((c, at, length + room))
             ops.append((setitem, slab, slice(None), kept))
-            for b, start, capacity in zip(offsets, starts, capacities, strict=True):
-                ops.append((setitem, st, b + START, start))
-                ops.append((setitem, st, b + CAPACITY, capacity))
+            for c, start, capacity in moves:
+                ops.append((setitem, st, c + START, start))
+                ops.append((setitem, st, c + CAPACITY, capacity))
             ops.append((setitem, self.garbage, g, 0))
 
 

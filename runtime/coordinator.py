@@ -109,7 +109,7 @@ from kvunits.contracts.internal import check_quantity, describe, magnitude, mana
 
 from ._core import CoordinatorCore, check_request_id
 from ._fast import compiled
-from ._table import FIELDS, ROWS, STEP
+from ._table import STEP
 from .admission import AdmissionLedger
 from .block_pool import BlockPool
 from .managers import make_manager
@@ -1143,12 +1143,9 @@ class KVCacheCoordinator:
         """
         self._own(handle)
         spec = handle.spec
-        if spec.kind == "state":
-            raise SpecError(
-                f"group {handle.name!r} holds one state per request: it has no positions "
-                "for the attention kernels"
-            )
-        table, slots, rows, num_rows, step = self._core.kernel_view(request_id, handle.index)
+        table, slots, rows, num_rows, step = self._core.read(
+            "kernel_inputs", _kernel_view, self._core, request_id, handle
+        )
         pool = spec.pool
         if spec.slot_unit is PooledBlocks:
             pooled = spec.expect(PooledBlocks)
@@ -1464,8 +1461,9 @@ def _typed_functions(
     counts = dense([value(i, names[i]) for i in range(k)])
     lines = [
         "def make(fast, reject, count_error, H, U):",
-        "    step, core_advance, speculative = fast.step, fast.advance, fast.speculative",
-        "    core_rollback, core_all = fast.rollback, fast.advance_all",
+        "    step, core_advance = fast.step_typed, fast.advance_typed",
+        "    speculative, core_rollback = fast.speculative_typed, fast.rollback_typed",
+        "    core_all = fast.advance_all_typed",
         "    " + ", ".join(f"H{i}" for i in range(k)) + (", = H" if k == 1 else " = H"),
         "    " + ", ".join(f"U{i}" for i in range(k)) + (", = U" if k == 1 else " = U"),
         "",
@@ -1530,17 +1528,28 @@ def _typed_functions(
     return made
 
 
+def _kernel_view(
+    core: CoordinatorCore, request_id: str, handle: GroupHandle[Any]
+) -> tuple[list[int], list[int], list[int], int, int]:
+    """`KVCacheCoordinator.kernel_inputs`'s reading, with the token held."""
+    if handle.spec.kind == "state":
+        raise SpecError(
+            f"group {handle.name!r} holds one state per request: it has no positions "
+            "for the attention kernels"
+        )
+    return core._kernel_view(request_id, handle.index)
+
+
 def _step_views(
     core: CoordinatorCore, g: int, request_ids: Sequence[str]
 ) -> list[tuple[tuple[int, ...], int, int]]:
     """Per request, its table in group ``g``, its positions and its latest step's (read with
     the token held)."""
     out = []
-    st, table = core.table.st, core.table
+    table = core.table
     for request_id in request_ids:
         o = core.offset(request_id)
-        b = o + g * FIELDS
-        out.append((tuple(table.table(o, g)), st[b + ROWS], st[b + STEP]))
+        out.append((tuple(table.table(o, g)), table.rows(o, g), table.field(o, g, STEP)))
     return out
 
 

@@ -25,7 +25,7 @@ from kvunits.contracts.errors import AllocationError
 
 from ._core import CoordinatorCore, Preempted
 from ._guard import Ops
-from ._table import FIELDS, LENGTH, MAXLEN, ROWS, SKIPPED
+from ._table import ANCHOR, LENGTH, MAXLEN, SKIPPED, SLACK
 from .policy import AdmissionPolicy
 
 
@@ -187,20 +187,20 @@ def _step_needs(
     if len(num_new) != len(core.names):
         raise core._arity(request_id, len(num_new))
     n = len(core.names)
-    st, table = core.table.st, core.table
+    table = core.table
     short = [0] * n
     wants = [0] * n
     frees = [0] * n
     for g, q in enumerate(num_new):
-        b = o + g * FIELDS
-        c, p = st[b + ROWS], core._pool[g]
-        max_len = st[b + MAXLEN]
+        fields = table.read(o, g)
+        c, p = fields[ANCHOR] - fields[SLACK], core._pool[g]
+        max_len = fields[MAXLEN]
         first, end = (c, c + q) if p == 1 else (c // p, -(-(c + q) // p))
         if (end - first if q else 0) > core._in_flight[g] or end > max_len:
             error = core._too_long(request_id, o, g, first, end, q, core._in_flight[g], max_len)
             return g, error.args[0]
         manager, pool = core._managers[g], core.pools[g]
-        done, length = st[b + SKIPPED], st[b + LENGTH]
+        done, length = fields[SKIPPED], fields[LENGTH]
         skip = max(manager.skipped_blocks(first), done)
         wants[g] = manager.table_length(end) - done - length
         evicted = table.live(o, g)[: skip - done]

@@ -15,7 +15,7 @@ nothing, after which the same step gives what it gives on a twin that was never 
 
 from __future__ import annotations
 
-from functools import partial
+import copy
 from typing import Any
 
 import pytest
@@ -33,12 +33,10 @@ from kvunits.contracts import (
     Window,
 )
 from kvunits.contracts.internal import admission_cap, manager_ints
-from kvunits.runtime import ConcurrentUseError, KVCacheCoordinator
+from kvunits.runtime import KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore
 
 from .support import (
-    Injected,
-    Interference,
     check_pools,
     coordinator,
     group_of,
@@ -76,7 +74,13 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
 
 
 def fast(core: CoordinatorCore, kind: str, *args: Any) -> Any:
-    """Run one call through ``core``'s generated functions."""
+    """Run one call through ``core``'s generated functions: the plain-int entry, or the typed
+    layer's (``kind`` ending in ``_typed``: counts as tuples)."""
+    if kind.endswith("_typed"):
+        args = tuple(
+            tuple(a) if isinstance(a, list) and all(type(x) is int for x in a) else a
+            for a in args
+        )
     return getattr(core.fast, kind)(*args)
 
 
@@ -144,6 +148,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
 
     for _ in range(data.draw(st.integers(1, 100), label="calls")):
         rid = f"r{data.draw(st.integers(0, 3), label='request')}"
+        typed = "_typed" if data.draw(st.booleans(), label="typed entry") else ""
         op = data.draw(
             st.sampled_from(
                 ("step",) * 3
@@ -160,14 +165,14 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             live = [r for r in sorted(one._core.requests) if data.draw(st.booleans())]
             q = counts()
             got = [
-                _outcome(fast, one._core, op, live, q),
+                _outcome(fast, one._core, op + typed, live, q),
                 _outcome(general, two._core, op, live, q),
             ]
         elif op == "rollback":
             spec = one._core.specs.get(one._core.table.offsets.get(rid, -1), (0,) * count)
             rejected = [data.draw(st.integers(0, k + 1), label="rejected") for k in spec]
             got = [
-                _outcome(fast, one._core, op, rid, rejected),
+                _outcome(fast, one._core, op + typed, rid, rejected),
                 _outcome(general, two._core, op, rid, rejected),
             ]
         else:
@@ -176,7 +181,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             if op == "speculative":
                 args += ([data.draw(st.integers(0, n + 1), label="lookahead") for n in q],)
             got = [
-                _outcome(fast, one._core, op, *args),
+                _outcome(fast, one._core, op + typed, *args),
                 _outcome(general, two._core, op, *args),
             ]
         assert got[0] == got[1], (op, rid)
@@ -216,32 +221,39 @@ def test_one_slot_and_empty_steps_match_the_general_path(
 
 
 def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
-    # The fast function must not just agree: it must be the one that runs. Every call the
-    # general path makes is counted: a stream of one-slot steps in blocks of 4 takes it at the
-    # first step and then once a block per group (block boundaries), never in between.
-    coord = coordinator(
-        {"a": FullAttentionLayer(kv_heads=1, head_size=8)},
-        block_size=4,
-        num_blocks=64,
-        max_len=200,
-        max_in_flight=4,
-    )
-    core = coord._core
-    core.admit("r")
-    calls: list[int] = []
-    original = CoordinatorCore._plan_step
+    # The fast function must not just agree: it must be the one that runs. Every call that
+    # leaves it (for the boundary path or the general one) is counted: a stream of one-slot
+    # steps in blocks of 4 leaves it at the first step and then once a block (a block
+    # boundary), never in between; and the boundary path plans those alone.
+    left: list[str] = []
+    boundary, general_step = CoordinatorCore._boundary_step, CoordinatorCore._general_step
 
-    def counted(self: CoordinatorCore, *args: Any) -> Any:
-        calls.append(0)
-        return original(self, *args)
+    def counted_boundary(self: CoordinatorCore, *args: Any) -> Any:
+        left.append("boundary")
+        return boundary(self, *args)
 
-    CoordinatorCore._plan_step = counted  # type: ignore[method-assign,assignment]
+    def counted_general(self: CoordinatorCore, *args: Any) -> Any:
+        left.append("general")
+        return general_step(self, *args)
+
+    CoordinatorCore._boundary_step = counted_boundary  # type: ignore[method-assign]
+    CoordinatorCore._general_step = counted_general  # type: ignore[method-assign]
     try:
+        coord = coordinator(
+            {"a": FullAttentionLayer(kv_heads=1, head_size=8)},
+            block_size=4,
+            num_blocks=64,
+            max_len=200,
+            max_in_flight=4,
+        )
+        core = coord._core
+        core.admit("r")
         for _ in range(40):
             core.advance_step("r", [1])
     finally:
-        CoordinatorCore._plan_step = original  # type: ignore[method-assign]
-    assert len(calls) == 10  # slots 0, 4, 8, ..., 36: a new block each
+        CoordinatorCore._boundary_step = boundary  # type: ignore[method-assign]
+        CoordinatorCore._general_step = general_step  # type: ignore[method-assign]
+    assert left == ["boundary"] * 10  # slots 0, 4, 8, ..., 36: a new block each
 
 
 def _voxtral_toy() -> KVCacheCoordinator:
@@ -256,52 +268,37 @@ def _voxtral_toy() -> KVCacheCoordinator:
     return coordinator(layers, block_size=2, num_blocks=48, max_len=40, max_in_flight=4)
 
 
-def test_a_decode_step_interrupted_in_any_pool_operation_changes_nothing() -> None:
+def test_a_decode_step_interrupted_anywhere_changes_nothing() -> None:
     # A stream of one-slot steps (2 encoder tokens, 1 token) crosses block boundaries in both
-    # groups and evicts audio blocks. Before each step, each pool operation in turn is made to
-    # fail: where the step reaches it, nothing changes; then the step runs with that operation
-    # re-entering the coordinator, which is refused, and gives what the uninterrupted run gives.
+    # groups and evicts audio blocks, on the fast path and the boundary path. Each step is
+    # interrupted at each of its events (a trace function raising KeyboardInterrupt, as
+    # tests/runtime/test_interrupts.py does for every call): nothing changes, and the step
+    # then gives what the uninterrupted run gives.
+    from .test_interrupts import Interrupt
+
     steps = 30
     twin = _voxtral_toy()
     twin.admit("r")
     twin_step = twin.stepper(twin.group("audio", EncoderTokens), twin.group("text", Tokens))
     expected = [twin_step.allocate("r", EncoderTokens(2), Tokens(1)) for _ in range(steps)]
-
-    def replayed(n: int) -> tuple[KVCacheCoordinator, Any]:
-        coord = _voxtral_toy()
-        coord.admit("r")
-        coord.admit("other")
-        step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
-        for out in expected[:n]:
-            assert step.allocate("r", EncoderTokens(2), Tokens(1)) == out
-        return coord, step
-
-    reached = set()
+    coord = _voxtral_toy()
+    coord.admit("r")
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
+    interrupted = 0
     for i in range(steps):
-        for g, operation in ((0, "free"), (0, "allocate_n"), (1, "allocate_n")):
-            coord, step = replayed(i)
-            before = _state(coord)
-            pool = coord._core.pools[g]
-            with Interference(pool, operation, "fail"):
-                try:
-                    out = step.allocate("r", EncoderTokens(2), Tokens(1))
-                except Injected:
-                    out = None
-            if out is not None:  # the step does not reach this operation
-                assert out == expected[i]
-                continue
-            reached.add((g, operation))
-            assert _state(coord) == before, (i, g, operation)
-            check_pools(coord)
-            free_other = partial(coord.free, "other")
-            with Interference(pool, operation, "reenter", free_other) as r:
-                assert step.allocate("r", EncoderTokens(2), Tokens(1)) == expected[i]
-            assert r.hits == 1 and isinstance(r.refused[0], ConcurrentUseError)
-            assert "other" in coord
-            assert step.allocate("r", EncoderTokens(2), Tokens(1)) == expected[i + 1]
-            check_pools(coord)
-    # Each pool operation a decode step makes was interrupted, at several steps.
-    assert reached == {(0, "free"), (0, "allocate_n"), (1, "allocate_n")}
+        counter = Interrupt(None)
+        before = _state(coord)
+        probe = copy.deepcopy(coord)
+        probe_step = probe.stepper(probe.group("audio", EncoderTokens), probe.group("text", Tokens))
+        counter.run(lambda: probe_step.allocate("r", EncoderTokens(2), Tokens(1)))
+        for at in range(1, counter.seen + 1):
+            with pytest.raises(KeyboardInterrupt):
+                Interrupt(at).run(lambda: step.allocate("r", EncoderTokens(2), Tokens(1)))
+            assert _state(coord) == before, (i, at)
+            interrupted += 1
+        assert step.allocate("r", EncoderTokens(2), Tokens(1)) == expected[i]
+        check_pools(coord)
+    assert interrupted > 30 * 20
     # 30 slots of audio: the last query, at slot 29, reads slots 27-29: entries 13 and 14 hold
     # ids 14 and 15 (fresh ids, in order), every entry before them the null block.
     assert twin.block_table("r", twin.group("audio", EncoderTokens))[12:] == [0, 14, 15]

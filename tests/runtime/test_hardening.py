@@ -378,7 +378,7 @@ def test_a_deep_copy_from_inside_a_call_is_refused() -> None:
         return copy.deepcopy(coord)
 
     with Interference(coord._core.pools[1], "allocate_n", "reenter", reenter) as i:
-        step.allocate("a", Tokens(2), Tokens(2))
+        step.allocate("a", Tokens(4), Tokens(4))  # two blocks a group: the general path
     assert i.hits == 1 and isinstance(i.refused[0], ConcurrentUseError)
     check_pools(coord)
 

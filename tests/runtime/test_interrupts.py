@@ -137,7 +137,6 @@ def state(w: World) -> tuple[Any, ...]:
     return (
         snapshot(coord),
         tuple(sorted((o, tuple(s)) for o, s in core.specs.items())),
-        tuple(sorted(core.busy)),
         tuple(core.table.offsets),  # the admission order
         (
             dict(policy.arrival),
