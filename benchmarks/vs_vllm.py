@@ -312,6 +312,11 @@ def kvunits_layer(name: str) -> LayerSpec:
     return FullAttentionLayer(kv_heads=8, head_size=128, dtype=bf16)
 
 
+def _unit_of(group: str) -> Any:
+    """The step unit of a trace's group (audio groups step in encoder tokens)."""
+    return EncoderTokens if group == "audio" else Tokens
+
+
 def kvunits_coordinator(trace: Trace) -> KVCacheCoordinator:
     """The trace's coordinator: pools that never run short for its streams."""
     model = ModelSpec.stacked("family", {g: (kvunits_layer(g), 1) for g in trace.groups})
@@ -356,9 +361,7 @@ class KvunitsSide:
         """Replay the schedule; return the CPU ns spent in allocator calls."""
         trace, schedule = self.trace, self.schedule
         coord = kvunits_coordinator(trace)
-        handles = [
-            coord.group(g, EncoderTokens if g == "audio" else Tokens) for g in trace.groups
-        ]
+        handles: list[Any] = [coord.group(g, _unit_of(g)) for g in trace.groups]
         scale = [P if g == "audio" else 1 for g in trace.groups]
         stepper: Any = coord.stepper(*handles)
         core = coord._core
@@ -379,7 +382,9 @@ class KvunitsSide:
                         raw[v] = [v * s for s in scale]
         # Per group, the count of a new stream's first step after each possible hit.
         q_of = [
-            {v: h.unit(v) for v in range(0, plans[0][0][0] * s + 1)} if trace.prefix != "none" else {}
+            {v: h.unit(v) for v in range(0, plans[0][0][0] * s + 1)}
+            if trace.prefix != "none"
+            else {}
             for h, s in zip(handles, scale, strict=True)
         ]
         ranks = list(enumerate(scale))
@@ -502,9 +507,7 @@ class KvunitsSide:
     def _look(
         self, coord: KVCacheCoordinator, slots: list[int], slot_of: list[int]
     ) -> dict[int, tuple[int, tuple[int, ...]]]:
-        handles = [
-            coord.group(g, EncoderTokens if g == "audio" else Tokens) for g in self.trace.groups
-        ]
+        handles: list[Any] = [coord.group(g, _unit_of(g)) for g in self.trace.groups]
         tokens = [h for h, g in zip(handles, self.trace.groups, strict=True) if g != "audio"]
         out = {}
         for s in slots:
@@ -540,7 +543,10 @@ def import_vllm() -> dict[str, Any] | str:
             "get_request_block_hasher": ("vllm.v1.core.kv_cache_utils", "get_request_block_hasher"),
             "init_none_hash": ("vllm.v1.core.kv_cache_utils", "init_none_hash"),
             "FullAttentionSpec": ("vllm.v1.kv_cache_interface", "FullAttentionSpec"),
-            "ChunkedLocalAttentionSpec": ("vllm.v1.kv_cache_interface", "ChunkedLocalAttentionSpec"),
+            "ChunkedLocalAttentionSpec": (
+                "vllm.v1.kv_cache_interface",
+                "ChunkedLocalAttentionSpec",
+            ),
             "KVCacheConfig": ("vllm.v1.kv_cache_interface", "KVCacheConfig"),
             "KVCacheGroupSpec": ("vllm.v1.kv_cache_interface", "KVCacheGroupSpec"),
             "KVCacheTensor": ("vllm.v1.kv_cache_interface", "KVCacheTensor"),
@@ -779,7 +785,14 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
         sides["vLLM"] = VllmSide(v, trace, schedule)
     sides["typed"] = KvunitsSide(trace, schedule, "typed")
     sides["raw"] = KvunitsSide(trace, schedule, "raw")
-    if batch and hasattr(sides["typed"], "run") and _has_batch() and trace.spec == 0 and trace.prefix == "none" and trace.prompt <= trace.chunk:
+    if (
+        batch
+        and hasattr(sides["typed"], "run")
+        and _has_batch()
+        and trace.spec == 0
+        and trace.prefix == "none"
+        and trace.prompt <= trace.chunk
+    ):
         sides["batch"] = KvunitsSide(trace, schedule, "batch")
     seen = {k: Seen() for k in sides}
     for k, side in sides.items():
@@ -815,7 +828,11 @@ def print_table(rows: list[Row], with_vllm: bool) -> None:
     kinds = [k for k in ("typed", "raw", "batch") if any(k in r.us for r in rows)]
     head = ["trace", "stream-steps"] + (["vLLM µs"] if with_vllm else [])
     head += [f"{k} µs" for k in kinds]
-    head += [f"vLLM ÷ {k}" if with_vllm else f"typed ÷ {k}" for k in kinds if with_vllm or k != "typed"]
+    head += [
+        f"vLLM ÷ {k}" if with_vllm else f"typed ÷ {k}"
+        for k in kinds
+        if with_vllm or k != "typed"
+    ]
     lines = [head]
     for row in rows:
         cells = [row.trace.name, f"{make_steps(row.trace):,}"]
@@ -832,7 +849,8 @@ def print_table(rows: list[Row], with_vllm: bool) -> None:
         lines.append(cells)
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     for n, line in enumerate(lines):
-        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))))
+        placed = enumerate(zip(line, widths, strict=True))
+        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in placed))
         if n == 0:
             print("  ".join("-" * w for w in widths))
 
@@ -920,7 +938,9 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
 
         def kheld() -> int:
             return sum(
-                sum(1 for b in coord.block_table(rid, h) if b) for rid in rids for h in (audio, text)
+                sum(1 for b in coord.block_table(rid, h) if b)
+                for rid in rids
+                for h in (audio, text)
             )
 
         fills = []

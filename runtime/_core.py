@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import repeat
 from math import lcm
 from operator import setitem
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar, overload
 
 from kvunits.contracts import CacheBlocks, PooledBlocks
 from kvunits.contracts.errors import AllocationError, ConcurrentUseError, RequestError
@@ -633,15 +633,15 @@ class CoordinatorCore:
             slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
         elif fast or slow:
             # Most slow requests of a batch are at a block boundary: planned together.
-            ops = []
-            plan = _Boundary()
+            planned: Ops = []
+            boundary = _Boundary()
             for _, o in slow:
-                if not self._plan_boundary(ops, plan, o, num_new, None):
+                if not self._plan_boundary(planned, boundary, o, num_new, None):
                     break
             else:
-                self._emit_boundary(ops, plan)
-                self._fast_ops(ops, fast, num_new)
-                commit(ops_of(ops)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+                self._emit_boundary(planned, boundary)
+                self._fast_ops(planned, fast, num_new)
+                commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
         pre: Ops = []
         self.table.compact_ops(pre)
         if pre:
@@ -652,13 +652,19 @@ class CoordinatorCore:
         for request_id, o in slow:
             self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False)
         self._fast_ops(ops, fast, num_new)
-        for plan in pools.values():
-            plan.emit(ops)
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
         slabs.emit(self.table)
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
 
     def _boundary_step(
-        self, me: object, request_id: str, o: int, num_new: Sequence[int], mapping: bool
+        self,
+        me: object,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        mapping: bool,
+        lookahead: Sequence[int] | None = None,
     ) -> list[list[int]] | None:
         """A plain step past some group's slack, with the token held (as `_general_step`):
         the common one (`_plan_boundary`) planned in a few lines per group and committed at
@@ -667,8 +673,8 @@ class CoordinatorCore:
         ops: Ops = []
         out: list[list[int]] | None = [] if mapping else None
         plan = _Boundary()
-        if not self._plan_boundary(ops, plan, o, num_new, out):
-            return self._general_step(me, request_id, o, num_new, None, mapping)
+        if not self._plan_boundary(ops, plan, o, num_new, out, lookahead):
+            return self._general_step(me, request_id, o, num_new, lookahead, mapping)
         self._emit_boundary(ops, plan)
         commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
 
@@ -679,6 +685,7 @@ class CoordinatorCore:
         o: int,
         num_new: Sequence[int],
         out: list[list[int]] | None,
+        lookahead: Sequence[int] | None = None,
     ) -> bool:
         """Plan a plain step of a request whose every group is within its slack or at a block
         boundary: at most one block taken at its table's end and one evicted at its front,
@@ -686,7 +693,8 @@ class CoordinatorCore:
         Returns False for any other step: the caller then discards the plan and takes the
         general path, which decides it (or reports what is wrong)."""
         n = len(self.names)
-        if len(num_new) != n or o in self.extras or o in self.specs:
+        extra = self.extras.get(o)
+        if len(num_new) != n or (extra is not None and extra.pending()):
             return False
         table, managers = self.table, self._managers
         hot, st, never = table.hot, table.st, table.never
@@ -727,7 +735,7 @@ class CoordinatorCore:
             pool = self.pools[g]
             state = plan.pools.get(id(pool))
             if state is None:
-                if pool._cached or pool._num_stale or pool._num_shared:
+                if pool._cached or pool._num_stale or pool._shared:
                     return False
                 state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
             slab = table.slabs[g]
@@ -793,22 +801,19 @@ class CoordinatorCore:
             ops.append(
                 (setitem, st, slice(c + ANCHOR, c + CAPACITY + 1), array(st.typecode, fields))
             )
+        if lookahead is not None:  # a speculative step records its lookahead, zeros included
+            ops.append((setitem, self.specs, o, tuple(lookahead)))
+        elif o in self.specs:  # a plain step accepts the latest lookahead
+            ops.append((self.specs.pop, o, None))
         return True
 
     def _emit_boundary(self, ops: Ops, plan: _Boundary) -> None:
         """Add the pools' and slabs' part of planned boundary steps to ``ops``."""
         for pool, fresh, head, taken, evicted in plan.pools.values():
-            ref = pool._ref
             if fresh > pool._fresh:
-                ops.append((ref.extend, b"\x01" * (fresh - pool._fresh)))
                 ops.append((setattr, pool, "_fresh", fresh))
-            for block in taken:
-                if block < pool._fresh:
-                    ops.append((setitem, ref, block, 1))
             if head != pool._head:
                 ops.append((setattr, pool, "_head", head))
-            for block in evicted:
-                ops.append((setitem, ref, block, 0))
             if evicted:
                 ops.append((pool._queue.extend, evicted))
             if len(taken) != len(evicted):
@@ -905,21 +910,21 @@ class CoordinatorCore:
         out: list[list[int]] | None = [] if mapping else None
         spec = list(lookahead) if lookahead is not None else None
         extra = self.extras.get(o)
-        new_live: list[tuple[int, list[int]]] = []
+        new_live: list[tuple[int, Sequence[int]]] = []
         new_rows: list[int] = []
         for g, q in enumerate(num_new):
             c, first, end = spans[g]
             skip, live, dropped = kept[g]
             plan = self._plan_of(pools, g)
             want = wants[g]
-            taken: list[int] = []
+            taken: Sequence[int] = ()
             if want > 0:
                 if want > plan.num_free:
                     raise self._short(request_id, g, want, plan.num_free)
                 taken = plan.take(want)
             fields = fields_of[g]
             table.segment_ops(slabs, g, dropped, taken, fields)
-            entries = live[dropped:].tolist() + taken  # the live table after the step
+            entries = _Joined(live, dropped, taken)  # the live table after the step
             rows = c + q
             fields[STEP], fields[SKIPPED] = q, skip
             if first >= fields[EVICT]:
@@ -1069,6 +1074,65 @@ class CoordinatorCore:
         """
         return self.fast.rollback(request_id, rejected)
 
+    def _boundary_rollback(
+        self, me: object, request_id: str, o: int, rejected: Sequence[int]
+    ) -> None:
+        """A rollback past the fast function's reach, with the token held (as
+        `_general_step`): the common one (no more than a block freed per group, from pools
+        without cached, stale or shared blocks; the bound set again) planned in a few lines
+        per group; any other goes to `_general_rollback`."""
+        n = len(self.names)
+        spec = self.specs.get(o)
+        if spec is None or len(rejected) != n:
+            return self._general_rollback(me, request_id, o, rejected)
+        table, managers = self.table, self._managers
+        hot, st = table.hot, table.st
+        cold = table.cold(o) - HOT
+        ops: Ops = []
+        freed: dict[int, list[Any]] = {}
+        for g, r in enumerate(rejected):
+            if type(r) is not int or not 0 <= r <= spec[g]:
+                return self._general_rollback(me, request_id, o, rejected)
+            if not r:
+                continue
+            h, c = o + g * HOT, cold + g * COLD
+            p, size = self._pool[g], self._block_size[g]
+            rows = st[c + ANCHOR] - hot[h] - r
+            skipped, length, start = st[c + SKIPPED], st[c + LENGTH], st[c + START]
+            cut = managers[g].table_length(-(-rows // p)) - skipped
+            dropped = length - cut
+            pool = self.pools[g]
+            if (
+                cut < 0
+                or dropped > 1
+                or not self._has_rows[g]
+                or pool._cached
+                or pool._num_stale
+                or pool._shared
+            ):
+                return self._general_rollback(me, request_id, o, rejected)
+            slab = table.slabs[g]
+            if dropped:
+                freed.setdefault(id(pool), [pool, []])[1].append(slab[start + cut])
+            length = cut
+            index = rows // p // size
+            base, anchor = st[c + BASE], rows
+            if skipped <= index < skipped + length:
+                base = slab[start + index - skipped] - index
+                room = min(managers[g].reach(skipped + length), st[c + MAXLEN])
+                anchor = max(min(room, st[c + EVICT], (index + 1) * size) * p, rows)
+            ops.append((setitem, hot, slice(h, h + HOT), [anchor - rows, hot[h + STEP] - r]))
+            fields = array(st.typecode, (anchor, base))
+            ops.append((setitem, st, slice(c + ANCHOR, c + BASE + 1), fields))
+            if dropped:
+                ops.append((setitem, st, c + LENGTH, length))
+        for pool, blocks in freed.values():
+            ops.append((pool._queue.extend, blocks))
+            ops.append((setattr, pool, "_used", pool._used - len(blocks)))
+        left = tuple(k - r for k, r in zip(spec, rejected, strict=True))
+        ops.append((setitem, self.specs, o, left))
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
     def _general_rollback(
         self, me: object, request_id: str, o: int, rejected: Sequence[int]
     ) -> None:
@@ -1098,7 +1162,7 @@ class CoordinatorCore:
             fields = table.read(o, g)
             rows = fields[ANCHOR] - fields[SLACK] - r
             keep = self._managers[g].table_length(-(-rows // self._pool[g]))
-            live = table.live(o, g).tolist()
+            live = table.live(o, g)
             cut = keep - fields[SKIPPED]
             assert cut >= 0, (keep, fields[SKIPPED])  # speculative blocks are never evicted
             if cut < len(live):
@@ -1478,8 +1542,8 @@ class CoordinatorCore:
         cache = self.caches[g]
         cached = 0
         if cache is not None and cache.blocks:
-            held = pool.ref_count
-            cached = sum(1 for bs in cache.blocks.values() for b in bs if held(b) == 0)
+            free = pool._cached_free
+            cached = sum(1 for bs in cache.blocks.values() for b in bs if b in free)
         return pool.num_blocks - 1, used, pool.num_free, self.ledger.in_effect(g), cached
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -1626,6 +1690,33 @@ class CoordinatorCore:
 
 #: A core's step without lookahead: ``step(request_id, num_new) -> slot mappings``.
 StepFn = Callable[[str, Sequence[int]], list[list[int]]]
+
+
+class _Joined(Sequence[int]):
+    """A table's live entries after a step, read without copying them: ``live[dropped:]``
+    (an array) followed by ``taken`` (a prefill's blocks: thousands of them)."""
+
+    __slots__ = ("_dropped", "_kept", "_live", "_taken")
+
+    def __init__(self, live: array[int], dropped: int, taken: Sequence[int]) -> None:
+        self._live, self._dropped, self._taken = live, dropped, taken
+        self._kept = len(live) - dropped
+
+    def __len__(self) -> int:
+        return self._kept + len(self._taken)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index < self._kept:
+            return self._live[self._dropped + index]
+        return self._taken[index - self._kept]
 
 
 class _Boundary:

@@ -76,7 +76,7 @@ def make_functions(core: CoordinatorCore) -> FastFunctions:
         core.specs,
         core,
     )
-    return FastFunctions(*made, source=source)
+    return FastFunctions._make((*made, source))
 
 
 @lru_cache(maxsize=256)
@@ -105,7 +105,7 @@ def _source(core: CoordinatorCore) -> str:
         "    contend = guard.contend",
         "    concurrent, unknown = core._concurrent, core._unknown",
         "    general, general_rollback = core._general_step, core._general_rollback",
-        "    boundary = core._boundary_step",
+        "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
         "    general_all = core._general_all",
         "",
     ]
@@ -205,6 +205,7 @@ def _source(core: CoordinatorCore) -> str:
             lines.append(f"            {stores()}; del owner[0]; {out}  # the commit")
             lines += tail
         back = "return general(me, request_id, o, num_new, lookahead, True)"
+        past = "return boundary(me, request_id, o, num_new, True, lookahead)"
         kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
         lines += head("speculative" + suffix, "request_id, num_new, lookahead", "allocate")
         if not typed:
@@ -214,16 +215,22 @@ def _source(core: CoordinatorCore) -> str:
             lines += [f"            if {ints}:", f"                {back}"]
         lines += [f"            if {kints}:", f"                {back}"]
         for g in range(n):
-            lines += group(g, True, back, "            ")
+            lines += group(g, True, past, "            ")
         spec = "(" + ", ".join(f"k{g}" for g in range(n)) + comma + ")"
         maps = ", ".join(f"m{g}" for g in range(n))
         lines.append(
-            f"            {stores()}; specs[o] = {spec}; del owner[0]; return [{maps}]  # the commit"
+            f"            {stores()}; specs[o] = {spec}; del owner[0]; return [{maps}]"
+            "  # the commit"
         )
         lines += tail
         back = "return general_rollback(me, request_id, o, rejected)"
+        past = "return boundary_rollback(me, request_id, o, rejected)"
         lines += head("rollback" + suffix, "request_id, rejected", "rollback")
-        lines += ["            spec = specs.get(o)", "            if spec is None:", f"                {back}"]
+        lines += [
+            "            spec = specs.get(o)",
+            "            if spec is None:",
+            f"                {back}",
+        ]
         if not typed:
             lines += shape(["rejected"], back)
         lines += [f"            {rs} = rejected", f"            {ks} = spec"]
@@ -239,7 +246,7 @@ def _source(core: CoordinatorCore) -> str:
                 f"            if r{g}:",
                 # No slack: the rolled-back step ended where a block is to be taken.
                 f"                if not s{g}:",
-                f"                    {back}",
+                f"                    {past}",
                 f"                c{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g}",
                 f"                n{g} = c{g} - r{g}",
             ]
@@ -253,12 +260,12 @@ def _source(core: CoordinatorCore) -> str:
             entries = (
                 f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
             )
-            lines += [f"                if {keep} < {entries}:", f"                    {back}"]
+            lines += [f"                if {keep} < {entries}:", f"                    {past}"]
             if core._has_rows[g]:
                 # The next step's first slot in another block: its bound is another.
                 lines += [
                     f"                if n{g} // {p * size} != c{g} // {p * size}:",
-                    f"                    {back}",
+                    f"                    {past}",
                 ]
             lines.append(f"            t{g} = hot[o + {h + STEP}] - r{g}")
             commit_parts += [f"hot[o + {h + SLACK}] = s{g} + r{g}", f"hot[o + {h + STEP}] = t{g}"]
@@ -313,7 +320,8 @@ def _source(core: CoordinatorCore) -> str:
         lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
         lines += tail
     names = ("step", "advance", "speculative", "rollback", "advance_all")
-    lines.append("    return (" + ", ".join(names) + ", " + ", ".join(f"{x}_typed" for x in names) + ")")
+    typed_names = ", ".join(f"{x}_typed" for x in names)
+    lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
     header = (
         "from itertools import repeat\n"
         "from operator import add, getitem, setitem, sub\n"

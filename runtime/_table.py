@@ -40,7 +40,7 @@ entries in cache blocks):
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from operator import setitem
 from typing import Final
 
@@ -171,7 +171,7 @@ class RequestTable:
         plan: SlabPlan,
         g: int,
         dropped: int,
-        added: list[int],
+        added: Sequence[int],
         fields: list[int],
     ) -> None:
         """Plan a request's table in group ``g``: its first ``dropped`` live entries evicted,

@@ -39,10 +39,6 @@ MAX_POOL_BLOCKS: Final = 2**31
 #: rebuilds the queue without them: at least this many, and half the queue.
 _COMPACT_AFTER: Final = 64
 
-#: A reference count stored in the byte map at this value or above lives in the pool's
-#: overflow map instead (blocks a prefix shares among 255 requests or more).
-_SATURATED: Final = 255
-
 #: A group's map of cached content: block hash -> the blocks holding that content, oldest first.
 CacheMap = dict[bytes, list[int]]
 
@@ -50,11 +46,11 @@ CacheMap = dict[bytes, list[int]]
 class BlockPool:
     """A fixed number of cache blocks with reference counts and a first-in first-out free queue.
 
-    A block is free (in the queue, reference count 0) or held by one or more block tables; the
-    null block is held for ever. A block is held by more than one table only when the prefix
-    cache shares it (`PoolPlan.touch`): the reference count is the number of tables holding it.
-    Freeing a block that is not held, which would hand one block to two requests, is an
-    `AssertionError` before anything changes.
+    A block is free (in the queue) or held by one or more block tables; the null block is held
+    for ever. A block is held by more than one table only when the prefix cache shares it
+    (`PoolPlan.touch`): its reference count is the number of tables holding it. Freeing a block
+    that is not held, which would hand one block to two requests, is an `AssertionError` before
+    anything changes.
 
     Why the queue order is kept: a freed block's contents are dead unless the prefix cache
     registered them, so any order is correct; the order still decides *which* ids the next
@@ -67,14 +63,17 @@ class BlockPool:
     (``FreeKVCacheBlockQueue``: append on free, pop from the front); vLLM 2026 puts never-cached
     blocks at the front instead, kvunits keeps one FIFO order for all.
 
-    Memory follows the ids handed out, never the pool's size: the queue is the ids never handed
-    out (a range, ``_fresh .. num_blocks - 1``, always at its front, since every freed block
-    goes to the back) followed by the freed ones, 4 bytes each (``array('i')``); a block's
-    reference count is one byte of a map indexed by id, grown as ids are handed out. A pool of
-    2**31 blocks costs what a pool of 4 does until its blocks are used. A block a prefix hit
-    takes back out of the queue leaves a stale entry there (removing it would cost a scan of
-    the queue): it is skipped when it reaches the front, and `compact` drops stale entries
-    once they are half the queue.
+    Memory follows the ids freed, never the pool's size, and a block costs nothing to take or
+    free beyond its place in the queue: the queue is the ids never handed out (a range,
+    ``_fresh .. num_blocks - 1``, always at its front, since every freed block goes to the
+    back) followed by the freed ones, 4 bytes each (``array('i')``, taken and extended by
+    slices). Whether a block is held is the queue's complement (a block below ``_fresh`` and
+    not queued); only what differs from "held by one table" is recorded: blocks held by several
+    tables (``_shared``: their counts) and free blocks whose content is cached
+    (``_cached_free``). A pool of 2**31 blocks costs what a pool of 4 does until its blocks are
+    used. A block a prefix hit takes back out of the queue leaves a stale entry there
+    (removing it would cost a scan of the queue): it is skipped when it reaches the front, and
+    `compact_ops` drops stale entries once they are half the queue.
 
     Args:
         num_blocks: cache blocks in the pool, the null block included (``1 ..``
@@ -94,13 +93,13 @@ class BlockPool:
 
     __slots__ = (
         "_cached",
+        "_cached_free",
         "_fresh",
         "_head",
-        "_num_shared",
+        "_iota",
         "_num_stale",
-        "_over",
         "_queue",
-        "_ref",
+        "_shared",
         "_stale",
         "_used",
         "name",
@@ -120,16 +119,17 @@ class BlockPool:
         self.num_blocks = num_blocks
         self._fresh = 1  # the lowest id never handed out (the null block, 0, never is)
         self._queue = array("i")  # freed ids in order; the live part starts at _head
+        self._iota = array("i")  # the ids 0 .. k - 1: fresh ids are sliced from it
         self._head = 0
-        self._ref = bytearray(1)  # reference count per id below _fresh (the null block's unused)
-        self._over: dict[int, int] = {}  # counts of _SATURATED or more
-        self._used = 0  # blocks held (count >= 1), the null block not counted
-        self._num_shared = 0  # blocks held by more than one table
+        self._used = 0  # blocks held, the null block not counted
+        self._shared: dict[int, int] = {}  # blocks held by 2 tables or more: their counts
         # Stale queue entries per block (taken back by a touch), and their total.
         self._stale: dict[int, int] = {}
         self._num_stale = 0
-        # Blocks whose content the prefix cache registered: block -> (its map, its key).
+        # Blocks whose content the prefix cache registered: block -> (its map, its key); and
+        # those of them that are free (in the queue).
         self._cached: dict[int, tuple[CacheMap, bytes]] = {}
+        self._cached_free: set[int] = set()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -146,33 +146,35 @@ class BlockPool:
     @property
     def num_cached_free(self) -> int:
         """Free blocks that still hold a registered prefix (a hit may take them back)."""
-        return sum(1 for b in self._cached if not self.ref_count(b))
+        return len(self._cached_free)
 
     @property
     def has_shared(self) -> bool:
         """Whether any block is held by more than one table."""
-        return self._num_shared > 0
+        return bool(self._shared)
 
     def ref_count(self, block: int) -> int:
         """The reference count of one block: the tables holding it (0: free; the null block:
-        1)."""
+        1). For inspection: a block held by one table is told from a free one by a scan of
+        the queue."""
         if block == NULL_BLOCK:
             return 1
         if not 0 < block < self._fresh:
             return 0
-        count = self._ref[block]
-        return self._over[block] if count == _SATURATED else count
+        shared = self._shared.get(block)
+        if shared is not None:
+            return shared
+        return 0 if block in set(self.free_queue()) else 1
 
     def count_shared(self, blocks: Iterable[int]) -> int:
-        """How many of ``blocks`` more than one table holds (freeing them frees nothing)."""
-        if not self._num_shared:
-            return 0
-        return sum(1 for b in blocks if self.ref_count(b) > 1)
+        """How many of ``blocks`` (held ones) more than one table holds."""
+        shared = self._shared
+        return sum(1 for b in blocks if b in shared) if shared else 0
 
     def held_blocks(self) -> list[int]:
-        """Every held block, in id order (for inspection: it scans the ids handed out)."""
-        ref = self._ref
-        return [b for b in range(1, self._fresh) if ref[b]]
+        """Every held block, in id order (for inspection: it scans the queue)."""
+        free = set(self.free_queue())
+        return [b for b in range(1, self._fresh) if b not in free]
 
     def is_cached(self, block: int) -> bool:
         """Whether the prefix cache registered the block's content (held or free)."""
@@ -196,6 +198,16 @@ class BlockPool:
             out.append(block)
         return out
 
+    def ids(self, start: int, end: int) -> array[int]:
+        """The ids ``start .. end − 1`` as an array, sliced from a table of ids grown (by
+        doubling, to at most the pool's size) as fresh ids are handed out: a prefill's blocks
+        cost a copy, not an int each. Growing it changes nothing observable."""
+        iota = self._iota
+        if end > len(iota):
+            grow = min(max(end, 2 * len(iota), 64), self.num_blocks)
+            iota.extend(array("i", range(len(iota), grow)))
+        return iota[start:end]
+
     # -- changing, one atomic change at a time ---------------------------------------------
 
     def allocate_n(self, n: int) -> list[int]:
@@ -208,18 +220,26 @@ class BlockPool:
         plan = PoolPlan(self)
         taken = plan.take(n)
         self._apply(plan)
-        return taken
+        return list(taken)
 
     def free(self, blocks: Iterable[int]) -> None:
         """Drop one reference to each block, in the order given (any iterable: it is read
         once, whole, before anything changes); a block whose count reaches 0 goes to the back
         of the free queue (a cached one keeps its hash there).
 
-        Freeing the null block, or a block more times than it is held, is a bug in the caller
-        (`AssertionError`); the pool is then unchanged.
+        Freeing the null block, a block not held, or a block more times than it is held, is a
+        bug in the caller (`AssertionError`); the pool is then unchanged.
         """
+        given = tuple(blocks)
+        free = set(self.free_queue())
+        times: dict[int, int] = {}
+        for block in given:
+            times[block] = times.get(block, 0) + 1
+            held = 0 if block in free or not 0 < block < self._fresh else 1
+            if times[block] > self._shared.get(block, held):
+                raise self.not_held(block)
         plan = PoolPlan(self)
-        plan.release(tuple(blocks))
+        plan.release(given)
         self._apply(plan)
 
     def touch(self, block: int) -> bool:
@@ -272,6 +292,7 @@ class BlockPool:
         for cache, key in emptied.values():
             ops.append((cache.pop, key, None))
         ops.append((self._cached.clear,))
+        ops.append((self._cached_free.clear,))
         return True
 
     # -- errors --------------------------------------------------------------------------------
@@ -296,17 +317,18 @@ class PoolPlan:
 
     Every question (`count`, `num_free`, what the front of the queue holds) is answered as if
     the planned changes were made; nothing in the pool changes until `emit`'s operations are
-    committed.
+    committed. The pool's callers release only blocks they hold (a table's), so a block the
+    plan does not know of is taken as held once, unless shared or free and cached.
     """
 
     __slots__ = (
         "appended",
         "cache_add",
+        "cached_free",
         "evicted",
         "fresh",
         "head",
         "lists",
-        "num_shared",
         "num_stale",
         "pool",
         "ref",
@@ -321,10 +343,10 @@ class PoolPlan:
         self.head = pool._head
         self.num_stale = pool._num_stale
         self.used = pool._used
-        self.num_shared = pool._num_shared
-        self.ref: dict[int, int] = {}  # planned reference counts
+        self.ref: dict[int, int] = {}  # planned reference counts of blocks the plan changed
         self.stale: dict[int, int] = {}  # planned stale counts
-        self.appended: list[int] = []  # freed by the plan, behind the queue, in order
+        self.cached_free: dict[int, bool] = {}  # planned: a cached block free (True) or not
+        self.appended: list[int] | array[int] = []  # freed by the plan, behind the queue
         self.taken_appended = 0  # of which an allocation of the plan took these first
         self.evicted: dict[int, tuple[CacheMap, bytes]] = {}  # cached blocks taken
         self.cache_add: dict[int, tuple[CacheMap, bytes]] = {}  # registered by the plan
@@ -339,13 +361,19 @@ class PoolPlan:
         return pool.num_blocks - self.fresh + queued - self.num_stale
 
     def count(self, block: int) -> int:
-        """The planned reference count of a block."""
+        """The planned reference count of a block (one the plan's caller holds, or knows)."""
         planned = self.ref.get(block)
         if planned is not None:
             return planned
-        if self.pool._fresh <= block < self.fresh:
-            return 1  # handed out fresh by this plan
-        return self.pool.ref_count(block)
+        pool = self.pool
+        shared = pool._shared.get(block)
+        if shared is not None:
+            return shared
+        if block >= self.fresh or block == NULL_BLOCK:
+            return 0
+        if block in pool._cached_free and self.cached_free.get(block, True):
+            return 0
+        return 1
 
     def cached(self, block: int) -> tuple[CacheMap, bytes] | None:
         """The planned cache entry of a block."""
@@ -368,7 +396,7 @@ class PoolPlan:
         self.lists[id(cache), key] = (cache, key, blocks)
         return blocks
 
-    def take(self, n: int) -> list[int]:
+    def take(self, n: int) -> Sequence[int]:
         """Take ``n`` blocks from the front of the queue: ids never handed out first, then the
         freed ones in order (a stale entry is skipped, a cached block evicted).
 
@@ -382,11 +410,28 @@ class PoolPlan:
         pool = self.pool
         start = self.fresh
         fresh = min(n, pool.num_blocks - start)
-        taken = list(range(start, start + fresh))
+        taken = pool.ids(start, start + fresh)
         self.fresh = start + fresh
         queue, appended = pool._queue, self.appended
+        more = n - fresh
+        self.used += n
+        if (
+            more
+            and not self.num_stale
+            and not pool._cached
+            and not self.cache_add
+            and self.head + more <= len(queue)
+        ):
+            # No stale entry and no cached block anywhere: the queue's front, as a slice.
+            front = queue[self.head : self.head + more]
+            self.head += more
+            if not fresh:
+                return front
+            taken.extend(front)
+            return taken
         ref = self.ref
-        while len(taken) < n:
+        got = fresh
+        while got < n:
             if self.head < len(queue):
                 block = queue[self.head]
                 self.head += 1
@@ -405,29 +450,43 @@ class PoolPlan:
                     del self.cache_add[block]
                 else:
                     self.evicted[block] = entry
-            ref[block] = 1
+                self.cached_free[block] = False
+            if block in ref:
+                ref[block] = 1
             taken.append(block)
-        self.used += n
+            got += 1
         return taken
 
     def release(self, blocks: Sequence[int]) -> None:
-        """Drop one reference to each block, in order; a block whose count reaches 0 goes to
-        the back of the queue.
+        """Drop one reference to each block (held: a table's), in order; a block whose count
+        reaches 0 goes to the back of the queue (a cached one keeps its content there).
 
         Raises:
-            AssertionError: the null block, or a block not held (a caller's bug).
+            AssertionError: the null block, or a block this plan knows is not held.
         """
+        pool = self.pool
+        if not pool._shared and not self.ref and not pool._cached and not self.cache_add:
+            # Nothing shared or cached: every block goes back, in order, as one slice.
+            if self.appended:
+                self.appended = array("i", self.appended)
+                self.appended.extend(blocks)
+            else:
+                self.appended = blocks if isinstance(blocks, array) else array("i", blocks)
+            self.used -= len(blocks)
+            return
         ref = self.ref
         for block in blocks:
-            count = self.count(block) if block != NULL_BLOCK else 0
+            count = self.count(block)
             if count < 1:
-                raise self.pool.not_held(block)
+                raise pool.not_held(block)
             ref[block] = count - 1
             if count == 1:
+                if not isinstance(self.appended, list):
+                    self.appended = self.appended.tolist()
                 self.appended.append(block)
                 self.used -= 1
-            elif count == 2:
-                self.num_shared -= 1
+                if self.cached(block) is not None:
+                    self.cached_free[block] = True
 
     def touch(self, block: int) -> bool:
         """Add a reference to a block a prefix hit found: a held one becomes shared, a free
@@ -439,13 +498,12 @@ class PoolPlan:
         count = self.count(block)
         self.ref[block] = count + 1
         if count:
-            if count == 1:
-                self.num_shared += 1
             return True
         assert self.cached(block) is not None, f"block {block} of pool {self.pool.name!r}"
         self.stale[block] = self._stale_count(block) + 1
         self.num_stale += 1
         self.used += 1
+        self.cached_free[block] = False
         return False
 
     def register(self, block: int, cache: CacheMap, key: bytes) -> None:
@@ -458,23 +516,18 @@ class PoolPlan:
     def emit(self, ops: Ops) -> None:
         """Add to ``ops`` the operations that make the planned changes."""
         pool = self.pool
-        grown = self.fresh - pool._fresh
-        if grown:
-            ops.append((pool._ref.extend, b"\x01" * grown))
+        if self.fresh != pool._fresh:
             ops.append((setattr, pool, "_fresh", self.fresh))
-        refmap, over = pool._ref, pool._over
+        shared = pool._shared
         for block, count in self.ref.items():
-            if count >= _SATURATED:
-                ops.append((setitem, refmap, block, _SATURATED))
-                ops.append((setitem, over, block, count))
-            else:
-                if block < pool._fresh and refmap[block] == _SATURATED:
-                    ops.append((over.pop, block, None))
-                ops.append((setitem, refmap, block, count))
+            if count >= 2:
+                ops.append((setitem, shared, block, count))
+            elif block in shared:
+                ops.append((shared.pop, block, None))
         queue = pool._queue
         head = self.head  # the whole old queue when the plan took freed blocks of its own
         back = self.appended[self.taken_appended :]
-        if back:
+        if len(back):
             ops.append((queue.extend, back))
         total = len(queue) + len(back)
         if head and (head >= len(queue) or 2 * head >= total):
@@ -485,17 +538,15 @@ class PoolPlan:
         stale = pool._stale
         for block, left in self.stale.items():
             ops.append((setitem, stale, block, left) if left else (stale.pop, block, None))
-        for name, value in (
-            ("_num_stale", self.num_stale),
-            ("_used", self.used),
-            ("_num_shared", self.num_shared),
-        ):
+        for name, value in (("_num_stale", self.num_stale), ("_used", self.used)):
             if getattr(pool, name) != value:
                 ops.append((setattr, pool, name, value))
-        cached = pool._cached
+        cached, cached_free = pool._cached, pool._cached_free
         for block in self.evicted:
             ops.append((cached.pop, block, None))
         for block, entry in self.cache_add.items():
             ops.append((setitem, cached, block, entry))
+        for block, free in self.cached_free.items():
+            ops.append((cached_free.add if free else cached_free.discard, block))
         for cache, key, blocks in self.lists.values():
             ops.append((setitem, cache, key, blocks) if blocks else (cache.pop, key, None))

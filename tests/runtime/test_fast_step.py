@@ -16,6 +16,7 @@ nothing, after which the same step gives what it gives on a twin that was never 
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import pytest
@@ -236,8 +237,8 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
         left.append("general")
         return general_step(self, *args)
 
-    CoordinatorCore._boundary_step = counted_boundary  # type: ignore[method-assign]
-    CoordinatorCore._general_step = counted_general  # type: ignore[method-assign]
+    CoordinatorCore._boundary_step = counted_boundary  # type: ignore[method-assign,assignment]
+    CoordinatorCore._general_step = counted_general  # type: ignore[method-assign,assignment]
     try:
         coord = coordinator(
             {"a": FullAttentionLayer(kv_heads=1, head_size=8)},
@@ -290,7 +291,7 @@ def test_a_decode_step_interrupted_anywhere_changes_nothing() -> None:
         before = _state(coord)
         probe = copy.deepcopy(coord)
         probe_step = probe.stepper(probe.group("audio", EncoderTokens), probe.group("text", Tokens))
-        counter.run(lambda: probe_step.allocate("r", EncoderTokens(2), Tokens(1)))
+        counter.run(functools.partial(probe_step.allocate, "r", EncoderTokens(2), Tokens(1)))
         for at in range(1, counter.seen + 1):
             with pytest.raises(KeyboardInterrupt):
                 Interrupt(at).run(lambda: step.allocate("r", EncoderTokens(2), Tokens(1)))

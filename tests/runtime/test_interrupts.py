@@ -30,6 +30,7 @@ its call changed the state.
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import sys
 from collections.abc import Callable
@@ -339,7 +340,7 @@ def interrupted_everywhere(
     try:
         for at in range(1, events + 1):
             try:
-                Interrupt(at).run(lambda: call(w))
+                Interrupt(at).run(functools.partial(call, w))
                 # Python ignores an exception raised while a generator is closed (a trace
                 # function's at its final call event, as a signal handler's would be): the
                 # call then ran whole.
