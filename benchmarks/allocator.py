@@ -48,9 +48,12 @@ from dataclasses import dataclass
 
 from kvunits.contracts import (
     Bytes,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     PoolFactor,
     SlidingWindowLayer,
@@ -82,10 +85,15 @@ class Trace:
 def voxtral_plan(concurrency: int) -> CapacityPlan:
     """The capacity plan of a Voxtral-like model with room for ``concurrency`` full requests."""
     audio = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
-    text = FullAttentionLayer(kv_heads=8, head_size=128)
-    model = ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
+    text = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    model = ModelSpec.stacked(
+        "voxtral-realtime", {"audio": (audio, Layers(32)), "text": (text, Layers(26))}
+    )
 
     def engine(budget: int) -> EngineSpec:
         return EngineSpec(

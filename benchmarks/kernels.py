@@ -221,7 +221,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def _spec(config: Config) -> Any:
     from kvunits.contracts import (
         CacheDType,
+        Elements,
         EncoderTokens,
+        KVHeads,
         PoolFactor,
         SlidingWindowLayer,
         Window,
@@ -230,7 +232,8 @@ def _spec(config: Config) -> Any:
 
     layer = SlidingWindowLayer(
         sliding_window=Window(config.sliding_window, EncoderTokens), pool=PoolFactor(config.pool),
-        kv_heads=config.kv_heads, head_size=config.head_size, dtype=CacheDType(config.dtype),
+        kv_heads=KVHeads(config.kv_heads), head_size=Elements(config.head_size),
+        dtype=CacheDType(config.dtype),
     )  # fmt: skip
     return kernel_view(layer, config.block_size).expect(EncoderTokens)
 

@@ -83,15 +83,18 @@ from pathlib import Path
 from typing import Any
 
 from kvunits.contracts import (
-    CacheBlocks,
     CacheDType,
     Chunk,
     ChunkedLocalLayer,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     LayerSpec,
     ModelSpec,
+    PoolBlocks,
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
@@ -299,17 +302,22 @@ def kvunits_layer(name: str) -> LayerSpec:
         return SlidingWindowLayer(
             sliding_window=Window(750, EncoderTokens),
             pool=PoolFactor(P),
-            kv_heads=32,
-            head_size=64,
+            kv_heads=KVHeads(32),
+            head_size=Elements(64),
             dtype=bf16,
         )
     if name == "sliding":
         return SlidingWindowLayer(
-            sliding_window=Window(512, Tokens), kv_heads=8, head_size=128, dtype=bf16
+            sliding_window=Window(512, Tokens),
+            kv_heads=KVHeads(8),
+            head_size=Elements(128),
+            dtype=bf16,
         )
     if name == "chunked":
-        return ChunkedLocalLayer(chunk=Chunk(256, Tokens), kv_heads=8, head_size=128, dtype=bf16)
-    return FullAttentionLayer(kv_heads=8, head_size=128, dtype=bf16)
+        return ChunkedLocalLayer(
+            chunk=Chunk(256, Tokens), kv_heads=KVHeads(8), head_size=Elements(128), dtype=bf16
+        )
+    return FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128), dtype=bf16)
 
 
 def _unit_of(group: str) -> Any:
@@ -319,7 +327,7 @@ def _unit_of(group: str) -> Any:
 
 def kvunits_coordinator(trace: Trace) -> KVCacheCoordinator:
     """The trace's coordinator: pools that never run short for its streams."""
-    model = ModelSpec.stacked("family", {g: (kvunits_layer(g), 1) for g in trace.groups})
+    model = ModelSpec.stacked("family", {g: (kvunits_layer(g), Layers(1)) for g in trace.groups})
     in_flight = max(trace.chunk, 1 + trace.spec)
     engine = EngineSpec(
         block_size_slots=BLOCK,
@@ -338,8 +346,8 @@ def kvunits_coordinator(trace: Trace) -> KVCacheCoordinator:
         )
         assert ints.block_size_slots == BLOCK
     if trace.shared_pool:
-        return KVCacheCoordinator(groups, CacheBlocks(1 + trace.streams * sum(caps)))
-    return KVCacheCoordinator(groups, [CacheBlocks(1 + trace.streams * c) for c in caps])
+        return KVCacheCoordinator(groups, PoolBlocks(1 + trace.streams * sum(caps)))
+    return KVCacheCoordinator(groups, [PoolBlocks(1 + trace.streams * c) for c in caps])
 
 
 @dataclass

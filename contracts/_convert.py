@@ -24,6 +24,7 @@ from ._quantity import (
     CacheBlocks,
     EncoderTokens,
     PooledBlocks,
+    SpanBlocks,
     Tokens,
     check_quantity,
 )
@@ -65,6 +66,26 @@ def pool_window(window: Window[EncoderTokens], pool: PoolFactor) -> Window[Poole
     """
     w = check_kind(window, Window, EncoderTokens, "window")._n
     return Window(cdiv(w - 1, _pool(pool)) + 1, PooledBlocks)
+
+
+def unpool_window(window: Window[PooledBlocks], pool: PoolFactor) -> Window[EncoderTokens]:
+    """The widest kernel window (in encoder tokens) that a manager window of S pooled blocks
+    keeps resident: ``(S − 1)·P + 1``, exact (the upper end of the windows `pool_window` maps
+    to S, so ``pool_window(unpool_window(S, P), P) == S``).
+
+    The manager keeps ``S − 1`` slots behind the current one, ``(S − 1)·P`` encoder tokens
+    however the eviction point falls, so a kernel window of W tokens is served when its
+    look-back W − 1 fits: W <= (S − 1)·P + 1. Reading a window an engine states in pooled
+    slots (vLLM's ``sliding_window`` with ``tokens_per_state = 1/P``) in the kernel's unit.
+
+    Example:
+        >>> unpool_window(Window(189, PooledBlocks), PoolFactor(4))
+        Window(753, EncoderTokens)
+        >>> unpool_window(Window(188, PooledBlocks), PoolFactor(4))  # 750 does not fit
+        Window(749, EncoderTokens)
+    """
+    s = check_kind(window, Window, PooledBlocks, "window")._n
+    return Window((s - 1) * _pool(pool) + 1, EncoderTokens)
 
 
 def pool_span(run: EncoderTokens, pool: PoolFactor) -> PooledBlocks:
@@ -173,14 +194,14 @@ def slots_to_cache_blocks_ceil(slots: Any, block_size: BlockSize[Any]) -> CacheB
 @overload
 def window_blocks(
     window: Window[PooledBlocks], block_size: BlockSize[PooledBlocks]
-) -> CacheBlocks: ...
+) -> SpanBlocks: ...
 @overload
-def window_blocks(window: Window[Tokens], block_size: BlockSize[Tokens]) -> CacheBlocks: ...
+def window_blocks(window: Window[Tokens], block_size: BlockSize[Tokens]) -> SpanBlocks: ...
 @overload
 def window_blocks(
     window: Window[EncoderTokens], block_size: BlockSize[EncoderTokens]
-) -> CacheBlocks: ...
-def window_blocks(window: Window[Any], block_size: BlockSize[Any]) -> CacheBlocks:
+) -> SpanBlocks: ...
+def window_blocks(window: Window[Any], block_size: BlockSize[Any]) -> SpanBlocks:
     """The most cache blocks a window of W slots can touch: ``cdiv(W − 1, B) + 1``.
 
     A window can start anywhere in a block: the current slot's block plus the blocks its
@@ -188,13 +209,18 @@ def window_blocks(window: Window[Any], block_size: BlockSize[Any]) -> CacheBlock
     unless ``W mod B == 1`` (TRT-LLM #16426); ``W // B`` drops the boundary block (vllm-gaudi
     before #1395), and ``W // B + 1`` (its fix) is still one short when ``W mod B >= 2``.
 
+    The result is a `SpanBlocks`, not a cap: what a request holds is the window plus the
+    steps in flight, bounded by its length (`ManagerSpec.max_admission_blocks_per_request`);
+    a span used as a cap under-reserves (vLLM #11168: ``can_allocate`` counted the window's
+    blocks where a prefill needs all of its own).
+
     Example:
         >>> window_blocks(Window(4, Tokens), BlockSize(2, Tokens))  # slots 1-4: blocks 0, 1, 2
-        CacheBlocks(3)
+        SpanBlocks(3)
     """
     unit = _block_unit(block_size)
     w = check_kind(window, Window, unit, "window")._n
-    return CacheBlocks(cdiv(w - 1, block_size.numerical_value_in(unit)) + 1)
+    return SpanBlocks(cdiv(w - 1, block_size.numerical_value_in(unit)) + 1)
 
 
 @overload
@@ -274,11 +300,37 @@ class Conversion:
 CONVERSIONS: Final[tuple[Conversion, ...]] = (
     Conversion("pool_length", "encoder_token", "pooled_block", "ceil", "cdiv(n, P)"),
     Conversion(
+        "flash_attn_window_size",
+        "encoder_token or token window",
+        "FlashAttention window_size",
+        "exact",
+        "(W - 1, 0)",
+    ),
+    Conversion(
+        "flashinfer_window_left",
+        "encoder_token or token window",
+        "FlashInfer window_left",
+        "exact",
+        "W - 1",
+    ),
+    Conversion(
+        "exclusive_window_bound",
+        "encoder_token or token window",
+        "exclusive bound (Triton kernels here)",
+        "exact",
+        "W",
+    ),
+    Conversion("last_position", "length", "position", "exact", "L - 1"),
+    Conversion("length_through", "position", "length", "exact", "i + 1"),
+    Conversion(
         "pool_window",
         "encoder_token window",
         "pooled_block window",
         "window",
         "cdiv(W - 1, P) + 1",
+    ),
+    Conversion(
+        "unpool_window", "pooled_block window", "encoder_token window", "exact", "(S - 1) * P + 1"
     ),
     Conversion("pool_span", "encoder_token", "pooled_block", "span", "cdiv(n - 1, P) + 1"),
     Conversion(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
+from ._origin import in_python, written_in_python
 from ._quantity import Bytes
 from .errors import SpecError
 
@@ -72,3 +73,26 @@ _ALIASES: Final[dict[str, str]] = {
     "torch.float16": "float16",
     "torch.float32": "float32",
 }
+
+
+def parse_dtype_field(value: object, info: Any) -> object:
+    """Before-check of a dtype field: a config's name (``"bf16"``) is parsed; in Python
+    construction (`kvunits.contracts._origin`) a `CacheDType` member is written instead.
+
+    Raises:
+        PydanticCustomError: a name given in Python, with the member to write.
+        SpecError: an unknown name.
+    """
+    if not isinstance(value, str) or type(value) is CacheDType:
+        return value
+    if in_python(info):
+        try:
+            fix = f"CacheDType.{CacheDType.parse(value).name}"
+        except SpecError:
+            fix = (
+                "a CacheDType member ("
+                + ", ".join(f"CacheDType.{d.name}" for d in CacheDType)
+                + ")"
+            )
+        raise written_in_python(info, value, fix, "a CacheDType")
+    return CacheDType.parse(value)

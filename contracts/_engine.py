@@ -6,8 +6,9 @@ from typing import Annotated, Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from ._dtype import CacheDType
+from ._dtype import CacheDType, parse_dtype_field
 from ._model import SpecModel
+from ._origin import in_python, written_in_python
 from ._quantity import EncoderTokens, Tokens
 from .deploy import Parallelism, RankBytes, requested_memory
 
@@ -140,10 +141,14 @@ class EngineSpec(SpecModel):
 
     @field_validator("cache_dtype", mode="before")
     @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        if isinstance(value, str):
-            return None if value.strip().lower() == "auto" else CacheDType.parse(value)
-        return value
+    def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            if in_python(info):
+                raise written_in_python(
+                    info, value, "None (each layer's own dtype)", "a CacheDType"
+                )
+            return None
+        return parse_dtype_field(value, info)
 
     @field_validator("max_model_len", "max_num_batched_tokens")
     @classmethod

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, final
 
+from pydantic import ValidationInfo
+
 from ._describe import describe
 from ._quantity import EncoderTokens, PooledBlocks, SeqUnit, Tokens
 from .errors import UnitAttributeError, UnitError, UnitTypeError, UnitValueError
@@ -205,15 +207,21 @@ _set_unit = BlockSize.__dict__["unit"].__set__
 def _pool_core_schema(cls: type[PoolFactor], source: Any, handler: Any) -> Any:
     from pydantic_core import PydanticCustomError, core_schema
 
-    def validate(value: object) -> PoolFactor:
+    from ._origin import in_python, written_in_python
+
+    def validate(value: object, info: ValidationInfo) -> PoolFactor:
         if type(value) is PoolFactor:
             return value
+        if in_python(info):
+            good = type(value) is int and 1 <= value <= MAX_POOL
+            fix = f"PoolFactor({value})" if good else f"PoolFactor(p), p an int in 1 .. {MAX_POOL}"
+            raise written_in_python(info, value, fix, "PoolFactor")
         try:
             return PoolFactor(value)  # type: ignore[arg-type]  # PoolFactor checks the type itself
         except UnitError as exc:
             raise PydanticCustomError("unit_error", "{message}", {"message": exc.message}) from None
 
-    return core_schema.no_info_plain_validator_function(
+    return core_schema.with_info_plain_validator_function(
         validate,
         serialization=core_schema.plain_serializer_function_ser_schema(
             lambda p: p.tokens_per_block, when_used="always"

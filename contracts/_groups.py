@@ -9,17 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeAlias, TypeVar, final
+from typing import Any, Generic, TypeAlias, TypeVar, final, overload
 
 from ._convert import pool_length, pool_span
+from ._counts import Layers
 from ._dtype import CacheDType
 from ._engine import EngineSpec
+from ._group_marker import GroupMarker, GroupT, marker_name
 from ._layers import STATE_LAYERS, UNCACHED_LAYERS, ModelSpec
-from ._quantity import CacheBlocks, PooledBlocks, SlotUnit, Tokens, check_quantity
-from ._views import KernelSpec, ManagerSpec, kernel_view, manager_view
+from ._quantity import (
+    AdmissionCap,
+    Bytes,
+    CacheBlocks,
+    PooledBlocks,
+    SlotUnit,
+    Tokens,
+    check_quantity,
+)
+from ._views import KernelSpec, ManagerSpec, bind_group, kernel_view, manager_view
 from .errors import SpecError, UnitTypeError
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
+_G = TypeVar("_G", bound=GroupMarker)
 
 
 @final
@@ -43,11 +54,14 @@ class GroupLimits(Generic[SlotUnit]):
 
 @final
 @dataclass(frozen=True, slots=True)
-class LayerGroup(Generic[SlotUnit]):
+class LayerGroup(Generic[SlotUnit, GroupT]):
     """Layers that share one manager spec, typed by the slot unit the manager counts.
 
     `group_layers` returns `AnyLayerGroup`; narrow with ``group.expect(PooledBlocks)`` to read
-    typed limits (`UnitTypeError` when the group counts the other unit).
+    typed limits (`UnitTypeError` when the group counts the other unit), and with
+    ``group.expect(Tokens, Sliding)`` to type it with its `kvunits.contracts.GroupMarker`
+    too: its views' columns (``group.manager.block_of``) are then
+    ``Position[CacheBlocks, Sliding]``, which mypy refuses in another marked group's table.
 
     Attributes:
         name: a readable name: the layers' common stack prefix (``"audio"``), with the kind
@@ -59,22 +73,37 @@ class LayerGroup(Generic[SlotUnit]):
     """
 
     name: str
-    manager: ManagerSpec[SlotUnit]
+    manager: ManagerSpec[SlotUnit, GroupT]
     layer_names: tuple[str, ...]
     # Not hashed (a dict is not hashable); the kernels follow from the layers anyway.
-    kernels: Mapping[str, KernelSpec[Any]] = field(hash=False)
+    kernels: Mapping[str, KernelSpec[Any, GroupT]] = field(hash=False)
     limits: GroupLimits[SlotUnit]
 
     def __post_init__(self) -> None:
         check_quantity(self.limits.max_len, self.manager.slot_unit, f"{self.name}.max_len")
 
     @property
-    def num_layers(self) -> int:
-        """Layers in the group: one page each per cache block of the group."""
-        return len(self.layer_names)
+    def num_layers(self) -> Layers:
+        """Layers of the model in the group: one page each per cache block of the group (a
+        pipeline stage holds some of them: `kvunits.contracts.deploy.layers_of_stage`)."""
+        return Layers(len(self.layer_names))
 
-    def expect(self, unit: type[_U]) -> LayerGroup[_U]:
-        """Narrow to the slot unit the caller works in; `UnitTypeError` if it is another."""
+    @property
+    def block_bytes(self) -> Bytes:
+        """Memory of one cache block of the group: a page of its own size in each of its
+        layers (not the model's: a hybrid's Mamba layers keep no page here), exact."""
+        return self.manager.bytes_for(CacheBlocks(1)) * self.num_layers._value
+
+    @overload
+    def expect(self, unit: type[_U]) -> LayerGroup[_U, GroupT]: ...
+    @overload
+    def expect(self, unit: type[_U], group: type[_G]) -> LayerGroup[_U, _G]: ...
+    def expect(self, unit: type[_U], group: type[_G] | None = None) -> LayerGroup[_U, Any]:
+        """Narrow to the slot unit the caller works in, and to the group's marker if given.
+
+        Raises:
+            UnitTypeError: the group counts another unit, or ``group`` marks another group.
+        """
         if self.manager.slot_unit is not unit:
             raise UnitTypeError(
                 f"group {self.name!r} counts {self.manager.slot_unit.unit}, not {unit.unit}",
@@ -82,14 +111,34 @@ class LayerGroup(Generic[SlotUnit]):
                 expected=self.manager.slot_unit.unit,
                 got=unit.unit,
             )
+        if group is not None:
+            check_marker(self.name, group)
         # mypy checks this body once per pair of constraints; the check above makes it exact.
         return self  # type: ignore[return-value,unused-ignore]
 
-    def admission_cap(self) -> CacheBlocks:
+    def admission_cap(self) -> AdmissionCap:
         """The cache blocks one request can hold at once, at the group's limits: the same
         `ManagerSpec.max_admission_blocks_per_request` that run-time admission calls."""
         return self.manager.max_admission_blocks_per_request(
             self.limits.max_in_flight, self.limits.max_len
+        )
+
+
+def check_marker(name: str, group: object) -> None:
+    """Raise unless ``group`` is the `GroupMarker` of the layer group named ``name``.
+
+    Raises:
+        UnitTypeError: not a marker, or the marker of another group (both named).
+    """
+    marked = marker_name(group, "group")
+    if marked is None or type(group) is str or marked != name:
+        raise UnitTypeError(
+            f"group {name!r} was asked for as {getattr(group, '__name__', repr(group))}, "
+            f"which marks group {marked!r}: a marker names the group whose values it types; "
+            f"declare class ...(GroupMarker, name={name!r})",
+            field="group",
+            expected=f"the marker of group {name!r}",
+            got=f"a marker of group {marked!r}",
         )
 
 
@@ -176,7 +225,13 @@ def group_layers(
         while name in seen:
             name, n = f"{base}#{n}", n + 1
         seen.add(name)
-        members = {n: kernels[n] for n in names if n in kernels}
+        bound: dict[int, KernelSpec[Any]] = {}
+        members = {
+            n: bound.setdefault(id(kernels[n]), bind_group(kernels[n], name))
+            for n in names
+            if n in kernels
+        }
+        spec = bind_group(spec, name)
         if spec.slot_unit is PooledBlocks:
             groups.append(_group(name, spec.expect(PooledBlocks), names, members, engine))
         else:
@@ -201,7 +256,12 @@ def _group(
 
 
 def _common_prefix(names: list[str]) -> str:
+    # Caches inside a stack's layers (``text.<i>.indexer``) are named by their part too.
     parts = [n.split(".") for n in names]
+    last = {p[-1] for p in parts}
+    if len(last) == 1 and all(len(p) > 2 for p in parts) and not parts[0][-1].isdigit():
+        inner = _common_prefix([".".join(p[:-1]) for p in parts])
+        return f"{inner}.{parts[0][-1]}" if inner else parts[0][-1]
     prefix: list[str] = []
     for column in zip(*parts, strict=False):
         if len(set(column)) != 1:

@@ -32,15 +32,28 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, Self, TypeVar, final, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    NoReturn,
+    Self,
+    TypeVar,
+    final,
+    get_args,
+    get_origin,
+    overload,
+)
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from ._describe import describe
+from ._group_marker import GroupT
+from ._origin import in_python, written_in_python
 from ._quantity import (
-    QUANTITY_PATTERN,
     CacheBlocks,
     EncoderTokens,
     IntQuantity,
@@ -48,6 +61,7 @@ from ._quantity import (
     SeqUnit,
     Tokens,
     coerce_quantity,
+    unit_pattern,
 )
 from .errors import UnitAttributeError, UnitError, UnitTypeError, UnitValueError
 
@@ -276,6 +290,13 @@ class Window(_Kind, Generic[SeqUnit]):
         return self._numerical_value_in(unit)
 
     @property
+    def keys(self) -> SeqUnit:
+        """The keys a query reads: ``W``, its own position and the ``W − 1`` before it (a
+        length). What a backend that counts the window whole takes (`exclusive_window_bound`);
+        `lookback` is what an inclusive left bound takes (`flash_attn_window_size`)."""
+        return self.unit._trusted(self._n)
+
+    @property
     def lookback(self) -> SeqUnit:
         """The positions before the current one that a query reads: ``W − 1``, a length.
 
@@ -332,13 +353,13 @@ class Window(_Kind, Generic[SeqUnit]):
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        return kind_core_schema(cls, _SEQ_UNITS)
+        return kind_core_schema(cls, units_of(source, _SEQ_UNITS))
 
     @classmethod
     def __get_pydantic_json_schema__(
         cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
-        return kind_json_schema(cls, _SEQ_UNITS)
+        return kind_json_schema(cls, _field_units(schema, _SEQ_UNITS))
 
 
 @final
@@ -390,18 +411,23 @@ class Chunk(_Kind, Generic[SeqUnit]):
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        return kind_core_schema(cls, _SEQ_UNITS)
+        return kind_core_schema(cls, units_of(source, _SEQ_UNITS))
 
     @classmethod
     def __get_pydantic_json_schema__(
         cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
-        return kind_json_schema(cls, _SEQ_UNITS)
+        return kind_json_schema(cls, _field_units(schema, _SEQ_UNITS))
 
 
 @final
-class Position(_Kind, Generic[PosUnit]):
+class Position(_Kind, Generic[PosUnit, GroupT]):
     """A position (an index, from 0) in a sequence of ``unit``, or a block-table column.
+
+    A column a group's view or handle computes (``block_of``) keeps its group: by name at run
+    time (`owner`), and as the second type parameter where the group was asked for by its
+    marker (``Position[CacheBlocks, Full]``, `kvunits.contracts.GroupMarker`); it is ``Any``
+    otherwise, and for a position of a sequence.
 
     A point, not a count: ``position − position`` is a length of the unit,
     ``position + length`` and ``position − length`` are positions, positions compare with
@@ -419,7 +445,7 @@ class Position(_Kind, Generic[PosUnit]):
         (Position(800, EncoderTokens), EncoderTokens(800))
     """
 
-    __slots__ = ()
+    __slots__ = ("_owner",)
     kind: ClassVar[str] = "position"
     minimum: ClassVar[int] = 0
     units: ClassVar[tuple[type[IntQuantity], ...]] = _POS_UNITS
@@ -428,19 +454,46 @@ class Position(_Kind, Generic[PosUnit]):
     def __init__(self, index: int, unit: type[PosUnit]) -> None:
         super().__init__(index, unit)
 
+    @property
+    def owner(self) -> str | None:
+        """The layer group whose view computed this block-table column (its block size), or
+        None (a position of a sequence, a column built by hand). A group's block table
+        refuses another group's column (`kvunits.contracts.BlockIds`)."""
+        return getattr(self, "_owner", None)
+
+    @classmethod
+    def _column(cls, index: int, owner: str | None) -> Position[CacheBlocks, Any]:
+        # A block-table column computed by a group's view (block_of): it keeps the group.
+        new: Position[CacheBlocks, Any] = cls._trusted(index, CacheBlocks)  # type: ignore[assignment]
+        if owner is not None:
+            _set_owner(new, owner)
+        return new
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.owner is not None:
+            return (Position._column, (self._n, self.owner))
+        return (Position, (self._n, self.unit))
+
     def numerical_value_in(self, unit: type[PosUnit]) -> int:
         """The index as a plain int of ``unit``, the position's own unit (a list index)."""
         return self._numerical_value_in(unit)
 
-    def __add__(self, other: PosUnit) -> Position[PosUnit]:
+    def _moved(self, n: int) -> Position[PosUnit, GroupT]:
+        # A column moved along its own table stays its group's.
+        new: Position[PosUnit, GroupT] = Position._trusted(n, self.unit)
+        if self.owner is not None:
+            _set_owner(new, self.owner)
+        return new
+
+    def __add__(self, other: PosUnit) -> Position[PosUnit, GroupT]:
         if type(other) is not self.unit:
             self._mismatch("+", other)
-        return Position._trusted(self._n + other._value, self.unit)
+        return self._moved(self._n + other._value)
 
     @overload
-    def __sub__(self, other: Position[PosUnit]) -> PosUnit: ...
+    def __sub__(self, other: Position[PosUnit, GroupT]) -> PosUnit: ...
     @overload
-    def __sub__(self, other: PosUnit) -> Position[PosUnit]: ...
+    def __sub__(self, other: PosUnit) -> Position[PosUnit, GroupT]: ...
     def __sub__(self, other: object) -> object:
         if type(other) is self.unit:
             n = self._n - other._value
@@ -450,7 +503,7 @@ class Position(_Kind, Generic[PosUnit]):
                     expected=f"a position >= 0 of {self.unit.unit}",
                     got=f"{n} {self.unit.unit}",
                 )
-            return Position._trusted(n, self.unit)
+            return self._moved(n)
         if type(other) is Position and other.unit is self.unit:
             n = self._n - other._n
             if n < 0:
@@ -488,34 +541,76 @@ class Position(_Kind, Generic[PosUnit]):
         def __radd__(self, other):
             self._mismatch("+", other)
 
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return kind_core_schema(cls, units_of(source, _POS_UNITS))
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return kind_json_schema(cls, _field_units(schema, _POS_UNITS))
+
+
+_set_owner = Position.__dict__["_owner"].__set__
+
 
 # -- pydantic glue: a window or chunk field parses "750 encoder_token" --------------------------
 
 
+def units_of(source: Any, default: tuple[type[IntQuantity], ...]) -> tuple[type[IntQuantity], ...]:
+    """The units a field annotated ``source`` admits: ``Window[EncoderTokens]`` admits
+    encoder tokens only, a bare ``Window`` (or one over a type variable) every unit of
+    ``default``."""
+    args = get_args(source)
+    if get_origin(source) is Position:
+        args = args[:1]  # the second is the group a column belongs to, not a unit
+    units = tuple(a for a in args if isinstance(a, type) and a in default)
+    return units if units and len(units) == len(args) else default
+
+
 def kind_core_schema(
-    cls: type[Window[Any]] | type[Chunk[Any]], units: tuple[type[IntQuantity], ...]
+    cls: type[Window[Any]] | type[Chunk[Any]] | type[Position[Any]],
+    units: tuple[type[IntQuantity], ...],
 ) -> core_schema.CoreSchema:
     """A pydantic core schema for a field holding a ``cls`` of one of ``units``.
 
     It takes an instance, or text / a pint quantity as a length field does (``"750
     encoder_token"``), which then *is* the kind: the field's name says what it means. A
-    length instance (``EncoderTokens(750)``) is refused: in Python, write the kind.
+    length instance (``EncoderTokens(750)``) is refused: in Python, write the kind. A kind or
+    text of another unit is refused naming both units (``Window[EncoderTokens]`` given
+    ``"750 pooled_block"``: the seed's mistake).
     """
+    names = " or ".join(u.unit for u in units)
 
-    def validate(value: object) -> _Kind:
+    def validate(value: object, info: ValidationInfo) -> _Kind:
         if type(value) is cls:
             if value.unit not in units:
                 raise _custom(
-                    f"expected a {cls.kind} of {' or '.join(u.unit for u in units)}, got {value!r}"
+                    f"expected a {cls.kind} of {names}, got {value!r}, a {cls.kind} of "
+                    f"{value.unit.unit}: convert it with the named conversion "
+                    f"({_CONVERT_KIND.get(cls.kind, 'see kvunits.contracts.CONVERSIONS')})"
                 )
             return value
         if isinstance(value, IntQuantity):
+            fix = (
+                f": write {cls.__name__}({value._value}, {type(value).__name__})"
+                if type(value) in units
+                else ""
+            )
             raise _custom(
-                f"expected a {cls.kind}, got the length {value!r}: write "
-                f"{cls.__name__}({value._value}, {type(value).__name__})"
+                f"expected a {cls.kind} of {names}, got the length {value!r} ({value.unit}){fix}"
             )
         if isinstance(value, _Kind):
-            raise _custom(f"expected a {cls.kind}, got {value!r}")
+            raise _custom(
+                f"expected a {cls.kind} of {names}, got {value!r}, a {value.kind} of "
+                f"{value.unit.unit}"
+            )
+        if in_python(info):
+            expected = " or ".join(f"{cls.__name__}[{u.__name__}]" for u in units)
+            raise written_in_python(info, value, kind_fix(cls, value, units), expected)
         try:
             quantity = coerce_quantity(value, units)
             return cls(quantity._value, type(quantity))
@@ -526,21 +621,57 @@ def kind_core_schema(
                 {"message": exc.message, "expected": exc.expected, "got": exc.got},
             ) from None
 
-    return core_schema.no_info_plain_validator_function(
+    return core_schema.with_info_plain_validator_function(
         validate,
         serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="always"),
+        metadata={_UNITS_KEY: [u.unit for u in units]},
     )
 
 
+def kind_fix(cls: type[_Kind], value: object, units: tuple[type[IntQuantity], ...]) -> str:
+    """What Python code writes for ``value`` in a field of a ``cls`` of ``units``: the kind a
+    config reads it as (``Window(750, EncoderTokens)`` for ``"750 encoder_token"``), or one
+    per unit for a bare number."""
+    n: object = value
+    unit_names = [u.__name__ for u in units]
+    if type(value) is not int:
+        try:
+            quantity = coerce_quantity(value, units)
+        except UnitError:
+            n = "n"
+        else:
+            n, unit_names = quantity._value, [type(quantity).__name__]
+    return " or ".join(f"{cls.__name__}({n}, {u})" for u in unit_names)
+
+
+_UNITS_KEY = "kvunits_units"
+_CONVERT_KIND = {
+    "window": "pool_window",
+    "chunk": "pool_chunk",
+    "position": "pool_position, block_of",
+}
+
+
+def _field_units(
+    schema: core_schema.CoreSchema, default: tuple[type[IntQuantity], ...]
+) -> tuple[type[IntQuantity], ...]:
+    # The units the core schema was built for (kept in its metadata), for its JSON schema.
+    names = (schema.get("metadata") or {}).get(_UNITS_KEY)
+    if not names:
+        return default
+    return tuple(u for u in default if u.unit in names)
+
+
 def kind_json_schema(
-    cls: type[Window[Any]] | type[Chunk[Any]], units: tuple[type[IntQuantity], ...]
+    cls: type[Window[Any]] | type[Chunk[Any]] | type[Position[Any]],
+    units: tuple[type[IntQuantity], ...],
 ) -> JsonSchemaValue:
     """The JSON schema of a kind field: a string with its unit in ``x-unit``, its kind in
-    ``x-kind``."""
+    ``x-kind``, and a pattern that admits that unit's spellings only."""
     names = [u.unit for u in units]
     return {
         "type": "string",
-        "pattern": QUANTITY_PATTERN,
+        "pattern": unit_pattern(units),
         "description": f"a {cls.kind}: an integer and a unit: " + " or ".join(names),
         "x-unit": names[0] if len(names) == 1 else names,
         "x-kind": cls.kind,

@@ -15,24 +15,21 @@ Every model here raises `SpecValidationError` for bad input: pydantic's ``Valida
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, TypeAlias, TypeVar
+from typing import Annotated, Final, Literal, Self, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ._dtype import CacheDType
+from ._counts import Elements, KVHeads, Layers
+from ._describe import describe
+from ._dtype import CacheDType, parse_dtype_field
 from ._factors import PoolFactor
 from ._kinds import Chunk, KindOf, Window, _Kind
 from ._model import SpecModel
+from ._origin import in_python, written_in_python
 from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
+from .errors import UnitTypeError
 from .state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateMixerLayer
-
-#: A count of heads or elements: a real positive int (no bool, no float, no numeric string),
-#: with its unit in the JSON schema (``x-unit``), as a config file's schema shows it.
-Heads = Annotated[int, Field(strict=True, ge=1, le=1 << 16, json_schema_extra={"x-unit": "head"})]
-Elements = Annotated[
-    int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "element"})
-]
 
 #: A window in the layer's kernel unit (encoder_token for pooled layers, else token).
 SeqWindow = Annotated[Window[EncoderTokens] | Window[Tokens], KindOf(Window, EncoderTokens, Tokens)]
@@ -55,7 +52,7 @@ class _AttentionLayer(_Layer):
         description="P, encoder tokens per pooled block; set it for encoder-side (pooled) "
         "layers, whose windows are then written in encoder_token",
     )
-    kv_heads: Heads = Field(description="KV heads of one layer (not widened by P)")
+    kv_heads: KVHeads = Field(description="KV heads of one layer (not widened by P)")
     head_size: Elements = Field(description="elements per head of K")
     head_size_v: Elements | None = Field(
         default=None, description="elements per head of V; defaults to head_size"
@@ -64,16 +61,16 @@ class _AttentionLayer(_Layer):
 
     @field_validator("dtype", mode="before")
     @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        return CacheDType.parse(value) if isinstance(value, str) else value
+    def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
+        return parse_dtype_field(value, info)
 
     @property
-    def head_size_k(self) -> int:
+    def head_size_k(self) -> Elements:
         """Elements per head of K."""
         return self.head_size
 
     @property
-    def head_size_v_or_k(self) -> int:
+    def head_size_v_or_k(self) -> Elements:
         """Elements per head of V (``head_size_v``, else the same as K)."""
         return self.head_size if self.head_size_v is None else self.head_size_v
 
@@ -93,8 +90,14 @@ def _bare_int_in_layer_unit(name: str, value: object, info: ValidationInfo) -> o
     if type(value) is int:
         if "pool" not in info.data:
             unit = "encoder_token (pooled layer) or token"
+            typed = "EncoderTokens (pooled layer) or Tokens"
         else:
-            unit = "encoder_token" if info.data["pool"] is not None else "token"
+            pooled = info.data["pool"] is not None
+            unit = "encoder_token" if pooled else "token"
+            typed = "EncoderTokens" if pooled else "Tokens"
+        if in_python(info):
+            kind = "Chunk" if name == "chunk" else "Window"
+            raise written_in_python(info, value, f"{kind}({value}, {typed})", kind)
         raise PydanticCustomError(
             "unit_error",
             "{message}",
@@ -144,7 +147,8 @@ class SlidingWindowLayer(_AttentionLayer):
 
     Example:
         >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens),
-        ...                            pool=PoolFactor(4), kv_heads=32, head_size=64)
+        ...                            pool=PoolFactor(4), kv_heads=KVHeads(32),
+        ...                            head_size=Elements(64))
         >>> layer.sliding_window, str(layer.sliding_window)
         (Window(750, EncoderTokens), '750 encoder_token')
     """
@@ -238,19 +242,105 @@ class EncoderOnlyLayer(_Layer):
     kind: Literal["encoder_only"] = "encoder_only"
 
 
+#: Elements of an ``fp8_ds_mla`` latent that share one float32 scale (FlashMLA's sparse layout).
+_DS_MLA_SCALE_GROUP: Final = 128
+
+
 class MLALayer(_Layer):
     """Multi-head latent attention: one latent "head" of ``kv_lora_rank + rope`` elements,
-    K only (V is recovered from the latent)."""
+    K only (V is recovered from the latent).
+
+    ``sparse`` marks the MLA of DeepSeek sparse attention (DSA: DeepSeek V3.2, GLM-5), read
+    by FlashMLA's sparse kernels, which store an fp8 cache in their own ``fp8_ds_mla`` layout
+    (`slot_size`): the latent in fp8 with a float32 scale per 128 of its elements, the RoPE
+    key in bfloat16: 656 bytes a token for DeepSeek's 512 + 64, where a dense fp8 MLA stores
+    576 (vLLM ``MLAAttention.get_kv_cache_spec``, ``state_content_bytes``).
+    """
 
     kind: Literal["mla"] = "mla"
     kv_lora_rank: Elements = Field(description="elements of the latent KV vector")
     qk_rope_head_dim: Elements = Field(description="elements of the decoupled RoPE key")
     dtype: CacheDType = Field(default=CacheDType.bfloat16, description="cache element type")
+    sparse: bool = Field(
+        default=False,
+        description="DeepSeek sparse attention's MLA (an indexer picks the keys it reads); an "
+        "fp8 cache is then stored in FlashMLA's fp8_ds_mla layout",
+    )
 
     @field_validator("dtype", mode="before")
     @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        return CacheDType.parse(value) if isinstance(value, str) else value
+    def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
+        return parse_dtype_field(value, info)
+
+    def slot_size(self, dtype: CacheDType | None = None) -> Bytes:
+        """Bytes one token's latent takes in the cache, in ``dtype`` (default the layer's).
+
+        ``(kv_lora_rank + qk_rope_head_dim) × dtype``, except a sparse layer's fp8 cache
+        (``fp8_ds_mla``): ``kv_lora_rank`` fp8 bytes, ``cdiv(kv_lora_rank, 128)`` float32
+        scales and the RoPE key in bfloat16.
+
+        Example:
+            >>> layer = MLALayer(kv_lora_rank=Elements(512), qk_rope_head_dim=Elements(64),
+            ...                  sparse=True)
+            >>> str(layer.slot_size()), str(layer.slot_size(CacheDType.fp8_e4m3))
+            ('1152 byte', '656 byte')
+        """
+        dtype = self.dtype if dtype is None else dtype
+        rank, rope = self.kv_lora_rank._value, self.qk_rope_head_dim._value
+        if self.sparse and dtype.itemsize_bytes == 1:
+            scales = -(-rank // _DS_MLA_SCALE_GROUP)
+            return Bytes(
+                rank * dtype.itemsize_bytes
+                + scales * CacheDType.float32.itemsize_bytes
+                + rope * CacheDType.bfloat16.itemsize_bytes
+            )
+        return Bytes((rank + rope) * dtype.itemsize_bytes)
+
+
+class IndexerLayer(_Layer):
+    """The key cache of DeepSeek sparse attention's lightning indexer (DeepSeek V3.2,
+    GLM-5): per token one key of ``head_size`` fp8 elements and a float32 scale for each
+    ``scale_block`` of them, whole on every tensor-parallel rank.
+
+    Its own cache beside the layer's MLA cache, sized as full attention (every token of the
+    request), in bytes that no ``--kv-cache-dtype`` changes: vLLM's
+    ``DeepseekV32IndexerCache`` is an ``MLAAttentionSpec`` of one head of
+    ``head_dim + head_dim // 128 × 4`` uint8 (``vllm/model_executor/models/deepseek_v2.py``,
+    ``Indexer.__init__``), 132 bytes a token for ``index_head_dim = 128``.
+
+    Example:
+        >>> str(IndexerLayer(head_size=Elements(128)).slot_size)
+        '132 byte'
+    """
+
+    kind: Literal["indexer"] = "indexer"
+    head_size: Elements = Field(description="elements of the indexer's key (index_head_dim)")
+    scale_block: Elements = Field(
+        default=Elements(128), description="key elements that share one float32 scale"
+    )
+
+    @model_validator(mode="after")
+    def _scale_block_divides(self) -> Self:
+        head, block = self.head_size._value, self.scale_block._value
+        if not block or head % block:
+            raise ValueError(
+                f"scale_block is {self.scale_block} but must divide head_size "
+                f"({self.head_size}): each float32 scale covers a whole block of the key"
+            )
+        return self
+
+    @property
+    def dtype(self) -> CacheDType:
+        """The key's element type: fp8 (e4m3), whatever the engine's cache dtype."""
+        return CacheDType.fp8_e4m3
+
+    @property
+    def slot_size(self) -> Bytes:
+        """Bytes of one token's entry: ``head_size`` fp8 bytes and ``head_size / scale_block``
+        float32 scales."""
+        head = self.head_size._value
+        scales = head // self.scale_block._value
+        return Bytes(head * self.dtype.itemsize_bytes + scales * CacheDType.float32.itemsize_bytes)
 
 
 class StateLayer(_Layer):
@@ -285,6 +375,7 @@ LayerSpec: TypeAlias = Annotated[
     | CrossAttentionLayer
     | EncoderOnlyLayer
     | MLALayer
+    | IndexerLayer
     | StateLayer
     | Mamba1Layer
     | Mamba2Layer
@@ -308,7 +399,7 @@ class ModelSpec(SpecModel):
         >>> enc = SlidingWindowLayer.model_validate(
         ...     {"sliding_window": "750 encoder_token", "pool": 4, "kv_heads": 32,
         ...      "head_size": 64})
-        >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32)})
+        >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, Layers(32))})
         >>> len(model.layers), next(iter(model.layers))
         (32, 'audio.0')
     """
@@ -337,12 +428,42 @@ class ModelSpec(SpecModel):
                     )
         return layers
 
+    @property
+    def num_layers(self) -> Layers:
+        """The model's layers, all of them (those without a cache of their own too): a count
+        that says whose it is (another model's `stacked` refuses it)."""
+        return Layers._owned(len(self.layers), self.name)
+
     @classmethod
-    def stacked(cls, name: str, stacks: dict[str, tuple[LayerSpec, int]]) -> ModelSpec:
-        """Build a model from stacks of identical layers, named ``"<stack>.<index>"``."""
+    def stacked(cls, name: str, stacks: dict[str, tuple[LayerSpec, Layers]]) -> ModelSpec:
+        """Build a model from stacks of identical layers, named ``"<stack>.<index>"``.
+
+        Raises:
+            UnitTypeError: a stack's count is not `Layers` (a bare int, a stage's layers).
+        """
         layers: dict[str, LayerSpec] = {}
         for stack, (layer, count) in stacks.items():
-            for index in range(count):
+            given: object = count
+            if type(given) is not Layers:
+                raise UnitTypeError(
+                    f"stack {stack!r} counts its layers in Layers, got {describe(given)}: "
+                    f"write ({type(layer).__name__}(...), Layers(n))",
+                    field=f"stacks[{stack!r}]",
+                    expected="layer",
+                    got=describe(given),
+                )
+            if count.owner is not None and count.owner != name:
+                raise UnitTypeError(
+                    f"stack {stack!r} of model {name!r} counts {count} of model "
+                    f"{count.owner!r}: a count of one model's layers is not another's (a "
+                    "draft's cache built for its target's layers, SGLang #8482); count the "
+                    f"layers model {name!r} has",
+                    field=f"stacks[{stack!r}]",
+                    expected=f"layers of model {name!r}",
+                    got=f"layers of model {count.owner!r}",
+                )
+            n = count.numerical_value_in(Layers)
+            for index in range(n):
                 layers[f"{stack}.{index}"] = layer
         return cls(name=name, layers=layers)
 

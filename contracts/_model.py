@@ -7,6 +7,12 @@ KvUnitsError`` catches every caller mistake at the public API, spec validation i
 Nested models are validated inside pydantic-core and reach the caller as one error of the
 outermost model, converted once. ``model_copy(update=...)``, which pydantic does not validate,
 validates the updated fields here: a copy is no way around a field's unit or kind.
+
+The constructor is Python code, which strict mypy checks against the declared types: it
+validates in the Python origin (`kvunits.contracts._origin`, pydantic's strict mode besides),
+where a typed field refuses a bare int, a config's text or a dtype's name, as mypy does, and
+names the typed value to write. ``model_validate*`` is the loaders' path and reads a config's
+numbers and text.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._origin import PYTHON
 from .errors import SpecValidationError
 
 
@@ -27,17 +34,22 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
     def __init__(self, /, **data: Any) -> None:
+        __tracebackhide__ = True
         try:
-            super().__init__(**data)
+            # Python construction: each field takes its declared type, as strict mypy checks
+            # it (`_origin`); a config's numbers and text go through model_validate.
+            self.__pydantic_validator__.validate_python(
+                data, self_instance=self, strict=True, context=PYTHON
+            )
         except SpecValidationError:
             raise
         except ValidationError as exc:
             raise SpecValidationError.from_pydantic(exc) from None
 
-    # This __init__ only converts the error a caller sees; it adds no validation. Marked as
-    # pydantic's own, it is not called for a model nested in another one (pydantic-core then
-    # validates the fields in place, once, instead of calling back into Python per nested
-    # model): the outermost model's error is converted, once.
+    # This __init__ sets the origin and converts the error a caller sees. Marked as pydantic's
+    # own, it is not called for a model nested in another one (pydantic-core then validates
+    # the fields in place, once, in the outer call's origin, instead of calling back into
+    # Python per nested model): the outermost model's error is converted, once.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     @classmethod

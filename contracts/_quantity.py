@@ -29,14 +29,16 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeAlias, TypeVar, final
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from ._describe import describe
+from ._origin import in_python, written_in_python
 from ._text import (
     MAX_MAGNITUDE,
     TextQuantity,
@@ -62,6 +64,10 @@ class IntQuantity:
     __slots__ = ("_value",)
     unit: ClassVar[str]
     _value: int
+    #: What a count of the class means, where two classes share a unit (cache blocks).
+    meaning: ClassVar[str] = "a count"
+    #: The named conversions a refused ``//`` points to.
+    _divide_hint: ClassVar[str] = "pool_length, slots_to_cache_blocks_ceil, window_blocks, …"
 
     def __init__(self, value: int) -> None:
         if type(value) is not int:
@@ -155,6 +161,17 @@ class IntQuantity:
     # -- same-unit arithmetic --------------------------------------------------------------
 
     def _mismatch(self, op: str, other: object) -> NoReturn:
+        if isinstance(other, IntQuantity) and other.unit == self.unit:
+            # One unit, two meanings (a window's span of blocks, a request's cap).
+            pair = {type(self).__name__, type(other).__name__}
+            hint = next((h for names, h in _SAME_UNIT_HINTS if names == pair), "")
+            raise UnitTypeError(
+                f"cannot apply {op!r} to {self!r} and {other!r}: both count {self.unit} but "
+                f"{type(self).__name__} is {self.meaning} and {type(other).__name__} "
+                f"{other.meaning}; {hint or 'use the value that means what the code needs'}",
+                expected=type(self).__name__,
+                got=type(other).__name__,
+            )
         raise UnitTypeError(
             f"cannot apply {op!r} to {self} and {describe(other)}: both sides must be in "
             f"{self.unit}; convert one with a named function from kvunits.contracts",
@@ -194,14 +211,6 @@ class IntQuantity:
 
     def __rsub__(self, other: Self) -> Self:
         self._mismatch("-", other)
-
-    def __mul__(self, factor: int) -> Self:
-        if type(factor) is not int:
-            self._bad_factor(factor)
-        return type(self)(self._value * factor)  # a negative factor must still be refused
-
-    def __rmul__(self, factor: int) -> Self:
-        return self.__mul__(factor)
 
     def _bad_factor(self, factor: object) -> NoReturn:
         raise UnitTypeError(
@@ -272,13 +281,27 @@ class IntQuantity:
             # it is a named conversion, never an operator.
             raise UnitTypeError(
                 f"{self} cannot be divided by {describe(other)}: dividing changes the unit and "
-                "rounds; use the named conversion that says how (pool_length, "
-                "slots_to_cache_blocks_ceil, window_blocks, …)",
+                f"rounds; use the named conversion that says how ({self._divide_hint})",
                 expected="a named conversion",
                 got=f"{self} // {describe(other)}",
             )
 
         __truediv__ = __mod__ = __divmod__ = __floordiv__
+
+        def __mul__(self, factor):
+            # Only the lengths scale by a plain int (`_Scalable`): a count of heads, layers or
+            # one rank's bytes times an int says nothing of what the int counts (stages?
+            # layers? ranks?), so its product is a named function with a named result.
+            raise UnitTypeError(
+                f"{self} cannot be multiplied by {describe(factor)}: the product of a "
+                f"{type(self).__name__} and a bare number has no unit; use the named "
+                "function that says what it counts (rank_block_bytes(page, StageLayers(n)), "
+                "rank_blocks_to_bytes, ...)",
+                expected="a named conversion",
+                got=f"{self} * {describe(factor)}",
+            )
+
+        __rmul__ = __mul__
 
         @property
         def value(self):
@@ -353,8 +376,24 @@ _NUMBERS = (IntQuantity, int, float)
 _new = object.__new__
 
 
+class _Scalable(IntQuantity):
+    """A length that a plain int scales (``Tokens(16) * 3``): n lengths laid end to end.
+
+    Counts and one rank's quantities are not scalable: what would the int count?"""
+
+    __slots__ = ()
+
+    def __mul__(self, factor: int) -> Self:
+        if type(factor) is not int:
+            self._bad_factor(factor)
+        return type(self)(self._value * factor)  # a negative factor must still be refused
+
+    def __rmul__(self, factor: int) -> Self:
+        return self.__mul__(factor)
+
+
 @final
-class EncoderTokens(IntQuantity):
+class EncoderTokens(_Scalable):
     """Positions of an encoder's sequence: the unit the attention kernel and model configs use."""
 
     __slots__ = ()
@@ -362,7 +401,7 @@ class EncoderTokens(IntQuantity):
 
 
 @final
-class PooledBlocks(IntQuantity):
+class PooledBlocks(_Scalable):
     """Pooled slots: P consecutive encoder tokens stored as one cache slot (a pooled layer's
     manager unit)."""
 
@@ -371,7 +410,7 @@ class PooledBlocks(IntQuantity):
 
 
 @final
-class Tokens(IntQuantity):
+class Tokens(_Scalable):
     """Decoder tokens: kernel unit and manager unit of an unpooled layer."""
 
     __slots__ = ()
@@ -379,15 +418,127 @@ class Tokens(IntQuantity):
 
 
 @final
-class CacheBlocks(IntQuantity):
-    """Pages of the paged cache, ``block_size`` slots each: the block allocator's unit."""
+class CacheBlocks(_Scalable):
+    """Pages of the paged cache, ``block_size`` slots each: the block allocator's unit.
+
+    A count of pages held or available now: what requests hold, what is free or reserved,
+    a pool's usable pages. Four other counts of cache blocks mean something else and are
+    their own types: a request's admission cap (`AdmissionCap`), a pool's blocks with its null
+    block (`PoolBlocks`), the span a window touches (`SpanBlocks`) and the entries of a block
+    table (`TableBlocks`).
+    """
 
     __slots__ = ()
     unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "pages held or available now"
+
+    def covers(self, cap: AdmissionCap) -> bool:
+        """Whether these pages (free now, or unreserved) hold a request's cap: ``cap <=
+        self``.
+
+        Raises:
+            UnitTypeError: ``cap`` is not an `AdmissionCap`.
+        """
+        if type(cap) is not AdmissionCap:
+            raise UnitTypeError(
+                f"CacheBlocks.covers takes a request's AdmissionCap, got {describe(cap)}",
+                field="cap",
+                expected="AdmissionCap",
+                got=describe(cap),
+            )
+        return cap._value <= self._value
 
 
 @final
-class Bytes(IntQuantity):
+class AdmissionCap(IntQuantity):
+    """The most cache blocks one request can hold at once in a group: its admission cap
+    (`ManagerSpec.max_admission_blocks_per_request`, what admission reserves).
+
+    Not a pool's size, nor the pages free now: a request fits a pool when its cap is at most
+    the pool's pages less the null block, ``pool.fits(cap)`` (`PoolBlocks.fits`), and the
+    pages on hand now when ``free.covers(cap)`` (`CacheBlocks.covers`); comparing a cap with
+    either by an operator is refused, naming both meanings (vLLM #52520: a cap compared with
+    every block of the pool, the null block included, admitted a request that never ran).
+
+    Example:
+        >>> PoolBlocks(14).fits(AdmissionCap(13)), PoolBlocks(13).fits(AdmissionCap(13))
+        (True, False)
+    """
+
+    __slots__ = ()
+    unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "a request's admission cap (the most it holds at once)"
+
+
+@final
+class PoolBlocks(IntQuantity):
+    """The cache blocks of a pool, its null block included: what a capacity plan buys and a
+    coordinator's pool is built with (vLLM's ``num_gpu_blocks``).
+
+    Requests hold ``usable`` of them (the null block stands in every evicted table entry and
+    is nobody's); `fits` says whether a request's cap can ever be held.
+    """
+
+    __slots__ = ()
+    unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "a pool's blocks (the null block included)"
+
+    @property
+    def usable(self) -> CacheBlocks:
+        """The pages requests can hold: the pool less its null block."""
+        return CacheBlocks._trusted(max(self._value - 1, 0))
+
+    def fits(self, cap: AdmissionCap) -> bool:
+        """Whether a request of cap ``cap`` can ever be held by this pool alone: ``cap <=
+        pool − 1``, its `usable` pages (the null block is no request's). Past this typed
+        entry, admission compares plain ints (`kvunits.runtime.admission`).
+
+        Raises:
+            UnitTypeError: ``cap`` is not an `AdmissionCap` (a window's span, a table width, a
+                count of pages: each means something else).
+        """
+        if type(cap) is not AdmissionCap:
+            raise UnitTypeError(
+                f"PoolBlocks.fits takes a request's AdmissionCap "
+                f"(max_admission_blocks_per_request), got {describe(cap)}"
+                + (
+                    f" ({type(cap).__name__}: {cap.meaning})"
+                    if isinstance(cap, IntQuantity)
+                    else ""
+                ),
+                field="cap",
+                expected="AdmissionCap",
+                got=describe(cap),
+            )
+        return cap._value <= max(self._value - 1, 0)
+
+
+@final
+class SpanBlocks(IntQuantity):
+    """The cache blocks a window (or a run of positions) can touch, uncapped:
+    ``cdiv(W − 1, B) + 1`` (`window_blocks`). Not what a request holds at once: a request
+    also holds the steps in flight past its window, and never more than its length's blocks
+    (the admission cap, a `CacheBlocks`), so a span is refused where a cap goes.
+    """
+
+    __slots__ = ()
+    unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "the span a window touches (uncapped, not a request's cap)"
+
+
+@final
+class TableBlocks(IntQuantity):
+    """Entries of a request's block table: one per block of its longest sequence, evicted
+    entries included (`ManagerSpec.block_table_width`). Not what a request holds: a sliding
+    window holds its cap's worth of them."""
+
+    __slots__ = ()
+    unit: ClassVar[str] = "cache_block"
+    meaning: ClassVar[str] = "the entries of a block table (not what a request holds)"
+
+
+@final
+class Bytes(_Scalable):
     """Memory, for capacity planning."""
 
     __slots__ = ()
@@ -396,6 +547,18 @@ class Bytes(IntQuantity):
     def __str__(self) -> str:
         return f"{self._value} byte"
 
+
+#: The named comparison each pair of same-unit meanings has, for the refusal's message.
+_SAME_UNIT_HINTS: tuple[tuple[set[str], str], ...] = (
+    ({"AdmissionCap", "PoolBlocks"}, "ask pool.fits(cap): the null block is no request's"),
+    ({"AdmissionCap", "CacheBlocks"}, "ask pages.covers(cap) (free or unreserved pages)"),
+    (
+        {"AdmissionCap", "SpanBlocks"},
+        "a request holds its cap (max_admission_blocks_per_request), the window and the steps "
+        "in flight, not the window's span",
+    ),
+    ({"SpanBlocks", "CacheBlocks"}, "compare pages with a request's AdmissionCap, not a span"),
+)
 
 #: Any one of the typed quantities; a constrained TypeVar, so two arguments typed ``Q``
 #: must be the *same* unit (a bound TypeVar would let mypy join two units into the base).
@@ -488,7 +651,7 @@ def quantity_from_text(
         UnitValueError: more than 2**63 - 1 of the class's unit.
     """
     for cls in classes:
-        if quantity.unit.dimension == dimension_of(cls.unit):
+        if _single(cls) and quantity.unit.dimension == dimension_of(cls.unit):
             return cls(text_to_int(quantity, cls.unit))
     units = " or ".join(c.unit for c in classes)
     raise UnitTypeError(
@@ -541,9 +704,37 @@ def _resolve(name: str, classes: tuple[type[IntQuantity], ...]) -> _Resolved | N
     if unit is None:
         return None
     for cls in classes:
-        if unit.dimension == dimension_of(cls.unit):
+        if _single(cls) and unit.dimension == dimension_of(cls.unit):
             return cls, unit.factor
     return None
+
+
+def _single(cls: type[IntQuantity]) -> bool:
+    """Whether the class's unit is one unit of the table (``"kv_head"``), not a per-rank or
+    per-stage one (``"kv_head/rank"``), whose text form is matched whole (`_per_text`)."""
+    return "/" not in cls.unit
+
+
+_PER_TEXT = re.compile(r"\s*([0-9][0-9_,]*)\s*([a-z_]+)\s*/\s*([a-z_]+)\s*")
+
+
+def _per_text(text: str, classes: tuple[type[IntQuantity], ...]) -> IntQuantity | None:
+    """``"4 cache_block/rank"`` as the class of ``classes`` whose unit it names exactly."""
+    match = _PER_TEXT.fullmatch(text)
+    if match is None:
+        return None
+    unit = f"{match[2]}/{match[3]}"
+    for cls in classes:
+        if cls.unit == unit:
+            digits = match[1].replace("_", "").replace(",", "")
+            if len(digits) > 19 or int(digits) > MAX_MAGNITUDE:
+                return None
+            return cls(int(digits))
+    raise UnitTypeError(
+        f"expected {' or '.join(c.unit for c in classes)}, got {text.strip()}",
+        expected=" or ".join(c.unit for c in classes),
+        got=text.strip(),
+    )
 
 
 def _coerce_strictly(value: object, classes: tuple[type[IntQuantity], ...]) -> IntQuantity:
@@ -576,6 +767,15 @@ def _coerce_strictly(value: object, classes: tuple[type[IntQuantity], ...]) -> I
             f"{value} has no unit: write it as {f'{value} {classes[0].unit}'!r}",
             expected=units,
             got=describe(value),
+        )
+    per = _per_text(value, classes)
+    if per is not None:
+        return per
+    if not any(_single(c) for c in classes):
+        raise UnitTypeError(
+            f"expected {units} such as {example!r}, got {value.strip()[:60]!r}",
+            expected=units,
+            got=repr(value),
         )
     # The first class's unit names the fix in the hint for a bare number ("40" -> "40 byte").
     return quantity_from_text(parse_quantity_text(value, expected_unit=classes[0].unit), classes)
@@ -621,7 +821,12 @@ def _example(value: object) -> str:
 def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.CoreSchema:
     """A pydantic core schema for a field holding one of ``classes``."""
 
-    def validate(value: object) -> IntQuantity:
+    def validate(value: object, info: ValidationInfo) -> IntQuantity:
+        if type(value) in classes:
+            return value  # type: ignore[return-value]  # exact-type membership checked above
+        if in_python(info):
+            names = " or ".join(c.__name__ for c in classes)
+            raise written_in_python(info, value, typed_fix(value, classes), names)
         try:
             return coerce_quantity(value, classes)
         except UnitError as exc:
@@ -635,18 +840,50 @@ def quantity_core_schema(classes: tuple[type[IntQuantity], ...]) -> core_schema.
                 },
             ) from None
 
-    return core_schema.no_info_plain_validator_function(
+    return core_schema.with_info_plain_validator_function(
         validate,
         serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="always"),
     )
 
 
+def typed_fix(value: object, classes: tuple[type[IntQuantity], ...]) -> str:
+    """What Python code writes for ``value`` in a field of ``classes``: the quantity a config
+    reads it as (``Tokens(4096)`` for ``"4096 token"``), or each class's constructor for a
+    bare number, whose unit only the writer knows."""
+    if type(value) is int and value >= 0:
+        return " or ".join(f"{c.__name__}({value})" for c in classes)
+    try:
+        return repr(coerce_quantity(value, classes))
+    except UnitError:
+        return " or ".join(f"{c.__name__}(n)" for c in classes)
+
+
+def unit_pattern(classes: tuple[type[IntQuantity], ...]) -> str:
+    """The JSON-schema pattern of text in one of ``classes``' units: an integer and one of
+    the spellings the reader accepts for them (``"750 encoder_token"``, ``"40 GiB"``), so
+    the schema itself refuses another unit (``"750 pooled_block"`` for an encoder_token
+    field)."""
+    from ._units import unit_table
+
+    spellings: set[str] = set()
+    for cls in classes:
+        if _single(cls):
+            dimension = dimension_of(cls.unit)
+            spellings.update(n for n, u in unit_table().items() if u.dimension == dimension)
+        else:
+            first, _, per = cls.unit.partition("/")
+            spellings.add(f"{re.escape(first)}\\s*/\\s*{re.escape(per)}")
+    names = "|".join(sorted(spellings, key=lambda n: (-len(n), n)))
+    return rf"^\s*[0-9][0-9_,]*\s*(?:{names})\s*$"
+
+
 def quantity_json_schema(classes: tuple[type[IntQuantity], ...]) -> JsonSchemaValue:
-    """The JSON schema of a quantity field: a string with its unit in ``x-unit``."""
+    """The JSON schema of a quantity field: a string with its unit in ``x-unit``, and a
+    pattern that admits that unit's spellings only."""
     units = [c.unit for c in classes]
     return {
         "type": "string",
-        "pattern": QUANTITY_PATTERN,
+        "pattern": unit_pattern(classes),
         "description": "an integer and a unit: " + " or ".join(units),
         "x-unit": units[0] if len(units) == 1 else units,
         "examples": [f"750 {u}" for u in units],

@@ -17,7 +17,7 @@ typed entry, read them through `kvunits.contracts.internal.manager_ints` and `ke
 
 Example:
     >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
-    ...                            kv_heads=32, head_size=64)
+    ...                            kv_heads=KVHeads(32), head_size=Elements(64))
     >>> m = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
     >>> str(m.sliding_window), str(m.page_size), str(m.window_blocks())
     ('189 pooled_block', '524288 byte', '13 cache_block')
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NoReturn, TypeAlias, TypeVar, final
 
 from ._convert import (
@@ -42,15 +42,18 @@ from ._convert import (
     pool_window,
     window_blocks,
 )
+from ._counts import Elements, KVHeads
 from ._describe import describe
 from ._dtype import CacheDType
 from ._factors import BlockSize, PoolFactor
+from ._group_marker import GroupT
 from ._kinds import Chunk, Position, Window, check_kind
 from ._layers import (
     ChunkedLocalLayer,
     CrossAttentionLayer,
     EncoderOnlyLayer,
     FullAttentionLayer,
+    IndexerLayer,
     KVSharedLayer,
     LayerSpec,
     MLALayer,
@@ -58,11 +61,15 @@ from ._layers import (
     StateLayer,
 )
 from ._quantity import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     EncoderTokens,
+    PoolBlocks,
     PooledBlocks,
     SlotUnit,
+    SpanBlocks,
+    TableBlocks,
     Tokens,
     check_quantity,
 )
@@ -157,6 +164,9 @@ class KernelInts:
     pool: int
     sliding_window_tok: int | None
     chunk_tok: int | None
+    kv_heads: int = 0
+    head_size_k: int = 0
+    head_size_v: int = 0
 
 
 _NO_MANAGER_INTS: Final = ManagerInts(0, None, None, None, 0)
@@ -165,7 +175,7 @@ _NO_KERNEL_INTS: Final = KernelInts(0, 0, 0, None, None)
 
 @final
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ManagerSpec(Generic[SlotUnit]):
+class ManagerSpec(Generic[SlotUnit, GroupT]):
     """What the cache manager and the allocator of one layer read (derived; see module doc).
 
     Attributes:
@@ -177,20 +187,30 @@ class ManagerSpec(Generic[SlotUnit]):
         chunk: the chunk in slots (chunked local only), via `pool_chunk`.
         fixed_length: slots a request holds whatever its length (cross attention).
         state_size: bytes of one request's state (state layers).
+        slot_size: bytes of one slot of one head where the layer packs it (an MLA latent,
+            an indexer's fp8 key and its scales); None: ``(K + V) × dtype``.
+        kv_heads: the layer's KV heads (1 for MLA's latent, an indexer and states).
+        head_size_k, head_size_v: elements per head of K and V (0 where there is none).
+        group: the layer group this view belongs to, once `group_layers` has grouped it
+            (None for a view derived by hand); what the view computes for one group's table
+            (a column) is refused by another group's. Statically, the second type parameter
+            (a `kvunits.contracts.GroupMarker`, through ``LayerGroup.expect(unit, Marker)``).
     """
 
     kind: ManagedKind
     slot_unit: type[SlotUnit]
     block_size: BlockSize[SlotUnit]
     pool: PoolFactor
-    kv_heads: int
-    head_size_k: int
-    head_size_v: int
+    kv_heads: KVHeads
+    head_size_k: Elements
+    head_size_v: Elements
     dtype: CacheDType
     sliding_window: Window[SlotUnit] | None = None
     chunk: Chunk[SlotUnit] | None = None
     fixed_length: SlotUnit | None = None
     state_size: Bytes | None = None
+    slot_size: Bytes | None = None
+    group: str | None = field(default=None, compare=False)
     # Plain ints for hot paths (kvunits.contracts.internal.manager_ints), computed by manager_view
     # (the default only lets a hand-built spec reach __post_init__'s clear refusal).
     _ints: ManagerInts = field(default=_NO_MANAGER_INTS, repr=False, compare=False)
@@ -222,7 +242,7 @@ class ManagerSpec(Generic[SlotUnit]):
             property(lambda self: _no_plain_ints(self, "manager_ints"))
         )
 
-    def expect(self, unit: type[_U]) -> ManagerSpec[_U]:
+    def expect(self, unit: type[_U]) -> ManagerSpec[_U, GroupT]:
         """Narrow to the slot unit the caller works in; `UnitTypeError` if it is another."""
         if self.slot_unit is not unit:
             raise UnitTypeError(
@@ -240,13 +260,13 @@ class ManagerSpec(Generic[SlotUnit]):
         return Bytes(self._ints.page_size_bytes)
 
     @property
-    def widened_kv_heads(self) -> int:
+    def widened_kv_heads(self) -> KVHeads:
         """KV heads per slot the old vLLM way (heads × P); the page size is the same."""
-        return self.kv_heads * self.pool.tokens_per_block
+        return KVHeads(self.kv_heads._value * self.pool.tokens_per_block)
 
     def max_admission_blocks_per_request(
         self, max_in_flight: SlotUnit, max_len: SlotUnit
-    ) -> CacheBlocks:
+    ) -> AdmissionCap:
         """The most cache blocks one request can hold at once in this layer.
 
         The one admission formula per kind (capacity planning and run-time admission both
@@ -262,7 +282,7 @@ class ManagerSpec(Generic[SlotUnit]):
         unit, ints = self.slot_unit, self._ints
         in_flight = check_quantity(max_in_flight, unit, "max_in_flight")._value
         length = check_quantity(max_len, unit, "max_len")._value
-        return CacheBlocks(
+        return AdmissionCap(
             _admission_blocks(
                 self.kind,
                 ints.block_size_slots,
@@ -279,7 +299,7 @@ class ManagerSpec(Generic[SlotUnit]):
         pages of this layer's own page size."""
         return self.bytes_for(self.max_admission_blocks_per_request(max_in_flight, max_len))
 
-    def block_table_width(self, max_len: SlotUnit) -> CacheBlocks:
+    def block_table_width(self, max_len: SlotUnit) -> TableBlocks:
         """Entries of a request's block table: one per block of its longest sequence (evicted
         entries hold the null block), or the fixed count for cross attention and state.
 
@@ -289,12 +309,12 @@ class ManagerSpec(Generic[SlotUnit]):
         length = check_quantity(max_len, self.slot_unit, "max_len")._value
         ints = self._ints
         if self.kind == "state":
-            return CacheBlocks(1)
+            return TableBlocks(1)
         if ints.fixed_slots is not None:
-            return CacheBlocks(cdiv(ints.fixed_slots, ints.block_size_slots))
-        return CacheBlocks(cdiv(length, ints.block_size_slots))
+            return TableBlocks(cdiv(ints.fixed_slots, ints.block_size_slots))
+        return TableBlocks(cdiv(length, ints.block_size_slots))
 
-    def window_blocks(self) -> CacheBlocks:
+    def window_blocks(self) -> SpanBlocks:
         """The most cache blocks this layer's window touches: ``cdiv(W − 1, block_size) + 1``
         (`kvunits.contracts.window_blocks`; a window may start mid-block).
 
@@ -305,14 +325,21 @@ class ManagerSpec(Generic[SlotUnit]):
             raise SpecError(f"a {self.kind} manager has no sliding window ({self})")
         return window_blocks(self.sliding_window, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
 
-    def block_of(self, position: Position[SlotUnit]) -> Position[CacheBlocks]:
-        """The block-table column holding slot ``position``: ``i // block_size`` (floor)."""
-        return block_of(position, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
+    def block_of(self, position: Position[SlotUnit]) -> Position[CacheBlocks, GroupT]:
+        """The block-table column holding slot ``position``: ``i // block_size`` (floor).
 
-    def bytes_for(self, blocks: CacheBlocks) -> Bytes:
-        """Memory of ``blocks`` cache blocks of this layer: ``blocks × page_size``, exact."""
-        n = check_quantity(blocks, CacheBlocks, "blocks")._value
-        return Bytes(n * self._ints.page_size_bytes)
+        The column keeps the view's group (`group`, and its marker's type): another group's
+        block table refuses it.
+        """
+        column = block_of(position, self.block_size)  # type: ignore[arg-type,call-overload,unused-ignore]
+        return column if self.group is None else Position._column(column._n, self.group)
+
+    def bytes_for(self, blocks: CacheBlocks | AdmissionCap | PoolBlocks) -> Bytes:
+        """Memory of ``blocks`` cache blocks of this layer (pages held, a request's cap, a
+        pool): ``blocks × page_size``, exact."""
+        if type(blocks) not in (CacheBlocks, AdmissionCap, PoolBlocks):
+            check_quantity(blocks, CacheBlocks, "blocks")
+        return Bytes(blocks._value * self._ints.page_size_bytes)
 
     def __str__(self) -> str:
         extra = ""
@@ -327,7 +354,7 @@ class ManagerSpec(Generic[SlotUnit]):
 
 @final
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KernelSpec(Generic[KernelUnit]):
+class KernelSpec(Generic[KernelUnit, GroupT]):
     """What the attention kernel of one layer reads (derived; see module doc).
 
     Attributes:
@@ -337,18 +364,20 @@ class KernelSpec(Generic[KernelUnit]):
         sliding_window: the model's own window (sliding window only), in ``seq_unit``.
         chunk: the model's chunk (chunked local only), in ``seq_unit``.
         kv_heads: the real KV heads (not widened by P).
+        group: the layer group of the view once grouped (see `ManagerSpec.group`).
     """
 
     kind: ManagedKind
     seq_unit: type[KernelUnit]
     tokens_per_block: BlockSize[KernelUnit]
     pool: PoolFactor
-    kv_heads: int
-    head_size_k: int
-    head_size_v: int
+    kv_heads: KVHeads
+    head_size_k: Elements
+    head_size_v: Elements
     dtype: CacheDType
     sliding_window: Window[KernelUnit] | None = None
     chunk: Chunk[KernelUnit] | None = None
+    group: str | None = field(default=None, compare=False)
     # Plain ints for the launchers (kvunits.contracts.internal.kernel_ints), computed by
     # kernel_view.
     _ints: KernelInts = field(default=_NO_KERNEL_INTS, repr=False, compare=False)
@@ -370,7 +399,7 @@ class KernelSpec(Generic[KernelUnit]):
             lambda self: _no_plain_ints(self, "kernel_ints")
         )
 
-    def expect(self, unit: type[_K]) -> KernelSpec[_K]:
+    def expect(self, unit: type[_K]) -> KernelSpec[_K, GroupT]:
         """Narrow to the kernel unit the caller works in; `UnitTypeError` if it is another."""
         if self.seq_unit is not unit:
             raise UnitTypeError(
@@ -381,12 +410,14 @@ class KernelSpec(Generic[KernelUnit]):
         # mypy checks this body once per pair of constraints; the check above makes it exact.
         return self  # type: ignore[return-value,unused-ignore]
 
-    def block_of(self, position: Position[KernelUnit]) -> Position[CacheBlocks]:
+    def block_of(self, position: Position[KernelUnit]) -> Position[CacheBlocks, GroupT]:
         """The block-table column holding kernel position ``position``:
-        ``i // tokens_per_block`` (floor; ``block_size × P`` positions per block)."""
-        return block_of(position, self.tokens_per_block)  # type: ignore[arg-type,call-overload,unused-ignore]
+        ``i // tokens_per_block`` (floor; ``block_size × P`` positions per block); it keeps
+        the view's group."""
+        column = block_of(position, self.tokens_per_block)  # type: ignore[arg-type,call-overload,unused-ignore]
+        return column if self.group is None else Position._column(column._n, self.group)
 
-    def window_blocks(self) -> CacheBlocks:
+    def window_blocks(self) -> SpanBlocks:
         """The most cache blocks a query's window reads: ``cdiv(W − 1, tokens_per_block) + 1``.
 
         Raises:
@@ -400,7 +431,8 @@ class KernelSpec(Generic[KernelUnit]):
         window = self.sliding_window
         extra = f", sliding_window {window}" if window is not None else ""
         extra += f", chunk {self.chunk}" if self.chunk is not None else ""
-        return f"{self.kind} kernel: {self.tokens_per_block}{extra}, {self.kv_heads} kv heads"
+        heads = self.kv_heads._value
+        return f"{self.kind} kernel: {self.tokens_per_block}{extra}, {heads} kv heads"
 
 
 CachedLayer: TypeAlias = (
@@ -427,15 +459,17 @@ def _manager(**fields: Any) -> ManagerSpec[Any]:
         fields.get("chunk"),
         fields.get("fixed_length"),
     )
-    state = fields.get("state_size")
+    state, slot = fields.get("state_size"), fields.get("slot_size")
     if state is not None:
         page = state._value
+    elif slot is not None:
+        page = bs * fields["pool"].tokens_per_block * fields["kv_heads"]._value * slot._value
     else:
         page = (
             bs
             * fields["pool"].tokens_per_block
-            * fields["kv_heads"]
-            * (fields["head_size_k"] + fields["head_size_v"])
+            * fields["kv_heads"]._value
+            * (fields["head_size_k"]._value + fields["head_size_v"]._value)
             * fields["dtype"].itemsize_bytes
         )
     ints = ManagerInts(
@@ -458,6 +492,9 @@ def _kernel(**fields: Any) -> KernelSpec[Any]:
         pool=p,
         sliding_window_tok=None if window is None else window._n,
         chunk_tok=None if chunk is None else chunk._n,
+        kv_heads=fields["kv_heads"]._value,
+        head_size_k=fields["head_size_k"]._value,
+        head_size_v=fields["head_size_v"]._value,
     )
     return KernelSpec(_ints=ints, **fields)
 
@@ -495,7 +532,8 @@ def manager_view(
         block_size_slots: slots per cache block (the engine's block size).
         cache_dtype: overrides an attention layer's dtype (the engine's ``cache_dtype``);
             a mixer's state keeps its own dtypes, as vLLM's attention ``cache_dtype`` never
-            applies to Mamba states (they have ``mamba_cache_dtype`` of their own).
+            applies to Mamba states (they have ``mamba_cache_dtype`` of their own), and so
+            does an indexer's fp8 key cache.
 
     Raises:
         SpecError: the layer keeps no cache of its own (``encoder_only``, ``kv_shared``).
@@ -514,9 +552,9 @@ def manager_view(
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
                 pool=PoolFactor(1),
-                kv_heads=1,
-                head_size_k=0,
-                head_size_v=0,
+                kv_heads=KVHeads(1),
+                head_size_k=Elements(0),
+                head_size_v=Elements(0),
                 dtype=layer.ssm_dtype,
                 state_size=layer.state_size,
             )
@@ -526,22 +564,38 @@ def manager_view(
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
                 pool=PoolFactor(1),
-                kv_heads=1,
-                head_size_k=0,
-                head_size_v=0,
+                kv_heads=KVHeads(1),
+                head_size_k=Elements(0),
+                head_size_v=Elements(0),
                 dtype=CacheDType.float32 if cache_dtype is None else cache_dtype,
                 state_size=layer.state_size,
             )
         if isinstance(layer, MLALayer):
+            dtype = layer.dtype if cache_dtype is None else cache_dtype
             return _manager(
                 kind="full_attention",
                 slot_unit=Tokens,
                 block_size=BlockSize(bs, Tokens),
                 pool=PoolFactor(1),
-                kv_heads=1,
+                kv_heads=KVHeads(1),
                 head_size_k=layer.kv_lora_rank + layer.qk_rope_head_dim,
-                head_size_v=0,
-                dtype=layer.dtype if cache_dtype is None else cache_dtype,
+                head_size_v=Elements(0),
+                dtype=dtype,
+                slot_size=layer.slot_size(dtype),
+            )
+        if isinstance(layer, IndexerLayer):
+            # Every token of the request, one head whole on every rank; the engine's cache
+            # dtype does not apply (the indexer always stores fp8 keys and float32 scales).
+            return _manager(
+                kind="full_attention",
+                slot_unit=Tokens,
+                block_size=BlockSize(bs, Tokens),
+                pool=PoolFactor(1),
+                kv_heads=KVHeads(1),
+                head_size_k=layer.head_size,
+                head_size_v=Elements(0),
+                dtype=layer.dtype,
+                slot_size=layer.slot_size,
             )
         dtype = layer.dtype if cache_dtype is None else cache_dtype
         common: dict[str, Any] = {
@@ -617,10 +671,21 @@ def kernel_view(
                 seq_unit=Tokens,
                 tokens_per_block=BlockSize(bs, Tokens),
                 pool=PoolFactor(1),
-                kv_heads=1,
+                kv_heads=KVHeads(1),
                 head_size_k=layer.kv_lora_rank + layer.qk_rope_head_dim,
-                head_size_v=0,
+                head_size_v=Elements(0),
                 dtype=layer.dtype if cache_dtype is None else cache_dtype,
+            )
+        if isinstance(layer, IndexerLayer):
+            return _kernel(
+                kind="full_attention",
+                seq_unit=Tokens,
+                tokens_per_block=BlockSize(bs, Tokens),
+                pool=PoolFactor(1),
+                kv_heads=KVHeads(1),
+                head_size_k=layer.head_size,
+                head_size_v=Elements(0),
+                dtype=layer.dtype,
             )
         common: dict[str, Any] = {
             "kind": layer.kind,
@@ -698,6 +763,18 @@ def admission_cap(spec: ManagerSpec[Any], max_in_flight_slots: int, max_len_slot
         max_in_flight_slots,
         max_len_slots,
     )
+
+
+_M = TypeVar("_M", ManagerSpec[Any], KernelSpec[Any])
+
+
+def bind_group(spec: _M, group: str) -> _M:
+    """``spec`` as the view of layer group ``group`` (`group_layers` binds every view it
+    groups): equal to ``spec``, and what it computes for a block table keeps the group."""
+    if spec.group == group:
+        return spec
+    with _deriving():
+        return replace(spec, group=group)
 
 
 def manager_ints(spec: ManagerSpec[Any]) -> ManagerInts:

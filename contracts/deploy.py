@@ -27,42 +27,50 @@ Example:
     >>> tp16 = Parallelism(tensor_parallel_size=16)
     >>> kv_heads_per_rank(KVHeads(8), tp16), head_replicas(KVHeads(8), tp16)
     (RankKVHeads(1), 2)
-    >>> [len(stage) for stage in layers_per_stage(32, Parallelism(pipeline_parallel_size=3))]
-    [11, 11, 10]
+    >>> pp3 = Parallelism(pipeline_parallel_size=3)
+    >>> [layers_of_stage(stage) for stage in layers_per_stage(Layers(32), pp3)]
+    [StageLayers(11), StageLayers(11), StageLayers(10)]
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeVar, final
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from ._convert import Conversion, cdiv
+from ._counts import KVHeads, Layers, StageLayers
 from ._describe import describe
 from ._factors import BlockSize
-from ._layers import EncoderOnlyLayer, KVSharedLayer, LayerSpec, MLALayer, StateLayer
-from ._quantity import Bytes, CacheBlocks, IntQuantity, Tokens, coerce_quantity
+from ._layers import (
+    EncoderOnlyLayer,
+    IndexerLayer,
+    KVSharedLayer,
+    LayerSpec,
+    MLALayer,
+    StateLayer,
+)
+from ._origin import in_python, written_in_python
+from ._quantity import (
+    AdmissionCap,
+    Bytes,
+    CacheBlocks,
+    IntQuantity,
+    PoolBlocks,
+    Tokens,
+    coerce_quantity,
+)
 from ._views import ManagerSpec
 from .errors import SpecError, UnitError, UnitTypeError, UnitValueError
 from .state import StateMixerLayer
 
 # -- the counts -------------------------------------------------------------------------------
-
-
-@final
-class KVHeads(IntQuantity):
-    """KV heads of one attention layer as the model declares them (all ranks together).
-
-    An MLA layer has one: its latent, which every rank keeps whole.
-    """
-
-    __slots__ = ()
-    unit: ClassVar[str] = "kv_head"
 
 
 @final
@@ -87,7 +95,7 @@ class RankBytes(IntQuantity):
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_plain_validator_function(
+        return core_schema.with_info_plain_validator_function(
             _validate_rank_bytes,
             serialization=core_schema.plain_serializer_function_ser_schema(
                 _rank_bytes_text, when_used="always"
@@ -126,11 +134,18 @@ class RankTokens(IntQuantity):
     unit: ClassVar[str] = "token/rank"
 
 
-def _validate_rank_bytes(value: object) -> RankBytes:
+def _validate_rank_bytes(value: object, info: ValidationInfo) -> RankBytes:
     """Config input of a per-rank memory setting: text or a pint quantity in bytes, or a
-    `RankBytes`; the model's `Bytes` is refused (whose bytes would it be?)."""
+    `RankBytes`; the model's `Bytes` is refused (whose bytes would it be?). Python
+    construction takes a `RankBytes` only (`kvunits.contracts._origin`)."""
     if type(value) is RankBytes:
         return value
+    if in_python(info) and not isinstance(value, IntQuantity):
+        try:
+            fix = f"RankBytes({coerce_quantity(value, (Bytes,))._value})"
+        except UnitError:
+            fix = "RankBytes(n), n bytes of one rank"
+        raise written_in_python(info, value, fix, "RankBytes (byte/rank)")
     try:
         if isinstance(value, IntQuantity):
             raise UnitTypeError(
@@ -290,28 +305,23 @@ def head_replicas(heads: KVHeads, parallelism: Parallelism) -> int:
     return tp // h if h and tp > h else 1
 
 
-def layers_per_stage(num_layers: int, parallelism: Parallelism) -> tuple[range, ...]:
+def layers_per_stage(num_layers: Layers, parallelism: Parallelism) -> tuple[range, ...]:
     """Which of ``n`` stacked layers each pipeline stage holds: ``n // pp`` each, the
     remainder ``n % pp`` one more each to stages −2, −3, … (never the last: it holds the final
     norm), as vLLM's ``get_pp_indices`` (``vllm/distributed/utils.py``) splits every layer
-    list it builds (``make_layers``). ``VLLM_PP_LAYER_PARTITION`` is not modelled.
+    list it builds (``make_layers``). ``VLLM_PP_LAYER_PARTITION`` is not modelled. A stage's
+    count is `layers_of_stage` of its range.
 
     Raises:
-        UnitTypeError: ``num_layers`` is not an int.
+        UnitTypeError: ``num_layers`` is not `Layers` (a bare int, a stage's layers).
 
     Example:
-        >>> layers_per_stage(61, Parallelism(pipeline_parallel_size=4))
+        >>> layers_per_stage(Layers(61), Parallelism(pipeline_parallel_size=4))
         (range(0, 15), range(15, 30), range(30, 46), range(46, 61))
     """
-    if type(num_layers) is not int or num_layers < 0:
-        raise UnitTypeError(
-            f"num_layers must be an int >= 0, got {describe(num_layers)}",
-            field="num_layers",
-            expected="int >= 0",
-            got=describe(num_layers),
-        )
+    n = _check(num_layers, Layers, "num_layers")._value
     pp = _parallelism(parallelism).pipeline_parallel_size
-    per_stage, remainder = divmod(num_layers, pp)
+    per_stage, remainder = divmod(n, pp)
     sizes = [per_stage] * pp
     for i in range(2, remainder + 2):
         sizes[-i] += 1
@@ -320,20 +330,56 @@ def layers_per_stage(num_layers: int, parallelism: Parallelism) -> tuple[range, 
     return tuple(range(start, start + size) for start, size in zip(starts, sizes, strict=True))
 
 
+def layers_of_stage(stage: range | Sequence[str]) -> StageLayers:
+    """The layers one stage holds, counted: ``len(stage)`` of a range `layers_per_stage`
+    gives (or of the stage's layer names), as `StageLayers`, not the model's `Layers`.
+
+    Example:
+        >>> layers_of_stage(layers_per_stage(Layers(61), Parallelism(pipeline_parallel_size=4))[2])
+        StageLayers(16)
+    """
+    if isinstance(stage, str) or not isinstance(stage, (range, Sequence)):
+        raise UnitTypeError(
+            f"stage must be the range layers_per_stage gives (or the stage's layer names), "
+            f"got {describe(stage)}",
+            field="stage",
+            expected="range | Sequence[str]",
+            got=describe(stage),
+        )
+    return StageLayers(len(stage))
+
+
+def rank_block_bytes(page_size: RankBytes, layers: StageLayers) -> RankBytes:
+    """Memory one block id holds on one rank: a page of the rank's share in each layer of its
+    stage, ``page_size × layers``, exact.
+
+    A rank holds its stage's layers, not the model's: the model's `Layers` are refused
+    (mypy and the run time), as is a bare int.
+
+    Example:
+        >>> rank_block_bytes(RankBytes(8192), StageLayers(16))
+        RankBytes(131072)
+    """
+    page = _check(page_size, RankBytes, "page_size")._value
+    return RankBytes(page * _check(layers, StageLayers, "layers")._value)
+
+
 def kv_heads_of(layer: LayerSpec) -> KVHeads | None:
     """The model's KV heads of a layer: an attention layer's ``kv_heads``, an MLA layer's one
-    latent; ``None`` for a layer without heads (a state, or no cache of its own).
+    latent, an indexer's one key (both whole on every rank); ``None`` for a layer without
+    heads (a state, or no cache of its own).
 
     Example:
         >>> from kvunits.contracts import FullAttentionLayer
-        >>> kv_heads_of(FullAttentionLayer(kv_heads=8, head_size=128))
+        >>> from kvunits.contracts import Elements
+        >>> kv_heads_of(FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128)))
         KVHeads(8)
     """
-    if isinstance(layer, MLALayer):
+    if isinstance(layer, (MLALayer, IndexerLayer)):
         return KVHeads(1)
     if isinstance(layer, (StateMixerLayer, StateLayer, EncoderOnlyLayer, KVSharedLayer)):
         return None
-    return KVHeads(layer.kv_heads)
+    return layer.kv_heads
 
 
 def page_size_per_rank(
@@ -344,7 +390,7 @@ def page_size_per_rank(
     * attention: ``block_size × P × heads_per_rank × (K + V) × dtype``, the manager's page
       with the model's heads replaced by `kv_heads_per_rank` (vLLM's
       ``AttentionSpec.page_size_bytes`` is computed from the per-rank ``num_kv_heads``);
-    * MLA: its one latent head is whole on every rank, so the page is the model's;
+    * MLA and an indexer: the one head is whole on every rank, so the page is the model's;
     * a recurrent mixer: its conv and SSM tensors split over the ranks exactly as vLLM's
       ``MambaStateShapeCalculator`` (`StateMixerLayer.state_tensors`);
     * a ``state`` layer given only in bytes: whole on every rank (its shape is unknown, so
@@ -356,7 +402,8 @@ def page_size_per_rank(
 
     Example:
         >>> from kvunits.contracts import FullAttentionLayer, manager_view
-        >>> layer = FullAttentionLayer(kv_heads=8, head_size=128)
+        >>> from kvunits.contracts import Elements
+        >>> layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
         >>> page_size_per_rank(layer, manager_view(layer, 16), Parallelism(tensor_parallel_size=2))
         RankBytes(32768)
     """
@@ -372,7 +419,7 @@ def page_size_per_rank(
     per_rank = kv_heads_per_rank(heads, p)
     page = manager.page_size._value
     # The page is proportional to the heads: block_size × P × heads × (K + V) × dtype.
-    return RankBytes(page // manager.kv_heads * per_rank._value)
+    return RankBytes(page // manager.kv_heads._value * per_rank._value)
 
 
 def tokens_per_dcp_rank(length: Tokens, parallelism: Parallelism) -> RankTokens:
@@ -402,17 +449,46 @@ def rank_tokens_to_blocks_ceil(tokens: RankTokens, block_size: BlockSize[Tokens]
     return RankBlocks(cdiv(n, block_size.numerical_value_in(Tokens)))
 
 
-def blocks_per_rank(blocks: CacheBlocks) -> RankBlocks:
-    """The pages each rank holds for ``blocks`` block ids of the scheduler: the same number,
-    exact. A block id names one page on every rank of every stage holding the group (vLLM
-    keeps one block table per engine and gives every worker the same ``num_blocks``)."""
-    return RankBlocks(_check(blocks, CacheBlocks, "blocks")._value)
+def blocks_per_rank(blocks: CacheBlocks | AdmissionCap | PoolBlocks) -> RankBlocks:
+    """The pages each rank holds for ``blocks`` block ids of the scheduler (pages held, a
+    request's cap, a pool): the same number, exact. A block id names one page on every rank
+    of every stage holding the group (vLLM keeps one block table per engine and gives every
+    worker the same ``num_blocks``)."""
+    if type(blocks) not in (CacheBlocks, AdmissionCap, PoolBlocks):
+        _check(blocks, CacheBlocks, "blocks")
+    return RankBlocks(blocks._value)
 
 
-def engine_blocks(blocks: RankBlocks) -> CacheBlocks:
-    """The block ids ``n`` pages on each rank give the scheduler: the same number, exact (the
-    inverse of `blocks_per_rank`)."""
-    return CacheBlocks(_check(blocks, RankBlocks, "blocks")._value)
+def engine_blocks(per_rank: Sequence[RankBlocks]) -> PoolBlocks:
+    """The block ids the scheduler can hand out, given the pages *every* rank holds: the
+    fewest, ``min(per_rank)`` (a block id names a page on every rank, so the smallest pool
+    bounds them all: vLLM's ``get_kv_cache_configs`` "Change the num_blocks of each rank to
+    the smallest among all ranks"; nano-vllm #187 is the bug of one rank's count taken for
+    the engine's). The inverse of `blocks_per_rank`.
+
+    Raises:
+        UnitTypeError: one rank's count (not a sequence of every rank's), or an item that is
+            not `RankBlocks`.
+        UnitValueError: no rank at all.
+
+    Example:
+        >>> engine_blocks([RankBlocks(2111), RankBlocks(2055)])
+        PoolBlocks(2055)
+    """
+    if isinstance(per_rank, IntQuantity) or not isinstance(per_rank, Sequence):
+        raise UnitTypeError(
+            f"engine_blocks takes every rank's pages (a sequence of RankBlocks), got "
+            f"{describe(per_rank)}: one rank's count is not the engine's, which is the fewest "
+            "any rank holds; gather every rank's and pass them all",
+            field="per_rank",
+            expected="Sequence[RankBlocks] (every rank's)",
+            got=describe(per_rank),
+        )
+    if not per_rank:
+        raise UnitValueError(
+            "engine_blocks needs at least one rank's pages", field="per_rank", got="[]"
+        )
+    return PoolBlocks(min(_check(b, RankBlocks, "per_rank[]")._value for b in per_rank))
 
 
 def rank_blocks_to_bytes(blocks: RankBlocks, page_size: RankBytes) -> RankBytes:
@@ -492,7 +568,9 @@ DEPLOY_CONVERSIONS: Final[tuple[Conversion, ...]] = (
         "cdiv(n, block_size)",
     ),
     Conversion("blocks_per_rank", "cache_block", "cache_block/rank", "exact", "n"),
-    Conversion("engine_blocks", "cache_block/rank", "cache_block", "exact", "n"),
+    Conversion("engine_blocks", "cache_block/rank", "cache_block", "exact", "min over ranks"),
+    Conversion("layers_of_stage", "layer", "layer/stage", "exact", "len(stage)"),
+    Conversion("rank_block_bytes", "byte/rank", "byte/rank", "exact", "page_size * stage layers"),
     Conversion("rank_blocks_to_bytes", "cache_block/rank", "byte/rank", "exact", "n * page_size"),
     Conversion(
         "rank_bytes_to_blocks_floor",
@@ -524,8 +602,10 @@ __all__ = [
     "head_replicas",
     "kv_heads_of",
     "kv_heads_per_rank",
+    "layers_of_stage",
     "layers_per_stage",
     "page_size_per_rank",
+    "rank_block_bytes",
     "rank_blocks_to_bytes",
     "rank_bytes_to_blocks_floor",
     "rank_tokens_to_blocks_ceil",

@@ -5,7 +5,8 @@
     KvUnitsError
     ├── UnitError                          a value not in the unit or form the contract declares
     │   ├── UnitTypeError (TypeError)      wrong unit or kind, no unit, bool, float, str, foreign
-    │   │                                  registry
+    │   │   │                              registry
+    │   │   └── CacheDTypeError            (and a KernelTypeError, below)
     │   ├── UnitValueError (ValueError)    negative, zero where it matters, not a whole number
     │   └── UnitAttributeError             a magnitude read without naming its unit (``.value``)
     │                                      (AttributeError)
@@ -20,10 +21,13 @@
     ├── ConcurrentUseError (RuntimeError)  a coordinator entered while a call was in progress
     ├── KernelArgumentError                a tensor a kernel launcher cannot take
     │   ├── KernelTypeError (TypeError)    not a tensor, wrong dtype
+    │   │   └── CacheDTypeError            a cache of another dtype than its group stores
     │   └── KernelValueError (ValueError)  shape, device, stride, offsets, lengths, block ids
     └── ResidencyError (LookupError)       a key a query needs is not resident in the cache
 
-Each leaf also inherits the builtin it resembles, so ``except ValueError`` in caller code keeps
+One warning stands apart: `ConfigWarning` (a ``UserWarning``), a setting kvunits ignores (a
+``KVUNITS_*`` environment variable that names none). Each leaf also inherits the builtin it
+resembles, so ``except ValueError`` in caller code keeps
 working, and ``except KvUnitsError`` catches them all. Every error carries typed fields (the
 field or argument at fault, the expected unit, what was given, the group and request) and
 pickles with them, so it crosses a process boundary intact. `contracts`, ``runtime`` and
@@ -43,7 +47,7 @@ from pydantic_core import PydanticCustomError, ValidationError
 from pydantic_core.core_schema import ErrorType
 
 if TYPE_CHECKING:
-    from kvunits.contracts import CacheBlocks, EncoderTokens, Position, Tokens
+    from kvunits.contracts import AdmissionCap, CacheBlocks, EncoderTokens, Position, Tokens
 
 
 class KvUnitsError(Exception):
@@ -135,9 +139,10 @@ class SpecValidationError(ValidationError, SpecError):
     from their constructor and ``model_validate*``; build one with `from_pydantic`.
 
     Example:
-        >>> from kvunits.contracts import SlidingWindowLayer
+        >>> from kvunits.contracts import Elements, KVHeads, PoolFactor, SlidingWindowLayer
         >>> try:
-        ...     SlidingWindowLayer(sliding_window="750", pool=4, kv_heads=8, head_size=64)
+        ...     SlidingWindowLayer(sliding_window="750", pool=PoolFactor(4), kv_heads=KVHeads(8),
+        ...                        head_size=Elements(64))
         ... except KvUnitsError as exc:
         ...     print(type(exc).__name__, exc.errors()[0]["loc"])
         SpecValidationError ('sliding_window',)
@@ -207,6 +212,12 @@ class ConfigError(KvUnitsError, ValueError):
         return (type(self), (self.issues,))
 
 
+class ConfigWarning(UserWarning):
+    """A config setting kvunits ignores, with the reason: a ``KVUNITS_*`` environment
+    variable that names no setting (a typo, or another tool's). Not a `KvUnitsError`:
+    nothing was refused."""
+
+
 # -- runtime -----------------------------------------------------------------------------------
 
 
@@ -272,7 +283,7 @@ class AdmissionError(KvUnitsError, ValueError):
         *,
         request_id: str,
         group: str,
-        cap: CacheBlocks,
+        cap: AdmissionCap,
         usable: CacheBlocks,
     ) -> None:
         super().__init__(message)
@@ -335,6 +346,44 @@ class KernelArgumentError(KvUnitsError):
 
 class KernelTypeError(KernelArgumentError, TypeError):
     """Not a tensor, or a tensor of the wrong dtype."""
+
+
+@final
+class CacheDTypeError(KernelTypeError, UnitTypeError):
+    """A cache tensor whose dtype is not the one its layer's group stores.
+
+    The dtype a page was sized with owns the page: a cache of one dtype used for a group that
+    stores another reads every page at the wrong stride (an engine-wide dtype applied to a
+    group with its own: TensorRT-LLM #16304; one group's bf16 pages read as another's fp8:
+    vLLM #37429). Both a `KernelTypeError` (a tensor the launcher cannot take) and a
+    `UnitTypeError` (bytes of one dtype are not bytes of another), so ``except UnitError``
+    catches it as it catches every unit mistake.
+
+    Args:
+        message: the full human message.
+        argument: the launcher argument at fault (``"k_cache"``, ``"v_cache"``).
+        field: the same argument.
+        expected: the dtype the group stores.
+        got: the tensor's dtype.
+        group: the layer group the layer belongs to (None: a view not grouped).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        argument: str,
+        field: str | None = None,
+        expected: str | None = None,
+        got: str | None = None,
+        group: str | None = None,
+    ) -> None:
+        KvUnitsError.__init__(self, message)
+        self.argument = argument
+        self.field = field if field is not None else argument
+        self.expected = expected
+        self.got = got
+        self.group = group
 
 
 class KernelValueError(KernelArgumentError, ValueError):

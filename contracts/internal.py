@@ -12,20 +12,26 @@ group again at another block size), and the quantity classes by unit (`QUANTITY_
 
 from collections.abc import Callable
 from operator import attrgetter
+from typing import Any
 
 from ._convert import cdiv as cdiv
 from ._describe import describe as describe
 from ._factors import check_pool as check_pool
+from ._group_marker import GroupT as GroupT
+from ._group_marker import marker_name as marker_name
+from ._groups import check_marker as check_marker
 from ._groups import group_limits as group_limits
+from ._kinds import Position
 from ._kinds import check_kind as check_kind
 from ._parse import parse_any_quantity as parse_any_quantity
 from ._quantity import QUANTITY_CLASSES as QUANTITY_CLASSES
-from ._quantity import IntQuantity
+from ._quantity import CacheBlocks, IntQuantity
 from ._quantity import check_quantity as check_quantity
 from ._views import KernelInts as KernelInts
 from ._views import ManagedKind as ManagedKind
 from ._views import ManagerInts as ManagerInts
 from ._views import admission_cap as admission_cap
+from ._views import bind_group as bind_group
 from ._views import kernel_ints as kernel_ints
 from ._views import manager_ints as manager_ints
 
@@ -35,14 +41,24 @@ from ._views import manager_ints as manager_ints
 #: itself, ``q._value``: there even one call is measurable.)
 magnitude: Callable[[IntQuantity], int] = attrgetter("_value")
 
+
+def owned_column(index: int, group: str) -> Position[CacheBlocks, Any]:
+    """Column ``index`` of group ``group``'s block tables, as a group's view computes it
+    (`kvunits.contracts.BlockIds` refuses it in another group's table)."""
+    return Position._column(index, group)
+
+
 __all__ = [
     "QUANTITY_CLASSES",
+    "GroupT",
     "KernelInts",
     "ManagedKind",
     "ManagerInts",
     "admission_cap",
+    "bind_group",
     "cdiv",
     "check_kind",
+    "check_marker",
     "check_pool",
     "check_quantity",
     "describe",
@@ -50,5 +66,7 @@ __all__ = [
     "kernel_ints",
     "magnitude",
     "manager_ints",
+    "marker_name",
+    "owned_column",
     "parse_any_quantity",
 ]

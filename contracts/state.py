@@ -23,7 +23,9 @@ error, as vLLM's ``divide`` asserts. The state's bytes are the tensors' bytes su
 its own dtype (vLLM packs them back to back in one page: ``MambaSpec.page_size_bytes``).
 
 Example:
-    >>> layer = Mamba1Layer(intermediate_size=8192, ssm_state_size=16, conv_kernel=4)
+    >>> from kvunits.contracts import Elements
+    >>> layer = Mamba1Layer(intermediate_size=Elements(8192), ssm_state_size=Elements(16),
+    ...                     conv_kernel=4)
     >>> [(t.name, t.shape) for t in layer.state_tensors()]
     [('conv', (3, 8192)), ('ssm', (8192, 16))]
     >>> str(layer.state_size)
@@ -36,17 +38,17 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Literal, final
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from ._dtype import CacheDType
+from ._counts import Elements, Heads
+from ._dtype import CacheDType, parse_dtype_field
 from ._model import SpecModel
 from ._quantity import Bytes
 from .errors import SpecError
 
-#: A count of heads, groups or elements of a mixer: a real positive int.
-_Count = Annotated[int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "head"})]
-_Size = Annotated[
-    int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "element"})
+#: The groups sharing a Mamba-2 mixer's B and C projections: a real positive int.
+_Groups = Annotated[
+    int, Field(strict=True, ge=1, le=1 << 20, json_schema_extra={"x-unit": "group"})
 ]
 _Kernel = Annotated[
     int, Field(strict=True, ge=1, le=1 << 10, json_schema_extra={"x-unit": "token"})
@@ -100,8 +102,8 @@ class StateMixerLayer(SpecModel):
 
     @field_validator("conv_dtype", "ssm_dtype", mode="before")
     @classmethod
-    def _parse_dtype(cls, value: object) -> object:
-        return CacheDType.parse(value) if isinstance(value, str) else value
+    def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
+        return parse_dtype_field(value, info)
 
     def state_tensors(self, tp: int = 1) -> tuple[StateTensor, StateTensor]:
         """The conv and SSM tensors one request holds in this layer on one of ``tp`` ranks.
@@ -131,12 +133,12 @@ class Mamba1Layer(StateMixerLayer):
     (vLLM ``MambaStateShapeCalculator.mamba1_state_shape``)."""
 
     kind: Literal["mamba1"] = "mamba1"
-    intermediate_size: _Size = Field(description="I: the mixer's inner size (expand × hidden)")
-    ssm_state_size: _Size = Field(description="N: the SSM state size per channel")
+    intermediate_size: Elements = Field(description="I: the mixer's inner size (expand × hidden)")
+    ssm_state_size: Elements = Field(description="N: the SSM state size per channel")
 
     def _shapes(self, tp: int) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-        inner = _divide(self.intermediate_size, tp, "intermediate_size")
-        return (self.conv_kernel - 1, inner), (inner, self.ssm_state_size), "ssm"
+        inner = _divide(self.intermediate_size._value, tp, "intermediate_size")
+        return (self.conv_kernel - 1, inner), (inner, self.ssm_state_size._value), "ssm"
 
 
 class Mamba2Layer(StateMixerLayer):
@@ -144,19 +146,20 @@ class Mamba2Layer(StateMixerLayer):
     (vLLM ``MambaStateShapeCalculator.mamba2_state_shape``)."""
 
     kind: Literal["mamba2"] = "mamba2"
-    intermediate_size: _Size = Field(description="I: the mixer's inner size")
-    num_heads: _Count = Field(description="H: SSM heads")
-    head_dim: _Size = Field(description="P: elements per SSM head")
-    n_groups: _Count = Field(description="G: groups sharing the B and C projections")
-    ssm_state_size: _Size = Field(description="N: the SSM state size")
+    intermediate_size: Elements = Field(description="I: the mixer's inner size")
+    num_heads: Heads = Field(description="H: SSM heads")
+    head_dim: Elements = Field(description="P: elements per SSM head")
+    n_groups: _Groups = Field(description="G: groups sharing the B and C projections")
+    ssm_state_size: Elements = Field(description="N: the SSM state size")
 
     def _shapes(self, tp: int) -> tuple[tuple[int, ...], tuple[int, ...], str]:
         # vLLM's extra_groups_for_head_shards: groups a rank cannot own are replicated.
         groups = self.n_groups if self.n_groups % tp == 0 else tp
-        conv_dim = self.intermediate_size + 2 * groups * self.ssm_state_size
+        state = self.ssm_state_size._value
+        conv_dim = self.intermediate_size._value + 2 * groups * state
         conv = (self.conv_kernel - 1, _divide(conv_dim, tp, "conv dim (I + 2·G·N)"))
-        heads = _divide(self.num_heads, tp, "num_heads")
-        return conv, (heads, self.head_dim, self.ssm_state_size), "ssm"
+        heads = _divide(self.num_heads._value, tp, "num_heads")
+        return conv, (heads, self.head_dim._value, state), "ssm"
 
 
 class GatedDeltaNetLayer(StateMixerLayer):
@@ -165,16 +168,18 @@ class GatedDeltaNetLayer(StateMixerLayer):
     (vLLM ``MambaStateShapeCalculator.gated_delta_net_state_shape``)."""
 
     kind: Literal["gated_delta_net"] = "gated_delta_net"
-    num_k_heads: _Count = Field(description="Hk: key heads")
-    num_v_heads: _Count = Field(description="Hv: value heads")
-    head_k_dim: _Size = Field(description="Dk: elements per key head")
-    head_v_dim: _Size = Field(description="Dv: elements per value head")
+    num_k_heads: Heads = Field(description="Hk: key heads")
+    num_v_heads: Heads = Field(description="Hv: value heads")
+    head_k_dim: Elements = Field(description="Dk: elements per key head")
+    head_v_dim: Elements = Field(description="Dv: elements per value head")
 
     def _shapes(self, tp: int) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-        conv_dim = 2 * self.num_k_heads * self.head_k_dim + self.num_v_heads * self.head_v_dim
+        hk, hv = self.num_k_heads._value, self.num_v_heads._value
+        dk, dv = self.head_k_dim._value, self.head_v_dim._value
+        conv_dim = 2 * hk * dk + hv * dv
         conv = (self.conv_kernel - 1, _divide(conv_dim, tp, "conv dim (2·Hk·Dk + Hv·Dv)"))
-        heads = _divide(self.num_v_heads, tp, "num_v_heads")
-        return conv, (heads, self.head_v_dim, self.head_k_dim), "recurrent"
+        heads = _divide(hv, tp, "num_v_heads")
+        return conv, (heads, dv, dk), "recurrent"
 
 
 __all__ = ["GatedDeltaNetLayer", "Mamba1Layer", "Mamba2Layer", "StateMixerLayer", "StateTensor"]

@@ -21,25 +21,35 @@ Public API:
 * `check_residency`, `ResidencyError`: does every block a query needs sit in the table?
 * `KernelArgumentError` (`KernelTypeError`, `KernelValueError`): a tensor argument the
   launchers cannot take; with `ResidencyError`, under `kvunits.contracts.KvUnitsError`.
+  `CacheDTypeError` (a `KernelTypeError` and a `kvunits.contracts.UnitTypeError`): a cache
+  of another dtype than its layer's group stores.
 * `SeqLens`, `QueryStartLoc`, `SlotMapping`, `BlockTable`: integer tensors with their unit;
   `unpool_seq_lens` converts manager lengths to exact encoder lengths; `slot_start_loc`
   says where each request's entries start in a slot mapping.
 * `reference_write_kv`, `reference_paged_attention`: the plain-torch references.
+* `sdpa_window_mask`: a `Window` as PyTorch SDPA's boolean ``attn_mask`` (the other backends'
+  conventions are `kvunits.contracts.flash_attn_window_size`, `flashinfer_window_left` and
+  `exclusive_window_bound`).
 * `flash_attention_inputs`, `flashinfer_inputs`: a step batch's tensors for FlashAttention's
-  and FlashInfer's paged calls; `allocate_kv_caches`: each layer's caches from a plan
-  (`kvunits.kernels.backends`, loaded on first use).
+  and FlashInfer's paged calls; `allocate_kv_caches`: each layer's caches from a plan, a
+  shared pool laid out as vLLM's (`PhysicalLayout`) (`kvunits.kernels.backends`, loaded on
+  first use).
 """
 
 if __name__ != "kvunits.kernels":
     # A checkout's root on sys.path exposes this directory as `kernels`: a second copy of every
-    # class (isinstance fails across copies) and a name other distributions use.
-    raise ImportError(
-        f"kvunits' kernels package was imported as {__name__!r}; import kvunits.kernels instead"
-    )
+    # class, and a name other distributions use. kvunits._names says where, and the fix.
+    from kvunits._names import bare_name_error
 
+    raise bare_name_error(__name__, __file__, "kvunits.kernels")
+
+from kvunits._extras import require as _require
+
+_require("kvunits.kernels", "kernels", "torch", "triton")  # before any import of them
 
 from typing import TYPE_CHECKING
 
+from kvunits.contracts.errors import CacheDTypeError as CacheDTypeError
 from kvunits.contracts.errors import KernelArgumentError as KernelArgumentError
 from kvunits.contracts.errors import KernelTypeError as KernelTypeError
 from kvunits.contracts.errors import KernelValueError as KernelValueError
@@ -55,6 +65,7 @@ from .attention import paged_attention as paged_attention
 from .cache_write import manager_unit as manager_unit
 from .cache_write import slot_start_loc as slot_start_loc
 from .cache_write import write_kv as write_kv
+from .masks import sdpa_window_mask as sdpa_window_mask
 from .reference import reference_paged_attention as reference_paged_attention
 from .reference import reference_write_kv as reference_write_kv
 
@@ -63,6 +74,7 @@ _LAZY = {
     "FlashAttentionInputs",
     "FlashInferInputs",
     "LayerCache",
+    "PhysicalLayout",
     "allocate_kv_caches",
     "flash_attention_inputs",
     "flashinfer_inputs",
@@ -83,18 +95,21 @@ if TYPE_CHECKING:
     from .backends import FlashAttentionInputs as FlashAttentionInputs
     from .backends import FlashInferInputs as FlashInferInputs
     from .backends import LayerCache as LayerCache
+    from .backends import PhysicalLayout as PhysicalLayout
     from .backends import allocate_kv_caches as allocate_kv_caches
     from .backends import flash_attention_inputs as flash_attention_inputs
     from .backends import flashinfer_inputs as flashinfer_inputs
 
 __all__ = [
     "BlockTable",
+    "CacheDTypeError",
     "FlashAttentionInputs",
     "FlashInferInputs",
     "KernelArgumentError",
     "KernelTypeError",
     "KernelValueError",
     "LayerCache",
+    "PhysicalLayout",
     "QueryStartLoc",
     "ResidencyError",
     "SeqLens",
@@ -107,6 +122,7 @@ __all__ = [
     "paged_attention",
     "reference_paged_attention",
     "reference_write_kv",
+    "sdpa_window_mask",
     "slot_start_loc",
     "unpool_seq_lens",
     "write_kv",

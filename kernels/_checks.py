@@ -18,8 +18,15 @@ from typing import Final
 
 import torch
 
-from kvunits.contracts import CacheDType, KernelSpec, KernelUnit, SpecError, Window
-from kvunits.contracts.errors import KernelTypeError, KernelValueError
+from kvunits.contracts import (
+    CacheDType,
+    KernelSpec,
+    KernelUnit,
+    SpecError,
+    Window,
+    exclusive_window_bound,
+)
+from kvunits.contracts.errors import CacheDTypeError, KernelTypeError, KernelValueError
 from kvunits.contracts.internal import ManagedKind, check_kind, describe, kernel_ints
 
 _TORCH_DTYPES: Final[dict[CacheDType, torch.dtype]] = {
@@ -59,7 +66,8 @@ def check_spec(spec: object, kinds: tuple[ManagedKind, ...], launcher: str) -> N
         raise SpecError(
             f"{launcher} supports bfloat16, float16 and float32 caches, not {spec.dtype.value}"
         )
-    if spec.head_size_k < 1 or spec.head_size_v < 1:
+    ints = kernel_ints(spec)
+    if ints.head_size_k < 1 or ints.head_size_v < 1:
         raise SpecError(
             f"{launcher} needs K and V heads of >= 1 element, got head_size_k="
             f"{spec.head_size_k}, head_size_v={spec.head_size_v}"
@@ -135,14 +143,29 @@ def check_caches(
     dtype, with the same number of blocks; only the last axis needs stride 1.
     """
     dtype = torch_dtype(spec.dtype)
-    tokens_per_block, heads = kernel_ints(spec).tokens_per_block, spec.kv_heads
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if isinstance(cache, torch.Tensor) and cache.dtype != dtype:
+            # The dtype a page was sized with owns it: a unit error, not only a bad tensor.
+            group = f"group {spec.group!r}" if spec.group is not None else "this layer"
+            raise CacheDTypeError(
+                f"{name} is {cache.dtype} but {group} stores {spec.dtype.value} "
+                f"({dtype}): its pages were sized with another dtype (another group's cache, "
+                "or an engine-wide dtype where the group has its own); allocate the layer's "
+                "cache from its own kernel view (allocate_kv_caches)",
+                argument=name,
+                expected=spec.dtype.value,
+                got=str(cache.dtype),
+                group=spec.group,
+            )
+    ints = kernel_ints(spec)
+    tokens_per_block, heads = ints.tokens_per_block, ints.kv_heads
     k = check_tensor(
-        "k_cache", k_cache, (None, tokens_per_block, heads, spec.head_size_k), _CACHE_AXES,
+        "k_cache", k_cache, (None, tokens_per_block, heads, ints.head_size_k), _CACHE_AXES,
         dtype=dtype, device=device,
     )  # fmt: skip
     num_blocks = int(k.shape[0])
     check_tensor(
-        "v_cache", v_cache, (num_blocks, tokens_per_block, heads, spec.head_size_v), _CACHE_AXES,
+        "v_cache", v_cache, (num_blocks, tokens_per_block, heads, ints.head_size_v), _CACHE_AXES,
         dtype=dtype, device=device,
     )  # fmt: skip
     return num_blocks
@@ -213,8 +236,8 @@ def resolve_window(
     if sliding_window is None:
         return kernel_ints(spec).sliding_window_tok
     window = check_kind(sliding_window, Window, spec.seq_unit, "sliding_window")
-    n: int = window.numerical_value_in(spec.seq_unit)
-    return n
+    # The Triton kernel's convention: key j is visible to query i when j > i - W.
+    return exclusive_window_bound(window)
 
 
 def interpreted(kernel: object) -> bool:

@@ -84,9 +84,11 @@ def check_residency(
 
         >>> import torch
         >>> from kvunits.contracts import (
-        ...     EncoderTokens, PoolFactor, SlidingWindowLayer, Window, kernel_view)
+        ...     Elements, EncoderTokens, KVHeads, PoolFactor, SlidingWindowLayer, Window,
+        ...     kernel_view)
         >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens),
-        ...                            pool=PoolFactor(4), kv_heads=1, head_size=16)
+        ...                            pool=PoolFactor(4), kv_heads=KVHeads(1),
+        ...                            head_size=Elements(16))
         >>> spec = kernel_view(layer, 16).expect(EncoderTokens)
         >>> table = BlockTable(torch.tensor([[0] + list(range(1, 13))]))
         >>> qsl = QueryStartLoc(torch.tensor([0, 4]), EncoderTokens)

@@ -29,17 +29,21 @@ conversion is
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, final
 
 import torch
 
 from kvunits.contracts import (
+    BlockIds,
+    CacheBlocks,
     EncoderTokens,
     IntQuantity,
     PooledBlocks,
     PoolFactor,
     SeqUnit,
+    SlotIds,
     SlotUnit,
     Tokens,
     UnitAttributeError,
@@ -251,6 +255,39 @@ class SlotMapping(_UnitTensor, Generic[SlotUnit]):
     def __init__(self, tensor: torch.Tensor, unit: type[SlotUnit]) -> None:
         super().__init__(tensor, unit)
 
+    @classmethod
+    def from_ids(
+        cls,
+        slots: SlotIds[SlotUnit],
+        *,
+        dtype: torch.dtype = torch.int64,
+        device: torch.device | str | None = None,
+    ) -> SlotMapping[SlotUnit]:
+        """The slot mapping of a step as the coordinator gives it (`SlotIds`, which carries
+        its unit): ``SlotMapping.from_ids(coord.kernel_inputs(r, handle).slot_mapping)``.
+
+        Raises:
+            UnitTypeError: ``slots`` is a block table (`BlockIds`) or plain ints: a slot
+                mapping is built from a slot mapping.
+        """
+        given: object = slots
+        if type(given) is not SlotIds:
+            raise UnitTypeError(
+                f"SlotMapping.from_ids takes the SlotIds of a step (KernelInputs.slot_mapping), "
+                f"got {describe(given)}"
+                + (
+                    ": a block table is not a slot mapping (slot s lives in block "
+                    "s // block_size); build a BlockTable from it"
+                    if type(given) is BlockIds
+                    else ""
+                ),
+                field="slots",
+                expected="SlotIds",
+                got=describe(given),
+            )
+        data = torch.tensor(slots.slots_in(slots.unit), dtype=dtype, device=device)
+        return cls(data, slots.unit)
+
     def tensor_in(self, unit: type[SlotUnit]) -> torch.Tensor:
         """The tensor, ``unit`` being its own unit (mypy and the run time check it).
 
@@ -276,7 +313,76 @@ class BlockTable:
     tensor: torch.Tensor
 
     def __post_init__(self) -> None:
+        given: object = self.tensor
+        if isinstance(given, (SlotIds, SlotMapping)):
+            raise UnitTypeError(
+                f"BlockTable takes cache-block ids, got a slot mapping ({describe(given)}): slot "
+                "s lives in block s // block_size; pass the requests' block tables "
+                "(BlockTable.from_rows(coord.block_table(r, handle) for r in ...))",
+                field="BlockTable",
+                expected="cache-block ids",
+                got=describe(given),
+            )
         _check_tensor("BlockTable", self.tensor, 2, "[num_requests, max_blocks_per_request]")
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: Iterable[BlockIds],
+        *,
+        width: int | None = None,
+        dtype: torch.dtype = torch.int32,
+        device: torch.device | str | None = None,
+    ) -> BlockTable:
+        """The block tables of requests, one `BlockIds` each (the coordinator's), padded with
+        the null block (0) to ``width`` columns (default: the longest row).
+
+        Raises:
+            UnitTypeError: a row is not `BlockIds` (a slot mapping, plain ints), or the rows
+                belong to different groups (each group has a table of its own).
+            KernelValueError: a row is longer than ``width``.
+        """
+        given: list[object] = list(rows)
+        owners: set[str] = set()
+        for i, row in enumerate(given):
+            if type(row) is not BlockIds:
+                raise UnitTypeError(
+                    f"BlockTable.from_rows takes one BlockIds per request "
+                    f"(coord.block_table(r, handle)), got {describe(row)} at row {i}"
+                    + (
+                        ": a slot mapping is not a block table (slot s lives in block "
+                        "s // block_size)"
+                        if type(row) is SlotIds
+                        else ""
+                    ),
+                    field=f"rows[{i}]",
+                    expected="BlockIds",
+                    got=describe(row),
+                )
+            if row.owner is not None:
+                owners.add(row.owner)
+        named = owners
+        if len(named) > 1:
+            raise UnitTypeError(
+                f"the rows belong to groups {sorted(named)}: one BlockTable holds one group's "
+                "tables (the groups' block sizes differ, and so do their columns)",
+                field="rows",
+                expected="rows of one group",
+                got=", ".join(sorted(named)),
+            )
+        ids = [row.ids_in(CacheBlocks) for row in given]  # type: ignore[attr-defined]
+        longest = max((len(r) for r in ids), default=0)
+        columns = longest if width is None else width
+        if longest > columns:
+            raise KernelValueError(
+                f"a block table row has {longest} columns, more than width {columns}",
+                argument="width",
+            )
+        data = torch.zeros((len(ids), columns), dtype=dtype, device=device)
+        for r, row_ids in enumerate(ids):
+            if row_ids:
+                data[r, : len(row_ids)] = torch.tensor(row_ids, dtype=dtype)
+        return cls(data)
 
     def __repr__(self) -> str:
         return f"BlockTable[cache_block]({self.tensor!r})"

@@ -148,7 +148,8 @@ def paged_attention(
     sliding_window_tok = resolve_window(spec, sliding_window)
 
     dtype = torch_dtype(spec.dtype)
-    kv_heads, head_k, head_v = spec.kv_heads, spec.head_size_k, spec.head_size_v
+    ints = kernel_ints(spec)
+    kv_heads, head_k, head_v = ints.kv_heads, ints.head_size_k, ints.head_size_v
     tokens_per_block = kernel_ints(spec).tokens_per_block
     device: torch.device = getattr(query, "device", torch.device("cpu"))
     check_tensor(

@@ -17,6 +17,12 @@ tables):
   ``paged_kv_indices [nnz]`` (their ids, request after request), ``paged_kv_last_page_len
   [R]`` (positions in each last page, 1 .. page_size) and ``qo_indptr [R + 1]``.
 
+Each layer's sliding window goes to a library through its named convention, never as the
+window's plain number: FlashAttention's ``window_size=(left, right)`` is
+`kvunits.contracts.flash_attn_window_size` (``(W − 1, 0)``), FlashInfer's ``window_left`` is
+`kvunits.contracts.flashinfer_window_left` (``W − 1``), per layer of the group
+(``fa.window_size["text.3"]``): layers of one group share its tables, not always a window.
+
 For a pooled group every length is in encoder tokens and a page holds ``block_size × P`` of
 them (the kernel view's ``tokens_per_block``): the caches are laid out as the kernels here
 read them, ``[num_blocks, tokens_per_block, kv_heads, head_size]``, which is both libraries'
@@ -24,7 +30,9 @@ NHD layout. A sliding window's evicted entries are the null block (0): the libra
 only for keys their window masks, which is what kvunits' residency guarantee makes true.
 
 `allocate_kv_caches` gives each layer of a capacity plan its ``k_cache`` and ``v_cache``,
-shapes and dtypes from its kernel view.
+shapes and dtypes from its kernel view: a tensor pair per layer for a ``per_group`` plan, views
+of one buffer laid out as vLLM 0.33 lays it out for a ``shared`` one
+(`kvunits.kernels._shared_caches`).
 """
 
 from __future__ import annotations
@@ -32,15 +40,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from types import MappingProxyType
 from typing import Any, Generic, Protocol, final
 
 import torch
 
-from kvunits.contracts import AnyLayerGroup, CacheBlocks, KernelUnit, SpecError
+from kvunits.contracts import (
+    AnyLayerGroup,
+    CacheBlocks,
+    EngineSpec,
+    KernelUnit,
+    PoolBlocks,
+    SpecError,
+    flash_attn_window_size,
+    flashinfer_window_left,
+)
 from kvunits.contracts.batch import StepBatch
-from kvunits.contracts.internal import check_quantity, describe
+from kvunits.contracts.internal import describe, kernel_ints
 
 from ._checks import _TORCH_DTYPES, torch_dtype
+from ._shared_caches import PhysicalLayout as PhysicalLayout
+from ._shared_caches import shared_views
 from ._typed import BlockTable, QueryStartLoc, SeqLens
 
 
@@ -57,6 +77,9 @@ class FlashAttentionInputs(Generic[KernelUnit]):
             written to (vLLM's ``reshape_and_cache_flash`` slot mapping).
         max_seqlen_q: the longest query of the batch (kernel unit).
         max_seqlen_k: the longest key sequence of the batch (kernel unit).
+        window_size: per layer of the group, its ``window_size=(left, right)``:
+            `kvunits.contracts.flash_attn_window_size` of the layer's kernel window
+            (``(W − 1, 0)``; ``(-1, -1)`` without one).
     """
 
     block_table: BlockTable
@@ -65,6 +88,7 @@ class FlashAttentionInputs(Generic[KernelUnit]):
     slot_mapping: torch.Tensor
     max_seqlen_q: KernelUnit
     max_seqlen_k: KernelUnit
+    window_size: Mapping[str, tuple[int, int]]
 
 
 @final
@@ -79,6 +103,9 @@ class FlashInferInputs(Generic[KernelUnit]):
         paged_kv_last_page_len: ``[R]`` int32 positions in each request's last page (1 ..
             ``page_size``; 0 for a request without positions).
         page_size: positions per page, in the kernel unit (``tokens_per_block``).
+        window_left: per layer of the group, its ``window_left``:
+            `kvunits.contracts.flashinfer_window_left` of the layer's kernel window (``W − 1``;
+            ``-1`` without one).
     """
 
     qo_indptr: QueryStartLoc[KernelUnit]
@@ -86,9 +113,10 @@ class FlashInferInputs(Generic[KernelUnit]):
     paged_kv_indices: torch.Tensor
     paged_kv_last_page_len: torch.Tensor
     page_size: KernelUnit
+    window_left: Mapping[str, int]
 
 
-def _check_batch(batch: object) -> StepBatch[Any]:
+def _check_batch(batch: object) -> StepBatch[Any, Any]:
     if type(batch) is not StepBatch:
         raise SpecError(
             f"expected a StepBatch (coordinator.step_batch(handle, request_ids)), got "
@@ -97,9 +125,9 @@ def _check_batch(batch: object) -> StepBatch[Any]:
     return batch
 
 
-def _tables(batch: StepBatch[Any], width: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _tables(batch: StepBatch[Any, Any], width: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The padded int32 block table ``[R, W]`` and the tables' lengths ``[R]`` (int64)."""
-    tables = batch.block_tables
+    tables = [t.ids_in(CacheBlocks) for t in batch.block_tables]
     lengths = torch.tensor([len(t) for t in tables], dtype=torch.int64)
     most = int(lengths.max()) if len(tables) else 0
     if width is None:
@@ -116,7 +144,7 @@ def _tables(batch: StepBatch[Any], width: int | None) -> tuple[torch.Tensor, tor
 
 
 def flash_attention_inputs(
-    batch: StepBatch[KernelUnit],
+    batch: StepBatch[KernelUnit, Any],
     *,
     device: torch.device | str | None = None,
     pad_to_width: bool = False,
@@ -154,11 +182,14 @@ def flash_attention_inputs(
         slot_mapping=slot_mapping.to(device),
         max_seqlen_q=unit(int(q.max()) if requests else 0),
         max_seqlen_k=unit(int(seq.max()) if requests else 0),
+        window_size=MappingProxyType(
+            {layer: flash_attn_window_size(w) for layer, w in batch.windows.items()}
+        ),
     )
 
 
 def flashinfer_inputs(
-    batch: StepBatch[KernelUnit], *, device: torch.device | str | None = None
+    batch: StepBatch[KernelUnit, Any], *, device: torch.device | str | None = None
 ) -> FlashInferInputs[KernelUnit]:
     """FlashInfer's paged inputs for one group's step batch (pages: ``cdiv(seq_len,
     page_size)`` entries of each table, the null block where a window evicted).
@@ -185,6 +216,9 @@ def flashinfer_inputs(
         paged_kv_indices=table[used].to(device),
         paged_kv_last_page_len=last.to(device=device, dtype=torch.int32),
         page_size=unit(per_block),
+        window_left=MappingProxyType(
+            {layer: flashinfer_window_left(w) for layer, w in batch.windows.items()}
+        ),
     )
 
 
@@ -197,12 +231,14 @@ class _GroupPlan(Protocol):
     @property
     def group(self) -> AnyLayerGroup: ...
     @property
-    def num_blocks(self) -> CacheBlocks: ...
+    def num_blocks(self) -> PoolBlocks: ...
 
 
 class _Plan(Protocol):
     """What `allocate_kv_caches` reads of a capacity plan (`kvunits.runtime.CapacityPlan`)."""
 
+    @property
+    def engine(self) -> EngineSpec: ...
     @property
     def groups(self) -> Sequence[_GroupPlan]: ...
     @property
@@ -217,36 +253,71 @@ class LayerCache:
     Attributes:
         k_cache: ``[num_blocks, tokens_per_block, kv_heads, head_size_k]``.
         v_cache: ``[num_blocks, tokens_per_block, kv_heads, head_size_v]``; None for a layer
-            without values (MLA's latent).
+            without values (MLA's latent). In a shared plan both are strided views of one
+            buffer that other groups' layers view too (only the last axis is contiguous).
     """
 
     k_cache: torch.Tensor
     v_cache: torch.Tensor | None
 
 
+def _pool_blocks(group_plan: _GroupPlan) -> int:
+    """A group plan's pool size, its blocks with the null one, as a plain int."""
+    blocks: object = group_plan.num_blocks
+    if type(blocks) is not PoolBlocks:
+        raise SpecError(f"num_blocks must be PoolBlocks (a pool's size), got {describe(blocks)}")
+    return blocks.numerical_value_in(PoolBlocks)
+
+
 def allocate_kv_caches(
-    plan: _Plan, *, device: torch.device | str | None = None
+    plan: _Plan,
+    *,
+    device: torch.device | str | None = None,
+    physical_layout: PhysicalLayout | None = None,
 ) -> Mapping[str, LayerCache]:
-    """Allocate the KV cache of every attention layer of a capacity plan, per layer: its
-    group's ``num_blocks`` (the null block included), shapes and dtypes from its kernel view
-    (`kvunits.contracts.KernelSpec`: ``tokens_per_block`` positions of the kernel's unit, the
-    real KV heads, ``head_size_k``/``head_size_v``, the cache dtype). Uninitialised, as vLLM
-    allocates them. State layers (recurrent mixers) hold no attention cache and are left out.
+    """Allocate the KV cache of every attention layer of a capacity plan, per layer: shapes
+    and dtypes from its kernel view (`kvunits.contracts.KernelSpec`: ``tokens_per_block``
+    positions of the kernel's unit, the real KV heads, ``head_size_k``/``head_size_v``, the
+    cache dtype) and its group's ``num_blocks`` (the null block included), so that a block id
+    the plan's coordinator hands out indexes axis 0. Uninitialised, as vLLM allocates them.
+    State layers (recurrent mixers) hold no attention cache and are left out.
+
+    A ``per_group`` plan gets two contiguous tensors per layer. A ``shared`` plan (one pool
+    for all groups) gets views of one buffer, as vLLM 0.33 lays it out
+    (`kvunits.kernels._shared_caches`): layer ``l`` of every group on the same bytes, each
+    viewing them with its own shape and dtype, K and V strided slices of one
+    ``[num_blocks, tokens_per_block, kv_heads, head_size_k + head_size_v]`` view.
+
+    Args:
+        plan: the capacity plan (`kvunits.runtime.plan`).
+        device: where the tensors go (default: the CPU; ``"meta"`` for shapes only).
+        physical_layout: a shared plan's byte order, a name of vLLM's ``KVCacheLayout``:
+            ``LBNHC`` (the default: vLLM's, FlashAttention's NHD), ``LBHNC`` (HND), or another
+            where it keeps the groups apart (see `kvunits.kernels._shared_caches`).
 
     Raises:
-        SpecError: a plan of the shared layout (its groups' layers alias one buffer, as in
-            vLLM; allocate that layout yourself), or a dtype the kernels do not take.
+        SpecError: a dtype the kernels do not take, a physical_layout for a per_group plan,
+            or one the shared plan cannot take.
     """
-    if plan.layout != "per_group":
+    if plan.layout == "shared":
+        groups = [p.group for p in plan.groups]
+        views = shared_views(
+            groups,
+            _pool_blocks(plan.groups[0]),
+            plan.engine.block_size_slots,
+            "LBNHC" if physical_layout is None else physical_layout,
+            device,
+        )
+        return {name: LayerCache(k, v) for name, (k, v) in views.items()}
+    if physical_layout is not None:
         raise SpecError(
-            f"allocate_kv_caches lays out a per_group plan (a pool per group); this plan's "
-            f"layout is {plan.layout!r}, whose groups share one buffer per layer position: "
-            "plan with kv_cache_layout = 'per_group'"
+            f"physical_layout {physical_layout!r} lays out a shared pool; this plan's "
+            f"kv_cache_layout is {plan.layout!r}, whose layers each get their own K and V "
+            "tensors: drop physical_layout, or plan with kv_cache_layout = 'shared'"
         )
     out: dict[str, LayerCache] = {}
     for group_plan in plan.groups:
-        blocks = check_quantity(group_plan.num_blocks, CacheBlocks, "num_blocks")
-        num_blocks = blocks.numerical_value_in(CacheBlocks)
+        num_blocks = _pool_blocks(group_plan)
         for name, spec in group_plan.group.kernels.items():
             rows = spec.tokens_per_block.numerical_value_in(spec.seq_unit)
             if spec.dtype not in _TORCH_DTYPES:
@@ -255,10 +326,11 @@ def allocate_kv_caches(
                     f"caches, not {spec.dtype}; plan with another cache_dtype"
                 )
             dtype = torch_dtype(spec.dtype)
-            shape = (num_blocks, rows, spec.kv_heads)
-            k = torch.empty((*shape, spec.head_size_k), dtype=dtype, device=device)
+            ints = kernel_ints(spec)
+            shape = (num_blocks, rows, ints.kv_heads)
+            k = torch.empty((*shape, ints.head_size_k), dtype=dtype, device=device)
             v = None
-            if spec.head_size_v:
-                v = torch.empty((*shape, spec.head_size_v), dtype=dtype, device=device)
+            if ints.head_size_v:
+                v = torch.empty((*shape, ints.head_size_v), dtype=dtype, device=device)
             out[name] = LayerCache(k, v)
     return out

@@ -87,9 +87,12 @@ def slot_start_loc(
 
     Example:
         >>> import torch
-        >>> from kvunits.contracts import EncoderTokens, SlidingWindowLayer, kernel_view
-        >>> layer = SlidingWindowLayer(sliding_window="750 encoder_token", pool=4, kv_heads=1,
-        ...                            head_size=16)
+        >>> from kvunits.contracts import (
+        ...     Elements, EncoderTokens, KVHeads, PoolFactor, SlidingWindowLayer, Window,
+        ...     kernel_view)
+        >>> layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens),
+        ...                            pool=PoolFactor(4), kv_heads=KVHeads(1),
+        ...                            head_size=Elements(16))
         >>> spec = kernel_view(layer, 2).expect(EncoderTokens)
         >>> qsl = QueryStartLoc(torch.tensor([0, 5, 9]), EncoderTokens)
         >>> lens = SeqLens(torch.tensor([11, 4]), EncoderTokens)
@@ -190,7 +193,8 @@ def write_kv(
     lens = check_seq_lens(seq_lens, unit, "seq_lens")
 
     dtype = torch_dtype(spec.dtype)
-    heads, head_k, head_v = spec.kv_heads, spec.head_size_k, spec.head_size_v
+    ints = kernel_ints(spec)
+    heads, head_k, head_v = ints.kv_heads, ints.head_size_k, ints.head_size_v
     device: torch.device = getattr(k_cache, "device", torch.device("cpu"))
     num_blocks = check_caches(k_cache, v_cache, spec, device)
     check_tensor(

@@ -76,6 +76,14 @@ def fit(config: KvUnitsConfig, *, length: str | None, requests: int) -> FitAnswe
         raise UnitValueError(
             f"--requests must be >= 1, got {requests}", field="--requests", got=str(requests)
         )
+    if asked > engine.max_model_len:
+        # vLLM rejects a request longer than max_model_len: admitting it would be a fiction.
+        raise UnitValueError(
+            f"--length {asked} is longer than max_model_len {engine.max_model_len}, and vLLM "
+            "rejects such a request; raise --max-model-len to ask about it",
+            field="--length",
+            got=str(asked),
+        )
     layout = Layout(config.model, engine)
     caps = layout.rank_caps(asked)
     blocks = layout.split(caps)

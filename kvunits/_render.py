@@ -132,14 +132,13 @@ def _layout_to_dict(layout: LayoutPlan) -> dict[str, Any]:
 
 
 def _group_to_dict(plan: GroupPlan) -> dict[str, Any]:
-    from kvunits.contracts.deploy import KVHeads
 
     group, manager = plan.group, plan.group.manager
     kernel = next(iter(group.kernels.values()), None)
     return {
         "name": group.name,
         "kind": manager.kind,
-        "layers": group.num_layers,
+        "layers": len(group.layer_names),
         "slot_unit": manager.slot_unit.unit,
         "pool": manager.pool.tokens_per_block,
         "block_size": quantity(manager.block_size),
@@ -151,7 +150,7 @@ def _group_to_dict(plan: GroupPlan) -> dict[str, Any]:
         "manager_chunk": quantity(manager.chunk),
         "max_len": quantity(group.limits.max_len),
         "max_in_flight": quantity(group.limits.max_in_flight),
-        "kv_heads": None if manager.kind == "state" else quantity(KVHeads(manager.kv_heads)),
+        "kv_heads": None if manager.kind == "state" else quantity(manager.kv_heads),
         "dtype": manager.dtype.value,
         "page_size": quantity(plan.page_size),
         "block_bytes": quantity(plan.block_bytes),
@@ -237,7 +236,7 @@ def render_table(config: KvUnitsConfig, plan: CapacityPlan, out: TextIO) -> None
         table.add_row(
             group.group.name,
             manager.kind,
-            str(group.group.num_layers),
+            str(len(group.group.layer_names)),
             _window_cell(group),
             str(group.page_size),
             str(group.admission_cap),

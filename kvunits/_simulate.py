@@ -45,6 +45,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -52,12 +53,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 from kvunits.contracts import (
+    AdmissionCap,
     AnyLayerGroup,
     CacheBlocks,
     EncoderTokens,
     IntQuantity,
     LayerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     Position,
     SlidingWindowLayer,
@@ -664,15 +667,74 @@ def simulate(
 
 
 class _Stream:
-    __slots__ = ("client", "hits", "id", "recompute", "step")
+    __slots__ = ("client", "hits", "id", "lost", "recompute", "step")
 
     def __init__(self, stream_id: str, client: int) -> None:
         self.id = stream_id
         self.client = client
         self.step = 0
         self.hits: tuple[IntQuantity, ...] | None = None
-        # A preempted stream: the positions per group (handle units) it recomputes first.
+        # A preempted stream: the positions per group (handle units) it recomputes first,
+        # and what its preemption lost (recomputed = lost - recompute).
         self.recompute: list[int] | None = None
+        self.lost: list[int] = []
+
+
+def _replay_chunk(
+    remaining: Sequence[int],
+    replayed: Sequence[int],
+    prefill: Sequence[int],
+    decode: Sequence[int],
+    limit: Sequence[int],
+) -> list[int]:
+    """What a preempted stream recomputes in one scheduler step, per group (handle units):
+    its own steps replayed in order, every group up to the same stream step, as many as
+    every group's per-step ``limit`` allows.
+
+    vLLM 0.33 recomputes a resumed request on one token axis: ``_preempt_request`` sets
+    ``num_computed_tokens = 0`` and the request prefills its history again, each scheduled
+    position carrying its text token *and* its P encoder tokens (Voxtral Realtime's
+    encoder runs inside the decoder's forward: ``voxtral_realtime.py``, ``forward``). No
+    group runs ahead of another: text does not re-prefill 2048 tokens at once while its
+    audio comes back 4 encoder tokens a step, holding every text block for nothing. A
+    stream step that alone exceeds a limit (a prompt longer than a step) is chunked in the
+    groups still short of it.
+
+    Args:
+        remaining: positions left to recompute.
+        replayed: positions recomputed since the preemption.
+        prefill: the positions of the stream's first step (its prompt, less its hits).
+        decode: the positions of each later step.
+        limit: the most positions a scheduler step adds.
+
+    Example:
+        Voxtral's cadence (audio 4 encoder tokens a step, at most 4; text 1 token, at most
+        2048), a prompt of 4 encoder tokens and 16 tokens, preempted after 10 steps: the
+        first replay step recomputes the prompt, each next one step of both, never more.
+
+        >>> _replay_chunk([40, 25], [0, 0], [4, 16], [4, 1], [4, 2048])
+        [4, 16]
+        >>> _replay_chunk([36, 9], [4, 16], [4, 16], [4, 1], [4, 2048])
+        [4, 1]
+        >>> _replay_chunk([40, 25], [0, 0], [4, 16], [4, 1], [8192, 2048])  # vLLM's budget
+        [40, 25]
+    """
+
+    def steps(x: int, p: int, d: int) -> float:  # whole stream steps x positions cover
+        return 0 if x < p else math.inf if d == 0 else 1 + (x - p) // d
+
+    def positions(t: float, p: int, d: int) -> float:  # of the first t stream steps
+        return 0 if t == 0 else p + (t - 1) * d
+
+    groups = list(zip(remaining, replayed, prefill, decode, limit, strict=True))
+    active = [g for g in groups if g[0]]
+    reach = min(steps(x + c, p, d) for _, x, p, d, c in active)
+    now = min(steps(x, p, d) for _, x, p, d, _ in active)
+    if now < reach < math.inf:
+        return [min(r, max(0, int(positions(reach, p, d)) - x)) for r, x, p, d, _ in groups]
+    # One stream step is more than a limit allows (or only steps without positions are
+    # left): chunk it in the groups still short of it.
+    return [min(r, c) if r and steps(x, p, d) == now else 0 for r, x, p, d, c in groups]
 
 
 def _prompt_hashes(handle: GroupHandle[Any], prefill: IntQuantity) -> Any:
@@ -763,8 +825,8 @@ class Simulation:
                 self._limits, prefill, decode, [workload.steps] * len(handles), strict=True
             )
         )
-        # Per group, the most a step may add (handle units): a preempted stream recomputes in
-        # chunks of the engine's per-step limits.
+        # Per group, the most a step may add (handle units): a preempted stream replays its
+        # steps within them, every group in step (`_replay_chunk`).
         engine = config.engine
         self._chunk = tuple(
             (engine.max_encoder_tokens_per_step or EncoderTokens(0)).numerical_value_in(
@@ -851,12 +913,12 @@ class Simulation:
             stream.step += 1
             done = stream.step > work.steps
             for g, handle in enumerate(self.handles):
-                table = coord.block_table(stream.id, handle)
+                ids = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
                 geometries = self._checks[g]
                 if geometries and rows[g]:
-                    self._check(stream, handle, table, geometries, rows[g])
+                    self._check(stream, handle, ids, geometries, rows[g])
                 if not done:
-                    held[g] = max(held[g], len(table) - table.count(NULL_BLOCK))
+                    held[g] = max(held[g], len(ids) - ids.count(NULL_BLOCK))
             if done:
                 coord.free(stream.id)
                 del self._running[stream.id]
@@ -908,6 +970,7 @@ class Simulation:
                 victim.recompute = [
                     magnitude(record.lost[h.name]) // h.rows_per_unit for h in self.handles
                 ]
+                victim.lost = list(victim.recompute)
                 for g, handle in enumerate(self.handles):
                     self._recomputed[g] += victim.recompute[g] * handle.rows_per_unit
                 self._waiting.appendleft(victim)
@@ -963,7 +1026,11 @@ class Simulation:
             # computes a resumed request's tokens and its next one in one step).
             typed = tuple(type(q)(f) for q, f in zip(counts, fused, strict=True))
             return typed, tuple(fused), True, None
-        chunk = [min(r, c) for r, c in zip(remaining, self._chunk, strict=True)]
+        prefill = [magnitude(q) for q in self._prefill]
+        if stream.hits is not None:
+            prefill = [p - magnitude(h) for p, h in zip(prefill, stream.hits, strict=True)]
+        replayed = [lost - r for lost, r in zip(stream.lost, remaining, strict=True)]
+        chunk = _replay_chunk(remaining, replayed, prefill, self._decode_rows, self._chunk)
         left = [r - c for r, c in zip(remaining, chunk, strict=True)]
         typed = tuple(type(q)(c) for q, c in zip(counts, chunk, strict=True))
         return typed, tuple(chunk), False, left
@@ -982,7 +1049,7 @@ class Simulation:
             stream.step += 1
         done = stream.step > self.workload.steps
         for g, handle in enumerate(self.handles):
-            table = coord.block_table(stream.id, handle)
+            table = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
             geometries = self._checks[g]
             if geometries and rows[g]:
                 self._check(stream, handle, table, geometries, rows[g])
@@ -1079,8 +1146,8 @@ class Simulation:
                         for _, w, _ in self._geometries[name]
                         if w is not None
                     ),
-                    capacity=group_plan.num_blocks.numerical_value_in(CacheBlocks) - 1,
-                    reserved_per_stream=group_plan.admission_cap.numerical_value_in(CacheBlocks),
+                    capacity=group_plan.num_blocks.numerical_value_in(PoolBlocks) - 1,
+                    reserved_per_stream=group_plan.admission_cap.numerical_value_in(AdmissionCap),
                     peak_held_per_stream=max(series[f"{name}.held_max"], default=0),
                     peak_used=max(series[f"{name}.used"], default=0),
                     peak_reserved=max(series[f"{name}.reserved"], default=0),

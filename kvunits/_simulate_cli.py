@@ -61,8 +61,10 @@ manager window itself: the group's layers are declared with the window W' = (S -
 whose pool_window is S slots, while residency is checked with the kernel's real window. A
 window in encoder_token is declared as it is (manager window pool_window(W, P)).
 
-exit status: 0, 2 for invalid input (or --out without matplotlib, after the table), 130 when
-stopped with Ctrl-C (what was simulated is still printed and drawn).
+exit status: 0, 2 for invalid input (or --out without matplotlib, before simulating), 130
+when stopped with Ctrl-C (what was simulated is still printed and drawn). On a terminal a
+progress bar shows on stderr while it runs; nothing is shown on a pipe or with --format json
+or csv.
 """
 
 
@@ -179,6 +181,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     out = None if args.out is None else Path(args.out)
     if out is not None:
         _check_out(out, FIGURE_SUFFIXES)
+        if not have_matplotlib():  # before the run, not after it
+            print(f"kvunits: error: --out {out} needs matplotlib: {INSTALL_HINT}", file=sys.stderr)
+            return EXIT_INVALID
     try:
         return _run(args, out, have_matplotlib(), INSTALL_HINT)
     except KeyboardInterrupt:  # before or after the simulation: nothing to show
@@ -204,7 +209,8 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
         variants = admission_variants(config, args.compare_admission.split(","), variants)
     workload = _workload(args, config, runs=len(variants))
 
-    progress = _Progress(workload.duration, [v.label for v in variants])
+    shown = args.format == "table" and sys.stdout.isatty()  # a pipe or a program: no bar
+    progress = _Progress(workload.duration, [v.label for v in variants], shown)
     try:
         runs = simulate(config, workload, variants, on_step=progress)
     finally:
@@ -232,9 +238,6 @@ def _run(args: argparse.Namespace, out: Path | None, can_draw: bool, hint: str) 
         if args.format == "table" and not can_draw:
             print(f"kvunits: to draw these series: {hint}, then --out sim.png", file=sys.stderr)
         return status
-    if not can_draw:
-        print(f"kvunits: error: --out {out} needs matplotlib: {hint}", file=sys.stderr)
-        return EXIT_INVALID
     from ._figure import write_figure
 
     try:
@@ -344,21 +347,24 @@ def _workload(args: argparse.Namespace, config: KvUnitsConfig, *, runs: int) -> 
 
 
 class _Progress:
-    """A progress bar on stderr for runs longer than a moment (only on a terminal)."""
+    """A progress bar on stderr for runs longer than a moment, when ``shown`` and stderr is a
+    terminal (the table's reader is there too; a pipe or a JSON reader gets none)."""
 
-    def __init__(self, duration: int, labels: list[str]) -> None:
+    DELAY_S = 0.5  # a run shorter than this shows no bar at all
+
+    def __init__(self, duration: int, labels: list[str], shown: bool = True) -> None:
         self._duration = duration
         self._labels = labels
         self._start = time.monotonic()
         self._bar: Any = None
         self._task: Any = None
-        self._tty = sys.stderr.isatty()
+        self._tty = shown and sys.stderr.isatty()
 
     def __call__(self, index: int, step: int) -> None:
         if not self._tty or step % 32:
             return
         if self._bar is None:
-            if time.monotonic() - self._start < 0.5:
+            if time.monotonic() - self._start < self.DELAY_S:
                 return
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn

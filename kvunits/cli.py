@@ -1,5 +1,5 @@
 """The ``kvunits`` command line: ``plan``, ``fit``, ``check``, ``models``, ``schema``,
-``convert``, ``simulate``.
+``convert``, ``simulate``, ``audit``.
 
 Exit status: 0 on success, and when the reader of stdout went away (``kvunits plan | head``:
 it took what it wanted; nothing more is written, no traceback); 2 for an invalid config, flag
@@ -19,12 +19,14 @@ cold start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
@@ -77,7 +79,8 @@ _ENGINE_FLAGS: Final = (
     (
         "activation_memory",
         "QTY",
-        'activations and other non-KV memory on each GPU, e.g. "4 GiB" (with --gpu-memory)',
+        'activations and other non-KV memory on each GPU, e.g. "4 GiB", or "estimate" '
+        "(kvunits' estimate of what vLLM profiles, from config.json; with --gpu-memory)",
         None,
     ),
     ("cache_dtype", "DTYPE", "cache dtype for every layer (bfloat16, fp8, …, or auto)", None),
@@ -115,17 +118,25 @@ memory is per GPU: memory_budget, or gpu_memory × gpu_memory_utilization − we
 − activation_memory
 """
 
+_CHECK_EXIT: Final = """
+exit status: 0 every config is valid; 2 one or more is not (or a flag is invalid): each
+problem printed, or listed in the JSON document's "errors" with "file", "line" and "column"
+(null where the problem is not in a file: the environment, a flag); 1 an internal error (a
+bug: the traceback is printed)
+"""
+
 _MAIN_EPILOG: Final = """\
 examples:
   kvunits plan                                   the shipped Voxtral Realtime example
   kvunits plan examples/hf/gemma-3-1b-it/config.json --memory-budget "16 GiB"
   kvunits plan examples/hf/llama-3.1-8b/config.json -tp 8 -pp 2   the plan per rank
   kvunits fit examples/hf/llama-3.1-8b/config.json --memory-budget "16 GiB"
-  kvunits check examples/*.toml examples/hf/*/config.json
+  kvunits check examples/*.toml examples/hf/*/config.json --memory-budget "1 TiB"
   kvunits plan mistralai/Voxtral-Mini-4B-Realtime-2602   a model in the local HF cache
   kvunits models                                 the Hugging Face families kvunits reads
   kvunits schema > kvunits.schema.json
   kvunits convert "750 encoder_token" --to pooled_block --pool 4 --as window
+  kvunits audit kv-specs.json                    vLLM's KV-cache plan (the plugin's dump)
 
 Every size is written with its unit: "750 encoder_token", "8192 token", "40 GiB".
 """
@@ -146,6 +157,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         prepare_process()
     arguments = sys.argv[1:] if argv is None else list(argv)
+    if any(
+        a.startswith("--") and ("_" in a.split("=")[0] or a.startswith("--config"))
+        for a in arguments
+    ):
+        from kvunits.contracts import KvUnitsError
+
+        from ._vllm import normalize_argv
+
+        try:  # vLLM's spellings: --max_model_len, --config serve.yaml
+            arguments = normalize_argv(arguments)
+        except KvUnitsError as exc:
+            _report(exc, "kvunits: error")
+            return EXIT_INVALID
     # The command named first is the one that runs: build its arguments only.
     first = arguments[0] if arguments else None
     parser = build_parser(first if first in _COMMANDS else None)
@@ -161,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(stream, io.TextIOWrapper) and not can_encode(stream, "→…"):
             stream.reconfigure(errors="backslashreplace")
     try:
-        return command(args)
+        with _warnings_as_lines():
+            return command(args)
     except KvUnitsError as exc:
         _report(exc, "kvunits: error")
         return EXIT_INVALID
@@ -238,6 +263,9 @@ def _engine_flags() -> argparse.ArgumentParser:
         help="plan one more batch in flight, as vLLM's async scheduling runs (vLLM 0.33 turns "
         "it on by default; kvunits' default is off)",
     )
+    from ._vllm import add_vllm_flags
+
+    add_vllm_flags(engine_flags)
     return engine_flags
 
 
@@ -340,10 +368,19 @@ def _add_check(commands: Any) -> None:
         ),
         epilog="examples:\n"
         "  kvunits check examples/voxtral_realtime.toml\n"
-        "  kvunits check examples/*.toml examples/*.yaml examples/hf/*/config.json\n"
-        "\n" + _PRECEDENCE,
+        "  kvunits check examples/*.toml examples/*.yaml examples/hf/*/config.json "
+        '--memory-budget "1 TiB"\n'
+        "  kvunits check --format json examples/*.toml examples/*.yaml > check.json\n"
+        "\n" + _PRECEDENCE + _CHECK_EXIT,
     )
     check.add_argument("configs", nargs="+", metavar="CONFIG", help="config files to check")
+    check.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: one line per problem on stderr (default); json: one document on stdout, "
+        "every error with its file, line and column",
+    )
     check.set_defaults(command=_check)
 
 
@@ -428,6 +465,13 @@ def _add_convert(commands: Any) -> None:
     convert.set_defaults(command=_convert)
 
 
+def _add_audit(commands: Any) -> None:
+    """``kvunits audit`` (its arguments and run live in ``_audit_cli``)."""
+    from ._audit_cli import add_audit_command
+
+    add_audit_command(commands, _FORMATTER)
+
+
 def _add_simulate(commands: Any) -> None:
     """``kvunits simulate`` (its arguments live with the command, in ``_simulate_cli``)."""
     from ._simulate_cli import add_simulate_command
@@ -444,6 +488,7 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
     "schema": _add_schema,
     "convert": _add_convert,
     "simulate": _add_simulate,
+    "audit": _add_audit,
 }
 
 
@@ -452,14 +497,23 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
 
 def _plan(args: argparse.Namespace) -> int:
     from ._render import plan_to_dict, render_table
+    from ._vllm import vllm_lines, vllm_numbers, vllm_to_dict
 
     config = _load(args.config, args)
     result = _planned(config)
+    numbers = vllm_numbers(config, args.vllm)
     if args.format == "json":
-        json.dump(plan_to_dict(config, result), sys.stdout, indent=2)
+        data = plan_to_dict(config, result)
+        data["vllm"] = vllm_to_dict(numbers)
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         render_table(config, result, sys.stdout)
+        from ._render import clean
+
+        sys.stdout.write(
+            "\n" + "\n".join(clean(line) for line in vllm_lines(config, args.vllm, numbers)) + "\n"
+        )
     sys.stdout.flush()
     return EXIT_OK
 
@@ -482,21 +536,37 @@ def _check(args: argparse.Namespace) -> int:
     from kvunits.contracts import KvUnitsError
 
     status = EXIT_OK
-    for path in args.configs:
+    files: list[dict[str, Any]] = []  # --format json
+    errors: list[dict[str, Any]] = []
+    from ._examples import shipped
+
+    for path in [found for argument in args.configs for found in shipped(argument)]:
         try:
             config = _load(path, args)
             result = _planned(config)
         except KvUnitsError as exc:
-            _report(exc, path)
             status = EXIT_INVALID
+            if args.format == "json":
+                from ._locate import error_records
+
+                files.append({"config": path, "valid": False})
+                errors += error_records(path, exc)
+            else:
+                _report(exc, path)
         else:
             from ._render import clean
 
             layers, groups = len(config.model.layers), len(result.groups)
-            print(
-                clean(f"ok: {path}: {config.model.name}, {layers} layers in {groups} cache ")
-                + ("group" if groups == 1 else "groups")
-            )
+            files.append({"config": path, "valid": True, "model": config.model.name})
+            if args.format == "text":
+                print(
+                    clean(f"ok: {path}: {config.model.name}, {layers} layers in {groups} cache ")
+                    + ("group" if groups == 1 else "groups")
+                )
+    if args.format == "json":
+        document = {"valid": status == EXIT_OK, "files": files, "errors": errors}
+        json.dump({"check_version": 1, **document}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
     return status
 
 
@@ -523,7 +593,10 @@ def _models(args: argparse.Namespace) -> int:
         for name, wrapper in HF_WRAPPERS.items()
     ]
     if args.format == "json":
-        json.dump({"families": families, "wrappers": wrappers}, sys.stdout, indent=2)
+        from kvunits.contracts.config._hf_registry import REFUSED
+
+        listing = {"families": families, "wrappers": wrappers, "refused": dict(REFUSED)}
+        json.dump(listing, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     print("Hugging Face families kvunits reads as vLLM 0.33 does (by model_type):\n")
@@ -546,7 +619,9 @@ def _models(args: argparse.Namespace) -> int:
             print(" " * width + line)
     print(
         "\nAny other model_type, or a field that sizes the cache in some family and that the\n"
-        "family's reader does not read, is refused with its name."
+        "family's reader does not read, is refused with its name; the architectures of vLLM\n"
+        "0.33's registry kvunits refuses, with the feature not modelled: --format json,\n"
+        "'refused' (docs/vllm-compat.md lists them)."
     )
     return EXIT_OK
 
@@ -597,17 +672,39 @@ def _convert(args: argparse.Namespace) -> int:
 def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
     from kvunits.contracts.config import load_config
 
-    flags = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
+    from ._vllm import (
+        activations_from_config,
+        apply_skip_layers,
+        apply_state_dtypes,
+        engine_flags,
+        fit_auto_length,
+        weights_from_directory,
+    )
+
+    flags: dict[str, object] = {field: getattr(args, field) for field, _, _, _ in _ENGINE_FLAGS}
     flags["async_scheduling"] = args.async_scheduling
+    args.vllm = extra = engine_flags(args, flags)
+    path = path if path is not None else getattr(args, "vllm_model", None)
+    weights_from_directory(path, flags, extra)
+    activations_from_config(path, flags, extra)
     if path is not None:
-        return load_config(path, flags=flags)
+        from ._examples import shipped
+
+        (path, *_) = shipped(path)  # examples/... from an installed wheel
+        config = load_config(
+            path, flags=flags, hf_overrides=extra.hf_overrides or None, revision=extra.revision
+        )
+        config = apply_state_dtypes(config, extra)
+        if extra.kv_cache_dtype_skip_layers:
+            config = apply_skip_layers(config, extra.kv_cache_dtype_skip_layers)
+        return fit_auto_length(config, extra)
     example = os.path.join(os.path.dirname(__file__), "examples", DEFAULT_EXAMPLE)
     if os.path.isfile(example):  # package data beside the module (importlib.resources costs more)
-        return load_config(example, flags=flags)
+        return fit_auto_length(load_config(example, flags=flags), extra)
     from importlib import resources
 
     with resources.as_file(resources.files("kvunits").joinpath("examples", DEFAULT_EXAMPLE)) as f:
-        return load_config(f, flags=flags)
+        return fit_auto_length(load_config(f, flags=flags), extra)
 
 
 def _planned(config: KvUnitsConfig) -> CapacityPlan:
@@ -673,8 +770,23 @@ def _report(error: Exception, where: str) -> None:
         print(clean(line), file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """kvunits' warnings (an ignored ``KVUNITS_*`` variable) as ``kvunits: warning: …`` lines
+    on stderr, each once, while a command runs; the caller's warning settings after it."""
+    from kvunits.contracts.errors import ConfigWarning
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"kvunits: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("once", ConfigWarning)
+        warnings.showwarning = show
+        yield
+
+
 class _VersionAction(argparse.Action):
-    """``--version``, reading the installed metadata only when asked."""
+    """``--version``: ``kvunits.__version__``, the version the distribution is built with."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, **kwargs)
@@ -686,13 +798,9 @@ class _VersionAction(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from . import __version__
 
-        try:
-            found = version("kvunits")
-        except PackageNotFoundError:
-            found = "unknown"
-        print(f"kvunits {found}")
+        print(f"kvunits {__version__}")
         parser.exit()
 
 

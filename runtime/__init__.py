@@ -3,7 +3,8 @@
 Imports no torch and no triton; the hot paths work on plain ints after one unit check at the
 entry of each public call (`KVCacheCoordinator`, `Stepper`).
 
-Rooms: ``capacity`` (what a budget buys per group), ``deployment`` (per rank: the stages'
+Rooms: ``capacity`` (what a budget buys per group), ``like_vllm`` (what ``vllm serve``
+0.33 computes: its groups, blocks and headline numbers), ``deployment`` (per rank: the stages'
 layers, each rank's page, cap and blocks; the reverse questions), ``shared_pool`` (one pool
 for all groups: page unification), ``block_pool`` (blocks, reference counts and the free
 queue), ``managers`` (which blocks each attention kind still needs), ``prefix_cache``
@@ -17,10 +18,10 @@ reservations), ``policy`` (the admission policies and the answers ``can_admit`` 
 
 if __name__ != "kvunits.runtime":
     # A checkout's root on sys.path exposes this directory as `runtime`: a second copy of every
-    # class (isinstance fails across copies) and a name other distributions use.
-    raise ImportError(
-        f"kvunits' runtime package was imported as {__name__!r}; import kvunits.runtime instead"
-    )
+    # class, and a name other distributions use. kvunits._names says where, and the fix.
+    from kvunits._names import bare_name_error
+
+    raise bare_name_error(__name__, __file__, "kvunits.runtime")
 
 
 from typing import TYPE_CHECKING
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
     from .deployment import budget_for as budget_for
     from .deployment import concurrency_at as concurrency_at
     from .deployment import longest_max_model_len as longest_max_model_len
+    from .like_vllm import VLLM_GPUS as VLLM_GPUS
+    from .like_vllm import VllmGpu as VllmGpu
+    from .like_vllm import VllmGroup as VllmGroup
+    from .like_vllm import VllmPlan as VllmPlan
+    from .like_vllm import plan_like_vllm as plan_like_vllm
     from .metrics import CacheMetrics as CacheMetrics
     from .metrics import GroupMetrics as GroupMetrics
     from .policy import AdmissionPolicy as AdmissionPolicy
@@ -75,6 +81,11 @@ _EXPORTS = {
     "budget_for": "deployment",
     "concurrency_at": "deployment",
     "longest_max_model_len": "deployment",
+    "VLLM_GPUS": "like_vllm",
+    "VllmGpu": "like_vllm",
+    "VllmGroup": "like_vllm",
+    "VllmPlan": "like_vllm",
+    "plan_like_vllm": "like_vllm",
     "BlockHashes": "prefix_cache",
     "ContentKeys": "prefix_cache",
     "PrefixCacheStats": "prefix_cache",
@@ -107,6 +118,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "NULL_BLOCK",
+    "VLLM_GPUS",
     "AdmissionError",
     "AdmissionPolicy",
     "AllocationError",
@@ -131,9 +143,13 @@ __all__ = [
     "Scheduled",
     "StagePlan",
     "Stepper",
+    "VllmGpu",
+    "VllmGroup",
+    "VllmPlan",
     "Wait",
     "budget_for",
     "concurrency_at",
     "longest_max_model_len",
     "plan",
+    "plan_like_vllm",
 ]

@@ -17,7 +17,9 @@ once, and a step may fail with `AllocationError`, after which the scheduler pree
 
 Either way, a request whose cap exceeds a group's usable blocks (the pool less the null block),
 or that declares a length beyond the group's limit, can never run: it is refused up front with
-`AdmissionError` instead of waiting in a queue for ever.
+`AdmissionError` instead of waiting in a queue for ever. This is `PoolBlocks.fits(cap)` (and
+the reservation check `CacheBlocks.covers(cap)`) on plain ints: the typed forms name the
+comparison for callers, the ledger compares the ints their entry checked once.
 
 Groups that share one pool reserve from it together: a request's caps summed over them must fit
 what the pool has unreserved.
@@ -36,7 +38,7 @@ from collections.abc import Sequence
 from operator import setitem
 from typing import Any
 
-from kvunits.contracts import CacheBlocks, ManagerSpec
+from kvunits.contracts import AdmissionCap, CacheBlocks, ManagerSpec
 from kvunits.contracts.errors import AdmissionError, AllocationError
 from kvunits.contracts.internal import admission_cap
 
@@ -135,7 +137,7 @@ class AdmissionLedger:
                 f"request {request_id!r} {reason}",
                 request_id=request_id,
                 group=name,
-                cap=CacheBlocks(cap),
+                cap=AdmissionCap(cap),
                 usable=CacheBlocks(usable),
             )
         for members in self._members().values():
@@ -151,7 +153,7 @@ class AdmissionLedger:
                     "refuse it, or give the cache more memory",
                     request_id=request_id,
                     group=self._names[members[0]],
-                    cap=CacheBlocks(total),
+                    cap=AdmissionCap(total),
                     usable=CacheBlocks(usable),
                 )
         return caps

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from typing import Literal, final
 
 from kvunits.contracts import (
+    AdmissionCap,
     AnyLayerGroup,
     Bytes,
-    CacheBlocks,
     EncoderTokens,
     EngineSpec,
+    Layers,
     ModelSpec,
+    PoolBlocks,
     SpecError,
     Tokens,
     Window,
@@ -64,7 +66,7 @@ class LayoutPlan:
 
     layout: PoolLayout
     concurrent_requests: int | None
-    num_blocks: tuple[CacheBlocks, ...]
+    num_blocks: tuple[PoolBlocks, ...]
     bytes_per_request: Bytes | None
     page_size: Bytes | None = None
     refused: str | None = None
@@ -93,9 +95,9 @@ class GroupPlan:
     sliding_window: Window[EncoderTokens] | Window[Tokens] | None
     page_size: Bytes
     block_bytes: Bytes
-    admission_cap: CacheBlocks
+    admission_cap: AdmissionCap
     bytes_per_request: Bytes
-    num_blocks: CacheBlocks
+    num_blocks: PoolBlocks
 
 
 @final
@@ -205,8 +207,9 @@ def plan_per_group(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
         group = shape.group
         cap = group.admission_cap()
         # One page of each layer of the group per cache block, in the group's own page size.
-        block_bytes = group.manager.page_size.numerical_value_in(Bytes) * group.num_layers
-        per_request += cap.numerical_value_in(CacheBlocks) * block_bytes
+        layers = group.num_layers.numerical_value_in(Layers)
+        block_bytes = group.manager.page_size.numerical_value_in(Bytes) * layers
+        per_request += cap.numerical_value_in(AdmissionCap) * block_bytes
         plans.append(
             GroupPlan(
                 group=group,
@@ -214,11 +217,12 @@ def plan_per_group(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
                 page_size=group.manager.page_size,
                 block_bytes=Bytes(block_bytes),
                 admission_cap=cap,
-                bytes_per_request=Bytes(cap.numerical_value_in(CacheBlocks) * block_bytes),
-                num_blocks=engine_blocks(n),
+                bytes_per_request=Bytes(cap.numerical_value_in(AdmissionCap) * block_bytes),
+                # Every rank of every stage holds the split's n pages (its fewest).
+                num_blocks=engine_blocks((n,)),
             )
         )
-    too_many = [p for p in plans if p.num_blocks.numerical_value_in(CacheBlocks) > MAX_POOL_BLOCKS]
+    too_many = [p for p in plans if p.num_blocks.numerical_value_in(PoolBlocks) > MAX_POOL_BLOCKS]
     if too_many:
         # Block tables may be int32 (the kernels take int32 or int64): ids 0 .. 2**31 - 1.
         worst = too_many[0]
@@ -268,9 +272,9 @@ def plan_shared(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
     page = shared.page_size.numerical_value_in(Bytes)
     per_block = shared.layers_per_block
     block_bytes = page * per_block
-    caps = [g.admission_cap().numerical_value_in(CacheBlocks) for g in shared.groups]
+    caps = [g.admission_cap().numerical_value_in(AdmissionCap) for g in shared.groups]
     per_request = sum(caps)
-    pool = shared.num_blocks.numerical_value_in(CacheBlocks)
+    pool = shared.num_blocks.numerical_value_in(PoolBlocks)
     if pool - 1 < per_request:
         raise SpecError(
             f"{_budget(engine)} cannot hold one full-length request in one shared pool: "
@@ -292,7 +296,7 @@ def plan_shared(model: ModelSpec, engine: EngineSpec) -> CapacityPlan:
             sliding_window=_sliding_window(group),
             page_size=group.manager.page_size,
             block_bytes=Bytes(block_bytes),
-            admission_cap=CacheBlocks(cap),
+            admission_cap=AdmissionCap(cap),
             bytes_per_request=Bytes(cap * block_bytes),
             num_blocks=shared.num_blocks,
         )

@@ -33,13 +33,16 @@ Every call that changes state is atomic, whatever the exception.
 
 Example:
     >>> from kvunits.contracts import (EncoderTokens, EngineSpec, FullAttentionLayer, ModelSpec,
-    ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens, Window)
+    ...                        Position,
+    ...                        PooledBlocks, PoolFactor, SlidingWindowLayer, Tokens, Window,
+    ...                        Elements, KVHeads, Layers)
     >>> from kvunits.contracts.deploy import RankBytes
     >>> from kvunits.runtime.capacity import plan
     >>> enc = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
-    ...                          kv_heads=32, head_size=64)
-    >>> dec = FullAttentionLayer(kv_heads=8, head_size=128)
-    >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, 32), "text": (dec, 26)})
+    ...                          kv_heads=KVHeads(32), head_size=Elements(64))
+    >>> dec = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    >>> model = ModelSpec.stacked("voxtral", {"audio": (enc, Layers(32)),
+    ...                                       "text": (dec, Layers(26))})
     >>> engine = EngineSpec(max_model_len=Tokens(4096), max_num_batched_tokens=Tokens(512),
     ...                     max_encoder_len=EncoderTokens(40_000),
     ...                     max_encoder_tokens_per_step=EncoderTokens(4),
@@ -51,7 +54,7 @@ Example:
     >>> step.allocate("r1", PooledBlocks(1), Tokens(3))
     [[16], [16, 17, 18]]
     >>> coord.block_table("r1", audio), str(coord.usage(text).used)
-    ([1], '1 cache_block')
+    (BlockIds([1], owner='audio'), '1 cache_block')
     >>> coord.free("r1")
 
     An audio stream in chunks of 6 encoder tokens: the second chunk continues pooled slot 1.
@@ -65,6 +68,16 @@ Example:
     [[33, 34], [33]]
     >>> coord.kernel_inputs("r2", tokens).row_mapping  # positions 6-11: cache slot × 4 + i
     (134, 135, 136, 137, 138, 139)
+
+    A block table is indexed with its own group's columns (64 encoder tokens a block here):
+
+    >>> column = tokens.block_of(Position(11, EncoderTokens))
+    >>> column, coord.block_table("r2", tokens)[column]
+    (Position(0, CacheBlocks), 2)
+    >>> coord.block_table("r2", text)[column]
+    Traceback (most recent call last):
+    ...
+    kvunits.contracts.errors.UnitTypeError: column 0 was computed by group 'audio' ...
 """
 
 from __future__ import annotations
@@ -72,6 +85,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -87,25 +101,39 @@ from typing import (
 )
 
 from kvunits.contracts import (
+    AdmissionCap,
     AnyLayerGroup,
+    BlockIds,
     BlockSize,
     CacheBlocks,
     EncoderTokens,
+    GroupMarker,
     IntQuantity,
     KernelUnit,
     ManagerSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
+    Position,
+    SlotIds,
     SpecError,
     Tokens,
     UnitTypeError,
     UnitValueError,
+    block_of,
     expand_block_size,
 )
 from kvunits.contracts.batch import StepBatch
 from kvunits.contracts.crossing import slots_holding
 from kvunits.contracts.errors import AdmissionError, AllocationError, RequestError
-from kvunits.contracts.internal import check_quantity, describe, magnitude, manager_ints
+from kvunits.contracts.internal import (
+    GroupT,
+    describe,
+    magnitude,
+    manager_ints,
+    marker_name,
+    owned_column,
+)
 
 from ._core import CoordinatorCore, check_request_id
 from ._fast import compiled
@@ -136,11 +164,20 @@ _A = TypeVar("_A", PooledBlocks, Tokens, EncoderTokens)
 _B = TypeVar("_B", PooledBlocks, Tokens, EncoderTokens)
 _C = TypeVar("_C", PooledBlocks, Tokens, EncoderTokens)
 _D = TypeVar("_D", PooledBlocks, Tokens, EncoderTokens)
+#: The group a handle was asked for by (a marker), or Any.
+_GR = TypeVar("_GR")
+_Marker = TypeVar("_Marker", bound=GroupMarker)
 
 
 @final
-class GroupHandle(Generic[StepUnit]):
+class GroupHandle(Generic[StepUnit, GroupT]):
     """A typed reference to one group of one coordinator (from `KVCacheCoordinator.group`).
+
+    Typed by the unit its steps count and, when the group was asked for by its
+    `kvunits.contracts.GroupMarker` (``coord.group(Sliding, Tokens)``), by the group: its
+    columns are then ``Position[CacheBlocks, Sliding]`` and its tables ``BlockIds[Sliding]``,
+    and mypy refuses one marked group's column in another's table (the run time refuses it by
+    name either way).
 
     Attributes:
         name: the group's name (``"audio"``).
@@ -175,6 +212,36 @@ class GroupHandle(Generic[StepUnit]):
     def slots_of(self, length: int) -> int:
         """Slots that hold ``length`` of this handle's unit (plain ints, rounds up)."""
         return slots_holding(length, self._rows_per_slot)
+
+    def block_of(self, position: Position[StepUnit]) -> Position[CacheBlocks, GroupT]:
+        """The column of this group's block tables that holds ``position`` (of the handle's
+        unit): ``i // block_size`` slots, or ``i // (block_size × P)`` encoder tokens. The
+        column keeps the group: another group's table (`KVCacheCoordinator.block_table`)
+        refuses it, naming both.
+
+        Raises:
+            UnitTypeError: a position of another unit than the handle's.
+
+        """
+        spec = self.spec
+        given: object = position
+        if type(given) is not Position or given.unit is not self.unit:
+            raise UnitTypeError(
+                f"group {self.name!r} is bound as {self!r}: its positions count "
+                f"{self.unit.unit}, got {describe(given)}",
+                field="position",
+                expected=f"Position of {self.unit.unit}",
+                got=describe(given),
+            )
+        if self.unit is EncoderTokens:
+            rows = _content_block_size(spec)  # block_size × P encoder tokens a block
+            column = block_of(position, rows)
+        else:
+            column = spec.block_of(position)
+        owned: Position[CacheBlocks, GroupT] = owned_column(
+            column.numerical_value_in(CacheBlocks), self.name
+        )
+        return owned
 
     @overload
     def block_hashes(
@@ -310,19 +377,22 @@ class GroupUsage:
 
 @final
 @dataclass(frozen=True, slots=True)
-class KernelInputs(Generic[KernelUnit]):
+class KernelInputs(Generic[KernelUnit, GroupT]):
     """What the kernels of one group read for one request after its latest step.
 
     Built by `KVCacheCoordinator.kernel_inputs` with the formulas of `kvunits.contracts.crossing`.
 
     Attributes:
         block_table: cache-block ids, one per block of the request's slots, the null block (0)
-            where evicted; block ``b`` holds rows ``b × tokens_per_block ..`` of the cache.
+            where evicted; block ``b`` holds rows ``b × tokens_per_block ..`` of the cache. A
+            `BlockIds` of the group: indexed by the group's columns only.
         tokens_per_block: positions per cache block in the kernel's unit: ``block_size × P``
             encoder tokens for a pooled group.
-        slot_mapping: the cache slot of every slot the latest step touches (manager units):
-            the ``slot_mapping`` `kvunits.kernels.write_kv` takes. For a pooled group the first may
-            be the partial slot the step continues.
+        slot_mapping: the cache slot of every slot the latest step touches, a `SlotIds` in
+            the manager's unit (`PooledBlocks` for a pooled group, `Tokens`): the
+            ``slot_mapping`` `kvunits.kernels.write_kv` takes
+            (`kvunits.kernels.SlotMapping.from_ids`). For a pooled group the first may be the
+            partial slot the step continues.
         row_mapping: the cache row of every position of the latest step (kernel units):
             ``cache slot × P + i``.
         seq_len: the request's positions so far, the step's included, exact.
@@ -330,9 +400,9 @@ class KernelInputs(Generic[KernelUnit]):
         pool: P.
     """
 
-    block_table: tuple[int, ...]
+    block_table: BlockIds[GroupT]
     tokens_per_block: BlockSize[KernelUnit]
-    slot_mapping: tuple[int, ...]
+    slot_mapping: SlotIds[Any, GroupT]
     row_mapping: tuple[int, ...]
     seq_len: KernelUnit
     step_len: KernelUnit
@@ -739,9 +809,10 @@ class KVCacheCoordinator:
 
     Args:
         groups: the model's layer groups (`kvunits.contracts.group_layers`), with their limits.
-        num_blocks: cache blocks per group, the null block included (the capacity plan's);
-            or one count: one pool that every group draws from (vLLM's layout), which needs
-            one page size across the groups (`kvunits.runtime.shared_pool` unifies them).
+        num_blocks: each group's pool, `PoolBlocks` (its blocks, the null block included: the
+            capacity plan's); or one: one pool that every group draws from (vLLM's layout),
+            which needs one page size across the groups (`kvunits.runtime.shared_pool`
+            unifies them).
         admission: the admission policy (`kvunits.runtime.policy`): ``reserve`` (default),
             ``on_demand`` (vLLM's: blocks as steps need them, preempting) or ``declared``.
         reserve: the older spelling of the two first: ``True`` is ``reserve``, ``False``
@@ -756,13 +827,13 @@ class KVCacheCoordinator:
     def __init__(
         self,
         groups: Sequence[AnyLayerGroup],
-        num_blocks: Sequence[CacheBlocks] | CacheBlocks,
+        num_blocks: Sequence[PoolBlocks] | PoolBlocks,
         *,
         admission: AdmissionPolicy | None = None,
         reserve: bool | None = None,
     ) -> None:
         policy = _policy_of(admission, reserve)
-        shared = type(num_blocks) is CacheBlocks
+        shared = type(num_blocks) is PoolBlocks
         counts: Sequence[object] = (
             [num_blocks] * len(groups) if shared else cast(Sequence[object], num_blocks)
         )
@@ -774,7 +845,7 @@ class KVCacheCoordinator:
         blocks = []
         for n, g in zip(counts, groups, strict=True):
             field = "num_blocks" if shared else f"num_blocks[{g.name}]"
-            count = check_quantity(n, CacheBlocks, field).numerical_value_in(CacheBlocks)
+            count = check_pool_size(n, field)
             if count < 1:
                 raise UnitValueError(
                     f"group {g.name!r} needs at least 1 cache_block (the null block), got {n}",
@@ -871,17 +942,33 @@ class KVCacheCoordinator:
         """The layer groups, in the coordinator's order."""
         return self._groups
 
-    def group(self, name: str, unit: type[StepUnit]) -> GroupHandle[StepUnit]:
-        """The handle of group ``name``, stepped in ``unit``: the group's slot unit, or
+    @overload
+    def group(self, name: str, unit: type[StepUnit]) -> GroupHandle[StepUnit]: ...
+    @overload
+    def group(
+        self, name: type[_Marker], unit: type[StepUnit]
+    ) -> GroupHandle[StepUnit, _Marker]: ...
+    def group(
+        self, name: str | type[GroupMarker], unit: type[StepUnit]
+    ) -> GroupHandle[StepUnit, Any]:
+        """The handle of a group, stepped in ``unit``: the group's slot unit, or
         `EncoderTokens` for a pooled group (whose slots are `PooledBlocks`).
+
+        Args:
+            name: the group's name, or its `kvunits.contracts.GroupMarker` (``class
+                Sliding(GroupMarker, name="sliding")``): the handle, its columns and its
+                tables are then typed with it, so mypy keeps them out of another group's.
+            unit: the unit its steps count.
 
         Raises:
             SpecError: no such group.
-            UnitTypeError: the group cannot be stepped in ``unit``.
+            UnitTypeError: the group cannot be stepped in ``unit``; a name that is neither.
         """
+        if type(name) is not str:
+            name = marker_name(name, "name") or ""
         handle = self._handles.get((name, unit))
         if handle is not None:
-            return cast(GroupHandle[StepUnit], handle)
+            return handle
         own = [h for (n, _), h in self._handles.items() if n == name]
         if not own:
             raise SpecError(f"no group {name!r}; groups: {', '.join(self._core.names)}")
@@ -1098,18 +1185,32 @@ class KVCacheCoordinator:
 
     # -- per request, per group -----------------------------------------------------------------
 
-    def block_table(self, request_id: str, handle: GroupHandle[Any]) -> Sequence[int]:
-        """The request's block table in a group: cache-block ids, one per block of its slots,
-        the null block (0) where evicted. A copy, read at one moment."""
+    def block_table(self, request_id: str, handle: GroupHandle[Any, _GR]) -> BlockIds[_GR]:
+        """The request's block table in a group, now: cache-block ids, one per block of its
+        slots, the null block (0) where evicted. A `BlockIds` of the group: it is indexed
+        with the group's columns (``handle.block_of(position)``), and refuses another
+        group's."""
         self._own(handle)
-        return self._core.block_table(request_id, handle.index)
+        table = self._core.block_table(request_id, handle.index)
+        return BlockIds._trusted(tuple(table), handle.name)
 
-    def slot_mapping(self, request_id: str, handle: GroupHandle[Any]) -> list[int]:
+    @overload
+    def slot_mapping(
+        self,
+        request_id: str,
+        handle: GroupHandle[PooledBlocks, _GR] | GroupHandle[EncoderTokens, _GR],
+    ) -> SlotIds[PooledBlocks, _GR]: ...
+    @overload
+    def slot_mapping(
+        self, request_id: str, handle: GroupHandle[Tokens, _GR]
+    ) -> SlotIds[Tokens, _GR]: ...
+    def slot_mapping(self, request_id: str, handle: GroupHandle[Any, Any]) -> SlotIds[Any, Any]:
         """The latest step's slot mapping in a group: the cache slot of every slot it touches
         (manager units), slot s at ``table[s // block_size] × block_size + s % block_size``.
         Empty for a state group (one state per request, no rows per slot)."""
         self._own(handle)
-        return self._core.slot_mapping(request_id, handle.index)
+        slots = self._core.slot_mapping(request_id, handle.index)
+        return SlotIds._trusted(tuple(slots), handle.spec.slot_unit, handle.name)
 
     def seq_len(self, request_id: str, handle: GroupHandle[StepUnit]) -> StepUnit:
         """The request's length so far in a group, in the handle's unit (for a pooled group:
@@ -1117,21 +1218,25 @@ class KVCacheCoordinator:
         self._own(handle)
         return cast(StepUnit, _length_in(handle, self._core.rows(request_id)[handle.index]))
 
-    def request_cap(self, request_id: str, handle: GroupHandle[Any]) -> CacheBlocks:
+    def request_cap(self, request_id: str, handle: GroupHandle[Any]) -> AdmissionCap:
         """The cache blocks the request may hold at once in a group: the admission cap at its
         declared length (what it reserved)."""
         self._own(handle)
-        return CacheBlocks(self._core.caps(request_id)[handle.index])
+        return AdmissionCap(self._core.caps(request_id)[handle.index])
 
     @overload
     def kernel_inputs(
-        self, request_id: str, handle: GroupHandle[Tokens]
-    ) -> KernelInputs[Tokens]: ...
+        self, request_id: str, handle: GroupHandle[Tokens, _GR]
+    ) -> KernelInputs[Tokens, _GR]: ...
     @overload
     def kernel_inputs(
-        self, request_id: str, handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens]
-    ) -> KernelInputs[EncoderTokens]: ...
-    def kernel_inputs(self, request_id: str, handle: GroupHandle[Any]) -> KernelInputs[Any]:
+        self,
+        request_id: str,
+        handle: GroupHandle[PooledBlocks, _GR] | GroupHandle[EncoderTokens, _GR],
+    ) -> KernelInputs[EncoderTokens, _GR]: ...
+    def kernel_inputs(
+        self, request_id: str, handle: GroupHandle[Any, Any]
+    ) -> KernelInputs[Any, Any]:
         """What the kernels of a group read for the request's latest step: its block table,
         slot mapping (for `kvunits.kernels.write_kv`), the cache row of every position and the
         exact length, in the group's kernel unit (encoder tokens for a pooled group), read at
@@ -1150,18 +1255,18 @@ class KVCacheCoordinator:
         if spec.slot_unit is PooledBlocks:
             pooled = spec.expect(PooledBlocks)
             return KernelInputs(
-                block_table=tuple(table),
+                block_table=BlockIds._trusted(tuple(table), handle.name),
                 tokens_per_block=expand_block_size(pooled.block_size, pool),
-                slot_mapping=tuple(slots),
+                slot_mapping=SlotIds._trusted(tuple(slots), PooledBlocks, handle.name),
                 row_mapping=tuple(rows),
                 seq_len=EncoderTokens(num_rows),
                 step_len=EncoderTokens(step),
                 pool=pool,
             )
         return KernelInputs(
-            block_table=tuple(table),
+            block_table=BlockIds._trusted(tuple(table), handle.name),
             tokens_per_block=spec.expect(Tokens).block_size,
-            slot_mapping=tuple(slots),
+            slot_mapping=SlotIds._trusted(tuple(slots), Tokens, handle.name),
             row_mapping=tuple(rows),
             seq_len=Tokens(num_rows),
             step_len=Tokens(step),
@@ -1170,15 +1275,17 @@ class KVCacheCoordinator:
 
     @overload
     def step_batch(
-        self, handle: GroupHandle[Tokens], request_ids: Sequence[str]
-    ) -> StepBatch[Tokens]: ...
+        self, handle: GroupHandle[Tokens, _GR], request_ids: Sequence[str]
+    ) -> StepBatch[Tokens, _GR]: ...
     @overload
     def step_batch(
         self,
-        handle: GroupHandle[PooledBlocks] | GroupHandle[EncoderTokens],
+        handle: GroupHandle[PooledBlocks, _GR] | GroupHandle[EncoderTokens, _GR],
         request_ids: Sequence[str],
-    ) -> StepBatch[EncoderTokens]: ...
-    def step_batch(self, handle: GroupHandle[Any], request_ids: Sequence[str]) -> StepBatch[Any]:
+    ) -> StepBatch[EncoderTokens, _GR]: ...
+    def step_batch(
+        self, handle: GroupHandle[Any, Any], request_ids: Sequence[str]
+    ) -> StepBatch[Any, Any]:
         """One group's step batch for the attention backends (`kvunits.contracts.batch`): per
         request, in the order given, its block table, its length after its latest step and
         that step's length, in the group's kernel unit. `kvunits.kernels.flash_attention_inputs`
@@ -1206,12 +1313,16 @@ class KVCacheCoordinator:
             )
         else:
             unit, per_block = Tokens, spec.expect(Tokens).block_size
+        group = self._groups[g]
         return StepBatch(
             request_ids=tuple(request_ids),
-            block_tables=tuple(table for table, _, _ in views),
+            block_tables=tuple(
+                BlockIds._trusted(tuple(table), handle.name) for table, _, _ in views
+            ),
             unit=unit,
             tokens_per_block=per_block,
-            block_table_width=magnitude(spec.block_table_width(self._groups[g].limits.max_len)),
+            block_table_width=magnitude(spec.block_table_width(group.limits.max_len)),
+            windows=MappingProxyType({n: k.sliding_window for n, k in group.kernels.items()}),
             _seq_lens=tuple(rows for _, rows, _ in views),
             _query_lens=tuple(step for _, _, step in views),
         )
@@ -1578,6 +1689,21 @@ def _content_block_size(spec: ManagerSpec[Any]) -> BlockSize[Any]:
     if spec.slot_unit is PooledBlocks:
         return expand_block_size(spec.block_size, spec.pool)
     return spec.block_size
+
+
+def check_pool_size(n: object, field: str) -> int:
+    """A pool's size as the plain int of its blocks; a count of another meaning (pages held,
+    a request's cap) refused by name, as a bare int is."""
+    if type(n) is PoolBlocks:
+        return magnitude(n)
+    what = f"{n!r}, {n.meaning}" if isinstance(n, IntQuantity) else describe(n)
+    raise UnitTypeError(
+        f"{field} is a pool's size, PoolBlocks (its blocks, the null block included), got "
+        f"{what}: write PoolBlocks(n), or pass the capacity plan's num_blocks",
+        field=field,
+        expected="PoolBlocks",
+        got=describe(n),
+    )
 
 
 def _policy_of(admission: object, reserve: object) -> AdmissionPolicy:

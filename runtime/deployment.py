@@ -24,10 +24,11 @@ The reverse questions a serving engineer asks are answered from the same numbers
 fit), `concurrency_at` and `budget_for`.
 
 Example:
-    >>> from kvunits.contracts import EngineSpec, FullAttentionLayer, ModelSpec, Tokens
+    >>> from kvunits.contracts import (Elements, EngineSpec, FullAttentionLayer, KVHeads, Layers,
+    ...                                ModelSpec, Tokens)
     >>> from kvunits.contracts.deploy import RankBytes
-    >>> model = ModelSpec.stacked("llama", {"text": (FullAttentionLayer(kv_heads=8,
-    ...                                                                  head_size=128), 32)})
+    >>> layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    >>> model = ModelSpec.stacked("llama", {"text": (layer, Layers(32))})
     >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(2048),
     ...                     memory_budget=RankBytes(16 << 30))
     >>> longest_max_model_len(model, engine)
@@ -39,13 +40,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final, final
 
 from kvunits.contracts import (
     AnyLayerGroup,
     EngineSpec,
+    Layers,
     MLALayer,
     ModelSpec,
     SpecError,
@@ -183,6 +185,9 @@ class Layout:
         self.model, self.engine, self.groups, self.uncached = model, engine, groups, uncached
         self.parallelism = engine.parallelism
         self.stages = stage_layers(model, self.parallelism)
+        check_every_stage_caches(
+            self.stages, {name for g in groups for name in g.layer_names}, self.parallelism
+        )
         stage_of = {name: s for s, names in enumerate(self.stages) for name in names}
         _check_decode_context(model, groups, self.parallelism)
         shapes = []
@@ -410,35 +415,70 @@ class Layout:
 def stage_layers(model: ModelSpec, parallelism: Parallelism) -> tuple[tuple[str, ...], ...]:
     """The layers of each pipeline stage, in model order.
 
-    Each stack, the layers ``<stack>.<i>`` (a layer of another name is a stack of its own),
-    is split by `kvunits.contracts.deploy.layers_per_stage` in order of ``i``, as vLLM's
+    Each stack, the layers ``<stack>.<i>`` (and the caches inside them,
+    ``<stack>.<i>.<part>``; a layer of another name is a stack of its own), is split by
+    `kvunits.contracts.deploy.layers_per_stage` in order of ``i``, as vLLM's
     ``make_layers`` splits each layer list it builds (a decoder's; an audio encoder's, in
     ``whisper_causal.py``).
 
     Example:
-        >>> from kvunits.contracts import FullAttentionLayer
-        >>> model = ModelSpec.stacked("m", {"text": (FullAttentionLayer(kv_heads=8,
-        ...                                                             head_size=128), 5)})
+        >>> from kvunits.contracts import Elements, FullAttentionLayer
+        >>> layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+        >>> model = ModelSpec.stacked("m", {"text": (layer, Layers(5))})
         >>> stage_layers(model, Parallelism(pipeline_parallel_size=2))
         (('text.0', 'text.1', 'text.2'), ('text.3', 'text.4'))
     """
-    stacks: dict[str, list[tuple[int, str]]] = {}
+    # A stack's i-th layer is ``<stack>.<i>``; a cache inside it (``<stack>.<i>.<part>``, a
+    # sparse-attention indexer beside layer i's MLA) goes with layer i, whichever layers
+    # have one: vLLM builds it inside that decoder layer.
+    stacks: dict[str, dict[int, list[str]]] = {}
     for order, name in enumerate(model.layers):
-        stack, _, index = name.rpartition(".")
-        if stack and index.isdigit():
-            stacks.setdefault(stack, []).append((int(index), name))
+        parts = name.split(".")
+        at = next((i for i in range(len(parts) - 1, 0, -1) if parts[i].isdigit()), None)
+        if at is None:
+            stacks.setdefault(name, {})[order] = [name]
         else:
-            stacks.setdefault(name, []).append((order, name))
+            stack = ".".join(parts[:at])
+            stacks.setdefault(stack, {}).setdefault(int(parts[at]), []).append(name)
     stage_of: dict[str, int] = {}
     for members in stacks.values():
-        ordered = [name for _, name in sorted(members)]
-        for stage, span in enumerate(layers_per_stage(len(ordered), parallelism)):
+        ordered = [members[i] for i in sorted(members)]
+        for stage, span in enumerate(layers_per_stage(Layers(len(ordered)), parallelism)):
             for i in span:
-                stage_of[ordered[i]] = stage
+                for name in ordered[i]:
+                    stage_of[name] = stage
     stages: list[list[str]] = [[] for _ in range(parallelism.pipeline_parallel_size)]
     for name in model.layers:
         stages[stage_of[name]].append(name)
     return tuple(tuple(names) for names in stages)
+
+
+def check_every_stage_caches(
+    stages: Sequence[Sequence[str]], cached: Collection[str], parallelism: Parallelism
+) -> None:
+    """Refuse a pipeline split that leaves a stage without a layer that keeps a KV cache.
+
+    vLLM 0.33 does not check the pipeline size against the layers (``get_pp_indices`` gives
+    the extra stages 0 layers; vLLM #6115 kept it so), and then fails at start-up:
+    ``get_kv_cache_configs`` (``kv_cache_planning.py``) projects every KV cache group onto
+    such a stage's worker with no layers, and reserving its null block divides by the zero
+    bytes of its block (``ZeroDivisionError``). ``-pp 65536`` on a 32-layer model is such a
+    split.
+
+    Raises:
+        SpecError: naming the first empty stage, the stages and the layers with a cache.
+    """
+    for index, names in enumerate(stages):
+        if not any(name in cached for name in names):
+            pp = parallelism.pipeline_parallel_size
+            raise SpecError(
+                f"pipeline_parallel_size {pp} leaves stage {index} with no layer that keeps a "
+                f"KV cache ({len(cached)} layers keep one, split by vLLM's get_pp_indices): "
+                "vLLM 0.33 fails to start on it (get_kv_cache_configs divides by the stage's "
+                "0 bytes per block: ZeroDivisionError); use a pipeline_parallel_size that "
+                "gives every stage a layer "
+                f"with a cache (never more than the {len(cached)} layers that keep one)"
+            )
 
 
 def _dcp_sharded(group: AnyLayerGroup, parallelism: Parallelism) -> bool:

@@ -45,8 +45,8 @@ class SingleTypeManager:
     Example:
         Block size 2: a request of 5 slots has 3 table entries, none skipped.
 
-        >>> from kvunits.contracts import FullAttentionLayer, manager_view
-        >>> layer = FullAttentionLayer(kv_heads=1, head_size=8)
+        >>> from kvunits.contracts import Elements, FullAttentionLayer, KVHeads, manager_view
+        >>> layer = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
         >>> m = FullAttentionManager(manager_view(layer, block_size_slots=2))
         >>> m.table_length(5), m.skipped_blocks(5)
         (3, 0)
@@ -106,8 +106,10 @@ class SlidingWindowManager(SingleTypeManager):
         Block size 2, window 4. Slots 0-5 are computed; the next query, slot 6, reads slots
         3-6, so block 0 (slots 0-1) goes, and block 1 (slots 2-3) stays for slot 3.
 
-        >>> from kvunits.contracts import SlidingWindowLayer, manager_view
-        >>> layer = SlidingWindowLayer(sliding_window="4 token", kv_heads=1, head_size=8)
+        >>> from kvunits.contracts import (Elements, KVHeads, SlidingWindowLayer, Tokens, Window,
+        ...                                manager_view)
+        >>> layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=KVHeads(1),
+        ...                            head_size=Elements(8))
         >>> m = SlidingWindowManager(manager_view(layer, block_size_slots=2))
         >>> m.skipped_blocks(6), m.skipped_blocks(7)
         (1, 2)
@@ -147,8 +149,10 @@ class ChunkedLocalManager(SingleTypeManager):
     Example:
         Block size 2, chunk 4. Slot 9 is in chunk 2 (slots 8-11), so blocks 0-3 go.
 
-        >>> from kvunits.contracts import ChunkedLocalLayer, manager_view
-        >>> layer = ChunkedLocalLayer(chunk="4 token", kv_heads=1, head_size=8)
+        >>> from kvunits.contracts import (ChunkedLocalLayer, Chunk, Elements, KVHeads, Tokens,
+        ...                                manager_view)
+        >>> layer = ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=KVHeads(1),
+        ...                           head_size=Elements(8))
         >>> m = ChunkedLocalManager(manager_view(layer, block_size_slots=2))
         >>> m.skipped_blocks(7), m.skipped_blocks(9)
         (2, 4)
@@ -184,8 +188,10 @@ class CrossAttentionManager(SingleTypeManager):
     Example:
         Block size 2, encoder length 5 slots: 3 blocks from the first step on.
 
-        >>> from kvunits.contracts import CrossAttentionLayer, manager_view
-        >>> layer = CrossAttentionLayer(encoder_length="5 encoder_token", kv_heads=1, head_size=8)
+        >>> from kvunits.contracts import (CrossAttentionLayer, Elements, EncoderTokens, KVHeads,
+        ...                                manager_view)
+        >>> layer = CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=KVHeads(1),
+        ...                             head_size=Elements(8))
         >>> m = CrossAttentionManager(manager_view(layer, block_size_slots=2))
         >>> m.table_length(0), m.table_length(5)
         (3, 3)
@@ -214,8 +220,8 @@ class StateManager(SingleTypeManager):
     the kernel reads the one block of the table.
 
     Example:
-        >>> from kvunits.contracts import StateLayer, manager_view
-        >>> m = StateManager(manager_view(StateLayer(state_size="1 KiB"), block_size_slots=2))
+        >>> from kvunits.contracts import Bytes, StateLayer, manager_view
+        >>> m = StateManager(manager_view(StateLayer(state_size=Bytes(1024)), block_size_slots=2))
         >>> m.table_length(0), m.table_length(10_000)
         (1, 1)
     """

@@ -32,12 +32,14 @@ Example:
     a block is 16 MiB and 40 GiB buys 2560 of them.
 
     >>> from kvunits.contracts import (EncoderTokens, EngineSpec, PoolFactor, SlidingWindowLayer,
-    ...                        Tokens, Window)
+    ...                        Tokens, Window, Elements, KVHeads, Layers)
     >>> from kvunits.contracts.deploy import RankBytes
     >>> audio = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4),
-    ...                            kv_heads=32, head_size=64)
-    >>> text = SlidingWindowLayer(sliding_window=Window(8192, Tokens), kv_heads=8, head_size=128)
-    >>> model = ModelSpec.stacked("voxtral", {"audio": (audio, 32), "text": (text, 26)})
+    ...                            kv_heads=KVHeads(32), head_size=Elements(64))
+    >>> text = SlidingWindowLayer(sliding_window=Window(8192, Tokens), kv_heads=KVHeads(8),
+    ...                           head_size=Elements(128))
+    >>> model = ModelSpec.stacked("voxtral", {"audio": (audio, Layers(32)),
+    ...                                       "text": (text, Layers(26))})
     >>> engine = EngineSpec(max_model_len=Tokens(131072), max_num_batched_tokens=Tokens(2048),
     ...                     max_encoder_len=EncoderTokens(524288),
     ...                     max_encoder_tokens_per_step=EncoderTokens(4),
@@ -58,12 +60,13 @@ from typing import Any, final
 from kvunits.contracts import (
     AnyLayerGroup,
     Bytes,
-    CacheBlocks,
     EngineSpec,
     KernelSpec,
     LayerGroup,
+    Layers,
     ManagerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     SpecError,
     Tokens,
@@ -72,7 +75,7 @@ from kvunits.contracts import (
     manager_view,
 )
 from kvunits.contracts.deploy import RankBytes
-from kvunits.contracts.internal import cdiv, group_limits, manager_ints
+from kvunits.contracts.internal import bind_group, cdiv, group_limits, manager_ints
 
 
 @final
@@ -91,7 +94,7 @@ class SharedLayout:
     groups: tuple[AnyLayerGroup, ...]
     page_size: Bytes
     layers_per_block: int
-    num_blocks: CacheBlocks
+    num_blocks: PoolBlocks
     grown: dict[str, int]
 
 
@@ -113,7 +116,7 @@ def shared_layout(model: ModelSpec, engine: EngineSpec) -> SharedLayout:
         groups=split,
         page_size=Bytes(page),
         layers_per_block=per_block,
-        num_blocks=CacheBlocks(budget // page // per_block),
+        num_blocks=PoolBlocks(budget // page // per_block),
         grown=grown,
     )
 
@@ -180,12 +183,12 @@ def split_by_layers(
         The groups (a group split in n is named ``name[0]`` .. ``name[n-1]``, layers
         ``layers[i::n]``), and the layers per block.
     """
-    counts = [g.num_layers for g in groups]
+    counts = [g.num_layers.numerical_value_in(Layers) for g in groups]
     smallest, largest = min(counts), max(counts)
     per_block = largest if largest < smallest * 1.5 else smallest
     out: list[AnyLayerGroup] = []
     for group in groups:
-        parts = cdiv(group.num_layers, per_block)
+        parts = cdiv(group.num_layers.numerical_value_in(Layers), per_block)
         if parts == 1:
             out.append(group)
             continue
@@ -202,9 +205,12 @@ def _with_block_size(
     block_size = manager_ints(group.manager).block_size_slots * factor
     layers = {name: model.layers[name] for name in group.layer_names}
     first = layers[group.layer_names[0]]
-    manager = manager_view(first, block_size, cache_dtype=engine.cache_dtype)
+    # The views are the group's (bind_group): the columns they compute keep its name.
+    manager = bind_group(
+        manager_view(first, block_size, cache_dtype=engine.cache_dtype), group.name
+    )
     kernels: dict[str, KernelSpec[Any]] = {
-        name: kernel_view(layer, block_size, cache_dtype=engine.cache_dtype)
+        name: bind_group(kernel_view(layer, block_size, cache_dtype=engine.cache_dtype), group.name)
         for name, layer in layers.items()
         if name in group.kernels
     }
@@ -218,6 +224,6 @@ def _with_block_size(
 
 
 def _subgroup(group: AnyLayerGroup, name: str, layer_names: tuple[str, ...]) -> AnyLayerGroup:
-    kernels = {n: k for n, k in group.kernels.items() if n in layer_names}
-    manager: ManagerSpec[Any] = group.manager
+    kernels = {n: bind_group(k, name) for n, k in group.kernels.items() if n in layer_names}
+    manager: ManagerSpec[Any] = bind_group(group.manager, name)
     return LayerGroup(name, manager, layer_names, kernels, group.limits)

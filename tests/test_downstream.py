@@ -1,4 +1,5 @@
-"""kvunits installed as the README says (``pip install -e .``) is visible to mypy elsewhere.
+"""kvunits installed as the README says (``pip install -e .``, or a wheel) is visible to mypy
+elsewhere.
 
 CI is what kvunits is for: a service's own repository runs mypy over code that imports
 ``contracts``. setuptools' default editable install is an import hook, which mypy cannot
@@ -26,31 +27,57 @@ REPO = Path(__file__).resolve().parents[1]
 APP = '''\
 """A downstream service's capacity check, as its authors would write it."""
 
+from pydantic import BaseModel
+
 from kvunits.contracts import (
+    AdmissionCap,
     BlockSize,
-    CacheBlocks,
+    Elements,
     EncoderTokens,
+    GroupMarker,
+    KVHeads,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
+    Position,
     SlidingWindowLayer,
+    Tokens,
     Window,
+    flash_attn_window_size,
     manager_view,
     pool_length,
     pool_window,
     slots_to_cache_blocks_ceil,
 )
+from kvunits.contracts.deploy import RankBlocks, engine_blocks
 from kvunits.runtime import KVCacheCoordinator
 
 layer = SlidingWindowLayer(
-    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens),
+    pool=PoolFactor(4),
+    kv_heads=KVHeads(32),
+    head_size=Elements(64),
 )
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 window = pool_window(Window(750, EncoderTokens), PoolFactor(4))
-cap: CacheBlocks = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192))
+cap: AdmissionCap = manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192))
+window_size = flash_attn_window_size(layer.sliding_window)
+
+
+class EncoderConfig(BaseModel):
+    """The service's own config model: the encoder's window, in encoder tokens."""
+
+    sliding_window: Window[EncoderTokens]
 
 
 def coordinator_blocks(coord: KVCacheCoordinator) -> list[str]:
     return list(coord.group_names)
+
+
+class Full(GroupMarker, name="full"): ...
+
+
+class Sliding(GroupMarker, name="sliding"): ...
 
 
 seed = pool_length(Window(750, EncoderTokens), PoolFactor(4))  # ERROR
@@ -59,6 +86,25 @@ wrong = manager.max_admission_blocks_per_request(EncoderTokens(1), PooledBlocks(
 blocks = slots_to_cache_blocks_ceil(window, BlockSize(16, PooledBlocks))  # ERROR
 bare = manager.block_table_width(8192)  # ERROR
 anonymous = cap.value  # ERROR
+# One mistake per class of issue 20: whose value it is (one rank's pages for the engine's,
+# a column of one layer group in another group's table),
+one_rank = engine_blocks(RankBlocks(2111))  # ERROR
+
+
+def column_of(coord: KVCacheCoordinator) -> int:
+    full, sliding = coord.group(Full, Tokens), coord.group(Sliding, Tokens)
+    return coord.block_table("r", sliding)[full.block_of(Position(599, Tokens))]  # ERROR
+
+
+# what a count means (a window's span where the cap belongs, a cap against a pool's size),
+admit = manager.window_blocks() <= cap  # ERROR
+never = cap <= PoolBlocks(14)  # ERROR
+# a plain int at the edge (a layer's KV heads divided by hand),
+per_rank = layer.kv_heads // 8  # ERROR
+# a backend's convention (the manager's pooled window handed to FlashAttention),
+pooled = flash_attn_window_size(manager.sliding_window)  # ERROR
+# a generic field's unit (the seed's pooled window in an encoder-token field).
+config = EncoderConfig(sliding_window=manager.expect(PooledBlocks).sliding_window)  # ERROR
 '''
 
 #: What strict mypy must say about the marked lines, in order (the unit names included).
@@ -72,7 +118,18 @@ EXPECTED = [
     '"Window[PooledBlocks]", "BlockSize[PooledBlocks]"  [call-overload]',
     'Argument 1 to "block_table_width" of "ManagerSpec" has incompatible type "int"; '
     'expected "PooledBlocks"  [arg-type]',
-    '"CacheBlocks" has no attribute "value"  [attr-defined]',
+    '"AdmissionCap" has no attribute "value"  [attr-defined]',
+    'Argument 1 to "engine_blocks" has incompatible type "RankBlocks"; expected '
+    '"Sequence[RankBlocks]"  [arg-type]',
+    'Invalid index type "Position[CacheBlocks, Full]" for "BlockIds[Sliding]"; expected type '
+    '"Position[CacheBlocks, Sliding] | int"  [index]',
+    'Unsupported operand types for <= ("SpanBlocks" and "AdmissionCap")  [operator]',
+    'Unsupported operand types for <= ("AdmissionCap" and "PoolBlocks")  [operator]',
+    'Unsupported operand types for // ("KVHeads" and "int")  [operator]',
+    'Argument 1 to "flash_attn_window_size" has incompatible type "Window[PooledBlocks] | '
+    'None"; expected "Window[EncoderTokens] | Window[Tokens] | None"  [arg-type]',
+    'Argument "sliding_window" to "EncoderConfig" has incompatible type '
+    '"Window[PooledBlocks] | None"; expected "Window[EncoderTokens]"  [arg-type]',
 ]
 
 
@@ -104,9 +161,11 @@ def test_strict_mypy_in_another_project_sees_kvunits(
     project.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
     checkout = _editable_checkout(project, env)
-    assert checkout == REPO, (
-        f"kvunits is not installed editable from this checkout ({checkout}): run the README's "
-        "set-up (pip install -e .), as scripts/test does"
+    # An editable install must be this checkout's (else another checkout's code is tested);
+    # a regular install (a wheel, as the sdist's tests run) is what it is.
+    assert checkout in (REPO, None), (
+        f"kvunits is installed editable from another checkout ({checkout}): run the README's "
+        "set-up (pip install -e .) here, as scripts/test does"
     )
     (project / "capacity.py").write_text(APP)
     (project / "pyproject.toml").write_text(

@@ -15,8 +15,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import kvunits
+
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("contracts", "runtime", "kernels", "kvunits", "benchmarks")
+#: The installed packages (a checkout's links, or a wheel's files) by the directory names the
+#: repository gives them, and the benchmarks beside the tests.
+INSTALLED = Path(kvunits.__file__).parent
+PACKAGES = ("contracts", "runtime", "kernels")
 
 #: Classes that take a number (or tensor) and a unit: the unit is the class itself, or the
 #: second argument.
@@ -42,8 +47,16 @@ _OWNERS = {
 }
 
 
-def _sources() -> list[Path]:
-    return sorted(p for package in PACKAGES for p in (REPO / package).rglob("*.py"))
+def _sources() -> list[tuple[str, Path]]:
+    """Every module of kvunits and of the benchmarks, by its path in the repository."""
+    found = [(f"kvunits/{p.name}", p) for p in INSTALLED.glob("*.py")]
+    for package in PACKAGES:
+        found += [
+            (f"{package}/{p.relative_to(INSTALLED / package).as_posix()}", p)
+            for p in (INSTALLED / package).rglob("*.py")
+        ]
+    found += [(p.relative_to(REPO).as_posix(), p) for p in (REPO / "benchmarks").rglob("*.py")]
+    return sorted(found)
 
 
 def _name(node: ast.AST) -> str | None:
@@ -105,8 +118,7 @@ def test_no_relabelling_and_no_private_reads_in_the_packages() -> None:
     problems = []
     sources = _sources()
     assert len(sources) > 30
-    for path in sources:
-        where = path.relative_to(REPO).as_posix()
+    for where, path in sources:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for line, what in relabellings(tree) + private_reads(tree, where):
             problems.append(f"{where}:{line}: {what}")

@@ -1,7 +1,7 @@
 """docs/serving.md's worked service loop runs and prints what the page says (issue 23): the
-stepper, the on_demand admission policy with preemption, the backend tensors and the
-metrics, end to end. Its code blocks run in order in one namespace; each ``print(...)`` is
-followed by its expected output as ``# ...`` lines."""
+stepper, the on_demand admission policy with preemption, the backend tensors, a shared
+pool's KV caches and the metrics, end to end. Its code blocks run in order in one
+namespace; each ``print(...)`` is followed by its expected output as ``# ...`` lines."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_serving_doc_prints_what_it_says(monkeypatch: pytest.MonkeyPatch) -> Non
     pytest.importorskip("prometheus_client")
     text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     monkeypatch.chdir(ROOT)
     for name in ("KVUNITS_ADMISSION", "KVUNITS_MEMORY_BUDGET", "KVUNITS_MAX_MODEL_LEN"):
         monkeypatch.delenv(name, raising=False)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError as ConfigError
 from ..errors import ConfigIssue as ConfigIssue
+from ..errors import ConfigWarning as ConfigWarning
 from ._files import check_path as check_path
 from ._files import file_kind as file_kind
 from ._files import open_regular_file as open_regular_file
@@ -76,6 +77,7 @@ __all__ = [
     "ConfigError",
     "ConfigFile",
     "ConfigIssue",
+    "ConfigWarning",
     "EngineConfig",
     "HfConfig",
     "KvUnitsConfig",

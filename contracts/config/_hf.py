@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, final
+from typing import Any, Final, TypeVar, final
 
 from pydantic import ValidationError
 
@@ -49,6 +49,7 @@ from ._hf_families import (
 from ._hf_fields import HF_FIELDS as HF_FIELDS
 from ._hf_fields import MAX_SEQ, Reader, Section
 from ._hf_layers import DTypes, max_model_len, resolve_dtypes
+from ._hf_registry import MULTIMODAL, architecture_refusal
 from ._hf_speech import read_audio_encoder, read_pooled_encoder
 
 _T = TypeVar("_T")
@@ -70,6 +71,8 @@ class HfConfig:
     engine: Mapping[str, object] = field(default_factory=dict)
     engine_sources: Mapping[str, str] = field(default_factory=dict)
     family: str | None = None
+    attention_heads: int | None = None
+    max_len_bound: tuple[int, str] | None = None
 
 
 def read_hf_config(data: Mapping[str, Any], *, where: str, name: str | None = None) -> HfConfig:
@@ -87,7 +90,14 @@ def read_hf_config(data: Mapping[str, Any], *, where: str, name: str | None = No
     config, issues = read_hf_parts(data, where=where, name=name)
     if config.model is None:
         raise ConfigError(issues)
-    return HfConfig(config.model, config.engine, config.engine_sources, config.family)
+    return HfConfig(
+        config.model,
+        config.engine,
+        config.engine_sources,
+        config.family,
+        config.attention_heads,
+        config.max_len_bound,
+    )
 
 
 @final
@@ -99,6 +109,11 @@ class HfParts:
     engine: Mapping[str, object]
     engine_sources: Mapping[str, str]
     family: str | None = None
+    #: The decoder's attention heads, which vLLM requires TP to divide
+    #: (``ModelConfig.verify_with_parallel_config``).
+    attention_heads: int | None = None
+    #: The longest ``max_model_len`` vLLM accepts without ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``.
+    max_len_bound: tuple[int, str] | None = None
 
 
 def read_hf_parts(
@@ -124,9 +139,11 @@ def read_hf_parts(
         if read is not None:
             layers.update(read)
     found = max_model_len(sec)
+    bound: tuple[int, str] | None = None
     if found is not None:
         engine["max_model_len"] = Tokens(found[0])
         sources["max_model_len"] = f"hf {found[1]}"
+        bound = found[2]
     if wrapper is not None and wrapper.audio != "none" and dtypes is not None:
         _audio(reader, top, wrapper.audio, top_type, dtypes, layers, engine, sources)
     model = None
@@ -135,16 +152,55 @@ def read_hf_parts(
             model = ModelSpec(name=_model_name(data, name), layers=layers)
         except ValidationError as exc:
             reader.issue("", f"invalid model: {exc.errors(include_url=False)[0]['msg']}")
-    return HfParts(model, engine, sources, family.name), reader.issues
+    heads = next(
+        (
+            value
+            for key in ("num_attention_heads", "encoder_attention_heads")
+            if type(value := sec.value(key)) is int and value > 0
+        ),
+        None,
+    )
+    return HfParts(model, engine, sources, family.name, heads, bound), reader.issues
 
 
 def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
-    """The file's model type: ``model_type``, else the type of ``architectures[0]``."""
+    """The config's model type as vLLM dispatches: the first of ``architectures`` that vLLM
+    0.33 registers names the family (``model_type`` wins when it is of the same family);
+    an architecture vLLM serves that kvunits does not read is refused with the feature not
+    modelled; a file without a registered architecture goes by ``model_type``."""
     model_type = data.get("model_type")
-    if model_type is not None:
-        if not isinstance(model_type, str):
-            reader.issue("model_type", f"expected a string, got {type(model_type).__name__}")
+    if model_type is not None and not isinstance(model_type, str):
+        reader.issue("model_type", f"expected a string, got {type(model_type).__name__}")
+        return None
+    architectures = data.get("architectures")
+    if architectures is not None and not isinstance(architectures, list):
+        reader.issue(
+            "architectures", f"expected a list of class names, got {_shown(architectures)}"
+        )
+        return None
+    for index, arch in enumerate(architectures or []):
+        if not isinstance(arch, str):
+            continue
+        found = BY_ARCHITECTURE.get(arch)
+        if found is not None:
+            same = BY_MODEL_TYPE.get(found)
+            if (
+                isinstance(model_type, str)
+                and same is not None
+                and BY_MODEL_TYPE.get(model_type) is same
+            ):
+                return model_type
+            return found
+        reason = architecture_refusal(arch)
+        if reason is not None:
+            reader.issue(
+                f"architectures[{index}]",
+                f"{arch[:60]}: kvunits does not plan it: {reason}",
+            )
             return None
+        if arch in MULTIMODAL and _text_section(data) is not None:
+            return GENERIC_WRAPPER
+    if model_type is not None:
         if model_type not in WRAPPERS and model_type not in BY_MODEL_TYPE:
             reader.issue(
                 "model_type",
@@ -164,6 +220,30 @@ def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
         )
         return None
     return BY_ARCHITECTURE[first]
+
+
+#: The top-level type of a multimodal config vLLM serves whose decoder is its text config.
+GENERIC_WRAPPER: Final = "(multimodal)"
+#: Where multimodal configs keep their decoder's config.
+_TEXT_KEYS: Final = ("text_config", "llm_config", "language_config")
+
+
+def _text_section(data: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    for key in _TEXT_KEYS:
+        value = data.get(key)
+        if isinstance(value, Mapping):
+            return key, value
+    return None
+
+
+def _with_aliases(family: Family, model_type: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The section with each field also under its canonical name (transformers'
+    ``attribute_map``: GPT-2's ``n_layer`` is ``num_hidden_layers``)."""
+    aliases = family.aliases.get(model_type)
+    if not aliases:
+        return data
+    extra = {k: data[v] for k, v in aliases.items() if v in data and k not in data}
+    return {**data, **extra}
 
 
 def first_architecture(reader: Reader, architectures: object) -> str | None:
@@ -204,9 +284,24 @@ def _decoder_section(
 ) -> tuple[Family, Section] | None:
     """The decoder's family and section: the top level, or a wrapper's ``text_config``."""
     wrapper = WRAPPERS.get(top_type)
+    if top_type == GENERIC_WRAPPER:
+        key, inner = _text_section(data) or ("text_config", {})
+        inner_type = inner.get("model_type")
+        found = BY_MODEL_TYPE.get(inner_type) if isinstance(inner_type, str) else None
+        if found is None or not isinstance(inner_type, str):
+            reader.issue(
+                f"{key}.model_type",
+                f"the multimodal config's decoder is {str(inner_type)[:60]!r}, which kvunits "
+                f"does not read: it reads {supported()}",
+            )
+            return None
+        section = _with_aliases(found, inner_type, inner)
+        defaults = found.defaults.get(inner_type, {})
+        return found, Section(reader, section, f"{key}.", inner_type, defaults)
     if wrapper is None:
         family = BY_MODEL_TYPE[top_type]
-        return family, Section(reader, data, "", top_type, family.defaults.get(top_type, {}))
+        section = _with_aliases(family, top_type, data)
+        return family, Section(reader, section, "", top_type, family.defaults.get(top_type, {}))
     text: object = data.get("text_config")
     prefix = "text_config."
     if text is None:
@@ -226,7 +321,9 @@ def _decoder_section(
         )
         return None
     defaults = {**found.defaults.get(text_type, {}), **wrapper.text_defaults}
-    return found, Section(reader, text, prefix, text_type, defaults)
+    return found, Section(
+        reader, _with_aliases(found, text_type, text), prefix, text_type, defaults
+    )
 
 
 def _guarded(reader: Reader, sec: Section, read: Callable[[], _T | None]) -> _T | None:

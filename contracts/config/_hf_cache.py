@@ -42,14 +42,17 @@ def hub_cache() -> Path:
     return Path(xdg) / "huggingface" / "hub"
 
 
-def locate_config(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
+def locate_config(
+    path: str | os.PathLike[str], revision: str | None = None
+) -> tuple[Path, str | None]:
     """The config file to read for ``path``, and the model's name when the file's directory
     does not say it (a cache snapshot is named by its revision).
 
     ``path`` is a config file; a model directory (its ``config.json``); or, when no such
-    file exists, a model id ``org/name`` found in the local Hugging Face cache. Every file is
-    then read as ``_files`` reads what a user or a cache names: regular files only, bounded,
-    never echoed.
+    file exists, a model id ``org/name`` found in the local Hugging Face cache, at
+    ``revision`` (a branch or tag under ``refs/``, or a commit; vLLM's ``--revision``) or
+    ``main``. Every file is then read as ``_files`` reads what a user or a cache names:
+    regular files only, bounded, never echoed.
 
     Raises:
         ConfigError: a path no system call takes (``_files.check_path``); a directory without
@@ -66,7 +69,7 @@ def locate_config(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
         or ".." in text
     ):
         return candidate, None
-    return _cached(text), text.rsplit("/", 1)[1]
+    return _cached(text, revision or "main"), text.rsplit("/", 1)[1]
 
 
 def _in_directory(directory: Path, where: str) -> Path:
@@ -84,7 +87,7 @@ def _in_directory(directory: Path, where: str) -> Path:
     )
 
 
-def _cached(model_id: str) -> Path:
+def _cached(model_id: str, branch: str = "main") -> Path:
     hub = hub_cache()
     org, name = model_id.split("/")
     repo = hub / f"models--{org}--{name}"
@@ -96,12 +99,17 @@ def _cached(model_id: str) -> Path:
             f"fetch it with `huggingface-cli download {model_id} config.json`, or pass a "
             "config.json path",
         )
-    ref = repo / "refs" / "main"
+    if _REVISION.fullmatch(branch) and file_kind(repo / "snapshots" / branch) == "a directory":
+        return _in_directory(repo / "snapshots" / branch, model_id)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}", branch):
+        raise config_error(model_id, f"revision {branch[:60]!r} is not a branch, tag or commit")
+    ref = repo / "refs" / branch
     if not os.path.lexists(ref):
         snapshots = _revisions(repo / "snapshots")
         raise config_error(
             model_id,
-            f"cached in {shown_path(repo)}, but without refs/main, so the revision is unknown"
+            f"cached in {shown_path(repo)}, but without refs/{branch}, so the revision is "
+            "unknown"
             + (
                 f" (snapshots: {', '.join(snapshots)}); pass one's config.json" if snapshots else ""
             ),
@@ -120,7 +128,7 @@ def _cached(model_id: str) -> Path:
     if file_kind(snapshot) != "a directory":
         raise config_error(
             model_id,
-            f"refs/main names revision {revision}, which is not in "
+            f"refs/{branch} names revision {revision}, which is not in "
             f"{shown_path(repo / 'snapshots')}",
         )
     return _in_directory(snapshot, model_id)

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from .._layers import LayerSpec
+from .._counts import Elements, KVHeads
+from .._kinds import Window
+from .._layers import FullAttentionLayer, LayerSpec, SlidingWindowLayer
+from .._quantity import Tokens
 from ._hf_fields import MAX_ELEMENTS, MAX_SEQ, Section
 from ._hf_layers import (
     Attention,
@@ -19,6 +22,7 @@ from ._hf_layers import (
     chunked,
     full,
     grouped_query,
+    indexer,
     kv_shared,
     layer_count,
     mla,
@@ -333,6 +337,9 @@ def read_deepseek(sec: Section, dtypes: DTypes) -> Layers | None:
     ``kv_lora_rank`` is set, transformers_utils/model_arch_config_convertor.py
     ``is_deepseek_mla``): every layer caches one latent head of ``kv_lora_rank +
     qk_rope_head_dim`` elements and no V (``MLAAttentionSpec``, ``head_size_v = 0``)."""
+    if sec.value("index_topk") is not None:
+        # deepseek_v2.py: ``is_v32 = hasattr(config, "index_topk")`` builds the indexer too.
+        return read_deepseek_sparse(sec, dtypes)
     n_layers = layer_count(sec)
     rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS, nullable=True)
     rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
@@ -348,3 +355,110 @@ def read_deepseek(sec: Section, dtypes: DTypes) -> Layers | None:
         return None
     layer = mla(rank, rope, dtypes.kv)
     return {f"text.{i}": layer for i in range(n_layers)}
+
+
+def read_deepseek_sparse(sec: Section, dtypes: DTypes) -> Layers | None:
+    """deepseek_v32, glm_moe_dsa: DeepSeek sparse attention (vllm/models/deepseek_v32/
+    attention.py, ``DeepseekV32Attention``): every layer an MLA cache (sparse: FlashMLA's
+    layout) and, where the layer runs the lightning indexer, the indexer's key cache
+    ``text.<i>.indexer`` of ``index_head_dim`` fp8 elements and their scales.
+
+    A layer runs the indexer unless it reuses an earlier layer's top-k: with
+    ``index_topk_pattern``, where its letter is ``S``; else where ``max(i − offset + 1, 0)
+    % index_topk_freq != 0`` (``index_skip_topk_offset``, default 2; ``index_topk_freq``,
+    default 1: every layer). ``indexer_types`` is not read, as vLLM does not read it.
+    """
+    n_layers = layer_count(sec)
+    rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS)
+    rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
+    head = sec.number("index_head_dim", maximum=MAX_ELEMENTS)
+    freq = sec.number("index_topk_freq", maximum=MAX_LAYERS, nullable=True) or 1
+    offset = sec.number("index_skip_topk_offset", minimum=0, maximum=MAX_LAYERS, nullable=True)
+    if n_layers is None or rank is None or rope is None or head is None:
+        return None
+    if head % _INDEXER_SCALE_BLOCK:
+        sec.issue(
+            "index_head_dim",
+            f"{head} is not a multiple of {_INDEXER_SCALE_BLOCK}: vLLM's indexer keeps one "
+            f"float32 scale per {_INDEXER_SCALE_BLOCK} elements",
+        )
+        return None
+    pattern = sec.value("index_topk_pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        sec.issue("index_topk_pattern", "expected a string of F and S, one letter per layer")
+        return None
+    offset = 2 if offset is None else offset
+    latent, keys = mla(rank, rope, dtypes.kv, sparse=True), indexer(head)
+    layers: Layers = {}
+    for i in range(n_layers):
+        layers[f"text.{i}"] = latent
+        if pattern is not None:
+            skip = i < len(pattern) and pattern[i] == "S"
+        else:
+            skip = max(i - offset + 1, 0) % freq != 0
+        if not skip:
+            layers[f"text.{i}.indexer"] = keys
+    return layers
+
+
+#: Elements of the indexer key that share one float32 scale (vLLM: ``quant_block_size``).
+_INDEXER_SCALE_BLOCK: Final = 128
+
+
+def read_mimo_v2(sec: Section, dtypes: DTypes) -> Layers | None:
+    """mimo_v2_flash (vllm/model_executor/models/mimo_v2.py, ``MiMoV2DecoderLayer``): a layer
+    whose ``hybrid_layer_pattern`` entry is 1 slides over ``sliding_window_size`` tokens with
+    the ``swa_`` geometry (``swa_num_key_value_heads``, ``swa_head_dim``, ``swa_v_head_dim``);
+    one whose entry is 0 is full attention with ``num_key_value_heads``, ``head_dim`` and
+    ``v_head_dim``. K and V heads differ in size. The attention sinks (a learnt bias per
+    head) change no cache: vLLM sizes these layers as plain ``SlidingWindowSpec`` /
+    ``FullAttentionSpec``.
+    """
+    n_layers = layer_count(sec)
+    pattern = sec.value("hybrid_layer_pattern")
+    n_heads = sec.number("num_attention_heads", maximum=MAX_ELEMENTS)
+    swa_heads = sec.number("swa_num_attention_heads", maximum=MAX_ELEMENTS)
+    if n_layers is None or n_heads is None or swa_heads is None:
+        return None
+    if (
+        not isinstance(pattern, list)
+        or len(pattern) != n_layers
+        or any(p not in (0, 1) or type(p) is not int for p in pattern)
+    ):
+        sec.issue(
+            "hybrid_layer_pattern",
+            f"expected {n_layers} entries of 0 (full attention) or 1 (sliding window), one per "
+            "layer: vLLM's mimo_v2.py reads it for every layer",
+        )
+        return None
+    full = _mimo_geometry(sec, "", n_heads)
+    swa = _mimo_geometry(sec, "swa_", swa_heads)
+    window = sec.number("sliding_window_size", maximum=MAX_SEQ)
+    if full is None or swa is None or window is None:
+        return None
+    kv, k, v = full
+    full_layer = FullAttentionLayer(
+        kv_heads=KVHeads(kv), head_size=Elements(k), head_size_v=Elements(v), dtype=dtypes.kv
+    )
+    kv, k, v = swa
+    sliding_layer = SlidingWindowLayer(
+        sliding_window=Window(window, Tokens),
+        kv_heads=KVHeads(kv),
+        head_size=Elements(k),
+        head_size_v=Elements(v),
+        dtype=dtypes.kv,
+    )
+    return {f"text.{i}": sliding_layer if p else full_layer for i, p in enumerate(pattern)}
+
+
+def _mimo_geometry(sec: Section, prefix: str, n_heads: int) -> tuple[int, int, int] | None:
+    """KV heads, K and V head sizes of one of MiMo-V2's layer kinds (``v_head_dim`` absent:
+    V as K, as ``MiMoV2Attention`` takes it)."""
+    kv = sec.number(f"{prefix}num_key_value_heads", maximum=MAX_ELEMENTS)
+    k = sec.number(f"{prefix}head_dim", maximum=MAX_ELEMENTS)
+    v = sec.number(f"{prefix}v_head_dim", maximum=MAX_ELEMENTS, nullable=True)
+    if kv is None or k is None:
+        return None
+    if not grouped_query(sec, n_heads, kv, f"{prefix}num_key_value_heads"):
+        return None
+    return kv, k, k if v is None else v

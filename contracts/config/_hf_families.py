@@ -18,15 +18,26 @@ from .._layers import LayerSpec
 from ._hf_decoders import (
     read_cohere2,
     read_deepseek,
+    read_deepseek_sparse,
     read_gemma,
     read_gemma4,
     read_gpt_oss,
     read_llama,
     read_llama4,
+    read_mimo_v2,
     read_qwen2,
     read_qwen3_moe,
 )
 from ._hf_fields import Section
+from ._hf_generic import (
+    HeadRule,
+    WindowRule,
+    attention_reader,
+    read_chatglm,
+    read_dbrx,
+    read_nemotron_nas,
+    read_step3_text,
+)
 from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h
 from ._hf_layers import DTypes
 from ._hf_speech import read_whisper
@@ -55,6 +66,9 @@ CACHE_FIELDS: Final = frozenset(
         "per_layer_config",
         "kv_lora_rank",
         "qk_rope_head_dim",
+        "index_topk",
+        "index_topk_freq",
+        "index_topk_pattern",
         "attn_layer_period",
         "attn_layer_offset",
         "full_attention_interval",
@@ -97,9 +111,14 @@ class Family:
     reads: frozenset[str]
     ignores: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: per model type, a field's other name in the file (``num_layers`` for
+    #: ``num_hidden_layers``): transformers' ``attribute_map``, which vLLM reads through.
+    aliases: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 _ATTN: Final = frozenset({"num_key_value_heads", "head_dim"})
+#: DeepSeek sparse attention's indexer fields (vllm/models/deepseek_v32/attention.py).
+_DSA_READS: Final = frozenset({"index_topk", "index_topk_freq", "index_topk_pattern"})
 _LLAMA_READS: Final = _ATTN | {"sliding_window", "layer_types"}
 
 _LLAMA: Final = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32}
@@ -117,16 +136,243 @@ _QWEN_VL: Final = {
     "max_window_layers": 80,
 }
 
+_NO_SLIDING: Final = {
+    "use_sliding_window": "transformers keeps no window unless it is true (then refused)",
+    "max_window_layers": "read only with use_sliding_window, which is refused when true",
+}
+_DERIVED: Final = {"head_dim": "vLLM takes hidden_size / num_attention_heads"}
+_LAYERS: Final = {"num_hidden_layers": "num_layers"}
+_GPT: Final = {
+    "num_hidden_layers": "n_layer",
+    "num_attention_heads": "n_head",
+    "hidden_size": "n_embd",
+    "max_position_embeddings": "n_positions",
+}
+
+#: Families of one attention decoder (`attention_reader`): name, model types, the vLLM
+#: architectures, head rule, window rule, vLLM file, what they are read as, the extra
+#: cache fields read, those ignored (with vLLM's reason), field aliases per model type.
+_GENERIC: Final[
+    tuple[
+        tuple[
+            str,
+            tuple[str, ...],
+            tuple[str, ...],
+            HeadRule,
+            WindowRule,
+            str,
+            str,
+            frozenset[str],
+            Mapping[str, str],
+            Mapping[str, Mapping[str, str]],
+        ],
+        ...,
+    ]
+] = (
+    (
+        "qwen2_moe",
+        ("qwen2_moe",),
+        ("Qwen2MoeForCausalLM",),
+        "derived",
+        "gated_none",
+        "qwen2_moe.py Qwen2MoeAttention",
+        "full attention, head size hidden_size / heads (a sliding window is refused)",
+        frozenset({"use_sliding_window", "max_window_layers"}),
+        {**_NO_SLIDING, **_DERIVED},
+        {},
+    ),
+    *(
+        (
+            name,
+            (name,),
+            (arch,),
+            "derived",
+            "none",
+            source,
+            "full attention, head size hidden_size / heads",
+            frozenset(),
+            _DERIVED,
+            {},
+        )
+        for name, arch, source in (
+            ("internlm2", "InternLM2ForCausalLM", "internlm2.py InternLM2Attention"),
+            ("olmoe", "OlmoeForCausalLM", "olmoe.py OlmoeAttention"),
+            ("minicpm", "MiniCPMForCausalLM", "minicpm.py MiniCPMAttention"),
+            ("orion", "OrionForCausalLM", "orion.py OrionAttention"),
+            ("stablelm", "StableLmForCausalLM", "stablelm.py StablelmAttention"),
+            ("deepseek", "DeepseekForCausalLM", "deepseek_v2.py (DeepSeek v1, no MLA)"),
+        )
+    ),
+    *(
+        (
+            name,
+            (name,),
+            archs,
+            "head_dim",
+            "none",
+            source,
+            "full attention, head size head_dim (else hidden_size / heads)",
+            frozenset(),
+            {},
+            aliases,
+        )
+        for name, archs, source, aliases in (
+            ("gemma", ("GemmaForCausalLM",), "gemma.py GemmaAttention", {}),
+            ("cohere", ("CohereForCausalLM",), "commandr.py CohereAttention (v1)", {}),
+            ("glm4", ("Glm4ForCausalLM",), "glm4.py Glm4Attention", {}),
+            ("glm4_moe", ("Glm4MoeForCausalLM",), "glm4_moe.py Glm4MoeAttention", {}),
+            ("exaone", ("ExaoneForCausalLM",), "exaone.py ExaoneAttention", {"exaone": _LAYERS}),
+            ("solar", ("SolarForCausalLM",), "solar.py SolarAttention", {}),
+            ("nemotron", ("NemotronForCausalLM",), "nemotron.py NemotronAttention", {}),
+            (
+                "ernie4_5_moe",
+                ("Ernie4_5_MoeForCausalLM",),
+                "ernie45_moe.py Ernie4_5_MoeAttention",
+                {},
+            ),
+            (
+                "bailing_moe",
+                ("BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"),
+                "bailing_moe.py BailingAttention",
+                {},
+            ),
+            ("hyperclovax", ("HyperCLOVAXForCausalLM",), "hyperclovax.py", {}),
+            ("hunyuan_v3", ("HYV3ForCausalLM",), "hy_v3.py", {}),
+            ("gpt2", ("GPT2LMHeadModel",), "gpt2.py GPT2Attention", {"gpt2": _GPT}),
+            ("gptj", ("GPTJForCausalLM",), "gpt_j.py GPTJAttention", {"gptj": _GPT}),
+            ("opt", ("OPTForCausalLM",), "opt.py OPTAttention", {}),
+            (
+                "bloom",
+                ("BloomForCausalLM",),
+                "bloom.py BloomAttention (ALiBi)",
+                {"bloom": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head"}},
+            ),
+        )
+    ),
+    *(
+        (
+            name,
+            (name,),
+            archs,
+            "head_dim",
+            "global",
+            source,
+            "full attention, head size head_dim (else hidden_size / heads); every layer "
+            "slides when sliding_window is set and layer_types is absent or all sliding",
+            frozenset(),
+            {},
+            {},
+        )
+        for name, archs, source in (
+            ("minimax_m2", ("MiniMaxM2ForCausalLM",), "minimax_m2.py MiniMaxM2Attention"),
+            ("phimoe", ("PhiMoEForCausalLM",), "phimoe.py PhiMoEAttention"),
+        )
+    ),
+    *(
+        (
+            name,
+            model_types,
+            archs,
+            "head_dim",
+            "per_layer",
+            source,
+            "as llama: layer_types' sliding_attention layers slide (else every layer when "
+            "sliding_window is set and layer_types is absent); head size head_dim (else "
+            "hidden_size / heads)",
+            frozenset(),
+            {},
+            {},
+        )
+        for name, model_types, archs, source in (
+            ("exaone4", ("exaone4",), ("Exaone4ForCausalLM",), "exaone4.py Exaone4Attention"),
+            (
+                "granite",
+                ("granite",),
+                ("GraniteForCausalLM", "GraniteSWAForCausalLM"),
+                "granite.py granite_layer_attn_params",
+            ),
+            ("afmoe", ("afmoe",), ("AfmoeForCausalLM",), "afmoe.py AfmoeAttention"),
+            ("apertus", ("apertus",), ("ApertusForCausalLM",), "apertus.py ApertusAttention"),
+            ("ernie4_5", ("ernie4_5",), ("Ernie4_5ForCausalLM",), "ernie45.py (llama.py)"),
+            (
+                "transformers",
+                (
+                    "olmo",
+                    "olmo2",
+                    "olmo3",
+                    "flex_olmo",
+                    "starcoder2",
+                    "phi",
+                    "smollm3",
+                    "seed_oss",
+                    "arcee",
+                    "glm",
+                    "hunyuan_v1_dense",
+                    "hunyuan_v1_moe",
+                    "vaultgemma",
+                ),
+                (
+                    "OlmoForCausalLM",
+                    "Olmo2ForCausalLM",
+                    "Olmo3ForCausalLM",
+                    "FlexOlmoForCausalLM",
+                    "Starcoder2ForCausalLM",
+                    "PhiForCausalLM",
+                    "SmolLM3ForCausalLM",
+                    "SeedOssForCausalLM",
+                    "ArceeForCausalLM",
+                    "GlmForCausalLM",
+                    "HunYuanDenseV1ForCausalLM",
+                    "HunYuanMoEV1ForCausalLM",
+                    "VaultGemmaForCausalLM",
+                ),
+                "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
+            ),
+        )
+    ),
+    (
+        "granitemoe",
+        ("granitemoe", "granitemoeshared"),
+        ("GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "GraniteMoeSWAForCausalLM"),
+        "derived",
+        "per_layer",
+        "granitemoe.py GraniteMoeAttention, granite_layer_attn_params",
+        "as granite, head size hidden_size / heads",
+        frozenset(),
+        _DERIVED,
+        {},
+    ),
+)
+
 FAMILIES: Final[tuple[Family, ...]] = (
     Family(
         "llama",
-        ("llama", "mistral", "ministral3", "voxtral_realtime_text"),
-        ("LlamaForCausalLM", "MistralForCausalLM", "Ministral3ForCausalLM"),
+        (
+            "llama",
+            "mistral",
+            "ministral3",
+            "voxtral_realtime_text",
+            "internlm3",
+            "telechat",
+            "teleflm",
+        ),
+        (
+            "LlamaForCausalLM",
+            "LLaMAForCausalLM",
+            "MistralForCausalLM",
+            "Ministral3ForCausalLM",
+            "InternLM3ForCausalLM",
+            "IQuestCoderForCausalLM",
+            "TeleChat3ForCausalLM",
+            "TeleChat2ForCausalLM",
+            "TeleFLMForCausalLM",
+        ),
         "full attention; every layer slides when sliding_window is set and layer_types is "
         "absent, else the sliding_attention entries of layer_types; head_dim or hidden_size / "
         "heads",
         read_llama,
         _LLAMA_READS,
+        aliases={"telechat": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head"}},
         defaults={
             "llama": {**_LLAMA, "max_position_embeddings": 2048},
             "mistral": {
@@ -181,8 +427,8 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "qwen2",
-        ("qwen2", "qwen2_5_vl", "qwen2_5_vl_text"),
-        ("Qwen2ForCausalLM",),
+        ("qwen2", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text", "mimo"),
+        ("Qwen2ForCausalLM", "MiMoForCausalLM"),
         "full attention, or sliding on every layer (use_sliding_window with max_window_layers "
         "0); a mix of the two is refused, as vLLM refuses it; head size hidden_size / heads",
         read_qwen2,
@@ -190,18 +436,22 @@ FAMILIES: Final[tuple[Family, ...]] = (
         ignores={"head_dim": "vLLM's qwen2.py takes hidden_size / num_attention_heads"},
         defaults={
             "qwen2": {**_QWEN, **_LLAMA, "num_key_value_heads": 32, "max_window_layers": 28},
+            "mimo": {**_QWEN, **_LLAMA, "num_key_value_heads": 32, "max_window_layers": 28},
+            "qwen2_vl": _QWEN_VL,
+            "qwen2_vl_text": _QWEN_VL,
             "qwen2_5_vl": _QWEN_VL,
             "qwen2_5_vl_text": _QWEN_VL,
         },
     ),
     Family(
         "qwen3",
-        ("qwen3",),
+        ("qwen3", "qwen3_vl_text"),
         ("Qwen3ForCausalLM",),
         "as qwen2, with head_dim (default 128)",
         read_qwen2,
         _ATTN | {"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"},
         defaults={
+            "qwen3_vl_text": {**_QWEN, "head_dim": 128, "max_window_layers": 0},
             "qwen3": {
                 **_QWEN,
                 **_LLAMA,
@@ -213,7 +463,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "qwen3_moe",
-        ("qwen3_moe",),
+        ("qwen3_moe", "qwen3_vl_moe_text"),
         ("Qwen3MoeForCausalLM",),
         "full attention, or sliding on every layer with use_sliding_window; head_dim or "
         "hidden_size / heads",
@@ -224,6 +474,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
             "qwen3_moe.py does not read it",
         },
         defaults={
+            "qwen3_vl_moe_text": _QWEN,
             "qwen3_moe": {
                 **_QWEN,
                 "hidden_size": 2048,
@@ -370,11 +621,17 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "deepseek",
-        ("deepseek_v2", "deepseek_v3"),
-        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
+        ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe_lite", "minicpm3"),
+        (
+            "DeepseekV2ForCausalLM",
+            "DeepseekV3ForCausalLM",
+            "MistralLarge3ForCausalLM",
+            "Glm4MoeLiteForCausalLM",
+            "MiniCPM3ForCausalLM",
+        ),
         "MLA on every layer: one latent head of kv_lora_rank + qk_rope_head_dim, no V",
         read_deepseek,
-        frozenset({"kv_lora_rank", "qk_rope_head_dim"}),
+        frozenset({"kv_lora_rank", "qk_rope_head_dim", *_DSA_READS}),
         ignores={
             "num_key_value_heads": "MLA caches one latent head",
             "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim",
@@ -392,6 +649,69 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "kv_lora_rank": 512,
                 "qk_rope_head_dim": 64,
             },
+        },
+    ),
+    Family(
+        "deepseek_sparse",
+        ("deepseek_v32", "glm_moe_dsa"),
+        ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"),
+        "DeepSeek sparse attention: MLA on every layer (an fp8 cache in FlashMLA's fp8_ds_mla "
+        "layout) and, on the layers that run the indexer (index_topk_freq / "
+        "index_skip_topk_offset / index_topk_pattern), its key cache of index_head_dim fp8 "
+        "elements and a float32 scale per 128; vllm/models/deepseek_v32/attention.py",
+        read_deepseek_sparse,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim", *_DSA_READS}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim (glm_moe_dsa sets it to "
+            "the RoPE part)",
+            "layer_types": "glm_moe_dsa's indexed_attention on every layer: vLLM builds each "
+            "layer's caches from index_topk and its schedule",
+        },
+        defaults={
+            # vLLM reads deepseek_v32 with transformers' DeepseekV3Config
+            # (vllm/transformers_utils/config.py), which has no indexer defaults.
+            "deepseek_v32": {
+                "num_hidden_layers": 61,
+                "max_position_embeddings": 4096,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+            },
+            "glm_moe_dsa": {
+                "num_hidden_layers": 78,
+                "max_position_embeddings": 202752,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+                "index_topk": 2048,
+                "index_head_dim": 128,
+            },
+        },
+    ),
+    Family(
+        "mimo_v2",
+        ("mimo_v2_flash", "mimo_v2"),
+        ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"),
+        "hybrid_layer_pattern: 1 slides over sliding_window_size tokens with the swa_ heads "
+        "and head sizes, 0 is full attention with num_key_value_heads, head_dim and "
+        "v_head_dim (K and V heads of different sizes; attention sinks keep no cache); "
+        "vllm/model_executor/models/mimo_v2.py MiMoV2DecoderLayer",
+        read_mimo_v2,
+        frozenset({"num_key_value_heads", "head_dim"}),
+        ignores={
+            "sliding_window": "vLLM's mimo_v2.py takes sliding_window_size (transformers "
+            "stores sliding_window_size + 1 here)",
+            "layer_types": "vLLM's mimo_v2.py reads hybrid_layer_pattern",
+            "attention_chunk_size": "vLLM's mimo_v2.py builds no chunked attention",
+        },
+        defaults={
+            "mimo_v2_flash": {
+                "num_hidden_layers": 48,
+                "num_attention_heads": 64,
+                "num_key_value_heads": 4,
+                "head_dim": 192,
+                "v_head_dim": 128,
+                "max_position_embeddings": 131072,
+            }
         },
     ),
     Family(
@@ -495,6 +815,59 @@ FAMILIES: Final[tuple[Family, ...]] = (
             }
         },
     ),
+    *(
+        Family(
+            name,
+            model_types,
+            architectures,
+            f"{how}; vllm/model_executor/models/{source}",
+            attention_reader(head, window),
+            _ATTN | {"sliding_window", "layer_types"} | frozenset(reads),
+            ignores=ignores,
+            aliases=aliases,
+        )
+        for name, model_types, architectures, head, window, source, how, reads, ignores, aliases
+        in _GENERIC
+    ),
+    Family(
+        "chatglm",
+        ("chatglm",),
+        ("ChatGLMModel", "ChatGLMForConditionalGeneration"),
+        "full attention; KV heads multi_query_group_num (with multi_query_attention), head "
+        "size hidden_size / heads; vllm/model_executor/models/chatglm.py GLMAttention",
+        read_chatglm,
+        frozenset(),
+    ),
+    Family(
+        "dbrx",
+        ("dbrx",),
+        ("DbrxForCausalLM",),
+        "full attention; n_layers layers, attn_config.kv_n_heads KV heads of d_model / n_heads; "
+        "vllm/model_executor/models/dbrx.py DbrxAttention",
+        read_dbrx,
+        frozenset(),
+    ),
+    Family(
+        "step3_text",
+        ("step3_text",),
+        ("Step3TextForCausalLM",),
+        "full attention, one KV head of head_dim (asserted by vLLM); "
+        "vllm/model_executor/models/step3_text.py Step3TextDecoderLayer",
+        read_step3_text,
+        frozenset({"head_dim", "num_key_value_heads"}),
+        ignores={"num_key_value_heads": "vLLM's step3_text.py builds one KV head"},
+    ),
+    Family(
+        "nemotron_nas",
+        ("nemotron-nas", "deci"),
+        ("DeciLMForCausalLM",),
+        "one block_configs entry per layer: no cache where attention.no_op, else full "
+        "attention with num_attention_heads / n_heads_in_group KV heads (layers differ); "
+        "vllm/model_executor/models/nemotron_nas.py DeciLMDecoderLayer",
+        read_nemotron_nas,
+        _ATTN,
+        ignores={"num_key_value_heads": "each layer's block_configs entry sets its KV heads"},
+    ),
     Family(
         "whisper",
         ("whisper",),
@@ -559,6 +932,13 @@ WRAPPERS: Final[Mapping[str, Wrapper]] = {
     "qwen3_5_moe": Wrapper(
         "qwen3_5_moe_text", ("Qwen3_5MoeForConditionalGeneration",), "text_config as qwen3_next"
     ),
+    "phi3_v": Wrapper(
+        "phi3",
+        ("Phi3VForCausalLM",),
+        "the top level as phi3 (vLLM's phi3v.py builds a Phi3 decoder); the image "
+        "encoder keeps no cache",
+        flat=True,
+    ),
     "qwen2_5_vl": Wrapper(
         "qwen2_5_vl",
         ("Qwen2_5_VLForConditionalGeneration",),
@@ -617,9 +997,16 @@ TOP_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
 BY_MODEL_TYPE: Final[Mapping[str, Family]] = {
     model_type: family for family in FAMILIES for model_type in family.model_types
 }
-#: A model type for each architecture (used when the file has no model_type).
+#: A model type for each architecture (vLLM dispatches on it; the file's model_type is the
+#: fallback). A family listing one model type per architecture maps them pairwise.
 BY_ARCHITECTURE: Final[Mapping[str, str]] = {
-    **{arch: family.model_types[0] for family in FAMILIES for arch in family.architectures},
+    **{
+        arch: family.model_types[
+            i if len(family.model_types) == len(family.architectures) else 0
+        ]
+        for family in FAMILIES
+        for i, arch in enumerate(family.architectures)
+    },
     **{arch: name for name, wrapper in WRAPPERS.items() for arch in wrapper.architectures},
 }
 

@@ -47,6 +47,14 @@ HF_FIELDS: Final[Mapping[str, str]] = {
     "use_bidirectional_attention": "refused when true or 'all' (an embedding model)",
     "kv_lora_rank": "element (MLA latent size)",
     "qk_rope_head_dim": "element (MLA decoupled RoPE key)",
+    "index_topk": "token (DeepSeek sparse attention: set means an indexer cache per layer)",
+    "index_head_dim": "element (the indexer's fp8 key; a float32 scale per 128)",
+    "index_topk_freq": "layer (every N-th layer runs the indexer; the rest reuse its top-k)",
+    "index_skip_topk_offset": "layer (where index_topk_freq starts counting, default 2)",
+    "index_topk_pattern": "one letter per layer: F runs the indexer, S reuses the top-k",
+    "hybrid_layer_pattern": "per layer 0 | 1 (mimo_v2: 1 slides with the swa_ geometry)",
+    "sliding_window_size": "token (mimo_v2: the window vLLM's mimo_v2.py takes)",
+    "v_head_dim": "element per head of V (mimo_v2: V heads are smaller than K's)",
     "attn_layer_period": "layer (jamba)",
     "attn_layer_offset": "layer (jamba)",
     "mamba_expand": "element per hidden element (jamba: I = expand × hidden_size)",
@@ -130,6 +138,16 @@ class Section:
 
     def path(self, key: str) -> str:
         return self.prefix + key
+
+    def without(self, key: str) -> Section:
+        """The same section with ``key`` absent, in the file and in the class defaults."""
+        return Section(
+            self.reader,
+            {k: v for k, v in self.data.items() if k != key},
+            self.prefix,
+            self.model_type,
+            {k: v for k, v in self.defaults.items() if k != key},
+        )
 
     def issue(self, key: str, message: str) -> None:
         self.reader.issue(self.path(key), message)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._counts import Elements, Heads, KVHeads
 from .._dtype import CacheDType
 from .._factors import PoolFactor
 from .._kinds import Chunk, Window
@@ -20,6 +21,7 @@ from .._layers import (
     CrossAttentionLayer,
     EncoderOnlyLayer,
     FullAttentionLayer,
+    IndexerLayer,
     KVSharedLayer,
     LayerSpec,
     MLALayer,
@@ -44,7 +46,9 @@ class Attention:
 
 def full(a: Attention, pool: PoolFactor | None = None) -> LayerSpec:
     """Full attention (vLLM ``FullAttentionSpec``)."""
-    return FullAttentionLayer(kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype, pool=pool)
+    return FullAttentionLayer(
+        kv_heads=KVHeads(a.kv_heads), head_size=Elements(a.head_size), dtype=a.dtype, pool=pool
+    )
 
 
 def sliding(a: Attention, window: int, pool: PoolFactor | None = None) -> LayerSpec:
@@ -52,14 +56,21 @@ def sliding(a: Attention, window: int, pool: PoolFactor | None = None) -> LayerS
     pools, else tokens), the current position included (vLLM ``SlidingWindowSpec``)."""
     seq = Window(window, EncoderTokens) if pool is not None else Window(window, Tokens)
     return SlidingWindowLayer(
-        sliding_window=seq, kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype, pool=pool
+        sliding_window=seq,
+        kv_heads=KVHeads(a.kv_heads),
+        head_size=Elements(a.head_size),
+        dtype=a.dtype,
+        pool=pool,
     )
 
 
 def chunked(a: Attention, chunk: int) -> LayerSpec:
     """Chunked local attention over ``chunk`` tokens (vLLM ``ChunkedLocalAttentionSpec``)."""
     return ChunkedLocalLayer(
-        chunk=Chunk(chunk, Tokens), kv_heads=a.kv_heads, head_size=a.head_size, dtype=a.dtype
+        chunk=Chunk(chunk, Tokens),
+        kv_heads=KVHeads(a.kv_heads),
+        head_size=Elements(a.head_size),
+        dtype=a.dtype,
     )
 
 
@@ -68,16 +79,29 @@ def cross(a: Attention, encoder_length: int) -> LayerSpec:
     ``CrossAttentionSpec``)."""
     return CrossAttentionLayer(
         encoder_length=EncoderTokens(encoder_length),
-        kv_heads=a.kv_heads,
-        head_size=a.head_size,
+        kv_heads=KVHeads(a.kv_heads),
+        head_size=Elements(a.head_size),
         dtype=a.dtype,
     )
 
 
-def mla(kv_lora_rank: int, qk_rope_head_dim: int, dtype: CacheDType) -> LayerSpec:
+def mla(
+    kv_lora_rank: int, qk_rope_head_dim: int, dtype: CacheDType, *, sparse: bool = False
+) -> LayerSpec:
     """Multi-head latent attention: one head of ``kv_lora_rank + qk_rope_head_dim``, no V
-    (vLLM ``MLAAttentionSpec``)."""
-    return MLALayer(kv_lora_rank=kv_lora_rank, qk_rope_head_dim=qk_rope_head_dim, dtype=dtype)
+    (vLLM ``MLAAttentionSpec``); ``sparse`` for DeepSeek sparse attention's MLA."""
+    return MLALayer(
+        kv_lora_rank=Elements(kv_lora_rank),
+        qk_rope_head_dim=Elements(qk_rope_head_dim),
+        dtype=dtype,
+        sparse=sparse,
+    )
+
+
+def indexer(head_size: int) -> LayerSpec:
+    """DeepSeek sparse attention's indexer key cache of ``head_size`` fp8 elements a token
+    (vLLM ``DeepseekV32IndexerCache``)."""
+    return IndexerLayer(head_size=Elements(head_size))
 
 
 def no_cache() -> LayerSpec:
@@ -95,8 +119,8 @@ def mamba1(
 ) -> LayerSpec:
     """A Mamba-1 state layer, both states in ``dtype``."""
     return Mamba1Layer(
-        intermediate_size=intermediate_size,
-        ssm_state_size=ssm_state_size,
+        intermediate_size=Elements(intermediate_size),
+        ssm_state_size=Elements(ssm_state_size),
         conv_kernel=conv_kernel,
         conv_dtype=dtype,
         ssm_dtype=dtype,
@@ -115,11 +139,11 @@ def mamba2(
 ) -> LayerSpec:
     """A Mamba-2 state layer; its inner size is ``num_heads × head_dim`` (vLLM's NemotronH)."""
     return Mamba2Layer(
-        intermediate_size=num_heads * head_dim,
-        num_heads=num_heads,
-        head_dim=head_dim,
+        intermediate_size=Elements(num_heads * head_dim),
+        num_heads=Heads(num_heads),
+        head_dim=Elements(head_dim),
         n_groups=n_groups,
-        ssm_state_size=ssm_state_size,
+        ssm_state_size=Elements(ssm_state_size),
         conv_kernel=conv_kernel,
         conv_dtype=conv_dtype,
         ssm_dtype=ssm_dtype,
@@ -138,10 +162,10 @@ def gated_delta_net(
 ) -> LayerSpec:
     """A gated-delta-net state layer."""
     return GatedDeltaNetLayer(
-        num_k_heads=num_k_heads,
-        num_v_heads=num_v_heads,
-        head_k_dim=head_k_dim,
-        head_v_dim=head_v_dim,
+        num_k_heads=Heads(num_k_heads),
+        num_v_heads=Heads(num_v_heads),
+        head_k_dim=Elements(head_k_dim),
+        head_v_dim=Elements(head_v_dim),
         conv_kernel=conv_kernel,
         conv_dtype=conv_dtype,
         ssm_dtype=ssm_dtype,
@@ -282,43 +306,86 @@ def resolve_dtypes(reader: Reader, data: Mapping[str, Any], model_type: str) -> 
         model = CacheDType.bfloat16
     else:
         model = config
-    kv = _kv_cache_dtype(reader, data.get("quantization_config"))
+    # vLLM's order: quantization_config, else compression_config, else the text config's.
+    quant = data.get("quantization_config")
+    if quant is None:
+        quant = data.get("compression_config")
+    text = data.get("text_config")
+    if quant is None and isinstance(text, Mapping):
+        quant = text.get("quantization_config")
+    kv = _kv_cache_dtype(reader, quant)
     if kv is False:
         return None
     return DTypes(model, model if kv is None or kv is True else kv)
 
 
+#: ModelOpt's weight algorithms vLLM recognises (transformers_utils/model_arch_config_convertor.py
+#: ``_normalize_quantization_config``): only then is its KV algorithm read.
+_MODELOPT_ALGOS: Final = frozenset(
+    {"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4", "MIXED_PRECISION"}
+)
+
+
 def _kv_cache_dtype(reader: Reader, quant: object) -> CacheDType | bool | None:
-    """The KV dtype a checkpoint's quantization config sets (vLLM 0.33
-    ``resolve_kv_cache_dtype_string`` and ``Attention.__init__``): ``None`` when it sets none,
-    ``False`` after an issue."""
+    """The KV dtype a checkpoint's quantization config sets under ``--kv-cache-dtype auto``,
+    as vLLM 0.33 decides it: ``None`` when it sets none (the model dtype), ``False`` after an
+    issue.
+
+    * ModelOpt (``producer.name`` "modelopt", with ``quantization.quant_algo`` one vLLM
+      knows): ``kv_cache_scheme`` or ``kv_cache_quant_algo`` (nested in ``quantization`` or
+      not), "FP8" or an 8-bit float, non-dynamic scheme → fp8 (utils/torch_utils.py
+      ``get_kv_cache_quant_algo_string``); another value falls back to the model dtype;
+      NVFP4 is refused (kvunits has no 4-bit cache dtype).
+    * compressed-tensors (``quant_method``): a ``kv_cache_scheme`` makes the cache fp8
+      (model_executor/layers/attention/attention.py ``Attention.__init__``).
+    * anything else, a quantization config vLLM does not recognise included, leaves the
+      cache in the model dtype.
+    """
     if not isinstance(quant, Mapping):
         return None
     inner = quant.get("quantization")
-    scopes = [("quantization_config.", quant)]
-    if isinstance(inner, Mapping):
-        scopes.append(("quantization_config.quantization.", inner))
-    for prefix, scope in scopes:
+    inner = inner if isinstance(inner, Mapping) else {}
+    producer = quant.get("producer")
+    name = producer.get("name") if isinstance(producer, Mapping) else None
+    algo = str(inner.get("quant_algo", "")).upper()
+    method = str(quant.get("quant_method") or "").lower().replace("_", "-")
+    if (name == "modelopt" or "modelopt_quant_config" in inner) and algo in _MODELOPT_ALGOS:
+        method = "modelopt"
+    if method.startswith("modelopt"):
+        scopes = [("quantization_config.quantization.", inner), ("quantization_config.", quant)]
         for key in ("kv_cache_scheme", "kv_cache_quant_algo"):
-            value = scope.get(key)
-            if value is None:
-                continue
-            if isinstance(value, str) and value.strip().lower() in ("fp8", "float8_e4m3fn"):
-                return CacheDType.fp8_e4m3
-            if (
-                isinstance(value, Mapping)
-                and value.get("num_bits") == 8
-                and value.get("type") == "float"
-            ):
-                return CacheDType.fp8_e4m3
-            reader.issue(
-                prefix + key,
-                f"a KV-cache quantization kvunits does not read ({_show(value)}); it reads "
-                "an 8-bit float scheme (fp8); set cache_dtype (--cache-dtype) to the dtype "
-                "your engine stores",
-            )
-            return False
+            for prefix, scope in scopes:
+                value = scope.get(key)
+                if value:
+                    return _modelopt_kv(reader, prefix + key, value)
+        return None
+    if method == "compressed-tensors" and quant.get("kv_cache_scheme") is not None:
+        return CacheDType.fp8_e4m3
     return None
+
+
+def _modelopt_kv(reader: Reader, path: str, value: object) -> CacheDType | bool | None:
+    if isinstance(value, Mapping):
+        if value.get("num_bits") == 4 and value.get("type") == "float":
+            value = "nvfp4"
+        elif (
+            value.get("dynamic") is False
+            and value.get("num_bits") == 8
+            and value.get("type") == "float"
+        ):
+            return CacheDType.fp8_e4m3
+        else:
+            return None  # vLLM: an unknown scheme falls back to "auto"
+    if isinstance(value, str) and value.strip().lower() == "fp8":
+        return CacheDType.fp8_e4m3
+    if isinstance(value, str) and value.strip().lower() == "nvfp4":
+        reader.issue(
+            path,
+            "an NVFP4 KV cache, which kvunits has no dtype for; set cache_dtype "
+            "(--kv-cache-dtype) to the dtype your engine stores",
+        )
+        return False
+    return None  # vLLM warns and falls back to "auto": the model dtype
 
 
 def _show(value: object) -> str:
@@ -349,14 +416,16 @@ _SCALED_ROPE: Final = frozenset(
 )
 
 
-def max_model_len(sec: Section) -> tuple[int, str] | None:
-    """vLLM's default ``max_model_len`` for a text section, and where it came from
-    (vllm/config/model.py ``_get_and_verify_max_len``, 0.33.0):
+def max_model_len(sec: Section) -> tuple[int, str, tuple[int, str]] | None:
+    """vLLM's default ``max_model_len`` for a text section, where it came from, and the
+    longest a user may ask for (vllm/config/model.py ``_get_and_verify_max_len``, 0.33.0):
 
     the smallest of the length keys present (class defaults included), ``model_max_length``
     overriding; times the RoPE ``factor`` of a type that does not publish the scaled length
     (never for ``gemma3*``); with a ``longrope`` RoPE, ``original_max_position_embeddings``.
     ``None`` when no key gives one (vLLM would assume 2048; kvunits asks for it instead).
+    The bound is the derived length before the longrope default, or ``model_max_length``
+    when larger; above it vLLM refuses unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set.
     """
     best: tuple[int, str] | None = None
     for key in _LENGTH_KEYS:
@@ -384,16 +453,20 @@ def max_model_len(sec: Section) -> tuple[int, str] | None:
         path, factor = scaling[-1]
         length = int(length * factor)
         source = f"derived: {source} × {path}factor ({factor:g})"
+    if not 1 <= length <= MAX_SEQ:
+        sec.issue("max_position_embeddings", f"max_model_len {length} is out of range")
+        return None
+    bound = (length, source)
+    explicit = sec.data.get("model_max_length")
+    if type(explicit) is int and explicit > length:
+        bound = (explicit, sec.path("model_max_length"))
     longrope = any(kind in ("longrope", "su") for _, kind, _ in rope)
     if longrope and sec.value("original_max_position_embeddings") is not None:
         original = sec.number("original_max_position_embeddings", maximum=MAX_SEQ)
         if original is None:
             return None
-        return original, f"{sec.source('original_max_position_embeddings')} (longrope)"
-    if not 1 <= length <= MAX_SEQ:
-        sec.issue("max_position_embeddings", f"max_model_len {length} is out of range")
-        return None
-    return length, source
+        return original, f"{sec.source('original_max_position_embeddings')} (longrope)", bound
+    return length, source, bound
 
 
 def _rope(sec: Section) -> list[tuple[str, str | None, float | None]] | None:

@@ -2,7 +2,7 @@
 
 A pydantic error names a location tuple and a type; an issue names the dotted path of the
 field in the file (``model.groups.audio.sliding_window``), the expected unit and what was
-given, in words: ``expected a whole number of head (a plain integer); got '8' (a str)``.
+given, in words: ``expected a whole number of kv_head (a plain integer); got '8' (a str)``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ MAX_ISSUES: Final = 50
 #: The unit of the plain-integer fields, for messages (the quantity fields name their own).
 _COUNT_UNITS: Final = {
     "count": "layer",
-    "kv_heads": "head",
+    "kv_heads": "kv_head",
     "head_size": "element",
     "head_size_v": "element",
     "kv_lora_rank": "element",

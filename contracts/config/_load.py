@@ -6,13 +6,16 @@ what was given.
 
 Engine settings resolve with this precedence, highest first: a command-line flag, a
 ``KVUNITS_*`` environment variable, the file (or what the Hugging Face adapter derives from
-it), the built-in `ENGINE_DEFAULTS`.
+it), the built-in `ENGINE_DEFAULTS`. A ``KVUNITS_*`` variable that names no setting (another
+tool's ``KVUNITS_ROOT``, a typo) is a `ConfigWarning` with the closest name, never an error;
+a bad value of a known one is an error. ``environment=False`` reads no variable at all.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -22,7 +25,7 @@ from pydantic import ValidationError
 from .._engine import EngineSpec
 from .._layers import ModelSpec, slot_unit_of
 from .._quantity import PooledBlocks
-from ..errors import ConfigError, ConfigIssue
+from ..errors import ConfigError, ConfigIssue, ConfigWarning
 from ._files import shown_path
 from ._hf_cache import locate_config
 from ._issues import issues_from_validation, join_path, message_of
@@ -34,14 +37,24 @@ from ._models import (
     ModelConfig,
 )
 from ._read import checked_tree, is_hf_config, read_config_file
+from ._vllm_checks import with_model_directory
 
 ENV_PREFIX: Final = "KVUNITS_"
+ENGINE_FIELDS_UPPER: Final = [field.upper() for field in ENGINE_FIELDS]
+#: kvunits' own variables that are not engine settings: the vLLM plugin's audit, the opt-in
+#: vLLM tests (read where they are used; the config reader passes over them in silence).
+NOT_SETTINGS: Final = frozenset({"KVUNITS_VLLM_AUDIT", "KVUNITS_VLLM_TESTS"})
 
 # -- validation -----------------------------------------------------------------------------
 
 
 def load_config(
-    path: str | os.PathLike[str], *, flags: Mapping[str, object] | None = None
+    path: str | os.PathLike[str],
+    *,
+    flags: Mapping[str, object] | None = None,
+    environment: bool | Mapping[str, str] = True,
+    hf_overrides: Mapping[str, Any] | None = None,
+    revision: str | None = None,
 ) -> KvUnitsConfig:
     """Load a kvunits config (TOML, YAML, JSON) or a Hugging Face ``config.json``.
 
@@ -53,18 +66,32 @@ def load_config(
             ``config.json`` of its snapshot in the local Hugging Face cache (``HF_HUB_CACHE``,
             ``HF_HOME``, ``~/.cache/huggingface/hub``; never the network).
         flags: engine settings from the command line, by field name (highest precedence).
+        environment: where ``KVUNITS_*`` settings are read: ``True`` the process's
+            environment, ``False`` none (a library caller's config is then the file and the
+            flags only), or a mapping of its own.
+        hf_overrides: merged into a Hugging Face config before it is read, as vLLM's
+            ``--hf-overrides`` (a mapping merges into the mapping it names).
+        revision: the revision of a model id in the local cache (vLLM's ``--revision``).
+
+    A Hugging Face config without ``quantization_config`` takes the ``hf_quant_config.json``
+    beside it (ModelOpt checkpoints), as vLLM's ``get_config`` does.
 
     Raises:
         ConfigError: every problem of the file, the environment and the flags, together.
+
+    Warns:
+        ConfigWarning: a ``KVUNITS_*`` variable that names no setting (ignored).
 
     Example:
         >>> cfg = load_config("examples/voxtral_realtime.toml")
         >>> str(cfg.engine.memory_budget)
         '42949672960 byte/rank'
     """
-    file, name = locate_config(path)
+    file, name = locate_config(path, revision)
     data = read_config_file(file)
-    return _resolve(data, shown_path(file), flags, name or _directory_name(file))
+    if is_hf_config(data):
+        data = with_model_directory(data, file, hf_overrides)
+    return _resolve(data, shown_path(file), flags, name or _directory_name(file), environment)
 
 
 def _directory_name(file: Path) -> str | None:
@@ -81,20 +108,27 @@ def load_config_data(
     where: str,
     flags: Mapping[str, object] | None = None,
     name: str | None = None,
+    environment: bool | Mapping[str, str] = True,
 ) -> KvUnitsConfig:
     """Validate an already parsed config (see `load_config`); ``where`` names it in errors.
 
     Args:
         name: the model name for a Hugging Face config that does not say it.
     """
-    return _resolve(checked_tree(data, where=where), where, flags, name)  # from any parser
+    tree = checked_tree(data, where=where)  # from any parser
+    return _resolve(tree, where, flags, name, environment)
 
 
 def _resolve(
-    data: Mapping[str, Any], where: str, flags: Mapping[str, object] | None, name: str | None
+    data: Mapping[str, Any],
+    where: str,
+    flags: Mapping[str, object] | None,
+    name: str | None,
+    environment: bool | Mapping[str, str] = True,
 ) -> KvUnitsConfig:
     """The config of a checked tree: the model, then the engine settings by precedence."""
     issues: list[ConfigIssue] = []
+    hf = None
     if is_hf_config(data):
         from ._hf import read_hf_parts
 
@@ -106,7 +140,12 @@ def _resolve(
         file_sources = dict.fromkeys(file_engine, "file")
     engine_issues: list[ConfigIssue] = []
     engine, sources = resolve_engine(
-        file_engine, file_sources, where=where, flags=flags, issues=engine_issues
+        file_engine,
+        file_sources,
+        where=where,
+        flags=flags,
+        issues=engine_issues,
+        environment=environment,
     )
     if model is None and is_hf_config(data) and issues:
         # The Hugging Face reader stopped early (e.g. an unknown model type): the settings it
@@ -115,6 +154,10 @@ def _resolve(
     issues.extend(engine_issues)
     if model is not None and engine is not None:
         _check_engine_covers_model(model, engine, where, issues)
+        if hf is not None:
+            from ._vllm_checks import check_like_vllm
+
+            check_like_vllm(hf, engine, sources, where, issues)
     if issues or model is None or engine is None:
         raise ConfigError(issues)
     return KvUnitsConfig(model=model, engine=engine, source=where, engine_sources=sources)
@@ -157,8 +200,11 @@ def _read_sections(
     issues.extend(
         ConfigIssue(where, join_path("", key), unknown)
         for key in data
-        if key not in ("model", "engine")
+        if key not in ("model", "engine", "$schema")
     )
+    if not isinstance(data.get("$schema", ""), str):  # an editor's schema reference: ignored
+        message = "the schema an editor reads is a string: a path or URL (kvunits ignores it)"
+        issues.append(ConfigIssue(where, "['$schema']", message))
     model = None
     if "model" not in data:
         missing = (
@@ -230,6 +276,7 @@ def resolve_engine(
     where: str,
     flags: Mapping[str, object] | None = None,
     issues: list[ConfigIssue],
+    environment: bool | Mapping[str, str] = True,
 ) -> tuple[EngineSpec | None, dict[str, str]]:
     """Merge the engine settings by precedence and validate them as one `EngineSpec`.
 
@@ -244,7 +291,8 @@ def resolve_engine(
     sources = dict.fromkeys(ENGINE_DEFAULTS, "default")
     values.update(file_values)
     sources.update({key: file_sources.get(key, "file") for key in file_values})
-    for key, value in environment_values(issues).items():
+    variables = os.environ if environment is True else environment or {}
+    for key, value in environment_values(variables).items():
         values[key] = _coerce_text(key, value)
         sources[key] = f"env {ENV_PREFIX}{key.upper()}"
     for key, flag in (flags or {}).items():
@@ -290,6 +338,21 @@ def resolve_engine(
             origin, path = _origin(field, source, where)
             issues.append(ConfigIssue(origin, path, message_of(error, field)))
         return None, sources
+    if engine.gpu_memory is None and sources["gpu_memory_utilization"] != "default":
+        # A fraction of a memory nobody gave would be silently ignored: say so instead.
+        origin, path = _origin(
+            "gpu_memory_utilization", sources["gpu_memory_utilization"], where
+        )
+        issues.append(
+            ConfigIssue(
+                origin,
+                path,
+                "gpu_memory_utilization is a fraction of gpu_memory, which is not given, so it "
+                "would change nothing: give gpu_memory (--gpu-memory, or --like-vllm GPU) with "
+                "it, or set the KV cache itself with memory_budget (--kv-cache-memory-bytes)",
+            )
+        )
+        return None, sources
     return engine, {key: sources[key] for key in ENGINE_FIELDS if key in sources}
 
 
@@ -304,29 +367,35 @@ def _across_settings(message: str, sources: Mapping[str, str], where: str) -> Co
     return ConfigIssue(where, "engine", message)
 
 
-def environment_values(issues: list[ConfigIssue]) -> dict[str, str]:
-    """The ``KVUNITS_*`` engine settings of the environment, as text, by field name.
+def environment_values(variables: Mapping[str, str]) -> dict[str, str]:
+    """The ``KVUNITS_*`` engine settings among ``variables``, as text, by field name.
 
-    Names are case-insensitive (``kvunits_memory_budget`` works too). An unknown
-    ``KVUNITS_*`` variable is an issue: a typo would otherwise be ignored.
+    Names are case-insensitive (``kvunits_memory_budget`` works too). A ``KVUNITS_*``
+    variable that names no setting is ignored with a `ConfigWarning` giving the closest
+    setting's name: it may be a typo, or another tool's (``KVUNITS_ROOT``), which must not
+    break kvunits.
     """
     known = {f"{ENV_PREFIX}{field.upper()}": field for field in ENGINE_FIELDS}
     values: dict[str, str] = {}
-    for name in sorted(os.environ):
+    for name in sorted(variables):
         upper = name.upper()
         if upper in known:
-            values[known[upper]] = os.environ[name]
-        elif upper.startswith(ENV_PREFIX):
+            values[known[upper]] = variables[name]
+        elif upper.startswith(ENV_PREFIX) and upper not in NOT_SETTINGS:
             import difflib  # only for a misspelt variable
 
-            close = difflib.get_close_matches(upper, known, n=1)
-            guess = f"; did you mean {close[0]}?" if close else ""
-            issues.append(
-                ConfigIssue(
-                    "environment",
-                    name,
-                    f"unknown kvunits variable{guess}; known: " + ", ".join(sorted(known)),
-                )
+            # The settings' names compared without the prefix all of them share.
+            close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), ENGINE_FIELDS_UPPER)
+            guess = (
+                f"did you mean {ENV_PREFIX}{close[0]}?"
+                if close
+                else "kvunits reads KVUNITS_<setting>"
+            )
+            warnings.warn(
+                f"{name} is not a kvunits setting and is ignored; {guess} (the settings: "
+                "kvunits plan --help)",
+                ConfigWarning,
+                stacklevel=5,  # load_config's caller
             )
     return values
 

@@ -56,6 +56,7 @@ from .._layers import (
     CrossAttentionLayer,
     EncoderOnlyLayer,
     FullAttentionLayer,
+    IndexerLayer,
     KVSharedLayer,
     LayerSpec,
     MLALayer,
@@ -193,6 +194,12 @@ class MLAGroup(MLALayer, _Group):
     kind: Literal["mla"]
 
 
+class IndexerGroup(IndexerLayer, _Group):
+    """DeepSeek sparse attention's indexer key caches (one beside each sparse MLA layer)."""
+
+    kind: Literal["indexer"]
+
+
 class StateGroup(StateLayer, _Group):
     """Layers with a fixed per-request state (Mamba-like)."""
 
@@ -230,6 +237,7 @@ GroupConfig: TypeAlias = Annotated[
     | CrossAttentionGroup
     | EncoderOnlyGroup
     | MLAGroup
+    | IndexerGroup
     | StateGroup
     | Mamba1Group
     | Mamba2Group
@@ -246,6 +254,7 @@ KINDS: Final = (
     "cross_attention",
     "encoder_only",
     "mla",
+    "indexer",
     "state",
     "mamba1",
     "mamba2",

@@ -17,6 +17,14 @@ differential test over generated configs holds the two together):
   limits, ``memory_budget`` beside ``gpu_memory``): null is a value in the file, not "not
   given".
 
+Editors read it as well (one mistake, one error): a layer's ``kind`` picks its definition
+with standard ``if``/``then`` branches, not pydantic's ``discriminator`` (an OpenAPI keyword
+JSON Schema validators ignore, leaving a ``oneOf`` that reports every kind that did not
+match), and a window's unit is checked once, by the branch its group's ``pool`` selects. The
+schema has an ``$id`` (`SCHEMA_ID`), and a file may name its schema for its editor: a
+``"$schema"`` key (JSON, or TOML), ``#:schema`` (TOML) or the ``yaml-language-server``
+modeline (YAML) are comments or ignored by the loader.
+
 Patterns end with ``(?![\\s\\S])``, not ``$``: in Python's ``re`` (which python-jsonschema
 uses) ``$`` also matches before a final newline, in ECMA 262 (the standard's dialect) it does
 not; the lookahead means "end of the text" in both.
@@ -49,6 +57,10 @@ _WS: Final = r"[ \t\n\r\f\v]*"
 #: "End of the text" in ECMA 262 and Python alike (see the module docstring).
 _END: Final = r"(?![\s\S])"
 
+#: The schema's identifier (``$id``): the config format, not a place to fetch it from.
+#: ``kvunits schema > kvunits.schema.json`` writes a copy an editor can read.
+SCHEMA_ID: Final = "urn:kvunits:config"
+
 _DESCRIPTION: Final = (
     "A kvunits config (TOML, YAML or JSON). An integer field takes a number with a zero "
     "fraction as the integer it equals (count = 32.0 is 32), as JSON Schema reads it. The "
@@ -76,6 +88,8 @@ def config_json_schema() -> dict[str, Any]:
     defs: dict[str, Any] = schema["$defs"]
     for node in _walk(schema):
         _tighten(node)
+    for node in list(_walk(schema)):
+        _branch_on_kind(node)
     defs["CacheDType"] = _dtype_schema(auto=False)
     engine = defs["EngineConfig"]["properties"]
     engine["cache_dtype"] = {
@@ -96,6 +110,8 @@ def config_json_schema() -> dict[str, Any]:
     for name, definition in defs.items():
         if name.endswith("Group"):
             _unit_follows_pool(definition)
+    for node in _walk(schema):
+        _nullable(node)
     model = defs["ModelConfig"]
     for field in ("groups", "layers"):
         entries = model["properties"][field]
@@ -108,8 +124,14 @@ def config_json_schema() -> dict[str, Any]:
         {"required": [field], "properties": {field: {"minProperties": 1}}}
         for field in ("groups", "layers")
     ]
+    # A file may name its schema for its editor (JSON, TOML): the loader ignores the key.
+    schema["properties"] = {
+        "$schema": {"type": "string", "description": "the schema, for editors (ignored)"},
+        **schema["properties"],
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
         **schema,
         "description": _DESCRIPTION,
     }
@@ -133,12 +155,52 @@ def _tighten(node: dict[str, Any]) -> None:
         node["pattern"] = quantity_pattern(*(quantity_class_for_unit(u) for u in units))
 
 
+def _nullable(node: dict[str, Any]) -> None:
+    """``anyOf: [X, null]`` as X with ``"type": [t, "null"]``: the same values, and a wrong
+    one is one error (X's), not X's and "is not null"."""
+    branches = node.get("anyOf")
+    if not isinstance(branches, list) or len(branches) != 2 or {"type": "null"} not in branches:
+        return
+    (other,) = [b for b in branches if b != {"type": "null"}]
+    if not isinstance(other.get("type"), str):  # a $ref, or a union of its own
+        return
+    del node["anyOf"]
+    node.update({key: value for key, value in other.items() if key not in node})
+    node["type"] = [other["type"], "null"]
+
+
+def _branch_on_kind(node: dict[str, Any]) -> None:
+    """pydantic's ``discriminator`` + ``oneOf`` as standard JSON Schema: ``kind`` is one of
+    the names, and the branch whose ``kind`` matches applies (``if``/``then``), so a mistake
+    in a layer is one error, not one per kind."""
+    discriminator = node.pop("discriminator", None)
+    if discriminator is None:
+        return
+    tag: str = discriminator["propertyName"]
+    mapping: dict[str, str] = discriminator["mapping"]
+    node.pop("oneOf")
+    node["type"] = "object"
+    node["required"] = [tag]
+    node["properties"] = {tag: {"enum": sorted(mapping)}}
+    node["allOf"] = [
+        {
+            "if": {"properties": {tag: {"const": name}}, "required": [tag]},
+            "then": {"$ref": ref},
+        }
+        for name, ref in sorted(mapping.items())
+    ]
+
+
 def _unit_follows_pool(group: dict[str, Any]) -> None:
-    """A window or chunk counts encoder_token when the group pools, token otherwise."""
+    """A window or chunk counts encoder_token when the group pools, token otherwise; the
+    branch alone checks the unit (one error for a wrong one, not two)."""
     fields = [f for f in ("sliding_window", "chunk") if f in group.get("properties", {})]
     if not fields or "pool" not in group["properties"]:
         return
-    group["if"] = {"properties": {"pool": {"type": "integer"}}, "required": ["pool"]}
+    for field in fields:
+        group["properties"][field].pop("pattern", None)
+    # Any pool that is not null (a wrong one too: its own error) selects encoder_token.
+    group["if"] = {"properties": {"pool": {"not": {"type": "null"}}}, "required": ["pool"]}
     for branch, cls in (("then", "encoder_token"), ("else", "token")):
         pattern = quantity_pattern(quantity_class_for_unit(cls))
         group[branch] = {"properties": {f: {"pattern": pattern} for f in fields}}

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import kvunits
 from kvunits.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,14 +41,14 @@ def run(
 
 
 def shipped_examples() -> list[Path]:
-    found = [
-        *sorted(EXAMPLES.glob("*.toml")),
-        *sorted(EXAMPLES.glob("*.yaml")),
-        *sorted(EXAMPLES.glob("*.json")),
-        *sorted(EXAMPLES.glob("hf/*/config.json")),
-        *sorted((REPO / "kvunits" / "examples").glob("*")),
+    """The examples the installed package ships (a checkout's examples/ through its link)."""
+    shipped = Path(kvunits.__file__).parent / "examples"
+    return [
+        *sorted(shipped.glob("*.toml")),
+        *sorted(shipped.glob("*.yaml")),
+        *sorted(shipped.glob("*.json")),
+        *sorted(shipped.glob("hf/*/config.json")),
     ]
-    return found
 
 
 # -- plan -------------------------------------------------------------------------------------
@@ -163,6 +164,18 @@ def test_environment_then_flag_precedence() -> None:
     assert from_flag["engine"]["block_size_slots"]["from"] == "env KVUNITS_BLOCK_SIZE_SLOTS"
 
 
+def test_another_tools_kvunits_variable_warns_once_and_the_plan_runs() -> None:
+    # KVUNITS_ROOT, set by some other tool, names no setting: a warning line, exit 0.
+    examples = [str(EXAMPLES / "voxtral_realtime.toml"), str(EXAMPLES / "voxtral_realtime.yaml")]
+    done = run("check", *examples, env={"KVUNITS_ROOT": "/srv/kvunits"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "kvunits: warning: KVUNITS_ROOT is not a kvunits setting and is ignored; kvunits reads "
+        "KVUNITS_<setting> (the settings: kvunits plan --help)\n"
+    )
+    assert done.stdout.count("ok: ") == 2
+
+
 def test_bad_environment_variable_exits_2() -> None:
     done = run(
         "check", str(EXAMPLES / "voxtral_realtime.toml"), env={"KVUNITS_MEMORY_BUDGET": "40"}
@@ -209,7 +222,7 @@ def test_check_reports_every_error_of_every_file(tmp_path: Path) -> None:
     assert lines == [
         f'{bad}: model.groups.audio.sliding_window: 750 has no unit: write it as "750 '
         'encoder_token" (the group pools: pool = 4)',
-        f"{bad}: model.groups.text.kv_heads: expected a whole number of head (a plain "
+        f"{bad}: model.groups.text.kv_heads: expected a whole number of kv_head (a plain "
         "integer); got 8.5 (a float)",
         f"{bad}: engine.memory_budget: unknown unit 'gigs'; kvunits knows encoder_token, "
         "pooled_block, token, cache_block and byte (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB) "
@@ -241,8 +254,9 @@ def test_schema() -> None:
     # null is no block size (issue 13: the schema takes only what the loader takes); a
     # memory budget may be null, where gpu_memory sizes the KV cache instead.
     assert engine["block_size_slots"]["x-unit"] == "slot/cache_block"
-    assert engine["memory_budget"]["anyOf"][0]["x-unit"] == "byte"
-    assert engine["memory_budget"]["anyOf"][1] == {"type": "null"}
+    assert engine["memory_budget"]["x-unit"] == "byte"
+    assert engine["memory_budget"]["type"] == ["string", "null"]
+    assert schema["$id"] == "urn:kvunits:config"
     assert engine["tensor_parallel_size"]["x-unit"] == "rank"
 
 

@@ -168,7 +168,7 @@ def test_fit_answers_the_reverse_questions(capsys: pytest.CaptureFixture[str]) -
         (["fit", "--requests", "0"], "--requests must be >= 1, got 0"),
         (["fit", "--length", "8 GiB"], "--length: 8 GiB is not in token"),
         (["fit", "--length", "0 token"], "--length must be >= 1 token"),
-        (["plan", LLAMA, "-tp", "3"], "8 kv_head cannot be split over tensor_parallel_size 3"),
+        (["plan", LLAMA, "-tp", "3"], "tensor_parallel_size 3 does not divide the model's 32"),
         (["plan", LLAMA, "-tp", "8", "-dcp", "3"], "--decode-context-parallel-size: 3 does not"),
         (["plan", LLAMA, "--async-scheduling", "-pp", "0"], "--pipeline-parallel-size: Input"),
         (["check", LLAMA, "--gpu-memory", "80 GiB"], "weights_memory: gpu_memory is set"),

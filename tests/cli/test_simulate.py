@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+import kvunits
 from kvunits._simulate import (
     Simulation,
     Workload,
@@ -38,6 +39,7 @@ from kvunits._simulate import (
 )
 from kvunits.cli import main
 from kvunits.contracts import (
+    AdmissionCap,
     CacheBlocks,
     EncoderTokens,
     PooledBlocks,
@@ -72,7 +74,7 @@ def test_series_equal_the_coordinators_counts_step_by_step(example: Any, arrival
     from kvunits.contracts.config import load_config
 
     config = load_config(
-        REPO / "kvunits" / "examples" / "voxtral_realtime.toml",
+        Path(kvunits.__file__).parent / "examples" / "voxtral_realtime.toml",
         flags={"memory_budget": "2 GiB", "max_model_len": "4096 token"},
     )
     work = Workload.for_config(config, streams=6, steps=70, duration=260, arrival=arrival)
@@ -90,7 +92,7 @@ def test_series_equal_the_coordinators_counts_step_by_step(example: Any, arrival
         for handle in sim.handles:
             name = handle.name
             tables = [coord.block_table(rid, handle) for rid in live]
-            held = [len(t) - t.count(NULL_BLOCK) for t in tables]
+            held = [len(t) - t.ids_in(CacheBlocks).count(NULL_BLOCK) for t in tables]
             # The coordinator's own usage, and the same count taken from the block tables.
             assert (
                 series[f"{name}.used"][-1]
@@ -98,7 +100,7 @@ def test_series_equal_the_coordinators_counts_step_by_step(example: Any, arrival
                 == sum(held)
             )
             caps = sum(
-                coord.request_cap(rid, handle).numerical_value_in(CacheBlocks) for rid in live
+                coord.request_cap(rid, handle).numerical_value_in(AdmissionCap) for rid in live
             )
             assert (
                 series[f"{name}.reserved"][-1]
@@ -246,16 +248,25 @@ def test_the_figure_is_written(tmp_path: Path, suffix: str, capsys: Any) -> None
         assert "<svg" in page and "<table>" in page and "189 pooled_block" in page
 
 
-def test_without_matplotlib_the_table_is_printed_and_the_way_to_the_figure(
+def test_without_matplotlib_out_fails_before_simulating_and_names_the_extra(
     tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
     out = tmp_path / "sim.png"
     args = ["simulate", "--streams", "2", "--steps", "20", "--duration", "30"]
-    assert main([*args, "--out", str(out)]) == 2
+    import kvunits._simulate as simulation
+
+    def no_run(*args: object, **kwargs: object) -> object:
+        raise AssertionError("simulated although the figure cannot be drawn")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(simulation, "simulate", no_run)
+        assert main([*args, "--out", str(out)]) == 2
     captured = capsys.readouterr()
-    assert "kvunits simulate: voxtral-mini-4b-realtime" in captured.out
-    assert 'needs matplotlib: pip install "kvunits[plot]"' in captured.err
+    assert captured.out == ""
+    assert captured.err == (
+        f'kvunits: error: --out {out} needs matplotlib: pip install "kvunits[plot]"\n'
+    )
     assert not out.exists()
     assert main(args) == 0
     assert 'pip install "kvunits[plot]"' in capsys.readouterr().err
@@ -417,3 +428,59 @@ def test_cli_shows_the_hits(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*args, "--prompt", "40 token", "--shared-prompt"]) == 0
     out = capsys.readouterr().out
     assert "prefix cache hits" in out and "224 token of 320" in out  # 7 of 8 streams hit 32
+
+
+# -- the progress bar -------------------------------------------------------------------------
+
+#: A run long enough for the bar to appear (it waits half a second), short enough for a test.
+_LONG_RUN = ("simulate", "--streams", "4", "--steps", "300", "--duration", "6000")
+
+
+# The bar waits half a second before it shows; a fast machine finishes this run sooner, so the
+# child shows it from the first step (the bar's delay is not what is tested here).
+_NO_DELAY = (
+    "import sys; from kvunits import _simulate_cli; _simulate_cli._Progress.DELAY_S = 0.0; "
+    "from kvunits.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def _on_a_terminal(*args: str) -> str:
+    """What ``kvunits`` writes when both its stdout and stderr are a terminal (a pty)."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-c", _NO_DELAY, *args],
+        stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, cwd=REPO,
+    )  # fmt: skip
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the program closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=120) == 0
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+def test_a_progress_bar_on_a_terminal_only() -> None:
+    shown = _on_a_terminal(*_LONG_RUN)
+    assert "simulate as configured" in shown and "/6000 steps" in shown  # the bar's text
+    assert "voxtral-mini-4b-realtime" in shown  # then the table
+    # --format json on a terminal: the document only.
+    as_json = _on_a_terminal(*_LONG_RUN, "--format", "json")
+    assert "steps" not in as_json.split("{", 1)[0] and "/6000 steps" not in as_json
+    json.loads(as_json)
+    # A pipe: no bar (stderr empty).
+    piped = subprocess.run(
+        [sys.executable, "-m", "kvunits", *_LONG_RUN],
+        capture_output=True, text=True, timeout=120, check=True, cwd=REPO,
+    )  # fmt: skip
+    assert piped.stderr == "" and "kvunits simulate:" in piped.stdout

@@ -105,3 +105,36 @@ def test_admission_flag_and_table(capsys: Any) -> None:
     assert "preempted" in out and "recomputed" in out
     assert main(["simulate", "--compare-admission", "optimistic"]) == 2
     assert "admission is one of" in capsys.readouterr().err
+
+
+def test_a_preempted_stream_replays_its_groups_in_step(example: Any) -> None:
+    """vLLM recomputes a resumed Voxtral Realtime request on one token axis (its encoder runs
+    inside the decoder's forward, ``voxtral_realtime.py``): the text and the audio of the
+    same stream steps come back together. So a replaying stream's groups always cover the
+    same whole stream steps: its text never re-prefills ahead of its audio (at 4 encoder
+    tokens a step, the example's limit), holding blocks it cannot use yet."""
+    from kvunits._simulate import Simulation, _real_kernels
+
+    work = Workload.for_config(example, streams=80, steps=300, duration=450)
+    (variant,) = admission_variants(example, ["on_demand"])
+    sim = Simulation(example, work, variant, _real_kernels(example))
+    audio, text = sim.handles
+    assert (audio.name, text.name) == ("audio", "text")
+    prefill = [4, 16]  # the workload's prompt: 4 encoder tokens, 16 tokens
+    replays = 0
+    for _ in range(work.duration):
+        sim.step()
+        for stream in sim._running.values():
+            if stream.recompute is None:
+                continue
+            replays += 1
+            done = [lost - left for lost, left in zip(stream.lost, stream.recompute, strict=True)]
+            # Whole stream steps covered: the prompt, then one position a step (4 for audio).
+            covered = [
+                0 if d < p else 1 + (d - p) // step
+                for d, p, step in zip(done, prefill, (4, 1), strict=True)
+            ]
+            assert covered[0] == covered[1], (stream.id, done)
+            assert done[1] == (0 if covered[1] == 0 else 16 + covered[1] - 1)
+    assert replays > 100
+    assert sim.run.preemptions > 0

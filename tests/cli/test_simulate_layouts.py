@@ -28,7 +28,7 @@ from kvunits.contracts import Tokens, Window
 from kvunits.contracts.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "kvunits" / "examples" / "voxtral_realtime.toml"
+EXAMPLE = REPO / "examples" / "voxtral_realtime.toml"
 GEMMA = REPO / "examples" / "hf" / "gemma-3-1b-it" / "config.json"
 SHARED = {"kv_cache_layout": "shared"}
 

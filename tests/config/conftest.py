@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import kvunits
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-SHIPPED = REPO / "kvunits" / "examples" / "voxtral_realtime.toml"
+#: The example the installed package ships (a checkout's own, or a wheel's copy of it).
+SHIPPED = Path(kvunits.__file__).parent / "examples" / "voxtral_realtime.toml"
 
 #: The Voxtral Realtime example as a kvunits config (TOML text), for edits in tests.
 VOXTRAL_TOML = SHIPPED.read_text(encoding="utf-8")

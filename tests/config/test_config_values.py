@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvunits.contracts import KVHeads
 from kvunits.contracts.config import (
     ConfigError,
     config_json_schema,
@@ -147,7 +148,7 @@ def test_kv_heads_must_divide_the_attention_heads(kv: int) -> None:
 @pytest.mark.parametrize("kv", [1, 2, 4, 8, 16, 32])
 def test_kv_heads_that_divide_are_read(kv: int) -> None:
     config = load_config_data({**LLAMA, "num_key_value_heads": kv}, where="c.json")
-    assert {layer.kv_heads for layer in config.model.layers.values()} == {kv}  # type: ignore[union-attr]
+    assert {layer.kv_heads for layer in config.model.layers.values()} == {KVHeads(kv)}  # type: ignore[union-attr]
 
 
 def test_gemma4s_global_kv_heads_must_divide_too() -> None:

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
+    KVHeads,
     KvUnitsError,
     PoolFactor,
     SlidingWindowLayer,
@@ -25,7 +27,7 @@ from kvunits.contracts.config import (
     load_config,
     load_config_data,
 )
-from kvunits.contracts.errors import ConfigError
+from kvunits.contracts.errors import ConfigError, ConfigWarning
 from kvunits.runtime.capacity import plan
 
 from .conftest import EXAMPLES, SHIPPED, VOXTRAL_TOML
@@ -65,7 +67,7 @@ def test_voxtral_example_loads_into_the_spec_models() -> None:
     assert isinstance(audio, SlidingWindowLayer)
     assert audio.sliding_window == Window(750, EncoderTokens)
     assert audio.pool == PoolFactor(4)
-    assert (audio.kv_heads, audio.head_size) == (32, 64)
+    assert (audio.kv_heads, audio.head_size) == (KVHeads(32), Elements(64))
     text = layers["text.25"]
     assert isinstance(text, SlidingWindowLayer)
     assert text.sliding_window == Window(8192, Tokens)
@@ -212,7 +214,7 @@ def test_several_errors_are_reported_together(write: Write) -> None:
     assert "counts encoder_token" in by_path["model.groups.audio.sliding_window"]
     assert '"750 encoder_token"' in by_path["model.groups.audio.sliding_window"]
     assert by_path["model.groups.text.kv_heads"] == (
-        "expected a whole number of head (a plain integer); got '8' (a str)"
+        "expected a whole number of kv_head (a plain integer); got '8' (a str)"
     )
     assert by_path["engine.max_model_len"] == "expected token, got 9 GiB"
     assert by_path["engine.memory_budget"].startswith("'40' has no unit")
@@ -251,7 +253,7 @@ _AUDIO = {"kind": "sliding_window", "pool": 4, "kv_heads": 32, "head_size": 64}
         (
             {**_AUDIO, "kind": "full_attention", "kv_heads": None},
             "kv_heads",
-            "required field is missing; expected a whole number of head",
+            "required field is missing; expected a whole number of kv_head",
         ),
         (
             {"kind": "state"},
@@ -429,22 +431,15 @@ def test_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_bad_environment_and_flag_values_name_their_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVUNITS_MEMORY_BUDGET", "40")
-    monkeypatch.setenv("KVUNITS_MEMORY_BUDGT", "40 GiB")
-    with pytest.raises(ConfigError) as excinfo:
+    monkeypatch.setenv("KVUNITS_MEMORY_BUDGT", "40 GiB")  # a typo: a warning, not an issue
+    with pytest.raises(ConfigError) as excinfo, pytest.warns(ConfigWarning) as warned:
         load_config(SHIPPED, flags={"block_size_slots": "16 token", "max_model_len": "8 kB"})
+    assert [str(w.message) for w in warned] == [
+        "KVUNITS_MEMORY_BUDGT is not a kvunits setting and is ignored; did you mean "
+        "KVUNITS_MEMORY_BUDGET? (the settings: kvunits plan --help)"
+    ]
     assert sorted(_issues(excinfo)) == sorted(
         [
-            "environment: KVUNITS_MEMORY_BUDGT: unknown kvunits variable; did you mean "
-            "KVUNITS_MEMORY_BUDGET?; known: KVUNITS_ACTIVATION_MEMORY, KVUNITS_ADMISSION, "
-            "KVUNITS_ASYNC_SCHEDULING, KVUNITS_BLOCK_SIZE_SLOTS, KVUNITS_CACHE_DTYPE, "
-            "KVUNITS_DECODE_CONTEXT_PARALLEL_SIZE, KVUNITS_GPU_MEMORY, "
-            "KVUNITS_GPU_MEMORY_UTILIZATION, KVUNITS_KV_CACHE_LAYOUT, "
-            "KVUNITS_MAX_CONCURRENT_BATCHES, "
-            "KVUNITS_MAX_ENCODER_LEN, KVUNITS_MAX_ENCODER_TOKENS_PER_STEP, "
-            "KVUNITS_MAX_MODEL_LEN, KVUNITS_MAX_NUM_BATCHED_TOKENS, KVUNITS_MEMORY_BUDGET, "
-            "KVUNITS_NUM_SPECULATIVE_TOKENS, KVUNITS_PIPELINE_PARALLEL_SIZE, "
-            "KVUNITS_SCHEDULING_POLICY, KVUNITS_TENSOR_PARALLEL_SIZE, KVUNITS_WATERMARK, "
-            "KVUNITS_WEIGHTS_MEMORY",
             "environment: KVUNITS_MEMORY_BUDGET: '40' has no unit; write it with one, e.g. "
             "'40 byte' (expected byte)",
             "command line: --block-size-slots: expected a whole number of slot per cache_block "
@@ -460,6 +455,41 @@ def test_bad_environment_and_flag_values_name_their_source(monkeypatch: pytest.M
         "command line: --block-size-slots: expected a whole number of slot per cache_block, "
         "greater than or equal to 1; got -1 (an int)"
     ]
+
+
+def test_a_variable_that_names_no_setting_warns_and_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Another tool's variables share the prefix; they must not break a plan.
+    reference = load_config(SHIPPED)
+    monkeypatch.setenv("KVUNITS_ROOT", "/srv/kvunits")
+    monkeypatch.setenv("KVUNITS_LOG_LEVEL", "debug")
+    with pytest.warns(ConfigWarning) as warned:
+        config = load_config(SHIPPED)
+    assert config == reference
+    assert sorted(str(w.message).split(" is not")[0] for w in warned) == [
+        "KVUNITS_LOG_LEVEL",
+        "KVUNITS_ROOT",
+    ]
+    assert all("kvunits reads KVUNITS_<setting>" in str(w.message) for w in warned)
+
+
+def test_environment_false_reads_no_variable_and_a_mapping_only_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KVUNITS_MEMORY_BUDGET", "40")  # bad, and not read
+    monkeypatch.setenv("KVUNITS_ROOT", "/srv")  # unknown, and not read
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = load_config(SHIPPED, environment=False)
+        given = load_config(SHIPPED, environment={"KVUNITS_BLOCK_SIZE_SLOTS": "32"})
+    assert config.engine_sources["memory_budget"] == "file"
+    assert given.engine.block_size_slots == 32
+    assert given.engine_sources["block_size_slots"] == "env KVUNITS_BLOCK_SIZE_SLOTS"
+    with pytest.raises(ConfigError, match="KVUNITS_BLOCK_SIZE_SLOTS"):  # bad values still fail
+        load_config(SHIPPED, environment={"KVUNITS_BLOCK_SIZE_SLOTS": "16 token"})
 
 
 # -- the schema -------------------------------------------------------------------------------
@@ -497,7 +527,7 @@ def test_schema_shows_the_unit_of_every_sized_field() -> None:
     units = {name: _x_unit(prop) for name, prop in sized}
     assert units["SlidingWindowGroup.sliding_window"] == ["encoder_token", "token"]
     assert units["SlidingWindowGroup.pool"] == "encoder_token/pooled_block"
-    assert units["SlidingWindowGroup.kv_heads"] == "head"
+    assert units["SlidingWindowGroup.kv_heads"] == "kv_head"
     assert units["EngineConfig.memory_budget"] == "byte"
     assert units["EngineConfig.max_encoder_len"] == "encoder_token"
     assert units["EngineConfig.block_size_slots"] == "slot/cache_block"

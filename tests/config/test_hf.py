@@ -16,9 +16,12 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     KVSharedLayer,
+    Layers,
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
@@ -74,10 +77,10 @@ def test_voxtral_realtime_config() -> None:
         750, EncoderTokens
     )  # audio_config.sliding_window: encoder_token
     assert audio.pool == PoolFactor(4)  # downsample_factor
-    assert (audio.kv_heads, audio.head_size) == (32, 64)
+    assert (audio.kv_heads, audio.head_size) == (KVHeads(32), Elements(64))
     assert isinstance(text, SlidingWindowLayer)
     assert text.sliding_window == Window(8192, Tokens)  # text_config.sliding_window: token
-    assert (text.kv_heads, text.head_size) == (8, 128)
+    assert (text.kv_heads, text.head_size) == (KVHeads(8), Elements(128))
     assert len(config.model.layers) == 32 + 26
     assert config.engine_sources["max_model_len"] == "hf text_config.max_position_embeddings"
     # A streaming sliding-window encoder has no length limit of its own (its
@@ -99,8 +102,8 @@ def test_mistral_derives_head_dim_and_slides_everywhere() -> None:
     assert all(isinstance(layer, SlidingWindowLayer) for layer in layers)
     first = layers[0]
     assert isinstance(first, SlidingWindowLayer)
-    assert first.head_size == 4096 // 32  # no head_dim in the file
-    assert (first.sliding_window, first.kv_heads) == (Window(4096, Tokens), 8)
+    assert first.head_size == Elements(4096 // 32)  # no head_dim in the file
+    assert (first.sliding_window, first.kv_heads) == (Window(4096, Tokens), KVHeads(8))
     assert str(config.engine.max_model_len) == "32768 token"
     assert config.engine_sources["max_model_len"] == "hf max_position_embeddings"
     assert str(plan(config.model, config.engine).group("text").admission_cap) == "385 cache_block"
@@ -167,7 +170,7 @@ def test_qwen2_reads_the_head_size_from_hidden_size() -> None:
     layer = read_hf_config(
         {**_data("qwen2.5-7b-instruct"), "head_dim": 64}, where="config.json"
     ).model.layers["text.0"]
-    assert isinstance(layer, FullAttentionLayer) and layer.head_size == 3584 // 28
+    assert isinstance(layer, FullAttentionLayer) and layer.head_size == Elements(3584 // 28)
 
 
 def test_qwen3_head_dim_defaults_to_128() -> None:
@@ -176,7 +179,9 @@ def test_qwen3_head_dim_defaults_to_128() -> None:
     layer = read_hf_config({**data, "hidden_size": 5120}, where="config.json").model.layers[
         "text.0"
     ]
-    assert isinstance(layer, FullAttentionLayer) and layer.head_size == 128  # not 5120 / 32
+    assert isinstance(layer, FullAttentionLayer) and layer.head_size == Elements(
+        128
+    )  # not 5120 / 32
 
 
 def test_mistral_without_sliding_window_slides_at_4096() -> None:
@@ -215,7 +220,7 @@ def test_gemma4_shared_kv_layers_keep_no_cache() -> None:
     assert layers["text.29"] == KVSharedLayer(target="text.17")  # the last full one
     result = plan(config.model, config.engine)
     assert len(result.uncached_layers) == 10
-    assert [g.group.num_layers for g in result.groups] == [17, 3]
+    assert [g.group.num_layers for g in result.groups] == [Layers(17), Layers(3)]
 
 
 def test_cohere2_window_is_one_more() -> None:
@@ -310,21 +315,39 @@ def test_jamba_attention_period() -> None:
 
 
 def test_an_unknown_model_type_is_refused_by_name() -> None:
-    issue = _one_issue({**_data("llama-3.1-8b"), "model_type": "falcon_mamba"})
+    data = {**_data("llama-3.1-8b"), "model_type": "falcon_mamba"}
+    del data["architectures"]
+    issue = _one_issue(data)
     assert issue.startswith(
         "config.json: model_type: kvunits does not read model type 'falcon_mamba': it plans "
-        "only the families whose caches it reads as vLLM does: cohere2, deepseek_v2, "
+        "only the families whose caches it reads as vLLM does: afmoe, apertus, arcee, "
     )
     assert "llama4" in issue and "whisper" in issue
+
+
+def test_architectures_come_first_as_vllm_dispatches() -> None:
+    # vLLM picks the model class by `architectures` (ModelRegistry), so a checkpoint whose
+    # model_type was renamed still serves as its architecture: kvunits reads it so too.
+    renamed = {**_data("llama-3.1-8b"), "model_type": "my_llama_finetune"}
+    assert set(_kinds(renamed)) == {"full_attention"}
+    # An architecture vLLM 0.33 serves but kvunits does not model is refused with the reason.
+    data = {**_data("llama-3.1-8b"), "architectures": ["SarvamMLAForCausalLM"]}
+    assert _one_issue(data) == (
+        "config.json: architectures[0]: SarvamMLAForCausalLM: kvunits does not plan it: a "
+        "sparse-attention indexer cache beside the MLA cache (Sarvam MLA), not modelled"
+    )
+    # One vLLM 0.33 no longer serves (registry.py _PREVIOUSLY_SUPPORTED_MODELS).
+    data["architectures"] = ["MllamaForConditionalGeneration"]
+    assert "vLLM 0.33 no longer serves it" in _one_issue(data)
 
 
 def test_architectures_stand_in_for_a_missing_model_type() -> None:
     data = _data("mistral-7b-v0.1")
     del data["model_type"]
     assert set(_kinds(data)) == {"sliding_window"}  # MistralForCausalLM → mistral
-    data["architectures"] = ["FalconForCausalLM"]
+    data["architectures"] = ["MyOwnForCausalLM"]
     assert _one_issue(data).startswith(
-        "config.json: architectures: no model_type, and architecture 'FalconForCausalLM' is "
+        "config.json: architectures: no model_type, and architecture 'MyOwnForCausalLM' is "
         "not one kvunits reads: "
     )
 
@@ -530,9 +553,12 @@ def test_examples_are_the_published_numbers() -> None:
     assert Path(HF / "README.md").is_file()
 
 
-def test_the_readme_lists_every_family() -> None:
-    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Hugging Face models") : readme.index("## Runtime")]
+def test_the_docs_list_every_family() -> None:
+    # docs/huggingface.md's table, or docs/vllm-compat.md's (the families read as vLLM 0.33's
+    # registry).
+    section = (EXAMPLES.parent / "docs" / "huggingface.md").read_text(encoding="utf-8")
+    compat = (EXAMPLES.parent / "docs" / "vllm-compat.md").read_text(encoding="utf-8")
+    section += compat[compat.index("## Families") :]
     for family in HF_FAMILIES:
         assert f"\n| {family.name} |" in section, family.name
         for model_type in family.model_types:

@@ -51,8 +51,11 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
-    CacheBlocks,
+    Elements,
+    KVHeads,
+    Layers,
     Tokens,
     group_layers,
 )
@@ -333,14 +336,14 @@ def _observed(model: Model) -> tuple[tuple[Group, ...], int, int]:
         found.append(
             Group(
                 m.kind,
-                group.num_layers,
-                m.kv_heads,
-                m.head_size_k,
-                m.head_size_v,
+                group.num_layers.numerical_value_in(Layers),
+                m.kv_heads.numerical_value_in(KVHeads),
+                m.head_size_k.numerical_value_in(Elements),
+                m.head_size_v.numerical_value_in(Elements),
                 m.dtype.value,
                 None if window is None else str(window),
                 m.page_size.numerical_value_in(Bytes),
-                group.admission_cap().numerical_value_in(CacheBlocks),
+                group.admission_cap().numerical_value_in(AdmissionCap),
             )
         )
     return tuple(found), len(uncached), config.engine.max_model_len.numerical_value_in(Tokens)
@@ -411,14 +414,31 @@ def test_the_engine_cache_dtype_overrides() -> None:
 
 
 def test_an_fp8_kv_cache_scheme_is_read() -> None:
-    # A compressed-tensors / modelopt checkpoint that declares an 8-bit float KV cache is
-    # served with an fp8 cache under --kv-cache-dtype auto (utils/torch_utils.py:443-516,
-    # model_executor/layers/attention/attention.py:283-291).
-    scheme = {"kv_cache_scheme": {"num_bits": 8, "type": "float", "dynamic": False}}
-    data = _edited("llama-3.1-8b", quantization_config=scheme)
-    config = load_config_data(data, where="config.json")
+    # A compressed-tensors checkpoint that declares an 8-bit float KV cache is served with an
+    # fp8 cache under --kv-cache-dtype auto (model_executor/layers/attention/attention.py
+    # Attention.__init__: the quant config's kv_cache_scheme), a ModelOpt one through its
+    # kv_cache_quant_algo (utils/torch_utils.py get_kv_cache_quant_algo_string).
+    scheme = {"num_bits": 8, "type": "float", "dynamic": False}
+    compressed = {"quant_method": "compressed-tensors", "kv_cache_scheme": scheme}
+    modelopt = {
+        "producer": {"name": "modelopt"},
+        "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"},
+    }
+    for quant in (compressed, modelopt):
+        config = load_config_data(
+            _edited("llama-3.1-8b", quantization_config=quant), where="config.json"
+        )
+        (group,), _ = group_layers(config.model, config.engine)
+        assert group.manager.page_size == Bytes(65536 // 2)
+    # Without a quantization vLLM recognises (no quant_method, no ModelOpt producer), vLLM
+    # serves the checkpoint unquantized: the cache stays in the model dtype.
+    config = load_config_data(
+        _edited("llama-3.1-8b", quantization_config={"kv_cache_scheme": scheme}),
+        where="config.json",
+    )
     (group,), _ = group_layers(config.model, config.engine)
-    assert group.manager.page_size == Bytes(65536 // 2)
-    data = _edited("llama-3.1-8b", quantization_config={"kv_cache_quant_algo": "NVFP4"})
-    with pytest.raises(ConfigError, match=r"quantization_config\.kv_cache_quant_algo: a KV-cache"):
+    assert group.manager.page_size == Bytes(65536)
+    nvfp4 = {**modelopt, "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}}
+    data = _edited("llama-3.1-8b", quantization_config=nvfp4)
+    with pytest.raises(ConfigError, match=r"kv_cache_quant_algo: an NVFP4 KV cache"):
         load_config_data(data, where="config.json")

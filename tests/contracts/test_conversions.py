@@ -25,6 +25,7 @@ from kvunits.contracts import (
     PooledBlocks,
     PoolFactor,
     Position,
+    SpanBlocks,
     Tokens,
     UnitTypeError,
     UnitValueError,
@@ -64,7 +65,7 @@ def test_seed_golden_values() -> None:
     # The seed fix read the window as a length: one pooled block short.
     assert pool_length(EncoderTokens(750), PoolFactor(4)) == PooledBlocks(188)
     # The window's cache blocks, block size 16 pooled blocks: cdiv(188, 16) + 1.
-    assert window_blocks(Window(189, PooledBlocks), BlockSize(16, PooledBlocks)) == CacheBlocks(13)
+    assert window_blocks(Window(189, PooledBlocks), BlockSize(16, PooledBlocks)) == SpanBlocks(13)
     assert slots_to_cache_blocks_ceil(
         PooledBlocks(189), BlockSize(16, PooledBlocks)
     ) == CacheBlocks(12)
@@ -140,13 +141,13 @@ def test_window_blocks_is_the_most_a_window_touches(unit: type[Any]) -> None:
     for w in range(1, 80):
         for bs in range(1, 17):
             most = _most_blocks_touched(w, bs)
-            assert window_blocks(Window(w, unit), BlockSize(bs, unit)) == CacheBlocks(most)
+            assert window_blocks(Window(w, unit), BlockSize(bs, unit)) == SpanBlocks(most)
             shorts["W // B"] += w // bs < most
             shorts["W // B + 1"] += w // bs + 1 < most
             shorts["cdiv(W, B)"] += cdiv(w, bs) < most
     assert all(shorts.values()), shorts  # every shortcut loses a block somewhere
     # The seed's layer: 189 pooled blocks, block size 16: 13 (cdiv(189, 16) says 12).
-    assert window_blocks(Window(189, unit), BlockSize(16, unit)) == CacheBlocks(13)
+    assert window_blocks(Window(189, unit), BlockSize(16, unit)) == SpanBlocks(13)
 
 
 @given(i=counts, bs=st.integers(min_value=1, max_value=1024), unit=st.sampled_from(SEQ_CLASSES))

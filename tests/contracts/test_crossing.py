@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-import torch
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -70,6 +70,7 @@ def test_touched_slots_on_tensors_is_the_int_formula(
     pool: int, contexts: list[int], steps: list[int]
 ) -> None:
     # The kernels' slot_start_loc sums this per request on the device.
+    torch = pytest.importorskip("torch", reason="torch not installed (the kernels extra)")
     n = len(contexts)
     got = touched_slots(torch.tensor(contexts), torch.tensor(steps[:n]), pool)
     assert got.tolist() == [

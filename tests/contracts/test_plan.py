@@ -8,18 +8,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
-    CacheBlocks,
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     LayerSpec,
     MLALayer,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -42,10 +46,15 @@ GiB = 1024**3
 def voxtral_model() -> ModelSpec:
     """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
     audio = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
-    text = FullAttentionLayer(kv_heads=8, head_size=128)
-    return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
+    text = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    return ModelSpec.stacked(
+        "voxtral-realtime", {"audio": (audio, Layers(32)), "text": (text, Layers(26))}
+    )
 
 
 def voxtral_engine(budget: str = "40 GiB", **extra: object) -> EngineSpec:
@@ -65,8 +74,10 @@ def voxtral_engine(budget: str = "40 GiB", **extra: object) -> EngineSpec:
 
 def gemma_like_model(num_layers: int = 26, every: int = 6) -> ModelSpec:
     """Gemma-like: sliding and full attention interleaved in one stack (every 6th is full)."""
-    sliding = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
-    full = FullAttentionLayer(kv_heads=8, head_size=128)
+    sliding = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    full = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
     layers: dict[str, LayerSpec] = {
         f"layers.{i}": full if i % every == every - 1 else sliding for i in range(num_layers)
     }
@@ -88,8 +99,8 @@ def test_voxtral_groups_audio_and_text() -> None:
     groups, uncached = group_layers(voxtral_model(), voxtral_engine())
     assert [g.name for g in groups] == ["audio", "text"] and uncached == ()
     audio, text = groups
-    assert audio.num_layers == 32 and audio.layer_names[0] == "audio.0"
-    assert text.num_layers == 26 and text.layer_names[-1] == "text.25"
+    assert audio.num_layers == Layers(32) and audio.layer_names[0] == "audio.0"
+    assert text.num_layers == Layers(26) and text.layer_names[-1] == "text.25"
     assert audio.manager.expect(PooledBlocks).sliding_window == Window(189, PooledBlocks)
     assert text.manager.expect(Tokens).sliding_window is None
     # Every member keeps its own kernel view, in the kernel's unit.
@@ -126,7 +137,7 @@ def test_gemma_like_mixed_stack_gives_two_named_groups() -> None:
     assert [g.name for g in groups] == ["layers/sliding_window", "layers/full_attention"]
     sliding, full = groups
     assert full.layer_names == ("layers.5", "layers.11", "layers.17", "layers.23")
-    assert sliding.num_layers == 22 and "layers.5" not in sliding.layer_names
+    assert sliding.num_layers == Layers(22) and "layers.5" not in sliding.layer_names
     assert sliding.manager.kind == "sliding_window" and full.manager.kind == "full_attention"
 
 
@@ -139,8 +150,12 @@ def test_gemma_like_with_a_single_full_layer() -> None:
 
 
 def test_two_windows_in_one_stack_get_distinct_names() -> None:
-    short = SlidingWindowLayer(sliding_window=Window(512, Tokens), kv_heads=8, head_size=128)
-    long = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
+    short = SlidingWindowLayer(
+        sliding_window=Window(512, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    long = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
     model = ModelSpec(
         name="m", layers={"layers.0": short, "layers.1": long, "layers.2": short, "layers.3": long}
     )
@@ -150,12 +165,15 @@ def test_two_windows_in_one_stack_get_distinct_names() -> None:
 
 def test_identical_stacks_merge_and_windows_that_manage_alike_share_a_group() -> None:
     a = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=4, head_size=64
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(4),
+        head_size=Elements(64),
     )
     b = a.model_copy(update={"sliding_window": Window(751, EncoderTokens)})  # also 189 pooled
     model = ModelSpec(name="m", layers={"enc.0": a, "enc.1": b})
     groups, _ = group_layers(model, voxtral_engine())
-    assert len(groups) == 1 and groups[0].name == "enc" and groups[0].num_layers == 2
+    assert len(groups) == 1 and groups[0].name == "enc" and groups[0].num_layers == Layers(2)
     p = plan(model, voxtral_engine())
     # The kernels differ (750, 751), so the plan reports no single model window.
     assert p.groups[0].sliding_window is None
@@ -166,8 +184,8 @@ def test_encoder_only_layers_are_listed_as_uncached() -> None:
     model = ModelSpec.stacked(
         "m",
         {
-            "encoder": (EncoderOnlyLayer(), 3),
-            "decoder": (FullAttentionLayer(kv_heads=8, head_size=64), 2),
+            "encoder": (EncoderOnlyLayer(), Layers(3)),
+            "decoder": (FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(64)), Layers(2)),
         },
     )
     groups, uncached = group_layers(model, decoder_engine())
@@ -185,7 +203,10 @@ def test_pooled_groups_need_the_encoder_limits() -> None:
 
 def test_group_limits_of_a_cross_attention_group_are_its_encoder_length() -> None:
     layer = CrossAttentionLayer(
-        encoder_length=EncoderTokens(1500), pool=PoolFactor(2), kv_heads=4, head_size=64
+        encoder_length=EncoderTokens(1500),
+        pool=PoolFactor(2),
+        kv_heads=KVHeads(4),
+        head_size=Elements(64),
     )
     m = manager_view(layer, 16).expect(PooledBlocks)
     # Before the fix this raised SpecError: the engine had to declare encoder limits that the
@@ -207,12 +228,12 @@ def test_voxtral_plan() -> None:
     assert audio.group.manager.sliding_window == Window(189, PooledBlocks)
     assert str(audio.group.manager.sliding_window) == "189 pooled_block"
     # cap: cdiv(min(189 - 1 + 1, 1500), 16) + 1 = 12 + 1 = 13
-    assert audio.admission_cap == CacheBlocks(13)
+    assert audio.admission_cap == AdmissionCap(13)
     assert audio.bytes_per_request == Bytes(13 * 16777216) == Bytes(218103808)
     # text: page 16 × 8 × (128 + 128) × 2 = 65536 byte; 26 layers: 1703936 byte a block;
     # cap cdiv(8192, 16) = 512; 512 × 1703936 = 872415232 byte
     assert text.page_size == Bytes(65536) and text.block_bytes == Bytes(1703936)
-    assert text.admission_cap == CacheBlocks(512)
+    assert text.admission_cap == AdmissionCap(512)
     assert text.bytes_per_request == Bytes(872415232)
     assert text.sliding_window is None and text.group.manager.sliding_window is None
     # A request: 218103808 + 872415232 = 1090519040 byte. Null blocks: 16777216 + 1703936 =
@@ -221,8 +242,8 @@ def test_voxtral_plan() -> None:
     assert p.kv_cache_memory == RankBytes(42949672960)
     # Blocks: 1 + 42931191808 × 13 // 1090519040 = 1 + 511 = 512 (audio),
     #         1 + 42931191808 × 512 // 1090519040 = 1 + 20156 = 20157 (text).
-    assert audio.num_blocks == CacheBlocks(512)
-    assert text.num_blocks == CacheBlocks(20157)
+    assert audio.num_blocks == PoolBlocks(512)
+    assert text.num_blocks == PoolBlocks(20157)
     # Requests at full length: min(511 // 13, 20156 // 512) = min(39, 39) = 39
     #                        = 42931191808 // 1090519040.
     assert p.concurrent_requests == 39
@@ -231,19 +252,21 @@ def test_voxtral_plan() -> None:
 
 
 def test_mistral_like_plan() -> None:
-    layer = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
-    model = ModelSpec.stacked("mistral-7b-like", {"layers": (layer, 32)})
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    model = ModelSpec.stacked("mistral-7b-like", {"layers": (layer, Layers(32))})
     p = plan(model, decoder_engine(budget=16 * GiB))
     (g,) = p.groups
     assert g.group.name == "layers"
     # cap: cdiv(min(4095 + 2048, 8192), 16) + 1 = cdiv(6143, 16) + 1 = 384 + 1 = 385
-    assert g.admission_cap == CacheBlocks(ceil_div(4095 + 2048, 16) + 1) == CacheBlocks(385)
+    assert g.admission_cap == AdmissionCap(ceil_div(4095 + 2048, 16) + 1) == AdmissionCap(385)
     # block: 32 layers × 65536 byte = 2 MiB; a request 385 × 2 MiB = 807403520 byte
     assert g.block_bytes == Bytes(2 * 1024 * 1024)
     assert p.bytes_per_request == Bytes(807403520)
     # One group takes the whole budget: 16 GiB / 2 MiB = 8192 blocks, the null one included;
     # 8191 // 385 = 21 requests.
-    assert g.num_blocks == CacheBlocks(8192)
+    assert g.num_blocks == PoolBlocks(8192)
     assert p.concurrent_requests == 21
     assert g.sliding_window == Window(4096, Tokens) and g.group.manager.sliding_window == Window(
         4096, Tokens
@@ -255,7 +278,7 @@ def test_gemma_like_plan() -> None:
     sliding, full = p.group("layers/sliding_window"), p.group("layers/full_attention")
     # sliding: cap 385 (as Mistral), 22 × 65536 byte a block; full: cdiv(8192, 16) = 512,
     # 4 × 65536 byte a block. A request: 385 × 1441792 + 512 × 262144 = 689307648 byte.
-    assert sliding.admission_cap == CacheBlocks(385) and full.admission_cap == CacheBlocks(512)
+    assert sliding.admission_cap == AdmissionCap(385) and full.admission_cap == AdmissionCap(512)
     assert p.bytes_per_request == Bytes(689307648)
     # Usable: 8 × 2**30 − (1441792 + 262144) = 8588230656; 8588230656 // 689307648 = 12
     assert p.concurrent_requests == 12
@@ -267,11 +290,13 @@ def test_whisper_like_plan_needs_no_encoder_limits() -> None:
     model = ModelSpec.stacked(
         "whisper-like",
         {
-            "encoder": (EncoderOnlyLayer(), 32),
-            "self": (FullAttentionLayer(kv_heads=20, head_size=64), 32),
+            "encoder": (EncoderOnlyLayer(), Layers(32)),
+            "self": (FullAttentionLayer(kv_heads=KVHeads(20), head_size=Elements(64)), Layers(32)),
             "cross": (
-                CrossAttentionLayer(encoder_length=EncoderTokens(1500), kv_heads=20, head_size=64),
-                32,
+                CrossAttentionLayer(
+                    encoder_length=EncoderTokens(1500), kv_heads=KVHeads(20), head_size=Elements(64)
+                ),
+                Layers(32),
             ),
         },
     )
@@ -286,8 +311,8 @@ def test_whisper_like_plan_needs_no_encoder_limits() -> None:
     # page: 16 × 20 × (64 + 64) × 2 = 81920 byte; 32 layers: 2621440 byte a block
     assert self_attn.block_bytes == cross.block_bytes == Bytes(2621440)
     # self: cdiv(448, 16) = 28; cross: cdiv(1500, 16) = 94
-    assert self_attn.admission_cap == CacheBlocks(28)
-    assert cross.admission_cap == CacheBlocks(94)
+    assert self_attn.admission_cap == AdmissionCap(28)
+    assert cross.admission_cap == AdmissionCap(94)
     # (28 + 94) × 2621440 = 319815680 byte a request;
     # (4 × 2**30 − 2 × 2621440) // 319815680 = 4289724416 // 319815680 = 13
     assert p.bytes_per_request == Bytes(319815680)
@@ -298,16 +323,16 @@ def test_state_and_mla_plan() -> None:
     model = ModelSpec.stacked(
         "hybrid",
         {
-            "mamba": (StateLayer(state_size=Bytes(2 * 1024 * 1024)), 4),
-            "mla": (MLALayer(kv_lora_rank=512, qk_rope_head_dim=64), 2),
+            "mamba": (StateLayer(state_size=Bytes(2 * 1024 * 1024)), Layers(4)),
+            "mla": (MLALayer(kv_lora_rank=Elements(512), qk_rope_head_dim=Elements(64)), Layers(2)),
         },
     )
     p = plan(model, decoder_engine(budget=GiB, max_model_len=4096))
     mamba, mla = p.group("mamba"), p.group("mla")
     # state: one 2 MiB page a layer a request, 4 layers: 8388608 byte a request
-    assert mamba.admission_cap == CacheBlocks(1) and mamba.block_bytes == Bytes(8388608)
+    assert mamba.admission_cap == AdmissionCap(1) and mamba.block_bytes == Bytes(8388608)
     # MLA: 16 × 576 × 2 = 18432 byte a page, 2 layers: 36864; cap cdiv(4096, 16) = 256
-    assert mla.page_size == Bytes(18432) and mla.admission_cap == CacheBlocks(256)
+    assert mla.page_size == Bytes(18432) and mla.admission_cap == AdmissionCap(256)
     # A request: 8388608 + 256 × 36864 = 17825792 byte;
     # (2**30 − 8388608 − 36864) // 17825792 = 1065315328 // 17825792 = 59
     assert p.bytes_per_request == Bytes(17825792)
@@ -318,12 +343,14 @@ def test_state_and_mla_plan() -> None:
 
 
 def test_budget_of_exactly_one_request_and_one_byte_less() -> None:
-    layer = FullAttentionLayer(kv_heads=1, head_size=8)  # page 16 × 1 × 16 × 2 = 512 byte
-    model = ModelSpec.stacked("tiny", {"l": (layer, 2)})
+    layer = FullAttentionLayer(
+        kv_heads=KVHeads(1), head_size=Elements(8)
+    )  # page 16 × 1 × 16 × 2 = 512 byte
+    model = ModelSpec.stacked("tiny", {"l": (layer, Layers(2))})
     # A request: cdiv(100, 16) = 7 blocks × 1024 byte = 7168 byte, plus 1024 of null block.
     exact = plan(model, decoder_engine(budget=7168 + 1024, max_model_len=100))
     assert exact.concurrent_requests == 1
-    assert exact.groups[0].num_blocks == CacheBlocks(8)
+    assert exact.groups[0].num_blocks == PoolBlocks(8)
     # One byte less: the longest max_model_len that fits is one block less, 6 × 16 = 96
     # (6 × 1024 + 1024 = 7168 <= 8191), as vLLM's estimate_max_model_len would search it.
     with pytest.raises(
@@ -341,8 +368,10 @@ def test_chunk_that_is_not_whole_blocks_is_refused() -> None:
     # chunk started at 24, so blocks 1-3 are held; cdiv(min(24 + 2, 8192), 16) = 2 would be
     # the cap. Planning with it would over-promise; 32 (two whole blocks) is fine.
     def model(chunk: int) -> ModelSpec:
-        layer = ChunkedLocalLayer(chunk=Chunk(chunk, Tokens), kv_heads=8, head_size=128)
-        return ModelSpec.stacked("local", {"layers": (layer, 4)})
+        layer = ChunkedLocalLayer(
+            chunk=Chunk(chunk, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+        )
+        return ModelSpec.stacked("local", {"layers": (layer, Layers(4))})
 
     engine = EngineSpec(
         max_model_len=Tokens(8192), max_num_batched_tokens=Tokens(2), memory_budget=RankBytes(GiB)
@@ -353,7 +382,7 @@ def test_chunk_that_is_not_whole_blocks_is_refused() -> None:
     ):
         plan(model(24), engine)
     # cdiv(min(32 + 2, 8192), 16) = 3
-    assert plan(model(32), engine).groups[0].admission_cap == CacheBlocks(3)
+    assert plan(model(32), engine).groups[0].admission_cap == AdmissionCap(3)
 
 
 def test_voxtral_budget_too_small() -> None:
@@ -362,7 +391,7 @@ def test_voxtral_budget_too_small() -> None:
 
 
 def test_model_without_cache_cannot_be_planned() -> None:
-    model = ModelSpec.stacked("encoder", {"enc": (EncoderOnlyLayer(), 4)})
+    model = ModelSpec.stacked("encoder", {"enc": (EncoderOnlyLayer(), Layers(4))})
     with pytest.raises(SpecError, match="model 'encoder' has no layer with a KV cache to plan"):
         plan(model, decoder_engine())
 
@@ -469,8 +498,9 @@ def test_plan_invariants(
         assert len(figures) == 1, f"layers of one group disagree: {figures}"
         ((page, cap),) = figures
         caps[g.name] = cap
-        need += cap * page * g.num_layers
-        null += page * g.num_layers
+        layers = g.num_layers.numerical_value_in(Layers)
+        need += cap * page * layers
+        null += page * layers
     budget = max(1, need + null + slack)
     engine = EngineSpec.model_validate({**engine.model_dump(), "memory_budget": f"{budget} B"})
     if budget < need + null:
@@ -485,12 +515,13 @@ def test_plan_invariants(
     total = 0
     for gp in p.groups:
         cap = caps[gp.group.name]
-        assert gp.admission_cap == CacheBlocks(cap)
-        assert gp.block_bytes == Bytes(gp.page_size.numerical_value_in(Bytes) * gp.group.num_layers)
+        assert gp.admission_cap == AdmissionCap(cap)
+        layers = gp.group.num_layers.numerical_value_in(Layers)
+        assert gp.block_bytes == Bytes(gp.page_size.numerical_value_in(Bytes) * layers)
         assert gp.bytes_per_request == Bytes(cap * gp.block_bytes.numerical_value_in(Bytes))
         # Each group holds its null block and every admitted request at full length.
-        assert gp.num_blocks.numerical_value_in(CacheBlocks) >= 1 + p.concurrent_requests * cap
-        total += gp.num_blocks.numerical_value_in(CacheBlocks) * gp.block_bytes.numerical_value_in(
+        assert gp.num_blocks.numerical_value_in(PoolBlocks) >= 1 + p.concurrent_requests * cap
+        total += gp.num_blocks.numerical_value_in(PoolBlocks) * gp.block_bytes.numerical_value_in(
             Bytes
         )
     assert total <= budget

@@ -18,11 +18,15 @@ from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderOnlyLayer,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    Heads,
+    KVHeads,
     KvUnitsError,
+    Layers,
     MLALayer,
     ModelSpec,
     PooledBlocks,
@@ -36,7 +40,7 @@ from kvunits.contracts import (
     ureg,
 )
 from kvunits.contracts._model import SpecModel
-from kvunits.contracts.deploy import RankBytes
+from kvunits.contracts.deploy import RankBytes, RankKVHeads
 
 BF16 = CacheDType.bfloat16
 
@@ -58,21 +62,25 @@ def swa(**fields: object) -> SlidingWindowLayer:
 
 
 def test_full_attention_defaults() -> None:
-    layer = FullAttentionLayer(kv_heads=8, head_size=128)
+    layer = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
     assert layer.kind == "full_attention"
     assert layer.dtype is BF16
-    assert layer.head_size_v is None and layer.head_size_v_or_k == 128
-    assert layer.head_size_k == 128
+    assert layer.head_size_v is None and layer.head_size_v_or_k == Elements(128)
+    assert layer.head_size_k == Elements(128)
     assert layer.pool is None and not layer.pooled
 
 
 def test_k_and_v_head_sizes_may_differ() -> None:
-    layer = FullAttentionLayer(kv_heads=8, head_size=192, head_size_v=128)
-    assert (layer.head_size_k, layer.head_size_v_or_k) == (192, 128)
+    layer = FullAttentionLayer(
+        kv_heads=KVHeads(8), head_size=Elements(192), head_size_v=Elements(128)
+    )
+    assert (layer.head_size_k, layer.head_size_v_or_k) == (Elements(192), Elements(128))
 
 
 def test_pooled_layer_counts_encoder_tokens() -> None:
-    layer = swa(sliding_window="750 encoder_token", pool=4, kv_heads=32, head_size=64)
+    layer = swa(
+        sliding_window="750 encoder_token", pool=4, kv_heads=KVHeads(32), head_size=Elements(64)
+    )
     assert layer.sliding_window == Window(750, EncoderTokens)
     assert layer.sliding_window.unit is EncoderTokens
     assert layer.pool == PoolFactor(4) and layer.pooled
@@ -99,7 +107,9 @@ def test_window_from_a_pint_quantity_of_the_registry() -> None:
 
 
 def test_token_layer_window() -> None:
-    layer = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
     assert layer.sliding_window == Window(4096, Tokens) and not layer.pooled
 
 
@@ -128,7 +138,10 @@ def test_cross_attention_layer_is_encoder_side() -> None:
     # Its cache is on the encoder side even without a pool (P = 1).
     assert layer.pooled and layer.pool is None and layer.pool_factor == PoolFactor(1)
     pooled = CrossAttentionLayer(
-        encoder_length=EncoderTokens(1500), pool=PoolFactor(2), kv_heads=20, head_size=64
+        encoder_length=EncoderTokens(1500),
+        pool=PoolFactor(2),
+        kv_heads=KVHeads(20),
+        head_size=Elements(64),
     )
     assert pooled.pool_factor == PoolFactor(2)
 
@@ -139,7 +152,7 @@ def test_encoder_only_layer_has_no_fields() -> None:
 
 def test_mla_layer() -> None:
     layer = MLALayer.model_validate({"kv_lora_rank": 512, "qk_rope_head_dim": 64, "dtype": "fp8"})
-    assert (layer.kv_lora_rank, layer.qk_rope_head_dim) == (512, 64)
+    assert (layer.kv_lora_rank, layer.qk_rope_head_dim) == (Elements(512), Elements(64))
     assert layer.dtype is CacheDType.fp8_e4m3
 
 
@@ -172,18 +185,22 @@ def test_state_layer_sizes(text: str, size: int) -> None:
         # In Python, a window is a Window: a length is refused, with the call to write.
         (
             {"sliding_window": EncoderTokens(750), "pool": 4},
-            "expected a window, got the length EncoderTokens(750): write "
-            "Window(750, EncoderTokens)",
+            "expected a window of encoder_token or token, got the length EncoderTokens(750) "
+            "(encoder_token): write Window(750, EncoderTokens)",
         ),
         (
             {"sliding_window": PooledBlocks(189), "pool": 4},
-            "expected a window, got the length PooledBlocks(189)",
+            "expected a window of encoder_token or token, got the length PooledBlocks(189) "
+            "(pooled_block)",
         ),
         (
             {"sliding_window": Window(189, PooledBlocks), "pool": 4},
             "expected a window of encoder_token or token, got Window(189, PooledBlocks)",
         ),
-        ({"sliding_window": Chunk(750, Tokens)}, "expected a window, got Chunk(750, Tokens)"),
+        (
+            {"sliding_window": Chunk(750, Tokens)},
+            "expected a window of encoder_token or token, got Chunk(750, Tokens), a chunk of token",
+        ),
         # A pooled layer's window is in encoder tokens, an unpooled layer's in tokens.
         (
             {"sliding_window": "750 token", "pool": 4},
@@ -245,7 +262,7 @@ def test_spec_validation_errors_are_kvunits_errors_with_field_paths() -> None:
         ]
     # pydantic's own error types keep their type and context (rebuilt by name).
     with pytest.raises(SpecValidationError) as missing:
-        FullAttentionLayer(head_size=8)  # type: ignore[call-arg]
+        FullAttentionLayer(head_size=Elements(8))  # type: ignore[call-arg]
     assert missing.value.errors()[0]["type"] == "missing"
 
 
@@ -294,7 +311,7 @@ def test_pool_rejections(pool: object, got: str) -> None:
         ({"chunk": 8192}, "chunk 8192 has no unit: write it as '8192 token'"),
         ({"chunk": 64, "pool": 4}, "chunk 64 has no unit: write it as '64 encoder_token'"),
         ({"chunk": "0 token"}, "a chunk must be >= 1 token, got 0"),
-        ({"chunk": Tokens(8192)}, "expected a chunk, got the length Tokens(8192)"),
+        ({"chunk": Tokens(8192)}, "expected a chunk of encoder_token or token, got the length"),
         ({"chunk": "16 pooled_block", "pool": 4}, "a manager-side unit cannot be written here"),
         ({"chunk": "64 token", "pool": 4}, "so it counts encoder_token"),
         # The manager starts a chunk every cdiv(chunk, P) slots: with P = 4 and a chunk of 6
@@ -367,6 +384,9 @@ def test_state_rejections(size: object, message: str) -> None:
         (0, "greater_than_equal"),
         (-8, "greater_than_equal"),
         ((1 << 20) + 1, "less_than_equal"),
+        # Another count where this one belongs: a rank's heads, elements for heads.
+        (RankKVHeads(8), "unit_error"),
+        (Heads(8), "unit_error"),
     ],
 )
 @pytest.mark.parametrize("field", ["kv_heads", "head_size", "head_size_v"])
@@ -379,6 +399,26 @@ def test_head_count_rejections(field: str, value: object, kind: str) -> None:
         FullAttentionLayer.model_validate(fields)
     error = only_error(exc)
     assert (error["loc"], error["type"]) == ((field,), kind)
+    if kind == "unit_error":  # both units named
+        assert str(value).split()[1] in error["msg"] and "is not a count of" in error["msg"]
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "count"),
+    [
+        ("kv_heads", "8 kv_head", KVHeads(8)),
+        ("kv_heads", 8, KVHeads(8)),
+        ("head_size", "64 element", Elements(64)),
+        ("head_size", 64, Elements(64)),
+    ],
+)
+def test_a_config_writes_a_count_as_an_int_or_with_its_unit(
+    field: str, text: object, count: object
+) -> None:
+    fields: dict[str, object] = {"kv_heads": 8, "head_size": 64, field: text}
+    layer = FullAttentionLayer.model_validate(fields)
+    assert getattr(layer, field) == count
+    assert layer.model_dump()[field] == count.numerical_value_in(type(count))  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("field", ["kv_lora_rank", "qk_rope_head_dim"])
@@ -434,14 +474,20 @@ def test_kind_is_fixed_per_class() -> None:
 @pytest.mark.parametrize(
     ("layer", "field", "value"),
     [
-        (FullAttentionLayer(kv_heads=8, head_size=64), "kv_heads", 16),
+        (FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(64)), "kv_heads", 16),
         (
-            SlidingWindowLayer(sliding_window=Window(8, Tokens), kv_heads=8, head_size=64),
+            SlidingWindowLayer(
+                sliding_window=Window(8, Tokens), kv_heads=KVHeads(8), head_size=Elements(64)
+            ),
             "sliding_window",
             Tokens(9),
         ),
         (StateLayer(state_size=Bytes(8)), "state_size", Bytes(9)),
-        (MLALayer(kv_lora_rank=512, qk_rope_head_dim=64), "dtype", CacheDType.float32),
+        (
+            MLALayer(kv_lora_rank=Elements(512), qk_rope_head_dim=Elements(64)),
+            "dtype",
+            CacheDType.float32,
+        ),
     ],
 )
 def test_layers_are_frozen(layer: BaseModel, field: str, value: object) -> None:
@@ -454,7 +500,10 @@ def test_layers_are_frozen(layer: BaseModel, field: str, value: object) -> None:
 def test_layers_are_values() -> None:
     a = swa(sliding_window="750 encoder_token", pool=4)
     b = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=8, head_size=128
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(8),
+        head_size=Elements(128),
     )
     assert a == b and hash(a) == hash(b)
     assert pickle.loads(pickle.dumps(a)) == a
@@ -619,10 +668,13 @@ def test_model_rejections(config: dict[str, object], message: str) -> None:
 
 def test_stacked_names_layers_by_stack_and_index() -> None:
     enc = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
-    dec = FullAttentionLayer(kv_heads=8, head_size=128)
-    model = ModelSpec.stacked("voxtral", {"audio": (enc, 32), "text": (dec, 26)})
+    dec = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    model = ModelSpec.stacked("voxtral", {"audio": (enc, Layers(32)), "text": (dec, Layers(26))})
     assert len(model.layers) == 58
     names = list(model.layers)
     assert names[0] == "audio.0" and names[31] == "audio.31" and names[32] == "text.0"

@@ -17,9 +17,13 @@ from pydantic import ValidationError
 from kvunits.contracts import (
     Bytes,
     CacheDType,
+    Elements,
     EngineSpec,
     FullAttentionLayer,
+    Heads,
+    KVHeads,
     KVSharedLayer,
+    Layers,
     ModelSpec,
     SpecError,
     group_layers,
@@ -29,16 +33,20 @@ from kvunits.contracts import (
 from kvunits.contracts.state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateTensor
 
 BF16, FP32 = CacheDType.bfloat16, CacheDType.float32
-JAMBA = Mamba1Layer(intermediate_size=8192, ssm_state_size=16, conv_kernel=4)
+JAMBA = Mamba1Layer(intermediate_size=Elements(8192), ssm_state_size=Elements(16), conv_kernel=4)
 QWEN3_NEXT = GatedDeltaNetLayer(
-    num_k_heads=16, num_v_heads=32, head_k_dim=128, head_v_dim=128, conv_kernel=4
+    num_k_heads=Heads(16),
+    num_v_heads=Heads(32),
+    head_k_dim=Elements(128),
+    head_v_dim=Elements(128),
+    conv_kernel=4,
 )
 NEMOTRON_H = Mamba2Layer(
-    intermediate_size=128 * 64,
-    num_heads=128,
-    head_dim=64,
+    intermediate_size=Elements(128 * 64),
+    num_heads=Heads(128),
+    head_dim=Elements(64),
     n_groups=8,
-    ssm_state_size=128,
+    ssm_state_size=Elements(128),
     conv_kernel=4,
     ssm_dtype=FP32,
 )
@@ -86,11 +94,11 @@ def test_qwen3_5_recurrent_state_in_float32() -> None:
 def test_mamba2_groups_are_replicated_when_tp_does_not_divide_them() -> None:
     # extra_groups_for_head_shards: G = 1 at tp 2 becomes 2 groups, one per rank.
     layer = Mamba2Layer(
-        intermediate_size=8192,
-        num_heads=128,
-        head_dim=64,
+        intermediate_size=Elements(8192),
+        num_heads=Heads(128),
+        head_dim=Elements(64),
         n_groups=1,
-        ssm_state_size=128,
+        ssm_state_size=Elements(128),
         conv_kernel=4,
     )
     assert layer.state_tensors(2)[0].shape == (3, (8192 + 2 * 2 * 128) // 2)
@@ -117,7 +125,7 @@ def test_manager_view_is_one_state_page_and_no_kernel_view() -> None:
 
 def test_mixer_fields_are_checked() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
-        Mamba1Layer(intermediate_size=0, ssm_state_size=16, conv_kernel=4)
+        Mamba1Layer(intermediate_size=Elements(0), ssm_state_size=Elements(16), conv_kernel=4)
     with pytest.raises(ValidationError, match="unknown cache dtype"):
         Mamba1Layer.model_validate(
             {"intermediate_size": 8, "ssm_state_size": 16, "conv_kernel": 4, "ssm_dtype": "int3"}
@@ -125,14 +133,14 @@ def test_mixer_fields_are_checked() -> None:
 
 
 def test_kv_shared_layers_point_at_a_cached_layer() -> None:
-    attention = FullAttentionLayer(kv_heads=1, head_size=8)
+    attention = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
     model = ModelSpec(name="m", layers={"a": attention, "b": KVSharedLayer(target="a"), "s": JAMBA})
     engine = EngineSpec.model_validate(
         {"max_model_len": "64 token", "max_num_batched_tokens": "8 token", "memory_budget": "1 GiB"}
     )
     groups, uncached = group_layers(model, engine)
     assert uncached == ("b",)
-    assert [g.num_layers for g in groups] == [1, 1]
+    assert [g.num_layers for g in groups] == [Layers(1), Layers(1)]
     for target in ("nope", "s"):
         with pytest.raises(ValidationError, match=f"shares the KV cache of '{target}'"):
             ModelSpec(name="m", layers={"s": JAMBA, "b": KVSharedLayer(target=target)})

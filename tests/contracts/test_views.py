@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    AdmissionCap,
     BlockSize,
     Bytes,
     CacheBlocks,
@@ -22,10 +23,12 @@ from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderOnlyLayer,
     EncoderTokens,
     FullAttentionLayer,
     KernelSpec,
+    KVHeads,
     ManagerSpec,
     MLALayer,
     PooledBlocks,
@@ -34,6 +37,7 @@ from kvunits.contracts import (
     SpecError,
     SpecValidationError,
     StateLayer,
+    TableBlocks,
     Tokens,
     UnitError,
     UnitTypeError,
@@ -56,14 +60,16 @@ def voxtral_encoder_layer() -> SlidingWindowLayer:
     return SlidingWindowLayer(
         sliding_window=Window(750, EncoderTokens),
         pool=PoolFactor(4),
-        kv_heads=32,
-        head_size=64,
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
         dtype=CacheDType.bfloat16,
     )
 
 
 def mistral_layer() -> SlidingWindowLayer:
-    return SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=8, head_size=128)
+    return SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
 
 
 # -- golden: Voxtral Realtime encoder ---------------------------------------------------------
@@ -81,9 +87,9 @@ def test_voxtral_manager_view() -> None:
     # page: block 16 × P 4 × 32 heads × (64 + 64) × 2 byte = 524288 byte
     assert m.page_size == Bytes(16 * 4 * 32 * (64 + 64) * 2) == Bytes(524288)
     # vLLM's seed fix widened the heads instead (32 × 4 = 128 heads per slot): same bytes.
-    assert m.widened_kv_heads == 128
+    assert m.widened_kv_heads == KVHeads(128)
     assert m.page_size == Bytes(16 * (32 * 4) * (64 + 64) * 2)
-    assert m.kv_heads == 32
+    assert m.kv_heads == KVHeads(32)
     assert str(m.page_size) == "524288 byte"
 
 
@@ -91,7 +97,7 @@ def test_voxtral_admission_cap_is_13() -> None:
     m = manager_view(voxtral_encoder_layer(), block_size_slots=16).expect(PooledBlocks)
     # cdiv(min(189 - 1 + 1, 100000), 16) + 1 = cdiv(189, 16) + 1 = 12 + 1 = 13 cache blocks
     cap = m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(100_000))
-    assert cap == CacheBlocks(13)
+    assert cap == AdmissionCap(13)
     assert str(cap) == "13 cache_block"
     assert m.max_memory_per_request(PooledBlocks(1), PooledBlocks(100_000)) == Bytes(13 * 524288)
     # The seed's fix (window 188 = cdiv(750, 4), a length rule) also gives 13, which is why its
@@ -136,8 +142,8 @@ def test_voxtral_kernel_view() -> None:
     assert str(k.tokens_per_block) == "64 encoder_token/cache_block"
     # The kernel keeps the model's own window and the real head count.
     assert k.sliding_window == Window(750, EncoderTokens)
-    assert k.kv_heads == 32 and k.pool == PoolFactor(4)
-    assert (k.head_size_k, k.head_size_v) == (64, 64)
+    assert k.kv_heads == KVHeads(32) and k.pool == PoolFactor(4)
+    assert (k.head_size_k, k.head_size_v) == (Elements(64), Elements(64))
     assert str(k) == (
         "sliding_window kernel: 64 encoder_token/cache_block, sliding_window 750 encoder_token, "
         "32 kv heads"
@@ -163,10 +169,10 @@ def test_mistral_like_decoder() -> None:
     assert m.page_size == Bytes(65536)
     # cdiv(min(4096 - 1 + 2048, 32768), 16) + 1 = cdiv(6143, 16) + 1 = 384 + 1 = 385
     cap = m.max_admission_blocks_per_request(Tokens(2048), Tokens(32768))
-    assert cap == CacheBlocks(ceil_div(4095 + 2048, 16) + 1) == CacheBlocks(385)
+    assert cap == AdmissionCap(ceil_div(4095 + 2048, 16) + 1) == AdmissionCap(385)
     assert m.max_memory_per_request(Tokens(2048), Tokens(32768)) == Bytes(385 * 65536)
     # The block table spans the whole sequence (evicted entries hold the null block).
-    assert m.block_table_width(Tokens(32768)) == CacheBlocks(2048)
+    assert m.block_table_width(Tokens(32768)) == TableBlocks(2048)
     k = kernel_view(mistral_layer(), block_size_slots=16).expect(Tokens)
     assert k.tokens_per_block == BlockSize(16, Tokens) and k.sliding_window == Window(4096, Tokens)
 
@@ -175,24 +181,30 @@ def test_window_longer_than_the_sequence() -> None:
     m = manager_view(mistral_layer(), block_size_slots=16).expect(Tokens)
     # min(4095 + 2048, 1000) = 1000: the window covers the whole request, which never holds
     # more than cdiv(1000, 16) = 63 blocks (no window starts mid-block): min(63 + 1, 63) = 63.
-    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(1000)) == CacheBlocks(63)
+    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(1000)) == AdmissionCap(63)
 
 
 def test_window_of_one() -> None:
     layer = SlidingWindowLayer(
-        sliding_window=Window(1, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=8
+        sliding_window=Window(1, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(1),
+        head_size=Elements(8),
     )
     m = manager_view(layer, block_size_slots=2).expect(PooledBlocks)
     # Only the current token: cdiv(0, 4) + 1 = 1 slot; cdiv(1 - 1 + 1, 2) + 1 = 2 blocks.
     assert m.sliding_window == Window(1, PooledBlocks)
-    assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(50)) == CacheBlocks(2)
+    assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(50)) == AdmissionCap(2)
 
 
 def test_window_minus_one_multiple_of_pool() -> None:
     # W - 1 = 8 is a multiple of P = 4: cdiv(8, 4) + 1 = 3 slots (vLLM's later cdiv(W, P) + 1
     # would give 4, one too many; the seed's cdiv(W, P) gives 3 here by luck).
     layer = SlidingWindowLayer(
-        sliding_window=Window(9, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=8
+        sliding_window=Window(9, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(1),
+        head_size=Elements(8),
     )
     assert manager_view(layer, 16).expect(PooledBlocks).sliding_window == Window(3, PooledBlocks)
 
@@ -201,14 +213,16 @@ def test_window_minus_one_multiple_of_pool() -> None:
 
 
 def test_chunked_local_llama4_like() -> None:
-    layer = ChunkedLocalLayer(chunk=Chunk(8192, Tokens), kv_heads=8, head_size=128)
+    layer = ChunkedLocalLayer(
+        chunk=Chunk(8192, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
     m = manager_view(layer, block_size_slots=16).expect(Tokens)
     assert m.kind == "chunked_local" and m.chunk == Chunk(8192, Tokens) and m.sliding_window is None
     # cdiv(min(8192 + 2048, 32768), 16) = cdiv(10240, 16) = 640; no +1: chunks start on a
     # chunk boundary, not mid-block.
-    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(32768)) == CacheBlocks(640)
+    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(32768)) == AdmissionCap(640)
     # Shorter than a chunk: cdiv(min(8192 + 2048, 4000), 16) = cdiv(4000, 16) = 250
-    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(4000)) == CacheBlocks(250)
+    assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(4000)) == AdmissionCap(250)
     assert m.page_size == Bytes(16 * 8 * 256 * 2)
     k = kernel_view(layer, 16).expect(Tokens)
     assert k.chunk == Chunk(8192, Tokens) and k.sliding_window is None
@@ -216,12 +230,17 @@ def test_chunked_local_llama4_like() -> None:
 
 def test_pooled_chunked_local() -> None:
     layer = ChunkedLocalLayer(
-        chunk=Chunk(64, EncoderTokens), pool=PoolFactor(4), kv_heads=2, head_size=32
+        chunk=Chunk(64, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(2),
+        head_size=Elements(32),
     )
     m = manager_view(layer, block_size_slots=8).expect(PooledBlocks)
     # chunk: 64 / 4 = 16 pooled blocks; cdiv(min(16 + 2, 1000), 8) = cdiv(18, 8) = 3
     assert m.chunk == Chunk(16, PooledBlocks)
-    assert m.max_admission_blocks_per_request(PooledBlocks(2), PooledBlocks(1000)) == CacheBlocks(3)
+    assert m.max_admission_blocks_per_request(PooledBlocks(2), PooledBlocks(1000)) == AdmissionCap(
+        3
+    )
     # page: 8 slots × 4 tokens × 2 heads × (32 + 32) × 2 byte = 8192 byte
     assert m.page_size == Bytes(8192)
     k = kernel_view(layer, 8).expect(EncoderTokens)
@@ -240,21 +259,21 @@ def test_pooled_chunked_local() -> None:
     ],
 )
 def test_mla_deepseek_v3_like(dtype: CacheDType, block: int, page: int) -> None:
-    layer = MLALayer(kv_lora_rank=512, qk_rope_head_dim=64, dtype=dtype)
+    layer = MLALayer(kv_lora_rank=Elements(512), qk_rope_head_dim=Elements(64), dtype=dtype)
     m = manager_view(layer, block_size_slots=block).expect(Tokens)
     assert m.kind == "full_attention"
-    assert (m.kv_heads, m.head_size_k, m.head_size_v) == (1, 576, 0)
+    assert (m.kv_heads, m.head_size_k, m.head_size_v) == (KVHeads(1), Elements(576), Elements(0))
     assert m.page_size == Bytes(page)
     # Full attention: cdiv(163840, 64) = 2560 (block 64), cdiv(163840, 16) = 10240 (block 16)
     cap = m.max_admission_blocks_per_request(Tokens(2048), Tokens(163840))
-    assert cap == CacheBlocks(163840 // block)
+    assert cap == AdmissionCap(163840 // block)
     k = kernel_view(layer, block).expect(Tokens)
-    assert (k.kv_heads, k.head_size_k, k.head_size_v) == (1, 576, 0)
+    assert (k.kv_heads, k.head_size_k, k.head_size_v) == (KVHeads(1), Elements(576), Elements(0))
     assert k.tokens_per_block == BlockSize(block, Tokens)
 
 
 def test_mla_cache_dtype_override() -> None:
-    layer = MLALayer(kv_lora_rank=512, qk_rope_head_dim=64)
+    layer = MLALayer(kv_lora_rank=Elements(512), qk_rope_head_dim=Elements(64))
     m = manager_view(layer, 64, cache_dtype=CacheDType.fp8_e5m2)
     assert m.dtype is CacheDType.fp8_e5m2 and m.page_size == Bytes(36864)
 
@@ -266,23 +285,25 @@ def test_state_layer_mamba_like() -> None:
     # One page per request, the size of the state: 2 × 1024 × 1024 = 2097152 byte.
     assert m.page_size == Bytes(2097152) and m.state_size == Bytes(2097152)
     for max_len in (1, 16, 1_000_000):
-        assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(max_len)) == CacheBlocks(1)
+        assert m.max_admission_blocks_per_request(Tokens(2048), Tokens(max_len)) == AdmissionCap(1)
         assert m.max_memory_per_request(Tokens(2048), Tokens(max_len)) == Bytes(2097152)
-        assert m.block_table_width(Tokens(max_len)) == CacheBlocks(1)
+        assert m.block_table_width(Tokens(max_len)) == TableBlocks(1)
     with pytest.raises(SpecError, match="a state layer has no paged KV cache for the kernels"):
         kernel_view(layer, 16)
 
 
 def test_cross_attention_sized_by_encoder_length() -> None:
-    layer = CrossAttentionLayer(encoder_length=EncoderTokens(1500), kv_heads=20, head_size=64)
+    layer = CrossAttentionLayer(
+        encoder_length=EncoderTokens(1500), kv_heads=KVHeads(20), head_size=Elements(64)
+    )
     m = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
     assert m.kind == "cross_attention" and m.pool == PoolFactor(1)
     assert m.fixed_length == PooledBlocks(1500)
     # cdiv(1500, 16) = 94 cache blocks, whatever the decoder's length or step.
     for in_flight, max_len in ((1, 1), (1, 448), (2048, 10**6)):
         cap = m.max_admission_blocks_per_request(PooledBlocks(in_flight), PooledBlocks(max_len))
-        assert cap == CacheBlocks(94)
-        assert m.block_table_width(PooledBlocks(max_len)) == CacheBlocks(94)
+        assert cap == AdmissionCap(94)
+        assert m.block_table_width(PooledBlocks(max_len)) == TableBlocks(94)
     # page: 16 × 1 × 20 × (64 + 64) × 2 = 81920 byte
     assert m.page_size == Bytes(81920)
     k = kernel_view(layer, 16).expect(EncoderTokens)
@@ -291,12 +312,15 @@ def test_cross_attention_sized_by_encoder_length() -> None:
 
 def test_pooled_cross_attention() -> None:
     layer = CrossAttentionLayer(
-        encoder_length=EncoderTokens(1501), pool=PoolFactor(2), kv_heads=4, head_size=64
+        encoder_length=EncoderTokens(1501),
+        pool=PoolFactor(2),
+        kv_heads=KVHeads(4),
+        head_size=Elements(64),
     )
     m = manager_view(layer, 16).expect(PooledBlocks)
     # cdiv(1501, 2) = 751 slots (a length rounds up), cdiv(751, 16) = 47 blocks
     assert m.fixed_length == PooledBlocks(751)
-    assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1)) == CacheBlocks(47)
+    assert m.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(1)) == AdmissionCap(47)
     assert kernel_view(layer, 16).expect(EncoderTokens).tokens_per_block == BlockSize(
         32, EncoderTokens
     )
@@ -310,12 +334,14 @@ def test_encoder_only_has_no_views() -> None:
 
 
 def test_full_attention_pooled_and_unpooled() -> None:
-    layer = FullAttentionLayer(kv_heads=8, head_size=128, head_size_v=64)
+    layer = FullAttentionLayer(
+        kv_heads=KVHeads(8), head_size=Elements(128), head_size_v=Elements(64)
+    )
     m = manager_view(layer, 16).expect(Tokens)
     # K and V differ: 16 × 8 × (128 + 64) × 2 = 49152 byte; cdiv(8191, 16) = 512 blocks
     assert m.page_size == Bytes(49152)
-    assert m.max_admission_blocks_per_request(Tokens(1), Tokens(8191)) == CacheBlocks(512)
-    pooled = FullAttentionLayer(kv_heads=8, head_size=128, pool=PoolFactor(3))
+    assert m.max_admission_blocks_per_request(Tokens(1), Tokens(8191)) == AdmissionCap(512)
+    pooled = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128), pool=PoolFactor(3))
     pm = manager_view(pooled, 16).expect(PooledBlocks)
     assert pm.page_size == Bytes(16 * 3 * 8 * 256 * 2)
     assert kernel_view(pooled, 16).expect(EncoderTokens).tokens_per_block == BlockSize(
@@ -370,9 +396,9 @@ def test_kernel_spec_cannot_be_built_or_replaced() -> None:
             seq_unit=EncoderTokens,
             tokens_per_block=BlockSize(64, EncoderTokens),
             pool=PoolFactor(4),
-            kv_heads=32,
-            head_size_k=64,
-            head_size_v=64,
+            kv_heads=KVHeads(32),
+            head_size_k=Elements(64),
+            head_size_v=Elements(64),
             dtype=CacheDType.bfloat16,
             sliding_window=Window(750, EncoderTokens),
         )
@@ -400,7 +426,7 @@ def test_views_are_frozen() -> None:
         m.sliding_window = Window(750, PooledBlocks)  # type: ignore[misc]
     k = kernel_view(voxtral_encoder_layer(), 16)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        k.kv_heads = 128  # type: ignore[misc]
+        k.kv_heads = KVHeads(128)  # type: ignore[misc]
 
 
 def test_views_copy_and_pickle_as_the_same_value() -> None:
@@ -423,7 +449,7 @@ def test_a_copy_is_validated_and_the_views_recheck_layers_built_around_validatio
     # pydantic's model_copy(update=...) skips validation; a spec model's validates the update.
     with pytest.raises(SpecValidationError, match="sliding_window 750 has no unit"):
         voxtral_encoder_layer().model_copy(update={"sliding_window": 750})
-    with pytest.raises(SpecValidationError, match="expected a window, got the length"):
+    with pytest.raises(SpecValidationError, match=r"expected a window of .*, got the length"):
         voxtral_encoder_layer().model_copy(update={"sliding_window": EncoderTokens(750)})
     with pytest.raises(SpecValidationError, match="so it counts encoder_token"):
         mistral_layer().model_copy(update={"pool": PoolFactor(4)})  # window still in tokens
@@ -559,8 +585,10 @@ def test_windows_that_manage_alike_group_alike() -> None:
 
 
 def test_head_size_v_defaults_to_k_in_the_views() -> None:
-    implicit = FullAttentionLayer(kv_heads=8, head_size=128)
-    explicit = FullAttentionLayer(kv_heads=8, head_size=128, head_size_v=128)
+    implicit = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    explicit = FullAttentionLayer(
+        kv_heads=KVHeads(8), head_size=Elements(128), head_size_v=Elements(128)
+    )
     assert manager_view(implicit, 16) == manager_view(explicit, 16)
 
 
@@ -604,9 +632,9 @@ def test_manager_view_matches_plain_int_formulas(
         memory = tm.max_memory_per_request(Tokens(in_flight), Tokens(max_len))
         width = tm.block_table_width(Tokens(max_len))
     expected_cap = raw.cap(bs, in_flight, max_len)
-    assert cap == CacheBlocks(expected_cap)
+    assert cap == AdmissionCap(expected_cap)
     assert memory == Bytes(expected_cap * raw.page_bytes(bs))
-    assert width == CacheBlocks(raw.table_width(bs, max_len))
+    assert width == TableBlocks(raw.table_width(bs, max_len))
     # The admission function on plain ints is the same one the method calls.
     assert (
         admission_blocks(
@@ -654,13 +682,18 @@ def test_kernel_view_matches_plain_int_formulas(raw: RawLayer, bs: int) -> None:
         if raw.kind == "sliding":
             assert kt.sliding_window == Window(raw.seq, Tokens)
     if raw.kind == "mla":
-        assert (k.kv_heads, k.head_size_k, k.head_size_v) == (1, raw.head_k + raw.rope, 0)
+        assert (k.kv_heads, k.head_size_k, k.head_size_v) == (
+            KVHeads(1),
+            Elements(raw.head_k + raw.rope),
+            Elements(0),
+        )
     else:
-        assert k.kv_heads == raw.kv_heads  # never widened by P
-        assert k.head_size_v == (raw.head_k if raw.head_v is None else raw.head_v)
+        assert k.kv_heads == KVHeads(raw.kv_heads)  # never widened by P
+        assert k.head_size_v == Elements(raw.head_k if raw.head_v is None else raw.head_v)
     if raw.chunk_misaligned(bs):
         return  # no manager view to compare with (see the test above)
     # Kernel and manager agree on the bytes of a block: tokens per block × heads × sizes.
     m = manager_view(build(raw), block_size_slots=bs)
-    row = k.kv_heads * (k.head_size_k + k.head_size_v) * ITEMSIZE[raw.dtype]
+    heads = k.kv_heads.numerical_value_in(KVHeads)
+    row = heads * (k.head_size_k + k.head_size_v).numerical_value_in(Elements) * ITEMSIZE[raw.dtype]
     assert Bytes(kernel_ints(k).tokens_per_block * row) == m.page_size

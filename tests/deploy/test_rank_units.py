@@ -19,9 +19,12 @@ from kvunits.contracts import (
     BlockSize,
     Bytes,
     CacheBlocks,
+    Elements,
     EngineSpec,
     FullAttentionLayer,
+    Heads,
     IntQuantity,
+    Layers,
     MLALayer,
     SlidingWindowLayer,
     SpecError,
@@ -54,7 +57,7 @@ from kvunits.contracts.deploy import (
 )
 from kvunits.contracts.state import Mamba2Layer
 
-from ..config.conftest import SHIPPED
+from ..config.conftest import EXAMPLES, SHIPPED
 
 GiB = 1 << 30
 #: Each rank-owned class against the model's class of the same thing.
@@ -130,7 +133,9 @@ def wrong(value: object) -> Any:
             r"heads must be KVHeads \(kv_head\), got 8 \(a bare",
         ),
         (lambda: blocks_per_rank(wrong(RankBlocks(4))), "blocks must be CacheBlocks"),
-        (lambda: engine_blocks(wrong(CacheBlocks(4))), "blocks must be RankBlocks"),
+        (lambda: engine_blocks(wrong([CacheBlocks(4)])), "must be RankBlocks"),
+        # One rank's count is not the engine's (nano-vllm #187): every rank's, then the fewest.
+        (lambda: engine_blocks(wrong(RankBlocks(4))), "one rank's count is not the engine's"),
         (
             lambda: rank_blocks_to_bytes(wrong(CacheBlocks(2)), RankBytes(8)),
             "blocks must be RankBlocks",
@@ -187,7 +192,7 @@ def test_heads_per_rank_partition_or_replicate(heads: int, ranks: int) -> None:
 
 @given(st.integers(0, 300), st.integers(1, 16))
 def test_layers_per_stage_as_get_pp_indices(layers: int, stages: int) -> None:
-    spans = layers_per_stage(layers, Parallelism(pipeline_parallel_size=stages))
+    spans = layers_per_stage(Layers(layers), Parallelism(pipeline_parallel_size=stages))
     assert len(spans) == stages
     assert [i for span in spans for i in span] == list(range(layers))
     sizes = [len(span) for span in spans]
@@ -201,14 +206,14 @@ def test_layers_per_stage_as_get_pp_indices(layers: int, stages: int) -> None:
 def test_layers_per_stage_examples() -> None:
     # get_pp_indices' docstring examples and NOTES.md §7.4.
     def sizes(n: int, pp: int) -> list[int]:
-        return [len(s) for s in layers_per_stage(n, Parallelism(pipeline_parallel_size=pp))]
+        return [len(s) for s in layers_per_stage(Layers(n), Parallelism(pipeline_parallel_size=pp))]
 
     assert sizes(32, 3) == [11, 11, 10]
     assert sizes(61, 4) == [15, 15, 16, 15]
     assert sizes(61, 8) == [7, 7, 8, 8, 8, 8, 8, 7]
     assert sizes(61, 2) == [31, 30]
     assert sizes(62, 4) == [15, 16, 16, 15]
-    with pytest.raises(UnitTypeError, match="num_layers must be an int >= 0"):
+    with pytest.raises(UnitTypeError, match="num_layers must be Layers"):
         layers_per_stage(wrong(Tokens(3)), Parallelism())
 
 
@@ -226,11 +231,13 @@ def test_tokens_per_dcp_rank_is_the_fullest_rank(length: int, dcp: int, block: i
 
 def test_page_size_per_rank_of_each_layer_kind() -> None:
     p8 = tp(8)
-    full = FullAttentionLayer(kv_heads=8, head_size=128)
+    full = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
     assert page_size_per_rank(full, manager_view(full, 16), p8) == RankBytes(8192)
-    window = SlidingWindowLayer(sliding_window=Window(4096, Tokens), kv_heads=16, head_size=64)
+    window = SlidingWindowLayer(
+        sliding_window=Window(4096, Tokens), kv_heads=KVHeads(16), head_size=Elements(64)
+    )
     assert page_size_per_rank(window, manager_view(window, 16), p8) == RankBytes(16 * 2 * 128 * 2)
-    mla = MLALayer(kv_lora_rank=512, qk_rope_head_dim=64)
+    mla = MLALayer(kv_lora_rank=Elements(512), qk_rope_head_dim=Elements(64))
     assert page_size_per_rank(mla, manager_view(mla, 16), p8) == RankBytes(16 * 576 * 2)
     # A state given only in bytes is whole on every rank.
     state = StateLayer(state_size=Bytes(1 << 20))
@@ -239,11 +246,11 @@ def test_page_size_per_rank_of_each_layer_kind() -> None:
     # K 4, TP 4: conv (3, (8192 + 2·8·128) / 4) = (3, 2560), SSM (32, 64, 128), bf16:
     # 15360 + 524288 = 539648 byte a rank.
     mamba = Mamba2Layer(
-        intermediate_size=8192,
-        num_heads=128,
-        head_dim=64,
+        intermediate_size=Elements(8192),
+        num_heads=Heads(128),
+        head_dim=Elements(64),
         n_groups=8,
-        ssm_state_size=128,
+        ssm_state_size=Elements(128),
         conv_kernel=4,
     )
     assert page_size_per_rank(mamba, manager_view(mamba, 16), tp(4)) == RankBytes(539648)
@@ -411,7 +418,7 @@ def test_gpu_memory_replaces_the_default_budget(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("KVUNITS_GPU_MEMORY_UTILIZATION", "0.9")
     monkeypatch.setenv("KVUNITS_WEIGHTS_MEMORY", "16 GiB")
     monkeypatch.setenv("KVUNITS_ACTIVATION_MEMORY", "4 GiB")
-    hf = SHIPPED.parents[2] / "examples" / "hf" / "llama-3.1-8b" / "config.json"
+    hf = EXAMPLES / "hf" / "llama-3.1-8b" / "config.json"
     config = load_config(hf)
     assert config.engine.memory_budget is None
     assert "memory_budget" not in config.engine_sources
@@ -432,7 +439,7 @@ def test_both_budgets_given_name_their_sources() -> None:
 def test_gpu_memory_without_the_rest_names_what_to_add() -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_config(
-            SHIPPED.parents[2] / "examples" / "hf" / "llama-3.1-8b" / "config.json",
+            EXAMPLES / "hf" / "llama-3.1-8b" / "config.json",
             flags={"gpu_memory": "80 GiB"},
         )
     paths = [(i.path, i.message) for i in excinfo.value.issues]

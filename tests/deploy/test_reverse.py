@@ -11,12 +11,15 @@ from hypothesis import strategies as st
 
 from kvunits.contracts import (
     Bytes,
-    CacheBlocks,
+    Elements,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     LayerSpec,
     MLALayer,
     ModelSpec,
+    PoolBlocks,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -112,7 +115,7 @@ def test_a_plan_that_does_not_fit_names_the_stage_and_the_estimate() -> None:
 def test_stages_split_each_stack_on_its_own() -> None:
     # A 4-layer encoder and a 6-layer decoder over 2 stages: [2, 2] and [3, 3], as vLLM's
     # make_layers splits each module list; a single layer is a stack of one (stage 0 at PP 2).
-    layer = FullAttentionLayer(kv_heads=2, head_size=8)
+    layer = FullAttentionLayer(kv_heads=KVHeads(2), head_size=Elements(8))
     layers: dict[str, LayerSpec] = {f"enc.{i}": layer for i in range(4)}
     layers |= {f"dec.{i}": layer for i in range(6)}
     layers["head"] = layer
@@ -131,7 +134,7 @@ def test_the_coordinator_runs_tensor_and_pipeline_plans_but_not_dcp() -> None:
     p = plan(model, engine)
     coord = KVCacheCoordinator.from_plan(p)
     # Its pool: the block ids every rank holds a page for, less the null block.
-    assert coord.usage_by_group()["text"].capacity == p.groups[0].num_blocks - CacheBlocks(1)
+    assert coord.usage_by_group()["text"].capacity == p.groups[0].num_blocks.usable
     model, engine = llama(tensor_parallel_size="16", decode_context_parallel_size="2")
     with pytest.raises(SpecError, match="shards positions over decode_context_parallel_size 2"):
         KVCacheCoordinator.from_plan(plan(model, engine))
@@ -149,30 +152,35 @@ class Case:
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
     tp = draw(st.sampled_from([1, 2, 4, 8]))
-    stacks: dict[str, tuple[LayerSpec, int]] = {}
+    stacks: dict[str, tuple[LayerSpec, Layers]] = {}
     for index in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["full", "sliding", "mla", "state"]))
         heads = draw(st.sampled_from([1, 2, 4, 8]))
         head = draw(st.sampled_from([8, 16, 64]))
         layer: LayerSpec
         if kind == "full":
-            layer = FullAttentionLayer(kv_heads=heads, head_size=head)
+            layer = FullAttentionLayer(kv_heads=KVHeads(heads), head_size=Elements(head))
         elif kind == "sliding":
             window = draw(st.integers(1, 400))
             layer = SlidingWindowLayer(
-                sliding_window=Window(window, Tokens), kv_heads=heads, head_size=head
+                sliding_window=Window(window, Tokens),
+                kv_heads=KVHeads(heads),
+                head_size=Elements(head),
             )
         elif kind == "mla":
-            layer = MLALayer(kv_lora_rank=head, qk_rope_head_dim=8)
+            layer = MLALayer(kv_lora_rank=Elements(head), qk_rope_head_dim=Elements(8))
         else:
             layer = StateLayer(state_size=Bytes(draw(st.integers(1, 1 << 16))))
-        stacks[f"s{index}"] = (layer, draw(st.integers(1, 9)))
+        stacks[f"s{index}"] = (layer, Layers(draw(st.integers(1, 9))))
+    # Every stage must hold a layer (vLLM fails on an empty one: check_every_stage_caches);
+    # a stack of at least pp layers gives each stage one.
+    longest = max(count.numerical_value_in(Layers) for _, count in stacks.values())
     engine = EngineSpec(
         block_size_slots=draw(st.sampled_from([1, 4, 16])),
         max_model_len=Tokens(draw(st.integers(1, 6000))),
         max_num_batched_tokens=Tokens(draw(st.integers(1, 600))),
         tensor_parallel_size=tp,
-        pipeline_parallel_size=draw(st.integers(1, 4)),
+        pipeline_parallel_size=draw(st.integers(1, min(4, longest))),
         async_scheduling=draw(st.booleans()),
         num_speculative_tokens=draw(st.integers(0, 5)),
         memory_budget=RankBytes(1),
@@ -196,7 +204,14 @@ def test_budget_for_is_the_least_budget_that_admits_the_requests(
         assert p.concurrent_requests == admitted
         # Every stage's rank stays within its budget, null blocks and all.
         assert all(s.memory_used <= budget for s in p.stages)
-        assert all(s.null_bytes + admitted * s.bytes_per_request <= budget for s in p.stages)
+        # null + admitted × one request, in plain byte/rank: a rank's bytes times a count of
+        # requests has no named product.
+        assert all(
+            s.null_bytes.numerical_value_in(RankBytes)
+            + admitted * s.bytes_per_request.numerical_value_in(RankBytes)
+            <= budget.numerical_value_in(RankBytes)
+            for s in p.stages
+        )
 
 
 @settings(max_examples=60)
@@ -218,7 +233,7 @@ def test_int32_block_ids_bound_the_budget_over_stages() -> None:
     # B <= 2 + (2**31 × 2 − 1) = 2**32 + 1, the largest budget the message names.
     from kvunits.runtime.block_pool import MAX_POOL_BLOCKS
 
-    model = ModelSpec.stacked("states", {"s": (StateLayer(state_size=Bytes(1)), 3)})
+    model = ModelSpec.stacked("states", {"s": (StateLayer(state_size=Bytes(1)), Layers(3))})
 
     def engine(budget: int) -> EngineSpec:
         return EngineSpec(
@@ -232,6 +247,6 @@ def test_int32_block_ids_bound_the_budget_over_stages() -> None:
     with pytest.raises(SpecError, match="block ids must fit int32 block tables") as excinfo:
         plan(model, engine(1 << 40))
     assert "lower the budget to at most 4294967297 byte/rank" in str(excinfo.value)
-    assert plan(model, engine(2**32 + 1)).groups[0].num_blocks == CacheBlocks(MAX_POOL_BLOCKS)
+    assert plan(model, engine(2**32 + 1)).groups[0].num_blocks == PoolBlocks(MAX_POOL_BLOCKS)
     with pytest.raises(SpecError, match="int32"):
         plan(model, engine(2**32 + 2))

@@ -17,9 +17,11 @@ import torch
 
 from kvunits.contracts import (
     CacheDType,
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
     KernelSpec,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -58,9 +60,9 @@ def make_spec(
 ) -> KernelSpec[Any]:
     """The kernel view of a layer: pooled by ``pool`` (encoder tokens) or unpooled (tokens)."""
     common: dict[str, Any] = {
-        "kv_heads": kv_heads,
-        "head_size": head_k,
-        "head_size_v": head_v,
+        "kv_heads": KVHeads(kv_heads),
+        "head_size": Elements(head_k),
+        "head_size_v": None if head_v is None else Elements(head_v),
         "dtype": CacheDType(dtype),
         "pool": None if pool is None else PoolFactor(pool),
     }
@@ -125,7 +127,11 @@ class PagedCache:
         ids = torch.randperm(num_blocks - 1, generator=gen)[: num_requests * width] + 1
         table = ids.view(num_requests, width).to(torch.int32)
         dtype = TORCH_DTYPES[spec.dtype.value]
-        heads, hk, hv = spec.kv_heads, spec.head_size_k, spec.head_size_v
+        heads, hk, hv = (
+            spec.kv_heads.numerical_value_in(KVHeads),
+            spec.head_size_k.numerical_value_in(Elements),
+            spec.head_size_v.numerical_value_in(Elements),
+        )
         nan = float("nan")
         if joint:
             assert hk == hv

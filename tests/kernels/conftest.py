@@ -2,7 +2,7 @@
 
 ``TRITON_INTERPRET`` must be set before `kernels` decorates its kernels with ``@triton.jit``,
 so it is set here, at collection, before any test module imports `kernels`. Without torch or
-triton (the ``kernels`` extra) the whole directory is skipped.
+triton (the ``kernels`` extra) the whole directory is skipped, with the reason in the summary.
 """
 
 from __future__ import annotations
@@ -10,11 +10,17 @@ from __future__ import annotations
 import importlib.util
 import os
 
-if importlib.util.find_spec("torch") is None or importlib.util.find_spec("triton") is None:
-    # pytest reads this name: nothing under tests/kernels is collected.
-    collect_ignore_glob = ["*.py"]
-else:
-    import torch
+import pytest
 
-    if not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"
+_MISSING = [name for name in ("torch", "triton") if importlib.util.find_spec(name) is None]
+if _MISSING:
+    pytest.skip(
+        f"{' and '.join(_MISSING)} not installed: the kernel tests need the kernels extra "
+        "(pip install torch first, then kvunits[kernels])",
+        allow_module_level=True,
+    )
+
+import torch  # noqa: E402
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"

@@ -19,6 +19,7 @@ FlashInfer's paged tensors, built by `kvunits.kernels.backends` from the coordin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -27,10 +28,13 @@ import torch
 
 from kvunits.contracts import (
     CacheDType,
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
+    Position,
     SlidingWindowLayer,
     SpecError,
     Tokens,
@@ -52,11 +56,13 @@ HEADS, DIM = 2, 8
 AUDIO = SlidingWindowLayer(
     sliding_window=Window(9, EncoderTokens),
     pool=PoolFactor(4),
-    kv_heads=HEADS,
-    head_size=DIM,
+    kv_heads=KVHeads(HEADS),
+    head_size=Elements(DIM),
     dtype=CacheDType.float32,
 )
-TEXT = FullAttentionLayer(kv_heads=HEADS, head_size=DIM, dtype=CacheDType.float32)
+TEXT = FullAttentionLayer(
+    kv_heads=KVHeads(HEADS), head_size=Elements(DIM), dtype=CacheDType.float32
+)
 
 #: Per request, its steps in encoder tokens: prefills of awkward lengths, then decode chunks
 #: that continue partial pooled slots.
@@ -149,11 +155,12 @@ def test_flashinfer_inputs_follow_the_documented_layout() -> None:
 
 
 def _flashinfer_reference(
-    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, fi: Any, window: int
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, fi: Any, window_left: int
 ) -> torch.Tensor:
     """Attention as FlashInfer reads a paged cache: request r's keys are its pages
     ``indices[indptr[r]:indptr[r + 1]]`` concatenated, the last one cut at
-    ``last_page_len[r]``; causal, keys within ``window`` of each query."""
+    ``last_page_len[r]``; causal, and ``window_left`` as FlashInfer documents it ("the left
+    (inclusive) window size"): query i reads keys ``i − window_left .. i``."""
     out = torch.empty_like(q)
     qo = fi.qo_indptr.tensor_in(EncoderTokens).tolist()
     indptr, page = fi.paged_kv_indptr.tolist(), 8
@@ -166,7 +173,7 @@ def _flashinfer_reference(
         first = n - rows.shape[0]
         for j in range(rows.shape[0]):
             pos = first + j
-            lo = max(0, pos - window + 1)
+            lo = max(0, pos - window_left)
             scores = torch.einsum("hd,khd->hk", rows[j], keys[lo : pos + 1]) / math.sqrt(DIM)
             out[qo[r] + j] = torch.einsum("hk,khd->hd", scores.softmax(-1), vals[lo : pos + 1])
     return out
@@ -190,15 +197,22 @@ def test_triton_kernel_reads_the_backend_tensors() -> None:
         spec,
         check_residency=True,
     )
-    reference = _flashinfer_reference(q, k_cache, v_cache, fi, window=9)
+    # Each library is handed the layer's window by its named convention (W = 9 encoder tokens).
+    (layer,) = batch.windows
+    assert batch.windows[layer] == Window(9, EncoderTokens)
+    assert fi.window_left[layer] == 8 and fa.window_size[layer] == (8, 0)
+    reference = _flashinfer_reference(q, k_cache, v_cache, fi, fi.window_left[layer])
     torch.testing.assert_close(got, reference, rtol=1e-4, atol=1e-4)
-    # And both are the truth: dense attention over each request's own K/V in its window.
+    # And both are the truth: dense attention over each request's own K/V, in the window as
+    # FlashAttention documents window_size=(left, right): keys [i − left, i + right], causal.
+    left, right = fa.window_size[layer]
     start = 0
     for r in ids:
         n, m = sum(STEPS[r]), STEPS[r][-1]
         for j in range(m):
             pos = n - m + j
-            lo = max(0, pos - 8)
+            lo = max(0, pos - left)
+            assert min(pos + right, n - 1) == pos  # right = 0: the query's own key last
             s = torch.einsum("hd,khd->hk", q[start + j], keys[r][lo : pos + 1]) / math.sqrt(DIM)
             dense = torch.einsum("hk,khd->hd", s.softmax(-1), values[r][lo : pos + 1])
             torch.testing.assert_close(got[start + j], dense, rtol=1e-4, atol=1e-4)
@@ -214,6 +228,9 @@ def test_units_and_inputs_are_checked() -> None:
         flash_attention_inputs(coord.kernel_inputs("a", audio))
     text_batch = coord.step_batch(coord.group("text", Tokens), ["a", "b"])
     fa = flash_attention_inputs(text_batch)
+    # Full attention: each library's "no window".
+    assert dict(fa.window_size) == {"text.0": (-1, -1)}
+    assert dict(flashinfer_inputs(text_batch).window_left) == {"text.0": -1}
     assert fa.seqused_k.unit is Tokens
     assert isinstance(fa.cu_seqlens_q, QueryStartLoc)
     assert flash_attention_inputs(coord.step_batch(audio, [])).slot_mapping.numel() == 0
@@ -231,9 +248,86 @@ def test_kv_caches_from_a_plan() -> None:
     layer = caches[audio.group.layer_names[0]]
     blocks = audio.num_blocks.numerical_value_in(type(audio.num_blocks))
     spec = audio.group.kernels[audio.group.layer_names[0]]
-    assert layer.k_cache.shape == (blocks, 64, spec.kv_heads, spec.head_size_k)
+    heads, head_k = (
+        spec.kv_heads.numerical_value_in(KVHeads),
+        spec.head_size_k.numerical_value_in(Elements),
+    )
+    assert layer.k_cache.shape == (blocks, 64, heads, head_k)
     assert layer.v_cache is not None and layer.k_cache.dtype == torch.bfloat16
     assert len(caches) == sum(len(g.group.layer_names) for g in small.groups)
+    # A shared plan (tests/kernels/test_shared_caches.py): views of one buffer, text blocks
+    # grown to 128 tokens to match the audio page.
     shared = plan(config.model, engine.model_copy(update={"kv_cache_layout": "shared"}))
-    with pytest.raises(SpecError, match="per_group"):
-        allocate_kv_caches(shared)
+    views = allocate_kv_caches(shared, device="meta")
+    assert views["text.0"].k_cache.shape == (2560, 128, 8, 128)
+    assert views["audio.0"].k_cache.untyped_storage().nbytes() == 2560 * 32 * 512 * 1024
+
+
+def test_a_step_batchs_tables_are_its_groups_block_ids() -> None:
+    """A batch's tables are the group's `BlockIds` (not bare tuples a slot mapping passes
+    for): indexed by the group's columns, refusing another group's, and a batch built with
+    anything else is refused."""
+    coord, audio, *_ = _run()
+    batch = coord.step_batch(audio, ["a", "c"])
+    for r, table in zip(batch.request_ids, batch.block_tables, strict=True):
+        assert table == coord.block_table(r, audio) and table.owner == "audio"
+    text = coord.group("text", Tokens)
+    column = text.block_of(Position(0, Tokens))
+    with pytest.raises(UnitTypeError, match="computed by group 'text'"):
+        batch.block_tables[0][column]
+    slots = coord.slot_mapping("a", audio)
+    with pytest.raises(UnitTypeError, match=r"block_tables\[0\] must be a BlockIds"):
+        dataclasses.replace(batch, block_tables=(slots,))
+    with pytest.raises(UnitTypeError, match="must be a Window of encoder_token"):
+        dataclasses.replace(batch, windows={"audio": Window(3, PooledBlocks)})
+
+
+def test_a_cache_of_another_groups_dtype_is_a_unit_error() -> None:
+    """The dtype a page was sized with owns it: a cache allocated for one group (float32) used
+    for a layer of a group that stores bfloat16 is a `CacheDTypeError`, both a
+    `KernelTypeError` and a `UnitTypeError`, naming the group and both dtypes (the shape of
+    TensorRT-LLM #16304, an engine-wide dtype for a group with its own, and vLLM #37429's
+    one page size for bf16 and fp8 groups)."""
+    from kvunits.contracts import EngineSpec, ModelSpec, UnitError, group_layers
+    from kvunits.contracts.deploy import RankBytes
+    from kvunits.kernels import BlockTable, CacheDTypeError, KernelTypeError, SeqLens
+    from kvunits.runtime import plan
+
+    text_bf16 = TEXT.model_copy(update={"dtype": CacheDType.bfloat16})
+    model = ModelSpec.model_validate(
+        {"name": "two-dtypes", "layers": {"audio.0": AUDIO, "text.0": text_bf16}}
+    )
+    engine = EngineSpec(
+        max_model_len=Tokens(64),
+        max_num_batched_tokens=Tokens(8),
+        max_encoder_len=EncoderTokens(256),
+        max_encoder_tokens_per_step=EncoderTokens(8),
+        memory_budget=RankBytes(1 << 20),
+        block_size_slots=2,
+    )
+    caches = allocate_kv_caches(plan(model, engine))
+    assert caches["audio.0"].k_cache.dtype == torch.float32
+    assert caches["text.0"].k_cache.dtype == torch.bfloat16
+    (_, text), _ = group_layers(model, engine)
+    spec = text.kernels["text.0"].expect(Tokens)
+    q = torch.zeros(1, HEADS, DIM, dtype=torch.bfloat16)
+    audio_cache = caches["audio.0"]
+    assert audio_cache.v_cache is not None
+    # The audio group's cache shaped like the text layer's, in the audio group's dtype.
+    k = audio_cache.k_cache[:, :2].contiguous()
+    v = audio_cache.v_cache[:, :2].contiguous()
+    with pytest.raises(CacheDTypeError) as info:
+        paged_attention(
+            q,
+            k,
+            v,
+            BlockTable(torch.ones(1, 1, dtype=torch.int32)),
+            QueryStartLoc(torch.tensor([0, 1], dtype=torch.int32), Tokens),
+            SeqLens(torch.tensor([1], dtype=torch.int32), Tokens),
+            spec,
+        )
+    error = info.value
+    assert isinstance(error, UnitError)
+    assert isinstance(error, KernelTypeError)
+    assert (error.group, error.expected, error.got) == ("text", "bfloat16", "torch.float32")
+    assert "k_cache is torch.float32 but group 'text' stores bfloat16" in str(error)

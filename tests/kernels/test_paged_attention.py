@@ -18,7 +18,9 @@ import pytest
 import torch
 
 from kvunits.contracts import (
+    Elements,
     KernelSpec,
+    KVHeads,
     Window,
 )
 from kvunits.kernels import (
@@ -50,12 +52,20 @@ def _history_and_step(
     write = write_kv if kernel_write else reference_write_kv
     for q_lens in [*history, *final]:
         step = cache.step(q_lens)
-        key = cache.rows(step.num_rows, spec.kv_heads, spec.head_size_k)
-        value = cache.rows(step.num_rows, spec.kv_heads, spec.head_size_v)
+        key = cache.rows(
+            step.num_rows,
+            spec.kv_heads.numerical_value_in(KVHeads),
+            spec.head_size_k.numerical_value_in(Elements),
+        )
+        value = cache.rows(
+            step.num_rows,
+            spec.kv_heads.numerical_value_in(KVHeads),
+            spec.head_size_v.numerical_value_in(Elements),
+        )
         write(key, value, cache.k_cache, cache.v_cache, step.slot_mapping,
               step.query_start_loc, step.seq_lens, spec)  # fmt: skip
-    num_heads = spec.kv_heads * 2
-    query = cache.rows(step.num_rows, num_heads, spec.head_size_k)
+    num_heads = spec.kv_heads.numerical_value_in(KVHeads) * 2
+    query = cache.rows(step.num_rows, num_heads, spec.head_size_k.numerical_value_in(Elements))
     return cache, step, query
 
 

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -40,8 +42,16 @@ GEOMETRIES = [
 
 def _write_both(cache: PagedCache, ref: PagedCache, step: Step) -> None:
     spec = cache.spec
-    key = cache.rows(step.num_rows, spec.kv_heads, spec.head_size_k)
-    value = cache.rows(step.num_rows, spec.kv_heads, spec.head_size_v)
+    key = cache.rows(
+        step.num_rows,
+        spec.kv_heads.numerical_value_in(KVHeads),
+        spec.head_size_k.numerical_value_in(Elements),
+    )
+    value = cache.rows(
+        step.num_rows,
+        spec.kv_heads.numerical_value_in(KVHeads),
+        spec.head_size_v.numerical_value_in(Elements),
+    )
     args = (step.slot_mapping, step.query_start_loc, step.seq_lens, spec)
     write_kv(key, value, cache.k_cache, cache.v_cache, *args)
     reference_write_kv(key, value, ref.k_cache, ref.v_cache, *args)
@@ -106,7 +116,10 @@ def test_toy_case_row_by_row() -> None:
     6, rows 4..7) and slot 2 is 7 × 2 + 0 = 14 (cache block 7, rows 0..3).
     """
     layer = SlidingWindowLayer(
-        sliding_window=Window(9, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=16
+        sliding_window=Window(9, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(1),
+        head_size=Elements(16),
     )
     spec = kernel_view(layer, 2).expect(EncoderTokens)
     k_cache = torch.zeros(8, 8, 1, 16, dtype=torch.bfloat16, device=DEVICE)

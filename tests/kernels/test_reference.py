@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from kvunits.contracts import EncoderTokens, PooledBlocks
+from kvunits.contracts import EncoderTokens, KVHeads, PooledBlocks
 from kvunits.kernels import (
     BlockTable,
     QueryStartLoc,
@@ -25,7 +25,7 @@ def _naive_attention(
     cache: PagedCache, query: torch.Tensor, starts: list[int], lens: list[int], window: int | None
 ) -> torch.Tensor:
     tpb = cache.spec.tokens_per_block.numerical_value_in(cache.spec.seq_unit)
-    group = query.shape[1] // cache.spec.kv_heads
+    group = query.shape[1] // cache.spec.kv_heads.numerical_value_in(KVHeads)
     scale = 1.0 / math.sqrt(query.shape[2])
     out = torch.zeros(query.shape[0], query.shape[1], cache.v_cache.shape[-1])
     for r, seq_len in enumerate(lens):

@@ -16,9 +16,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
     KernelSpec,
+    KVHeads,
     KvUnitsError,
     PooledBlocks,
     PoolFactor,
@@ -43,7 +45,10 @@ from kvunits.kernels import (
 from ._scenario import DEVICE
 
 LAYER = SlidingWindowLayer(
-    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=16
+    sliding_window=Window(750, EncoderTokens),
+    pool=PoolFactor(4),
+    kv_heads=KVHeads(1),
+    head_size=Elements(16),
 )
 P = 4
 BLOCK_SIZE = 16  # pooled slots per cache block
@@ -194,15 +199,16 @@ def test_the_torch_free_rule_is_the_kernels_check(
     layer = SlidingWindowLayer(
         sliding_window=Window(window or 1, EncoderTokens),
         pool=PoolFactor(pool),
-        kv_heads=1,
-        head_size=16,
+        kv_heads=KVHeads(1),
+        head_size=Elements(16),
     )
     spec = kernel_view(layer, block_size).expect(EncoderTokens)
     tpb = spec.tokens_per_block.numerical_value_in(EncoderTokens)
     override = Window(window, EncoderTokens) if window is not None else None
     if window is None:
         spec = kernel_view(
-            FullAttentionLayer(pool=PoolFactor(pool), kv_heads=1, head_size=16), block_size
+            FullAttentionLayer(pool=PoolFactor(pool), kv_heads=KVHeads(1), head_size=Elements(16)),
+            block_size,
         ).expect(EncoderTokens)
     block_table = BlockTable(torch.tensor([table], dtype=torch.int32))
     qsl = QueryStartLoc(torch.tensor([0, step], dtype=torch.int32), EncoderTokens)

@@ -18,8 +18,11 @@ import torch
 from kvunits.contracts import (
     CacheBlocks,
     CacheDType,
+    Elements,
     EncoderTokens,
     EngineSpec,
+    KVHeads,
+    Layers,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
@@ -48,8 +51,8 @@ def _coordinator() -> KVCacheCoordinator:
     layer = SlidingWindowLayer(
         sliding_window=Window(WINDOW, EncoderTokens),
         pool=PoolFactor(POOL),
-        kv_heads=KV_HEADS,
-        head_size=HEAD,
+        kv_heads=KVHeads(KV_HEADS),
+        head_size=Elements(HEAD),
         dtype=CacheDType.float32,
     )
     engine = EngineSpec(
@@ -61,7 +64,7 @@ def _coordinator() -> KVCacheCoordinator:
         memory_budget=RankBytes(1 << 20),
     )
     return KVCacheCoordinator.from_plan(
-        plan(ModelSpec.stacked("stream", {"audio": (layer, 1)}), engine)
+        plan(ModelSpec.stacked("stream", {"audio": (layer, Layers(1))}), engine)
     )
 
 

@@ -11,7 +11,9 @@ import torch
 from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
+    Elements,
     EncoderTokens,
+    KVHeads,
     KvUnitsError,
     PooledBlocks,
     PoolFactor,
@@ -209,7 +211,10 @@ def test_unsupported_specs(pooled: tuple[PagedCache, Step]) -> None:
     cache, step = pooled
     chunked = kernel_view(
         ChunkedLocalLayer(
-            chunk=Chunk(64, EncoderTokens), pool=PoolFactor(4), kv_heads=2, head_size=16
+            chunk=Chunk(64, EncoderTokens),
+            pool=PoolFactor(4),
+            kv_heads=KVHeads(2),
+            head_size=Elements(16),
         ),
         2,
     )
@@ -346,3 +351,24 @@ def test_cpu_tensors_need_the_interpreter() -> None:
     compiled_kernel = object()  # what @triton.jit gives without TRITON_INTERPRET
     with pytest.raises(KernelValueError, match="set TRITON_INTERPRET=1 before importing kern"):
         check_device(torch.device("cpu"), compiled_kernel, "paged_attention", "query")
+
+
+def test_block_tables_and_slot_mappings_are_built_from_their_own_ids() -> None:
+    from kvunits.contracts import BlockIds, SlotIds
+
+    rows = [BlockIds([5, 7], owner="audio"), BlockIds([3], owner="audio")]
+    table = BlockTable.from_rows(rows)
+    assert table.tensor.tolist() == [[5, 7], [3, 0]] and table.tensor.dtype == torch.int32
+    assert BlockTable.from_rows(rows, width=4).tensor.shape == (2, 4)
+    slots = SlotMapping.from_ids(SlotIds([80, 81, 112], PooledBlocks, owner="audio"))
+    assert slots.unit is PooledBlocks
+    assert slots.tensor_in(PooledBlocks).tolist() == [80, 81, 112]
+    # Each refuses the other, at run time as mypy does.
+    with pytest.raises(UnitTypeError, match="a slot mapping is not a block table"):
+        BlockTable.from_rows([SlotIds([80], PooledBlocks)])  # type: ignore[list-item]
+    with pytest.raises(UnitTypeError, match="a block table is not a slot mapping"):
+        SlotMapping.from_ids(BlockIds([5, 7]))  # type: ignore[arg-type]
+    with pytest.raises(UnitTypeError, match="got a slot mapping"):
+        BlockTable(slots)  # type: ignore[arg-type]
+    with pytest.raises(UnitTypeError, match="one BlockTable holds one group's"):
+        BlockTable.from_rows([BlockIds([1], owner="audio"), BlockIds([2], owner="text")])

@@ -8,16 +8,19 @@ from typing import Any, ClassVar, TypeVar
 
 from kvunits.contracts import (
     AnyLayerGroup,
-    CacheBlocks,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
     IntQuantity,
     KernelSpec,
+    KVHeads,
     LayerGroup,
+    Layers,
     LayerSpec,
     ManagerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -79,13 +82,13 @@ def coordinator(
     ]
     if shared:
         assert isinstance(num_blocks, int)
-        return KVCacheCoordinator(groups, CacheBlocks(num_blocks), admission=admission)
+        return KVCacheCoordinator(groups, PoolBlocks(num_blocks), admission=admission)
     counts = (
         [num_blocks] * len(groups)
         if isinstance(num_blocks, int)
         else [num_blocks[g.name] for g in groups]
     )
-    return KVCacheCoordinator(groups, [CacheBlocks(n) for n in counts], admission=admission)
+    return KVCacheCoordinator(groups, [PoolBlocks(n) for n in counts], admission=admission)
 
 
 def toy(
@@ -254,10 +257,15 @@ def unresident_keys(
 def voxtral_model(window: int = 750) -> ModelSpec:
     """Voxtral Realtime: a pooled sliding-window audio encoder and a full-attention decoder."""
     audio = SlidingWindowLayer(
-        sliding_window=Window(window, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(window, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
-    text = FullAttentionLayer(kv_heads=8, head_size=128)
-    return ModelSpec.stacked("voxtral-realtime", {"audio": (audio, 32), "text": (text, 26)})
+    text = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+    return ModelSpec.stacked(
+        "voxtral-realtime", {"audio": (audio, Layers(32)), "text": (text, Layers(26))}
+    )
 
 
 def voxtral_engine(

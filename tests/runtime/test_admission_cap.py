@@ -13,7 +13,10 @@ is checked exhaustively on small geometries against the runtime's own eviction r
 from __future__ import annotations
 
 from kvunits.contracts import (
+    AdmissionCap,
     CacheBlocks,
+    Elements,
+    KVHeads,
     SlidingWindowLayer,
     Tokens,
     Window,
@@ -28,7 +31,9 @@ from .support import check_pools, coordinator
 def _most_held(window: int, block_size: int, in_flight: int, max_len: int) -> tuple[int, int]:
     """The most blocks a request holds at once over every schedule within the limits, found
     by the manager's eviction rule; and the formula's cap for the same geometry."""
-    layer = SlidingWindowLayer(sliding_window=Window(window, Tokens), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(window, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     spec = manager_view(layer, block_size_slots=block_size)
     manager = make_manager(spec)
     # Steps of one slot reach every num_computed c; after a step of q slots from c the
@@ -71,12 +76,14 @@ def test_an_exact_fit_is_admitted_and_runs() -> None:
     # block size 2, window 4, a request of 40 tokens prefilled in one step needs 20 blocks.
     # A pool of exactly 20 usable blocks (+ the null block) admits it; the old cap,
     # cdiv(min(3 + 40, 40), 2) + 1 = 21, refused it as one that "can never fit".
-    layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     coord = coordinator({"swa": layer}, block_size=2, num_blocks=21, max_len=40, max_in_flight=40)
     swa = coord.group("swa", Tokens)
     step = coord.stepper(swa)
     step.admit("r1", Tokens(40))
-    assert coord.request_cap("r1", swa) == CacheBlocks(20)
+    assert coord.request_cap("r1", swa) == AdmissionCap(20)
     mapping = step.allocate("r1", Tokens(40))
     assert len(mapping[0]) == 40 and coord.usage(swa).free == CacheBlocks(0)
     check_pools(coord)

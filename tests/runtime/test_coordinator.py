@@ -10,16 +10,21 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
     KvUnitsError,
+    Layers,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -45,9 +50,12 @@ from kvunits.runtime.capacity import plan
 from .support import check_pools, coordinator, snapshot, voxtral_engine, voxtral_model
 
 AUDIO = SlidingWindowLayer(
-    sliding_window=Window(30, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(30, EncoderTokens),
+    pool=PoolFactor(4),
+    kv_heads=KVHeads(32),
+    head_size=Elements(64),
 )
-TEXT = FullAttentionLayer(kv_heads=8, head_size=128)
+TEXT = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
 
 
 def two_groups(num_blocks: int | dict[str, int] = 40, reserve: bool = True) -> KVCacheCoordinator:
@@ -141,7 +149,7 @@ def test_every_typed_entry_refuses_bare_numbers_and_other_units(bad: Any) -> Non
     if type(bad) is not Tokens:  # the text group's own unit
         calls.append(lambda: step.allocate("r", PooledBlocks(1), bad))
     if type(bad) is not CacheBlocks:  # the unit of pool sizes
-        calls.append(lambda: KVCacheCoordinator(coord.groups, [CacheBlocks(8), bad]))
+        calls.append(lambda: KVCacheCoordinator(coord.groups, [PoolBlocks(8), bad]))
     if type(bad) is not EncoderTokens:  # a pooled group's other step unit
         calls.append(lambda: coord.group("audio", type(bad)))
     for call in calls:
@@ -185,11 +193,16 @@ def test_steppers_over_a_subset_or_in_another_order() -> None:
 def test_four_groups_take_the_general_path() -> None:
     coord = coordinator(
         {
-            "a": FullAttentionLayer(kv_heads=1, head_size=8),
-            "b": SlidingWindowLayer(sliding_window=Window(3, Tokens), kv_heads=1, head_size=8),
+            "a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+            "b": SlidingWindowLayer(
+                sliding_window=Window(3, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
             "c": StateLayer(state_size=Bytes(1024)),
             "d": SlidingWindowLayer(
-                sliding_window=Window(5, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
+                sliding_window=Window(5, EncoderTokens),
+                pool=PoolFactor(2),
+                kv_heads=KVHeads(1),
+                head_size=Elements(8),
             ),
         },
         block_size=2,
@@ -353,7 +366,7 @@ def test_a_request_that_can_never_fit_is_refused_up_front() -> None:
     assert (err.request_id, err.group, err.cap, err.usable) == (
         "long",
         "text",
-        CacheBlocks(10),
+        AdmissionCap(10),
         CacheBlocks(9),
     )
     assert str(err) == (
@@ -366,7 +379,7 @@ def test_a_request_that_can_never_fit_is_refused_up_front() -> None:
         step.admit("longer", PooledBlocks(10), Tokens(101))
     assert coord.num_requests == 0
     step.admit("fits", PooledBlocks(10), Tokens(36))
-    assert coord.request_cap("fits", text) == CacheBlocks(9)
+    assert coord.request_cap("fits", text) == AdmissionCap(9)
 
 
 def test_reservation_waits_and_frees() -> None:
@@ -448,7 +461,7 @@ def test_every_request_the_plan_admits_runs_to_full_length() -> None:
     # One more full-length request waits (it would fit an empty cache: not refused for ever).
     spare = [u.capacity - u.reserved for u in coord.usage_by_group().values()]
     caps = [g.admission_cap for g in p.groups]
-    if any(s < c for s, c in zip(spare, caps, strict=True)):
+    if any(not s.covers(c) for s, c in zip(spare, caps, strict=True)):
         with pytest.raises(AllocationError):
             coord.admit("one-more")
     for rid in rids:
@@ -460,7 +473,7 @@ def test_misaligned_chunk_is_refused() -> None:
     # Block size 3, chunk 2, one slot a step: the cap formula says
     # cdiv(min(2 + 1, max_len), 3) = 1 block, but at 3 computed the chunk started at slot 2
     # and the step writes slot 3: slots 2-3 span blocks 0 and 1.
-    layer = ChunkedLocalLayer(chunk=Chunk(2, Tokens), kv_heads=1, head_size=8)
+    layer = ChunkedLocalLayer(chunk=Chunk(2, Tokens), kv_heads=KVHeads(1), head_size=Elements(8))
     assert admission_blocks("chunked_local", 3, None, 2, None, 1, 100) == 1
     with pytest.raises(SpecError, match="chunk of 2 token is not a whole number of cache blocks"):
         manager_view(layer, block_size_slots=3)
@@ -471,8 +484,12 @@ def test_misaligned_chunk_is_refused() -> None:
 
 
 def test_cross_attention_is_written_whole_whatever_the_step_budget() -> None:
-    cross = CrossAttentionLayer(encoder_length=EncoderTokens(1500), kv_heads=8, head_size=64)
-    model = ModelSpec.stacked("whisper-like", {"dec": (TEXT, 4), "cross": (cross, 4)})
+    cross = CrossAttentionLayer(
+        encoder_length=EncoderTokens(1500), kv_heads=KVHeads(8), head_size=Elements(64)
+    )
+    model = ModelSpec.stacked(
+        "whisper-like", {"dec": (TEXT, Layers(4)), "cross": (cross, Layers(4))}
+    )
     engine = EngineSpec(
         max_model_len=Tokens(448),
         max_num_batched_tokens=Tokens(64),
@@ -507,7 +524,7 @@ def test_usage_and_reads() -> None:
     assert usage["audio"].used == CacheBlocks(2) and usage["audio"].free == CacheBlocks(37)
     assert usage["text"].used == CacheBlocks(1)
     assert coord.group_names == ("audio", "text") and "r" in coord
-    assert coord.request_cap("r", audio) == CacheBlocks(
+    assert coord.request_cap("r", audio) == AdmissionCap(
         admission_blocks("sliding_window", 4, 9, None, None, 8, 100)
     )
 
@@ -540,7 +557,7 @@ def test_errors_pickle_with_their_fields() -> None:
             "short", group="audio", needed=CacheBlocks(3), free=CacheBlocks(1), request_id="r"
         ),
         AdmissionError(
-            "never", request_id="r", group="text", cap=CacheBlocks(9), usable=CacheBlocks(8)
+            "never", request_id="r", group="text", cap=AdmissionCap(9), usable=CacheBlocks(8)
         ),
         RequestError("unknown", request_id="r", group=None),
     ]
@@ -555,6 +572,6 @@ def test_voxtral_from_the_plan_has_the_seed_numbers() -> None:
     p = plan(voxtral_model(), voxtral_engine())
     coord = KVCacheCoordinator.from_plan(p)
     coord.admit("r")
-    assert coord.request_cap("r", coord.group("audio", PooledBlocks)) == CacheBlocks(13)
+    assert coord.request_cap("r", coord.group("audio", PooledBlocks)) == AdmissionCap(13)
     capacity = coord.usage(coord.group("audio", PooledBlocks)).capacity
-    assert capacity == p.group("audio").num_blocks - CacheBlocks(1)
+    assert capacity == p.group("audio").num_blocks.usable

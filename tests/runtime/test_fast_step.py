@@ -25,8 +25,10 @@ from hypothesis import strategies as st
 
 from kvunits.contracts import (
     CacheBlocks,
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     LayerSpec,
     PoolFactor,
     SlidingWindowLayer,
@@ -200,10 +202,15 @@ def test_one_slot_and_empty_steps_match_the_general_path(
     # groups' boundaries fall apart, and otherwise adds ``positions`` (a pooled group at P = 2
     # then stays in a slot for a step, or moves one slot a step).
     layers: dict[str, LayerSpec] = {
-        "full": FullAttentionLayer(kv_heads=1, head_size=8),
-        "sliding": SlidingWindowLayer(sliding_window=Window(5, Tokens), kv_heads=1, head_size=8),
+        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        "sliding": SlidingWindowLayer(
+            sliding_window=Window(5, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
         "sliding_p2": SlidingWindowLayer(
-            sliding_window=Window(5, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
+            sliding_window=Window(5, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
         ),
     }
     chosen = {f"{k}{i}": layers[k] for i, k in enumerate(kinds)}
@@ -241,7 +248,7 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
     CoordinatorCore._general_step = counted_general  # type: ignore[method-assign,assignment]
     try:
         coord = coordinator(
-            {"a": FullAttentionLayer(kv_heads=1, head_size=8)},
+            {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
             block_size=4,
             num_blocks=64,
             max_len=200,
@@ -262,9 +269,12 @@ def _voxtral_toy() -> KVCacheCoordinator:
     # blocks of 2 slots; text: full attention in blocks of 2 tokens. Pools of their own.
     layers: dict[str, LayerSpec] = {
         "audio": SlidingWindowLayer(
-            sliding_window=Window(5, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
+            sliding_window=Window(5, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
         ),
-        "text": FullAttentionLayer(kv_heads=1, head_size=8),
+        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
     }
     return coordinator(layers, block_size=2, num_blocks=48, max_len=40, max_in_flight=4)
 

@@ -24,9 +24,13 @@ from hypothesis import strategies as st
 from kvunits.contracts import (
     Bytes,
     CacheBlocks,
+    Elements,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
+    PoolBlocks,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -51,7 +55,7 @@ from .support import check_pools, coordinator, snapshot
 
 def _state_model() -> ModelSpec:
     # The issue's case: a 1-byte page (one state of 1 byte per request, block size 1).
-    return ModelSpec.stacked("tiny", {"s": (StateLayer(state_size=Bytes(1)), 1)})
+    return ModelSpec.stacked("tiny", {"s": (StateLayer(state_size=Bytes(1)), Layers(1))})
 
 
 def _engine(budget: int) -> EngineSpec:
@@ -81,7 +85,7 @@ def test_a_plan_beyond_int32_block_ids_is_refused_with_the_budget_that_fits() ->
         plan(_state_model(), _engine(1 << 40))  # "1 TiB": 549,755,813,888 blocks of 1 byte
     # The budget the message names is the largest that fits, exactly.
     fits = int(str(excinfo.value).split("at most ")[-1].split(" byte")[0])
-    assert plan(_state_model(), _engine(fits)).groups[0].num_blocks == CacheBlocks(MAX_POOL_BLOCKS)
+    assert plan(_state_model(), _engine(fits)).groups[0].num_blocks == PoolBlocks(MAX_POOL_BLOCKS)
     with pytest.raises(SpecError, match="block ids must fit int32"):
         plan(_state_model(), _engine(fits + 1))
 
@@ -89,7 +93,7 @@ def test_a_plan_beyond_int32_block_ids_is_refused_with_the_budget_that_fits() ->
 def test_building_a_coordinator_does_not_grow_with_its_pool() -> None:
     small = plan(_state_model(), _engine(4))
     huge = plan(_state_model(), _engine(MAX_POOL_BLOCKS))  # 2**31 blocks of 1 byte, all usable
-    assert huge.groups[0].num_blocks.numerical_value_in(CacheBlocks) == MAX_POOL_BLOCKS
+    assert huge.groups[0].num_blocks.numerical_value_in(PoolBlocks) == MAX_POOL_BLOCKS
     KVCacheCoordinator.from_plan(small)  # warm caches (imports, the plan's objects)
     cost_small = _allocated_bytes(lambda: KVCacheCoordinator.from_plan(small))
     cost_huge = _allocated_bytes(lambda: KVCacheCoordinator.from_plan(huge))
@@ -112,7 +116,7 @@ def test_a_pool_beyond_int32_ids_is_refused() -> None:
     with pytest.raises(SpecError, match="int32"):
         KVCacheCoordinator.from_plan(plan(_state_model(), _engine(4))).__class__(
             [p.group for p in plan(_state_model(), _engine(4)).groups],
-            [CacheBlocks(MAX_POOL_BLOCKS + 1)],
+            [PoolBlocks(MAX_POOL_BLOCKS + 1)],
         )
 
 
@@ -163,7 +167,9 @@ def test_a_bad_free_changes_nothing() -> None:
 
 
 def _one_group() -> KVCacheCoordinator:
-    layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     return coordinator({"g": layer}, block_size=2, num_blocks=9, max_len=16, max_in_flight=4)
 
 
@@ -209,8 +215,10 @@ def test_two_threads_get_a_clear_error_and_lose_no_block(per_step: int) -> None:
     `ConcurrentUseError` having changed nothing; at the end the pools are consistent, every
     request's blocks are where its thread's bookkeeping says, and freeing all leaks nothing.
     Steps of 2 tokens take the general path, steps of 1 the specialised one (issue 14)."""
-    layer = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8)
-    full = FullAttentionLayer(kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
+    full = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
     coord = coordinator(
         {"swa": layer, "full": full},
         block_size=2,
@@ -300,8 +308,10 @@ def _streams() -> tuple[KVCacheCoordinator, Any, Any]:
     mid-stream, b with a speculative tail."""
     coord = coordinator(
         {
-            "swa": SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8),
-            "full": FullAttentionLayer(kv_heads=1, head_size=8),
+            "swa": SlidingWindowLayer(
+                sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
+            "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
         },
         block_size=2,
         num_blocks=60,
@@ -394,8 +404,10 @@ def test_reads_beside_a_stepping_thread_see_one_moment() -> None:
     evicted. The probe saw 80 of 190,000 reads return lengths that never existed together."""
     coord = coordinator(
         {
-            "swa": SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8),
-            "full": FullAttentionLayer(kv_heads=1, head_size=8),
+            "swa": SlidingWindowLayer(
+                sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
+            "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
         },
         block_size=2,
         num_blocks={"swa": 10, "full": 5_010},

@@ -41,8 +41,10 @@ from typing import Any
 import pytest
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     LayerSpec,
     PoolFactor,
     SlidingWindowLayer,
@@ -59,10 +61,15 @@ def _layers() -> dict[str, LayerSpec]:
     # window of 4 tokens. Blocks of 2 slots: steps cross boundaries and evict often.
     return {
         "audio": SlidingWindowLayer(
-            sliding_window=Window(5, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
+            sliding_window=Window(5, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
         ),
-        "text": FullAttentionLayer(kv_heads=1, head_size=8),
-        "swa": SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8),
+        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        "swa": SlidingWindowLayer(
+            sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
     }
 
 

@@ -12,13 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     LayerSpec,
     PooledBlocks,
     PoolFactor,
@@ -44,7 +47,11 @@ from .support import check_pools, toy, unresident_keys
 
 def test_sliding_window_block_size_2_window_4() -> None:
     coord, swa, step = toy(
-        "swa", SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8), Tokens
+        "swa",
+        SlidingWindowLayer(
+            sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+        Tokens,
     )
     step.admit("r", Tokens(100))
 
@@ -82,7 +89,9 @@ def test_sliding_window_block_size_2_window_4() -> None:
 
 
 def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
-    layer = SlidingWindowLayer(sliding_window=Window(3, Tokens), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(3, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     # 6 usable blocks: the cap, cdiv(3 - 1 + 8, 2) + 1.
     coord, swa, step = toy("swa", layer, Tokens, num_blocks=7, max_in_flight=8)
     step.admit("r", Tokens(40))
@@ -117,10 +126,13 @@ def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
 def test_a_step_reuses_the_blocks_it_evicts() -> None:
     # Window 3, 3 tokens a step: the cap is cdiv(3 - 1 + 3, 2) + 1 = 4 blocks, and the pool
     # has exactly 4, so a stream can only go on if each step counts the blocks it evicts.
-    layer = SlidingWindowLayer(sliding_window=Window(3, Tokens), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(3, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     coord, swa, step = toy("swa", layer, Tokens, num_blocks=5, max_in_flight=3)
     step.admit("r", Tokens(300))
-    assert coord.request_cap("r", swa) == coord.usage(swa).capacity == CacheBlocks(4)
+    assert coord.request_cap("r", swa) == AdmissionCap(4)
+    assert coord.usage(swa).capacity == CacheBlocks(4)
     assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]  # tokens 0-2: blocks 1, 2
     assert step.allocate("r", Tokens(3)) == [[5, 6, 7]]  # tokens 3-5: block 3; 4 is free
     # Tokens 6-8 need 2 blocks and 1 is free. The step's first query, token 6, reads 4-6, so
@@ -137,7 +149,10 @@ def test_pooled_sliding_window_block_size_2() -> None:
     # The kernel's window is 7 encoder tokens, P = 2: the manager keeps
     # pool_window(7, 2) = cdiv(6, 2) + 1 = 4 pooled slots (a block holds 2 slots = 4 tokens).
     layer = SlidingWindowLayer(
-        sliding_window=Window(7, EncoderTokens), pool=PoolFactor(2), kv_heads=1, head_size=8
+        sliding_window=Window(7, EncoderTokens),
+        pool=PoolFactor(2),
+        kv_heads=KVHeads(1),
+        head_size=Elements(8),
     )
     assert manager_view(layer, block_size_slots=2).sliding_window == Window(4, PooledBlocks)
     coord, audio, step = toy("audio", layer, PooledBlocks)
@@ -162,7 +177,9 @@ def test_pooled_sliding_window_block_size_2() -> None:
 
 
 def test_full_attention_block_size_2() -> None:
-    coord, full, step = toy("full", FullAttentionLayer(kv_heads=1, head_size=8), Tokens)
+    coord, full, step = toy(
+        "full", FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)), Tokens
+    )
     step.admit("r", Tokens(14))  # at most 7 blocks: the whole pool
     # Tokens 0-2: two blocks, the second half full.
     assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]
@@ -175,7 +192,7 @@ def test_full_attention_block_size_2() -> None:
 
 
 def test_chunked_local_block_size_2_chunk_4() -> None:
-    layer = ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=1, head_size=8)
+    layer = ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8))
     coord, local, step = toy("local", layer, Tokens)
     step.admit("r", Tokens(100))
     # Tokens 0-2, chunk 0 (tokens 0-3).
@@ -197,7 +214,9 @@ def test_chunked_local_block_size_2_chunk_4() -> None:
 
 
 def test_cross_attention_allocated_once() -> None:
-    layer = CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=1, head_size=8)
+    layer = CrossAttentionLayer(
+        encoder_length=EncoderTokens(5), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     coord, cross, step = toy("cross", layer, PooledBlocks)  # P = 1: one encoder token a slot
     coord.admit("r")
     # The first step allocates the whole declared encoder length, 5 slots = 3 blocks, even
@@ -208,7 +227,7 @@ def test_cross_attention_allocated_once() -> None:
     # Decode steps write nothing here and allocate nothing.
     assert step.allocate("r", PooledBlocks(0)) == [[]]
     assert coord.block_table("r", cross) == [1, 2, 3]
-    assert coord.request_cap("r", cross).numerical_value_in(CacheBlocks) == 3
+    assert coord.request_cap("r", cross).numerical_value_in(AdmissionCap) == 3
 
 
 def test_state_one_block_per_request() -> None:
@@ -229,14 +248,21 @@ def test_state_one_block_per_request() -> None:
 @pytest.mark.parametrize(
     ("layer", "cls"),
     [
-        (FullAttentionLayer(kv_heads=1, head_size=8), FullAttentionManager),
+        (FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)), FullAttentionManager),
         (
-            SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8),
+            SlidingWindowLayer(
+                sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
             SlidingWindowManager,
         ),
-        (ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=1, head_size=8), ChunkedLocalManager),
         (
-            CrossAttentionLayer(encoder_length=EncoderTokens(5), kv_heads=1, head_size=8),
+            ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)),
+            ChunkedLocalManager,
+        ),
+        (
+            CrossAttentionLayer(
+                encoder_length=EncoderTokens(5), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
             CrossAttentionManager,
         ),
         (StateLayer(state_size=Bytes(1024)), StateManager),
@@ -258,8 +284,8 @@ def test_sliding_rule_matches_pool_window_for_every_small_geometry() -> None:
             layer = SlidingWindowLayer(
                 sliding_window=Window(window, EncoderTokens),
                 pool=PoolFactor(pool),
-                kv_heads=1,
-                head_size=8,
+                kv_heads=KVHeads(1),
+                head_size=Elements(8),
             )
             for block_size in (1, 2, 3, 16):
                 manager = make_manager(manager_view(layer, block_size_slots=block_size))
@@ -284,18 +310,22 @@ def test_reach_and_first_evicting_answer_for_the_rules(
     # checked against the two rules themselves, over every count up to well past both.
     layer: LayerSpec
     if kind == "full":
-        layer = FullAttentionLayer(kv_heads=1, head_size=8)
+        layer = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
     elif kind == "sliding":
         layer = SlidingWindowLayer(
             sliding_window=Window(size, EncoderTokens),
             pool=PoolFactor(pool),
-            kv_heads=1,
-            head_size=8,
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
         )
     elif kind == "chunked":
-        layer = ChunkedLocalLayer(chunk=Chunk(size * block_size, Tokens), kv_heads=1, head_size=8)
+        layer = ChunkedLocalLayer(
+            chunk=Chunk(size * block_size, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        )
     elif kind == "cross":
-        layer = CrossAttentionLayer(encoder_length=EncoderTokens(size), kv_heads=1, head_size=8)
+        layer = CrossAttentionLayer(
+            encoder_length=EncoderTokens(size), kv_heads=KVHeads(1), head_size=Elements(8)
+        )
     else:
         layer = StateLayer(state_size=Bytes(64))
     m = make_manager(manager_view(layer, block_size_slots=block_size))

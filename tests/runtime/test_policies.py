@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kvunits.contracts import CacheBlocks, FullAttentionLayer, SpecError, Tokens
+from kvunits.contracts import CacheBlocks, Elements, FullAttentionLayer, KVHeads, SpecError, Tokens
 from kvunits.contracts.config import load_config
 from kvunits.runtime import (
     AdmissionError,
@@ -37,7 +37,7 @@ def toy(kind: str, order: str = "fcfs", *, num_blocks: int = 5, watermark: float
     """One full-attention group, block size 2, ``num_blocks`` with the null block, requests
     of at most 8 tokens, steps of at most 4."""
     coord = coordinator(
-        {"text": FullAttentionLayer(kv_heads=1, head_size=8)},
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
         block_size=2,
         num_blocks=num_blocks,
         max_len=8,

@@ -10,8 +10,10 @@ from __future__ import annotations
 import pytest
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -24,9 +26,12 @@ from kvunits.runtime import RequestError
 from .support import check_pools, coordinator, snapshot
 
 AUDIO = SlidingWindowLayer(
-    sliding_window=Window(10, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=8
+    sliding_window=Window(10, EncoderTokens),
+    pool=PoolFactor(4),
+    kv_heads=KVHeads(1),
+    head_size=Elements(8),
 )
-TEXT = FullAttentionLayer(kv_heads=1, head_size=8)
+TEXT = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
 
 
 def test_a_step_of_6_then_4_encoder_tokens_continues_the_partial_slot() -> None:
@@ -52,7 +57,10 @@ def test_a_window_evicts_from_the_slot_of_the_step_s_first_position() -> None:
     # Window 9 encoder tokens at P = 4: W − 1 is a multiple of P, pool_window = 8 / 4 + 1 = 3
     # slots. Block size 1 slot, so each slot is its own block and evictions show one by one.
     layer = SlidingWindowLayer(
-        sliding_window=Window(9, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=8
+        sliding_window=Window(9, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(1),
+        head_size=Elements(8),
     )
     coord = coordinator({"audio": layer}, block_size=1, num_blocks=20, max_in_flight=5)
     audio = coord.group("audio", EncoderTokens)

@@ -8,10 +8,14 @@ import pytest
 from kvunits.contracts import (
     Bytes,
     CacheBlocks,
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
+    Position,
     SlidingWindowLayer,
     SpecError,
     StateLayer,
@@ -25,7 +29,7 @@ from kvunits.runtime.prefix_cache import chain_hashes, root_hash
 
 from .support import check_pools, coordinator, voxtral_engine, voxtral_model
 
-FULL = FullAttentionLayer(kv_heads=1, head_size=8)
+FULL = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
 
 
 def test_content_is_keyed_per_token_or_encoder_token() -> None:
@@ -66,14 +70,13 @@ def test_another_groups_boundaries_are_refused() -> None:
     narrow = group_of("narrow", FULL, block_size=32, max_len=64, max_in_flight=64)
     wide = group_of(
         "wide",
-        FullAttentionLayer(kv_heads=2, head_size=8),
+        FullAttentionLayer(kv_heads=KVHeads(2), head_size=Elements(8)),
         block_size=16,
         max_len=64,
         max_in_flight=64,
     )
-    from kvunits.contracts import CacheBlocks
 
-    coord = KVCacheCoordinator([wide, narrow], CacheBlocks(20))
+    coord = KVCacheCoordinator([wide, narrow], PoolBlocks(20))
     w, n = coord.group("wide", Tokens), coord.group("narrow", Tokens)
     step = coord.stepper(w, n)
     content = ContentKeys(list(range(40)), Tokens)
@@ -140,7 +143,9 @@ def test_a_window_reserves_its_cap_whole() -> None:
     """A sliding window drops a shared block one holder at a time; each holder may then need
     its whole cap of blocks of its own: the reservation does not count sharing there. Window
     8 tokens, blocks of 4, 64 tokens: cap ``cdiv(7 + 64, 4) + 1`` capped at ``cdiv(64, 4)``."""
-    window = SlidingWindowLayer(sliding_window=Window(8, Tokens), kv_heads=1, head_size=8)
+    window = SlidingWindowLayer(
+        sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     coord = coordinator({"w": window}, block_size=4, num_blocks=40, max_len=64, max_in_flight=64)
     h = coord.group("w", Tokens)
     step = coord.stepper(h)
@@ -160,7 +165,7 @@ def test_audio_and_text_hit_on_their_own() -> None:
     of the second wave in its own trace, /work/research/vllm_bench/RESULTS.md.)"""
     planned = plan(voxtral_model(), voxtral_engine("40 GiB", encoder_len=2000, encoder_step=64))
     groups = [p.group for p in planned.groups]
-    coord = KVCacheCoordinator(groups, [CacheBlocks(20), CacheBlocks(200)], reserve=False)
+    coord = KVCacheCoordinator(groups, [PoolBlocks(20), PoolBlocks(200)], reserve=False)
     audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
     step = coord.stepper(audio, text)
     frames = ContentKeys(list(range(128)), EncoderTokens)
@@ -176,7 +181,7 @@ def test_audio_and_text_hit_on_their_own() -> None:
     # The audio stream goes on: 750 encoder tokens later its first block left the window.
     for _ in range(14):
         step.allocate("s0", EncoderTokens(64), Tokens(1))
-    assert coord.block_table("s0", audio)[0] == 0
+    assert coord.block_table("s0", audio)[Position(0, CacheBlocks)] == 0
     # Other requests take the pool's free blocks, evicting the cached audio block.
     pool = coord._core.pools[0]
     while pool.num_cached_free:
@@ -231,7 +236,8 @@ def test_extending_content() -> None:
     assert not coord._core.caches[0].blocks  # type: ignore[union-attr]
     coord.extend_content("r", h, ContentKeys([7, 7], Tokens))
     table = coord.block_table("r", h)
-    assert coord._core.pools[0].is_cached(table[0]) and not coord._core.pools[0].is_cached(table[1])
+    first, second = table.ids_in(CacheBlocks)[:2]
+    assert coord._core.pools[0].is_cached(first) and not coord._core.pools[0].is_cached(second)
     same = (h.block_hashes(ContentKeys([7] * 9, Tokens)),)
     assert step.admit_with_prefix("s", Tokens(16), prefix=same) == (Tokens(4),)
 
@@ -239,7 +245,10 @@ def test_extending_content() -> None:
 def test_a_pooled_group_stepped_in_whole_pooled_blocks_hits_in_pooled_blocks() -> None:
     """The hit comes back in the handle's unit: 64 encoder tokens are 16 pooled blocks."""
     layer = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=1, head_size=8
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(1),
+        head_size=Elements(8),
     )
     coord = coordinator({"a": layer}, block_size=16, num_blocks=40, max_len=100)
     h = coord.group("a", PooledBlocks)

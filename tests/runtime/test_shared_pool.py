@@ -17,14 +17,19 @@ from pathlib import Path
 import pytest
 
 from kvunits.contracts import (
+    AdmissionCap,
     Bytes,
     CacheBlocks,
     CacheDType,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     LayerSpec,
     ModelSpec,
+    PoolBlocks,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -48,13 +53,18 @@ PAGE = 16 * 2 * 64 * 2 * 4
 
 def full(head_size: int = 64) -> FullAttentionLayer:
     """vLLM's ``new_kv_cache_spec``: 2 KV heads, float32, blocks of 16."""
-    return FullAttentionLayer(kv_heads=2, head_size=head_size, dtype=CacheDType.float32)
+    return FullAttentionLayer(
+        kv_heads=KVHeads(2), head_size=Elements(head_size), dtype=CacheDType.float32
+    )
 
 
 def sliding(head_size: int = 64) -> SlidingWindowLayer:
     """vLLM's ``new_sliding_window_spec``: a window of 1 token."""
     return SlidingWindowLayer(
-        sliding_window=Window(1, Tokens), kv_heads=2, head_size=head_size, dtype=CacheDType.float32
+        sliding_window=Window(1, Tokens),
+        kv_heads=KVHeads(2),
+        head_size=Elements(head_size),
+        dtype=CacheDType.float32,
     )
 
 
@@ -71,7 +81,7 @@ def engine(budget: int, **kw: object) -> EngineSpec:
 def layout_of(layers: list[LayerSpec], budget: int) -> tuple[list[tuple[str, ...]], int]:
     model = ModelSpec(name="m", layers={f"layer_{i + 1}": x for i, x in enumerate(layers)})
     layout = shared_layout(model, engine(budget))
-    return [g.layer_names for g in layout.groups], layout.num_blocks.numerical_value_in(CacheBlocks)
+    return [g.layer_names for g in layout.groups], layout.num_blocks.numerical_value_in(PoolBlocks)
 
 
 @pytest.mark.parametrize(
@@ -128,7 +138,7 @@ def test_vllm_smaller_page_grows_its_block_size() -> None:
         "16 token/cache_block",
         "32 token/cache_block",
     ]
-    assert layout.page_size == Bytes(PAGE) and layout.num_blocks == CacheBlocks(32)
+    assert layout.page_size == Bytes(PAGE) and layout.num_blocks == PoolBlocks(32)
     assert layout.grown == {"layer_2": 2}  # a group of one layer is named after it
 
 
@@ -166,11 +176,18 @@ def test_vllm_concurrency_uses_the_same_caps() -> None:
     (``cdiv(1023 + 1024, 16) + 1``), so vLLM's concurrency ``num_blocks / Σ blocks`` is 1.5,
     3 and 3 for its pools of 1536, 129 × 3 and (1024 + 129) × 3 blocks. kvunits plans the same
     caps, and counts the pool's null block: one block less for requests."""
-    layer_full = FullAttentionLayer(kv_heads=32, head_size=128, dtype=CacheDType.float16)
-    layer_window = SlidingWindowLayer(
-        sliding_window=Window(1024, Tokens), kv_heads=32, head_size=128, dtype=CacheDType.float16
+    layer_full = FullAttentionLayer(
+        kv_heads=KVHeads(32), head_size=Elements(128), dtype=CacheDType.float16
     )
-    model = ModelSpec.stacked("qwen", {"full": (layer_full, 32), "sw": (layer_window, 32)})
+    layer_window = SlidingWindowLayer(
+        sliding_window=Window(1024, Tokens),
+        kv_heads=KVHeads(32),
+        head_size=Elements(128),
+        dtype=CacheDType.float16,
+    )
+    model = ModelSpec.stacked(
+        "qwen", {"full": (layer_full, Layers(32)), "sw": (layer_window, Layers(32))}
+    )
     spec = EngineSpec(
         max_model_len=Tokens(16384),
         max_num_batched_tokens=Tokens(1024),
@@ -178,11 +195,11 @@ def test_vllm_concurrency_uses_the_same_caps() -> None:
         kv_cache_layout="shared",
     )
     planned = plan(model, spec)
-    caps = {g.group.name: g.admission_cap.numerical_value_in(CacheBlocks) for g in planned.groups}
+    caps = {g.group.name: g.admission_cap.numerical_value_in(AdmissionCap) for g in planned.groups}
     assert caps == {"full": 1024, "sw": 129}
-    assert planned.groups[0].num_blocks == CacheBlocks((1024 + 129) * 3)
+    assert planned.groups[0].num_blocks == PoolBlocks((1024 + 129) * 3)
     assert (
-        planned.groups[0].num_blocks.numerical_value_in(CacheBlocks) / sum(caps.values()) == 3
+        planned.groups[0].num_blocks.numerical_value_in(PoolBlocks) / sum(caps.values()) == 3
     )  # vLLM's figure
     assert planned.concurrent_requests == 2  # kvunits: (3459 - 1) // 1153
 
@@ -200,8 +217,8 @@ def test_shipped_voxtral_realtime_on_one_pool() -> None:
     assert str(text.group.manager.block_size) == "128 token/cache_block"
     assert audio.page_size == text.page_size == Bytes(524_288)
     assert audio.block_bytes == Bytes(524_288 * 32)
-    assert audio.num_blocks == text.num_blocks == CacheBlocks(40 * 64)
-    assert (audio.admission_cap, text.admission_cap) == (CacheBlocks(13), CacheBlocks(81))
+    assert audio.num_blocks == text.num_blocks == PoolBlocks(40 * 64)
+    assert (audio.admission_cap, text.admission_cap) == (AdmissionCap(13), AdmissionCap(81))
     assert shared.concurrent_requests == (2560 - 1) // (13 + 81) == 27
     assert [(lay.layout, lay.concurrent_requests) for lay in shared.layouts] == [
         ("shared", 27),
@@ -219,10 +236,15 @@ def test_voxtral_worked_numbers_at_2_gib() -> None:
     step: 128 blocks; caps 13 (audio) and 32 (text: kvunits never reserves more than
     ``cdiv(4096, 128)``; vLLM's formula gives 33, its 2.78 concurrent requests)."""
     audio = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+        sliding_window=Window(750, EncoderTokens),
+        pool=PoolFactor(4),
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
-    text = SlidingWindowLayer(sliding_window=Window(8192, Tokens), kv_heads=8, head_size=128)
-    model = ModelSpec.stacked("voxtral", {"audio": (audio, 32), "text": (text, 26)})
+    text = SlidingWindowLayer(
+        sliding_window=Window(8192, Tokens), kv_heads=KVHeads(8), head_size=Elements(128)
+    )
+    model = ModelSpec.stacked("voxtral", {"audio": (audio, Layers(32)), "text": (text, Layers(26))})
     spec = EngineSpec(
         max_model_len=Tokens(4096),
         max_num_batched_tokens=Tokens(1),
@@ -232,8 +254,8 @@ def test_voxtral_worked_numbers_at_2_gib() -> None:
         kv_cache_layout="shared",
     )
     planned = plan(model, spec)
-    assert planned.groups[0].num_blocks == CacheBlocks(128)
-    assert [g.admission_cap for g in planned.groups] == [CacheBlocks(13), CacheBlocks(32)]
+    assert planned.groups[0].num_blocks == PoolBlocks(128)
+    assert [g.admission_cap for g in planned.groups] == [AdmissionCap(13), AdmissionCap(32)]
     assert round(128 / (13 + 33), 2) == 2.78  # vLLM's figure, with its text cap of 33
     assert planned.concurrent_requests == 127 // 45 == 2
 
@@ -262,9 +284,9 @@ def test_gemma_3_1b_on_one_pool() -> None:
         "text/sliding_window[5]": [6, 13, 20],
         "text/full_attention": [5, 11, 17, 23],
     }
-    assert planned.groups[0].num_blocks == CacheBlocks(16384)
+    assert planned.groups[0].num_blocks == PoolBlocks(16384)
     assert planned.groups[0].block_bytes == Bytes(4 * 16384)
-    assert CacheBlocks.total(g.admission_cap for g in planned.groups) == CacheBlocks(3014)
+    assert AdmissionCap.total(g.admission_cap for g in planned.groups) == AdmissionCap(3014)
     assert 2048 + 6 * 161 == 3014
     assert round(16384 / 3014, 2) == 5.44
     assert planned.concurrent_requests == 16383 // 3014 == 5
@@ -290,9 +312,11 @@ def test_a_coordinator_from_a_shared_plan_draws_on_one_pool() -> None:
 def _two_windows(num_blocks: int, reserve: bool = False) -> KVCacheCoordinator:
     """A full-attention group b and a sliding window a of 2 tokens, blocks of 2 (pages
     equal), one pool."""
-    layer = SlidingWindowLayer(sliding_window=Window(2, Tokens), kv_heads=1, head_size=8)
+    layer = SlidingWindowLayer(
+        sliding_window=Window(2, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
     return coordinator(
-        {"b": FullAttentionLayer(kv_heads=1, head_size=8), "a": layer},
+        {"b": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)), "a": layer},
         block_size=2,
         num_blocks=num_blocks,
         max_len=20,
@@ -362,11 +386,11 @@ def test_a_shared_pool_needs_one_page_size() -> None:
     from .support import group_of
 
     groups = [
-        group_of("a", FullAttentionLayer(kv_heads=1, head_size=8), **LIMITS),
-        group_of("b", FullAttentionLayer(kv_heads=2, head_size=8), **LIMITS),
+        group_of("a", FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)), **LIMITS),
+        group_of("b", FullAttentionLayer(kv_heads=KVHeads(2), head_size=Elements(8)), **LIMITS),
     ]
     with pytest.raises(SpecError, match="one pool for all groups needs one page size"):
-        KVCacheCoordinator(groups, CacheBlocks(10))
+        KVCacheCoordinator(groups, PoolBlocks(10))
 
 
 LIMITS = {"block_size": 2, "max_len": 20, "max_in_flight": 4}

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from kvunits.contracts import FullAttentionLayer, SlidingWindowLayer, Tokens, Window
+from kvunits.contracts import (
+    Elements,
+    FullAttentionLayer,
+    KVHeads,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
 from kvunits.runtime import NULL_BLOCK, ContentKeys, RequestError
 
 from .support import check_pools, coordinator, snapshot, toy, unresident_keys
@@ -23,7 +30,7 @@ def test_vllm_allocate_with_lookahead() -> None:
     2 lookahead slots holds ``cdiv(5, 4) = 2`` blocks, with 4 ``cdiv(7, 4) = 2``."""
     for lookahead, blocks in ((2, 2), (4, 2)):
         coord = coordinator(
-            {"layer1": FullAttentionLayer(kv_heads=1, head_size=8)},
+            {"layer1": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
             block_size=4,
             num_blocks=10,
             max_len=100,
@@ -45,8 +52,10 @@ def test_rejected_drafts_return_the_blocks_only_they_used() -> None:
     the rollback (positions 64-71 were all rejected), and the last round takes none either."""
     coord = coordinator(
         {
-            "full": FullAttentionLayer(kv_heads=1, head_size=8),
-            "sw": SlidingWindowLayer(sliding_window=Window(32, Tokens), kv_heads=1, head_size=8),
+            "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+            "sw": SlidingWindowLayer(
+                sliding_window=Window(32, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
         },
         block_size=16,
         num_blocks=30,
@@ -78,7 +87,9 @@ def test_a_window_stays_resident_across_rollbacks() -> None:
     next step, at slot 6, finds every key it reads (slots 3-6) resident."""
     coord, h, step = toy(
         "sw",
-        SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=8),
+        SlidingWindowLayer(
+            sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
         Tokens,
         num_blocks=10,
     )
@@ -111,7 +122,7 @@ def test_lookahead_is_cached_only_once_accepted() -> None:
     drafts leaves block 1 uncommitted, so another request finds 16 tokens; once the next step
     (of 0 tokens) accepts the drafts, a third finds 32."""
     coord = coordinator(
-        {"t": FullAttentionLayer(kv_heads=1, head_size=8)},
+        {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
         block_size=16,
         num_blocks=20,
         max_len=64,
@@ -135,7 +146,11 @@ def test_lookahead_is_cached_only_once_accepted() -> None:
 
 def test_a_rollback_beyond_the_latest_lookahead_changes_nothing() -> None:
     coord, _, step = toy(
-        "t", FullAttentionLayer(kv_heads=1, head_size=8), Tokens, num_blocks=10, max_in_flight=8
+        "t",
+        FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        Tokens,
+        num_blocks=10,
+        max_in_flight=8,
     )
     step.admit("r", Tokens(18))
     step.allocate("r", Tokens(3))

@@ -45,8 +45,10 @@ from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
     CrossAttentionLayer,
+    Elements,
     EncoderTokens,
     FullAttentionLayer,
+    KVHeads,
     LayerSpec,
     PooledBlocks,
     PoolFactor,
@@ -105,26 +107,30 @@ def layers(draw: st.DrawFn, kind: str, block_size: int, same_page: bool = False)
     page is ``block_size × 96`` bytes (head size 24 / P), so that the groups may share a pool.
     """
 
-    def head(pool: int) -> int:
-        return 24 // pool if same_page else 8
+    def head(pool: int) -> Elements:
+        return Elements(24 // pool if same_page else 8)
 
     if kind == "full":
-        return FullAttentionLayer(kv_heads=1, head_size=head(1))
+        return FullAttentionLayer(kv_heads=KVHeads(1), head_size=head(1))
     if kind == "sliding":
         return SlidingWindowLayer(
-            sliding_window=Window(draw(st.integers(1, 8)), Tokens), kv_heads=1, head_size=head(1)
+            sliding_window=Window(draw(st.integers(1, 8)), Tokens),
+            kv_heads=KVHeads(1),
+            head_size=head(1),
         )
     if kind == "sliding_pooled":
         pool = draw(st.integers(1, 4))
         return SlidingWindowLayer(
             sliding_window=Window(draw(st.integers(1, 16)), EncoderTokens),
             pool=PoolFactor(pool),
-            kv_heads=1,
+            kv_heads=KVHeads(1),
             head_size=head(pool),
         )
     if kind == "chunked":
         return ChunkedLocalLayer(
-            chunk=Chunk(block_size * draw(st.integers(1, 4)), Tokens), kv_heads=1, head_size=head(1)
+            chunk=Chunk(block_size * draw(st.integers(1, 4)), Tokens),
+            kv_heads=KVHeads(1),
+            head_size=head(1),
         )
     if kind == "chunked_pooled":
         pool = draw(st.integers(1, 4))
@@ -132,7 +138,7 @@ def layers(draw: st.DrawFn, kind: str, block_size: int, same_page: bool = False)
         return ChunkedLocalLayer(
             chunk=Chunk(chunk, EncoderTokens),
             pool=PoolFactor(pool),
-            kv_heads=1,
+            kv_heads=KVHeads(1),
             head_size=head(pool),
         )
     if kind == "cross":
@@ -140,7 +146,7 @@ def layers(draw: st.DrawFn, kind: str, block_size: int, same_page: bool = False)
         return CrossAttentionLayer(
             encoder_length=EncoderTokens(draw(st.integers(1, 20))),
             pool=PoolFactor(pool),
-            kv_heads=1,
+            kv_heads=KVHeads(1),
             head_size=head(pool),
         )
     return StateLayer(state_size=Bytes(block_size * 96 if same_page else 1024))
@@ -691,7 +697,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         except AdmissionError as err:
             event("admit: never fits")
             assert snapshot(self.coord) == before
-            assert beyond or err.cap > err.usable, err
+            assert beyond or not err.usable.covers(err.cap), err
             assert answer is None or isinstance(answer, Never), answer
             return
         except AllocationError as err:

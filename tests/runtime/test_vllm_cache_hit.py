@@ -22,6 +22,8 @@ import pytest
 from kvunits.contracts import (
     Chunk,
     ChunkedLocalLayer,
+    Elements,
+    KVHeads,
     SlidingWindowLayer,
     Tokens,
     Window,
@@ -45,7 +47,9 @@ def find(cache: GroupCache, num_blocks: int) -> list[int]:
     return cache.find(hashes, num_blocks, align=1)
 
 
-WINDOW = SlidingWindowLayer(sliding_window=Window(4, Tokens), kv_heads=1, head_size=1)
+WINDOW = SlidingWindowLayer(
+    sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(1)
+)
 
 
 @pytest.mark.parametrize(
@@ -74,7 +78,7 @@ def test_sliding_window_possible_cached_prefix(cached: list[bool], expect: int) 
             assert table[expect - i - 1] == expect - i - 1 + 10
 
 
-CHUNK = ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=1, head_size=1)
+CHUNK = ChunkedLocalLayer(chunk=Chunk(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(1))
 
 
 @pytest.mark.parametrize(

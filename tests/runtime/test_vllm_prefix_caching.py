@@ -37,7 +37,16 @@ from typing import Any
 
 import pytest
 
-from kvunits.contracts import Bytes, FullAttentionLayer, SlidingWindowLayer, Tokens, Window
+from kvunits.contracts import (
+    Bytes,
+    Elements,
+    FullAttentionLayer,
+    KVHeads,
+    PoolBlocks,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
 from kvunits.runtime import AllocationError, ContentKeys, GroupHandle, KVCacheCoordinator, Stepper
 from kvunits.runtime.block_pool import BlockPool
 from kvunits.runtime.prefix_cache import root_hash
@@ -51,7 +60,7 @@ COMMON = [i for i in range(3) for _ in range(16)]
 def one_group(num_blocks: int, *, block_size: int = 16, reserve: bool = False) -> Any:
     """vLLM's ``make_kv_cache_config(block_size, num_blocks)``: one full-attention group."""
     coord = coordinator(
-        {"layer": FullAttentionLayer(kv_heads=1, head_size=1)},
+        {"layer": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(1))},
         block_size=block_size,
         num_blocks=num_blocks,
         max_len=8192,
@@ -333,12 +342,16 @@ def hybrid(num_blocks: int, window_blocks: int) -> Any:
     two sliding-window groups of ``window_blocks × 16`` tokens, one pool."""
     coord = coordinator(
         {
-            "full": FullAttentionLayer(kv_heads=1, head_size=1),
+            "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(1)),
             "sw1": SlidingWindowLayer(
-                sliding_window=Window(window_blocks * 16, Tokens), kv_heads=1, head_size=1
+                sliding_window=Window(window_blocks * 16, Tokens),
+                kv_heads=KVHeads(1),
+                head_size=Elements(1),
             ),
             "sw2": SlidingWindowLayer(
-                sliding_window=Window(window_blocks * 16, Tokens), kv_heads=1, head_size=1
+                sliding_window=Window(window_blocks * 16, Tokens),
+                kv_heads=KVHeads(1),
+                head_size=Elements(1),
             ),
         },
         block_size=16,
@@ -424,13 +437,13 @@ def test_different_block_size() -> None:
     """vLLM ``test_different_block_size`` (main, 2026; TESTS.md A24): full attention with
     blocks of 32 tokens and a window of 32 tokens with blocks of 16 share one pool (pages of
     128 bytes both); a hit is a multiple of 32, the blocks' least common multiple."""
-    from kvunits.contracts import CacheBlocks, CacheDType
+    from kvunits.contracts import CacheDType
 
     from .support import group_of
 
     full = group_of(
         "full",
-        FullAttentionLayer(kv_heads=1, head_size=1, dtype=CacheDType.float16),
+        FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(1), dtype=CacheDType.float16),
         block_size=32,
         max_len=8192,
         max_in_flight=8192,
@@ -438,14 +451,17 @@ def test_different_block_size() -> None:
     window = group_of(
         "sw",
         SlidingWindowLayer(
-            sliding_window=Window(32, Tokens), kv_heads=1, head_size=1, dtype=CacheDType.float32
+            sliding_window=Window(32, Tokens),
+            kv_heads=KVHeads(1),
+            head_size=Elements(1),
+            dtype=CacheDType.float32,
         ),
         block_size=16,
         max_len=8192,
         max_in_flight=8192,
     )
     assert full.manager.page_size == window.manager.page_size == Bytes(128)
-    coord = KVCacheCoordinator([full, window], CacheBlocks(100), reserve=False)
+    coord = KVCacheCoordinator([full, window], PoolBlocks(100), reserve=False)
     f, w = coord.group("full", Tokens), coord.group("sw", Tokens)
     step = coord.stepper(f, w)
     common = [i for i in range(10) for _ in range(16)]

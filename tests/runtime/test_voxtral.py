@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvunits.contracts import (
+    AdmissionCap,
     CacheBlocks,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -45,12 +48,12 @@ def unread_keys_of_step(table: Sequence[int], slot: int) -> list[tuple[int, int]
 
 def test_streaming_10000_pooled_blocks_never_holds_more_than_13() -> None:
     p = plan(voxtral_model(), voxtral_engine(encoder_len=4 * STREAM, encoder_step=4))
-    assert p.group("audio").admission_cap == CacheBlocks(13)
+    assert p.group("audio").admission_cap == AdmissionCap(13)
     coord = KVCacheCoordinator.from_plan(p)
     audio, text = coord.group("audio", PooledBlocks), coord.group("text", Tokens)
     step = coord.stepper(audio, text)
     coord.admit("stream")
-    assert coord.request_cap("stream", audio) == CacheBlocks(13)
+    assert coord.request_cap("stream", audio) == AdmissionCap(13)
     most = 0
     for i in range(STREAM):
         # One pooled block (4 encoder tokens) a step; a decoder token every 8th step.
@@ -62,7 +65,7 @@ def test_streaming_10000_pooled_blocks_never_holds_more_than_13() -> None:
         if i % 97 == 0 or i < 300:
             # The kernel's queries of this step, encoder tokens 4i .. 4i + 3, read back 749
             # tokens: every one of those keys is in a live block of the request.
-            assert not unread_keys_of_step(table, i)
+            assert not unread_keys_of_step(table.ids_in(CacheBlocks), i)
     assert most == 13
     assert len(coord.block_table("stream", audio)) == STREAM // 16
     assert coord.usage(audio).used.numerical_value_in(CacheBlocks) <= 13
@@ -80,8 +83,8 @@ def first_unresident(manager_window_tokens: int, steps: int) -> tuple[int, int, 
     layer = SlidingWindowLayer(
         sliding_window=Window(manager_window_tokens, EncoderTokens),
         pool=PoolFactor(4),
-        kv_heads=32,
-        head_size=64,
+        kv_heads=KVHeads(32),
+        head_size=Elements(64),
     )
     coord = coordinator(
         {"audio": layer}, block_size=16, num_blocks=64, max_len=steps, max_in_flight=1
@@ -91,7 +94,7 @@ def first_unresident(manager_window_tokens: int, steps: int) -> tuple[int, int, 
     coord.admit("r")
     for c in range(steps):
         step.allocate("r", PooledBlocks(1))
-        bad = unread_keys_of_step(coord.block_table("r", audio), c)
+        bad = unread_keys_of_step(coord.block_table("r", audio).ids_in(CacheBlocks), c)
         if bad:
             return (c, *bad[0])
     return None
@@ -103,7 +106,10 @@ def test_window_188_frees_a_block_the_kernel_still_reads() -> None:
     # while the kernel reads the real 750.
     assert manager_view(
         SlidingWindowLayer(
-            sliding_window=Window(749, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+            sliding_window=Window(749, EncoderTokens),
+            pool=PoolFactor(4),
+            kv_heads=KVHeads(32),
+            head_size=Elements(64),
         ),
         16,
     ).sliding_window == Window(188, PooledBlocks)

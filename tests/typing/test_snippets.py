@@ -17,6 +17,7 @@ fails and the line becomes an ``# E:`` line.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import re
 import subprocess
@@ -32,6 +33,30 @@ from kvunits.contracts import SpecValidationError, UnitError
 
 REPO = Path(__file__).resolve().parents[2]
 SNIPPETS = sorted((REPO / "tests" / "typing" / "snippets").glob("*.py"))
+
+#: Without the kernels extra, the snippets that use torch or kvunits.kernels are skipped.
+_NO_KERNELS = [name for name in ("torch", "triton") if importlib.util.find_spec(name) is None]
+
+
+def _needs_kernels(path: Path) -> bool:
+    text = path.read_text()
+    return "import torch" in text or "kvunits.kernels" in text
+
+
+#: The snippets this environment can check (all of them with the kernels extra installed).
+CHECKED = [p for p in SNIPPETS if not (_NO_KERNELS and _needs_kernels(p))]
+_PARAMS = [
+    pytest.param(p, id=p.stem)
+    if p in CHECKED
+    else pytest.param(
+        p,
+        id=p.stem,
+        marks=pytest.mark.skip(
+            reason=f"{' and '.join(_NO_KERNELS)} not installed (the kernels extra)"
+        ),
+    )
+    for p in SNIPPETS
+]
 
 #: A mark: "E" mypy and the run time reject the line; "R" only the run time does.
 _MARKS = {"# E: ": "E", "# R: ": "R"}
@@ -123,7 +148,7 @@ def mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
         "--show-error-codes",
         "--hide-error-context",
         "--no-color-output",
-        *(str(p.relative_to(REPO)) for p in SNIPPETS),
+        *(str(p.relative_to(REPO)) for p in CHECKED),
     ]
     done = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False
@@ -143,10 +168,10 @@ def test_there_are_snippets_of_both_kinds() -> None:
 
 
 def test_mypy_checked_every_snippet(mypy_run: MypyRun) -> None:
-    assert mypy_run.checked_files == len(SNIPPETS), mypy_run.output
+    assert mypy_run.checked_files == len(CHECKED), mypy_run.output
 
 
-@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("snippet", _PARAMS)
 def test_mypy_reports_exactly_the_marked_errors(mypy_run: MypyRun, snippet: Path) -> None:
     expected = expected_errors(snippet)
     if snippet.name.startswith("accept_"):
@@ -161,7 +186,7 @@ def test_mypy_reports_exactly_the_marked_errors(mypy_run: MypyRun, snippet: Path
     )
 
 
-@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("snippet", _PARAMS)
 def test_snippet_runs_and_marked_lines_raise(snippet: Path) -> None:
     source = snippet.read_text()
     namespace: dict[str, object] = {"__name__": f"snippet_{snippet.stem}"}

@@ -11,6 +11,7 @@ from kvunits.contracts import (
     PooledBlocks,
     PoolFactor,
     Position,
+    SpanBlocks,
     Tokens,
     Window,
     block_of,
@@ -44,7 +45,7 @@ assert_type(unpool_length(PooledBlocks(189), pool), EncoderTokens)
 block_size = BlockSize(16, PooledBlocks)
 assert_type(expand_block_size(block_size, pool), BlockSize[EncoderTokens])
 # The blocks a window touches (it may start mid-block) are not a length's blocks.
-assert window_blocks(window_slots, block_size) == CacheBlocks(13)
+assert window_blocks(window_slots, block_size) == SpanBlocks(13)
 held = slots_to_cache_blocks_ceil(window_slots.lookback + PooledBlocks(1), block_size)
 assert_type(held, CacheBlocks)
 assert held == CacheBlocks(12)

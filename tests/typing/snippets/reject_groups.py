@@ -7,9 +7,12 @@ its manager agree on the unit statically, and the decoder's limits cannot size t
 """
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
@@ -20,9 +23,9 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.deploy import RankBytes
 
-encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
-decoder = FullAttentionLayer(kv_heads=8, head_size=128)
-model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
+encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
+decoder = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+model = ModelSpec.stacked("voxtral", {"audio": (encoder, Layers(2)), "text": (decoder, Layers(2))})
 engine = EngineSpec(
     max_model_len=Tokens(8192),
     max_num_batched_tokens=Tokens(2048),

@@ -15,14 +15,19 @@ pooled block size cannot size the decoder's token table (or the other way round)
 from kvunits.contracts import (
     Bytes,
     CacheBlocks,
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
     Position,
     SlidingWindowLayer,
+    SpanBlocks,
+    TableBlocks,
     Tokens,
     Window,
     group_layers,
@@ -32,9 +37,9 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.deploy import RankBytes
 
-encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
-decoder = FullAttentionLayer(kv_heads=8, head_size=128)
-model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
+encoder = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
+decoder = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+model = ModelSpec.stacked("voxtral", {"audio": (encoder, Layers(2)), "text": (decoder, Layers(2))})
 engine = EngineSpec(
     max_model_len=Tokens(8192),
     max_num_batched_tokens=Tokens(2048),
@@ -50,9 +55,9 @@ audio_window = audio.manager.sliding_window
 assert audio_window is not None
 
 # Correct: each view answers with its own geometry.
-assert audio.manager.block_table_width(audio.limits.max_len) == CacheBlocks(94)  # cdiv(1500, 16)
-assert text.manager.block_table_width(text.limits.max_len) == CacheBlocks(512)  # cdiv(8192, 16)
-assert audio.manager.window_blocks() == CacheBlocks(13)
+assert audio.manager.block_table_width(audio.limits.max_len) == TableBlocks(94)  # cdiv(1500, 16)
+assert text.manager.block_table_width(text.limits.max_len) == TableBlocks(512)  # cdiv(8192, 16)
+assert audio.manager.window_blocks() == SpanBlocks(13)
 assert audio.manager.block_of(Position(203, PooledBlocks)) == Position(12, CacheBlocks)
 assert audio_kernel.block_of(Position(812, EncoderTokens)) == Position(12, CacheBlocks)  # 64 per block
 assert text_kernel.block_of(Position(812, Tokens)) == Position(50, CacheBlocks)  # 16 per block
@@ -63,9 +68,9 @@ width = slots_to_cache_blocks_ceil(audio.limits.max_len, text.manager.block_size
 text_width = text.manager.block_table_width(audio.limits.max_len)  # E: Argument 1 to "block_table_width" of "ManagerSpec" has incompatible type "PooledBlocks"; expected "Tokens"  [arg-type]
 # A position of one group's sequence looked up in another group's table.
 text_position = Position(812, Tokens)
-column = audio.manager.block_of(text_position)  # E: Argument 1 to "block_of" of "ManagerSpec" has incompatible type "Position[Tokens]"; expected "Position[PooledBlocks]"  [arg-type]
+column = audio.manager.block_of(text_position)  # E: Argument 1 to "block_of" of "ManagerSpec" has incompatible type "Position[Tokens, Any]"; expected "Position[PooledBlocks, Any]"  [arg-type]
 audio_position = Position(812, EncoderTokens)
-kernel_column = text_kernel.block_of(audio_position)  # E: Argument 1 to "block_of" of "KernelSpec" has incompatible type "Position[EncoderTokens]"; expected "Position[Tokens]"  [arg-type]
+kernel_column = text_kernel.block_of(audio_position)  # E: Argument 1 to "block_of" of "KernelSpec" has incompatible type "Position[EncoderTokens, Any]"; expected "Position[Tokens, Any]"  [arg-type]
 # The encoder's window counted in the decoder's blocks.
 blocks = window_blocks(audio_window, text.manager.block_size)  # E: Argument 2 to "window_blocks" has incompatible type "BlockSize[Tokens]"; expected "BlockSize[PooledBlocks]"  [arg-type]
 # The kernel's rows (block_size x P encoder tokens) taken for the manager's slots.

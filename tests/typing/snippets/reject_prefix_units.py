@@ -10,9 +10,12 @@ mypy here and by the run time (`UnitTypeError`, `UnitValueError`).
 """
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     PooledBlocks,
     PoolFactor,
@@ -25,11 +28,11 @@ from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
-    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64)
 )
-decoder = FullAttentionLayer(kv_heads=8, head_size=128)
-wide = FullAttentionLayer(kv_heads=16, head_size=128)
-model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
+decoder = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+wide = FullAttentionLayer(kv_heads=KVHeads(16), head_size=Elements(128))
+model = ModelSpec.stacked("voxtral", {"audio": (encoder, Layers(2)), "text": (decoder, Layers(2))})
 engine = EngineSpec(
     block_size_slots=16,
     max_model_len=Tokens(4096),
@@ -67,7 +70,7 @@ whole.admit_with_prefix("r3", PooledBlocks(100), Tokens(512), prefix=(audio_hash
 # blocks grow to 32 tokens while the wide one's stay 16. Both hash tokens, so mypy cannot tell
 # their hashes apart; the run time refuses 16-token blocks where 32-token blocks are cut.
 shared = plan(
-    ModelSpec.stacked("two", {"wide": (wide, 2), "narrow": (decoder, 2)}),
+    ModelSpec.stacked("two", {"wide": (wide, Layers(2)), "narrow": (decoder, Layers(2))}),
     engine.model_copy(update={"kv_cache_layout": "shared", "memory_budget": RankBytes(1 << 30)}),
 )
 pool = KVCacheCoordinator.from_plan(shared)

@@ -44,10 +44,13 @@ bought = rank_bytes_to_blocks_floor(budget, rank_page)
 ids = CacheBlocks(13)
 more = bought + ids  # E: Unsupported operand types for + ("RankBlocks" and "CacheBlocks")  [operator]
 held = rank_blocks_to_bytes(ids, rank_page)  # E: Argument 1 to "rank_blocks_to_bytes" has incompatible type "CacheBlocks"; expected "RankBlocks"  [arg-type]
-same_blocks = engine_blocks(ids)  # E: Argument 1 to "engine_blocks" has incompatible type "CacheBlocks"; expected "RankBlocks"  [arg-type]
+same_blocks = engine_blocks([ids])  # E: List item 0 has incompatible type "CacheBlocks"; expected "RankBlocks"  [list-item]
+# One rank's pages are not the scheduler's block ids: the engine's are the fewest over every
+# rank (nano-vllm #187: rank 0's count sized the block manager; rank 1 had fewer pages).
+one_rank = engine_blocks(bought)  # E: Argument 1 to "engine_blocks" has incompatible type "RankBlocks"; expected "Sequence[RankBlocks]"  [arg-type]
 
 # Through the named conversions, each in its own scope, it all adds up.
 assert per_rank.numerical_value_in(RankKVHeads) == 1
 assert bought == RankBlocks(2097152)
-assert engine_blocks(bought) + ids == CacheBlocks(2097165)
+assert engine_blocks([bought, RankBlocks(2097160)]).usable + ids == CacheBlocks(2097164)
 assert rank_blocks_to_bytes(bought, rank_page) == budget

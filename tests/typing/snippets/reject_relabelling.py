@@ -19,7 +19,9 @@ import torch
 
 from kvunits.contracts import (
     BlockSize,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -33,7 +35,7 @@ window = EncoderTokens(750)
 manager_window = Window(189, PooledBlocks)
 block_size = BlockSize(16, PooledBlocks)
 pooled = SeqLens(torch.tensor([188, 14]), PooledBlocks)
-layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 
 # Correct: the number leaves in its own unit; the conversions make new values.
@@ -46,7 +48,7 @@ assert unpool_seq_lens(pooled, PoolFactor(4)).tensor_in(EncoderTokens).tolist() 
 slots = PooledBlocks(window.value)  # E: "EncoderTokens" has no attribute "value"  [attr-defined]
 rows = BlockSize(block_size.slots, EncoderTokens)  # E: "BlockSize[PooledBlocks]" has no attribute "slots"  [attr-defined]
 lens = SeqLens(pooled.tensor, EncoderTokens)  # E: "SeqLens[PooledBlocks]" has no attribute "tensor"; maybe "tensor_in"?  [attr-defined]
-window_slots = manager.sliding_window_slots  # E: "ManagerSpec[PooledBlocks]" has no attribute "sliding_window_slots"; maybe "sliding_window"?  [attr-defined]
+window_slots = manager.sliding_window_slots  # E: "ManagerSpec[PooledBlocks, Any]" has no attribute "sliding_window_slots"; maybe "sliding_window"?  [attr-defined]
 # Naming a unit the value does not count is refused.
 relabelled = PooledBlocks(window.numerical_value_in(PooledBlocks))  # E: Argument 1 to "numerical_value_in" of "IntQuantity" has incompatible type "type[PooledBlocks]"; expected "type[EncoderTokens]"  [arg-type]
 kernel_rows = BlockSize(block_size.numerical_value_in(EncoderTokens), EncoderTokens)  # E: Argument 1 to "numerical_value_in" of "BlockSize" has incompatible type "type[EncoderTokens]"; expected "type[PooledBlocks]"  [arg-type]

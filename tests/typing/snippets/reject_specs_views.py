@@ -9,10 +9,12 @@ and by the run time with a `UnitError` when the line runs anyway.
 """
 
 from kvunits.contracts import (
-    CacheBlocks,
+    AdmissionCap,
+    Elements,
     EncoderTokens,
     EngineSpec,
     KernelSpec,
+    KVHeads,
     ManagerSpec,
     PooledBlocks,
     PoolFactor,
@@ -25,7 +27,7 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.deploy import RankBytes
 
-layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 kernel = kernel_view(layer, block_size_slots=16).expect(EncoderTokens)
 engine = EngineSpec(
@@ -39,21 +41,21 @@ engine = EngineSpec(
 
 def encoder_admission_cap(
     spec: ManagerSpec[PooledBlocks], max_in_flight: PooledBlocks, max_len: PooledBlocks
-) -> CacheBlocks:
+) -> AdmissionCap:
     """What an allocator for the encoder's cache does at its entry: narrow, then ask."""
     return spec.expect(PooledBlocks).max_admission_blocks_per_request(max_in_flight, max_len)
 
 
 # Correct: the manager's own unit, derived at the boundary.
 assert manager.sliding_window == Window(189, PooledBlocks)
-assert encoder_admission_cap(manager, PooledBlocks(1), PooledBlocks(1500)) == CacheBlocks(13)
+assert encoder_admission_cap(manager, PooledBlocks(1), PooledBlocks(1500)) == AdmissionCap(13)
 assert kernel.sliding_window == Window(750, EncoderTokens)
 model_window = Window(750, EncoderTokens)
 kernel_window = kernel.sliding_window
 assert kernel_window is not None
 
 # The kernel's view where the manager's is expected.
-cap = encoder_admission_cap(kernel, PooledBlocks(1), PooledBlocks(1500))  # E: Argument 1 to "encoder_admission_cap" has incompatible type "KernelSpec[EncoderTokens]"; expected "ManagerSpec[PooledBlocks]"  [arg-type]
+cap = encoder_admission_cap(kernel, PooledBlocks(1), PooledBlocks(1500))  # E: Argument 1 to "encoder_admission_cap" has incompatible type "KernelSpec[EncoderTokens, Any]"; expected "ManagerSpec[PooledBlocks, Any]"  [arg-type]
 
 # The seed's naive derivation re-enacted: encoder tokens handed to a pooled manager.
 cap = manager.max_admission_blocks_per_request(EncoderTokens(1), PooledBlocks(1500))  # E: Argument 1 to "max_admission_blocks_per_request" of "ManagerSpec" has incompatible type "EncoderTokens"; expected "PooledBlocks"  [arg-type]
@@ -74,4 +76,4 @@ def kernel_rows(spec: KernelSpec[EncoderTokens]) -> int:
     return spec.expect(EncoderTokens).tokens_per_block.numerical_value_in(EncoderTokens)
 
 
-rows = kernel_rows(manager)  # E: Argument 1 to "kernel_rows" has incompatible type "ManagerSpec[PooledBlocks]"; expected "KernelSpec[EncoderTokens]"  [arg-type]
+rows = kernel_rows(manager)  # E: Argument 1 to "kernel_rows" has incompatible type "ManagerSpec[PooledBlocks, Any]"; expected "KernelSpec[EncoderTokens, Any]"  [arg-type]

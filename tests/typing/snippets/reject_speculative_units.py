@@ -9,9 +9,12 @@ by the run time (`UnitTypeError`).
 """
 
 from kvunits.contracts import (
+    Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
+    KVHeads,
+    Layers,
     ModelSpec,
     PoolFactor,
     SlidingWindowLayer,
@@ -23,10 +26,10 @@ from kvunits.runtime import KVCacheCoordinator
 from kvunits.runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
-    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64
+    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64)
 )
-decoder = FullAttentionLayer(kv_heads=8, head_size=128)
-model = ModelSpec.stacked("voxtral", {"audio": (encoder, 2), "text": (decoder, 2)})
+decoder = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+model = ModelSpec.stacked("voxtral", {"audio": (encoder, Layers(2)), "text": (decoder, Layers(2))})
 engine = EngineSpec(
     block_size_slots=16,
     max_model_len=Tokens(4096),

@@ -13,9 +13,11 @@ what it means). Every marked line is a mypy error, and a `UnitError` when run an
 """
 
 from kvunits.contracts import (
+    AdmissionCap,
     BlockSize,
-    CacheBlocks,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
@@ -29,7 +31,7 @@ from kvunits.contracts import (
 
 pool = PoolFactor(4)
 window = Window(750, EncoderTokens)
-layer = SlidingWindowLayer(sliding_window=window, pool=pool, kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=window, pool=pool, kv_heads=KVHeads(32), head_size=Elements(64))
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 manager_window = Window(189, PooledBlocks)
 
@@ -43,7 +45,7 @@ slots = pool_length(window, pool)  # E: Argument 1 to "pool_length" has incompat
 touched = pool_span(window, pool)  # E: Argument 1 to "pool_span" has incompatible type "Window[EncoderTokens]"; expected "EncoderTokens"  [arg-type]
 # A length where a window is expected: the other direction of the same confusion.
 lengthwise = pool_window(EncoderTokens(750), pool)  # E: Argument 1 to "pool_window" has incompatible type "EncoderTokens"; expected "Window[EncoderTokens]"  [arg-type]
-layer_from_length = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=pool, kv_heads=32, head_size=64)  # E: Argument "sliding_window" to "SlidingWindowLayer" has incompatible type "EncoderTokens"; expected "Window[EncoderTokens] | Window[Tokens]"  [arg-type]
+layer_from_length = SlidingWindowLayer(sliding_window=EncoderTokens(750), pool=pool, kv_heads=KVHeads(32), head_size=Elements(64))  # E: Argument "sliding_window" to "SlidingWindowLayer" has incompatible type "EncoderTokens"; expected "Window[EncoderTokens] | Window[Tokens]"  [arg-type]
 
 # xLLM #1515: window - 1, then a length's conversion. A window has no arithmetic.
 look_back = window - EncoderTokens(1)  # E: Unsupported operand types for - ("Window[EncoderTokens]" and "EncoderTokens")  [operator]
@@ -59,4 +61,4 @@ shorter = manager_window < PooledBlocks(190)  # E: Unsupported operand types for
 cap = manager.max_admission_blocks_per_request(manager_window, PooledBlocks(8192))  # E: Argument 1 to "max_admission_blocks_per_request" of "ManagerSpec" has incompatible type "Window[PooledBlocks]"; expected "PooledBlocks"  [arg-type]
 blocks = slots_to_cache_blocks_ceil(manager_window, BlockSize(16, PooledBlocks))  # E: No overload variant of "slots_to_cache_blocks_ceil" matches argument types "Window[PooledBlocks]", "BlockSize[PooledBlocks]"  [call-overload]
 
-assert manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192)) == CacheBlocks(13)
+assert manager.max_admission_blocks_per_request(PooledBlocks(1), PooledBlocks(8192)) == AdmissionCap(13)

@@ -15,11 +15,13 @@ division: the only way to its blocks is the conversion that says how it rounds.
 
 from kvunits.contracts import (
     BlockSize,
-    CacheBlocks,
+    Elements,
     EncoderTokens,
+    KVHeads,
     PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
+    SpanBlocks,
     Tokens,
     Window,
     manager_view,
@@ -29,13 +31,13 @@ from kvunits.contracts import (
 
 block_size = BlockSize(16, PooledBlocks)
 window = Window(189, PooledBlocks)  # pool_window(750 encoder_token, P = 4)
-layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=32, head_size=64)
+layer = SlidingWindowLayer(sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64))
 manager = manager_view(layer, block_size_slots=16).expect(PooledBlocks)
 
 # Correct: the window's own conversion (13), from the view or with its block size.
-assert window_blocks(window, block_size) == manager.window_blocks() == CacheBlocks(13)
+assert window_blocks(window, block_size) == manager.window_blocks() == SpanBlocks(13)
 # TRT-LLM #16426's geometry: a window of 11 tokens, blocks of 8: up to 3 blocks, not 2.
-assert window_blocks(Window(11, Tokens), BlockSize(8, Tokens)) == CacheBlocks(3)
+assert window_blocks(Window(11, Tokens), BlockSize(8, Tokens)) == SpanBlocks(3)
 
 # A length's ceiling, cdiv(189, 16) = 12: one block short whenever the window straddles.
 blocks = slots_to_cache_blocks_ceil(window, block_size)  # E: No overload variant of "slots_to_cache_blocks_ceil" matches argument types "Window[PooledBlocks]", "BlockSize[PooledBlocks]"  [call-overload]

@@ -1,0 +1,208 @@
+"""Readers of the attention decoders vLLM 0.33 builds the same way, named by their two rules.
+
+Most of vLLM's decoders build one ``Attention`` per layer from three fields: the KV heads
+(``num_key_value_heads``, else ``num_attention_heads``: ``ModelConfig.get_total_num_kv_heads``),
+the head size, and the window. They differ in two rules only, so one reader serves them,
+made by `attention_reader`:
+
+* **head size**: ``"head_dim"`` — ``config.head_dim`` when set and > 0, else ``hidden_size //
+  num_attention_heads`` (llama.py ``LlamaAttention``, exaone.py, solar.py, nemotron.py,
+  glm4.py, glm4_moe.py, ernie45_moe.py, bailing_moe.py, commandr.py, and every model of the
+  Transformers backend: ``ModelArchConfigConvertor.get_head_size``); ``"derived"`` —
+  ``hidden_size // num_attention_heads`` whatever ``head_dim`` says (qwen2_moe.py,
+  internlm2.py, olmoe.py, minicpm.py, orion.py, stablelm.py).
+* **window**: ``"per_layer"`` — a layer slides when ``layer_types`` says
+  ``sliding_attention`` (llama.py, exaone4.py, granite.py, the Transformers backend's
+  ``create_attention_instances``), and a layer without a window of its own takes the
+  engine-wide one, which vLLM sets only when ``layer_types`` is absent or all sliding
+  (vllm/engine/arg_utils.py ``create_engine_config``); ``"global"`` — no per-layer window:
+  every layer takes the engine-wide one; ``"none"`` — the model has no window: a file that
+  sets one is refused (kvunits cannot say what vLLM makes of it).
+
+The vLLM file each family follows is named in its `Family` entry (``kvunits models``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Literal
+
+from .._layers import LayerSpec
+from ._hf_fields import MAX_ELEMENTS, Section
+from ._hf_layers import Attention, DTypes, attention, full, layer_count, sliding
+
+Layers = dict[str, LayerSpec]
+HeadRule = Literal["head_dim", "derived"]
+WindowRule = Literal["per_layer", "global", "none", "gated_none"]
+
+_KINDS: Final = {"sliding_attention": "sliding", "full_attention": "full"}
+
+
+def attention_reader(
+    head: HeadRule, window: WindowRule
+) -> Callable[[Section, DTypes], Layers | None]:
+    """A reader of a decoder whose layers are all attention, by its two rules."""
+
+    def read(sec: Section, dtypes: DTypes) -> Layers | None:
+        if window == "gated_none" and sec.flag("use_sliding_window") is not True:
+            sec = sec.without("sliding_window")
+        n_layers = layer_count(sec)
+        a = _attention(sec, dtypes, head)
+        if n_layers is None or a is None:
+            return None
+        kinds = _window_kinds(sec, n_layers, window)
+        if kinds is None:
+            return None
+        by_kind: dict[str, LayerSpec] = {"full": full(a)}
+        if "sliding" in kinds:
+            size = sec.window()
+            if size is None:
+                sec.issue("sliding_window", "missing: some layers slide (in token)")
+                return None
+            by_kind["sliding"] = sliding(a, size)
+        return {f"text.{i}": by_kind[kind] for i, kind in enumerate(kinds)}
+
+    return read
+
+
+def _attention(sec: Section, dtypes: DTypes, head: HeadRule) -> Attention | None:
+    if head == "head_dim" and sec.value("head_dim") in (0,):
+        # vLLM reads 0 as absent (get_head_size: "head_dim > 0").
+        return attention(sec.without("head_dim"), dtypes.kv, head="head_dim")
+    return attention(sec, dtypes.kv, head=head)
+
+
+def _window_kinds(sec: Section, n_layers: int, rule: WindowRule) -> list[str] | None:
+    """Each layer's kind (``"full"`` or ``"sliding"``) by the family's window rule."""
+    window = sec.window()
+    types = sec.value("layer_types")
+    if rule in ("none", "gated_none"):
+        if window is not None:
+            sec.issue(
+                "sliding_window",
+                f"{window}: the {sec.model_type} model in vLLM has no sliding window of its "
+                "own, and kvunits does not guess what the engine-wide window does to it; "
+                "remove it or set it to null if the checkpoint does not slide",
+            )
+            return None
+        return ["full"] * n_layers
+    if types is None:
+        return ["full" if window is None else "sliding"] * n_layers
+    names = sec.text_list("layer_types", n_layers)
+    if names is None:
+        return None
+    kinds = []
+    for index, name in enumerate(names):
+        if name not in _KINDS:
+            sec.issue(
+                f"layer_types[{index}]",
+                f"layer type {name[:40]!r} is not one the {sec.model_type} reader knows; it "
+                f"reads {', '.join(_KINDS)}",
+            )
+            return None
+        kinds.append(_KINDS[name])
+    if window is None:
+        return ["full"] * n_layers
+    every = all(kind == "sliding" for kind in kinds)
+    if rule == "global":
+        return ["sliding" if every else "full"] * n_layers
+    return kinds
+
+
+# -- families with their own field names ----------------------------------------------------
+
+
+def read_chatglm(sec: Section, dtypes: DTypes) -> Layers | None:
+    """chatglm (vllm/model_executor/models/chatglm.py ``GLMAttention``): ``num_layers``
+    layers; KV heads ``multi_query_group_num`` with ``multi_query_attention``, else the
+    attention heads; head size ``hidden_size // num_attention_heads``."""
+    n_layers = layer_count(sec, "num_layers")
+    heads = sec.number("num_attention_heads")
+    mqa = sec.flag("multi_query_attention")
+    kv = sec.number("multi_query_group_num") if mqa else heads
+    hidden = sec.number("hidden_size", maximum=1 << 24)
+    if None in (n_layers, heads, kv, hidden):
+        return None
+    assert n_layers is not None and heads is not None and kv is not None and hidden is not None
+    size = sec.derived("head_dim", hidden // heads, "hidden_size / num_attention_heads")
+    if size is None:
+        return None
+    layer = full(Attention(kv, size, dtypes.kv))
+    return {f"text.{i}": layer for i in range(n_layers)}
+
+
+def read_dbrx(sec: Section, dtypes: DTypes) -> Layers | None:
+    """dbrx (vllm/model_executor/models/dbrx.py ``DbrxAttention``): ``n_layers`` layers,
+    ``n_heads`` heads of ``d_model // n_heads``, ``attn_config.kv_n_heads`` KV heads."""
+    n_layers = layer_count(sec, "n_layers")
+    heads = sec.number("n_heads")
+    hidden = sec.number("d_model", maximum=1 << 24)
+    attn = sec.value("attn_config")
+    kv = None
+    if isinstance(attn, dict):
+        kv = sec.check_number("attn_config.kv_n_heads", attn.get("kv_n_heads"), "head")
+    else:
+        sec.issue("attn_config", "missing: it holds kv_n_heads (head)")
+    if None in (n_layers, heads, hidden, kv):
+        return None
+    assert n_layers is not None and heads is not None and hidden is not None and kv is not None
+    size = sec.derived("head_dim", hidden // heads, "d_model / n_heads")
+    if size is None:
+        return None
+    layer = full(Attention(kv, size, dtypes.kv))
+    return {f"text.{i}": layer for i in range(n_layers)}
+
+
+def read_step3_text(sec: Section, dtypes: DTypes) -> Layers | None:
+    """step3_text (vllm/model_executor/models/step3_text.py ``Step3TextDecoderLayer``): one
+    KV head of ``head_dim`` on every layer (the model asserts ``num_kv_heads == 1``)."""
+    n_layers = layer_count(sec)
+    size = sec.number("head_dim", maximum=MAX_ELEMENTS)
+    if n_layers is None or size is None:
+        return None
+    layer = full(Attention(1, size, dtypes.kv))
+    return {f"text.{i}": layer for i in range(n_layers)}
+
+
+def read_nemotron_nas(sec: Section, dtypes: DTypes) -> Layers | None:
+    """nemotron-nas, DeciLM (vllm/model_executor/models/nemotron_nas.py
+    ``DeciLMDecoderLayer``): one entry of ``block_configs`` per layer; a layer whose
+    ``attention.no_op`` (or ``replace_with_linear``) is true has no attention and no cache;
+    the others have ``num_attention_heads // attention.n_heads_in_group`` KV heads of
+    ``head_dim`` (else ``hidden_size // num_attention_heads``: ``LlamaAttention``)."""
+    blocks = sec.value("block_configs")
+    heads = sec.number("num_attention_heads")
+    a = attention(sec.without("num_key_value_heads"), dtypes.kv)
+    if heads is None or a is None:
+        return None
+    if not isinstance(blocks, list) or not blocks:
+        sec.issue("block_configs", "missing: one entry per layer (DeciLM's layer shapes)")
+        return None
+    layers: Layers = {}
+    by_kv: dict[int, LayerSpec] = {}
+    for i, block in enumerate(blocks):
+        attn = block.get("attention") if isinstance(block, dict) else None
+        if not isinstance(attn, dict):
+            sec.issue(f"block_configs[{i}].attention", "missing: the layer's attention")
+            return None
+        if attn.get("no_op") is True or attn.get("replace_with_linear") is True:
+            continue  # no attention: no cache (vLLM builds none for it)
+        group = sec.check_number(
+            f"block_configs[{i}].attention.n_heads_in_group", attn.get("n_heads_in_group"), "head"
+        )
+        if group is None:
+            return None
+        if heads % group:
+            sec.issue(
+                f"block_configs[{i}].attention.n_heads_in_group",
+                f"{group} does not divide num_attention_heads {heads}",
+            )
+            return None
+        kv = heads // group
+        if kv not in by_kv:
+            by_kv[kv] = full(Attention(kv, a.head_size, a.dtype))
+        layers[f"text.{i}"] = by_kv[kv]
+    if not layers:
+        sec.issue("block_configs", "no layer has attention: nothing to cache")
+        return None
+    return layers

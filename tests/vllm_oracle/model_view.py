@@ -1,0 +1,92 @@
+"""vLLM 0.33's own view of a model directory: what its ``ModelConfig`` reads of the config.
+
+Run with ``.venv-vllm``'s interpreter (never kvunits' own), offline: reads directory paths
+as JSON on stdin and writes, per directory, what vLLM's ``ModelConfig`` derives
+(vllm/config/model.py and transformers_utils/model_arch_config_convertor.py): the
+architecture it resolves, whether it is attention-free, hybrid or MLA, the layers with
+attention, the KV heads, the head size, the sliding window and ``layer_types``, the default
+``max_model_len``, the dtype and the KV cache dtype ``auto`` resolves to. Or the error with
+which vLLM refuses the directory. ``tests/vllm_oracle/test_families.py`` compares kvunits'
+reading of the same directories against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def view(path: str) -> dict[str, Any]:
+    from vllm.config import ModelConfig, ParallelConfig
+    from vllm.utils.torch_utils import resolve_kv_cache_dtype_string
+
+    try:
+        model = ModelConfig(model=path, skip_tokenizer_init=True)
+    except Exception as exc:  # vLLM's refusal, whatever it raises
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    parallel = ParallelConfig()
+    text = model.hf_text_config
+    out: dict[str, Any] = {"architecture": model.architecture}
+    try:
+        out.update(
+            attention_free=bool(model.is_attention_free),
+            hybrid=bool(model.is_hybrid),
+            mla=bool(model.use_mla),
+            layers=model.get_num_layers(parallel),
+            attention_layers=model.get_num_layers_by_block_type(parallel, "attention"),
+            kv_heads=model.get_total_num_kv_heads(),
+            attention_heads=getattr(text, "num_attention_heads", None),
+            head_size=model.get_head_size(),
+            sliding_window=model.get_sliding_window(),
+            layer_types=list(getattr(text, "layer_types", None) or []) or None,
+            max_model_len=model.max_model_len,
+            dtype=str(model.dtype).removeprefix("torch."),
+            kv_cache_dtype=resolve_kv_cache_dtype_string("auto", model),
+            indexers=_indexers(text),
+            sliding_window_size=getattr(text, "sliding_window_size", None),
+        )
+    except Exception as exc:
+        out["partial_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return out
+
+
+def _indexers(text: Any) -> list[int] | None:
+    """The layers that build DeepSeek sparse attention's indexer, and its key's elements, as
+    vLLM's DeepseekV32Attention decides from the transformers config it holds
+    (vllm/models/deepseek_v32/attention.py: ``hasattr(config, "index_topk")``, then
+    ``index_topk_pattern``, else ``index_topk_freq`` / ``index_skip_topk_offset``): a list
+    of per-layer key sizes (0: no indexer), or None without sparse attention."""
+    if not hasattr(text, "index_topk"):
+        return None
+    freq = getattr(text, "index_topk_freq", 1)
+    pattern = getattr(text, "index_topk_pattern", None)
+    offset = getattr(text, "index_skip_topk_offset", 2)
+    sizes = []
+    for layer_id in range(text.num_hidden_layers):
+        if pattern is None:
+            skip = max(layer_id - offset + 1, 0) % freq != 0
+        else:
+            skip = 0 <= layer_id < len(pattern) and pattern[layer_id] == "S"
+        sizes.append(0 if skip else text.index_head_dim)
+    return sizes
+
+
+def main() -> None:
+    import logging
+
+    logging.disable(logging.WARNING)
+    paths = json.load(sys.stdin)
+    json.dump({path: view(path) for path in paths}, sys.stdout, indent=1, default=str)
+    sys.stdout.flush()
+    # vLLM's registry inspects model classes in worker processes that outlive the work:
+    # leave without waiting for them.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""`plan_like_vllm` against vLLM 0.33's own planning functions, run in ``.venv-vllm``.
+
+The oracle (``oracle.py`` beside this file) builds vLLM's spec objects from each model's
+layers and calls ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` and
+``get_kv_cache_capacity`` (vllm/v1/core/kv_cache_planning.py, kv_cache_utils.py): every
+number compared here is computed by vLLM's code, none is written by hand. Skipped when no
+vLLM interpreter is found: ``.venv-vllm`` at the repository root (the recipe in
+benchmarks/vllm-nodeps.txt, ``bash scripts/vllm-oracle`` builds it) or ``KVUNITS_VLLM_PYTHON``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvunits._vllm import apply_skip_layers
+from kvunits.contracts import KvUnitsError, SpecError
+from kvunits.contracts.config import load_config
+from kvunits.runtime.like_vllm import plan_like_vllm
+
+ROOT = Path(__file__).resolve().parents[2]
+ORACLE = Path(__file__).with_name("oracle.py")
+FIXTURES = ROOT / "tests" / "config" / "hf_fixtures"
+
+
+def _vllm_python() -> Path | None:
+    given = os.environ.get("KVUNITS_VLLM_PYTHON")
+    candidate = Path(given) if given else ROOT / ".venv-vllm" / "bin" / "python"
+    return candidate if candidate.is_file() else None
+
+
+def _configs() -> list[str]:
+    shipped = sorted(str(p) for p in (ROOT / "examples" / "hf").glob("*/config.json"))
+    extra = sorted(str(p) for p in FIXTURES.glob("*/*/config.json")) if FIXTURES.is_dir() else []
+    return [str(ROOT / "examples" / "voxtral_realtime.toml"), *shipped, *extra]
+
+
+#: Engine settings to plan each config under: (tp, pp, memory, batched tokens, async, length).
+_SETTINGS = [
+    (1, 1, "16 GiB", "8192 token", True, None),
+    (2, 1, "40 GiB", "2048 token", False, "32768 token"),
+    (8, 2, "20 GiB", "16384 token", True, "8192 token"),
+    (1, 1, "3 GiB", "8192 token", True, "4096 token"),
+]
+
+
+def _cases() -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = []
+    for config, (tp, pp, memory, batched, async_, length) in itertools.product(
+        _configs(), _SETTINGS
+    ):
+        flags: dict[str, Any] = {
+            "tensor_parallel_size": str(tp),
+            "pipeline_parallel_size": str(pp),
+            "memory_budget": memory,
+            "max_num_batched_tokens": batched,
+            "async_scheduling": async_,
+        }
+        if length is not None:
+            flags["max_model_len"] = length
+        cases.append({"config": config, "flags": flags})
+    # vLLM's auto-fit (--max-model-len -1) and --num-gpu-blocks-override, on a few models.
+    for name in ("llama-3.1-8b", "gemma-3-1b-it", "gpt-oss-20b", "llama-4-scout-17b-16e-instruct"):
+        config = str(ROOT / "examples" / "hf" / name / "config.json")
+        small: dict[str, Any] = {
+            "memory_budget": "6 GiB",
+            "max_num_batched_tokens": "8192 token",
+            "async_scheduling": True,
+        }
+        cases.append({"config": config, "flags": small, "auto_fit": True})
+        cases.append({"config": config, "flags": small, "override": 5000})
+    # More pipeline stages than layers: vLLM does not check them, then fails at start-up (a
+    # stage without layers has 0 bytes per block: get_kv_cache_configs divides by it).
+    # Recurrent-state hybrids without prefix caching (vLLM's Mamba cache mode "none"; with
+    # it, "align", the default cases above).
+    for name in (
+        "jamba-v0.1",
+        "nemotron-h-56b-base-8k",
+        "nvidia-nemotron-nano-9b-v2",
+        "qwen3-next-80b-a3b-instruct",
+        "qwen3.5-35b-a3b",
+    ):
+        for tp, memory in ((1, "16 GiB"), (2, "40 GiB")):
+            off = {"tensor_parallel_size": str(tp), "memory_budget": memory}
+            path = str(ROOT / "examples" / "hf" / name / "config.json")
+            cases.append({"config": path, "flags": off, "prefix_caching": False})
+    # --kv-cache-dtype-skip-layers: some layers keep the model dtype beside an fp8 cache.
+    for name, skipped in (
+        ("llama-3.1-8b", ["0", "31"]),
+        ("gemma-3-1b-it", ["sliding_window"]),
+        ("gemma-3-1b-it", ["5", "11"]),
+        ("gpt-oss-20b", ["0", "sliding_window"]),
+        ("mistral-7b-v0.1", ["3"]),
+    ):
+        for tp, memory in ((1, "8 GiB"), (2, "20 GiB")):
+            fp8 = {"tensor_parallel_size": str(tp), "memory_budget": memory, "cache_dtype": "fp8"}
+            path = str(ROOT / "examples" / "hf" / name / "config.json")
+            cases.append({"config": path, "flags": fp8, "skip": skipped})
+    llama = str(ROOT / "examples" / "hf" / "llama-3.1-8b" / "config.json")
+    for stages in ("33", "64"):
+        staged = {"pipeline_parallel_size": stages, "memory_budget": "16 GiB"}
+        cases.append({"config": llama, "flags": staged})
+    return cases
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Iterator[list[tuple[dict[str, Any], dict[str, Any]]]]:
+    python = _vllm_python()
+    if python is None:
+        pytest.skip("no vLLM 0.33 interpreter (.venv-vllm or KVUNITS_VLLM_PYTHON)")
+    with pytest.MonkeyPatch.context() as patch:
+        # The lengths planned here may pass a model's own: planning is what is compared (the
+        # bound is tested in tests/config/test_vllm_compat.py).
+        patch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+        cases = _cases()
+        # Multimodal wrappers' vLLM configs import torchvision (scripts/vllm-model-view).
+        shim = [ROOT / "tests" / "vllm_oracle" / "torchvision_shim", ROOT / ".venv-vllm-tv"]
+        if shim[1].is_dir():
+            patch.setenv("PYTHONPATH", os.pathsep.join(str(p) for p in shim))
+        with tempfile.TemporaryDirectory() as cwd:  # no checkout directory on sys.path
+            done = subprocess.run(
+                [str(python), str(ORACLE)],
+                input=json.dumps(cases),
+                capture_output=True,
+                text=True,
+                cwd=cwd,
+                timeout=900,
+                check=False,
+            )
+        assert done.returncode == 0, done.stderr[-4000:]
+        answers: list[dict[str, Any]] = json.loads(done.stdout)
+        yield list(zip(cases, answers, strict=True))
+
+
+def _kvunits(case: dict[str, Any]) -> dict[str, Any]:
+    try:
+        config = load_config(case["config"], flags=case["flags"])
+        if case.get("skip"):
+            config = apply_skip_layers(config, case["skip"])
+    except KvUnitsError as err:
+        return {"not_loaded": str(err)}
+    try:
+        planned = plan_like_vllm(
+            config.model,
+            config.engine,
+            auto_fit=bool(case.get("auto_fit")),
+            num_gpu_blocks_override=case.get("override"),
+            enable_prefix_caching=case.get("prefix_caching", True),
+        )
+    except SpecError as err:
+        return {"error": str(err)}
+    return {
+        "num_blocks": planned.num_blocks._value,
+        "max_concurrency": planned.max_concurrency,
+        "kv_cache_size": planned.kv_cache_size._value,
+        "max_model_len": planned.max_model_len._value,
+        "groups": [
+            [g.kind, g.block_size._value, g.page_size._value, len(g.layer_names)]
+            for g in planned.groups
+        ],
+        "headline": planned.headline(),
+    }
+
+
+_KINDS = {
+    "FullAttentionSpec": "full_attention",
+    "MLAAttentionSpec": "mla",
+    "SlidingWindowSpec": "sliding_window",
+    "ChunkedLocalAttentionSpec": "chunked_local",
+    "CrossAttentionSpec": "cross_attention",
+    "MambaSpec": "mamba",
+}
+
+
+def test_headline_numbers_equal_vllm(oracle: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Every case: the same refusal, or the same blocks, groups and both headline numbers."""
+    compared = refused = 0
+    mismatches = []
+    for case, vllm in oracle:
+        mine = _kvunits(case)
+        label = f"{Path(case['config']).parent.name} {case['flags']} {case.get('auto_fit')}"
+        if "skipped" in vllm:
+            if vllm["skipped"].startswith("not loaded"):
+                assert "not_loaded" in mine, label
+            elif vllm["skipped"].startswith("gated delta net"):
+                assert "gated delta net and prefix caching" in mine.get("error", ""), label
+            continue
+        assert "not_loaded" not in mine, label
+        if "error" in vllm:
+            if "error" not in mine:
+                mismatches.append(f"{label}: vLLM refuses ({vllm['error'][:200]}), kvunits plans")
+            refused += 1
+            continue
+        if "error" in mine:
+            if "cannot be split over tensor_parallel_size" in mine["error"]:
+                # vLLM's attention constructors assert the same (e.g. WhisperAttention:
+                # total_num_heads % tp_size == 0); the oracle builds specs, not models.
+                continue
+            mismatches.append(f"{label}: kvunits refuses ({mine['error'][:200]}), vLLM plans")
+            continue
+        groups = [[_KINDS[k], b, p, n] for k, b, p, n in vllm["groups"]]
+        for key in ("num_blocks", "kv_cache_size", "max_model_len"):
+            if mine[key] != vllm[key]:
+                mismatches.append(f"{label}: {key} {mine[key]} != vLLM {vllm[key]}")
+        if mine["max_concurrency"] != vllm["max_concurrency"]:
+            mismatches.append(f"{label}: concurrency {mine['max_concurrency']} != {vllm}")
+        if mine["groups"] != groups:
+            mismatches.append(f"{label}: groups {mine['groups']} != vLLM {groups}")
+        compared += 1
+    assert not mismatches, "\n".join(mismatches)
+    assert compared >= len(oracle) // 2 and refused >= 1
