@@ -478,7 +478,7 @@ class KvunitsSide:
                         allocate(rid, *typed[t])
                     else:
                         got = admit_prefix(rid, *lengths, prefix=prefixes[i])
-                        allocate(rid, *(q_of[g][t * s - got[g]._value] for g, s in ranks))
+                        allocate(rid, *(q_of[g][t * s - magnitude(got[g])] for g, s in ranks))
                 if generated:
                     # Each stream's sampled token (and the audio that came with it).
                     for s, i in [(s, slot_of[s]) for s in running] + new:

@@ -157,6 +157,8 @@ class CoordinatorCore:
         ledger: the admission ledger over the same groups.
         max_in_flight_slots: per group, the most slots one step may add (the group's unit).
         max_len_slots: per group, the longest sequence a request may declare (its unit).
+        make_fast: builds the core's generated functions (`kvunits.runtime._fast`), given by
+            the coordinator so that this module never imports the one that generates them.
 
     Attributes:
         names: the groups' names, in order.
@@ -177,6 +179,7 @@ class CoordinatorCore:
         "_in_flight",
         "_keeps",
         "_limit",
+        "_make_fast",
         "_managers",
         "_one_pool",
         "_pool",
@@ -200,6 +203,8 @@ class CoordinatorCore:
         ledger: AdmissionLedger,
         max_in_flight_slots: Sequence[int],
         max_len_slots: Sequence[int],
+        *,
+        make_fast: Callable[[CoordinatorCore], FastFunctions],
     ) -> None:
         self.names = tuple(names)
         self._managers = tuple(managers)
@@ -247,9 +252,8 @@ class CoordinatorCore:
         self.extras: dict[int, RequestExtras] = {}
         self.specs: dict[int, tuple[int, ...]] = {}
         self.guard = Guard()
-        from ._fast import make_functions
-
-        self.fast = make_functions(self)
+        self._make_fast = make_fast
+        self.fast = make_fast(self)
 
     # -- the typed layer's entries ------------------------------------------------------------
 
@@ -1594,9 +1598,7 @@ class CoordinatorCore:
             elif name not in ("guard", "fast"):
                 setattr(new, name, getattr(self, name))  # immutable: shared
         new.guard = Guard()
-        from ._fast import make_functions
-
-        new.fast = make_functions(new)
+        new.fast = self._make_fast(new)
         return new
 
     def __reduce__(self) -> Any:
@@ -1690,6 +1692,22 @@ class CoordinatorCore:
 
 #: A core's step without lookahead: ``step(request_id, num_new) -> slot mappings``.
 StepFn = Callable[[str, Sequence[int]], list[list[int]]]
+
+
+class FastFunctions(NamedTuple):
+    """A core's generated functions (see the module docstring)."""
+
+    step: Callable[[str, Sequence[int]], list[list[int]]]
+    advance: Callable[[str, Sequence[int]], None]
+    speculative: Callable[[str, Sequence[int], Sequence[int]], list[list[int]]]
+    rollback: Callable[[str, Sequence[int]], None]
+    advance_all: Callable[[Sequence[str], Sequence[int]], None]
+    step_typed: Callable[[str, tuple[int, ...]], list[list[int]]]
+    advance_typed: Callable[[str, tuple[int, ...]], None]
+    speculative_typed: Callable[[str, tuple[int, ...], tuple[int, ...]], list[list[int]]]
+    rollback_typed: Callable[[str, tuple[int, ...]], None]
+    advance_all_typed: Callable[[Sequence[str], tuple[int, ...]], None]
+    source: str
 
 
 class _Joined(Sequence[int]):

@@ -33,34 +33,16 @@ call by call (`tests/runtime/test_fast_step.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import repeat
 from operator import add, getitem, setitem, sub
 from types import CodeType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
+from ._core import CoordinatorCore, FastFunctions
 from ._guard import commit, ops_of
 from ._table import ANCHOR, BASE, COLD, EVICT, HOT, LENGTH, SKIPPED, SLACK, STEP
-
-if TYPE_CHECKING:
-    from ._core import CoordinatorCore
-
-
-class FastFunctions(NamedTuple):
-    """A core's generated functions (see the module docstring)."""
-
-    step: Callable[[str, Sequence[int]], list[list[int]]]
-    advance: Callable[[str, Sequence[int]], None]
-    speculative: Callable[[str, Sequence[int], Sequence[int]], list[list[int]]]
-    rollback: Callable[[str, Sequence[int]], None]
-    advance_all: Callable[[Sequence[str], Sequence[int]], None]
-    step_typed: Callable[[str, tuple[int, ...]], list[list[int]]]
-    advance_typed: Callable[[str, tuple[int, ...]], None]
-    speculative_typed: Callable[[str, tuple[int, ...], tuple[int, ...]], list[list[int]]]
-    rollback_typed: Callable[[str, tuple[int, ...]], None]
-    advance_all_typed: Callable[[Sequence[str], tuple[int, ...]], None]
-    source: str
 
 
 def make_functions(core: CoordinatorCore) -> FastFunctions:

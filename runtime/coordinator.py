@@ -89,7 +89,6 @@ from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
     Any,
-    Final,
     Generic,
     NoReturn,
     Protocol,
@@ -136,7 +135,7 @@ from kvunits.contracts.internal import (
 )
 
 from ._core import CoordinatorCore, check_request_id
-from ._fast import compiled
+from ._fast import compiled, make_functions
 from ._table import STEP
 from .admission import AdmissionLedger
 from .block_pool import BlockPool
@@ -150,6 +149,7 @@ from .prefix_cache import (
     PrefixCacheStats,
     PrefixPart,
 )
+from .usage import GroupUsage as GroupUsage
 
 if TYPE_CHECKING:
     from .capacity import CapacityPlan
@@ -344,37 +344,6 @@ class GroupHandle(Generic[StepUnit, GroupT]):
 
 
 #: Zero cache blocks (a default).
-_NO_BLOCKS: Final = CacheBlocks(0)
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class GroupUsage:
-    """Cache blocks of one group, now.
-
-    With one pool for all groups, ``capacity`` and ``free`` are the pool's (the same in
-    every group), ``used`` the blocks this group's requests hold, ``reserved`` their
-    reservation: ``used + free`` is then at most ``capacity``.
-
-    Attributes:
-        name: the group.
-        capacity: blocks requests can hold (the pool less the null block); ``used + free``.
-        used: blocks held by requests (a block requests share counts once).
-        free: blocks in the free queue.
-        reserved: blocks reserved by admitted requests (0 without reservation), a block
-            requests share reserved once where they keep it (see `kvunits.runtime.admission`).
-        cached: free blocks that still hold a cached prefix (in ``free``: an allocation may
-            evict them, a prefix hit takes them back).
-    """
-
-    name: str
-    capacity: CacheBlocks
-    used: CacheBlocks
-    free: CacheBlocks
-    reserved: CacheBlocks
-    cached: CacheBlocks = _NO_BLOCKS
-
-
 @final
 @dataclass(frozen=True, slots=True)
 class KernelInputs(Generic[KernelUnit, GroupT]):
@@ -425,14 +394,6 @@ class AdvanceAllFn(Protocol[*_Us]):
     """``advance_all(request_ids, *num_new)``: one step of every request (see `Stepper`)."""
 
     def __call__(self, request_ids: Sequence[str], /, *num_new: *_Us) -> None: ...
-
-
-class SpeculativeFn(Protocol[*_Us]):
-    """``allocate_speculative(request_id, *num_new, lookahead=...)`` (see `Stepper`)."""
-
-    def __call__(
-        self, request_id: str, /, *num_new: *_Us, lookahead: tuple[*_Us]
-    ) -> list[list[int]]: ...
 
 
 @final
@@ -491,8 +452,15 @@ class Stepper(Generic[*_Us]):
     allocate: AllocateFn[*_Us]
     advance: AdvanceFn[*_Us]
     advance_all: AdvanceAllFn[*_Us]
-    allocate_speculative: SpeculativeFn[*_Us]
-    rollback: AdvanceFn[*_Us]
+
+    if TYPE_CHECKING:
+        # Typed as methods (their signatures and mypy's messages name them); at run time they
+        # are the generated functions, instance attributes (see `__init__`).
+        def allocate_speculative(
+            self, request_id: str, *num_new: *_Us, lookahead: tuple[*_Us]
+        ) -> list[list[int]]: ...
+
+        def rollback(self, request_id: str, *rejected: *_Us) -> None: ...
 
     def __init__(self, owner: KVCacheCoordinator, handles: tuple[GroupHandle[Any], ...]) -> None:
         self._owner = owner
@@ -501,8 +469,8 @@ class Stepper(Generic[*_Us]):
         self.allocate = cast(AllocateFn[*_Us], made["allocate"])
         self.advance = cast(AdvanceFn[*_Us], made["advance"])
         self.advance_all = cast(AdvanceAllFn[*_Us], made["advance_all"])
-        self.allocate_speculative = cast(SpeculativeFn[*_Us], made["allocate_speculative"])
-        self.rollback = cast(AdvanceFn[*_Us], made["rollback"])
+        setattr(self, "allocate_speculative", made["allocate_speculative"])  # noqa: B010
+        setattr(self, "rollback", made["rollback"])  # noqa: B010
         self._admit_lengths = made["lengths"]
 
     def __copy__(self) -> Stepper[*_Us]:
@@ -886,7 +854,9 @@ class KVCacheCoordinator:
             pools=[0] * len(groups) if shared else None,
         )
         self._groups = tuple(groups)
-        self._core = CoordinatorCore(names, managers, pools, ledger, in_flight, limit)
+        self._core = CoordinatorCore(
+            names, managers, pools, ledger, in_flight, limit, make_fast=make_functions
+        )
         self._policy = PolicyState(self._core, policy)
         self._handles: dict[tuple[str, type[IntQuantity]], GroupHandle[Any]] = {}
         for i, g in enumerate(groups):
