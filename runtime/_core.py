@@ -693,7 +693,7 @@ class CoordinatorCore:
     ) -> bool:
         """Plan a plain step of a request whose every group is within its slack or at a block
         boundary: at most one block taken at its table's end and one evicted at its front,
-        from pools without cached, stale or shared blocks (a segment without room moves).
+        neither shared, cached nor a stale queue entry (a segment without room moves).
         Returns False for any other step: the caller then discards the plan and takes the
         general path, which decides it (or reports what is wrong)."""
         n = len(self.names)
@@ -739,12 +739,15 @@ class CoordinatorCore:
             pool = self.pools[g]
             state = plan.pools.get(id(pool))
             if state is None:
-                if pool._cached or pool._num_stale or pool._shared:
-                    return False
                 state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
             slab = table.slabs[g]
             if dropped:
-                state[4].append(slab[start])
+                # A block a prefix hit shares, or one whose content is cached, keeps state
+                # of its own when it goes: the general path plans that.
+                block = slab[start]
+                if block in pool._shared or block in pool._cached:
+                    return False
+                state[4].append(block)
             taken = NULL_BLOCK
             if want:
                 if state[1] < pool.num_blocks:
@@ -752,6 +755,9 @@ class CoordinatorCore:
                     state[1] += 1
                 elif state[2] < len(pool._queue):
                     taken = pool._queue[state[2]]
+                    # A stale entry is skipped, a cached block evicted: the general path.
+                    if taken in pool._stale or taken in pool._cached:
+                        return False
                     state[2] += 1
                 else:  # short (or only a block this step frees): the general path decides
                     return False

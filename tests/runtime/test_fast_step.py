@@ -30,13 +30,14 @@ from kvunits.contracts import (
     FullAttentionLayer,
     KVHeads,
     LayerSpec,
+    PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
     Window,
 )
 from kvunits.contracts.internal import admission_cap, manager_ints
-from kvunits.runtime import KVCacheCoordinator
+from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore
 
 from .support import (
@@ -85,6 +86,24 @@ def fast(core: CoordinatorCore, kind: str, *args: Any) -> Any:
             for a in args
         )
     return getattr(core.fast, kind)(*args)
+
+
+def prefix_parts(coord: KVCacheCoordinator, content: list[int]) -> dict[int, Any]:
+    """Each cacheable group's part of a prompt of ``content`` (one key per token, and per
+    encoder token of a pooled group: one content per sequence)."""
+    parts: dict[int, Any] = {}
+    for group in coord.groups:
+        spec = group.manager
+        if spec.kind not in ("full_attention", "sliding_window", "chunked_local"):
+            continue
+        if spec.slot_unit is PooledBlocks:
+            audio = coord.group(group.name, EncoderTokens)
+            hashes = audio.block_hashes(ContentKeys(content, EncoderTokens))
+            parts[audio.index] = hashes.part()
+        else:
+            text = coord.group(group.name, Tokens)
+            parts[text.index] = text.block_hashes(ContentKeys(content, Tokens)).part()
+    return parts
 
 
 def _outcome(call: Any, *args: Any) -> Any:
@@ -156,12 +175,23 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             st.sampled_from(
                 ("step",) * 3
                 + ("advance", "speculative", "speculative", "rollback", "rollback")
-                + ("advance_all", "admit", "free")
+                + ("advance_all", "admit", "admit_prefix", "free")
             ),
             label="op",
         )
         if op == "admit":
             got = [_outcome(c._core.admit, rid) for c in (one, two)]
+        elif op == "admit_prefix":
+            # Prompts that share their starts: hits, shared blocks and cached free blocks in
+            # the pools the steps then take from and give back to.
+            size = data.draw(st.integers(0, 2 * max_len), label="prompt")
+            content = [i % data.draw(st.integers(1, 3), label="period") for i in range(size)]
+            got = [
+                _outcome(
+                    c._core.admit_with_prefix, rid, [None] * count, prefix_parts(c, content)
+                )
+                for c in (one, two)
+            ]
         elif op == "free":
             got = [_outcome(c._core.free, rid) for c in (one, two)]
         elif op == "advance_all":
