@@ -21,7 +21,8 @@ from .errors import UnitTypeError, UnitValueError
 
 _DEFINITIONS: Final = resources.files(__package__).joinpath("units.txt")
 
-Registry: TypeAlias = "pint.UnitRegistry[Any]"
+# pint 0.25 made UnitRegistry generic; 0.24.4 (the floor) is not: the ignore covers the floor.
+Registry: TypeAlias = "pint.UnitRegistry[Any]"  # type: ignore[type-arg, unused-ignore]
 
 
 def _build_registry() -> Registry:

@@ -35,12 +35,16 @@ from ._hf_generic import (
     attention_reader,
     read_chatglm,
     read_dbrx,
+    read_falcon,
+    read_gpt_bigcode,
     read_nemotron_nas,
+    read_step1,
     read_step3_text,
 )
 from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h
 from ._hf_layers import DTypes
 from ._hf_speech import read_whisper
+from ._hf_ssm import read_falcon_h1, read_granite_hybrid, read_mamba, read_mamba2, read_zamba2
 
 Reader = Callable[[Section, DTypes], dict[str, LayerSpec] | None]
 
@@ -237,6 +241,12 @@ _GENERIC: Final[
                 {},
             ),
             ("hyperclovax", ("HyperCLOVAXForCausalLM",), "hyperclovax.py", {}),
+            (
+                "gpt_neox",
+                ("GPTNeoXForCausalLM",),
+                "transformers/base.py (vLLM's Transformers backend)",
+                {},
+            ),
             ("hunyuan_v3", ("HYV3ForCausalLM",), "hy_v3.py", {}),
             ("gpt2", ("GPT2LMHeadModel",), "gpt2.py GPT2Attention", {"gpt2": _GPT}),
             ("gptj", ("GPTJForCausalLM",), "gpt_j.py GPTJAttention", {"gptj": _GPT}),
@@ -869,6 +879,174 @@ FAMILIES: Final[tuple[Family, ...]] = (
         ignores={"num_key_value_heads": "each layer's block_configs entry sets its KV heads"},
     ),
     Family(
+        "granite_h",
+        ("granitemoehybrid",),
+        ("GraniteMoeHybridForCausalLM",),
+        "layer_types (layers_block_type): mamba a Mamba-2 state (inner mamba_expand × "
+        "hidden_size), attention full attention of hidden_size / heads; "
+        "vllm/model_executor/models/granitemoehybrid.py",
+        read_granite_hybrid,
+        _ATTN | {"layer_types", "layers_block_type", "mamba_d_state", "mamba_expand"},
+        ignores={"head_dim": "vLLM's granitemoehybrid.py takes hidden_size / heads"},
+        defaults={
+            "granitemoehybrid": {
+                **_LLAMA,
+                "max_position_embeddings": 2048,
+                "mamba_n_heads": 128,
+                "mamba_n_groups": 1,
+                "mamba_d_state": 256,
+                "mamba_d_head": "auto",
+                "mamba_d_conv": 4,
+                "mamba_expand": 2,
+            }
+        },
+    ),
+    Family(
+        "falcon_h1",
+        ("falcon_h1",),
+        ("FalconH1ForCausalLM",),
+        "every layer full attention (head_dim, else hidden_size / heads) and a Mamba-2 state "
+        "(inner mamba_d_ssm, else mamba_expand × hidden_size) side by side; "
+        "vllm/model_executor/models/falcon_h1.py",
+        read_falcon_h1,
+        _ATTN | {"mamba_d_state", "mamba_expand"},
+        defaults={
+            "falcon_h1": {
+                **_LLAMA,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 8192,
+                "mamba_d_ssm": 1024,
+                "mamba_n_heads": 128,
+                "mamba_d_head": "auto",
+                "mamba_n_groups": 1,
+                "mamba_d_state": 256,
+                "mamba_d_conv": 4,
+                "mamba_expand": 2,
+            }
+        },
+    ),
+    Family(
+        "zamba2",
+        ("zamba2",),
+        ("Zamba2ForCausalLM",),
+        "layers_block_type: a Mamba-2 state on every layer (inner mamba_expand × hidden_size), "
+        "and on hybrid layers full attention of num_attention_heads heads of 2 × hidden_size / "
+        "heads; vllm/model_executor/models/zamba2.py",
+        read_zamba2,
+        frozenset({"layers_block_type", "layer_types", "mamba_d_state", "mamba_expand"}),
+        ignores={
+            "attention_head_dim": "Zamba2Config sets 2 × hidden_size / heads",
+            "head_dim": "Zamba2Config's alias of attention_head_dim, set from hidden_size",
+            "num_key_value_heads": "vLLM's zamba2.py builds Attention without KV heads: as "
+            "many as the attention heads",
+        },
+        aliases={"zamba2": {"layers_block_type": "layer_types"}},
+        defaults={
+            "zamba2": {
+                "hidden_size": 2560,
+                "num_hidden_layers": 54,
+                "num_attention_heads": 32,
+                "max_position_embeddings": 4096,
+                "mamba_d_state": 64,
+                "mamba_d_conv": 4,
+                "mamba_expand": 2,
+                "mamba_ngroups": 1,
+                "n_mamba_heads": 8,
+            }
+        },
+    ),
+    Family(
+        "mamba",
+        ("mamba", "falcon_mamba"),
+        ("MambaForCausalLM", "FalconMambaForCausalLM"),
+        "attention-free: a Mamba-1 state per layer (inner expand × hidden_size); "
+        "vllm/model_executor/models/mamba.py",
+        read_mamba,
+        frozenset(),
+        defaults={
+            model_type: {
+                "hidden_size": 768,
+                "num_hidden_layers": 32,
+                "state_size": 16,
+                "expand": 2,
+                "conv_kernel": 4,
+            }
+            for model_type in ("mamba", "falcon_mamba")
+        },
+    ),
+    Family(
+        "mamba2",
+        ("mamba2",),
+        ("Mamba2ForCausalLM",),
+        "attention-free: a Mamba-2 state per layer (inner expand × hidden_size, num_heads of "
+        "head_dim, n_groups); vllm/model_executor/models/mamba2.py",
+        read_mamba2,
+        frozenset({"head_dim"}),
+        defaults={
+            "mamba2": {
+                "hidden_size": 4096,
+                "num_hidden_layers": 64,
+                "num_heads": 128,
+                "head_dim": 64,
+                "state_size": 128,
+                "expand": 2,
+                "conv_kernel": 4,
+                "n_groups": 8,
+            }
+        },
+    ),
+    Family(
+        "falcon",
+        ("falcon",),
+        ("FalconForCausalLM",),
+        "full attention of hidden_size / heads; KV heads num_kv_heads with "
+        "new_decoder_architecture, else 1 with multi_query, else the heads; "
+        "vllm/model_executor/models/falcon.py FalconAttention",
+        read_falcon,
+        frozenset(),
+        ignores={"num_key_value_heads": "vLLM's falcon.py reads num_kv_heads"},
+        defaults={
+            "falcon": {
+                "hidden_size": 4544,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 71,
+                "multi_query": True,
+                "new_decoder_architecture": False,
+                "max_position_embeddings": 2048,
+            }
+        },
+    ),
+    Family(
+        "gpt_bigcode",
+        ("gpt_bigcode",),
+        ("GPTBigCodeForCausalLM",),
+        "full attention of n_embd / n_head; one KV head with multi_query (default), else "
+        "n_head (GPTBigCodeConfig); vllm/model_executor/models/transformers/base.py",
+        read_gpt_bigcode,
+        frozenset(),
+        ignores={"num_key_value_heads": "GPTBigCodeConfig sets it from multi_query"},
+        aliases={"gpt_bigcode": _GPT},
+        defaults={
+            "gpt_bigcode": {
+                "max_position_embeddings": 1024,
+                "hidden_size": 768,
+                "num_hidden_layers": 12,
+                "num_attention_heads": 12,
+                "multi_query": True,
+            }
+        },
+    ),
+    Family(
+        "step1",
+        ("step1",),
+        ("Step1ForCausalLM",),
+        "ALiBi full attention of hidden_size / heads, KV heads num_attention_groups (else "
+        "num_key_value_heads, else 1); vllm/model_executor/models/step1.py Step1Attention",
+        read_step1,
+        frozenset({"num_key_value_heads"}),
+        ignores={"head_dim": "vLLM's step1.py takes hidden_size / heads"},
+    ),
+    Family(
         "whisper",
         ("whisper",),
         ("WhisperForConditionalGeneration",),
@@ -1001,9 +1179,7 @@ BY_MODEL_TYPE: Final[Mapping[str, Family]] = {
 #: fallback). A family listing one model type per architecture maps them pairwise.
 BY_ARCHITECTURE: Final[Mapping[str, str]] = {
     **{
-        arch: family.model_types[
-            i if len(family.model_types) == len(family.architectures) else 0
-        ]
+        arch: family.model_types[i if len(family.model_types) == len(family.architectures) else 0]
         for family in FAMILIES
         for i, arch in enumerate(family.architectures)
     },

@@ -29,7 +29,7 @@ from typing import Final, Literal
 
 from .._layers import LayerSpec
 from ._hf_fields import MAX_ELEMENTS, Section
-from ._hf_layers import Attention, DTypes, attention, full, layer_count, sliding
+from ._hf_layers import Attention, DTypes, attention, full, grouped_query, layer_count, sliding
 
 Layers = dict[str, LayerSpec]
 HeadRule = Literal["head_dim", "derived"]
@@ -206,3 +206,74 @@ def read_nemotron_nas(sec: Section, dtypes: DTypes) -> Layers | None:
         sec.issue("block_configs", "no layer has attention: nothing to cache")
         return None
     return layers
+
+
+def read_falcon(sec: Section, dtypes: DTypes) -> Layers | None:
+    """falcon (vllm/model_executor/models/falcon.py ``FalconAttention``): full attention, head
+    size ``hidden_size // num_attention_heads``; KV heads ``num_kv_heads`` (null: the
+    attention heads, ``FalconConfig``) with ``new_decoder_architecture``, else one with
+    ``multi_query``, else the attention heads (ALiBi or RoPE, the cache is the same)."""
+    n_layers = layer_count(sec)
+    heads = sec.number("num_attention_heads")
+    hidden = sec.number("hidden_size", maximum=1 << 24)
+    new_arch, mqa = sec.flag("new_decoder_architecture"), sec.flag("multi_query")
+    if None in (n_layers, heads, hidden):
+        return None
+    assert n_layers is not None and heads is not None and hidden is not None
+    if new_arch:
+        kv = sec.number("num_kv_heads") if sec.value("num_kv_heads") is not None else heads
+    else:
+        kv = 1 if mqa else heads
+    if kv is None or not grouped_query(sec, heads, kv, "num_kv_heads"):
+        return None
+    size = sec.derived("head_dim", hidden // heads, "hidden_size / num_attention_heads")
+    if size is None:
+        return None
+    layer = full(Attention(kv, size, dtypes.kv))
+    return {f"text.{i}": layer for i in range(n_layers)}
+
+
+def read_step1(sec: Section, dtypes: DTypes) -> Layers | None:
+    """step1 (vllm/model_executor/models/step1.py ``Step1Attention``): ALiBi full attention,
+    head size ``hidden_size // num_attention_heads``, KV heads ``num_attention_groups``, else
+    ``num_key_value_heads``, else one (a value below 1 is one too)."""
+    n_layers = layer_count(sec)
+    heads = sec.number("num_attention_heads")
+    hidden = sec.number("hidden_size", maximum=1 << 24)
+    if None in (n_layers, heads, hidden):
+        return None
+    assert n_layers is not None and heads is not None and hidden is not None
+    key = next((k for k in ("num_attention_groups", "num_key_value_heads") if sec.given(k)), None)
+    raw = None if key is None else sec.value(key)
+    kv = 1
+    if key is not None and raw is not None and not (type(raw) is int and raw <= 0):
+        found = sec.number(key)
+        if found is None:
+            return None
+        kv = found
+    if not grouped_query(sec, heads, kv, key or "num_attention_groups"):
+        return None
+    size = sec.derived("head_dim", hidden // heads, "hidden_size / num_attention_heads")
+    if size is None:
+        return None
+    layer = full(Attention(kv, size, dtypes.kv))
+    return {f"text.{i}": layer for i in range(n_layers)}
+
+
+def read_gpt_bigcode(sec: Section, dtypes: DTypes) -> Layers | None:
+    """gpt_bigcode through vLLM's Transformers backend (transformers/base.py: KV heads
+    ``ModelConfig.get_total_num_kv_heads``, which reads ``num_key_value_heads``, set by
+    ``GPTBigCodeConfig.__post_init__`` to 1 with ``multi_query`` (default true) and to
+    ``n_head`` without, whatever the file says); head size ``n_embd // n_head``."""
+    n_layers = layer_count(sec)
+    heads = sec.number("num_attention_heads")
+    hidden = sec.number("hidden_size", maximum=1 << 24)
+    mqa = sec.flag("multi_query")
+    if None in (n_layers, heads, hidden):
+        return None
+    assert n_layers is not None and heads is not None and hidden is not None
+    size = sec.derived("head_dim", hidden // heads, "n_embd / n_head")
+    if size is None:
+        return None
+    layer = full(Attention(1 if mqa is not False else heads, size, dtypes.kv))
+    return {f"text.{i}": layer for i in range(n_layers)}

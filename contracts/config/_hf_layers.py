@@ -136,10 +136,13 @@ def mamba2(
     conv_kernel: int,
     conv_dtype: CacheDType,
     ssm_dtype: CacheDType,
+    intermediate_size: int | None = None,
 ) -> LayerSpec:
-    """A Mamba-2 state layer; its inner size is ``num_heads × head_dim`` (vLLM's NemotronH)."""
+    """A Mamba-2 state layer; its inner size is ``intermediate_size``, by default ``num_heads
+    × head_dim`` (vLLM's NemotronH; Granite 4.0-H and Falcon-H1 take ``expand × hidden``)."""
+    inner = num_heads * head_dim if intermediate_size is None else intermediate_size
     return Mamba2Layer(
-        intermediate_size=Elements(num_heads * head_dim),
+        intermediate_size=Elements(inner),
         num_heads=Heads(num_heads),
         head_dim=Elements(head_dim),
         n_groups=n_groups,
@@ -410,6 +413,8 @@ _LENGTH_KEYS: Final = (
     "max_seq_length",
     "seq_len",
 )
+#: vLLM's length when the config has none of `_LENGTH_KEYS` (``_get_and_verify_max_len``).
+_ASSUMED_LENGTH: Final = 2048
 #: RoPE types whose ``max_position_embeddings`` is already scaled (no ``factor`` applied).
 _SCALED_ROPE: Final = frozenset(
     {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
@@ -423,7 +428,8 @@ def max_model_len(sec: Section) -> tuple[int, str, tuple[int, str]] | None:
     the smallest of the length keys present (class defaults included), ``model_max_length``
     overriding; times the RoPE ``factor`` of a type that does not publish the scaled length
     (never for ``gemma3*``); with a ``longrope`` RoPE, ``original_max_position_embeddings``.
-    ``None`` when no key gives one (vLLM would assume 2048; kvunits asks for it instead).
+    When no key gives one, vLLM's assumed 2048 (its warning: "Assuming the model's maximum
+    length is 2048").
     The bound is the derived length before the longrope default, or ``model_max_length``
     when larger; above it vLLM refuses unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set.
     """
@@ -442,7 +448,8 @@ def max_model_len(sec: Section) -> tuple[int, str, tuple[int, str]] | None:
             return None
         best = (value, sec.source("model_max_length"))
     if best is None:
-        return None
+        # vLLM assumes 2048 and logs a warning (Mamba's configs have no length key).
+        best = (_ASSUMED_LENGTH, "vLLM's assumed 2048 (config.json has none of its length keys)")
     rope = _rope(sec)
     if rope is None:
         return None

@@ -180,15 +180,10 @@ REFUSED: Final[Mapping[str, str]] = {
     "(exaone_moe.py), not modelled",
     "ExaoneMoeForCausalLM": "EXAONE MoE's multi-token-prediction layers and window layout "
     "(exaone_moe.py), not modelled",
-    "FalconForCausalLM": "Falcon's KV heads depend on new_decoder_architecture and "
-    "multi_query (falcon.py), not modelled",
-    "FalconH1ForCausalLM": _STATE.format("Mamba-2 next to attention in every layer"),
-    "FalconMambaForCausalLM": _STATE.format("Mamba-1, attention-free"),
     "FlintForCausalLM": "vllm.models.flint builds its cache in its own package, not modelled",
     "Gemma3nForCausalLM": "Gemma 3n's KV-shared layers across window kinds and its per-layer "
     "inputs (gemma3n.py), not modelled",
     "Glm5NextForCausalLM": _SPARSE.format("GLM-5"),
-    "GraniteMoeHybridForCausalLM": _STATE.format("Mamba-2 layers of granitemoehybrid.py"),
     "HCXVisionV2ForCausalLM": "HyperCLOVA X vision's language model config, not located",
     "HYV4ForCausalLM": _SPARSE.format("Hunyuan V4"),
     "HrmTextForCausalLM": _LOOP.format("hrm_text.py"),
@@ -203,8 +198,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "LongcatFlashForCausalLM": "two MLA blocks per layer (LongCat-Flash), not modelled",
     "LongcatFlashNgramForCausalLM": "two MLA blocks per layer and n-gram embeddings "
     "(LongCat-Flash n-gram), not modelled",
-    "Mamba2ForCausalLM": _STATE.format("Mamba-2, attention-free"),
-    "MambaForCausalLM": _STATE.format("Mamba-1, attention-free"),
     "MiniMaxM3SparseForCausalLM": _SPARSE.format("MiniMax M3"),
     "MuseGlimmerForCausalLM": "per-layer windows of muse_glimmer.py, not modelled",
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "
@@ -219,14 +212,9 @@ REFUSED: Final[Mapping[str, str]] = {
     "Rnj1ForCausalLM": "chunked layers of rnj1.py sliding over sliding_window, not modelled",
     "SarvamMLAForCausalLM": _SPARSE.format("Sarvam MLA"),
     "SarvamMoEForCausalLM": _SPARSE.format("Sarvam MoE"),
-    "Step1ForCausalLM": "Step-1's ALiBi attention with its own field names (step1.py)",
     "Step3p5ForCausalLM": "looped layers with per-layer windows (step3p5.py), not modelled",
     "Step5ForCausalLM": "vllm.models.step5 builds its cache in its own package",
-    "Zamba2ForCausalLM": _STATE.format("Mamba-2 with shared attention blocks, zamba2.py"),
     # Served by the Transformers backend with field names kvunits does not map.
-    "GPTBigCodeForCausalLM": "GPT-BigCode's multi_query heads as the Transformers backend reads "
-    "them (n_head, no num_key_value_heads), not modelled",
-    "GPTNeoXForCausalLM": "GPT-NeoX's field names through the Transformers backend, not mapped",
     "CwmForCausalLM": "CWM's per-layer windows through the Transformers backend, not modelled",
     "Jais2ForCausalLM": "Jais 2 through the Transformers backend, not mapped",
     "Kolibri1ForCausalLM": "Kolibri 1 through the Transformers backend, not mapped",

@@ -289,7 +289,7 @@ def test_models_lists_every_family_and_what_it_is_read_as(
 
 def test_an_unknown_model_type_exits_2_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
-    path.write_text('{"model_type": "falcon_mamba", "num_hidden_layers": 2}')
+    path.write_text('{"model_type": "rwkv", "num_hidden_layers": 2}')
     done = run("plan", str(path))
     assert done.returncode == 2
     assert done.stderr.startswith(f"{path}: model_type: kvunits does not read model type ")

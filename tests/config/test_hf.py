@@ -315,11 +315,11 @@ def test_jamba_attention_period() -> None:
 
 
 def test_an_unknown_model_type_is_refused_by_name() -> None:
-    data = {**_data("llama-3.1-8b"), "model_type": "falcon_mamba"}
+    data = {**_data("llama-3.1-8b"), "model_type": "rwkv"}
     del data["architectures"]
     issue = _one_issue(data)
     assert issue.startswith(
-        "config.json: model_type: kvunits does not read model type 'falcon_mamba': it plans "
+        "config.json: model_type: kvunits does not read model type 'rwkv': it plans "
         "only the families whose caches it reads as vLLM does: afmoe, apertus, arcee, "
     )
     assert "llama4" in issue and "whisper" in issue

@@ -83,7 +83,6 @@ def test_phi3_vision_reads_its_flat_decoder() -> None:
     [
         ("baichuan", "vLLM 0.33 no longer serves it"),
         ("qwen", "vLLM 0.33 no longer serves it"),
-        ("gpt_bigcode", "GPT-BigCode's multi_query heads"),
         ("rwkv5_3b", "kvunits does not read model type 'rwkv5'"),
         ("snowflake-arctic-embed-m", "kvunits does not read model type 'bert'"),
     ],

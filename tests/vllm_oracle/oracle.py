@@ -164,17 +164,21 @@ class _Hybrid:
             num_speculative_tokens=0,
             scheduler_config=SimpleNamespace(enable_chunked_prefill=True),
         )
-        HybridAttentionMambaModelConfig.verify_and_update_config(config)
+        # VllmConfig.try_verify_and_update_config's order: the architecture's hook, then the
+        # hybrid one (attention-free models such as Mamba get only their own).
         specific = MODELS_CONFIG_MAP.get(model.architecture)
         if specific is not None:
             specific.verify_and_update_config(config)
+        if model.is_hybrid:
+            HybridAttentionMambaModelConfig.verify_and_update_config(config)
 
         class _FlashAttentionOnly(Platform):  # type: ignore[misc]
             @classmethod
             def _find_non_ssm_backends(cls, vllm_config: Any) -> list[Any]:
                 return [FlashAttentionBackend]
 
-        _FlashAttentionOnly._align_hybrid_block_size(config, FlashAttentionBackend)
+        if model.is_hybrid:  # Platform.check_and_update_config aligns hybrids only
+            _FlashAttentionOnly._align_hybrid_block_size(config, FlashAttentionBackend)
         model_cls, _ = ModelRegistry.resolve_model_cls(model.architecture, model_config=model)
         self.shapes = tuple(model_cls.get_mamba_state_shape_from_config(config))
         self.dtypes = tuple(model_cls.get_mamba_state_dtype_from_config(config))
