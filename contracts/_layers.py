@@ -29,7 +29,7 @@ from ._model import SpecModel
 from ._origin import in_python, written_in_python
 from ._quantity import Bytes, EncoderTokens, PooledBlocks, Tokens
 from .errors import UnitTypeError
-from .state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, StateMixerLayer
+from .state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, ShortConvLayer, StateMixerLayer
 
 #: A window in the layer's kernel unit (encoder_token for pooled layers, else token).
 SeqWindow = Annotated[Window[EncoderTokens] | Window[Tokens], KindOf(Window, EncoderTokens, Tokens)]
@@ -380,6 +380,7 @@ LayerSpec: TypeAlias = Annotated[
     | Mamba1Layer
     | Mamba2Layer
     | GatedDeltaNetLayer
+    | ShortConvLayer
     | KVSharedLayer,
     Field(discriminator="kind"),
 ]

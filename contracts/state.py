@@ -1,12 +1,12 @@
 """State layers of Mamba-like mixers: a fixed per-request state, kept as its tensors.
 
-A recurrent mixer (Mamba-1, Mamba-2, gated delta net) keeps no cache that grows with the
-sequence: one request holds one convolution state and one SSM (recurrent) state per layer,
-whatever its length. vLLM sizes them in ``MambaStateShapeCalculator`` and
-``MambaStateDtypeCalculator`` (``vllm/model_executor/layers/mamba/mamba_utils.py``, 0.33.0);
-these layers keep the mixer's own sizes (heads, head sizes, groups, kernel width) so that the
-shapes, and a tensor-parallel rank's share of them, are derived here by the same formulas
-instead of being written by hand:
+A recurrent mixer (Mamba-1, Mamba-2, gated delta net, short convolution) keeps no cache that
+grows with the sequence: one request holds one convolution state and (but for a short
+convolution) one SSM (recurrent) state per layer, whatever its length. vLLM sizes them in
+``MambaStateShapeCalculator`` and ``MambaStateDtypeCalculator``
+(``vllm/model_executor/layers/mamba/mamba_utils.py``, 0.33.0); these layers keep the mixer's
+own sizes (heads, head sizes, groups, kernel width) so that the shapes, and a tensor-parallel
+rank's share of them, are derived here by the same formulas instead of being written by hand:
 
 ============== ====================================== ===========================
 mixer          conv state (state_len, dim)             SSM / recurrent state
@@ -14,11 +14,13 @@ mixer          conv state (state_len, dim)             SSM / recurrent state
 mamba1         (K − 1, I / tp)                         (I / tp, N)
 mamba2         (K − 1, (I + 2·G'·N) / tp)              (H / tp, P, N)
 gated delta    (K − 1, (2·Hk·Dk + Hv·Dv) / tp)         (Hv / tp, Dv, Dk)
+short conv     (L − 1, C / tp)                         none
 ============== ====================================== ===========================
 
 (K: conv kernel width, I: inner size, N: SSM state size, H/P: SSM heads and head size,
 G: groups, G' = G when tp divides G, else tp — vLLM replicates the groups across ranks;
-Hk/Dk, Hv/Dv: key and value heads and their sizes.) A division that is not exact is an
+Hk/Dk, Hv/Dv: key and value heads and their sizes; L, C: a short convolution's cache length
+and channels.) A division that is not exact is an
 error, as vLLM's ``divide`` asserts. The state's bytes are the tensors' bytes summed, each in
 its own dtype (vLLM packs them back to back in one page: ``MambaSpec.page_size_bytes``).
 
@@ -105,7 +107,7 @@ class StateMixerLayer(SpecModel):
     def _parse_dtype(cls, value: object, info: ValidationInfo) -> object:
         return parse_dtype_field(value, info)
 
-    def state_tensors(self, tp: int = 1) -> tuple[StateTensor, StateTensor]:
+    def state_tensors(self, tp: int = 1) -> tuple[StateTensor, ...]:
         """The conv and SSM tensors one request holds in this layer on one of ``tp`` ranks.
 
         Raises:
@@ -182,4 +184,32 @@ class GatedDeltaNetLayer(StateMixerLayer):
         return conv, (heads, dv, dk), "recurrent"
 
 
-__all__ = ["GatedDeltaNetLayer", "Mamba1Layer", "Mamba2Layer", "StateMixerLayer", "StateTensor"]
+class ShortConvLayer(StateMixerLayer):
+    """A short convolution (LFM2's ``conv`` layers): one conv state ``(L − 1, C)`` and no
+    SSM state (vLLM ``MambaStateShapeCalculator.short_conv_state_shape``, its one dtype
+    ``short_conv_state_dtype``: the model's, or ``--mamba-cache-dtype``). ``conv_kernel`` is
+    ``L``, the file's ``conv_L_cache``; ``ssm_dtype`` is unused."""
+
+    kind: Literal["short_conv"] = "short_conv"
+    conv_dim: Elements = Field(description="C: the convolution's channels (conv_dim)")
+
+    def state_tensors(self, tp: int = 1) -> tuple[StateTensor, ...]:
+        """The one conv tensor a request holds in this layer on one of ``tp`` ranks.
+
+        Raises:
+            SpecError: ``tp`` does not divide ``conv_dim``.
+        """
+        if type(tp) is not int or tp < 1:
+            raise SpecError(f"tp must be an int >= 1 (tensor-parallel ranks), got {tp!r}")
+        channels = _divide(self.conv_dim._value, tp, "conv_dim")
+        return (StateTensor("conv", (self.conv_kernel - 1, channels), self.conv_dtype),)
+
+
+__all__ = [
+    "GatedDeltaNetLayer",
+    "Mamba1Layer",
+    "Mamba2Layer",
+    "ShortConvLayer",
+    "StateMixerLayer",
+    "StateTensor",
+]

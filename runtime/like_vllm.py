@@ -490,7 +490,7 @@ def _hybrid_specs(
             raise SpecError(
                 f"layer {name!r} is a state given in bytes only: vLLM sizes a recurrent state "
                 "from its mixer's shapes (MambaStateShapeCalculator); give the mixer (mamba1, "
-                "mamba2, gated_delta_net) for vLLM's numbers"
+                "mamba2, gated_delta_net, short_conv) for vLLM's numbers"
             )
         if prefix_caching and isinstance(layer, GatedDeltaNetLayer):
             raise SpecError(

@@ -40,6 +40,7 @@ from ._hf_families import (
     BY_ARCHITECTURE,
     BY_MODEL_TYPE,
     ENCODER_DEFAULTS,
+    KV_HEADS_DIVIDE_TP,
     TOP_DEFAULTS,
     WRAPPERS,
     Family,
@@ -49,7 +50,7 @@ from ._hf_families import (
 from ._hf_fields import HF_FIELDS as HF_FIELDS
 from ._hf_fields import MAX_SEQ, Reader, Section
 from ._hf_layers import DTypes, max_model_len, resolve_dtypes
-from ._hf_registry import MULTIMODAL, architecture_refusal
+from ._hf_registry import MULTIMODAL, REFUSED_MODEL_TYPES, architecture_refusal
 from ._hf_speech import read_audio_encoder, read_pooled_encoder
 
 _T = TypeVar("_T")
@@ -114,6 +115,8 @@ class HfParts:
     attention_heads: int | None = None
     #: The longest ``max_model_len`` vLLM accepts without ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``.
     max_len_bound: tuple[int, str] | None = None
+    #: The KV heads TP must divide, for model files that assert it (no KV-head replication).
+    kv_heads: int | None = None
 
 
 def read_hf_parts(
@@ -160,7 +163,9 @@ def read_hf_parts(
         ),
         None,
     )
-    return HfParts(model, engine, sources, family.name, heads, bound), reader.issues
+    kv = sec.value("num_key_value_heads") if family.name in KV_HEADS_DIVIDE_TP else None
+    kv_heads = kv if type(kv) is int and kv > 0 else None
+    return HfParts(model, engine, sources, family.name, heads, bound, kv_heads), reader.issues
 
 
 def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
@@ -289,10 +294,15 @@ def _decoder_section(
         inner_type = inner.get("model_type")
         found = BY_MODEL_TYPE.get(inner_type) if isinstance(inner_type, str) else None
         if found is None or not isinstance(inner_type, str):
+            refused = REFUSED_MODEL_TYPES.get(inner_type) if isinstance(inner_type, str) else None
+            reason = architecture_refusal(refused) if refused is not None else None
             reader.issue(
                 f"{key}.model_type",
-                f"the multimodal config's decoder is {str(inner_type)[:60]!r}, which kvunits "
-                f"does not read: it reads {supported()}",
+                f"the multimodal config's decoder is {str(inner_type)[:60]!r} ({refused}): "
+                f"kvunits does not plan it: {reason}"
+                if reason is not None
+                else f"the multimodal config's decoder is {str(inner_type)[:60]!r}, which "
+                f"kvunits does not read: it reads {supported()}",
             )
             return None
         section = _with_aliases(found, inner_type, inner)

@@ -286,6 +286,76 @@ def read_cohere2(sec: Section, dtypes: DTypes) -> Layers | None:
     return _stack(kinds, by_kind)
 
 
+def read_cohere2_moe(sec: Section, dtypes: DTypes) -> Layers | None:
+    """cohere2_moe (vllm/model_executor/models/cohere2_moe.py ``Cohere2MoeAttention``): head
+    size ``head_dim`` (class default 128); a ``sliding_attention`` layer of ``layer_types``
+    slides over ``sliding_window + 1`` tokens, the others are full. An absent
+    ``layer_types`` is Cohere2MoeConfig's ``__post_init__`` list: the first
+    ``first_k_dense_replace`` layers full where ``(i + 1) %
+    prefix_dense_sliding_window_pattern == 0`` (default 1: all), the rest full where their
+    own index ``(j + 1) % sliding_window_pattern == 0`` (default 4)."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv, head="head_dim")
+    window = sec.window()
+    if n_layers is None or a is None:
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+    else:
+        dense = sec.number("first_k_dense_replace", minimum=0, maximum=n_layers, nullable=True)
+        prefix = _pattern(sec, "prefix_dense_sliding_window_pattern", n_layers)
+        every = _pattern(sec, "sliding_window_pattern", n_layers)
+        if prefix is None or every is None:
+            return None
+        dense = dense or 0
+        kinds = _every(dense, prefix) + _every(n_layers - dense, every)
+    if kinds is None or not _need_window(sec, kinds, window):
+        return None
+    by_kind = {"full": full(a)}
+    if window is not None:
+        if window + 1 > MAX_SEQ:
+            sec.issue("sliding_window", f"{window} + 1 is out of range")
+            return None
+        by_kind["sliding"] = sliding(a, window + 1)
+    return _stack(kinds, by_kind)
+
+
+def read_exaone_moe(sec: Section, dtypes: DTypes) -> Layers | None:
+    """exaone_moe (vllm/model_executor/models/exaone_moe.py ``ExaoneMoeAttention``): head size
+    ``head_dim`` (else ``hidden_size // num_attention_heads``); a ``sliding_attention`` layer
+    of ``layer_types`` slides over its ``sliding_windows`` entry when the file lists one per
+    layer (K-EXAONE 2.0), else over ``sliding_window``; a full or window-less layer is full
+    attention (the engine-wide window only when every layer slides). An absent
+    ``layer_types`` is ExaoneMoeConfig's: every ``sliding_window_pattern``-th layer full.
+    The multi-token-prediction layers are the draft model's, not the served model's."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    if n_layers is None or a is None:
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+    else:
+        every = _pattern(sec, "sliding_window_pattern", n_layers)
+        kinds = None if every is None else _every(n_layers, every)
+    if kinds is None:
+        return None
+    window = sec.window()
+    given = sec.value("sliding_windows")
+    if given is not None and (
+        not isinstance(given, list)
+        or len(given) != n_layers
+        or any(w is not None and (type(w) is not int or not 0 <= w <= MAX_SEQ) for w in given)
+    ):
+        sec.issue("sliding_windows", f"expected {n_layers} windows (in token), one per layer")
+        return None
+    windows: list[int | None] = list(given) if given is not None else [window] * n_layers
+    pairs = zip(kinds, windows, strict=True)
+    sizes = [w or None if kind == "sliding" else None for kind, w in pairs]
+    if all(kind == "sliding" for kind in kinds) and window is not None:
+        sizes = [size or window for size in sizes]
+    return {
+        f"text.{i}": full(a) if size is None else sliding(a, size) for i, size in enumerate(sizes)
+    }
+
+
 def read_gpt_oss(sec: Section, dtypes: DTypes) -> Layers | None:
     """gpt_oss (vllm/model_executor/models/gpt_oss.py ``_build_attention``): layer i slides
     iff i is even, whatever ``layer_types`` says; window ``sliding_window`` (default 128)."""
@@ -357,6 +427,24 @@ def read_deepseek(sec: Section, dtypes: DTypes) -> Layers | None:
     return {f"text.{i}": layer for i in range(n_layers)}
 
 
+def read_longcat_flash(sec: Section, dtypes: DTypes) -> Layers | None:
+    """longcat_flash (vllm/model_executor/models/longcat_flash.py ``FlashDecoderLayer``; the
+    n-gram variant's ``FlashNgramModel`` builds the same layers): ``num_layers`` decoder
+    layers of two ``DeepseekV2MLAAttention`` each, so two MLA caches a layer (``text.<i>``
+    and ``text.<i>.second``) of one latent head of ``kv_lora_rank + qk_rope_head_dim``."""
+    n_layers = layer_count(sec, "num_layers")
+    rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS)
+    rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
+    if n_layers is None or rank is None or rope is None:
+        return None
+    latent = mla(rank, rope, dtypes.kv)
+    layers: Layers = {}
+    for i in range(n_layers):
+        layers[f"text.{i}"] = latent
+        layers[f"text.{i}.second"] = latent
+    return layers
+
+
 def read_deepseek_sparse(sec: Section, dtypes: DTypes) -> Layers | None:
     """deepseek_v32, glm_moe_dsa: DeepSeek sparse attention (vllm/models/deepseek_v32/
     attention.py, ``DeepseekV32Attention``): every layer an MLA cache (sparse: FlashMLA's
@@ -397,6 +485,68 @@ def read_deepseek_sparse(sec: Section, dtypes: DTypes) -> Layers | None:
         else:
             skip = max(i - offset + 1, 0) % freq != 0
         if not skip:
+            layers[f"text.{i}.indexer"] = keys
+    return layers
+
+
+#: ``layer_types`` entries that make a Hunyuan V4 layer sparse (hy_v4 ``_SPARSE_LAYER_TYPES``).
+_HY_V4_SPARSE: Final = frozenset(
+    {"sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention"}
+)
+
+
+def read_hy_v4(sec: Section, dtypes: DTypes) -> Layers | None:
+    """hy_v4 (vllm/models/hy_v4/nvidia/attention.py ``HYV4MLAAttention``): MLA on every
+    layer. A layer whose ``layer_types`` entry is a sparse kind (``sparse_attention``,
+    ``sparse``, ``indexed_attention``, ``deepseek_sparse_attention``) runs DeepSeek sparse
+    attention's MLA and, unless ``indexer_types`` calls it ``shared`` (it reuses the top-k of
+    the layer before: ``compute_skip_topk_layers``), the indexer's key cache of
+    ``index_head_dim`` fp8 elements and their scales (``DeepseekV32IndexerCache``). Without
+    ``layer_types`` every layer is dense MLA. ``indexer_types`` defaults to HYV4Config's:
+    ``full`` on layer 0 and every 4th layer from 1. The sink, the gate and the
+    hyper-connections change no cache.
+    """
+    n_layers = layer_count(sec)
+    rank = sec.number("kv_lora_rank", maximum=MAX_ELEMENTS)
+    rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
+    if n_layers is None or rank is None or rope is None:
+        return None
+    dense = mla(rank, rope, dtypes.kv)
+    if sec.value("layer_types") is None:
+        return {f"text.{i}": dense for i in range(n_layers)}
+    kinds = sec.text_list("layer_types", n_layers)
+    head = sec.number("index_head_dim", maximum=MAX_ELEMENTS)
+    if kinds is None or head is None:
+        return None
+    if head % _INDEXER_SCALE_BLOCK:
+        sec.issue(
+            "index_head_dim",
+            f"{head} is not a multiple of {_INDEXER_SCALE_BLOCK}: vLLM's indexer keeps one "
+            f"float32 scale per {_INDEXER_SCALE_BLOCK} elements",
+        )
+        return None
+    if sec.value("indexer_types") is None:
+        shares = [not (i == 0 or (i - 1) % 4 == 0) for i in range(n_layers)]
+    else:
+        names = sec.text_list("indexer_types", n_layers)
+        if names is None:
+            return None
+        bad = sorted(set(names) - {"full", "shared"})
+        if bad:
+            sec.issue(
+                "indexer_types",
+                f"{bad[0][:40]!r}: vLLM's hy_v4 reads only 'full' and 'shared'",
+            )
+            return None
+        shares = [name == "shared" for name in names]
+    latent, keys = mla(rank, rope, dtypes.kv, sparse=True), indexer(head)
+    layers: Layers = {}
+    for i, kind in enumerate(kinds):
+        if kind not in _HY_V4_SPARSE:
+            layers[f"text.{i}"] = dense
+            continue
+        layers[f"text.{i}"] = latent
+        if not shares[i]:
             layers[f"text.{i}.indexer"] = keys
     return layers
 

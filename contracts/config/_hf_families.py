@@ -17,13 +17,17 @@ from typing import Any, Final
 from .._layers import LayerSpec
 from ._hf_decoders import (
     read_cohere2,
+    read_cohere2_moe,
     read_deepseek,
     read_deepseek_sparse,
+    read_exaone_moe,
     read_gemma,
     read_gemma4,
     read_gpt_oss,
+    read_hy_v4,
     read_llama,
     read_llama4,
+    read_longcat_flash,
     read_mimo_v2,
     read_qwen2,
     read_qwen3_moe,
@@ -33,18 +37,28 @@ from ._hf_generic import (
     HeadRule,
     WindowRule,
     attention_reader,
+    patterned_reader,
     read_chatglm,
     read_dbrx,
     read_falcon,
     read_gpt_bigcode,
+    read_iquest_loopcoder,
     read_nemotron_nas,
+    read_rnj1,
     read_step1,
     read_step3_text,
 )
-from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h
+from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h, read_olmo_hybrid
 from ._hf_layers import DTypes
 from ._hf_speech import read_whisper
-from ._hf_ssm import read_falcon_h1, read_granite_hybrid, read_mamba, read_mamba2, read_zamba2
+from ._hf_ssm import (
+    read_falcon_h1,
+    read_granite_hybrid,
+    read_lfm2,
+    read_mamba,
+    read_mamba2,
+    read_zamba2,
+)
 
 Reader = Callable[[Section, DTypes], dict[str, LayerSpec] | None]
 
@@ -174,6 +188,20 @@ _GENERIC: Final[
     ]
 ] = (
     (
+        "k2_horizon",
+        ("k2_horizon",),
+        ("K2HorizonForCausalLM",),
+        "head_dim",
+        "gated_none",
+        "k2_horizon.py K2HorizonAttention, K2HorizonMoVAAttention (the mixture-of-value "
+        "experts changes no cache)",
+        "full attention, head size head_dim (else hidden_size / heads); a sliding window only "
+        "with use_sliding_window (then refused)",
+        frozenset({"use_sliding_window"}),
+        {},
+        {},
+    ),
+    (
         "qwen2_moe",
         ("qwen2_moe",),
         ("Qwen2MoeForCausalLM",),
@@ -236,11 +264,17 @@ _GENERIC: Final[
             ),
             (
                 "bailing_moe",
-                ("BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"),
-                "bailing_moe.py BailingAttention",
+                ("BailingMoeForCausalLM", "BailingMoeV2ForCausalLM", "SarvamMoEForCausalLM"),
+                "bailing_moe.py BailingAttention (sarvam.py SarvamMoEForCausalLM is its subclass)",
                 {},
             ),
             ("hyperclovax", ("HyperCLOVAXForCausalLM",), "hyperclovax.py", {}),
+            (
+                "param2moe",
+                ("Param2MoEForCausalLM",),
+                "param2moe.py Param2MoEAttention (TP must divide the KV heads)",
+                {},
+            ),
             (
                 "gpt_neox",
                 ("GPTNeoXForCausalLM",),
@@ -320,6 +354,7 @@ _GENERIC: Final[
                     "hunyuan_v1_dense",
                     "hunyuan_v1_moe",
                     "vaultgemma",
+                    "jais2",
                 ),
                 (
                     "OlmoForCausalLM",
@@ -335,6 +370,7 @@ _GENERIC: Final[
                     "HunYuanDenseV1ForCausalLM",
                     "HunYuanMoEV1ForCausalLM",
                     "VaultGemmaForCausalLM",
+                    "Jais2ForCausalLM",
                 ),
                 "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
             ),
@@ -631,15 +667,27 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "deepseek",
-        ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe_lite", "minicpm3"),
+        (
+            "deepseek_v2",
+            "deepseek_v3",
+            "kimi_k2",
+            "glm4_moe_lite",
+            "minicpm3",
+            "axk1",
+            "sarvam_mla",
+        ),
         (
             "DeepseekV2ForCausalLM",
             "DeepseekV3ForCausalLM",
             "MistralLarge3ForCausalLM",
             "Glm4MoeLiteForCausalLM",
             "MiniCPM3ForCausalLM",
+            "AXK1ForCausalLM",
+            "SarvamMLAForCausalLM",
         ),
-        "MLA on every layer: one latent head of kv_lora_rank + qk_rope_head_dim, no V",
+        "MLA on every layer: one latent head of kv_lora_rank + qk_rope_head_dim, no V (AXK1: "
+        "vllm/model_executor/models/AXK1.py AXK1MLAAttention, no indexer; Sarvam MLA: "
+        "sarvam.py SarvamMLAAttention, an MLA layer whatever ModelConfig.use_mla says)",
         read_deepseek,
         frozenset({"kv_lora_rank", "qk_rope_head_dim", *_DSA_READS}),
         ignores={
@@ -658,6 +706,14 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "max_position_embeddings": 4096,
                 "kv_lora_rank": 512,
                 "qk_rope_head_dim": 64,
+            },
+            # transformers' AXK1Config (vLLM reads axk1 with it).
+            "axk1": {
+                "num_hidden_layers": 61,
+                "max_position_embeddings": 32768,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+                "qk_nope_head_dim": 128,
             },
         },
     ),
@@ -695,6 +751,103 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "index_topk": 2048,
                 "index_head_dim": 128,
             },
+        },
+    ),
+    Family(
+        "cohere2_moe",
+        ("cohere2_moe",),
+        ("Cohere2MoeForCausalLM",),
+        "layer_types (absent: Cohere2MoeConfig's list, the first_k_dense_replace dense layers "
+        "by prefix_dense_sliding_window_pattern, default all full, then every "
+        "sliding_window_pattern-th full); a sliding layer's window is sliding_window + 1; head "
+        "size head_dim; vllm/model_executor/models/cohere2_moe.py Cohere2MoeAttention",
+        read_cohere2_moe,
+        _ATTN | {"sliding_window", "layer_types", "sliding_window_pattern"},
+        defaults={
+            # transformers' Cohere2MoeConfig (vLLM reads through it).
+            "cohere2_moe": {
+                "hidden_size": 8192,
+                "num_hidden_layers": 40,
+                "num_attention_heads": 64,
+                "head_dim": 128,
+                "max_position_embeddings": 8192,
+                "sliding_window": 4096,
+                "sliding_window_pattern": 4,
+                "prefix_dense_sliding_window_pattern": 1,
+            }
+        },
+    ),
+    Family(
+        "exaone_moe",
+        ("exaone_moe",),
+        ("ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"),
+        "layer_types (absent: every sliding_window_pattern-th layer full); a sliding layer "
+        "slides over its sliding_windows entry (else sliding_window); head size head_dim (else "
+        "hidden_size / heads); vllm/model_executor/models/exaone_moe.py ExaoneMoeAttention",
+        read_exaone_moe,
+        _ATTN | {"sliding_window", "layer_types", "sliding_window_pattern"},
+        defaults={
+            # transformers' ExaoneMoeConfig (vLLM reads through it).
+            "exaone_moe": {
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 32,
+                "max_position_embeddings": 2048,
+                "sliding_window": 4096,
+                "sliding_window_pattern": 4,
+            }
+        },
+    ),
+    Family(
+        "longcat_flash",
+        ("longcat_flash",),
+        ("LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"),
+        "num_layers decoder layers of two MLA blocks each: two caches a layer of one latent "
+        "head of kv_lora_rank + qk_rope_head_dim (the n-gram embeddings keep none); "
+        "vllm/model_executor/models/longcat_flash.py FlashDecoderLayer",
+        read_longcat_flash,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim"}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim",
+        },
+        defaults={
+            # transformers' LongcatFlashConfig (vLLM reads both architectures through it).
+            "longcat_flash": {
+                "num_layers": 28,
+                "max_position_embeddings": 131072,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+            }
+        },
+    ),
+    Family(
+        "hy_v4",
+        ("hy_v4",),
+        ("HYV4ForCausalLM",),
+        "MLA on every layer; layer_types' sparse_attention (sparse, indexed_attention, "
+        "deepseek_sparse_attention) layers are DeepSeek sparse attention, with the indexer's "
+        "key cache where indexer_types says full (default: layer 0 and every 4th from 1), none "
+        "where shared; without layer_types every layer is dense MLA; "
+        "vllm/models/hy_v4/nvidia/attention.py HYV4MLAAttention",
+        read_hy_v4,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim", "layer_types", *_DSA_READS}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "HYV4Config sets it to qk_rope_head_dim; MLA caches kv_lora_rank + "
+            "qk_rope_head_dim",
+        },
+        defaults={
+            # transformers' HYV4Config (vllm/transformers_utils/configs/hy_v4.py).
+            "hy_v4": {
+                "num_hidden_layers": 34,
+                "max_position_embeddings": 262144,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+                "index_topk": 2048,
+                "index_head_dim": 128,
+            }
         },
     ),
     Family(
@@ -838,6 +991,198 @@ FAMILIES: Final[tuple[Family, ...]] = (
         )
         for name, model_types, architectures, head, window, source, how, reads, ignores, aliases
         in _GENERIC
+    ),
+    *(
+        Family(
+            name,
+            (name,),
+            (arch,),
+            f"as llama: layer_types' sliding_attention layers slide over sliding_window, and "
+            f"an absent layer_types is the config class's pattern ({pattern}); head size "
+            f"head_dim; vllm/model_executor/models/{source}",
+            patterned_reader(full_layer),
+            _ATTN | {"sliding_window", "layer_types"},
+            defaults={model_type: defaults},
+        )
+        for name, model_type, arch, source, pattern, full_layer, defaults in (
+            (
+                "cwm",
+                "cwm",
+                "CwmForCausalLM",
+                "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
+                "layer i full where i % 4 == 0",
+                lambda i, n: i % 4 == 0,
+                {
+                    "hidden_size": 6144,
+                    "num_hidden_layers": 64,
+                    "num_attention_heads": 48,
+                    "num_key_value_heads": 8,
+                    "head_dim": 128,
+                    "max_position_embeddings": 131072,
+                    "sliding_window": 8192,
+                },
+            ),
+            (
+                "kolibri1",
+                "kolibri1",
+                "Kolibri1ForCausalLM",
+                "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
+                "layer i full where (i + 1) % 5 == 0",
+                lambda i, n: (i + 1) % 5 == 0,
+                {
+                    "hidden_size": 2560,
+                    "num_hidden_layers": 50,
+                    "num_attention_heads": 48,
+                    "num_key_value_heads": 4,
+                    "head_dim": 128,
+                    "max_position_embeddings": 262144,
+                    "sliding_window": 513,
+                },
+            ),
+            (
+                "mellum",
+                "mellum",
+                "MellumForCausalLM",
+                "transformers/base.py create_attention_instances (vLLM's Transformers backend)",
+                "every layer full",
+                lambda i, n: True,
+                {
+                    "hidden_size": 2304,
+                    "num_hidden_layers": 28,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 4,
+                    "head_dim": 128,
+                    "max_position_embeddings": 131072,
+                    "sliding_window": 1024,
+                },
+            ),
+            (
+                "laguna",
+                "laguna",
+                "LagunaForCausalLM",
+                "laguna.py LagunaAttention (per-layer query heads and attention sinks change no "
+                "cache)",
+                "every layer full",
+                lambda i, n: True,
+                {
+                    "hidden_size": 2048,
+                    "num_hidden_layers": 40,
+                    "num_attention_heads": 48,
+                    "num_key_value_heads": 8,
+                    "head_dim": 128,
+                    "max_position_embeddings": 131072,
+                    "sliding_window": 512,
+                },
+            ),
+            (
+                "muse_glimmer",
+                "muse_glimmer_text",
+                "MuseGlimmerForCausalLM",
+                "muse_glimmer.py MuseGlimmerAttention",
+                "layer i full where (n - 1 - i) % 4 == 0",
+                lambda i, n: (n - 1 - i) % 4 == 0,
+                {
+                    "hidden_size": 6656,
+                    "num_hidden_layers": 52,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 2,
+                    "head_dim": 128,
+                    "max_position_embeddings": 131072,
+                    "sliding_window": 2048,
+                },
+            ),
+        )
+    ),
+    Family(
+        "iquest_loop",
+        ("iquest_loopcoder",),
+        ("IQuestLoopCoderForCausalLM",),
+        "each layer runs loop_num times (default 2), a cache per loop: the first full "
+        "attention, the later ones sliding over loop_window_size (default 64); head size "
+        "hidden_size / heads; vllm/model_executor/models/iquest_loopcoder.py "
+        "LoopCoderAttention",
+        read_iquest_loopcoder,
+        _ATTN | {"sliding_window", "use_sliding_window", "max_window_layers"},
+        ignores={"head_dim": "vLLM's iquest_loopcoder.py takes hidden_size / heads"},
+    ),
+    Family(
+        "rnj1",
+        ("rnj1",),
+        ("Rnj1ForCausalLM",),
+        "layer_types: chunked_attention layers slide over sliding_window (vLLM caches the "
+        "block-local attention as that window), the others full (every layer slides when "
+        "all are sliding_attention); head size head_dim; vllm/model_executor/models/rnj1.py "
+        "Rnj1Attention",
+        read_rnj1,
+        _ATTN | {"sliding_window", "layer_types"},
+        ignores={
+            "sliding_window_pattern": "vLLM's rnj1.py reads layer_types, not Gemma 3's pattern"
+        },
+        defaults={
+            # rnj1.py reads transformers' Gemma3TextConfig (an Rnj-1 checkpoint's model_type).
+            "gemma3_text": {
+                "hidden_size": 2304,
+                "num_hidden_layers": 26,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "max_position_embeddings": 131072,
+                "sliding_window": 4096,
+            }
+        },
+    ),
+    Family(
+        "olmo_hybrid",
+        ("olmo_hybrid",),
+        ("OlmoHybridForCausalLM",),
+        "layer_types: linear_attention a gated delta net state (linear_num_key_heads, "
+        "linear_num_value_heads, linear_key_head_dim, linear_value_head_dim, "
+        "linear_conv_kernel_dim; OlmoHybridConfig's defaults), the others full attention of "
+        "hidden_size / heads; absent layer_types: full where i % 4 == 3; "
+        "vllm/model_executor/models/olmo_hybrid.py",
+        read_olmo_hybrid,
+        _ATTN | {"layer_types", "linear_num_key_heads", "linear_num_value_heads"},
+        ignores={"head_dim": "vLLM's olmo_hybrid.py takes hidden_size / num_attention_heads"},
+        defaults={
+            "olmo_hybrid": {
+                "hidden_size": 3840,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 30,
+                "max_position_embeddings": 65536,
+                "linear_conv_kernel_dim": 4,
+            }
+        },
+    ),
+    Family(
+        "lfm2",
+        ("lfm2", "lfm2_moe"),
+        ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"),
+        "layer_types: full_attention layers full attention of hidden_size / heads, the others "
+        "(conv) a short-convolution state (conv_L_cache − 1) × conv_dim (lfm2_moe: × "
+        "hidden_size) in the model dtype; absent layer_types: full attention on full_attn_idxs "
+        "(default every layer); vllm/model_executor/models/lfm2.py, lfm2_moe.py",
+        read_lfm2,
+        _ATTN | {"layer_types"},
+        ignores={"head_dim": "vLLM's lfm2.py takes hidden_size / num_attention_heads"},
+        defaults={
+            # transformers' Lfm2Config and Lfm2MoeConfig (vLLM reads through them).
+            "lfm2": {
+                "hidden_size": 2560,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 128000,
+                "conv_L_cache": 3,
+            },
+            "lfm2_moe": {
+                "hidden_size": 2048,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 128000,
+                "conv_L_cache": 3,
+            },
+        },
     ),
     Family(
         "chatglm",
@@ -1192,9 +1537,19 @@ def supported() -> str:
     return ", ".join(sorted({*BY_MODEL_TYPE, *WRAPPERS}))
 
 
+#: Families whose vLLM model file asserts ``num_key_value_heads % tp == 0`` instead of
+#: replicating KV heads (param2moe.py ``Param2MoEAttention``): vLLM fails at start-up.
+KV_HEADS_DIVIDE_TP: Final = frozenset({"param2moe"})
+
+#: Read by vLLM 0.33 in qwen2.py alone (and the Qwen families built on it, whose readers list
+#: them): every other model file takes its windows from ``sliding_window`` and
+#: ``layer_types`` whatever these say (Mellum 2.1 and Qwen-derived checkpoints carry them).
+_QWEN2_ONLY: Final = frozenset({"use_sliding_window", "max_window_layers"})
+
+
 def check_cache_fields(sec: Section, family: Family) -> bool:
     """Refuse a cache-sizing field the family's reader neither reads nor ignores."""
-    known = family.reads | set(family.ignores)
+    known = family.reads | set(family.ignores) | _QWEN2_ONLY
     for key in sorted(CACHE_FIELDS - known):
         if sec.data.get(key) not in (None, False):  # null and false switch nothing on
             sec.issue(

@@ -149,6 +149,19 @@ class Section:
             {k: v for k, v in self.defaults.items() if k != key},
         )
 
+    def filled(self, key: str, value: Any) -> Section:
+        """The same section with ``value`` for ``key`` where the file leaves it absent or null:
+        what a config class's ``__post_init__`` fills in (a layer pattern it derives)."""
+        if self.value(key) is not None:
+            return self
+        return Section(
+            self.reader,
+            {k: v for k, v in self.data.items() if k != key},
+            self.prefix,
+            self.model_type,
+            {**self.defaults, key: value},
+        )
+
     def issue(self, key: str, message: str) -> None:
         self.reader.issue(self.path(key), message)
 

@@ -65,6 +65,91 @@ def attention_reader(
     return read
 
 
+def patterned_reader(
+    full_layer: Callable[[int, int], bool],
+) -> Callable[[Section, DTypes], Layers | None]:
+    """A reader of a decoder whose config class fills an absent ``layer_types`` in
+    ``__post_init__`` (``full_layer(i, n)``: layer ``i`` of ``n`` is full attention, the
+    others slide): vLLM reads the filled list (a ``sliding_attention`` layer gets
+    ``sliding_window`` as its ``per_layer_sliding_window``: transformers/base.py
+    ``create_attention_instances``, laguna.py, muse_glimmer.py), so an absent list is that
+    pattern, not "every layer slides"."""
+    inner = attention_reader("head_dim", "per_layer")
+
+    def read(sec: Section, dtypes: DTypes) -> Layers | None:
+        n_layers = layer_count(sec)
+        if n_layers is None:
+            return None
+        kinds = [
+            "full_attention" if full_layer(i, n_layers) else "sliding_attention"
+            for i in range(n_layers)
+        ]
+        return inner(sec.filled("layer_types", kinds), dtypes)
+
+    return read
+
+
+def read_rnj1(sec: Section, dtypes: DTypes) -> Layers | None:
+    """rnj1 (vllm/model_executor/models/rnj1.py ``Rnj1Attention``): a ``chunked_attention``
+    layer of ``layer_types`` attends block-locally over ``sliding_window`` tokens, which vLLM
+    caches as a sliding window of that size (``per_layer_sliding_window``; the chunk lookback
+    is the kernel's, not the cache's); any other layer is full attention, unless every entry
+    is ``sliding_attention``: then the engine-wide window slides them all
+    (vllm/engine/arg_utils.py ``create_engine_config``). Head size ``head_dim``."""
+    n_layers = layer_count(sec)
+    a = attention(sec, dtypes.kv, head="head_dim")
+    if n_layers is None or a is None:
+        return None
+    if sec.value("layer_types") is None:
+        sec.issue("layer_types", "missing: vLLM's rnj1.py reads each layer's type from it")
+        return None
+    names = sec.text_list("layer_types", n_layers)
+    if names is None:
+        return None
+    window = sec.window()
+    every = all(name == "sliding_attention" for name in names)
+    slides = [name == "chunked_attention" or every for name in names]
+    if not any(slides):
+        return {f"text.{i}": full(a) for i in range(n_layers)}
+    if window is None:
+        sec.issue("sliding_window", "missing: chunked_attention layers attend over it (in token)")
+        return None
+    local, whole = sliding(a, window), full(a)
+    return {f"text.{i}": local if slide else whole for i, slide in enumerate(slides)}
+
+
+def read_iquest_loopcoder(sec: Section, dtypes: DTypes) -> Layers | None:
+    """iquest_loopcoder (vllm/model_executor/models/iquest_loopcoder.py
+    ``LoopCoderAttention``): each decoder layer runs ``loop_num`` times (default 2) with a
+    cache per loop: the first full attention (or, read as Qwen 2 configs are, the
+    ``sliding_window`` when ``use_sliding_window`` is true, which vLLM then requires on every
+    layer: ``max_window_layers == num_hidden_layers``), every later one a sliding window of
+    ``loop_window_size`` tokens (default 64); ``text.<i>`` and ``text.<i>.loop<k>``, all on
+    layer i's pipeline stage. Head size ``hidden_size // num_attention_heads``."""
+    n_layers = layer_count(sec)
+    a = attention(sec, dtypes.kv, head="derived")
+    loops = sec.filled("loop_num", 2).number("loop_num", maximum=64)
+    span = sec.filled("loop_window_size", 64).number("loop_window_size", maximum=1 << 24)
+    if n_layers is None or a is None or loops is None or span is None:
+        return None
+    window = sec.window() if sec.flag("use_sliding_window") is True else None
+    if window is not None and sec.value("max_window_layers") not in (None, n_layers):
+        sec.issue(
+            "max_window_layers",
+            f"{sec.value('max_window_layers')!r}: with use_sliding_window, vLLM's "
+            f"iquest_loopcoder.py requires it to equal num_hidden_layers ({n_layers})",
+        )
+        return None
+    first = full(a) if window is None else sliding(a, window)
+    later = sliding(a, span)
+    layers: Layers = {}
+    for i in range(n_layers):
+        layers[f"text.{i}"] = first
+        for k in range(1, loops):
+            layers[f"text.{i}.loop{k}"] = later
+    return layers
+
+
 def _attention(sec: Section, dtypes: DTypes, head: HeadRule) -> Attention | None:
     if head == "head_dim" and sec.value("head_dim") in (0,):
         # vLLM reads 0 as absent (get_head_size: "head_dim > 0").

@@ -18,10 +18,12 @@ from .._layers import LayerSpec
 from ._hf_decoders import layer_types
 from ._hf_fields import MAX_COUNT, MAX_ELEMENTS, Section
 from ._hf_layers import (
+    Attention,
     DTypes,
     attention,
     full,
     gated_delta_net,
+    heads,
     layer_count,
     mamba1,
     mamba2,
@@ -117,6 +119,63 @@ def read_gated_delta_net(sec: Section, dtypes: DTypes) -> Layers | None:
         ssm_dtype=ssm_dtype,
     )
     by_kind = {"full": full(a), "state": state}
+    return {f"text.{i}": by_kind[kind] for i, kind in enumerate(kinds)}
+
+
+def read_olmo_hybrid(sec: Section, dtypes: DTypes) -> Layers | None:
+    """olmo_hybrid (vllm/model_executor/models/olmo_hybrid.py ``OlmoHybridDecoderLayer``): a
+    ``linear_attention`` layer of ``layer_types`` is a gated delta net
+    (``get_mamba_state_shape_from_config``: ``gated_delta_net_state_shape`` of the
+    ``linear_*`` fields; both states in the model dtype), any other full attention with
+    ``num_key_value_heads`` (null: the heads) KV heads of ``hidden_size //
+    num_attention_heads``. Absent fields are OlmoHybridConfig's ``__post_init__`` values:
+    every 4th layer (i % 4 == 3; else the last) full attention, key and value heads the
+    attention heads, key head size ``int(0.75 × hidden / key heads)``, value twice that."""
+    n_layers = layer_count(sec)
+    counted = heads(sec)
+    hidden = sec.number("hidden_size", maximum=MAX_ELEMENTS)
+    if n_layers is None or counted is None or hidden is None:
+        return None
+    n_heads, kv = counted
+    if hidden % n_heads:
+        sec.issue("hidden_size", f"{hidden} is not a multiple of num_attention_heads {n_heads}")
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {"full_attention": "full", "linear_attention": "state"})
+        if kinds is None:
+            return None
+    else:
+        kinds = ["full" if i % 4 == 3 else "state" for i in range(n_layers)]
+        if "full" not in kinds:
+            kinds[-1] = "full"
+    k_heads = sec.filled("linear_num_key_heads", n_heads).number("linear_num_key_heads")
+    v_heads = sec.filled("linear_num_value_heads", n_heads).number("linear_num_value_heads")
+    kernel = sec.number("linear_conv_kernel_dim", maximum=1 << 10)
+    if k_heads is None or v_heads is None or kernel is None:
+        return None
+    k_dim = sec.filled("linear_key_head_dim", int(0.75 * hidden / k_heads)).number(
+        "linear_key_head_dim", maximum=MAX_ELEMENTS
+    )
+    if k_dim is None:
+        return None
+    v_dim = sec.filled("linear_value_head_dim", 2 * k_dim).number(
+        "linear_value_head_dim", maximum=MAX_ELEMENTS
+    )
+    if v_dim is None:
+        return None
+    state = gated_delta_net(
+        num_k_heads=k_heads,
+        num_v_heads=v_heads,
+        head_k_dim=k_dim,
+        head_v_dim=v_dim,
+        conv_kernel=kernel,
+        conv_dtype=dtypes.model,
+        ssm_dtype=dtypes.model,
+    )
+    size = sec.derived("head_dim", hidden // n_heads, "hidden_size / num_attention_heads")
+    if size is None:
+        return None
+    by_kind = {"full": full(Attention(kv, size, dtypes.kv)), "state": state}
     return {f"text.{i}": by_kind[kind] for i, kind in enumerate(kinds)}
 
 

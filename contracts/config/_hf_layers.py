@@ -28,7 +28,7 @@ from .._layers import (
     SlidingWindowLayer,
 )
 from .._quantity import EncoderTokens, Tokens
-from ..state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
+from ..state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, ShortConvLayer
 from ._hf_fields import MAX_ELEMENTS, MAX_SEQ, Reader, Section
 from ._models import MAX_LAYERS
 
@@ -150,6 +150,14 @@ def mamba2(
         conv_kernel=conv_kernel,
         conv_dtype=conv_dtype,
         ssm_dtype=ssm_dtype,
+    )
+
+
+def short_conv(*, conv_dim: int, cache_length: int, dtype: CacheDType) -> LayerSpec:
+    """A short-convolution state layer (LFM2): one conv state of ``cache_length − 1`` ×
+    ``conv_dim`` in ``dtype``."""
+    return ShortConvLayer(
+        conv_dim=Elements(conv_dim), conv_kernel=cache_length, conv_dtype=dtype, ssm_dtype=dtype
     )
 
 

@@ -158,67 +158,50 @@ PREVIOUSLY_SUPPORTED: Final = frozenset(
 )
 
 _STATE = "recurrent state layers ({}), whose vLLM state shapes kvunits does not model for it"
-_SPARSE = "a sparse-attention indexer cache beside the MLA cache ({}), not modelled"
 _LOOP = "layers run several times per token (looped/recurrent depth, {}), not modelled"
 
 #: Architectures vLLM 0.33 serves that kvunits refuses, each with the feature not modelled.
 REFUSED: Final[Mapping[str, str]] = {
-    "AXK1ForCausalLM": _SPARSE.format("AXK1.py"),
     "AliceAIForCausalLM": _STATE.format("linear attention, alice_ai.py"),
     "BailingMoeV2_5ForCausalLM": "lightning linear-attention state layers next to MLA "
     "layers (bailing_moe_linear.py), not modelled",
     "BailingMoeV3ForCausalLM": "linear-attention state layers next to sparse MLA layers "
     "(bailing_moe_v3.py), not modelled",
     "BeamForCausalLM": "vllm.models.beam builds its cache in its own package, not modelled",
-    "Cohere2MoeForCausalLM": "Cohere 2 MoE's dense and sparse layer mix (cohere2_moe.py) is "
-    "not modelled",
     "DeepseekV4ForCausalLM": "compressed MLA caches (several tokens per state) and an indexer "
     "cache (DeepSeek V4), not modelled",
-    "DomynEdgeForCausalLM": "per-layer window sizes of domyn_edge.py (window_size), not modelled",
+    "DomynEdgeForCausalLM": "per-layer head sizes (per_layer_config[i].head_dim) and windows "
+    "(window_sizes[i][0] + 1) of domyn_edge.py, from custom config code, not modelled",
     "DoryForCausalLM": _LOOP.format("dory.py"),
-    "ExaoneMoEForCausalLM": "EXAONE MoE's multi-token-prediction layers and window layout "
-    "(exaone_moe.py), not modelled",
-    "ExaoneMoeForCausalLM": "EXAONE MoE's multi-token-prediction layers and window layout "
-    "(exaone_moe.py), not modelled",
     "FlintForCausalLM": "vllm.models.flint builds its cache in its own package, not modelled",
     "Gemma3nForCausalLM": "Gemma 3n's KV-shared layers across window kinds and its per-layer "
     "inputs (gemma3n.py), not modelled",
-    "Glm5NextForCausalLM": _SPARSE.format("GLM-5"),
+    "Glm5NextForCausalLM": "an indexer cache of one entry per index_kpool tokens "
+    "(Glm5NextIndexerCache: tokens_per_state), a circular-buffer tail cache "
+    "(Glm5NextTailCache: CircularBufferSpec) and Kimi delta attention states "
+    "(vllm/models/glm5next/common/attention.py, kda.py), not modelled",
     "HCXVisionV2ForCausalLM": "HyperCLOVA X vision's language model config, not located",
-    "HYV4ForCausalLM": _SPARSE.format("Hunyuan V4"),
     "HrmTextForCausalLM": _LOOP.format("hrm_text.py"),
-    "IQuestLoopCoderForCausalLM": _LOOP.format("iquest_loopcoder.py"),
     "InklingForCausalLM": "vllm.models.inkling builds its cache in its own package",
     "InklingForConditionalGeneration": "vllm.models.inkling builds its cache in its own package",
-    "K2HorizonForCausalLM": _LOOP.format("k2_horizon.py"),
-    "KimiLinearForCausalLM": _STATE.format("Kimi delta attention"),
-    "LagunaForCausalLM": "attention sinks with per-layer windows (laguna.py), not modelled",
-    "Lfm2ForCausalLM": _STATE.format("short convolutions of lfm2.py"),
-    "Lfm2MoeForCausalLM": _STATE.format("short convolutions of lfm2_moe.py"),
-    "LongcatFlashForCausalLM": "two MLA blocks per layer (LongCat-Flash), not modelled",
-    "LongcatFlashNgramForCausalLM": "two MLA blocks per layer and n-gram embeddings "
-    "(LongCat-Flash n-gram), not modelled",
-    "MiniMaxM3SparseForCausalLM": _SPARSE.format("MiniMax M3"),
-    "MuseGlimmerForCausalLM": "per-layer windows of muse_glimmer.py, not modelled",
+    "KimiLinearForCausalLM": "Kimi delta attention states (kda_state_shape) beside MLA "
+    "layers (vllm/models/kimi_k3): vLLM aligns the recurrent state's page to the MLA page "
+    "(Platform._align_hybrid_block_size), which kvunits models for plain attention only",
+    "MiniMaxM3SparseForCausalLM": "an indexer key cache of index_head_dim bf16 (or fp8, "
+    "without scales) elements beside GQA attention (vllm/models/minimax_m3/common/indexer.py "
+    "MiniMaxM3IndexerCache; kvunits' indexer kind is DeepSeek's fp8 key with float32 "
+    "scales), not modelled",
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "
-    "not modelled",
-    "OlmoHybridForCausalLM": _STATE.format("linear attention of olmo_hybrid.py"),
+    "which vLLM reads through the checkpoint's own get_nemotron_h_config_for_layer (custom "
+    "config code), not modelled",
     "PanguEmbeddedForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "PanguProMoEV2ForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "PanguUltraMoEForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
-    "Param2MoEForCausalLM": "Param2 MoE's attention (param2moe.py) is not modelled",
     "Plamo3ForCausalLM": "per-layer interleaved_sliding_window of plamo3.py, not modelled",
     "Qwen4ExpForCausalLM": _STATE.format("several Mamba state layouts of qwen4_exp"),
-    "Rnj1ForCausalLM": "chunked layers of rnj1.py sliding over sliding_window, not modelled",
-    "SarvamMLAForCausalLM": _SPARSE.format("Sarvam MLA"),
-    "SarvamMoEForCausalLM": _SPARSE.format("Sarvam MoE"),
     "Step3p5ForCausalLM": "looped layers with per-layer windows (step3p5.py), not modelled",
     "Step5ForCausalLM": "vllm.models.step5 builds its cache in its own package",
     # Served by the Transformers backend with field names kvunits does not map.
-    "CwmForCausalLM": "CWM's per-layer windows through the Transformers backend, not modelled",
-    "Jais2ForCausalLM": "Jais 2 through the Transformers backend, not mapped",
-    "Kolibri1ForCausalLM": "Kolibri 1 through the Transformers backend, not mapped",
-    "MellumForCausalLM": "Mellum through the Transformers backend, not mapped",
     "NanbeigeForCausalLM": "Nanbeige through the Transformers backend, not mapped",
     "Emu3ForConditionalGeneration": "Emu3's image-token decoder, not located",
     "HunYuanVLForConditionalGeneration": "Hunyuan VL's language model config, not located",
@@ -231,6 +214,15 @@ REFUSED: Final[Mapping[str, str]] = {
     "Qwen2_5OmniForConditionalGeneration": "two decoders (thinker and talker) with caches",
     "Qwen2_5OmniModel": "two decoders (thinker and talker) with caches",
     "Qwen3OmniMoeForConditionalGeneration": "two decoders (thinker and talker) with caches",
+}
+
+
+#: Decoder model types (a multimodal config's ``text_config``) of refused architectures: the
+#: refusal names the architecture's reason rather than an unknown model type.
+REFUSED_MODEL_TYPES: Final[Mapping[str, str]] = {
+    "kimi_linear": "KimiLinearForCausalLM",
+    "deepseek_v4": "DeepseekV4ForCausalLM",
+    "gemma3n_text": "Gemma3nForCausalLM",
 }
 
 

@@ -1,5 +1,5 @@
 """Readers of the Mamba families beside Jamba and Nemotron-H: Granite 4.0 hybrids, Falcon-H1,
-Zamba2, and the attention-free Mamba-1, Falcon-Mamba and Mamba-2.
+Zamba2, the attention-free Mamba-1, Falcon-Mamba and Mamba-2, and LFM2's short convolutions.
 
 Each follows its vLLM 0.33 model file's ``get_mamba_state_shape_from_config`` (the state's
 dimensions, through ``MambaStateShapeCalculator``) and ``get_mamba_state_dtype_from_config``
@@ -19,7 +19,16 @@ from typing import Final
 from .._layers import LayerSpec
 from ._hf_decoders import layer_types
 from ._hf_fields import MAX_COUNT, MAX_ELEMENTS, Section
-from ._hf_layers import Attention, DTypes, full, heads, layer_count, mamba1, mamba2
+from ._hf_layers import (
+    Attention,
+    DTypes,
+    full,
+    heads,
+    layer_count,
+    mamba1,
+    mamba2,
+    short_conv,
+)
 
 Layers = dict[str, LayerSpec]
 
@@ -39,7 +48,9 @@ def _mamba2_layer(
     conv_key: str,
 ) -> LayerSpec | None:
     """A Mamba-2 state of inner size ``inner`` (vLLM ``mamba2_state_shape``); the head size
-    ``"auto"`` is ``inner // heads`` (transformers' ``__post_init__``)."""
+    ``"auto"`` is ``inner // heads`` (transformers' ``__post_init__``). The heads must tile
+    the inner size exactly: transformers' ``validate_architecture`` (GraniteMoeHybridConfig,
+    FalconH1Config, Mamba2Config), through which vLLM loads the file, refuses it otherwise."""
     n_heads = sec.number(heads_key)
     groups = sec.number(groups_key)
     state = sec.number(state_key, maximum=MAX_ELEMENTS)
@@ -53,6 +64,14 @@ def _mamba2_layer(
     else:
         head = sec.number(head_key, maximum=MAX_ELEMENTS)
     if head is None:
+        return None
+    if n_heads * head != inner:
+        sec.issue(
+            head_key,
+            f"{n_heads} heads ({heads_key}) × {head} ({head_key}) is not the mixer's inner size "
+            f"{inner}: transformers' config class refuses the file (validate_architecture), "
+            "and vLLM with it",
+        )
         return None
     return mamba2(
         num_heads=n_heads,
@@ -288,3 +307,45 @@ def read_mamba2(sec: Section, dtypes: DTypes) -> Layers | None:
         conv_key="conv_kernel",
     )
     return None if layer is None else {f"text.{i}": layer for i in range(n_layers)}
+
+
+def read_lfm2(sec: Section, dtypes: DTypes) -> Layers | None:
+    """lfm2 (vllm/model_executor/models/lfm2.py), lfm2_moe (lfm2_moe.py): a layer whose
+    ``layer_types`` entry is ``full_attention`` is full attention with ``num_key_value_heads``
+    KV heads of ``hidden_size // num_attention_heads`` (``Lfm2Attention``); any other a short
+    convolution whose state is ``(conv_L_cache − 1, C)`` in the model dtype
+    (``get_mamba_state_shape_from_config``: ``short_conv_state_shape`` with ``C`` =
+    ``conv_dim`` for lfm2, ``hidden_size`` for lfm2_moe). An absent ``layer_types`` is
+    Lfm2Config's ``__post_init__`` list: full attention on ``full_attn_idxs`` (default every
+    layer); Lfm2MoeConfig fills none, and vLLM then fails: it is refused."""
+    n_layers = layer_count(sec)
+    a = _derived_attention(sec, dtypes)
+    moe = sec.model_type == "lfm2_moe"
+    channels_key = "hidden_size" if moe else "conv_dim"
+    if sec.value(channels_key) is None:
+        sec.issue(channels_key, "missing: vLLM's lfm2.py sizes the convolution state with it")
+        return None
+    channels = sec.number(channels_key, maximum=_HIDDEN)
+    cache = sec.number("conv_L_cache", maximum=_KERNEL)
+    if n_layers is None or a is None or channels is None or cache is None:
+        return None
+    if sec.value("layer_types") is not None:
+        names = sec.text_list("layer_types", n_layers)
+        if names is None:
+            return None
+        attends = [name == "full_attention" for name in names]
+    elif moe:
+        sec.issue("layer_types", "missing: vLLM's lfm2_moe.py reads each layer's type from it")
+        return None
+    else:
+        idxs = sec.value("full_attn_idxs")
+        if idxs is None:
+            attends = [True] * n_layers
+        elif isinstance(idxs, list) and all(type(i) is int for i in idxs):
+            attends = [i in idxs for i in range(n_layers)]
+        else:
+            sec.issue("full_attn_idxs", "expected a list of layer indices")
+            return None
+    state = short_conv(conv_dim=channels, cache_length=cache, dtype=dtypes.model)
+    attention_layer = full(a)
+    return {f"text.{i}": attention_layer if att else state for i, att in enumerate(attends)}

@@ -68,7 +68,7 @@ from .._layers import (
 from .._model import SpecModel
 from .._quantity import EncoderTokens, Tokens
 from ..deploy import RankBytes
-from ..state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer
+from ..state import GatedDeltaNetLayer, Mamba1Layer, Mamba2Layer, ShortConvLayer
 
 #: The most layers a config may declare (`ModelSpec` holds at most this many).
 MAX_LAYERS: Final = 4096
@@ -224,6 +224,12 @@ class GatedDeltaNetGroup(GatedDeltaNetLayer, _Group):
     kind: Literal["gated_delta_net"]
 
 
+class ShortConvGroup(ShortConvLayer, _Group):
+    """Short-convolution layers (LFM2's ``conv``)."""
+
+    kind: Literal["short_conv"]
+
+
 class KVSharedGroup(KVSharedLayer, _Group):
     """Layers that read another layer's KV cache and keep none of their own."""
 
@@ -242,6 +248,7 @@ GroupConfig: TypeAlias = Annotated[
     | Mamba1Group
     | Mamba2Group
     | GatedDeltaNetGroup
+    | ShortConvGroup
     | KVSharedGroup,
     Field(discriminator="kind"),
 ]
@@ -259,6 +266,7 @@ KINDS: Final = (
     "mamba1",
     "mamba2",
     "gated_delta_net",
+    "short_conv",
     "kv_shared",
 )
 

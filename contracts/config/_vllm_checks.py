@@ -83,6 +83,15 @@ def check_like_vllm(
                 f"size that divides {hf.attention_heads}",
             )
         )
+    if hf.kv_heads is not None and hf.kv_heads % tp:
+        issues.append(
+            ConfigIssue(
+                *_place(sources.get("tensor_parallel_size", "default"), where),
+                f"tensor_parallel_size {tp} does not divide the model's {hf.kv_heads} KV heads: "
+                f"vLLM's {hf.family} attention asserts it (it does not replicate KV heads); "
+                f"use a TP size that divides {hf.kv_heads}",
+            )
+        )
     source = sources.get("max_model_len", "")
     if hf.max_len_bound is None or source.startswith("hf "):
         return

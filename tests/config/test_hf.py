@@ -331,10 +331,15 @@ def test_architectures_come_first_as_vllm_dispatches() -> None:
     renamed = {**_data("llama-3.1-8b"), "model_type": "my_llama_finetune"}
     assert set(_kinds(renamed)) == {"full_attention"}
     # An architecture vLLM 0.33 serves but kvunits does not model is refused with the reason.
-    data = {**_data("llama-3.1-8b"), "architectures": ["SarvamMLAForCausalLM"]}
+    data = {**_data("llama-3.1-8b"), "architectures": ["DoryForCausalLM"]}
     assert _one_issue(data) == (
-        "config.json: architectures[0]: SarvamMLAForCausalLM: kvunits does not plan it: a "
-        "sparse-attention indexer cache beside the MLA cache (Sarvam MLA), not modelled"
+        "config.json: architectures[0]: DoryForCausalLM: kvunits does not plan it: layers run "
+        "several times per token (looped/recurrent depth, dory.py), not modelled"
+    )
+    # An MLA architecture reads the file as MLA, naming what it lacks.
+    data["architectures"] = ["SarvamMLAForCausalLM"]
+    assert _one_issue(data) == (
+        "config.json: qk_rope_head_dim: missing (element (MLA decoupled RoPE key))"
     )
     # One vLLM 0.33 no longer serves (registry.py _PREVIOUSLY_SUPPORTED_MODELS).
     data["architectures"] = ["MllamaForConditionalGeneration"]

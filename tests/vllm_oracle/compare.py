@@ -105,6 +105,8 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
             return "differs", [f"vLLM: attention-free; kvunits: {len(layers)} attention layers"]
         return "exact", []
     expected_layers = view["attention_layers"]
+    if view["architecture"] in _TWO_ATTENTIONS_PER_LAYER and expected_layers is not None:
+        expected_layers *= 2
     if view["hybrid"]:
         expected_layers = None  # the view counts mixer layers as attention for some models
     if expected_layers is not None and len(layers) != expected_layers:
@@ -138,10 +140,23 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
 
 
 #: Where a vLLM model file departs from ModelConfig's generic view of the window.
-_WINDOW_PLUS_ONE: Final = frozenset({"Cohere2ForCausalLM"})  # commandr.py: sliding_window + 1
+#: commandr.py and cohere2_moe.py: a sliding layer's window is sliding_window + 1.
+_WINDOW_PLUS_ONE: Final = frozenset({"Cohere2ForCausalLM", "Cohere2MoeForCausalLM"})
 #: mimo_v2.py: the window is sliding_window_size (transformers' sliding_window is one more),
 #: on the layers hybrid_layer_pattern marks 1 (its layer_types derives them the same way).
 _WINDOW_SIZE_FIELD: Final = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})
+
+
+#: rnj1.py Rnj1Attention: a chunked_attention layer gets sliding_window as its
+#: per_layer_sliding_window (a SlidingWindowSpec of that size).
+_CHUNKED_AS_WINDOW: Final = frozenset({"Rnj1ForCausalLM"})
+#: longcat_flash.py FlashDecoderLayer: two DeepseekV2MLAAttention per decoder layer
+#: (``self_attn.0`` and ``self_attn.1``), each its own MLA cache; the view counts layers.
+_TWO_ATTENTIONS_PER_LAYER: Final = frozenset(
+    {"LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"}
+)
+#: exaone_moe.py ExaoneMoeAttention: sliding_windows[i] when the file lists them.
+_PER_LAYER_WINDOWS: Final = frozenset({"ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"})
 
 
 def _expected_windows(view: Mapping[str, Any], n: int) -> list[int | None] | None:
@@ -159,4 +174,14 @@ def _expected_windows(view: Mapping[str, Any], n: int) -> list[int | None] | Non
         return [None] * n
     if types is None:
         return [window] * n
-    return [window if t == "sliding_attention" else None for t in types]
+    per_layer = view.get("sliding_windows")
+    if view["architecture"] in _PER_LAYER_WINDOWS and isinstance(per_layer, list):
+        # exaone_moe.py: a sliding layer's window is its sliding_windows entry.
+        pairs = zip(types, per_layer, strict=False)
+        return [w or None if t == "sliding_attention" else None for t, w in pairs]
+    sliding = {"sliding_attention"}
+    if view["architecture"] in _CHUNKED_AS_WINDOW:
+        sliding.add("chunked_attention")
+        if not all(t == "sliding_attention" for t in types):
+            sliding.discard("sliding_attention")
+    return [window if t in sliding else None for t in types]

@@ -49,6 +49,7 @@ def view(path: str) -> dict[str, Any]:
             kv_cache_dtype=resolve_kv_cache_dtype_string("auto", model),
             indexers=_indexers(text),
             sliding_window_size=getattr(text, "sliding_window_size", None),
+            sliding_windows=getattr(text, "sliding_windows", None),
         )
     except Exception as exc:
         out["partial_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -63,6 +64,8 @@ def _indexers(text: Any) -> list[int] | None:
     of per-layer key sizes (0: no indexer), or None without sparse attention."""
     if not hasattr(text, "index_topk"):
         return None
+    if getattr(text, "model_type", None) == "hy_v4":
+        return _hy_v4_indexers(text)
     freq = getattr(text, "index_topk_freq", 1)
     pattern = getattr(text, "index_topk_pattern", None)
     offset = getattr(text, "index_skip_topk_offset", 2)
@@ -74,6 +77,23 @@ def _indexers(text: Any) -> list[int] | None:
             skip = 0 <= layer_id < len(pattern) and pattern[layer_id] == "S"
         sizes.append(0 if skip else text.index_head_dim)
     return sizes
+
+
+def _hy_v4_indexers(text: Any) -> list[int] | None:
+    """Hunyuan V4's indexers, by vLLM's own rule (vllm/models/hy_v4/nvidia/attention.py,
+    ``HYV4MLAAttention.__init__``): a layer whose ``layer_types`` entry is sparse builds one
+    unless ``compute_skip_topk_layers`` names it."""
+    from vllm.models.hy_v4.nvidia.attention import _SPARSE_LAYER_TYPES, compute_skip_topk_layers
+
+    types = getattr(text, "layer_types", None) or []
+    skip = compute_skip_topk_layers(text)
+    sizes = [
+        text.index_head_dim
+        if i < len(types) and types[i] in _SPARSE_LAYER_TYPES and i not in skip
+        else 0
+        for i in range(text.num_hidden_layers)
+    ]
+    return sizes if any(sizes) else None
 
 
 def main() -> None:

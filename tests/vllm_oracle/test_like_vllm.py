@@ -81,17 +81,28 @@ def _cases() -> list[dict[str, Any]]:
     # stage without layers has 0 bytes per block: get_kv_cache_configs divides by it).
     # Recurrent-state hybrids without prefix caching (vLLM's Mamba cache mode "none"; with
     # it, "align", the default cases above).
-    for name in (
-        "jamba-v0.1",
-        "nemotron-h-56b-base-8k",
-        "nvidia-nemotron-nano-9b-v2",
-        "qwen3-next-80b-a3b-instruct",
-        "qwen3.5-35b-a3b",
-    ):
+    hybrids = [
+        ROOT / "examples" / "hf" / name / "config.json"
+        for name in (
+            "jamba-v0.1",
+            "nemotron-h-56b-base-8k",
+            "nvidia-nemotron-nano-9b-v2",
+            "qwen3-next-80b-a3b-instruct",
+            "qwen3.5-35b-a3b",
+        )
+    ]
+    hybrids += [
+        FIXTURES / group / name / "config.json"
+        for group, name in (
+            ("synthetic", "synthetic--olmo_hybrid"),
+            ("excerpts", "LiquidAI--LFM2-1.2B"),
+            ("excerpts", "ibm-granite--granite-4.0-h-350m"),
+        )
+    ]
+    for hybrid in hybrids:
         for tp, memory in ((1, "16 GiB"), (2, "40 GiB")):
             off = {"tensor_parallel_size": str(tp), "memory_budget": memory}
-            path = str(ROOT / "examples" / "hf" / name / "config.json")
-            cases.append({"config": path, "flags": off, "prefix_caching": False})
+            cases.append({"config": str(hybrid), "flags": off, "prefix_caching": False})
     # --kv-cache-dtype-skip-layers: some layers keep the model dtype beside an fp8 cache.
     for name, skipped in (
         ("llama-3.1-8b", ["0", "31"]),
