@@ -1,47 +1,67 @@
-"""Benchmark: kvunits' allocator against vLLM's ``KVCacheManager`` on one streaming trace.
+"""Benchmark: kvunits' allocator against vLLM 0.33's ``KVCacheManager`` on a family of traces.
 
-The trace (issue 14's): 64 concurrent streams of Voxtral Realtime, each a 32-token prefill step
-then 1000 one-token decode steps; a stream that ends is freed in that engine step's output
-processing and replaced at the next engine step; 100,000 stream-steps in all (1563 engine
-steps, 128 streams). Two groups, block size 16: audio, a pooled sliding window of 750 encoder
-tokens at P = 4 (189 pooled slots; 32 KV heads × 64, bf16), one pooled slot per text token;
-text, full attention (8 KV heads × 128, bf16). The *prefix* trace is the same with every
-stream bringing one shared prompt (32 tokens, and their 128 encoder tokens of audio).
+Each trace is a schedule of engine steps replayed, in one process, through
 
-Sides, each replaying the same engine steps, timed around the allocator calls only, as vLLM's
-scheduler makes them:
+* **vLLM** 0.33 (when importable): ``new_step_starts`` once per engine step,
+  ``allocate_slots`` per scheduled stream (``get_computed_blocks`` and
+  ``record_prefix_cache_stats`` first for a new one), ``free`` per finished one, as its
+  scheduler calls them; one pool for all groups;
+* **kvunits typed**: the `Stepper` of the groups (``admit`` or ``admit_with_prefix``,
+  ``advance`` per scheduled stream, ``allocate_speculative`` and ``rollback`` when
+  drafting, ``extend_content`` for generated tokens), ``coordinator.free``; a pool per group
+  (or one shared pool where the trace says so), caps reserved at admission;
+* **kvunits raw**: the untyped core behind it (plain ints), the same calls;
+* **kvunits batch** (streaming traces): every running stream's step of an engine step in one
+  call (``Stepper.advance_all``).
 
-* **vLLM** 0.33 (when importable): ``new_step_starts`` once per engine step, ``allocate_slots``
-  per running stream, ``get_computed_blocks`` + ``allocate_slots`` +
-  ``record_prefix_cache_stats`` per new stream, ``free`` per finished one. One pool of 6000
-  blocks. Untimed: building the ``Request`` objects (their block hashes included), the
-  scheduler's bookkeeping, appending the sampled token (which runs vLLM's hasher when caching).
-* **kvunits typed**: ``stepper.allocate(id, EncoderTokens(4), Tokens(1))`` per running stream
-  (the audio group stepped in encoder tokens, as a stream arrives), ``stepper.admit`` (or
-  ``admit_with_prefix``) + ``allocate`` per new stream, ``coordinator.free``. A pool per group
-  (1000 audio, 5000 text), caps reserved at admission. The quantities and block hashes are
-  built before timing (as vLLM's requests are).
-* **kvunits raw**: the untyped core (``allocate_step(id, (4, 1))``), the same calls.
+The work is the same on every side and checked: before timing, the sides run side by side and,
+after every engine step, every running stream has the same length on each, and the same number
+of blocks held in each group (a speculative trace's rollback returns the blocks only rejected
+drafts used, which vLLM keeps for the next step: there kvunits holds at most one block less).
+Neither side builds per-token slot mappings (vLLM leaves them to its model runner; kvunits'
+``advance`` returns none, and ``allocate`` would build them per block).
 
-Rounds alternate the sides, the order rotated each round; each round's times are paired, and
-the ratios reported are the medians of the per-round ratios. Times are CPU time of this
-process (`CLOCK`), read around the calls of each engine step. Peak blocks per group (distinct
-blocks held by live requests after each engine step) and prefix-cache hits come from one more,
-untimed run of each side.
+Timing: CPU time of this process (`CLOCK`) around the allocator calls of each engine step, less
+the cost of reading the clock (calibrated), with the garbage collector paused. Rounds alternate
+the sides, the order rotated each round; a trace's ratio is the median of its rounds' paired
+ratios (vLLM time ÷ kvunits time of one round), printed with their spread (lowest–highest).
+Untimed on the vLLM side: building requests, the scheduler's bookkeeping (``num_computed_tokens``,
+appending sampled tokens), except in the *generated* prefix trace, where appending a token runs
+vLLM's block hasher, the work kvunits' ``extend_content`` does, and both are timed.
 
-Differences of behaviour, on purpose: kvunits hashes only the content a caller gives (here the
-prompt; vLLM hashes every generated token too, and caches decode blocks nobody will hit), and it
-hits the audio and text sequences each on its own (vLLM takes one hit for both: when the
-shared audio block has been evicted, vLLM recomputes the text too).
+The traces (block size 16; "audio" is Voxtral Realtime's pooled sliding window of 750 encoder
+tokens at P = 4 (189 pooled slots, 32 KV heads × 64), one pooled slot per text token; "text"
+full attention (8 × 128); "sliding" a 512-token window and "chunked" 256-token chunks (8 ×
+128)):
 
-vLLM is not a dependency of kvunits. To run its side, make the venv that
-``benchmarks/vllm-nodeps.txt`` describes (torch 2.13.0 CPU, then ``vllm==0.33.0`` and its imports
-with ``pip install --no-deps``, then kvunits)::
+==========  =====================================================================
+streams     N = 16, 64, 256, 1024 streams at once, audio + text, 32-token prompt
+            then 1000 decode steps (200 at 1024 streams)
+groups      64 streams: text; + sliding; + chunked; + audio
+pool        64 streams of text + sliding, one pool per group, then one shared pool
+prefix      64 streams sharing one prompt (audio + text); *prompt*: only the prompt
+            is hashed; *generated*: every generated token is hashed too, as vLLM
+            hashes a request's tokens as they are appended
+spec        64 streams, 4 draft tokens a step, a seeded acceptance of 0..4 then a
+            rollback of the rest; text, then text + sliding
+prefill     4 streams at once (16 in all) of text, prompts of 8k / 32k / 128k tokens
+            in 8192-token chunks, then 128 decode steps
+==========  =====================================================================
 
-    .venv-vllm/bin/python benchmarks/vs_vllm.py
-    .venv/bin/python benchmarks/vs_vllm.py          # no vLLM: kvunits' sides only, and says so
+``--memory`` measures each side's allocator memory (tracemalloc, counting only allocations made
+in the allocator's own files: ``vllm/v1/core`` and ``kvunits/runtime``) with 1024 streams of
+audio + text: bytes per held block and per request (two fills with different held blocks
+separate the two), and what stays allocated after every request is freed.
 
-This module is not imported by the test suite (importing vLLM takes ~10 s).
+vLLM is not a dependency of kvunits. Make the venv ``benchmarks/vllm-nodeps.txt`` describes,
+then::
+
+    .venv-vllm/bin/python benchmarks/vs_vllm.py             # the whole family, one table
+    .venv-vllm/bin/python benchmarks/vs_vllm.py --memory    # memory per block and request
+    .venv/bin/python benchmarks/vs_vllm.py --quick          # no vLLM: kvunits alone, says so
+
+Not imported by the test suite's timed paths (importing vLLM takes ~10 s);
+``tests/runtime/test_benchmark.py`` runs a small trace without vLLM.
 """
 
 from __future__ import annotations
@@ -55,24 +75,24 @@ import random
 import statistics
 import sys
 import time
+import tracemalloc
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script from any venv: kvunits from this checkout
-    sys.path.insert(0, str(ROOT))
-
-from kvunits.contracts import (  # noqa: E402
+from kvunits.contracts import (
     CacheDType,
+    Chunk,
+    ChunkedLocalLayer,
     Elements,
     EncoderTokens,
     EngineSpec,
     FullAttentionLayer,
     KVHeads,
     Layers,
+    LayerSpec,
     ModelSpec,
     PoolBlocks,
     PoolFactor,
@@ -81,218 +101,446 @@ from kvunits.contracts import (  # noqa: E402
     Window,
     group_layers,
 )
-from kvunits.contracts.deploy import RankBytes  # noqa: E402
-from kvunits.contracts.internal import magnitude  # noqa: E402
-from kvunits.runtime import ContentKeys, KVCacheCoordinator  # noqa: E402
+from kvunits.contracts.deploy import RankBytes
+from kvunits.contracts.internal import admission_cap, magnitude, manager_ints
+from kvunits.runtime import ContentKeys, KVCacheCoordinator
 
 BLOCK = 16
 P = 4
-STREAMS = 64
-PROMPT = 32
-DECODE = 1000
-STEPS_PER_STREAM = 1 + DECODE
-TOTAL = 100_000
-LENGTH = PROMPT + DECODE  # tokens with a slot (the last sampled token has none)
-VLLM_BLOCKS = 6000
-AUDIO_BLOCKS, TEXT_BLOCKS = 1000, 5000
 VOCAB = 32000
 
-#: The clock around the allocator calls: this process's CPU time, as `benchmarks.allocator`
-#: takes it. On a shared machine, time spent descheduled would land in one side and not the
-#: other; both sides read the same clock the same number of times per engine step.
+#: The clock around the allocator calls: this process's CPU time. On a shared machine, time
+#: spent descheduled would land in one side and not the other.
 CLOCK = time.process_time_ns
+
+
+# -- the traces ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One trace of the family.
+
+    Attributes:
+        row: the table's row (what varies along it).
+        label: this trace's column in that row.
+        groups: the layer groups, from `GROUP_NAMES`.
+        streams: streams running at once.
+        prompt: prompt tokens of each stream.
+        chunk: prefill tokens per step.
+        decode: decode steps per stream.
+        total: stream-steps in all (the last engine step schedules only what is left).
+        shared_pool: kvunits draws every group from one pool (vLLM always does).
+        prefix: "none", "prompt" (one prompt shared by every stream, hashed) or "generated"
+            (that, and every generated token hashed too).
+        spec: draft tokens per decode step (0: none).
+    """
+
+    row: str
+    label: str
+    groups: tuple[str, ...]
+    streams: int = 64
+    prompt: int = 32
+    chunk: int = 32
+    decode: int = 1000
+    total: int = 100_000
+    shared_pool: bool = False
+    prefix: str = "none"
+    spec: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.row} {self.label}"
+
+    @property
+    def length(self) -> int:
+        """Tokens with a slot at the end of a stream (its drafts included)."""
+        return self.prompt + self.decode + self.spec
+
+
+GROUP_NAMES = ("audio", "text", "sliding", "chunked")
+
+
+def family(quick: bool = False) -> list[Trace]:
+    """The traces of issue 25's table, in order (``quick``: far fewer stream-steps each)."""
+    two = ("audio", "text")
+    traces = [
+        Trace("streams", "16", two, streams=16),
+        Trace("streams", "64", two),
+        Trace("streams", "256", two, streams=256, decode=1000, total=300_000),
+        Trace("streams", "1024", two, streams=1024, decode=200, total=300_000),
+        Trace("groups", "1", ("text",)),
+        Trace("groups", "2", ("text", "sliding")),
+        Trace("groups", "3", ("text", "sliding", "chunked")),
+        Trace("groups", "4", ("text", "sliding", "chunked", "audio")),
+        Trace("pool", "per group", ("text", "sliding")),
+        Trace("pool", "shared", ("text", "sliding"), shared_pool=True),
+        Trace("prefix", "prompt", two, prefix="prompt"),
+        Trace("prefix", "generated", two, prefix="generated"),
+        Trace("spec", "1 group", ("text",), spec=4, chunk=32),
+        Trace("spec", "2 groups", ("text", "sliding"), spec=4, chunk=32),
+    ]
+    for k in (8, 32, 128):
+        prompt = k * 1024
+        steps = -(-prompt // 8192) + 128
+        traces.append(
+            Trace(
+                "prefill",
+                f"{k}k",
+                ("text",),
+                streams=4,
+                prompt=prompt,
+                chunk=8192,
+                decode=128,
+                total=16 * steps,
+            )
+        )
+    if quick:
+        traces = [replace(t, total=max(t.streams * 4, t.total // 50)) for t in traces]
+    return traces
+
+
+#: One stream's step: (new tokens, of which drafts, drafts accepted).
+Step = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """The engine steps: per step, the slots running, the (slot, stream) admitted, and the
-    slots whose stream ended with the step."""
+    """The engine steps of a trace: per engine step, the slots running (each takes its stream's
+    next step), the (slot, stream) admitted (each takes its first step), and the slots whose
+    stream ended with the step; and each stream's steps."""
 
     steps: list[tuple[list[int], list[tuple[int, int]], list[int]]]
-    streams: int
+    plans: list[list[Step]]
     stream_steps: int
 
 
-def make_schedule() -> Schedule:
-    """64 slots in lockstep, a stream replaced the engine step after it ends, the last step
-    scheduling only what is left of the 100,000 stream-steps (as the vLLM harness)."""
-    slots: list[int | None] = [None] * STREAMS
-    done_in = [0] * STREAMS
-    waiting = list(range(STREAMS))
+def stream_plan(trace: Trace, rng: random.Random) -> list[Step]:
+    """One stream's steps: its prompt in chunks, then decode steps (with ``spec`` drafts each,
+    of which a seeded 0 .. spec are accepted, until its length is reached)."""
+    out: list[Step] = []
+    left = trace.prompt
+    while left > 0:
+        n = min(trace.chunk, left)
+        out.append((n, 0, 0))
+        left -= n
+    done = 0
+    while done < trace.decode:
+        if trace.spec:
+            accepted = min(rng.randrange(trace.spec + 1), trace.decode - done - 1)
+            out.append((1 + trace.spec, trace.spec, accepted))
+            done += 1 + accepted
+        else:
+            out.append((1, 0, 0))
+            done += 1
+    return out
+
+
+def make_schedule(trace: Trace, seed: int = 0) -> Schedule:
+    """``trace.streams`` slots in lockstep; a stream that ends is freed in that engine step's
+    output processing and its slot takes the next stream at the next engine step."""
+    rng = random.Random(seed)
+    plans: list[list[Step]] = []
+    slots: list[int | None] = [None] * trace.streams
+    at = [0] * trace.streams
+    waiting = list(range(trace.streams))
     steps: list[tuple[list[int], list[tuple[int, int]], list[int]]] = []
-    started = total = 0
-    while total < TOTAL:
-        budget = min(STREAMS, TOTAL - total)
-        running = [s for s in range(STREAMS) if slots[s] is not None][:budget]
-        new = [(s, started + i) for i, s in enumerate(waiting[: max(0, budget - len(running))])]
-        started += len(new)
+    total = 0
+    while total < trace.total:
+        budget = min(trace.streams, trace.total - total)
+        running = [s for s in range(trace.streams) if slots[s] is not None][:budget]
+        new = []
+        for s in waiting[: max(0, budget - len(running))]:
+            new.append((s, len(plans)))
+            plans.append(stream_plan(trace, rng))
         waiting = waiting[len(new) :]
         for s, i in new:
-            slots[s], done_in[s] = i, 0
+            slots[s], at[s] = i, 0
         freed = []
         for s in running + [s for s, _ in new]:
-            done_in[s] += 1
-            if done_in[s] == STEPS_PER_STREAM:
+            at[s] += 1
+            stream = slots[s]
+            assert stream is not None
+            if at[s] == len(plans[stream]):
                 freed.append(s)
                 slots[s] = None
                 waiting.append(s)
         total += len(running) + len(new)
         steps.append((running, new, freed))
-    return Schedule(steps, started, total)
+    return Schedule(steps, plans, total)
 
 
-@dataclass
-class Result:
-    """One side's run: allocator time, and what the untimed run saw."""
+def contents(trace: Trace, count: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """Each stream's prompt content: token ids, and one key per encoder token of its audio
+    (one prompt for every stream when the trace shares it)."""
+    rng = random.Random(seed)
 
-    seconds: float = 0.0
-    peak_audio: int = 0
-    peak_text: int = 0
-    hits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    def one() -> tuple[list[int], list[int]]:
+        return (
+            [rng.randrange(VOCAB) for _ in range(trace.prompt)],
+            [rng.randrange(1 << 62) for _ in range(P * trace.prompt)],
+        )
+
+    if trace.prefix != "none":
+        common = one()
+        return [common] * count
+    return [one() for _ in range(count)]
+
+
+def sampled(stream: int, k: int) -> int:
+    """The token stream ``stream`` samples at its ``k``-th decode position (both sides)."""
+    return (stream * 7919 + k * 104729) % VOCAB
 
 
 # -- kvunits ----------------------------------------------------------------------------------
 
 
-def kvunits_coordinator() -> KVCacheCoordinator:
-    audio = SlidingWindowLayer(
-        sliding_window=Window(750, EncoderTokens),
-        pool=PoolFactor(P),
-        kv_heads=KVHeads(32),
-        head_size=Elements(64),
-        dtype=CacheDType.bfloat16,
-    )
-    text = FullAttentionLayer(
-        kv_heads=KVHeads(8), head_size=Elements(128), dtype=CacheDType.bfloat16
-    )
-    model = ModelSpec.stacked(
-        "voxtral-realtime", {"audio": (audio, Layers(32)), "text": (text, Layers(26))}
-    )
+def kvunits_layer(name: str) -> LayerSpec:
+    """The layer of one group of the family."""
+    bf16 = CacheDType.bfloat16
+    if name == "audio":
+        return SlidingWindowLayer(
+            sliding_window=Window(750, EncoderTokens),
+            pool=PoolFactor(P),
+            kv_heads=KVHeads(32),
+            head_size=Elements(64),
+            dtype=bf16,
+        )
+    if name == "sliding":
+        return SlidingWindowLayer(
+            sliding_window=Window(512, Tokens),
+            kv_heads=KVHeads(8),
+            head_size=Elements(128),
+            dtype=bf16,
+        )
+    if name == "chunked":
+        return ChunkedLocalLayer(
+            chunk=Chunk(256, Tokens), kv_heads=KVHeads(8), head_size=Elements(128), dtype=bf16
+        )
+    return FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128), dtype=bf16)
+
+
+def _unit_of(group: str) -> Any:
+    """The step unit of a trace's group (audio groups step in encoder tokens)."""
+    return EncoderTokens if group == "audio" else Tokens
+
+
+def kvunits_coordinator(trace: Trace) -> KVCacheCoordinator:
+    """The trace's coordinator: pools that never run short for its streams."""
+    model = ModelSpec.stacked("family", {g: (kvunits_layer(g), Layers(1)) for g in trace.groups})
+    in_flight = max(trace.chunk, 1 + trace.spec)
     engine = EngineSpec(
         block_size_slots=BLOCK,
-        max_model_len=Tokens(LENGTH),
-        max_num_batched_tokens=Tokens(PROMPT),
-        max_encoder_len=EncoderTokens(P * LENGTH),
-        max_encoder_tokens_per_step=EncoderTokens(P * PROMPT),
+        max_model_len=Tokens(trace.length),
+        max_num_batched_tokens=Tokens(in_flight),
+        max_encoder_len=EncoderTokens(P * trace.length),
+        max_encoder_tokens_per_step=EncoderTokens(P * in_flight),
         memory_budget=RankBytes(1 << 40),
     )
     groups, _ = group_layers(model, engine)
-    return KVCacheCoordinator(groups, [PoolBlocks(AUDIO_BLOCKS), PoolBlocks(TEXT_BLOCKS)])
-
-
-def prompts(schedule: Schedule, shared: bool, seed: int = 0) -> list[tuple[list[int], list[int]]]:
-    """Each stream's prompt: token ids, and one key per encoder token of its audio."""
-    rng = random.Random(seed)
-
-    def one() -> tuple[list[int], list[int]]:
-        return (
-            [rng.randrange(VOCAB) for _ in range(PROMPT)],
-            [rng.randrange(1 << 62) for _ in range(P * PROMPT)],
+    caps = []
+    for g in groups:
+        ints = manager_ints(g.manager)
+        caps.append(
+            admission_cap(g.manager, magnitude(g.limits.max_in_flight), magnitude(g.limits.max_len))
         )
+        assert ints.block_size_slots == BLOCK
+    if trace.shared_pool:
+        return KVCacheCoordinator(groups, PoolBlocks(1 + trace.streams * sum(caps)))
+    return KVCacheCoordinator(groups, [PoolBlocks(1 + trace.streams * c) for c in caps])
 
-    common = one()
-    return [common if shared else one() for _ in range(schedule.streams)]
+
+@dataclass
+class Seen:
+    """What the untimed side-by-side run recorded, per engine step: per running stream, its
+    length and the blocks it holds per group."""
+
+    steps: list[dict[int, tuple[int, tuple[int, ...]]]] = field(default_factory=list)
+    hits: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-def kvunits_replay(
-    schedule: Schedule, content: list[tuple[list[int], list[int]]] | None, raw: bool
-) -> Callable[[bool], Result]:
-    """A replay of the schedule on a fresh coordinator, typed or raw; ``content``: admit with
-    the prompts as prefix content (prefix caching), else plainly."""
+class KvunitsSide:
+    """A replay of a schedule on a fresh kvunits coordinator: typed, raw or batched."""
 
-    def run(track: bool) -> Result:
-        coord = kvunits_coordinator()
-        audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
-        step = coord.stepper(audio, text)
-        core = coord._core  # the raw side prices the untyped core itself
-        rids = [f"s{i}" for i in range(schedule.streams)]
-        a_len, t_len = EncoderTokens(P * LENGTH), Tokens(LENGTH)
-        lengths = [LENGTH, LENGTH]
+    def __init__(self, trace: Trace, schedule: Schedule, mode: str) -> None:
+        self.trace, self.schedule, self.mode = trace, schedule, mode
+
+    def run(self, watch: Seen | None = None) -> int:
+        """Replay the schedule; return the CPU ns spent in allocator calls."""
+        trace, schedule = self.trace, self.schedule
+        coord = kvunits_coordinator(trace)
+        handles: list[Any] = [coord.group(g, _unit_of(g)) for g in trace.groups]
+        scale = [P if g == "audio" else 1 for g in trace.groups]
+        stepper: Any = coord.stepper(*handles)
+        core = coord._core
+        n = len(handles)
+        count = len(schedule.plans)
+        plans = schedule.plans
+        rids = [f"s{i}" for i in range(count)]
+        lengths = [h.unit(trace.length * s) for h, s in zip(handles, scale, strict=True)]
+        raw_lengths = [trace.length] * n  # slots: one pooled slot per token
+        # The counts a scheduler holds, one object per value (as vLLM's ints are).
+        typed: dict[int, tuple[Any, ...]] = {}
+        raw: dict[int, list[int]] = {}
+        for plan in schedule.plans:
+            for t, _, a in plan:
+                for v in (t, a, t - 1 - a, t - 1):
+                    if v >= 0 and v not in typed:
+                        typed[v] = tuple(h.unit(v * s) for h, s in zip(handles, scale, strict=True))
+                        raw[v] = [v * s for s in scale]
+        # Per group, the count of a new stream's first step after each possible hit.
+        q_of = [
+            {v: h.unit(v) for v in range(0, plans[0][0][0] * s + 1)}
+            if trace.prefix != "none"
+            else {}
+            for h, s in zip(handles, scale, strict=True)
+        ]
+        ranks = list(enumerate(scale))
+        prompts = contents(trace, count)
         prefixes: list[Any] = []
         parts: list[Any] = []
-        if content is not None:
-            for tokens, frames in content:
-                a = audio.block_hashes(ContentKeys(frames, EncoderTokens))
-                t = text.block_hashes(ContentKeys(tokens, Tokens))
-                prefixes.append((a, t))
-                parts.append({0: a.part(), 1: t.part()})
-        # The step counts a scheduler holds, one object per value.
-        a_one, t_one = EncoderTokens(P), Tokens(1)
-        a_fill = {h: EncoderTokens(P * PROMPT - h) for h in range(0, P * PROMPT + 1, P * BLOCK)}
-        t_fill = {h: Tokens(PROMPT - h) for h in range(0, PROMPT + 1, BLOCK)}
-        result = Result()
-        allocate, admit, admit_prefix = step.allocate, step.admit, step.admit_with_prefix
-        free = coord.free
-        c_allocate, c_admit, c_admit_prefix, c_free = (
-            core.allocate_step,
-            core.admit,
-            core.admit_with_prefix,
-            core.free,
-        )
-        stream_of = [0] * STREAMS
+        sequences: list[Any] = []  # per stream, (handle, unit) per sequence with content
+        if trace.prefix != "none":
+            for tokens, frames in prompts:
+                hashes = tuple(
+                    h.block_hashes(
+                        ContentKeys(frames, EncoderTokens)
+                        if g == "audio"
+                        else ContentKeys(tokens, Tokens)
+                    )
+                    for h, g in zip(handles, trace.groups, strict=True)
+                )
+                prefixes.append(hashes)
+                parts.append({h.index: hs.part() for h, hs in zip(handles, hashes, strict=True)})
+            by_unit: dict[Any, Any] = {}
+            for h, g in zip(handles, trace.groups, strict=True):
+                by_unit.setdefault(EncoderTokens if g == "audio" else Tokens, h)
+            sequences = list(by_unit.items())
+        slot_of = [0] * trace.streams
+        at = [0] * trace.streams
+        decoded = [0] * trace.streams
         perf = CLOCK
         elapsed = 0
+        reads = 0
+        generated = trace.prefix == "generated"
+        mode = self.mode
+        allocate, admit = getattr(stepper, "advance", stepper.allocate), stepper.admit
+        admit_prefix = stepper.admit_with_prefix
+        speculative, rollback = stepper.allocate_speculative, stepper.rollback
+        extend, free = coord.extend_content, coord.free
+        c_step = getattr(core, "advance_step", core.allocate_step)
+        c_admit, c_admit_prefix, c_free = core.admit, core.admit_with_prefix, core.free
+        c_spec, c_rollback = core.allocate_speculative, core.rollback
+        c_extend = core.extend_content
+        batch = stepper.advance_all if mode == "batch" else None
+        zeros = typed[0]
         gc.collect()
         gc.disable()
         try:
             for running, new, freed in schedule.steps:
                 t0 = perf()
-                if raw:
+                if batch is not None and running:
+                    ids = [rids[slot_of[s]] for s in running]
+                    first = plans[slot_of[running[0]]][at[running[0]]][0]
+                    batch(ids, *typed[first])
+                elif mode == "raw":
                     for s in running:
-                        c_allocate(rids[stream_of[s]], (P, 1))
-                    for _, i in new:
-                        rid = rids[i]
-                        if content is None:
-                            c_admit(rid, lengths)
-                            c_allocate(rid, (P * PROMPT, PROMPT))
+                        i = slot_of[s]
+                        t, k, a = plans[i][at[s]]
+                        if k:
+                            c_spec(rids[i], raw[t], raw[k])
+                            if k - a:
+                                c_rollback(rids[i], raw[k - a])
                         else:
-                            ha, ht = c_admit_prefix(rid, lengths, parts[i])
-                            c_allocate(rid, (P * PROMPT - ha, PROMPT - ht))
+                            c_step(rids[i], raw[t])
                 else:
                     for s in running:
-                        allocate(rids[stream_of[s]], a_one, t_one)
-                    for _, i in new:
-                        rid = rids[i]
-                        if content is None:
-                            admit(rid, a_len, t_len)
-                            allocate(rid, a_fill[0], t_fill[0])
+                        i = slot_of[s]
+                        t, k, a = plans[i][at[s]]
+                        if k:
+                            speculative(rids[i], *typed[t - k], lookahead=typed[k])
+                            if k - a:
+                                rollback(rids[i], *typed[k - a])
                         else:
-                            a_hit, t_hit = admit_prefix(rid, a_len, t_len, prefix=prefixes[i])
-                            allocate(rid, a_fill[magnitude(a_hit)], t_fill[magnitude(t_hit)])
+                            allocate(rids[i], *typed[t])
+                for _, i in new:
+                    rid = rids[i]
+                    t = plans[i][0][0]
+                    if mode == "raw":
+                        if trace.prefix == "none":
+                            c_admit(rid, raw_lengths)
+                            c_step(rid, raw[t])
+                        else:
+                            hits = c_admit_prefix(rid, raw_lengths, parts[i])
+                            c_step(rid, [t * s - h for s, h in zip(scale, hits, strict=True)])
+                    elif trace.prefix == "none":
+                        admit(rid, *lengths)
+                        allocate(rid, *typed[t])
+                    else:
+                        got = admit_prefix(rid, *lengths, prefix=prefixes[i])
+                        allocate(rid, *(q_of[g][t * s - magnitude(got[g])] for g, s in ranks))
+                if generated:
+                    # Each stream's sampled token (and the audio that came with it).
+                    for s, i in [(s, slot_of[s]) for s in running] + new:
+                        token = sampled(i, decoded[s] if s in running else 0)
+                        for unit, h in sequences:
+                            keys = [token] * P if unit is EncoderTokens else [token]
+                            if mode == "raw":
+                                c_extend(rids[i], h.index, keys)
+                            else:
+                                extend(rids[i], h, ContentKeys(keys, unit))
                 elapsed += perf() - t0
+                reads += 1
                 for s, i in new:
-                    stream_of[s] = i
-                if track:
-                    _peaks(result, core)
+                    slot_of[s], at[s], decoded[s] = i, 0, 0
+                for s in running + [s for s, _ in new]:
+                    at[s] += 1
+                    decoded[s] += 1
+                if watch is not None:
+                    watch.steps.append(self._look(coord, running + [s for s, _ in new], slot_of))
                 for s in freed:
                     t0 = perf()
-                    (c_free if raw else free)(rids[stream_of[s]])
+                    (c_free if mode == "raw" else free)(rids[slot_of[s]])
                     elapsed += perf() - t0
+                    reads += 1
         finally:
             gc.enable()
-        result.seconds = elapsed / 1e9
-        if content is not None:
-            for name, handle in (("audio", audio), ("text", text)):
-                stats = coord.prefix_cache_stats(handle)
-                result.hits[name] = (magnitude(stats.hits), magnitude(stats.queried))
-        return result
+        if watch is not None and trace.prefix != "none":
+            for h, g in zip(handles, trace.groups, strict=True):
+                stats = coord.prefix_cache_stats(h)
+                watch.hits[g] = (magnitude(stats.hits), magnitude(stats.queried))
+        del zeros
+        return elapsed - reads * clock_cost()
 
-    return run
-
-
-def _peaks(result: Result, core: Any) -> None:
-    for g, attr in ((0, "peak_audio"), (1, "peak_text")):
-        held = {b for r in core.requests.values() for b in r.tables[g]} - {0}
-        setattr(result, attr, max(getattr(result, attr), len(held)))
+    def _look(
+        self, coord: KVCacheCoordinator, slots: list[int], slot_of: list[int]
+    ) -> dict[int, tuple[int, tuple[int, ...]]]:
+        handles: list[Any] = [coord.group(g, _unit_of(g)) for g in self.trace.groups]
+        tokens = [h for h, g in zip(handles, self.trace.groups, strict=True) if g != "audio"]
+        out = {}
+        for s in slots:
+            rid = f"s{slot_of[s]}"
+            length = magnitude(coord.seq_len(rid, tokens[0])) if tokens else 0
+            held = tuple(sum(1 for b in coord.block_table(rid, h) if b) for h in handles)
+            out[slot_of[s]] = (length, held)
+        return out
 
 
 # -- vLLM -------------------------------------------------------------------------------------
 
 
 def import_vllm() -> dict[str, Any] | str:
-    """vLLM's scheduler-side classes, or why they cannot be imported."""
+    """vLLM's scheduler-side classes, or why they cannot be imported.
+
+    kvunits' checkout root must not be on ``sys.path`` meanwhile: transformers (which vLLM
+    imports) looks for a top-level ``kernels`` package, and the checkout's ``kernels/``
+    directory (kvunits.kernels, which refuses the bare name) would answer."""
     warnings.filterwarnings("ignore")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    root = str(Path(__file__).resolve().parents[1])
+    hidden = [p for p in sys.path if p in ("", ".", root) or Path(p or ".").resolve() == Path(root)]
+    for p in hidden:
+        sys.path.remove(p)
     try:
         names = {
             "torch": ("torch", None),
@@ -303,6 +551,10 @@ def import_vllm() -> dict[str, Any] | str:
             "get_request_block_hasher": ("vllm.v1.core.kv_cache_utils", "get_request_block_hasher"),
             "init_none_hash": ("vllm.v1.core.kv_cache_utils", "init_none_hash"),
             "FullAttentionSpec": ("vllm.v1.kv_cache_interface", "FullAttentionSpec"),
+            "ChunkedLocalAttentionSpec": (
+                "vllm.v1.kv_cache_interface",
+                "ChunkedLocalAttentionSpec",
+            ),
             "KVCacheConfig": ("vllm.v1.kv_cache_interface", "KVCacheConfig"),
             "KVCacheGroupSpec": ("vllm.v1.kv_cache_interface", "KVCacheGroupSpec"),
             "KVCacheTensor": ("vllm.v1.kv_cache_interface", "KVCacheTensor"),
@@ -317,235 +569,459 @@ def import_vllm() -> dict[str, Any] | str:
         return out
     except Exception as exc:  # ImportError, or vLLM failing inside its own imports
         return f"{type(exc).__name__}: {exc}"
+    finally:
+        sys.path[:0] = hidden
 
 
-def vllm_replay(
-    v: dict[str, Any], schedule: Schedule, content: list[tuple[list[int], list[int]]] | None
-) -> Callable[[bool], Result]:
-    """The vLLM harness's replay of the same schedule (``harness.py``'s ``run_once``)."""
+def vllm_spec(v: dict[str, Any], name: str) -> Any:
+    """vLLM's spec of one group of the family."""
     from fractions import Fraction
 
-    torch = v["torch"]
-    caching = content is not None
-
-    def manager() -> Any:
-        audio = v["SlidingWindowSpec"](
+    bf16 = v["torch"].bfloat16
+    if name == "audio":
+        return v["SlidingWindowSpec"](
             block_size=BLOCK,
             num_kv_heads=32,
-            head_size=Elements(64),
-            dtype=torch.bfloat16,
+            head_size=64,
+            dtype=bf16,
             sliding_window=-(-750 // P) + 1,  # vLLM 0.33 whisper_causal: cdiv(750, 4) + 1
             tokens_per_state=Fraction(1, P),
         )
-        text = v["FullAttentionSpec"](
-            block_size=BLOCK, num_kv_heads=8, head_size=Elements(128), dtype=torch.bfloat16
+    if name == "sliding":
+        return v["SlidingWindowSpec"](
+            block_size=BLOCK, num_kv_heads=8, head_size=128, dtype=bf16, sliding_window=512
         )
-        tensors = [
-            v["KVCacheTensor"](
-                size=spec.page_size_bytes * VLLM_BLOCKS,
-                layers=[name],
-                layer_stride=spec.page_size_bytes * VLLM_BLOCKS,
-                block_stride=spec.page_size_bytes,
-            )
-            for name, spec in (("audio.0", audio), ("text.0", text))
-        ]
-        config = v["KVCacheConfig"](
-            num_blocks=VLLM_BLOCKS,
-            kv_cache_tensors=tensors,
-            kv_cache_groups=[
-                v["KVCacheGroupSpec"](["audio.0"], audio),
-                v["KVCacheGroupSpec"](["text.0"], text),
-            ],
+    if name == "chunked":
+        return v["ChunkedLocalAttentionSpec"](
+            block_size=BLOCK, num_kv_heads=8, head_size=128, dtype=bf16, attention_chunk_size=256
         )
-        return v["KVCacheManager"](
-            kv_cache_config=config,
-            max_model_len=2048,
-            scheduler_block_size=BLOCK,
-            hash_block_size=BLOCK,
-            max_in_flight_tokens=STREAMS * PROMPT,
-            enable_caching=caching,
-            log_stats=True,
-        )
+    return v["FullAttentionSpec"](block_size=BLOCK, num_kv_heads=8, head_size=128, dtype=bf16)
 
-    def requests() -> list[Any]:
+
+def vllm_manager(v: dict[str, Any], trace: Trace, num_blocks: int, caching: bool) -> Any:
+    """vLLM's KVCacheManager for the trace's groups, one pool of ``num_blocks``."""
+    specs = [(f"{g}.0", vllm_spec(v, g)) for g in trace.groups]
+    tensors = [
+        v["KVCacheTensor"](
+            size=spec.page_size_bytes * num_blocks,
+            layers=[name],
+            layer_stride=spec.page_size_bytes * num_blocks,
+            block_stride=spec.page_size_bytes,
+        )
+        for name, spec in specs
+    ]
+    config = v["KVCacheConfig"](
+        num_blocks=num_blocks,
+        kv_cache_tensors=tensors,
+        kv_cache_groups=[v["KVCacheGroupSpec"]([name], spec) for name, spec in specs],
+    )
+    return v["KVCacheManager"](
+        kv_cache_config=config,
+        max_model_len=trace.length,
+        scheduler_block_size=BLOCK,
+        hash_block_size=BLOCK,
+        max_in_flight_tokens=trace.streams * max(trace.chunk, 1 + trace.spec),
+        enable_caching=caching,
+        log_stats=True,
+    )
+
+
+class VllmSide:
+    """The same schedule through vLLM's KVCacheManager."""
+
+    def __init__(self, v: dict[str, Any], trace: Trace, schedule: Schedule) -> None:
+        self.v, self.trace, self.schedule = v, trace, schedule
+
+    def run(self, watch: Seen | None = None) -> int:
+        v, trace, schedule = self.v, self.trace, self.schedule
+        caching = trace.prefix != "none"
+        per_stream = sum(-(-trace.length // BLOCK) + 2 for _ in trace.groups)
+        mgr = vllm_manager(v, trace, 1 + trace.streams * per_stream, caching)
+        count = len(schedule.plans)
         hasher = None
         if caching:
             fn = v["get_hash_fn_by_name"]("sha256")
             v["init_none_hash"](fn)
             hasher = v["get_request_block_hasher"](BLOCK, fn)
-        rng = random.Random(1)
-        out = []
-        for i in range(schedule.streams):
-            tokens = (
-                content[i][0]
-                if content is not None
-                else [rng.randrange(VOCAB) for _ in range(PROMPT)]
+        prompts = contents(trace, count)
+        reqs = [
+            v["Request"](
+                request_id=f"s{i}",
+                prompt_token_ids=list(prompts[i][0]),
+                sampling_params=v["SamplingParams"](max_tokens=trace.decode + trace.spec + 1),
+                pooling_params=None,
+                block_hasher=hasher,
             )
-            out.append(
-                v["Request"](
-                    request_id=f"s{i}",
-                    prompt_token_ids=list(tokens),
-                    sampling_params=v["SamplingParams"](max_tokens=STEPS_PER_STREAM),
-                    pooling_params=None,
-                    block_hasher=hasher,
-                )
-            )
-        return out
-
-    def run(track: bool) -> Result:
-        mgr, reqs = manager(), requests()
-        out_tok = [
-            [(i * 7919 + k * 104729) % VOCAB for k in range(STEPS_PER_STREAM)]
-            for i in range(schedule.streams)
+            for i in range(count)
         ]
         running_status, finished = v["RequestStatus"].RUNNING, v["RequestStatus"]
-        slot_req: list[Any] = [None] * STREAMS
-        slot_stream = [0] * STREAMS
-        done_in = [0] * STREAMS
-        allocate, gcb, record = (
-            mgr.allocate_slots,
-            mgr.get_computed_blocks,
-            (mgr.record_prefix_cache_stats),
-        )
-        result = Result()
+        plans = schedule.plans
+        slot_req: list[Any] = [None] * trace.streams
+        slot_of = [0] * trace.streams
+        at = [0] * trace.streams
+        decoded = [0] * trace.streams
+        allocate, gcb = mgr.allocate_slots, mgr.get_computed_blocks
+        record, new_step = mgr.record_prefix_cache_stats, mgr.new_step_starts
+        generated = trace.prefix == "generated"
         perf = CLOCK
         elapsed = 0
+        reads = 0
         gc.collect()
         gc.disable()
         try:
             for running, new, freed in schedule.steps:
                 scheduled = []
                 t0 = perf()
-                mgr.new_step_starts()
+                new_step()
                 for s in running:
-                    if allocate(slot_req[s], 1) is None:
+                    t = plans[slot_of[s]][at[s]][0]
+                    if allocate(slot_req[s], t) is None:
                         raise RuntimeError("vLLM: pool exhausted (running)")
                 for _, i in new:
                     r = reqs[i]
                     blocks, hit, _ = gcb(r)
-                    n = r.num_tokens - hit
+                    n = plans[i][0][0] - hit
                     if allocate(r, n, hit, blocks) is None:
                         raise RuntimeError("vLLM: pool exhausted (new)")
                     record(r, hit)
                     scheduled.append((r, n, hit))
                 elapsed += perf() - t0
+                reads += 1
                 # The scheduler's bookkeeping (_update_after_schedule), untimed.
                 for s in running:
                     r = slot_req[s]
-                    r.num_computed_tokens += 1
-                    r.num_in_flight_tokens += 1
+                    t, k, a = plans[slot_of[s]][at[s]]
+                    r.num_computed_tokens += t - (k - a)
                 for (s, i), (r, n, hit) in zip(new, scheduled, strict=True):
                     r.status = running_status
                     r.num_computed_tokens = hit + n
-                    r.num_in_flight_tokens += n
-                    slot_req[s], slot_stream[s], done_in[s] = r, i, 0
-                if track:
-                    for g, attr in ((0, "peak_audio"), (1, "peak_text")):
-                        m = mgr.coordinator.single_type_managers[g]
-                        ids = {
-                            b.block_id
-                            for blocks in m.req_to_blocks.values()
-                            for b in blocks
-                            if not b.is_null
-                        }
-                        setattr(result, attr, max(getattr(result, attr), len(ids)))
-                # update_from_output: one sampled token each; the finished are freed.
+                    slot_req[s], slot_of[s], at[s], decoded[s] = r, i, 0, 0
+                # update_from_output: in the generated trace, each stream's sampled token is
+                # appended (vLLM's block hasher runs on it): timed, as kvunits' extend_content.
+                if generated:
+                    t0 = perf()
+                    for s in running + [s for s, _ in new]:
+                        slot_req[s].append_output_token_ids(sampled(slot_of[s], decoded[s]))
+                    elapsed += perf() - t0
+                    reads += 1
                 for s in running + [s for s, _ in new]:
-                    r = slot_req[s]
-                    r.num_in_flight_tokens = 0
-                    r.append_output_token_ids(out_tok[slot_stream[s]][done_in[s]])
-                    done_in[s] += 1
+                    at[s] += 1
+                    decoded[s] += 1
+                if watch is not None:
+                    watch.steps.append(self._look(mgr, running + [s for s, _ in new], slot_req))
                 for s in freed:
                     slot_req[s].status = finished.FINISHED_LENGTH_CAPPED
                     t0 = perf()
                     mgr.free(slot_req[s])
                     elapsed += perf() - t0
+                    reads += 1
         finally:
             gc.enable()
-        result.seconds = elapsed / 1e9
-        stats = mgr.make_prefix_cache_stats()
-        if caching and stats is not None:
-            result.hits["tokens"] = (stats.hits, stats.queries)
-        return result
+        if watch is not None and caching:
+            stats = mgr.make_prefix_cache_stats()
+            if stats is not None:
+                watch.hits["tokens"] = (stats.hits, stats.queries)
+        return elapsed - reads * clock_cost()
 
-    return run
+    def _look(
+        self, mgr: Any, slots: list[int], slot_req: list[Any]
+    ) -> dict[int, tuple[int, tuple[int, ...]]]:
+        out = {}
+        managers = mgr.coordinator.single_type_managers
+        for s in slots:
+            r = slot_req[s]
+            if r is None:
+                continue
+            held = tuple(
+                sum(1 for b in m.req_to_blocks.get(r.request_id, ()) if not b.is_null)
+                for m in managers
+            )
+            out[int(r.request_id[1:])] = (r.num_computed_tokens, held)
+        return out
 
 
-# -- the comparison -----------------------------------------------------------------------------
+# -- measuring ------------------------------------------------------------------------------------
+
+_CLOCK_COST: list[int] = []
 
 
-def compare(
-    name: str, sides: dict[str, Callable[[bool], Result]], rounds: int, stream_steps: int
-) -> dict[str, float]:
-    """Time each side ``rounds`` times, alternating, the order rotated each round; print the
-    figures; return the median µs per stream-step of each side."""
+def clock_cost() -> int:
+    """What one timed region costs with nothing in it (two reads of `CLOCK`), in ns."""
+    if not _CLOCK_COST:
+        samples = []
+        for _ in range(2000):
+            t0 = CLOCK()
+            samples.append(CLOCK() - t0)
+        _CLOCK_COST.append(int(statistics.median(samples)))
+    return _CLOCK_COST[0]
+
+
+def check_equal_work(trace: Trace, vllm: Seen, kvunits: Seen, side: str) -> str:
+    """Compare the side-by-side records; return a short verdict (raises on a difference)."""
+    assert len(vllm.steps) == len(kvunits.steps), (len(vllm.steps), len(kvunits.steps))
+    fewer = 0
+    for n, (a, b) in enumerate(zip(vllm.steps, kvunits.steps, strict=True)):
+        assert a.keys() == b.keys(), (trace.name, side, n)
+        for stream, (length_v, held_v) in a.items():
+            length_k, held_k = b[stream]
+            if "text" in trace.groups or "sliding" in trace.groups:
+                assert length_v == length_k, (trace.name, side, n, stream, length_v, length_k)
+            for g, (x, y) in enumerate(zip(held_v, held_k, strict=True)):
+                if trace.spec and 0 <= x - y <= 1:
+                    fewer += x - y
+                    continue
+                assert x == y, (trace.name, side, n, stream, trace.groups[g], x, y)
+    if fewer:
+        return f"same lengths; {fewer} block-steps fewer held after rollbacks"
+    return "same lengths and blocks held"
+
+
+@dataclass
+class Row:
+    trace: Trace
+    us: dict[str, float]
+    ratios: dict[str, list[float]]
+    check: str
+    hits: dict[str, dict[str, tuple[int, int]]]
+
+
+def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) -> Row:
+    """Check one trace's work on every side, then time ``rounds`` rounds of each."""
+    schedule = make_schedule(trace)
+    sides: dict[str, Any] = {}
+    if v is not None:
+        sides["vLLM"] = VllmSide(v, trace, schedule)
+    sides["typed"] = KvunitsSide(trace, schedule, "typed")
+    sides["raw"] = KvunitsSide(trace, schedule, "raw")
+    if (
+        batch
+        and hasattr(sides["typed"], "run")
+        and _has_batch()
+        and trace.spec == 0
+        and trace.prefix == "none"
+        and trace.prompt <= trace.chunk
+    ):
+        sides["batch"] = KvunitsSide(trace, schedule, "batch")
+    seen = {k: Seen() for k in sides}
+    for k, side in sides.items():
+        side.run(seen[k])
+    checks = []
+    reference = seen["vLLM"] if v is not None else seen["typed"]
+    for k in sides:
+        if k != "vLLM" and reference is not seen[k]:
+            checks.append(check_equal_work(trace, reference, seen[k], k))
     order = list(sides)
-    times: dict[str, list[float]] = {k: [] for k in order}
+    times: dict[str, list[int]] = {k: [] for k in order}
     for r in range(rounds):
         for key in order[r % len(order) :] + order[: r % len(order)]:
-            times[key].append(sides[key](False).seconds)
-        line = ", ".join(f"{k} {times[k][-1] / stream_steps * 1e6:.2f}" for k in order)
-        print(f"  round {r + 1}: µs per stream-step: {line}")
-    seen = {k: sides[k](True) for k in order}
-    per_step = {k: statistics.median(times[k]) / stream_steps * 1e6 for k in order}
-    print(f"{name}: median µs per stream-step over {rounds} rounds (allocator calls only):")
+            times[key].append(sides[key].run())
+    us = {k: statistics.median(t) / schedule.stream_steps / 1e3 for k, t in times.items()}
+    ratios: dict[str, list[float]] = {}
+    base = "vLLM" if v is not None else "typed"
     for k in order:
-        print(f"  {k:>14}: {per_step[k]:7.3f} µs")
-    pairs = [("kvunits typed", "kvunits raw")]
-    if "vLLM" in times:
-        pairs[:0] = [("vLLM", "kvunits typed"), ("vLLM", "kvunits raw")]
-    for a, b in pairs:
-        ratios = [x / y for x, y in zip(times[a], times[b], strict=True)]
-        best = min(times[a]) / min(times[b])
-        print(
-            f"  paired ratio {a} / {b}: {statistics.median(ratios):.2f} (of best times: {best:.2f})"
-        )
-    for k in order:
-        hits = "; ".join(
-            f"{g} hits {h} of {q} queried ({h / q:.1%})" if q else f"{g} none"
-            for g, (h, q) in seen[k].hits.items()
-        )
-        print(
-            f"  {k:>14}: peak blocks held: audio {seen[k].peak_audio}, text {seen[k].peak_text}"
-            + (f"; prefix cache: {hits}" if hits else "")
-        )
-    return per_step
+        if k != base:
+            ratios[k] = [x / y for x, y in zip(times[base], times[k], strict=True)]
+    return Row(
+        trace,
+        us,
+        ratios,
+        checks[0] if checks else "-",
+        {k: s.hits for k, s in seen.items() if s.hits},
+    )
 
 
-def main(argv: list[str] | None = None) -> None:
+def print_table(rows: list[Row], with_vllm: bool) -> None:
+    """One table: µs per stream-step of each side, and each kvunits side's median ratio to
+    vLLM (lowest–highest round)."""
+    kinds = [k for k in ("typed", "raw", "batch") if any(k in r.us for r in rows)]
+    head = ["trace", "stream-steps"] + (["vLLM µs"] if with_vllm else [])
+    head += [f"{k} µs" for k in kinds]
+    head += [
+        f"vLLM ÷ {k}" if with_vllm else f"typed ÷ {k}"
+        for k in kinds
+        if with_vllm or k != "typed"
+    ]
+    lines = [head]
+    for row in rows:
+        cells = [row.trace.name, f"{make_steps(row.trace):,}"]
+        if with_vllm:
+            cells.append(f"{row.us['vLLM']:.2f}")
+        cells += [f"{row.us[k]:.2f}" if k in row.us else "-" for k in kinds]
+        for k in kinds:
+            if not with_vllm and k == "typed":
+                continue
+            rs = row.ratios.get(k)
+            cells.append(
+                f"{statistics.median(rs):.1f} ({min(rs):.1f}–{max(rs):.1f})" if rs else "-"
+            )
+        lines.append(cells)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    for n, line in enumerate(lines):
+        placed = enumerate(zip(line, widths, strict=True))
+        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in placed))
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+_STEPS: dict[str, int] = {}
+
+
+def _has_batch() -> bool:
+    from kvunits.runtime import Stepper
+
+    return hasattr(Stepper, "advance_all")
+
+
+def make_steps(trace: Trace) -> int:
+    return _STEPS.get(trace.name, trace.total)
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
+    """Bytes per held block, per request, and left after freeing every request, of each side's
+    allocator (audio + text), by tracemalloc over the allocator's own files."""
+    trace = Trace("memory", str(streams), ("audio", "text"), streams=streams, decode=1000)
+
+    def current(pattern: str) -> int:
+        gc.collect()
+        snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, pattern)])
+        return sum(s.size for s in snap.statistics("filename"))
+
+    results = {}
+    tracemalloc.start(1)
+    try:
+        if v is not None:
+            mgr = vllm_manager(v, trace, 1 + streams * 200, caching=False)
+            reqs = [
+                v["Request"](
+                    request_id=f"s{i}",
+                    prompt_token_ids=list(range(32)),
+                    sampling_params=v["SamplingParams"](max_tokens=2000),
+                    pooling_params=None,
+                    block_hasher=None,
+                )
+                for i in range(streams)
+            ]
+            pattern = "*/vllm/v1/core/*"
+            m0 = current(pattern)
+
+            def vheld() -> int:
+                return sum(
+                    1
+                    for m in mgr.coordinator.single_type_managers
+                    for bl in m.req_to_blocks.values()
+                    for b in bl
+                    if not b.is_null
+                )
+
+            fills = []
+            for r in reqs:
+                mgr.new_step_starts()
+                blocks, hit, _ = mgr.get_computed_blocks(r)
+                mgr.allocate_slots(r, 32, hit, blocks)
+                r.status = v["RequestStatus"].RUNNING
+                r.num_computed_tokens = 32
+            fills.append((current(pattern) - m0, vheld()))
+            for _ in range(300):
+                mgr.new_step_starts()
+                for r in reqs:
+                    mgr.allocate_slots(r, 1)
+                    r.num_computed_tokens += 1
+            fills.append((current(pattern) - m0, vheld()))
+            for r in reqs:
+                r.status = v["RequestStatus"].FINISHED_LENGTH_CAPPED
+                mgr.free(r)
+            results["vLLM"] = (fills, current(pattern) - m0)
+            del mgr, reqs
+        coord = kvunits_coordinator(trace)
+        audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+        stepper = coord.stepper(audio, text)
+        pattern = "*/kvunits/runtime/*"
+        rids = [f"s{i}" for i in range(streams)]
+        a_len, t_len = EncoderTokens(P * trace.length), Tokens(trace.length)
+        a1, t1, a32, t32 = EncoderTokens(P), Tokens(1), EncoderTokens(P * 32), Tokens(32)
+        m0 = current(pattern)
+
+        def kheld() -> int:
+            return sum(
+                sum(1 for b in coord.block_table(rid, h) if b)
+                for rid in rids
+                for h in (audio, text)
+            )
+
+        fills = []
+        for rid in rids:
+            stepper.admit(rid, a_len, t_len)
+            getattr(stepper, "advance", stepper.allocate)(rid, a32, t32)
+        fills.append((current(pattern) - m0, kheld()))
+        for _ in range(300):
+            for rid in rids:
+                getattr(stepper, "advance", stepper.allocate)(rid, a1, t1)
+        fills.append((current(pattern) - m0, kheld()))
+        for rid in rids:
+            coord.free(rid)
+        results["kvunits"] = (fills, current(pattern) - m0)
+    finally:
+        tracemalloc.stop()
+    print(f"memory of the allocator, {streams} streams of audio + text (tracemalloc):")
+    for side, (((m_a, h_a), (m_b, h_b)), left) in results.items():
+        per_block = (m_b - m_a) / (h_b - h_a)
+        per_request = (m_a - per_block * h_a) / streams
+        print(
+            f"  {side:>8}: {per_block:6.1f} byte per held block, {per_request:6.0f} byte per "
+            f"request ({h_a} then {h_b} blocks held: {m_a:,} then {m_b:,} byte); "
+            f"{left:,} byte left after freeing all"
+        )
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per side")
-    parser.add_argument(
-        "--trace", choices=("streaming", "prefix", "both"), default="both", help="which traces"
-    )
+    parser.add_argument("--quick", action="store_true", help="every trace 50 times shorter")
+    parser.add_argument("--only", action="append", default=[], help="traces whose name has this")
+    parser.add_argument("--no-vllm", action="store_true", help="time kvunits alone")
+    parser.add_argument("--memory", action="store_true", help="measure memory instead")
     args = parser.parse_args(argv)
 
-    schedule = make_schedule()
-    vllm = import_vllm()
+    v: dict[str, Any] | None = None
+    got = "not tried" if args.no_vllm else import_vllm()
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
-    if isinstance(vllm, str):
+    if isinstance(got, str):
         print(
-            f"vLLM is NOT importable ({vllm}): timing kvunits only. Make the venv that "
-            "benchmarks/vllm-nodeps.txt describes and run this script with its python to "
-            "compare."
+            f"vLLM is NOT compared ({got}): timing kvunits only. Make the venv that "
+            "benchmarks/vllm-nodeps.txt describes and run this script with its python."
         )
     else:
-        print(f"vLLM {vllm['vllm'].__version__}, torch {vllm['torch'].__version__}")
-    print(
-        f"schedule: {schedule.stream_steps} stream-steps, {len(schedule.steps)} engine steps, "
-        f"{schedule.streams} streams of {PROMPT} + {DECODE} steps, {STREAMS} at once"
-    )
-    traces = ("streaming", "prefix") if args.trace == "both" else (args.trace,)
-    for trace in traces:
-        content = prompts(schedule, shared=True) if trace == "prefix" else None
-        sides: dict[str, Callable[[bool], Result]] = {}
-        if not isinstance(vllm, str):
-            sides["vLLM"] = vllm_replay(vllm, schedule, content)
-        sides["kvunits typed"] = kvunits_replay(schedule, content, raw=False)
-        sides["kvunits raw"] = kvunits_replay(schedule, content, raw=True)
-        label = "streaming trace" if trace == "streaming" else "prefix trace (one shared prompt)"
-        print(f"-- {label}")
-        compare(label, sides, args.rounds, schedule.stream_steps)
+        v = got
+        print(f"vLLM {v['vllm'].__version__}, torch {v['torch'].__version__}")
+    if args.memory:
+        memory(v)
+        return []
+    print(f"clock: {clock_cost()} ns per timed region (subtracted)")
+    rows = []
+    for trace in family(args.quick):
+        if args.only and not any(o in trace.name for o in args.only):
+            continue
+        _STEPS[trace.name] = make_schedule(trace).stream_steps
+        row = measure(trace, v, args.rounds, batch=True)
+        rows.append(row)
+        spread = "; ".join(
+            f"{k} {statistics.median(r):.2f} ({min(r):.2f}–{max(r):.2f})"
+            for k, r in row.ratios.items()
+        )
+        hits = "; ".join(
+            f"{side}: " + ", ".join(f"{g} {h}/{q}" for g, (h, q) in hh.items())
+            for side, hh in row.hits.items()
+        )
+        print(f"-- {trace.name}: {row.check}; ratios {spread}" + (f"; hits {hits}" if hits else ""))
+    print()
+    print_table(rows, v is not None)
+    return rows
 
 
 if __name__ == "__main__":

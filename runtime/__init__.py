@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from .capacity import GroupPlan as GroupPlan
     from .capacity import plan as plan
     from .coordinator import GroupHandle as GroupHandle
-    from .coordinator import GroupUsage as GroupUsage
     from .coordinator import KernelInputs as KernelInputs
     from .coordinator import KVCacheCoordinator as KVCacheCoordinator
     from .coordinator import Stepper as Stepper
@@ -63,6 +62,7 @@ if TYPE_CHECKING:
     from .prefix_cache import BlockHashes as BlockHashes
     from .prefix_cache import ContentKeys as ContentKeys
     from .prefix_cache import PrefixCacheStats as PrefixCacheStats
+    from .usage import GroupUsage as GroupUsage
 
 #: Each public name by the room that defines it, imported on first use: planning
 #: (``kvunits.runtime.capacity``, all ``kvunits plan`` needs) then does not import the allocator.
@@ -72,7 +72,7 @@ _EXPORTS = {
     "GroupPlan": "capacity",
     "plan": "capacity",
     "GroupHandle": "coordinator",
-    "GroupUsage": "coordinator",
+    "GroupUsage": "usage",
     "KernelInputs": "coordinator",
     "KVCacheCoordinator": "coordinator",
     "Stepper": "coordinator",

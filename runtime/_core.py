@@ -7,27 +7,49 @@ a pooled group, tokens otherwise); the core turns them into slots with the formu
 `kvunits.contracts.crossing` (a pooled step may continue a partial slot), and limits, caps and
 eviction work in slots; block counts are in cache blocks.
 
-One scheduler thread drives a core (see `KVCacheCoordinator`). Each call that changes state
-takes the core's token, a non-blocking lock (see `CoordinatorCore.enter`): a second thread (or
-a re-entrant callback) that enters while a call is in progress gets `ConcurrentUseError` at
-once and changes nothing, so concurrent use is a clear error rather than a silent corruption.
-Every such call is atomic: it checks before it changes anything, and if an exception still
-escapes mid-change (a bug, a failure injected by a test), what it had changed is undone before
-the exception propagates.
+Every call is atomic whatever interrupts it, and one call at a time holds the core
+(`kvunits.runtime._guard`): a call checks and plans before it changes anything, then makes all
+its changes in one commit. Requests live in flat arrays (`kvunits.runtime._table`). A step that
+needs neither the pools nor another block, most decode steps, runs a function written out for
+the coordinator's groups (`kvunits.runtime._fast`); every other step takes the general path
+here, `CoordinatorCore._plan_step`, which the fast functions are tested against call by call.
 """
 
 from __future__ import annotations
 
+import copy
 import reprlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import repeat
+from math import lcm
+from operator import setitem
+from typing import Any, Final, NamedTuple, TypeVar, overload
 
 from kvunits.contracts import CacheBlocks, PooledBlocks
-from kvunits.contracts.crossing import cache_slots, step_cache_rows, step_cache_slots
 from kvunits.contracts.errors import AllocationError, ConcurrentUseError, RequestError
 
+from ._guard import Guard, Ops, commit, ops_of
+from ._table import (
+    ANCHOR,
+    BASE,
+    CAP,
+    CAPACITY,
+    COLD,
+    EVICT,
+    HOT,
+    LENGTH,
+    MAXLEN,
+    SKIPPED,
+    SLACK,
+    START,
+    STEP,
+    RequestTable,
+    SlabPlan,
+    grown,
+)
 from .admission import AdmissionLedger
-from .block_pool import NULL_BLOCK, BlockPool
+from .block_pool import NULL_BLOCK, BlockPool, PoolPlan
 from .managers import SingleTypeManager
 from .prefix_cache import (
     CACHEABLE_KINDS,
@@ -36,6 +58,8 @@ from .prefix_cache import (
     chain_hashes,
     longest_common_hit,
 )
+
+_T = TypeVar("_T")
 
 #: The longest request id accepted (characters).
 MAX_REQUEST_ID_CHARS: Final = 256
@@ -62,124 +86,64 @@ def check_request_id(request_id: object) -> None:
     raise RequestError(problem, request_id=shown)
 
 
-class RequestState:
-    """One admitted request's bookkeeping, one entry per group in each list (plain ints).
+class HashStream:
+    """A request's content on one sequence at one granularity, hashed as blocks fill: shared
+    by every group that caches that sequence in blocks of ``rows_per_block`` positions.
 
     Attributes:
-        tables: block tables (cache-block ids; the null block where evicted).
-        num_rows: positions so far in the group's kernel unit (encoder tokens for a pooled
-            group, else tokens; all computed by the time the next step comes).
-        max_len: the declared longest sequence, in the group's slot unit.
-        caps: the admission cap, in cache blocks (what the ledger reserved).
-        skipped: leading table entries already evicted, in cache blocks (they hold the null
-            block; the live blocks are ``tables[g][skipped[g]:]``). It is the manager's
-            ``skipped_blocks`` at the latest step's first slot (or more, after a prefix hit),
-            kept to spare that call.
-        step_rows: positions the latest step added, in the kernel unit (it started at
-            ``num_rows − step_rows``).
-        extra: what only a request that uses prefix caching or speculation has
-            (`RequestExtras`), else None: the others pay nothing for either.
-        room: the slots a step may end at without a new block and within ``max_len``: at most
-            ``min(manager.reach(len(tables[g])), max_len[g])``.
-        evict: the first slot a step may start at that evicts: at most
-            ``manager.first_evicting(skipped[g])``.
-        bound: the first slot a step may start at without its group needing the pools or
-            another block of its table: at most ``room``, ``evict`` and the end of the block
-            holding the next step's first slot.
-        base: the cache slot of slot 0 were every slot in that block's place:
-            ``(table[b] − b) × block_size`` for that block ``b``, so that a slot ``s`` below
-            ``bound`` is at cache slot ``base + s``.
-
-    ``room``, ``evict`` and ``bound`` only let a step skip the managers and the pools (see
-    `_make_step`): the general path sets them exact, and anything may set them lower (-1 and
-    0, as at admission: the next step then takes the general path), never higher; ``base``
-    is read only below ``bound``.
+        axis: the sequence (1: the encoder's, 0: tokens).
+        rows_per_block: positions per cache block (kernel unit).
+        hashes: the chained hashes of the full blocks so far.
+        tail: the keys after the last full block (fewer than ``rows_per_block``).
+        parent: the hash the next full block chains from.
     """
 
-    __slots__ = (
-        "_pools",
-        "base",
-        "bound",
-        "caps",
-        "evict",
-        "extra",
-        "max_len",
-        "num_rows",
-        "room",
-        "skipped",
-        "step_rows",
-        "tables",
-    )
+    __slots__ = ("axis", "hashes", "parent", "rows_per_block", "tail")
 
-    def __init__(self, max_len: list[int], caps: list[int], pools: tuple[int, ...]) -> None:
-        n = len(max_len)
-        self.tables: list[list[int]] = [[] for _ in range(n)]
-        self.num_rows = [0] * n
-        self.max_len = max_len
-        self.caps = caps
-        self.skipped = [0] * n
-        self.step_rows = [0] * n
-        self.extra: RequestExtras | None = None
-        self.room = [-1] * n
-        self.evict = [0] * n
-        self.bound = [-1] * n
-        self.base = [0] * n
-        self._pools = pools
-
-    @property
-    def num_slots(self) -> list[int]:
-        """Slots held so far per group, in its slot unit: ``cdiv(num_rows, P)`` (a copy)."""
-        return [-(-rows // p) for rows, p in zip(self.num_rows, self._pools, strict=True)]
+    def __init__(self, axis: int, rows_per_block: int, part: PrefixPart) -> None:
+        self.axis = axis
+        self.rows_per_block = rows_per_block
+        self.hashes = list(part.hashes)
+        self.tail = array("q", part.tail)
+        self.parent = part.parent
 
 
 class RequestExtras:
-    """A request's prefix-cache and speculation state, one entry per group in each list.
+    """What a request admitted with content keeps: its hash streams and what it registered.
 
     Attributes:
-        hashes: its block hashes at the group's granularity (None: no content given).
-        tails: the content keys after its last full block (the next block's start).
-        parents: the hash the next full block chains from.
-        registered: leading table entries already in the prefix cache (hit or registered).
-        spec: positions of the latest step that are speculative (kernel unit): not yet
-            committed, so not cached; `CoordinatorCore.rollback` may remove them.
-        idle: nothing for a step to commit: no speculative position, and every block whose
-            hash is known is registered (a decode step past the given content then costs
-            the request one check).
+        streams: its `HashStream` objects (one per sequence and granularity).
+        stream_of: per group, the index of its stream (-1: no content there).
+        registered: per group, leading table entries already in the prefix cache (hit,
+            registered, or passed over because no aligned hit can use them).
     """
 
-    __slots__ = ("hashes", "idle", "parents", "registered", "spec", "tails")
+    __slots__ = ("registered", "stream_of", "streams")
 
     def __init__(self, num_groups: int) -> None:
-        self.hashes: list[list[bytes] | None] = [None] * num_groups
-        self.tails: list[list[int]] = [[] for _ in range(num_groups)]
-        self.parents: list[bytes] = [b""] * num_groups
+        self.streams: list[HashStream] = []
+        self.stream_of = [-1] * num_groups
         self.registered = [0] * num_groups
-        self.spec = [0] * num_groups
-        self.idle = False
 
-    def settle(self) -> None:
-        """Set `idle` from the state."""
-        self.idle = not any(self.spec) and all(
-            h is None or r >= len(h) for h, r in zip(self.hashes, self.registered, strict=True)
-        )
+    def pending(self) -> bool:
+        """Whether some group knows hashes beyond what it registered (a step may commit
+        them)."""
+        streams = self.streams
+        for s, r in zip(self.stream_of, self.registered, strict=True):
+            if s >= 0 and len(streams[s].hashes) > r:
+                return True
+        return False
 
 
-class Released:
-    """What `CoordinatorCore.release` freed, for `CoordinatorCore.restore`."""
+class Preempted(NamedTuple):
+    """A request `CoordinatorCore.step_preempting` ended: its id, its offset (until the
+    commit), the positions per group it had computed (kernel unit), and the shortfall that
+    made it go."""
 
-    __slots__ = ("freed", "request", "request_id", "unshared")
-
-    def __init__(
-        self,
-        request_id: str,
-        request: RequestState,
-        freed: list[tuple[BlockPool, list[int]]],
-        unshared: list[int] | None,
-    ) -> None:
-        self.request_id = request_id
-        self.request = request
-        self.freed = freed
-        self.unshared = unshared
+    request_id: str
+    offset: int
+    rows: list[int]
+    short: AllocationError
 
 
 class CoordinatorCore:
@@ -193,34 +157,42 @@ class CoordinatorCore:
         ledger: the admission ledger over the same groups.
         max_in_flight_slots: per group, the most slots one step may add (the group's unit).
         max_len_slots: per group, the longest sequence a request may declare (its unit).
+        make_fast: builds the core's generated functions (`kvunits.runtime._fast`), given by
+            the coordinator so that this module never imports the one that generates them.
 
     Attributes:
         names: the groups' names, in order.
         pools: the groups' block pools, in order.
         caches: each group's prefix cache (None for a kind no prefix can serve).
         ledger: the admission ledger.
-        requests: the admitted requests by id.
+        table: the admitted requests (`kvunits.runtime._table.RequestTable`).
+        extras: by offset, what requests admitted with content keep.
+        specs: by offset, the speculative positions of a request's latest step, per group.
+        guard: the token (`kvunits.runtime._guard.Guard`).
     """
 
     __slots__ = (
+        "_align",
+        "_axis",
         "_block_size",
-        "_bounded",
-        "_give",
         "_has_rows",
         "_in_flight",
         "_keeps",
         "_limit",
+        "_make_fast",
         "_managers",
         "_one_pool",
         "_pool",
-        "_step",
-        "_take",
-        "_token",
+        "_swa_mask",
         "caches",
+        "extras",
+        "fast",
+        "guard",
         "ledger",
         "names",
         "pools",
-        "requests",
+        "specs",
+        "table",
     )
 
     def __init__(
@@ -231,6 +203,8 @@ class CoordinatorCore:
         ledger: AdmissionLedger,
         max_in_flight_slots: Sequence[int],
         max_len_slots: Sequence[int],
+        *,
+        make_fast: Callable[[CoordinatorCore], FastFunctions],
     ) -> None:
         self.names = tuple(names)
         self._managers = tuple(managers)
@@ -238,97 +212,151 @@ class CoordinatorCore:
         self.ledger = ledger
         self._in_flight = tuple(max_in_flight_slots)
         self._limit = tuple(max_len_slots)
-        # Read once per step per group: plain attributes of the managers, kept at hand.
         self._block_size = tuple(m.block_size_slots for m in managers)
         self._has_rows = tuple(m.has_slot_rows for m in managers)
         self._pool = tuple(m.spec.pool.tokens_per_block for m in managers)
-        # One pool for every group: a step's groups draw on one free count together.
+        self._axis = tuple(int(m.spec.slot_unit is PooledBlocks) for m in managers)
         distinct = {id(p) for p in pools}
         self._one_pool = self.pools[0] if len(distinct) == 1 and len(pools) > 1 else None
         self.caches = tuple(
             GroupCache(m.spec, p) if m.kind in CACHEABLE_KINDS else None
             for m, p in zip(managers, pools, strict=True)
         )
-        # Whether a group's requests keep every block until they end (no window or chunk
-        # ever evicts one within the group's limit): only there is a shared block reserved
-        # once (see admit_with_prefix).
+        # Whether a group's requests keep every block until they end (no window or chunk ever
+        # evicts one within the group's limit): only there is a shared block reserved once.
         self._keeps = tuple(
             m.skipped_blocks(limit) == 0 for m, limit in zip(managers, max_len_slots, strict=True)
         )
-        self.requests: dict[str, RequestState] = {}
-        # The core's token: a call takes it for its length (`enter`) and puts it back
-        # (`leave`); a call that finds it taken is refused. Taking it is ``list.pop``, one
-        # atomic operation (a single C call under the GIL, under the list's own lock in a
-        # free-threaded build), as a non-blocking ``Lock.acquire`` is, at about a third of its
-        # cost (an acquire parses its arguments): a step pays the pair on every call.
-        self._token = [True]
-        self._take = self._token.pop
-        self._give = self._token.append
-        # Whether this layout has a specialised step, which reads each request's bound.
-        self._bounded = _specialises(self)
-        self._step = _make_step(self)
+        # Per group, the positions a prefix hit of its sequence is a multiple of: the least
+        # common multiple of the cacheable groups' blocks there (vLLM's alignment tokens).
+        rows = [m.block_size_slots * p for m, p in zip(managers, self._pool, strict=True)]
+        self._align = tuple(
+            lcm(
+                1,
+                *(
+                    rows[h]
+                    for h, c in enumerate(self.caches)
+                    if c is not None and self._axis[h] == self._axis[g]
+                ),
+            )
+            for g in range(len(managers))
+        )
+        self._swa_mask = tuple(
+            self._window_mask(g) if self.caches[g] is not None else None
+            for g in range(len(managers))
+        )
+        wide = any(
+            limit * p >= 2**31 - 1 for limit, p in zip(max_len_slots, self._pool, strict=True)
+        )
+        self.table = RequestTable(len(self.names), wide=wide)
+        self.extras: dict[int, RequestExtras] = {}
+        self.specs: dict[int, tuple[int, ...]] = {}
+        self.guard = Guard()
+        self._make_fast = make_fast
+        self.fast = make_fast(self)
+
+    # -- the typed layer's entries ------------------------------------------------------------
 
     @property
     def step_function(self) -> StepFn:
-        """``step(request_id, num_new)``: the step `allocate_step` runs without lookahead,
-        chosen for these groups at construction (`_make_step`); the typed
+        """``step(request_id, num_new) -> slot mappings``: the step without lookahead, chosen
+        for these groups at construction (`kvunits.runtime._fast`); the typed
         `kvunits.runtime.Stepper.allocate` calls it after its unit checks."""
-        return self._step
+        return self.fast.step
 
-    def enter(self, operation: str) -> None:
-        """Take the core for one call, or raise `ConcurrentUseError` if a call is in progress.
-        Pair with `leave` in a ``finally``."""
-        try:
-            self._take()
-        except IndexError:
-            raise self._concurrent(operation) from None
-
-    def leave(self) -> None:
-        """Give the core back after `enter`."""
-        assert not self._token, "leave without enter"
-        self._give(True)
+    @property
+    def requests(self) -> Mapping[str, RequestView]:
+        """The admitted requests by id, as live read-only views (for inspection and tests;
+        not for use while another thread drives the core)."""
+        return _Requests(self)
 
     # -- admission ------------------------------------------------------------------------
 
-    def admit(self, request_id: str, max_len_slots: Sequence[int | None] | None = None) -> None:
-        """Admit a request; ``max_len_slots`` per group, in its unit (None: the group's limit).
+    def admit(
+        self,
+        request_id: str,
+        max_len_slots: Sequence[int | None] | None = None,
+        also: Ops | None = None,
+        check: Callable[[str, list[int]], None] | None = None,
+    ) -> None:
+        """Admit a request; ``max_len_slots`` per group, in its unit (None: the group's limit);
+        ``also``: more operations, committed with the admission (a policy's bookkeeping);
+        ``check``: a policy's own refusal, given the id and lengths, run with the core held.
 
         Raises:
             RequestError: the id is not a str of 1 .. `MAX_REQUEST_ID_CHARS` characters, or is
                 already admitted.
             AdmissionError: it can never fit (nothing changes).
             AllocationError: it cannot be reserved now (nothing changes).
+            ConcurrentUseError: another call is in progress (nothing changes).
         """
-        check_request_id(request_id)
-        self.enter("admit")
+        me: list[object] = []
+        guard = self.guard
         try:
-            if request_id in self.requests:
-                raise RequestError(
-                    f"request {request_id!r} is already admitted; free it before reusing its id",
-                    request_id=request_id,
-                )
+            if guard.claim(0, me) is not me:
+                guard.contend(me, self._concurrent, "admit")
+            check_request_id(request_id)
+            table = self.table
+            if request_id in table.offsets:
+                raise self._admitted(request_id)
             lengths = list(self._limit)
             if max_len_slots is not None:
                 for g, length in enumerate(max_len_slots):
                     if length is not None:
                         lengths[g] = length
             caps = self.ledger.caps(request_id, lengths)
-            self.ledger.take(request_id, caps)
-            try:
-                self.requests[request_id] = RequestState(lengths, caps, self._pool)
-            except BaseException:
-                self.ledger.give_back(caps)
-                raise
-        finally:
-            self.leave()
+            if check is not None:
+                check(request_id, lengths)
+            ops: Ops = []
+            self.ledger.take_ops(ops, request_id, caps)
+            self._new_request(ops, request_id, lengths, caps, [0] * len(self.names), ())
+            if also:
+                ops.extend(also)
+            commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+        except BaseException:
+            guard.drop(me)
+            raise
+
+    def _new_request(
+        self,
+        ops: Ops,
+        request_id: str,
+        lengths: Sequence[int],
+        caps: Sequence[int],
+        rows: Sequence[int],
+        tables: Sequence[Sequence[int]],
+    ) -> int:
+        """Plan a new request's fields (and its tables after a prefix hit); its offset."""
+        table = self.table
+        o = table.claim_ops(ops)
+        slabs = SlabPlan(ops)
+        for g in range(len(self.names)):
+            # SLACK and EVICT 0: the first step takes the general path (it takes blocks).
+            fields = [0] * (HOT + 9)
+            fields[ANCHOR], fields[MAXLEN], fields[CAP] = rows[g], lengths[g], caps[g]
+            hit = tables[g] if tables else ()
+            if hit:
+                skipped = 0
+                while skipped < len(hit) and hit[skipped] == NULL_BLOCK:
+                    skipped += 1
+                assert NULL_BLOCK not in hit[skipped:], hit  # the evicted entries lead
+                fields[SKIPPED] = skipped
+                table.segment_ops(slabs, g, 0, list(hit[skipped:]), fields)
+            table.write_ops(ops, o, g, fields)
+        ops.append((setitem, table.offsets, request_id, o))
+        slabs.emit(table)
+        return o
 
     def admit_with_prefix(
         self,
         request_id: str,
         max_len_slots: Sequence[int | None],
         prefix: Mapping[int, PrefixPart | None],
+        also: Ops | None = None,
+        check: Callable[[str, list[int]], None] | None = None,
     ) -> list[int]:
-        """Admit a request whose leading positions may be in the prefix cache, and adopt them.
+        """Admit a request whose leading positions may be in the prefix cache, and adopt them
+        (``also``: as `admit`).
 
         Args:
             request_id: the new request.
@@ -354,14 +382,14 @@ class CoordinatorCore:
                 content of different lengths.
             AdmissionError, AllocationError: as `admit` (nothing changes).
         """
-        check_request_id(request_id)
-        self.enter("admit")
+        me: list[object] = []
+        guard = self.guard
         try:
-            if request_id in self.requests:
-                raise RequestError(
-                    f"request {request_id!r} is already admitted; free it before reusing its id",
-                    request_id=request_id,
-                )
+            if guard.claim(0, me) is not me:
+                guard.contend(me, self._concurrent, "admit")
+            check_request_id(request_id)
+            if request_id in self.table.offsets:
+                raise self._admitted(request_id)
             n = len(self.names)
             if len(max_len_slots) != n:
                 raise self._arity(request_id, len(max_len_slots))
@@ -369,52 +397,53 @@ class CoordinatorCore:
                 self._limit[g] if length is None else length
                 for g, length in enumerate(max_len_slots)
             ]
+            pre: Ops = []
+            for pool in self._unique_pools():
+                pool.compact_ops(pre)
+            if pre:
+                commit(ops_of(pre))  # drops stale queue entries only: nothing observable
             hits, tables = self._lookup(request_id, lengths, prefix)
             caps = self.ledger.caps(request_id, lengths)
+            if check is not None:
+                check(request_id, lengths)
+            pools: dict[int, PoolPlan] = {}
             discount = [0] * n
-            for g, table in enumerate(tables):
-                if table and self._keeps[g]:
-                    ref = self.pools[g].ref_count
-                    discount[g] = sum(1 for b in table if b != NULL_BLOCK and ref(b) > 0)
-            for pool in {id(p): p for p in self.pools}.values():
-                pool.compact()
-            self.ledger.take(request_id, caps, discount)
-            touched: list[tuple[BlockPool, int]] = []
-            try:
-                req = RequestState(lengths, caps, self._pool)
-                extra = RequestExtras(n)
-                for g, table in enumerate(tables):
-                    pool = self.pools[g]
-                    for block in table:
-                        if block != NULL_BLOCK:
-                            pool.touch(block)
-                            touched.append((pool, block))
-                    req.tables[g] = list(table)
-                    req.num_rows[g] = hits[g]
-                    req.skipped[g] = sum(1 for b in table if b == NULL_BLOCK)
-                    part = prefix.get(g)
-                    if part is not None and self.caches[g] is not None:
-                        extra.hashes[g] = list(part.hashes)
-                        extra.tails[g] = list(part.tail)
-                        extra.parents[g] = part.parent
-                        extra.registered[g] = len(table)
-                extra.settle()
-                req.extra = extra
-                self.requests[request_id] = req
-            except BaseException:
-                for pool, block in reversed(touched):
-                    pool.untouch(block)
-                self.ledger.give_back(caps, discount)
-                raise
+            for g, found in enumerate(tables):
+                plan = self._plan_of(pools, g)
+                for block in found:
+                    # A hit block another request holds is reserved once, where kept.
+                    if block != NULL_BLOCK and plan.touch(block) and self._keeps[g]:
+                        discount[g] += 1
+            ops: Ops = []
+            self.ledger.take_ops(ops, request_id, caps, discount)
+            o = self._new_request(ops, request_id, lengths, caps, hits, tables)
+            extra = RequestExtras(n)
+            streams: dict[tuple[int, int], int] = {}
+            for g, part in prefix.items():
+                cache = self.caches[g]
+                if part is None or cache is None:
+                    continue
+                key = (self._axis[g], cache.rows_per_block)
+                if key not in streams:
+                    streams[key] = len(extra.streams)
+                    extra.streams.append(HashStream(key[0], key[1], part))
+                extra.stream_of[g] = streams[key]
+                extra.registered[g] = len(tables[g])
+            ops.append((setitem, self.extras, o, extra))
             for g, part in prefix.items():
                 cache = self.caches[g]
                 if part is not None and cache is not None:
-                    cache.requests += 1
-                    cache.queried += part.rows
-                    cache.hits += hits[g]
-            return hits
-        finally:
-            self.leave()
+                    ops.append((setattr, cache, "requests", cache.requests + 1))
+                    ops.append((setattr, cache, "queried", cache.queried + part.rows))
+                    ops.append((setattr, cache, "hits", cache.hits + hits[g]))
+            for plan in pools.values():
+                plan.emit(ops)
+            if also:
+                ops.extend(also)
+            commit(ops_of(ops)); del guard.owner[0]; return hits  # noqa: E702 - the commit: one line (_guard)
+        except BaseException:
+            guard.drop(me)
+            raise
 
     def _lookup(
         self,
@@ -426,7 +455,7 @@ class CoordinatorCore:
         n = len(self.names)
         hits = [0] * n
         tables: list[list[int]] = [[] for _ in range(n)]
-        axes: dict[int, list[int]] = {}  # 1: the encoder's sequence (pooled groups), 0: tokens
+        axes: dict[int, list[int]] = {}
         for g, part in sorted(prefix.items()):
             manager = self._managers[g]
             rows = 0 if part is None else part.rows
@@ -438,7 +467,7 @@ class CoordinatorCore:
                     request_id=request_id,
                     group=self.names[g],
                 )
-            encoder = manager.spec.slot_unit is PooledBlocks
+            encoder = self._axis[g] == 1
             if part is not None and rows > lengths[g] * self._pool[g]:
                 unit = "encoder_token" if encoder else "token"
                 raise RequestError(
@@ -450,7 +479,7 @@ class CoordinatorCore:
                 )
             if manager.kind == "cross_attention":
                 continue
-            axes.setdefault(int(encoder), []).append(g)
+            axes.setdefault(self._axis[g], []).append(g)
         for members in axes.values():
             given = [prefix[g] for g in members]
             parts = [p for p in given if p is not None]
@@ -497,180 +526,35 @@ class CoordinatorCore:
                 uncommitted, so not cached, until a later step; `rollback` may remove them.
 
         Returns:
-            Per group, the step's slot mapping (`kvunits.contracts.crossing.step_cache_slots`): the
-            cache slot of every slot the step touches, manager units. For a pooled group the
-            first may be the partial slot the step continues.
+            Per group, the step's slot mapping (`kvunits.contracts.crossing.step_cache_slots`):
+            the cache slot of every slot the step touches, manager units. For a pooled group
+            the first may be the partial slot the step continues.
 
         Raises:
             RequestError: unknown request, a step touching more slots than the group's
                 ``max_in_flight``, or ending beyond the request's ``max_len``.
             AllocationError: a group lacks blocks; nothing changed in any group.
             ConcurrentUseError: another call is in progress (nothing changes).
-
-        A step without lookahead runs the step function chosen for this core's groups at
-        construction (`_make_step`), the one the typed `Stepper.allocate` runs too.
         """
         if lookahead is None:
-            return self._step(request_id, num_new)
-        self.enter("allocate")
-        try:
-            req = self.requests.get(request_id) if type(request_id) is str else None
-            if req is None:
-                raise self._unknown(request_id)
-            if len(num_new) != len(self.names):
-                raise self._arity(request_id, len(num_new))
-            return self._allocate(request_id, req, num_new, lookahead)
-        finally:
-            self.leave()
+            return self.fast.step(request_id, num_new)
+        return self.allocate_speculative(request_id, num_new, lookahead)
 
-    def step_taken(
-        self, request_id: str, req: RequestState, num_new: Sequence[int]
-    ) -> list[list[int]]:
-        """A step without lookahead with the core already taken (inside another call, as a
-        preemption's retry), by the general path: atomic as `allocate_step`."""
-        return self._allocate(request_id, req, num_new, None)
+    def advance_step(self, request_id: str, num_new: Sequence[int]) -> None:
+        """`allocate_step` without building the slot mapping (read it later, if needed, with
+        `slot_mapping`): what a scheduler that leaves slots to its model runner calls."""
+        return self.fast.advance(request_id, num_new)
 
-    def _allocate(
-        self,
-        request_id: str,
-        req: RequestState,
-        num_new: Sequence[int],
-        lookahead: Sequence[int] | None,
-    ) -> list[list[int]]:
-        """`allocate_step`'s general path, with the core taken and one count per group: a
-        step that allocates or evicts in some group, a multi-slot step, a speculative one, one
-        with content to cache, and any step of a layout `_make_step` does not specialise."""
-        managers, pools, pool_of = self._managers, self.pools, self._pool
-        num_rows, tables, skipped = req.num_rows, req.tables, req.skipped
-        room, evict = req.room, req.evict
-        in_flight, max_len = self._in_flight, req.max_len
-        # Phase 1: what every group needs, checked before anything changes.
-        plan = []  # per group: the slots touched (first, end), entries skipped after, blocks
-        short = None
-        grew = False
-        for g, q in enumerate(num_new):
-            c, p = num_rows[g], pool_of[g]
-            # The slots the step touches, first..end-1 (kvunits.contracts.crossing): the first holds
-            # the step's first position, so eviction counts back from it.
-            if p == 1:
-                first, end = c, c + q
-            else:
-                first, end = c // p, -(-(c + q) // p)
-            if (end - first if q else 0) > in_flight[g] or end > max_len[g]:
-                raise self._too_long(request_id, g, first, end, q, in_flight[g], max_len[g])
-            # Below its bounds a group neither evicts nor allocates (the managers would answer
-            # ``done`` and ``<= 0``): they are asked only past one.
-            skip = done = skipped[g]
-            want = 0
-            if first >= evict[g]:
-                skip = max(managers[g].skipped_blocks(first), done)
-            if end > room[g]:
-                want = managers[g].table_length(end) - len(tables[g])
-                if want > 0:
-                    # Blocks this step evicts go back to the pool before it allocates, as in
-                    # vLLM (no query of the step reads them). ``skip`` never decreases: it
-                    # only grows with the step's first slot. (One pool for all groups:
-                    # checked for all of them together, below.)
-                    grew = True
-                    if self._one_pool is None:
-                        usable = pools[g].num_free + skip - done
-                        if skip > done and pools[g].has_shared:
-                            # An evicted block another request shares stays held.
-                            usable -= pools[g].count_shared(tables[g][done:skip])
-                        if want > usable and short is None:
-                            # A caller's mistake in a later group is reported first: it is
-                            # not transient, a shortfall is.
-                            short = (g, want, usable)
-            plan.append((first, end, skip, want))
-        if grew and self._one_pool is not None:
-            short = self._short_together(
-                tables, skipped, [s for _, _, s, _ in plan], [w for *_, w in plan]
-            )
-        if short is not None:
-            raise self._short(request_id, *short)
-        # Phase 2: evict, allocate, map; nothing here fails when the checks above hold. Each
-        # change to a pool and a table is journaled right after it is made (most steps make
-        # none), so that an exception escaping anyway is undone before it propagates.
-        journal: list[tuple[Any, ...]] = []
-        step_rows = req.step_rows
-        last_steps = step_rows[:]
-        has_rows, block_size = self._has_rows, self._block_size
-        updated = 0
-        try:
-            if grew and self._one_pool is not None:
-                # One pool: every group's evictions go back before any group allocates,
-                # as the check above counted them (vLLM's remove_skipped_blocks first).
-                for g, (_, _, skip, _) in enumerate(plan):
-                    done = skipped[g]
-                    if skip > done:
-                        evicted = tables[g][done:skip]
-                        pools[g].free(evicted)
-                        journal.append((g, done, evicted, None, 0))
-                        tables[g][done:skip] = [NULL_BLOCK] * (skip - done)
-                        skipped[g] = skip
-            out: list[list[int]] = []
-            for g, q in enumerate(num_new):
-                first, end, skip, want = plan[g]
-                table, done = tables[g], skipped[g]
-                if skip > done:
-                    evicted = table[done:skip]
-                    pools[g].free(evicted)
-                    journal.append((g, done, evicted, None, 0))
-                    table[done:skip] = [NULL_BLOCK] * (skip - done)
-                    skipped[g] = skip
-                if want > 0:
-                    mark = pools[g].mark()
-                    taken = pools[g].allocate_n(want)
-                    journal.append((g, 0, None, taken, mark))
-                    table.extend(taken)
-                if not q or not has_rows[g]:
-                    out.append([])
-                elif end - first == 1:
-                    size = block_size[g]
-                    out.append([table[first // size] * size + first % size])
-                else:
-                    out.append(cache_slots(table, block_size[g], first, end))
-                num_rows[g] += q
-                step_rows[g] = q
-                updated = g + 1
-                # The bounds this step passed, set again (exact) for the next.
-                if end > room[g]:
-                    room[g] = min(managers[g].reach(len(table)), max_len[g])
-                if first >= evict[g]:
-                    evict[g] = managers[g].first_evicting(skip)
-            if self._bounded:
-                for g in range(len(plan)):
-                    self._rebound(req, g)
-            extra = req.extra
-            if (extra is not None and not extra.idle) or lookahead is not None:
-                self._after_step(req, lookahead)
-        except BaseException:
-            for g in range(updated):
-                num_rows[g] -= num_new[g]
-            step_rows[:] = last_steps
-            self._undo(req, journal)
-            # Lower is always right: the next step sets them again.
-            room[:] = [-1] * len(room)
-            evict[:] = [0] * len(evict)
-            req.bound[:] = [-1] * len(room)
-            raise
-        if journal:
-            for entry in journal:
-                if entry[3] is not None:
-                    pools[entry[0]].settle()
-        return out
+    def advance_all(self, request_ids: Sequence[str], num_new: Sequence[int]) -> None:
+        """One step of ``num_new`` positions per group for every request of ``request_ids`` (an
+        engine step's running requests, each once), atomically over the whole batch: if any
+        request's step fails, no request's step is taken.
 
-    def _rebound(self, req: RequestState, g: int) -> None:
-        """Set ``req``'s ``bound`` and ``base`` in group ``g`` for its next step, from its
-        ``room`` and ``evict`` there (see `RequestState`)."""
-        table, size = req.tables[g], self._block_size[g]
-        index = req.num_rows[g] // self._pool[g] // size  # the next step's first slot's block
-        block = table[index] if index < len(table) else NULL_BLOCK
-        if block == NULL_BLOCK:  # a block to take first: the next step is past room
-            req.bound[g] = -1
-            return
-        req.base[g] = (block - index) * size
-        req.bound[g] = min(req.room[g], req.evict[g], (index + 1) * size)
+        Raises:
+            RequestError: a request twice, or as `allocate_step` (the first failing request).
+            AllocationError: as `allocate_step`, counting the batch's steps before it.
+        """
+        return self.fast.advance_all(request_ids, num_new)
 
     def allocate_speculative(
         self, request_id: str, num_new: Sequence[int], lookahead: Sequence[int]
@@ -683,6 +567,282 @@ class CoordinatorCore:
             RequestError: a lookahead is negative or more than the step's positions, or as
                 `allocate_step`.
         """
+        return self.fast.speculative(request_id, num_new, lookahead)
+
+    def _general_step(
+        self,
+        me: object,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        lookahead: Sequence[int] | None,
+        mapping: bool,
+    ) -> list[list[int]] | None:
+        """The general path of a step, with the token held (by ``me``): plan it, commit it
+        and release the token, or raise having changed nothing (the caller's handler then
+        releases the token)."""
+        n = len(self.names)
+        if len(num_new) != n:
+            raise self._arity(request_id, len(num_new))
+        if lookahead is not None:
+            self._check_lookahead(request_id, num_new, lookahead)
+        pre: Ops = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        ops: Ops = []
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        out = self._plan_step(ops, slabs, pools, request_id, o, num_new, lookahead, mapping)
+        for plan in pools.values():
+            plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
+
+    def _general_all(
+        self,
+        me: object,
+        request_ids: Sequence[str],
+        num_new: Sequence[int],
+        fast: list[int],
+        slow: list[tuple[str, int]],
+    ) -> None:
+        """`advance_all`'s general path, with the token held (as `_general_step`): the
+        requests of ``fast`` are below their bounds (their rows and steps are written in C),
+        those of ``slow`` are planned one after the other on the same plans, so that each
+        sees the blocks the ones before it took; none when the fast function gave up early
+        (then every request is planned here)."""
+        n = len(self.names)
+        first = request_ids[0] if request_ids else "(none)"
+        if len(num_new) != n:
+            raise self._arity(first, len(num_new))
+        for g, q in enumerate(num_new):
+            if type(q) is not int or q < 0:
+                raise RequestError(
+                    f"a batched step adds {q!r} positions in group {self.names[g]!r}; give a "
+                    "count of 0 or more",
+                    request_id=str(first),
+                    group=self.names[g],
+                )
+        seen: set[str] = set()
+        for request_id in request_ids:
+            if request_id in seen:
+                raise RequestError(
+                    f"request {request_id!r} appears twice in one batched step; give each "
+                    "running request once",
+                    request_id=request_id,
+                )
+            seen.add(request_id)
+        if not fast and not slow:
+            slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
+        elif fast or slow:
+            # Most slow requests of a batch are at a block boundary: planned together.
+            planned: Ops = []
+            boundary = _Boundary()
+            for _, o in slow:
+                if not self._plan_boundary(planned, boundary, o, num_new, None):
+                    break
+            else:
+                self._emit_boundary(planned, boundary)
+                self._fast_ops(planned, fast, num_new)
+                commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+        pre: Ops = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        ops: Ops = []
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        for request_id, o in slow:
+            self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False)
+        self._fast_ops(ops, fast, num_new)
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _boundary_step(
+        self,
+        me: object,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        mapping: bool,
+        lookahead: Sequence[int] | None = None,
+    ) -> list[list[int]] | None:
+        """A plain step past some group's slack, with the token held (as `_general_step`):
+        the common one (`_plan_boundary`) planned in a few lines per group and committed at
+        once; any other goes to `_general_step`. The tests compare it with the general path
+        call by call."""
+        ops: Ops = []
+        out: list[list[int]] | None = [] if mapping else None
+        plan = _Boundary()
+        if not self._plan_boundary(ops, plan, o, num_new, out, lookahead):
+            return self._general_step(me, request_id, o, num_new, lookahead, mapping)
+        self._emit_boundary(ops, plan)
+        commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
+
+    def _plan_boundary(
+        self,
+        ops: Ops,
+        plan: _Boundary,
+        o: int,
+        num_new: Sequence[int],
+        out: list[list[int]] | None,
+        lookahead: Sequence[int] | None = None,
+    ) -> bool:
+        """Plan a plain step of a request whose every group is within its slack or at a block
+        boundary: at most one block taken at its table's end and one evicted at its front,
+        neither shared, cached nor a stale queue entry (a segment without room moves).
+        Returns False for any other step: the caller then discards the plan and takes the
+        general path, which decides it (or reports what is wrong)."""
+        n = len(self.names)
+        extra = self.extras.get(o)
+        if len(num_new) != n or (extra is not None and extra.pending()):
+            return False
+        table, managers = self.table, self._managers
+        hot, st, never = table.hot, table.st, table.never
+        cold = table.cold(o) - HOT
+        for g, q in enumerate(num_new):
+            if type(q) is not int:
+                return False
+            h, c = o + g * HOT, cold + g * COLD
+            slack = hot[h]
+            p, size = self._pool[g], self._block_size[g]
+            rows = st[c + ANCHOR] - slack
+            first, end = (rows, rows + q) if p == 1 else (rows // p, -(-(rows + q) // p))
+            touched = end - first if q else 0
+            if 0 <= q <= slack and (slack or q) and touched <= self._in_flight[g]:
+                # Within its slack: a fast group.
+                ops.append((setitem, hot, slice(h, h + HOT), [slack - q, q]))
+                if out is not None:
+                    base = st[c + BASE] * size
+                    has = q and self._has_rows[g]
+                    out.append(list(range(base + first, base + end)) if has else [])
+                continue
+            manager = managers[g]
+            skipped, length, evict = st[c + SKIPPED], st[c + LENGTH], st[c + EVICT]
+            start, capacity, max_len = st[c + START], st[c + CAPACITY], st[c + MAXLEN]
+            if (
+                q < 0
+                or not self._has_rows[g]
+                or manager.kind == "cross_attention"
+                or touched > self._in_flight[g]
+                or end > max_len
+            ):
+                return False
+            skip = max(manager.skipped_blocks(first), skipped) if first >= evict else skipped
+            want = max(manager.table_length(end) - skipped - length, 0)
+            dropped = skip - skipped
+            if want > 1 or dropped > 1:
+                return False
+            pool = self.pools[g]
+            state = plan.pools.get(id(pool))
+            if state is None:
+                state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
+            slab = table.slabs[g]
+            if dropped:
+                # A block a prefix hit shares, or one whose content is cached, keeps state
+                # of its own when it goes: the general path plans that.
+                block = slab[start]
+                if block in pool._shared or block in pool._cached:
+                    return False
+                state[4].append(block)
+            taken = NULL_BLOCK
+            if want:
+                if state[1] < pool.num_blocks:
+                    taken = state[1]
+                    state[1] += 1
+                elif state[2] < len(pool._queue):
+                    taken = pool._queue[state[2]]
+                    # A stale entry is skipped, a cached block evicted: the general path.
+                    if taken in pool._stale or taken in pool._cached:
+                        return False
+                    state[2] += 1
+                else:  # short (or only a block this step frees): the general path decides
+                    return False
+                state[3].append(taken)
+            if out is not None:
+                out.append(
+                    _slots_across(slab, start, skipped, length, size, first, end, taken)
+                    if q
+                    else []
+                )
+            # The group's table after the step: front evicted, block appended (in place, or
+            # the segment moved to the slab's end with room to grow).
+            garbage = plan.garbage.get(g, table.garbage[g]) + dropped
+            moved = None
+            if want and length + want > capacity:
+                moved = slab[start + dropped : start + length]
+                moved.append(taken)
+                room = grown(len(moved))
+                moved.extend(array("i", bytes(4 * (room - len(moved)))))
+                at = plan.slab_end.get(g, len(slab))
+                plan.slab_end[g] = at + room
+                ops.append((slab.extend, moved))
+                garbage += capacity - dropped
+                start, capacity = at, room
+            else:
+                if want:
+                    ops.append((setitem, slab, start + length, taken))
+                start, capacity = start + dropped, capacity - dropped
+            if garbage != table.garbage[g]:
+                plan.garbage[g] = garbage
+            length += want - dropped
+            # Its bound for the next step.
+            rows += q
+            if first >= evict:
+                evict = min(manager.first_evicting(skip), never)
+            index = rows // p // size
+            base, anchor = st[c + BASE], rows
+            if skip <= index < skip + length:
+                at = index - skip
+                if moved is not None:
+                    block = moved[at]
+                elif want and at == length - 1:
+                    block = taken
+                else:
+                    block = slab[start + at]
+                base = block - index
+                room = min(manager.reach(skip + length), max_len)
+                anchor = max(min(room, evict, (index + 1) * size) * p, rows)
+            ops.append((setitem, hot, slice(h, h + HOT), [anchor - rows, q]))
+            fields = (anchor, base, evict, skip, start, length, capacity)
+            ops.append(
+                (setitem, st, slice(c + ANCHOR, c + CAPACITY + 1), array(st.typecode, fields))
+            )
+        if lookahead is not None:  # a speculative step records its lookahead, zeros included
+            ops.append((setitem, self.specs, o, tuple(lookahead)))
+        elif o in self.specs:  # a plain step accepts the latest lookahead
+            ops.append((self.specs.pop, o, None))
+        return True
+
+    def _emit_boundary(self, ops: Ops, plan: _Boundary) -> None:
+        """Add the pools' and slabs' part of planned boundary steps to ``ops``."""
+        for pool, fresh, head, taken, evicted in plan.pools.values():
+            if fresh > pool._fresh:
+                ops.append((setattr, pool, "_fresh", fresh))
+            if head != pool._head:
+                ops.append((setattr, pool, "_head", head))
+            if evicted:
+                ops.append((pool._queue.extend, evicted))
+            if len(taken) != len(evicted):
+                ops.append((setattr, pool, "_used", pool._used + len(taken) - len(evicted)))
+        for g, garbage in plan.garbage.items():
+            ops.append((setitem, self.table.garbage, g, garbage))
+
+    def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
+        """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:
+        each group's slack less its count, its step the count."""
+        hot = self.table.hot
+        for g, q in enumerate(num_new):
+            at = [o + g * HOT + SLACK for o in fast]
+            ops.append((commit, map(setitem, repeat(hot), at, [hot[i] - q for i in at])))
+            ops.append((commit, map(setitem, repeat(hot), [i + STEP for i in at], repeat(q))))
+
+    def _check_lookahead(
+        self, request_id: str, num_new: Sequence[int], lookahead: Sequence[int]
+    ) -> None:
         if len(lookahead) != len(num_new):
             raise RequestError(
                 f"a speculative step of request {request_id!r} gives {len(lookahead)} "
@@ -698,198 +858,216 @@ class CoordinatorCore:
                     request_id=str(request_id),
                     group=self.names[g],
                 )
-        return self.allocate_step(request_id, num_new, lookahead)
 
-    def extend_content(self, request_id: str, g: int, keys: Sequence[int]) -> None:
-        """Append content to an admitted request's content in group ``g`` (the tokens it
-        generated, the audio that arrived): its full blocks get hashes, and those its steps
-        have committed enter the prefix cache, as vLLM hashes a request's tokens as they are
-        appended.
-
-        Raises:
-            RequestError: unknown request, or one admitted without content in group ``g``.
-            ConcurrentUseError: another call is in progress (nothing changes).
-        """
-        self.enter("extend_content")
-        try:
-            req = self.requests.get(request_id) if type(request_id) is str else None
-            if req is None:
-                raise self._unknown(request_id)
-            extra, cache = req.extra, self.caches[g]
-            hashes = None if extra is None else extra.hashes[g]
-            if extra is None or hashes is None or cache is None:
+    def _plan_step(
+        self,
+        ops: Ops,
+        slabs: SlabPlan,
+        pools: dict[int, PoolPlan],
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        lookahead: Sequence[int] | None,
+        mapping: bool,
+    ) -> list[list[int]] | None:
+        """Plan one request's step into ``ops`` (the general path; see `allocate_step`)."""
+        table, managers = self.table, self._managers
+        never = table.never
+        # Phase 1: the slots each group's step touches, checked against the limits, in every
+        # group before any shortfall is looked for (a caller's mistake is not transient).
+        spans = []
+        fields_of = [table.read(o, g) for g in range(len(self.names))]
+        for g, q in enumerate(num_new):
+            fields = fields_of[g]
+            c, p = fields[ANCHOR] - fields[SLACK], self._pool[g]
+            if type(q) is not int or q < 0:
                 raise RequestError(
-                    f"request {request_id!r} was admitted without content in group "
-                    f"{self.names[g]!r}: admit it with admit_with_prefix to cache its blocks",
+                    f"a step of request {request_id!r} in group {self.names[g]!r} adds "
+                    f"{q!r} positions; give a count of 0 or more",
                     request_id=request_id,
                     group=self.names[g],
                 )
-            rows = cache.rows_per_block
-            old_tail, old_parent = extra.tails[g], extra.parents[g]
-            combined = old_tail + list(keys)
-            new = chain_hashes(old_parent, combined, rows)
-            hashes.extend(new)
-            extra.tails[g] = combined[len(new) * rows :]
-            if new:
-                extra.parents[g] = new[-1]
-            try:
-                self._register(req, extra, g, extra.spec[g])
-            except BaseException:
-                del hashes[len(hashes) - len(new) :]
-                extra.tails[g], extra.parents[g] = old_tail, old_parent
-                raise
-            extra.settle()
-        finally:
-            self.leave()
-
-    def _register(self, req: RequestState, extra: RequestExtras, g: int, spec: int) -> None:
-        """Put group ``g``'s full blocks of committed positions (all but the ``spec`` last)
-        whose hashes are known into the prefix cache; all or none."""
-        hashes, cache = extra.hashes[g], self.caches[g]
-        assert hashes is not None and cache is not None
-        full = min((req.num_rows[g] - spec) // cache.rows_per_block, len(hashes))
-        start = extra.registered[g]
-        if full <= start:
-            return
-        table, pool = req.tables[g], self.pools[g]
-        done: list[int] = []
-        try:
-            for i in range(start, full):
-                block = table[i]
-                if block != NULL_BLOCK:
-                    pool.register(block, cache.blocks, hashes[i])
-                    done.append(block)
-        except BaseException:
-            for block in reversed(done):
-                pool.unregister(block)
-            raise
-        extra.registered[g] = full
-
-    def _short_together(
-        self,
-        tables: Sequence[list[int]],
-        skipped: Sequence[int],
-        skips: Sequence[int],
-        wants: Sequence[int],
-    ) -> tuple[int, int, int] | None:
-        """With one pool for every group, the step's groups draw on it together: what they
-        want in all against what is free and what their evictions give back (a block another
-        request shares stays held)."""
-        pool = self._one_pool
-        assert pool is not None
-        want = sum(w for w in wants if w > 0)
-        usable = pool.num_free
-        for table, done, skip in zip(tables, skipped, skips, strict=True):
-            usable += skip - done - pool.count_shared(table[done:skip])
-        if want <= usable:
-            return None
-        last = max(g for g, w in enumerate(wants) if w > 0)
-        return last, want, usable
-
-    def _after_step(self, req: RequestState, lookahead: Sequence[int] | None) -> None:
-        """Commit what a step committed: the previous step's lookahead (accepted by taking
-        this step), this step's lookahead as the new speculative tail, and the full blocks of
-        committed positions into the prefix cache. Undoes its own changes if it fails."""
-        extra = req.extra
-        if extra is None:
-            extra = RequestExtras(len(self.names))
-        spec = list(lookahead) if lookahead is not None else [0] * len(self.names)
-        registered = list(extra.registered)
-        try:
-            for g, hashes in enumerate(extra.hashes):
-                if hashes is not None:
-                    self._register(req, extra, g, spec[g])
-        except BaseException:
-            for g, start in enumerate(registered):
-                pool, table = self.pools[g], req.tables[g]
-                for i in range(start, extra.registered[g]):
-                    if table[i] != NULL_BLOCK:
-                        pool.unregister(table[i])
-            extra.registered = registered
-            raise
-        extra.spec = spec
-        extra.settle()
-        req.extra = extra
-
-    def _undo(self, req: RequestState, journal: list[tuple[Any, ...]]) -> None:
-        """Undo a step's journaled changes, newest first: the pools' queues, the tables and
-        the evictions are then exactly as before the step."""
-        for g, done, evicted, taken, mark in reversed(journal):
-            table, pool = req.tables[g], self.pools[g]
-            if taken is not None:
-                del table[len(table) - len(taken) :]
-                pool.undo_allocate(taken, mark)
-            else:
-                table[done : done + len(evicted)] = evicted
-                req.skipped[g] = done
-                pool.undo_free(evicted)
-
-    def free(self, request_id: str) -> None:
-        """Return every block of a finished (or preempted) request, and its reservation.
-
-        Raises:
-            RequestError: the request is not admitted.
-            ConcurrentUseError: another call is in progress (nothing changes).
-        """
-        self.enter("free")
-        try:
-            self.release(request_id)
-        finally:
-            self.leave()
-
-    def release(self, request_id: str) -> Released:
-        """`free` with the core already taken (a preemption inside another call): returns
-        what `restore` needs to take it back, if that call fails later.
-
-        Raises:
-            RequestError: the request is not admitted (nothing changes).
-        """
-        req = self.requests.pop(request_id, None) if type(request_id) is str else None
-        if req is None:
-            raise self._unknown(request_id)
-        freed: list[tuple[BlockPool, list[int]]] = []
-        extra = req.extra
-        # A request that cached its prefix frees it tail first, as vLLM does: among blocks
-        # freed together, the chain's head (the most shared) is evicted last.
-        cached = extra is not None and any(h is not None for h in extra.hashes)
-        unshared = self._unshared(req) if extra is not None else None
-        try:
-            for g, table in enumerate(req.tables):
-                live = table[req.skipped[g] :]
-                if cached:
-                    live.reverse()
-                self.pools[g].free(live)
-                freed.append((self.pools[g], live))
-            self.ledger.give_back(req.caps, unshared)
-        except BaseException:
-            for pool, live in reversed(freed):
-                pool.undo_free(live)
-            self.requests[request_id] = req
-            raise
-        return Released(request_id, req, freed, unshared)
-
-    def restore(self, released: Released) -> None:
-        """Undo a `release`, the last change to the pools since (several: newest first).
-
-        The request is admitted again in its old place of the admission order only if no
-        request was admitted since: the callers undo releases inside one call."""
-        for pool, live in reversed(released.freed):
-            pool.undo_free(live)
-        self.ledger.shared_back(released.request.caps, released.unshared)
-        self.requests[released.request_id] = released.request
-
-    def _unshared(self, req: RequestState) -> list[int] | None:
-        """Per group, the shared blocks of ``req`` that its free leaves with one holder less,
-        where the ledger counts them (groups that keep their blocks); None if none."""
-        shared = self.ledger.shared
-        if not any(shared):
-            return None
-        out = [0] * len(self.names)
-        for g, table in enumerate(req.tables):
-            if shared[g] and self._keeps[g]:
-                ref = self.pools[g].ref_count
-                out[g] = sum(1 for b in table[req.skipped[g] :] if ref(b) > 1)
+            first, end = (c, c + q) if p == 1 else (c // p, -(-(c + q) // p))
+            max_len = fields[MAXLEN]
+            if (end - first if q else 0) > self._in_flight[g] or end > max_len:
+                raise self._too_long(request_id, o, g, first, end, q, self._in_flight[g], max_len)
+            spans.append((c, first, end))
+        # Phase 2: every group's evictions go back first (vLLM's remove_skipped_blocks: no
+        # query of the step reads them), then the new blocks are taken.
+        kept: list[tuple[int, array[int], int]] = []
+        for g, (_, first, _) in enumerate(spans):
+            fields = fields_of[g]
+            skipped = fields[SKIPPED]
+            skip = skipped
+            if first >= fields[EVICT]:
+                skip = max(managers[g].skipped_blocks(first), skipped)
+            live = table.live(o, g)
+            dropped = skip - skipped
+            assert dropped <= len(live), (skip, skipped, len(live))
+            if dropped:
+                self._plan_of(pools, g).release(live[:dropped])
+            kept.append((skip, live, dropped))
+        wants = [
+            managers[g].table_length(end) - fields_of[g][SKIPPED] - len(kept[g][1])
+            for g, (_, _, end) in enumerate(spans)
+        ]
+        if self._one_pool is not None:
+            plan = self._plan_of(pools, 0)
+            want = sum(w for w in wants if w > 0)
+            if want > plan.num_free:
+                last = max(g for g, w in enumerate(wants) if w > 0)
+                raise self._short(request_id, last, want, plan.num_free)
+        out: list[list[int]] | None = [] if mapping else None
+        spec = list(lookahead) if lookahead is not None else None
+        extra = self.extras.get(o)
+        new_live: list[tuple[int, Sequence[int]]] = []
+        new_rows: list[int] = []
+        for g, q in enumerate(num_new):
+            c, first, end = spans[g]
+            skip, live, dropped = kept[g]
+            plan = self._plan_of(pools, g)
+            want = wants[g]
+            taken: Sequence[int] = ()
+            if want > 0:
+                if want > plan.num_free:
+                    raise self._short(request_id, g, want, plan.num_free)
+                taken = plan.take(want)
+            fields = fields_of[g]
+            table.segment_ops(slabs, g, dropped, taken, fields)
+            entries = _Joined(live, dropped, taken)  # the live table after the step
+            rows = c + q
+            fields[STEP], fields[SKIPPED] = q, skip
+            if first >= fields[EVICT]:
+                fields[EVICT] = min(managers[g].first_evicting(skip), never)
+            self._bound(g, fields, rows, entries)
+            if out is not None:
+                out.append(
+                    self._slots(entries, skip, g, first, end) if q and self._has_rows[g] else []
+                )
+            new_live.append((skip, entries))
+            new_rows.append(rows)
+        if spec is not None:  # a speculative step records its lookahead, zeros included
+            ops.append((setitem, self.specs, o, tuple(spec)))
+        elif o in self.specs:
+            ops.append((self.specs.pop, o, None))
+        if extra is not None and self._register_plan(
+            ops, pools, o, extra, new_rows, spec, new_live
+        ):
+            for fields, rows in zip(fields_of, new_rows, strict=True):
+                _hold(fields, rows, empty_too=True)
+        for g, fields in enumerate(fields_of):
+            table.write_ops(ops, o, g, fields)
         return out
+
+    def _bound(self, g: int, fields: list[int], rows: int, entries: Sequence[int]) -> None:
+        """Set ``ANCHOR``, ``SLACK`` and ``BASE`` of a group's planned fields for the next
+        step, from its positions and its table after the step (``entries``: its live
+        entries). A step whose slots end at or below the bound (in slots: the table's room
+        within the declared length, the first slot that evicts, the end of the block holding
+        the next step's first slot) needs neither the pools nor another block."""
+        skip, total = fields[SKIPPED], fields[SKIPPED] + len(entries)
+        p = self._pool[g]
+        if not self._has_rows[g]:
+            # One state, no rows: once its block is held, only the request's length bounds it.
+            bound = fields[MAXLEN] if total else -1
+            fields[BASE] = 0
+        else:
+            size = self._block_size[g]
+            index = rows // p // size  # the next step's first slot's block
+            if not skip <= index < total:  # a block to take first (or an evicted one)
+                bound = -1
+            else:
+                room = min(self._managers[g].reach(total), fields[MAXLEN])
+                fields[BASE] = entries[index - skip] - index
+                bound = min(room, fields[EVICT], (index + 1) * size)
+        if bound * p > rows:
+            fields[ANCHOR], fields[SLACK] = bound * p, bound * p - rows
+        else:
+            _hold(fields, rows)
+
+    def _slots(self, entries: Sequence[int], skip: int, g: int, first: int, end: int) -> list[int]:
+        """The cache slots of slots ``first .. end − 1``, built block by block."""
+        size = self._block_size[g]
+        out: list[int] = []
+        while first < end:
+            index = first // size
+            stop = min(end, (index + 1) * size)
+            base = (entries[index - skip] - index) * size
+            out.extend(range(base + first, base + stop))
+            first = stop
+        return out
+
+    def _register_plan(
+        self,
+        ops: Ops,
+        pools: dict[int, PoolPlan],
+        o: int,
+        extra: RequestExtras,
+        rows: Sequence[int],
+        spec: Sequence[int] | None,
+        entries: Sequence[tuple[int, Sequence[int]]] | None,
+        hashed: Mapping[int, list[bytes]] | None = None,
+    ) -> bool:
+        """Plan the registration of every full block of committed positions whose hash is
+        known, in every group with content (``entries``: per group, the planned table's
+        evicted entries and live ones, None: as now; ``hashed``: per stream, hashes the call
+        adds). Returns whether hashes are known beyond what is registered then: the
+        request's next steps must take the general path (the caller holds its fields)."""
+        table = self.table
+        registered = list(extra.registered)
+        known = [
+            len(s.hashes) + len(hashed.get(i, ())) if hashed else len(s.hashes)
+            for i, s in enumerate(extra.streams)
+        ]
+        for g, s in enumerate(extra.stream_of):
+            if s < 0:
+                continue
+            cache = self.caches[g]
+            assert cache is not None
+            stream = extra.streams[s]
+            old, more = stream.hashes, hashed.get(s, []) if hashed else []
+            committed = rows[g] - (spec[g] if spec is not None else 0)
+            full = min(committed // cache.rows_per_block, known[s])
+            start = registered[g]
+            if full <= start:
+                continue
+            if entries is not None:
+                skip, live = entries[g]
+            else:
+                skip, live = table.field(o, g, SKIPPED), table.live(o, g)
+            plan = self._plan_of(pools, g)
+            mask = self._swa_mask[g]
+            for i in range(start, full):
+                if i < skip or (mask is not None and not mask(i)):
+                    continue
+                key = old[i] if i < len(old) else more[i - len(old)]
+                plan.register(live[i - skip], cache.blocks, key)
+            registered[g] = full
+            ops.append((setitem, extra.registered, g, full))
+        for s, r in zip(extra.stream_of, registered, strict=True):
+            if s >= 0 and known[s] > r:
+                return True
+        return False
+
+    def _window_mask(self, g: int) -> Callable[[int], bool] | None:
+        """Which blocks of a sliding-window group the prefix cache keeps: only those an aligned
+        hit can use (vLLM 0.33's ``SlidingWindowManager.reachable_block_mask``, dense
+        retention). A hit ends on a multiple of the sequence's alignment and reads the
+        ``cdiv(window − 1, block_size)`` blocks before it, so of each run of ``per`` blocks
+        between two aligned ends only the last ``need`` are kept (every block when ``need``
+        covers the run). None: keep every block."""
+        manager, cache = self._managers[g], self.caches[g]
+        if manager.kind != "sliding_window" or cache is None:
+            return None
+        window = cache.window
+        assert window is not None
+        per = self._align[g] // cache.rows_per_block
+        need = -(-(window - 1) // cache.block_size)
+        if need >= per:
+            return None
+        return lambda i: i % per >= per - need
+
+    # -- speculation, content, the end ------------------------------------------------------
 
     def rollback(self, request_id: str, rejected: Sequence[int]) -> None:
         """Remove the rejected speculative positions of the latest step, per group (kernel
@@ -904,89 +1082,535 @@ class CoordinatorCore:
                 left speculative in a group (nothing changes).
             ConcurrentUseError: another call is in progress (nothing changes).
         """
-        self.enter("rollback")
+        return self.fast.rollback(request_id, rejected)
+
+    def _boundary_rollback(
+        self, me: object, request_id: str, o: int, rejected: Sequence[int]
+    ) -> None:
+        """A rollback past the fast function's reach, with the token held (as
+        `_general_step`): the common one (no more than a block freed per group, from pools
+        without cached, stale or shared blocks; the bound set again) planned in a few lines
+        per group; any other goes to `_general_rollback`."""
+        n = len(self.names)
+        spec = self.specs.get(o)
+        if spec is None or len(rejected) != n:
+            return self._general_rollback(me, request_id, o, rejected)
+        table, managers = self.table, self._managers
+        hot, st = table.hot, table.st
+        cold = table.cold(o) - HOT
+        ops: Ops = []
+        freed: dict[int, list[Any]] = {}
+        for g, r in enumerate(rejected):
+            if type(r) is not int or not 0 <= r <= spec[g]:
+                return self._general_rollback(me, request_id, o, rejected)
+            if not r:
+                continue
+            h, c = o + g * HOT, cold + g * COLD
+            p, size = self._pool[g], self._block_size[g]
+            rows = st[c + ANCHOR] - hot[h] - r
+            skipped, length, start = st[c + SKIPPED], st[c + LENGTH], st[c + START]
+            cut = managers[g].table_length(-(-rows // p)) - skipped
+            dropped = length - cut
+            pool = self.pools[g]
+            if (
+                cut < 0
+                or dropped > 1
+                or not self._has_rows[g]
+                or pool._cached
+                or pool._num_stale
+                or pool._shared
+            ):
+                return self._general_rollback(me, request_id, o, rejected)
+            slab = table.slabs[g]
+            if dropped:
+                freed.setdefault(id(pool), [pool, []])[1].append(slab[start + cut])
+            length = cut
+            index = rows // p // size
+            base, anchor = st[c + BASE], rows
+            if skipped <= index < skipped + length:
+                base = slab[start + index - skipped] - index
+                room = min(managers[g].reach(skipped + length), st[c + MAXLEN])
+                anchor = max(min(room, st[c + EVICT], (index + 1) * size) * p, rows)
+            ops.append((setitem, hot, slice(h, h + HOT), [anchor - rows, hot[h + STEP] - r]))
+            fields = array(st.typecode, (anchor, base))
+            ops.append((setitem, st, slice(c + ANCHOR, c + BASE + 1), fields))
+            if dropped:
+                ops.append((setitem, st, c + LENGTH, length))
+        for pool, blocks in freed.values():
+            ops.append((pool._queue.extend, blocks))
+            ops.append((setattr, pool, "_used", pool._used - len(blocks)))
+        left = tuple(k - r for k, r in zip(spec, rejected, strict=True))
+        ops.append((setitem, self.specs, o, left))
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _general_rollback(
+        self, me: object, request_id: str, o: int, rejected: Sequence[int]
+    ) -> None:
+        """`rollback`'s general path, with the token held (as `_general_step`)."""
+        n = len(self.names)
+        if len(rejected) != n:
+            raise self._arity(request_id, len(rejected))
+        spec = self.specs.get(o, (0,) * n)
+        for g, r in enumerate(rejected):
+            if type(r) is not int or not 0 <= r <= spec[g]:
+                raise RequestError(
+                    f"request {request_id!r} rolls back {r!r} positions in group "
+                    f"{self.names[g]!r}, but its latest step left {spec[g]} speculative "
+                    "there (allocate_speculative's lookahead, less what was rolled back); "
+                    "only those can be rolled back",
+                    request_id=request_id,
+                    group=self.names[g],
+                )
+        if not any(rejected):
+            del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+        table = self.table
+        ops: Ops = []
+        pools: dict[int, PoolPlan] = {}
+        for g, r in enumerate(rejected):
+            if not r:
+                continue
+            fields = table.read(o, g)
+            rows = fields[ANCHOR] - fields[SLACK] - r
+            keep = self._managers[g].table_length(-(-rows // self._pool[g]))
+            live = table.live(o, g)
+            cut = keep - fields[SKIPPED]
+            assert cut >= 0, (keep, fields[SKIPPED])  # speculative blocks are never evicted
+            if cut < len(live):
+                self._plan_of(pools, g).release(live[cut:])
+                del live[cut:]
+                fields[LENGTH] = cut
+            fields[STEP] -= r
+            self._bound(g, fields, rows, live)
+            table.write_ops(ops, o, g, fields)
+        left = tuple(k - r for k, r in zip(spec, rejected, strict=True))
+        ops.append((setitem, self.specs, o, left))  # cleared by the next plain step
+        for plan in pools.values():
+            plan.emit(ops)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def extend_content(self, request_id: str, g: int, keys: Sequence[int]) -> None:
+        """Append content to an admitted request's sequence, the one group ``g`` reads (the
+        tokens it generated, the audio that arrived): every group of that sequence admitted
+        with content extends it. Full blocks get hashes, once per granularity, and those its
+        steps have committed enter the prefix cache, as vLLM hashes a request's tokens as they
+        are appended.
+
+        Raises:
+            RequestError: unknown request, or one admitted without content in group ``g``.
+            ConcurrentUseError: another call is in progress (nothing changes).
+        """
+        me: list[object] = []
+        guard = self.guard
         try:
-            req = self.requests.get(request_id) if type(request_id) is str else None
-            if req is None:
-                raise self._unknown(request_id)
-            if len(rejected) != len(self.names):
-                raise self._arity(request_id, len(rejected))
-            extra = req.extra
-            spec = extra.spec if extra is not None else [0] * len(self.names)
-            for g, r in enumerate(rejected):
-                if not 0 <= r <= spec[g]:
-                    raise RequestError(
-                        f"request {request_id!r} rolls back {r} positions in group "
-                        f"{self.names[g]!r}, but its latest step left {spec[g]} speculative "
-                        "there (allocate_speculative's lookahead, less what was rolled back); "
-                        "only those can be rolled back",
-                        request_id=request_id,
-                        group=self.names[g],
-                    )
-            if extra is None or not any(rejected):
-                return
-            freed: list[tuple[int, list[int]]] = []
-            try:
-                for g, r in enumerate(rejected):
-                    if not r:
-                        continue
-                    rows = req.num_rows[g] - r
-                    slots = -(-rows // self._pool[g])
-                    table = req.tables[g]
-                    keep = self._managers[g].table_length(slots)
-                    tail = table[keep:]
-                    assert NULL_BLOCK not in tail, (table, keep)
-                    self.pools[g].free(tail)
-                    freed.append((g, tail))
-                    del table[keep:]
-                    # The table is shorter: the next step sets these again.
-                    req.room[g] = req.bound[g] = -1
-                    req.num_rows[g] = rows
-                    req.step_rows[g] -= r
-                    spec[g] -= r
-            except BaseException:
-                for g, tail in reversed(freed):
-                    self.pools[g].undo_free(tail)
-                    req.tables[g].extend(tail)
-                    r = rejected[g]
-                    req.num_rows[g] += r
-                    req.step_rows[g] += r
-                    spec[g] += r
-                raise
-        finally:
-            self.leave()
+            if guard.claim(0, me) is not me:
+                guard.contend(me, self._concurrent, "extend_content")
+            o = self._offset(request_id)
+            extra = self.extras.get(o)
+            if extra is None or extra.stream_of[g] < 0:
+                raise RequestError(
+                    f"request {request_id!r} was admitted without content in group "
+                    f"{self.names[g]!r}: admit it with admit_with_prefix to cache its blocks",
+                    request_id=request_id,
+                    group=self.names[g],
+                )
+            added = array("q", keys)
+            axis = self._axis[g]
+            ops: Ops = []
+            hashed: dict[int, list[bytes]] = {}
+            for s, stream in enumerate(extra.streams):
+                if stream.axis != axis:
+                    continue
+                rpb, tail = stream.rows_per_block, stream.tail
+                if len(tail) + len(added) < rpb:
+                    ops.append((tail.extend, added))
+                    continue
+                # A block filled: hash it (once for every group of this granularity); the
+                # tail left is shorter than a block, whatever the content's length.
+                joined = tail + added
+                full = len(joined) // rpb * rpb
+                new = chain_hashes(stream.parent, joined[:full], rpb)
+                ops.append((stream.hashes.extend, new))
+                ops.append((setitem, tail, slice(None), joined[full:]))
+                ops.append((setattr, stream, "parent", new[-1]))
+                hashed[s] = new
+            if hashed:
+                table = self.table
+                rows = [table.rows(o, h) for h in range(len(self.names))]
+                pools: dict[int, PoolPlan] = {}
+                spec = self.specs.get(o)
+                if self._register_plan(ops, pools, o, extra, rows, spec, None, hashed):
+                    # Hashes ahead of the committed positions: the steps that commit them
+                    # take the general path, which registers.
+                    for h in range(len(self.names)):
+                        fields = table.read(o, h)
+                        _hold(fields, rows[h], empty_too=True)
+                        table.write_ops(ops, o, h, fields)
+                for plan in pools.values():
+                    plan.emit(ops)
+            commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+        except BaseException:
+            guard.drop(me)
+            raise
+
+    def free(self, request_id: str, also: Ops | None = None) -> None:
+        """Return every block of a finished (or preempted) request, and its reservation
+        (``also``: more operations, committed with it).
+
+        Raises:
+            RequestError: the request is not admitted.
+            ConcurrentUseError: another call is in progress (nothing changes).
+        """
+        me: list[object] = []
+        guard = self.guard
+        try:
+            if guard.claim(0, me) is not me:
+                guard.contend(me, self._concurrent, "free")
+            o = self._offset(request_id)
+            pre: Ops = []
+            self.table.compact_ops(pre)
+            if pre:
+                commit(ops_of(pre))  # moves segments only: nothing observable
+            ops: Ops = []
+            slabs = SlabPlan(ops)
+            pools: dict[int, PoolPlan] = {}
+            ledger = self._release_plan(ops, slabs, pools, request_id, o)
+            self.ledger.give_back_ops(ops, *ledger)
+            for plan in pools.values():
+                plan.emit(ops)
+            slabs.emit(self.table)
+            if also:
+                ops.extend(also)
+            commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+        except BaseException:
+            guard.drop(me)
+            raise
+
+    def _release_plan(
+        self,
+        ops: Ops,
+        slabs: SlabPlan,
+        pools: dict[int, PoolPlan],
+        request_id: str,
+        o: int,
+    ) -> tuple[list[int], list[int] | None]:
+        """Plan the end of a request (its blocks back to the pools, its fields and segments
+        free, its content and speculation forgotten); return the caps and shares the ledger
+        gives back (the caller sums them when it plans several ends)."""
+        table = self.table
+        extra = self.extras.get(o)
+        # A request that cached its prefix frees it tail first, as vLLM does: among blocks
+        # freed together, the chain's head (the most shared) is evicted last.
+        cached = extra is not None and bool(extra.streams)
+        unshared = self._unshared(o, pools)
+        for g in range(len(self.names)):
+            live = table.live(o, g)
+            if cached:
+                live.reverse()
+            self._plan_of(pools, g).release(live)
+        caps = [table.field(o, g, CAP) for g in range(len(self.names))]
+        table.release_ops(slabs, o, request_id)
+        if extra is not None:
+            ops.append((self.extras.pop, o, None))
+        if o in self.specs:
+            ops.append((self.specs.pop, o, None))
+        return caps, unshared
+
+    def step_preempting(
+        self,
+        request_id: str,
+        num_new: Sequence[int],
+        victim: Callable[[Sequence[str]], str],
+        also: Callable[[Sequence[Preempted]], Ops],
+    ) -> tuple[list[list[int]] | None, list[Preempted]]:
+        """One step of a request; while it runs short, end the request ``victim`` chooses
+        among those admitted (in admission order), and plan the step again: all in one
+        commit, so an exception leaves every request as it was (vLLM's scheduler loop).
+
+        Args:
+            request_id: the request that steps.
+            num_new: as `allocate_step`.
+            victim: given the admitted requests still running, in admission order, the one
+                to preempt next (it may be ``request_id`` itself: then its step is not taken).
+            also: given the preemptions, more operations committed with them (a policy's
+                counters).
+
+        Returns:
+            The step's slot mappings (None if the request preempted itself), and the
+            preemptions, in order.
+
+        Raises:
+            RequestError: as `allocate_step`.
+            AllocationError: nothing is left to preempt (never: the request itself is).
+        """
+        me: list[object] = []
+        guard = self.guard
+        try:
+            if guard.claim(0, me) is not me:
+                guard.contend(me, self._concurrent, "allocate_preempting")
+            o = self._offset(request_id)
+            if len(num_new) != len(self.names):
+                raise self._arity(request_id, len(num_new))
+            pre: Ops = []
+            self.table.compact_ops(pre)
+            if pre:
+                commit(ops_of(pre))  # moves segments only: nothing observable
+            done: list[Preempted] = []
+            while True:
+                # Each attempt is planned afresh, on top of the ends planned so far.
+                ops: Ops = []
+                slabs = SlabPlan(ops)
+                pools: dict[int, PoolPlan] = {}
+                caps = [0] * len(self.names)
+                unshared = [0] * len(self.names)
+                for ended in done:
+                    given = self._release_plan(ops, slabs, pools, ended.request_id, ended.offset)
+                    caps = [a + b for a, b in zip(caps, given[0], strict=True)]
+                    if given[1] is not None:
+                        unshared = [a + b for a, b in zip(unshared, given[1], strict=True)]
+                gone = {p.request_id for p in done}
+                if request_id in gone:
+                    out = None
+                    break
+                out, short = self._try_plan_step(ops, slabs, pools, request_id, o, num_new)
+                if short is None:
+                    break
+                else:
+                    left = [r for r in self.table.offsets if r not in gone]
+                    chosen = victim(left)
+                    assert chosen in left, chosen
+                    v = self.table.offsets[chosen]
+                    rows = [self.table.rows(v, g) for g in range(len(self.names))]
+                    done.append(Preempted(chosen, v, rows, short))
+            self.ledger.give_back_ops(ops, caps, unshared if any(unshared) else None)
+            for plan in pools.values():
+                plan.emit(ops)
+            slabs.emit(self.table)
+            ops.extend(also(done))
+            commit(ops_of(ops)); del guard.owner[0]; return out, done  # noqa: E702 - the commit: one line (_guard)
+        except BaseException:
+            guard.drop(me)
+            raise
+
+    def _try_plan_step(
+        self,
+        ops: Ops,
+        slabs: SlabPlan,
+        pools: dict[int, PoolPlan],
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+    ) -> tuple[list[list[int]] | None, AllocationError | None]:
+        """`_plan_step`, its shortfall returned rather than raised. (A function of its own: a
+        ``try`` nested in a function that holds the token would leave the nested ``try:``
+        line outside the outer handler in CPython 3.11.)"""
+        try:
+            return self._plan_step(ops, slabs, pools, request_id, o, num_new, None, True), None
+        except AllocationError as short:
+            return None, short
+
+    def _unshared(self, o: int, pools: dict[int, PoolPlan]) -> list[int] | None:
+        """Per group, the shared blocks of a request that its end leaves with one holder
+        less, where the ledger counts them (groups that keep their blocks); None if none.
+        Counted on the planned references (other ends planned in the same call)."""
+        shared = self.ledger.shared
+        if not any(shared):
+            return None
+        out = [0] * len(self.names)
+        for g in range(len(self.names)):
+            if shared[g] and self._keeps[g]:
+                count = self._plan_of(pools, g).count
+                out[g] = sum(1 for b in self.table.live(o, g) if count(b) > 1)
+        return out
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix if no request holds a block (vLLM's
+        ``reset_prefix_cache``); whether it did."""
+        me: list[object] = []
+        guard = self.guard
+        try:
+            if guard.claim(0, me) is not me:
+                guard.contend(me, self._concurrent, "reset_prefix_cache")
+            ops: Ops = []
+            done = True
+            for pool in self._unique_pools():
+                if not pool.reset_ops(ops):
+                    done, ops = False, []
+                    break
+            commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+        except BaseException:
+            guard.drop(me)
+            raise
+        return done
 
     # -- reading ----------------------------------------------------------------------------
 
-    def request(self, request_id: str) -> RequestState:
-        """The bookkeeping of an admitted request (read it, do not modify it)."""
-        req = self.requests.get(request_id) if type(request_id) is str else None
-        if req is None:
+    def read(self, operation: str, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` with the token held: what it reads existed at one moment.
+
+        Raises:
+            ConcurrentUseError: another call is in progress.
+        """
+        me: list[object] = []
+        guard = self.guard
+        try:
+            if guard.claim(0, me) is not me:
+                guard.contend(me, self._concurrent, operation)
+            out = fn(*args); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+        except BaseException:
+            guard.drop(me)
+            raise
+        return out
+
+    def offset(self, request_id: object) -> int:
+        """The offset of an admitted request (see `kvunits.runtime._table`)."""
+        return self._offset(request_id)
+
+    def _offset(self, request_id: object) -> int:
+        o = self.table.offsets.get(request_id) if type(request_id) is str else None
+        if o is None:
             raise self._unknown(request_id)
-        return req
+        return o
+
+    def rows(self, request_id: str) -> list[int]:
+        """Positions so far per group (kernel unit), read at one moment."""
+        return self.read("seq_len", self._rows, request_id)
+
+    def _rows(self, request_id: str) -> list[int]:
+        o = self._offset(request_id)
+        return [self.table.rows(o, g) for g in range(len(self.names))]
+
+    def caps(self, request_id: str) -> list[int]:
+        """Per group, the admission cap the request reserved (cache blocks)."""
+        return self.read("request_cap", self._caps, request_id)
+
+    def _caps(self, request_id: str) -> list[int]:
+        o = self._offset(request_id)
+        return [self.table.field(o, g, CAP) for g in range(len(self.names))]
 
     def block_table(self, request_id: str, g: int) -> list[int]:
-        """The request's live block table in group ``g`` (do not modify)."""
-        return self.request(request_id).tables[g]
+        """The request's block table in group ``g``, the null block where evicted (a copy)."""
+        return self.read("block_table", self._table_of, request_id, g)
+
+    def _table_of(self, request_id: str, g: int) -> list[int]:
+        return self.table.table(self._offset(request_id), g)
 
     def slot_mapping(self, request_id: str, g: int) -> list[int]:
         """The latest step's slot mapping in group ``g`` (manager units; see `allocate_step`)."""
-        req = self.request(request_id)
-        if not self._has_rows[g]:
+        return self.read("slot_mapping", self._slot_mapping, request_id, g)
+
+    def _slot_mapping(self, request_id: str, g: int) -> list[int]:
+        o = self._offset(request_id)
+        table = self.table
+        q = table.field(o, g, STEP)
+        if not self._has_rows[g] or not q:
             return []
-        q = req.step_rows[g]
-        return step_cache_slots(
-            req.tables[g], self._block_size[g], req.num_rows[g] - q, q, self._pool[g]
+        c, p = table.rows(o, g) - q, self._pool[g]
+        live = self.table.live(o, g)
+        return self._slots(live, table.field(o, g, SKIPPED), g, c // p, -(-(c + q) // p))
+
+    def kernel_view(
+        self, request_id: str, g: int
+    ) -> tuple[list[int], list[int], list[int], int, int]:
+        """For one group, read at one moment: the block table, the latest step's slot mapping
+        and cache rows, the positions so far and the latest step's."""
+        return self.read("kernel_inputs", self._kernel_view, request_id, g)
+
+    def _kernel_view(
+        self, request_id: str, g: int
+    ) -> tuple[list[int], list[int], list[int], int, int]:
+        o = self._offset(request_id)
+        rows, q = self.table.rows(o, g), self.table.field(o, g, STEP)
+        table = self.table.table(o, g)
+        slots = self._slot_mapping(request_id, g)
+        cache_rows: list[int] = []
+        if self._has_rows[g] and q:
+            p, size = self._pool[g], self._block_size[g]
+            span = size * p
+            first = rows - q
+            while first < rows:
+                index = first // span
+                stop = min(rows, (index + 1) * span)
+                base = (table[index] - index) * span
+                cache_rows.extend(range(base + first, base + stop))
+                first = stop
+        return table, slots, cache_rows, rows, q
+
+    def usage(self, g: int) -> tuple[int, int, int, int, int]:
+        """Group ``g`` now: capacity, used, free, reserved, cached (cache blocks)."""
+        return self.read("usage", self._usage, g)
+
+    def usage_all(self) -> list[tuple[int, int, int, int, int]]:
+        """`usage` of every group, read at one moment."""
+        return self.read("usage_by_group", lambda: [self._usage(g) for g in range(len(self.names))])
+
+    def _usage(self, g: int) -> tuple[int, int, int, int, int]:
+        pool = self.pools[g]
+        used = pool.num_used
+        if self._one_pool is not None:
+            table = self.table
+            used = len({b for o in table.offsets.values() for b in table.live(o, g)})
+        cache = self.caches[g]
+        cached = 0
+        if cache is not None and cache.blocks:
+            free = pool._cached_free
+            cached = sum(1 for bs in cache.blocks.values() for b in bs if b in free)
+        return pool.num_blocks - 1, used, pool.num_free, self.ledger.in_effect(g), cached
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _plan_of(self, pools: dict[int, PoolPlan], g: int) -> PoolPlan:
+        pool = self.pools[g]
+        plan = pools.get(id(pool))
+        if plan is None:
+            plan = pools[id(pool)] = PoolPlan(pool)
+        return plan
+
+    def _unique_pools(self) -> list[BlockPool]:
+        return list({id(p): p for p in self.pools}.values())
+
+    def __copy__(self) -> CoordinatorCore:
+        raise TypeError(
+            "a shallow copy of a coordinator would share its blocks and requests with the "
+            "original: use copy.deepcopy for an independent coordinator"
         )
 
-    def step_rows(self, request_id: str, g: int) -> list[int]:
-        """The cache row of every position of the latest step in group ``g`` (kernel units)."""
-        req = self.request(request_id)
-        if not self._has_rows[g]:
-            return []
-        q = req.step_rows[g]
-        return step_cache_rows(
-            req.tables[g], self._block_size[g], req.num_rows[g] - q, q, self._pool[g]
+    def __deepcopy__(self, memo: dict[int, Any]) -> CoordinatorCore:
+        """An independent core: the same requests, blocks and cache, sharing nothing
+        mutable with this one (its fast functions are written again for its own state).
+
+        Raises:
+            ConcurrentUseError: a call is in progress on this core.
+        """
+        return self.read("deepcopy", self._deepcopy, memo)
+
+    def _deepcopy(self, memo: dict[int, Any]) -> CoordinatorCore:
+        new = CoordinatorCore.__new__(CoordinatorCore)
+        state = {
+            name: getattr(self, name)
+            for name in (
+                "pools",
+                "caches",
+                "ledger",
+                "table",
+                "extras",
+                "specs",
+                "_one_pool",
+            )
+        }
+        copied = copy.deepcopy(state, memo)
+        for name in CoordinatorCore.__slots__:
+            if name in copied:
+                setattr(new, name, copied[name])
+            elif name not in ("guard", "fast"):
+                setattr(new, name, getattr(self, name))  # immutable: shared
+        new.guard = Guard()
+        new.fast = self._make_fast(new)
+        return new
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a coordinator is not pickled (its state is live allocator state tied to one "
+            "process); use copy.deepcopy for an independent coordinator in this process"
         )
 
     # -- errors -------------------------------------------------------------------------------
@@ -997,6 +1621,12 @@ class CoordinatorCore:
             f"request {request_id!r} is not admitted (never admitted, or already freed); "
             "admit it first",
             request_id=str(request_id),
+        )
+
+    def _admitted(self, request_id: str) -> RequestError:
+        return RequestError(
+            f"request {request_id!r} is already admitted; free it before reusing its id",
+            request_id=request_id,
         )
 
     def _concurrent(self, operation: str) -> ConcurrentUseError:
@@ -1012,15 +1642,23 @@ class CoordinatorCore:
         return RequestError(
             f"a step of request {request_id!r} gives {given} counts for "
             f"{len(self.names)} groups ({', '.join(self.names)}); give one per group, in order",
-            request_id=request_id,
+            request_id=str(request_id),
         )
 
     def _too_long(
-        self, request_id: str, g: int, first: int, end: int, q: int, in_flight: int, max_len: int
+        self,
+        request_id: str,
+        o: int,
+        g: int,
+        first: int,
+        end: int,
+        q: int,
+        in_flight: int,
+        max_len: int,
     ) -> RequestError:
         unit = self._managers[g].spec.slot_unit.unit
         name = self.names[g]
-        held = self.requests[request_id].num_slots[g]
+        held = -(-self.table.rows(o, g) // self._pool[g])
         if end > max_len:
             what = (
                 f"would hold {end} {unit} ({held} + {end - held}), beyond the request's "
@@ -1062,285 +1700,197 @@ class CoordinatorCore:
 StepFn = Callable[[str, Sequence[int]], list[list[int]]]
 
 
-def _specialises(core: CoordinatorCore) -> bool:
-    """Whether `_make_step` writes a step out for ``core``'s layout: one or two groups with slot
-    rows, each drawing on a pool of its own, whose steps may touch a slot (max_in_flight >= 1)."""
-    return (
-        len(core.names) <= 2
-        and all(core._has_rows)
-        and min(core._in_flight) >= 1
-        and core._one_pool is None
-    )
+class FastFunctions(NamedTuple):
+    """A core's generated functions (see the module docstring)."""
+
+    step: Callable[[str, Sequence[int]], list[list[int]]]
+    advance: Callable[[str, Sequence[int]], None]
+    speculative: Callable[[str, Sequence[int], Sequence[int]], list[list[int]]]
+    rollback: Callable[[str, Sequence[int]], None]
+    advance_all: Callable[[Sequence[str], Sequence[int]], None]
+    step_typed: Callable[[str, tuple[int, ...]], list[list[int]]]
+    advance_typed: Callable[[str, tuple[int, ...]], None]
+    speculative_typed: Callable[[str, tuple[int, ...], tuple[int, ...]], list[list[int]]]
+    rollback_typed: Callable[[str, tuple[int, ...]], None]
+    advance_all_typed: Callable[[Sequence[str], tuple[int, ...]], None]
+    source: str
 
 
-def _make_step(core: CoordinatorCore) -> StepFn:
-    """The step function of ``core``'s layout, chosen once: what `CoordinatorCore.allocate_step`
-    and the typed `Stepper.allocate` run for a step without lookahead.
+class _Joined(Sequence[int]):
+    """A table's live entries after a step, read without copying them: ``live[dropped:]``
+    (an array) followed by ``taken`` (a prefill's blocks: thousands of them)."""
 
-    Most steps of a running request touch one slot per group, inside the block the previous
-    step touched or the next one, and evict nothing; every ``block_size`` slots a group takes
-    a block, and a sliding window drops one as often. For the layouts `_specialises` names,
-    such steps are written out here, their groups unrolled, on plain locals:
+    __slots__ = ("_dropped", "_kept", "_live", "_taken")
 
-    * below each group's ``bound`` (see `RequestState`; an empty step: below ``evict``), the
-      step is ints: the slot mapping is ``base + first``, and it writes the request's rows
-      and step;
-    * past a bound, ``room`` and ``evict`` stand for the managers' answers, which are asked
-      only past them; a pool is called only for the block it gives or takes, journaled as the
-      general path journals it (`CoordinatorCore._undo`), and the bounds are set again.
+    def __init__(self, live: array[int], dropped: int, taken: Sequence[int]) -> None:
+        self._live, self._dropped, self._taken = live, dropped, taken
+        self._kept = len(live) - dropped
 
-    Every change is undone if an exception escapes anyway. Any other step (several slots in
-    a group, a shortfall or a caller's mistake to report, content to cache) takes the general
-    path, `CoordinatorCore._allocate`, before changing anything: the specialised step only
-    ever declines, and the general path decides.
+    def __len__(self) -> int:
+        return self._kept + len(self._taken)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index < self._kept:
+            return self._live[self._dropped + index]
+        return self._taken[index - self._kept]
+
+
+class _Boundary:
+    """What planned boundary steps share: per pool (by id) ``[pool, fresh, head, taken,
+    evicted]``, the slabs' planned ends and garbage."""
+
+    __slots__ = ("garbage", "pools", "slab_end")
+
+    def __init__(self) -> None:
+        self.pools: dict[int, list[Any]] = {}
+        self.slab_end: dict[int, int] = {}
+        self.garbage: dict[int, int] = {}
+
+
+def _slots_across(
+    slab: array[int],
+    start: int,
+    skipped: int,
+    length: int,
+    size: int,
+    first: int,
+    end: int,
+    taken: int,
+) -> list[int]:
+    """The cache slots of slots ``first .. end − 1`` of a table (its live entries ``slab[start
+    : start + length]`` after ``skipped`` evicted ones) followed by the block ``taken``."""
+    out: list[int] = []
+    while first < end:
+        index = first // size
+        stop = min(end, (index + 1) * size)
+        at = index - skipped
+        base = ((slab[start + at] if at < length else taken) - index) * size
+        out.extend(range(base + first, base + stop))
+        first = stop
+    return out
+
+
+def _hold(fields: list[int], rows: int, empty_too: bool = False) -> None:
+    """Send a group's next step that adds positions to the general path (no slack), and with
+    ``empty_too`` an empty one as well (no eviction point assumed)."""
+    fields[ANCHOR], fields[SLACK] = rows, 0
+    if empty_too:
+        fields[EVICT] = 0
+
+
+class RequestView:
+    """A live read-only view of one admitted request (see `CoordinatorCore.requests`).
+
+    Attributes read the core's state at each access, as lists in group order: ``tables``
+    (the null block where evicted), ``num_rows`` (kernel unit), ``num_slots``, ``step_rows``,
+    ``skipped``, ``max_len`` (slots), ``caps`` (cache blocks), and ``extra``
+    (`ExtraView`, None without content or speculation).
     """
-    take, give, requests, general = core._take, core._give, core.requests, core._allocate
-    undo, rebound = core._undo, core._rebound
-    n = len(core.names)
 
-    def step_any(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
-        try:
-            take()
-        except IndexError:
-            raise core._concurrent("allocate") from None
-        try:
-            req = requests.get(request_id) if type(request_id) is str else None
-            if req is None:
-                raise core._unknown(request_id)
-            if len(num_new) != n:
-                raise core._arity(request_id, len(num_new))
-            return general(request_id, req, num_new, None)
-        finally:
-            give(True)
+    __slots__ = ("_core", "_id")
 
-    if not _specialises(core):
-        return step_any
-    if n == 1:
-        ((p0,), (b0,)) = core._pool, core._block_size
-        ((m0,), (pool0,)) = core._managers, core.pools
+    def __init__(self, core: CoordinatorCore, request_id: str) -> None:
+        self._core, self._id = core, request_id
 
-        def grow_1(
-            request_id: str, req: RequestState, num_new: Sequence[int], q0: int, c0: int, f0: int
-        ) -> list[list[int]]:
-            # step_1 past a bound: one slot (or none) that may need the pool.
-            room, evict, max_len, skipped = req.room, req.evict, req.max_len, req.skipped
-            t0 = req.tables[0]
-            e0 = f0 + 1 if q0 else -(-c0 // p0)
-            if e0 > max_len[0]:
-                return general(request_id, req, num_new, None)
-            k0 = d0 = skipped[0]
-            w0 = 0
-            if f0 >= evict[0]:
-                k0 = max(m0.skipped_blocks(f0), d0)
-            if e0 > room[0]:
-                w0 = m0.table_length(e0) - len(t0)
-                if w0 > 0 and w0 > pool0.num_free + k0 - d0 - (
-                    pool0.count_shared(t0[d0:k0]) if k0 > d0 else 0
-                ):
-                    return general(request_id, req, num_new, None)  # it reports the shortfall
-            journal: list[tuple[Any, ...]] = []
-            step = req.step_rows
-            s0 = step[0]
-            try:
-                if k0 > d0:
-                    evicted = t0[d0:k0]
-                    pool0.free(evicted)
-                    journal.append((0, d0, evicted, None, 0))
-                    t0[d0:k0] = [NULL_BLOCK] * (k0 - d0)
-                    skipped[0] = k0
-                if w0 > 0:
-                    mark = pool0.mark()
-                    taken = pool0.allocate_n(w0)
-                    journal.append((0, 0, None, taken, mark))
-                    t0.extend(taken)
-                if e0 > room[0]:
-                    room[0] = min(m0.reach(len(t0)), max_len[0])
-                if f0 >= evict[0]:
-                    evict[0] = m0.first_evicting(k0)
-                out = [[t0[f0 // b0] * b0 + f0 % b0] if q0 else []]
-                req.num_rows[0], step[0] = c0 + q0, q0
-                rebound(req, 0)
-            except BaseException:
-                req.num_rows[0], step[0] = c0, s0
-                undo(req, journal)
-                room[0], evict[0], req.bound[0] = -1, 0, -1
-                raise
-            if w0 > 0:
-                pool0.settle()
-            return out
+    def _field(self, name: int) -> list[int]:
+        core = self._core
+        o = core._offset(self._id)
+        return [core.table.field(o, g, name) for g in range(len(core.names))]
 
-        def step_1(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
-            try:
-                take()
-            except IndexError:
-                raise core._concurrent("allocate") from None
-            try:
-                req = requests.get(request_id) if type(request_id) is str else None
-                if req is None:
-                    raise core._unknown(request_id)
-                try:
-                    (q0,) = num_new
-                except ValueError:
-                    raise core._arity(request_id, len(num_new)) from None
-                rows, extra = req.num_rows, req.extra
-                c0 = rows[0]
-                # The step's first slot; it touches that one, or none past those held (an
-                # empty step). Any other step is general.
-                f0 = c0 // p0
-                if c0 + q0 > (f0 + 1) * p0 or q0 < 0 or (extra is not None and not extra.idle):
-                    return general(request_id, req, num_new, None)
-                # An empty step holds no new slot: only an eviction needs more than ints.
-                if f0 >= (req.bound[0] if q0 else req.evict[0]):
-                    return grow_1(request_id, req, num_new, q0, c0, f0)
-                out = [[req.base[0] + f0] if q0 else []]
-                step = req.step_rows
-                s0 = step[0]
-                try:
-                    rows[0], step[0] = c0 + q0, q0
-                except BaseException:
-                    rows[0], step[0] = c0, s0
-                    raise
-                return out
-            finally:
-                give(True)
+    @property
+    def tables(self) -> list[list[int]]:
+        core = self._core
+        o = core._offset(self._id)
+        return [core.table.table(o, g) for g in range(len(core.names))]
 
-        return step_1
-    (p0, p1), (b0, b1) = core._pool, core._block_size
-    (m0, m1), (pool0, pool1) = core._managers, core.pools
+    @property
+    def num_rows(self) -> list[int]:
+        core = self._core
+        o = core._offset(self._id)
+        return [core.table.rows(o, g) for g in range(len(core.names))]
 
-    def grow_2(
-        request_id: str,
-        req: RequestState,
-        num_new: Sequence[int],
-        q0: int,
-        q1: int,
-        c0: int,
-        c1: int,
-        f0: int,
-        f1: int,
-    ) -> list[list[int]]:
-        # grow_1, for two groups: both checked before either changes.
-        room, evict, max_len, skipped = req.room, req.evict, req.max_len, req.skipped
-        t0, t1 = req.tables
-        e0 = f0 + 1 if q0 else -(-c0 // p0)
-        e1 = f1 + 1 if q1 else -(-c1 // p1)
-        if e0 > max_len[0] or e1 > max_len[1]:
-            return general(request_id, req, num_new, None)
-        k0 = d0 = skipped[0]
-        k1 = d1 = skipped[1]
-        w0 = w1 = 0
-        if f0 >= evict[0]:
-            k0 = max(m0.skipped_blocks(f0), d0)
-        if f1 >= evict[1]:
-            k1 = max(m1.skipped_blocks(f1), d1)
-        if e0 > room[0]:
-            w0 = m0.table_length(e0) - len(t0)
-            if w0 > 0 and w0 > pool0.num_free + k0 - d0 - (
-                pool0.count_shared(t0[d0:k0]) if k0 > d0 else 0
-            ):
-                return general(request_id, req, num_new, None)
-        if e1 > room[1]:
-            w1 = m1.table_length(e1) - len(t1)
-            if w1 > 0 and w1 > pool1.num_free + k1 - d1 - (
-                pool1.count_shared(t1[d1:k1]) if k1 > d1 else 0
-            ):
-                return general(request_id, req, num_new, None)
-        journal: list[tuple[Any, ...]] = []
-        rows, step = req.num_rows, req.step_rows
-        s0, s1 = step
-        try:
-            if k0 > d0:
-                evicted = t0[d0:k0]
-                pool0.free(evicted)
-                journal.append((0, d0, evicted, None, 0))
-                t0[d0:k0] = [NULL_BLOCK] * (k0 - d0)
-                skipped[0] = k0
-            if w0 > 0:
-                mark = pool0.mark()
-                taken = pool0.allocate_n(w0)
-                journal.append((0, 0, None, taken, mark))
-                t0.extend(taken)
-            if k1 > d1:
-                evicted = t1[d1:k1]
-                pool1.free(evicted)
-                journal.append((1, d1, evicted, None, 0))
-                t1[d1:k1] = [NULL_BLOCK] * (k1 - d1)
-                skipped[1] = k1
-            if w1 > 0:
-                mark = pool1.mark()
-                taken = pool1.allocate_n(w1)
-                journal.append((1, 0, None, taken, mark))
-                t1.extend(taken)
-            if e0 > room[0]:
-                room[0] = min(m0.reach(len(t0)), max_len[0])
-            if e1 > room[1]:
-                room[1] = min(m1.reach(len(t1)), max_len[1])
-            if f0 >= evict[0]:
-                evict[0] = m0.first_evicting(k0)
-            if f1 >= evict[1]:
-                evict[1] = m1.first_evicting(k1)
-            out = [
-                [t0[f0 // b0] * b0 + f0 % b0] if q0 else [],
-                [t1[f1 // b1] * b1 + f1 % b1] if q1 else [],
-            ]
-            rows[0], step[0] = c0 + q0, q0
-            rows[1], step[1] = c1 + q1, q1
-            rebound(req, 0)
-            rebound(req, 1)
-        except BaseException:
-            rows[0], step[0] = c0, s0
-            rows[1], step[1] = c1, s1
-            undo(req, journal)
-            room[0] = room[1] = req.bound[0] = req.bound[1] = -1
-            evict[0] = evict[1] = 0
-            raise
-        if w0 > 0:
-            pool0.settle()
-        if w1 > 0:
-            pool1.settle()
-        return out
+    @property
+    def num_slots(self) -> list[int]:
+        return [-(-r // p) for r, p in zip(self.num_rows, self._core._pool, strict=True)]
 
-    def step_2(request_id: str, num_new: Sequence[int]) -> list[list[int]]:
-        # step_1, for two groups.
-        try:
-            take()
-        except IndexError:
-            raise core._concurrent("allocate") from None
-        try:
-            req = requests.get(request_id) if type(request_id) is str else None
-            if req is None:
-                raise core._unknown(request_id)
-            try:
-                q0, q1 = num_new
-            except ValueError:
-                raise core._arity(request_id, len(num_new)) from None
-            rows, extra = req.num_rows, req.extra
-            c0, c1 = rows
-            f0 = c0 // p0
-            f1 = c1 // p1
-            if (
-                c0 + q0 > (f0 + 1) * p0
-                or c1 + q1 > (f1 + 1) * p1
-                or (q0 | q1) < 0
-                or (extra is not None and not extra.idle)
-            ):
-                return general(request_id, req, num_new, None)
-            bound, evict = req.bound, req.evict
-            if f0 >= (bound[0] if q0 else evict[0]) or f1 >= (bound[1] if q1 else evict[1]):
-                return grow_2(request_id, req, num_new, q0, q1, c0, c1, f0, f1)
-            base = req.base
-            out = [[base[0] + f0] if q0 else [], [base[1] + f1] if q1 else []]
-            step = req.step_rows
-            s0, s1 = step
-            try:
-                rows[0], step[0] = c0 + q0, q0
-                rows[1], step[1] = c1 + q1, q1
-            except BaseException:
-                rows[0], step[0] = c0, s0
-                rows[1], step[1] = c1, s1
-                raise
-            return out
-        finally:
-            give(True)
+    @property
+    def step_rows(self) -> list[int]:
+        return self._field(STEP)
 
-    return step_2
+    @property
+    def skipped(self) -> list[int]:
+        return self._field(SKIPPED)
+
+    @property
+    def max_len(self) -> list[int]:
+        return self._field(MAXLEN)
+
+    @property
+    def caps(self) -> list[int]:
+        return self._field(CAP)
+
+    @property
+    def extra(self) -> ExtraView | None:
+        core = self._core
+        o = core._offset(self._id)
+        if o not in core.extras and o not in core.specs:
+            return None
+        return ExtraView(core, o)
+
+
+class ExtraView:
+    """A request's prefix and speculation state, read live: ``hashes`` (per group, its
+    content's block hashes, None without content), ``registered`` and ``spec`` (per group)."""
+
+    __slots__ = ("_core", "_o")
+
+    def __init__(self, core: CoordinatorCore, o: int) -> None:
+        self._core, self._o = core, o
+
+    @property
+    def hashes(self) -> list[list[bytes] | None]:
+        extra = self._core.extras.get(self._o)
+        if extra is None:
+            return [None] * len(self._core.names)
+        return [None if s < 0 else extra.streams[s].hashes for s in extra.stream_of]
+
+    @property
+    def registered(self) -> list[int]:
+        extra = self._core.extras.get(self._o)
+        return [0] * len(self._core.names) if extra is None else list(extra.registered)
+
+    @property
+    def spec(self) -> list[int]:
+        return list(self._core.specs.get(self._o, (0,) * len(self._core.names)))
+
+
+class _Requests(Mapping[str, RequestView]):
+    __slots__ = ("_core",)
+
+    def __init__(self, core: CoordinatorCore) -> None:
+        self._core = core
+
+    def __getitem__(self, request_id: str) -> RequestView:
+        if request_id not in self._core.table.offsets:
+            raise KeyError(request_id)
+        return RequestView(self._core, request_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._core.table.offsets))
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._core.table.offsets))
+
+    def __len__(self) -> int:
+        return len(self._core.table.offsets)
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._core.table.offsets

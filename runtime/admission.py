@@ -35,6 +35,7 @@ blocks while the other still holds the shared one: such groups reserve every cap
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import setitem
 from typing import Any
 
 from kvunits.contracts import AdmissionCap, CacheBlocks, ManagerSpec
@@ -182,42 +183,76 @@ class AdmissionLedger:
         Raises:
             AllocationError: some pool has less than the caps unreserved, now.
         """
+        reserved, shared = self.plan_take(request_id, caps, shares)
+        self.reserved[:], self.shared[:] = reserved, shared
+
+    def plan_take(
+        self, request_id: str, caps: Sequence[int], shares: Sequence[int] | None = None
+    ) -> tuple[list[int], list[int]]:
+        """What `take` would leave in ``reserved`` and ``shared``, changing nothing.
+
+        Raises:
+            AllocationError: as `take`.
+        """
+        shared = list(self.shared)
         if shares is not None:
             for g, n in enumerate(shares):
-                self.shared[g] += n
+                shared[g] += n
+        reserved = list(self.reserved)
         if not self._reserve:
-            return
-        reserved, usable, shared = self.reserved, self._usable, self.shared
-        pools = self._pools
+            return reserved, shared
+        usable, pools = self._usable, self._pools
         if len(set(pools)) == len(pools):
             for g, cap in enumerate(caps):
                 left = usable[g] - reserved[g] + shared[g]
                 if cap > left:
-                    if shares is not None:
-                        for h, n in enumerate(shares):
-                            self.shared[h] -= n
                     raise self._not_now(request_id, g, cap, left, usable[g])
         else:
             for members in self._members().values():
                 left = usable[members[0]] - sum(reserved[g] - shared[g] for g in members)
                 cap = sum(caps[g] for g in members)
                 if cap > left:
-                    if shares is not None:
-                        for h, n in enumerate(shares):
-                            self.shared[h] -= n
                     raise self._not_now(request_id, members[0], cap, left, usable[members[0]])
         for g, cap in enumerate(caps):
             reserved[g] += cap
+        return reserved, shared
+
+    def take_ops(
+        self,
+        ops: list[tuple[Any, ...]],
+        request_id: str,
+        caps: Sequence[int],
+        shares: Sequence[int] | None = None,
+    ) -> None:
+        """Add to ``ops`` (a call's planned operations, `kvunits.runtime._guard`) what `take`
+        would do; raise as it does, having added nothing."""
+        reserved, shared = self.plan_take(request_id, caps, shares)
+        if reserved != self.reserved:
+            ops.append((setitem, self.reserved, slice(None), reserved))
+        if shared != self.shared:
+            ops.append((setitem, self.shared, slice(None), shared))
 
     def give_back(self, caps: Sequence[int], unshared: Sequence[int] | None = None) -> None:
         """Release a finished request's reservation (``caps``, what `take` reserved), and the
         shares its blocks leave (``unshared``: per group, its blocks others also held)."""
-        if unshared is not None:
-            for g, n in enumerate(unshared):
-                self.shared[g] -= n
-        if self._reserve:
-            for g, cap in enumerate(caps):
-                self.reserved[g] -= cap
+        ops: list[tuple[Any, ...]] = []
+        self.give_back_ops(ops, caps, unshared)
+        for _, target, where, value in ops:
+            target[where] = value
+
+    def give_back_ops(
+        self,
+        ops: list[tuple[Any, ...]],
+        caps: Sequence[int],
+        unshared: Sequence[int] | None = None,
+    ) -> None:
+        """Add to ``ops`` what `give_back` would do."""
+        if unshared is not None and any(unshared):
+            shared = [s - n for s, n in zip(self.shared, unshared, strict=True)]
+            ops.append((setitem, self.shared, slice(None), shared))
+        if self._reserve and any(caps):
+            reserved = [r - cap for r, cap in zip(self.reserved, caps, strict=True)]
+            ops.append((setitem, self.reserved, slice(None), reserved))
 
     def shared_back(self, caps: Sequence[int], unshared: Sequence[int] | None = None) -> None:
         """Undo a `give_back` of the same arguments (a release undone)."""

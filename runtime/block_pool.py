@@ -7,17 +7,26 @@ sliding window's tail, a finished chunk, the blocks a prefix hit skips), so that
 its positions. A pool serves one layer group, or every group of a coordinator whose groups
 share one pool (their pages are of one size, see `kvunits.runtime.shared_pool`).
 
+Changes are planned, then committed (`kvunits.runtime._guard`): a `PoolPlan` reads the pool
+through what the call has planned so far (blocks it took, freed, touched, registered) and, at
+the end, writes the operations that make its changes, which the caller commits with the rest
+of the call's. The pool's own mutators (`BlockPool.allocate_n`, `BlockPool.free`, ...) plan and
+commit one change each, so each is atomic too.
+
 Not thread-safe: the coordinator that owns the pool is driven by one scheduler thread.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
+from operator import setitem
 from typing import Final
 
 from kvunits.contracts import CacheBlocks, SpecError
 from kvunits.contracts.errors import AllocationError
+
+from ._guard import Ops, commit, ops_of
 
 #: The id of the null block in every pool.
 NULL_BLOCK: Final = 0
@@ -30,37 +39,41 @@ MAX_POOL_BLOCKS: Final = 2**31
 #: rebuilds the queue without them: at least this many, and half the queue.
 _COMPACT_AFTER: Final = 64
 
+#: A group's map of cached content: block hash -> the blocks holding that content, oldest first.
+CacheMap = dict[bytes, list[int]]
+
 
 class BlockPool:
     """A fixed number of cache blocks with reference counts and a first-in first-out free queue.
 
-    A block is free (in the queue, reference count 0) or held by one or more block tables; the
-    null block is held for ever. A block is held by more than one table only when the prefix
-    cache shares it (`touch`): the reference count is the number of tables holding it. Freeing
-    a block that is not held, which would hand one block to two requests, is an
-    `AssertionError` at the free.
+    A block is free (in the queue) or held by one or more block tables; the null block is held
+    for ever. A block is held by more than one table only when the prefix cache shares it
+    (`PoolPlan.touch`): its reference count is the number of tables holding it. Freeing a block
+    that is not held, which would hand one block to two requests, is an `AssertionError` before
+    anything changes.
 
     Why the queue order is kept: a freed block's contents are dead unless the prefix cache
-    registered them (`register`), so any order is correct; the order still decides *which*
-    ids the next allocation gets, and FIFO makes them a function of the calls alone: replays
-    and tests see the same ids. So a call that fails leaves the order exactly as it was, like
-    every other piece of state. For the prefix cache the same order is least-recently-used
-    eviction: a freed cached block keeps its content and its hash while it waits in the queue,
-    is evicted (its hash forgotten) only when an allocation takes it from the front, and is
-    taken back out of the queue if a prefix hit needs it first (`touch`). This is vLLM's order
-    before 2026 (``FreeKVCacheBlockQueue``: append on free, pop from the front); vLLM 2026
-    puts never-cached blocks at the front instead, kvunits keeps one FIFO order for all.
+    registered them, so any order is correct; the order still decides *which* ids the next
+    allocation gets, and FIFO makes them a function of the calls alone: replays and tests see
+    the same ids. So a call that fails leaves the order exactly as it was, like every other
+    piece of state. For the prefix cache the same order is least-recently-used eviction: a
+    freed cached block keeps its content and its hash while it waits in the queue, is evicted
+    (its hash forgotten) only when an allocation takes it from the front, and is taken back
+    out of the queue if a prefix hit needs it first. This is vLLM's order before 2026
+    (``FreeKVCacheBlockQueue``: append on free, pop from the front); vLLM 2026 puts never-cached
+    blocks at the front instead, kvunits keeps one FIFO order for all.
 
-    Memory does not grow with the pool's size: the queue is the ids never handed out (a
-    range, ``_fresh .. num_blocks - 1``, always at its front, since every freed block goes to
-    the back) followed by the freed ones, and only held and cached ids are recorded. A pool of
-    2**31 blocks costs what a pool of 4 does until its blocks are used. A block a prefix hit
-    takes back out of the queue leaves a stale entry there (removing it would cost a scan of
-    the queue): it is skipped when it reaches the front, and `compact` drops stale entries
-    once they are half the queue.
-
-    Requests that share nothing pay nothing for sharing: with no shared block and no cached
-    block, `allocate_n` and `free` take their fast paths (the first lines of each).
+    Memory follows the ids freed, never the pool's size, and a block costs nothing to take or
+    free beyond its place in the queue: the queue is the ids never handed out (a range,
+    ``_fresh .. num_blocks - 1``, always at its front, since every freed block goes to the
+    back) followed by the freed ones, 4 bytes each (``array('i')``, taken and extended by
+    slices). Whether a block is held is the queue's complement (a block below ``_fresh`` and
+    not queued); only what differs from "held by one table" is recorded: blocks held by several
+    tables (``_shared``: their counts) and free blocks whose content is cached
+    (``_cached_free``). A pool of 2**31 blocks costs what a pool of 4 does until its blocks are
+    used. A block a prefix hit takes back out of the queue leaves a stale entry there
+    (removing it would cost a scan of the queue): it is skipped when it reaches the front, and
+    `compact_ops` drops stale entries once they are half the queue.
 
     Args:
         num_blocks: cache blocks in the pool, the null block included (``1 ..``
@@ -74,19 +87,21 @@ class BlockPool:
         >>> pool = BlockPool(4, name="audio")
         >>> pool.allocate_n(2), pool.num_free
         ([1, 2], 1)
-        >>> pool.free([2]); pool.allocate_n(2)
+        >>> pool.free(iter([2])); pool.allocate_n(2)
         [3, 2]
     """
 
     __slots__ = (
         "_cached",
-        "_extra",
+        "_cached_free",
         "_fresh",
-        "_held",
-        "_log",
+        "_head",
+        "_iota",
         "_num_stale",
-        "_recycled",
+        "_queue",
+        "_shared",
         "_stale",
+        "_used",
         "name",
         "num_blocks",
     )
@@ -103,196 +118,375 @@ class BlockPool:
         self.name = name
         self.num_blocks = num_blocks
         self._fresh = 1  # the lowest id never handed out (the null block, 0, never is)
-        self._recycled: deque[int] = deque()  # freed ids, behind the fresh ones, in order
-        self._held: set[int] = set()
-        # Reference counts above 1: block -> count - 1 (blocks a prefix hit shares).
-        self._extra: dict[int, int] = {}
-        # Blocks whose content the prefix cache registered: block -> (its map, its key).
-        self._cached: dict[int, tuple[dict[bytes, list[int]], bytes]] = {}
-        # Stale queue entries per block (taken back by `touch`), and their total.
+        self._queue = array("i")  # freed ids in order; the live part starts at _head
+        self._iota = array("i")  # the ids 0 .. k - 1: fresh ids are sliced from it
+        self._head = 0
+        self._used = 0  # blocks held, the null block not counted
+        self._shared: dict[int, int] = {}  # blocks held by 2 tables or more: their counts
+        # Stale queue entries per block (taken back by a touch), and their total.
         self._stale: dict[int, int] = {}
         self._num_stale = 0
-        # What allocations since the last `settle` popped from the queue, for their undo.
-        self._log: list[tuple[int, bool, tuple[dict[bytes, list[int]], bytes] | None, int]] = []
+        # Blocks whose content the prefix cache registered: block -> (its map, its key); and
+        # those of them that are free (in the queue).
+        self._cached: dict[int, tuple[CacheMap, bytes]] = {}
+        self._cached_free: set[int] = set()
+
+    # -- reading -------------------------------------------------------------------------------
 
     @property
     def num_free(self) -> int:
         """Cache blocks in the free queue (cached ones included: they are evictable)."""
-        return self.num_blocks - self._fresh + len(self._recycled) - self._num_stale
+        return self.num_blocks - self._fresh + len(self._queue) - self._head - self._num_stale
 
     @property
     def num_used(self) -> int:
         """Cache blocks held by requests (the null block not counted; a shared one once)."""
-        return len(self._held)
+        return self._used
 
     @property
     def num_cached_free(self) -> int:
         """Free blocks that still hold a registered prefix (a hit may take them back)."""
-        return sum(1 for b in self._cached if b not in self._held)
-
-    def allocate_n(self, n: int) -> list[int]:
-        """Take ``n`` cache blocks from the front of the free queue.
-
-        A cached block taken this way is evicted: its hash leaves the prefix cache.
-
-        Raises:
-            AllocationError: fewer than ``n`` blocks are free; the pool is unchanged.
-        """
-        if self._num_stale or self._cached:
-            return self._allocate_evicting(n)
-        start = self._fresh
-        fresh = self.num_blocks - start
-        recycled = self._recycled
-        if n == 1 and (fresh or recycled):  # a decode step's new block: the common case
-            if fresh:
-                block = start
-                self._fresh = start + 1
-            else:
-                block = recycled.popleft()
-            self._held.add(block)
-            return [block]
-        if n > fresh + len(recycled):
-            raise self._short(n, fresh + len(recycled))
-        if n <= fresh:
-            taken = list(range(start, start + n))
-            self._fresh = start + n
-        else:
-            taken = list(range(start, self.num_blocks))
-            popleft = recycled.popleft
-            for _ in range(n - fresh):
-                taken.append(popleft())
-            self._fresh = self.num_blocks
-        self._held.update(taken)
-        return taken
-
-    def _allocate_evicting(self, n: int) -> list[int]:
-        """`allocate_n` when the queue may hold stale entries or cached blocks: each entry
-        popped is logged (for `undo_allocate`), stale ones skipped, cached ones evicted."""
-        free = self.num_free
-        if n > free:
-            raise self._short(n, free)
-        start = self._fresh
-        fresh = min(n, self.num_blocks - start)
-        taken = list(range(start, start + fresh))
-        self._fresh = start + fresh
-        recycled, stale, cached, log = self._recycled, self._stale, self._cached, self._log
-        while len(taken) < n:
-            block = recycled.popleft()
-            left = stale.get(block)
-            if left:
-                if left == 1:
-                    del stale[block]
-                else:
-                    stale[block] = left - 1
-                self._num_stale -= 1
-                log.append((block, True, None, 0))
-                continue
-            entry = cached.pop(block, None)
-            index = _unlist(entry, block) if entry is not None else 0
-            log.append((block, False, entry, index))
-            taken.append(block)
-        self._held.update(taken)
-        return taken
-
-    def free(self, blocks: Sequence[int]) -> None:
-        """Drop one reference to each block, in the order given; a block whose count reaches
-        0 goes to the back of the free queue (a cached one keeps its hash there).
-
-        Freeing the null block or a block that is not held is a bug in the caller
-        (`AssertionError`); the pool is then unchanged.
-        """
-        if self._extra:
-            self._free_shared(blocks)
-            return
-        held = self._held
-        for i, block in enumerate(blocks):
-            if block in held:
-                held.remove(block)
-                continue
-            held.update(blocks[:i])
-            raise self._not_held(block)
-        self._recycled.extend(blocks)
-
-    def _free_shared(self, blocks: Sequence[int]) -> None:
-        held, extra, recycled = self._held, self._extra, self._recycled
-        done: list[int] = []
-        for block in blocks:
-            if block not in held:
-                self._undo_free(done)
-                raise self._not_held(block)
-            count = extra.get(block)
-            if count is None:
-                held.remove(block)
-                recycled.append(block)
-            elif count == 1:
-                del extra[block]
-            else:
-                extra[block] = count - 1
-            done.append(block)
-
-    def mark(self) -> tuple[int, int]:
-        """A mark for `undo_allocate`: where the never-used ids start, and the log's length."""
-        return self._fresh, len(self._log)
-
-    def undo_allocate(self, taken: Sequence[int], mark: tuple[int, int]) -> None:
-        """Put back at the front of the queue, in order, what ``allocate_n`` returned after
-        `mark` (the last change to the pool); the queue, the stale entries and the cached
-        blocks it evicted are then exactly as they were."""
-        fresh_mark, logged = mark
-        self._held.difference_update(taken)
-        log = self._log
-        if len(log) > logged:
-            recycled, stale, cached = self._recycled, self._stale, self._cached
-            for block, was_stale, entry, index in reversed(log[logged:]):
-                recycled.appendleft(block)
-                if was_stale:
-                    stale[block] = stale.get(block, 0) + 1
-                    self._num_stale += 1
-                elif entry is not None:
-                    cached[block] = entry
-                    entry[0].setdefault(entry[1], []).insert(index, block)
-            del log[logged:]
-        else:
-            fresh = self._fresh - fresh_mark
-            self._recycled.extendleft(reversed(taken[fresh:]))
-        self._fresh = fresh_mark
-
-    def undo_free(self, blocks: Sequence[int]) -> None:
-        """Take back what the last ``free(blocks)`` did (the last change to the pool)."""
-        self._undo_free(blocks)
-
-    def _undo_free(self, blocks: Sequence[int]) -> None:
-        held, extra, recycled = self._held, self._extra, self._recycled
-        for block in reversed(blocks):
-            if block in held:  # it was shared: its count went down, it stayed held
-                extra[block] = extra.get(block, 0) + 1
-            else:
-                popped = recycled.pop()
-                assert popped == block, (popped, block)
-                held.add(block)
-
-    def settle(self) -> None:
-        """Forget the undo log of the allocations so far (their call succeeded)."""
-        self._log.clear()
+        return len(self._cached_free)
 
     @property
     def has_shared(self) -> bool:
         """Whether any block is held by more than one table."""
-        return bool(self._extra)
-
-    def count_shared(self, blocks: Sequence[int]) -> int:
-        """How many of ``blocks`` more than one table holds (freeing them frees nothing)."""
-        extra = self._extra
-        return sum(1 for b in blocks if b in extra) if extra else 0
+        return bool(self._shared)
 
     def ref_count(self, block: int) -> int:
         """The reference count of one block: the tables holding it (0: free; the null block:
-        1)."""
+        1). For inspection: a block held by one table is told from a free one by a scan of
+        the queue."""
         if block == NULL_BLOCK:
             return 1
-        return 1 + self._extra.get(block, 0) if block in self._held else 0
+        if not 0 < block < self._fresh:
+            return 0
+        shared = self._shared.get(block)
+        if shared is not None:
+            return shared
+        return 0 if block in set(self.free_queue()) else 1
 
-    # -- the prefix cache's part ---------------------------------------------------------------
+    def count_shared(self, blocks: Iterable[int]) -> int:
+        """How many of ``blocks`` (held ones) more than one table holds."""
+        shared = self._shared
+        return sum(1 for b in blocks if b in shared) if shared else 0
+
+    def held_blocks(self) -> list[int]:
+        """Every held block, in id order (for inspection: it scans the queue)."""
+        free = set(self.free_queue())
+        return [b for b in range(1, self._fresh) if b not in free]
+
+    def is_cached(self, block: int) -> bool:
+        """Whether the prefix cache registered the block's content (held or free)."""
+        return block in self._cached
+
+    def cached_key(self, block: int) -> bytes | None:
+        """The key a cached block is registered under (None: not cached)."""
+        entry = self._cached.get(block)
+        return None if entry is None else entry[1]
+
+    def free_queue(self) -> list[int]:
+        """The whole free queue, front (taken first) to back: the ids never handed out, then
+        the freed ones without the stale entries. For inspection: it costs a copy of it."""
+        stale = dict(self._stale)
+        out = list(range(self._fresh, self.num_blocks))
+        for block in self._queue[self._head :]:
+            left = stale.get(block)
+            if left:
+                stale[block] = left - 1
+                continue
+            out.append(block)
+        return out
+
+    def ids(self, start: int, end: int) -> array[int]:
+        """The ids ``start .. end − 1`` as an array, sliced from a table of ids grown (by
+        doubling, to at most the pool's size) as fresh ids are handed out: a prefill's blocks
+        cost a copy, not an int each. Growing it changes nothing observable."""
+        iota = self._iota
+        if end > len(iota):
+            grow = min(max(end, 2 * len(iota), 64), self.num_blocks)
+            iota.extend(array("i", range(len(iota), grow)))
+        return iota[start:end]
+
+    # -- changing, one atomic change at a time ---------------------------------------------
+
+    def allocate_n(self, n: int) -> list[int]:
+        """Take ``n`` cache blocks from the front of the free queue (a cached block taken this
+        way is evicted: its hash leaves the prefix cache).
+
+        Raises:
+            AllocationError: fewer than ``n`` blocks are free; the pool is unchanged.
+        """
+        plan = PoolPlan(self)
+        taken = plan.take(n)
+        self._apply(plan)
+        return list(taken)
+
+    def free(self, blocks: Iterable[int]) -> None:
+        """Drop one reference to each block, in the order given (any iterable: it is read
+        once, whole, before anything changes); a block whose count reaches 0 goes to the back
+        of the free queue (a cached one keeps its hash there).
+
+        Freeing the null block, a block not held, or a block more times than it is held, is a
+        bug in the caller (`AssertionError`); the pool is then unchanged.
+        """
+        given = tuple(blocks)
+        free = set(self.free_queue())
+        times: dict[int, int] = {}
+        for block in given:
+            times[block] = times.get(block, 0) + 1
+            held = 0 if block in free or not 0 < block < self._fresh else 1
+            if times[block] > self._shared.get(block, held):
+                raise self.not_held(block)
+        plan = PoolPlan(self)
+        plan.release(given)
+        self._apply(plan)
+
+    def touch(self, block: int) -> bool:
+        """Add a reference to a cached block (`PoolPlan.touch`), now."""
+        plan = PoolPlan(self)
+        shared = plan.touch(block)
+        self._apply(plan)
+        return shared
+
+    def register(self, block: int, cache: CacheMap, key: bytes) -> None:
+        """Record that a held block holds the content ``key`` fingerprints, in ``cache``."""
+        plan = PoolPlan(self)
+        plan.register(block, cache, key)
+        self._apply(plan)
+
+    def _apply(self, plan: PoolPlan) -> None:
+        ops: Ops = []
+        plan.emit(ops)
+        commit(ops_of(ops))
+
+    def compact_ops(self, ops: Ops) -> None:
+        """Add to ``ops`` what drops the queue's stale entries, once they are half of it (order
+        kept): no observable change, so a call may commit it on its own before planning."""
+        live = len(self._queue) - self._head
+        if self._num_stale < _COMPACT_AFTER or 2 * self._num_stale < live:
+            return
+        stale, kept = dict(self._stale), array("i")
+        for block in self._queue[self._head :]:
+            left = stale.get(block)
+            if left:
+                stale[block] = left - 1
+                continue
+            kept.append(block)
+        assert not any(stale.values()), "stale entries outside the queue"
+        ops.append((setitem, self._queue, slice(None), kept))
+        ops.append((setattr, self, "_head", 0))
+        ops.append((self._stale.clear,))
+        ops.append((setattr, self, "_num_stale", 0))
+
+    def reset_ops(self, ops: Ops) -> bool:
+        """Add to ``ops`` what forgets every registered prefix, if no block is held (vLLM's
+        ``reset_prefix_cache``); the queue's order is unchanged.
+
+        Returns:
+            Whether it can (``False``: some block is held; nothing added).
+        """
+        if self._used:
+            return False
+        emptied = {(id(cache), key): (cache, key) for cache, key in self._cached.values()}
+        for cache, key in emptied.values():
+            ops.append((cache.pop, key, None))
+        ops.append((self._cached.clear,))
+        ops.append((self._cached_free.clear,))
+        return True
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def short(self, n: int, free: int) -> AllocationError:
+        """The error of an allocation of ``n`` blocks with ``free`` free."""
+        return AllocationError(
+            f"cannot take {n} cache_block from pool {self.name!r}: {free} free",
+            group=self.name,
+            needed=CacheBlocks(n),
+            free=CacheBlocks(free),
+        )
+
+    def not_held(self, block: int) -> AssertionError:
+        """The error of freeing a block not held (a caller's bug)."""
+        what = "the null block is never freed" if block == NULL_BLOCK else "not held"
+        return AssertionError(f"block {block} of pool {self.name!r} freed: {what}")
+
+
+class PoolPlan:
+    """The changes one call plans in one pool, read through as they accumulate.
+
+    Every question (`count`, `num_free`, what the front of the queue holds) is answered as if
+    the planned changes were made; nothing in the pool changes until `emit`'s operations are
+    committed. The pool's callers release only blocks they hold (a table's), so a block the
+    plan does not know of is taken as held once, unless shared or free and cached.
+    """
+
+    __slots__ = (
+        "appended",
+        "cache_add",
+        "cached_free",
+        "evicted",
+        "fresh",
+        "head",
+        "lists",
+        "num_stale",
+        "pool",
+        "ref",
+        "stale",
+        "taken_appended",
+        "used",
+    )
+
+    def __init__(self, pool: BlockPool) -> None:
+        self.pool = pool
+        self.fresh = pool._fresh
+        self.head = pool._head
+        self.num_stale = pool._num_stale
+        self.used = pool._used
+        self.ref: dict[int, int] = {}  # planned reference counts of blocks the plan changed
+        self.stale: dict[int, int] = {}  # planned stale counts
+        self.cached_free: dict[int, bool] = {}  # planned: a cached block free (True) or not
+        self.appended: list[int] | array[int] = []  # freed by the plan, behind the queue
+        self.taken_appended = 0  # of which an allocation of the plan took these first
+        self.evicted: dict[int, tuple[CacheMap, bytes]] = {}  # cached blocks taken
+        self.cache_add: dict[int, tuple[CacheMap, bytes]] = {}  # registered by the plan
+        # Planned block lists of cache maps: (id(map), key) -> (map, key, blocks).
+        self.lists: dict[tuple[int, bytes], tuple[CacheMap, bytes, list[int]]] = {}
+
+    @property
+    def num_free(self) -> int:
+        """Blocks free once the planned changes are made."""
+        pool = self.pool
+        queued = len(pool._queue) - self.head + len(self.appended) - self.taken_appended
+        return pool.num_blocks - self.fresh + queued - self.num_stale
+
+    def count(self, block: int) -> int:
+        """The planned reference count of a block (one the plan's caller holds, or knows)."""
+        planned = self.ref.get(block)
+        if planned is not None:
+            return planned
+        pool = self.pool
+        shared = pool._shared.get(block)
+        if shared is not None:
+            return shared
+        if block >= self.fresh or block == NULL_BLOCK:
+            return 0
+        if block in pool._cached_free and self.cached_free.get(block, True):
+            return 0
+        return 1
+
+    def cached(self, block: int) -> tuple[CacheMap, bytes] | None:
+        """The planned cache entry of a block."""
+        added = self.cache_add.get(block)
+        if added is not None:
+            return added
+        if block in self.evicted:
+            return None
+        return self.pool._cached.get(block)
+
+    def _stale_count(self, block: int) -> int:
+        planned = self.stale.get(block)
+        return self.pool._stale.get(block, 0) if planned is None else planned
+
+    def _blocks_of(self, cache: CacheMap, key: bytes) -> list[int]:
+        planned = self.lists.get((id(cache), key))
+        if planned is not None:
+            return planned[2]
+        blocks = list(cache.get(key, ()))
+        self.lists[id(cache), key] = (cache, key, blocks)
+        return blocks
+
+    def take(self, n: int) -> Sequence[int]:
+        """Take ``n`` blocks from the front of the queue: ids never handed out first, then the
+        freed ones in order (a stale entry is skipped, a cached block evicted).
+
+        Raises:
+            AllocationError: fewer than ``n`` blocks are free (the plan is unchanged).
+        """
+        assert n >= 0, n
+        free = self.num_free
+        if n > free:
+            raise self.pool.short(n, free)
+        pool = self.pool
+        start = self.fresh
+        fresh = min(n, pool.num_blocks - start)
+        taken = pool.ids(start, start + fresh)
+        self.fresh = start + fresh
+        queue, appended = pool._queue, self.appended
+        more = n - fresh
+        self.used += n
+        if (
+            more
+            and not self.num_stale
+            and not pool._cached
+            and not self.cache_add
+            and self.head + more <= len(queue)
+        ):
+            # No stale entry and no cached block anywhere: the queue's front, as a slice.
+            front = queue[self.head : self.head + more]
+            self.head += more
+            if not fresh:
+                return front
+            taken.extend(front)
+            return taken
+        ref = self.ref
+        got = fresh
+        while got < n:
+            if self.head < len(queue):
+                block = queue[self.head]
+                self.head += 1
+            else:
+                block = appended[self.taken_appended]
+                self.taken_appended += 1
+            left = self._stale_count(block)
+            if left:
+                self.stale[block] = left - 1
+                self.num_stale -= 1
+                continue
+            entry = self.cached(block)
+            if entry is not None:
+                self._blocks_of(*entry).remove(block)
+                if block in self.cache_add:
+                    del self.cache_add[block]
+                else:
+                    self.evicted[block] = entry
+                self.cached_free[block] = False
+            if block in ref:
+                ref[block] = 1
+            taken.append(block)
+            got += 1
+        return taken
+
+    def release(self, blocks: Sequence[int]) -> None:
+        """Drop one reference to each block (held: a table's), in order; a block whose count
+        reaches 0 goes to the back of the queue (a cached one keeps its content there).
+
+        Raises:
+            AssertionError: the null block, or a block this plan knows is not held.
+        """
+        pool = self.pool
+        if not pool._shared and not self.ref and not pool._cached and not self.cache_add:
+            # Nothing shared or cached: every block goes back, in order, as one slice.
+            if self.appended:
+                self.appended = array("i", self.appended)
+                self.appended.extend(blocks)
+            else:
+                self.appended = blocks if isinstance(blocks, array) else array("i", blocks)
+            self.used -= len(blocks)
+            return
+        ref = self.ref
+        for block in blocks:
+            count = self.count(block)
+            if count < 1:
+                raise pool.not_held(block)
+            ref[block] = count - 1
+            if count == 1:
+                if not isinstance(self.appended, list):
+                    self.appended = self.appended.tolist()
+                self.appended.append(block)
+                self.used -= 1
+                if self.cached(block) is not None:
+                    self.cached_free[block] = True
 
     def touch(self, block: int) -> bool:
         """Add a reference to a block a prefix hit found: a held one becomes shared, a free
@@ -301,115 +495,58 @@ class BlockPool:
         Returns:
             Whether the block was held before (then the hit shares it).
         """
-        if block in self._held:
-            self._extra[block] = self._extra.get(block, 0) + 1
+        count = self.count(block)
+        self.ref[block] = count + 1
+        if count:
             return True
-        assert block in self._cached, f"block {block} of pool {self.name!r}: not cached"
-        self._stale[block] = self._stale.get(block, 0) + 1
-        self._num_stale += 1
-        self._held.add(block)
+        assert self.cached(block) is not None, f"block {block} of pool {self.pool.name!r}"
+        self.stale[block] = self._stale_count(block) + 1
+        self.num_stale += 1
+        self.used += 1
+        self.cached_free[block] = False
         return False
 
-    def untouch(self, block: int) -> None:
-        """Undo the last `touch` of ``block`` (nothing else changed the pool since)."""
-        count = self._extra.get(block)
-        if count is not None:
-            if count == 1:
-                del self._extra[block]
-            else:
-                self._extra[block] = count - 1
-            return
-        self._held.remove(block)
-        left = self._stale[block]
-        if left == 1:
-            del self._stale[block]
-        else:
-            self._stale[block] = left - 1
-        self._num_stale -= 1
-
-    def register(self, block: int, cache: dict[bytes, list[int]], key: bytes) -> None:
+    def register(self, block: int, cache: CacheMap, key: bytes) -> None:
         """Record that a held block holds the content ``key`` fingerprints, in ``cache`` (one
         group's map: key -> the blocks holding it, oldest first)."""
-        assert block in self._held and block not in self._cached, block
-        self._cached[block] = (cache, key)
-        cache.setdefault(key, []).append(block)
+        assert self.count(block) >= 1 and self.cached(block) is None, block
+        self.cache_add[block] = (cache, key)
+        self._blocks_of(cache, key).append(block)
 
-    def unregister(self, block: int) -> None:
-        """Undo the last `register` of ``block``."""
-        entry = self._cached.pop(block)
-        _unlist(entry, block)
-
-    def is_cached(self, block: int) -> bool:
-        """Whether the prefix cache registered the block's content (held or free)."""
-        return block in self._cached
-
-    def compact(self) -> None:
-        """Drop the queue's stale entries once they are half of it (order kept). Changes no
-        observable state; called before a change begins, never inside an undoable one."""
-        if self._num_stale < _COMPACT_AFTER or 2 * self._num_stale < len(self._recycled):
-            return
-        stale, kept = self._stale, deque[int]()
-        for block in self._recycled:
-            left = stale.get(block)
-            if left:
-                if left == 1:
-                    del stale[block]
-                else:
-                    stale[block] = left - 1
-                continue
-            kept.append(block)
-        self._recycled = kept
-        self._num_stale = 0
-
-    def reset_cache(self) -> bool:
-        """Forget every registered prefix, if no block is held (vLLM's
-        ``reset_prefix_cache``); the queue's order is unchanged.
-
-        Returns:
-            Whether the cache was reset (``False``: some block is held; nothing changed).
-        """
-        if self._held:
-            return False
-        for block, entry in self._cached.items():
-            _unlist(entry, block)
-        self._cached.clear()
-        return True
-
-    def free_queue(self) -> list[int]:
-        """The whole free queue, front (taken first) to back: the ids never handed out, then
-        the freed ones without the stale entries. For inspection: it costs a copy of it."""
-        stale = dict(self._stale)
-        out = list(range(self._fresh, self.num_blocks))
-        for block in self._recycled:
-            left = stale.get(block)
-            if left:
-                stale[block] = left - 1
-                continue
-            out.append(block)
-        return out
-
-    # -- errors --------------------------------------------------------------------------------
-
-    def _short(self, n: int, free: int) -> AllocationError:
-        return AllocationError(
-            f"cannot take {n} cache_block from pool {self.name!r}: {free} free",
-            group=self.name,
-            needed=CacheBlocks(n),
-            free=CacheBlocks(free),
-        )
-
-    def _not_held(self, block: int) -> AssertionError:
-        what = "the null block is never freed" if block == NULL_BLOCK else "not held"
-        return AssertionError(f"block {block} of pool {self.name!r} freed: {what}")
-
-
-def _unlist(entry: tuple[dict[bytes, list[int]], bytes], block: int) -> int:
-    """Remove ``block`` from its map entry (the key goes when no block holds it any more);
-    return where it stood there."""
-    cache, key = entry
-    blocks = cache[key]
-    index = blocks.index(block)
-    del blocks[index]
-    if not blocks:
-        del cache[key]
-    return index
+    def emit(self, ops: Ops) -> None:
+        """Add to ``ops`` the operations that make the planned changes."""
+        pool = self.pool
+        if self.fresh != pool._fresh:
+            ops.append((setattr, pool, "_fresh", self.fresh))
+        shared = pool._shared
+        for block, count in self.ref.items():
+            if count >= 2:
+                ops.append((setitem, shared, block, count))
+            elif block in shared:
+                ops.append((shared.pop, block, None))
+        queue = pool._queue
+        head = self.head  # the whole old queue when the plan took freed blocks of its own
+        back = self.appended[self.taken_appended :]
+        if len(back):
+            ops.append((queue.extend, back))
+        total = len(queue) + len(back)
+        if head and (head >= len(queue) or 2 * head >= total):
+            ops.append((queue.__delitem__, slice(0, head)))
+            head = 0
+        if head != pool._head:
+            ops.append((setattr, pool, "_head", head))
+        stale = pool._stale
+        for block, left in self.stale.items():
+            ops.append((setitem, stale, block, left) if left else (stale.pop, block, None))
+        for name, value in (("_num_stale", self.num_stale), ("_used", self.used)):
+            if getattr(pool, name) != value:
+                ops.append((setattr, pool, name, value))
+        cached, cached_free = pool._cached, pool._cached_free
+        for block in self.evicted:
+            ops.append((cached.pop, block, None))
+        for block, entry in self.cache_add.items():
+            ops.append((setitem, cached, block, entry))
+        for block, free in self.cached_free.items():
+            ops.append((cached_free.add if free else cached_free.discard, block))
+        for cache, key, blocks in self.lists.values():
+            ops.append((setitem, cache, key, blocks) if blocks else (cache.pop, key, None))

@@ -82,13 +82,13 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
     Any,
-    Final,
     Generic,
     NoReturn,
     Protocol,
@@ -135,8 +135,10 @@ from kvunits.contracts.internal import (
 )
 
 from ._core import CoordinatorCore, check_request_id
+from ._fast import compiled, make_functions
+from ._table import STEP
 from .admission import AdmissionLedger
-from .block_pool import NULL_BLOCK, BlockPool
+from .block_pool import BlockPool
 from .managers import make_manager
 from .policy import AdmissionPolicy, Answer, Fits, Never, Preemption, Scheduled, Wait
 from .preemption import PolicyState, admission_needs, allocate_preempting, step_needs
@@ -147,6 +149,7 @@ from .prefix_cache import (
     PrefixCacheStats,
     PrefixPart,
 )
+from .usage import GroupUsage as GroupUsage
 
 if TYPE_CHECKING:
     from .capacity import CapacityPlan
@@ -327,39 +330,20 @@ class GroupHandle(Generic[StepUnit, GroupT]):
     def __repr__(self) -> str:
         return f"GroupHandle({self.name!r}, {self.unit.__name__})"
 
+    def __copy__(self) -> GroupHandle[StepUnit]:
+        return self  # a fixed reference: nothing to copy
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        raise TypeError(
+            f"{self!r} refers to its coordinator: deep-copy the coordinator, then take the "
+            "copy's handle with its group()"
+        )
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(f"{self!r} refers to a live coordinator and is not pickled")
+
 
 #: Zero cache blocks (a default).
-_NO_BLOCKS: Final = CacheBlocks(0)
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class GroupUsage:
-    """Cache blocks of one group, now.
-
-    With one pool for all groups, ``capacity`` and ``free`` are the pool's (the same in
-    every group), ``used`` the blocks this group's requests hold, ``reserved`` their
-    reservation: ``used + free`` is then at most ``capacity``.
-
-    Attributes:
-        name: the group.
-        capacity: blocks requests can hold (the pool less the null block); ``used + free``.
-        used: blocks held by requests (a block requests share counts once).
-        free: blocks in the free queue.
-        reserved: blocks reserved by admitted requests (0 without reservation), a block
-            requests share reserved once where they keep it (see `kvunits.runtime.admission`).
-        cached: free blocks that still hold a cached prefix (in ``free``: an allocation may
-            evict them, a prefix hit takes them back).
-    """
-
-    name: str
-    capacity: CacheBlocks
-    used: CacheBlocks
-    free: CacheBlocks
-    reserved: CacheBlocks
-    cached: CacheBlocks = _NO_BLOCKS
-
-
 @final
 @dataclass(frozen=True, slots=True)
 class KernelInputs(Generic[KernelUnit, GroupT]):
@@ -400,12 +384,25 @@ class AllocateFn(Protocol[*_Us]):
     def __call__(self, request_id: str, /, *num_new: *_Us) -> list[list[int]]: ...
 
 
+class AdvanceFn(Protocol[*_Us]):
+    """``advance(request_id, *num_new)``: one step, no slot mapping built (see `Stepper`)."""
+
+    def __call__(self, request_id: str, /, *num_new: *_Us) -> None: ...
+
+
+class AdvanceAllFn(Protocol[*_Us]):
+    """``advance_all(request_ids, *num_new)``: one step of every request (see `Stepper`)."""
+
+    def __call__(self, request_ids: Sequence[str], /, *num_new: *_Us) -> None: ...
+
+
 @final
 class Stepper(Generic[*_Us]):
     """Steps and admissions over a fixed tuple of groups, one quantity per group, in order.
 
     Built by `KVCacheCoordinator.stepper`. Groups the stepper does not bind get nothing in its
-    steps and are admitted at their limit.
+    steps and are admitted at their limit. Each count is checked against its handle's unit
+    once, at the entry, then the core works on plain ints.
 
     Attributes:
         allocate: ``allocate(request_id, *num_new) -> slot mappings``: allocate one step,
@@ -415,17 +412,78 @@ class Stepper(Generic[*_Us]):
             `UnitTypeError` (wrong unit, bare int), `RequestError` (not admitted, more than
             ``max_in_flight`` or beyond ``max_len``) and `AllocationError` (a group lacks
             blocks; nothing changed).
+        advance: ``advance(request_id, *num_new)``: ``allocate`` without building the slot
+            mappings (a long prefill then costs per block, not per position): for a scheduler
+            that leaves slots to its model runner, or reads them with
+            `KVCacheCoordinator.kernel_inputs` when it needs them.
+        advance_all: ``advance_all(request_ids, *num_new)``: the same step of every request of
+            ``request_ids`` (an engine step's decodes, each request once), in one call and
+            atomically over the batch: if any request's step fails, none is taken. Raises as
+            ``allocate`` does, for the first request that fails.
+        allocate_speculative: ``allocate_speculative(request_id, *num_new, lookahead=(...))``:
+            one step of ``num_new`` positions per bound group followed by ``lookahead``
+            speculative ones (a drafter's proposals to verify), atomically. Every position
+            gets its slot (the mapping covers ``num_new + lookahead`` positions), so the step
+            holds the blocks of all of them; after verification, ``rollback`` returns the
+            rejected positions and the blocks only they used, and the next step accepts what
+            is left. The lookahead counts in the group's ``max_in_flight`` like any position
+            of the step (the admission cap covers it), and is never cached before it is
+            accepted. Raises as ``allocate`` does.
+        rollback: ``rollback(request_id, *rejected)``: remove the latest step's rejected
+            lookahead positions, per bound group: the request's length goes back by them, and
+            the blocks only they used go back to the pool (a partly used block stays).
+            Residency stays right: sliding-window eviction only looks back from where the
+            next step starts, which is never before the rolled-back step started. Raises
+            `UnitTypeError` (wrong unit) and `RequestError` (more than the latest step left
+            speculative; nothing changed).
         handles: the bound groups, in argument order.
     """
 
-    __slots__ = ("_admit_lengths", "_owner", "allocate", "handles")
+    __slots__ = (
+        "_admit_lengths",
+        "_owner",
+        "advance",
+        "advance_all",
+        "allocate",
+        "allocate_speculative",
+        "handles",
+        "rollback",
+    )
     allocate: AllocateFn[*_Us]
+    advance: AdvanceFn[*_Us]
+    advance_all: AdvanceAllFn[*_Us]
+
+    if TYPE_CHECKING:
+        # Typed as methods (their signatures and mypy's messages name them); at run time they
+        # are the generated functions, instance attributes (see `__init__`).
+        def allocate_speculative(
+            self, request_id: str, *num_new: *_Us, lookahead: tuple[*_Us]
+        ) -> list[list[int]]: ...
+
+        def rollback(self, request_id: str, *rejected: *_Us) -> None: ...
 
     def __init__(self, owner: KVCacheCoordinator, handles: tuple[GroupHandle[Any], ...]) -> None:
         self._owner = owner
         self.handles = handles
-        self.allocate = cast(AllocateFn[*_Us], _make_allocate(owner._core, handles))
-        self._admit_lengths = _make_lengths(owner._core, handles)
+        made = _typed_functions(owner._core, handles)
+        self.allocate = cast(AllocateFn[*_Us], made["allocate"])
+        self.advance = cast(AdvanceFn[*_Us], made["advance"])
+        self.advance_all = cast(AdvanceAllFn[*_Us], made["advance_all"])
+        setattr(self, "allocate_speculative", made["allocate_speculative"])  # noqa: B010
+        setattr(self, "rollback", made["rollback"])  # noqa: B010
+        self._admit_lengths = made["lengths"]
+
+    def __copy__(self) -> Stepper[*_Us]:
+        return self  # a fixed binding of handles: nothing to copy
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        raise TypeError(
+            "a Stepper is bound to its coordinator: deep-copy the coordinator, then bind the "
+            "copy's handles with its stepper()"
+        )
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError("a Stepper is bound to a live coordinator and is not pickled")
 
     def admit(
         self,
@@ -474,7 +532,10 @@ class Stepper(Generic[*_Us]):
         owner = self._owner
         lengths = self._checked_lengths(max_len)
         prompt_slots = None if prompt is None else self._prompt_slots(prompt)
-        return owner._can_admit(request_id, lengths, prompt_slots)
+        answer: Answer[None] = owner._core.read(
+            "can_admit", owner._can_admit, request_id, lengths, prompt_slots
+        )
+        return answer
 
     def try_allocate(self, request_id: str, *num_new: *_Us) -> Answer[list[list[int]]]:
         """`allocate`, answering instead of raising when the step cannot be taken.
@@ -540,7 +601,8 @@ class Stepper(Generic[*_Us]):
                 expected=", ".join(h.unit.unit for h in handles),
                 got=f"{len(max_len)} values",
             )
-        return self._admit_lengths(max_len)
+        lengths: list[int | None] = self._admit_lengths(max_len)
+        return lengths
 
     def _prompt_slots(self, prompt: object) -> list[int]:
         """Slots per group of a first step (0 where unbound)."""
@@ -555,8 +617,13 @@ class Stepper(Generic[*_Us]):
         return dense
 
     def seq_lens(self, request_id: str) -> tuple[*_Us]:
-        """The request's length so far in each bound group, each in its handle's unit."""
-        return cast(tuple[*_Us], tuple(self._owner.seq_len(request_id, h) for h in self.handles))
+        """The request's length so far in each bound group, each in its handle's unit, read at
+        one moment (never half of a step another thread is taking)."""
+        rows = self._owner._core.rows(request_id)
+        return cast(
+            tuple[*_Us],
+            tuple(_length_in(h, rows[h.index]) for h in self.handles),
+        )
 
     # -- prefix caching -------------------------------------------------------------------
 
@@ -669,56 +736,15 @@ class Stepper(Generic[*_Us]):
                     request_id=str(request_id),
                 )
             parts[handle.index] = checked.part()
-        owner._admission_check(request_id, lengths, None)
-        hits = owner._core.admit_with_prefix(request_id, lengths, parts)
-        owner._policy.admitted(request_id, priority)
+        _check_priority(priority)
+        hits = owner._core.admit_with_prefix(
+            request_id,
+            lengths,
+            parts,
+            owner._policy.admitted_ops(request_id, priority),
+            lambda rid, full: owner._admission_check(rid, full, None),
+        )
         return tuple(h.unit(hits[h.index] // h.rows_per_unit) for h in self.handles)
-
-    # -- speculative steps -----------------------------------------------------------------
-
-    def allocate_speculative(
-        self, request_id: str, *num_new: *_Us, lookahead: tuple[*_Us]
-    ) -> list[list[int]]:
-        """One step of ``num_new`` positions per bound group followed by ``lookahead``
-        speculative ones (a drafter's proposals to verify), atomically.
-
-        Every position gets its slot (the mapping covers ``num_new + lookahead`` positions),
-        so the step holds the blocks of all of them; after verification, `rollback` returns
-        the rejected positions and the blocks only they used, and the next step accepts what
-        is left. The lookahead counts in the group's ``max_in_flight`` like any position of the
-        step (the admission cap covers it), and is never cached before it is accepted.
-
-        Raises:
-            UnitTypeError: a count in the wrong unit, or not one per group.
-            RequestError, AllocationError: as ``allocate`` (nothing changed).
-        """
-        owner = self._owner._core
-        counts = self._counts(num_new, "num_new")
-        ahead = self._counts(lookahead, "lookahead")
-        dense, spec = [0] * len(owner.names), [0] * len(owner.names)
-        for h, n, k in zip(self.handles, counts, ahead, strict=True):
-            dense[h.index] = (n + k) * h.rows_per_unit
-            spec[h.index] = k * h.rows_per_unit
-        out = owner.allocate_speculative(request_id, dense, spec)
-        return [out[h.index] for h in self.handles]
-
-    def rollback(self, request_id: str, *rejected: *_Us) -> None:
-        """Remove the latest step's rejected lookahead positions, per bound group: the
-        request's length goes back by them, and the blocks only they used go back to the pool
-        (a partly used block stays). Residency stays right: sliding-window eviction only
-        looks back from where the next step starts, which is never before the rolled-back
-        step started.
-
-        Raises:
-            UnitTypeError: a count in the wrong unit, or not one per group.
-            RequestError: more than the latest step left speculative (nothing changed).
-        """
-        owner = self._owner._core
-        counts = self._counts(rejected, "rejected")
-        dense = [0] * len(owner.names)
-        for h, r in zip(self.handles, counts, strict=True):
-            dense[h.index] = r * h.rows_per_unit
-        owner.rollback(request_id, dense)
 
     def _counts(self, values: tuple[object, ...], what: str) -> list[int]:
         """Plain counts of one quantity per bound group, each checked against its unit."""
@@ -828,7 +854,9 @@ class KVCacheCoordinator:
             pools=[0] * len(groups) if shared else None,
         )
         self._groups = tuple(groups)
-        self._core = CoordinatorCore(names, managers, pools, ledger, in_flight, limit)
+        self._core = CoordinatorCore(
+            names, managers, pools, ledger, in_flight, limit, make_fast=make_functions
+        )
         self._policy = PolicyState(self._core, policy)
         self._handles: dict[tuple[str, type[IntQuantity]], GroupHandle[Any]] = {}
         for i, g in enumerate(groups):
@@ -972,8 +1000,7 @@ class KVCacheCoordinator:
         Raises:
             RequestError: the request is not admitted.
         """
-        self._core.free(request_id)
-        self._policy.freed(request_id)
+        self._core.free(request_id, self._policy.freed_ops(request_id))
 
     @property
     def admission(self) -> AdmissionPolicy:
@@ -1004,9 +1031,12 @@ class KVCacheCoordinator:
                 "coordinator.stepper(...).admit(request_id, *max_len)",
                 request_id=str(request_id)[:256],
             )
-        self._admission_check(request_id, lengths, prompt_slots)
-        self._core.admit(request_id, lengths)
-        self._policy.admitted(request_id, priority)
+        self._core.admit(
+            request_id,
+            lengths,
+            self._policy.admitted_ops(request_id, priority),
+            lambda rid, full: self._admission_check(rid, full, prompt_slots),
+        )
 
     def _full_lengths(self, lengths: Sequence[int | None] | None) -> list[int]:
         limit = self._core._limit
@@ -1087,12 +1117,41 @@ class KVCacheCoordinator:
         )
 
     def __contains__(self, request_id: object) -> bool:
-        return type(request_id) is str and request_id in self._core.requests
+        return type(request_id) is str and request_id in self._core.table.offsets
 
     @property
     def num_requests(self) -> int:
         """Requests admitted and not yet freed."""
-        return len(self._core.requests)
+        return len(self._core.table.offsets)
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(
+            "a shallow copy of a KVCacheCoordinator would share its blocks and requests with "
+            "the original: use copy.deepcopy for an independent coordinator"
+        )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> KVCacheCoordinator:
+        """An independent coordinator: the same groups, requests, blocks and prefix cache,
+        sharing nothing mutable with this one. Take handles and steppers from the copy.
+
+        Raises:
+            ConcurrentUseError: a call is in progress on this coordinator.
+        """
+        new = KVCacheCoordinator.__new__(KVCacheCoordinator)
+        new._groups = self._groups
+        new._core = copy.deepcopy(self._core, memo)
+        new._policy = copy.deepcopy(self._policy, memo)  # its core: the copy (memo)
+        new._handles = {
+            key: GroupHandle(new._core, h.index, h.unit, h.spec)
+            for key, h in self._handles.items()
+        }
+        return new
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "a KVCacheCoordinator is not pickled (its state is a live allocator's); use "
+            "copy.deepcopy for an independent coordinator in this process"
+        )
 
     # -- per request, per group -----------------------------------------------------------------
 
@@ -1120,28 +1179,20 @@ class KVCacheCoordinator:
         (manager units), slot s at ``table[s // block_size] × block_size + s % block_size``.
         Empty for a state group (one state per request, no rows per slot)."""
         self._own(handle)
-        core = self._core
-        core.enter("slot_mapping")
-        try:
-            slots = tuple(core.slot_mapping(request_id, handle.index))
-        finally:
-            core.leave()
-        return SlotIds._trusted(slots, handle.spec.slot_unit, handle.name)
+        slots = self._core.slot_mapping(request_id, handle.index)
+        return SlotIds._trusted(tuple(slots), handle.spec.slot_unit, handle.name)
 
     def seq_len(self, request_id: str, handle: GroupHandle[StepUnit]) -> StepUnit:
         """The request's length so far in a group, in the handle's unit (for a pooled group:
         slots held, or encoder tokens exactly)."""
         self._own(handle)
-        req = self._core.request(request_id)
-        if handle.unit is PooledBlocks:
-            return handle.unit(req.num_slots[handle.index])
-        return handle.unit(req.num_rows[handle.index])
+        return cast(StepUnit, _length_in(handle, self._core.rows(request_id)[handle.index]))
 
     def request_cap(self, request_id: str, handle: GroupHandle[Any]) -> AdmissionCap:
         """The cache blocks the request may hold at once in a group: the admission cap at its
         declared length (what it reserved)."""
         self._own(handle)
-        return AdmissionCap(self._core.request(request_id).caps[handle.index])
+        return AdmissionCap(self._core.caps(request_id)[handle.index])
 
     @overload
     def kernel_inputs(
@@ -1157,52 +1208,38 @@ class KVCacheCoordinator:
         self, request_id: str, handle: GroupHandle[Any, Any]
     ) -> KernelInputs[Any, Any]:
         """What the kernels of a group read for the request's latest step: its block table,
-        slot mapping (for `kvunits.kernels.write_kv`), the cache row of every position and the exact
-        length, in the group's kernel unit (encoder tokens for a pooled group).
+        slot mapping (for `kvunits.kernels.write_kv`), the cache row of every position and the
+        exact length, in the group's kernel unit (encoder tokens for a pooled group), read at
+        one moment.
 
         Raises:
             UnitTypeError: not a handle of this coordinator.
             SpecError: a state group (one state per request: no positions, no rows).
         """
         self._own(handle)
-        core = self._core
-        core.enter("kernel_inputs")
-        try:
-            return self._kernel_inputs(request_id, handle)
-        finally:
-            core.leave()
-
-    def _kernel_inputs(self, request_id: str, handle: GroupHandle[Any]) -> KernelInputs[Any]:
-        spec, g = handle.spec, handle.index
-        if spec.kind == "state":
-            raise SpecError(
-                f"group {handle.name!r} holds one state per request: it has no positions "
-                "for the attention kernels"
-            )
-        core = self._core
-        req = core.request(request_id)
+        spec = handle.spec
+        table, slots, rows, num_rows, step = self._core.read(
+            "kernel_inputs", _kernel_view, self._core, request_id, handle
+        )
         pool = spec.pool
-        table = BlockIds._trusted(tuple(req.tables[g]), handle.name)
-        slots = tuple(core.slot_mapping(request_id, g))
-        step_rows = tuple(core.step_rows(request_id, g))
         if spec.slot_unit is PooledBlocks:
             pooled = spec.expect(PooledBlocks)
             return KernelInputs(
-                block_table=table,
+                block_table=BlockIds._trusted(tuple(table), handle.name),
                 tokens_per_block=expand_block_size(pooled.block_size, pool),
-                slot_mapping=SlotIds._trusted(slots, PooledBlocks, handle.name),
-                row_mapping=step_rows,
-                seq_len=EncoderTokens(req.num_rows[g]),
-                step_len=EncoderTokens(req.step_rows[g]),
+                slot_mapping=SlotIds._trusted(tuple(slots), PooledBlocks, handle.name),
+                row_mapping=tuple(rows),
+                seq_len=EncoderTokens(num_rows),
+                step_len=EncoderTokens(step),
                 pool=pool,
             )
         return KernelInputs(
-            block_table=table,
+            block_table=BlockIds._trusted(tuple(table), handle.name),
             tokens_per_block=spec.expect(Tokens).block_size,
-            slot_mapping=SlotIds._trusted(slots, Tokens, handle.name),
-            row_mapping=step_rows,
-            seq_len=Tokens(req.num_rows[g]),
-            step_len=Tokens(req.step_rows[g]),
+            slot_mapping=SlotIds._trusted(tuple(slots), Tokens, handle.name),
+            row_mapping=tuple(rows),
+            seq_len=Tokens(num_rows),
+            step_len=Tokens(step),
             pool=pool,
         )
 
@@ -1238,11 +1275,7 @@ class KVCacheCoordinator:
                 "for the attention kernels"
             )
         core, g = self._core, handle.index
-        core.enter("step_batch")
-        try:
-            requests = [core.request(r) for r in request_ids]
-        finally:
-            core.leave()
+        views = core.read("step_batch", _step_views, core, g, request_ids)
         if spec.slot_unit is PooledBlocks:
             unit: type[Any] = EncoderTokens
             per_block: BlockSize[Any] = expand_block_size(
@@ -1254,14 +1287,14 @@ class KVCacheCoordinator:
         return StepBatch(
             request_ids=tuple(request_ids),
             block_tables=tuple(
-                BlockIds._trusted(tuple(r.tables[g]), handle.name) for r in requests
+                BlockIds._trusted(tuple(table), handle.name) for table, _, _ in views
             ),
             unit=unit,
             tokens_per_block=per_block,
             block_table_width=magnitude(spec.block_table_width(group.limits.max_len)),
             windows=MappingProxyType({n: k.sliding_window for n, k in group.kernels.items()}),
-            _seq_lens=tuple(r.num_rows[g] for r in requests),
-            _query_lens=tuple(r.step_rows[g] for r in requests),
+            _seq_lens=tuple(rows for _, rows, _ in views),
+            _query_lens=tuple(step for _, _, step in views),
         )
 
     # -- usage --------------------------------------------------------------------------------
@@ -1269,39 +1302,23 @@ class KVCacheCoordinator:
     def usage(self, handle: GroupHandle[Any]) -> GroupUsage:
         """Blocks used, free and reserved in one group."""
         self._own(handle)
-        core = self._core
-        core.enter("usage")
-        try:
-            return self._usage(handle.index)
-        finally:
-            core.leave()
+        return self._usage(handle.index, self._core.usage(handle.index))
 
     def usage_by_group(self) -> dict[str, GroupUsage]:
-        """`usage` of every group, by name."""
-        core = self._core
-        core.enter("usage_by_group")
-        try:
-            return {name: self._usage(g) for g, name in enumerate(core.names)}
-        finally:
-            core.leave()
+        """`usage` of every group, by name, read at one moment."""
+        names = self._core.names
+        return {
+            names[g]: self._usage(g, figures) for g, figures in enumerate(self._core.usage_all())
+        }
 
-    def _usage(self, g: int) -> GroupUsage:
-        core = self._core
-        pool = core.pools[g]
-        used = pool.num_used
-        if core._one_pool is not None:
-            used = len({b for r in core.requests.values() for b in r.tables[g]} - {NULL_BLOCK})
-        cache = core.caches[g]
-        cached = 0
-        if cache is not None and cache.blocks:
-            held = pool.ref_count
-            cached = sum(1 for bs in cache.blocks.values() for b in bs if held(b) == 0)
+    def _usage(self, g: int, figures: tuple[int, int, int, int, int]) -> GroupUsage:
+        capacity, used, free, reserved, cached = figures
         return GroupUsage(
-            name=core.names[g],
-            capacity=CacheBlocks(pool.num_blocks - 1),
+            name=self._core.names[g],
+            capacity=CacheBlocks(capacity),
             used=CacheBlocks(used),
-            free=CacheBlocks(pool.num_free),
-            reserved=CacheBlocks(core.ledger.in_effect(g)),
+            free=CacheBlocks(free),
+            reserved=CacheBlocks(reserved),
             cached=CacheBlocks(cached),
         )
 
@@ -1312,11 +1329,7 @@ class KVCacheCoordinator:
         from .metrics import CacheMetrics, GroupMetrics
 
         core = self._core
-        core.enter("metrics")
-        try:
-            usages = [self._usage(g) for g in range(len(core.names))]
-        finally:
-            core.leave()
+        usages = [self._usage(g, figures) for g, figures in enumerate(core.usage_all())]
         state = self._policy
         groups = []
         held = total = 0
@@ -1384,10 +1397,12 @@ class KVCacheCoordinator:
     def extend_content(
         self, request_id: str, handle: GroupHandle[Any], content: ContentKeys[Any]
     ) -> None:
-        """Append what the next positions of a request hold in one group (the tokens it
-        generates, the audio as it arrives), after what it was admitted with: its blocks then
-        enter the prefix cache once full and computed, as vLLM hashes a request's tokens as
-        they are appended (a conversation's next turn then finds its answer cached too).
+        """Append what the next positions of a request hold in the sequence a group reads (the
+        tokens it generates, the audio as it arrives), after what it was admitted with: every
+        group of that sequence admitted with content extends it (call once per sequence, not
+        per group). Its blocks then enter the prefix cache once full and computed, as vLLM
+        hashes a request's tokens as they are appended (a conversation's next turn then finds
+        its answer cached too); a block is hashed once for all groups of one block size.
 
         Raises:
             UnitTypeError: content of another unit than the group's kernel unit.
@@ -1447,17 +1462,7 @@ class KVCacheCoordinator:
             >>> coord.reset_prefix_cache()
             True
         """
-        core = self._core
-        core.enter("reset_prefix_cache")
-        try:
-            pools = list({id(p): p for p in core.pools}.values())
-            if any(p.num_used for p in pools):
-                return False
-            for pool in pools:
-                assert pool.reset_cache()
-            return True
-        finally:
-            core.leave()
+        return self._core.reset_prefix_cache()
 
     def _own(self, handle: object) -> None:
         if type(handle) is not GroupHandle or handle._owner is not self._core:
@@ -1487,140 +1492,165 @@ def _reject(handle: GroupHandle[Any], value: object, what: str) -> NoReturn:
     )
 
 
-def _make_allocate(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...]) -> Any:
-    """The stepper's ``allocate``: a closure of fixed arity for the common layouts, so that the
-    typed entry costs one type check per argument and one call (the benchmark prices it).
-
-    It calls the core's `~kvunits.runtime._core.CoordinatorCore.step_function`, the one
-    ``allocate_step`` runs, directly: the typed entry adds its checks and nothing else. The
-    core counts positions in each group's kernel unit; a handle stepped in whole pooled blocks
-    scales its count by P (``rows_per_unit``), and a closure whose handles all count positions
-    (scale 1) skips the products.
-    """
-    allocate = core.step_function
-    # Each argument's class is checked (type(a) is u0) just before its int is read, from the
-    # quantity's slot itself: an attribute load is the cheapest read there is (a call, even
-    # kvunits.contracts.internal.magnitude, costs the typed entry about 4% of a step; the allocator
-    # benchmark prices it). With `Stepper.admit`, the only reads of the slot outside contracts.
-    units = tuple(h.unit for h in handles)
-    scales = tuple(h.rows_per_unit for h in handles)
-    num_groups = len(core.names)
-    in_order = tuple(h.index for h in handles) == tuple(range(num_groups))
-    if in_order and num_groups == 1:
-        (u0,) = units
-        (h0,) = handles
-        (s0,) = scales
-
-        def allocate_1(request_id: str, a: Any) -> list[list[int]]:
-            if type(a) is not u0:
-                _reject(h0, a, "num_new[0]")
-            return allocate(request_id, (a._value * s0,))
-
-        return allocate_1
-    if in_order and num_groups == 2 and scales == (1, 1):
-        u0, u1 = units
-        h0, h1 = handles
-
-        def allocate_2_rows(request_id: str, a: Any, b: Any) -> list[list[int]]:
-            if type(a) is not u0:
-                _reject(h0, a, "num_new[0]")
-            if type(b) is not u1:
-                _reject(h1, b, "num_new[1]")
-            return allocate(request_id, (a._value, b._value))
-
-        return allocate_2_rows
-    if in_order and num_groups == 2:
-        u0, u1 = units
-        h0, h1 = handles
-        s0, s1 = scales
-
-        def allocate_2(request_id: str, a: Any, b: Any) -> list[list[int]]:
-            if type(a) is not u0:
-                _reject(h0, a, "num_new[0]")
-            if type(b) is not u1:
-                _reject(h1, b, "num_new[1]")
-            return allocate(request_id, (a._value * s0, b._value * s1))
-
-        return allocate_2
-    if in_order and num_groups == 3:
-        u0, u1, u2 = units
-        h0, h1, h2 = handles
-        s0, s1, s2 = scales
-
-        def allocate_3(request_id: str, a: Any, b: Any, c: Any) -> list[list[int]]:
-            if type(a) is not u0:
-                _reject(h0, a, "num_new[0]")
-            if type(b) is not u1:
-                _reject(h1, b, "num_new[1]")
-            if type(c) is not u2:
-                _reject(h2, c, "num_new[2]")
-            return allocate(request_id, (a._value * s0, b._value * s1, c._value * s2))
-
-        return allocate_3
-
-    def allocate_any(request_id: str, *num_new: Any) -> list[list[int]]:
-        if len(num_new) != len(handles):
-            raise UnitTypeError(
-                f"allocate takes {len(handles)} counts, one per bound group, got {len(num_new)}",
-                field="num_new",
-                expected=", ".join(h.unit.unit for h in handles),
-                got=f"{len(num_new)} values",
-            )
-        dense = [0] * num_groups
-        for i, (quantity, handle) in enumerate(zip(num_new, handles, strict=True)):
-            if type(quantity) is not handle.unit:
-                _reject(handle, quantity, f"num_new[{i}]")
-            dense[handle.index] = quantity._value * handle.rows_per_unit
-        out = allocate(request_id, dense)
-        return [out[h.index] for h in handles]
-
-    return allocate_any
+def _count_error(handles: tuple[GroupHandle[Any], ...], what: str, given: object) -> NoReturn:
+    raise UnitTypeError(
+        f"{what} takes {len(handles)} counts, one per bound group ("
+        + ", ".join(f"{h.name}: {h.unit.unit}" for h in handles)
+        + f"), got {describe(given)}",
+        field=what,
+        expected=", ".join(h.unit.unit for h in handles),
+        got=describe(given),
+    )
 
 
-def _make_lengths(
+def _typed_functions(
     core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...]
-) -> Callable[[tuple[object, ...]], list[int | None]]:
-    """`Stepper.admit`'s unit checks: one length per bound handle (the caller checked their
-    number) to the core's lengths, in slots per group (None where unbound), each through
-    `kvunits.contracts.crossing.slots_holding`. Written out for one and two groups in order, as
-    `_make_allocate` writes ``allocate``, and read from the quantity's slot as it does."""
-    num_groups = len(core.names)
-    in_order = tuple(h.index for h in handles) == tuple(range(num_groups))
-    if in_order and num_groups == 1:
-        (h0,) = handles
-        u0, r0 = h0.unit, h0._rows_per_slot
+) -> dict[str, Callable[..., Any]]:
+    """The stepper's typed entries, written out for its handles (as `kvunits.runtime._fast`
+    writes the core's steps): each checks every argument's class once (``type(a) is unit``,
+    the cheapest check there is), reads its int from the quantity's slot (a call, even
+    `kvunits.contracts.internal.magnitude`, would cost the typed entry a few per cent of a
+    step; the allocator benchmark prices it), scales a pooled group stepped in whole pooled
+    blocks by P, and calls the core's function with one count per group, in the core's order
+    (0 for a group the stepper does not bind). With ``admit``, the only reads of the slot
+    outside contracts."""
+    n, k = len(core.names), len(handles)
+    names = [f"a{i}" for i in range(k)]
+    args = ", ".join(names)
 
-        def lengths_1(given: tuple[Any, ...]) -> list[int | None]:
-            (a,) = given
-            if type(a) is not u0:
-                _reject(h0, a, "max_len[0]")
-            return [slots_holding(a._value, r0)]
+    def value(i: int, name: str) -> str:
+        scale = handles[i].rows_per_unit
+        return f"{name}._value * {scale}" if scale != 1 else f"{name}._value"
 
-        return lengths_1
-    if in_order and num_groups == 2:
-        h0, h1 = handles
-        u0, u1, r0, r1 = h0.unit, h1.unit, h0._rows_per_slot, h1._rows_per_slot
+    def dense(parts: list[str]) -> str:
+        by_group = ["0"] * n
+        for i, h in enumerate(handles):
+            by_group[h.index] = parts[i]
+        return "(" + ", ".join(by_group) + ("," if n == 1 else "") + ")"
 
-        def lengths_2(given: tuple[Any, ...]) -> list[int | None]:
-            a, b = given
-            if type(a) is not u0:
-                _reject(h0, a, "max_len[0]")
-            if type(b) is not u1:
-                _reject(h1, b, "max_len[1]")
-            return [slots_holding(a._value, r0), slots_holding(b._value, r1)]
+    in_order = [h.index for h in handles] == list(range(n))
+    # The core's call and the return on one line: no line runs after the call commits.
+    pick = "out" if in_order else "[" + ", ".join(f"out[{h.index}]" for h in handles) + "]"
 
-        return lengths_2
+    def checks(what: str, prefix: str = "a") -> list[str]:
+        return [
+            f"        if type({prefix}{i}) is not U{i}: reject(H{i}, {prefix}{i}, "
+            f'"{what}[{i}]")'
+            for i in range(k)
+        ]
 
-    def lengths_any(given: tuple[Any, ...]) -> list[int | None]:
-        lengths: list[int | None] = [None] * num_groups
-        for i, quantity in enumerate(given):
-            handle = handles[i]
-            if type(quantity) is not handle.unit:
-                _reject(handle, quantity, f"max_len[{i}]")
-            lengths[handle.index] = handle.slots_of(quantity._value)
-        return lengths
+    counts = dense([value(i, names[i]) for i in range(k)])
+    lines = [
+        "def make(fast, reject, count_error, H, U):",
+        "    step, core_advance = fast.step_typed, fast.advance_typed",
+        "    speculative, core_rollback = fast.speculative_typed, fast.rollback_typed",
+        "    core_all = fast.advance_all_typed",
+        "    " + ", ".join(f"H{i}" for i in range(k)) + (", = H" if k == 1 else " = H"),
+        "    " + ", ".join(f"U{i}" for i in range(k)) + (", = U" if k == 1 else " = U"),
+        "",
+        f"    def allocate(request_id, {args}):",
+        *checks("num_new"),
+        f"        out = step(request_id, {counts}); return {pick}",
+        "",
+        f"    def advance(request_id, {args}):",
+        *checks("num_new"),
+        f"        return core_advance(request_id, {counts})",
+        "",
+        f"    def advance_all(request_ids, {args}):",
+        *checks("num_new"),
+        f"        return core_all(request_ids, {counts})",
+        "",
+        f"    def rollback(request_id, {args}):",
+        *checks("rejected"),
+        f"        return core_rollback(request_id, {counts})",
+        "",
+        f"    def allocate_speculative(request_id, {args}, *, lookahead):",
+        *checks("num_new"),
+        f"        if type(lookahead) is not tuple or len(lookahead) != {k}:",
+        '            count_error(H, "lookahead", lookahead)',
+        "        "
+        + ", ".join(f"l{i}" for i in range(k))
+        + (", = lookahead" if k == 1 else " = lookahead"),
+        *checks("lookahead", "l"),
+        *(f"        v{i} = {value(i, f'l{i}')}" for i in range(k)),
+        "        out = speculative(request_id, "
+        + dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
+        + ", "
+        + dense([f"v{i}" for i in range(k)])
+        + f"); return {pick}",
+        "",
+        "    def lengths(given):",
+        f"        if len(given) != {k}:",
+        '            count_error(H, "max_len", given)',
+        f"        {args}{',' if k == 1 else ''} = given",
+        *checks("max_len"),
+        "        return ["
+        + ", ".join(
+            "None"
+            if all(h.index != g for h in handles)
+            else (
+                lambda i: f"-(-a{i}._value // {handles[i]._rows_per_slot})"
+                if handles[i]._rows_per_slot != 1
+                else f"a{i}._value"
+            )(next(i for i, h in enumerate(handles) if h.index == g))
+            for g in range(n)
+        )
+        + "]",
+        "",
+        "    return dict(allocate=allocate, advance=advance, advance_all=advance_all,",
+        "                rollback=rollback, allocate_speculative=allocate_speculative,",
+        "                lengths=lengths)",
+    ]
+    namespace: dict[str, Any] = {}
+    exec(compiled("\n".join(lines), f"<kvunits typed entries: {k} of {n} groups>"), namespace)
+    made: dict[str, Callable[..., Any]] = namespace["make"](
+        core.fast, _reject, _count_error, handles, tuple(h.unit for h in handles)
+    )
+    return made
 
-    return lengths_any
+
+def _kernel_view(
+    core: CoordinatorCore, request_id: str, handle: GroupHandle[Any]
+) -> tuple[list[int], list[int], list[int], int, int]:
+    """`KVCacheCoordinator.kernel_inputs`'s reading, with the token held."""
+    if handle.spec.kind == "state":
+        raise SpecError(
+            f"group {handle.name!r} holds one state per request: it has no positions "
+            "for the attention kernels"
+        )
+    return core._kernel_view(request_id, handle.index)
+
+
+def _step_views(
+    core: CoordinatorCore, g: int, request_ids: Sequence[str]
+) -> list[tuple[tuple[int, ...], int, int]]:
+    """Per request, its table in group ``g``, its positions and its latest step's (read with
+    the token held)."""
+    out = []
+    table = core.table
+    for request_id in request_ids:
+        o = core.offset(request_id)
+        out.append((tuple(table.table(o, g)), table.rows(o, g), table.field(o, g, STEP)))
+    return out
+
+
+def _check_priority(priority: object) -> None:
+    if type(priority) is not int:
+        raise UnitTypeError(
+            f"priority is a plain int (a larger value is preempted first), got "
+            f"{describe(priority)}",
+            field="priority",
+            expected="int",
+            got=describe(priority),
+        )
+
+
+def _length_in(handle: GroupHandle[Any], rows: int) -> Any:
+    """A group's positions so far (kernel unit) in its handle's unit: whole pooled blocks held
+    (slots, rounding up) for a pooled handle, else exact."""
+    if handle.unit is PooledBlocks:
+        return handle.unit(-(-rows // handle.spec.pool.tokens_per_block))
+    return handle.unit(rows)
 
 
 def _content_block_size(spec: ManagerSpec[Any]) -> BlockSize[Any]:

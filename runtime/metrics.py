@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, final
 from kvunits.contracts import IntQuantity, SpecError
 
 if TYPE_CHECKING:
-    from .coordinator import GroupUsage
+    from .usage import GroupUsage
 
 
 @final

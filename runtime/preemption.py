@@ -3,11 +3,13 @@ preemption, on plain ints over a `kvunits.runtime._core.CoordinatorCore`.
 
 `kvunits.runtime.policy` says what the policies mean; the typed entry is
 `kvunits.runtime.Stepper` (``can_admit``, ``try_allocate``, ``allocate_preempting``). Built on the
-core's own operations: its step (atomic: a step that runs short changes nothing), its
-``release`` (the body of ``free``) and ``restore`` (its undo). A preemption is a release and
-the record of who and why: the blocks go back to the pools through the same path a finished
-request's do, so each returns exactly once, and a block another request shares (a prefix) only
-loses a reference.
+core's own operations: a preemption is the core's `~kvunits.runtime._core.CoordinatorCore.
+step_preempting`, which plans the victims' ends and the step in one commit: the blocks go back to
+the pools through the same path a finished request's do, so each returns exactly once, a block
+another request shares (a prefix) only loses a reference, and an exception leaves every
+request admitted as it was. The policy's own bookkeeping (arrivals, priorities, counters)
+changes in the same commits (`PolicyState.admitted_ops` and the others), so that it too is all
+or nothing.
 
 The questions (`step_needs`, `admission_needs`) change nothing; each mirrors the check its
 operation makes first (the core's phase 1, the ledger's ``take``), and the stateful tests
@@ -17,10 +19,13 @@ check that they agree: `Fits` exactly when the operation succeeds.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import setitem
 
 from kvunits.contracts.errors import AllocationError
 
-from ._core import CoordinatorCore, Released
+from ._core import CoordinatorCore, Preempted
+from ._guard import Ops
+from ._table import ANCHOR, LENGTH, MAXLEN, SKIPPED, SLACK
 from .policy import AdmissionPolicy
 
 
@@ -66,56 +71,66 @@ class PolicyState:
         self.preempted_rows = [0] * len(core.names)
         self.watermark_blocks = [policy.watermark_blocks(p.num_blocks) for p in core.pools]
 
-    def admitted(self, request_id: str, priority: int) -> None:
-        """Record an admission (after the core admitted it)."""
-        arrival = self._waiting_arrival.pop(request_id, None)
+    def admitted_ops(self, request_id: str, priority: int) -> Ops:
+        """What recording an admission changes (committed with the core's admission)."""
+        ops: Ops = []
+        if type(request_id) is not str:
+            return ops  # the core refuses the id, with its message
+        arrival = self._waiting_arrival.get(request_id)
         if arrival is None:
-            arrival, self._next = self._next, self._next + 1
-        self.arrival[request_id] = arrival
-        self.priority[request_id] = priority
+            arrival = self._next
+            ops.append((setattr, self, "_next", arrival + 1))
+        else:
+            ops.append((self._waiting_arrival.pop, request_id, None))
+        ops.append((setitem, self.arrival, request_id, arrival))
+        ops.append((setitem, self.priority, request_id, priority))
+        return ops
 
-    def freed(self, request_id: str) -> None:
-        """Forget a request that finished (after the core freed it)."""
-        self.arrival.pop(request_id, None)
-        self.priority.pop(request_id, None)
-        self._waiting_arrival.pop(request_id, None)
+    def freed_ops(self, request_id: str) -> Ops:
+        """What forgetting a finished request changes (committed with the core's free)."""
+        if type(request_id) is not str:
+            return []  # the core refuses the id, with its message
+        return [
+            (self.arrival.pop, request_id, None),
+            (self.priority.pop, request_id, None),
+            (self._waiting_arrival.pop, request_id, None),
+        ]
 
-    def victim(self) -> str:
-        """The request to preempt next: vLLM 0.33's ``Scheduler.schedule`` rule.
+    def victim(self, running: Sequence[str]) -> str:
+        """The request to preempt next among ``running`` (admission order): vLLM 0.33's
+        ``Scheduler.schedule`` rule.
 
-        ``fcfs``: the request admitted last (``self.running[-1]``; the core keeps its requests
-        in admission order). ``priority``: the largest ``(priority, arrival)``.
+        ``fcfs``: the request admitted last (``self.running[-1]``). ``priority``: the largest
+        ``(priority, arrival)``.
         """
-        requests = self._core.requests
         if self.policy.scheduling_policy == "fcfs":
-            return next(reversed(requests))
+            return running[-1]
         priority, arrival = self.priority, self.arrival
-        return max(requests, key=lambda r: (priority.get(r, 0), arrival.get(r, 0)))
+        return max(running, key=lambda r: (priority.get(r, 0), arrival.get(r, 0)))
 
-    def preempt(self, request_id: str) -> tuple[Released, list[int]]:
-        """Release a victim (the core taken): its blocks back to the pools. Returns the
-        release (for `restore`) and the positions per group it had computed."""
-        lost = list(self._core.requests[request_id].num_rows)
-        released = self._core.release(request_id)
-        return released, lost
-
-    def count(self, request_id: str, lost: Sequence[int]) -> None:
-        """Count a preemption that stands (the call that made it succeeded)."""
-        self.num_preemptions += 1
-        for g, rows in enumerate(lost):
-            self.preempted_rows[g] += rows
-        self.priority.pop(request_id, None)
-        arrival = self.arrival.pop(request_id, None)
-        if arrival is not None:
-            self._waiting_arrival[request_id] = arrival
+    def counted_ops(self, done: Sequence[Preempted]) -> Ops:
+        """What counting the preemptions ``done`` changes (committed with them): the counters,
+        and each victim's arrival kept for when it is admitted again."""
+        if not done:
+            return []
+        ops: Ops = [(setattr, self, "num_preemptions", self.num_preemptions + len(done))]
+        rows = list(self.preempted_rows)
+        for ended in done:
+            rows = [a + b for a, b in zip(rows, ended.rows, strict=True)]
+            ops.append((self.priority.pop, ended.request_id, None))
+            ops.append((self.arrival.pop, ended.request_id, None))
+            arrival = self.arrival.get(ended.request_id)
+            if arrival is not None:
+                ops.append((setitem, self._waiting_arrival, ended.request_id, arrival))
+        ops.append((setitem, self.preempted_rows, slice(None), rows))
+        return ops
 
 
 def allocate_preempting(
     state: PolicyState, request_id: str, num_new: Sequence[int]
 ) -> tuple[list[list[int]] | None, list[tuple[str, str, list[int], int]]]:
     """One step of ``request_id``; while it runs short, preempt the policy's victim and retry
-    (vLLM's loop). Atomic: if an exception escapes, every request preempted is admitted again,
-    in its place, and the pools are as before.
+    (vLLM's loop). Atomic: one commit for the victims' ends, the step and the counters.
 
     Returns:
         The step's slot mappings (None: the request itself was preempted), and per
@@ -130,49 +145,21 @@ def allocate_preempting(
     core = state._core
     try:
         return core.step_function(request_id, num_new), []
-    except AllocationError as err:
+    except AllocationError:
         if state.policy.kind != "on_demand":
             raise
-        first_short: AllocationError = err
-    core.enter("allocate_preempting")
-    try:
-        order = list(core.requests)
-        done: list[tuple[Released, list[int], str]] = []
-        short = first_short
-        try:
-            while True:
-                victim = state.victim()
-                reason = (
-                    f"group {short.group!r}: the step of request {request_id!r} needed "
-                    f"{short.needed} and {short.free} were free"
-                )
-                released, lost = state.preempt(victim)
-                done.append((released, lost, reason))
-                if victim == request_id:
-                    out = None
-                    break
-                req = core.requests[request_id]
-                try:
-                    out = core.step_taken(request_id, req, num_new)
-                    break
-                except AllocationError as again:
-                    short = again
-        except BaseException:
-            for released, _, _ in reversed(done):
-                core.restore(released)
-            if list(core.requests) != order:
-                requests = dict(core.requests)
-                core.requests.clear()
-                core.requests.update((r, requests[r]) for r in order)
-            raise
-        preempted = []
-        for released, lost, reason in done:
-            victim = released.request_id
-            preempted.append((victim, reason, lost, state.priority.get(victim, 0)))
-            state.count(victim, lost)
-        return out, preempted
-    finally:
-        core.leave()
+    priorities = dict(state.priority)
+    out, done = core.step_preempting(request_id, num_new, state.victim, state.counted_ops)
+    preempted = []
+    for ended in done:
+        short = ended.short
+        reason = (
+            f"group {short.group!r}: the step of request {request_id!r} needed "
+            f"{short.needed} and {short.free} were free"
+        )
+        priority = priorities.get(ended.request_id, 0)
+        preempted.append((ended.request_id, reason, ended.rows, priority))
+    return out, preempted
 
 
 def step_needs(
@@ -183,30 +170,41 @@ def step_needs(
     the cache blocks short per group (all 0: it fits now).
 
     The core's phase 1, asked of the managers themselves (the core skips them below its
-    bounds, with the same answers). With one pool for all groups, the shortfall is the
-    pool's, charged to the last group that takes blocks (as the core's error names it).
+    bounds, with the same answers), read at one moment. With one pool for all groups, the
+    shortfall is the pool's, charged to the last group that takes blocks (as the core's error
+    names it).
 
     Raises:
         RequestError: the request is not admitted, or not one count per group.
     """
-    req = core.request(request_id)
+    return core.read("try_allocate", _step_needs, core, request_id, num_new)
+
+
+def _step_needs(
+    core: CoordinatorCore, request_id: str, num_new: Sequence[int]
+) -> tuple[int, str] | list[int]:
+    o = core.offset(request_id)
     if len(num_new) != len(core.names):
         raise core._arity(request_id, len(num_new))
     n = len(core.names)
+    table = core.table
     short = [0] * n
     wants = [0] * n
     frees = [0] * n
     for g, q in enumerate(num_new):
-        c, p = req.num_rows[g], core._pool[g]
+        fields = table.read(o, g)
+        c, p = fields[ANCHOR] - fields[SLACK], core._pool[g]
+        max_len = fields[MAXLEN]
         first, end = (c, c + q) if p == 1 else (c // p, -(-(c + q) // p))
-        if (end - first if q else 0) > core._in_flight[g] or end > req.max_len[g]:
-            error = core._too_long(request_id, g, first, end, q, core._in_flight[g], req.max_len[g])
+        if (end - first if q else 0) > core._in_flight[g] or end > max_len:
+            error = core._too_long(request_id, o, g, first, end, q, core._in_flight[g], max_len)
             return g, error.args[0]
-        manager, pool, table = core._managers[g], core.pools[g], req.tables[g]
-        done = req.skipped[g]
+        manager, pool = core._managers[g], core.pools[g]
+        done, length = fields[SKIPPED], fields[LENGTH]
         skip = max(manager.skipped_blocks(first), done)
-        wants[g] = manager.table_length(end) - len(table)
-        frees[g] = skip - done - (pool.count_shared(table[done:skip]) if skip > done else 0)
+        wants[g] = manager.table_length(end) - done - length
+        evicted = table.live(o, g)[: skip - done]
+        frees[g] = skip - done - (pool.count_shared(evicted) if skip > done else 0)
     if core._one_pool is None:
         for g in range(n):
             if wants[g] > 0:

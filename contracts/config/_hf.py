@@ -184,8 +184,13 @@ def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
         )
         return None
     for index, arch in enumerate(architectures or []):
-        if not isinstance(arch, str):
-            continue
+        if not isinstance(arch, str):  # class names only, whatever model_type says
+            reader.issue(
+                f"architectures[{index}]",
+                f"expected a class name (a string, e.g. LlamaForCausalLM), got {_shown(arch)}",
+            )
+            return None
+    for index, arch in enumerate(architectures or []):
         found = BY_ARCHITECTURE.get(arch)
         if found is not None:
             same = BY_MODEL_TYPE.get(found)

@@ -3,8 +3,8 @@ allocator state, and an independent residency oracle that works in the kernel's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
 
 from kvunits.contracts import (
     AnyLayerGroup,
@@ -31,7 +31,7 @@ from kvunits.contracts import (
 )
 from kvunits.contracts._groups import GroupLimits
 from kvunits.runtime import NULL_BLOCK, AdmissionPolicy, GroupHandle, KVCacheCoordinator, Stepper
-from kvunits.runtime.block_pool import BlockPool
+from kvunits.runtime.block_pool import BlockPool, PoolPlan
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
 
@@ -122,7 +122,7 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     pools = tuple(
         (
             tuple(p.free_queue()),
-            tuple(sorted((b, p.ref_count(b)) for b in p._held)),
+            tuple((b, p.ref_count(b)) for b in p.held_blocks()),
             tuple(sorted((b, key) for b, (_, key) in p._cached.items())),
         )
         for p in unique_pools(coord)
@@ -295,18 +295,26 @@ class Injected(Exception):
 
 
 class Interference:
-    """Make one group's pool misbehave during the next calls, then put it back.
+    """Make one group's pool misbehave while a call plans its changes, then put it back.
 
-    ``mode`` is ``"fail"`` (the pool's ``operation`` raises `Injected` before changing
-    anything, as if a bug or an interrupt struck mid-step) or ``"reenter"`` (the pool's
+    ``mode`` is ``"fail"`` (planning ``operation`` in the pool raises `Injected` before it is
+    planned, as if a bug or an interrupt struck mid-call) or ``"reenter"`` (planning
     ``operation`` first calls ``reentry``, a call into the same coordinator, which must be
-    refused with `ConcurrentUseError`, then goes on as usual). The pool's class is swapped
-    for a subclass of the same layout, so the real pool keeps its state.
+    refused with `ConcurrentUseError`, then goes on as usual). ``operation`` names what the
+    call does to the pool: ``"free"`` (blocks released), ``"allocate_n"`` (blocks taken),
+    ``"touch"`` (a prefix hit's blocks adopted). The plan's methods are wrapped for the
+    duration, for this pool only.
 
     Attributes:
         hits: how many times ``operation`` was reached.
         refused: the errors the re-entrant calls raised (one per hit in ``"reenter"`` mode).
     """
+
+    _METHODS: ClassVar[dict[str, str]] = {
+        "free": "release",
+        "allocate_n": "take",
+        "touch": "touch",
+    }
 
     def __init__(
         self,
@@ -315,43 +323,35 @@ class Interference:
         mode: str,
         reentry: Callable[[], object] | None = None,
     ) -> None:
-        assert operation in ("free", "allocate_n", "touch") and mode in ("fail", "reenter")
+        assert operation in self._METHODS and mode in ("fail", "reenter")
         self.pool, self.hits, self.refused = pool, 0, list[BaseException]()
-        outer = self
+        self.mode, self.reentry = mode, reentry
+        self.method = self._METHODS[operation]
+        self.operation = operation
+        self._original: Any = None
 
-        def interfere() -> None:
-            outer.hits += 1
-            if mode == "fail":
-                raise Injected(f"{operation} of pool {pool.name!r} interrupted")
-            assert reentry is not None
-            try:
-                reentry()
-            except BaseException as exc:
-                outer.refused.append(exc)
-
-        class Misbehaving(BlockPool):
-            __slots__ = ()
-
-            def free(self, blocks: Sequence[int]) -> None:
-                if operation == "free":
-                    interfere()
-                super().free(blocks)
-
-            def allocate_n(self, n: int) -> list[int]:
-                if operation == "allocate_n":
-                    interfere()
-                return super().allocate_n(n)
-
-            def touch(self, block: int) -> bool:
-                if operation == "touch":
-                    interfere()
-                return super().touch(block)
-
-        self._cls = Misbehaving
+    def _interfere(self) -> None:
+        self.hits += 1
+        if self.mode == "fail":
+            raise Injected(f"{self.operation} of pool {self.pool.name!r} interrupted")
+        assert self.reentry is not None
+        try:
+            self.reentry()
+        except BaseException as exc:
+            self.refused.append(exc)
 
     def __enter__(self) -> Interference:
-        self.pool.__class__ = self._cls
+        original = getattr(PoolPlan, self.method)
+        self._original = original
+        outer = self
+
+        def wrapped(plan: PoolPlan, *args: Any) -> Any:
+            if plan.pool is outer.pool:
+                outer._interfere()
+            return original(plan, *args)
+
+        setattr(PoolPlan, self.method, wrapped)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.pool.__class__ = BlockPool
+        setattr(PoolPlan, self.method, self._original)

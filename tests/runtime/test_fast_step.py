@@ -1,19 +1,22 @@
-"""The specialised step (issue 14): it must do what the general path does, or decline.
+"""The generated fast functions (issues 14, 25): they must do what the general path does, or
+decline.
 
-A coordinator of one or two groups, each with a pool of its own, takes a step that touches one
-slot per group (or none) in a function written out for its layout
-(`kvunits.runtime._core._make_step`): the request's ``room`` and ``evict`` stand for the managers'
-answers, and the pools are called only for the block a step gives or takes. Everything else goes the
-general path, which is also what a step with a lookahead of zeros runs. So the two can be compared
-call by call: the same slot mappings, the same errors with the same messages, the same tables,
-lengths, evictions and free queues after every call. And a step interrupted inside any pool
-operation it makes changes nothing, after which the same step gives what it gives on a twin that was
-never interrupted.
+Every coordinator compiles, for its own groups, a step, an advance (no slot mapping), a
+speculative step, a rollback and a batched advance (`kvunits.runtime._fast`); each handles the
+calls below every group's bounds on plain ints and hands any other call, before changing
+anything, to the general path of `kvunits.runtime._core.CoordinatorCore`. So each is compared
+with the general path call by call, on twin coordinators of random layouts (any number of
+groups, each kind, pooled or not, pools of their own or one shared pool, small pools so that
+steps run short): the same results, the same errors with the same messages, and the same state
+after every call (tables, lengths, evictions, speculative tails, free queues, reference
+counts, reservations). And a step interrupted inside any pool operation it plans changes
+nothing, after which the same step gives what it gives on a twin that was never interrupted.
 """
 
 from __future__ import annotations
 
-from functools import partial
+import copy
+import functools
 from typing import Any
 
 import pytest
@@ -27,40 +30,80 @@ from kvunits.contracts import (
     FullAttentionLayer,
     KVHeads,
     LayerSpec,
+    PooledBlocks,
     PoolFactor,
     SlidingWindowLayer,
     Tokens,
     Window,
 )
 from kvunits.contracts.internal import admission_cap, manager_ints
-from kvunits.runtime import ConcurrentUseError, KVCacheCoordinator
+from kvunits.runtime import ContentKeys, KVCacheCoordinator
+from kvunits.runtime._core import CoordinatorCore
 
-from .support import Injected, Interference, check_pools, coordinator, group_of, unique_pools
+from .support import (
+    check_pools,
+    coordinator,
+    group_of,
+    snapshot,
+)
 from .test_stateful import layers
 
 
 def _state(coord: KVCacheCoordinator) -> tuple[Any, ...]:
-    """What a step changes: the pools' queues and references, every request's bookkeeping
-    (not ``extra``: the general path run with a lookahead gives every request one)."""
+    """Everything a call changes (`support.snapshot`) and the speculative tails."""
     core = coord._core
-    pools = tuple(
-        (tuple(p.free_queue()), tuple(sorted((b, p.ref_count(b)) for b in p._held)))
-        for p in unique_pools(coord)
-    )
-    requests = tuple(
-        sorted(
-            (
-                rid,
-                tuple(tuple(t) for t in r.tables),
-                tuple(r.num_rows),
-                tuple(r.num_slots),
-                tuple(r.skipped),
-                tuple(r.step_rows),
-            )
-            for rid, r in core.requests.items()
+    tails = tuple(sorted((o, spec) for o, spec in core.specs.items() if any(spec)))
+    return snapshot(coord), tails
+
+
+def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
+    """Run one call through the general path of ``core`` only, the token claimed as the fast
+    functions claim it."""
+    me: list[object] = []
+    guard = core.guard
+    if guard.claim(0, me) is not me:
+        raise core._concurrent(kind)
+    try:
+        if kind == "advance_all":
+            return core._general_all(me, args[0], args[1], [], [])
+        request_id = args[0]
+        o = core.offset(request_id)
+        if kind == "rollback":
+            return core._general_rollback(me, request_id, o, args[1])
+        lookahead = args[2] if kind == "speculative" else None
+        return core._general_step(me, request_id, o, args[1], lookahead, kind != "advance")
+    except BaseException:
+        guard.drop(me)
+        raise
+
+
+def fast(core: CoordinatorCore, kind: str, *args: Any) -> Any:
+    """Run one call through ``core``'s generated functions: the plain-int entry, or the typed
+    layer's (``kind`` ending in ``_typed``: counts as tuples)."""
+    if kind.endswith("_typed"):
+        args = tuple(
+            tuple(a) if isinstance(a, list) and all(type(x) is int for x in a) else a
+            for a in args
         )
-    )
-    return pools, requests, tuple(core.ledger.reserved)
+    return getattr(core.fast, kind)(*args)
+
+
+def prefix_parts(coord: KVCacheCoordinator, content: list[int]) -> dict[int, Any]:
+    """Each cacheable group's part of a prompt of ``content`` (one key per token, and per
+    encoder token of a pooled group: one content per sequence)."""
+    parts: dict[int, Any] = {}
+    for group in coord.groups:
+        spec = group.manager
+        if spec.kind not in ("full_attention", "sliding_window", "chunked_local"):
+            continue
+        if spec.slot_unit is PooledBlocks:
+            audio = coord.group(group.name, EncoderTokens)
+            hashes = audio.block_hashes(ContentKeys(content, EncoderTokens))
+            parts[audio.index] = hashes.part()
+        else:
+            text = coord.group(group.name, Tokens)
+            parts[text.index] = text.block_hashes(ContentKeys(content, Tokens)).part()
+    return parts
 
 
 def _outcome(call: Any, *args: Any) -> Any:
@@ -72,12 +115,15 @@ def _outcome(call: Any, *args: Any) -> Any:
 
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
-def test_the_specialised_step_does_what_the_general_path_does(data: st.DataObject) -> None:
-    count = data.draw(st.integers(1, 2), label="groups")
+def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -> None:
+    count = data.draw(st.integers(1, 4), label="groups")
     kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "cross", "state")
     block_size = data.draw(st.integers(1, 4), label="block_size")
+    shared = data.draw(st.booleans(), label="one pool")
     specs = {
-        f"g{i}": data.draw(layers(data.draw(st.sampled_from(kinds)), block_size), label=f"g{i}")
+        f"g{i}": data.draw(
+            layers(data.draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}"
+        )
         for i in range(count)
     }
     max_len = data.draw(st.integers(1, 60), label="max_len")
@@ -100,40 +146,80 @@ def test_the_specialised_step_does_what_the_general_path_does(data: st.DataObjec
         return coordinator(
             specs,
             block_size=block_size,
-            num_blocks=blocks,
+            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
             max_len=max_len,
             max_in_flight=max_in_flight,
             reserve=False,
+            shared=shared,
         )
 
-    fast, general = build(), build()
-    pools = [spec.pool.tokens_per_block for spec in (g.manager for g in fast.groups)]
-    zeros = [0] * count
+    one, two = build(), build()
+    pools = [spec.pool.tokens_per_block for spec in (g.manager for g in one.groups)]
+
+    def counts() -> list[int]:
+        # Positions in the kernel unit: mostly one slot's worth (P encoder tokens of a pooled
+        # group) or none (a group that waits, a cross-attention group after its first step),
+        # else anything up to two slots and more.
+        return [
+            data.draw(
+                st.just(p) | st.just(p) | st.just(0) | st.integers(0, 2 * p + 1),
+                label="positions",
+            )
+            for p in pools
+        ]
+
     for _ in range(data.draw(st.integers(1, 100), label="calls")):
         rid = f"r{data.draw(st.integers(0, 3), label='request')}"
-        op = data.draw(st.sampled_from(("step",) * 6 + ("admit", "free")), label="op")
+        typed = "_typed" if data.draw(st.booleans(), label="typed entry") else ""
+        op = data.draw(
+            st.sampled_from(
+                ("step",) * 3
+                + ("advance", "speculative", "speculative", "rollback", "rollback")
+                + ("advance_all", "admit", "admit_prefix", "free")
+            ),
+            label="op",
+        )
         if op == "admit":
-            got = [_outcome(c._core.admit, rid) for c in (fast, general)]
-        elif op == "free":
-            got = [_outcome(c._core.free, rid) for c in (fast, general)]
-        else:
-            # Positions in the kernel unit: mostly one slot's worth (P encoder tokens of a
-            # pooled group) or none (a group that waits, a cross-attention group after its
-            # first step), else anything up to two slots and more.
-            counts = [
-                data.draw(
-                    st.just(p) | st.just(p) | st.just(0) | st.integers(0, 2 * p + 1),
-                    label="positions",
-                )
-                for p in pools
-            ]
+            got = [_outcome(c._core.admit, rid) for c in (one, two)]
+        elif op == "admit_prefix":
+            # Prompts that share their starts: hits, shared blocks and cached free blocks in
+            # the pools the steps then take from and give back to.
+            size = data.draw(st.integers(0, 2 * max_len), label="prompt")
+            content = [i % data.draw(st.integers(1, 3), label="period") for i in range(size)]
             got = [
-                _outcome(fast._core.allocate_step, rid, counts),
-                _outcome(general._core.allocate_step, rid, counts, zeros),
+                _outcome(
+                    c._core.admit_with_prefix, rid, [None] * count, prefix_parts(c, content)
+                )
+                for c in (one, two)
+            ]
+        elif op == "free":
+            got = [_outcome(c._core.free, rid) for c in (one, two)]
+        elif op == "advance_all":
+            live = [r for r in sorted(one._core.requests) if data.draw(st.booleans())]
+            q = counts()
+            got = [
+                _outcome(fast, one._core, op + typed, live, q),
+                _outcome(general, two._core, op, live, q),
+            ]
+        elif op == "rollback":
+            spec = one._core.specs.get(one._core.table.offsets.get(rid, -1), (0,) * count)
+            rejected = [data.draw(st.integers(0, k + 1), label="rejected") for k in spec]
+            got = [
+                _outcome(fast, one._core, op + typed, rid, rejected),
+                _outcome(general, two._core, op, rid, rejected),
+            ]
+        else:
+            q = counts()
+            args: tuple[Any, ...] = (rid, q)
+            if op == "speculative":
+                args += ([data.draw(st.integers(0, n + 1), label="lookahead") for n in q],)
+            got = [
+                _outcome(fast, one._core, op + typed, *args),
+                _outcome(general, two._core, op, *args),
             ]
         assert got[0] == got[1], (op, rid)
-        assert _state(fast) == _state(general)
-    check_pools(fast)
+        assert _state(one) == _state(two), (op, rid)
+    check_pools(one)
 
 
 @pytest.mark.parametrize("kinds", [("sliding",), ("sliding", "full"), ("full", "sliding_p2")])
@@ -162,15 +248,50 @@ def test_one_slot_and_empty_steps_match_the_general_path(
     def build() -> KVCacheCoordinator:
         return coordinator(chosen, block_size=2, num_blocks=100, max_len=160, max_in_flight=4)
 
-    fast, general = build(), build()
-    for c in (fast, general):
+    one, two = build(), build()
+    for c in (one, two):
         c._core.admit("r")
-    zeros = [0] * len(kinds)
     for i in range(90):
         counts = [0 if i % (3 + 2 * g) == 0 else positions for g in range(len(kinds))]
-        expected = general._core.allocate_step("r", counts, zeros)
-        assert fast._core.allocate_step("r", counts) == expected, (i, counts)
-        assert _state(fast) == _state(general), (i, counts)
+        expected = general(two._core, "step", "r", counts)
+        assert fast(one._core, "step", "r", counts) == expected, (i, counts)
+        assert _state(one) == _state(two), (i, counts)
+
+
+def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
+    # The fast function must not just agree: it must be the one that runs. Every call that
+    # leaves it (for the boundary path or the general one) is counted: a stream of one-slot
+    # steps in blocks of 4 leaves it at the first step and then once a block (a block
+    # boundary), never in between; and the boundary path plans those alone.
+    left: list[str] = []
+    boundary, general_step = CoordinatorCore._boundary_step, CoordinatorCore._general_step
+
+    def counted_boundary(self: CoordinatorCore, *args: Any) -> Any:
+        left.append("boundary")
+        return boundary(self, *args)
+
+    def counted_general(self: CoordinatorCore, *args: Any) -> Any:
+        left.append("general")
+        return general_step(self, *args)
+
+    CoordinatorCore._boundary_step = counted_boundary  # type: ignore[method-assign,assignment]
+    CoordinatorCore._general_step = counted_general  # type: ignore[method-assign,assignment]
+    try:
+        coord = coordinator(
+            {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+            block_size=4,
+            num_blocks=64,
+            max_len=200,
+            max_in_flight=4,
+        )
+        core = coord._core
+        core.admit("r")
+        for _ in range(40):
+            core.advance_step("r", [1])
+    finally:
+        CoordinatorCore._boundary_step = boundary  # type: ignore[method-assign]
+        CoordinatorCore._general_step = general_step  # type: ignore[method-assign]
+    assert left == ["boundary"] * 10  # slots 0, 4, 8, ..., 36: a new block each
 
 
 def _voxtral_toy() -> KVCacheCoordinator:
@@ -188,52 +309,37 @@ def _voxtral_toy() -> KVCacheCoordinator:
     return coordinator(layers, block_size=2, num_blocks=48, max_len=40, max_in_flight=4)
 
 
-def test_a_decode_step_interrupted_in_any_pool_operation_changes_nothing() -> None:
+def test_a_decode_step_interrupted_anywhere_changes_nothing() -> None:
     # A stream of one-slot steps (2 encoder tokens, 1 token) crosses block boundaries in both
-    # groups and evicts audio blocks. Before each step, each pool operation in turn is made to
-    # fail: where the step reaches it, nothing changes; then the step runs with that operation
-    # re-entering the coordinator, which is refused, and gives what the uninterrupted run gives.
+    # groups and evicts audio blocks, on the fast path and the boundary path. Each step is
+    # interrupted at each of its events (a trace function raising KeyboardInterrupt, as
+    # tests/runtime/test_interrupts.py does for every call): nothing changes, and the step
+    # then gives what the uninterrupted run gives.
+    from .test_interrupts import Interrupt
+
     steps = 30
     twin = _voxtral_toy()
     twin.admit("r")
     twin_step = twin.stepper(twin.group("audio", EncoderTokens), twin.group("text", Tokens))
     expected = [twin_step.allocate("r", EncoderTokens(2), Tokens(1)) for _ in range(steps)]
-
-    def replayed(n: int) -> tuple[KVCacheCoordinator, Any]:
-        coord = _voxtral_toy()
-        coord.admit("r")
-        coord.admit("other")
-        step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
-        for out in expected[:n]:
-            assert step.allocate("r", EncoderTokens(2), Tokens(1)) == out
-        return coord, step
-
-    reached = set()
+    coord = _voxtral_toy()
+    coord.admit("r")
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
+    interrupted = 0
     for i in range(steps):
-        for g, operation in ((0, "free"), (0, "allocate_n"), (1, "allocate_n")):
-            coord, step = replayed(i)
-            before = _state(coord)
-            pool = coord._core.pools[g]
-            with Interference(pool, operation, "fail"):
-                try:
-                    out = step.allocate("r", EncoderTokens(2), Tokens(1))
-                except Injected:
-                    out = None
-            if out is not None:  # the step does not reach this operation
-                assert out == expected[i]
-                continue
-            reached.add((g, operation))
-            assert _state(coord) == before, (i, g, operation)
-            check_pools(coord)
-            free_other = partial(coord.free, "other")
-            with Interference(pool, operation, "reenter", free_other) as r:
-                assert step.allocate("r", EncoderTokens(2), Tokens(1)) == expected[i]
-            assert r.hits == 1 and isinstance(r.refused[0], ConcurrentUseError)
-            assert "other" in coord
-            assert step.allocate("r", EncoderTokens(2), Tokens(1)) == expected[i + 1]
-            check_pools(coord)
-    # Each pool operation a decode step makes was interrupted, at several steps.
-    assert reached == {(0, "free"), (0, "allocate_n"), (1, "allocate_n")}
+        counter = Interrupt(None)
+        before = _state(coord)
+        probe = copy.deepcopy(coord)
+        probe_step = probe.stepper(probe.group("audio", EncoderTokens), probe.group("text", Tokens))
+        counter.run(functools.partial(probe_step.allocate, "r", EncoderTokens(2), Tokens(1)))
+        for at in range(1, counter.seen + 1):
+            with pytest.raises(KeyboardInterrupt):
+                Interrupt(at).run(lambda: step.allocate("r", EncoderTokens(2), Tokens(1)))
+            assert _state(coord) == before, (i, at)
+            interrupted += 1
+        assert step.allocate("r", EncoderTokens(2), Tokens(1)) == expected[i]
+        check_pools(coord)
+    assert interrupted > 30 * 20
     # 30 slots of audio: the last query, at slot 29, reads slots 27-29: entries 13 and 14 hold
     # ids 14 and 15 (fresh ids, in order), every entry before them the null block.
     assert twin.block_table("r", twin.group("audio", EncoderTokens))[12:] == [0, 14, 15]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 import tracemalloc
 from collections import deque
 from typing import Any
@@ -34,6 +35,7 @@ from kvunits.contracts import (
     SpecError,
     StateLayer,
     Tokens,
+    UnitTypeError,
     Window,
 )
 from kvunits.contracts.deploy import RankBytes
@@ -124,43 +126,30 @@ def test_a_pool_beyond_int32_ids_is_refused() -> None:
 @settings(max_examples=200)
 @given(
     st.integers(1, 12),
-    st.lists(st.tuples(st.sampled_from(["take", "free", "undo"]), st.integers(0, 5)), max_size=40),
+    st.lists(
+        st.tuples(st.sampled_from(["take", "free", "free_iter"]), st.integers(0, 5)), max_size=40
+    ),
 )
 def test_the_lazy_queue_hands_out_what_a_plain_queue_does(num_blocks: int, ops: list[Any]) -> None:
-    """A reference: a deque of every id, as the pool was before it became lazy."""
+    """A reference: a deque of every id, as the pool was before it became lazy. Blocks are
+    freed from a list, or from a generator (read once: issue 23 found one freed block lost)."""
     pool = BlockPool(num_blocks, name="g")
     queue, held = deque(range(1, num_blocks)), list[int]()
-    last: tuple[str, list[int], tuple[int, int]] | None = None
     for op, n in ops:
         if op == "take":
             if n > len(queue):
                 with pytest.raises(AllocationError):
                     pool.allocate_n(n)
                 continue
-            mark = pool.mark()
             taken = pool.allocate_n(n)
             assert taken == [queue.popleft() for _ in range(n)]
             held.extend(taken)
-            last = ("take", taken, mark)
-        elif op == "free" and held:
+        elif held:
             blocks = held[-n:] if n else []  # the newest first: any order is allowed
             del held[len(held) - len(blocks) :]
-            pool.free(blocks)
+            pool.free(iter(blocks) if op == "free_iter" else blocks)
             queue.extend(blocks)
-            last = ("free", blocks, (0, 0))
-        elif op == "undo" and last is not None:
-            kind, blocks, mark = last
-            if kind == "take":
-                pool.undo_allocate(blocks, mark)
-                queue.extendleft(reversed(blocks))
-                del held[len(held) - len(blocks) :]
-            else:
-                pool.undo_free(blocks)
-                for _ in blocks:
-                    queue.pop()
-                held.extend(blocks)
-            last = None
-        assert (*range(pool._fresh, num_blocks), *pool._recycled) == tuple(queue)
+        assert pool.free_queue() == list(queue)
         assert pool.num_free == len(queue) and pool.num_used == len(held)
         assert all(pool.ref_count(b) == 1 for b in held)
 
@@ -308,4 +297,171 @@ def test_a_call_from_inside_a_call_is_refused_and_the_outer_call_completes() -> 
     (error,) = i.refused
     assert isinstance(error, ConcurrentUseError) and error.operation == "free"
     assert "r2" in coord and coord.usage(g).used == CacheBlocks(2)
+    check_pools(coord)
+
+
+# -- copies (issue 24, item 2) ---------------------------------------------------------------------
+
+
+def _streams() -> tuple[KVCacheCoordinator, Any, Any]:
+    """Two groups (a window of 4 tokens and full attention, blocks of 2), requests a and b
+    mid-stream, b with a speculative tail."""
+    coord = coordinator(
+        {
+            "swa": SlidingWindowLayer(
+                sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
+            "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        },
+        block_size=2,
+        num_blocks=60,
+        max_len=30,
+        max_in_flight=6,
+    )
+    swa, full = coord.group("swa", Tokens), coord.group("full", Tokens)
+    step = coord.stepper(swa, full)
+    for rid in ("a", "b"):
+        step.admit(rid, Tokens(30), Tokens(30))
+        step.allocate(rid, Tokens(5), Tokens(5))
+    step.allocate_speculative("b", Tokens(1), Tokens(1), lookahead=(Tokens(2), Tokens(2)))
+    return coord, swa, full
+
+
+def test_a_deep_copy_is_an_independent_coordinator() -> None:
+    """The probe's deep copy shared the original's step closure and token: stepping the copy
+    advanced the original, whose next call then failed. Now a deep copy has its own state,
+    functions and token: each steps, frees and is checked on its own."""
+    import copy
+
+    original, swa, full = _streams()
+    before = snapshot(original)
+    twin = copy.deepcopy(original)
+    assert snapshot(twin) == before
+    t_swa, t_full = twin.group("swa", Tokens), twin.group("full", Tokens)
+    t_step = twin.stepper(t_swa, t_full)
+    for _ in range(6):
+        t_step.allocate("a", Tokens(1), Tokens(1))
+    t_step.rollback("b", Tokens(2), Tokens(2))
+    t_step.admit("c", Tokens(30), Tokens(30))
+    assert snapshot(original) == before  # nothing of the copy's steps reached the original
+    step = original.stepper(swa, full)
+    step.allocate("a", Tokens(1), Tokens(1))
+    assert original.seq_len("a", full) == Tokens(6) and twin.seq_len("a", t_full) == Tokens(11)
+    assert "c" in twin and "c" not in original
+    for coord in (original, twin):
+        check_pools(coord)
+        for rid in list(coord._core.requests):
+            coord.free(rid)
+        check_pools(coord)
+        assert all(u.used == CacheBlocks(0) for u in coord.usage_by_group().values())
+    # A handle binds its own coordinator.
+    with pytest.raises(UnitTypeError, match="GroupHandle of this coordinator"):
+        twin.block_table("a", swa)
+
+
+def test_shallow_copies_and_pickles_are_refused_clearly() -> None:
+    import copy
+    import pickle
+
+    coord, swa, full = _streams()
+    before = snapshot(coord)
+    with pytest.raises(TypeError, match=r"use copy\.deepcopy for an independent coordinator"):
+        copy.copy(coord)
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(coord)
+    with pytest.raises(TypeError, match="deep-copy the coordinator"):
+        copy.deepcopy(swa)
+    with pytest.raises(TypeError, match="deep-copy the coordinator"):
+        copy.deepcopy(coord.stepper(swa, full))
+    assert copy.copy(swa) is swa  # a handle is a fixed reference
+    assert snapshot(coord) == before
+
+
+def test_a_deep_copy_from_inside_a_call_is_refused() -> None:
+    from .support import Interference
+
+    coord, swa, full = _streams()
+    step = coord.stepper(swa, full)
+    import copy
+
+    def reenter() -> object:
+        return copy.deepcopy(coord)
+
+    with Interference(coord._core.pools[1], "allocate_n", "reenter", reenter) as i:
+        step.allocate("a", Tokens(4), Tokens(4))  # two blocks a group: the general path
+    assert i.hits == 1 and isinstance(i.refused[0], ConcurrentUseError)
+    check_pools(coord)
+
+
+# -- torn reads (issue 24, item 7) -----------------------------------------------------------------
+
+
+def test_reads_beside_a_stepping_thread_see_one_moment() -> None:
+    """One thread steps a request in both groups at once (2 tokens each, then 1: the general
+    path and the fast one), another reads it: its lengths (``seq_lens``), its table, its cap.
+    Each read is refused (`ConcurrentUseError`) or returns what existed at one moment: both
+    groups' lengths equal, a table of distinct live blocks, nulls only where the window
+    evicted. The probe saw 80 of 190,000 reads return lengths that never existed together."""
+    coord = coordinator(
+        {
+            "swa": SlidingWindowLayer(
+                sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
+            "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        },
+        block_size=2,
+        num_blocks={"swa": 10, "full": 5_010},
+        max_len=10_000,
+        max_in_flight=4,
+    )
+    swa, full = coord.group("swa", Tokens), coord.group("full", Tokens)
+    step = coord.stepper(swa, full)
+    step.admit("r", Tokens(10_000), Tokens(10_000))
+    stop = threading.Event()
+    torn: list[object] = []
+    reads = [0, 0]
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set() and n < 9_000:
+            try:
+                count = 2 if n % 3 == 0 else 1
+                step.allocate("r", Tokens(count), Tokens(count))
+                n += count
+            except ConcurrentUseError:
+                pass
+            if n % 16 == 0:
+                time.sleep(0)  # let the reader in between steps too, not only inside them
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                a, b = step.seq_lens("r")
+                if a != b:
+                    torn.append(("seq_lens", a, b))
+                table = coord.block_table("r", full)
+                if 0 in table or len(set(table)) != len(table):
+                    torn.append(("block_table", table))
+                window = list(coord.block_table("r", swa))
+                nulls = window.count(0)
+                if window[:nulls] != [0] * nulls:  # an evicted entry after a live one
+                    torn.append(("window", window))
+                coord.request_cap("r", swa)
+                reads[0] += 1
+            except ConcurrentUseError:
+                reads[1] += 1
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        writer, reader = threading.Thread(target=write), threading.Thread(target=read)
+        reader.start()
+        writer.start()
+        writer.join()
+        stop.set()
+        reader.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not torn, torn[:5]
+    assert reads[0] > 50 and reads[1] > 0, reads  # it read, and collided
     check_pools(coord)

@@ -20,6 +20,7 @@ from kvunits.runtime import (
     AdmissionError,
     AdmissionPolicy,
     AllocationError,
+    ConcurrentUseError,
     Fits,
     KVCacheCoordinator,
     Never,
@@ -28,7 +29,7 @@ from kvunits.runtime import (
     plan,
 )
 
-from .support import check_pools, coordinator, snapshot
+from .support import Interference, check_pools, coordinator, snapshot
 
 LLAMA = "examples/hf/llama-3.1-8b/config.json"
 
@@ -154,6 +155,34 @@ def test_on_demand_watermark_and_first_step() -> None:
     with pytest.raises(AllocationError, match="watermark"):
         step.admit("b", Tokens(8), prompt=(Tokens(2),))
     step.admit("b", Tokens(8))  # no first step given: the watermark alone, 2 <= 2 free
+
+
+def test_a_reentrant_admission_is_refused_before_the_policy_is_asked() -> None:
+    """A call into the coordinator from inside a running call (a callback, a finaliser) is a
+    `ConcurrentUseError` whatever the policy would answer: the policy's own check (here the
+    watermark, which would refuse ``b`` with an `AllocationError`) runs with the core held,
+    so it never reads a pool the running step is changing. Found by the stateful test
+    (tests/runtime/test_stateful.py, step_entered_twice, on_demand with a watermark of 0.25:
+    the admission check ran before the core took its guard and answered AllocationError)."""
+    coord, text, step = toy("on_demand", watermark=0.4)
+    step.admit("a", Tokens(8), prompt=(Tokens(4),))
+    step.allocate("a", Tokens(2))  # 1 of 4 blocks held
+    before = snapshot(coord)
+
+    def admit_b() -> None:
+        step.admit("b", Tokens(8), prompt=(Tokens(4),))  # 2 + the watermark's 2 > 3 free
+
+    with Interference(coord._core.pools[0], "allocate_n", "reenter", admit_b) as inside:
+        step.allocate("a", Tokens(4))  # 2 blocks more: taken while b's admission re-enters
+    assert inside.hits == 1 and len(inside.refused) == 1
+    (error,) = inside.refused
+    assert isinstance(error, ConcurrentUseError), error
+    assert "changed nothing" in str(error)
+    assert "b" not in coord and coord.seq_len("a", text) == Tokens(6)
+    assert snapshot(coord) != before  # the outer step completed
+    check_pools(coord)
+    with pytest.raises(AllocationError, match="watermark"):  # outside a call: the policy answers
+        admit_b()
 
 
 def test_policy_is_checked() -> None:

@@ -259,3 +259,44 @@ def test_a_pooled_group_stepped_in_whole_pooled_blocks_hits_in_pooled_blocks() -
     assert step.admit_with_prefix("s", PooledBlocks(100), prefix=prefix) == (PooledBlocks(48),)
     assert coord.seq_len("s", h) == PooledBlocks(48)
     check_pools(coord)
+
+
+def test_a_window_caches_only_the_blocks_an_aligned_hit_reads() -> None:
+    """Issue 23's case, vLLM 0.33's rule (``SlidingWindowManager.reachable_block_mask`` in
+    vllm/v1/core/single_type_kv_cache_manager.py): a window of 8 tokens in blocks of 8 beside
+    full attention in blocks of 32. A hit ends on a multiple of 32 (the blocks' least common
+    multiple) and the window reads the ``cdiv(8 - 1, 8)`` = 1 block before it, so of a
+    64-token prompt's 8 window blocks only blocks 3 and 7 are cached (vLLM caches [3, 7];
+    kvunits cached all 8 before), and a new request with that prefix still hits 64 tokens."""
+    from .support import group_of
+
+    full = group_of("full", FULL, block_size=32, max_len=256, max_in_flight=256)
+    window = group_of(
+        "sw",
+        SlidingWindowLayer(
+            sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+        block_size=8,
+        max_len=256,
+        max_in_flight=256,
+    )
+    coord = KVCacheCoordinator([full, window], [PoolBlocks(40), PoolBlocks(40)], reserve=False)
+    f, w = coord.group("full", Tokens), coord.group("sw", Tokens)
+    step = coord.stepper(f, w)
+    content = ContentKeys(list(range(65)), Tokens)
+    prefix = (f.block_hashes(content), w.block_hashes(content))
+    assert step.admit_with_prefix("a", Tokens(65), Tokens(65), prefix=prefix) == (
+        Tokens(0),
+        Tokens(0),
+    )
+    step.allocate("a", Tokens(65), Tokens(65))
+    table = coord.block_table("a", w)
+    pool = coord._core.pools[w.index]
+    cached = [i for i, block in enumerate(table) if block and pool.is_cached(block)]
+    assert cached == [3, 7]
+    assert all(coord._core.pools[f.index].is_cached(b) for b in coord.block_table("a", f)[:2])
+    coord.free("a")
+    assert coord.usage(w).cached == CacheBlocks(2) and coord.usage(f).cached == CacheBlocks(2)
+    hits = step.admit_with_prefix("b", Tokens(65), Tokens(65), prefix=prefix)
+    assert hits == (Tokens(64), Tokens(64))
+    check_pools(coord)

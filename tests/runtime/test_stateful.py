@@ -356,12 +356,15 @@ class AllocatorMachine(RuleBasedStateMachine):
         more = data.draw(st.integers(0, 9), label="more")
         new = [self.generated(rid, p) for p in range(len(keys), len(keys) + more)]
         unit: Any = EncoderTokens if encoder else Tokens
-        for h in self.handles:
-            if (h.spec.slot_unit is PooledBlocks) == encoder and h.spec.kind not in (
-                "cross_attention",
-                "state",
-            ):
-                self.coord.extend_content(rid, h, ContentKeys(new, unit))
+        # Once per sequence: every group reading it (with content) extends it.
+        readers = [
+            h
+            for h in self.handles
+            if (h.spec.slot_unit is PooledBlocks) == encoder
+            and h.spec.kind not in ("cross_attention", "state")
+        ]
+        if readers:
+            self.coord.extend_content(rid, readers[0], ContentKeys(new, unit))
         live.content[encoder] = (keys + tuple(new), salt)
         event("content extended")
 
@@ -1034,8 +1037,33 @@ class AllocatorMachine(RuleBasedStateMachine):
                 if extra.hashes[g] is not None:
                     rpb = self.rows_per_block(g)
                     assert registered * rpb <= req.num_rows[g] - spec[g]
-                    for block in req.tables[g][:registered]:
-                        assert block == NULL_BLOCK or core.pools[g].is_cached(block)
+                    for i, block in enumerate(req.tables[g][:registered]):
+                        if block != NULL_BLOCK:
+                            assert core.pools[g].is_cached(block) == self.kept(g, i), (g, i)
+
+    def kept(self, g: int, index: int) -> bool:
+        """Whether the prefix cache keeps block ``index`` of group ``g``: every block, except
+        in a sliding window only those an aligned hit can use (vLLM 0.33's
+        ``SlidingWindowManager.reachable_block_mask``): a hit ends on a multiple of the
+        sequence's alignment (the common multiple of its cacheable groups' blocks) and reads
+        the ``cdiv(window − 1, block_size)`` blocks before it."""
+        spec = self.handles[g].spec
+        if spec.kind != "sliding_window":
+            return True
+        encoder = spec.slot_unit is PooledBlocks
+        align = math.lcm(
+            *(
+                self.rows_per_block(h)
+                for h, handle in enumerate(self.handles)
+                if handle.spec.kind in ("full_attention", "sliding_window", "chunked_local")
+                and (handle.spec.slot_unit is PooledBlocks) == encoder
+            )
+        )
+        ints = manager_ints(spec)
+        assert ints.sliding_window_slots is not None
+        per = align // self.rows_per_block(g)
+        need = -(-(ints.sliding_window_slots - 1) // ints.block_size_slots)
+        return need >= per or index % per >= per - need
 
     def teardown(self) -> None:
         if not self.handles:

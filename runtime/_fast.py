@@ -1,0 +1,316 @@
+"""The steps most calls are, written out for a coordinator's groups when it is built.
+
+A decode step of a running request adds a position or a few per group, inside the block that
+holds the previous step's last slot, and evicts nothing: every ``block_size`` slots a group
+takes a block, and a sliding window drops one as often. Such a step needs neither the pools
+nor another block: each group's ``SLACK`` (`kvunits.runtime._table`) says how many positions
+it may add so, and the step is ``SLACK −= q`` (its slot mapping, when asked for, is ``BASE ×
+block_size + first slot``).
+
+This module writes those steps out once per coordinator, for any number of groups: the source
+of each function is generated from the groups' constants (P, block size, whether slots have
+rows, ``max_in_flight`` when it is under a block) with every group unrolled, and compiled.
+So one generator serves every layout, each function reads as a hand-written step of that
+layout would, and the per-group loop, its indexing and its branches on constants cost nothing.
+Each function:
+
+* claims the token (`kvunits.runtime._guard`), looks the request up, and checks every group;
+* if every group's step fits its slack, writes the new fields on one line with the token's
+  release (stores only: nothing can interrupt them halfway) and returns;
+* otherwise hands the whole call, before changing anything, to the general path of
+  `kvunits.runtime._core.CoordinatorCore`, which decides everything the fast function does
+  not (blocks to take or evict, content to register, a caller's mistake to report).
+
+The functions: ``step`` (slot mappings returned), ``advance`` (none), ``speculative`` (the last
+positions marked as lookahead), ``rollback`` (rejected lookahead taken back when no block is
+freed and the next step's block is the same), ``advance_all`` (one engine step's batch: the
+requests within their slack in C, the others through the general path, all in one commit).
+Each comes twice: as the core's plain-int entry, which checks that its counts are ints in a
+list or tuple of one per group, and for the typed layer (``*_typed``), whose entries pass a
+tuple of ints they read from checked quantities. The tests compare them with the general path
+call by call (`tests/runtime/test_fast_step.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from itertools import repeat
+from operator import add, getitem, setitem, sub
+from types import CodeType
+from typing import Any
+
+from ._core import CoordinatorCore, FastFunctions
+from ._guard import commit, ops_of
+from ._table import ANCHOR, BASE, COLD, EVICT, HOT, LENGTH, SKIPPED, SLACK, STEP
+
+
+def make_functions(core: CoordinatorCore) -> FastFunctions:
+    """Generate and compile ``core``'s fast functions."""
+    source = _source(core)
+    namespace: dict[str, Any] = {}
+    exec(compiled(source, f"<kvunits fast steps: {len(core.names)} groups>"), namespace)
+    made = namespace["make"](
+        core.guard,
+        core.table.offsets,
+        core.table.hot,
+        core.table.st,
+        core.specs,
+        core,
+    )
+    return FastFunctions._make((*made, source))
+
+
+@lru_cache(maxsize=256)
+def compiled(source: str, filename: str) -> CodeType:
+    """The code of a generated source (layouts repeat: each is compiled once)."""
+    return compile(source, filename, "exec")
+
+
+def _cold(name: int, g: int) -> int:
+    """The position of a cold field of group ``g`` after a request's cold offset."""
+    return g * COLD + name - HOT
+
+
+def _source(core: CoordinatorCore) -> str:
+    """The source of ``make(...)``, which returns the functions of ``core``'s layout."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    comma = "," if n == 1 else ""
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    ks = ", ".join(f"k{g}" for g in range(n)) + comma
+    rs = ", ".join(f"r{g}" for g in range(n)) + comma
+    cold = f"o // {hw} * {cw}"
+    lines = [
+        "def make(guard, offsets, hot, st, specs, core):",
+        "    owner, claim, drop, get = guard.owner, guard.claim, guard.drop, offsets.get",
+        "    contend = guard.contend",
+        "    concurrent, unknown = core._concurrent, core._unknown",
+        "    general, general_rollback = core._general_step, core._general_rollback",
+        "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
+        "    general_all = core._general_all",
+        "",
+    ]
+
+    def head(name: str, args: str, operation: str) -> list[str]:
+        return [
+            f"    def {name}({args}):",
+            "        me = []",
+            "        try:",
+            "            if claim(0, me) is not me:",
+            f'                contend(me, concurrent, "{operation}")',
+            "            o = get(request_id) if type(request_id) is str else None",
+            "            if o is None:",
+            "                raise unknown(request_id)",
+        ]
+
+    tail = [
+        "        except BaseException:",
+        "            drop(me)",
+        "            raise",
+        "",
+    ]
+
+    def shape(names: Sequence[str], back: str) -> list[str]:
+        # No nested ``try`` in a function that holds the token: in CPython 3.11 the line of a
+        # nested ``try:`` is not covered by the outer handler (an interrupt there would lose
+        # the token). Anything but a list or tuple of one count per group goes to the general
+        # path, which reports.
+        out = []
+        for name in names:
+            out.append(
+                f"            if not (type({name}) is tuple or type({name}) is list)"
+                f" or len({name}) != {n}:"
+            )
+            out.append(f"                {back}")
+        return out
+
+    def group(g: int, mapping: bool, back: str, indent: str) -> list[str]:
+        """Group ``g``'s check of its count ``q{g}`` against its slack ``s{g}``, and its
+        mapping ``m{g}``."""
+        p, size = core._pool[g], core._block_size[g]
+        rows, in_flight = core._has_rows[g], core._in_flight[g]
+        h = g * HOT
+        out = [f"s{g} = hot[o + {h + SLACK}]"]
+        # An empty step with no slack evicts nothing below EVICT (its first slot: rows // P).
+        empty = f"st[{cold} + {_cold(ANCHOR, g)}] // {p} >= st[{cold} + {_cold(EVICT, g)}]"
+        out.append(f"if not 0 <= q{g} <= s{g} or not (s{g} or q{g}) and {empty}:")
+        out.append(f"    {back}")
+        needs_rows = mapping and rows
+        limit = in_flight < size or not rows
+        if needs_rows or limit:
+            out.append(f"c{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g}")
+            first = f"c{g} // {p}" if p > 1 else f"c{g}"
+            end = f"(c{g} + q{g} + {p - 1}) // {p}" if p > 1 else f"c{g} + q{g}"
+            out.append(f"t{g} = {end} - {first} if q{g} else 0")
+            if limit:
+                # A step within a block is within max_in_flight when that is a block or
+                # more; a group without rows has no blocks to bound it.
+                out.append(f"if t{g} > {in_flight}:")
+                out.append(f"    {back}")
+        if mapping:
+            if rows:
+                out.append(f"b{g} = st[{cold} + {_cold(BASE, g)}] * {size} + {first}")
+                out.append(f"m{g} = [b{g}] if t{g} == 1 else [*range(b{g}, b{g} + t{g})]")
+            else:
+                out.append(f"m{g} = []")
+        return [indent + line for line in out]
+
+    def stores() -> str:
+        parts = []
+        for g in range(n):
+            h = g * HOT
+            parts.append(f"hot[o + {h + SLACK}] = s{g} - q{g}")
+            parts.append(f"hot[o + {h + STEP}] = q{g}")
+        return "; ".join(parts)
+
+    ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+    for typed in (False, True):
+        suffix = "_typed" if typed else ""
+        for name, mapping in (("step", True), ("advance", False)):
+            back = f"return general(me, request_id, o, num_new, None, {mapping})"
+            past = f"return boundary(me, request_id, o, num_new, {mapping})"
+            lines += head(name + suffix, "request_id, num_new", "allocate")
+            lines += [
+                # A speculative tail: the step accepts it (the general path forgets it).
+                "            if specs and o in specs:",
+                f"                {back}",
+            ]
+            if not typed:
+                lines += shape(["num_new"], back)
+            lines.append(f"            {qs} = num_new")
+            if not typed:
+                lines += [f"            if {ints}:", f"                {back}"]
+            for g in range(n):
+                lines += group(g, mapping, past, "            ")
+            out = "return [" + ", ".join(f"m{g}" for g in range(n)) + "]" if mapping else "return"
+            lines.append(f"            {stores()}; del owner[0]; {out}  # the commit")
+            lines += tail
+        back = "return general(me, request_id, o, num_new, lookahead, True)"
+        past = "return boundary(me, request_id, o, num_new, True, lookahead)"
+        kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
+        lines += head("speculative" + suffix, "request_id, num_new, lookahead", "allocate")
+        if not typed:
+            lines += shape(["num_new", "lookahead"], back)
+        lines += [f"            {qs} = num_new", f"            {ks} = lookahead"]
+        if not typed:
+            lines += [f"            if {ints}:", f"                {back}"]
+        lines += [f"            if {kints}:", f"                {back}"]
+        for g in range(n):
+            lines += group(g, True, past, "            ")
+        spec = "(" + ", ".join(f"k{g}" for g in range(n)) + comma + ")"
+        maps = ", ".join(f"m{g}" for g in range(n))
+        lines.append(
+            f"            {stores()}; specs[o] = {spec}; del owner[0]; return [{maps}]"
+            "  # the commit"
+        )
+        lines += tail
+        back = "return general_rollback(me, request_id, o, rejected)"
+        past = "return boundary_rollback(me, request_id, o, rejected)"
+        lines += head("rollback" + suffix, "request_id, rejected", "rollback")
+        lines += [
+            "            spec = specs.get(o)",
+            "            if spec is None:",
+            f"                {back}",
+        ]
+        if not typed:
+            lines += shape(["rejected"], back)
+        lines += [f"            {rs} = rejected", f"            {ks} = spec"]
+        commit_parts = []
+        for g in range(n):
+            h = g * HOT
+            p, size = core._pool[g], core._block_size[g]
+            kind = core._managers[g].kind
+            lines += [
+                f"            if type(r{g}) is not int or not 0 <= r{g} <= k{g}:",
+                f"                {back}",
+                f"            s{g} = hot[o + {h + SLACK}]",
+                f"            if r{g}:",
+                # No slack: the rolled-back step ended where a block is to be taken.
+                f"                if not s{g}:",
+                f"                    {past}",
+                f"                c{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g}",
+                f"                n{g} = c{g} - r{g}",
+            ]
+            slots = f"(n{g} + {p - 1}) // {p}" if p > 1 else f"n{g}"
+            if kind == "state":
+                keep = "1"
+            elif kind == "cross_attention":
+                keep = str(core._managers[g].table_length(0))
+            else:
+                keep = f"({slots} + {size - 1}) // {size}"
+            entries = (
+                f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
+            )
+            lines += [f"                if {keep} < {entries}:", f"                    {past}"]
+            if core._has_rows[g]:
+                # The next step's first slot in another block: its bound is another.
+                lines += [
+                    f"                if n{g} // {p * size} != c{g} // {p * size}:",
+                    f"                    {past}",
+                ]
+            lines.append(f"            t{g} = hot[o + {h + STEP}] - r{g}")
+            commit_parts += [f"hot[o + {h + SLACK}] = s{g} + r{g}", f"hot[o + {h + STEP}] = t{g}"]
+        left = "(" + ", ".join(f"k{g} - r{g}" for g in range(n)) + comma + ")"
+        lines.append(
+            "            "
+            + "; ".join(commit_parts)
+            + f"; specs[o] = {left}; del owner[0]; return  # the commit"
+        )
+        lines += tail
+        back = "return general_all(me, request_ids, num_new, [], [])"
+        lines += [
+            f"    def advance_all{suffix}(request_ids, num_new):",
+            "        me = []",
+            "        try:",
+            "            if claim(0, me) is not me:",
+            '                contend(me, concurrent, "allocate")',
+        ]
+        if not typed:
+            lines += shape(["num_new"], back)
+        lines.append(f"            {qs} = num_new")
+        negative = " or ".join(f"q{g} < 0" for g in range(n))
+        lines += [
+            f"            if {(ints + ' or ') if not typed else ''}{negative}:",
+            f"                {back}",
+            "            fast, slow = [], []",
+            "            for request_id in request_ids:",
+            "                o = get(request_id) if type(request_id) is str else None",
+            "                if o is None:",
+            "                    raise unknown(request_id)",
+            "                if specs and o in specs:",
+            "                    slow.append((request_id, o))",
+            "                    continue",
+        ]
+        for g in range(n):
+            lines += group(g, False, "slow.append((request_id, o)); continue", "                ")
+        lines += [
+            "                fast.append(o)",
+            "            if slow or len(set(request_ids)) != len(request_ids):",
+            "                return general_all(me, request_ids, num_new, fast, slow)",
+            "            ops = []",
+        ]
+        for g in range(n):
+            h = g * HOT
+            lines += [
+                f"            at = list(map(add, fast, repeat({h + SLACK})))",
+                "            ops.append((commit, map(setitem, repeat(hot), at, "
+                f"map(sub, map(getitem, repeat(hot), at), repeat(q{g})))))",
+                "            ops.append((commit, map(setitem, repeat(hot), "
+                f"map(add, fast, repeat({h + STEP})), repeat(q{g}))))",
+            ]
+        lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
+        lines += tail
+    names = ("step", "advance", "speculative", "rollback", "advance_all")
+    typed_names = ", ".join(f"{x}_typed" for x in names)
+    lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
+    header = (
+        "from itertools import repeat\n"
+        "from operator import add, getitem, setitem, sub\n"
+        "from kvunits.runtime._guard import commit, ops_of\n\n"
+    )
+    return header + "\n".join(lines) + "\n"
+
+
+# The names the generated source imports (kept referenced for linters).
+_USED = (repeat, add, getitem, setitem, sub, commit, ops_of)

@@ -1,0 +1,264 @@
+"""Every admitted request's bookkeeping in flat arrays: no Python object per request.
+
+A request has, per group, two *hot* fields in one Python list (``hot``, read and written by
+every step, small ints: a list holds them without allocating) and nine *cold* fields in one
+int array (``st``: written when a step needs the pools or another block), and its block table
+in each group is one segment of that group's *slab*, an ``array('i')`` holding the live
+entries of every request's table (a sliding window's evicted entries are counted,
+``SKIPPED``, not stored). A request's *offset* ``o`` is where its hot fields start (group
+``g``'s at ``o + g × HOT``); its cold fields start at `RequestTable.cold`. So a request costs
+a few dozen bytes a group and a held block 4 bytes, and nothing is left behind when it ends:
+its fields are reused by the next request, its segments are reclaimed when the slab is
+compacted, and when the last request ends every array is emptied.
+
+A segment grows at its end into its spare capacity, or moves to the slab's end with a quarter
+more room; it shrinks at its front when a window evicts. The space it leaves is garbage,
+counted per group; `RequestTable.compact_ops` rewrites a slab without it once it is half the
+slab.
+
+The fields of a group, as the general path reads them (`RequestTable.read`: a list in this
+order; plain ints: positions in the group's kernel unit, slots in its manager unit, table
+entries in cache blocks):
+
+* ``SLACK`` (hot): positions a step may add without the pools or another block; ``ANCHOR``
+  (cold): the positions so far plus ``SLACK``. So the positions so far are ``ANCHOR − SLACK``,
+  and a step of q positions, 0 < q <= ``SLACK``, is integer arithmetic: ``SLACK −= q``. A step
+  that needs a block, or an eviction, or the general path for another reason (content to
+  register) finds ``SLACK`` 0.
+* ``STEP`` (hot): positions the latest step added.
+* ``BASE``: the block base of the block holding the next step's first slot, ``table[b] − b``:
+  a slot ``s`` a fast step touches is at cache slot ``BASE × block_size + s``.
+* ``EVICT``: the first slot a step may start at that evicts (an empty step with ``SLACK`` 0
+  needs nothing below it). ``SLACK`` and ``EVICT`` only let a step skip the managers and
+  pools: anything may set them lower (0 sends the next step to the general path).
+* ``SKIPPED``: leading table entries evicted (they read as the null block).
+* ``START``, ``LENGTH``, ``CAPACITY``: the segment of live entries in the group's slab.
+* ``MAXLEN``: the declared longest sequence, in slots; ``CAP``: the admission cap reserved,
+  in cache blocks.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Sequence
+from operator import setitem
+from typing import Final
+
+from ._guard import Ops
+
+SLACK, STEP, ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH, CAPACITY, MAXLEN, CAP = range(11)
+
+#: Hot fields per group (the first of the list above), and cold ones (the rest).
+HOT: Final = 2
+COLD: Final = 9
+
+#: Garbage (entries) a slab holds before a compaction is considered.
+_COMPACT_MIN: Final = 1024
+
+
+def grown(length: int) -> int:
+    """The capacity a segment of ``length`` entries moves to: a quarter more, at least 4."""
+    return length + max(4, length >> 2)
+
+
+class RequestTable:
+    """The admitted requests' fields and block tables.
+
+    Args:
+        num_groups: the coordinator's groups.
+        wide: cold fields need 64 bits (a group's positions may pass 2**31 − 1).
+
+    Attributes:
+        hot: every request's hot fields.
+        st: every request's cold fields.
+        offsets: request id -> its offset in ``hot``.
+        spare: offsets of ended requests, reused first.
+        slabs: per group, the live table entries of every request.
+        garbage: per group, entries of the slab no request owns.
+        never: the largest value a cold field holds ("never" for ``EVICT``).
+    """
+
+    __slots__ = (
+        "cold_width",
+        "garbage",
+        "hot",
+        "hot_width",
+        "never",
+        "num_groups",
+        "offsets",
+        "slabs",
+        "spare",
+        "st",
+    )
+
+    def __init__(self, num_groups: int, *, wide: bool) -> None:
+        self.num_groups = num_groups
+        self.hot_width = HOT * num_groups
+        self.cold_width = COLD * num_groups
+        code = "q" if wide else "i"
+        self.never = 2**63 - 1 if wide else 2**31 - 1
+        self.hot: list[int] = []
+        self.st = array(code)
+        self.offsets: dict[str, int] = {}
+        self.spare: list[int] = []
+        self.slabs = [array("i") for _ in range(num_groups)]
+        self.garbage = [0] * num_groups
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.offsets)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def cold(self, o: int) -> int:
+        """Where the cold fields of the request at offset ``o`` start in ``st``."""
+        return o // self.hot_width * self.cold_width
+
+    def read(self, o: int, g: int) -> list[int]:
+        """A request's fields in group ``g``, in the order of the module docstring (a copy)."""
+        h, c = o + g * HOT, self.cold(o) + g * COLD
+        return self.hot[h : h + HOT] + self.st[c : c + COLD].tolist()
+
+    def rows(self, o: int, g: int) -> int:
+        """A request's positions so far in group ``g``."""
+        return self.st[self.cold(o) + g * COLD + ANCHOR - HOT] - self.hot[o + g * HOT + SLACK]
+
+    def field(self, o: int, g: int, name: int) -> int:
+        """One field of a request in group ``g`` (a name of the module docstring)."""
+        if name < HOT:
+            return self.hot[o + g * HOT + name]
+        return self.st[self.cold(o) + g * COLD + name - HOT]
+
+    def live(self, o: int, g: int) -> array[int]:
+        """The live entries of a request's table in group ``g`` (a copy)."""
+        c = self.cold(o) + g * COLD - HOT
+        start = self.st[c + START]
+        return self.slabs[g][start : start + self.st[c + LENGTH]]
+
+    def table(self, o: int, g: int) -> list[int]:
+        """A request's whole table in group ``g``: the null block where evicted (a copy)."""
+        return [0] * self.field(o, g, SKIPPED) + self.live(o, g).tolist()
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def write_ops(self, ops: Ops, o: int, g: int, fields: list[int]) -> None:
+        """Add to ``ops`` what writes a request's fields in group ``g`` (as `read` gives)."""
+        h, c = o + g * HOT, self.cold(o) + g * COLD
+        ops.append((setitem, self.hot, slice(h, h + HOT), fields[:HOT]))
+        ops.append((setitem, self.st, slice(c, c + COLD), array(self.st.typecode, fields[HOT:])))
+
+    def claim_ops(self, ops: Ops) -> int:
+        """Add to ``ops`` what gives a new request its fields; return its offset."""
+        if self.spare:
+            ops.append((self.spare.pop,))
+            return self.spare[-1]
+        # Grow by doubling (at least one request): the new offsets but the first wait in
+        # ``spare``.
+        hot, st = self.hot, self.st
+        width = self.hot_width
+        runs = max(1, len(hot) // width)
+        ops.append((hot.extend, [0] * (width * runs)))
+        ops.append((st.extend, array(st.typecode, bytes(st.itemsize * self.cold_width * runs))))
+        first = len(hot)
+        if runs > 1:
+            ops.append((self.spare.extend, range(first + (runs - 1) * width, first, -width)))
+        return first
+
+    def segment_ops(
+        self,
+        plan: SlabPlan,
+        g: int,
+        dropped: int,
+        added: Sequence[int],
+        fields: list[int],
+    ) -> None:
+        """Plan a request's table in group ``g``: its first ``dropped`` live entries evicted,
+        ``added`` appended; the segment's new ``START``, ``LENGTH``, ``CAPACITY`` are written
+        into ``fields`` (the group's planned fields, as `read` gives them)."""
+        start, length, capacity = fields[START], fields[LENGTH], fields[CAPACITY]
+        if dropped:
+            start += dropped
+            length -= dropped
+            capacity -= dropped
+            plan.garbage[g] = plan.garbage.get(g, self.garbage[g]) + dropped
+        if added:
+            slab = self.slabs[g]
+            end = length + len(added)
+            if end <= capacity:
+                plan.ops.append(
+                    (setitem, slab, slice(start + length, start + end), array("i", added))
+                )
+            else:
+                new = grown(end)
+                moved = slab[start : start + length]
+                moved.extend(added)
+                moved.extend(array("i", bytes(4 * (new - end))))
+                at = plan.slab_end.get(g, len(slab))
+                plan.slab_end[g] = at + new
+                plan.ops.append((slab.extend, moved))
+                plan.garbage[g] = plan.garbage.get(g, self.garbage[g]) + capacity
+                start, capacity = at, new
+            length = end
+        fields[START], fields[LENGTH], fields[CAPACITY] = start, length, capacity
+
+    def release_ops(self, plan: SlabPlan, o: int, rid: str) -> None:
+        """Plan the end of a request: its offset spare, its segments garbage; every array
+        emptied when it is the last request."""
+        ops = plan.ops
+        ops.append((self.offsets.pop, rid))
+        if len(self.offsets) == 1:
+            ops.append((self.hot.__delitem__, slice(None)))
+            ops.append((self.st.__delitem__, slice(None)))
+            ops.append((self.spare.__delitem__, slice(None)))
+            for g, slab in enumerate(self.slabs):
+                ops.append((slab.__delitem__, slice(None)))
+                plan.garbage[g] = 0
+            return
+        ops.append((self.spare.append, o))
+        for g in range(self.num_groups):
+            capacity = self.field(o, g, CAPACITY)
+            if capacity:
+                plan.garbage[g] = plan.garbage.get(g, self.garbage[g]) + capacity
+
+    def compact_ops(self, ops: Ops) -> None:
+        """Add to ``ops`` what rewrites every slab whose garbage is half of it without the
+        garbage (each segment keeps a quarter of spare room): no observable change."""
+        st = self.st
+        for g, slab in enumerate(self.slabs):
+            if self.garbage[g] < max(_COMPACT_MIN, len(slab) >> 1):
+                continue
+            kept = array("i")
+            moves = []
+            for o in self.offsets.values():
+                c = self.cold(o) + g * COLD - HOT
+                start, length = st[c + START], st[c + LENGTH]
+                at = len(kept)
+                room = max(4, length >> 2) if length else 0
+                if length:
+                    kept.extend(slab[start : start + length])
+                    kept.extend(array("i", bytes(4 * room)))
+                moves.append((c, at, length + room))
+            ops.append((setitem, slab, slice(None), kept))
+            for c, start, capacity in moves:
+                ops.append((setitem, st, c + START, start))
+                ops.append((setitem, st, c + CAPACITY, capacity))
+            ops.append((setitem, self.garbage, g, 0))
+
+
+class SlabPlan:
+    """What one call plans in the table besides fields: its operations, the slabs' planned
+    ends (segments it moved) and garbage."""
+
+    __slots__ = ("garbage", "ops", "slab_end")
+
+    def __init__(self, ops: Ops) -> None:
+        self.ops = ops
+        self.slab_end: dict[int, int] = {}
+        self.garbage: dict[int, int] = {}
+
+    def emit(self, table: RequestTable) -> None:
+        """Add the planned garbage counts to the operations."""
+        for g, count in self.garbage.items():
+            self.ops.append((setitem, table.garbage, g, count))
