@@ -179,6 +179,16 @@ _DECODER_OF: Final[Mapping[str, tuple[str, ...]]] = {
     # which transformers fills from the published file's flat top level).
     "ernie4_5": ("paddleocr_vl_text",),
 }
+#: Cache fields a generic family knowingly ignores, with vLLM's reason.
+_IGNORES_OF: Final[Mapping[str, Mapping[str, str]]] = {
+    "transformers": {
+        # SmolLM3's published config (SmolLM3Config): every 4th layer skips RoPE.
+        "no_rope_layers": "which layers skip RoPE changes no cache: vLLM's Transformers "
+        "backend builds one Attention per layer over the whole context",
+        "no_rope_layer_interval": "which layers skip RoPE changes no cache: vLLM's "
+        "Transformers backend builds one Attention per layer over the whole context",
+    },
+}
 #: Config classes' defaults (transformers' GemmaConfig, Glm4vTextConfig, Glm4vMoeTextConfig,
 #: GlmOcrTextConfig), which vLLM sees when the file leaves a field out.
 _DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
@@ -379,7 +389,7 @@ _GENERIC: Final[
             "sliding_window is set and layer_types is absent); head size head_dim (else "
             "hidden_size / heads)",
             frozenset(),
-            {},
+            _IGNORES_OF.get(name, {}),
             {},
         )
         for name, model_types, archs, source in (

@@ -297,3 +297,15 @@ def test_exaone4_refuses_what_exaone4config_cannot_derive(
     with pytest.raises(ConfigError) as err:
         read_hf_config(data, where="config.json")
     assert f"text_config.{field}" in str(err.value)
+
+
+def test_smollm3_nope_layers_change_no_cache() -> None:
+    # SmolLM3-3B's published config carries no_rope_layers / no_rope_layer_interval (every
+    # 4th layer skips RoPE); vLLM serves it through the Transformers backend, one Attention per
+    # layer over the whole context: 36 full layers of 4 KV heads of 128. kvunits refused the
+    # fields before (they shape Llama 4's chunked layers).
+    hf = read_hf_config(_published("HuggingFaceTB--SmolLM3-3B"), where="config.json")
+    assert _letters(_published("HuggingFaceTB--SmolLM3-3B")) == "F" * 36
+    first = next(iter(hf.model.layers.values()))
+    assert isinstance(first, FullAttentionLayer)
+    assert first.kv_heads == KVHeads(4) and first.head_size == Elements(128)
