@@ -52,6 +52,7 @@ from ._hf_fields import MAX_SEQ, Reader, Section
 from ._hf_layers import DTypes, max_model_len, resolve_dtypes
 from ._hf_registry import MULTIMODAL, REFUSED_MODEL_TYPES, architecture_refusal
 from ._hf_speech import read_audio_encoder, read_pooled_encoder
+from ._hf_strict import kv_heads_not_null
 
 _T = TypeVar("_T")
 
@@ -137,7 +138,7 @@ def read_hf_parts(
         return HfParts(None, engine, sources), reader.issues
     family, sec = located
     layers: dict[str, LayerSpec] = {}
-    if dtypes is not None and check_cache_fields(sec, family):
+    if dtypes is not None and check_cache_fields(sec, family) and kv_heads_not_null(sec):
         read = _guarded(reader, sec, lambda: family.read(sec, dtypes))
         if read is not None:
             layers.update(read)

@@ -187,7 +187,9 @@ def gated_delta_net(
 
 
 def heads(sec: Section) -> tuple[int, int] | None:
-    """``num_attention_heads`` and ``num_key_value_heads`` (null: the attention heads)."""
+    """``num_attention_heads`` and ``num_key_value_heads`` (null: the attention heads, where
+    the family's transformers config class fills it; ``_hf_strict.kv_heads_not_null`` refuses
+    it first where the class declares an int)."""
     n_heads = sec.number("num_attention_heads")
     given_kv = sec.value("num_key_value_heads") is not None
     kv = sec.number("num_key_value_heads") if given_kv else None
