@@ -1,5 +1,5 @@
 """``num_key_value_heads: null``: the attention heads where the config class fills it,
-refused where the class declares an int.
+refused where the class declares an int or keeps the null.
 
 transformers 5.20's config classes are strict dataclasses. ``LlamaConfig`` declares
 ``num_key_value_heads: int | None = None`` and its ``__post_init__`` sets a null to
@@ -68,6 +68,21 @@ def test_a_null_the_class_refuses_is_refused(
     message = str(caught.value)
     assert f"{path}: null" in message
     assert f"transformers' {model_type} config class refuses" in message
+
+
+def test_a_null_the_class_keeps_is_refused() -> None:
+    # Qwen1.5-MoE-A2.7B (mlc-llm's qwen2moe preset): Qwen2MoeConfig declares
+    # ``num_key_value_heads: int | None = 16`` and keeps a null (no fill in __post_init__);
+    # vLLM's ModelConfig then fails validating ``total_num_kv_heads`` (an int field,
+    # vllm/config/model.py), as the sweep's qwen2_moe@kv-null directory showed.
+    data = _published("tuning", "qwen2moe")
+    read_hf_config(data, where="config.json")
+    data["num_key_value_heads"] = None
+    with pytest.raises(ConfigError) as caught:
+        read_hf_config(data, where="config.json")
+    message = str(caught.value)
+    assert "num_key_value_heads: null" in message
+    assert "qwen2_moe config class keeps as null" in message
 
 
 def test_an_absent_field_is_still_the_class_default() -> None:
