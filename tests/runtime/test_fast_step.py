@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import sys
 from typing import Any
 
 import pytest
@@ -259,39 +260,42 @@ def test_one_slot_and_empty_steps_match_the_general_path(
 
 
 def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
-    # The fast function must not just agree: it must be the one that runs. Every call that
-    # leaves it (for the boundary path or the general one) is counted: a stream of one-slot
-    # steps in blocks of 4 leaves it at the first step and then once a block (a block
-    # boundary), never in between; and the boundary path plans those alone.
-    left: list[str] = []
-    boundary, general_step = CoordinatorCore._boundary_step, CoordinatorCore._general_step
+    # The fast function must not just agree: it must be the one that runs. Every Python
+    # function each step runs is recorded: a stream of one-slot steps in blocks of 4 runs the
+    # fast function alone within a block; at a block boundary the generated crossing
+    # (``cross``) too, and the core's boundary path only where the table's segment has no
+    # room left (blocks 0 and 5: capacity 0, then 5); never the general path.
+    coord = coordinator(
+        {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4,
+        num_blocks=64,
+        max_len=200,
+        max_in_flight=4,
+    )
+    core = coord._core
+    core.admit("r")
+    advance = core.fast.advance
+    ran: list[list[str]] = []
 
-    def counted_boundary(self: CoordinatorCore, *args: Any) -> Any:
-        left.append("boundary")
-        return boundary(self, *args)
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran[-1].append(frame.f_code.co_name)
 
-    def counted_general(self: CoordinatorCore, *args: Any) -> Any:
-        left.append("general")
-        return general_step(self, *args)
-
-    CoordinatorCore._boundary_step = counted_boundary  # type: ignore[method-assign,assignment]
-    CoordinatorCore._general_step = counted_general  # type: ignore[method-assign,assignment]
-    try:
-        coord = coordinator(
-            {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-            block_size=4,
-            num_blocks=64,
-            max_len=200,
-            max_in_flight=4,
-        )
-        core = coord._core
-        core.admit("r")
-        for _ in range(40):
-            core.advance_step("r", [1])
-    finally:
-        CoordinatorCore._boundary_step = boundary  # type: ignore[method-assign]
-        CoordinatorCore._general_step = general_step  # type: ignore[method-assign]
-    assert left == ["boundary"] * 10  # slots 0, 4, 8, ..., 36: a new block each
+    for _ in range(40):
+        ran.append([])
+        sys.setprofile(record)
+        try:
+            advance("r", [1])
+        finally:
+            sys.setprofile(None)
+    for slot, names in enumerate(ran):
+        if slot % 4:
+            assert names == ["advance"], slot
+        elif slot in (0, 20):
+            assert names[:3] == ["advance", "cross", "_boundary_step"], slot
+            assert "_general_step" not in names, slot
+        else:
+            assert names == ["advance", "cross"], slot
 
 
 def _voxtral_toy() -> KVCacheCoordinator:
