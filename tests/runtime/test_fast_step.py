@@ -176,11 +176,17 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             st.sampled_from(
                 ("step",) * 3
                 + ("advance", "speculative", "speculative", "rollback", "rollback")
-                + ("advance_all", "admit", "admit_prefix", "free")
+                + ("advance_all", "admit", "admit_prefix", "free", "extend", "extend")
             ),
             label="op",
         )
-        if op == "admit":
+        if op == "extend":
+            # Content after the prompt (a sampled token, its audio): hashed as blocks fill,
+            # registered by the steps that commit them (the boundary path's registration).
+            g = data.draw(st.integers(0, count - 1), label="group")
+            keys = data.draw(st.lists(st.integers(0, 2), max_size=2 * pools[g] + 1), label="keys")
+            got = [_outcome(c._core.extend_content, rid, g, keys) for c in (one, two)]
+        elif op == "admit":
             got = [_outcome(c._core.admit, rid) for c in (one, two)]
         elif op == "admit_prefix":
             # Prompts that share their starts: hits, shared blocks and cached free blocks in
