@@ -115,9 +115,9 @@ def toy(
 
 def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     """Everything a failed call must leave as it was: pools (free queue order, reference
-    counts, cached blocks and their keys, which of them are free), the prefix caches' maps and statistics, every
-    request's tables, lengths, evictions, latest step, hashes, registered blocks and
-    speculative tail, the reservations and shares."""
+    counts, cached blocks and their keys, which of them are free), the prefix caches' maps
+    and statistics, every request's tables, lengths, evictions, latest step, hashes,
+    registered blocks and speculative tail, the reservations and shares."""
     core = coord._core
     pools = tuple(
         (

@@ -37,11 +37,13 @@ from kvunits.contracts import (
     Tokens,
     Window,
 )
+from kvunits.contracts.errors import ConcurrentUseError
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore
 
 from .support import (
+    Injected,
     check_pools,
     coordinator,
     group_of,
@@ -354,3 +356,92 @@ def test_a_decode_step_interrupted_anywhere_changes_nothing() -> None:
     # ids 14 and 15 (fresh ids, in order), every entry before them the null block.
     assert twin.block_table("r", twin.group("audio", EncoderTokens))[12:] == [0, 14, 15]
     assert twin.usage(twin.group("audio", EncoderTokens)).used == CacheBlocks(2)
+
+
+class _Meddling(dict[int, Any]):
+    """A pool's map of cached blocks that runs ``hook`` whenever a step asks it about a
+    block: a failure, or a call into the same coordinator, in the middle of the planning of a
+    boundary step (which asks whether the block it takes from the queue is cached)."""
+
+    def __init__(self, original: dict[int, Any], hook: Any) -> None:
+        super().__init__(original)
+        self.hook = hook
+
+    def __contains__(self, block: object) -> bool:
+        self.hook()
+        return super().__contains__(block)
+
+    def get(self, block: int, default: Any = None) -> Any:
+        self.hook()
+        return super().get(block, default)
+
+
+@pytest.mark.parametrize("mode", ["fail", "reenter"])
+@pytest.mark.parametrize("call", ["advance", "speculative"])
+def test_a_boundary_step_that_fails_or_is_reentered_while_it_plans_changes_nothing(
+    mode: str, call: str
+) -> None:
+    # Blocks of 4 slots from a pool of 8: an ended request's 4 blocks wait in the queue and
+    # the 4 never handed out go to "r"; r's next step past a block boundary takes a queued
+    # block, asking the pool whether it is cached. A failure there leaves everything as it was
+    # (the token released), and the step then does what it does on a twin; a call into the
+    # coordinator there is refused and the step goes on.
+    def build() -> KVCacheCoordinator:
+        coord = coordinator(
+            {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+            block_size=4,
+            num_blocks=9,
+            max_len=32,
+            max_in_flight=4,
+            reserve=False,
+        )
+        core = coord._core
+        core.admit("old")
+        core.admit("r")
+        for _ in range(4):
+            core.advance_step("old", [4])
+        core.free("old")
+        for _ in range(4):
+            core.advance_step("r", [4])
+        core.admit("other")
+        return coord
+
+    one, two = build(), build()
+    pool = one._core.pools[0]
+    assert pool.free_queue()[:1] == [1]  # no block left never handed out: one "old" gave back
+
+    def step(coord: KVCacheCoordinator) -> Any:
+        core = coord._core
+        if call == "speculative":
+            return core.allocate_speculative("r", [3], [2])
+        return core.advance_step("r", [3])
+
+    refused: list[BaseException] = []
+
+    def hook() -> None:
+        if mode == "fail":
+            raise Injected("planning interrupted")
+        try:
+            one._core.free("other")
+        except BaseException as exc:  # kept, checked below
+            refused.append(exc)
+
+    original = pool._cached
+    pool._cached = _Meddling(original, hook)
+    try:
+        before = _state(one)
+        if mode == "fail":
+            with pytest.raises(Injected):
+                step(one)
+            assert _state(one) == before
+            assert not one._core.guard.owner  # the token was released
+            pool._cached = original
+            got = step(one)
+        else:
+            got = step(one)
+            assert refused and all(isinstance(e, ConcurrentUseError) for e in refused)
+    finally:
+        pool._cached = original
+    assert got == step(two)
+    assert _state(one) == _state(two)
+    check_pools(one)
