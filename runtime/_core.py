@@ -1287,9 +1287,16 @@ class CoordinatorCore:
                 )
             added = array("q", keys)
             axis = self._axis[g]
+            streams = extra.streams
+            if len(streams) <= 2:
+                # The common call: one stream of this sequence, its block not filled (a
+                # generated token): one C call, with the release on its line (_guard).
+                mine = [stream for stream in streams if stream.axis == axis]
+                if len(mine) == 1 and len(mine[0].tail) + len(added) < mine[0].rows_per_block:
+                    mine[0].tail.extend(added); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
             ops: Ops = []
             hashed: dict[int, list[bytes]] = {}
-            for s, stream in enumerate(extra.streams):
+            for s, stream in enumerate(streams):
                 if stream.axis != axis:
                     continue
                 rpb, tail = stream.rows_per_block, stream.tail
