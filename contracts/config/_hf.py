@@ -184,8 +184,13 @@ def _model_type(reader: Reader, data: Mapping[str, Any]) -> str | None:
         )
         return None
     for index, arch in enumerate(architectures or []):
-        if not isinstance(arch, str):
-            continue
+        if not isinstance(arch, str):  # class names only, whatever model_type says
+            reader.issue(
+                f"architectures[{index}]",
+                f"expected a class name (a string, e.g. LlamaForCausalLM), got {_shown(arch)}",
+            )
+            return None
+    for index, arch in enumerate(architectures or []):
         found = BY_ARCHITECTURE.get(arch)
         if found is not None:
             same = BY_MODEL_TYPE.get(found)
@@ -233,11 +238,34 @@ GENERIC_WRAPPER: Final = "(multimodal)"
 _TEXT_KEYS: Final = ("text_config", "llm_config", "language_config")
 
 
+#: The decoder's model type when an omni config's thinker ``text_config`` does not say it
+#: (transformers' sub-config class of the thinker).
+_THINKER_TEXT_TYPES: Final[Mapping[str, str]] = {
+    "qwen2_5_omni": "qwen2_5_omni_text",
+    "qwen3_omni_moe": "qwen3_omni_moe_text",
+}
+
+
 def _text_section(data: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    """Where the decoder's config is, as transformers' ``get_text_config`` (which vLLM's
+    ``get_hf_text_config`` calls) finds it: ``text_config`` (or ``llm_config``,
+    ``language_config``), or an omni config's ``thinker_config.text_config`` (vLLM 0.33
+    serves the thinker alone: its registry maps Qwen2.5-Omni and Qwen3-Omni to their
+    ``...ThinkerForConditionalGeneration``; the talker and the vocoder are not loaded)."""
     for key in _TEXT_KEYS:
         value = data.get(key)
         if isinstance(value, Mapping):
             return key, value
+    thinker = data.get("thinker_config")
+    if isinstance(thinker, Mapping):
+        found = _text_section(thinker)
+        if found is not None:
+            key, value = found
+            top_type = data.get("model_type")
+            default = _THINKER_TEXT_TYPES.get(top_type) if isinstance(top_type, str) else None
+            if "model_type" not in value and default is not None:
+                value = {**value, "model_type": default}
+            return f"thinker_config.{key}", value
     return None
 
 

@@ -261,6 +261,40 @@ def read_gemma4(sec: Section, dtypes: DTypes) -> Layers | None:
     return layers
 
 
+def read_gemma3n(sec: Section, dtypes: DTypes) -> Layers | None:
+    """gemma3n_text (vllm/model_executor/models/gemma3n.py ``Gemma3nAttention``, with
+    transformers' ``Gemma3nTextConfig.__post_init__``): ``layer_types``, else every 5th layer
+    full; ``head_dim`` (default 256); a sliding layer's window is ``sliding_window``. From
+    ``first = num_hidden_layers - num_kv_shared_layers`` on, a layer reads the cache of
+    layer ``first - 2`` when it slides and ``first - 1`` when it is full (vLLM's
+    ``kv_sharing_target_layer_name``: no cache spec of its own); where that index is
+    negative the layer keeps its own cache. The per-layer inputs (AltUp, Laurel, the
+    per-layer embeddings) keep no cache."""
+    n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
+    window = sec.window()
+    shared = sec.number("num_kv_shared_layers", minimum=0, maximum=MAX_LAYERS)
+    if n_layers is None or a is None or shared is None or not _causal(sec):
+        return None
+    if sec.value("layer_types") is not None:
+        kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
+        if kinds is None:
+            return None
+    else:
+        kinds = _every(n_layers, 5)
+    if not _need_window(sec, kinds, window):
+        return None
+    by_kind = {"full": full(a)}
+    if window is not None:
+        by_kind["sliding"] = sliding(a, window)
+    layers = _stack(kinds, by_kind)
+    first = n_layers - shared
+    for i in range(max(first, 0), n_layers):
+        target = first - (2 if kinds[i] == "sliding" else 1)
+        if target >= 0:
+            layers[f"text.{i}"] = kv_shared(f"text.{target}")
+    return layers
+
+
 def read_cohere2(sec: Section, dtypes: DTypes) -> Layers | None:
     """cohere2 (vllm/model_executor/models/commandr.py): the head size is
     ``hidden_size // num_attention_heads`` (transformers forces it); every

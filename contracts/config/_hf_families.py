@@ -22,6 +22,7 @@ from ._hf_decoders import (
     read_deepseek_sparse,
     read_exaone_moe,
     read_gemma,
+    read_gemma3n,
     read_gemma4,
     read_gpt_oss,
     read_hy_v4,
@@ -40,6 +41,7 @@ from ._hf_generic import (
     patterned_reader,
     read_chatglm,
     read_dbrx,
+    read_exaone4,
     read_falcon,
     read_gpt_bigcode,
     read_iquest_loopcoder,
@@ -167,6 +169,69 @@ _GPT: Final = {
     "max_position_embeddings": "n_positions",
 }
 
+#: Multimodal decoders' text model types read as a text family: glm4_1v.py
+#: ``Glm4vForConditionalGeneration`` builds its language model on ``text_config`` as
+#: ``Glm4ForCausalLM`` for glm4v and glm_ocr, as ``Glm4MoeForCausalLM`` for glm4v_moe.
+_DECODER_OF: Final[Mapping[str, tuple[str, ...]]] = {
+    "glm4": ("glm4v_text", "glm_ocr_text"),
+    "glm4_moe": ("glm4v_moe_text",),
+    # paddleocr_vl.py builds Ernie4_5ForCausalLM on the text config (PaddleOCRTextConfig,
+    # which transformers fills from the published file's flat top level).
+    "ernie4_5": ("paddleocr_vl_text",),
+}
+#: Cache fields a generic family knowingly ignores, with vLLM's reason.
+_IGNORES_OF: Final[Mapping[str, Mapping[str, str]]] = {
+    "transformers": {
+        # SmolLM3's published config (SmolLM3Config): every 4th layer skips RoPE.
+        "no_rope_layers": "which layers skip RoPE changes no cache: vLLM's Transformers "
+        "backend builds one Attention per layer over the whole context",
+        "no_rope_layer_interval": "which layers skip RoPE changes no cache: vLLM's "
+        "Transformers backend builds one Attention per layer over the whole context",
+    },
+}
+#: Config classes' defaults (transformers' GemmaConfig, Glm4vTextConfig, Glm4vMoeTextConfig,
+#: GlmOcrTextConfig), which vLLM sees when the file leaves a field out.
+_DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    # GemmaConfig: PaliGemma's text_config leaves head_dim and the length to the class.
+    "gemma": {
+        "hidden_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+    },
+    "glm4v_text": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 32768,
+    },
+    "glm4v_moe_text": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 46,
+        "num_attention_heads": 96,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 65536,
+    },
+    "paddleocr_vl_text": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 18,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+    },
+    "glm_ocr_text": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+    },
+}
+
 #: Families of one attention decoder (`attention_reader`): name, model types, the vLLM
 #: architectures, head rule, window rule, vLLM file, what they are read as, the extra
 #: cache fields read, those ignored (with vLLM's reason), field aliases per model type.
@@ -238,7 +303,7 @@ _GENERIC: Final[
     *(
         (
             name,
-            (name,),
+            (name, *_DECODER_OF.get(name, ())),
             archs,
             "head_dim",
             "none",
@@ -315,7 +380,7 @@ _GENERIC: Final[
     *(
         (
             name,
-            model_types,
+            (*model_types, *_DECODER_OF.get(name, ())),
             archs,
             "head_dim",
             "per_layer",
@@ -324,11 +389,10 @@ _GENERIC: Final[
             "sliding_window is set and layer_types is absent); head size head_dim (else "
             "hidden_size / heads)",
             frozenset(),
-            {},
+            _IGNORES_OF.get(name, {}),
             {},
         )
         for name, model_types, archs, source in (
-            ("exaone4", ("exaone4",), ("Exaone4ForCausalLM",), "exaone4.py Exaone4Attention"),
             (
                 "granite",
                 ("granite",),
@@ -401,6 +465,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
             "internlm3",
             "telechat",
             "teleflm",
+            "aria_text",
         ),
         (
             "LlamaForCausalLM",
@@ -421,6 +486,8 @@ FAMILIES: Final[tuple[Family, ...]] = (
         aliases={"telechat": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head"}},
         defaults={
             "llama": {**_LLAMA, "max_position_embeddings": 2048},
+            # AriaTextConfig: aria.py's AriaTextModel is a LlamaModel on text_config.
+            "aria_text": {**_LLAMA, "max_position_embeddings": 2048},
             "mistral": {
                 **_LLAMA,
                 "num_key_value_heads": 8,
@@ -455,10 +522,11 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "phi3",
-        ("phi3",),
-        ("Phi3ForCausalLM",),
+        ("phi3", "phi4mm"),
+        ("Phi3ForCausalLM", "Phi4MMForCausalLM"),
         "as llama (sliding_window slides every layer); with a longrope RoPE the default "
-        "max_model_len is original_max_position_embeddings",
+        "max_model_len is original_max_position_embeddings; Phi-4-multimodal (phi4mm.py) "
+        "builds a LlamaModel on its flat config, the vision and audio towers keep no cache",
         read_llama,
         _LLAMA_READS,
         defaults={
@@ -468,12 +536,28 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "num_attention_heads": 32,
                 "max_position_embeddings": 4096,
                 "original_max_position_embeddings": 4096,
-            }
+            },
+            # Phi4MMConfig (the checkpoint's configuration_phi4mm.py): Phi3Config's defaults.
+            "phi4mm": {
+                "hidden_size": 3072,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "max_position_embeddings": 4096,
+                "original_max_position_embeddings": 4096,
+            },
         },
     ),
     Family(
         "qwen2",
-        ("qwen2", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text", "mimo"),
+        (
+            "qwen2",
+            "qwen2_5_vl",
+            "qwen2_5_vl_text",
+            "qwen2_vl",
+            "qwen2_vl_text",
+            "mimo",
+            "qwen2_5_omni_text",
+        ),
         ("Qwen2ForCausalLM", "MiMoForCausalLM"),
         "full attention, or sliding on every layer (use_sliding_window with max_window_layers "
         "0); a mix of the two is refused, as vLLM refuses it; head size hidden_size / heads",
@@ -487,6 +571,17 @@ FAMILIES: Final[tuple[Family, ...]] = (
             "qwen2_vl_text": _QWEN_VL,
             "qwen2_5_vl": _QWEN_VL,
             "qwen2_5_vl_text": _QWEN_VL,
+            # Qwen2_5OmniTextConfig: the thinker's decoder (qwen2_5_omni_thinker.py builds a
+            # Qwen2ForCausalLM on it).
+            "qwen2_5_omni_text": {
+                **_QWEN,
+                "hidden_size": 3584,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "sliding_window": 32768,
+                "max_window_layers": 28,
+            },
         },
     ),
     Family(
@@ -509,7 +604,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "qwen3_moe",
-        ("qwen3_moe", "qwen3_vl_moe_text"),
+        ("qwen3_moe", "qwen3_vl_moe_text", "qwen3_omni_moe_text"),
         ("Qwen3MoeForCausalLM",),
         "full attention, or sliding on every layer with use_sliding_window; head_dim or "
         "hidden_size / heads",
@@ -521,6 +616,16 @@ FAMILIES: Final[tuple[Family, ...]] = (
         },
         defaults={
             "qwen3_vl_moe_text": _QWEN,
+            # Qwen3OmniMoeTextConfig: the thinker's decoder (qwen3_omni_moe_thinker.py builds a
+            # Qwen3MoeLLMForCausalLM on it); the class has no window field.
+            "qwen3_omni_moe_text": {
+                **_QWEN,
+                "hidden_size": 2048,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "sliding_window": None,
+            },
             "qwen3_moe": {
                 **_QWEN,
                 "hidden_size": 2048,
@@ -600,6 +705,51 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "global_head_dim": 512,
                 "attention_k_eq_v": False,
                 "num_kv_shared_layers": 0,
+            }
+        },
+    ),
+    Family(
+        "exaone4",
+        ("exaone4",),
+        ("Exaone4ForCausalLM",),
+        "layer_types' sliding_attention layers slide over sliding_window; an absent "
+        "layer_types is Exaone4Config's pattern (layer i slides where (i + 1) % "
+        "sliding_window_pattern != 0, default 4); head size head_dim (else hidden_size / "
+        "heads); vllm/model_executor/models/exaone4.py Exaone4Attention",
+        read_exaone4,
+        _LLAMA_READS | {"sliding_window_pattern"},
+        defaults={
+            # Exaone4Config's defaults (transformers).
+            "exaone4": {
+                **_LLAMA,
+                "num_key_value_heads": 32,
+                "max_position_embeddings": 2048,
+                "sliding_window": 4096,
+                "sliding_window_pattern": 4,
+            }
+        },
+    ),
+    Family(
+        "gemma3n",
+        ("gemma3n_text",),
+        ("Gemma3nForCausalLM",),
+        "layer_types, else every 5th layer full; head_dim; from layer n - num_kv_shared_layers "
+        "on, a layer reads the cache of layer n - num_kv_shared_layers - 2 (sliding) or - 1 "
+        "(full) and keeps none of its own; the per-layer inputs keep no cache; "
+        "vllm/model_executor/models/gemma3n.py Gemma3nAttention",
+        read_gemma3n,
+        _LLAMA_READS | {"num_kv_shared_layers", "use_bidirectional_attention"},
+        defaults={
+            # Gemma3nTextConfig's defaults (transformers).
+            "gemma3n_text": {
+                "hidden_size": 2048,
+                "num_hidden_layers": 35,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 2,
+                "head_dim": 256,
+                "max_position_embeddings": 32768,
+                "sliding_window": 512,
+                "num_kv_shared_layers": 15,
             }
         },
     ),
@@ -988,6 +1138,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
             _ATTN | {"sliding_window", "layer_types"} | frozenset(reads),
             ignores=ignores,
             aliases=aliases,
+            defaults={t: _DECODER_DEFAULTS[t] for t in model_types if t in _DECODER_DEFAULTS},
         )
         for name, model_types, architectures, head, window, source, how, reads, ignores, aliases
         in _GENERIC
@@ -1466,6 +1617,13 @@ WRAPPERS: Final[Mapping[str, Wrapper]] = {
         "qwen2_5_vl",
         ("Qwen2_5_VLForConditionalGeneration",),
         "the top level (or text_config) as qwen2",
+        flat=True,
+    ),
+    "paddleocr_vl": Wrapper(
+        "paddleocr_vl_text",
+        ("PaddleOCRVLForConditionalGeneration",),
+        "the top level (or text_config) as ernie4_5 (paddleocr_vl.py builds "
+        "Ernie4_5ForCausalLM); the vision encoder keeps no cache",
         flat=True,
     ),
     "voxtral": Wrapper(

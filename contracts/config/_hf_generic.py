@@ -89,6 +89,41 @@ def patterned_reader(
     return read
 
 
+def read_exaone4(sec: Section, dtypes: DTypes) -> Layers | None:
+    """exaone4 (vllm/model_executor/models/exaone4.py ``Exaone4Attention``: a layer slides
+    over ``sliding_window`` where ``config.layer_types`` says ``sliding_attention``). An
+    absent ``layer_types`` is what transformers' ``Exaone4Config.__post_init__`` fills:
+    layer ``i`` slides where ``(i + 1) % sliding_window_pattern != 0`` (class default 4); a
+    published ``"LLLG"`` pattern comes with its ``layer_types`` (a string pattern alone, or
+    no window, makes that derivation fail, so vLLM cannot load the file)."""
+    inner = attention_reader("head_dim", "per_layer")
+    if sec.value("layer_types") is not None:
+        return inner(sec, dtypes)
+    n_layers = layer_count(sec)
+    if n_layers is None:
+        return None
+    if sec.value("sliding_window") is None:
+        sec.issue(
+            "sliding_window",
+            "null and no layer_types: Exaone4Config then derives layer_types with a pattern "
+            "of 0 and fails (division by zero), so vLLM cannot load the file; write "
+            "layer_types",
+        )
+        return None
+    pattern = sec.value("sliding_window_pattern")
+    if type(pattern) is not int or pattern < 1:
+        sec.issue(
+            "sliding_window_pattern",
+            f"expected a positive integer when layer_types is absent (Exaone4Config derives "
+            f"layer_types from it), got {str(pattern)[:40]!r}; write layer_types",
+        )
+        return None
+    kinds = [
+        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n_layers)
+    ]
+    return inner(sec.filled("layer_types", kinds), dtypes)
+
+
 def read_rnj1(sec: Section, dtypes: DTypes) -> Layers | None:
     """rnj1 (vllm/model_executor/models/rnj1.py ``Rnj1Attention``): a ``chunked_attention``
     layer of ``layer_types`` attends block-locally over ``sliding_window`` tokens, which vLLM

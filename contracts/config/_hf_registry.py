@@ -174,8 +174,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "(window_sizes[i][0] + 1) of domyn_edge.py, from custom config code, not modelled",
     "DoryForCausalLM": _LOOP.format("dory.py"),
     "FlintForCausalLM": "vllm.models.flint builds its cache in its own package, not modelled",
-    "Gemma3nForCausalLM": "Gemma 3n's KV-shared layers across window kinds and its per-layer "
-    "inputs (gemma3n.py), not modelled",
     "Glm5NextForCausalLM": "an indexer cache of one entry per index_kpool tokens "
     "(Glm5NextIndexerCache: tokens_per_state), a circular-buffer tail cache "
     "(Glm5NextTailCache: CircularBufferSpec) and Kimi delta attention states "
@@ -207,13 +205,8 @@ REFUSED: Final[Mapping[str, str]] = {
     "HunYuanVLForConditionalGeneration": "Hunyuan VL's language model config, not located",
     "VibeVoiceAsrForConditionalGeneration": "VibeVoice's speech decoder, not modelled",
     # Multimodal models whose decoder is not a plain text config.
-    "Gemma3nForConditionalGeneration": "Gemma 3n's KV-shared layers across window kinds and its "
-    "per-layer inputs (gemma3n.py), not modelled",
     "DeepseekV4ForConditionalGeneration": "compressed MLA caches and an indexer (DeepSeek V4)",
     "DeepseekV41ForCausalLM": "compressed MLA caches and an indexer (DeepSeek V4.1)",
-    "Qwen2_5OmniForConditionalGeneration": "two decoders (thinker and talker) with caches",
-    "Qwen2_5OmniModel": "two decoders (thinker and talker) with caches",
-    "Qwen3OmniMoeForConditionalGeneration": "two decoders (thinker and talker) with caches",
 }
 
 
@@ -222,7 +215,13 @@ REFUSED: Final[Mapping[str, str]] = {
 REFUSED_MODEL_TYPES: Final[Mapping[str, str]] = {
     "kimi_linear": "KimiLinearForCausalLM",
     "deepseek_v4": "DeepseekV4ForCausalLM",
-    "gemma3n_text": "Gemma3nForCausalLM",
+    # transformers' text model types of multimodal wrappers (get_text_config) whose decoder
+    # is a refused architecture.
+    "step3p5": "Step3p5ForCausalLM",
+    "minimax_m3_vl_text": "MiniMaxM3SparseForCausalLM",
+    "glm5_next_text": "Glm5NextForCausalLM",
+    "qwen4_exp_text": "Qwen4ExpForCausalLM",
+    "inkling_text": "InklingForCausalLM",
 }
 
 

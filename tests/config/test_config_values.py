@@ -123,6 +123,16 @@ def test_architectures_that_are_no_class_names_are_reported_as_they_are(
     assert _issues(lambda: load_config_data(data, where="c.json")) == [(path, message)]
 
 
+@pytest.mark.parametrize("value", [[1], ["LlamaForCausalLM", None], [{"name": "x"}]])
+def test_a_non_class_entry_is_refused_even_beside_a_model_type(value: list[object]) -> None:
+    # A model_type used to hide it: [1] beside model_type llama planned Llama's defaults.
+    data = {"architectures": value, "model_type": "llama", "num_hidden_layers": 2}
+    issues = _issues(lambda: load_config_data(data, where="c.json"))
+    index = next(i for i, v in enumerate(value) if not isinstance(v, str))
+    assert issues[0][0] == f"architectures[{index}]"
+    assert issues[0][1].startswith(NO_CLASS)
+
+
 def test_an_unknown_architecture_is_still_named() -> None:
     issues = _issues(lambda: load_config_data({"architectures": ["NopeForCausalLM"]}, where="c"))
     assert issues[0][0] == "architectures"

@@ -123,6 +123,15 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
         diffs.append(f"head sizes {sorted(sizes)} lack vLLM's {view['head_size']}")
     windows = [layer[3] for layer in layers]
     expected = _expected_windows(view, len(layers))
+    shared = view.get("kv_shared")
+    if shared is not None:
+        # vLLM's KV-shared layers (model_view._kv_shared) keep no cache: kvunits must read
+        # exactly those as shared; their window is their target's, not compared.
+        mine_shared = [i for i, layer in enumerate(layers) if layer[0] == "shared"]
+        if mine_shared != shared:
+            diffs.append(f"KV-shared layers {mine_shared} != vLLM {shared}")
+        if expected is not None:
+            expected = [None if i in shared else w for i, w in enumerate(expected)]
     if expected is not None and windows != expected:
         got = sorted({w for w in windows if w}), sum(1 for w in windows if w)
         want = sorted({w for w in expected if w}), sum(1 for w in expected if w)
@@ -140,8 +149,11 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
 
 
 #: Where a vLLM model file departs from ModelConfig's generic view of the window.
-#: commandr.py and cohere2_moe.py: a sliding layer's window is sliding_window + 1.
-_WINDOW_PLUS_ONE: Final = frozenset({"Cohere2ForCausalLM", "Cohere2MoeForCausalLM"})
+#: commandr.py and cohere2_moe.py: a sliding layer's window is sliding_window + 1 (also under
+#: cohere2_vision.py, which builds its text_config.architectures, Cohere2ForCausalLM).
+_WINDOW_PLUS_ONE: Final = frozenset(
+    {"Cohere2ForCausalLM", "Cohere2MoeForCausalLM", "Cohere2VisionForConditionalGeneration"}
+)
 #: mimo_v2.py: the window is sliding_window_size (transformers' sliding_window is one more),
 #: on the layers hybrid_layer_pattern marks 1 (its layer_types derives them the same way).
 _WINDOW_SIZE_FIELD: Final = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})

@@ -50,9 +50,35 @@ def view(path: str) -> dict[str, Any]:
             indexers=_indexers(text),
             sliding_window_size=getattr(text, "sliding_window_size", None),
             sliding_windows=getattr(text, "sliding_windows", None),
+            kv_shared=_kv_shared(text),
         )
     except Exception as exc:
         out["partial_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return out
+
+
+def _kv_shared(text: Any) -> list[int] | None:
+    """The layers vLLM gives a ``kv_sharing_target_layer_name`` (no cache spec of their own),
+    restated from the model files' constructors, which cannot run without a GPU:
+    gemma3n.py ``Gemma3nAttention`` (from ``first = n - num_kv_shared_layers`` on, the target
+    is ``first - 2`` for a sliding layer, ``first - 1`` for a full one, none when negative) and
+    gemma4.py ``Gemma4Attention`` (the last earlier layer of the same type). The layer types
+    are the transformers config's, as vLLM reads them. None: no KV sharing."""
+    model_type = getattr(text, "model_type", None)
+    shared = getattr(text, "num_kv_shared_layers", 0) or 0
+    types = list(getattr(text, "layer_types", None) or [])
+    if model_type not in ("gemma3n_text", "gemma4_text") or not shared or not types:
+        return None
+    first = text.num_hidden_layers - shared
+    out = []
+    for i in range(max(first, 0), text.num_hidden_layers):
+        if model_type == "gemma3n_text":
+            target = first - (2 if types[i] == "sliding_attention" else 1)
+        else:
+            earlier = types[:first]
+            target = len(earlier) - 1 - earlier[::-1].index(types[i]) if types[i] in earlier else -1
+        if target >= 0:
+            out.append(i)
     return out
 
 
