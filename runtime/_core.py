@@ -49,7 +49,7 @@ from ._table import (
     grown,
 )
 from .admission import AdmissionLedger
-from .block_pool import NULL_BLOCK, BlockPool, PoolPlan
+from .block_pool import NULL_BLOCK, BlockPool, CacheMap, PoolPlan
 from .managers import SingleTypeManager
 from .prefix_cache import (
     CACHEABLE_KINDS,
@@ -697,9 +697,14 @@ class CoordinatorCore:
         Returns False for any other step: the caller then discards the plan and takes the
         general path, which decides it (or reports what is wrong)."""
         n = len(self.names)
-        extra = self.extras.get(o)
-        if len(num_new) != n or (extra is not None and extra.pending()):
+        if len(num_new) != n:
             return False
+        extra = self.extras.get(o)
+        # Content hashed ahead of the committed positions: registered below, from the
+        # positions and evictions after the step (per group).
+        after: list[tuple[int, int]] | None = (
+            [] if extra is not None and extra.pending() else None
+        )
         table, managers = self.table, self._managers
         hot, st, never = table.hot, table.st, table.never
         cold = table.cold(o) - HOT
@@ -719,6 +724,8 @@ class CoordinatorCore:
                     base = st[c + BASE] * size
                     has = q and self._has_rows[g]
                     out.append(list(range(base + first, base + end)) if has else [])
+                if after is not None:
+                    after.append((st[c + SKIPPED], rows + q))
                 continue
             manager = managers[g]
             skipped, length, evict = st[c + SKIPPED], st[c + LENGTH], st[c + EVICT]
@@ -742,11 +749,13 @@ class CoordinatorCore:
                 state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
             slab = table.slabs[g]
             if dropped:
-                # A block a prefix hit shares, or one whose content is cached, keeps state
-                # of its own when it goes: the general path plans that.
+                # A block a prefix hit shares keeps a reference: the general path plans that.
+                # A cached one keeps its content in the queue (a hit may take it back).
                 block = slab[start]
-                if block in pool._shared or block in pool._cached:
+                if block in pool._shared:
                     return False
+                if block in pool._cached:
+                    ops.append((pool._cached_free.add, block))
                 state[4].append(block)
             taken = NULL_BLOCK
             if want:
@@ -755,9 +764,13 @@ class CoordinatorCore:
                     state[1] += 1
                 elif state[2] < len(pool._queue):
                     taken = pool._queue[state[2]]
-                    # A stale entry is skipped, a cached block evicted: the general path.
-                    if taken in pool._stale or taken in pool._cached:
+                    if taken in pool._stale:  # an entry to skip: the general path
                         return False
+                    entry = pool._cached.get(taken)
+                    if entry is not None:  # a cached block: evicted from the prefix cache
+                        plan.listed(*entry).remove(taken)
+                        ops.append((pool._cached.pop, taken, None))
+                        ops.append((pool._cached_free.discard, taken))
                     state[2] += 1
                 else:  # short (or only a block this step frees): the general path decides
                     return False
@@ -807,14 +820,71 @@ class CoordinatorCore:
                 room = min(manager.reach(skip + length), max_len)
                 anchor = max(min(room, evict, (index + 1) * size) * p, rows)
             ops.append((setitem, hot, slice(h, h + HOT), [anchor - rows, q]))
+            if after is not None:
+                after.append((skip, rows))
             fields = (anchor, base, evict, skip, start, length, capacity)
             ops.append(
                 (setitem, st, slice(c + ANCHOR, c + CAPACITY + 1), array(st.typecode, fields))
             )
+        if after is not None:
+            assert extra is not None
+            if not self._register_boundary(ops, plan, o, extra, after, lookahead):
+                return False
         if lookahead is not None:  # a speculative step records its lookahead, zeros included
             ops.append((setitem, self.specs, o, tuple(lookahead)))
         elif o in self.specs:  # a plain step accepts the latest lookahead
             ops.append((self.specs.pop, o, None))
+        return True
+
+    def _register_boundary(
+        self,
+        ops: Ops,
+        plan: _Boundary,
+        o: int,
+        extra: RequestExtras,
+        after: Sequence[tuple[int, int]],
+        lookahead: Sequence[int] | None,
+    ) -> bool:
+        """Plan, within a boundary step, the registration of the full blocks of committed
+        positions whose hash is known (`_register_plan`'s rule: per group, ``after`` gives its
+        evicted entries and positions after the step; the hashes are the request's streams',
+        computed once per sequence and granularity when the content came). Returns False when
+        it is not the common case (a block this step takes, a block already cached, hashes
+        still ahead of the positions afterwards): the caller then takes the general path."""
+        table = self.table
+        st, cold = table.st, table.cold(o) - HOT
+        registered = list(extra.registered)
+        streams = extra.streams
+        for g, s in enumerate(extra.stream_of):
+            if s < 0:
+                continue
+            cache = self.caches[g]
+            assert cache is not None
+            hashes = streams[s].hashes
+            skip, rows = after[g]
+            committed = rows - (lookahead[g] if lookahead is not None else 0)
+            full = min(committed // cache.rows_per_block, len(hashes))
+            if full <= registered[g]:
+                continue
+            c = cold + g * COLD
+            skipped, start, length = st[c + SKIPPED], st[c + START], st[c + LENGTH]
+            slab, pool, mask = table.slabs[g], self.pools[g], self._swa_mask[g]
+            blocks_of = cache.blocks
+            for i in range(registered[g], full):
+                if i < skip or (mask is not None and not mask(i)):
+                    continue
+                if not skipped <= i < skipped + length:
+                    return False  # a block the step takes: the general path
+                block, key = slab[start + i - skipped], hashes[i]
+                if block in pool._cached:
+                    return False
+                ops.append((setitem, pool._cached, block, (blocks_of, key)))
+                plan.listed(blocks_of, key).append(block)
+            registered[g] = full
+            ops.append((setitem, extra.registered, g, full))
+        for s, r in zip(extra.stream_of, registered, strict=True):
+            if s >= 0 and len(streams[s].hashes) > r:
+                return False
         return True
 
     def _emit_boundary(self, ops: Ops, plan: _Boundary) -> None:
@@ -830,6 +900,8 @@ class CoordinatorCore:
                 ops.append((setattr, pool, "_used", pool._used + len(taken) - len(evicted)))
         for g, garbage in plan.garbage.items():
             ops.append((setitem, self.table.garbage, g, garbage))
+        for cache_map, key, blocks in plan.lists.values():
+            ops.append((setitem, cache_map, key, blocks) if blocks else (cache_map.pop, key, None))
 
     def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
         """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:
@@ -1215,9 +1287,16 @@ class CoordinatorCore:
                 )
             added = array("q", keys)
             axis = self._axis[g]
+            streams = extra.streams
+            if len(streams) <= 2:
+                # The common call: one stream of this sequence, its block not filled (a
+                # generated token): one C call, with the release on its line (_guard).
+                mine = [stream for stream in streams if stream.axis == axis]
+                if len(mine) == 1 and len(mine[0].tail) + len(added) < mine[0].rows_per_block:
+                    mine[0].tail.extend(added); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
             ops: Ops = []
             hashed: dict[int, list[bytes]] = {}
-            for s, stream in enumerate(extra.streams):
+            for s, stream in enumerate(streams):
                 if stream.axis != axis:
                     continue
                 rpb, tail = stream.rows_per_block, stream.tail
@@ -1745,14 +1824,28 @@ class _Joined(Sequence[int]):
 
 class _Boundary:
     """What planned boundary steps share: per pool (by id) ``[pool, fresh, head, taken,
-    evicted]``, the slabs' planned ends and garbage."""
+    evicted]``, the slabs' planned ends and garbage, and the prefix cache's planned block
+    lists (by the map's id and the key)."""
 
-    __slots__ = ("garbage", "pools", "slab_end")
+    __slots__ = ("garbage", "lists", "pools", "slab_end")
 
     def __init__(self) -> None:
         self.pools: dict[int, list[Any]] = {}
         self.slab_end: dict[int, int] = {}
         self.garbage: dict[int, int] = {}
+        self.lists: dict[tuple[int, bytes], tuple[CacheMap, bytes, list[int]]] = {}
+
+    def listed(self, cache_map: CacheMap, key: bytes) -> list[int]:
+        """The planned blocks of ``key`` in a group's prefix-cache map (a copy, written back
+        by `CoordinatorCore._emit_boundary`)."""
+        planned = self.lists.get((id(cache_map), key))
+        if planned is None:
+            planned = self.lists[id(cache_map), key] = (
+                cache_map,
+                key,
+                list(cache_map.get(key, ())),
+            )
+        return planned[2]
 
 
 def _slots_across(

@@ -25,6 +25,12 @@ The functions: ``step`` (slot mappings returned), ``advance`` (none), ``speculat
 positions marked as lookahead), ``rollback`` (rejected lookahead taken back when no block is
 freed and the next step's block is the same), ``advance_all`` (one engine step's batch: the
 requests within their slack in C, the others through the general path, all in one commit).
+A step past some group's slack goes to ``cross`` and a rollback past it to ``uncross``, also
+written out per layout: a block boundary crossed (one block taken per group, one evicted by a
+window), or a block a rejected draft had taken given back, planned in a few lines per group
+and committed at once (a speculative step crosses a block about one time in three); what
+they do not plan (a segment with no room, a cached or shared block, content to register)
+goes to the core's boundary path, then its general path.
 Each comes twice: as the core's plain-int entry, which checks that its counts are ints in a
 list or tuple of one per group, and for the typed layer (``*_typed``), whose entries pass a
 tuple of ints they read from checked quantities. The tests compare them with the general path
@@ -38,11 +44,24 @@ from functools import lru_cache
 from itertools import repeat
 from operator import add, getitem, setitem, sub
 from types import CodeType
-from typing import Any
+from typing import Any, Final
 
 from ._core import CoordinatorCore, FastFunctions
 from ._guard import commit, ops_of
-from ._table import ANCHOR, BASE, COLD, EVICT, HOT, LENGTH, SKIPPED, SLACK, STEP
+from ._table import (
+    ANCHOR,
+    BASE,
+    CAPACITY,
+    COLD,
+    EVICT,
+    HOT,
+    LENGTH,
+    MAXLEN,
+    SKIPPED,
+    SLACK,
+    START,
+    STEP,
+)
 
 
 def make_functions(core: CoordinatorCore) -> FastFunctions:
@@ -67,9 +86,268 @@ def compiled(source: str, filename: str) -> CodeType:
     return compile(source, filename, "exec")
 
 
+#: The kinds whose boundary steps and rollbacks are written out (`_cross`, `_uncross`): a table
+#: of ``cdiv(slots, block_size)`` entries, ``reach`` a block's slots each; others go to the core.
+_PLANNED: Final = ("full_attention", "sliding_window", "chunked_local")
+
+
+def _pools(core: CoordinatorCore) -> tuple[dict[int, int], list[int]]:
+    """The core's distinct pools: each pool's index by its id, and each index's first group."""
+    pool_of: dict[int, int] = {}
+    first_of: list[int] = []
+    for g, pool in enumerate(core.pools):
+        if id(pool) not in pool_of:
+            pool_of[id(pool)] = len(first_of)
+            first_of.append(g)
+    return pool_of, first_of
+
+
 def _cold(name: int, g: int) -> int:
     """The position of a cold field of group ``g`` after a request's cold offset."""
     return g * COLD + name - HOT
+
+
+def _cross(core: CoordinatorCore) -> list[str]:
+    """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None)``: a step
+    past some group's slack, with the token held, planned in a few lines per group with the
+    group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
+    within its slack, or at most one block taken at its table's end (into its segment's spare
+    room) and one evicted at its front, neither shared, cached nor a stale queue entry; no
+    content to register. Any other step goes, before anything changed, to
+    `CoordinatorCore._boundary_step`, which decides it (or the general path)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    comma = "," if n == 1 else ""
+    back = "return boundary(me, request_id, o, num_new, mapping, lookahead)"
+    pool_of, first_of = _pools(core)
+    lines = [
+        "    def cross(me, request_id, o, num_new, mapping, lookahead=None):",
+        f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
+        f"            {back}",
+        "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
+        "        if " + " or ".join(f"type(q{g}) is not int" for g in range(n)) + ":",
+        f"            {back}",
+        "        if extras:",
+        "            extra = extras.get(o)",
+        "            if extra is not None and extra.pending():",
+        f"                {back}",
+        f"        cb = o // {hw} * {cw}",
+        "        ops = []",
+        "        out = [] if mapping else None",
+    ]
+    for i in range(len(pool_of)):
+        lines += [f"        f{i} = h{i} = -1", f"        ev{i} = []", f"        tk{i} = 0"]
+    for g in range(n):
+        p, size = core._pool[g], core._block_size[g]
+        rows_of, in_flight = core._has_rows[g], core._in_flight[g]
+        manager = core._managers[g]
+        kind = manager.kind
+        h = g * HOT
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"  # group g's cold fields start (as st[c + NAME])
+        i = pool_of[id(core.pools[g])]
+        first = "rows" if p == 1 else f"rows // {p}"
+        end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
+        out = [
+            f"q = q{g}",
+            f"s = hot[o + {h + SLACK}]",
+            f"rows = st[{c} + {ANCHOR}] - s",
+            f"first, end = {first}, {end}",
+            "touched = end - first if q else 0",
+            f"if 0 <= q <= s and (s or q) and touched <= {in_flight}:",
+            f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [s - q, q]))",
+            "    if mapping:",
+        ]
+        if rows_of:
+            out += [
+                f"        base = st[{c} + {BASE}] * {size}",
+                "        out.append([*range(base + first, base + end)] if q else [])",
+            ]
+        else:
+            out.append("        out.append([])")
+        if not rows_of or kind not in _PLANNED:
+            out += ["else:", f"    {back}"]
+            lines += ["        " + line for line in out]
+            continue
+        out += [
+            f"elif q < 0 or touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
+            f"    {back}",
+            "else:",
+            f"    skipped, length = st[{c} + {SKIPPED}], st[{c} + {LENGTH}]",
+            f"    evict, start = st[{c} + {EVICT}], st[{c} + {START}]",
+            f"    capacity, slab = st[{c} + {CAPACITY}], slabs[{g}]",
+            "    skip = skipped",
+        ]
+        if kind == "sliding_window":
+            window = manager.sliding_window_slots  # type: ignore[attr-defined]
+            out += [
+                f"    if first >= evict and first > {window - 1}:",
+                f"        skip = max((first - {window - 1}) // {size}, skipped)",
+            ]
+            evicting = f"min((skip + 1) * {size} + {window - 1}, never)"
+        elif kind == "chunked_local":
+            chunk = manager.chunk_slots  # type: ignore[attr-defined]
+            out += [
+                "    if first >= evict:",
+                f"        skip = max(first // {chunk} * {chunk} // {size}, skipped)",
+            ]
+            evicting = f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
+        else:
+            evicting = "never"
+        out += [
+            f"    want = (end + {size - 1}) // {size} - skipped - length",
+            "    dropped = skip - skipped",
+            "    if want > 1 or dropped > 1 or want > 0 and length + want > capacity:",
+            f"        {back}",
+            f"    pool = pools[{g}]",
+            "    if dropped:",
+            "        block = slab[start]",
+            "        if block in pool._shared or block in pool._cached:",
+            f"            {back}",
+            f"        ev{i}.append(block)",
+            "    taken = 0",
+            "    if want > 0:",
+            f"        if f{i} < 0:",
+            f"            f{i}, h{i} = pool._fresh, pool._head",
+            f"        if f{i} < pool.num_blocks:",
+            f"            taken = f{i}",
+            f"            f{i} += 1",
+            f"        elif h{i} < len(pool._queue):",
+            f"            taken = pool._queue[h{i}]",
+            "            if taken in pool._stale or taken in pool._cached:",
+            f"                {back}",
+            f"            h{i} += 1",
+            "        else:",
+            f"            {back}",
+            f"        tk{i} += 1",
+            "        ops.append((setitem, slab, start + length, taken))",
+            "    else:",
+            "        want = 0",
+            "    if mapping:",
+            "        out.append(slots_across(slab, start, skipped, length, "
+            f"{size}, first, end, taken) if q else [])",
+            "    if dropped:",
+            f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
+            "    start, capacity = start + dropped, capacity - dropped",
+            "    length += want - dropped",
+            "    rows += q",
+            "    if first >= evict:",
+            f"        evict = {evicting}",
+            f"    index = rows // {p * size}",
+            f"    base, anchor = st[{c} + {BASE}], rows",
+            "    if skip <= index < skip + length:",
+            "        at = index - skip",
+            "        base = (taken if want and at == length - 1 else slab[start + at]) - index",
+            f"        room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
+            f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
+            f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [anchor - rows, q]))",
+            f"    ops.append((setitem, st, slice({c} + {ANCHOR}, {c} + {CAPACITY + 1}), "
+            "array(typecode, (anchor, base, evict, skip, start, length, capacity))))",
+        ]
+        lines += ["        " + line for line in out]
+    for i in range(len(pool_of)):
+        g = first_of[i]
+        lines += [
+            f"        if f{i} >= 0 or ev{i}:",
+            f"            pool = pools[{g}]",
+            f"            if f{i} > pool._fresh:",
+            f'                ops.append((setattr, pool, "_fresh", f{i}))',
+            f"            if h{i} > pool._head:",
+            f'                ops.append((setattr, pool, "_head", h{i}))',
+            f"            if ev{i}:",
+            f"                ops.append((pool._queue.extend, ev{i}))",
+            f"            if tk{i} != len(ev{i}):",
+            f"                used = pool._used + tk{i} - len(ev{i})",
+            '                ops.append((setattr, pool, "_used", used))',
+        ]
+    lines += [
+        "        if lookahead is not None:",
+        "            ops.append((setitem, specs, o, tuple(lookahead)))",
+        "        elif o in specs:",
+        "            ops.append((specs.pop, o, None))",
+        "        commit(ops_of(ops)); del owner[0]; return out  # the commit",
+        "",
+    ]
+    return lines
+
+
+def _uncross(core: CoordinatorCore) -> list[str]:
+    """The source of ``uncross(me, request_id, o, rejected)``: a rollback past the fast
+    function's reach, with the token held, planned in a few lines per group with its constants
+    written in (`CoordinatorCore._boundary_rollback`'s common case): at most one block freed per
+    group, into a pool without cached, stale or shared blocks, and the bound set again. Any
+    other goes, before anything changed, to `CoordinatorCore._boundary_rollback`."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    back = "return boundary_rollback(me, request_id, o, rejected)"
+    pool_of, first_of = _pools(core)
+    lines = [
+        "    def uncross(me, request_id, o, rejected):",
+        "        spec = specs.get(o)",
+        f"        if spec is None or not (type(rejected) is tuple or type(rejected) is list) "
+        f"or len(rejected) != {n}:",
+        f"            {back}",
+        f"        cb = o // {hw} * {cw}",
+        "        ops = []",
+    ]
+    for i in range(len(pool_of)):
+        lines.append(f"        fr{i} = []")
+    for g in range(n):
+        p, size = core._pool[g], core._block_size[g]
+        kind = core._managers[g].kind
+        h = g * HOT
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+        i = pool_of[id(core.pools[g])]
+        out = [
+            f"r = rejected[{g}]",
+            f"if type(r) is not int or not 0 <= r <= spec[{g}]:",
+            f"    {back}",
+            "if r:",
+        ]
+        if not core._has_rows[g] or kind not in _PLANNED:
+            lines += ["        " + line for line in [*out, f"    {back}"]]
+            continue
+        slots = "rows" if p == 1 else f"(rows + {p - 1}) // {p}"
+        out += [
+            f"    pool = pools[{g}]",
+            "    if pool._cached or pool._num_stale or pool._shared:",
+            f"        {back}",
+            f"    rows = st[{c} + {ANCHOR}] - hot[o + {h + SLACK}] - r",
+            f"    skipped, length = st[{c} + {SKIPPED}], st[{c} + {LENGTH}]",
+            f"    start, slab = st[{c} + {START}], slabs[{g}]",
+            f"    cut = ({slots} + {size - 1}) // {size} - skipped",
+            "    if cut < 0 or length - cut > 1:",
+            f"        {back}",
+            "    if cut < length:",
+            f"        fr{i}.append(slab[start + cut])",
+            f"        ops.append((setitem, st, {c} + {LENGTH}, cut))",
+            f"    index = rows // {p * size}",
+            f"    base, anchor = st[{c} + {BASE}], rows",
+            "    if skipped <= index < skipped + cut:",
+            "        base = slab[start + index - skipped] - index",
+            f"        room = min((skipped + cut) * {size}, st[{c} + {MAXLEN}])",
+            f"        anchor = max(min(room, st[{c} + {EVICT}], (index + 1) * {size}) * {p}, rows)",
+            f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), "
+            f"[anchor - rows, hot[o + {h + STEP}] - r]))",
+            f"    ops.append((setitem, st, slice({c} + {ANCHOR}, {c} + {BASE + 1}), "
+            "array(typecode, (anchor, base))))",
+        ]
+        lines += ["        " + line for line in out]
+    for i in range(len(pool_of)):
+        g = first_of[i]
+        lines += [
+            f"        if fr{i}:",
+            f"            pool = pools[{g}]",
+            f"            ops.append((pool._queue.extend, fr{i}))",
+            f'            ops.append((setattr, pool, "_used", pool._used - len(fr{i})))',
+        ]
+    comma = "," if n == 1 else ""
+    left = "(" + ", ".join(f"spec[{g}] - rejected[{g}]" for g in range(n)) + comma + ")"
+    lines += [
+        f"        ops.append((setitem, specs, o, {left}))",
+        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "",
+    ]
+    return lines
 
 
 def _source(core: CoordinatorCore) -> str:
@@ -89,8 +367,13 @@ def _source(core: CoordinatorCore) -> str:
         "    general, general_rollback = core._general_step, core._general_rollback",
         "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
         "    general_all = core._general_all",
+        "    pools, slabs, garbage, extras = core.pools, core.table.slabs, core.table.garbage, "
+        "core.extras",
+        "    typecode, never = st.typecode, core.table.never",
         "",
     ]
+    lines += _cross(core)
+    lines += _uncross(core)
 
     def head(name: str, args: str, operation: str) -> list[str]:
         return [
@@ -169,12 +452,12 @@ def _source(core: CoordinatorCore) -> str:
         suffix = "_typed" if typed else ""
         for name, mapping in (("step", True), ("advance", False)):
             back = f"return general(me, request_id, o, num_new, None, {mapping})"
-            past = f"return boundary(me, request_id, o, num_new, {mapping})"
+            past = f"return cross(me, request_id, o, num_new, {mapping})"
             lines += head(name + suffix, "request_id, num_new", "allocate")
             lines += [
-                # A speculative tail: the step accepts it (the general path forgets it).
+                # A speculative tail: the step accepts it (`cross` forgets it).
                 "            if specs and o in specs:",
-                f"                {back}",
+                f"                {past}",
             ]
             if not typed:
                 lines += shape(["num_new"], back)
@@ -187,7 +470,7 @@ def _source(core: CoordinatorCore) -> str:
             lines.append(f"            {stores()}; del owner[0]; {out}  # the commit")
             lines += tail
         back = "return general(me, request_id, o, num_new, lookahead, True)"
-        past = "return boundary(me, request_id, o, num_new, True, lookahead)"
+        past = "return cross(me, request_id, o, num_new, True, lookahead)"
         kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
         lines += head("speculative" + suffix, "request_id, num_new, lookahead", "allocate")
         if not typed:
@@ -206,7 +489,7 @@ def _source(core: CoordinatorCore) -> str:
         )
         lines += tail
         back = "return general_rollback(me, request_id, o, rejected)"
-        past = "return boundary_rollback(me, request_id, o, rejected)"
+        past = "return uncross(me, request_id, o, rejected)"
         lines += head("rollback" + suffix, "request_id, rejected", "rollback")
         lines += [
             "            spec = specs.get(o)",
@@ -305,9 +588,11 @@ def _source(core: CoordinatorCore) -> str:
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
     header = (
+        "from array import array\n"
         "from itertools import repeat\n"
         "from operator import add, getitem, setitem, sub\n"
-        "from kvunits.runtime._guard import commit, ops_of\n\n"
+        "from kvunits.runtime._guard import commit, ops_of\n"
+        "from kvunits.runtime._core import _slots_across as slots_across\n\n"
     )
     return header + "\n".join(lines) + "\n"
 

@@ -115,15 +115,16 @@ def toy(
 
 def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     """Everything a failed call must leave as it was: pools (free queue order, reference
-    counts, cached blocks and their keys), the prefix caches' maps and statistics, every
-    request's tables, lengths, evictions, latest step, hashes, registered blocks and
-    speculative tail, the reservations and shares."""
+    counts, cached blocks and their keys, which of them are free), the prefix caches' maps
+    and statistics, every request's tables, lengths, evictions, latest step, hashes,
+    registered blocks and speculative tail, the reservations and shares."""
     core = coord._core
     pools = tuple(
         (
             tuple(p.free_queue()),
             tuple((b, p.ref_count(b)) for b in p.held_blocks()),
             tuple(sorted((b, key) for b, (_, key) in p._cached.items())),
+            tuple(sorted(p._cached_free)),  # which cached blocks are free
         )
         for p in unique_pools(coord)
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import sys
 from typing import Any
 
 import pytest
@@ -36,11 +37,13 @@ from kvunits.contracts import (
     Tokens,
     Window,
 )
+from kvunits.contracts.errors import ConcurrentUseError
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore
 
 from .support import (
+    Injected,
     check_pools,
     coordinator,
     group_of,
@@ -175,11 +178,17 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             st.sampled_from(
                 ("step",) * 3
                 + ("advance", "speculative", "speculative", "rollback", "rollback")
-                + ("advance_all", "admit", "admit_prefix", "free")
+                + ("advance_all", "admit", "admit_prefix", "free", "extend", "extend")
             ),
             label="op",
         )
-        if op == "admit":
+        if op == "extend":
+            # Content after the prompt (a sampled token, its audio): hashed as blocks fill,
+            # registered by the steps that commit them (the boundary path's registration).
+            g = data.draw(st.integers(0, count - 1), label="group")
+            keys = data.draw(st.lists(st.integers(0, 2), max_size=2 * pools[g] + 1), label="keys")
+            got = [_outcome(c._core.extend_content, rid, g, keys) for c in (one, two)]
+        elif op == "admit":
             got = [_outcome(c._core.admit, rid) for c in (one, two)]
         elif op == "admit_prefix":
             # Prompts that share their starts: hits, shared blocks and cached free blocks in
@@ -259,39 +268,42 @@ def test_one_slot_and_empty_steps_match_the_general_path(
 
 
 def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
-    # The fast function must not just agree: it must be the one that runs. Every call that
-    # leaves it (for the boundary path or the general one) is counted: a stream of one-slot
-    # steps in blocks of 4 leaves it at the first step and then once a block (a block
-    # boundary), never in between; and the boundary path plans those alone.
-    left: list[str] = []
-    boundary, general_step = CoordinatorCore._boundary_step, CoordinatorCore._general_step
+    # The fast function must not just agree: it must be the one that runs. Every Python
+    # function each step runs is recorded: a stream of one-slot steps in blocks of 4 runs the
+    # fast function alone within a block; at a block boundary the generated crossing
+    # (``cross``) too, and the core's boundary path only where the table's segment has no
+    # room left (blocks 0 and 5: capacity 0, then 5); never the general path.
+    coord = coordinator(
+        {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4,
+        num_blocks=64,
+        max_len=200,
+        max_in_flight=4,
+    )
+    core = coord._core
+    core.admit("r")
+    advance = core.fast.advance
+    ran: list[list[str]] = []
 
-    def counted_boundary(self: CoordinatorCore, *args: Any) -> Any:
-        left.append("boundary")
-        return boundary(self, *args)
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran[-1].append(frame.f_code.co_name)
 
-    def counted_general(self: CoordinatorCore, *args: Any) -> Any:
-        left.append("general")
-        return general_step(self, *args)
-
-    CoordinatorCore._boundary_step = counted_boundary  # type: ignore[method-assign,assignment]
-    CoordinatorCore._general_step = counted_general  # type: ignore[method-assign,assignment]
-    try:
-        coord = coordinator(
-            {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-            block_size=4,
-            num_blocks=64,
-            max_len=200,
-            max_in_flight=4,
-        )
-        core = coord._core
-        core.admit("r")
-        for _ in range(40):
-            core.advance_step("r", [1])
-    finally:
-        CoordinatorCore._boundary_step = boundary  # type: ignore[method-assign]
-        CoordinatorCore._general_step = general_step  # type: ignore[method-assign]
-    assert left == ["boundary"] * 10  # slots 0, 4, 8, ..., 36: a new block each
+    for _ in range(40):
+        ran.append([])
+        sys.setprofile(record)
+        try:
+            advance("r", [1])
+        finally:
+            sys.setprofile(None)
+    for slot, names in enumerate(ran):
+        if slot % 4:
+            assert names == ["advance"], slot
+        elif slot in (0, 20):
+            assert names[:3] == ["advance", "cross", "_boundary_step"], slot
+            assert "_general_step" not in names, slot
+        else:
+            assert names == ["advance", "cross"], slot
 
 
 def _voxtral_toy() -> KVCacheCoordinator:
@@ -344,3 +356,92 @@ def test_a_decode_step_interrupted_anywhere_changes_nothing() -> None:
     # ids 14 and 15 (fresh ids, in order), every entry before them the null block.
     assert twin.block_table("r", twin.group("audio", EncoderTokens))[12:] == [0, 14, 15]
     assert twin.usage(twin.group("audio", EncoderTokens)).used == CacheBlocks(2)
+
+
+class _Meddling(dict[int, Any]):
+    """A pool's map of cached blocks that runs ``hook`` whenever a step asks it about a
+    block: a failure, or a call into the same coordinator, in the middle of the planning of a
+    boundary step (which asks whether the block it takes from the queue is cached)."""
+
+    def __init__(self, original: dict[int, Any], hook: Any) -> None:
+        super().__init__(original)
+        self.hook = hook
+
+    def __contains__(self, block: object) -> bool:
+        self.hook()
+        return super().__contains__(block)
+
+    def get(self, block: int, default: Any = None) -> Any:
+        self.hook()
+        return super().get(block, default)
+
+
+@pytest.mark.parametrize("mode", ["fail", "reenter"])
+@pytest.mark.parametrize("call", ["advance", "speculative"])
+def test_a_boundary_step_that_fails_or_is_reentered_while_it_plans_changes_nothing(
+    mode: str, call: str
+) -> None:
+    # Blocks of 4 slots from a pool of 8: an ended request's 4 blocks wait in the queue and
+    # the 4 never handed out go to "r"; r's next step past a block boundary takes a queued
+    # block, asking the pool whether it is cached. A failure there leaves everything as it was
+    # (the token released), and the step then does what it does on a twin; a call into the
+    # coordinator there is refused and the step goes on.
+    def build() -> KVCacheCoordinator:
+        coord = coordinator(
+            {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+            block_size=4,
+            num_blocks=9,
+            max_len=32,
+            max_in_flight=4,
+            reserve=False,
+        )
+        core = coord._core
+        core.admit("old")
+        core.admit("r")
+        for _ in range(4):
+            core.advance_step("old", [4])
+        core.free("old")
+        for _ in range(4):
+            core.advance_step("r", [4])
+        core.admit("other")
+        return coord
+
+    one, two = build(), build()
+    pool = one._core.pools[0]
+    assert pool.free_queue()[:1] == [1]  # no block left never handed out: one "old" gave back
+
+    def step(coord: KVCacheCoordinator) -> Any:
+        core = coord._core
+        if call == "speculative":
+            return core.allocate_speculative("r", [3], [2])
+        return core.advance_step("r", [3])
+
+    refused: list[BaseException] = []
+
+    def hook() -> None:
+        if mode == "fail":
+            raise Injected("planning interrupted")
+        try:
+            one._core.free("other")
+        except BaseException as exc:  # kept, checked below
+            refused.append(exc)
+
+    original = pool._cached
+    pool._cached = _Meddling(original, hook)
+    try:
+        before = _state(one)
+        if mode == "fail":
+            with pytest.raises(Injected):
+                step(one)
+            assert _state(one) == before
+            assert not one._core.guard.owner  # the token was released
+            pool._cached = original
+            got = step(one)
+        else:
+            got = step(one)
+            assert refused and all(isinstance(e, ConcurrentUseError) for e in refused)
+    finally:
+        pool._cached = original
+    assert got == step(two)
+    assert _state(one) == _state(two)
+    check_pools(one)
