@@ -461,6 +461,23 @@ def read_deepseek(sec: Section, dtypes: DTypes) -> Layers | None:
     return {f"text.{i}": layer for i in range(n_layers)}
 
 
+def read_minicpm3(sec: Section, dtypes: DTypes) -> Layers | None:
+    """minicpm3 (vllm/model_executor/models/minicpm3.py ``MiniCPM3Attention``): vLLM 0.33
+    expands the latent before attention and caches it as plain attention,
+    ``Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads)``: every layer
+    keeps K and V for every attention head, each ``qk_nope_head_dim + qk_rope_head_dim``
+    elements (V is padded to it). ``kv_lora_rank`` sizes no cache here, unlike DeepSeek's
+    MLA (``is_deepseek_mla`` does not name minicpm3)."""
+    n_layers = layer_count(sec)
+    n_heads = sec.number("num_attention_heads")
+    nope = sec.number("qk_nope_head_dim", maximum=MAX_ELEMENTS)
+    rope = sec.number("qk_rope_head_dim", maximum=MAX_ELEMENTS)
+    if n_layers is None or n_heads is None or nope is None or rope is None:
+        return None
+    layer = full(Attention(n_heads, nope + rope, dtypes.kv))
+    return {f"text.{i}": layer for i in range(n_layers)}
+
+
 def read_longcat_flash(sec: Section, dtypes: DTypes) -> Layers | None:
     """longcat_flash (vllm/model_executor/models/longcat_flash.py ``FlashDecoderLayer``; the
     n-gram variant's ``FlashNgramModel`` builds the same layers): ``num_layers`` decoder

@@ -30,6 +30,7 @@ from ._hf_decoders import (
     read_llama4,
     read_longcat_flash,
     read_mimo_v2,
+    read_minicpm3,
     read_qwen2,
     read_qwen3_moe,
 )
@@ -822,7 +823,6 @@ FAMILIES: Final[tuple[Family, ...]] = (
             "deepseek_v3",
             "kimi_k2",
             "glm4_moe_lite",
-            "minicpm3",
             "axk1",
             "sarvam_mla",
         ),
@@ -831,7 +831,6 @@ FAMILIES: Final[tuple[Family, ...]] = (
             "DeepseekV3ForCausalLM",
             "MistralLarge3ForCausalLM",
             "Glm4MoeLiteForCausalLM",
-            "MiniCPM3ForCausalLM",
             "AXK1ForCausalLM",
             "SarvamMLAForCausalLM",
         ),
@@ -865,6 +864,22 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "qk_rope_head_dim": 64,
                 "qk_nope_head_dim": 128,
             },
+        },
+    ),
+    Family(
+        "minicpm3",
+        ("minicpm3",),
+        ("MiniCPM3ForCausalLM",),
+        "full attention on every layer, the latent expanded: every attention head's K and V "
+        "of qk_nope_head_dim + qk_rope_head_dim (vllm/model_executor/models/minicpm3.py "
+        "MiniCPM3Attention; not MLA in vLLM 0.33)",
+        read_minicpm3,
+        frozenset({"qk_rope_head_dim"}),
+        ignores={
+            "num_key_value_heads": "minicpm3.py caches num_local_heads KV heads, every "
+            "attention head",
+            "kv_lora_rank": "the latent is expanded before attention: it sizes no cache",
+            "head_dim": "the head size is qk_nope_head_dim + qk_rope_head_dim",
         },
     ),
     Family(
