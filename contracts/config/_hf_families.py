@@ -142,6 +142,16 @@ _ATTN: Final = frozenset({"num_key_value_heads", "head_dim"})
 _DSA_READS: Final = frozenset({"index_topk", "index_topk_freq", "index_topk_pattern"})
 _LLAMA_READS: Final = _ATTN | {"sliding_window", "layer_types"}
 
+#: transformers' Gemma3TextConfig defaults (gemma3 and rnj1 read it).
+_GEMMA3_TEXT: Final = {
+    "hidden_size": 2304,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "max_position_embeddings": 131072,
+    "sliding_window": 4096,
+}
 _LLAMA: Final = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32}
 _QWEN: Final = {
     "max_position_embeddings": 32768,
@@ -665,16 +675,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
         read_gemma,
         _LLAMA_READS | {"sliding_window_pattern", "use_bidirectional_attention"},
         defaults={
-            "gemma3_text": {
-                "hidden_size": 2304,
-                "num_hidden_layers": 26,
-                "num_attention_heads": 8,
-                "num_key_value_heads": 4,
-                "head_dim": 256,
-                "max_position_embeddings": 131072,
-                "sliding_window": 4096,
-                "sliding_window_pattern": 6,
-            }
+            "gemma3_text": {**_GEMMA3_TEXT, "sliding_window_pattern": 6}
         },
     ),
     Family(
@@ -1286,15 +1287,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
         },
         defaults={
             # rnj1.py reads transformers' Gemma3TextConfig (an Rnj-1 checkpoint's model_type).
-            "gemma3_text": {
-                "hidden_size": 2304,
-                "num_hidden_layers": 26,
-                "num_attention_heads": 8,
-                "num_key_value_heads": 4,
-                "head_dim": 256,
-                "max_position_embeddings": 131072,
-                "sliding_window": 4096,
-            }
+            "gemma3_text": _GEMMA3_TEXT
         },
     ),
     Family(
