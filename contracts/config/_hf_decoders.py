@@ -295,6 +295,22 @@ def read_gemma3n(sec: Section, dtypes: DTypes) -> Layers | None:
     return layers
 
 
+def _cohere_stack(
+    sec: Section, a: Attention, kinds: list[str] | None, window: int | None
+) -> Layers | None:
+    """Cohere 2's layers (cohere2.py, cohere2_moe.py): full, or sliding over
+    ``sliding_window + 1`` tokens."""
+    if kinds is None or not _need_window(sec, kinds, window):
+        return None
+    by_kind = {"full": full(a)}
+    if window is not None:
+        if window + 1 > MAX_SEQ:
+            sec.issue("sliding_window", f"{window} + 1 is out of range")
+            return None
+        by_kind["sliding"] = sliding(a, window + 1)
+    return _stack(kinds, by_kind)
+
+
 def read_cohere2(sec: Section, dtypes: DTypes) -> Layers | None:
     """cohere2 (vllm/model_executor/models/commandr.py): the head size is
     ``hidden_size // num_attention_heads`` (transformers forces it); every
@@ -309,15 +325,7 @@ def read_cohere2(sec: Section, dtypes: DTypes) -> Layers | None:
     else:
         every = _pattern(sec, "sliding_window_pattern", n_layers)
         kinds = None if every is None else _every(n_layers, every)
-    if kinds is None or not _need_window(sec, kinds, window):
-        return None
-    by_kind = {"full": full(a)}
-    if window is not None:
-        if window + 1 > MAX_SEQ:
-            sec.issue("sliding_window", f"{window} + 1 is out of range")
-            return None
-        by_kind["sliding"] = sliding(a, window + 1)
-    return _stack(kinds, by_kind)
+    return _cohere_stack(sec, a, kinds, window)
 
 
 def read_cohere2_moe(sec: Section, dtypes: DTypes) -> Layers | None:
@@ -342,15 +350,7 @@ def read_cohere2_moe(sec: Section, dtypes: DTypes) -> Layers | None:
             return None
         dense = dense or 0
         kinds = _every(dense, prefix) + _every(n_layers - dense, every)
-    if kinds is None or not _need_window(sec, kinds, window):
-        return None
-    by_kind = {"full": full(a)}
-    if window is not None:
-        if window + 1 > MAX_SEQ:
-            sec.issue("sliding_window", f"{window} + 1 is out of range")
-            return None
-        by_kind["sliding"] = sliding(a, window + 1)
-    return _stack(kinds, by_kind)
+    return _cohere_stack(sec, a, kinds, window)
 
 
 def read_exaone_moe(sec: Section, dtypes: DTypes) -> Layers | None:

@@ -123,6 +123,22 @@ _GRANITE_TYPES: Final = {
 }
 
 
+def _mamba_fields_state(sec: Section, dtypes: DTypes, inner: int) -> LayerSpec | None:
+    """The Mamba-2 state of a hybrid whose fields carry the ``mamba_`` prefix (Granite 4.0-H,
+    Falcon-H1): ``mamba_n_heads`` heads of ``mamba_d_head``, ``mamba_n_groups``,
+    ``mamba_d_state``, ``mamba_d_conv``."""
+    return _mamba2_layer(
+        sec,
+        dtypes,
+        inner=inner,
+        heads_key="mamba_n_heads",
+        head_key="mamba_d_head",
+        groups_key="mamba_n_groups",
+        state_key="mamba_d_state",
+        conv_key="mamba_d_conv",
+    )
+
+
 def read_granite_hybrid(sec: Section, dtypes: DTypes) -> Layers | None:
     """granitemoehybrid, Granite 4.0-H (vllm/model_executor/models/granitemoehybrid.py):
     ``layer_types`` (``layers_block_type``) per layer, ``mamba``/``linear_attention`` a
@@ -143,16 +159,7 @@ def read_granite_hybrid(sec: Section, dtypes: DTypes) -> Layers | None:
         if found is None:
             return None
         kinds = found
-    state = _mamba2_layer(
-        sec,
-        dtypes,
-        inner=inner,
-        heads_key="mamba_n_heads",
-        head_key="mamba_d_head",
-        groups_key="mamba_n_groups",
-        state_key="mamba_d_state",
-        conv_key="mamba_d_conv",
-    )
+    state = _mamba_fields_state(sec, dtypes, inner)
     if state is None:
         return None
     by_kind = {"full": full(a), "state": state}
@@ -181,16 +188,7 @@ def read_falcon_h1(sec: Section, dtypes: DTypes) -> Layers | None:
         inner = _expand_inner(sec, "mamba_expand")
     if size is None or inner is None:
         return None
-    state = _mamba2_layer(
-        sec,
-        dtypes,
-        inner=inner,
-        heads_key="mamba_n_heads",
-        head_key="mamba_d_head",
-        groups_key="mamba_n_groups",
-        state_key="mamba_d_state",
-        conv_key="mamba_d_conv",
-    )
+    state = _mamba_fields_state(sec, dtypes, inner)
     if state is None:
         return None
     attn = full(Attention(kv, size, dtypes.kv))
