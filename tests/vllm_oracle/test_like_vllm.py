@@ -97,6 +97,8 @@ def _cases() -> list[dict[str, Any]]:
             ("synthetic", "synthetic--olmo_hybrid"),
             ("excerpts", "LiquidAI--LFM2-1.2B"),
             ("excerpts", "ibm-granite--granite-4.0-h-350m"),
+            ("fresh", "Qwen--Qwen3.5-9B"),
+            ("fresh", "LiquidAI--LFM2.5-VL-1.6B"),
         )
     ]
     for hybrid in hybrids:
