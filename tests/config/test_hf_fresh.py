@@ -20,8 +20,8 @@ import pytest
 from kvunits.contracts import (
     Elements,
     FullAttentionLayer,
-    KvUnitsError,
     KVHeads,
+    KvUnitsError,
     SlidingWindowLayer,
     Tokens,
     Window,
