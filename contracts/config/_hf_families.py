@@ -200,6 +200,15 @@ _IGNORES_OF: Final[Mapping[str, Mapping[str, str]]] = {
         "Transformers backend builds one Attention per layer over the whole context",
     },
 }
+#: Cache fields vLLM 0.33 reads in no generic family: the head size is
+#: ``ModelConfig.get_head_size`` (vllm/transformers_utils/model_arch_config_convertor.py
+#: ``ModelArchConfigConvertorBase.get_head_size``: ``head_dim``, else hidden_size / heads), and
+#: ``attention_head_dim`` is read by zamba2.py (and the HY-V3 MTP draft) alone. Hunyuan's
+#: published dense and MoE configs carry it beside ``head_dim``.
+_UNREAD_BY_GENERIC: Final[Mapping[str, str]] = {
+    "attention_head_dim": "vLLM's head size is head_dim, else hidden_size / heads "
+    "(ModelArchConfigConvertorBase.get_head_size); only zamba2.py reads attention_head_dim",
+}
 #: Config classes' defaults (transformers' GemmaConfig, Glm4vTextConfig, Glm4vMoeTextConfig,
 #: GlmOcrTextConfig), which vLLM sees when the file leaves a field out.
 _DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
@@ -1152,7 +1161,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
             f"{how}; vllm/model_executor/models/{source}",
             attention_reader(head, window),
             _ATTN | {"sliding_window", "layer_types"} | frozenset(reads),
-            ignores=ignores,
+            ignores={**_UNREAD_BY_GENERIC, **ignores},
             aliases=aliases,
             defaults={t: _DECODER_DEFAULTS[t] for t in model_types if t in _DECODER_DEFAULTS},
         )

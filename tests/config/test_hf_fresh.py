@@ -87,3 +87,37 @@ def test_a_known_text_model_type_wins_over_the_architecture(tmp_path: Path) -> N
     # excerpt of tests/config/test_hf_fourth_pass.py); the architecture is the fallback.
     path = _exaone45(tmp_path, model_type="exaone4")
     assert len(load_config(path).model.layers) == 64
+
+
+def _hunyuan(tmp_path: Path, drop: str | None = None, **fields: object) -> Path:
+    data = json.loads((FRESH / "tencent--Hunyuan-MT-7B" / "config.json").read_text())
+    data.update(fields)
+    if drop is not None:
+        del data[drop]
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+def test_hunyuan_dense_is_sized_by_head_dim_not_attention_head_dim() -> None:
+    # tencent/Hunyuan-MT-7B (swayam8624/nanoquant-private's re-saved copy, SOURCES.md):
+    # HunYuanDenseV1ForCausalLM, vLLM's Transformers backend; 32 layers, 8 KV heads, head
+    # size ModelConfig.get_head_size = head_dim 128 (model_arch_config_convertor.py
+    # ModelArchConfigConvertorBase.get_head_size); attention_head_dim (also 128) is unread.
+    config = load_config(FRESH / "tencent--Hunyuan-MT-7B")
+    layers = set(config.model.layers.values())
+    assert len(config.model.layers) == 32
+    ((layer,),) = [layers]
+    assert isinstance(layer, FullAttentionLayer)
+    assert (layer.kv_heads, layer.head_size) == (KVHeads(8), Elements(128))
+
+
+@pytest.mark.parametrize("attention_head_dim", [64, 256])
+def test_attention_head_dim_never_sizes_a_generic_family(
+    tmp_path: Path, attention_head_dim: int
+) -> None:
+    # get_head_size: head_dim when set, else hidden_size / heads (4096 / 32 = 128); only
+    # zamba2.py reads attention_head_dim (tests/config/test_hf_ssm.py covers Zamba2).
+    for drop in (None, "head_dim"):
+        path = _hunyuan(tmp_path, drop=drop, attention_head_dim=attention_head_dim)
+        heads = {layer.head_size for layer in load_config(path).model.layers.values()}  # type: ignore[union-attr]
+        assert heads == {Elements(128)}
