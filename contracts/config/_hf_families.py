@@ -200,15 +200,6 @@ _IGNORES_OF: Final[Mapping[str, Mapping[str, str]]] = {
         "Transformers backend builds one Attention per layer over the whole context",
     },
 }
-#: Cache fields vLLM 0.33 reads in no generic family: the head size is
-#: ``ModelConfig.get_head_size`` (vllm/transformers_utils/model_arch_config_convertor.py
-#: ``ModelArchConfigConvertorBase.get_head_size``: ``head_dim``, else hidden_size / heads), and
-#: ``attention_head_dim`` is read by zamba2.py (and the HY-V3 MTP draft) alone. Hunyuan's
-#: published dense and MoE configs carry it beside ``head_dim``.
-_UNREAD_BY_GENERIC: Final[Mapping[str, str]] = {
-    "attention_head_dim": "vLLM's head size is head_dim, else hidden_size / heads "
-    "(ModelArchConfigConvertorBase.get_head_size); only zamba2.py reads attention_head_dim",
-}
 #: Config classes' defaults (transformers' GemmaConfig, Glm4vTextConfig, Glm4vMoeTextConfig,
 #: GlmOcrTextConfig), which vLLM sees when the file leaves a field out.
 _DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
@@ -1161,7 +1152,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
             f"{how}; vllm/model_executor/models/{source}",
             attention_reader(head, window),
             _ATTN | {"sliding_window", "layer_types"} | frozenset(reads),
-            ignores={**_UNREAD_BY_GENERIC, **ignores},
+            ignores=ignores,
             aliases=aliases,
             defaults={t: _DECODER_DEFAULTS[t] for t in model_types if t in _DECODER_DEFAULTS},
         )
@@ -1722,9 +1713,17 @@ KV_HEADS_DIVIDE_TP: Final = frozenset({"param2moe"})
 _QWEN2_ONLY: Final = frozenset({"use_sliding_window", "max_window_layers"})
 
 
+#: Read by vLLM 0.33 for Zamba2 alone (model_arch_config_convertor.py
+#: ``Zamba2ModelArchConfigConvertor.get_head_size``; the HY-V3 MTP draft prefers ``head_dim``):
+#: every other family's head size is ``ModelArchConfigConvertorBase.get_head_size``,
+#: ``head_dim`` else hidden_size / heads, whatever it says (Hunyuan's published dense and MoE
+#: configs carry it beside ``head_dim``). Families that read it list it (zamba2, nemotron_h).
+_ZAMBA2_ONLY: Final = frozenset({"attention_head_dim"})
+
+
 def check_cache_fields(sec: Section, family: Family) -> bool:
     """Refuse a cache-sizing field the family's reader neither reads nor ignores."""
-    known = family.reads | set(family.ignores) | _QWEN2_ONLY
+    known = family.reads | set(family.ignores) | _QWEN2_ONLY | _ZAMBA2_ONLY
     for key in sorted(CACHE_FIELDS - known):
         if sec.data.get(key) not in (None, False):  # null and false switch nothing on
             sec.issue(

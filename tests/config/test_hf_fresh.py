@@ -112,7 +112,7 @@ def test_hunyuan_dense_is_sized_by_head_dim_not_attention_head_dim() -> None:
 
 
 @pytest.mark.parametrize("attention_head_dim", [64, 256])
-def test_attention_head_dim_never_sizes_a_generic_family(
+def test_attention_head_dim_never_sizes_a_family_but_zamba2(
     tmp_path: Path, attention_head_dim: int
 ) -> None:
     # get_head_size: head_dim when set, else hidden_size / heads (4096 / 32 = 128); only
@@ -121,3 +121,12 @@ def test_attention_head_dim_never_sizes_a_generic_family(
         path = _hunyuan(tmp_path, drop=drop, attention_head_dim=attention_head_dim)
         heads = {layer.head_size for layer in load_config(path).model.layers.values()}  # type: ignore[union-attr]
         assert heads == {Elements(128)}
+
+
+def test_attention_head_dim_is_ignored_by_a_native_family_too(tmp_path: Path) -> None:
+    # The rule is vLLM's, not Hunyuan's: llama.py sizes heads by head_dim (else hidden_size /
+    # heads) too. ALLaM-7B (SOURCES.md), head_dim 128, with a stray attention_head_dim.
+    data = json.loads((FRESH / "ALLaM-AI--ALLaM-7B-Instruct-preview" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**data, "attention_head_dim": 96}))
+    heads = {layer.head_size for layer in load_config(tmp_path).model.layers.values()}  # type: ignore[union-attr]
+    assert heads == {Elements(128)}
