@@ -369,6 +369,8 @@ def _decoder_section(
     text_type = text.get("model_type") if text is not data else None
     if text_type is None:
         text_type = wrapper.text_type
+    elif isinstance(text_type, str) and text_type not in BY_MODEL_TYPE:
+        text_type = _language_type(text)  # as vLLM builds it: by its own architectures
     found = BY_MODEL_TYPE.get(text_type) if isinstance(text_type, str) else None
     if found is None or not isinstance(text_type, str):
         reader.issue(

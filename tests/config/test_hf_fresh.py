@@ -130,3 +130,38 @@ def test_attention_head_dim_is_ignored_by_a_native_family_too(tmp_path: Path) ->
     (tmp_path / "config.json").write_text(json.dumps({**data, "attention_head_dim": 96}))
     heads = {layer.head_size for layer in load_config(tmp_path).model.layers.values()}  # type: ignore[union-attr]
     assert heads == {Elements(128)}
+
+
+LLAVA = Path(__file__).resolve().parents[2] / "examples" / "hf" / "llava-1.5-7b-hf"
+
+
+@pytest.mark.parametrize(
+    ("text_type", "architectures", "read"),
+    [
+        ("llama", ["LlamaForCausalLM"], True),  # the shipped example as published
+        ("renamed_llama_text", ["LlamaForCausalLM"], True),  # vLLM builds its architectures
+        ("renamed_llama_text", None, False),  # nothing says what vLLM would build
+    ],
+)
+def test_a_named_wrapper_reads_its_decoder_by_architecture_too(
+    tmp_path: Path, text_type: str, architectures: list[str] | None, read: bool
+) -> None:
+    # llava-hf/llava-1.5-7b-hf (examples/hf): llava.py builds its language model with
+    # init_vllm_registered_model(hf_config=text_config), no architectures of its own, so
+    # VllmConfig.with_hf_config takes the text config's: 32 layers of 32 heads of 128.
+    data = json.loads((LLAVA / "config.json").read_text())
+    data["text_config"] = {
+        **data["text_config"],
+        "model_type": text_type,
+        "architectures": architectures,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    if not read:
+        with pytest.raises(KvUnitsError, match=text_type):
+            load_config(tmp_path)
+        return
+    layers = load_config(tmp_path).model.layers.values()
+    assert len(layers) == 32
+    assert {(layer.kv_heads, layer.head_size) for layer in layers} == {  # type: ignore[union-attr]
+        (KVHeads(32), Elements(128))
+    }
