@@ -4,21 +4,18 @@ DeepSeek V4 (``vllm/models/deepseek_v4``) keeps, in every decoder layer ``i`` of
 ratio ``r`` (1: sliding window only; 4: "compressed sparse attention"; 128: "heavily
 compressed attention"), up to five caches, each a spec of ``vllm/v1/kv_cache_interface.py``:
 
-=============================  =========================  ========  ==========  =====================
-cache (vLLM class)             spec                       tokens a  block       bytes a state
-                                                          state     (tokens)
-=============================  =========================  ========  ==========  =====================
-sliding-window latent          ``SlidingWindowMLASpec``,  1         64          584 (fp8_ds_mla)
-(``DeepseekV4SWACache``)       window ``sliding_window``
-compressed latent, r > 1       ``MLAAttentionSpec``       r         256         584 (fp8_ds_mla)
-(``DeepseekV4Attention``)      (full attention)
-compressor state, r > 1        ``SlidingWindowMLASpec``,  1         4 (r = 4),  ``2c × head_dim``
-(``CompressorStateCache``)     window ``c × r``                     else 8      float32
-indexer keys, r = 4            ``MLAAttentionSpec``       r         256         ``d + d / 128 × 4``
-(``DeepseekV4IndexerCache``)   (full attention)                                 (fp8 + f32 scales)
-indexer compressor state,      ``SlidingWindowMLASpec``,  1         4           ``2c × d`` float32
-r = 4                          window ``c × r``
-=============================  =========================  ========  ==========  =====================
+* the sliding-window latent (``DeepseekV4SWACache``): a ``SlidingWindowMLASpec`` of window
+  ``sliding_window``, blocks of 64 tokens, a state a token of 584 bytes (fp8_ds_mla);
+* for ``r > 1``, the compressed latent (``DeepseekV4Attention``): an ``MLAAttentionSpec``
+  (full attention) of ``r`` tokens a state, blocks of 256 tokens, 584 bytes a state;
+* for ``r > 1``, its compressor's state (``CompressorStateCache``): a
+  ``SlidingWindowMLASpec`` of window ``c × r``, blocks of 4 tokens (``r = 4``) else 8, a
+  state a token of ``2c × head_dim`` float32;
+* for ``r = 4``, the indexer's keys (``DeepseekV4IndexerCache``): an ``MLAAttentionSpec`` of
+  ``r`` tokens a state, blocks of 256 tokens, ``d + d / 128 × 4`` bytes a state (fp8 and a
+  float32 scale per 128);
+* for ``r = 4``, the indexer compressor's state: window ``c × r``, blocks of 4 tokens,
+  ``2c × d`` float32 a token;
 
 with ``c = 2`` for ``r = 4`` (overlapping windows) else 1, ``d = index_head_dim``, and the
 latent's 584 bytes FlashMLA's ``fp8_ds_mla`` layout (448 fp8 NoPE values, 64 bf16 RoPE
@@ -298,7 +295,9 @@ class DeepseekV4Model:
 def _int(config: Mapping[str, object], key: str, default: int | None = None) -> int:
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"DeepSeek V4 config field {key!r} must be a positive integer, got {value!r}")
+        raise SpecError(
+            f"DeepSeek V4 config field {key!r} must be a positive integer, got {value!r}"
+        )
     return value
 
 
@@ -317,8 +316,9 @@ def _layer_types(config: Mapping[str, object], n: int) -> list[str]:
             "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention"
             for i in range(max(n - 2, 0))
         ]
-    if not isinstance(types, list) or any(t not in _DEFAULT_RATES and t != "sliding_attention"
-                                          for t in types):
+    if not isinstance(types, list) or any(
+        t not in _DEFAULT_RATES and t != "sliding_attention" for t in types
+    ):
         raise SpecError(
             "layer_types must list sliding_attention, compressed_sparse_attention or "
             f"heavily_compressed_attention per layer, got {str(types)[:80]}"

@@ -75,8 +75,10 @@ def plan_deepseek_v4_like_vllm(
         >>> model = DeepseekV4Model("toy", (layer,) * 4)
         >>> engine = EngineSpec(max_model_len=Tokens(65536), max_num_batched_tokens=Tokens(8192),
         ...                     memory_budget=RankBytes(8 << 30))
-        >>> plan_deepseek_v4_like_vllm(model, engine).headline()
-        'GPU KV cache size: 1,227,002 tokens, Maximum concurrency for 65,536 tokens per request: 18.72x'
+        >>> for line in plan_deepseek_v4_like_vllm(model, engine).headline().split(", "):
+        ...     print(line)
+        GPU KV cache size: 1,227,002 tokens
+        Maximum concurrency for 65,536 tokens per request: 18.72x
     """
     _check_engine(engine)
     parallelism = engine.parallelism
@@ -140,7 +142,9 @@ def plan_deepseek_v4_like_vllm(
     num_blocks = min(m // b for m, b in zip(memories, per_stage, strict=True))
     if num_gpu_blocks_override is not None:
         num_blocks = num_gpu_blocks_override
-    per_request = [max(g.specs[n].blocks_per_request(limits) for n in g.layer_names) for g in groups]
+    per_request = [
+        max(g.specs[n].blocks_per_request(limits) for n in g.layer_names) for g in groups
+    ]
     concurrency = num_blocks / sum(per_request)
     return VllmPlan(
         groups=tuple(
@@ -176,6 +180,12 @@ def _check_engine(engine: EngineSpec) -> None:
             f"cache dtype {dtype.name}: vLLM 0.33's FlashMLA layout for DeepSeek V4 "
             "(fp8_ds_mla) only supports an fp8 KV cache (_resolve_dsv4_kv_cache_dtype: "
             "'Please set --kv-cache-dtype fp8')"
+        )
+    if engine.num_speculative_tokens:
+        raise SpecError(
+            "speculative decoding: DeepSeek V4's multi-token-prediction layers then keep caches "
+            "of their own and vLLM retains more of each window (extra_retained_tokens), which "
+            "kvunits does not plan; plan without num_speculative_tokens"
         )
     if engine.parallelism.decode_context_parallel_size > 1:
         raise SpecError(

@@ -53,7 +53,9 @@ def _layer_specs(hf: Any, cache_dtype: str, block_size: int) -> list[dict[str, A
         prefix = f"model.layers.{i}.attn"
         specs: dict[str, Any] = {}
 
-        def compressor(name: str, head_dim: int, ratio: int = ratio) -> None:
+        def compressor(
+            name: str, head_dim: int, ratio: int = ratio, specs: dict[str, Any] = specs
+        ) -> None:
             coff = 1 + (ratio == 4)
             state = SimpleNamespace(
                 state_dim=2 * coff * head_dim,
