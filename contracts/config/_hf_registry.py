@@ -168,8 +168,9 @@ REFUSED: Final[Mapping[str, str]] = {
     "BailingMoeV3ForCausalLM": "linear-attention state layers next to sparse MLA layers "
     "(bailing_moe_v3.py), not modelled",
     "BeamForCausalLM": "vllm.models.beam builds its cache in its own package, not modelled",
-    "DeepseekV4ForCausalLM": "compressed MLA caches (several tokens per state) and an indexer "
-    "cache (DeepSeek V4), not modelled",
+    "DeepseekV4ForCausalLM": "compressed MLA caches (4 and 128 tokens per state) in blocks of "
+    "256, 64, 8 and 4 tokens (DeepSeek V4), which kvunits' own planner does not model; "
+    "`kvunits plan` gives vLLM's numbers for it (kvunits.runtime.plan_deepseek_v4_like_vllm)",
     "DomynEdgeForCausalLM": "per-layer head sizes (per_layer_config[i].head_dim) and windows "
     "(window_sizes[i][0] + 1) of domyn_edge.py, from custom config code, not modelled",
     "DoryForCausalLM": _LOOP.format("dory.py"),

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from kvunits.contracts import CacheDType, EngineSpec, KvUnitsError, Tokens
+from kvunits.contracts import Bytes, CacheDType, EngineSpec, KvUnitsError, Tokens
 from kvunits.contracts.compressed import DeepseekV4Model
 from kvunits.contracts.deploy import RankBytes
 from kvunits.runtime.like_vllm_packed import plan_deepseek_v4_like_vllm
@@ -119,7 +119,13 @@ def _kvunits(case: dict[str, Any]) -> dict[str, Any]:
         )
     except KvUnitsError as err:
         return {"error": str(err)}
+    pages = {}  # each cache's page, by vLLM's layer name
+    for i, layer in enumerate(model.layers):
+        for cache in layer.caches():
+            name = f"model.layers.{i}.attn" + (f".{cache.suffix}" if cache.suffix else "")
+            pages[name] = cache.page_size.numerical_value_in(Bytes)
     return {
+        "pages": [sorted({pages[n] for n in g.layer_names}) for g in plan.groups],
         "num_blocks": plan.num_blocks._value,
         "max_concurrency": plan.max_concurrency,
         "kv_cache_size": plan.kv_cache_size.numerical_value_in(Tokens),
@@ -150,6 +156,7 @@ def test_every_case_is_planned_as_vllm_plans_it(
         assert mine["max_model_len"] == vllm["max_model_len"], where
         assert mine["max_concurrency"] == pytest.approx(vllm["max_concurrency"], rel=1e-12), where
         assert mine["groups"] == [(g[1], g[3]) for g in vllm["groups"]], where
+        assert mine["pages"] == [g[2] for g in vllm["groups"]], where
         planned += 1
     # Both outcomes are exercised: the settings plan most cases and refuse some.
     assert planned >= 16 and refused >= 12, (planned, refused)
