@@ -2,11 +2,12 @@
 
 kvunits plans DeepSeek V4 with vLLM's numbers only (``kvunits plan``,
 `plan_deepseek_v4_like_vllm`, checked against vLLM's own cache classes and planner in
-test_dsv4.py), not as `ModelSpec` layers, so this compares what the view states with `DeepseekV4Model`: the decoder layers,
-each layer's type as its compress ratio (``DeepseekV4Attention.__init__``: ``max(1,
-compress_rates[layer_types[i]])``; the view gives ``layer_types``, the file the rates), the
-latent's size (``head_dim``), the window, the default ``max_model_len``, and a cache dtype
-vLLM's FlashMLA layout accepts (``auto`` or fp8: stored as ``fp8_ds_mla``).
+test_dsv4.py), not as `ModelSpec` layers, so this compares what the view states with
+`DeepseekV4Model`: the decoder layers; each layer's type as its compress ratio
+(``DeepseekV4Attention.__init__``: ``max(1, compress_rates[layer_types[i]])``; the view
+gives ``layer_types``, the file the rates); the latent's size (``head_dim``); the window;
+the default ``max_model_len``; and a cache dtype vLLM's FlashMLA layout accepts (``auto``
+or fp8, stored as ``fp8_ds_mla``).
 """
 
 from __future__ import annotations
