@@ -29,7 +29,9 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
-from oracle import _bind_properties, _Config  # the same VllmConfig stand-in as oracle.py
+# The same VllmConfig stand-in as oracle.py, beside this script (run as a script, its
+# directory is on sys.path; mypy reads the file as tests.vllm_oracle.oracle_dsv4).
+from oracle import _bind_properties, _Config  # type: ignore[import-not-found]
 
 
 def _layer_specs(hf: Any, cache_dtype: str, block_size: int) -> list[dict[str, Any]]:

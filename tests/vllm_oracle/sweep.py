@@ -92,11 +92,8 @@ def main(out: Path) -> None:
                 entry["kv_null_filled_as"] = f"{type(exc).__name__}"
         manifest["written"][model_type] = entry
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    print(
-        f"{len(manifest['written'])} config classes written, "
-        f"{len(manifest['unbuildable'])} unbuildable",
-        file=sys.stderr,
-    )
+    print(f"{len(manifest['written'])} config classes written, "
+          f"{len(manifest['unbuildable'])} unbuildable", file=sys.stderr)
 
 
 def _write(directory: Path, config: dict[str, Any]) -> None:
