@@ -68,7 +68,9 @@ def plan_deepseek_v4_like_vllm(
             parallelism (vLLM's sliding windows refuse it), a stage without a layer, or the
             memory does not hold one request (vLLM's start-up error).
 
-    Example:
+    Example (vLLM 0.33's own numbers for these 4 layers: tests/vllm_oracle/oracle_dsv4.py on
+    DeepSeek-V4-Flash's config cut to ``compress_ratios [4, 4, 4, 4]``):
+
         >>> from kvunits.contracts import Elements
         >>> from kvunits.contracts.compressed import DeepseekV4Layer
         >>> layer = DeepseekV4Layer(4, Elements(512), Elements(128), Tokens(128))
@@ -77,8 +79,8 @@ def plan_deepseek_v4_like_vllm(
         ...                     memory_budget=RankBytes(8 << 30))
         >>> for line in plan_deepseek_v4_like_vllm(model, engine).headline().split(", "):
         ...     print(line)
-        GPU KV cache size: 1,227,002 tokens
-        Maximum concurrency for 65,536 tokens per request: 18.72x
+        GPU KV cache size: 1,252,737 tokens
+        Maximum concurrency for 65,536 tokens per request: 19.12x
     """
     _check_engine(engine)
     parallelism = engine.parallelism
