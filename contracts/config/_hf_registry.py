@@ -193,9 +193,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "
     "which vLLM reads through the checkpoint's own get_nemotron_h_config_for_layer (custom "
     "config code), not modelled",
-    "PanguEmbeddedForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
-    "PanguProMoEV2ForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
-    "PanguUltraMoEForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "Plamo3ForCausalLM": "per-layer interleaved_sliding_window of plamo3.py, not modelled",
     "Qwen4ExpForCausalLM": _STATE.format("several Mamba state layouts of qwen4_exp"),
     "Step3p5ForCausalLM": "looped layers with per-layer windows (step3p5.py), not modelled",
