@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 _ARCHITECTURE: Final = "DeepseekV4ForCausalLM"
 _MODEL_TYPE: Final = "deepseek_v4"
+#: The ``--like-vllm`` GPUs of compute capability 9 (Hopper) or 10 (Blackwell SM100).
+_FLASHMLA_GPUS: Final = frozenset({"h100", "h200", "b200"})
 OWN_PLAN_REFUSED: Final = (
     "kvunits' own plan is not given: it plans one block size for every layer and one "
     "state per token, while DeepSeek V4 keeps caches of 4 and 128 tokens per state in "
@@ -103,6 +105,17 @@ def _plan(args: argparse.Namespace, path: str, file: Path, data: dict[str, Any])
     weights_from_directory(path, flags, extra)
     activations_from_config(path, flags, extra)
     issues: list[ConfigIssue] = []
+    gpu = (extra.gpu or "").strip().lower()
+    if gpu and gpu not in _FLASHMLA_GPUS:
+        issues.append(
+            ConfigIssue(
+                "command line",
+                "--like-vllm",
+                f"{gpu}: vLLM 0.33's DeepSeek V4 attention needs compute capability 9 or 10 "
+                "(DeepseekV4SparseMLABackend.supports_compute_capability; FlashMLA): plan it "
+                f"on one of {', '.join(sorted(_FLASHMLA_GPUS))}",
+            )
+        )
     found = _max_model_len(data, where, issues)
     engine, sources = resolve_engine(
         {"max_model_len": Tokens(found[0])} if found is not None else {},

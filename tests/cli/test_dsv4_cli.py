@@ -47,6 +47,8 @@ def test_plan_json_carries_the_same_numbers(capsys: pytest.CaptureFixture[str]) 
         ("sgl-project--DeepSeek-V4-Pro-FP8", [], "'deepseek_ref' is not a config class"),
         ("deepseek-ai--DeepSeek-V4-Pro", ["-tp", "3"], "does not divide the model's 128"),
         ("deepseek-ai--DeepSeek-V4-Pro", ["--max-model-len", "2000000"], "above the model's"),
+        # DeepseekV4SparseMLABackend.supports_compute_capability: majors 9 and 10 only.
+        ("deepseek-ai--DeepSeek-V4-Flash", ["--like-vllm", "a100-80gb"], "capability 9 or 10"),
     ],
 )
 def test_what_vllm_refuses_is_refused(
