@@ -69,7 +69,7 @@ def test_all_four_mla_fields_make_every_layer_mla(tmp_path: Path) -> None:
     )
     layers = list(config.model.layers.values())
     assert all(isinstance(layer, MLALayer) for layer in layers)
-    assert layers[0].kv_lora_rank + layers[0].qk_rope_head_dim == Elements(576)  # type: ignore[union-attr]
+    assert layers[0].kv_lora_rank + layers[0].qk_rope_head_dim == Elements(576)
 
 
 def test_without_v_head_dim_it_is_not_mla(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_without_v_head_dim_it_is_not_mla(tmp_path: Path) -> None:
 
 def test_interleaved_windows_are_cycled_by_layer_index(tmp_path: Path) -> None:
     config = _load(tmp_path, interleaved_sliding_window=[4096, 8192, 4096])
-    windows = [layer.sliding_window for layer in config.model.layers.values()]  # type: ignore[union-attr]
+    windows = [layer.sliding_window for layer in config.model.layers.values()]
     assert windows[:4] == [
         Window(4096, Tokens),
         Window(8192, Tokens),
