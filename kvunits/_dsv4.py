@@ -131,14 +131,16 @@ def _plan(args: argparse.Namespace, path: str, file: Path, data: dict[str, Any])
     if issues or engine is None:
         raise ConfigError(issues)
     try:
-        numbers: VllmPlan | str = plan_deepseek_v4_like_vllm(
+        numbers = plan_deepseek_v4_like_vllm(
             model,
             engine,
             auto_fit=extra.auto_fit,
             num_gpu_blocks_override=extra.num_gpu_blocks_override,
         )
     except KvUnitsError as err:
-        numbers = str(err)
+        # vLLM would not start (or kvunits does not model the setting): with no plan of
+        # kvunits' own to show either, the command refuses with vLLM's reason.
+        raise ConfigError([ConfigIssue(where, "vllm serve", str(err))]) from None
     if args.format == "json":
         json.dump(
             {"model": model.name, "own_plan": OWN_PLAN_REFUSED, "vllm": vllm_to_dict(numbers)},
@@ -157,7 +159,7 @@ def _plan(args: argparse.Namespace, path: str, file: Path, data: dict[str, Any])
     return 0
 
 
-def _lines(engine: EngineSpec, gpu: str | None, numbers: VllmPlan | str) -> list[str]:
+def _lines(engine: EngineSpec, gpu: str | None, numbers: VllmPlan) -> list[str]:
     """vLLM's section: its settings, its two numbers, its groups."""
     how = f"--like-vllm {gpu}" if gpu else "these settings"
     lines = [
@@ -165,8 +167,6 @@ def _lines(engine: EngineSpec, gpu: str | None, numbers: VllmPlan | str) -> list
         f"{engine.max_num_batched_tokens} per step, async scheduling "
         f"{'on' if engine.async_scheduling else 'off'}, one pool, a null block):"
     ]
-    if isinstance(numbers, str):
-        return [*lines, f"  not computed: {numbers}"]
     lines.append(f"  {numbers.headline()}")
     if numbers.auto_fit:
         lines.append(f"  max_model_len auto-fitted to {numbers.max_model_len}")

@@ -60,11 +60,18 @@ def test_what_vllm_refuses_is_refused(
     assert captured.out == "" and message in captured.err
 
 
-def test_a_memory_vllm_cannot_start_with_is_said_not_planned(
+def test_what_vllm_cannot_start_with_is_refused_with_vllms_reason(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["plan", FLASH, "--kv-cache-memory-bytes", "4G"]) == 0
-    assert "not computed: vLLM refuses to start" in capsys.readouterr().out
+    # No plan of kvunits' own to show: vLLM's start-up error is the command's (exit 2), with
+    # vLLM's estimate of the longest length that fits (tests/runtime/test_like_vllm_packed.py).
+    assert main(["plan", FLASH, "--kv-cache-memory-bytes", "4G", "--async-scheduling"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "vLLM refuses to start" in captured.err
+    assert (
+        main(["plan", FLASH, "--kv-cache-memory-bytes", "80G", "--kv-cache-dtype", "bfloat16"]) == 2
+    )
+    assert "only supports an fp8 KV cache" in capsys.readouterr().err
 
 
 def test_the_typed_loader_still_refuses_it_naming_the_way_to_vllms_numbers() -> None:
