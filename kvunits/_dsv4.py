@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from kvunits.runtime.like_vllm import VllmPlan
 
 _ARCHITECTURE: Final = "DeepseekV4ForCausalLM"
+#: vLLM's vision variant (vllm/models/deepseek_v4/common/vl_model.py): a vision tower that
+#: keeps no cache (MMEncoderAttention) beside the same ``DeepseekV4ForCausalLM`` backbone.
+_ARCHITECTURES: Final = frozenset({_ARCHITECTURE, "DeepseekV4ForConditionalGeneration"})
 _MODEL_TYPE: Final = "deepseek_v4"
 #: The ``--like-vllm`` GPUs of compute capability 9 (Hopper) or 10 (Blackwell SM100).
 _FLASHMLA_GPUS: Final = frozenset({"h100", "h200", "b200"})
@@ -59,7 +62,7 @@ def deepseek_v4_plan(args: argparse.Namespace) -> int | None:
     architectures = data.get("architectures")
     if not isinstance(architectures, list) or not architectures:
         return None
-    if architectures[0] != _ARCHITECTURE:
+    if architectures[0] not in _ARCHITECTURES:
         return None
     return _plan(args, path, file, data)
 

@@ -203,7 +203,9 @@ REFUSED: Final[Mapping[str, str]] = {
     "HunYuanVLForConditionalGeneration": "Hunyuan VL's language model config, not located",
     "VibeVoiceAsrForConditionalGeneration": "VibeVoice's speech decoder, not modelled",
     # Multimodal models whose decoder is not a plain text config.
-    "DeepseekV4ForConditionalGeneration": "compressed MLA caches and an indexer (DeepSeek V4)",
+    "DeepseekV4ForConditionalGeneration": "DeepSeek V4's compressed MLA caches beside a vision "
+    "tower without a cache, which kvunits' own planner does not model; `kvunits plan` gives "
+    "vLLM's numbers for it (kvunits.runtime.plan_deepseek_v4_like_vllm)",
     "DeepseekV41ForCausalLM": "compressed MLA caches and an indexer (DeepSeek V4.1)",
 }
 

@@ -40,6 +40,21 @@ def test_plan_json_carries_the_same_numbers(capsys: pytest.CaptureFixture[str]) 
     assert [g["layers"] for g in data["vllm"]["groups"]] == [22, 21, 62, 42, 20]
 
 
+def test_the_vision_variant_plans_its_backbone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # vl_model.py DeepseekV4ForConditionalGeneration: the vision tower (MMEncoderAttention)
+    # keeps no cache; the language model is DeepseekV4ForCausalLM on the same config.
+    data = json.loads((Path(FLASH) / "config.json").read_text("utf-8"))
+    data.update(architectures=["DeepseekV4ForConditionalGeneration"], vision_n_layers=2)
+    (tmp_path / "config.json").write_text(json.dumps(data), "utf-8")
+    args = ["--kv-cache-memory-bytes", "80G", "--max-num-batched-tokens", "8192"]
+    assert main(["plan", str(tmp_path), *args, "--async-scheduling", "--format", "json"]) == 0
+    vision = json.loads(capsys.readouterr().out)["vllm"]
+    assert main(["plan", FLASH, *args, "--async-scheduling", "--format", "json"]) == 0
+    assert vision == json.loads(capsys.readouterr().out)["vllm"]
+
+
 @pytest.mark.parametrize(
     ("name", "flags", "message"),
     [
