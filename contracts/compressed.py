@@ -40,11 +40,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, final
+from typing import Final, Literal, TypeVar, final
 
 from ._counts import Elements, Layers
-from ._quantity import Bytes, Tokens
-from .errors import SpecError
+from ._describe import describe
+from ._quantity import Bytes, IntQuantity, Tokens
+from .errors import SpecError, UnitTypeError
 
 __all__ = [
     "DS_MLA_ALIGNMENT",
@@ -77,6 +78,21 @@ _DEFAULT_RATES: Final[Mapping[str, int]] = {
 }
 
 
+_Q = TypeVar("_Q", bound=IntQuantity)
+
+
+def _typed(value: object, cls: type[_Q], field: str) -> _Q:
+    """The entry check of a typed argument: what mypy rejects, the run time rejects too."""
+    if type(value) is cls:
+        return value
+    raise UnitTypeError(
+        f"{field} must be {cls.__name__} ({cls.unit}), got {describe(value)}",
+        field=field,
+        expected=cls.unit,
+        got=describe(value),
+    )
+
+
 def states_per_block(block_size: Tokens, tokens_per_state: int) -> int:
     """States a page of ``block_size`` tokens holds when each state covers
     ``tokens_per_state`` tokens: ``floor(block_size / tokens_per_state)`` (rounds down, as
@@ -86,9 +102,10 @@ def states_per_block(block_size: Tokens, tokens_per_state: int) -> int:
         >>> states_per_block(Tokens(256), 4), states_per_block(Tokens(256), 128)
         (64, 2)
     """
-    if tokens_per_state < 1:
-        raise SpecError(f"tokens_per_state must be >= 1, got {tokens_per_state}")
-    return block_size.numerical_value_in(Tokens) // tokens_per_state
+    block = _typed(block_size, Tokens, "block_size").numerical_value_in(Tokens)
+    if type(tokens_per_state) is not int or tokens_per_state < 1:
+        raise SpecError(f"tokens_per_state must be an int >= 1, got {tokens_per_state!r}")
+    return block // tokens_per_state
 
 
 def aligned_page_size(raw: Bytes, alignment: Bytes) -> Bytes:
@@ -99,10 +116,11 @@ def aligned_page_size(raw: Bytes, alignment: Bytes) -> Bytes:
         >>> str(aligned_page_size(Bytes(2 * 584), DS_MLA_ALIGNMENT))
         '1728 byte'
     """
-    step = alignment.numerical_value_in(Bytes)
+    size = _typed(raw, Bytes, "raw").numerical_value_in(Bytes)
+    step = _typed(alignment, Bytes, "alignment").numerical_value_in(Bytes)
     if step < 1:
         raise SpecError(f"alignment must be >= 1 byte, got {alignment}")
-    return Bytes(-(-raw.numerical_value_in(Bytes) // step) * step)
+    return Bytes(-(-size // step) * step)
 
 
 CacheRole = Literal["swa", "compressed", "compressor", "indexer", "indexer_compressor"]
@@ -165,6 +183,25 @@ class DeepseekV4Layer:
     head_size: Elements
     index_head_size: Elements
     sliding_window: Tokens
+
+    def __post_init__(self) -> None:
+        # What mypy rejects, the runtime rejects too (for callers without it).
+        _typed(self.head_size, Elements, "head_size")
+        _typed(self.index_head_size, Elements, "index_head_size")
+        _typed(self.sliding_window, Tokens, "sliding_window")
+        ratio: object = self.compress_ratio
+        if type(ratio) is not int or ratio not in (1, 4, 128):
+            raise SpecError(
+                f"compress_ratio must be 1, 4 or 128 (vLLM 0.33's DeepSeek V4 compressor "
+                f"takes 4 and 128), got {self.compress_ratio!r}"
+            )
+        if self.index_head_size.numerical_value_in(Elements) % _INDEX_SCALE_GROUP:
+            raise SpecError(
+                f"index_head_size must be a multiple of {_INDEX_SCALE_GROUP} element (a "
+                f"float32 scale per {_INDEX_SCALE_GROUP}), got {self.index_head_size}"
+            )
+        if not self.sliding_window.numerical_value_in(Tokens):
+            raise SpecError("sliding_window must be >= 1 token")
 
     def caches(self) -> tuple[DeepseekV4Cache, ...]:
         """The layer's caches in vLLM's registration order (``DeepseekV4Attention.__init__``:

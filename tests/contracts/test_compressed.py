@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvunits.contracts import Bytes, Elements, SpecError, Tokens
+from kvunits.contracts import Bytes, Elements, KvUnitsError, SpecError, Tokens
 from kvunits.contracts.compressed import (
     DS_MLA_ALIGNMENT,
     DeepseekV4Layer,
@@ -162,8 +162,25 @@ def test_aligned_page_rounds_up_to_the_alignment(raw: int, alignment: int) -> No
 
 
 def test_conversions_refuse_what_has_no_meaning() -> None:
-    with pytest.raises(SpecError, match="tokens_per_state must be >= 1"):
+    with pytest.raises(SpecError, match="tokens_per_state must be an int >= 1"):
         states_per_block(Tokens(256), 0)
     with pytest.raises(SpecError, match="alignment must be >= 1 byte"):
         aligned_page_size(Bytes(10), Bytes(0))
     assert aligned_page_size(Bytes(576), DS_MLA_ALIGNMENT) == Bytes(576)
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ((4, 512, Elements(128), Tokens(128)), "head_size must be Elements"),
+        ((4, Elements(512), Elements(128), 128), "sliding_window must be Tokens"),
+        ((8, Elements(512), Elements(128), Tokens(128)), "compress_ratio must be 1, 4 or 128"),
+        ((4, Elements(512), Elements(100), Tokens(128)), "multiple of 128"),
+        ((4, Elements(512), Elements(128), Tokens(0)), "sliding_window must be >= 1 token"),
+    ],
+)
+def test_a_layer_built_in_python_is_checked_as_mypy_checks_it(
+    args: tuple[Any, ...], error: str
+) -> None:
+    with pytest.raises(KvUnitsError, match=error):
+        DeepseekV4Layer(*args)
