@@ -52,6 +52,7 @@ from ._hf_generic import (
     read_step3_text,
 )
 from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h, read_olmo_hybrid
+from ._hf_kimi import read_kimi_linear
 from ._hf_layers import DTypes
 from ._hf_speech import read_whisper
 from ._hf_ssm import (
@@ -1310,6 +1311,21 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "max_position_embeddings": 65536,
                 "linear_conv_kernel_dim": 4,
             }
+        },
+    ),
+    Family(
+        "kimi_linear",
+        ("kimi_linear",),
+        ("KimiLinearForCausalLM",),
+        "linear_attn_config.kda_layers (1-based): a Kimi delta attention state (kda_state_shape: "
+        "conv 3 × num_heads × head_dim over short_conv_kernel_size − 1, recurrent num_heads × "
+        "head_dim² in float32), the other layers MLA of kv_lora_rank + qk_rope_head_dim; "
+        "vllm/models/kimi_k3/nvidia/model.py KimiDecoderLayer",
+        read_kimi_linear,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim"}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim",
         },
     ),
     Family(
