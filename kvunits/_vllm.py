@@ -360,13 +360,29 @@ def apply_state_dtypes(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
     if ssm is not None:
         update["ssm_dtype"] = CacheDType.parse(ssm)
     layers = {
-        name: layer.model_validate({**layer.model_dump(), **update})
+        name: layer.model_validate({**layer.model_dump(), **_state_update(layer, update, ssm)})
         if isinstance(layer, StateMixerLayer)
         else layer
         for name, layer in config.model.layers.items()
     }
     model = ModelSpec(name=config.model.name, layers=layers)
     return config.model_copy(update={"model": model})
+
+
+def _state_update(layer: Any, update: dict[str, Any], ssm: str | None) -> dict[str, Any]:
+    """The dtype fields for one state layer: a KDA layer takes them by its own rule."""
+    from kvunits.contracts import CacheDType
+    from kvunits.contracts.config._hf_kimi import kda_state_dtypes
+    from kvunits.contracts.errors import ConfigError, ConfigIssue
+
+    mixer = getattr(layer, "mixer", "gdn")
+    if mixer == "gdn":
+        return update
+    conv = update.get("conv_dtype")
+    kda, why = kda_state_dtypes(mixer, conv, None if ssm is None else CacheDType.parse(ssm))
+    if why is not None:
+        raise ConfigError([ConfigIssue("command line", "--mamba-ssm-cache-dtype", why)])
+    return kda
 
 
 def apply_skip_layers(config: KvUnitsConfig, skipped: Sequence[str]) -> KvUnitsConfig:

@@ -80,3 +80,30 @@ def _kda_layers(lac: Section, n_layers: int) -> frozenset[int] | None:
         )
         return None
     return frozenset(value)
+
+
+def kda_state_dtypes(
+    mixer: str, conv: CacheDType | None, ssm: CacheDType | None
+) -> tuple[dict[str, CacheDType], str | None]:
+    """``--mamba-cache-dtype`` (``conv``) and ``--mamba-ssm-cache-dtype`` (``ssm``) on a
+    KDA layer as vLLM 0.33's ``MambaStateDtypeCalculator.kda_state_dtype`` takes them: the
+    conv state takes ``conv``; the recurrent state stays float32 unless Kimi-K3's
+    ``KimiK3DeltaAttention.get_state_dtype`` is given float32 or bfloat16 (any other raises
+    in vLLM). Kimi Linear's ``KimiGatedDeltaNetAttention.get_state_dtype`` passes no SSM
+    dtype (float32 always) while its model's hook sizes the pages with it, so a non-float32
+    ``ssm`` is refused there. Returns the fields to update and the refusal, if any."""
+    update = {} if conv is None else {"conv_dtype": conv}
+    if ssm is None or ssm == CacheDType.float32:
+        return update, None
+    if mixer == "kda_full_rank_gate" and ssm == CacheDType.bfloat16:
+        return {**update, "ssm_dtype": ssm}, None
+    if mixer == "kda_full_rank_gate":
+        return update, (
+            f"{ssm.value}: Kimi-K3's KDA recurrent state takes only float32 or bfloat16 "
+            "(vLLM 0.33 MambaStateDtypeCalculator.kda_state_dtype raises)"
+        )
+    return update, (
+        f"{ssm.value}: Kimi Linear's KDA layer keeps its recurrent state float32 "
+        "(KimiGatedDeltaNetAttention.get_state_dtype passes no SSM dtype) while vLLM 0.33 "
+        "sizes its pages with this dtype: leave it auto (float32)"
+    )
