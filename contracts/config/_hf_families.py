@@ -190,6 +190,12 @@ _DECODER_OF: Final[Mapping[str, tuple[str, ...]]] = {
     # paddleocr_vl.py builds Ernie4_5ForCausalLM on the text config (PaddleOCRTextConfig,
     # which transformers fills from the published file's flat top level).
     "ernie4_5": ("paddleocr_vl_text",),
+    # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: full attention, head_dim (else hidden_size
+    # / heads) and num_key_value_heads of the text config, no window.
+    "ernie4_5_moe": ("ernie4_5_vl_moe_text",),
+    # granite4_vision.py builds Granite4VisionLLMForCausalLM, a GraniteForCausalLM, on
+    # text_config (vllm_config.with_hf_config(config.text_config)).
+    "granite": ("granite4_vision_text",),
 }
 #: Cache fields a generic family knowingly ignores, with vLLM's reason.
 _IGNORES_OF: Final[Mapping[str, Mapping[str, str]]] = {
@@ -212,6 +218,30 @@ _DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
         "num_key_value_heads": 16,
         "head_dim": 256,
         "max_position_embeddings": 8192,
+    },
+    # Ernie4_5_VLMoeTextConfig, Granite4VisionTextConfig, Molmo2TextConfig (transformers
+    # 5.20): what vLLM reads where a published text_config leaves a field out.
+    "ernie4_5_vl_moe_text": {
+        "hidden_size": 2560,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 20,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 131072,
+    },
+    "granite4_vision_text": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 2048,
+    },
+    "molmo2_text": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 36864,
     },
     "glm4v_text": {
         "hidden_size": 4096,
@@ -388,6 +418,19 @@ _GENERIC: Final[
             ("minimax_m2", ("MiniMaxM2ForCausalLM",), "minimax_m2.py MiniMaxM2Attention"),
             ("phimoe", ("PhiMoEForCausalLM",), "phimoe.py PhiMoEAttention"),
         )
+    ),
+    (
+        "molmo2",
+        ("molmo2_text",),
+        (),
+        "head_dim",
+        "none",
+        "molmo2.py Molmo2Attention",
+        "the text_config's decoder: full attention on every layer, head size head_dim "
+        "(Molmo2TextConfig default 128), no window; the vision backbone keeps no cache",
+        frozenset(),
+        {},
+        {},
     ),
     *(
         (
