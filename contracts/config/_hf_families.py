@@ -724,7 +724,8 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "gemma4",
-        ("gemma4_text",),
+        # gemma4_unified_text: gemma4_unified.py builds Gemma4ForCausalLM on its text_config.
+        ("gemma4_text", "gemma4_unified_text"),
         ("Gemma4ForCausalLM",),
         "as gemma3 (pattern 6, last layer full); full layers have global_head_dim and, with "
         "attention_k_eq_v, num_global_key_value_heads; the last num_kv_shared_layers layers "
@@ -751,7 +752,20 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "global_head_dim": 512,
                 "attention_k_eq_v": False,
                 "num_kv_shared_layers": 0,
-            }
+            },
+            # Gemma4UnifiedTextConfig: Gemma4TextConfig's but for these two.
+            "gemma4_unified_text": {
+                "hidden_size": 2304,
+                "num_hidden_layers": 30,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "max_position_embeddings": 262144,
+                "sliding_window": 1024,
+                "global_head_dim": 512,
+                "attention_k_eq_v": False,
+                "num_kv_shared_layers": 0,
+            },
         },
     ),
     Family(
@@ -1206,7 +1220,9 @@ FAMILIES: Final[tuple[Family, ...]] = (
     *(
         Family(
             name,
-            (name,),
+            # muse_glimmer_text: MuseGlimmerForConditionalGeneration's text_config, which
+            # muse_glimmer.py _text_config reads as the decoder's config.
+            tuple(dict.fromkeys((name, model_type))),
             (arch,),
             f"as llama: layer_types' sliding_attention layers slide over sliding_window, and "
             f"an absent layer_types is the config class's pattern ({pattern}); head size "
