@@ -235,6 +235,24 @@ _DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
         "num_key_value_heads": 32,
         "max_position_embeddings": 2048,
     },
+    # CohereCompassTextConfig (transformers 5.20).
+    "cohere_compass_text": {
+        "hidden_size": 8192,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 64,
+        "head_dim": 128,
+        "max_position_embeddings": 8192,
+    },
+    # Cosmos3EdgeTextConfig (transformers 5.20).
+    "cosmos3_edge_text": {
+        "hidden_size": 2048,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+    },
     "molmo2_text": {
         "hidden_size": 4096,
         "num_hidden_layers": 36,
@@ -420,6 +438,20 @@ _GENERIC: Final[
         )
     ),
     (
+        "cosmos3_edge",
+        ("cosmos3_edge_text",),
+        (),
+        "head_dim",
+        "none",
+        "cosmos3_edge.py Cosmos3EdgeAttention (nemotron_h.py NemotronHAttention)",
+        "the text_config's decoder, rebuilt as Nemotron-H attention and MLP layers "
+        "(_to_nemotron_h_config): full attention on each of num_hidden_layers layers, head size "
+        "head_dim (else hidden_size / heads)",
+        frozenset(),
+        {},
+        {},
+    ),
+    (
         "molmo2",
         ("molmo2_text",),
         (),
@@ -457,6 +489,13 @@ _GENERIC: Final[
             ("afmoe", ("afmoe",), ("AfmoeForCausalLM",), "afmoe.py AfmoeAttention"),
             ("apertus", ("apertus",), ("ApertusForCausalLM",), "apertus.py ApertusAttention"),
             ("ernie4_5", ("ernie4_5",), ("Ernie4_5ForCausalLM",), "ernie45.py (llama.py)"),
+            (
+                "cohere_compass",
+                ("cohere_compass_text",),
+                (),
+                "cohere_compass.py CohereCompassAttention (CohereCompassForConditionalGeneration's "
+                "text_config)",
+            ),
             (
                 "transformers",
                 (

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kvunits.contracts import FullAttentionLayer, Tokens
+from kvunits.contracts import FullAttentionLayer, SlidingWindowLayer, Tokens
 from kvunits.contracts.config import load_config, read_hf_config
 from kvunits.contracts.deploy import KVHeads
 
@@ -61,6 +61,12 @@ def test_the_decoder_is_full_attention_on_every_layer(
         ("granite4_vision", "Granite4VisionForConditionalGeneration", "granite4_vision_text",
          32, 2048),
         ("molmo2", "Molmo2ForConditionalGeneration", "molmo2_text", 36, 36864),
+        # cohere_compass.py CohereCompassAttention; cosmos3_edge.py (Nemotron-H attention on
+        # each of num_hidden_layers layers, _to_nemotron_h_config).
+        ("cohere_compass", "CohereCompassForConditionalGeneration", "cohere_compass_text",
+         40, 8192),
+        ("cosmos3_edge", "Cosmos3EdgeForConditionalGeneration", "cosmos3_edge_text",
+         28, 131072),
     ],
 )
 def test_an_empty_text_config_takes_the_class_defaults(
@@ -75,3 +81,26 @@ def test_an_empty_text_config_takes_the_class_defaults(
     config = read_hf_config(data, where="config.json")
     assert len(config.model.layers) == layers
     assert config.engine["max_model_len"] == Tokens(length)
+
+
+def test_cohere_compass_slides_its_sliding_attention_layers() -> None:
+    # CohereCompassAttention: sliding_window where layer_types says sliding_attention (no + 1,
+    # unlike Cohere 2's commandr.py), the other layers full.
+    types = ["sliding_attention"] * 3 + ["full_attention"]
+    data = {
+        "architectures": ["CohereCompassForConditionalGeneration"],
+        "model_type": "cohere_compass",
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "cohere_compass_text",
+            "num_hidden_layers": 4,
+            "sliding_window": 4096,
+            "layer_types": types,
+        },
+    }
+    layers = list(read_hf_config(data, where="config.json").model.layers.values())
+    assert [type(layer).__name__ for layer in layers] == ["SlidingWindowLayer"] * 3 + [
+        "FullAttentionLayer"
+    ]
+    first = layers[0]
+    assert isinstance(first, SlidingWindowLayer) and first.sliding_window._n == 4096
