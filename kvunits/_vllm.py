@@ -494,7 +494,10 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
                 else f"  block size {sizes} after vLLM unified the groups' pages"
             )
     mla = any(isinstance(layer, MLALayer) for layer in config.model.layers.values())
-    if mla and config.engine_sources.get("block_size_slots") == "default":
+    # Beside recurrent states vLLM aligns MLA blocks to 128 tokens whatever the backend's
+    # kernel block (_align_hybrid_block_size), so the backend's choice changes nothing there.
+    hybrid = not isinstance(numbers, str) and any(g.kind == "mamba" for g in numbers.groups)
+    if mla and not hybrid and config.engine_sources.get("block_size_slots") == "default":
         lines.append(
             "  note: vLLM's MLA backend chooses the block size (FlashMLA: 64 on H100 and H200); "
             "kvunits planned 16: pass --block-size to match the backend vLLM picks"

@@ -165,3 +165,27 @@ def test_the_command_line_applies_kda_dtypes_by_their_rule(
     # --mamba-ssm-cache-dtype bfloat16 on Kimi Linear: refused, naming the flag.
     assert main([*base, "--mamba-ssm-cache-dtype", "bfloat16"]) != 0
     assert "--mamba-ssm-cache-dtype" in capsys.readouterr().err
+
+
+def test_like_vllm_prints_the_grown_block_and_no_backend_note(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kvunits.cli import main
+
+    argv = [
+        "plan",
+        str(KIMI_LINEAR / "config.json"),
+        "--like-vllm",
+        "h100",
+        "--kv-cache-memory-bytes",
+        "40G",
+        "--max-model-len",
+        "128k",
+        "--kv-cache-layout",
+        "per_group",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    # 128 × cdiv(2170880, 128 × 1152): the block size whatever MLA backend vLLM picks.
+    assert "attention block size 1920 token" in out
+    assert "MLA backend chooses the block size" not in out
