@@ -33,7 +33,7 @@ def _published() -> dict[str, Any]:
 
 
 def _geometry(data: dict[str, Any]) -> list[tuple[str, int, int]]:
-    out = []
+    out: list[tuple[str, int, int]] = []
     for layer in read_hf_config(data, where="config.json").model.layers.values():
         assert isinstance(layer, (FullAttentionLayer, SlidingWindowLayer))
         out.append((layer.kind, layer.kv_heads.numerical_value_in(KVHeads), layer.head_size._value))
