@@ -1424,6 +1424,10 @@ FAMILIES: Final[tuple[Family, ...]] = (
         ignores={
             "num_key_value_heads": "MLA caches one latent head",
             "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim",
+            # vllm/transformers_utils/config.py registers its own KimiLinearConfig.
+            "layer_types": "vLLM 0.33 reads kimi_linear with its own KimiLinearConfig "
+            "(transformers_utils/configs/kimi_linear.py): the KDA layers are "
+            "linear_attn_config.kda_layers, transformers 5's layer_types is not read",
         },
     ),
     Family(

@@ -189,3 +189,16 @@ def test_like_vllm_prints_the_grown_block_and_no_backend_note(
     # 128 × cdiv(2170880, 128 × 1152): the block size whatever MLA backend vLLM picks.
     assert "attention block size 1920 token" in out
     assert "MLA backend chooses the block size" not in out
+
+
+def test_layer_types_without_linear_attn_config_is_mla_everywhere() -> None:
+    # transformers 5's KimiLinearConfig writes layer_types and no linear_attn_config; vLLM
+    # 0.33 loads kimi_linear with its own KimiLinearConfig (vllm/transformers_utils/config.py),
+    # whose is_kda_layer reads linear_attn_config only: every layer MLA, as vLLM's
+    # ModelConfig view of such a file says.
+    data = _config()
+    del data["linear_attn_config"]
+    data["layer_types"] = ["linear_attention"] * 3 + ["full_attention"]
+    data["num_hidden_layers"] = 4
+    layers = read_hf_config(data, where="config.json").model.layers
+    assert len(layers) == 4 and all(isinstance(layer, MLALayer) for layer in layers.values())
