@@ -47,7 +47,8 @@ DeepSeek sparse attention's indexer caches are MLA-like specs of their own bytes
 (`IndexerLayer`), in the same group as the MLA layers.
 
 What vLLM does that is not modelled here is refused with the reason (`SpecError`): gated
-delta nets with prefix caching (their checkpoints depend on the GPU's GDN prefill backend),
+delta nets with prefix caching (their checkpoints depend on the GPU's GDN prefill backend;
+Kimi-K3's KDA likewise with FlashKDA; Kimi Linear's KDA exports none and is planned),
 hybrids whose attention layers differ per token, a model whose pages cannot be unified, a
 pipeline stage without a cached layer, and no layer with a cache (vLLM's attention-free
 models).

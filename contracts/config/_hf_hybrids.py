@@ -299,7 +299,8 @@ def check_hybrid_has_attention(sec: Section, family: str, layers: Layers) -> Non
     if kinds == {True}:
         sec.issue(
             "layer_types",
-            "every layer is a recurrent state and none attention: vLLM 0.33 serves it, but "
+            f"every layer of this {family} config (its layer pattern) is a recurrent state and "
+            "none attention: vLLM 0.33 serves it, but "
             "pads each state page to a model-level attention page no layer uses "
             "(Platform._align_hybrid_block_size), which kvunits does not model; give the "
             "attention layers' types",
