@@ -54,6 +54,7 @@ from ._hf_generic import (
 from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h, read_olmo_hybrid
 from ._hf_kimi import read_kimi_linear
 from ._hf_layers import DTypes
+from ._hf_openpangu import read_openpangu
 from ._hf_speech import read_whisper
 from ._hf_ssm import (
     read_falcon_h1,
@@ -963,6 +964,19 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "qk_nope_head_dim": 128,
             },
         },
+    ),
+    Family(
+        "openpangu",
+        ("openpangu",),
+        ("PanguEmbeddedForCausalLM", "PanguProMoEV2ForCausalLM", "PanguUltraMoEForCausalLM"),
+        "one attention for every layer (vllm/model_executor/models/openpangu.py "
+        "OpenPanguDecoderLayer): MLA (kv_lora_rank + qk_rope_head_dim) when qk_nope_head_dim, "
+        "qk_rope_head_dim, v_head_dim and kv_lora_rank are set; else grouped-query attention "
+        "of head_dim (else hidden_size / heads), sliding over interleaved_sliding_window (an "
+        "int, or a list cycled by layer index); static sink attention (param_sink_number) is "
+        "refused",
+        read_openpangu,
+        frozenset({*_ATTN, "kv_lora_rank", "qk_rope_head_dim", "interleaved_sliding_window"}),
     ),
     Family(
         "minicpm3",

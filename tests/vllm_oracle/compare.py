@@ -33,12 +33,16 @@ from kvunits.contracts.config._hf_registry import (
 )
 from kvunits.contracts.deploy import KVHeads
 
+from .compare_dsv4 import compare_deepseek_v4, deepseek_v4_view
+
 #: The architectures whose KV cache is in scope: vLLM's generative ones.
 _GENERATIVE: Final = TEXT_GENERATION | MULTIMODAL | TRANSFORMERS_BACKEND
 
 
 def kvunits_view(path: str) -> dict[str, Any]:
     """What kvunits reads of a directory, in the view's terms (or its refusal)."""
+    if (dsv4 := deepseek_v4_view(path)) is not None:  # vLLM's numbers only (compare_dsv4)
+        return dsv4
     try:
         config = load_config(path)
     except KvUnitsError as err:
@@ -99,6 +103,9 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
         return "not-generative", [f"{view.get('architecture')}: a pooling model, no KV cache"]
     if "error" in mine:
         return "refused", [mine["error"][:200]]
+    if "deepseek_v4" in mine:
+        dsv4 = compare_deepseek_v4(view, mine)
+        return ("exact" if not dsv4 else "differs"), dsv4
     diffs: list[str] = []
     layers = mine["attention"]
     if "partial_error" in view:
