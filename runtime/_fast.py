@@ -118,15 +118,19 @@ def _cross(core: CoordinatorCore) -> list[str]:
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
-    back = "return boundary(me, request_id, o, num_new, mapping, lookahead)"
+    back = "return boundary(me, request_id, o, num_new, mapping, lookahead, rolled)"
     pool_of, first_of = _pools(core)
     lines = [
-        "    def cross(me, request_id, o, num_new, mapping, lookahead=None):",
+        "    def cross(me, request_id, o, num_new, mapping, lookahead=None, rolled=None):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
         "        if " + " or ".join(f"type(q{g}) is not int" for g in range(n)) + ":",
         f"            {back}",
+        "        if rolled is None:",
+        "            " + " = ".join(f"b{g}" for g in range(n)) + " = 0",
+        "        else:",
+        "            " + ", ".join(f"b{g}" for g in range(n)) + f"{comma} = rolled",
         "        if extras:",
         "            extra = extras.get(o)",
         "            if extra is not None and extra.pending():",
@@ -149,7 +153,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
         out = [
             f"q = q{g}",
-            f"s = hot[o + {h + SLACK}]",
+            f"s = hot[o + {h + SLACK}] + b{g}",
             f"rows = st[{c} + {ANCHOR}] - s",
             f"first, end = {first}, {end}",
             "touched = end - first if q else 0",
@@ -350,6 +354,153 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _unrolled(core: CoordinatorCore, back: str, indent: str) -> list[str]:
+    """The rollback of ``r{g}`` positions per group (what the latest step left speculative:
+    ``j{g}``) when it frees no block and keeps every group's bound: then it only gives the
+    slack back (``s{g}``, read here, is raised by it). Any other goes to ``back``."""
+    hw, cw = core.table.hot_width, core.table.cold_width
+    cold = f"o // {hw} * {cw}"
+    out = []
+    for g in range(len(core.names)):
+        h = g * HOT
+        p, size = core._pool[g], core._block_size[g]
+        kind = core._managers[g].kind
+        slots = f"(n{g} + {p - 1}) // {p}" if p > 1 else f"n{g}"
+        if kind == "state":
+            keep = "1"
+        elif kind == "cross_attention":
+            keep = str(core._managers[g].table_length(0))
+        else:
+            keep = f"({slots} + {size - 1}) // {size}"
+        entries = f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
+        out += [
+            f"if type(r{g}) is not int or not 0 <= r{g} <= j{g}:",
+            f"    {back}",
+            f"s{g} = hot[o + {h + SLACK}]",
+            f"if r{g}:",
+            f"    if not s{g}:",
+            f"        {back}",
+            f"    n{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g} - r{g}",
+            f"    if {keep} < {entries}:",
+            f"        {back}",
+        ]
+        if core._has_rows[g]:
+            out += [
+                f"    if n{g} // {p * size} != (n{g} + r{g}) // {p * size}:",
+                f"        {back}",
+            ]
+        out.append(f"    s{g} += r{g}")
+    return [indent + line for line in out]
+
+
+def _respec(
+    core: CoordinatorCore,
+    typed: bool,
+    head: Any,
+    tail: list[str],
+    shape: Any,
+    group: Any,
+) -> list[str]:
+    """The source of ``respec`` and ``respec_all`` (``*_typed`` with ``typed``): the rollback
+    of the latest step's rejected drafts and the next speculative step in one call, for one
+    request or for an engine step's batch: stores only when the rollback frees no block and
+    keeps the bound (`_unrolled`) and the step stays within the slack it leaves; a step past
+    it goes to ``cross`` with the rollback (one commit), anything else to the core's
+    `CoordinatorCore._general_respec` (the rollback and the step planned on one plan)."""
+    n = len(core.names)
+    suffix = "_typed" if typed else ""
+    comma = "," if n == 1 else ""
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    ks = ", ".join(f"k{g}" for g in range(n)) + comma
+    rs = ", ".join(f"r{g}" for g in range(n)) + comma
+    js = ", ".join(f"j{g}" for g in range(n)) + comma
+    ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+    kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
+    spec = "(" + ks + ")"
+    zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
+    back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
+    past = "return cross(me, request_id, o, num_new, False, lookahead, rejected)"
+    lines = head("respec" + suffix, "request_id, num_new, lookahead, rejected", "allocate")
+    if not typed:
+        lines += shape(["num_new", "lookahead", "rejected"], back)
+    lines += [
+        f"            {qs} = num_new",
+        f"            {ks} = lookahead",
+        f"            {rs} = rejected",
+    ]
+    if not typed:
+        lines += [f"            if {ints}:", f"                {back}"]
+    lines += [
+        f"            if {kints}:",
+        f"                {back}",
+        "            spec = specs.get(o)",
+        "            if spec is None:",
+        f"                {zeros}",
+        "            else:",
+        f"                {js} = spec",
+    ]
+    lines += _unrolled(core, back, "            ")
+    for g in range(n):
+        lines += group(g, False, past, "            ", read=False)
+    stores = "; ".join(
+        f"hot[o + {g * HOT + SLACK}] = s{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        for g in range(n)
+    )
+    lines.append(f"            {stores}; specs[o] = {spec}; del owner[0]; return  # the commit")
+    lines += tail
+    back = "return general_respec_all(me, request_ids, num_new, lookahead, rejected, [], [])"
+    slow = "slow.append((request_id, o, rejected_i)); continue"
+    lines += [
+        f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "allocate")',
+    ]
+    if not typed:
+        lines += shape(["num_new", "lookahead"], back)
+    lines += [f"            {qs} = num_new", f"            {ks} = lookahead"]
+    negative = " or ".join(f"q{g} < 0" for g in range(n))
+    lines += [
+        f"            if {(ints + ' or ') if not typed else ''}{negative} or {kints}:",
+        f"                {back}",
+        "            if len(rejected) != len(request_ids):",
+        f"                {back}",
+        f"            spec = {spec}",
+        "            fast, slow, at, to, offs = [], [], [], [], []",
+        "            for request_id, rejected_i in zip(request_ids, rejected):",
+        "                o = get(request_id) if type(request_id) is str else None",
+        "                if o is None:",
+        "                    raise unknown(request_id)",
+        "                if not (type(rejected_i) is tuple or type(rejected_i) is list)"
+        f" or len(rejected_i) != {n}:",
+        f"                    {slow}",
+        f"                {rs} = rejected_i",
+        "                held = specs.get(o)",
+        "                if held is None:",
+        f"                    {zeros}",
+        "                else:",
+        f"                    {js} = held",
+    ]
+    lines += _unrolled(core, slow, "                ")
+    for g in range(n):
+        lines += group(g, False, slow, "                ", read=False)
+    slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
+    values = ", ".join(f"s{g} - q{g}, q{g}" for g in range(n))
+    lines += [
+        "                fast.append((o, [" + ", ".join(f"s{g}" for g in range(n)) + "]))",
+        f"                at += ({slots}); to += ({values}); offs.append(o)",
+        "            if slow or len(set(request_ids)) != len(request_ids):",
+        "                return general_respec_all(me, request_ids, num_new, lookahead, "
+        "rejected, fast, slow)",
+        "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(specs.update, zip(offs, repeat(spec)))]",
+        "            commit(ops_of(ops)); del owner[0]; return  # the commit",
+    ]
+    lines += tail
+    return lines
+
+
 def _source(core: CoordinatorCore) -> str:
     """The source of ``make(...)``, which returns the functions of ``core``'s layout."""
     n = len(core.names)
@@ -367,6 +518,7 @@ def _source(core: CoordinatorCore) -> str:
         "    general, general_rollback = core._general_step, core._general_rollback",
         "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
         "    general_all = core._general_all",
+        "    general_respec, general_respec_all = core._general_respec, core._general_respec_all",
         "    pools, slabs, garbage, extras = core.pools, core.table.slabs, core.table.garbage, "
         "core.extras",
         "    typecode, never = st.typecode, core.table.never",
@@ -408,13 +560,13 @@ def _source(core: CoordinatorCore) -> str:
             out.append(f"                {back}")
         return out
 
-    def group(g: int, mapping: bool, back: str, indent: str) -> list[str]:
-        """Group ``g``'s check of its count ``q{g}`` against its slack ``s{g}``, and its
-        mapping ``m{g}``."""
+    def group(g: int, mapping: bool, back: str, indent: str, read: bool = True) -> list[str]:
+        """Group ``g``'s check of its count ``q{g}`` against its slack ``s{g}`` (read here, or
+        already computed), and its mapping ``m{g}``."""
         p, size = core._pool[g], core._block_size[g]
         rows, in_flight = core._has_rows[g], core._in_flight[g]
         h = g * HOT
-        out = [f"s{g} = hot[o + {h + SLACK}]"]
+        out = [f"s{g} = hot[o + {h + SLACK}]"] if read else []
         # An empty step with no slack evicts nothing below EVICT (its first slot: rows // P).
         empty = f"st[{cold} + {_cold(ANCHOR, g)}] // {p} >= st[{cold} + {_cold(EVICT, g)}]"
         out.append(f"if not 0 <= q{g} <= s{g} or not (s{g} or q{g}) and {empty}:")
@@ -584,7 +736,8 @@ def _source(core: CoordinatorCore) -> str:
             ]
         lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
         lines += tail
-    names = ("step", "advance", "speculative", "rollback", "advance_all")
+        lines += _respec(core, typed, head, tail, shape, group)
+    names = ("step", "advance", "speculative", "rollback", "advance_all", "respec", "respec_all")
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
     header = (

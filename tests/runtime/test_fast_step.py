@@ -69,10 +69,14 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
     try:
         if kind == "advance_all":
             return core._general_all(me, args[0], args[1], [], [])
+        if kind == "respec_all":
+            return core._general_respec_all(me, *args, [], [])
         request_id = args[0]
         o = core.offset(request_id)
         if kind == "rollback":
             return core._general_rollback(me, request_id, o, args[1])
+        if kind == "respec":
+            return core._general_respec(me, request_id, o, *args[1:])
         lookahead = args[2] if kind == "speculative" else None
         return core._general_step(me, request_id, o, args[1], lookahead, kind != "advance")
     except BaseException:
@@ -88,6 +92,8 @@ def fast(core: CoordinatorCore, kind: str, *args: Any) -> Any:
             tuple(a) if isinstance(a, list) and all(type(x) is int for x in a) else a
             for a in args
         )
+        if kind == "respec_all_typed":  # one tuple of counts per request
+            args = (*args[:3], [tuple(r) if isinstance(r, list) else r for r in args[3]])
     return getattr(core.fast, kind)(*args)
 
 
@@ -107,6 +113,21 @@ def prefix_parts(coord: KVCacheCoordinator, content: list[int]) -> dict[int, Any
             text = coord.group(group.name, Tokens)
             parts[text.index] = text.block_hashes(ContentKeys(content, Tokens)).part()
     return parts
+
+
+def in_turn(coord: KVCacheCoordinator, steps: list[tuple[str, Any, Any, Any]]) -> Any:
+    """What `advance_speculative(_all)` is: per request, in order, its rollback then its
+    speculative step, each on the general path, all or nothing (on an error, the coordinator
+    is put back as it was: here by a deep copy's state, as the call itself never needs).
+    Returns the coordinator to go on with and the outcome."""
+    before = copy.deepcopy(coord)
+    try:
+        for rid, q, k, r in steps:
+            general(coord._core, "rollback", rid, r)
+            general(coord._core, "speculative", rid, q, k)
+    except Exception as exc:
+        return before, (type(exc).__name__, str(exc))
+    return coord, None
 
 
 def _outcome(call: Any, *args: Any) -> Any:
@@ -179,6 +200,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
                 ("step",) * 3
                 + ("advance", "speculative", "speculative", "rollback", "rollback")
                 + ("advance_all", "admit", "admit_prefix", "free", "extend", "extend")
+                + ("respec", "respec", "respec_all", "respec_all")
             ),
             label="op",
         )
@@ -210,6 +232,35 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
                 _outcome(fast, one._core, op + typed, live, q),
                 _outcome(general, two._core, op, live, q),
             ]
+        elif op in ("respec", "respec_all"):
+            # A rollback of the latest step's rejected drafts and the next speculative step in
+            # one call: the two general calls in turn, all or nothing; the batched form also
+            # against its own general path (a third twin).
+            ids = [rid] if op == "respec" else [
+                r for r in sorted(one._core.requests) if data.draw(st.booleans())
+            ]
+            q = counts()
+            k = [data.draw(st.integers(0, n + 1), label="lookahead") for n in q]
+            rejected = []
+            for r in ids:
+                held = one._core.specs.get(one._core.table.offsets.get(r, -1), (0,) * count)
+                rejected.append([data.draw(st.integers(0, j + 1), label="rejected") for j in held])
+            if op == "respec":
+                got = [_outcome(fast, one._core, op + typed, rid, q, k, rejected[0])]
+                two, failed = in_turn(two, [(rid, q, k, rejected[0])])
+                got.append(failed)
+            else:
+                three = copy.deepcopy(two)
+                got = [_outcome(fast, one._core, op + typed, ids, q, k, rejected)]
+                two, failed = in_turn(two, [(r, q, k, j) for r, j in zip(ids, rejected)])
+                mine = _outcome(general, three._core, op, ids, q, k, rejected)
+                assert mine == got[0], (op, ids)
+                assert _state(three) == _state(one), (op, ids)
+                # Errors are the first failing request's, found in another order: the class
+                # (an empty batch's counts are checked all the same).
+                got = [got[0] and got[0][0], failed and failed[0]]
+                if not ids:
+                    got[1] = got[0]
         elif op == "rollback":
             spec = one._core.specs.get(one._core.table.offsets.get(rid, -1), (0,) * count)
             rejected = [data.draw(st.integers(0, k + 1), label="rejected") for k in spec]
