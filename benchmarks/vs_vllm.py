@@ -432,14 +432,38 @@ class KvunitsSide:
         c_admit, c_admit_prefix, c_free = core.admit, core.admit_with_prefix, core.free
         c_spec, c_rollback = core.allocate_speculative, core.rollback
         c_extend = core.extend_content
-        batch = stepper.advance_all if mode == "batch" else None
+        batch = stepper.advance_all if mode == "batch" and not trace.spec else None
+        # A drafting scheduler's one call per step (fused) or per engine step (batch): the
+        # latest step's rejected drafts rolled back with the next speculative step.
+        fused = mode in ("fused", "batch") and trace.spec > 0
+        respec = getattr(stepper, "advance_speculative", None)
+        respec_all = getattr(stepper, "advance_speculative_all", None)
+        pending = [0] * trace.streams  # per slot: its latest step's rejected drafts
         zeros = typed[0]
         gc.collect()
         gc.disable()
         try:
             for running, new, freed in schedule.steps:
                 t0 = perf()
-                if batch is not None and running:
+                if fused and mode == "batch" and running:
+                    ids = [rids[slot_of[s]] for s in running]
+                    t, k, _ = plans[slot_of[running[0]]][at[running[0]]]
+                    respec_all(
+                        ids,
+                        *typed[t - k],
+                        lookahead=typed[k],
+                        rejected=[typed[pending[s]] for s in running],
+                    )
+                elif fused:
+                    for s in running:
+                        i = slot_of[s]
+                        t, k, a = plans[i][at[s]]
+                        if k:
+                            given = typed[pending[s]]
+                            respec(rids[i], *typed[t - k], lookahead=typed[k], rejected=given)
+                        else:
+                            allocate(rids[i], *typed[t])
+                elif batch is not None and running:
                     ids = [rids[slot_of[s]] for s in running]
                     first = plans[slot_of[running[0]]][at[running[0]]][0]
                     batch(ids, *typed[first])
@@ -491,13 +515,20 @@ class KvunitsSide:
                                 extend(rids[i], h, ContentKeys(keys, unit))
                 elapsed += perf() - t0
                 reads += 1
+                if fused:
+                    for s in running:
+                        t, k, a = plans[slot_of[s]][at[s]]
+                        pending[s] = k - a
+                    for s, _ in new:
+                        pending[s] = 0
                 for s, i in new:
                     slot_of[s], at[s], decoded[s] = i, 0, 0
                 for s in running + [s for s, _ in new]:
                     at[s] += 1
                     decoded[s] += 1
                 if watch is not None:
-                    watch.steps.append(self._look(coord, running + [s for s, _ in new], slot_of))
+                    slots = running + [s for s, _ in new]
+                    watch.steps.append(self._look(coord, slots, slot_of, pending))
                 for s in freed:
                     t0 = perf()
                     (c_free if mode == "raw" else free)(rids[slot_of[s]])
@@ -513,14 +544,16 @@ class KvunitsSide:
         return elapsed - reads * clock_cost()
 
     def _look(
-        self, coord: KVCacheCoordinator, slots: list[int], slot_of: list[int]
+        self, coord: KVCacheCoordinator, slots: list[int], slot_of: list[int], pending: list[int]
     ) -> dict[int, tuple[int, tuple[int, ...]]]:
+        """Per stream, its length (less the drafts a fused side rolls back with its next
+        step: ``pending``, in tokens) and its blocks held per group."""
         handles: list[Any] = [coord.group(g, _unit_of(g)) for g in self.trace.groups]
         tokens = [h for h, g in zip(handles, self.trace.groups, strict=True) if g != "audio"]
         out = {}
         for s in slots:
             rid = f"s{slot_of[s]}"
-            length = magnitude(coord.seq_len(rid, tokens[0])) if tokens else 0
+            length = magnitude(coord.seq_len(rid, tokens[0])) - pending[s] if tokens else 0
             held = tuple(sum(1 for b in coord.block_table(rid, h) if b) for h in handles)
             out[slot_of[s]] = (length, held)
         return out
@@ -802,6 +835,9 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
         and trace.prompt <= trace.chunk
     ):
         sides["batch"] = KvunitsSide(trace, schedule, "batch")
+    if batch and trace.spec and _has_fused():
+        sides["fused"] = KvunitsSide(trace, schedule, "fused")
+        sides["batch"] = KvunitsSide(trace, schedule, "batch")
     seen = {k: Seen() for k in sides}
     for k, side in sides.items():
         side.run(seen[k])
@@ -833,7 +869,7 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
 def print_table(rows: list[Row], with_vllm: bool) -> None:
     """One table: µs per stream-step of each side, and each kvunits side's median ratio to
     vLLM (lowest–highest round)."""
-    kinds = [k for k in ("typed", "raw", "batch") if any(k in r.us for r in rows)]
+    kinds = [k for k in ("typed", "raw", "fused", "batch") if any(k in r.us for r in rows)]
     head = ["trace", "stream-steps"] + (["vLLM µs"] if with_vllm else [])
     head += [f"{k} µs" for k in kinds]
     head += [
@@ -870,6 +906,12 @@ def _has_batch() -> bool:
     from kvunits.runtime import Stepper
 
     return hasattr(Stepper, "advance_all")
+
+
+def _has_fused() -> bool:
+    from kvunits.runtime import Stepper
+
+    return "advance_speculative" in Stepper.__slots__
 
 
 def make_steps(trace: Trace) -> int:

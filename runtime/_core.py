@@ -712,12 +712,15 @@ class CoordinatorCore:
         """A plain step past some group's slack, with the token held (as `_general_step`):
         the common one (`_plan_boundary`) planned in a few lines per group and committed at
         once; any other goes to `_general_step`. The tests compare it with the general path
-        call by call. ``rolled``: a rollback to make first, one that frees no block and keeps
-        every bound (`_rollback_slack`; else `_general_respec`)."""
+        call by call. ``rolled``: a rollback to make first (`_plan_unroll`; any other goes to
+        `_general_respec`)."""
         ops: Ops = []
         out: list[list[int]] | None = [] if mapping else None
         plan = _Boundary()
-        if not self._plan_boundary(ops, plan, o, num_new, out, lookahead, rolled):
+        back = None if rolled is None else self._plan_unroll(o, rolled, plan)
+        if (rolled is not None and back is None) or not self._plan_boundary(
+            ops, plan, o, num_new, out, lookahead, back
+        ):
             if rolled is not None:
                 assert lookahead is not None
                 return self._general_respec(me, request_id, o, num_new, lookahead, rolled)
@@ -733,14 +736,15 @@ class CoordinatorCore:
         num_new: Sequence[int],
         out: list[list[int]] | None,
         lookahead: Sequence[int] | None = None,
-        back: Sequence[int] | None = None,
+        back: Sequence[tuple[int, int, int, int]] | None = None,
     ) -> bool:
         """Plan a plain step of a request whose every group is within its slack or at a block
         boundary: at most one block taken at its table's end and one evicted at its front,
         neither shared, cached nor a stale queue entry (a segment without room moves).
         Returns False for any other step: the caller then discards the plan and takes the
         general path, which decides it (or reports what is wrong). ``back``: per group, the
-        slack a rollback planned with the step gives back (`_rollback_slack`)."""
+        fields ``(ANCHOR, SLACK, BASE, LENGTH)`` after a rollback planned before the step on
+        the same ``plan`` (`_plan_unroll`), instead of the table's."""
         n = len(self.names)
         if len(num_new) != n:
             return False
@@ -757,23 +761,31 @@ class CoordinatorCore:
             if type(q) is not int:
                 return False
             h, c = o + g * HOT, cold + g * COLD
-            slack = hot[h] if back is None else hot[h] + back[g]
+            if back is None:
+                anchor0, slack, base0, length = st[c + ANCHOR], hot[h], st[c + BASE], st[c + LENGTH]
+            else:
+                anchor0, slack, base0, length = back[g]
+                if anchor0 != st[c + ANCHOR] or base0 != st[c + BASE]:
+                    fields = array(st.typecode, (anchor0, base0))
+                    ops.append((setitem, st, slice(c + ANCHOR, c + BASE + 1), fields))
+                if length != st[c + LENGTH]:
+                    ops.append((setitem, st, c + LENGTH, length))
             p, size = self._pool[g], self._block_size[g]
-            rows = st[c + ANCHOR] - slack
+            rows = anchor0 - slack
             first, end = (rows, rows + q) if p == 1 else (rows // p, -(-(rows + q) // p))
             touched = end - first if q else 0
             if 0 <= q <= slack and (slack or q) and touched <= self._in_flight[g]:
                 # Within its slack: a fast group.
                 ops.append((setitem, hot, slice(h, h + HOT), [slack - q, q]))
                 if out is not None:
-                    base = st[c + BASE] * size
+                    base = base0 * size
                     has = q and self._has_rows[g]
                     out.append(list(range(base + first, base + end)) if has else [])
                 if after is not None:
                     after.append((st[c + SKIPPED], rows + q))
                 continue
             manager = managers[g]
-            skipped, length, evict = st[c + SKIPPED], st[c + LENGTH], st[c + EVICT]
+            skipped, evict = st[c + SKIPPED], st[c + EVICT]
             start, capacity, max_len = st[c + START], st[c + CAPACITY], st[c + MAXLEN]
             if (
                 q < 0
@@ -852,7 +864,7 @@ class CoordinatorCore:
             if first >= evict:
                 evict = min(manager.first_evicting(skip), never)
             index = rows // p // size
-            base, anchor = st[c + BASE], rows
+            base, anchor = base0, rows
             if skip <= index < skip + length:
                 at = index - skip
                 if moved is not None:
@@ -1339,6 +1351,17 @@ class CoordinatorCore:
     ) -> None:
         """`advance_speculative`'s general path, with the token held (as `_general_step`):
         the rollback and the step planned on the same plans, committed at once."""
+        plan = _Boundary()
+        back = self._plan_unroll(o, rejected, plan)
+        ops: Ops = []
+        if (
+            back is not None
+            and len(lookahead) == len(num_new)
+            and all(type(k) is int and 0 <= k <= q for k, q in zip(lookahead, num_new, strict=True))
+            and self._plan_boundary(ops, plan, o, num_new, None, lookahead, back)
+        ):
+            self._emit_boundary(ops, plan)
+            commit(ops_of(ops)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
         self._check_rejected(request_id, o, rejected)
         if len(num_new) != len(self.names):
             raise self._arity(request_id, len(num_new))
@@ -1347,7 +1370,7 @@ class CoordinatorCore:
         self.table.compact_ops(pre)
         if pre:
             commit(ops_of(pre))  # moves segments only: nothing observable
-        ops: Ops = []
+        ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
         given = self._plan_rollback(pools, o, rejected)
@@ -1401,8 +1424,8 @@ class CoordinatorCore:
             # planned together (as `_general_all`).
             planned: Ops = []
             boundary = _Boundary()
-            for request_id, o, r in slow:
-                back = self._rollback_slack(o, r)
+            for _, o, r in slow:
+                back = self._plan_unroll(o, r, boundary)
                 if back is None or not self._plan_boundary(
                     planned, boundary, o, num_new, None, lookahead, back
                 ):
@@ -1429,35 +1452,64 @@ class CoordinatorCore:
         slabs.emit(self.table)
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
 
-    def _rollback_slack(self, o: int, rejected: Sequence[int]) -> list[int] | None:
-        """Per group, the slack a checked-later rollback gives back when it frees no block
-        and keeps every group's bound (then it changes only the slack and the step: a step
-        after it is planned from the slack plus this); None for any other rollback."""
+    def _plan_unroll(
+        self, o: int, rejected: Sequence[int], plan: _Boundary
+    ) -> list[tuple[int, int, int, int]] | None:
+        """Plan a rollback before a boundary step on the same ``plan`` (`_boundary_rollback`'s
+        common case: at most one block freed per group, into a pool without cached, stale or
+        shared blocks; the freed block goes behind the queue first, as a rollback committed
+        before the step would put it): per group, ``(ANCHOR, SLACK, BASE, LENGTH)`` after it.
+        None for any other rollback (or one the general path reports), nothing planned."""
         spec = self.specs.get(o)
         n = len(self.names)
         if not isinstance(rejected, tuple | list) or len(rejected) != n:
             return None
         if spec is None:
-            return [0] * n if all(type(r) is int and r == 0 for r in rejected) else None
-        table = self.table
+            if not all(type(r) is int and r == 0 for r in rejected):
+                return None
+            spec = (0,) * n
+        table, managers = self.table, self._managers
         hot, st, cold = table.hot, table.st, table.cold(o) - HOT
+        out = []
+        freed: list[tuple[Any, int]] = []
         for g, r in enumerate(rejected):
             if type(r) is not int or not 0 <= r <= spec[g]:
                 return None
-            if not r:
-                continue
             h, c = o + g * HOT, cold + g * COLD
-            slack = hot[h + SLACK]
-            if not slack:
-                return None
-            p, size = self._pool[g], self._block_size[g]
-            rows = st[c + ANCHOR] - slack
-            keep = self._managers[g].table_length(-(-(rows - r) // p))
-            if keep < st[c + SKIPPED] + st[c + LENGTH]:
-                return None
-            if self._has_rows[g] and (rows - r) // (p * size) != rows // (p * size):
-                return None
-        return list(rejected)
+            anchor, slack, base, length = st[c + ANCHOR], hot[h], st[c + BASE], st[c + LENGTH]
+            if r:
+                p, size = self._pool[g], self._block_size[g]
+                rows = anchor - slack - r
+                skipped, start = st[c + SKIPPED], st[c + START]
+                cut = managers[g].table_length(-(-rows // p)) - skipped
+                pool = self.pools[g]
+                if (
+                    cut < 0
+                    or length - cut > 1
+                    or not self._has_rows[g]
+                    or pool._cached
+                    or pool._num_stale
+                    or pool._shared
+                ):
+                    return None
+                slab = table.slabs[g]
+                if cut < length:
+                    freed.append((pool, slab[start + cut]))
+                    length = cut
+                index = rows // p // size
+                anchor = rows
+                if skipped <= index < skipped + length:
+                    base = slab[start + index - skipped] - index
+                    room = min(managers[g].reach(skipped + length), st[c + MAXLEN])
+                    anchor = max(min(room, st[c + EVICT], (index + 1) * size) * p, rows)
+                slack = anchor - rows
+            out.append((anchor, slack, base, length))
+        for pool, block in freed:
+            state = plan.pools.get(id(pool))
+            if state is None:
+                state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
+            state[4].append(block)
+        return out
 
     def _respec_ops(
         self,

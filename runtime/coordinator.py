@@ -1575,7 +1575,7 @@ def _typed_functions(
     looked = [
         f"        if type(lookahead) is not tuple or len(lookahead) != {k}:",
         '            count_error(H, "lookahead", lookahead)',
-        "        " + ", ".join(f"l{i}" for i in range(k)) + (", = lookahead" if k == 1 else " = lookahead"),
+        "        " + ", ".join(f"l{i}" for i in range(k)) + ("," * (k == 1)) + " = lookahead",
         *checks("lookahead", "l"),
         *(f"        v{i} = {value(i, f'l{i}')}" for i in range(k)),
     ]
@@ -1629,7 +1629,8 @@ def _typed_functions(
         '            count_error(H, "rejected", rejected)',
         f"        {rs} = rejected",
         *checks("rejected", "r"),
-        f"        return core_respec(request_id, {spec_counts}, {lookahead_counts}, {rejected_counts})",
+        f"        return core_respec(request_id, {spec_counts}, {lookahead_counts}, "
+        f"{rejected_counts})",
         "",
         f"    def advance_speculative_all(request_ids, {args}, *, lookahead, rejected):",
         *checks("num_new"),
