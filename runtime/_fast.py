@@ -121,16 +121,13 @@ def _cross(core: CoordinatorCore) -> list[str]:
     back = "return boundary(me, request_id, o, num_new, mapping, lookahead, rolled)"
     pool_of, first_of = _pools(core)
     lines = [
-        "    def cross(me, request_id, o, num_new, mapping, lookahead=None, rolled=None):",
+        "    def cross(me, request_id, o, num_new, mapping, lookahead=None, rolled=None, "
+        "given=None, freed=None):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
         "        if " + " or ".join(f"type(q{g}) is not int" for g in range(n)) + ":",
         f"            {back}",
-        "        if rolled is None:",
-        "            " + " = ".join(f"b{g}" for g in range(n)) + " = 0",
-        "        else:",
-        "            " + ", ".join(f"b{g}" for g in range(n)) + f"{comma} = rolled",
         "        if extras:",
         "            extra = extras.get(o)",
         "            if extra is not None and extra.pending():",
@@ -140,7 +137,11 @@ def _cross(core: CoordinatorCore) -> list[str]:
         "        out = [] if mapping else None",
     ]
     for i in range(len(pool_of)):
-        lines += [f"        f{i} = h{i} = -1", f"        ev{i} = []", f"        tk{i} = 0"]
+        lines += [
+            f"        f{i} = h{i} = -1",
+            f"        ev{i} = [] if freed is None else freed[{i}]",
+            f"        tk{i} = 0",
+        ]
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
         rows_of, in_flight = core._has_rows[g], core._in_flight[g]
@@ -153,8 +154,15 @@ def _cross(core: CoordinatorCore) -> list[str]:
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
         out = [
             f"q = q{g}",
-            f"s = hot[o + {h + SLACK}] + b{g}",
-            f"rows = st[{c} + {ANCHOR}] - s",
+            "if given is None:",
+            f"    anchor0, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
+            f"    base0, length0 = st[{c} + {BASE}], st[{c} + {LENGTH}]",
+            "else:",
+            f"    anchor0, s, base0, length0 = given[{4 * g}:{4 * g + 4}]",
+            f"    ops.append((setitem, st, slice({c} + {ANCHOR}, {c} + {BASE + 1}), "
+            "array(typecode, (anchor0, base0))))",
+            f"    ops.append((setitem, st, {c} + {LENGTH}, length0))",
+            "rows = anchor0 - s",
             f"first, end = {first}, {end}",
             "touched = end - first if q else 0",
             f"if 0 <= q <= s and (s or q) and touched <= {in_flight}:",
@@ -163,7 +171,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
         ]
         if rows_of:
             out += [
-                f"        base = st[{c} + {BASE}] * {size}",
+                f"        base = base0 * {size}",
                 "        out.append([*range(base + first, base + end)] if q else [])",
             ]
         else:
@@ -176,7 +184,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"elif q < 0 or touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
             f"    {back}",
             "else:",
-            f"    skipped, length = st[{c} + {SKIPPED}], st[{c} + {LENGTH}]",
+            f"    skipped, length = st[{c} + {SKIPPED}], length0",
             f"    evict, start = st[{c} + {EVICT}], st[{c} + {START}]",
             f"    capacity, slab = st[{c} + {CAPACITY}], slabs[{g}]",
             "    skip = skipped",
@@ -237,7 +245,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "    if first >= evict:",
             f"        evict = {evicting}",
             f"    index = rows // {p * size}",
-            f"    base, anchor = st[{c} + {BASE}], rows",
+            "    base, anchor = base0, rows",
             "    if skip <= index < skip + length:",
             "        at = index - skip",
             "        base = (taken if want and at == length - 1 else slab[start + at]) - index",
@@ -354,6 +362,77 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _unroll(core: CoordinatorCore) -> list[str]:
+    """The source of ``unroll(me, request_id, o, num_new, lookahead, rejected)``: a rollback
+    and the speculative step after it (`CoordinatorCore.advance_speculative`) past the
+    generated function's reach, with the token held: the rollback planned as ``uncross``
+    plans it (at most one block freed per group, into a pool without cached, stale or shared
+    blocks), then the step by ``cross`` from the fields the rollback leaves, in one commit.
+    Any other goes, before anything changed, to `CoordinatorCore._general_respec`."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
+    pool_of, _ = _pools(core)
+    lines = [
+        "    def unroll(me, request_id, o, num_new, lookahead, rejected):",
+        "        spec = specs.get(o)",
+        "        if spec is None:",
+        f"            spec = {(0,) * n}",
+        f"        cb = o // {hw} * {cw}",
+        "        given = []",
+    ]
+    for i in range(len(pool_of)):
+        lines.append(f"        fr{i} = []")
+    for g in range(n):
+        p, size = core._pool[g], core._block_size[g]
+        kind = core._managers[g].kind
+        h = g * HOT
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+        i = pool_of[id(core.pools[g])]
+        out = [
+            f"r = rejected[{g}]",
+            f"if type(r) is not int or not 0 <= r <= spec[{g}]:",
+            f"    {back}",
+            f"anchor, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
+            f"base, length = st[{c} + {BASE}], st[{c} + {LENGTH}]",
+            "if r:",
+        ]
+        if not core._has_rows[g] or kind not in _PLANNED:
+            out.append(f"    {back}")
+        else:
+            slots = "rows" if p == 1 else f"(rows + {p - 1}) // {p}"
+            out += [
+                f"    pool = pools[{g}]",
+                "    if pool._cached or pool._num_stale or pool._shared:",
+                f"        {back}",
+                "    rows = anchor - s - r",
+                f"    skipped, start, slab = st[{c} + {SKIPPED}], st[{c} + {START}], slabs[{g}]",
+                f"    cut = ({slots} + {size - 1}) // {size} - skipped",
+                "    if cut < 0 or length - cut > 1:",
+                f"        {back}",
+                "    if cut < length:",
+                f"        fr{i}.append(slab[start + cut])",
+                "        length = cut",
+                f"    index = rows // {p * size}",
+                "    anchor = rows",
+                "    if skipped <= index < skipped + length:",
+                "        base = slab[start + index - skipped] - index",
+                f"        room = min((skipped + length) * {size}, st[{c} + {MAXLEN}])",
+                f"        anchor = max(min(room, st[{c} + {EVICT}], (index + 1) * {size}) * {p}, "
+                "rows)",
+                "    s = anchor - rows",
+            ]
+        out.append("given += (anchor, s, base, length)")
+        lines += ["        " + line for line in out]
+    frs = ", ".join(f"fr{i}" for i in range(len(pool_of)))
+    lines += [
+        "        return cross(me, request_id, o, num_new, False, lookahead, rejected, given, "
+        f"[{frs}])",
+        "",
+    ]
+    return lines
+
+
 def _unrolled(core: CoordinatorCore, back: str, indent: str) -> list[str]:
     """The rollback of ``r{g}`` positions per group (what the latest step left speculative:
     ``j{g}``) when it frees no block and keeps every group's bound: then it only gives the
@@ -419,7 +498,7 @@ def _respec(
     spec = "(" + ks + ")"
     zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
-    past = "return cross(me, request_id, o, num_new, False, lookahead, rejected)"
+    past = "return unroll(me, request_id, o, num_new, lookahead, rejected)"
     lines = head("respec" + suffix, "request_id, num_new, lookahead, rejected", "allocate")
     if not typed:
         lines += shape(["num_new", "lookahead", "rejected"], back)
@@ -439,7 +518,7 @@ def _respec(
         "            else:",
         f"                {js} = spec",
     ]
-    lines += _unrolled(core, back, "            ")
+    lines += _unrolled(core, past, "            ")
     for g in range(n):
         lines += group(g, False, past, "            ", read=False)
     stores = "; ".join(
@@ -526,6 +605,7 @@ def _source(core: CoordinatorCore) -> str:
     ]
     lines += _cross(core)
     lines += _uncross(core)
+    lines += _unroll(core)
 
     def head(name: str, args: str, operation: str) -> list[str]:
         return [
