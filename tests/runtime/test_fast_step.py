@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import random
 import sys
 from typing import Any
 
@@ -355,6 +356,75 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
             assert "_general_step" not in names, slot
         else:
             assert names == ["advance", "cross"], slot
+
+
+@pytest.mark.parametrize("kinds", [("full",), ("full", "sliding"), ("sliding_p2", "full")])
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("block", [4, 16])
+def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
+    kinds: tuple[str, ...], batched: bool, block: int
+) -> None:
+    # Three streams draft 3 tokens a step (4 positions: the sampled token and 3 drafts), of
+    # which a seeded 0..3 are accepted: in blocks of 4 every step crosses a block, in blocks of
+    # 16 some do and most stay within one (the generated stores alone); a rollback often gives
+    # back the block only rejected drafts used. Each step is one
+    # call (the latest step's rejected drafts rolled back, then the next speculative step),
+    # per request or for the whole batch, compared call by call with the two general calls in
+    # turn; and the paths that run are the generated ones (never the general path).
+    layers: dict[str, LayerSpec] = {
+        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        "sliding": SlidingWindowLayer(
+            sliding_window=Window(9, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+        "sliding_p2": SlidingWindowLayer(
+            sliding_window=Window(9, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        ),
+    }
+    chosen = {f"{k}{i}": layers[k] for i, k in enumerate(kinds)}
+    scale = [2 if k == "sliding_p2" else 1 for k in kinds]
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(chosen, block_size=block, num_blocks=400, max_len=400, max_in_flight=8)
+
+    one, two = build(), build()
+    ids = ["a", "b", "c"]
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid)
+    rng = random.Random(25)
+    pending = {rid: [0] * len(kinds) for rid in ids}
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    for _ in range(40):
+        q, k = [4 * s for s in scale], [3 * s for s in scale]
+        rejected = [pending[rid] for rid in ids]
+        sys.setprofile(record)
+        try:
+            if batched:
+                fast(one._core, "respec_all", ids, q, k, rejected)
+            else:
+                for rid, r in zip(ids, rejected, strict=True):
+                    fast(one._core, "respec", rid, q, k, r)
+        finally:
+            sys.setprofile(None)
+        two, failed = in_turn(two, [(rid, q, k, r) for rid, r in zip(ids, rejected, strict=True)])
+        assert failed is None
+        assert _state(one) == _state(two)
+        for rid in ids:
+            refused = 3 - rng.randrange(4)
+            pending[rid] = [refused * s for s in scale]
+    assert "_general_respec" not in ran and "_plan_step" not in ran, set(ran)
+    if not batched:
+        assert {"respec", "unroll", "cross"} <= set(ran), set(ran)
+        assert ran.count("respec") > ran.count("unroll") or block == 4, ran.count("unroll")
+    check_pools(one)
 
 
 def _voxtral_toy() -> KVCacheCoordinator:
