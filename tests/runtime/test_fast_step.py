@@ -479,6 +479,82 @@ def test_a_decode_step_interrupted_anywhere_changes_nothing() -> None:
     assert twin.usage(twin.group("audio", EncoderTokens)).used == CacheBlocks(2)
 
 
+def test_a_drafting_step_in_one_call_interrupted_anywhere_changes_nothing() -> None:
+    # A drafting stream (2 encoder tokens and 1 token a step, and as many drafted; a seeded
+    # part rejected, rolled back by the next step's call): within a block (stores), a rollback
+    # that frees a block then a boundary step (``unroll`` -> ``cross``), and the core's
+    # boundary path; one call per step and the batched call. Each call is interrupted at each
+    # of its events: nothing changes, and the call then does what the uninterrupted one does.
+    from .test_interrupts import Interrupt
+
+    rng = random.Random(7)
+    coord = _voxtral_toy()
+    for rid in ("r", "s"):
+        coord.admit(rid)
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
+    twin = copy.deepcopy(coord)
+    twin_step = twin.stepper(twin.group("audio", EncoderTokens), twin.group("text", Tokens))
+    pending = {"r": (EncoderTokens(0), Tokens(0)), "s": (EncoderTokens(0), Tokens(0))}
+    draft = (EncoderTokens(2), Tokens(1))
+    interrupted = 0
+    for i in range(16):
+        calls: list[Any] = []
+        for st_ in (step, twin_step):
+            if i % 2:
+                calls.append(
+                    functools.partial(
+                        st_.advance_speculative_all,
+                        ["r", "s"],
+                        *draft,
+                        lookahead=draft,
+                        rejected=[pending["r"], pending["s"]],
+                    )
+                )
+            else:
+                calls.append(
+                    functools.partial(
+                        st_.advance_speculative, "r", *draft, lookahead=draft, rejected=pending["r"]
+                    )
+                )
+        counter = Interrupt(None)
+        before = _state(coord)
+        probe = copy.deepcopy(coord)
+        probe_step = probe.stepper(probe.group("audio", EncoderTokens), probe.group("text", Tokens))
+        if i % 2:
+            counter.run(
+                functools.partial(
+                    probe_step.advance_speculative_all,
+                    ["r", "s"],
+                    *draft,
+                    lookahead=draft,
+                    rejected=[pending["r"], pending["s"]],
+                )
+            )
+        else:
+            counter.run(
+                functools.partial(
+                    probe_step.advance_speculative,
+                    "r",
+                    *draft,
+                    lookahead=draft,
+                    rejected=pending["r"],
+                )
+            )
+        for at in range(1, counter.seen + 1):
+            with pytest.raises(KeyboardInterrupt):
+                Interrupt(at).run(calls[0])
+            assert _state(coord) == before, (i, at)
+            interrupted += 1
+        calls[0]()
+        calls[1]()
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+        rejected = rng.randrange(2)
+        for rid in ("r", "s") if i % 2 else ("r",):
+            pending[rid] = (EncoderTokens(2 * rejected), Tokens(rejected))
+    assert interrupted > 16 * 10
+
+
 class _Meddling(dict[int, Any]):
     """A pool's map of cached blocks that runs ``hook`` whenever a step asks it about a
     block: a failure, or a call into the same coordinator, in the middle of the planning of a
