@@ -107,21 +107,31 @@ def _cold(name: int, g: int) -> int:
     return g * COLD + name - HOT
 
 
-def _cross(core: CoordinatorCore) -> list[str]:
+def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None)``: a step
     past some group's slack, with the token held, planned in a few lines per group with the
     group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
     within its slack, or at most one block taken at its table's end (into its segment's spare
     room) and one evicted at its front, neither shared, cached nor a stale queue entry; no
     content to register. Any other step goes, before anything changed, to
-    `CoordinatorCore._boundary_step`, which decides it (or the general path)."""
+    `CoordinatorCore._boundary_step`, which decides it (or the general path).
+
+    With ``planned``, the source of ``cross_plan(o, num_new, lookahead, given, freed, ops,
+    pstate, pg)`` instead: the same step planned into a batch's ``ops``, its pools' planned
+    state ``pstate`` (per pool: fresh, head, evicted, taken count) and garbage ``pg`` carried
+    from request to request (`emit_plans` adds them); False, for the batch's general path,
+    where ``cross`` goes to the core's."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
     back = "return boundary(me, request_id, o, num_new, mapping, lookahead, rolled)"
+    if planned:
+        back = "return False"
     pool_of, first_of = _pools(core)
     lines = [
-        "    def cross(me, request_id, o, num_new, mapping, lookahead=None, rolled=None, "
+        "    def cross_plan(o, num_new, lookahead, given, freed, ops, pstate, pg):"
+        if planned
+        else "    def cross(me, request_id, o, num_new, mapping, lookahead=None, rolled=None, "
         "given=None, freed=None):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
@@ -133,15 +143,22 @@ def _cross(core: CoordinatorCore) -> list[str]:
         "            if extra is not None and extra.pending():",
         f"                {back}",
         f"        cb = o // {hw} * {cw}",
-        "        ops = []",
-        "        out = [] if mapping else None",
     ]
-    for i in range(len(pool_of)):
-        lines += [
-            f"        f{i} = h{i} = -1",
-            f"        ev{i} = [] if freed is None else freed[{i}]",
-            f"        tk{i} = 0",
-        ]
+    if planned:
+        lines += ["        mapping = out = None"]
+        for i in range(len(pool_of)):
+            lines += [
+                f"        f{i}, h{i}, ev{i}, tk{i} = pstate[{i}]",
+                f"        ev{i}.extend(freed[{i}])",
+            ]
+    else:
+        lines += ["        ops = []", "        out = [] if mapping else None"]
+        for i in range(len(pool_of)):
+            lines += [
+                f"        f{i} = h{i} = -1",
+                f"        ev{i} = [] if freed is None else freed[{i}]",
+                f"        tk{i} = 0",
+            ]
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
         rows_of, in_flight = core._has_rows[g], core._in_flight[g]
@@ -238,7 +255,9 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        out.append(slots_across(slab, start, skipped, length, "
             f"{size}, first, end, taken) if q else [])",
             "    if dropped:",
-            f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
+            f"        pg[{g}] += dropped"
+            if planned
+            else f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
             "    start, capacity = start + dropped, capacity - dropped",
             "    length += want - dropped",
             "    rows += q",
@@ -256,6 +275,16 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "array(typecode, (anchor, base, evict, skip, start, length, capacity))))",
         ]
         lines += ["        " + line for line in out]
+    if planned:
+        for i in range(len(pool_of)):
+            lines.append(f"        pstate[{i}] = [f{i}, h{i}, ev{i}, tk{i}]")
+        lines += [
+            "        ops.append((setitem, specs, o, tuple(lookahead)))",
+            "        return True",
+            "",
+        ]
+        lines += _emit_plans(core)
+        return lines
     for i in range(len(pool_of)):
         g = first_of[i]
         lines += [
@@ -279,6 +308,36 @@ def _cross(core: CoordinatorCore) -> list[str]:
         "        commit(ops_of(ops)); del owner[0]; return out  # the commit",
         "",
     ]
+    return lines
+
+
+def _emit_plans(core: CoordinatorCore) -> list[str]:
+    """The source of ``emit_plans(ops, pstate, pg)``: the pools' and the garbage counts' part
+    of the steps ``cross_plan`` planned (as ``cross`` adds its own)."""
+    pool_of, first_of = _pools(core)
+    lines = ["    def emit_plans(ops, pstate, pg):"]
+    for i in range(len(pool_of)):
+        g = first_of[i]
+        lines += [
+            f"        f{i}, h{i}, ev{i}, tk{i} = pstate[{i}]",
+            f"        if f{i} >= 0 or ev{i}:",
+            f"            pool = pools[{g}]",
+            f"            if f{i} > pool._fresh:",
+            f'                ops.append((setattr, pool, "_fresh", f{i}))',
+            f"            if h{i} > pool._head:",
+            f'                ops.append((setattr, pool, "_head", h{i}))',
+            f"            if ev{i}:",
+            f"                ops.append((pool._queue.extend, ev{i}))",
+            f"            if tk{i} != len(ev{i}):",
+            f"                used = pool._used + tk{i} - len(ev{i})",
+            '                ops.append((setattr, pool, "_used", used))',
+        ]
+    for g in range(len(core.names)):
+        lines += [
+            f"        if pg[{g}]:",
+            f"            ops.append((setitem, garbage, {g}, garbage[{g}] + pg[{g}]))",
+        ]
+    lines.append("")
     return lines
 
 
@@ -362,19 +421,29 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
-def _unroll(core: CoordinatorCore) -> list[str]:
+def _unroll(core: CoordinatorCore, planned: bool = False) -> list[str]:
     """The source of ``unroll(me, request_id, o, num_new, lookahead, rejected)``: a rollback
     and the speculative step after it (`CoordinatorCore.advance_speculative`) past the
     generated function's reach, with the token held: the rollback planned as ``uncross``
     plans it (at most one block freed per group, into a pool without cached, stale or shared
     blocks), then the step by ``cross`` from the fields the rollback leaves, in one commit.
-    Any other goes, before anything changed, to `CoordinatorCore._general_respec`."""
+    Any other goes, before anything changed, to `CoordinatorCore._general_respec`.
+
+    With ``planned``: ``unroll_plan(o, rejected)``, the rollback's ``(given, freed)`` for
+    ``cross_plan`` (None for any other)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
+    if planned:
+        back = "return None"
     pool_of, _ = _pools(core)
     lines = [
-        "    def unroll(me, request_id, o, num_new, lookahead, rejected):",
+        "    def unroll_plan(o, rejected):"
+        if planned
+        else "    def unroll(me, request_id, o, num_new, lookahead, rejected):",
+        "        if not (type(rejected) is tuple or type(rejected) is list) "
+        f"or len(rejected) != {n}:",
+        f"            {back}",
         "        spec = specs.get(o)",
         "        if spec is None:",
         f"            spec = {(0,) * n}",
@@ -425,6 +494,8 @@ def _unroll(core: CoordinatorCore) -> list[str]:
         out.append("given += (anchor, s, base, length)")
         lines += ["        " + line for line in out]
     frs = ", ".join(f"fr{i}" for i in range(len(pool_of)))
+    if planned:
+        return [*lines, f"        return given, [{frs}]", ""]
     lines += [
         "        return cross(me, request_id, o, num_new, False, lookahead, rejected, given, "
         f"[{frs}])",
@@ -569,11 +640,21 @@ def _respec(
     lines += [
         "                fast.append((o, [" + ", ".join(f"s{g}" for g in range(n)) + "]))",
         f"                at += ({slots}); to += ({values}); offs.append(o)",
-        "            if slow or len(set(request_ids)) != len(request_ids):",
+        "            if len(set(request_ids)) != len(request_ids):",
         "                return general_respec_all(me, request_ids, num_new, lookahead, "
         "rejected, fast, slow)",
         "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
         "(specs.update, zip(offs, repeat(spec)))]",
+        "            if slow:",
+        "                pstate = [" + ", ".join(["[-1, -1, [], 0]"] * len(_pools(core)[1])) + "]",
+        f"                pg = [0] * {n}",
+        "                for request_id, o, rejected_i in slow:",
+        "                    unrolled = unroll_plan(o, rejected_i)",
+        "                    if unrolled is None or not cross_plan(o, num_new, lookahead, "
+        "*unrolled, ops, pstate, pg):",
+        "                        return general_respec_all(me, request_ids, num_new, "
+        "lookahead, rejected, fast, slow)",
+        "                emit_plans(ops, pstate, pg)",
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
     lines += tail
@@ -606,6 +687,8 @@ def _source(core: CoordinatorCore) -> str:
     lines += _cross(core)
     lines += _uncross(core)
     lines += _unroll(core)
+    lines += _unroll(core, planned=True)
+    lines += _cross(core, planned=True)
 
     def head(name: str, args: str, operation: str) -> list[str]:
         return [
