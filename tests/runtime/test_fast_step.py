@@ -42,6 +42,7 @@ from kvunits.contracts.errors import ConcurrentUseError
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore
+from kvunits.runtime._table import CAPACITY
 
 from .support import (
     Injected,
@@ -417,6 +418,11 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
         two, failed = in_turn(two, [(rid, q, k, r) for rid, r in zip(ids, rejected, strict=True)])
         assert failed is None
         assert _state(one) == _state(two)
+        # The slabs' garbage counts (what compaction reads): every entry no segment owns.
+        table = one._core.table
+        for g in range(len(kinds)):
+            owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
+            assert table.garbage[g] == len(table.slabs[g]) - owned, g
         for rid in ids:
             refused = 3 - rng.randrange(4)
             pending[rid] = [refused * s for s in scale]
