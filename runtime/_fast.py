@@ -117,22 +117,42 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
     `CoordinatorCore._boundary_step`, which decides it (or the general path).
 
     With ``planned``, the source of ``cross_plan(o, num_new, lookahead, given, freed, ops,
-    pstate, pg)`` instead: the same step planned into a batch's ``ops``, its pools' planned
-    state ``pstate`` (per pool: fresh, head, evicted, taken count) and garbage ``pg`` carried
-    from request to request (`emit_plans` adds them); False, for the batch's general path,
-    where ``cross`` goes to the core's."""
+    plan)`` instead: the same step planned into a batch's ``ops`` and its boundary ``plan``
+    (`kvunits.runtime._core._Boundary`, which the core's boundary path shares; the core's
+    `_emit_boundary` adds the pools' part); False, with ``ops`` and ``plan`` as they were,
+    where ``cross`` goes to the core's boundary path."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
     back = "return boundary(me, request_id, o, num_new, mapping, lookahead, rolled)"
-    if planned:
-        back = "return False"
     pool_of, first_of = _pools(core)
+    prologue = []
+    if planned:
+        # Marks of what the plan holds, to put it back on a refusal (one line of stores).
+        back = "; ".join(
+            ["del ops[m:]"]
+            + [f"del ev{i}[e{i}:]; del tl{i}[t{i}:]" for i in range(len(pool_of))]
+            + ["return False"]
+        )
+        prologue = ["        m = len(ops)", "        plans = plan.pools"]
+        for i, g in enumerate(first_of):
+            prologue += [
+                f"        s{i} = plans.get(pids[{g}])",
+                f"        if s{i} is None:",
+                f"            pool = pools[{g}]",
+                f"            s{i} = plans[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
+                f"        f{i}, h{i}, tl{i}, ev{i} = s{i}[1], s{i}[2], s{i}[3], s{i}[4]",
+                f"        e{i}, t{i} = len(ev{i}), len(tl{i})",
+                f"        ev{i}.extend(freed[{i}])",
+            ]
+        prologue += ["        mapping = out = None"]
+        prologue += [f"        gb{g} = 0" for g in range(n)]
     lines = [
-        "    def cross_plan(o, num_new, lookahead, given, freed, ops, pstate, pg):"
+        "    def cross_plan(o, num_new, lookahead, given, freed, ops, plan):"
         if planned
         else "    def cross(me, request_id, o, num_new, mapping, lookahead=None, rolled=None, "
         "given=None, freed=None):",
+        *prologue,
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
@@ -144,14 +164,7 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
         f"                {back}",
         f"        cb = o // {hw} * {cw}",
     ]
-    if planned:
-        lines += ["        mapping = out = None"]
-        for i in range(len(pool_of)):
-            lines += [
-                f"        f{i}, h{i}, ev{i}, tk{i} = pstate[{i}]",
-                f"        ev{i}.extend(freed[{i}])",
-            ]
-    else:
+    if not planned:
         lines += ["        ops = []", "        out = [] if mapping else None"]
         for i in range(len(pool_of)):
             lines += [
@@ -247,7 +260,7 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             f"            h{i} += 1",
             "        else:",
             f"            {back}",
-            f"        tk{i} += 1",
+            f"        tl{i}.append(taken)" if planned else f"        tk{i} += 1",
             "        ops.append((setitem, slab, start + length, taken))",
             "    else:",
             "        want = 0",
@@ -255,7 +268,7 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             "        out.append(slots_across(slab, start, skipped, length, "
             f"{size}, first, end, taken) if q else [])",
             "    if dropped:",
-            f"        pg[{g}] += dropped"
+            f"        gb{g} += dropped"
             if planned
             else f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
             "    start, capacity = start + dropped, capacity - dropped",
@@ -277,13 +290,17 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
         lines += ["        " + line for line in out]
     if planned:
         for i in range(len(pool_of)):
-            lines.append(f"        pstate[{i}] = [f{i}, h{i}, ev{i}, tk{i}]")
+            lines.append(f"        s{i}[1], s{i}[2] = f{i}, h{i}")
+        for g in range(n):
+            lines += [
+                f"        if gb{g}:",
+                f"            plan.garbage[{g}] = plan.garbage.get({g}, garbage[{g}]) + gb{g}",
+            ]
         lines += [
             "        ops.append((setitem, specs, o, tuple(lookahead)))",
             "        return True",
             "",
         ]
-        lines += _emit_plans(core)
         return lines
     for i in range(len(pool_of)):
         g = first_of[i]
@@ -308,36 +325,6 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
         "        commit(ops_of(ops)); del owner[0]; return out  # the commit",
         "",
     ]
-    return lines
-
-
-def _emit_plans(core: CoordinatorCore) -> list[str]:
-    """The source of ``emit_plans(ops, pstate, pg)``: the pools' and the garbage counts' part
-    of the steps ``cross_plan`` planned (as ``cross`` adds its own)."""
-    pool_of, first_of = _pools(core)
-    lines = ["    def emit_plans(ops, pstate, pg):"]
-    for i in range(len(pool_of)):
-        g = first_of[i]
-        lines += [
-            f"        f{i}, h{i}, ev{i}, tk{i} = pstate[{i}]",
-            f"        if f{i} >= 0 or ev{i}:",
-            f"            pool = pools[{g}]",
-            f"            if f{i} > pool._fresh:",
-            f'                ops.append((setattr, pool, "_fresh", f{i}))',
-            f"            if h{i} > pool._head:",
-            f'                ops.append((setattr, pool, "_head", h{i}))',
-            f"            if ev{i}:",
-            f"                ops.append((pool._queue.extend, ev{i}))",
-            f"            if tk{i} != len(ev{i}):",
-            f"                used = pool._used + tk{i} - len(ev{i})",
-            '                ops.append((setattr, pool, "_used", used))',
-        ]
-    for g in range(len(core.names)):
-        lines += [
-            f"        if pg[{g}]:",
-            f"            ops.append((setitem, garbage, {g}, garbage[{g}] + pg[{g}]))",
-        ]
-    lines.append("")
     return lines
 
 
@@ -646,15 +633,18 @@ def _respec(
         "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
         "(specs.update, zip(offs, repeat(spec)))]",
         "            if slow:",
-        "                pstate = [" + ", ".join(["[-1, -1, [], 0]"] * len(_pools(core)[1])) + "]",
-        f"                pg = [0] * {n}",
+        "                plan = Boundary()",
         "                for request_id, o, rejected_i in slow:",
         "                    unrolled = unroll_plan(o, rejected_i)",
         "                    if unrolled is None or not cross_plan(o, num_new, lookahead, "
-        "*unrolled, ops, pstate, pg):",
-        "                        return general_respec_all(me, request_ids, num_new, "
+        "*unrolled, ops, plan):",
+        "                        # The core's boundary path, on the same plan.",
+        "                        back = plan_unroll(o, rejected_i, plan)",
+        "                        if back is None or not plan_boundary(ops, plan, o, num_new, "
+        "None, lookahead, back):",
+        "                            return general_respec_all(me, request_ids, num_new, "
         "lookahead, rejected, fast, slow)",
-        "                emit_plans(ops, pstate, pg)",
+        "                emit_boundary(ops, plan)",
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
     lines += tail
@@ -679,6 +669,8 @@ def _source(core: CoordinatorCore) -> str:
         "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
         "    general_all = core._general_all",
         "    general_respec, general_respec_all = core._general_respec, core._general_respec_all",
+        "    plan_unroll, plan_boundary = core._plan_unroll, core._plan_boundary",
+        "    emit_boundary, pids = core._emit_boundary, [id(pool) for pool in core.pools]",
         "    pools, slabs, garbage, extras = core.pools, core.table.slabs, core.table.garbage, "
         "core.extras",
         "    typecode, never = st.typecode, core.table.never",
@@ -908,6 +900,7 @@ def _source(core: CoordinatorCore) -> str:
         "from itertools import repeat\n"
         "from operator import add, getitem, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
+        "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n\n"
     )
     return header + "\n".join(lines) + "\n"
