@@ -766,8 +766,8 @@ class CoordinatorCore:
             else:
                 anchor0, slack, base0, length = back[g]
                 if anchor0 != st[c + ANCHOR] or base0 != st[c + BASE]:
-                    fields = array(st.typecode, (anchor0, base0))
-                    ops.append((setitem, st, slice(c + ANCHOR, c + BASE + 1), fields))
+                    kept = array(st.typecode, (anchor0, base0))
+                    ops.append((setitem, st, slice(c + ANCHOR, c + BASE + 1), kept))
                 if length != st[c + LENGTH]:
                     ops.append((setitem, st, c + LENGTH, length))
             p, size = self._pool[g], self._block_size[g]
@@ -1348,7 +1348,7 @@ class CoordinatorCore:
         num_new: Sequence[int],
         lookahead: Sequence[int],
         rejected: Sequence[int],
-    ) -> None:
+    ) -> list[list[int]] | None:
         """`advance_speculative`'s general path, with the token held (as `_general_step`):
         the rollback and the step planned on the same plans, committed at once."""
         plan = _Boundary()
@@ -1361,7 +1361,7 @@ class CoordinatorCore:
             and self._plan_boundary(ops, plan, o, num_new, None, lookahead, back)
         ):
             self._emit_boundary(ops, plan)
-            commit(ops_of(ops)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+            commit(ops_of(ops)); del self.guard.owner[0]; return None  # noqa: E702 - the commit: one line (_guard)
         self._check_rejected(request_id, o, rejected)
         if len(num_new) != len(self.names):
             raise self._arity(request_id, len(num_new))
@@ -1375,10 +1375,10 @@ class CoordinatorCore:
         pools: dict[int, PoolPlan] = {}
         given = self._plan_rollback(pools, o, rejected)
         self._plan_step(ops, slabs, pools, request_id, o, num_new, lookahead, False, given)
-        for plan in pools.values():
-            plan.emit(ops)
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
         slabs.emit(self.table)
-        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+        commit(ops_of(ops)); del self.guard.owner[0]; return None  # noqa: E702 - the commit: one line (_guard)
 
     def _general_respec_all(
         self,

@@ -557,7 +557,8 @@ def _respec(
     zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
     past = "return unroll(me, request_id, o, num_new, lookahead, rejected)"
-    lines = head("respec" + suffix, "request_id, num_new, lookahead, rejected", "allocate")
+    args = "request_id, num_new, lookahead, rejected"
+    lines: list[str] = head("respec" + suffix, args, "allocate")
     if not typed:
         lines += shape(["num_new", "lookahead", "rejected"], back)
     lines += [

@@ -72,7 +72,7 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
         if kind == "advance_all":
             return core._general_all(me, args[0], args[1], [], [])
         if kind == "respec_all":
-            return core._general_respec_all(me, *args, [], [])
+            return core._general_respec_all(me, args[0], args[1], args[2], args[3], [], [])
         request_id = args[0]
         o = core.offset(request_id)
         if kind == "rollback":
@@ -243,20 +243,21 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             ]
             q = counts()
             k = [data.draw(st.integers(0, n + 1), label="lookahead") for n in q]
-            rejected = []
+            rejected_of: list[list[int]] = []
             for r in ids:
                 held = one._core.specs.get(one._core.table.offsets.get(r, -1), (0,) * count)
-                rejected.append([data.draw(st.integers(0, j + 1), label="rejected") for j in held])
+                drawn = [data.draw(st.integers(0, j + 1), label="rejected") for j in held]
+                rejected_of.append(drawn)
             if op == "respec":
-                got = [_outcome(fast, one._core, op + typed, rid, q, k, rejected[0])]
-                two, failed = in_turn(two, [(rid, q, k, rejected[0])])
+                got = [_outcome(fast, one._core, op + typed, rid, q, k, rejected_of[0])]
+                two, failed = in_turn(two, [(rid, q, k, rejected_of[0])])
                 got.append(failed)
             else:
                 three = copy.deepcopy(two)
-                got = [_outcome(fast, one._core, op + typed, ids, q, k, rejected)]
-                each = [(r, q, k, j) for r, j in zip(ids, rejected, strict=True)]
+                got = [_outcome(fast, one._core, op + typed, ids, q, k, rejected_of)]
+                each = [(r, q, k, j) for r, j in zip(ids, rejected_of, strict=True)]
                 two, failed = in_turn(two, each)
-                mine = _outcome(general, three._core, op, ids, q, k, rejected)
+                mine = _outcome(general, three._core, op, ids, q, k, rejected_of)
                 assert mine == got[0], (op, ids)
                 assert _state(three) == _state(one), (op, ids)
                 # The same requests fail or none: a caller's mistake anywhere in the batch is
