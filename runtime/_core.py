@@ -1655,7 +1655,12 @@ class CoordinatorCore:
                 live.reverse()
             self._plan_of(pools, g).release(live)
         caps = [table.field(o, g, CAP) for g in range(len(self.names))]
+        last = len(table.offsets) == 1
         table.release_ops(slabs, o, request_id)
+        if last:  # emptied so: a dict keeps its size after pops, not after clear
+            ops.append((self.extras.clear,))
+            ops.append((self.specs.clear,))
+            return caps, unshared
         if extra is not None:
             ops.append((self.extras.pop, o, None))
         if o in self.specs:
