@@ -360,13 +360,29 @@ def apply_state_dtypes(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
     if ssm is not None:
         update["ssm_dtype"] = CacheDType.parse(ssm)
     layers = {
-        name: layer.model_validate({**layer.model_dump(), **update})
+        name: layer.model_validate({**layer.model_dump(), **_state_update(layer, update, ssm)})
         if isinstance(layer, StateMixerLayer)
         else layer
         for name, layer in config.model.layers.items()
     }
     model = ModelSpec(name=config.model.name, layers=layers)
     return config.model_copy(update={"model": model})
+
+
+def _state_update(layer: Any, update: dict[str, Any], ssm: str | None) -> dict[str, Any]:
+    """The dtype fields for one state layer: a KDA layer takes them by its own rule."""
+    from kvunits.contracts import CacheDType
+    from kvunits.contracts.config._hf_kimi import kda_state_dtypes
+    from kvunits.contracts.errors import ConfigError, ConfigIssue
+
+    mixer = getattr(layer, "mixer", "gdn")
+    if mixer == "gdn":
+        return update
+    conv = update.get("conv_dtype")
+    kda, why = kda_state_dtypes(mixer, conv, None if ssm is None else CacheDType.parse(ssm))
+    if why is not None:
+        raise ConfigError([ConfigIssue("command line", "--mamba-ssm-cache-dtype", why)])
+    return kda
 
 
 def apply_skip_layers(config: KvUnitsConfig, skipped: Sequence[str]) -> KvUnitsConfig:
@@ -478,7 +494,10 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
                 else f"  block size {sizes} after vLLM unified the groups' pages"
             )
     mla = any(isinstance(layer, MLALayer) for layer in config.model.layers.values())
-    if mla and config.engine_sources.get("block_size_slots") == "default":
+    # Beside recurrent states vLLM aligns MLA blocks to 128 tokens whatever the backend's
+    # kernel block (_align_hybrid_block_size), so the backend's choice changes nothing there.
+    hybrid = not isinstance(numbers, str) and any(g.kind == "mamba" for g in numbers.groups)
+    if mla and not hybrid and config.engine_sources.get("block_size_slots") == "default":
         lines.append(
             "  note: vLLM's MLA backend chooses the block size (FlashMLA: 64 on H100 and H200); "
             "kvunits planned 16: pass --block-size to match the backend vLLM picks"

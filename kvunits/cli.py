@@ -496,9 +496,12 @@ _COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from ._dsv4 import deepseek_v4_plan
     from ._render import plan_to_dict, render_table
     from ._vllm import vllm_lines, vllm_numbers, vllm_to_dict
 
+    if (code := deepseek_v4_plan(args)) is not None:  # vLLM's numbers only (kvunits/_dsv4.py)
+        return code
     config = _load(args.config, args)
     result = _planned(config)
     numbers = vllm_numbers(config, args.vllm)

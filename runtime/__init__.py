@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .like_vllm import VllmGroup as VllmGroup
     from .like_vllm import VllmPlan as VllmPlan
     from .like_vllm import plan_like_vllm as plan_like_vllm
+    from .like_vllm_packed import plan_deepseek_v4_like_vllm as plan_deepseek_v4_like_vllm
     from .metrics import CacheMetrics as CacheMetrics
     from .metrics import GroupMetrics as GroupMetrics
     from .policy import AdmissionPolicy as AdmissionPolicy
@@ -86,6 +87,7 @@ _EXPORTS = {
     "VllmGroup": "like_vllm",
     "VllmPlan": "like_vllm",
     "plan_like_vllm": "like_vllm",
+    "plan_deepseek_v4_like_vllm": "like_vllm_packed",
     "BlockHashes": "prefix_cache",
     "ContentKeys": "prefix_cache",
     "PrefixCacheStats": "prefix_cache",
@@ -151,5 +153,6 @@ __all__ = [
     "concurrency_at",
     "longest_max_model_len",
     "plan",
+    "plan_deepseek_v4_like_vllm",
     "plan_like_vllm",
 ]

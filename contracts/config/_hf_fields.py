@@ -55,6 +55,7 @@ HF_FIELDS: Final[Mapping[str, str]] = {
     "hybrid_layer_pattern": "per layer 0 | 1 (mimo_v2: 1 slides with the swa_ geometry)",
     "sliding_window_size": "token (mimo_v2: the window vLLM's mimo_v2.py takes)",
     "v_head_dim": "element per head of V (mimo_v2: V heads are smaller than K's)",
+    "interleaved_sliding_window": "token, or a list of them cycled by layer (openpangu)",
     "attn_layer_period": "layer (jamba)",
     "attn_layer_offset": "layer (jamba)",
     "mamba_expand": "element per hidden element (jamba: I = expand × hidden_size)",

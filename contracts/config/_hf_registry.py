@@ -168,8 +168,9 @@ REFUSED: Final[Mapping[str, str]] = {
     "BailingMoeV3ForCausalLM": "linear-attention state layers next to sparse MLA layers "
     "(bailing_moe_v3.py), not modelled",
     "BeamForCausalLM": "vllm.models.beam builds its cache in its own package, not modelled",
-    "DeepseekV4ForCausalLM": "compressed MLA caches (several tokens per state) and an indexer "
-    "cache (DeepSeek V4), not modelled",
+    "DeepseekV4ForCausalLM": "compressed MLA caches (4 and 128 tokens per state) in blocks of "
+    "256, 64, 8 and 4 tokens (DeepSeek V4), which kvunits' own planner does not model; "
+    "`kvunits plan` gives vLLM's numbers for it (kvunits.runtime.plan_deepseek_v4_like_vllm)",
     "DomynEdgeForCausalLM": "per-layer head sizes (per_layer_config[i].head_dim) and windows "
     "(window_sizes[i][0] + 1) of domyn_edge.py, from custom config code, not modelled",
     "DoryForCausalLM": _LOOP.format("dory.py"),
@@ -182,9 +183,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "HrmTextForCausalLM": _LOOP.format("hrm_text.py"),
     "InklingForCausalLM": "vllm.models.inkling builds its cache in its own package",
     "InklingForConditionalGeneration": "vllm.models.inkling builds its cache in its own package",
-    "KimiLinearForCausalLM": "Kimi delta attention states (kda_state_shape) beside MLA "
-    "layers (vllm/models/kimi_k3): vLLM aligns the recurrent state's page to the MLA page "
-    "(Platform._align_hybrid_block_size), which kvunits models for plain attention only",
     "MiniMaxM3SparseForCausalLM": "an indexer key cache of index_head_dim bf16 (or fp8, "
     "without scales) elements beside GQA attention (vllm/models/minimax_m3/common/indexer.py "
     "MiniMaxM3IndexerCache; kvunits' indexer kind is DeepSeek's fp8 key with float32 "
@@ -192,9 +190,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "NemotronHPuzzleForCausalLM": "per-layer block_configs of the Nemotron-H Puzzle variant, "
     "which vLLM reads through the checkpoint's own get_nemotron_h_config_for_layer (custom "
     "config code), not modelled",
-    "PanguEmbeddedForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
-    "PanguProMoEV2ForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
-    "PanguUltraMoEForCausalLM": "MLA and sliding-window layers mixed (openpangu.py)",
     "Plamo3ForCausalLM": "per-layer interleaved_sliding_window of plamo3.py, not modelled",
     "Qwen4ExpForCausalLM": _STATE.format("several Mamba state layouts of qwen4_exp"),
     "Step3p5ForCausalLM": "looped layers with per-layer windows (step3p5.py), not modelled",
@@ -205,7 +200,9 @@ REFUSED: Final[Mapping[str, str]] = {
     "HunYuanVLForConditionalGeneration": "Hunyuan VL's language model config, not located",
     "VibeVoiceAsrForConditionalGeneration": "VibeVoice's speech decoder, not modelled",
     # Multimodal models whose decoder is not a plain text config.
-    "DeepseekV4ForConditionalGeneration": "compressed MLA caches and an indexer (DeepSeek V4)",
+    "DeepseekV4ForConditionalGeneration": "DeepSeek V4's compressed MLA caches beside a vision "
+    "tower without a cache, which kvunits' own planner does not model; `kvunits plan` gives "
+    "vLLM's numbers for it (kvunits.runtime.plan_deepseek_v4_like_vllm)",
     "DeepseekV41ForCausalLM": "compressed MLA caches and an indexer (DeepSeek V4.1)",
 }
 
@@ -213,7 +210,6 @@ REFUSED: Final[Mapping[str, str]] = {
 #: Decoder model types (a multimodal config's ``text_config``) of refused architectures: the
 #: refusal names the architecture's reason rather than an unknown model type.
 REFUSED_MODEL_TYPES: Final[Mapping[str, str]] = {
-    "kimi_linear": "KimiLinearForCausalLM",
     "deepseek_v4": "DeepseekV4ForCausalLM",
     # transformers' text model types of multimodal wrappers (get_text_config) whose decoder
     # is a refused architecture.

@@ -33,17 +33,22 @@ from kvunits.contracts.config._hf_registry import (
 )
 from kvunits.contracts.deploy import KVHeads
 
+from .compare_dsv4 import compare_deepseek_v4, deepseek_v4_view
+
 #: The architectures whose KV cache is in scope: vLLM's generative ones.
 _GENERATIVE: Final = TEXT_GENERATION | MULTIMODAL | TRANSFORMERS_BACKEND
 
 
 def kvunits_view(path: str) -> dict[str, Any]:
     """What kvunits reads of a directory, in the view's terms (or its refusal)."""
+    if (dsv4 := deepseek_v4_view(path)) is not None:  # vLLM's numbers only (compare_dsv4)
+        return dsv4
     try:
         config = load_config(path)
     except KvUnitsError as err:
         return {"error": str(err).splitlines()[0][:300]}
     attention: list[tuple[str, int | None, int | None, int | None, str | None]] = []
+    indices: list[int] = []
     indexers: dict[int, int] = {}
     for name, layer in config.model.layers.items():
         if not name.startswith("text."):
@@ -63,10 +68,14 @@ def kvunits_view(path: str) -> dict[str, Any]:
             attention.append(("mla", 1, head, None, str(layer.dtype)))
         elif isinstance(layer, KVSharedLayer):
             attention.append(("shared", None, None, None, None))
+        else:
+            continue
+        indices.append(int(name.split(".")[1]))
     return {
         "attention": attention,
         "indexers": [indexers.get(i, 0) for i in range(len(attention))] if indexers else None,
         "max_model_len": config.engine.max_model_len.numerical_value_in(Tokens),
+        "attention_indices": indices,
     }
 
 
@@ -94,6 +103,9 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
         return "not-generative", [f"{view.get('architecture')}: a pooling model, no KV cache"]
     if "error" in mine:
         return "refused", [mine["error"][:200]]
+    if "deepseek_v4" in mine:
+        dsv4 = compare_deepseek_v4(view, mine)
+        return ("exact" if not dsv4 else "differs"), dsv4
     diffs: list[str] = []
     layers = mine["attention"]
     if "partial_error" in view:
@@ -109,6 +121,9 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
         expected_layers *= 2
     if view["hybrid"]:
         expected_layers = None  # the view counts mixer layers as attention for some models
+    where = view.get("attention_layer_indices")
+    if where is not None and mine["attention_indices"] != where:
+        diffs.append(f"attention on layers {mine['attention_indices']} != vLLM {where}")
     if expected_layers is not None and len(layers) != expected_layers:
         diffs.append(f"attention layers {len(layers)} != vLLM {expected_layers}")
     own = [layer for layer in layers if layer[0] != "shared"]
