@@ -43,7 +43,13 @@ from typing import Final, Literal, final
 
 from ._counts import Elements, Layers
 from ._quantity import Bytes, Tokens
-from .compressed import DS_MLA_ALIGNMENT, DS_MLA_STATE, aligned_page_size, states_per_block
+from .compressed import (
+    DS_MLA_ALIGNMENT,
+    DS_MLA_STATE,
+    _typed,
+    aligned_page_size,
+    states_per_block,
+)
 from .errors import SpecError
 
 __all__ = [
@@ -77,7 +83,7 @@ def indexer_key_bytes(index_head_size: Elements) -> Bytes:
         >>> str(indexer_key_bytes(Elements(128)))
         '132 byte'
     """
-    d = index_head_size.numerical_value_in(Elements)
+    d = _typed(index_head_size, Elements, "index_head_size").numerical_value_in(Elements)
     return Bytes(d + d // _INDEX_SCALE_GROUP * _FLOAT32)
 
 
@@ -136,6 +142,21 @@ class DeepseekV41Layer:
     head_size: Elements
     index_head_size: Elements
     sliding_window: Tokens
+
+    def __post_init__(self) -> None:
+        # What mypy rejects, the runtime rejects too (for callers without it).
+        _typed(self.head_size, Elements, "head_size")
+        _typed(self.index_head_size, Elements, "index_head_size")
+        _typed(self.sliding_window, Tokens, "sliding_window")
+        ratio: object = self.compress_ratio
+        if type(ratio) is not int or ratio not in _RATIOS:
+            raise SpecError(
+                f"compress_ratio must be 0, 1 or 2 (vLLM 0.33's DeepSeek V4.1), got {ratio!r}"
+            )
+        if self.kv_source and not ratio:
+            raise SpecError("a kv source needs compress_ratio 1 or 2 (its compressor's ratio)")
+        if not self.sliding_window.numerical_value_in(Tokens):
+            raise SpecError("sliding_window must be >= 1 token")
 
     def caches(self) -> tuple[DeepseekV41Cache, ...]:
         """The caches the layer owns, in vLLM's registration order on Hopper.
