@@ -167,9 +167,18 @@ class Mamba2Layer(StateMixerLayer):
 class GatedDeltaNetLayer(StateMixerLayer):
     """A gated delta net (Qwen3-Next, Qwen3.5 ``linear_attention``): conv
     ``(K − 1, 2·Hk·Dk + Hv·Dv)``, recurrent ``(Hv, Dv, Dk)``
-    (vLLM ``MambaStateShapeCalculator.gated_delta_net_state_shape``)."""
+    (vLLM ``MambaStateShapeCalculator.gated_delta_net_state_shape``). Kimi delta attention
+    (KDA) is the same state with ``Hk = Hv`` heads and ``Dk = Dv`` (``kda_state_shape``: conv
+    ``3·H·D``, recurrent ``(H, D, D)``); ``mixer`` names vLLM's class."""
 
     kind: Literal["gated_delta_net"] = "gated_delta_net"
+    mixer: Literal["gdn", "kda", "kda_full_rank_gate"] = Field(
+        default="gdn",
+        description="vLLM's mixer class: gdn (GatedDeltaNetAttention; prefill checkpoints "
+        "by the GPU's GDN backend), kda (Kimi Linear's KimiGatedDeltaNetAttention: no "
+        "prefill checkpoints, recurrent state float32), kda_full_rank_gate (Kimi-K3's "
+        "KimiK3DeltaAttention: FlashKDA prefill checkpoints by GPU)",
+    )
     num_k_heads: Heads = Field(description="Hk: key heads")
     num_v_heads: Heads = Field(description="Hv: value heads")
     head_k_dim: Elements = Field(description="Dk: elements per key head")

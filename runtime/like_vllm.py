@@ -39,14 +39,16 @@ with ``in_flight = max_concurrent_batches × max_num_batched_tokens`` (its
 the encoder's length); full attention ``cdiv(max_model_len, B)`` (over
 ``dcp`` when DCP shards it).
 
-Recurrent-state hybrids (Mamba-1, Mamba-2, gated delta nets beside attention) are planned as
-vLLM aligns them at start-up (`_hybrid_specs`): the attention block size grows until its page
-holds a state, every state page is padded to it, and a request's state holds 2 pages with
-prefix caching (vLLM's default) or 1 without. DeepSeek sparse attention's indexer caches are
-MLA-like specs of their own bytes (`IndexerLayer`), in the same group as the MLA layers.
+Recurrent-state hybrids (Mamba-1, Mamba-2, gated delta nets and Kimi delta attention beside
+attention or MLA) are planned as vLLM aligns them at start-up (`_hybrid_specs`): the
+attention block size grows until its page holds a state, every state page is padded to it,
+and a request's state holds 2 pages with prefix caching (vLLM's default) or 1 without.
+DeepSeek sparse attention's indexer caches are MLA-like specs of their own bytes
+(`IndexerLayer`), in the same group as the MLA layers.
 
 What vLLM does that is not modelled here is refused with the reason (`SpecError`): gated
-delta nets with prefix caching (their checkpoints depend on the GPU's GDN prefill backend),
+delta nets with prefix caching (their checkpoints depend on the GPU's GDN prefill backend;
+Kimi-K3's KDA likewise with FlashKDA; Kimi Linear's KDA exports none and is planned),
 hybrids whose attention layers differ per token, a model whose pages cannot be unified, a
 pipeline stage without a cached layer, and no layer with a cache (vLLM's attention-free
 models).
@@ -448,6 +450,8 @@ def _mixed_dtype_specs(specs: dict[str, _Spec], bs: int) -> dict[str, _Spec]:
 
 #: FlashAttention's kernel blocks (``get_supported_kernel_block_sizes``: ``MultipleOf(16)``).
 _FLASH_ATTN_KERNEL_BLOCK: Final = 16
+#: ``_align_hybrid_block_size``: with MLA the block aligns to at least 128 tokens.
+_MLA_HYBRID_BLOCK: Final = 128
 
 
 def _hybrid_specs(
@@ -463,7 +467,9 @@ def _hybrid_specs(
 
     * the attention block size grows to the smallest multiple of the kernel block (16, or the
       given block size if larger) whose page holds the largest state:
-      ``a × cdiv(state, a × attention_page_per_token)``, ``a = max(16, block_size)``;
+      ``a × cdiv(state, a × attention_page_per_token)``, ``a = max(16, block_size)``, and
+      ``a`` at least 128 when the attention is MLA (``model_config.use_mla``: Kimi Linear's
+      MLA page of ``kv_lora_rank + qk_rope_head_dim`` per token);
     * every state page is padded to that attention page;
     * with prefix caching (vLLM's default) a request's state holds 2 pages
       (``mamba_cache_mode = "align"``, the state at the last block boundary and the running
@@ -471,9 +477,10 @@ def _hybrid_specs(
       blocks of ``max_model_len``.
 
     Raises:
-        SpecError: attention layers of different pages per token or MLA beside the states
-            (vLLM aligns to the model-level head geometry only), gated delta nets with prefix
-            caching (vLLM's GDN checkpoints depend on the GPU's prefill backend), or a
+        SpecError: attention layers of different pages per token, or MLA beside other
+            attention (vLLM aligns to the model-level head geometry only), gated delta nets
+            with prefix caching whose vLLM class exports prefill checkpoints (they depend on
+            the GPU's prefill backend; Kimi Linear's KDA exports none and is planned), or a
             ``state`` layer given in bytes only.
     """
     bs = engine.block_size_slots
@@ -485,13 +492,17 @@ def _hybrid_specs(
             if spec is not None:
                 attention[name] = spec
     per_token = {spec.unpadded_page_bytes for spec in attention.values()}
-    if any(spec.kind == "mla" for spec in attention.values()) or len(per_token) > 1:
+    kinds = {spec.kind == "mla" for spec in attention.values()}
+    sparse = any(spec.kind == "mla" and spec.state_bytes for spec in attention.values())
+    if len(kinds) > 1 or len(per_token) > 1 or sparse:
         raise SpecError(
             f"model {model.name!r} mixes recurrent states with attention layers of "
-            f"{len(per_token)} page sizes per token (or MLA): vLLM 0.33 aligns its block size "
-            "to the model-level attention geometry only (Platform._align_hybrid_block_size), "
-            "which kvunits does not model for this mix; kvunits' own plan stands"
+            f"{len(per_token)} page sizes per token (or MLA beside other attention, or a "
+            "sparse MLA layout): vLLM 0.33 aligns its block size to the model-level attention "
+            "geometry only (Platform._align_hybrid_block_size), which kvunits does not model "
+            "for this mix; kvunits' own plan stands"
         )
+    use_mla = kinds == {True}
     state_bytes: dict[str, int] = {}
     for name, layer in states.items():
         if not isinstance(layer, StateMixerLayer):
@@ -500,19 +511,26 @@ def _hybrid_specs(
                 "from its mixer's shapes (MambaStateShapeCalculator); give the mixer (mamba1, "
                 "mamba2, gated_delta_net, short_conv) for vLLM's numbers"
             )
-        if prefix_caching and isinstance(layer, GatedDeltaNetLayer):
+        if prefix_caching and isinstance(layer, GatedDeltaNetLayer) and layer.mixer != "kda":
+            backend = (
+                "FlashKDA (SM90, SM10x, SM12x; kda.py KimiK3DeltaAttention.get_kv_cache_spec)"
+                if layer.mixer == "kda_full_rank_gate"
+                else "FlashInfer's (Hopper, some Blackwell)"
+            )
             raise SpecError(
                 f"layer {name!r} is a gated delta net and prefix caching is on: vLLM 0.33 then "
-                "aligns blocks to the GDN prefill checkpoints and adds a checkpoint page when "
-                "the GPU's GDN prefill backend is FlashInfer's (Hopper, some Blackwell), which "
-                "kvunits does not model; plan with --no-enable-prefix-caching for vLLM's "
-                "numbers without it"
+                "aligns blocks to the prefill checkpoints and adds a checkpoint page when "
+                f"the GPU's prefill backend is {backend}, which kvunits does not model; plan "
+                "with --no-enable-prefix-caching for vLLM's numbers without it"
             )
         state_bytes[name] = sum(t.size.numerical_value_in(Bytes) for t in layer.state_tensors(tp))
     largest = max(state_bytes.values())
     token_page = next(iter(per_token)) if per_token else 0
     if token_page:
         align = max(_FLASH_ATTN_KERNEL_BLOCK, bs)
+        if use_mla:
+            # TRTLLM/FlashInfer MLA decode kernels: a manager block of a multiple of 128.
+            align = max(align, _MLA_HYBRID_BLOCK)
         needed = align * cdiv(largest, align * token_page)
         needed = _FLASH_ATTN_KERNEL_BLOCK * cdiv(needed, _FLASH_ATTN_KERNEL_BLOCK)
         bs = max(bs, needed)

@@ -49,6 +49,7 @@ from ._hf_families import (
 )
 from ._hf_fields import HF_FIELDS as HF_FIELDS
 from ._hf_fields import MAX_SEQ, Reader, Section
+from ._hf_hybrids import check_hybrid_has_attention
 from ._hf_layers import DTypes, max_model_len, resolve_dtypes
 from ._hf_registry import MULTIMODAL, REFUSED_MODEL_TYPES, architecture_refusal
 from ._hf_speech import read_audio_encoder, read_pooled_encoder
@@ -141,6 +142,7 @@ def read_hf_parts(
     if dtypes is not None and check_cache_fields(sec, family) and kv_heads_not_null(sec):
         read = _guarded(reader, sec, lambda: family.read(sec, dtypes))
         if read is not None:
+            check_hybrid_has_attention(sec, family.name, read)
             layers.update(read)
     found = max_model_len(sec)
     bound: tuple[int, str] | None = None

@@ -28,6 +28,7 @@ from ._hf_layers import (
     mla,
     sliding,
 )
+from ._hf_per_layer import per_layer_attention
 from ._models import MAX_LAYERS
 
 Layers = dict[str, LayerSpec]
@@ -207,7 +208,8 @@ def read_gemma4(sec: Section, dtypes: DTypes) -> Layers | None:
     """gemma4_text (vllm/model_executor/models/gemma4.py with transformers'
     ``Gemma4TextConfig.__post_init__``): layer types as gemma3 with pattern 6 and the last
     layer forced full; a full layer has ``global_head_dim`` (default 512) and, with
-    ``attention_k_eq_v``, ``num_global_key_value_heads`` KV heads; the last
+    ``attention_k_eq_v``, ``num_global_key_value_heads`` KV heads, unless
+    ``per_layer_config`` gives each layer's (`per_layer_attention`); the last
     ``num_kv_shared_layers`` layers read the cache of the last earlier layer of their type."""
     n_layers, a = layer_count(sec), attention(sec, dtypes.kv)
     window = sec.window()
@@ -220,11 +222,6 @@ def read_gemma4(sec: Section, dtypes: DTypes) -> Layers | None:
         return None
     if not _causal(sec):
         return None
-    if sec.value("per_layer_config") is not None:
-        sec.issue(
-            "per_layer_config", "kvunits derives each layer's geometry; it does not read this"
-        )
-        return None
     if sec.value("layer_types") is not None:
         kinds = layer_types(sec, n_layers, {_SLIDING: "sliding", _FULL: "full"})
         if kinds is None:
@@ -235,6 +232,15 @@ def read_gemma4(sec: Section, dtypes: DTypes) -> Layers | None:
         kinds[-1] = "full"
     if not _need_window(sec, kinds, window):
         return None
+    if sec.value("per_layer_config") is not None:
+        per_layer = per_layer_attention(sec, n_layers, a)
+        if per_layer is None:
+            return None
+        layers = {
+            f"text.{i}": full(g) if kind == "full" or window is None else sliding(g, window)
+            for i, (kind, g) in enumerate(zip(kinds, per_layer, strict=True))
+        }
+        return _kv_shared_tail(sec, kinds, layers, shared)
     kv_global = global_kv if k_eq_v and global_kv is not None else a.kv_heads
     if kv_global != a.kv_heads:  # the same query heads, grouped over other KV heads
         n_heads = sec.number("num_attention_heads")
@@ -244,7 +250,13 @@ def read_gemma4(sec: Section, dtypes: DTypes) -> Layers | None:
     by_kind = {"full": full(Attention(kv_global, global_head, a.dtype))}
     if window is not None:
         by_kind["sliding"] = sliding(a, window)
-    layers = _stack(kinds, by_kind)
+    return _kv_shared_tail(sec, kinds, _stack(kinds, by_kind), shared)
+
+
+def _kv_shared_tail(sec: Section, kinds: list[str], layers: Layers, shared: int) -> Layers | None:
+    """Gemma 4's last ``shared`` layers read the cache of the last earlier layer of their
+    type (``kv_sharing_target_layer_name``)."""
+    n_layers = len(kinds)
     if shared >= n_layers:
         sec.issue("num_kv_shared_layers", f"{shared} of {n_layers} layers cannot all share")
         return None

@@ -52,6 +52,7 @@ from ._hf_generic import (
     read_step3_text,
 )
 from ._hf_hybrids import read_gated_delta_net, read_jamba, read_nemotron_h, read_olmo_hybrid
+from ._hf_kimi import read_kimi_linear
 from ._hf_layers import DTypes
 from ._hf_openpangu import read_openpangu
 from ._hf_speech import read_whisper
@@ -190,6 +191,12 @@ _DECODER_OF: Final[Mapping[str, tuple[str, ...]]] = {
     # paddleocr_vl.py builds Ernie4_5ForCausalLM on the text config (PaddleOCRTextConfig,
     # which transformers fills from the published file's flat top level).
     "ernie4_5": ("paddleocr_vl_text",),
+    # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: full attention, head_dim (else hidden_size
+    # / heads) and num_key_value_heads of the text config, no window.
+    "ernie4_5_moe": ("ernie4_5_vl_moe_text",),
+    # granite4_vision.py builds Granite4VisionLLMForCausalLM, a GraniteForCausalLM, on
+    # text_config (vllm_config.with_hf_config(config.text_config)).
+    "granite": ("granite4_vision_text",),
 }
 #: Cache fields a generic family knowingly ignores, with vLLM's reason.
 _IGNORES_OF: Final[Mapping[str, Mapping[str, str]]] = {
@@ -212,6 +219,48 @@ _DECODER_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
         "num_key_value_heads": 16,
         "head_dim": 256,
         "max_position_embeddings": 8192,
+    },
+    # Ernie4_5_VLMoeTextConfig, Granite4VisionTextConfig, Molmo2TextConfig (transformers
+    # 5.20): what vLLM reads where a published text_config leaves a field out.
+    "ernie4_5_vl_moe_text": {
+        "hidden_size": 2560,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 20,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 131072,
+    },
+    "granite4_vision_text": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 2048,
+    },
+    # CohereCompassTextConfig (transformers 5.20).
+    "cohere_compass_text": {
+        "hidden_size": 8192,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 64,
+        "head_dim": 128,
+        "max_position_embeddings": 8192,
+    },
+    # Cosmos3EdgeTextConfig (transformers 5.20).
+    "cosmos3_edge_text": {
+        "hidden_size": 2048,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+    },
+    "molmo2_text": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 36864,
     },
     "glm4v_text": {
         "hidden_size": 4096,
@@ -389,6 +438,33 @@ _GENERIC: Final[
             ("phimoe", ("PhiMoEForCausalLM",), "phimoe.py PhiMoEAttention"),
         )
     ),
+    (
+        "cosmos3_edge",
+        ("cosmos3_edge_text",),
+        (),
+        "head_dim",
+        "none",
+        "cosmos3_edge.py Cosmos3EdgeAttention (nemotron_h.py NemotronHAttention)",
+        "the text_config's decoder, rebuilt as Nemotron-H attention and MLP layers "
+        "(_to_nemotron_h_config): full attention on each of num_hidden_layers layers, head size "
+        "head_dim (else hidden_size / heads)",
+        frozenset(),
+        {},
+        {},
+    ),
+    (
+        "molmo2",
+        ("molmo2_text",),
+        (),
+        "head_dim",
+        "none",
+        "molmo2.py Molmo2Attention",
+        "the text_config's decoder: full attention on every layer, head size head_dim "
+        "(Molmo2TextConfig default 128), no window; the vision backbone keeps no cache",
+        frozenset(),
+        {},
+        {},
+    ),
     *(
         (
             name,
@@ -414,6 +490,13 @@ _GENERIC: Final[
             ("afmoe", ("afmoe",), ("AfmoeForCausalLM",), "afmoe.py AfmoeAttention"),
             ("apertus", ("apertus",), ("ApertusForCausalLM",), "apertus.py ApertusAttention"),
             ("ernie4_5", ("ernie4_5",), ("Ernie4_5ForCausalLM",), "ernie45.py (llama.py)"),
+            (
+                "cohere_compass",
+                ("cohere_compass_text",),
+                (),
+                "cohere_compass.py CohereCompassAttention (CohereCompassForConditionalGeneration's "
+                "text_config)",
+            ),
             (
                 "transformers",
                 (
@@ -681,7 +764,8 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "gemma4",
-        ("gemma4_text",),
+        # gemma4_unified_text: gemma4_unified.py builds Gemma4ForCausalLM on its text_config.
+        ("gemma4_text", "gemma4_unified_text"),
         ("Gemma4ForCausalLM",),
         "as gemma3 (pattern 6, last layer full); full layers have global_head_dim and, with "
         "attention_k_eq_v, num_global_key_value_heads; the last num_kv_shared_layers layers "
@@ -708,7 +792,20 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "global_head_dim": 512,
                 "attention_k_eq_v": False,
                 "num_kv_shared_layers": 0,
-            }
+            },
+            # Gemma4UnifiedTextConfig: Gemma4TextConfig's but for these two.
+            "gemma4_unified_text": {
+                "hidden_size": 2304,
+                "num_hidden_layers": 30,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "max_position_embeddings": 262144,
+                "sliding_window": 1024,
+                "global_head_dim": 512,
+                "attention_k_eq_v": False,
+                "num_kv_shared_layers": 0,
+            },
         },
     ),
     Family(
@@ -1176,7 +1273,9 @@ FAMILIES: Final[tuple[Family, ...]] = (
     *(
         Family(
             name,
-            (name,),
+            # muse_glimmer_text: MuseGlimmerForConditionalGeneration's text_config, which
+            # muse_glimmer.py _text_config reads as the decoder's config.
+            tuple(dict.fromkeys((name, model_type))),
             (arch,),
             f"as llama: layer_types' sliding_attention layers slide over sliding_window, and "
             f"an absent layer_types is the config class's pattern ({pattern}); head size "
@@ -1324,6 +1423,25 @@ FAMILIES: Final[tuple[Family, ...]] = (
                 "max_position_embeddings": 65536,
                 "linear_conv_kernel_dim": 4,
             }
+        },
+    ),
+    Family(
+        "kimi_linear",
+        ("kimi_linear",),
+        ("KimiLinearForCausalLM",),
+        "linear_attn_config.kda_layers (1-based): a Kimi delta attention state (kda_state_shape: "
+        "conv 3 × num_heads × head_dim over short_conv_kernel_size − 1, recurrent num_heads × "
+        "head_dim² in float32), the other layers MLA of kv_lora_rank + qk_rope_head_dim; "
+        "vllm/models/kimi_k3/nvidia/model.py KimiDecoderLayer",
+        read_kimi_linear,
+        frozenset({"kv_lora_rank", "qk_rope_head_dim"}),
+        ignores={
+            "num_key_value_heads": "MLA caches one latent head",
+            "head_dim": "MLA caches kv_lora_rank + qk_rope_head_dim",
+            # vllm/transformers_utils/config.py registers its own KimiLinearConfig.
+            "layer_types": "vLLM 0.33 reads kimi_linear with its own KimiLinearConfig "
+            "(transformers_utils/configs/kimi_linear.py): the KDA layers are "
+            "linear_attn_config.kda_layers, transformers 5's layer_types is not read",
         },
     ),
     Family(

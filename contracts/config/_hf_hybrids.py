@@ -15,6 +15,7 @@ from typing import Final
 
 from .._dtype import CacheDType
 from .._layers import LayerSpec
+from ..state import StateMixerLayer
 from ._hf_decoders import layer_types
 from ._hf_fields import MAX_COUNT, MAX_ELEMENTS, Section
 from ._hf_layers import (
@@ -277,3 +278,30 @@ def _nemotron_blocks(sec: Section) -> list[str] | None:
         sec.issue("hybrid_override_pattern", f"{len(blocks)} layers; 1 to {MAX_LAYERS}")
         return None
     return blocks
+
+
+#: vLLM 0.33's attention-free state models (``IsAttentionFree``: mamba.py, mamba2.py): the
+#: only families whose states vLLM plans without an attention page beside them.
+_ATTENTION_FREE_FAMILIES: Final = frozenset({"mamba", "mamba2"})
+
+
+def check_hybrid_has_attention(sec: Section, family: str, layers: Layers) -> None:
+    """A hybrid family (vLLM ``IsHybrid``) read with states and no cached attention layer is
+    refused: vLLM 0.33 builds every layer as a state mixer (granitemoehybrid.py
+    ``ALL_DECODER_LAYER_TYPES`` over an all-``linear_attention`` ``layer_types``, the class
+    default) but still pads each state page to an attention page of the model-level geometry
+    (``Platform._align_hybrid_block_size``: ``ModelConfig.get_num_kv_heads`` ×
+    ``get_head_size``, or the MLA latent) that no layer uses, which a model of layers cannot
+    express: its plan would be silently smaller than vLLM's."""
+    if family in _ATTENTION_FREE_FAMILIES or not layers:
+        return
+    kinds = {isinstance(layer, StateMixerLayer) for layer in layers.values()}
+    if kinds == {True}:
+        sec.issue(
+            "layer_types",
+            f"every layer of this {family} config (its layer pattern) is a recurrent state and "
+            "none attention: vLLM 0.33 serves it, but "
+            "pads each state page to a model-level attention page no layer uses "
+            "(Platform._align_hybrid_block_size), which kvunits does not model; give the "
+            "attention layers' types",
+        )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from .._counts import Elements, Heads, KVHeads
 from .._dtype import CacheDType
@@ -170,9 +170,11 @@ def gated_delta_net(
     conv_kernel: int,
     conv_dtype: CacheDType,
     ssm_dtype: CacheDType,
+    mixer: Literal["gdn", "kda", "kda_full_rank_gate"] = "gdn",
 ) -> LayerSpec:
-    """A gated-delta-net state layer."""
+    """A gated-delta-net state layer (``mixer``: vLLM's class, `GatedDeltaNetLayer`)."""
     return GatedDeltaNetLayer(
+        mixer=mixer,
         num_k_heads=Heads(num_k_heads),
         num_v_heads=Heads(num_v_heads),
         head_k_dim=Elements(head_k_dim),

@@ -183,9 +183,6 @@ REFUSED: Final[Mapping[str, str]] = {
     "HrmTextForCausalLM": _LOOP.format("hrm_text.py"),
     "InklingForCausalLM": "vllm.models.inkling builds its cache in its own package",
     "InklingForConditionalGeneration": "vllm.models.inkling builds its cache in its own package",
-    "KimiLinearForCausalLM": "Kimi delta attention states (kda_state_shape) beside MLA "
-    "layers (vllm/models/kimi_k3): vLLM aligns the recurrent state's page to the MLA page "
-    "(Platform._align_hybrid_block_size), which kvunits models for plain attention only",
     "MiniMaxM3SparseForCausalLM": "an indexer key cache of index_head_dim bf16 (or fp8, "
     "without scales) elements beside GQA attention (vllm/models/minimax_m3/common/indexer.py "
     "MiniMaxM3IndexerCache; kvunits' indexer kind is DeepSeek's fp8 key with float32 "
@@ -216,7 +213,6 @@ REFUSED: Final[Mapping[str, str]] = {
 #: Decoder model types (a multimodal config's ``text_config``) of refused architectures: the
 #: refusal names the architecture's reason rather than an unknown model type.
 REFUSED_MODEL_TYPES: Final[Mapping[str, str]] = {
-    "kimi_linear": "KimiLinearForCausalLM",
     "deepseek_v4": "DeepseekV4ForCausalLM",
     # transformers' text model types of multimodal wrappers (get_text_config) whose decoder
     # is a refused architecture.

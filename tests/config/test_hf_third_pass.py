@@ -244,11 +244,17 @@ def test_use_sliding_window_is_qwen2s_alone() -> None:
 
 
 def test_a_refused_decoder_inside_a_multimodal_config_names_its_reason() -> None:
-    # Kimi-K3's text_config is kimi_linear (SOURCES.md, held-out set): the refusal is
-    # KimiLinearForCausalLM's, not "a model type kvunits does not read".
-    heldout = SYNTHETIC.parent / "heldout" / "moonshotai--Kimi-K3"
-    with pytest.raises(ConfigError, match=r"'kimi_linear' \(KimiLinearForCausalLM\): kvunits"):
-        load_config(heldout)
+    # Step 3.7's text_config is step3p5 (vLLM's registry: Step3p7ForConditionalGeneration
+    # wraps Step3p5ForCausalLM): the refusal is that architecture's, not "a model type
+    # kvunits does not read". (Kimi-K3's kimi_linear decoder, the earlier example, is read.)
+    data = {
+        "architectures": ["Step3p7ForConditionalGeneration"],
+        "model_type": "step3p7",
+        "torch_dtype": "bfloat16",
+        "text_config": {"model_type": "step3p5", "num_hidden_layers": 4, "hidden_size": 64},
+    }
+    with pytest.raises(ConfigError, match=r"'step3p5' \(Step3p5ForCausalLM\): kvunits"):
+        read_hf_config(data, where="config.json")
 
 
 def test_cohere2_moe_fills_its_layer_types_from_the_dense_prefix() -> None:

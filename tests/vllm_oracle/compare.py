@@ -48,6 +48,7 @@ def kvunits_view(path: str) -> dict[str, Any]:
     except KvUnitsError as err:
         return {"error": str(err).splitlines()[0][:300]}
     attention: list[tuple[str, int | None, int | None, int | None, str | None]] = []
+    indices: list[int] = []
     indexers: dict[int, int] = {}
     for name, layer in config.model.layers.items():
         if not name.startswith("text."):
@@ -67,10 +68,14 @@ def kvunits_view(path: str) -> dict[str, Any]:
             attention.append(("mla", 1, head, None, str(layer.dtype)))
         elif isinstance(layer, KVSharedLayer):
             attention.append(("shared", None, None, None, None))
+        else:
+            continue
+        indices.append(int(name.split(".")[1]))
     return {
         "attention": attention,
         "indexers": [indexers.get(i, 0) for i in range(len(attention))] if indexers else None,
         "max_model_len": config.engine.max_model_len.numerical_value_in(Tokens),
+        "attention_indices": indices,
     }
 
 
@@ -119,6 +124,9 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
         expected_layers *= 2
     if view["hybrid"]:
         expected_layers = None  # the view counts mixer layers as attention for some models
+    where = view.get("attention_layer_indices")
+    if where is not None and mine["attention_indices"] != where:
+        diffs.append(f"attention on layers {mine['attention_indices']} != vLLM {where}")
     if expected_layers is not None and len(layers) != expected_layers:
         diffs.append(f"attention layers {len(layers)} != vLLM {expected_layers}")
     own = [layer for layer in layers if layer[0] != "shared"]

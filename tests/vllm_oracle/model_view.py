@@ -38,7 +38,8 @@ def view(path: str) -> dict[str, Any]:
             hybrid=bool(model.is_hybrid),
             mla=bool(model.use_mla),
             layers=model.get_num_layers(parallel),
-            attention_layers=model.get_num_layers_by_block_type(parallel, "attention"),
+            attention_layers=_attention_layers(model, parallel, text),
+            attention_layer_indices=_kda_attention_indices(text),
             kv_heads=model.get_total_num_kv_heads(),
             attention_heads=getattr(text, "num_attention_heads", None),
             head_size=model.get_head_size(),
@@ -55,6 +56,25 @@ def view(path: str) -> dict[str, Any]:
     except Exception as exc:
         out["partial_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     return out
+
+
+def _attention_layers(model: Any, parallel: Any, text: Any) -> int:
+    """``get_num_layers_by_block_type(parallel, "attention")``; for Kimi Linear, whose config
+    has no ``layers_block_type`` (vLLM's ModelConfig raises there), the layers its
+    ``KimiDecoderLayer`` builds MLA on (`_kda_attention_indices`)."""
+    indices = _kda_attention_indices(text)
+    if indices is not None:
+        return len(indices)
+    return int(model.get_num_layers_by_block_type(parallel, "attention"))
+
+
+def _kda_attention_indices(text: Any) -> list[int] | None:
+    """The MLA layers of a Kimi Linear decoder, by vLLM's own ``KimiLinearConfig.is_kda_layer``
+    (vllm/transformers_utils/configs/kimi_linear.py; ``KimiDecoderLayer`` builds MLA where it
+    is false); None for other models."""
+    if getattr(text, "model_type", None) != "kimi_linear":
+        return None
+    return [i for i in range(text.num_hidden_layers) if not text.is_kda_layer(i)]
 
 
 def _kv_shared(text: Any) -> list[int] | None:

@@ -164,6 +164,9 @@ class _Hybrid:
             num_speculative_tokens=0,
             scheduler_config=SimpleNamespace(enable_chunked_prefill=True),
         )
+        # VllmConfig.with_hf_config: a wrapper's state hooks (KimiK3ForConditionalGeneration)
+        # ask for the same config around its text config.
+        config.with_hf_config = lambda hf_config: _with_hf_config(config, hf_config)
         # VllmConfig.try_verify_and_update_config's order: the architecture's hook, then the
         # hybrid one (attention-free models such as Mamba get only their own).
         specific = MODELS_CONFIG_MAP.get(model.architecture)
@@ -246,6 +249,16 @@ _MODEL_CONFIGS: dict[str, Any] = {}
 
 #: kvunits' cache dtype names as vLLM's --kv-cache-dtype spells them.
 _VLLM_CACHE_DTYPE = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+
+
+def _with_hf_config(config: Any, hf_config: Any) -> Any:
+    """``VllmConfig.with_hf_config`` on the oracle's stand-in: a copy of the model config
+    holding ``hf_config``."""
+    import copy
+
+    model = copy.copy(config.model_config)
+    model.hf_config = hf_config
+    return SimpleNamespace(**{**vars(config), "model_config": model})
 
 
 def _mla_spec(sparse: bool, head_size: int, dtype: str, block_size: int) -> Any:
@@ -369,7 +382,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     mixers = [layer for layer in model.layers.values() if isinstance(layer, StateMixerLayer)]
     prefix_caching = case.get("prefix_caching", True)
     if mixers:
-        if prefix_caching and any(isinstance(m, GatedDeltaNetLayer) for m in mixers):
+        if prefix_caching and any(
+            isinstance(m, GatedDeltaNetLayer) and m.mixer != "kda" for m in mixers
+        ):
             return {"skipped": "gated delta net with prefix caching: layer-level checkpoints"}
         directory = case["config"]
         if directory.endswith(".json"):

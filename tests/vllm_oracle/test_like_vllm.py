@@ -97,6 +97,10 @@ def _cases() -> list[dict[str, Any]]:
             ("synthetic", "synthetic--olmo_hybrid"),
             ("excerpts", "LiquidAI--LFM2-1.2B"),
             ("excerpts", "ibm-granite--granite-4.0-h-350m"),
+            # Kimi delta attention beside MLA (SOURCES.md); Kimi Linear with prefix caching
+            # is among the default cases above, Kimi-K3's is refused (FlashKDA checkpoints).
+            ("reports", "moonshotai--Kimi-Linear-48B-A3B-Instruct"),
+            ("heldout", "moonshotai--Kimi-K3"),
         )
     ]
     for hybrid in hybrids:
