@@ -12,15 +12,10 @@ name, and GPUs below compute capability 9 as vLLM cannot serve them.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final
 
 from kvunits.contracts.errors import ConfigIssue
-
-if TYPE_CHECKING:
-    from kvunits.contracts.config._hf import HfParts
 
 ARCHITECTURE: Final = "DeepseekV41ForCausalLM"
 _MODEL_TYPE: Final = "deepseek_v41"
@@ -33,24 +28,21 @@ OWN_PLAN_REFUSED: Final = (
 )
 
 
-def deepseek_v41_plan(
-    args: argparse.Namespace, path: str, file: Path, data: dict[str, Any]
-) -> int:
+def deepseek_v41_plan(args: argparse.Namespace, path: str, file: Path, data: dict[str, Any]) -> int:
     """Plan a DeepSeek V4.1 checkpoint as ``kvunits plan`` does.
 
     Raises:
         ConfigError: the checkpoint or a flag vLLM would refuse, a GPU not modelled, or
             vLLM's start-up error (with its longest length that fits).
     """
-    from kvunits.contracts import KvUnitsError, Tokens
+    from kvunits.contracts import KvUnitsError
     from kvunits.contracts.compressed_v41 import DeepseekV41Model
-    from kvunits.contracts.config._load import resolve_engine
-    from kvunits.contracts.config._vllm_checks import check_like_vllm, with_model_directory
+    from kvunits.contracts.config._vllm_checks import with_model_directory
     from kvunits.contracts.errors import ConfigError
     from kvunits.runtime.like_vllm_packed_v41 import plan_deepseek_v41_like_vllm
 
-    from ._dsv4 import _Checked, _lines, _max_model_len
-    from ._vllm import activations_from_config, engine_flags, vllm_to_dict, weights_from_directory
+    from ._dsv4 import Route, plan_and_print
+    from ._vllm import activations_from_config, engine_flags, weights_from_directory
     from .cli import _ENGINE_FLAGS
 
     where = str(file)
@@ -82,45 +74,8 @@ def deepseek_v41_plan(
     gpu = (extra.gpu or "").strip().lower()
     if gpu not in _HOPPER:
         issues.append(ConfigIssue("command line", "--like-vllm", _gpu_refusal(gpu)))
-    found = _max_model_len(flat, where, issues)
-    engine, sources = resolve_engine(
-        {"max_model_len": Tokens(found[0])} if found is not None else {},
-        {"max_model_len": f"hf {found[1]}"} if found is not None else {},
-        where=where,
-        flags=flags,
-        issues=issues,
-    )
-    if engine is not None and found is not None:
-        heads = flat.get("num_attention_heads")
-        parts = _Checked(heads if isinstance(heads, int) else None, found[2], family=_MODEL_TYPE)
-        check_like_vllm(cast("HfParts", parts), engine, sources, where, issues)
-    if issues or engine is None:
-        raise ConfigError(issues)
-    try:
-        numbers = plan_deepseek_v41_like_vllm(
-            model,
-            engine,
-            auto_fit=extra.auto_fit,
-            num_gpu_blocks_override=extra.num_gpu_blocks_override,
-        )
-    except KvUnitsError as err:
-        raise ConfigError([ConfigIssue(where, "vllm serve", str(err))]) from None
-    if args.format == "json":
-        json.dump(
-            {"model": model.name, "own_plan": OWN_PLAN_REFUSED, "vllm": vllm_to_dict(numbers)},
-            sys.stdout,
-            indent=2,
-        )
-        sys.stdout.write("\n")
-    else:
-        from ._render import clean
-
-        lines = [f"{model.name}: {len(model.layers)} DeepSeek V4.1 layers", OWN_PLAN_REFUSED, ""]
-        lines.extend(_lines(engine, extra.gpu, numbers))
-        lines.extend(f"  note: {note}" for note in extra.notes)
-        sys.stdout.write("\n".join(clean(line) for line in lines) + "\n")
-    sys.stdout.flush()
-    return 0
+    route = Route(plan_deepseek_v41_like_vllm, "DeepSeek V4.1", OWN_PLAN_REFUSED, _MODEL_TYPE)
+    return plan_and_print(args, flags, route, model, flat, where, issues)
 
 
 def _gpu_refusal(gpu: str) -> str:
