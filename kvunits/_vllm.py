@@ -451,7 +451,7 @@ def apply_skip_layers(config: KvUnitsConfig, skipped: Sequence[str]) -> KvUnitsC
 def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
     """vLLM's plan of the config's model and engine, or why it is not given."""
     from kvunits.contracts import KvUnitsError
-    from kvunits.runtime.like_vllm import plan_like_vllm
+    from kvunits.runtime.like_vllm import VLLM_GPUS, plan_like_vllm
 
     try:
         return plan_like_vllm(
@@ -460,6 +460,7 @@ def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
             auto_fit=extra.auto_fit,
             num_gpu_blocks_override=extra.num_gpu_blocks_override,
             enable_prefix_caching=extra.enable_prefix_caching,
+            gpu=VLLM_GPUS.get(extra.gpu or ""),
         )
     except KvUnitsError as err:
         return str(err)
