@@ -68,7 +68,8 @@ def add_vllm_flags(parser: argparse.ArgumentParser) -> None:
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="vLLM's prefix caching (default on): a recurrent state then holds 2 pages",
+        help="vLLM's prefix caching (default on): a recurrent state then holds 2 pages (3 "
+        "with a gated-delta-net prefill checkpoint on the --like-vllm GPU)",
     )
     group.add_argument(
         "--kv-cache-dtype-skip-layers",
@@ -469,6 +470,7 @@ def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
 def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) -> list[str]:
     """The plan's vLLM section, for people: the settings, vLLM's line, the notes."""
     from kvunits.contracts import MLALayer, Tokens
+    from kvunits.contracts.deploy import RankBlocks
 
     engine = config.engine
     how = f"--like-vllm {extra.gpu}" if extra.gpu else "these settings"
@@ -493,6 +495,12 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
                 "a recurrent state, and pads the state pages to it"
                 if any(g.kind == "mamba" for g in numbers.groups)
                 else f"  block size {sizes} after vLLM unified the groups' pages"
+            )
+        checkpointed = RankBlocks(3)  # 2 + num_prefill_checkpoint_blocks (MambaSpec)
+        if any(g.kind == "mamba" and g.blocks_per_request == checkpointed for g in numbers.groups):
+            lines.append(
+                "  a gated-delta-net state holds 3 pages a request: 2 and a prefill checkpoint "
+                "(this GPU's FlashInfer GDN prefill; blocks on its 64-token grid)"
             )
     mla = any(isinstance(layer, MLALayer) for layer in config.model.layers.values())
     # Beside recurrent states vLLM aligns MLA blocks to 128 tokens whatever the backend's
