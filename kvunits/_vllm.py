@@ -552,10 +552,16 @@ def fit_auto_length(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
         return config
     from kvunits.contracts import KvUnitsError, Tokens
     from kvunits.runtime import longest_max_model_len
-    from kvunits.runtime.like_vllm import plan_like_vllm
+    from kvunits.runtime.like_vllm import VLLM_GPUS, plan_like_vllm
 
     try:
-        fitted = plan_like_vllm(config.model, config.engine, auto_fit=True).max_model_len
+        fitted = plan_like_vllm(
+            config.model,
+            config.engine,
+            auto_fit=True,
+            enable_prefix_caching=extra.enable_prefix_caching,
+            gpu=VLLM_GPUS.get(extra.gpu or ""),
+        ).max_model_len
         how = "vLLM's auto-fit"
     except KvUnitsError:
         fitted = longest_max_model_len(config.model, config.engine)

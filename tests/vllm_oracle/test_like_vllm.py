@@ -137,6 +137,13 @@ def _cases() -> list[dict[str, Any]]:
         cases.append(
             {"config": str(gdn_path), "flags": on_gpu, "gpu": gpu, "capability": capability}
         )
+    # --max-model-len auto on them (vLLM's auto-fit with the checkpoint page).
+    qwen35 = str(FIXTURES / "heldout" / "Qwen--Qwen3.5-27B" / "config.json")
+    for gpu in ("h100", "a100-80gb"):
+        small = {"memory_budget": "2 GiB", "tensor_parallel_size": "2"}
+        capability = list(VLLM_GPUS[gpu].compute_capability)
+        case = {"config": qwen35, "flags": small, "gpu": gpu, "capability": capability}
+        cases.append({**case, "auto_fit": True})
     llama = str(ROOT / "examples" / "hf" / "llama-3.1-8b" / "config.json")
     for stages in ("33", "64"):
         staged = {"pipeline_parallel_size": stages, "memory_budget": "16 GiB"}
