@@ -62,6 +62,10 @@ def deepseek_v4_plan(args: argparse.Namespace) -> int | None:
     architectures = data.get("architectures")
     if not isinstance(architectures, list) or not architectures:
         return None
+    if architectures[0] == "DeepseekV41ForCausalLM":  # kvunits/_dsv41.py
+        from ._dsv41 import deepseek_v41_plan
+
+        return deepseek_v41_plan(args, path, file, data)
     if architectures[0] not in _ARCHITECTURES:
         return None
     return _plan(args, path, file, data)

@@ -196,6 +196,8 @@ class VllmArgs:
             (and ``sliding_window``) whose KV cache keeps the model's dtype.
         enable_prefix_caching: ``--[no-]enable-prefix-caching`` (vLLM's default: on); a
             recurrent state holds 2 pages a request with it (Mamba "align" mode), 1 without.
+        preset_shared_pool: the preset, not the user, chose kvunits' one shared pool (it
+            falls back to a pool per group where the model's pages cannot share one).
         notes: what was accepted and sizes nothing (said in the plan).
     """
 
@@ -209,6 +211,7 @@ class VllmArgs:
     mamba_ssm_cache_dtype: str | None = None
     enable_prefix_caching: bool = True
     kv_cache_dtype_skip_layers: tuple[str, ...] = ()
+    preset_shared_pool: bool = False
     notes: list[str] = field(default_factory=list)
 
 
@@ -327,6 +330,9 @@ def _preset(name: str, flags: dict[str, object], extra: VllmArgs, issues: list[A
     pp = _int(flags.get("pipeline_parallel_size"), os.environ.get("KVUNITS_PIPELINE_PARALLEL_SIZE"))
     if tp * pp == 1:
         preset["kv_cache_layout"] = "shared"  # kvunits plans one pool on one device only
+        extra.preset_shared_pool = (
+            flags.get("kv_cache_layout") is None and "KVUNITS_KV_CACHE_LAYOUT" not in os.environ
+        )
     if flags.get("memory_budget") is None and "KVUNITS_MEMORY_BUDGET" not in os.environ:
         preset["gpu_memory"] = f"{gpu.memory.numerical_value_in(RankBytes)} byte"
     for key, value in preset.items():
@@ -517,13 +523,15 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
     return lines
 
 
-def vllm_to_dict(numbers: VllmPlan | str) -> dict[str, Any]:
-    """The vLLM section of ``--format json``."""
+def vllm_to_dict(numbers: VllmPlan | str, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """The vLLM section of ``--format json`` (with the notes the text form prints, if any)."""
     from ._render import quantity
 
+    said = {"notes": list(notes)} if notes else {}
     if isinstance(numbers, str):
-        return {"refused": numbers}
+        return {"refused": numbers, **said}
     return {
+        **said,
         "kv_cache_size": quantity(numbers.kv_cache_size),
         "max_concurrency": numbers.max_concurrency,
         "max_model_len": quantity(numbers.max_model_len),
@@ -542,6 +550,34 @@ def vllm_to_dict(numbers: VllmPlan | str) -> dict[str, Any]:
             for g in numbers.groups
         ],
     }
+
+
+def preset_pool_layout(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
+    """``--like-vllm``'s one shared pool for kvunits' own plan, or a pool per group where the
+    model's pages cannot share one pool in kvunits (a recurrent state beside attention: vLLM
+    pads the state's page to a grown attention page, `kvunits.runtime.like_vllm` plans that;
+    kvunits' own pools do not pad). Only where the preset chose the layout: a layout the user
+    gave is kept, and its error reported."""
+    if not extra.preset_shared_pool or config.engine.kv_cache_layout != "shared":
+        return config
+    from kvunits.contracts import SpecError
+    from kvunits.runtime.shared_pool import shared_layout
+
+    try:
+        shared_layout(config.model, config.engine)
+    except SpecError:
+        engine = config.engine.model_copy(update={"kv_cache_layout": "per_group"})
+        sources = {
+            **config.engine_sources,
+            "kv_cache_layout": "flag --like-vllm (a pool per group: no shared pool for this model)",
+        }
+        extra.notes.append(
+            "kvunits' own plan above uses a pool per group: its one shared pool would need "
+            "pages of one size, which vLLM gets by padding a state's page and kvunits does not "
+            "(the refusal is in the plan); vLLM's line plans vLLM's own hybrid pool"
+        )
+        return config.model_copy(update={"engine": engine, "engine_sources": sources})
+    return config
 
 
 def fit_auto_length(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:

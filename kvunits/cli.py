@@ -507,7 +507,7 @@ def _plan(args: argparse.Namespace) -> int:
     numbers = vllm_numbers(config, args.vllm)
     if args.format == "json":
         data = plan_to_dict(config, result)
-        data["vllm"] = vllm_to_dict(numbers)
+        data["vllm"] = vllm_to_dict(numbers, args.vllm.notes)
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
@@ -681,6 +681,7 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
         apply_state_dtypes,
         engine_flags,
         fit_auto_length,
+        preset_pool_layout,
         weights_from_directory,
     )
 
@@ -700,14 +701,14 @@ def _load(path: str | None, args: argparse.Namespace) -> KvUnitsConfig:
         config = apply_state_dtypes(config, extra)
         if extra.kv_cache_dtype_skip_layers:
             config = apply_skip_layers(config, extra.kv_cache_dtype_skip_layers)
-        return fit_auto_length(config, extra)
+        return fit_auto_length(preset_pool_layout(config, extra), extra)
     example = os.path.join(os.path.dirname(__file__), "examples", DEFAULT_EXAMPLE)
     if os.path.isfile(example):  # package data beside the module (importlib.resources costs more)
-        return fit_auto_length(load_config(example, flags=flags), extra)
+        return fit_auto_length(preset_pool_layout(load_config(example, flags=flags), extra), extra)
     from importlib import resources
 
     with resources.as_file(resources.files("kvunits").joinpath("examples", DEFAULT_EXAMPLE)) as f:
-        return fit_auto_length(load_config(f, flags=flags), extra)
+        return fit_auto_length(preset_pool_layout(load_config(f, flags=flags), extra), extra)
 
 
 def _planned(config: KvUnitsConfig) -> CapacityPlan:

@@ -569,6 +569,44 @@ class CoordinatorCore:
         """
         return self.fast.speculative(request_id, num_new, lookahead)
 
+    def advance_speculative(
+        self,
+        request_id: str,
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[int],
+    ) -> None:
+        """A speculative decode step in one call: the ``rejected`` drafts of the request's
+        latest step rolled back (`rollback`), then a step of ``num_new`` positions whose last
+        ``lookahead`` are speculative (`allocate_speculative`, without slot mappings), all
+        atomically: if any part fails, neither happens. The same as those two calls in turn
+        (`tests/runtime/test_fast_step.py` compares them call by call), in one token claim
+        and, in the common case (neither crosses a block), one set of stores.
+
+        Raises:
+            RequestError: as `rollback` (checked first), or as `allocate_speculative`.
+            AllocationError: as `allocate_speculative`, after the rollback's blocks went back.
+        """
+        return self.fast.respec(request_id, num_new, lookahead, rejected)
+
+    def advance_speculative_all(
+        self,
+        request_ids: Sequence[str],
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[Sequence[int]],
+    ) -> None:
+        """`advance_speculative` for every request of ``request_ids`` (an engine step's
+        running requests, each once; ``rejected[i]`` is request i's), atomically over the whole
+        batch: if any request's rollback or step fails, nothing changes.
+
+        Raises:
+            RequestError: a request twice, ``rejected`` not one per request, or as
+                `advance_speculative` (the first failing request).
+            AllocationError: as `advance_speculative`, counting the batch's steps before it.
+        """
+        return self.fast.respec_all(request_ids, num_new, lookahead, rejected)
+
     def _general_step(
         self,
         me: object,
@@ -669,15 +707,23 @@ class CoordinatorCore:
         num_new: Sequence[int],
         mapping: bool,
         lookahead: Sequence[int] | None = None,
+        rolled: Sequence[int] | None = None,
     ) -> list[list[int]] | None:
         """A plain step past some group's slack, with the token held (as `_general_step`):
         the common one (`_plan_boundary`) planned in a few lines per group and committed at
         once; any other goes to `_general_step`. The tests compare it with the general path
-        call by call."""
+        call by call. ``rolled``: a rollback to make first (`_plan_unroll`; any other goes to
+        `_general_respec`)."""
         ops: Ops = []
         out: list[list[int]] | None = [] if mapping else None
         plan = _Boundary()
-        if not self._plan_boundary(ops, plan, o, num_new, out, lookahead):
+        back = None if rolled is None else self._plan_unroll(o, rolled, plan)
+        if (rolled is not None and back is None) or not self._plan_boundary(
+            ops, plan, o, num_new, out, lookahead, back
+        ):
+            if rolled is not None:
+                assert lookahead is not None
+                return self._general_respec(me, request_id, o, num_new, lookahead, rolled)
             return self._general_step(me, request_id, o, num_new, lookahead, mapping)
         self._emit_boundary(ops, plan)
         commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
@@ -690,12 +736,15 @@ class CoordinatorCore:
         num_new: Sequence[int],
         out: list[list[int]] | None,
         lookahead: Sequence[int] | None = None,
+        back: Sequence[tuple[int, int, int, int]] | None = None,
     ) -> bool:
         """Plan a plain step of a request whose every group is within its slack or at a block
         boundary: at most one block taken at its table's end and one evicted at its front,
         neither shared, cached nor a stale queue entry (a segment without room moves).
         Returns False for any other step: the caller then discards the plan and takes the
-        general path, which decides it (or reports what is wrong)."""
+        general path, which decides it (or reports what is wrong). ``back``: per group, the
+        fields ``(ANCHOR, SLACK, BASE, LENGTH)`` after a rollback planned before the step on
+        the same ``plan`` (`_plan_unroll`), instead of the table's."""
         n = len(self.names)
         if len(num_new) != n:
             return False
@@ -712,23 +761,31 @@ class CoordinatorCore:
             if type(q) is not int:
                 return False
             h, c = o + g * HOT, cold + g * COLD
-            slack = hot[h]
+            if back is None:
+                anchor0, slack, base0, length = st[c + ANCHOR], hot[h], st[c + BASE], st[c + LENGTH]
+            else:
+                anchor0, slack, base0, length = back[g]
+                if anchor0 != st[c + ANCHOR] or base0 != st[c + BASE]:
+                    kept = array(st.typecode, (anchor0, base0))
+                    ops.append((setitem, st, slice(c + ANCHOR, c + BASE + 1), kept))
+                if length != st[c + LENGTH]:
+                    ops.append((setitem, st, c + LENGTH, length))
             p, size = self._pool[g], self._block_size[g]
-            rows = st[c + ANCHOR] - slack
+            rows = anchor0 - slack
             first, end = (rows, rows + q) if p == 1 else (rows // p, -(-(rows + q) // p))
             touched = end - first if q else 0
             if 0 <= q <= slack and (slack or q) and touched <= self._in_flight[g]:
                 # Within its slack: a fast group.
                 ops.append((setitem, hot, slice(h, h + HOT), [slack - q, q]))
                 if out is not None:
-                    base = st[c + BASE] * size
+                    base = base0 * size
                     has = q and self._has_rows[g]
                     out.append(list(range(base + first, base + end)) if has else [])
                 if after is not None:
                     after.append((st[c + SKIPPED], rows + q))
                 continue
             manager = managers[g]
-            skipped, length, evict = st[c + SKIPPED], st[c + LENGTH], st[c + EVICT]
+            skipped, evict = st[c + SKIPPED], st[c + EVICT]
             start, capacity, max_len = st[c + START], st[c + CAPACITY], st[c + MAXLEN]
             if (
                 q < 0
@@ -807,7 +864,7 @@ class CoordinatorCore:
             if first >= evict:
                 evict = min(manager.first_evicting(skip), never)
             index = rows // p // size
-            base, anchor = st[c + BASE], rows
+            base, anchor = base0, rows
             if skip <= index < skip + length:
                 at = index - skip
                 if moved is not None:
@@ -941,14 +998,20 @@ class CoordinatorCore:
         num_new: Sequence[int],
         lookahead: Sequence[int] | None,
         mapping: bool,
+        given: tuple[list[list[int]], list[array[int]]] | None = None,
     ) -> list[list[int]] | None:
-        """Plan one request's step into ``ops`` (the general path; see `allocate_step`)."""
+        """Plan one request's step into ``ops`` (the general path; see `allocate_step`);
+        ``given``: the request's fields and live entries per group as planned before (a
+        rollback's), instead of the table's."""
         table, managers = self.table, self._managers
         never = table.never
         # Phase 1: the slots each group's step touches, checked against the limits, in every
         # group before any shortfall is looked for (a caller's mistake is not transient).
         spans = []
-        fields_of = [table.read(o, g) for g in range(len(self.names))]
+        if given is None:
+            fields_of = [table.read(o, g) for g in range(len(self.names))]
+        else:
+            fields_of = given[0]
         for g, q in enumerate(num_new):
             fields = fields_of[g]
             c, p = fields[ANCHOR] - fields[SLACK], self._pool[g]
@@ -973,7 +1036,7 @@ class CoordinatorCore:
             skip = skipped
             if first >= fields[EVICT]:
                 skip = max(managers[g].skipped_blocks(first), skipped)
-            live = table.live(o, g)
+            live = table.live(o, g) if given is None else given[1][g]
             dropped = skip - skipped
             assert dropped <= len(live), (skip, skipped, len(live))
             if dropped:
@@ -1219,6 +1282,25 @@ class CoordinatorCore:
         self, me: object, request_id: str, o: int, rejected: Sequence[int]
     ) -> None:
         """`rollback`'s general path, with the token held (as `_general_step`)."""
+        self._check_rejected(request_id, o, rejected)
+        if not any(rejected):
+            del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+        ops: Ops = []
+        pools: dict[int, PoolPlan] = {}
+        fields_of, _ = self._plan_rollback(pools, o, rejected)
+        for g, fields in enumerate(fields_of):
+            if rejected[g]:
+                self.table.write_ops(ops, o, g, fields)
+        spec = self.specs.get(o, (0,) * len(self.names))
+        left = tuple(k - r for k, r in zip(spec, rejected, strict=True))
+        ops.append((setitem, self.specs, o, left))  # cleared by the next plain step
+        for plan in pools.values():
+            plan.emit(ops)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _check_rejected(self, request_id: str, o: int, rejected: Sequence[int]) -> None:
+        """Raise unless ``rejected`` gives, per group, at most what the latest step of the
+        request (at offset ``o``) left speculative."""
         n = len(self.names)
         if len(rejected) != n:
             raise self._arity(request_id, len(rejected))
@@ -1233,18 +1315,21 @@ class CoordinatorCore:
                     request_id=request_id,
                     group=self.names[g],
                 )
-        if not any(rejected):
-            del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+
+    def _plan_rollback(
+        self, pools: dict[int, PoolPlan], o: int, rejected: Sequence[int]
+    ) -> tuple[list[list[int]], list[array[int]]]:
+        """Plan a checked rollback on ``pools``: every group's fields and live entries after
+        it (the blocks only rejected positions used released into the plans)."""
         table = self.table
-        ops: Ops = []
-        pools: dict[int, PoolPlan] = {}
+        fields_of = [table.read(o, g) for g in range(len(self.names))]
+        lives = [table.live(o, g) for g in range(len(self.names))]
         for g, r in enumerate(rejected):
             if not r:
                 continue
-            fields = table.read(o, g)
+            fields, live = fields_of[g], lives[g]
             rows = fields[ANCHOR] - fields[SLACK] - r
             keep = self._managers[g].table_length(-(-rows // self._pool[g]))
-            live = table.live(o, g)
             cut = keep - fields[SKIPPED]
             assert cut >= 0, (keep, fields[SKIPPED])  # speculative blocks are never evicted
             if cut < len(live):
@@ -1253,12 +1338,195 @@ class CoordinatorCore:
                 fields[LENGTH] = cut
             fields[STEP] -= r
             self._bound(g, fields, rows, live)
-            table.write_ops(ops, o, g, fields)
-        left = tuple(k - r for k, r in zip(spec, rejected, strict=True))
-        ops.append((setitem, self.specs, o, left))  # cleared by the next plain step
-        for plan in pools.values():
-            plan.emit(ops)
+        return fields_of, lives
+
+    def _general_respec(
+        self,
+        me: object,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[int],
+    ) -> list[list[int]] | None:
+        """`advance_speculative`'s general path, with the token held (as `_general_step`):
+        the rollback and the step planned on the same plans, committed at once."""
+        plan = _Boundary()
+        back = self._plan_unroll(o, rejected, plan)
+        ops: Ops = []
+        if (
+            back is not None
+            and len(lookahead) == len(num_new)
+            and all(type(k) is int and 0 <= k <= q for k, q in zip(lookahead, num_new, strict=True))
+            and self._plan_boundary(ops, plan, o, num_new, None, lookahead, back)
+        ):
+            self._emit_boundary(ops, plan)
+            commit(ops_of(ops)); del self.guard.owner[0]; return None  # noqa: E702 - the commit: one line (_guard)
+        self._check_rejected(request_id, o, rejected)
+        if len(num_new) != len(self.names):
+            raise self._arity(request_id, len(num_new))
+        self._check_lookahead(request_id, num_new, lookahead)
+        pre: Ops = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        ops = []
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        given = self._plan_rollback(pools, o, rejected)
+        self._plan_step(ops, slabs, pools, request_id, o, num_new, lookahead, False, given)
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]; return None  # noqa: E702 - the commit: one line (_guard)
+
+    def _general_respec_all(
+        self,
+        me: object,
+        request_ids: Sequence[str],
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[Sequence[int]],
+        fast: list[tuple[int, list[int]]],
+        slow: list[tuple[str, int, Sequence[int]]],
+    ) -> None:
+        """`advance_speculative_all`'s general path, with the token held (as
+        `_general_all`): the requests of ``fast`` (offset, new slacks) need only stores;
+        those of ``slow`` are planned one after the other on the same plans, each rollback
+        before its step; none when the fast function gave up early (then all are planned)."""
+        n = len(self.names)
+        first = request_ids[0] if len(request_ids) else "(none)"
+        if len(num_new) != n:
+            raise self._arity(str(first), len(num_new))
+        if len(rejected) != len(request_ids):
+            raise RequestError(
+                f"a batched speculative step gives {len(rejected)} rejected counts for "
+                f"{len(request_ids)} requests; give one tuple (one count per group) per request",
+                request_id=str(first),
+            )
+        self._check_lookahead(str(first), num_new, lookahead)
+        seen: set[str] = set()
+        for request_id in request_ids:
+            if request_id in seen:
+                raise RequestError(
+                    f"request {request_id!r} appears twice in one batched step; give each "
+                    "running request once",
+                    request_id=request_id,
+                )
+            seen.add(request_id)
+        if not fast and not slow:
+            slow = [
+                (request_id, self._offset(request_id), r)
+                for request_id, r in zip(request_ids, rejected, strict=True)
+            ]
+        else:
+            # A request whose rollback frees nothing and keeps its bound, at a block boundary:
+            # planned together (as `_general_all`).
+            planned: Ops = []
+            boundary = _Boundary()
+            for _, o, r in slow:
+                back = self._plan_unroll(o, r, boundary)
+                if back is None or not self._plan_boundary(
+                    planned, boundary, o, num_new, None, lookahead, back
+                ):
+                    break
+            else:
+                self._emit_boundary(planned, boundary)
+                self._respec_ops(planned, fast, num_new, lookahead)
+                commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+        for request_id, o, r in slow:
+            self._check_rejected(request_id, o, r)
+        pre: Ops = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        ops: Ops = []
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        for request_id, o, r in slow:
+            given = self._plan_rollback(pools, o, r)
+            self._plan_step(ops, slabs, pools, request_id, o, num_new, lookahead, False, given)
+        self._respec_ops(ops, fast, num_new, lookahead)
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
+        slabs.emit(self.table)
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _plan_unroll(
+        self, o: int, rejected: Sequence[int], plan: _Boundary
+    ) -> list[tuple[int, int, int, int]] | None:
+        """Plan a rollback before a boundary step on the same ``plan`` (`_boundary_rollback`'s
+        common case: at most one block freed per group, into a pool without cached, stale or
+        shared blocks; the freed block goes behind the queue first, as a rollback committed
+        before the step would put it): per group, ``(ANCHOR, SLACK, BASE, LENGTH)`` after it.
+        None for any other rollback (or one the general path reports), nothing planned."""
+        spec = self.specs.get(o)
+        n = len(self.names)
+        if not isinstance(rejected, tuple | list) or len(rejected) != n:
+            return None
+        if spec is None:
+            if not all(type(r) is int and r == 0 for r in rejected):
+                return None
+            spec = (0,) * n
+        table, managers = self.table, self._managers
+        hot, st, cold = table.hot, table.st, table.cold(o) - HOT
+        out = []
+        freed: list[tuple[Any, int]] = []
+        for g, r in enumerate(rejected):
+            if type(r) is not int or not 0 <= r <= spec[g]:
+                return None
+            h, c = o + g * HOT, cold + g * COLD
+            anchor, slack, base, length = st[c + ANCHOR], hot[h], st[c + BASE], st[c + LENGTH]
+            if r:
+                p, size = self._pool[g], self._block_size[g]
+                rows = anchor - slack - r
+                skipped, start = st[c + SKIPPED], st[c + START]
+                cut = managers[g].table_length(-(-rows // p)) - skipped
+                pool = self.pools[g]
+                if (
+                    cut < 0
+                    or length - cut > 1
+                    or not self._has_rows[g]
+                    or pool._cached
+                    or pool._num_stale
+                    or pool._shared
+                ):
+                    return None
+                slab = table.slabs[g]
+                if cut < length:
+                    freed.append((pool, slab[start + cut]))
+                    length = cut
+                index = rows // p // size
+                anchor = rows
+                if skipped <= index < skipped + length:
+                    base = slab[start + index - skipped] - index
+                    room = min(managers[g].reach(skipped + length), st[c + MAXLEN])
+                    anchor = max(min(room, st[c + EVICT], (index + 1) * size) * p, rows)
+                slack = anchor - rows
+            out.append((anchor, slack, base, length))
+        for pool, block in freed:
+            state = plan.pools.get(id(pool))
+            if state is None:
+                state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
+            state[4].append(block)
+        return out
+
+    def _respec_ops(
+        self,
+        ops: Ops,
+        fast: list[tuple[int, list[int]]],
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+    ) -> None:
+        """Add to ``ops`` the speculative steps of ``fast`` (offset, per group the slack after
+        the rollback, each within it): its slack less the count, its step the count."""
+        hot, specs = self.table.hot, self.specs
+        spec = tuple(lookahead)
+        for o, slacks in fast:
+            for g, q in enumerate(num_new):
+                h = o + g * HOT
+                ops.append((setitem, hot, slice(h, h + HOT), [slacks[g] - q, q]))
+            ops.append((setitem, specs, o, spec))
 
     def extend_content(self, request_id: str, g: int, keys: Sequence[int]) -> None:
         """Append content to an admitted request's sequence, the one group ``g`` reads (the
@@ -1387,7 +1655,12 @@ class CoordinatorCore:
                 live.reverse()
             self._plan_of(pools, g).release(live)
         caps = [table.field(o, g, CAP) for g in range(len(self.names))]
+        last = len(table.offsets) == 1
         table.release_ops(slabs, o, request_id)
+        if last:  # emptied so: a dict keeps its size after pops, not after clear
+            ops.append((self.extras.clear,))
+            ops.append((self.specs.clear,))
+            return caps, unshared
         if extra is not None:
             ops.append((self.extras.pop, o, None))
         if o in self.specs:
@@ -1787,11 +2060,19 @@ class FastFunctions(NamedTuple):
     speculative: Callable[[str, Sequence[int], Sequence[int]], list[list[int]]]
     rollback: Callable[[str, Sequence[int]], None]
     advance_all: Callable[[Sequence[str], Sequence[int]], None]
+    respec: Callable[[str, Sequence[int], Sequence[int], Sequence[int]], None]
+    respec_all: Callable[
+        [Sequence[str], Sequence[int], Sequence[int], Sequence[Sequence[int]]], None
+    ]
     step_typed: Callable[[str, tuple[int, ...]], list[list[int]]]
     advance_typed: Callable[[str, tuple[int, ...]], None]
     speculative_typed: Callable[[str, tuple[int, ...], tuple[int, ...]], list[list[int]]]
     rollback_typed: Callable[[str, tuple[int, ...]], None]
     advance_all_typed: Callable[[Sequence[str], tuple[int, ...]], None]
+    respec_typed: Callable[[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]], None]
+    respec_all_typed: Callable[
+        [Sequence[str], tuple[int, ...], tuple[int, ...], Sequence[tuple[int, ...]]], None
+    ]
     source: str
 
 

@@ -107,21 +107,52 @@ def _cold(name: int, g: int) -> int:
     return g * COLD + name - HOT
 
 
-def _cross(core: CoordinatorCore) -> list[str]:
+def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None)``: a step
     past some group's slack, with the token held, planned in a few lines per group with the
     group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
     within its slack, or at most one block taken at its table's end (into its segment's spare
     room) and one evicted at its front, neither shared, cached nor a stale queue entry; no
     content to register. Any other step goes, before anything changed, to
-    `CoordinatorCore._boundary_step`, which decides it (or the general path)."""
+    `CoordinatorCore._boundary_step`, which decides it (or the general path).
+
+    With ``planned``, the source of ``cross_plan(o, num_new, lookahead, given, freed, ops,
+    plan)`` instead: the same step planned into a batch's ``ops`` and its boundary ``plan``
+    (`kvunits.runtime._core._Boundary`, which the core's boundary path shares; the core's
+    `_emit_boundary` adds the pools' part); False, with ``ops`` and ``plan`` as they were,
+    where ``cross`` goes to the core's boundary path."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
-    back = "return boundary(me, request_id, o, num_new, mapping, lookahead)"
+    back = "return boundary(me, request_id, o, num_new, mapping, lookahead, rolled)"
     pool_of, first_of = _pools(core)
+    prologue = []
+    if planned:
+        # Marks of what the plan holds, to put it back on a refusal (one line of stores).
+        back = "; ".join(
+            ["del ops[m:]"]
+            + [f"del ev{i}[e{i}:]; del tl{i}[t{i}:]" for i in range(len(pool_of))]
+            + ["return False"]
+        )
+        prologue = ["        m = len(ops)", "        plans = plan.pools"]
+        for i, g in enumerate(first_of):
+            prologue += [
+                f"        s{i} = plans.get(pids[{g}])",
+                f"        if s{i} is None:",
+                f"            pool = pools[{g}]",
+                f"            s{i} = plans[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
+                f"        f{i}, h{i}, tl{i}, ev{i} = s{i}[1], s{i}[2], s{i}[3], s{i}[4]",
+                f"        e{i}, t{i} = len(ev{i}), len(tl{i})",
+                f"        ev{i}.extend(freed[{i}])",
+            ]
+        prologue += ["        mapping = out = None"]
+        prologue += [f"        gb{g} = 0" for g in range(n)]
     lines = [
-        "    def cross(me, request_id, o, num_new, mapping, lookahead=None):",
+        "    def cross_plan(o, num_new, lookahead, given, freed, ops, plan):"
+        if planned
+        else "    def cross(me, request_id, o, num_new, mapping, lookahead=None, rolled=None, "
+        "given=None, freed=None):",
+        *prologue,
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
@@ -132,11 +163,15 @@ def _cross(core: CoordinatorCore) -> list[str]:
         "            if extra is not None and extra.pending():",
         f"                {back}",
         f"        cb = o // {hw} * {cw}",
-        "        ops = []",
-        "        out = [] if mapping else None",
     ]
-    for i in range(len(pool_of)):
-        lines += [f"        f{i} = h{i} = -1", f"        ev{i} = []", f"        tk{i} = 0"]
+    if not planned:
+        lines += ["        ops = []", "        out = [] if mapping else None"]
+        for i in range(len(pool_of)):
+            lines += [
+                f"        f{i} = h{i} = -1",
+                f"        ev{i} = [] if freed is None else freed[{i}]",
+                f"        tk{i} = 0",
+            ]
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
         rows_of, in_flight = core._has_rows[g], core._in_flight[g]
@@ -149,8 +184,15 @@ def _cross(core: CoordinatorCore) -> list[str]:
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
         out = [
             f"q = q{g}",
-            f"s = hot[o + {h + SLACK}]",
-            f"rows = st[{c} + {ANCHOR}] - s",
+            "if given is None:",
+            f"    anchor0, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
+            f"    base0, length0 = st[{c} + {BASE}], st[{c} + {LENGTH}]",
+            "else:",
+            f"    anchor0, s, base0, length0 = given[{4 * g}:{4 * g + 4}]",
+            f"    ops.append((setitem, st, slice({c} + {ANCHOR}, {c} + {BASE + 1}), "
+            "array(typecode, (anchor0, base0))))",
+            f"    ops.append((setitem, st, {c} + {LENGTH}, length0))",
+            "rows = anchor0 - s",
             f"first, end = {first}, {end}",
             "touched = end - first if q else 0",
             f"if 0 <= q <= s and (s or q) and touched <= {in_flight}:",
@@ -159,7 +201,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
         ]
         if rows_of:
             out += [
-                f"        base = st[{c} + {BASE}] * {size}",
+                f"        base = base0 * {size}",
                 "        out.append([*range(base + first, base + end)] if q else [])",
             ]
         else:
@@ -172,7 +214,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"elif q < 0 or touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
             f"    {back}",
             "else:",
-            f"    skipped, length = st[{c} + {SKIPPED}], st[{c} + {LENGTH}]",
+            f"    skipped, length = st[{c} + {SKIPPED}], length0",
             f"    evict, start = st[{c} + {EVICT}], st[{c} + {START}]",
             f"    capacity, slab = st[{c} + {CAPACITY}], slabs[{g}]",
             "    skip = skipped",
@@ -218,7 +260,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"            h{i} += 1",
             "        else:",
             f"            {back}",
-            f"        tk{i} += 1",
+            f"        tl{i}.append(taken)" if planned else f"        tk{i} += 1",
             "        ops.append((setitem, slab, start + length, taken))",
             "    else:",
             "        want = 0",
@@ -226,14 +268,16 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        out.append(slots_across(slab, start, skipped, length, "
             f"{size}, first, end, taken) if q else [])",
             "    if dropped:",
-            f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
+            f"        gb{g} += dropped"
+            if planned
+            else f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
             "    start, capacity = start + dropped, capacity - dropped",
             "    length += want - dropped",
             "    rows += q",
             "    if first >= evict:",
             f"        evict = {evicting}",
             f"    index = rows // {p * size}",
-            f"    base, anchor = st[{c} + {BASE}], rows",
+            "    base, anchor = base0, rows",
             "    if skip <= index < skip + length:",
             "        at = index - skip",
             "        base = (taken if want and at == length - 1 else slab[start + at]) - index",
@@ -244,6 +288,20 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "array(typecode, (anchor, base, evict, skip, start, length, capacity))))",
         ]
         lines += ["        " + line for line in out]
+    if planned:
+        for i in range(len(pool_of)):
+            lines.append(f"        s{i}[1], s{i}[2] = f{i}, h{i}")
+        for g in range(n):
+            lines += [
+                f"        if gb{g}:",
+                f"            plan.garbage[{g}] = plan.garbage.get({g}, garbage[{g}]) + gb{g}",
+            ]
+        lines += [
+            "        ops.append((setitem, specs, o, tuple(lookahead)))",
+            "        return True",
+            "",
+        ]
+        return lines
     for i in range(len(pool_of)):
         g = first_of[i]
         lines += [
@@ -350,6 +408,250 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _unroll(core: CoordinatorCore, planned: bool = False) -> list[str]:
+    """The source of ``unroll(me, request_id, o, num_new, lookahead, rejected)``: a rollback
+    and the speculative step after it (`CoordinatorCore.advance_speculative`) past the
+    generated function's reach, with the token held: the rollback planned as ``uncross``
+    plans it (at most one block freed per group, into a pool without cached, stale or shared
+    blocks), then the step by ``cross`` from the fields the rollback leaves, in one commit.
+    Any other goes, before anything changed, to `CoordinatorCore._general_respec`.
+
+    With ``planned``: ``unroll_plan(o, rejected)``, the rollback's ``(given, freed)`` for
+    ``cross_plan`` (None for any other)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
+    if planned:
+        back = "return None"
+    pool_of, _ = _pools(core)
+    lines = [
+        "    def unroll_plan(o, rejected):"
+        if planned
+        else "    def unroll(me, request_id, o, num_new, lookahead, rejected):",
+        "        if not (type(rejected) is tuple or type(rejected) is list) "
+        f"or len(rejected) != {n}:",
+        f"            {back}",
+        "        spec = specs.get(o)",
+        "        if spec is None:",
+        f"            spec = {(0,) * n}",
+        f"        cb = o // {hw} * {cw}",
+        "        given = []",
+    ]
+    for i in range(len(pool_of)):
+        lines.append(f"        fr{i} = []")
+    for g in range(n):
+        p, size = core._pool[g], core._block_size[g]
+        kind = core._managers[g].kind
+        h = g * HOT
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+        i = pool_of[id(core.pools[g])]
+        out = [
+            f"r = rejected[{g}]",
+            f"if type(r) is not int or not 0 <= r <= spec[{g}]:",
+            f"    {back}",
+            f"anchor, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
+            f"base, length = st[{c} + {BASE}], st[{c} + {LENGTH}]",
+            "if r:",
+        ]
+        if not core._has_rows[g] or kind not in _PLANNED:
+            out.append(f"    {back}")
+        else:
+            slots = "rows" if p == 1 else f"(rows + {p - 1}) // {p}"
+            out += [
+                f"    pool = pools[{g}]",
+                "    if pool._cached or pool._num_stale or pool._shared:",
+                f"        {back}",
+                "    rows = anchor - s - r",
+                f"    skipped, start, slab = st[{c} + {SKIPPED}], st[{c} + {START}], slabs[{g}]",
+                f"    cut = ({slots} + {size - 1}) // {size} - skipped",
+                "    if cut < 0 or length - cut > 1:",
+                f"        {back}",
+                "    if cut < length:",
+                f"        fr{i}.append(slab[start + cut])",
+                "        length = cut",
+                f"    index = rows // {p * size}",
+                "    anchor = rows",
+                "    if skipped <= index < skipped + length:",
+                "        base = slab[start + index - skipped] - index",
+                f"        room = min((skipped + length) * {size}, st[{c} + {MAXLEN}])",
+                f"        anchor = max(min(room, st[{c} + {EVICT}], (index + 1) * {size}) * {p}, "
+                "rows)",
+                "    s = anchor - rows",
+            ]
+        out.append("given += (anchor, s, base, length)")
+        lines += ["        " + line for line in out]
+    frs = ", ".join(f"fr{i}" for i in range(len(pool_of)))
+    if planned:
+        return [*lines, f"        return given, [{frs}]", ""]
+    lines += [
+        "        return cross(me, request_id, o, num_new, False, lookahead, rejected, given, "
+        f"[{frs}])",
+        "",
+    ]
+    return lines
+
+
+def _unrolled(core: CoordinatorCore, back: str, indent: str) -> list[str]:
+    """The rollback of ``r{g}`` positions per group (what the latest step left speculative:
+    ``j{g}``) when it frees no block and keeps every group's bound: then it only gives the
+    slack back (``s{g}``, read here, is raised by it). Any other goes to ``back``."""
+    hw, cw = core.table.hot_width, core.table.cold_width
+    cold = f"o // {hw} * {cw}"
+    out = []
+    for g in range(len(core.names)):
+        h = g * HOT
+        p, size = core._pool[g], core._block_size[g]
+        kind = core._managers[g].kind
+        slots = f"(n{g} + {p - 1}) // {p}" if p > 1 else f"n{g}"
+        if kind == "state":
+            keep = "1"
+        elif kind == "cross_attention":
+            keep = str(core._managers[g].table_length(0))
+        else:
+            keep = f"({slots} + {size - 1}) // {size}"
+        entries = f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
+        out += [
+            f"if type(r{g}) is not int or not 0 <= r{g} <= j{g}:",
+            f"    {back}",
+            f"s{g} = hot[o + {h + SLACK}]",
+            f"if r{g}:",
+            f"    if not s{g}:",
+            f"        {back}",
+            f"    n{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g} - r{g}",
+            f"    if {keep} < {entries}:",
+            f"        {back}",
+        ]
+        if core._has_rows[g]:
+            out += [
+                f"    if n{g} // {p * size} != (n{g} + r{g}) // {p * size}:",
+                f"        {back}",
+            ]
+        out.append(f"    s{g} += r{g}")
+    return [indent + line for line in out]
+
+
+def _respec(
+    core: CoordinatorCore,
+    typed: bool,
+    head: Any,
+    tail: list[str],
+    shape: Any,
+    group: Any,
+) -> list[str]:
+    """The source of ``respec`` and ``respec_all`` (``*_typed`` with ``typed``): the rollback
+    of the latest step's rejected drafts and the next speculative step in one call, for one
+    request or for an engine step's batch: stores only when the rollback frees no block and
+    keeps the bound (`_unrolled`) and the step stays within the slack it leaves; a step past
+    it goes to ``cross`` with the rollback (one commit), anything else to the core's
+    `CoordinatorCore._general_respec` (the rollback and the step planned on one plan)."""
+    n = len(core.names)
+    suffix = "_typed" if typed else ""
+    comma = "," if n == 1 else ""
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    ks = ", ".join(f"k{g}" for g in range(n)) + comma
+    rs = ", ".join(f"r{g}" for g in range(n)) + comma
+    js = ", ".join(f"j{g}" for g in range(n)) + comma
+    ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+    kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
+    spec = "(" + ks + ")"
+    zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
+    back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
+    past = "return unroll(me, request_id, o, num_new, lookahead, rejected)"
+    args = "request_id, num_new, lookahead, rejected"
+    lines: list[str] = head("respec" + suffix, args, "allocate")
+    if not typed:
+        lines += shape(["num_new", "lookahead", "rejected"], back)
+    lines += [
+        f"            {qs} = num_new",
+        f"            {ks} = lookahead",
+        f"            {rs} = rejected",
+    ]
+    if not typed:
+        lines += [f"            if {ints}:", f"                {back}"]
+    lines += [
+        f"            if {kints}:",
+        f"                {back}",
+        "            spec = specs.get(o)",
+        "            if spec is None:",
+        f"                {zeros}",
+        "            else:",
+        f"                {js} = spec",
+    ]
+    lines += _unrolled(core, past, "            ")
+    for g in range(n):
+        lines += group(g, False, past, "            ", read=False)
+    stores = "; ".join(
+        f"hot[o + {g * HOT + SLACK}] = s{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        for g in range(n)
+    )
+    lines.append(f"            {stores}; specs[o] = {spec}; del owner[0]; return  # the commit")
+    lines += tail
+    back = "return general_respec_all(me, request_ids, num_new, lookahead, rejected, [], [])"
+    slow = "slow.append((request_id, o, rejected_i)); continue"
+    lines += [
+        f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "allocate")',
+    ]
+    if not typed:
+        lines += shape(["num_new", "lookahead"], back)
+    lines += [f"            {qs} = num_new", f"            {ks} = lookahead"]
+    negative = " or ".join(f"q{g} < 0" for g in range(n))
+    lines += [
+        f"            if {(ints + ' or ') if not typed else ''}{negative} or {kints}:",
+        f"                {back}",
+        "            if len(rejected) != len(request_ids):",
+        f"                {back}",
+        f"            spec = {spec}",
+        "            fast, slow, at, to, offs = [], [], [], [], []",
+        "            for request_id, rejected_i in zip(request_ids, rejected):",
+        "                o = get(request_id) if type(request_id) is str else None",
+        "                if o is None:",
+        "                    raise unknown(request_id)",
+        "                if not (type(rejected_i) is tuple or type(rejected_i) is list)"
+        f" or len(rejected_i) != {n}:",
+        f"                    {slow}",
+        f"                {rs} = rejected_i",
+        "                held = specs.get(o)",
+        "                if held is None:",
+        f"                    {zeros}",
+        "                else:",
+        f"                    {js} = held",
+    ]
+    lines += _unrolled(core, slow, "                ")
+    for g in range(n):
+        lines += group(g, False, slow, "                ", read=False)
+    slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
+    values = ", ".join(f"s{g} - q{g}, q{g}" for g in range(n))
+    lines += [
+        "                fast.append((o, [" + ", ".join(f"s{g}" for g in range(n)) + "]))",
+        f"                at += ({slots}); to += ({values}); offs.append(o)",
+        "            if len(set(request_ids)) != len(request_ids):",
+        "                return general_respec_all(me, request_ids, num_new, lookahead, "
+        "rejected, fast, slow)",
+        "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(specs.update, zip(offs, repeat(spec)))]",
+        "            if slow:",
+        "                plan = Boundary()",
+        "                for request_id, o, rejected_i in slow:",
+        "                    unrolled = unroll_plan(o, rejected_i)",
+        "                    if unrolled is None or not cross_plan(o, num_new, lookahead, "
+        "*unrolled, ops, plan):",
+        "                        # The core's boundary path, on the same plan.",
+        "                        back = plan_unroll(o, rejected_i, plan)",
+        "                        if back is None or not plan_boundary(ops, plan, o, num_new, "
+        "None, lookahead, back):",
+        "                            return general_respec_all(me, request_ids, num_new, "
+        "lookahead, rejected, fast, slow)",
+        "                emit_boundary(ops, plan)",
+        "            commit(ops_of(ops)); del owner[0]; return  # the commit",
+    ]
+    lines += tail
+    return lines
+
+
 def _source(core: CoordinatorCore) -> str:
     """The source of ``make(...)``, which returns the functions of ``core``'s layout."""
     n = len(core.names)
@@ -367,6 +669,9 @@ def _source(core: CoordinatorCore) -> str:
         "    general, general_rollback = core._general_step, core._general_rollback",
         "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
         "    general_all = core._general_all",
+        "    general_respec, general_respec_all = core._general_respec, core._general_respec_all",
+        "    plan_unroll, plan_boundary = core._plan_unroll, core._plan_boundary",
+        "    emit_boundary, pids = core._emit_boundary, [id(pool) for pool in core.pools]",
         "    pools, slabs, garbage, extras = core.pools, core.table.slabs, core.table.garbage, "
         "core.extras",
         "    typecode, never = st.typecode, core.table.never",
@@ -374,6 +679,9 @@ def _source(core: CoordinatorCore) -> str:
     ]
     lines += _cross(core)
     lines += _uncross(core)
+    lines += _unroll(core)
+    lines += _unroll(core, planned=True)
+    lines += _cross(core, planned=True)
 
     def head(name: str, args: str, operation: str) -> list[str]:
         return [
@@ -408,13 +716,13 @@ def _source(core: CoordinatorCore) -> str:
             out.append(f"                {back}")
         return out
 
-    def group(g: int, mapping: bool, back: str, indent: str) -> list[str]:
-        """Group ``g``'s check of its count ``q{g}`` against its slack ``s{g}``, and its
-        mapping ``m{g}``."""
+    def group(g: int, mapping: bool, back: str, indent: str, read: bool = True) -> list[str]:
+        """Group ``g``'s check of its count ``q{g}`` against its slack ``s{g}`` (read here, or
+        already computed), and its mapping ``m{g}``."""
         p, size = core._pool[g], core._block_size[g]
         rows, in_flight = core._has_rows[g], core._in_flight[g]
         h = g * HOT
-        out = [f"s{g} = hot[o + {h + SLACK}]"]
+        out = [f"s{g} = hot[o + {h + SLACK}]"] if read else []
         # An empty step with no slack evicts nothing below EVICT (its first slot: rows // P).
         empty = f"st[{cold} + {_cold(ANCHOR, g)}] // {p} >= st[{cold} + {_cold(EVICT, g)}]"
         out.append(f"if not 0 <= q{g} <= s{g} or not (s{g} or q{g}) and {empty}:")
@@ -584,7 +892,8 @@ def _source(core: CoordinatorCore) -> str:
             ]
         lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
         lines += tail
-    names = ("step", "advance", "speculative", "rollback", "advance_all")
+        lines += _respec(core, typed, head, tail, shape, group)
+    names = ("step", "advance", "speculative", "rollback", "advance_all", "respec", "respec_all")
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
     header = (
@@ -592,6 +901,7 @@ def _source(core: CoordinatorCore) -> str:
         "from itertools import repeat\n"
         "from operator import add, getitem, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
+        "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n\n"
     )
     return header + "\n".join(lines) + "\n"

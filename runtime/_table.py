@@ -209,6 +209,7 @@ class RequestTable:
         ops = plan.ops
         ops.append((self.offsets.pop, rid))
         if len(self.offsets) == 1:
+            ops.append((self.offsets.clear,))  # a dict keeps its size after pops: not after this
             ops.append((self.hot.__delitem__, slice(None)))
             ops.append((self.st.__delitem__, slice(None)))
             ops.append((self.spare.__delitem__, slice(None)))

@@ -436,6 +436,17 @@ class Stepper(Generic[*_Us]):
             next step starts, which is never before the rolled-back step started. Raises
             `UnitTypeError` (wrong unit) and `RequestError` (more than the latest step left
             speculative; nothing changed).
+        advance_speculative: ``advance_speculative(request_id, *num_new, lookahead=(...),
+            rejected=(...))``: a drafting scheduler's step in one call: the ``rejected`` drafts
+            of the request's latest step rolled back (``rollback``), then a step of
+            ``num_new`` positions followed by ``lookahead`` speculative ones
+            (``allocate_speculative`` without slot mappings), atomically: if either part
+            fails, neither happens. ``rejected`` is all zeros for the first speculative step.
+            Raises as ``rollback``, then as ``allocate_speculative``.
+        advance_speculative_all: ``advance_speculative_all(request_ids, *num_new,
+            lookahead=(...), rejected=[(...), ...])``: ``advance_speculative`` for every
+            request of an engine step's batch (each once; ``rejected[i]`` is request i's),
+            atomically over the batch.
         handles: the bound groups, in argument order.
     """
 
@@ -444,6 +455,8 @@ class Stepper(Generic[*_Us]):
         "_owner",
         "advance",
         "advance_all",
+        "advance_speculative",
+        "advance_speculative_all",
         "allocate",
         "allocate_speculative",
         "handles",
@@ -462,6 +475,22 @@ class Stepper(Generic[*_Us]):
 
         def rollback(self, request_id: str, *rejected: *_Us) -> None: ...
 
+        def advance_speculative(
+            self,
+            request_id: str,
+            *num_new: *_Us,
+            lookahead: tuple[*_Us],
+            rejected: tuple[*_Us],
+        ) -> None: ...
+
+        def advance_speculative_all(
+            self,
+            request_ids: Sequence[str],
+            *num_new: *_Us,
+            lookahead: tuple[*_Us],
+            rejected: Sequence[tuple[*_Us]],
+        ) -> None: ...
+
     def __init__(self, owner: KVCacheCoordinator, handles: tuple[GroupHandle[Any], ...]) -> None:
         self._owner = owner
         self.handles = handles
@@ -471,6 +500,8 @@ class Stepper(Generic[*_Us]):
         self.advance_all = cast(AdvanceAllFn[*_Us], made["advance_all"])
         setattr(self, "allocate_speculative", made["allocate_speculative"])  # noqa: B010
         setattr(self, "rollback", made["rollback"])  # noqa: B010
+        setattr(self, "advance_speculative", made["advance_speculative"])  # noqa: B010
+        setattr(self, "advance_speculative_all", made["advance_speculative_all"])  # noqa: B010
         self._admit_lengths = made["lengths"]
 
     def __copy__(self) -> Stepper[*_Us]:
@@ -1540,11 +1571,23 @@ def _typed_functions(
         ]
 
     counts = dense([value(i, names[i]) for i in range(k)])
+    rs = ", ".join(f"r{i}" for i in range(k)) + ("," if k == 1 else "")
+    looked = [
+        f"        if type(lookahead) is not tuple or len(lookahead) != {k}:",
+        '            count_error(H, "lookahead", lookahead)',
+        "        " + ", ".join(f"l{i}" for i in range(k)) + ("," * (k == 1)) + " = lookahead",
+        *checks("lookahead", "l"),
+        *(f"        v{i} = {value(i, f'l{i}')}" for i in range(k)),
+    ]
+    spec_counts = dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
+    lookahead_counts = dense([f"v{i}" for i in range(k)])
+    rejected_counts = dense([value(i, f"r{i}") for i in range(k)])
     lines = [
         "def make(fast, reject, count_error, H, U):",
         "    step, core_advance = fast.step_typed, fast.advance_typed",
         "    speculative, core_rollback = fast.speculative_typed, fast.rollback_typed",
         "    core_all = fast.advance_all_typed",
+        "    core_respec, core_respec_all = fast.respec_typed, fast.respec_all_typed",
         "    " + ", ".join(f"H{i}" for i in range(k)) + (", = H" if k == 1 else " = H"),
         "    " + ", ".join(f"U{i}" for i in range(k)) + (", = U" if k == 1 else " = U"),
         "",
@@ -1579,6 +1622,28 @@ def _typed_functions(
         + dense([f"v{i}" for i in range(k)])
         + f"); return {pick}",
         "",
+        f"    def advance_speculative(request_id, {args}, *, lookahead, rejected):",
+        *checks("num_new"),
+        *looked,
+        f"        if type(rejected) is not tuple or len(rejected) != {k}:",
+        '            count_error(H, "rejected", rejected)',
+        f"        {rs} = rejected",
+        *checks("rejected", "r"),
+        f"        return core_respec(request_id, {spec_counts}, {lookahead_counts}, "
+        f"{rejected_counts})",
+        "",
+        f"    def advance_speculative_all(request_ids, {args}, *, lookahead, rejected):",
+        *checks("num_new"),
+        *looked,
+        "        raw = []",
+        "        for given in rejected:",
+        f"            if type(given) is not tuple or len(given) != {k}:",
+        '                count_error(H, "rejected", given)',
+        f"            {rs} = given",
+        *("    " + line for line in checks("rejected", "r")),
+        f"            raw.append({rejected_counts})",
+        f"        return core_respec_all(request_ids, {spec_counts}, {lookahead_counts}, raw)",
+        "",
         "    def lengths(given):",
         f"        if len(given) != {k}:",
         '            count_error(H, "max_len", given)',
@@ -1599,7 +1664,8 @@ def _typed_functions(
         "",
         "    return dict(allocate=allocate, advance=advance, advance_all=advance_all,",
         "                rollback=rollback, allocate_speculative=allocate_speculative,",
-        "                lengths=lengths)",
+        "                advance_speculative=advance_speculative,",
+        "                advance_speculative_all=advance_speculative_all, lengths=lengths)",
     ]
     namespace: dict[str, Any] = {}
     exec(compiled("\n".join(lines), f"<kvunits typed entries: {k} of {n} groups>"), namespace)

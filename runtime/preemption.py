@@ -38,7 +38,7 @@ class PolicyState:
 
     Attributes:
         policy: the policy.
-        priority: per admitted request, its priority (0 unless given).
+        priority: per admitted request whose priority is not 0, its priority.
         arrival: per admitted request, when it first arrived (a counter): kept across its
             preemptions, as vLLM keeps ``Request.arrival_time``, until it is freed.
         num_preemptions: preemptions so far (vLLM's ``num_preemptions``).
@@ -83,13 +83,21 @@ class PolicyState:
         else:
             ops.append((self._waiting_arrival.pop, request_id, None))
         ops.append((setitem, self.arrival, request_id, arrival))
-        ops.append((setitem, self.priority, request_id, priority))
+        if priority:  # 0 unless given: not stored (read with .get(request_id, 0))
+            ops.append((setitem, self.priority, request_id, priority))
         return ops
 
     def freed_ops(self, request_id: str) -> Ops:
         """What forgetting a finished request changes (committed with the core's free)."""
         if type(request_id) is not str:
             return []  # the core refuses the id, with its message
+        if len(self.arrival) == 1 and request_id in self.arrival:
+            # The last one: emptied so (a dict keeps its size after pops, not after clear).
+            return [
+                (self.arrival.clear,),
+                (self.priority.clear,),
+                (self._waiting_arrival.pop, request_id, None),
+            ]
         return [
             (self.arrival.pop, request_id, None),
             (self.priority.pop, request_id, None),

@@ -118,6 +118,31 @@ def test_like_vllm_presets_vllms_defaults_on_the_gpu(capsys: pytest.CaptureFixtu
     assert status == 2 and "unknown GPU 'tpu9'" in err
 
 
+QWEN35 = str(ROOT / "tests" / "config" / "hf_fixtures" / "heldout" / "Qwen--Qwen3.5-27B")
+
+
+def test_like_vllm_plans_a_hybrid_whose_pages_share_no_pool(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Qwen3.5-27B (the held-out published config): gated-delta-net states of 3,207,168 byte
+    # a page beside full attention of 65,536 (16 tokens). kvunits' shared pool does not pad a
+    # state's page as vLLM does, so the preset's one pool falls back to a pool per group and
+    # says so; the preset used to end the plan with "--kv-cache-layout: one pool needs one
+    # page size", an error about a flag the user never gave.
+    args = ("--like-vllm", "h100", "--kv-cache-memory-bytes", "40G")
+    data = plan_json(capsys, QWEN35, *args, "--no-enable-prefix-caching")
+    layout = data["engine"]["kv_cache_layout"]
+    assert layout["value"] == "per_group" and layout["from"].startswith("flag --like-vllm")
+    assert any("a pool per group" in note for note in data["vllm"]["notes"])
+    assert data["vllm"]["headline"].startswith("GPU KV cache size: ")
+    # A layout the user asks for is theirs: its refusal stands, naming the flag.
+    status, _, err = run(capsys, "plan", QWEN35, *args, "--kv-cache-layout", "shared")
+    assert status == 2 and "one pool needs one page size" in err
+    # A model whose pages share one pool keeps the preset's one pool.
+    gemma = plan_json(capsys, GEMMA, "--like-vllm", "h100", "--kv-cache-memory-bytes", "16G")
+    assert gemma["engine"]["kv_cache_layout"]["value"] == "shared"
+
+
 def test_like_vllm_takes_the_gpus_memory_and_asks_for_the_rest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import random
 import sys
 from typing import Any
 
@@ -41,6 +42,7 @@ from kvunits.contracts.errors import ConcurrentUseError
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore
+from kvunits.runtime._table import CAPACITY
 
 from .support import (
     Injected,
@@ -69,10 +71,14 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
     try:
         if kind == "advance_all":
             return core._general_all(me, args[0], args[1], [], [])
+        if kind == "respec_all":
+            return core._general_respec_all(me, args[0], args[1], args[2], args[3], [], [])
         request_id = args[0]
         o = core.offset(request_id)
         if kind == "rollback":
             return core._general_rollback(me, request_id, o, args[1])
+        if kind == "respec":
+            return core._general_respec(me, request_id, o, *args[1:])
         lookahead = args[2] if kind == "speculative" else None
         return core._general_step(me, request_id, o, args[1], lookahead, kind != "advance")
     except BaseException:
@@ -88,6 +94,8 @@ def fast(core: CoordinatorCore, kind: str, *args: Any) -> Any:
             tuple(a) if isinstance(a, list) and all(type(x) is int for x in a) else a
             for a in args
         )
+        if kind == "respec_all_typed":  # one tuple of counts per request
+            args = (*args[:3], [tuple(r) if isinstance(r, list) else r for r in args[3]])
     return getattr(core.fast, kind)(*args)
 
 
@@ -107,6 +115,21 @@ def prefix_parts(coord: KVCacheCoordinator, content: list[int]) -> dict[int, Any
             text = coord.group(group.name, Tokens)
             parts[text.index] = text.block_hashes(ContentKeys(content, Tokens)).part()
     return parts
+
+
+def in_turn(coord: KVCacheCoordinator, steps: list[tuple[str, Any, Any, Any]]) -> Any:
+    """What `advance_speculative(_all)` is: per request, in order, its rollback then its
+    speculative step, each on the general path, all or nothing (on an error, the coordinator
+    is put back as it was: here by a deep copy's state, as the call itself never needs).
+    Returns the coordinator to go on with and the outcome."""
+    before = copy.deepcopy(coord)
+    try:
+        for rid, q, k, r in steps:
+            general(coord._core, "rollback", rid, r)
+            general(coord._core, "speculative", rid, q, k)
+    except Exception as exc:
+        return before, (type(exc).__name__, str(exc))
+    return coord, None
 
 
 def _outcome(call: Any, *args: Any) -> Any:
@@ -179,6 +202,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
                 ("step",) * 3
                 + ("advance", "speculative", "speculative", "rollback", "rollback")
                 + ("advance_all", "admit", "admit_prefix", "free", "extend", "extend")
+                + ("respec", "respec", "respec_all", "respec_all")
             ),
             label="op",
         )
@@ -210,6 +234,36 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
                 _outcome(fast, one._core, op + typed, live, q),
                 _outcome(general, two._core, op, live, q),
             ]
+        elif op in ("respec", "respec_all"):
+            # A rollback of the latest step's rejected drafts and the next speculative step in
+            # one call: the two general calls in turn, all or nothing; the batched form also
+            # against its own general path (a third twin).
+            ids = [rid] if op == "respec" else [
+                r for r in sorted(one._core.requests) if data.draw(st.booleans())
+            ]
+            q = counts()
+            k = [data.draw(st.integers(0, n + 1), label="lookahead") for n in q]
+            rejected_of: list[list[int]] = []
+            for r in ids:
+                held = one._core.specs.get(one._core.table.offsets.get(r, -1), (0,) * count)
+                drawn = [data.draw(st.integers(0, j + 1), label="rejected") for j in held]
+                rejected_of.append(drawn)
+            if op == "respec":
+                got = [_outcome(fast, one._core, op + typed, rid, q, k, rejected_of[0])]
+                two, failed = in_turn(two, [(rid, q, k, rejected_of[0])])
+                got.append(failed)
+            else:
+                three = copy.deepcopy(two)
+                got = [_outcome(fast, one._core, op + typed, ids, q, k, rejected_of)]
+                each = [(r, q, k, j) for r, j in zip(ids, rejected_of, strict=True)]
+                two, failed = in_turn(two, each)
+                mine = _outcome(general, three._core, op, ids, q, k, rejected_of)
+                assert mine == got[0], (op, ids)
+                assert _state(three) == _state(one), (op, ids)
+                # The same requests fail or none: a caller's mistake anywhere in the batch is
+                # reported before a shortfall (in turn, the first request's error comes
+                # first), and an empty batch's counts are checked all the same.
+                got = [got[0] is None, failed is None if ids else got[0] is None]
         elif op == "rollback":
             spec = one._core.specs.get(one._core.table.offsets.get(rid, -1), (0,) * count)
             rejected = [data.draw(st.integers(0, k + 1), label="rejected") for k in spec]
@@ -306,6 +360,82 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
             assert names == ["advance", "cross"], slot
 
 
+@pytest.mark.parametrize("kinds", [("full",), ("full", "sliding"), ("sliding_p2", "full")])
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("block", [4, 16])
+def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
+    kinds: tuple[str, ...], batched: bool, block: int
+) -> None:
+    # Three streams draft 3 tokens a step (4 positions: the sampled token and 3 drafts), of
+    # which a seeded 0..3 are accepted: in blocks of 4 every step crosses a block, in blocks of
+    # 16 some do and most stay within one (the generated stores alone); a rollback often gives
+    # back the block only rejected drafts used. Each step is one
+    # call (the latest step's rejected drafts rolled back, then the next speculative step),
+    # per request or for the whole batch, compared call by call with the two general calls in
+    # turn; and the paths that run are the generated ones (never the general path).
+    layers: dict[str, LayerSpec] = {
+        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        "sliding": SlidingWindowLayer(
+            sliding_window=Window(9, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+        "sliding_p2": SlidingWindowLayer(
+            sliding_window=Window(9, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        ),
+    }
+    chosen = {f"{k}{i}": layers[k] for i, k in enumerate(kinds)}
+    scale = [2 if k == "sliding_p2" else 1 for k in kinds]
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(chosen, block_size=block, num_blocks=400, max_len=400, max_in_flight=8)
+
+    one, two = build(), build()
+    ids = ["a", "b", "c"]
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid)
+    rng = random.Random(25)
+    pending = {rid: [0] * len(kinds) for rid in ids}
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    for _ in range(40):
+        q, k = [4 * s for s in scale], [3 * s for s in scale]
+        rejected = [pending[rid] for rid in ids]
+        sys.setprofile(record)
+        try:
+            if batched:
+                fast(one._core, "respec_all", ids, q, k, rejected)
+            else:
+                for rid, r in zip(ids, rejected, strict=True):
+                    fast(one._core, "respec", rid, q, k, r)
+        finally:
+            sys.setprofile(None)
+        two, failed = in_turn(two, [(rid, q, k, r) for rid, r in zip(ids, rejected, strict=True)])
+        assert failed is None
+        assert _state(one) == _state(two)
+        # The slabs' garbage counts (what compaction reads): every entry no segment owns.
+        table = one._core.table
+        for g in range(len(kinds)):
+            owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
+            assert table.garbage[g] == len(table.slabs[g]) - owned, g
+        for rid in ids:
+            refused = 3 - rng.randrange(4)
+            pending[rid] = [refused * s for s in scale]
+    assert "_general_respec" not in ran and "_plan_step" not in ran, set(ran)
+    if not batched:
+        assert {"respec", "unroll", "cross"} <= set(ran), set(ran)
+        assert ran.count("respec") > ran.count("unroll") or block == 4, ran.count("unroll")
+    else:  # the batch's boundary steps planned by the generated functions, mostly
+        assert ran.count("cross_plan") > 4 * ran.count("_general_respec_all"), ran
+    check_pools(one)
+
+
 def _voxtral_toy() -> KVCacheCoordinator:
     # Audio: a pooled sliding window (P = 2, 5 encoder tokens: pool_window gives 3 slots) in
     # blocks of 2 slots; text: full attention in blocks of 2 tokens. Pools of their own.
@@ -356,6 +486,82 @@ def test_a_decode_step_interrupted_anywhere_changes_nothing() -> None:
     # ids 14 and 15 (fresh ids, in order), every entry before them the null block.
     assert twin.block_table("r", twin.group("audio", EncoderTokens))[12:] == [0, 14, 15]
     assert twin.usage(twin.group("audio", EncoderTokens)).used == CacheBlocks(2)
+
+
+def test_a_drafting_step_in_one_call_interrupted_anywhere_changes_nothing() -> None:
+    # A drafting stream (2 encoder tokens and 1 token a step, and as many drafted; a seeded
+    # part rejected, rolled back by the next step's call): within a block (stores), a rollback
+    # that frees a block then a boundary step (``unroll`` -> ``cross``), and the core's
+    # boundary path; one call per step and the batched call. Each call is interrupted at each
+    # of its events: nothing changes, and the call then does what the uninterrupted one does.
+    from .test_interrupts import Interrupt
+
+    rng = random.Random(7)
+    coord = _voxtral_toy()
+    for rid in ("r", "s"):
+        coord.admit(rid)
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
+    twin = copy.deepcopy(coord)
+    twin_step = twin.stepper(twin.group("audio", EncoderTokens), twin.group("text", Tokens))
+    pending = {"r": (EncoderTokens(0), Tokens(0)), "s": (EncoderTokens(0), Tokens(0))}
+    draft = (EncoderTokens(2), Tokens(1))
+    interrupted = 0
+    for i in range(16):
+        calls: list[Any] = []
+        for st_ in (step, twin_step):
+            if i % 2:
+                calls.append(
+                    functools.partial(
+                        st_.advance_speculative_all,
+                        ["r", "s"],
+                        *draft,
+                        lookahead=draft,
+                        rejected=[pending["r"], pending["s"]],
+                    )
+                )
+            else:
+                calls.append(
+                    functools.partial(
+                        st_.advance_speculative, "r", *draft, lookahead=draft, rejected=pending["r"]
+                    )
+                )
+        counter = Interrupt(None)
+        before = _state(coord)
+        probe = copy.deepcopy(coord)
+        probe_step = probe.stepper(probe.group("audio", EncoderTokens), probe.group("text", Tokens))
+        if i % 2:
+            counter.run(
+                functools.partial(
+                    probe_step.advance_speculative_all,
+                    ["r", "s"],
+                    *draft,
+                    lookahead=draft,
+                    rejected=[pending["r"], pending["s"]],
+                )
+            )
+        else:
+            counter.run(
+                functools.partial(
+                    probe_step.advance_speculative,
+                    "r",
+                    *draft,
+                    lookahead=draft,
+                    rejected=pending["r"],
+                )
+            )
+        for at in range(1, counter.seen + 1):
+            with pytest.raises(KeyboardInterrupt):
+                Interrupt(at).run(calls[0])
+            assert _state(coord) == before, (i, at)
+            interrupted += 1
+        calls[0]()
+        calls[1]()
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+        rejected = rng.randrange(2)
+        for rid in ("r", "s") if i % 2 else ("r",):
+            pending[rid] = (EncoderTokens(2 * rejected), Tokens(rejected))
+    assert interrupted > 16 * 10
 
 
 class _Meddling(dict[int, Any]):

@@ -238,6 +238,46 @@ CALLS: list[tuple[str, str, Callable[[World], object]]] = [
         lambda w: w.step.rollback("c", EncoderTokens(2), Tokens(1), Tokens(1)),
     ),
     (
+        "advance_speculative (blocks freed)",
+        "c's drafts all rejected (the blocks only they used go back), then a drafting step",
+        lambda w: w.step.advance_speculative(
+            "c",
+            EncoderTokens(2),
+            Tokens(1),
+            Tokens(1),
+            lookahead=(EncoderTokens(4), Tokens(2), Tokens(2)),
+            rejected=(EncoderTokens(4), Tokens(2), Tokens(2)),
+        ),
+    ),
+    (
+        "advance_speculative (none freed)",
+        "one of c's drafts rejected, then a drafting step",
+        lambda w: w.step.advance_speculative(
+            "c",
+            EncoderTokens(2),
+            Tokens(1),
+            Tokens(1),
+            lookahead=(EncoderTokens(2), Tokens(1), Tokens(1)),
+            rejected=(EncoderTokens(2), Tokens(1), Tokens(1)),
+        ),
+    ),
+    (
+        "advance_speculative_all",
+        "one drafting engine step of a, b (nothing to roll back) and c (drafts rejected)",
+        lambda w: w.step.advance_speculative_all(
+            ["a", "b", "c"],
+            EncoderTokens(2),
+            Tokens(1),
+            Tokens(1),
+            lookahead=(EncoderTokens(2), Tokens(1), Tokens(1)),
+            rejected=[
+                (EncoderTokens(0), Tokens(0), Tokens(0)),
+                (EncoderTokens(0), Tokens(0), Tokens(0)),
+                (EncoderTokens(4), Tokens(2), Tokens(2)),
+            ],
+        ),
+    ),
+    (
         "admit",
         "a plain admission: caps reserved",
         lambda w: w.step.admit("e", EncoderTokens(80), Tokens(40), Tokens(40)),

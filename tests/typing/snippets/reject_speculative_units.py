@@ -50,3 +50,12 @@ step.allocate_speculative("r1", EncoderTokens(4), Tokens(1), lookahead=(Tokens(0
 step.allocate_speculative("r1", EncoderTokens(4), Tokens(1), lookahead=(0, 3))  # E: Argument "lookahead" to "allocate_speculative" of "Stepper" has incompatible type "tuple[int, int]"; expected "tuple[EncoderTokens, Tokens]"  [arg-type]
 step.rollback("r1", Tokens(0), Tokens(1))  # E: Argument 2 to "rollback" of "Stepper" has incompatible type "Tokens"; expected "EncoderTokens"  [arg-type]
 step.rollback("r1", EncoderTokens(0), 1)  # E: Argument 3 to "rollback" of "Stepper" has incompatible type "int"; expected "Tokens"  [arg-type]
+
+# A drafting scheduler's step in one call: the latest step's rejected drafts, then a new step.
+step.advance_speculative("r1", EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(3)), rejected=(EncoderTokens(0), Tokens(1)))
+step.advance_speculative_all(["r1"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(3)), rejected=[(EncoderTokens(0), Tokens(2))])
+
+step.advance_speculative("r1", EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(3)), rejected=(Tokens(0), Tokens(1)))  # E: Argument "rejected" to "advance_speculative" of "Stepper" has incompatible type "tuple[Tokens, Tokens]"; expected "tuple[EncoderTokens, Tokens]"  [arg-type]
+step.advance_speculative("r1", EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(3)), rejected=(0, 1))  # E: Argument "rejected" to "advance_speculative" of "Stepper" has incompatible type "tuple[int, int]"; expected "tuple[EncoderTokens, Tokens]"  [arg-type]
+step.advance_speculative_all(["r1"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(3)), rejected=[(EncoderTokens(0), 1)])  # E: List item 0 has incompatible type "tuple[EncoderTokens, int]"; expected "tuple[EncoderTokens, Tokens]"  [list-item]
+step.advance_speculative_all(["r1"], EncoderTokens(4), 1, lookahead=(EncoderTokens(0), Tokens(3)), rejected=[(EncoderTokens(0), Tokens(0))])  # E: Argument 3 to "advance_speculative_all" of "Stepper" has incompatible type "int"; expected "Tokens"  [arg-type]
