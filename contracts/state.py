@@ -172,12 +172,13 @@ class GatedDeltaNetLayer(StateMixerLayer):
     ``3·H·D``, recurrent ``(H, D, D)``); ``mixer`` names vLLM's class."""
 
     kind: Literal["gated_delta_net"] = "gated_delta_net"
-    mixer: Literal["gdn", "kda", "kda_full_rank_gate"] = Field(
+    mixer: Literal["gdn", "olmo_gdn", "kda", "kda_full_rank_gate"] = Field(
         default="gdn",
-        description="vLLM's mixer class: gdn (GatedDeltaNetAttention; prefill checkpoints "
-        "by the GPU's GDN backend), kda (Kimi Linear's KimiGatedDeltaNetAttention: no "
-        "prefill checkpoints, recurrent state float32), kda_full_rank_gate (Kimi-K3's "
-        "KimiK3DeltaAttention: FlashKDA prefill checkpoints by GPU)",
+        description="vLLM's mixer class: gdn (QwenGatedDeltaNetAttention; prefill checkpoints "
+        "by the GPU's GDN backend), olmo_gdn (OLMo Hybrid's OlmoHybridGatedDeltaNetAttention: "
+        "Triton prefill, no prefill checkpoints), kda (Kimi Linear's "
+        "KimiGatedDeltaNetAttention: no prefill checkpoints, recurrent state float32), "
+        "kda_full_rank_gate (Kimi-K3's KimiK3DeltaAttention: FlashKDA prefill checkpoints by GPU)",
     )
     num_k_heads: Heads = Field(description="Hk: key heads")
     num_v_heads: Heads = Field(description="Hv: value heads")

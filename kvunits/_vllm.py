@@ -68,7 +68,8 @@ def add_vllm_flags(parser: argparse.ArgumentParser) -> None:
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="vLLM's prefix caching (default on): a recurrent state then holds 2 pages",
+        help="vLLM's prefix caching (default on): a recurrent state then holds 2 pages (3 "
+        "with a gated-delta-net prefill checkpoint on the --like-vllm GPU)",
     )
     group.add_argument(
         "--kv-cache-dtype-skip-layers",
@@ -457,7 +458,7 @@ def apply_skip_layers(config: KvUnitsConfig, skipped: Sequence[str]) -> KvUnitsC
 def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
     """vLLM's plan of the config's model and engine, or why it is not given."""
     from kvunits.contracts import KvUnitsError
-    from kvunits.runtime.like_vllm import plan_like_vllm
+    from kvunits.runtime.like_vllm import VLLM_GPUS, plan_like_vllm
 
     try:
         return plan_like_vllm(
@@ -466,6 +467,7 @@ def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
             auto_fit=extra.auto_fit,
             num_gpu_blocks_override=extra.num_gpu_blocks_override,
             enable_prefix_caching=extra.enable_prefix_caching,
+            gpu=VLLM_GPUS.get(extra.gpu or ""),
         )
     except KvUnitsError as err:
         return str(err)
@@ -474,6 +476,7 @@ def vllm_numbers(config: KvUnitsConfig, extra: VllmArgs) -> VllmPlan | str:
 def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) -> list[str]:
     """The plan's vLLM section, for people: the settings, vLLM's line, the notes."""
     from kvunits.contracts import MLALayer, Tokens
+    from kvunits.contracts.deploy import RankBlocks
 
     engine = config.engine
     how = f"--like-vllm {extra.gpu}" if extra.gpu else "these settings"
@@ -498,6 +501,12 @@ def vllm_lines(config: KvUnitsConfig, extra: VllmArgs, numbers: VllmPlan | str) 
                 "a recurrent state, and pads the state pages to it"
                 if any(g.kind == "mamba" for g in numbers.groups)
                 else f"  block size {sizes} after vLLM unified the groups' pages"
+            )
+        checkpointed = RankBlocks(3)  # 2 + num_prefill_checkpoint_blocks (MambaSpec)
+        if any(g.kind == "mamba" and g.blocks_per_request == checkpointed for g in numbers.groups):
+            lines.append(
+                "  a gated-delta-net state holds 3 pages a request: 2 and a prefill checkpoint "
+                "(this GPU's FlashInfer GDN prefill; blocks on its 64-token grid)"
             )
     mla = any(isinstance(layer, MLALayer) for layer in config.model.layers.values())
     # Beside recurrent states vLLM aligns MLA blocks to 128 tokens whatever the backend's
@@ -579,10 +588,16 @@ def fit_auto_length(config: KvUnitsConfig, extra: VllmArgs) -> KvUnitsConfig:
         return config
     from kvunits.contracts import KvUnitsError, Tokens
     from kvunits.runtime import longest_max_model_len
-    from kvunits.runtime.like_vllm import plan_like_vllm
+    from kvunits.runtime.like_vllm import VLLM_GPUS, plan_like_vllm
 
     try:
-        fitted = plan_like_vllm(config.model, config.engine, auto_fit=True).max_model_len
+        fitted = plan_like_vllm(
+            config.model,
+            config.engine,
+            auto_fit=True,
+            enable_prefix_caching=extra.enable_prefix_caching,
+            gpu=VLLM_GPUS.get(extra.gpu or ""),
+        ).max_model_len
         how = "vLLM's auto-fit"
     except KvUnitsError:
         fitted = longest_max_model_len(config.model, config.engine)

@@ -46,18 +46,21 @@ and a request's state holds 2 pages with prefix caching (vLLM's default) or 1 wi
 DeepSeek sparse attention's indexer caches are MLA-like specs of their own bytes
 (`IndexerLayer`), in the same group as the MLA layers.
 
+Gated delta nets with prefix caching add a prefill checkpoint page and align blocks to the
+checkpoints where the GPU's prefill backend exports them (`kvunits.runtime.vllm_gdn`).
+
 What vLLM does that is not modelled here is refused with the reason (`SpecError`): gated
-delta nets with prefix caching (their checkpoints depend on the GPU's GDN prefill backend;
-Kimi-K3's KDA likewise with FlashKDA; Kimi Linear's KDA exports none and is planned),
-hybrids whose attention layers differ per token, a model whose pages cannot be unified, a
-pipeline stage without a cached layer, and no layer with a cache (vLLM's attention-free
-models).
+delta nets with prefix caching and no GPU named, Kimi-K3's KDA with prefix caching where
+FlashKDA may run, hybrids whose attention layers differ per token, a model whose pages
+cannot be unified, a pipeline stage without a cached layer, and no layer with a cache
+(vLLM's attention-free models).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from math import lcm
 from typing import Final, Literal, cast, final
 
 from kvunits.contracts import (
@@ -89,9 +92,10 @@ from kvunits.contracts.deploy import (
     kv_heads_per_rank,
 )
 from kvunits.contracts.internal import cdiv
-from kvunits.contracts.state import GatedDeltaNetLayer, StateMixerLayer
+from kvunits.contracts.state import StateMixerLayer
 
 from .deployment import check_every_stage_caches, stage_layers
+from .vllm_gdn import gdn_checkpoints
 
 #: The kinds of vLLM spec a layer becomes (``vllm/v1/kv_cache_interface.py``).
 SpecKind = Literal[
@@ -257,6 +261,7 @@ def plan_like_vllm(
     num_gpu_blocks_override: int | None = None,
     max_num_encoder_input_tokens: int | None = None,
     enable_prefix_caching: bool = True,
+    gpu: VllmGpu | None = None,
 ) -> VllmPlan:
     """Plan ``model`` on ``engine`` as vLLM 0.33 does (the steps of the module docstring).
 
@@ -278,6 +283,8 @@ def plan_like_vllm(
         enable_prefix_caching: vLLM's ``--enable-prefix-caching`` (on by default): with it a
             recurrent state holds 2 pages a request (``mamba_cache_mode = "align"``), without
             it 1 (see `_hybrid_specs`).
+        gpu: the GPU vLLM runs on (``--like-vllm``): a gated delta net's prefill
+            checkpoints depend on its compute capability (`kvunits.runtime.vllm_gdn`).
 
     Raises:
         SpecError: a layer kind or a layout vLLM builds in ways not modelled here (the message
@@ -296,7 +303,7 @@ def plan_like_vllm(
         Maximum concurrency for 131,072 tokens per request: 2.50x
     """
     parallelism = engine.parallelism
-    specs = _rank_specs(model, engine, parallelism, enable_prefix_caching)
+    specs = _rank_specs(model, engine, parallelism, enable_prefix_caching, gpu)
     if not specs:
         raise SpecError(
             f"model {model.name!r} has no layer with a KV cache: vLLM serves it attention-free "
@@ -366,7 +373,11 @@ def plan_like_vllm(
 
 
 def _rank_specs(
-    model: ModelSpec, engine: EngineSpec, parallelism: Parallelism, prefix_caching: bool
+    model: ModelSpec,
+    engine: EngineSpec,
+    parallelism: Parallelism,
+    prefix_caching: bool,
+    gpu: VllmGpu | None = None,
 ) -> dict[str, _Spec]:
     """Each layer's spec on one rank (layers without a cache of their own have none)."""
     states = {
@@ -375,7 +386,7 @@ def _rank_specs(
         if isinstance(layer, (StateMixerLayer, StateLayer))
     }
     if states:
-        return _hybrid_specs(model, engine, parallelism, states, prefix_caching)
+        return _hybrid_specs(model, engine, parallelism, states, prefix_caching, gpu)
     bs = engine.block_size_slots
     specs: dict[str, _Spec] = {}
     for name, layer in model.layers.items():
@@ -460,6 +471,7 @@ def _hybrid_specs(
     parallelism: Parallelism,
     states: Mapping[str, LayerSpec],
     prefix_caching: bool,
+    gpu: VllmGpu | None = None,
 ) -> dict[str, _Spec]:
     """The specs of a model with recurrent-state layers next to attention, as vLLM 0.33 makes
     them at start-up (``Platform._align_hybrid_block_size``, ``vllm/platforms/interface.py``;
@@ -474,14 +486,16 @@ def _hybrid_specs(
     * with prefix caching (vLLM's default) a request's state holds 2 pages
       (``mamba_cache_mode = "align"``, the state at the last block boundary and the running
       one) and the state group's block size is the attention's; without it 1 page, in
-      blocks of ``max_model_len``.
+      blocks of ``max_model_len``;
+    * with prefix caching, gated delta nets whose prefill backend on ``gpu`` exports
+      checkpoints (`kvunits.runtime.vllm_gdn`) hold one page more, and the kernel block ``a``
+      becomes ``lcm(a, alignment)`` (64 for FlashInfer's GDN).
 
     Raises:
         SpecError: attention layers of different pages per token, or MLA beside other
             attention (vLLM aligns to the model-level head geometry only), gated delta nets
-            with prefix caching whose vLLM class exports prefill checkpoints (they depend on
-            the GPU's prefill backend; Kimi Linear's KDA exports none and is planned), or a
-            ``state`` layer given in bytes only.
+            with prefix caching and no ``gpu`` or Kimi-K3's where FlashKDA may run
+            (`kvunits.runtime.vllm_gdn`), or a ``state`` layer given in bytes only.
     """
     bs = engine.block_size_slots
     tp = parallelism.tensor_parallel_size
@@ -511,19 +525,16 @@ def _hybrid_specs(
                 "from its mixer's shapes (MambaStateShapeCalculator); give the mixer (mamba1, "
                 "mamba2, gated_delta_net, short_conv) for vLLM's numbers"
             )
-        if prefix_caching and isinstance(layer, GatedDeltaNetLayer) and layer.mixer != "kda":
-            backend = (
-                "FlashKDA (SM90, SM10x, SM12x; kda.py KimiK3DeltaAttention.get_kv_cache_spec)"
-                if layer.mixer == "kda_full_rank_gate"
-                else "FlashInfer's (Hopper, some Blackwell)"
-            )
-            raise SpecError(
-                f"layer {name!r} is a gated delta net and prefix caching is on: vLLM 0.33 then "
-                "aligns blocks to the prefill checkpoints and adds a checkpoint page when "
-                f"the GPU's prefill backend is {backend}, which kvunits does not model; plan "
-                "with --no-enable-prefix-caching for vLLM's numbers without it"
-            )
         state_bytes[name] = sum(t.size.numerical_value_in(Bytes) for t in layer.state_tensors(tp))
+    checkpoints = (
+        gdn_checkpoints(
+            ((n, cast("StateMixerLayer", s)) for n, s in states.items()),
+            gpu.compute_capability if gpu is not None else None,
+            gpu.name if gpu is not None else "",
+        )
+        if prefix_caching
+        else None
+    )
     largest = max(state_bytes.values())
     token_page = next(iter(per_token)) if per_token else 0
     if token_page:
@@ -531,6 +542,8 @@ def _hybrid_specs(
         if use_mla:
             # TRTLLM/FlashInfer MLA decode kernels: a manager block of a multiple of 128.
             align = max(align, _MLA_HYBRID_BLOCK)
+        if checkpoints is not None:  # internal prefill checkpoints land on block boundaries
+            align = lcm(align, checkpoints.alignment_tokens)
         needed = align * cdiv(largest, align * token_page)
         needed = _FLASH_ATTN_KERNEL_BLOCK * cdiv(needed, _FLASH_ATTN_KERNEL_BLOCK)
         bs = max(bs, needed)
@@ -551,7 +564,11 @@ def _hybrid_specs(
                 states_per_token=1,
                 state_bytes=state_bytes[name],
                 page_padded_bytes=page if page and page != largest else None,
-                state_pages=2 if prefix_caching else 1,
+                state_pages=(
+                    1
+                    if checkpoints is None
+                    else 2 + (name in checkpoints.exporting)  # num_prefill_checkpoint_blocks
+                ),
             )
     return specs
 
@@ -773,14 +790,16 @@ class VllmGpu:
         max_num_batched_tokens: ``vllm serve``'s default on it (``EngineArgs.get_batch_defaults``,
             ``UsageContext.OPENAI_API_SERVER``): 16384 from 160 GiB, 8192 from 70 GiB unless an
             A100, else 2048.
+        compute_capability: CUDA's (major, minor): which prefill kernels vLLM picks.
     """
 
     name: str
     memory: RankBytes
     max_num_batched_tokens: Tokens
+    compute_capability: tuple[int, int]
 
 
-def _gpu(name: str, memory_mib: int) -> VllmGpu:
+def _gpu(name: str, memory_mib: int, capability: tuple[int, int]) -> VllmGpu:
     memory = memory_mib << 20
     if memory >= 160 << 30:
         batched = 16384
@@ -788,20 +807,20 @@ def _gpu(name: str, memory_mib: int) -> VllmGpu:
         batched = 8192
     else:
         batched = 2048
-    return VllmGpu(name, RankBytes(memory), Tokens(batched))
+    return VllmGpu(name, RankBytes(memory), Tokens(batched), capability)
 
 
 #: The GPUs ``--like-vllm`` knows, by ``nvidia-smi``'s ``memory.total`` in MiB.
 VLLM_GPUS: Final[Mapping[str, VllmGpu]] = {
     gpu.name: gpu
     for gpu in (
-        _gpu("h100", 81559),
-        _gpu("h200", 143771),
-        _gpu("b200", 183359),
-        _gpu("a100-80gb", 81920),
-        _gpu("a100-40gb", 40960),
-        _gpu("l40s", 46068),
-        _gpu("l4", 23034),
-        _gpu("a10g", 23028),
+        _gpu("h100", 81559, (9, 0)),
+        _gpu("h200", 143771, (9, 0)),
+        _gpu("b200", 183359, (10, 0)),
+        _gpu("a100-80gb", 81920, (8, 0)),
+        _gpu("a100-40gb", 40960, (8, 0)),
+        _gpu("l40s", 46068, (8, 9)),
+        _gpu("l4", 23034, (8, 9)),
+        _gpu("a10g", 23028, (8, 6)),
     )
 }

@@ -172,6 +172,7 @@ def read_olmo_hybrid(sec: Section, dtypes: DTypes) -> Layers | None:
         conv_kernel=kernel,
         conv_dtype=dtypes.model,
         ssm_dtype=dtypes.model,
+        mixer="olmo_gdn",  # olmo_gdn_linear_attn.py: always FLA, no prefill checkpoints
     )
     size = sec.derived("head_dim", hidden // n_heads, "hidden_size / num_attention_heads")
     if size is None:

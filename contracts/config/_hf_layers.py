@@ -170,7 +170,7 @@ def gated_delta_net(
     conv_kernel: int,
     conv_dtype: CacheDType,
     ssm_dtype: CacheDType,
-    mixer: Literal["gdn", "kda", "kda_full_rank_gate"] = "gdn",
+    mixer: Literal["gdn", "olmo_gdn", "kda", "kda_full_rank_gate"] = "gdn",
 ) -> LayerSpec:
     """A gated-delta-net state layer (``mixer``: vLLM's class, `GatedDeltaNetLayer`)."""
     return GatedDeltaNetLayer(

@@ -235,3 +235,27 @@ def test_fit_refuses_a_length_vllm_would_reject(capsys: pytest.CaptureFixture[st
     status, _, err = run(capsys, "fit", LLAMA, "--length", "200000 token")
     assert status == 2
     assert "--length 200000 token is longer than max_model_len 131072 token" in err
+
+
+@pytest.mark.parametrize(
+    ("gpu", "headline", "checkpoint"),
+    [
+        ("h100", "GPU KV cache size: 634,791 tokens", True),
+        ("a100-80gb", "GPU KV cache size: 641,906 tokens", False),
+    ],
+)
+def test_like_vllm_plans_gated_delta_nets_with_prefix_caching_on_the_gpu(
+    capsys: pytest.CaptureFixture[str], gpu: str, headline: str, checkpoint: bool
+) -> None:
+    # Qwen3.5-27B (held-out config), vLLM's defaults (prefix caching on), 40 GiB of KV cache:
+    # the numbers are vLLM 0.33's own (tests/vllm_oracle/test_like_vllm.py, the named-GPU
+    # cases: get_kv_cache_capacity on QwenGatedDeltaNetAttention's get_kv_cache_spec); the
+    # H100's FlashInfer GDN prefill adds a checkpoint page, the A100's Triton none.
+    model = str(ROOT / "tests" / "config" / "hf_fixtures" / "heldout" / "Qwen--Qwen3.5-27B")
+    status, out, err = run(
+        capsys, "plan", model, "--like-vllm", gpu, "--kv-cache-memory-bytes", "40G",
+        "--kv-cache-layout", "per_group",
+    )  # fmt: skip
+    assert status == 0, err
+    assert headline in out and "not computed" not in out
+    assert ("prefill checkpoint" in out) is checkpoint

@@ -99,10 +99,18 @@ def test_kda_states_align_to_the_mla_page_in_blocks_of_128(block_size: int) -> N
 
 def test_kimi_k3_with_prefix_caching_is_refused_naming_flashkda() -> None:
     # kda.py KimiK3DeltaAttention.get_kv_cache_spec: a prefill checkpoint page where the
-    # GPU runs FlashKDA (SM90/10x/12x): not modelled. Without prefix caching it is planned.
+    # GPU runs FlashKDA (is_flashkda_supported: SM90/10x/12x and the gate's bound, not
+    # read): refused there; elsewhere (an A100) none, and without prefix caching it is planned.
+    from kvunits.runtime.like_vllm import VLLM_GPUS
+
     model = load_config(KIMI_K3).model
-    with pytest.raises(SpecError, match="FlashKDA"):
+    with pytest.raises(SpecError, match="name the GPU"):
         plan_like_vllm(model, _engine())
+    with pytest.raises(SpecError, match="FlashKDA"):
+        plan_like_vllm(model, _engine(), gpu=VLLM_GPUS["h100"])
+    on_a100 = plan_like_vllm(model, _engine(), gpu=VLLM_GPUS["a100-80gb"])
+    states = [g for g in on_a100.groups if g.kind == "mamba"]
+    assert states and all(g.blocks_per_request._value == 2 for g in states)
     planned = plan_like_vllm(model, _engine(), enable_prefix_caching=False)
     assert {g.kind for g in planned.groups} == {"mamba", "mla"}
 

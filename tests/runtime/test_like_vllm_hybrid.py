@@ -49,10 +49,33 @@ def test_without_prefix_caching_a_state_holds_one_page_in_blocks_of_max_model_le
     assert {g.block_size for g in mamba} == {Tokens(8192)}  # the model's max_model_len
 
 
-def test_gated_delta_nets_with_prefix_caching_are_refused_with_the_reason() -> None:
+def test_gated_delta_nets_with_prefix_caching_need_the_gpu() -> None:
     with pytest.raises(SpecError, match="gated delta net and prefix caching is on"):
         _plan("qwen3.5-35b-a3b")
     assert _plan("qwen3.5-35b-a3b", prefix_caching=False).num_blocks
+
+
+@pytest.mark.parametrize(("gpu", "block", "pages"), [("h100", 1088, 3), ("a100-80gb", 1056, 2)])
+def test_gated_delta_net_checkpoints_by_gpu(gpu: str, block: int, pages: int) -> None:
+    # Qwen3.5-35B-A3B's QwenGatedDeltaNetAttention state: conv (3, 2·16·128 + 32·128) bf16 =
+    # 49,152 + recurrent (32, 128, 128) float32 = 2,097,152 -> 2,146,304 byte (vLLM's
+    # mamba_ssm_cache_dtype for Qwen3.5, as kvunits reads it); attention 2 KV
+    # heads of 256, bf16 K + V: 2,048 byte a token. On an H100 (compute capability 9.0) the
+    # GDN prefill is FlashInfer's (qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend): the
+    # kernel block is lcm(16, 64) (FLASHINFER_GDN_CHECKPOINT_ALIGNMENT, in
+    # Platform._align_hybrid_block_size), 64 × cdiv(2,146,304, 64 × 2,048) = 1,088 tokens, and
+    # a request's state holds 2 + 1 checkpoint page (MambaSpec.max_memory_usage_bytes). On
+    # an A100 (8.0, Triton) 16 × cdiv(2,146,304, 16 × 2,048) = 1,056 tokens and 2 pages.
+    from kvunits.runtime.like_vllm import VLLM_GPUS
+
+    config = load_config(
+        EXAMPLES / "qwen3.5-35b-a3b" / "config.json", flags={"memory_budget": "20 GiB"}
+    )
+    plan = plan_like_vllm(config.model, config.engine, gpu=VLLM_GPUS[gpu])
+    states = [g for g in plan.groups if g.kind == "mamba"]
+    assert {g.block_size for g in plan.groups} == {Tokens(block)}
+    assert {g.page_size for g in plan.groups} == {RankBytes(block * 2048)}
+    assert states and {g.blocks_per_request for g in states} == {RankBlocks(pages)}
 
 
 def test_more_pipeline_stages_than_layers_are_refused() -> None:

@@ -73,6 +73,9 @@ def _vllm_specs(
         if isinstance(layer, StateMixerLayer):
             # The state's shapes and dtypes from vLLM's own model class, not kvunits' layer.
             assert hybrid is not None
+            if name in hybrid.layers:  # a GDN layer's own get_kv_cache_spec (checkpoints)
+                specs[name] = hybrid.layers[name].get_kv_cache_spec(hybrid.config)
+                continue
             specs[name] = MambaSpec(
                 shapes=hybrid.shapes,
                 dtypes=hybrid.dtypes,
@@ -130,10 +133,19 @@ class _Hybrid:
     (vllm/model_executor/models/config.py: the Mamba cache mode and dtypes),
     ``Platform._align_hybrid_block_size`` (vllm/platforms/interface.py) with FlashAttention's
     backend class, and the model class's ``get_mamba_state_shape_from_config`` /
-    ``get_mamba_state_dtype_from_config``. The model's layers are not built (no GPU), so
-    layer-level choices (a GDN's prefill checkpoints) are not seen: such cases are skipped."""
+    ``get_mamba_state_dtype_from_config``. The model's layers are not built (no GPU); with a
+    GPU's compute capability given, each gated-delta-net layer is a stand-in of vLLM's own
+    class (`_gdn_stand_ins`) registered where ``_align_hybrid_block_size`` finds it, whose
+    ``get_kv_cache_spec`` is vLLM's."""
 
-    def __init__(self, directory: str, engine: Any, prefix_caching: bool, dtype: str) -> None:
+    def __init__(
+        self,
+        directory: str,
+        engine: Any,
+        prefix_caching: bool,
+        dtype: str,
+        gdn: tuple[list[str], tuple[int, int]] | None = None,
+    ) -> None:
         from vllm.config import CacheConfig, ModelConfig, ParallelConfig
         from vllm.model_executor.models import ModelRegistry
         from vllm.model_executor.models.config import (
@@ -162,7 +174,11 @@ class _Hybrid:
             compilation_config=SimpleNamespace(static_forward_context={}),
             speculative_config=None,
             num_speculative_tokens=0,
-            scheduler_config=SimpleNamespace(enable_chunked_prefill=True),
+            scheduler_config=SimpleNamespace(
+                enable_chunked_prefill=True,
+                max_num_batched_tokens=engine.max_num_batched_tokens._value,
+            ),
+            additional_config={},
         )
         # VllmConfig.with_hf_config: a wrapper's state hooks (KimiK3ForConditionalGeneration)
         # ask for the same config around its text config.
@@ -180,15 +196,85 @@ class _Hybrid:
             def _find_non_ssm_backends(cls, vllm_config: Any) -> list[Any]:
                 return [FlashAttentionBackend]
 
-        if model.is_hybrid:  # Platform.check_and_update_config aligns hybrids only
-            _FlashAttentionOnly._align_hybrid_block_size(config, FlashAttentionBackend)
         model_cls, _ = ModelRegistry.resolve_model_cls(model.architecture, model_config=model)
         self.shapes = tuple(model_cls.get_mamba_state_shape_from_config(config))
         self.dtypes = tuple(model_cls.get_mamba_state_dtype_from_config(config))
+        self.config = config
+        self.layers: dict[str, Any] = {}
+        if gdn is not None:
+            # The layers exist before vLLM aligns the block (load_model, then
+            # update_block_size_for_backend: vllm/v1/executor/multiproc_executor.py).
+            self.layers = _gdn_stand_ins(config, model_cls, gdn[0], gdn[1], self)
+            config.compilation_config.static_forward_context.update(self.layers)
+        if model.is_hybrid:  # Platform.check_and_update_config aligns hybrids only
+            _FlashAttentionOnly._align_hybrid_block_size(config, FlashAttentionBackend)
         self.block_size: int = cache.block_size
         self.mamba_block_size: int = cache.mamba_block_size
         self.page_size_padded: int | None = cache.mamba_page_size_padded
         self.mamba_cache_mode: str = cache.mamba_cache_mode
+
+
+def _gdn_stand_ins(
+    config: Any, model_cls: Any, names: list[str], capability: tuple[int, int], hybrid: _Hybrid
+) -> dict[str, Any]:
+    """Each gated-delta-net layer as an instance of the vLLM class its model file builds
+    (``QwenGatedDeltaNetAttention`` in qwen3_next.py / qwen3_5.py,
+    ``OlmoHybridGatedDeltaNetAttention`` in olmo_hybrid.py), not run through ``__init__``
+    (no GPU): it carries what ``__init__`` sets for the checkpoints. The prefill backend is
+    vLLM's ``_resolve_gdn_prefill_backend`` on a stand-in CUDA platform of ``capability``
+    with vLLM's main CUDA runtime (``envs.VLLM_MAIN_CUDA_VERSION``); the alignment is
+    ``QwenGatedDeltaNetAttention.__init__``'s rule (align mode and FlashInfer: 64)."""
+    import torch
+    import vllm.envs as envs
+    from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as qwen
+    from vllm.model_executor.layers.mamba.gdn.olmo_gdn_linear_attn import (
+        OlmoHybridGatedDeltaNetAttention,
+    )
+    from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
+
+    module = sys.modules[model_cls.__module__]
+    classes = [
+        candidate
+        for candidate in (qwen.QwenGatedDeltaNetAttention, OlmoHybridGatedDeltaNetAttention)
+        if getattr(module, candidate.__name__, None) is candidate
+    ]
+    if len(classes) != 1:
+        raise RuntimeError(f"{model_cls.__name__}: not one GDN class ({classes})")
+    layer_cls: Any = classes[0]
+
+    class _Cuda(Platform):  # type: ignore[misc]
+        _enum = PlatformEnum.CUDA
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> Any:
+            return DeviceCapability(*capability)
+
+        @classmethod
+        def get_cuda_runtime_major(cls) -> int:
+            return int(envs.VLLM_MAIN_CUDA_VERSION.split(".")[0])
+
+    saved = qwen.current_platform
+    qwen.current_platform = _Cuda()
+    try:
+        _, backend = qwen._resolve_gdn_prefill_backend(config)
+    finally:
+        qwen.current_platform = saved
+    layers: dict[str, Any] = {}
+    for name in names:
+        layer = layer_cls.__new__(layer_cls)
+        torch.nn.Module.__init__(layer)
+        layer.get_state_shape = lambda: hybrid.shapes
+        layer.get_state_dtype = lambda: hybrid.dtypes
+        layer.vllm_config = config
+        if layer_cls is qwen.QwenGatedDeltaNetAttention:
+            layer.gdn_prefill_backend = backend
+            layer._checkpoint_alignment = (
+                qwen.FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+                if config.cache_config.mamba_cache_mode == "align" and backend == "flashinfer"
+                else None
+            )
+        layers[name] = layer
+    return layers
 
 
 class _Skip:
@@ -382,9 +468,15 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     mixers = [layer for layer in model.layers.values() if isinstance(layer, StateMixerLayer)]
     prefix_caching = case.get("prefix_caching", True)
     if mixers:
-        if prefix_caching and any(
-            isinstance(m, GatedDeltaNetLayer) and m.mixer != "kda" for m in mixers
-        ):
+        gdn_names = [
+            name
+            for name, m in model.layers.items()
+            if isinstance(m, GatedDeltaNetLayer) and m.mixer in ("gdn", "olmo_gdn")
+        ]
+        gdn = (gdn_names, tuple(case["capability"])) if case.get("capability") else None
+        # Checkpoints that depend on the GPU: Qwen's GDN without a GPU given, Kimi-K3's KDA.
+        by_gpu = {m.mixer for m in mixers if isinstance(m, GatedDeltaNetLayer)}
+        if prefix_caching and ("kda_full_rank_gate" in by_gpu or ("gdn" in by_gpu and not gdn)):
             return {"skipped": "gated delta net with prefix caching: layer-level checkpoints"}
         directory = case["config"]
         if directory.endswith(".json"):
@@ -395,7 +487,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
                 for layer in model.layers.values()
                 if isinstance(layer, (FullAttentionLayer, SlidingWindowLayer))
             }
-            hybrid = _Hybrid(directory, engine, prefix_caching, min(dtypes, default="auto"))
+            hybrid = _Hybrid(
+                directory, engine, prefix_caching, min(dtypes, default="auto"), gdn
+            )
         except Exception as exc:  # vLLM cannot build the model's config here
             return {"skipped": f"no vLLM ModelConfig: {type(exc).__name__}: {str(exc)[:160]}"}
     stages = stage_layers(model, engine.parallelism)

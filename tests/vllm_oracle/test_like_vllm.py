@@ -24,7 +24,7 @@ import pytest
 from kvunits._vllm import apply_skip_layers
 from kvunits.contracts import KvUnitsError, SpecError
 from kvunits.contracts.config import load_config
-from kvunits.runtime.like_vllm import plan_like_vllm
+from kvunits.runtime.like_vllm import VLLM_GPUS, plan_like_vllm
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE = Path(__file__).with_name("oracle.py")
@@ -50,6 +50,10 @@ _SETTINGS = [
     (8, 2, "20 GiB", "16384 token", True, "8192 token"),
     (1, 1, "3 GiB", "8192 token", True, "4096 token"),
 ]
+
+
+#: Shipped gated-delta-net hybrids (Qwen3-Next, Qwen3.5; their SOURCES.md).
+_GDN_EXAMPLES = ("qwen3-next-80b-a3b-instruct", "qwen3.5-35b-a3b")
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -121,6 +125,27 @@ def _cases() -> list[dict[str, Any]]:
             fp8 = {"tensor_parallel_size": str(tp), "memory_budget": memory, "cache_dtype": "fp8"}
             path = str(ROOT / "examples" / "hf" / name / "config.json")
             cases.append({"config": path, "flags": fp8, "skip": skipped})
+    # Gated delta nets with prefix caching on a named GPU (kvunits.runtime.vllm_gdn): the
+    # oracle builds each layer as vLLM's own class (QwenGatedDeltaNetAttention, OLMo's) on a
+    # stand-in CUDA platform of the GPU's compute capability, so vLLM's own
+    # _resolve_gdn_prefill_backend, _align_hybrid_block_size and get_kv_cache_spec decide the
+    # checkpoint page and the block alignment (FlashInfer on 9.0 and 10.x; Triton on 8.x).
+    gdn = [ROOT / "examples" / "hf" / n / "config.json" for n in _GDN_EXAMPLES]
+    gdn += sorted(FIXTURES.glob("heldout/*--Qwen3.[56]-*/config.json"))
+    gdn += [FIXTURES / "synthetic" / "synthetic--olmo_hybrid" / "config.json"]
+    for gdn_path, gpu, gdn_tp in itertools.product(gdn, ("h100", "b200", "a100-80gb"), "14"):
+        on_gpu = {"memory_budget": "40 GiB", "tensor_parallel_size": gdn_tp}
+        capability = list(VLLM_GPUS[gpu].compute_capability)
+        cases.append(
+            {"config": str(gdn_path), "flags": on_gpu, "gpu": gpu, "capability": capability}
+        )
+    # --max-model-len auto on them (vLLM's auto-fit with the checkpoint page).
+    qwen35 = str(FIXTURES / "heldout" / "Qwen--Qwen3.5-27B" / "config.json")
+    for gpu in ("h100", "a100-80gb"):
+        small = {"memory_budget": "2 GiB", "tensor_parallel_size": "2"}
+        capability = list(VLLM_GPUS[gpu].compute_capability)
+        case = {"config": qwen35, "flags": small, "gpu": gpu, "capability": capability}
+        cases.append({**case, "auto_fit": True})
     llama = str(ROOT / "examples" / "hf" / "llama-3.1-8b" / "config.json")
     for stages in ("33", "64"):
         staged = {"pipeline_parallel_size": stages, "memory_budget": "16 GiB"}
@@ -171,6 +196,7 @@ def _kvunits(case: dict[str, Any]) -> dict[str, Any]:
             auto_fit=bool(case.get("auto_fit")),
             num_gpu_blocks_override=case.get("override"),
             enable_prefix_caching=case.get("prefix_caching", True),
+            gpu=VLLM_GPUS[case["gpu"]] if "gpu" in case else None,
         )
     except SpecError as err:
         return {"error": str(err)}
@@ -234,3 +260,27 @@ def test_headline_numbers_equal_vllm(oracle: list[tuple[dict[str, Any], dict[str
         compared += 1
     assert not mismatches, "\n".join(mismatches)
     assert compared >= len(oracle) // 2 and refused >= 1
+
+
+def test_gated_delta_net_checkpoints_by_gpu(
+    oracle: list[tuple[dict[str, Any], dict[str, Any]]],
+) -> None:
+    """The named-GPU gated-delta-net cases were planned by vLLM (none skipped), and its
+    checkpoint page shows: Qwen's GDN on an H100 (FlashInfer prefill) holds 3 state pages a
+    request and blocks of a multiple of 64 tokens, on an A100 (Triton) 2 and of 16; OLMo
+    Hybrid's (always Triton) the same on both."""
+    planned = {
+        (case["config"], case["flags"]["tensor_parallel_size"], case["gpu"]): vllm
+        for case, vllm in oracle
+        if "gpu" in case
+    }
+    assert planned and all("num_blocks" in vllm for vllm in planned.values()), planned
+    for (config, tp, gpu), vllm in planned.items():
+        if gpu != "h100":
+            continue
+        a100 = planned[(config, tp, "a100-80gb")]
+        if "olmo_hybrid" in config:
+            assert vllm["groups"] == a100["groups"], config
+        else:
+            assert vllm["groups"][0][1] % 64 == 0, config
+            assert vllm["max_concurrency"] != a100["max_concurrency"], config
