@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Final, cast, final
 from kvunits.contracts.errors import ConfigIssue
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kvunits.contracts import EngineSpec
     from kvunits.contracts.config._hf import HfParts
     from kvunits.runtime.like_vllm import VllmPlan
@@ -62,25 +64,23 @@ def deepseek_v4_plan(args: argparse.Namespace) -> int | None:
     architectures = data.get("architectures")
     if not isinstance(architectures, list) or not architectures:
         return None
+    if architectures[0] == "DeepseekV41ForCausalLM":  # kvunits/_dsv41.py
+        from ._dsv41 import deepseek_v41_plan
+
+        return deepseek_v41_plan(args, path, file, data)
     if architectures[0] not in _ARCHITECTURES:
         return None
     return _plan(args, path, file, data)
 
 
 def _plan(args: argparse.Namespace, path: str, file: Path, data: dict[str, Any]) -> int:
-    from kvunits.contracts import KvUnitsError, Tokens
+    from kvunits.contracts import KvUnitsError
     from kvunits.contracts.compressed import DeepseekV4Model
-    from kvunits.contracts.config._load import resolve_engine
-    from kvunits.contracts.config._vllm_checks import check_like_vllm, with_model_directory
+    from kvunits.contracts.config._vllm_checks import with_model_directory
     from kvunits.contracts.errors import ConfigError
     from kvunits.runtime.like_vllm_packed import plan_deepseek_v4_like_vllm
 
-    from ._vllm import (
-        activations_from_config,
-        engine_flags,
-        vllm_to_dict,
-        weights_from_directory,
-    )
+    from ._vllm import activations_from_config, engine_flags, weights_from_directory
     from .cli import _ENGINE_FLAGS
 
     where = str(file)
@@ -119,6 +119,53 @@ def _plan(args: argparse.Namespace, path: str, file: Path, data: dict[str, Any])
                 f"on one of {', '.join(sorted(_FLASHMLA_GPUS))}",
             )
         )
+    return plan_and_print(
+        args,
+        flags,
+        Route(plan_deepseek_v4_like_vllm, "DeepSeek V4", OWN_PLAN_REFUSED, _MODEL_TYPE),
+        model,
+        data,
+        where,
+        issues,
+    )
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How one DeepSeek generation is planned: vLLM's planner, its name in the output, why
+    kvunits' own plan is not given, and the ``model_type`` whose length rules apply."""
+
+    planner: Callable[..., VllmPlan]
+    title: str
+    own_plan: str
+    family: str
+
+
+def plan_and_print(
+    args: argparse.Namespace,
+    flags: dict[str, object],
+    route: Route,
+    model: Any,
+    data: dict[str, Any],
+    where: str,
+    issues: list[ConfigIssue],
+) -> int:
+    """vLLM's engine settings and checks on a read DeepSeek model, its plan, and the output
+    (``--format json`` or text); shared by DeepSeek V4 and V4.1 (`kvunits._dsv41`).
+
+    Raises:
+        ConfigError: the issues found so far, a setting vLLM refuses, or vLLM's start-up
+            error (with kvunits' own plan not given either, the command refuses).
+    """
+    from kvunits.contracts import KvUnitsError, Tokens
+    from kvunits.contracts.config._load import resolve_engine
+    from kvunits.contracts.config._vllm_checks import check_like_vllm
+    from kvunits.contracts.errors import ConfigError
+
+    from ._vllm import vllm_to_dict
+
+    extra = args.vllm
     found = _max_model_len(data, where, issues)
     engine, sources = resolve_engine(
         {"max_model_len": Tokens(found[0])} if found is not None else {},
@@ -129,24 +176,22 @@ def _plan(args: argparse.Namespace, path: str, file: Path, data: dict[str, Any])
     )
     if engine is not None and found is not None:
         heads = data.get("num_attention_heads")
-        parts = _Checked(heads if isinstance(heads, int) else None, found[2])
+        parts = _Checked(heads if isinstance(heads, int) else None, found[2], family=route.family)
         check_like_vllm(cast("HfParts", parts), engine, sources, where, issues)
     if issues or engine is None:
         raise ConfigError(issues)
     try:
-        numbers = plan_deepseek_v4_like_vllm(
+        numbers = route.planner(
             model,
             engine,
             auto_fit=extra.auto_fit,
             num_gpu_blocks_override=extra.num_gpu_blocks_override,
         )
     except KvUnitsError as err:
-        # vLLM would not start (or kvunits does not model the setting): with no plan of
-        # kvunits' own to show either, the command refuses with vLLM's reason.
         raise ConfigError([ConfigIssue(where, "vllm serve", str(err))]) from None
     if args.format == "json":
         json.dump(
-            {"model": model.name, "own_plan": OWN_PLAN_REFUSED, "vllm": vllm_to_dict(numbers)},
+            {"model": model.name, "own_plan": route.own_plan, "vllm": vllm_to_dict(numbers)},
             sys.stdout,
             indent=2,
         )
@@ -154,7 +199,8 @@ def _plan(args: argparse.Namespace, path: str, file: Path, data: dict[str, Any])
     else:
         from ._render import clean
 
-        lines = [f"{model.name}: {len(model.layers)} DeepSeek V4 layers", OWN_PLAN_REFUSED, ""]
+        title = f"{model.name}: {len(model.layers)} {route.title} layers"
+        lines = [title, route.own_plan, ""]
         lines.extend(_lines(engine, extra.gpu, numbers))
         lines.extend(f"  note: {note}" for note in extra.notes)
         sys.stdout.write("\n".join(clean(line) for line in lines) + "\n")

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .like_vllm import VllmPlan as VllmPlan
     from .like_vllm import plan_like_vllm as plan_like_vllm
     from .like_vllm_packed import plan_deepseek_v4_like_vllm as plan_deepseek_v4_like_vllm
+    from .like_vllm_packed_v41 import plan_deepseek_v41_like_vllm as plan_deepseek_v41_like_vllm
     from .metrics import CacheMetrics as CacheMetrics
     from .metrics import GroupMetrics as GroupMetrics
     from .policy import AdmissionPolicy as AdmissionPolicy
@@ -88,6 +89,7 @@ _EXPORTS = {
     "VllmPlan": "like_vllm",
     "plan_like_vllm": "like_vllm",
     "plan_deepseek_v4_like_vllm": "like_vllm_packed",
+    "plan_deepseek_v41_like_vllm": "like_vllm_packed_v41",
     "BlockHashes": "prefix_cache",
     "ContentKeys": "prefix_cache",
     "PrefixCacheStats": "prefix_cache",
@@ -154,5 +156,6 @@ __all__ = [
     "longest_max_model_len",
     "plan",
     "plan_deepseek_v4_like_vllm",
+    "plan_deepseek_v41_like_vllm",
     "plan_like_vllm",
 ]

@@ -95,7 +95,13 @@ from .deployment import check_every_stage_caches, stage_layers
 
 #: The kinds of vLLM spec a layer becomes (``vllm/v1/kv_cache_interface.py``).
 SpecKind = Literal[
-    "full_attention", "mla", "sliding_window", "chunked_local", "cross_attention", "mamba"
+    "full_attention",
+    "mla",
+    "sliding_window",
+    "chunked_local",
+    "cross_attention",
+    "mamba",
+    "circular_buffer",
 ]
 
 #: vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE`` (``vllm/config/cache.py``), FlashAttention's too.
@@ -151,6 +157,8 @@ class _Spec:
         bs = self.block_size_tokens
         if self.kind == "mamba":
             return self.state_pages
+        if self.kind == "circular_buffer":
+            return 1  # CircularBufferSpec.max_num_blocks_per_req: one ring a request
         if self.kind == "sliding_window":
             assert self.window_tokens is not None
             tokens = min(self.window_tokens - 1 + limits.in_flight, limits.max_model_len)

@@ -14,8 +14,11 @@ resolves ``BLHNC`` for the whole model and groups its caches by
    ``m``; the repeats per group ``R`` are ``_approximate_gcd`` of the balanced buckets' counts
    from ``m`` up (the ``d`` padding them least, ties to the larger).
 3. **Groups**: a balanced bucket becomes ``cdiv(count, R)`` groups (its layers' repeats
-   ``[i::n]``); any other bucket one group. (Recurrent-state and circular-buffer buckets,
-   which vLLM splits to the block the others need, are not part of DeepSeek V4.)
+   ``[i::n]``); any other bucket one group.
+   Recurrent-state and circular-buffer buckets (and sliding windows when nothing repeats)
+   are capped at the states the widest other group's block fits: ``cdiv(layers,
+   max(anchor // page, 1))`` groups, where the anchor is the widest group's bytes with
+   each state bucket counted one layer a group.
 4. **Blocks**: a block spans the widest group's pages side by side (the sum of its layers'
    pages on the rank), rounded up to the layers' block-stride alignments (none here);
    ``num_blocks = memory // bytes_per_block`` on each stage, the smallest for all.
@@ -110,10 +113,31 @@ def plan_deepseek_v4_like_vllm(
                     page_padded_bytes=cache.page_size.numerical_value_in(Bytes),
                 )
                 stage_of[name] = stage
+    return plan_packed_specs(
+        specs,
+        stage_of,
+        len(stages),
+        engine,
+        auto_fit=auto_fit,
+        num_gpu_blocks_override=num_gpu_blocks_override,
+    )
+
+
+def plan_packed_specs(
+    specs: dict[str, _Spec],
+    stage_of: dict[str, int],
+    num_stages: int,
+    engine: EngineSpec,
+    *,
+    auto_fit: bool,
+    num_gpu_blocks_override: int | None,
+) -> VllmPlan:
+    """The module docstring's steps 1–5 on the specs of every cache (by name, with the
+    pipeline stage holding it)."""
     groups = packed_groups(specs)
     per_stage = [
         _packed_bytes_per_block(groups, {n for n, s in stage_of.items() if s == stage})
-        for stage in range(len(stages))
+        for stage in range(num_stages)
     ]
     memory = engine.kv_cache_memory.numerical_value_in(RankBytes)
     if num_gpu_blocks_override is not None:
@@ -168,9 +192,9 @@ def plan_deepseek_v4_like_vllm(
     )
 
 
-def _check_engine(engine: EngineSpec) -> None:
+def _check_engine(engine: EngineSpec, *, check_block: bool = True) -> None:
     block = engine.block_size_slots
-    if block not in (16, COMPRESSED_BLOCK.numerical_value_in(Tokens)):
+    if check_block and block not in (16, COMPRESSED_BLOCK.numerical_value_in(Tokens)):
         raise SpecError(
             f"block size {block}: vLLM 0.33's DeepSeek V4 backends take blocks of 256 tokens "
             "only (DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes); leave "
@@ -224,9 +248,36 @@ def packed_groups(specs: dict[str, _Spec]) -> list[_Group]:
         if floor
         else None
     )
+
+
+    def groups_for(balanced: bool, count: int) -> int:
+        return cdiv(count, repeats) if balanced and repeats is not None else 1
+
+    def is_state_bucket(spec: _Spec) -> bool:
+        # Mamba and circular-buffer buckets, and sliding windows when nothing repeats, can
+        # split down to one state a group (vLLM's is_state_bucket).
+        if spec.kind in ("mamba", "circular_buffer"):
+            return True
+        return repeats is None and spec.kind == "sliding_window"
+
+    def widest(by_page: dict[int, list[str]], n: int) -> int:
+        return sum(cdiv(len(names), n) * page for page, names in by_page.items())
+
+    anchor = max(
+        (
+            widest(by_page, len(bucket) if is_state_bucket(_first(bucket)) else
+                   groups_for(balanced, count))
+            for bucket, by_page, balanced, count in described
+        ),
+        default=0,
+    )
     groups: list[_Group] = []
     for bucket, by_page, balanced, count in described:
-        n = cdiv(count, repeats) if balanced and repeats is not None else 1
+        n = groups_for(balanced, count)
+        first = _first(bucket)
+        if anchor and is_state_bucket(first):
+            # Cap a state group at the states a block already fits (vLLM's state branch).
+            n = max(n, cdiv(len(bucket), max(anchor // first.page_bytes, 1)))
         if n == 1:
             names = tuple(bucket)
             groups.append(_Group(names, dict(bucket)))
@@ -236,6 +287,10 @@ def packed_groups(specs: dict[str, _Spec]) -> list[_Group]:
             names = tuple(name for repeat in pattern[i::n] for name in repeat)
             groups.append(_Group(names, {m: bucket[m] for m in names}))
     return groups
+
+
+def _first(bucket: dict[str, _Spec]) -> _Spec:
+    return next(iter(bucket.values()))
 
 
 def approximate_gcd(values: Sequence[int], lower_bound: int) -> int:

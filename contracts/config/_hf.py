@@ -315,6 +315,24 @@ def _shown(value: object) -> str:
     return f"{type(value).__name__} {text[:40]}{'…' if len(text) > 40 else ''}"
 
 
+def _language_type(inner: Mapping[str, Any]) -> object:
+    """The model type of a multimodal config's decoder as vLLM builds it: a text config's
+    ``model_type`` of a family kvunits reads, else the first of its own ``architectures``
+    that vLLM registers (vllm/config/vllm.py ``VllmConfig.with_hf_config``: the language
+    model is built by the text config's ``architectures`` unless the wrapper's model file
+    names one; EXAONE 4.5's ``exaone4_5_text`` decoder is ``Exaone4ForCausalLM``, the class
+    vllm/model_executor/models/exaone4_5.py builds)."""
+    inner_type = inner.get("model_type")
+    if isinstance(inner_type, str) and inner_type in BY_MODEL_TYPE:
+        return inner_type
+    architectures = inner.get("architectures")
+    for arch in architectures if isinstance(architectures, list) else []:
+        found = BY_ARCHITECTURE.get(arch) if isinstance(arch, str) else None
+        if found is not None:
+            return found
+    return inner_type
+
+
 def _decoder_section(
     reader: Reader, data: Mapping[str, Any], top_type: str
 ) -> tuple[Family, Section] | None:
@@ -322,7 +340,7 @@ def _decoder_section(
     wrapper = WRAPPERS.get(top_type)
     if top_type == GENERIC_WRAPPER:
         key, inner = _text_section(data) or ("text_config", {})
-        inner_type = inner.get("model_type")
+        inner_type = _language_type(inner)
         found = BY_MODEL_TYPE.get(inner_type) if isinstance(inner_type, str) else None
         if found is None or not isinstance(inner_type, str):
             refused = REFUSED_MODEL_TYPES.get(inner_type) if isinstance(inner_type, str) else None
@@ -353,6 +371,8 @@ def _decoder_section(
     text_type = text.get("model_type") if text is not data else None
     if text_type is None:
         text_type = wrapper.text_type
+    elif isinstance(text_type, str) and text_type not in BY_MODEL_TYPE:
+        text_type = _language_type(text)  # as vLLM builds it: by its own architectures
     found = BY_MODEL_TYPE.get(text_type) if isinstance(text_type, str) else None
     if found is None or not isinstance(text_type, str):
         reader.issue(

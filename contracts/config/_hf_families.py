@@ -1845,9 +1845,17 @@ KV_HEADS_DIVIDE_TP: Final = frozenset({"param2moe"})
 _QWEN2_ONLY: Final = frozenset({"use_sliding_window", "max_window_layers"})
 
 
+#: Read by vLLM 0.33 for Zamba2 alone (model_arch_config_convertor.py
+#: ``Zamba2ModelArchConfigConvertor.get_head_size``; the HY-V3 MTP draft prefers ``head_dim``):
+#: every other family's head size is ``ModelArchConfigConvertorBase.get_head_size``,
+#: ``head_dim`` else hidden_size / heads, whatever it says (Hunyuan's published dense and MoE
+#: configs carry it beside ``head_dim``). Families that read it list it (zamba2, nemotron_h).
+_ZAMBA2_ONLY: Final = frozenset({"attention_head_dim"})
+
+
 def check_cache_fields(sec: Section, family: Family) -> bool:
     """Refuse a cache-sizing field the family's reader neither reads nor ignores."""
-    known = family.reads | set(family.ignores) | _QWEN2_ONLY
+    known = family.reads | set(family.ignores) | _QWEN2_ONLY | _ZAMBA2_ONLY
     for key in sorted(CACHE_FIELDS - known):
         if sec.data.get(key) not in (None, False):  # null and false switch nothing on
             sec.issue(

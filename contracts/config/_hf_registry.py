@@ -203,7 +203,10 @@ REFUSED: Final[Mapping[str, str]] = {
     "DeepseekV4ForConditionalGeneration": "DeepSeek V4's compressed MLA caches beside a vision "
     "tower without a cache, which kvunits' own planner does not model; `kvunits plan` gives "
     "vLLM's numbers for it (kvunits.runtime.plan_deepseek_v4_like_vllm)",
-    "DeepseekV41ForCausalLM": "compressed MLA caches and an indexer (DeepSeek V4.1)",
+    "DeepseekV41ForCausalLM": "compressed MLA caches of 1 and 2 tokens per state shared "
+    "between layers, windows in blocks of 32 tokens and compressor rings (DeepSeek V4.1), "
+    "which kvunits' own planner does not model; `kvunits plan --like-vllm h100|h200` gives "
+    "vLLM's numbers for it (kvunits.runtime.plan_deepseek_v41_like_vllm; SM100 not modelled)",
 }
 
 

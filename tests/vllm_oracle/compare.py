@@ -33,7 +33,7 @@ from kvunits.contracts.config._hf_registry import (
 )
 from kvunits.contracts.deploy import KVHeads
 
-from .compare_dsv4 import compare_deepseek_v4, deepseek_v4_view
+from .compare_dsv4 import compare_deepseek_v4, compare_deepseek_v41, deepseek_v4_view
 
 #: The architectures whose KV cache is in scope: vLLM's generative ones.
 _GENERATIVE: Final = TEXT_GENERATION | MULTIMODAL | TRANSFORMERS_BACKEND
@@ -106,6 +106,9 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
     if "deepseek_v4" in mine:
         dsv4 = compare_deepseek_v4(view, mine)
         return ("exact" if not dsv4 else "differs"), dsv4
+    if "deepseek_v41" in mine:
+        dsv41 = compare_deepseek_v41(view, mine)
+        return ("exact" if not dsv41 else "differs"), dsv41
     diffs: list[str] = []
     layers = mine["attention"]
     if "partial_error" in view:

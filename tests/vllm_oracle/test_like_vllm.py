@@ -101,6 +101,8 @@ def _cases() -> list[dict[str, Any]]:
             # is among the default cases above, Kimi-K3's is refused (FlashKDA checkpoints).
             ("reports", "moonshotai--Kimi-Linear-48B-A3B-Instruct"),
             ("heldout", "moonshotai--Kimi-K3"),
+            ("fresh", "Qwen--Qwen3.5-9B"),
+            ("fresh", "LiquidAI--LFM2.5-VL-1.6B"),
         )
     ]
     for hybrid in hybrids:
