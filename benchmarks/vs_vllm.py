@@ -17,7 +17,11 @@ Each trace is a schedule of engine steps replayed, in one process, through
   (``Stepper.advance_speculative_all``);
 * **kvunits fused** (speculative traces): per stream, that rollback and that step in one call
   (``Stepper.advance_speculative``), where *typed* makes two (``allocate_speculative``, then
-  ``rollback`` after verification).
+  ``rollback`` after verification);
+* **kvunits content** (the *generated* prefix trace): per running stream, its step and the
+  token it sampled (and the audio that came with it) in one call
+  (``Stepper.advance_with_content``), where *typed* makes three (``advance``, then
+  ``extend_content`` per sequence).
 
 The work is the same on every side and checked: before timing, the sides run side by side and,
 after every engine step, every running stream has the same length on each, and the same number
@@ -445,6 +449,9 @@ class KvunitsSide:
         fused = mode in ("fused", "batch") and trace.spec > 0
         respec: Any = getattr(stepper, "advance_speculative", None)
         respec_all: Any = getattr(stepper, "advance_speculative_all", None)
+        # A generating scheduler's one call per stream-step: the step and its sampled token.
+        with_content: Any = getattr(stepper, "advance_with_content", None)
+        content_mode = mode == "content" and generated and not trace.spec
         pending = [0] * trace.streams  # per slot: its latest step's rejected drafts
         zeros = typed[0]
         gc.collect()
@@ -470,6 +477,19 @@ class KvunitsSide:
                             respec(rids[i], *typed[t - k], lookahead=typed[k], rejected=given)
                         else:
                             allocate(rids[i], *typed[t])
+                elif content_mode:
+                    for s in running:
+                        i = slot_of[s]
+                        token = sampled(i, decoded[s])
+                        with_content(
+                            rids[i],
+                            *typed[plans[i][at[s]][0]],
+                            content=[
+                                (h, ContentKeys([token] * P if unit is EncoderTokens else [token],
+                                                unit))
+                                for unit, h in sequences
+                            ],
+                        )
                 elif batch is not None and running:
                     ids = [rids[slot_of[s]] for s in running]
                     first = plans[slot_of[running[0]]][at[running[0]]][0]
@@ -512,7 +532,8 @@ class KvunitsSide:
                         allocate(rid, *(q_of[g][t * s - magnitude(got[g])] for g, s in ranks))
                 if generated:
                     # Each stream's sampled token (and the audio that came with it).
-                    for s, i in [(s, slot_of[s]) for s in running] + new:
+                    done = [] if content_mode else [(s, slot_of[s]) for s in running]
+                    for s, i in done + new:
                         token = sampled(i, decoded[s] if s in running else 0)
                         for unit, h in sequences:
                             keys = [token] * P if unit is EncoderTokens else [token]
@@ -849,6 +870,8 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
         and trace.prompt <= trace.chunk
     ):
         sides["batch"] = KvunitsSide(trace, schedule, "batch")
+    if batch and trace.prefix == "generated" and trace.spec == 0 and _has_content():
+        sides["content"] = KvunitsSide(trace, schedule, "content")
     if batch and trace.spec and _has_fused():
         sides["fused"] = KvunitsSide(trace, schedule, "fused")
         sides["batch"] = KvunitsSide(trace, schedule, "batch")
@@ -883,7 +906,9 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
 def print_table(rows: list[Row], with_vllm: bool) -> None:
     """One table: µs per stream-step of each side, and each kvunits side's median ratio to
     vLLM (lowest–highest round)."""
-    kinds = [k for k in ("typed", "raw", "fused", "batch") if any(k in r.us for r in rows)]
+    kinds = [
+        k for k in ("typed", "raw", "fused", "batch", "content") if any(k in r.us for r in rows)
+    ]
     head = ["trace", "stream-steps"] + (["vLLM µs"] if with_vllm else [])
     head += [f"{k} µs" for k in kinds]
     head += [
@@ -926,6 +951,12 @@ def _has_fused() -> bool:
     from kvunits.runtime import Stepper
 
     return "advance_speculative" in Stepper.__slots__
+
+
+def _has_content() -> bool:
+    from kvunits.runtime import Stepper
+
+    return "advance_with_content" in Stepper.__slots__
 
 
 def make_steps(trace: Trace) -> int:

@@ -545,6 +545,27 @@ class CoordinatorCore:
         `slot_mapping`): what a scheduler that leaves slots to its model runner calls."""
         return self.fast.advance(request_id, num_new)
 
+    def advance_content(
+        self,
+        request_id: str,
+        num_new: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> None:
+        """`advance_step` then, for each ``(g, keys)`` of ``contents``, `extend_content(
+        request_id, g, keys)`, in one call and atomically: a decode step and what its positions
+        hold (the sampled token, the audio that came with it; one pair per sequence). If any
+        part fails, nothing happens. In the common case (the step within every group's slack,
+        no block filled by the content) one set of stores; otherwise one plan: the content's
+        hashes, then the step's, which registers the blocks they fill as `extend_content`
+        after it would.
+
+        Raises:
+            RequestError: as `extend_content` (the content is checked first), or as
+                `advance_step`.
+            AllocationError: as `advance_step`.
+        """
+        return self.fast.content(request_id, num_new, contents)
+
     def advance_all(self, request_ids: Sequence[str], num_new: Sequence[int]) -> None:
         """One step of ``num_new`` positions per group for every request of ``request_ids`` (an
         engine step's running requests, each once), atomically over the whole batch: if any
@@ -637,6 +658,44 @@ class CoordinatorCore:
         slabs.emit(self.table)
         commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
 
+    def _general_content(
+        self,
+        me: object,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> None:
+        """`advance_content`'s general path, with the token held (as `_general_step`): the
+        content planned first (its hashes, given to the step's registration), then the step,
+        on one plan and one commit. Contents of one sequence are appended in order."""
+        n = len(self.names)
+        if len(num_new) != n:
+            raise self._arity(request_id, len(num_new))
+        by_axis: dict[int, tuple[RequestExtras, int, array[int]]] = {}
+        for g, keys in contents:
+            extra = self._content_extra(request_id, o, g)
+            added = array("q", keys)
+            axis = self._axis[g]
+            if axis in by_axis:
+                added = by_axis[axis][2] + added
+            by_axis[axis] = (extra, g, added)
+        pre: Ops = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        ops: Ops = []
+        hashed: dict[int, list[bytes]] = {}
+        for extra, g, added in by_axis.values():
+            hashed.update(self._plan_content(ops, extra, g, added))
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False, hashed=hashed)
+        for plan in pools.values():
+            plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
     def _general_all(
         self,
         me: object,
@@ -727,6 +786,69 @@ class CoordinatorCore:
             return self._general_step(me, request_id, o, num_new, lookahead, mapping)
         self._emit_boundary(ops, plan)
         commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
+
+    def _content_fill(
+        self,
+        me: object,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> None:
+        """`advance_content` whose step is within every group's slack (checked by the
+        generated function: no spec, no eviction, no block) and whose content fills a block,
+        with the token held: the step's stores, then the content planned as `extend_content`
+        plans it after them (its registration from the positions after the step), one
+        commit."""
+        table, hot = self.table, self.table.hot
+        ops: Ops = []
+        rows = []
+        for g, q in enumerate(num_new):
+            h = o + g * HOT
+            ops.append((setitem, hot, h + SLACK, hot[h + SLACK] - q))
+            ops.append((setitem, hot, h + STEP, q))
+            rows.append(table.rows(o, g) + q)
+        by_axis: dict[int, tuple[RequestExtras, int, array[int]]] = {}
+        for g, keys in contents:
+            added = array("q", keys)
+            axis = self._axis[g]
+            if axis in by_axis:
+                added = by_axis[axis][2] + added
+            by_axis[axis] = (self._content_extra(request_id, o, g), g, added)
+        hashed: dict[int, list[bytes]] = {}
+        for extra, g, added in by_axis.values():
+            hashed.update(self._plan_content(ops, extra, g, added))
+        pools: dict[int, PoolPlan] = {}
+        if self._register_plan(ops, pools, o, extra, rows, None, None, hashed):
+            for g, q in enumerate(num_new):  # as `extend_content` holds them after the step
+                fields = table.read(o, g)
+                fields[SLACK], fields[STEP] = fields[SLACK] - q, q
+                _hold(fields, rows[g], empty_too=True)
+                table.write_ops(ops, o, g, fields)
+        for plan in pools.values():
+            plan.emit(ops)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _content_boundary(
+        self,
+        me: object,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+        tails: list[array[int]],
+        adds: list[array[int]],
+    ) -> None:
+        """`advance_content` past some group's slack, its content filling no block (``adds``
+        to append to ``tails``), with the token held: the step as `_boundary_step` plans it,
+        the appends after it, in one commit; any other step goes to `_general_content`."""
+        ops: Ops = []
+        plan = _Boundary()
+        if not self._plan_boundary(ops, plan, o, num_new, None):
+            return self._general_content(me, request_id, o, num_new, contents)
+        self._emit_boundary(ops, plan)
+        ops.append((list, map(array.extend, tails, adds)))
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
 
     def _plan_boundary(
         self,
@@ -999,10 +1121,12 @@ class CoordinatorCore:
         lookahead: Sequence[int] | None,
         mapping: bool,
         given: tuple[list[list[int]], list[array[int]]] | None = None,
+        hashed: Mapping[int, list[bytes]] | None = None,
     ) -> list[list[int]] | None:
         """Plan one request's step into ``ops`` (the general path; see `allocate_step`);
         ``given``: the request's fields and live entries per group as planned before (a
-        rollback's), instead of the table's."""
+        rollback's), instead of the table's; ``hashed``: per stream, hashes content planned
+        with the step adds (`_general_content`)."""
         table, managers = self.table, self._managers
         never = table.never
         # Phase 1: the slots each group's step touches, checked against the limits, in every
@@ -1086,7 +1210,7 @@ class CoordinatorCore:
         elif o in self.specs:
             ops.append((self.specs.pop, o, None))
         if extra is not None and self._register_plan(
-            ops, pools, o, extra, new_rows, spec, new_live
+            ops, pools, o, extra, new_rows, spec, new_live, hashed
         ):
             for fields, rows in zip(fields_of, new_rows, strict=True):
                 _hold(fields, rows, empty_too=True)
@@ -1545,14 +1669,7 @@ class CoordinatorCore:
             if guard.claim(0, me) is not me:
                 guard.contend(me, self._concurrent, "extend_content")
             o = self._offset(request_id)
-            extra = self.extras.get(o)
-            if extra is None or extra.stream_of[g] < 0:
-                raise RequestError(
-                    f"request {request_id!r} was admitted without content in group "
-                    f"{self.names[g]!r}: admit it with admit_with_prefix to cache its blocks",
-                    request_id=request_id,
-                    group=self.names[g],
-                )
+            extra = self._content_extra(request_id, o, g)
             added = array("q", keys)
             axis = self._axis[g]
             streams = extra.streams
@@ -1563,23 +1680,7 @@ class CoordinatorCore:
                 if len(mine) == 1 and len(mine[0].tail) + len(added) < mine[0].rows_per_block:
                     mine[0].tail.extend(added); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
             ops: Ops = []
-            hashed: dict[int, list[bytes]] = {}
-            for s, stream in enumerate(streams):
-                if stream.axis != axis:
-                    continue
-                rpb, tail = stream.rows_per_block, stream.tail
-                if len(tail) + len(added) < rpb:
-                    ops.append((tail.extend, added))
-                    continue
-                # A block filled: hash it (once for every group of this granularity); the
-                # tail left is shorter than a block, whatever the content's length.
-                joined = tail + added
-                full = len(joined) // rpb * rpb
-                new = chain_hashes(stream.parent, joined[:full], rpb)
-                ops.append((stream.hashes.extend, new))
-                ops.append((setitem, tail, slice(None), joined[full:]))
-                ops.append((setattr, stream, "parent", new[-1]))
-                hashed[s] = new
+            hashed = self._plan_content(ops, extra, g, added)
             if hashed:
                 table = self.table
                 rows = [table.rows(o, h) for h in range(len(self.names))]
@@ -1598,6 +1699,42 @@ class CoordinatorCore:
         except BaseException:
             guard.drop(me)
             raise
+
+    def _content_extra(self, request_id: str, o: int, g: int) -> RequestExtras:
+        """What request ``o`` keeps of its content, if group ``g`` has some (else raise)."""
+        extra = self.extras.get(o)
+        if extra is None or extra.stream_of[g] < 0:
+            raise RequestError(
+                f"request {request_id!r} was admitted without content in group "
+                f"{self.names[g]!r}: admit it with admit_with_prefix to cache its blocks",
+                request_id=request_id,
+                group=self.names[g],
+            )
+        return extra
+
+    def _plan_content(
+        self, ops: Ops, extra: RequestExtras, g: int, added: array[int]
+    ) -> dict[int, list[bytes]]:
+        """Plan appending ``added`` to every stream of the sequence group ``g`` reads; return
+        per stream the hashes of the blocks it fills (once for every group of a granularity;
+        the tail left is shorter than a block, whatever the content's length)."""
+        axis = self._axis[g]
+        hashed: dict[int, list[bytes]] = {}
+        for s, stream in enumerate(extra.streams):
+            if stream.axis != axis:
+                continue
+            rpb, tail = stream.rows_per_block, stream.tail
+            if len(tail) + len(added) < rpb:
+                ops.append((tail.extend, added))
+                continue
+            joined = tail + added
+            full = len(joined) // rpb * rpb
+            new = chain_hashes(stream.parent, joined[:full], rpb)
+            ops.append((stream.hashes.extend, new))
+            ops.append((setitem, tail, slice(None), joined[full:]))
+            ops.append((setattr, stream, "parent", new[-1]))
+            hashed[s] = new
+        return hashed
 
     def free(self, request_id: str, also: Ops | None = None) -> None:
         """Return every block of a finished (or preempted) request, and its reservation
@@ -2064,6 +2201,7 @@ class FastFunctions(NamedTuple):
     respec_all: Callable[
         [Sequence[str], Sequence[int], Sequence[int], Sequence[Sequence[int]]], None
     ]
+    content: Callable[[str, Sequence[int], Sequence[tuple[int, Sequence[int]]]], None]
     step_typed: Callable[[str, tuple[int, ...]], list[list[int]]]
     advance_typed: Callable[[str, tuple[int, ...]], None]
     speculative_typed: Callable[[str, tuple[int, ...], tuple[int, ...]], list[list[int]]]
@@ -2073,6 +2211,7 @@ class FastFunctions(NamedTuple):
     respec_all_typed: Callable[
         [Sequence[str], tuple[int, ...], tuple[int, ...], Sequence[tuple[int, ...]]], None
     ]
+    content_typed: Callable[[str, tuple[int, ...], Sequence[tuple[int, Sequence[int]]]], None]
     source: str
 
 

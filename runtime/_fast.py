@@ -24,7 +24,8 @@ Each function:
 The functions: ``step`` (slot mappings returned), ``advance`` (none), ``speculative`` (the last
 positions marked as lookahead), ``rollback`` (rejected lookahead taken back when no block is
 freed and the next step's block is the same), ``advance_all`` (one engine step's batch: the
-requests within their slack in C, the others through the general path, all in one commit).
+requests within their slack in C, the others through the general path, all in one commit),
+``content`` (a step and what its positions hold, `CoordinatorCore.advance_content`).
 A step past some group's slack goes to ``cross`` and a rollback past it to ``uncross``, also
 written out per layout: a block boundary crossed (one block taken per group, one evicted by a
 window), or a block a rejected draft had taken given back, planned in a few lines per group
@@ -668,13 +669,15 @@ def _source(core: CoordinatorCore) -> str:
         "    concurrent, unknown = core._concurrent, core._unknown",
         "    general, general_rollback = core._general_step, core._general_rollback",
         "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
-        "    general_all = core._general_all",
+        "    general_all, general_content = core._general_all, core._general_content",
         "    general_respec, general_respec_all = core._general_respec, core._general_respec_all",
         "    plan_unroll, plan_boundary = core._plan_unroll, core._plan_boundary",
         "    emit_boundary, pids = core._emit_boundary, [id(pool) for pool in core.pools]",
         "    pools, slabs, garbage, extras = core.pools, core.table.slabs, core.table.garbage, "
         "core.extras",
         "    typecode, never = st.typecode, core.table.never",
+        "    extend, content_boundary = array.extend, core._content_boundary",
+        "    content_fill = core._content_fill",
         "",
     ]
     lines += _cross(core)
@@ -893,7 +896,63 @@ def _source(core: CoordinatorCore) -> str:
         lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
         lines += tail
         lines += _respec(core, typed, head, tail, shape, group)
-    names = ("step", "advance", "speculative", "rollback", "advance_all", "respec", "respec_all")
+        # A step and the content its positions hold (`CoordinatorCore.advance_content`):
+        # stores and the tails' appends when each pair goes to a sequence of its own with one
+        # stream (one granularity), whose block it does not fill; past a group's slack, the
+        # core's boundary plan and the appends in one commit; a block filled by the content
+        # (the step within every slack) the core's `_content_fill`.
+        back = "return general_content(me, request_id, o, num_new, contents)"
+        lines += head("content" + suffix, "request_id, num_new, contents", "allocate")
+        lines += ["            if specs and o in specs:", f"                {back}"]
+        if not typed:
+            lines += shape(["num_new"], back)
+        lines.append(f"            {qs} = num_new")
+        if not typed:
+            lines += [f"            if {ints}:", f"                {back}"]
+        lines += [
+            "            extra = extras.get(o)",
+            "            if extra is None or type(contents) is not list and type(contents) "
+            "is not tuple:",
+            f"                {back}",
+            "            streams, of = extra.streams, extra.stream_of",
+            "            tails, adds, axes, fill = [], [], [], False",
+            "            if len(streams) != len(contents):",
+            f"                {back}",
+            "            for pair in contents:",
+            "                if type(pair) is not tuple or len(pair) != 2:",
+            f"                    {back}",
+            "                g, keys = pair",
+            f"                if type(g) is not int or not 0 <= g < {n} or of[g] < 0:",
+            f"                    {back}",
+            "                stream, added = streams[of[g]], array('q', keys)",
+            "                tail, axis = stream.tail, stream.axis",
+            "                if axis in axes:",
+            f"                    {back}",
+            "                if len(tail) + len(added) >= stream.rows_per_block:",
+            "                    fill = True",
+            "                tails.append(tail)",
+            "                adds.append(added)",
+            "                axes.append(axis)",
+        ]
+        past = (
+            "return general_content(me, request_id, o, num_new, contents) if fill else "
+            "content_boundary(me, request_id, o, num_new, contents, tails, adds)"
+        )
+        for g in range(n):
+            lines += group(g, False, past, "            ")
+        lines += [
+            "            if fill:",
+            "                return content_fill(me, request_id, o, num_new, contents)",
+        ]
+        lines.append(
+            f"            {stores()}; list(map(extend, tails, adds)); del owner[0]; return"
+            "  # the commit"
+        )
+        lines += tail
+    names = (
+        "step", "advance", "speculative", "rollback", "advance_all", "respec", "respec_all",
+        "content",
+    )
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
     header = (

@@ -92,6 +92,7 @@ from typing import (
     Generic,
     NoReturn,
     Protocol,
+    TypeAlias,
     TypeVar,
     TypeVarTuple,
     cast,
@@ -384,6 +385,14 @@ class AllocateFn(Protocol[*_Us]):
     def __call__(self, request_id: str, /, *num_new: *_Us) -> list[list[int]]: ...
 
 
+ContentFor: TypeAlias = (
+    tuple[GroupHandle[Tokens], ContentKeys[Tokens]]
+    | tuple[GroupHandle[EncoderTokens] | GroupHandle[PooledBlocks], ContentKeys[EncoderTokens]]
+)
+"""What one sequence of a step holds (`Stepper.advance_with_content`): a group reading it and
+its content, in that group's kernel unit."""
+
+
 class AdvanceFn(Protocol[*_Us]):
     """``advance(request_id, *num_new)``: one step, no slot mapping built (see `Stepper`)."""
 
@@ -447,6 +456,13 @@ class Stepper(Generic[*_Us]):
             lookahead=(...), rejected=[(...), ...])``: ``advance_speculative`` for every
             request of an engine step's batch (each once; ``rejected[i]`` is request i's),
             atomically over the batch.
+        advance_with_content: ``advance_with_content(request_id, *num_new, content=[(handle,
+            keys), ...])``: ``advance`` then `KVCacheCoordinator.extend_content` of each
+            ``keys`` into the sequence its ``handle`` reads (what the step's positions hold:
+            the sampled token, the audio that came with it; one pair per sequence), in one call
+            and atomically: if any part fails, nothing happens. A decode step within its blocks
+            whose content fills no block is one set of stores. Raises as ``extend_content``
+            (the content is checked first), then as ``advance``.
         handles: the bound groups, in argument order.
     """
 
@@ -457,6 +473,7 @@ class Stepper(Generic[*_Us]):
         "advance_all",
         "advance_speculative",
         "advance_speculative_all",
+        "advance_with_content",
         "allocate",
         "allocate_speculative",
         "handles",
@@ -491,10 +508,17 @@ class Stepper(Generic[*_Us]):
             rejected: Sequence[tuple[*_Us]],
         ) -> None: ...
 
+        def advance_with_content(
+            self, request_id: str, *num_new: *_Us, content: Sequence[ContentFor]
+        ) -> None: ...
+
     def __init__(self, owner: KVCacheCoordinator, handles: tuple[GroupHandle[Any], ...]) -> None:
         self._owner = owner
         self.handles = handles
-        made = _typed_functions(owner._core, handles)
+        units = tuple(
+            EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens for g in owner.groups
+        )  # per group, the unit of its content (`extend_content`)
+        made = _typed_functions(owner._core, handles, owner._content_pairs, units)
         self.allocate = cast(AllocateFn[*_Us], made["allocate"])
         self.advance = cast(AdvanceFn[*_Us], made["advance"])
         self.advance_all = cast(AdvanceAllFn[*_Us], made["advance_all"])
@@ -502,6 +526,7 @@ class Stepper(Generic[*_Us]):
         setattr(self, "rollback", made["rollback"])  # noqa: B010
         setattr(self, "advance_speculative", made["advance_speculative"])  # noqa: B010
         setattr(self, "advance_speculative_all", made["advance_speculative_all"])  # noqa: B010
+        setattr(self, "advance_with_content", made["advance_with_content"])  # noqa: B010
         self._admit_lengths = made["lengths"]
 
     def __copy__(self) -> Stepper[*_Us]:
@@ -1440,29 +1465,7 @@ class KVCacheCoordinator:
             UnitValueError: a salt (it belongs to the first block only).
             RequestError: the request was admitted without content in this group.
         """
-        self._own(handle)
-        given: object = content
-        expected: type[Any] = EncoderTokens if handle.spec.slot_unit is PooledBlocks else Tokens
-        if type(given) is not ContentKeys or given.unit is not expected:
-            got = (
-                f"ContentKeys of {given.unit.unit}"
-                if type(given) is ContentKeys
-                else describe(given)
-            )
-            raise UnitTypeError(
-                f"group {handle.name!r} holds content in {expected.unit}; got {got}",
-                field="content",
-                expected=f"ContentKeys of {expected.unit}",
-                got=got,
-            )
-        if content.salt is not None:
-            raise UnitValueError(
-                "a salt goes in the first block's hash: give it at admission, not when "
-                "extending the content",
-                field="content.salt",
-                expected="None",
-                got=repr(content.salt),
-            )
+        self._content_group(handle, content)
         self._core.extend_content(request_id, handle.index, content.keys)
 
     def reset_prefix_cache(self) -> bool:
@@ -1494,6 +1497,58 @@ class KVCacheCoordinator:
             True
         """
         return self._core.reset_prefix_cache()
+
+    def _content_group(self, handle: object, content: object) -> int:
+        """The index of ``handle``'s group, after checking ``content`` can extend it (see
+        `extend_content`)."""
+        self._own(handle)
+        assert type(handle) is GroupHandle
+        given: object = content
+        expected: type[Any] = EncoderTokens if handle.spec.slot_unit is PooledBlocks else Tokens
+        if type(given) is not ContentKeys or given.unit is not expected:
+            got = (
+                f"ContentKeys of {given.unit.unit}"
+                if type(given) is ContentKeys
+                else describe(given)
+            )
+            raise UnitTypeError(
+                f"group {handle.name!r} holds content in {expected.unit}; got {got}",
+                field="content",
+                expected=f"ContentKeys of {expected.unit}",
+                got=got,
+            )
+        if given.salt is not None:
+            raise UnitValueError(
+                "a salt goes in the first block's hash: give it at admission, not when "
+                "extending the content",
+                field="content.salt",
+                expected="None",
+                got=repr(given.salt),
+            )
+        return handle.index
+
+    def _content_pairs(self, content: object) -> list[tuple[int, Sequence[int]]]:
+        """``Stepper.advance_with_content``'s content checked: per pair, the group's index and
+        the keys (see `extend_content`)."""
+        if type(content) is not list and type(content) is not tuple:
+            raise UnitTypeError(
+                f"content is given as (handle, ContentKeys) pairs in a list; got "
+                f"{describe(content)}",
+                field="content",
+                expected="a list of (GroupHandle, ContentKeys)",
+                got=describe(content),
+            )
+        out = []
+        for pair in content:
+            if type(pair) is not tuple or len(pair) != 2:
+                raise UnitTypeError(
+                    f"content is given as (handle, ContentKeys) pairs; got {describe(pair)}",
+                    field="content",
+                    expected="(GroupHandle, ContentKeys)",
+                    got=describe(pair),
+                )
+            out.append((self._content_group(pair[0], pair[1]), pair[1].keys))
+        return out
 
     def _own(self, handle: object) -> None:
         if type(handle) is not GroupHandle or handle._owner is not self._core:
@@ -1535,7 +1590,10 @@ def _count_error(handles: tuple[GroupHandle[Any], ...], what: str, given: object
 
 
 def _typed_functions(
-    core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...]
+    core: CoordinatorCore,
+    handles: tuple[GroupHandle[Any], ...],
+    content_pairs: Callable[[object], list[tuple[int, Sequence[int]]]],
+    units: tuple[type[Any], ...],
 ) -> dict[str, Callable[..., Any]]:
     """The stepper's typed entries, written out for its handles (as `kvunits.runtime._fast`
     writes the core's steps): each checks every argument's class once (``type(a) is unit``,
@@ -1583,11 +1641,12 @@ def _typed_functions(
     lookahead_counts = dense([f"v{i}" for i in range(k)])
     rejected_counts = dense([value(i, f"r{i}") for i in range(k)])
     lines = [
-        "def make(fast, reject, count_error, H, U):",
+        "def make(fast, reject, count_error, H, U, content_pairs, Handle, Keys, core, units):",
         "    step, core_advance = fast.step_typed, fast.advance_typed",
         "    speculative, core_rollback = fast.speculative_typed, fast.rollback_typed",
         "    core_all = fast.advance_all_typed",
         "    core_respec, core_respec_all = fast.respec_typed, fast.respec_all_typed",
+        "    core_content = fast.content_typed",
         "    " + ", ".join(f"H{i}" for i in range(k)) + (", = H" if k == 1 else " = H"),
         "    " + ", ".join(f"U{i}" for i in range(k)) + (", = U" if k == 1 else " = U"),
         "",
@@ -1644,6 +1703,24 @@ def _typed_functions(
         f"            raw.append({rejected_counts})",
         f"        return core_respec_all(request_ids, {spec_counts}, {lookahead_counts}, raw)",
         "",
+        f"    def advance_with_content(request_id, {args}, *, content):",
+        *checks("num_new"),
+        # Each pair checked inline (a handle of this core, keys of its content unit, no
+        # salt); anything else goes to content_pairs, which raises what extend_content does.
+        "        pairs = []",
+        "        if type(content) is list or type(content) is tuple:",
+        "            for pair in content:",
+        "                if type(pair) is not tuple or len(pair) != 2:",
+        "                    pairs = content_pairs(content); break",
+        "                h, c = pair",
+        "                if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
+        "                        or c.unit is not units[h.index] or c.salt is not None):",
+        "                    pairs = content_pairs(content); break",
+        "                pairs.append((h.index, c.keys))",
+        "        else:",
+        "            pairs = content_pairs(content)",
+        f"        return core_content(request_id, {counts}, pairs)",
+        "",
         "    def lengths(given):",
         f"        if len(given) != {k}:",
         '            count_error(H, "max_len", given)',
@@ -1665,12 +1742,22 @@ def _typed_functions(
         "    return dict(allocate=allocate, advance=advance, advance_all=advance_all,",
         "                rollback=rollback, allocate_speculative=allocate_speculative,",
         "                advance_speculative=advance_speculative,",
-        "                advance_speculative_all=advance_speculative_all, lengths=lengths)",
+        "                advance_speculative_all=advance_speculative_all,",
+        "                advance_with_content=advance_with_content, lengths=lengths)",
     ]
     namespace: dict[str, Any] = {}
     exec(compiled("\n".join(lines), f"<kvunits typed entries: {k} of {n} groups>"), namespace)
     made: dict[str, Callable[..., Any]] = namespace["make"](
-        core.fast, _reject, _count_error, handles, tuple(h.unit for h in handles)
+        core.fast,
+        _reject,
+        _count_error,
+        handles,
+        tuple(h.unit for h in handles),
+        content_pairs,
+        GroupHandle,
+        ContentKeys,
+        core,
+        units,
     )
     return made
 

@@ -38,7 +38,7 @@ from kvunits.contracts import (
     Tokens,
     Window,
 )
-from kvunits.contracts.errors import ConcurrentUseError
+from kvunits.contracts.errors import ConcurrentUseError, RequestError, UnitTypeError
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore
@@ -132,6 +132,21 @@ def in_turn(coord: KVCacheCoordinator, steps: list[tuple[str, Any, Any, Any]]) -
     return coord, None
 
 
+def step_then_content(
+    coord: KVCacheCoordinator, rid: str, q: list[int], contents: list[tuple[int, list[int]]]
+) -> Any:
+    """What `advance_content` is: a step on the general path, then `extend_content` per pair,
+    all or nothing (as `in_turn`). Returns the coordinator to go on with and the outcome."""
+    before = copy.deepcopy(coord)
+    try:
+        general(coord._core, "advance", rid, q)
+        for g, keys in contents:
+            coord._core.extend_content(rid, g, keys)
+    except Exception as exc:
+        return before, (type(exc).__name__, str(exc))
+    return coord, None
+
+
 def _outcome(call: Any, *args: Any) -> Any:
     try:
         return call(*args)
@@ -203,6 +218,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
                 + ("advance", "speculative", "speculative", "rollback", "rollback")
                 + ("advance_all", "admit", "admit_prefix", "free", "extend", "extend")
                 + ("respec", "respec", "respec_all", "respec_all")
+                + ("content", "content", "content")
             ),
             label="op",
         )
@@ -212,6 +228,20 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             g = data.draw(st.integers(0, count - 1), label="group")
             keys = data.draw(st.lists(st.integers(0, 2), max_size=2 * pools[g] + 1), label="keys")
             got = [_outcome(c._core.extend_content, rid, g, keys) for c in (one, two)]
+        elif op == "content":
+            # A step and the content its positions hold in one call: the general step then
+            # extend_content, all or nothing (which part fails first may differ: compared is
+            # whether the call failed, and the state after it).
+            q = counts()
+            contents = [
+                (g, data.draw(st.lists(st.integers(0, 2), max_size=2 * pools[g] + 1)))
+                for g in data.draw(
+                    st.lists(st.integers(0, count - 1), min_size=1, max_size=3), label="groups"
+                )
+            ]
+            mine = _outcome(fast, one._core, op + typed, rid, q, contents)
+            two, failed = step_then_content(two, rid, q, contents)
+            got = [mine is None, failed is None]
         elif op == "admit":
             got = [_outcome(c._core.admit, rid) for c in (one, two)]
         elif op == "admit_prefix":
@@ -651,3 +681,139 @@ def test_a_boundary_step_that_fails_or_is_reentered_while_it_plans_changes_nothi
     assert got == step(two)
     assert _state(one) == _state(two)
     check_pools(one)
+
+
+def _with_content(coord: KVCacheCoordinator, rid: str) -> None:
+    """Admit ``rid`` with a prompt of 4 tokens (8 encoder tokens of audio) and step it."""
+    audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+    prompt = [7, 8] * 2
+    parts = {
+        audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
+                                                    EncoderTokens)).part(),
+        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+    }
+    hits = coord._core.admit_with_prefix(rid, [None, None], parts)
+    coord._core.advance_step(rid, [8 - hits[0], 4 - hits[1]])
+
+
+def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> None:
+    # Two streams generate a token a step (2 encoder tokens of audio and 1 token: a sequence
+    # each), every token cached (vLLM's append of sampled tokens): each step is one
+    # `advance_with_content` (the step and both contents), compared call by call with
+    # `advance` then `extend_content` per sequence on a twin; within a block the generated
+    # stores (`content`), a block crossed the core's boundary plan, a block filled by the
+    # content its hashes and registration after the step's stores (`_content_fill`), both
+    # at once `_general_content`.
+    one, two = _voxtral_toy(), _voxtral_toy()
+    for c in (one, two):
+        for rid in ("a", "b"):
+            _with_content(c, rid)
+    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
+    step = one.stepper(audio, text)
+    twin_audio, twin_text = two.group("audio", EncoderTokens), two.group("text", Tokens)
+    twin_step = two.stepper(twin_audio, twin_text)
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    for i in range(14):
+        for rid in ("a", "b"):
+            token = (i * 3 + len(rid)) % 4
+            sys.setprofile(record)
+            try:
+                step.advance_with_content(
+                    rid,
+                    EncoderTokens(2),
+                    Tokens(1),
+                    content=[
+                        (audio, ContentKeys([token, token], EncoderTokens)),
+                        (text, ContentKeys([token], Tokens)),
+                    ],
+                )
+            finally:
+                sys.setprofile(None)
+            twin_step.advance(rid, EncoderTokens(2), Tokens(1))
+            two.extend_content(rid, twin_audio, ContentKeys([token, token], EncoderTokens))
+            two.extend_content(rid, twin_text, ContentKeys([token], Tokens))
+            assert _state(one) == _state(two), (i, rid)
+        check_pools(one)
+    assert {"content_typed", "_content_boundary", "_content_fill"} <= set(ran), set(ran)
+    assert "_general_step" not in ran
+    # Wrong units, a bare list and a handle of another coordinator change nothing.
+    before = _state(one)
+    bad: list[Any] = [
+        [(text, ContentKeys([1], EncoderTokens))],
+        [(audio, ContentKeys([1, 1], Tokens))],
+        [(twin_text, ContentKeys([1], Tokens))],
+        [1, 2],
+        ContentKeys([1], Tokens),
+    ]
+    for content in bad:
+        with pytest.raises(UnitTypeError):
+            step.advance_with_content("a", EncoderTokens(2), Tokens(1), content=content)
+        assert _state(one) == before
+    with pytest.raises(UnitTypeError):
+        step.advance_with_content(
+            "a", EncoderTokens(2), 1, content=[(text, ContentKeys([1], Tokens))]  # type: ignore[arg-type]
+        )
+    # A request admitted without content: a RequestError, and the step not taken either.
+    one.free("b")
+    one.admit("plain")
+    before = _state(one)
+    with pytest.raises(RequestError, match="without content"):
+        step.advance_with_content(
+            "plain", EncoderTokens(2), Tokens(1), content=[(text, ContentKeys([1], Tokens))]
+        )
+    assert _state(one) == before
+
+
+def test_a_step_with_its_content_interrupted_anywhere_changes_nothing() -> None:
+    # A generating stream's one call (the step and the content of both sequences), within a
+    # block (stores) and across one (a block filled and hashed, registered by the step's
+    # plan): interrupted at each of its events, nothing changes; then it does what the
+    # uninterrupted call does.
+    from .test_interrupts import Interrupt
+
+    coord = _voxtral_toy()
+    _with_content(coord, "r")
+    audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+    step = coord.stepper(audio, text)
+    twin = copy.deepcopy(coord)
+    twin_audio, twin_text = twin.group("audio", EncoderTokens), twin.group("text", Tokens)
+    twin_step = twin.stepper(twin_audio, twin_text)
+    interrupted = 0
+    for i in range(10):
+        token = i % 3
+
+        def call(s: Any, a: Any, t: Any, token: int = token) -> None:
+            s.advance_with_content(
+                "r",
+                EncoderTokens(2),
+                Tokens(1),
+                content=[
+                    (a, ContentKeys([token, token], EncoderTokens)),
+                    (t, ContentKeys([token], Tokens)),
+                ],
+            )
+
+        counter = Interrupt(None)
+        probe = copy.deepcopy(coord)
+        probe_step = probe.stepper(probe.group("audio", EncoderTokens), probe.group("text", Tokens))
+        counter.run(
+            functools.partial(
+                call, probe_step, probe.group("audio", EncoderTokens), probe.group("text", Tokens)
+            )
+        )
+        before = _state(coord)
+        for at in range(1, counter.seen + 1):
+            with pytest.raises(KeyboardInterrupt):
+                Interrupt(at).run(functools.partial(call, step, audio, text))
+            assert _state(coord) == before, (i, at)
+            interrupted += 1
+        call(step, audio, text)
+        call(twin_step, twin_audio, twin_text)
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+    assert interrupted > 10 * 10

@@ -1,0 +1,53 @@
+# ruff: noqa: E501
+# fmt: off
+"""A step and the content its positions hold, in one call, in each sequence's own unit.
+
+`Stepper.advance_with_content` takes the step's counts (one per bound group, in its handle's
+unit) and, per sequence, a group reading it with its content: encoder-token keys for the
+pooled audio group, token ids for the text group. Content of the other unit, a bare list, or
+a bare count is rejected by mypy here and by the run time (`UnitTypeError`).
+"""
+
+from kvunits.contracts import (
+    Elements,
+    EncoderTokens,
+    EngineSpec,
+    FullAttentionLayer,
+    KVHeads,
+    Layers,
+    ModelSpec,
+    PoolFactor,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
+from kvunits.contracts.deploy import RankBytes
+from kvunits.runtime import ContentKeys, KVCacheCoordinator
+from kvunits.runtime.capacity import plan
+
+encoder = SlidingWindowLayer(
+    sliding_window=Window(750, EncoderTokens), pool=PoolFactor(4), kv_heads=KVHeads(32), head_size=Elements(64)
+)
+decoder = FullAttentionLayer(kv_heads=KVHeads(8), head_size=Elements(128))
+model = ModelSpec.stacked("voxtral", {"audio": (encoder, Layers(2)), "text": (decoder, Layers(2))})
+engine = EngineSpec(
+    block_size_slots=16,
+    max_model_len=Tokens(4096),
+    max_num_batched_tokens=Tokens(512),
+    max_encoder_len=EncoderTokens(40_000),
+    max_encoder_tokens_per_step=EncoderTokens(4),
+    memory_budget=RankBytes(64 << 20),
+)
+coord = KVCacheCoordinator.from_plan(plan(model, engine))
+audio = coord.group("audio", EncoderTokens)
+text = coord.group("text", Tokens)
+step = coord.stepper(audio, text)
+
+empty = (audio.block_hashes(ContentKeys([], EncoderTokens)), text.block_hashes(ContentKeys([], Tokens)))
+step.admit_with_prefix("r1", EncoderTokens(40_000), Tokens(512), prefix=empty)
+step.advance_with_content("r1", EncoderTokens(4), Tokens(1), content=[(audio, ContentKeys([5] * 4, EncoderTokens)), (text, ContentKeys([5], Tokens))])
+
+step.advance_with_content("r1", EncoderTokens(4), Tokens(1), content=[(text, ContentKeys([5], EncoderTokens))])  # E: List item 0 has incompatible type "tuple[GroupHandle[Tokens, Any], ContentKeys[EncoderTokens]]"; expected "tuple[GroupHandle[Tokens, Any], ContentKeys[Tokens]] | tuple[GroupHandle[EncoderTokens, Any] | GroupHandle[PooledBlocks, Any], ContentKeys[EncoderTokens]]"  [list-item]
+step.advance_with_content("r1", EncoderTokens(4), Tokens(1), content=[(audio, ContentKeys([5] * 4, Tokens))])  # E: List item 0 has incompatible type "tuple[GroupHandle[EncoderTokens, Any], ContentKeys[Tokens]]"; expected "tuple[GroupHandle[Tokens, Any], ContentKeys[Tokens]] | tuple[GroupHandle[EncoderTokens, Any] | GroupHandle[PooledBlocks, Any], ContentKeys[EncoderTokens]]"  [list-item]
+step.advance_with_content("r1", EncoderTokens(4), Tokens(1), content=[(text, [5])])  # E: List item 0 has incompatible type "tuple[GroupHandle[Tokens, Any], list[int]]"; expected "tuple[GroupHandle[Tokens, Any], ContentKeys[Tokens]] | tuple[GroupHandle[EncoderTokens, Any] | GroupHandle[PooledBlocks, Any], ContentKeys[EncoderTokens]]"  [list-item]
+step.advance_with_content("r1", EncoderTokens(4), 1, content=[(text, ContentKeys([5], Tokens))])  # E: Argument 3 to "advance_with_content" of "Stepper" has incompatible type "int"; expected "Tokens"  [arg-type]
