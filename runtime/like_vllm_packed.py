@@ -33,18 +33,18 @@ from dataclasses import replace
 
 from kvunits.contracts import Bytes, EngineSpec, SpecError, Tokens
 from kvunits.contracts.compressed import COMPRESSED_BLOCK, DeepseekV4Model
-from kvunits.contracts.deploy import RankBlocks, RankBytes, layers_per_stage
+from kvunits.contracts.deploy import RankBytes, layers_per_stage
 from kvunits.contracts.internal import cdiv
 
 from .like_vllm import (
     SpecKind,
-    VllmGroup,
     VllmPlan,
     _check_enough,
     _Group,
     _Limits,
     _longest_fitting,
     _Spec,
+    _vllm_plan,
 )
 
 __all__ = ["plan_deepseek_v4_like_vllm"]
@@ -178,25 +178,7 @@ def plan_packed_specs(
     per_request = [
         max(g.specs[n].blocks_per_request(limits) for n in g.layer_names) for g in groups
     ]
-    concurrency = num_blocks / sum(per_request)
-    return VllmPlan(
-        groups=tuple(
-            VllmGroup(
-                kind=g.first.kind,
-                layer_names=g.layer_names,
-                block_size=Tokens(g.first.block_size_tokens),
-                page_size=RankBytes(g.first.page_bytes),
-                blocks_per_request=RankBlocks(n),
-            )
-            for g, n in zip(groups, per_request, strict=True)
-        ),
-        bytes_per_block=RankBytes(max(per_stage)),
-        num_blocks=RankBlocks(num_blocks),
-        max_model_len=Tokens(limits.max_model_len),
-        max_concurrency=concurrency,
-        kv_cache_size=Tokens(int(concurrency * limits.max_model_len)),
-        auto_fit=auto_fit,
-    )
+    return _vllm_plan(groups, per_request, max(per_stage), num_blocks, limits, auto_fit)
 
 
 def _check_engine(engine: EngineSpec, *, check_block: bool = True) -> None:
