@@ -46,6 +46,7 @@ from ._table import (
     STEP,
     RequestTable,
     SlabPlan,
+    due,
     grown,
 )
 from .admission import AdmissionLedger
@@ -965,6 +966,8 @@ class CoordinatorCore:
             garbage = plan.garbage.get(g, table.garbage[g]) + dropped
             moved = None
             if want and length + want > capacity:
+                if due(garbage + capacity - dropped, plan.slab_end.get(g, len(slab))):
+                    return False  # the general path compacts the slab first
                 moved = slab[start + dropped : start + length]
                 moved.append(taken)
                 room = grown(len(moved))

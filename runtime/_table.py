@@ -13,8 +13,9 @@ compacted, and when the last request ends every array is emptied.
 
 A segment grows at its end into its spare capacity, or moves to the slab's end with a quarter
 more room; it shrinks at its front when a window evicts. The space it leaves is garbage,
-counted per group; `RequestTable.compact_ops` rewrites a slab without it once it is half the
-slab.
+counted per group; `RequestTable.compact_ops` rewrites a slab without it once it is a quarter of
+the slab (`due`); a step that would move a segment of a slab that is due takes the general
+path, which compacts first.
 
 The fields of a group, as the general path reads them (`RequestTable.read`: a list in this
 order; plain ints: positions in the group's kernel unit, slots in its manager unit, table
@@ -54,6 +55,13 @@ COLD: Final = 9
 
 #: Garbage (entries) a slab holds before a compaction is considered.
 _COMPACT_MIN: Final = 1024
+
+
+def due(garbage: int, length: int) -> bool:
+    """Whether a slab of ``length`` entries with ``garbage`` of them owned by no request is
+    compacted: once the garbage is a quarter of it (and at least `_COMPACT_MIN`), so that a
+    held block costs its entry plus at most a third more, however long requests run."""
+    return garbage >= max(_COMPACT_MIN, length >> 2)
 
 
 def grown(length: int) -> int:
@@ -224,11 +232,11 @@ class RequestTable:
                 plan.garbage[g] = plan.garbage.get(g, self.garbage[g]) + capacity
 
     def compact_ops(self, ops: Ops) -> None:
-        """Add to ``ops`` what rewrites every slab whose garbage is half of it without the
+        """Add to ``ops`` what rewrites every slab whose garbage is `due` without the
         garbage (each segment keeps a quarter of spare room): no observable change."""
         st = self.st
         for g, slab in enumerate(self.slabs):
-            if self.garbage[g] < max(_COMPACT_MIN, len(slab) >> 1):
+            if not due(self.garbage[g], len(slab)):
                 continue
             kept = array("i")
             moves = []

@@ -39,6 +39,9 @@ MAX_POOL_BLOCKS: Final = 2**31
 #: rebuilds the queue without them: at least this many, and half the queue.
 _COMPACT_AFTER: Final = 64
 
+#: Fresh ids taken at once from which `BlockPool.ids` slices a table of ids (fewer: a range).
+_IOTA_FROM: Final = 16
+
 #: A group's map of cached content: block hash -> the blocks holding that content, oldest first.
 CacheMap = dict[bytes, list[int]]
 
@@ -199,9 +202,13 @@ class BlockPool:
         return out
 
     def ids(self, start: int, end: int) -> array[int]:
-        """The ids ``start .. end − 1`` as an array, sliced from a table of ids grown (by
-        doubling, to at most the pool's size) as fresh ids are handed out: a prefill's blocks
-        cost a copy, not an int each. Growing it changes nothing observable."""
+        """The ids ``start .. end − 1`` as an array. A few (fewer than `_IOTA_FROM`) are made
+        from a range; more are sliced from a table of ids grown (by doubling, to at most the
+        pool's size) as such takes hand fresh ids out: a prefill's blocks cost a copy, not an
+        int each, and a pool that only ever takes a few blocks at a time keeps no table.
+        Growing it changes nothing observable."""
+        if end - start < _IOTA_FROM:
+            return array("i", range(start, end))
         iota = self._iota
         if end > len(iota):
             grow = min(max(end, 2 * len(iota), 64), self.num_blocks)
@@ -541,6 +548,8 @@ class PoolPlan:
         for name, value in (("_num_stale", self.num_stale), ("_used", self.used)):
             if getattr(pool, name) != value:
                 ops.append((setattr, pool, name, value))
+        if not self.used and len(pool._iota):
+            ops.append((pool._iota.__delitem__, slice(None)))  # every block free: not kept
         cached, cached_free = pool._cached, pool._cached_free
         for block in self.evicted:
             ops.append((cached.pop, block, None))

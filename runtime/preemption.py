@@ -40,7 +40,9 @@ class PolicyState:
         policy: the policy.
         priority: per admitted request whose priority is not 0, its priority.
         arrival: per admitted request, when it first arrived (a counter): kept across its
-            preemptions, as vLLM keeps ``Request.arrival_time``, until it is freed.
+            preemptions, as vLLM keeps ``Request.arrival_time``, until it is freed. Kept only
+            under ``scheduling_policy = "priority"``, the one order that reads it (``fcfs``
+            preempts the latest admitted): a request costs no counter otherwise.
         num_preemptions: preemptions so far (vLLM's ``num_preemptions``).
         preempted_rows: per group, the positions the preempted requests had computed (kernel
             unit): what the scheduler recomputes.
@@ -50,6 +52,7 @@ class PolicyState:
     __slots__ = (
         "_core",
         "_next",
+        "_ordered",
         "_waiting_arrival",
         "arrival",
         "num_preemptions",
@@ -67,6 +70,7 @@ class PolicyState:
         # The arrival of preempted requests, until they are admitted again.
         self._waiting_arrival: dict[str, int] = {}
         self._next = 0
+        self._ordered = policy.scheduling_policy == "priority"  # arrivals read: kept
         self.num_preemptions = 0
         self.preempted_rows = [0] * len(core.names)
         self.watermark_blocks = [policy.watermark_blocks(p.num_blocks) for p in core.pools]
@@ -76,13 +80,14 @@ class PolicyState:
         ops: Ops = []
         if type(request_id) is not str:
             return ops  # the core refuses the id, with its message
-        arrival = self._waiting_arrival.get(request_id)
-        if arrival is None:
-            arrival = self._next
-            ops.append((setattr, self, "_next", arrival + 1))
-        else:
-            ops.append((self._waiting_arrival.pop, request_id, None))
-        ops.append((setitem, self.arrival, request_id, arrival))
+        if self._ordered:
+            arrival = self._waiting_arrival.get(request_id)
+            if arrival is None:
+                arrival = self._next
+                ops.append((setattr, self, "_next", arrival + 1))
+            else:
+                ops.append((self._waiting_arrival.pop, request_id, None))
+            ops.append((setitem, self.arrival, request_id, arrival))
         if priority:  # 0 unless given: not stored (read with .get(request_id, 0))
             ops.append((setitem, self.priority, request_id, priority))
         return ops
@@ -91,7 +96,8 @@ class PolicyState:
         """What forgetting a finished request changes (committed with the core's free)."""
         if type(request_id) is not str:
             return []  # the core refuses the id, with its message
-        if len(self.arrival) == 1 and request_id in self.arrival:
+        admitted = self._core.table.offsets  # the request is freed after these ops are made
+        if len(admitted) == 1 and request_id in admitted:
             # The last one: emptied so (a dict keeps its size after pops, not after clear).
             return [
                 (self.arrival.clear,),

@@ -12,6 +12,7 @@ import sys
 
 from kvunits.contracts import Elements, FullAttentionLayer, KVHeads, Tokens
 from kvunits.runtime import AdmissionPolicy
+from kvunits.runtime._table import CAPACITY
 
 from .support import coordinator
 
@@ -43,3 +44,57 @@ def test_every_map_keyed_by_request_is_emptied_when_the_last_request_ends() -> N
         assert [sys.getsizeof(m) for m in maps] == [empty] * len(maps)
         assert len(core.table.hot) == len(core.table.st) == 0
         assert all(len(slab) == 0 for slab in core.table.slabs)
+
+
+def test_fcfs_keeps_no_arrival_and_the_last_free_empties_the_priorities() -> None:
+    """Only ``scheduling_policy = "priority"`` reads arrivals (vLLM 0.33's
+    ``Scheduler.schedule``: fcfs preempts ``self.running[-1]``): fcfs stores none."""
+    coord = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4,
+        num_blocks=2_000,
+        max_len=16,
+        max_in_flight=8,
+        admission=AdmissionPolicy(kind="on_demand", scheduling_policy="fcfs"),
+    )
+    step = coord.stepper(coord.group("text", Tokens))
+    policy = coord._policy
+    ids = [f"r{i}" for i in range(300)]
+    for i, rid in enumerate(ids):
+        step.admit(rid, Tokens(16), priority=i % 3)
+    assert policy.arrival == {} and len(policy.priority) == 200
+    for rid in ids:
+        coord.free(rid)
+    assert sys.getsizeof(policy.priority) == sys.getsizeof({})
+
+
+def test_slab_garbage_stays_bounded_on_the_fast_and_boundary_paths() -> None:
+    """A long decode moves segments on the boundary path; a move into a slab whose garbage
+    is due goes to the general path, which compacts first: a held block costs its entry and
+    a bounded share of spare room and garbage, however long requests run. A pool that only
+    takes a few blocks at a time keeps no table of ids."""
+    coord = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4,
+        num_blocks=80_000,
+        max_len=1_024,
+        max_in_flight=8,
+    )
+    step = coord.stepper(coord.group("text", Tokens))
+    core = coord._core
+    table = core.table
+    ids = [f"r{i}" for i in range(256)]
+    for rid in ids:
+        step.admit(rid, Tokens(1_024))
+    for _ in range(600):
+        for rid in ids:
+            step.advance(rid, Tokens(1))
+        slab, garbage = table.slabs[0], table.garbage[0]
+        biggest = max(table.field(table.offsets[rid], 0, CAPACITY) for rid in ids)
+        assert garbage < max(1024, len(slab) >> 2) + biggest
+    held = sum(len(core.block_table(rid, 0)) for rid in ids)  # 150 blocks each
+    assert len(slab) < 2 * held  # live entries, their spare room (a quarter), the garbage
+    assert len(core.pools[0]._iota) == 0
+    for rid in ids:
+        coord.free(rid)
+    assert len(core.pools[0]._iota) == 0
