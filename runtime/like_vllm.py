@@ -348,6 +348,21 @@ def plan_like_vllm(
     if num_gpu_blocks_override is not None:
         num_blocks = num_gpu_blocks_override
     per_request = [g.first.blocks_per_request(limits) for g in groups]
+    return _vllm_plan(groups, per_request, max(per_stage), num_blocks, limits, auto_fit)
+
+
+def _vllm_plan(
+    groups: Sequence[_Group],
+    per_request: Sequence[int],
+    bytes_per_block: int,
+    num_blocks: int,
+    limits: _Limits,
+    auto_fit: bool,
+) -> VllmPlan:
+    """vLLM's plan from its groups, the blocks a full-length request holds per group and the
+    blocks in the pool: concurrency is the pool's blocks over a request's
+    (``get_max_concurrency_for_kv_cache_config``), the cache size that times the length,
+    rounded down (``get_kv_cache_capacity``)."""
     concurrency = num_blocks / sum(per_request)
     return VllmPlan(
         groups=tuple(
@@ -360,7 +375,7 @@ def plan_like_vllm(
             )
             for g, n in zip(groups, per_request, strict=True)
         ),
-        bytes_per_block=RankBytes(max(per_stage)),
+        bytes_per_block=RankBytes(bytes_per_block),
         num_blocks=RankBlocks(num_blocks),
         max_model_len=Tokens(limits.max_model_len),
         max_concurrency=concurrency,

@@ -33,17 +33,18 @@ from dataclasses import replace
 
 from kvunits.contracts import Bytes, EngineSpec, SpecError, Tokens
 from kvunits.contracts.compressed import COMPRESSED_BLOCK, DeepseekV4Model
-from kvunits.contracts.deploy import RankBlocks, RankBytes, layers_per_stage
+from kvunits.contracts.deploy import RankBytes, layers_per_stage
 from kvunits.contracts.internal import cdiv
 
 from .like_vllm import (
-    VllmGroup,
+    SpecKind,
     VllmPlan,
     _check_enough,
     _Group,
     _Limits,
     _longest_fitting,
     _Spec,
+    _vllm_plan,
 )
 
 __all__ = ["plan_deepseek_v4_like_vllm"]
@@ -100,18 +101,8 @@ def plan_deepseek_v4_like_vllm(
             prefix = f"model.layers.{i}.attn"
             for cache in model.layers[i].caches():
                 name = f"{prefix}.{cache.suffix}" if cache.suffix else prefix
-                window = cache.window
-                specs[name] = _Spec(
-                    kind="mla" if window is None else "sliding_window",
-                    block_size_tokens=cache.block_size.numerical_value_in(Tokens),
-                    kv_heads=1,
-                    head_size_k=0,
-                    head_size_v=0,
-                    dtype_bytes=1,
-                    states_per_token=1,
-                    window_tokens=None if window is None else window.numerical_value_in(Tokens),
-                    page_padded_bytes=cache.page_size.numerical_value_in(Bytes),
-                )
+                kind: SpecKind = "mla" if cache.window is None else "sliding_window"
+                specs[name] = packed_spec(kind, cache.block_size, cache.window, cache.page_size)
                 stage_of[name] = stage
     return plan_packed_specs(
         specs,
@@ -120,6 +111,22 @@ def plan_deepseek_v4_like_vllm(
         engine,
         auto_fit=auto_fit,
         num_gpu_blocks_override=num_gpu_blocks_override,
+    )
+
+
+def packed_spec(kind: SpecKind, block_size: Tokens, window: Tokens | None, page: Bytes) -> _Spec:
+    """One packed cache as the planner's spec: its page given whole (vLLM's page of the
+    cache's own record and states, `kvunits.contracts.compressed`), one per block."""
+    return _Spec(
+        kind=kind,
+        block_size_tokens=block_size.numerical_value_in(Tokens),
+        kv_heads=1,
+        head_size_k=0,
+        head_size_v=0,
+        dtype_bytes=1,
+        states_per_token=1,
+        window_tokens=None if window is None else window.numerical_value_in(Tokens),
+        page_padded_bytes=page.numerical_value_in(Bytes),
     )
 
 
@@ -171,25 +178,7 @@ def plan_packed_specs(
     per_request = [
         max(g.specs[n].blocks_per_request(limits) for n in g.layer_names) for g in groups
     ]
-    concurrency = num_blocks / sum(per_request)
-    return VllmPlan(
-        groups=tuple(
-            VllmGroup(
-                kind=g.first.kind,
-                layer_names=g.layer_names,
-                block_size=Tokens(g.first.block_size_tokens),
-                page_size=RankBytes(g.first.page_bytes),
-                blocks_per_request=RankBlocks(n),
-            )
-            for g, n in zip(groups, per_request, strict=True)
-        ),
-        bytes_per_block=RankBytes(max(per_stage)),
-        num_blocks=RankBlocks(num_blocks),
-        max_model_len=Tokens(limits.max_model_len),
-        max_concurrency=concurrency,
-        kv_cache_size=Tokens(int(concurrency * limits.max_model_len)),
-        auto_fit=auto_fit,
-    )
+    return _vllm_plan(groups, per_request, max(per_stage), num_blocks, limits, auto_fit)
 
 
 def _check_engine(engine: EngineSpec, *, check_block: bool = True) -> None:
@@ -249,7 +238,6 @@ def packed_groups(specs: dict[str, _Spec]) -> list[_Group]:
         else None
     )
 
-
     def groups_for(balanced: bool, count: int) -> int:
         return cdiv(count, repeats) if balanced and repeats is not None else 1
 
@@ -265,8 +253,10 @@ def packed_groups(specs: dict[str, _Spec]) -> list[_Group]:
 
     anchor = max(
         (
-            widest(by_page, len(bucket) if is_state_bucket(_first(bucket)) else
-                   groups_for(balanced, count))
+            widest(
+                by_page,
+                len(bucket) if is_state_bucket(_first(bucket)) else groups_for(balanced, count),
+            )
             for bucket, by_page, balanced, count in described
         ),
         default=0,

@@ -11,12 +11,12 @@ source's caches owns none of them.
 
 from __future__ import annotations
 
-from kvunits.contracts import Bytes, EngineSpec, SpecError, Tokens
+from kvunits.contracts import EngineSpec, SpecError, Tokens
 from kvunits.contracts.compressed_v41 import HOPPER_BLOCK, DeepseekV41Model
 from kvunits.contracts.deploy import layers_per_stage
 
-from .like_vllm import VllmPlan, _Spec
-from .like_vllm_packed import _check_engine, plan_packed_specs
+from .like_vllm import SpecKind, VllmPlan, _Spec
+from .like_vllm_packed import _check_engine, packed_spec, plan_packed_specs
 
 __all__ = ["plan_deepseek_v41_like_vllm"]
 
@@ -85,24 +85,14 @@ def plan_deepseek_v41_like_vllm(
             prefix = f"model.layers.{i}.attn"
             for cache in model.layers[i].caches():
                 name = f"{prefix}.{cache.suffix}" if cache.suffix else prefix
-                window = cache.window
-                specs[name] = _Spec(
-                    kind=(
-                        "circular_buffer"
-                        if cache.kind == "compressor"
-                        else "mla"
-                        if window is None
-                        else "sliding_window"
-                    ),
-                    block_size_tokens=cache.block_size.numerical_value_in(Tokens),
-                    kv_heads=1,
-                    head_size_k=0,
-                    head_size_v=0,
-                    dtype_bytes=1,
-                    states_per_token=1,
-                    window_tokens=None if window is None else window.numerical_value_in(Tokens),
-                    page_padded_bytes=cache.page_size.numerical_value_in(Bytes),
+                kind: SpecKind = (
+                    "circular_buffer"
+                    if cache.kind == "compressor"
+                    else "mla"
+                    if cache.window is None
+                    else "sliding_window"
                 )
+                specs[name] = packed_spec(kind, cache.block_size, cache.window, cache.page_size)
                 stage_of[name] = stage
     return plan_packed_specs(
         specs,

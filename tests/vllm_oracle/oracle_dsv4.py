@@ -109,12 +109,6 @@ def _layer_specs(hf: Any, cache_dtype: str, block_size: int) -> list[dict[str, A
 def run_case(case: dict[str, Any]) -> dict[str, Any]:
     from transformers import AutoConfig
     from vllm.distributed.utils import get_pp_indices
-    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-    from vllm.v1.core.kv_cache_utils import (
-        generate_scheduler_kv_cache_config,
-        get_kv_cache_capacity,
-    )
-    from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
 
     hf = AutoConfig.from_pretrained(case["config"])
     block_size = 256
@@ -130,6 +124,22 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         for specs in layers[start:end]:
             worker.update(specs)
         workers.append(worker)
+    return plan_workers(case, workers, block_size)
+
+
+def plan_workers(
+    case: dict[str, Any], workers: list[dict[str, Any]], block_size: int
+) -> dict[str, Any]:
+    """vLLM's own planning of the workers' specs (BLHNC, the packed grouping) and what the
+    test compares: blocks, the two headline numbers, the length, the groups."""
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    from vllm.v1.core.kv_cache_utils import (
+        generate_scheduler_kv_cache_config,
+        get_kv_cache_capacity,
+    )
+    from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
+
+    pp = len(workers)
     engine = SimpleNamespace(
         block_size_slots=block_size,
         max_num_batched_tokens=SimpleNamespace(_value=case["batched"]),

@@ -25,7 +25,8 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
-from oracle import _bind_properties, _Config  # type: ignore[import-not-found]
+from oracle import _bind_properties  # type: ignore[import-not-found]
+from oracle_dsv4 import plan_workers  # type: ignore[import-not-found]
 
 
 def _layer_specs(hf: Any, cache_dtype: str, block_size: int) -> list[dict[str, Any]]:
@@ -111,10 +112,11 @@ def _layer_specs(hf: Any, cache_dtype: str, block_size: int) -> list[dict[str, A
             if ratio not in (1, 2):
                 raise NotImplementedError("compressor of compress_ratio 0")
             if ratio > 1:
-                state = SimpleNamespace(state_dim=2 * hf.head_dim, dtype=torch.float32,
-                                        block_size=8)
-                specs[f"{prefix}.compressor.state_cache"] = (
-                    CompressorStateCache.get_kv_cache_spec(state, config)
+                state = SimpleNamespace(
+                    state_dim=2 * hf.head_dim, dtype=torch.float32, block_size=8
+                )
+                specs[f"{prefix}.compressor.state_cache"] = CompressorStateCache.get_kv_cache_spec(
+                    state, config
                 )
         layers.append(specs)
     return layers
@@ -123,12 +125,6 @@ def _layer_specs(hf: Any, cache_dtype: str, block_size: int) -> list[dict[str, A
 def run_case(case: dict[str, Any]) -> dict[str, Any]:
     from vllm.distributed.utils import get_pp_indices
     from vllm.transformers_utils.configs.deepseek_v41 import DeepseekV41Config
-    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-    from vllm.v1.core.kv_cache_utils import (
-        generate_scheduler_kv_cache_config,
-        get_kv_cache_capacity,
-    )
-    from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
 
     with open(f"{case['config']}/config.json") as file:
         hf = DeepseekV41Config(**json.load(file))
@@ -146,11 +142,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         # A compressed layer finds its source in this rank's static_forward_context or
         # raises ('PP splits inside a v4.1 kv-sharing group are not supported').
         for i in range(start, end):
-            if (
-                i < len(ratios)
-                and ratios[i] > 0
-                and max(s for s in kv_sources if s <= i) < start
-            ):
+            if i < len(ratios) and ratios[i] > 0 and max(s for s in kv_sources if s <= i) < start:
                 return {
                     "error": "NotImplementedError: PP splits inside a v4.1 kv-sharing group "
                     "are not supported"
@@ -159,46 +151,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         for specs in layers[start:end]:
             worker.update(specs)
         workers.append(worker)
-    engine = SimpleNamespace(
-        block_size_slots=block_size,
-        max_num_batched_tokens=SimpleNamespace(_value=case["batched"]),
-        async_scheduling=case.get("async", True),
-        tensor_parallel_size=case.get("tp", 1),
-        pipeline_parallel_size=pp,
-        decode_context_parallel_size=1,
-    )
-    cfg = _Config(engine, case["max_model_len"], bool(case.get("auto_fit")), case.get("override"))
-    cfg.cache_config.kv_cache_layout = "BLHNC"
-    try:
-        groups = get_global_kv_cache_groups(cfg, workers)
-        configs = get_kv_cache_configs(cfg, workers, [case["memory"]] * pp, groups)
-    except (ValueError, NotImplementedError, AssertionError, ZeroDivisionError) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    scheduler = generate_scheduler_kv_cache_config(configs)
-    tokens, concurrency = get_kv_cache_capacity(cfg, scheduler)
-    described = []
-    for group in groups:
-        spec = group.kv_cache_spec
-        inner = (
-            list(spec.kv_cache_specs.values())
-            if isinstance(spec, UniformTypeKVCacheSpecs)
-            else [spec]
-        )
-        described.append(
-            [
-                type(inner[0]).__name__,
-                inner[0].block_size,
-                sorted({s.page_size_bytes for s in inner}),
-                len(group.layer_names),
-            ]
-        )
-    return {
-        "num_blocks": scheduler.num_blocks,
-        "max_concurrency": concurrency,
-        "kv_cache_size": tokens,
-        "max_model_len": cfg.model_config.max_model_len,
-        "groups": described,
-    }
+    planned: dict[str, Any] = plan_workers(case, workers, block_size)
+    return planned
 
 
 def main() -> None:
