@@ -184,6 +184,24 @@ class GatedDeltaNetLayer(StateMixerLayer):
     num_v_heads: Heads = Field(description="Hv: value heads")
     head_k_dim: Elements = Field(description="Dk: elements per key head")
     head_v_dim: Elements = Field(description="Dv: elements per value head")
+    flashkda: bool = Field(
+        default=False,
+        description="kda_full_rank_gate only: the model's half of vLLM's is_flashkda_supported "
+        "holds (linear_attn_config.gate_lower_bound given, head dim 128, bf16 activations), "
+        "so the GPU's compute capability decides FlashKDA's prefill checkpoint page",
+    )
+
+    @field_validator("flashkda")
+    @classmethod
+    def _flashkda_is_kimi_k3s(cls, value: bool, info: ValidationInfo) -> bool:
+        """Only Kimi-K3's ``KimiK3DeltaAttention`` picks FlashKDA (vLLM 0.33 ``kda.py``)."""
+        mixer = info.data.get("mixer")
+        if value and mixer != "kda_full_rank_gate":
+            raise ValueError(
+                f"flashkda: only the mixer kda_full_rank_gate (Kimi-K3) runs FlashKDA, got "
+                f"mixer {mixer!r}; leave flashkda false"
+            )
+        return value
 
     def _shapes(self, tp: int) -> tuple[tuple[int, ...], tuple[int, ...], str]:
         hk, hv = self.num_k_heads._value, self.num_v_heads._value

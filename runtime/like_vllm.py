@@ -50,8 +50,8 @@ Gated delta nets with prefix caching add a prefill checkpoint page and align blo
 checkpoints where the GPU's prefill backend exports them (`kvunits.runtime.vllm_gdn`).
 
 What vLLM does that is not modelled here is refused with the reason (`SpecError`): gated
-delta nets with prefix caching and no GPU named, Kimi-K3's KDA with prefix caching where
-FlashKDA may run, hybrids whose attention layers differ per token, a model whose pages
+delta nets with prefix caching and no GPU named (Kimi-K3's KDA where its config admits
+FlashKDA), hybrids whose attention layers differ per token, a model whose pages
 cannot be unified, a pipeline stage without a cached layer, and no layer with a cache
 (vLLM's attention-free models).
 """
@@ -509,8 +509,8 @@ def _hybrid_specs(
     Raises:
         SpecError: attention layers of different pages per token, or MLA beside other
             attention (vLLM aligns to the model-level head geometry only), gated delta nets
-            with prefix caching and no ``gpu`` or Kimi-K3's where FlashKDA may run
-            (`kvunits.runtime.vllm_gdn`), or a ``state`` layer given in bytes only.
+            with prefix caching and no ``gpu`` (`kvunits.runtime.vllm_gdn`), or a ``state``
+            layer given in bytes only.
     """
     bs = engine.block_size_slots
     tp = parallelism.tensor_parallel_size

@@ -19,10 +19,14 @@ By vLLM class (``GatedDeltaNetLayer.mixer``):
   (Triton) none;
 * ``olmo_gdn`` (``OlmoHybridGatedDeltaNetAttention``, always Triton) and ``kda`` (Kimi
   Linear's ``KimiGatedDeltaNetAttention``): none;
-* ``kda_full_rank_gate`` (Kimi-K3's ``KimiK3DeltaAttention``): no alignment, but the page
-  where FlashKDA runs (``kda.py`` ``get_kv_cache_spec`` with ``kda_prefill_checkpoint_alignment``;
-  ``is_flashkda_supported``: compute capability 9, 10 or 12 and a bounded gate, bf16
-  activations, head dim 128), which kvunits does not read: refused on those GPUs.
+* ``kda_full_rank_gate`` (Kimi-K3's ``KimiK3DeltaAttention``, ``models/kimi_k3/nvidia/
+  kda.py``): no alignment (no ``get_prefill_checkpoint_alignment``, so none for the whole
+  model), but its ``get_kv_cache_spec`` adds the page whenever its prefill backend is
+  FlashKDA (``kda_prefill_checkpoint_alignment``, ``layers/mamba/kda_checkpoint.py``).
+  ``resolve_kda_prefill_backend("auto", ...)`` (``--kda-prefill-backend`` unset) picks
+  FlashKDA where ``is_flashkda_supported`` holds: compute capability 9, 10 or 12 and the
+  layer's ``flashkda`` (the config's half). FlashInfer's KDA prefill is taken only when asked
+  for by name, so flashinfer-python's version does not matter; elsewhere Triton, no page.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ __all__ = ["FLASHINFER_GDN_CHECKPOINT_ALIGNMENT", "GdnCheckpoints", "gdn_checkpo
 
 #: ``vllm/v1/attention/backends/gdn_attn.py``: FlashInfer's GDN checkpoints, in tokens.
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT: Final = 64
+#: ``is_flashkda_supported``: FlashKDA's compute capability majors (SM90, SM10x, SM12x).
+_FLASHKDA_MAJORS: Final = (9, 10, 12)
 #: ``_resolve_gdn_prefill_backend``: FlashInfer on Blackwell needs a key head of 128.
 _FLASHINFER_BLACKWELL_HEAD_K: Final = 128
 
@@ -75,14 +81,17 @@ def gdn_checkpoints(
     ``capability`` (vLLM's rule in the module docstring; call it with prefix caching on).
 
     Raises:
-        SpecError: a layer whose checkpoints depend on the GPU with no GPU given, or
-            Kimi-K3's on a GPU where FlashKDA may run.
+        SpecError: a layer whose checkpoints depend on the GPU with no GPU given.
     """
     alignment: int | None = 1
     per_layer: dict[str, int] = {}
+    flashkda: set[str] = set()  # KimiK3DeltaAttention's page, whatever the others
     for name, layer in states:
         own: int | None = None
-        if isinstance(layer, GatedDeltaNetLayer) and layer.mixer in ("gdn", "kda_full_rank_gate"):
+        by_gpu = isinstance(layer, GatedDeltaNetLayer) and (
+            layer.mixer == "gdn" or (layer.mixer == "kda_full_rank_gate" and layer.flashkda)
+        )
+        if isinstance(layer, GatedDeltaNetLayer) and by_gpu:
             if capability is None:
                 raise SpecError(
                     f"layer {name!r} is a gated delta net and prefix caching is on: vLLM 0.33 "
@@ -91,13 +100,8 @@ def gdn_checkpoints(
                     "--no-enable-prefix-caching"
                 )
             if layer.mixer == "kda_full_rank_gate":
-                if capability[0] in (9, 10, 12):
-                    raise SpecError(
-                        f"layer {name!r} (Kimi-K3's KimiK3DeltaAttention) with prefix caching on "
-                        f"{gpu}: vLLM 0.33 adds a checkpoint page where FlashKDA runs "
-                        "(is_flashkda_supported: a bounded gate, bf16, head dim 128), which "
-                        "kvunits does not read; plan with --no-enable-prefix-caching"
-                    )
+                if capability[0] in _FLASHKDA_MAJORS:
+                    flashkda.add(name)
             elif _flashinfer_gdn(layer, capability):
                 own = FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
                 per_layer[name] = own
@@ -106,5 +110,5 @@ def gdn_checkpoints(
         elif alignment is not None:
             alignment = lcm(alignment, own)
     if alignment is None:  # a layer without checkpoints: none exports (_exports_checkpoints)
-        return GdnCheckpoints(1, frozenset())
-    return GdnCheckpoints(alignment, frozenset(per_layer))
+        return GdnCheckpoints(1, frozenset(flashkda))
+    return GdnCheckpoints(alignment, frozenset(per_layer) | flashkda)

@@ -14,7 +14,12 @@ equal key and value heads. Its dtypes are ``MambaStateDtypeCalculator.kda_state_
 conv state in the model dtype (or ``--mamba-cache-dtype``), the recurrent state float32.
 Kimi-K3's ``use_full_rank_gate`` builds ``KimiK3DeltaAttention`` (``kda.py``) instead of
 Kimi Linear's ``KimiGatedDeltaNetAttention``: the same shapes, and FlashKDA's prefill
-checkpoints on the GPUs it runs on.
+checkpoints on the GPUs it runs on. ``KimiK3DeltaAttention.__init__`` picks FlashKDA with
+``resolve_kda_prefill_backend("auto", ...)`` where ``is_flashkda_supported`` holds: compute
+capability 9, 10 or 12 (the GPU's), ``linear_attn_config.head_dim == 128``, bf16 activations
+(``model_config.dtype``), a bf16 or float32 recurrent state (the only two
+``kda_state_dtype`` allows) and ``linear_attn_config.gate_lower_bound`` given; the model's
+half is the layer's ``flashkda``.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ def read_kimi_linear(sec: Section, dtypes: DTypes) -> Layers | None:
     head_dim = lac.number("head_dim", maximum=MAX_ELEMENTS)
     kernel = lac.number("short_conv_kernel_size", maximum=1 << 10)
     full_rank = lac.flag("use_full_rank_gate")
-    if kda is None or heads is None or head_dim is None or kernel is None:
+    bounded = _gate_lower_bound(lac) if full_rank else False
+    if kda is None or heads is None or head_dim is None or kernel is None or bounded is None:
         return None
     mixer: Literal["kda", "kda_full_rank_gate"] = "kda_full_rank_gate" if full_rank else "kda"
     state = gated_delta_net(
@@ -63,8 +69,35 @@ def read_kimi_linear(sec: Section, dtypes: DTypes) -> Layers | None:
         conv_dtype=dtypes.model,
         ssm_dtype=CacheDType.float32,
         mixer=mixer,
+        flashkda=bounded and head_dim == _FLASHKDA_HEAD_DIM and dtypes.model == CacheDType.bfloat16,
     )
     return {f"text.{i}": state if i + 1 in kda else latent for i in range(n_layers)}
+
+
+#: ``kda.py`` ``is_flashkda_supported``: FlashKDA's head dim.
+_FLASHKDA_HEAD_DIM = 128
+#: ``kda.py`` ``_KDA_GATE_LOGBOUND_MIN``: ``KimiK3DeltaAttention`` asserts the bound in [-5, 0).
+_GATE_BOUND_MIN = -5.0
+
+
+def _gate_lower_bound(lac: Section) -> bool | None:
+    """Whether Kimi-K3's ``gate_lower_bound`` is given (``kda_config.get``: null is none);
+    vLLM asserts ``-5 <= bound < 0`` at start-up, so another number is refused here."""
+    value = lac.value("gate_lower_bound")
+    if value is None:
+        return False
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (_GATE_BOUND_MIN <= value < 0)
+    ):
+        lac.issue(
+            "gate_lower_bound",
+            f"expected a number in [-5, 0) or null (KimiK3DeltaAttention asserts it), got "
+            f"{value!r}",
+        )
+        return None
+    return True
 
 
 def _kda_layers(lac: Section, n_layers: int) -> frozenset[int] | None:

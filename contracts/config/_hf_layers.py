@@ -171,10 +171,12 @@ def gated_delta_net(
     conv_dtype: CacheDType,
     ssm_dtype: CacheDType,
     mixer: Literal["gdn", "olmo_gdn", "kda", "kda_full_rank_gate"] = "gdn",
+    flashkda: bool = False,
 ) -> LayerSpec:
     """A gated-delta-net state layer (``mixer``: vLLM's class, `GatedDeltaNetLayer`)."""
     return GatedDeltaNetLayer(
         mixer=mixer,
+        flashkda=flashkda,
         num_k_heads=Heads(num_k_heads),
         num_v_heads=Heads(num_v_heads),
         head_k_dim=Elements(head_k_dim),

@@ -97,22 +97,60 @@ def test_kda_states_align_to_the_mla_page_in_blocks_of_128(block_size: int) -> N
     assert states and all(g.blocks_per_request._value == 2 for g in states)
 
 
-def test_kimi_k3_with_prefix_caching_is_refused_naming_flashkda() -> None:
-    # kda.py KimiK3DeltaAttention.get_kv_cache_spec: a prefill checkpoint page where the
-    # GPU runs FlashKDA (is_flashkda_supported: SM90/10x/12x and the gate's bound, not
-    # read): refused there; elsewhere (an A100) none, and without prefix caching it is planned.
+def _kimi_k3(**lac: Any) -> Any:
+    data = json.loads((KIMI_K3 / "config.json").read_text())
+    data["text_config"]["linear_attn_config"].update(lac)
+    return read_hf_config(data, where="config.json").model
+
+
+def _state_pages(model: Any, gpu: str | None) -> set[int]:
     from kvunits.runtime.like_vllm import VLLM_GPUS
 
+    planned = plan_like_vllm(model, _engine(), gpu=None if gpu is None else VLLM_GPUS[gpu])
+    return {g.blocks_per_request._value for g in planned.groups if g.kind == "mamba"}
+
+
+def test_kimi_k3_with_prefix_caching_holds_flashkdas_checkpoint_page_by_gpu() -> None:
+    # vllm/models/kimi_k3/nvidia/kda.py: KimiK3DeltaAttention.get_kv_cache_spec sets
+    # num_prefill_checkpoint_blocks = int(kda_prefill_checkpoint_alignment(backend) is not None),
+    # FlashKDA where resolve_kda_prefill_backend("auto") finds is_flashkda_supported (SM 9/10/12,
+    # head_dim 128, bf16, gate_lower_bound -5.0 in the published config); MambaSpec
+    # .max_memory_usage_bytes in align mode: 2 + 1 pages. Elsewhere Triton: 2 pages.
     model = load_config(KIMI_K3).model
+    assert all(
+        layer.flashkda for layer in model.layers.values() if isinstance(layer, GatedDeltaNetLayer)
+    )
     with pytest.raises(SpecError, match="name the GPU"):
         plan_like_vllm(model, _engine())
-    with pytest.raises(SpecError, match="FlashKDA"):
-        plan_like_vllm(model, _engine(), gpu=VLLM_GPUS["h100"])
-    on_a100 = plan_like_vllm(model, _engine(), gpu=VLLM_GPUS["a100-80gb"])
-    states = [g for g in on_a100.groups if g.kind == "mamba"]
-    assert states and all(g.blocks_per_request._value == 2 for g in states)
+    for gpu in ("h100", "h200", "b200"):
+        assert _state_pages(model, gpu) == {3}
+    assert _state_pages(model, "a100-80gb") == {2}
     planned = plan_like_vllm(model, _engine(), enable_prefix_caching=False)
     assert {g.kind for g in planned.groups} == {"mamba", "mla"}
+
+
+@pytest.mark.parametrize(
+    ("lac", "dtype"),
+    [({"gate_lower_bound": None}, "bfloat16"), ({"head_dim": 64}, "bfloat16"), ({}, "float16")],
+)
+def test_kimi_k3_without_flashkda_needs_no_gpu(lac: dict[str, Any], dtype: str) -> None:
+    # is_flashkda_supported: no bound (kda_config.get("gate_lower_bound") is None), a head dim
+    # other than 128 or fp16 activations: Triton on every GPU, no checkpoint page.
+    data = json.loads((KIMI_K3 / "config.json").read_text())
+    data["text_config"]["linear_attn_config"].update(lac)
+    data["dtype"] = data["text_config"]["dtype"] = dtype
+    model = read_hf_config(data, where="config.json").model
+    assert not any(
+        layer.flashkda for layer in model.layers.values() if isinstance(layer, GatedDeltaNetLayer)
+    )
+    assert _state_pages(model, None) == _state_pages(model, "h100") == {2}
+
+
+@pytest.mark.parametrize("bad", [0.0, -6, "-5", True])
+def test_a_gate_lower_bound_vllm_asserts_on_is_refused(bad: object) -> None:
+    # kda.py KimiK3DeltaAttention.__init__ asserts _KDA_GATE_LOGBOUND_MIN (-5.0) <= bound < 0.
+    with pytest.raises(ConfigError, match=r"linear_attn_config\.gate_lower_bound"):
+        _kimi_k3(gate_lower_bound=bad)
 
 
 def test_a_null_linear_attn_config_is_mla_on_every_layer() -> None:
@@ -210,3 +248,16 @@ def test_layer_types_without_linear_attn_config_is_mla_everywhere() -> None:
     data["num_hidden_layers"] = 4
     layers = read_hf_config(data, where="config.json").model.layers
     assert len(layers) == 4 and all(isinstance(layer, MLALayer) for layer in layers.values())
+
+
+def test_flashkda_on_another_mixer_is_refused_naming_the_field() -> None:
+    # Only kda.py's KimiK3DeltaAttention resolves a KDA prefill backend (FlashKDA).
+    from pydantic import ValidationError
+
+    state = next(
+        layer
+        for layer in load_config(KIMI_K3).model.layers.values()
+        if isinstance(layer, GatedDeltaNetLayer)
+    )
+    with pytest.raises(ValidationError, match="flashkda"):
+        GatedDeltaNetLayer.model_validate({**state.model_dump(), "mixer": "gdn"})

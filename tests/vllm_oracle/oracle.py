@@ -230,12 +230,17 @@ def _gdn_stand_ins(
     from vllm.model_executor.layers.mamba.gdn.olmo_gdn_linear_attn import (
         OlmoHybridGatedDeltaNetAttention,
     )
+    from vllm.models.kimi_k3.nvidia import kda
     from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
 
     module = sys.modules[model_cls.__module__]
     classes = [
         candidate
-        for candidate in (qwen.QwenGatedDeltaNetAttention, OlmoHybridGatedDeltaNetAttention)
+        for candidate in (
+            qwen.QwenGatedDeltaNetAttention,
+            OlmoHybridGatedDeltaNetAttention,
+            kda.KimiK3DeltaAttention,
+        )
         if getattr(module, candidate.__name__, None) is candidate
     ]
     if len(classes) != 1:
@@ -253,12 +258,21 @@ def _gdn_stand_ins(
         def get_cuda_runtime_major(cls) -> int:
             return int(envs.VLLM_MAIN_CUDA_VERSION.split(".")[0])
 
-    saved = qwen.current_platform
-    qwen.current_platform = _Cuda()
+    saved, saved_kda = qwen.current_platform, kda.current_platform
+    qwen.current_platform = kda.current_platform = _Cuda()
     try:
         _, backend = qwen._resolve_gdn_prefill_backend(config)
+        if layer_cls is kda.KimiK3DeltaAttention:  # KimiK3DeltaAttention.__init__'s call
+            lac = config.model_config.hf_text_config.linear_attn_config
+            backend = kda.resolve_kda_prefill_backend(
+                config.additional_config.get("kda_prefill_backend", "auto"),
+                lac["head_dim"],
+                config.model_config.dtype,
+                hybrid.dtypes[1],
+                lac.get("gate_lower_bound", None),
+            )
     finally:
-        qwen.current_platform = saved
+        qwen.current_platform, kda.current_platform = saved, saved_kda
     layers: dict[str, Any] = {}
     for name in names:
         layer = layer_cls.__new__(layer_cls)
@@ -266,6 +280,8 @@ def _gdn_stand_ins(
         layer.get_state_shape = lambda: hybrid.shapes
         layer.get_state_dtype = lambda: hybrid.dtypes
         layer.vllm_config = config
+        if layer_cls is kda.KimiK3DeltaAttention:
+            layer.kda_prefill_backend = backend
         if layer_cls is qwen.QwenGatedDeltaNetAttention:
             layer.gdn_prefill_backend = backend
             layer._checkpoint_alignment = (
@@ -439,6 +455,11 @@ def _bind_properties() -> None:
         setattr(_Config, name, getattr(VllmConfig, name))
 
 
+#: Compute capabilities vLLM 0.33's prefill-backend choices tell apart (Ampere, Hopper,
+#: Blackwell SM100 and SM12x).
+_CAPABILITIES = ((8, 0), (9, 0), (10, 0), (12, 0))
+
+
 def run_case(case: dict[str, Any]) -> dict[str, Any]:
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
     from vllm.v1.core.kv_cache_utils import (
@@ -471,12 +492,17 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         gdn_names = [
             name
             for name, m in model.layers.items()
-            if isinstance(m, GatedDeltaNetLayer) and m.mixer in ("gdn", "olmo_gdn")
+            if isinstance(m, GatedDeltaNetLayer)
+            and m.mixer in ("gdn", "olmo_gdn", "kda_full_rank_gate")
         ]
         gdn = (gdn_names, tuple(case["capability"])) if case.get("capability") else None
-        # Checkpoints that depend on the GPU: Qwen's GDN without a GPU given, Kimi-K3's KDA.
+        # Checkpoints that depend on the GPU, none given: Qwen's GDN, Kimi-K3's KDA.
         by_gpu = {m.mixer for m in mixers if isinstance(m, GatedDeltaNetLayer)}
-        if prefix_caching and ("kda_full_rank_gate" in by_gpu or ("gdn" in by_gpu and not gdn)):
+        if prefix_caching and not gdn and by_gpu & {"gdn", "kda_full_rank_gate"}:
+            # No GPU named: vLLM's answer where every GPU class gives the same one.
+            answers = [run_case({**case, "capability": c}) for c in _CAPABILITIES]
+            if all(answer == answers[0] for answer in answers):
+                return answers[0]
             return {"skipped": "gated delta net with prefix caching: layer-level checkpoints"}
         directory = case["config"]
         if directory.endswith(".json"):

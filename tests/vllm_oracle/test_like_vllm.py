@@ -102,7 +102,7 @@ def _cases() -> list[dict[str, Any]]:
             ("excerpts", "LiquidAI--LFM2-1.2B"),
             ("excerpts", "ibm-granite--granite-4.0-h-350m"),
             # Kimi delta attention beside MLA (SOURCES.md); Kimi Linear with prefix caching
-            # is among the default cases above, Kimi-K3's is refused (FlashKDA checkpoints).
+            # is among the default cases above, Kimi-K3's on a named GPU below.
             ("reports", "moonshotai--Kimi-Linear-48B-A3B-Instruct"),
             ("heldout", "moonshotai--Kimi-K3"),
             ("fresh", "Qwen--Qwen3.5-9B"),
@@ -133,6 +133,11 @@ def _cases() -> list[dict[str, Any]]:
     gdn = [ROOT / "examples" / "hf" / n / "config.json" for n in _GDN_EXAMPLES]
     gdn += sorted(FIXTURES.glob("heldout/*--Qwen3.[56]-*/config.json"))
     gdn += [FIXTURES / "synthetic" / "synthetic--olmo_hybrid" / "config.json"]
+    # Kimi-K3's KimiK3DeltaAttention (kda.py): resolve_kda_prefill_backend and its
+    # get_kv_cache_spec decide FlashKDA's page (H100, B200: FlashKDA; A100: Triton); without
+    # gate_lower_bound, Triton everywhere.
+    gdn += [FIXTURES / "heldout" / "moonshotai--Kimi-K3" / "config.json"]
+    gdn += [FIXTURES / "synthetic" / "synthetic--kimi_k3-unbounded" / "config.json"]
     for gdn_path, gpu, gdn_tp in itertools.product(gdn, ("h100", "b200", "a100-80gb"), "14"):
         on_gpu = {"memory_budget": "40 GiB", "tensor_parallel_size": gdn_tp}
         capability = list(VLLM_GPUS[gpu].compute_capability)
@@ -268,7 +273,9 @@ def test_gated_delta_net_checkpoints_by_gpu(
     """The named-GPU gated-delta-net cases were planned by vLLM (none skipped), and its
     checkpoint page shows: Qwen's GDN on an H100 (FlashInfer prefill) holds 3 state pages a
     request and blocks of a multiple of 64 tokens, on an A100 (Triton) 2 and of 16; OLMo
-    Hybrid's (always Triton) the same on both."""
+    Hybrid's (always Triton) the same on both. Kimi-K3's KDA on an H100 (FlashKDA) holds the
+    page without aligning blocks (no get_prefill_checkpoint_alignment): the same blocks as on
+    an A100 (Triton), fewer tokens; without gate_lower_bound (Triton) the same on both."""
     planned = {
         (case["config"], case["flags"]["tensor_parallel_size"], case["gpu"]): vllm
         for case, vllm in oracle
@@ -279,8 +286,11 @@ def test_gated_delta_net_checkpoints_by_gpu(
         if gpu != "h100":
             continue
         a100 = planned[(config, tp, "a100-80gb")]
-        if "olmo_hybrid" in config:
+        if "olmo_hybrid" in config or "kimi_k3-unbounded" in config:
+            assert vllm == a100, config
+        elif "Kimi-K3" in config:
             assert vllm["groups"] == a100["groups"], config
+            assert vllm["kv_cache_size"] < a100["kv_cache_size"], config
         else:
             assert vllm["groups"][0][1] % 64 == 0, config
             assert vllm["max_concurrency"] != a100["max_concurrency"], config
