@@ -13,10 +13,7 @@ Skipped cleanly without ``.venv-vllm``.
 
 from __future__ import annotations
 
-import itertools
 import json
-import re
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,11 +21,10 @@ from typing import Any
 
 import pytest
 
-from kvunits.contracts import Bytes, CacheDType, EngineSpec, KvUnitsError, Tokens
 from kvunits.contracts.compressed import DeepseekV4Model
-from kvunits.contracts.deploy import RankBytes
 from kvunits.runtime.like_vllm_packed import plan_deepseek_v4_like_vllm
 
+from .dsv4_support import Outcome, cases_of, compare, planned_as_vllm, run_oracle
 from .test_like_vllm import ROOT, _vllm_python
 
 ORACLE = Path(__file__).with_name("oracle_dsv4.py")
@@ -80,110 +76,24 @@ def _random_configs(root: Path) -> list[str]:
     return made
 
 
-def _cases(random_root: Path) -> list[dict[str, Any]]:
-    cases = []
-    configs = [str(HELDOUT / name) for name in DIRECTORIES] + _random_configs(random_root)
-    for config, setting in itertools.product(configs, _SETTINGS):
-        pp, length, batched, async_, memory, dtype, auto_fit, override = setting
-        cases.append(
-            {
-                "config": config,
-                "pp": pp,
-                "max_model_len": length,
-                "batched": batched,
-                "async": async_,
-                "memory": memory,
-                "cache_dtype": dtype,
-                "auto_fit": auto_fit,
-                "override": override,
-            }
-        )
-    return cases
-
-
 @pytest.fixture(scope="module")
-def oracle() -> Iterator[list[tuple[dict[str, Any], dict[str, Any]]]]:
+def oracle() -> Iterator[list[Outcome]]:
     python = _vllm_python()
     if python is None:
         pytest.skip("no vLLM 0.33 interpreter (.venv-vllm or KVUNITS_VLLM_PYTHON)")
     with tempfile.TemporaryDirectory() as cwd:  # no checkout directory on sys.path
-        cases = _cases(Path(cwd))
-        done = subprocess.run(
-            [str(python), str(ORACLE)],
-            input=json.dumps(cases),
-            capture_output=True,
-            text=True,
-            cwd=cwd,
-            timeout=600,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-4000:]
-        answers: list[dict[str, Any]] = json.loads(done.stdout)
-        yield list(zip(cases, answers, strict=True))
+        configs = [str(HELDOUT / name) for name in DIRECTORIES] + _random_configs(Path(cwd))
+        yield run_oracle(python, ORACLE, cwd, cases_of(configs, _SETTINGS), _kvunits)
 
 
 def _kvunits(case: dict[str, Any]) -> dict[str, Any]:
     directory = Path(case["config"])
     data = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     model = DeepseekV4Model.from_config(directory.name, data)
-    # vLLM's --kv-cache-dtype fp8 is e4m3 (kvunits' own parser reads it so too).
-    given = case["cache_dtype"]
-    dtype = None if given == "auto" else CacheDType("fp8_e4m3" if given == "fp8" else given)
-    engine = EngineSpec(
-        max_model_len=Tokens(case["max_model_len"]),
-        max_num_batched_tokens=Tokens(case["batched"]),
-        async_scheduling=case["async"],
-        pipeline_parallel_size=case["pp"],
-        memory_budget=RankBytes(case["memory"]),
-        cache_dtype=dtype,
-    )
-    try:
-        plan = plan_deepseek_v4_like_vllm(
-            model,
-            engine,
-            auto_fit=case["auto_fit"],
-            num_gpu_blocks_override=case["override"],
-        )
-    except KvUnitsError as err:
-        return {"error": str(err)}
-    pages = {}  # each cache's page, by vLLM's layer name
-    for i, layer in enumerate(model.layers):
-        for cache in layer.caches():
-            name = f"model.layers.{i}.attn" + (f".{cache.suffix}" if cache.suffix else "")
-            pages[name] = cache.page_size.numerical_value_in(Bytes)
-    return {
-        "pages": [sorted({pages[n] for n in g.layer_names}) for g in plan.groups],
-        "num_blocks": plan.num_blocks._value,
-        "max_concurrency": plan.max_concurrency,
-        "kv_cache_size": plan.kv_cache_size.numerical_value_in(Tokens),
-        "max_model_len": plan.max_model_len.numerical_value_in(Tokens),
-        "groups": [
-            (g.block_size.numerical_value_in(Tokens), len(g.layer_names)) for g in plan.groups
-        ],
-    }
+    return planned_as_vllm(model, case, plan_deepseek_v4_like_vllm)
 
 
-def test_every_case_is_planned_as_vllm_plans_it(
-    oracle: list[tuple[dict[str, Any], dict[str, Any]]],
-) -> None:
-    planned = refused = 0
-    for case, vllm in oracle:
-        mine = _kvunits(case)
-        where = f"{Path(case['config']).name} {case}"
-        if "error" in vllm:
-            assert "error" in mine, f"{where}: vLLM refuses ({vllm['error'][:200]}), kvunits plans"
-            estimate = re.search(r"estimated maximum model length is (\d+)", vllm["error"])
-            if estimate:  # vLLM's start-up error: the same longest length that fits
-                assert f"fits is {estimate.group(1)} token" in mine["error"], where
-            refused += 1
-            continue
-        assert "error" not in mine, f"{where}: kvunits refuses ({mine['error']}), vLLM plans"
-        assert mine["num_blocks"] == vllm["num_blocks"], where
-        assert mine["kv_cache_size"] == vllm["kv_cache_size"], where
-        assert mine["max_model_len"] == vllm["max_model_len"], where
-        assert mine["max_concurrency"] == pytest.approx(vllm["max_concurrency"], rel=1e-12), where
-        assert mine["groups"] == [(g[1], g[3]) for g in vllm["groups"]], where
-        assert mine["pages"] == [g[2] for g in vllm["groups"]], where
-        planned += 1
+def test_every_case_is_planned_as_vllm_plans_it(oracle: list[Outcome]) -> None:
+    planned, refused = compare(oracle)
     # Both outcomes are exercised: the settings plan most cases and refuse some.
     assert planned >= 40 and refused >= 40, (planned, refused)
