@@ -1910,8 +1910,7 @@ class CoordinatorCore:
         out = [0] * len(self.names)
         for g in range(len(self.names)):
             if shared[g] and self._keeps[g]:
-                count = self._plan_of(pools, g).count
-                out[g] = sum(1 for b in self.table.live(o, g) if count(b) > 1)
+                out[g] = self._plan_of(pools, g).count_shared(self.table.live(o, g))
         return out
 
     def reset_prefix_cache(self) -> bool:
