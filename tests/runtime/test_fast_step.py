@@ -817,3 +817,83 @@ def test_a_step_with_its_content_interrupted_anywhere_changes_nothing() -> None:
         assert _state(coord) == _state(twin), i
         check_pools(coord)
     assert interrupted > 10 * 10
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_streams_sharing_a_prompt_take_the_boundary_path_as_the_general_path_does(
+    batched: bool,
+) -> None:
+    # Streams that share a prompt (8 tokens, 16 encoder tokens of audio: blocks of 2 tokens
+    # and of 4 encoder tokens) are admitted with its hashes, three at a time, as others finish:
+    # each hits the cached prompt but its last block, and its first step fills and registers
+    # the block it takes; then one slot a step, per request or as a batch, so that the audio
+    # window drops the hit block while other streams still share it (in a batch, three streams
+    # drop the same shared block in one plan). Compared call by call with the general path on
+    # a twin; after the first stream's prefill, the general path never runs on the fast side.
+    layers: dict[str, LayerSpec] = {
+        "audio": SlidingWindowLayer(
+            sliding_window=Window(5, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        ),
+        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+    }
+    one, two = (
+        coordinator(layers, block_size=2, num_blocks=240, max_len=40, max_in_flight=8)
+        for _ in range(2)
+    )
+    prompt = list(range(8))
+    audio_keys = [k for k in prompt for _ in range(2)]
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    def parts(c: KVCacheCoordinator) -> dict[int, Any]:
+        audio, text = c.group("audio", EncoderTokens), c.group("text", Tokens)
+        return {
+            audio.index: audio.block_hashes(ContentKeys(audio_keys, EncoderTokens)).part(),
+            text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+        }
+
+    def call(kind: str, *args: Any) -> None:
+        sys.setprofile(record)
+        try:
+            mine = _outcome(fast, one._core, kind, *args)
+        finally:
+            sys.setprofile(None)
+        assert mine == _outcome(general, two._core, kind.removesuffix("_typed"), *args)
+        assert _state(one) == _state(two), (kind, args)
+
+    running: dict[str, int] = {}  # request -> steps left
+    shared_drops = 0
+    for i in range(40):
+        if i % 6 == 0:
+            for rid in (f"a{i}", f"b{i}", f"c{i}"):
+                hits = [c._core.admit_with_prefix(rid, [None, None], parts(c)) for c in (one, two)]
+                assert hits[0] == hits[1]
+                call("advance", rid, [16 - hits[0][0], 8 - hits[0][1]])
+                running[rid] = 12
+            if i == 0:
+                ran.clear()  # the very first stream's prefill: no hit, blocks taken at once
+        audio = one._core.pools[0]
+        fronts = [one._core.table.live(one._core.offset(rid), 0)[0] for rid in running]
+        shared_drops += sum(1 for b in fronts if b in audio._shared)
+        if batched:
+            call("advance_all_typed", sorted(running), [2, 1])
+        else:
+            for n, rid in enumerate(sorted(running)):
+                call("advance_typed" if n % 2 else "step", rid, [2, 1])
+        for rid, left in list(running.items()):
+            running[rid] = left - 1
+            if left == 1:
+                del running[rid]
+                for c in (one, two):
+                    c._core.free(rid)
+                assert _state(one) == _state(two), rid
+        check_pools(one)
+    assert shared_drops > 5
+    assert "_boundary_step" in ran or "cross_plan" in ran, set(ran)
+    assert "_plan_step" not in ran, set(ran)
