@@ -113,9 +113,10 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
     past some group's slack, with the token held, planned in a few lines per group with the
     group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
     within its slack, or at most one block taken at its table's end (into its segment's spare
-    room) and one evicted at its front, neither shared, cached nor a stale queue entry; no
-    content to register. Any other step goes, before anything changed, to
-    `CoordinatorCore._boundary_step`, which decides it (or the general path).
+    room; neither cached nor a stale queue entry) and one evicted at its front (not shared; a
+    cached one stays cached, free); no content to register. Any other step goes, before
+    anything changed, to `CoordinatorCore._boundary_step`, which decides it (or the general
+    path).
 
     With ``planned``, the source of ``cross_plan(o, num_new, lookahead, given, freed, ops,
     plan)`` instead: the same step planned into a batch's ``ops`` and its boundary ``plan``
@@ -244,8 +245,10 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             f"    pool = pools[{g}]",
             "    if dropped:",
             "        block = slab[start]",
-            "        if block in pool._shared or block in pool._cached:",
+            "        if block in pool._shared:",
             f"            {back}",
+            "        if block in pool._cached:  # its content stays in the queue",
+            "            ops.append((pool._cached_free.add, block))",
             f"        ev{i}.append(block)",
             "    taken = 0",
             "    if want > 0:",
