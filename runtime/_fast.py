@@ -113,10 +113,10 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
     past some group's slack, with the token held, planned in a few lines per group with the
     group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
     within its slack, or at most one block taken at its table's end (into its segment's spare
-    room; neither cached nor a stale queue entry) and one evicted at its front (not shared; a
-    cached one stays cached, free); no content to register. Any other step goes, before
-    anything changed, to `CoordinatorCore._boundary_step`, which decides it (or the general
-    path).
+    room; not a stale queue entry; a cached one is evicted from the prefix cache, in a pool of
+    one group, outside a batch) and one evicted at its front (not shared; a cached one stays
+    cached, free); no content to register. Any other step goes, before anything changed, to
+    `CoordinatorCore._boundary_step`, which decides it (or the general path).
 
     With ``planned``, the source of ``cross_plan(o, num_new, lookahead, given, freed, ops,
     plan)`` instead: the same step planned into a batch's ``ops`` and its boundary ``plan``
@@ -259,8 +259,27 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             f"            f{i} += 1",
             f"        elif h{i} < len(pool._queue):",
             f"            taken = pool._queue[h{i}]",
-            "            if taken in pool._stale or taken in pool._cached:",
-            f"                {back}",
+            *(
+                [
+                    "            if taken in pool._stale or taken in pool._cached:",
+                    f"                {back}",
+                ]
+                # A batch's cached blocks, or a pool of several groups (two takes may evict
+                # one key's blocks): the core's plan keeps their lists.
+                if planned or sum(1 for other in core.pools if other is core.pools[g]) > 1
+                else [
+                    "            if taken in pool._stale:",
+                    f"                {back}",
+                    "            entry = pool._cached.get(taken)",
+                    "            if entry is not None:  # evicted from the prefix cache",
+                    "                cache_map, key = entry",
+                    "                kept = [b for b in cache_map[key] if b != taken]",
+                    "                ops.append((pool._cached.pop, taken))",
+                    "                ops.append((pool._cached_free.discard, taken))",
+                    "                ops.append((setitem, cache_map, key, kept) if kept "
+                    "else (cache_map.pop, key))",
+                ]
+            ),
             f"            h{i} += 1",
             "        else:",
             f"            {back}",
