@@ -298,7 +298,10 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
                 f"            plan.garbage[{g}] = plan.garbage.get({g}, garbage[{g}]) + gb{g}",
             ]
         lines += [
-            "        ops.append((setitem, specs, o, tuple(lookahead)))",
+            "        if lookahead is not None:",
+            "            ops.append((setitem, specs, o, tuple(lookahead)))",
+            "        elif o in specs:  # a plain step (content_all) accepts the latest lookahead",
+            "            ops.append((specs.pop, o, None))",
             "        return True",
             "",
         ]
@@ -653,6 +656,108 @@ def _respec(
     return lines
 
 
+def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> list[str]:
+    """The source of ``content_all`` (``content_all_typed`` with ``typed``, the handler after
+    it from the caller): `CoordinatorCore.advance_content_all`, one engine step's batch with
+    the content of its positions. Each request within its slack whose content fills no block
+    (each pair to a sequence of its own with one stream) is a set of stores and appends, all in
+    C on the commit line; the others are planned on the same ops: a boundary crossed with no
+    block filled and no hash to register by ``cross_plan``, a block filled within the slack or
+    a registration by the core's `_content_plan`; any other request sends the whole batch to
+    the core's general path (`_general_content_all`)."""
+    n = len(core.names)
+    comma = "," if n == 1 else ""
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    suffix = "_typed" if typed else ""
+    back = "return general_content_all(me, request_ids, num_new, contents)"
+    ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+    negative = " or ".join(f"q{g} < 0" for g in range(n))
+    slow = "slow.append((request_id, o, i, 3, None, None)); continue"
+    lines = [
+        f"    def content_all{suffix}(request_ids, num_new, contents):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "allocate")',
+    ]
+    if not typed:
+        lines += shape(["num_new"], back)
+    lines.append(f"            {qs} = num_new")
+    lines += [
+        f"            if {(ints + ' or ') if not typed else ''}{negative}:",
+        f"                {back}",
+        "            count = len(request_ids)",
+        "            if not count or type(contents) is not list and type(contents) is not tuple:",
+        f"                {back}",
+        "            shares = []",
+        "            for pair in contents:",
+        "                if type(pair) is not tuple or len(pair) != 2:",
+        f"                    {back}",
+        "                g, keys = pair",
+        f"                if type(g) is not int or not 0 <= g < {n}:",
+        f"                    {back}",
+        "                keys = array('q', keys)",
+        "                k = len(keys) // count",
+        "                if k * count != len(keys):",
+        f"                    {back}",
+        "                shares.append((g, keys, k))",
+        "            fast, slow, at, to, tails, adds = [], [], [], [], [], []",
+        "            i = -1",
+        "            for request_id in request_ids:",
+        "                i += 1",
+        "                o = get(request_id) if type(request_id) is str else None",
+        "                if o is None:",
+        "                    raise unknown(request_id)",
+        "                extra = extras.get(o)",
+        "                if extra is None or specs and o in specs:",
+        f"                    {slow}",
+        "                streams, of = extra.streams, extra.stream_of",
+        "                if len(streams) != len(shares):",
+        f"                    {slow}",
+        "                kind, axes, mine, gets = 0, [], [], []",
+        "                for g, keys, k in shares:",
+        "                    s = of[g]",
+        "                    if s < 0:",
+        "                        kind = 3; break",
+        "                    stream = streams[s]",
+        "                    tail = stream.tail",
+        "                    if stream.axis in axes:",
+        "                        kind = 3; break",
+        "                    axes.append(stream.axis)",
+        "                    if len(tail) + k >= stream.rows_per_block:",
+        "                        kind = 1",
+        "                    mine.append(tail)",
+        "                    gets.append(keys[i * k : i * k + k])",
+        "                if kind == 3:",
+        f"                    {slow}",
+    ]
+    for g in range(n):
+        lines += group(g, False, "kind |= 2", "                ")
+    slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
+    values = ", ".join(f"s{g} - q{g}, q{g}" for g in range(n))
+    lines += [
+        "                if kind:",
+        "                    slow.append((request_id, o, i, kind, mine, gets)); continue",
+        f"                at += ({slots}); to += ({values}); tails += mine; adds += gets",
+        "            if len(set(request_ids)) != count:",
+        f"                {back}",
+        "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(list, map(extend, tails, adds))]",
+        "            if slow:",
+        "                plan = Boundary()",
+        "                for request_id, o, i, kind, mine, gets in slow:",
+        "                    if kind == 2 and cross_plan(o, num_new, None, None, unfreed, ops, "
+        "plan):",
+        "                        ops.append((list, map(extend, mine, gets)))",
+        "                    elif not plan_content(ops, plan, request_id, o, i, kind, mine, gets, "
+        "num_new, shares):",
+        f"                        {back}",
+        "                emit_boundary(ops, plan)",
+        "            commit(ops_of(ops)); del owner[0]; return  # the commit",
+    ]
+    return lines
+
+
 def _source(core: CoordinatorCore) -> str:
     """The source of ``make(...)``, which returns the functions of ``core``'s layout."""
     n = len(core.names)
@@ -678,6 +783,8 @@ def _source(core: CoordinatorCore) -> str:
         "    typecode, never = st.typecode, core.table.never",
         "    extend, content_boundary = array.extend, core._content_boundary",
         "    content_fill = core._content_fill",
+        "    plan_content, general_content_all = core._content_plan, core._general_content_all",
+        f"    unfreed = {tuple([] for _ in _pools(core)[1])}",
         "",
     ]
     lines += _cross(core)
@@ -949,9 +1056,11 @@ def _source(core: CoordinatorCore) -> str:
             "  # the commit"
         )
         lines += tail
+        lines += _content_all(core, typed, shape, group)
+        lines += tail
     names = (
         "step", "advance", "speculative", "rollback", "advance_all", "respec", "respec_all",
-        "content",
+        "content", "content_all",
     )
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
