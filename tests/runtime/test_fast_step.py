@@ -284,9 +284,9 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             cacheable = {}
             for group in one.groups:
                 if group.manager.kind in ("full_attention", "sliding_window", "chunked_local"):
-                    index = one.group(group.name, Tokens if group.manager.slot_unit is not
-                                      PooledBlocks else EncoderTokens).index
-                    cacheable.setdefault(group.manager.slot_unit is PooledBlocks, index)
+                    pooled = group.manager.slot_unit is PooledBlocks
+                    index = one.group(group.name, EncoderTokens if pooled else Tokens).index
+                    cacheable.setdefault(pooled, index)
             chosen = (
                 list(cacheable.values())
                 if cacheable and data.draw(st.integers(0, 3), label="per sequence")
@@ -297,8 +297,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             for g in chosen:
                 k = data.draw(st.integers(0, 2 * pools[g] + 1), label="keys per request")
                 contents.append(
-                    (g, data.draw(st.lists(st.integers(0, 2), min_size=k * len(ids),
-                                           max_size=k * len(ids)), label="keys"))
+                    (g, [data.draw(st.integers(0, 2), label="key") for _ in range(k * len(ids))])
                 )
             three = copy.deepcopy(two)
             mine = _outcome(fast, one._core, op + typed, ids, q, contents)
@@ -1017,3 +1016,91 @@ def test_a_generating_batch_interrupted_anywhere_changes_nothing() -> None:
         assert _state(coord) == _state(twin), i
         check_pools(coord)
     assert interrupted > 8 * 10
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_generating_batches_do_what_each_request_in_turn_does(data: st.DataObject) -> None:
+    # Random layouts of cacheable groups (each kind, pooled or not; pools of their own or one
+    # shared pool, small enough that steps run short), requests admitted with prompts that
+    # share their starts (hits, shared blocks), then engine steps that each give every running
+    # request its step and its generated content in one batch (`advance_content_all`: a token
+    # per step, a pooled sequence's encoder tokens, sometimes more or none): compared with
+    # `advance_content` of each request in turn (the general step, then `extend_content`) and,
+    # exactly, with the batch's own general path; now and then a request ends and another is
+    # admitted.
+    count = data.draw(st.integers(1, 3), label="groups")
+    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
+    block_size = data.draw(st.integers(1, 4), label="block_size")
+    shared = data.draw(st.booleans(), label="one pool")
+    specs = {
+        f"g{i}": data.draw(
+            layers(data.draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}"
+        )
+        for i in range(count)
+    }
+    max_len, max_in_flight = 48, 6
+    blocks = data.draw(st.integers(8, 80), label="blocks per group")
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            specs,
+            block_size=block_size,
+            num_blocks=1 + count * blocks if shared else {name: blocks for name in specs},
+            max_len=max_len,
+            max_in_flight=max_in_flight,
+            reserve=False,
+            shared=shared,
+        )
+
+    one, two = build(), build()
+    pooled = [g.manager.slot_unit is PooledBlocks for g in one.groups]
+    # One group per sequence (kernel unit) receives the content.
+    sequences: dict[bool, int] = {}
+    for g, axis in enumerate(pooled):
+        sequences.setdefault(axis, g)
+    live: list[str] = []
+    made = 0
+
+    def admit(c: KVCacheCoordinator, rid: str, prompt: list[int]) -> Any:
+        hits = c._core.admit_with_prefix(rid, [None] * count, prefix_parts(c, prompt))
+        c._core.advance_step(rid, [len(prompt) - h for h in hits])
+
+    for _ in range(data.draw(st.integers(1, 40), label="engine steps")):
+        if not live or (len(live) < 3 and data.draw(st.integers(0, 3), label="admit") == 0):
+            rid = f"r{made}"
+            made += 1
+            size = data.draw(st.integers(1, max_in_flight), label="prompt")
+            prompt = [i % data.draw(st.integers(1, 3), label="period") for i in range(size)]
+            got = [_outcome(admit, c, rid, prompt) for c in (one, two)]
+            assert got[0] == got[1]
+            assert _state(one) == _state(two)
+            if got[0] is None:
+                live.append(rid)
+            elif rid in one._core.requests:  # admitted, its prompt short: ends
+                for c in (one, two):
+                    c.free(rid)
+            continue
+        if data.draw(st.integers(0, 9), label="end") == 0:
+            rid = live.pop(data.draw(st.integers(0, len(live) - 1), label="which"))
+            for c in (one, two):
+                c.free(rid)
+            continue
+        ids = list(live)
+        tokens = data.draw(st.sampled_from((1, 1, 1, 0, 2)), label="tokens")
+        frames = data.draw(st.integers(0, 4), label="encoder tokens")
+        q = [frames if axis else tokens for axis in pooled]
+        contents = [
+            (g, [data.draw(st.integers(0, 2)) for _ in range(len(ids) * q[g])])
+            for g in sequences.values()
+        ]
+        typed = "_typed" if data.draw(st.booleans(), label="typed entry") else ""
+        three = copy.deepcopy(two)
+        mine = _outcome(fast, one._core, "content_all" + typed, ids, q, contents)
+        theirs = _outcome(general, three._core, "content_all", ids, q, contents)
+        assert mine == theirs, ids
+        assert _state(three) == _state(one), ids
+        two, failed = contents_in_turn(two, ids, q, contents)
+        assert (mine is None) == (failed is None), (mine, failed)
+        assert _state(one) == _state(two), ids
+    check_pools(one)
