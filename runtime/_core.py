@@ -837,20 +837,21 @@ class CoordinatorCore:
         held when hashes stay ahead of the positions (the steps that commit them register).
         False when a block to register is cached already (the caller takes the general
         path)."""
-        table, hot = self.table, self.table.hot
+        table, hot, st = self.table, self.table.hot, self.table.st
+        cold = table.cold(o) - HOT
         rows = []
+        stores: Ops = []
         for g, q in enumerate(num_new):
-            h = o + g * HOT
-            ops.append((setitem, hot, h + SLACK, hot[h + SLACK] - q))
-            ops.append((setitem, hot, h + STEP, q))
-            rows.append(table.rows(o, g) + q)
+            h, slack = o + g * HOT, hot[o + g * HOT + SLACK]
+            stores.append((setitem, hot, slice(h, h + HOT), [slack - q, q]))
+            rows.append(st[cold + g * COLD + ANCHOR] - slack + q)
+        ops += stores
         hashed: dict[int, list[bytes]] = {}
         extra = None
         for extra, g, added in self._by_axis(request_id, o, contents):
             hashed.update(self._plan_content(ops, extra, g, added))
         if extra is None:
             return True
-        st, cold = table.st, table.cold(o) - HOT
         streams, registered = extra.streams, extra.registered
         ahead = False
         for g, s in enumerate(extra.stream_of):
@@ -880,11 +881,11 @@ class CoordinatorCore:
                 ops.append((setitem, registered, g, full))
             ahead = ahead or known > max(full, start)
         if ahead:
-            for g, q in enumerate(num_new):  # as `extend_content` holds them after the step
-                fields = table.read(o, g)
-                fields[SLACK], fields[STEP] = fields[SLACK] - q, q
-                _hold(fields, rows[g], empty_too=True)
-                table.write_ops(ops, o, g, fields)
+            # Held as `extend_content` holds them after the step (`_hold`, empty steps too):
+            # the step that commits a hashed block registers it.
+            for g, q in enumerate(num_new):
+                ops.append((setitem, hot, slice(o + g * HOT, o + (g + 1) * HOT), [0, q]))
+                ops.append((setitem, st, cold + g * COLD + ANCHOR, rows[g]))
         return True
 
     def _content_boundary(
@@ -1921,7 +1922,7 @@ class CoordinatorCore:
                 continue
             joined = tail + added
             full = len(joined) // rpb * rpb
-            new = chain_hashes(stream.parent, joined[:full], rpb)
+            new = chain_hashes(stream.parent, joined, rpb)  # its full blocks
             ops.append((stream.hashes.extend, new))
             ops.append((setitem, tail, slice(None), joined[full:]))
             ops.append((setattr, stream, "parent", new[-1]))

@@ -202,8 +202,11 @@ def chain_hashes(parent: bytes, keys: Sequence[int], rows_per_block: int) -> lis
     block in the keys' unit): block i hashes its parent's digest and its keys as
     little-endian int64. A partial last block is not hashed."""
     out = []
+    packed = keys if isinstance(keys, array) and keys.typecode == "q" else None
     for start in range(0, len(keys) - rows_per_block + 1, rows_per_block):
-        chunk = array("q", keys[start : start + rows_per_block]).tobytes()
+        end = start + rows_per_block
+        # An int64 array's bytes as they are (a generated sequence's tail and its new keys).
+        chunk = (packed[start:end] if packed is not None else array("q", keys[start:end])).tobytes()
         parent = hashlib.sha256(parent + chunk).digest()
         out.append(parent)
     return out
