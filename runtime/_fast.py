@@ -298,10 +298,7 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
                 f"            plan.garbage[{g}] = plan.garbage.get({g}, garbage[{g}]) + gb{g}",
             ]
         lines += [
-            "        if lookahead is not None:",
-            "            ops.append((setitem, specs, o, tuple(lookahead)))",
-            "        elif o in specs:  # a plain step (content_all) accepts the latest lookahead",
-            "            ops.append((specs.pop, o, None))",
+            "        ops.append((setitem, specs, o, tuple(lookahead)))",
             "        return True",
             "",
         ]
@@ -661,10 +658,11 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     it from the caller): `CoordinatorCore.advance_content_all`, one engine step's batch with
     the content of its positions. Each request within its slack whose content fills no block
     (each pair to a sequence of its own with one stream) is a set of stores and appends, all in
-    C on the commit line; the others are planned on the same ops: a boundary crossed with no
-    block filled and no hash to register by ``cross_plan``, a block filled within the slack or
-    a registration by the core's `_content_plan`; any other request sends the whole batch to
-    the core's general path (`_general_content_all`)."""
+    C on the commit line; the others are planned on the same ops by the core's `_content_plan`
+    (a block filled within the slack, a boundary crossed with no block filled: with every
+    generated token cached, the blocks a step takes or evicts are mostly cached ones, which
+    the core's boundary plan handles); any other request sends the whole batch to the core's
+    general path (`_general_content_all`)."""
     n = len(core.names)
     comma = "," if n == 1 else ""
     qs = ", ".join(f"q{g}" for g in range(n)) + comma
@@ -701,6 +699,54 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if k * count != len(keys):",
         f"                    {back}",
         "                shares.append((g, keys, k))",
+    ]
+    # Where no group's step needs its in-flight bound checked (a block or more), the common
+    # engine step (every request known, once, with content, no speculative tail, within its
+    # slack, no block filled) is checked and stored a pass in C per field, over the batch.
+    if not any(
+        core._in_flight[g] < core._block_size[g] or not core._has_rows[g] for g in range(n)
+    ):
+        lines += [
+            "            if strs.issuperset(map(type, request_ids)):",
+            "                offs = list(map(get, request_ids))",
+            "                exs = list(map(extras_get, offs))",
+            "                vec = (None not in exs and len(set(offs)) == count and not (specs and "
+            "not specs.keys().isdisjoint(offs)) and len({axis[g] for g, _, _ in shares}) == "
+            "len(shares))",
+            "                if vec:",
+            "                    lists = list(map(streams_of, exs))",
+            "                    vec = set(map(len, lists)) == {len(shares)}",
+            "                ops = []",
+            "                for g, keys, k in shares if vec else ():",
+            "                    at = list(map(itemgetter(g), map(stream_of, exs)))",
+            "                    if min(at) < 0:",
+            "                        vec = False; break",
+            "                    tl = list(map(tail_of, map(getitem, lists, at)))",
+            "                    if max(map(len, tl)) + k >= rows_per_block[g]:",
+            "                        vec = False; break",
+            "                    if k:",
+            "                        ops.append((list, map(extend, tl, map(getitem, repeat(keys), "
+            "map(slice, range(0, count * k, k), range(k, count * k + k, k))))))",
+        ]
+        for g in range(n):
+            h = g * HOT
+            lines += [
+                "                if vec:",
+                f"                    a{g} = list(map(add, offs, repeat({h + SLACK})))",
+                f"                    s{g} = list(map(getitem, repeat(hot), a{g}))",
+                f"                    vec = min(s{g}) >= q{g} and (q{g} > 0 or min(s{g}) > 0)",
+            ]
+        lines.append("                if vec:")
+        for g in range(n):
+            h = g * HOT
+            lines += [
+                f"                    ops.append((commit, map(setitem, repeat(hot), a{g}, "
+                f"map(sub, s{g}, repeat(q{g})))))",
+                "                    ops.append((commit, map(setitem, repeat(hot), "
+                f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
+            ]
+        lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
+    lines += [
         "            fast, slow, at, to, tails, adds = [], [], [], [], [], []",
         "            i = -1",
         "            for request_id in request_ids:",
@@ -746,10 +792,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "            if slow:",
         "                plan = Boundary()",
         "                for request_id, o, i, kind, mine, gets in slow:",
-        "                    if kind == 2 and cross_plan(o, num_new, None, None, unfreed, ops, "
-        "plan):",
-        "                        ops.append((list, map(extend, mine, gets)))",
-        "                    elif not plan_content(ops, plan, request_id, o, i, kind, mine, gets, "
+        "                    if not plan_content(ops, plan, request_id, o, i, kind, mine, gets, "
         "num_new, shares):",
         f"                        {back}",
         "                emit_boundary(ops, plan)",
@@ -784,7 +827,10 @@ def _source(core: CoordinatorCore) -> str:
         "    extend, content_boundary = array.extend, core._content_boundary",
         "    content_fill = core._content_fill",
         "    plan_content, general_content_all = core._content_plan, core._general_content_all",
-        f"    unfreed = {tuple([] for _ in _pools(core)[1])}",
+        "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
+        "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
+        "    tail_of = attrgetter('tail')",
+        "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
         "",
     ]
     lines += _cross(core)
@@ -1067,7 +1113,7 @@ def _source(core: CoordinatorCore) -> str:
     header = (
         "from array import array\n"
         "from itertools import repeat\n"
-        "from operator import add, getitem, setitem, sub\n"
+        "from operator import add, attrgetter, getitem, itemgetter, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n\n"

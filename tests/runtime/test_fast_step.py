@@ -901,10 +901,10 @@ def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
     # from a shared prompt, every token cached: each engine step is one
     # `advance_with_content_all`, compared call by call with `advance_with_content` of each
     # request in turn on a twin (itself tested against the general path above). Every path of
-    # the batch runs: the generated stores and appends, a block crossed (`cross_plan`), a
-    # block filled by the content (`_content_plan`'s fill) and its registration by the step
-    # that commits it (`_content_plan`'s boundary plan), and the batch's general path (the
-    # audio window evicting the prompt's shared blocks).
+    # the batch runs: the generated stores and appends, a block crossed and a block filled by
+    # the content (`_content_plan`: the core's boundary plan, `_plan_fill`), the filled block's
+    # registration by the step that commits it (the boundary plan), and the batch's general
+    # path (the audio window evicting the prompt's shared blocks).
     planned: list[tuple[int, bool]] = []
     plan_content = CoordinatorCore._content_plan
 
@@ -950,7 +950,7 @@ def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
             )
         assert _state(one) == _state(two), i
         check_pools(one)
-    assert {"content_all_typed", "cross_plan", "_general_content_all"} <= set(ran), set(ran)
+    assert {"content_all_typed", "_general_content_all"} <= set(ran), set(ran)
     assert {(1, True), (2, True)} <= set(planned), planned
     # A request twice, keys not an equal share, wrong units, a request admitted without
     # content: an error, and nothing changed.
