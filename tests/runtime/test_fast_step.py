@@ -272,8 +272,8 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             # part fails first may differ: compared is whether the call failed, and the state
             # after it), and exactly the batch's own general path (a third twin).
             core = one._core
-            held = [r for r in sorted(core.requests) if core.table.offsets[r] in core.extras]
-            pick = held if data.draw(st.integers(0, 3), label="with content") else sorted(
+            holding = [r for r in sorted(core.requests) if core.table.offsets[r] in core.extras]
+            pick = holding if data.draw(st.integers(0, 3), label="with content") else sorted(
                 core.requests
             )
             ids = [r for r in pick if data.draw(st.booleans())]
@@ -281,24 +281,24 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             contents = []
             # Mostly one pair per sequence a prefix admission gave content (a group of each
             # kernel unit: what a generating scheduler gives), else any groups.
-            cacheable = {}
+            cacheable: dict[bool, int] = {}
             for group in one.groups:
                 if group.manager.kind in ("full_attention", "sliding_window", "chunked_local"):
                     pooled = group.manager.slot_unit is PooledBlocks
                     index = one.group(group.name, EncoderTokens if pooled else Tokens).index
                     cacheable.setdefault(pooled, index)
+            per_sequence = data.draw(st.integers(0, 3), label="per sequence") > 0
             chosen = (
                 list(cacheable.values())
-                if cacheable and data.draw(st.integers(0, 3), label="per sequence")
+                if cacheable and per_sequence
                 else data.draw(
                     st.lists(st.integers(0, count - 1), min_size=1, max_size=3), label="groups"
                 )
             )
             for g in chosen:
-                k = data.draw(st.integers(0, 2 * pools[g] + 1), label="keys per request")
-                contents.append(
-                    (g, [data.draw(st.integers(0, 2), label="key") for _ in range(k * len(ids))])
-                )
+                share = data.draw(st.integers(0, 2 * pools[g] + 1), label="keys per request")
+                keys = [data.draw(st.integers(0, 2), label="key") for _ in range(share * len(ids))]
+                contents.append((g, keys))
             three = copy.deepcopy(two)
             mine = _outcome(fast, one._core, op + typed, ids, q, contents)
             theirs = _outcome(general, three._core, op, ids, q, contents)
