@@ -886,8 +886,9 @@ def test_a_step_with_its_content_interrupted_anywhere_changes_nothing() -> None:
 def _batch_content(
     audio: Any, text: Any, tokens: list[int]
 ) -> list[tuple[Any, ContentKeys[Any]]]:
-    """An engine step's sampled ``tokens`` (an equal share per request, in batch order) and their audio
-    (2 encoder tokens each, keyed by the token) as one `ContentKeys` per sequence."""
+    """An engine step's sampled ``tokens`` (an equal share per request, in batch order) and
+    their audio (2 encoder tokens each, keyed by the token) as one `ContentKeys` per
+    sequence."""
     return [
         (audio, ContentKeys([t for t in tokens for _ in "ab"], EncoderTokens)),
         (text, ContentKeys(tokens, Tokens)),
