@@ -2246,6 +2246,17 @@ class FastFunctions(NamedTuple):
         [Sequence[str], tuple[int, ...], tuple[int, ...], Sequence[tuple[int, ...]]], None
     ]
     content_typed: Callable[[str, tuple[int, ...], Sequence[tuple[int, Sequence[int]]]], None]
+    respec_all_units: Callable[
+        [
+            Sequence[str],
+            tuple[int, ...],
+            tuple[int, ...],
+            Sequence[Any],
+            tuple[type, ...],
+            Callable[..., None],
+        ],
+        None,
+    ]
     source: str
 
 

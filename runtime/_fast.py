@@ -441,6 +441,19 @@ def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
                 f"v{g}, w{g} = s - q, None",
             ]
             continue
+        # Within the slack the rollback leaves, and no block to give back (`_unrolled`):
+        # only the slack changes.
+        pb = p * size
+        keep = f"(end + {size - 1}) // {size}"
+        entries = f"st[{c} + {SKIPPED}] + st[{c} + {LENGTH}]"
+        out += [
+            "sr = s + r",
+            f"if 0 <= q <= sr and (sr or q) and touched <= {in_flight} and (not r or s and "
+            f"{keep} >= {entries} and (rows + q) // {pb} >= (rows + r) // {pb}):",
+            f"    v{g}, w{g} = sr - q, None",
+            "else:",
+        ]
+        at = len(out)
         out += [
             f"if touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
             f"    {fail}",
@@ -506,12 +519,14 @@ def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
             f"v{g} = anchor - rows",
             f"w{g} = (anchor, base, evict, skip, start, length, capacity)",
         ]
+        out[at:] = ["    " + line for line in out[at:]]
     return [indent + line for line in out]
 
 
-def _crossed(core: CoordinatorCore, indent: str) -> list[str]:
+def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str]:
     """What `_crossing` planned, added to ``ops`` (the pools' part to ``ev{i}``/``tl{i}``,
-    evicted and taken blocks, and ``gb{g}``, the slabs' garbage)."""
+    evicted and taken blocks, and ``gb{g}``, the slabs' garbage); with ``flat``, the hot
+    fields to the batch's stores (``push``, ``push{g}``) instead."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = []
@@ -529,8 +544,11 @@ def _crossed(core: CoordinatorCore, indent: str) -> list[str]:
             f"        tl{i}.append(t{g})",
             f"        ops.append((setitem, slabs[{g}], x{g}, t{g}))",
         ]
-    values = ", ".join(f"v{g}, q{g}" for g in range(n))
-    out.append(f"ops.append((setitem, hot, slice(o, o + {n * HOT}), [{values}]))")
+    if flat:
+        out.append("push(o); " + "; ".join(f"push{g}(v{g})" for g in range(n)))
+    else:
+        values = ", ".join(f"v{g}, q{g}" for g in range(n))
+        out.append(f"ops.append((setitem, hot, slice(o, o + {n * HOT}), [{values}]))")
     return [indent + line for line in out]
 
 
@@ -572,7 +590,7 @@ def _respec(
     (`CoordinatorCore._general_respec`: the rollback and the step planned on one plan)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    pool_of, first_of = _pools(core)
+    _, first_of = _pools(core)
     suffix = "_typed" if typed else ""
     comma = "," if n == 1 else ""
     qs = ", ".join(f"q{g}" for g in range(n)) + comma
@@ -651,16 +669,68 @@ def _respec(
     )
     lines.append(f"            {stores}; specs[o] = {spec}; del owner[0]; return  # the commit")
     lines += tail
+    for units in (False, True) if typed else (False,):
+        lines += _respec_all(core, typed, units, shape, group)
+        lines += tail
+    return lines
+
+
+def _respec_all(
+    core: CoordinatorCore, typed: bool, units: bool, shape: Any, group: Any
+) -> list[str]:
+    """The source of ``respec_all`` (``respec_all_typed`` with ``typed``; with ``units``,
+    ``respec_all_units(request_ids, num_new, lookahead, rejected, units, checked)``, whose
+    ``rejected`` are the typed layer's quantities, one per group in group order, each of
+    its class in ``units`` and one kernel position per unit: read here, so that the typed
+    layer needs no loop of its own; anything irregular, before anything changed, returns
+    ``checked(request_ids, num_new, lookahead, rejected)``: the typed layer's own checks and
+    conversion, then ``respec_all_typed``)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    pool_of, first_of = _pools(core)
+    suffix = "_units" if units else "_typed" if typed else ""
+    comma = "," if n == 1 else ""
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    ks = ", ".join(f"k{g}" for g in range(n)) + comma
+    rs = ", ".join(f"r{g}" for g in range(n)) + comma
+    js = ", ".join(f"j{g}" for g in range(n)) + comma
+    us = ", ".join(f"U{g}" for g in range(n)) + comma
+    ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+    kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
+    spec = "(" + ks + ")"
+    zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
+    fresh = "; ".join(
+        f"f{i}, h{i}, ev{i}, tl{i} = pools[{g}]._fresh, pools[{g}]._head, [], []"
+        for i, g in enumerate(first_of)
+    )
+    zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
+    raw = (
+        "[(" + ", ".join(f"x{g}._value" for g in range(n)) + ",) for "
+        + ", ".join(f"x{g}" for g in range(n)) + comma + " in rejected]"
+        if units
+        else "rejected"
+    )
+    refuse = "del owner[0]; return checked(request_ids, num_new, lookahead, rejected)"
     # The batch: the requests within their slack in one pass (their offsets and new slacks,
     # written in C at the commit), then those past it in order, planned in plain locals
     # (`_crossing`) until one is not (then it and those after it on the core's boundary plan,
     # seeded with what the locals planned), else the general path.
-    back = "return general_respec_all(me, request_ids, num_new, lookahead, rejected, [], [])"
-    defer = "xs.append((request_id, o, rejected_i)); continue"
+    back = (
+        refuse
+        if units
+        else "return general_respec_all(me, request_ids, num_new, lookahead, rejected, [], [])"
+    )
+    checked = f"return general_respec_all(me, request_ids, num_new, lookahead, {raw}, [], [])"
+    defer = (
+        f"xs.append((request_id, o, ({rs}))); continue"
+        if units
+        else "xs.append((request_id, o, rejected_i)); continue"
+    )
     sls = ", ".join(f"sl{g}" for g in range(n))
     pushes = ", ".join(f"sl{g}.append" for g in range(n))
-    lines += [
-        f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected):",
+    lines = [
+        f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected"
+        + (", units, checked):" if units else "):"),
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
@@ -669,6 +739,8 @@ def _respec(
     if not typed:
         lines += shape(["num_new", "lookahead"], back)
     lines += [f"            {qs} = num_new", f"            {ks} = lookahead"]
+    if units:
+        lines.append(f"            {us} = units")
     negative = " or ".join(f"q{g} < 0" for g in range(n))
     lines += [
         f"            if {(ints + ' or ') if not typed else ''}{negative} or {kints}:",
@@ -683,8 +755,17 @@ def _respec(
         "            for request_id, rejected_i in zip(request_ids, rejected):",
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
-        "                    raise unknown(request_id)",
+        "                    " + (refuse if units else "raise unknown(request_id)"),
     ]
+    if units:
+        lines += [
+            f"                if type(rejected_i) is not tuple or len(rejected_i) != {n}:",
+            f"                    {refuse}",
+            f"                {rs} = rejected_i",
+            "                if " + " or ".join(f"type(r{g}) is not U{g}" for g in range(n)) + ":",
+            f"                    {refuse}",
+            f"                {rs} = " + ", ".join(f"r{g}._value" for g in range(n)) + comma,
+        ]
     if not typed:
         lines += [
             "                if not (type(rejected_i) is tuple or type(rejected_i) is list)"
@@ -692,7 +773,7 @@ def _respec(
             f"                    {defer}",
         ]
     lines += [
-        f"                {rs} = rejected_i",
+        *([] if units else [f"                {rs} = rejected_i"]),
         "                held = specs.get(o)",
         "                if held is None:",
         f"                    {zeros}",
@@ -707,7 +788,7 @@ def _respec(
     )
     lines += [
         "            if len(set(request_ids)) != len(request_ids):",
-        f"                {back}",
+        f"                {checked}",
         "            ops = [(specs.update, zip(offs, repeat(spec)))]",
     ]
     for g in range(n):
@@ -720,7 +801,8 @@ def _respec(
         ]
     fast = (
         f"[(o, [{', '.join(f'a{g} + q{g}' for g in range(n))}]) for o, "
-        f"{', '.join(f'a{g}' for g in range(n))} in zip(offs, {sls})]"
+        f"{', '.join(f'a{g}' for g in range(n))} in zip(offs[:within], "
+        f"{', '.join(f'sl{g}[:within]' for g in range(n))})]"
     )
     # The core's plan shares the locals' lists of taken and evicted blocks; its pools'
     # fresh and head counters and its garbage are synced with the locals around each use.
@@ -751,7 +833,7 @@ def _respec(
         "            if xs:",
         f"                {fresh}",
         f"                {zero_gb}",
-        "                plan, crossed = None, []",
+        "                plan, within = None, len(offs)",
         "                for request_id, o, rejected_i in xs:",
         "                    done = False",
         f"                    {keep}",
@@ -773,9 +855,8 @@ def _respec(
         f"                        c = o // {hw} * {cw}",
     ]
     lines += _crossing(core, "break", "                        ")
-    lines += _crossed(core, "                        ")
+    lines += _crossed(core, "                        ", flat=True)
     lines += [
-        "                        crossed.append(o)",
         "                        done = True",
         "                        break",
         "                    if done:",
@@ -789,7 +870,7 @@ def _respec(
         "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
         "lookahead, back):",
         f"                        return general_respec_all(me, request_ids, num_new, lookahead, "
-        f"rejected, {fast}, xs)",
+        f"{raw}, {fast}, xs)",
         *out_of,
         "                if plan is None:",
     ]
@@ -798,10 +879,8 @@ def _respec(
         "                else:",
         *into,
         "                    emit_boundary(ops, plan)",
-        "                ops.append((specs.update, zip(crossed, repeat(spec))))",
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
-    lines += tail
     return lines
 
 
@@ -1103,7 +1182,7 @@ def _source(core: CoordinatorCore) -> str:
         "content",
     )
     typed_names = ", ".join(f"{x}_typed" for x in names)
-    lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
+    lines.append("    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units)")
     header = (
         "from array import array\n"
         "from itertools import repeat\n"

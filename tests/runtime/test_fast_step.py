@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import random
+import re
 import sys
 from typing import Any
 
@@ -505,14 +506,24 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
             ran.append(frame.f_code.co_name)
 
     kept = 0
-    for _ in range(40):
+    # Every other batched step through the typed layer, whose counts the core reads itself.
+    units = [EncoderTokens if kind == "sliding_p2" else Tokens for kind in kinds]
+    stepper: Any = one.stepper(*(one.group(name, u) for name, u in zip(chosen, units, strict=True)))
+    for step in range(40):
         q, k = [4 * s for s in scale], [3 * s for s in scale]
         rejected = [pending[rid] for rid in ids]
         before = {rid: [one._core.block_table(rid, g) for g in range(len(kinds))] for rid in ids}
         rows = {rid: one._core.rows(rid) for rid in ids}
         sys.setprofile(record)
         try:
-            if batched:
+            if batched and step % 2:
+                stepper.advance_speculative_all(
+                    ids,
+                    *(u(x - y) for u, x, y in zip(units, q, k, strict=True)),
+                    lookahead=tuple(u(y) for u, y in zip(units, k, strict=True)),
+                    rejected=[tuple(u(x) for u, x in zip(units, r, strict=True)) for r in rejected],
+                )
+            elif batched:
                 fast(one._core, "respec_all", ids, q, k, rejected)
             else:
                 for rid, r in zip(ids, rejected, strict=True):
@@ -559,7 +570,34 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
         assert ran.count("respec_cross") > 2 * ran.count("_plan_boundary"), ran
     else:  # 120 request-steps, most past the slack in blocks of 4
         assert "_general_respec_all" not in ran and ran.count("_plan_boundary") < 40, ran
+        assert ran.count("respec_all_units") == 20 and "checked" not in ran, ran
     check_pools(one)
+
+
+def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
+    # The core reads a batch's rejected counts itself when the stepper binds every group in
+    # order (`Stepper.advance_speculative_all`); anything irregular is checked and reported
+    # by the typed layer, as for any stepper, and changes nothing.
+    coord = _voxtral_toy()
+    for rid in ("r", "s"):
+        coord.admit(rid)
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
+    draft = (EncoderTokens(2), Tokens(1))
+    none = (EncoderTokens(0), Tokens(0))
+    step.advance_speculative_all(["r", "s"], *draft, lookahead=draft, rejected=[none, none])
+    before = _state(coord)
+    cases: list[tuple[Any, Any, type[Exception], str]] = [
+        (["r", "s"], [none, (Tokens(0), Tokens(0))], UnitTypeError, "rejected[0]"),
+        (["r", "s"], [none, (EncoderTokens(0),)], UnitTypeError, "takes 2 counts"),
+        (["r", "x"], [none, none], RequestError, "'x'"),
+        (["r", "r"], [none, none], RequestError, "twice"),
+        (["r", "s"], [none], RequestError, "1 rejected counts for 2 requests"),
+        (["r", "s"], [none, (EncoderTokens(4), Tokens(0))], RequestError, "rolls back 4"),
+    ]
+    for ids, rejected, error, words in cases:
+        with pytest.raises(error, match=re.escape(words)):
+            step.advance_speculative_all(ids, *draft, lookahead=draft, rejected=rejected)
+        assert _state(coord) == before, (ids, rejected)
 
 
 def _voxtral_toy() -> KVCacheCoordinator:
