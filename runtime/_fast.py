@@ -352,14 +352,16 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
-def _unrolled(core: CoordinatorCore, back: str, indent: str) -> list[str]:
+def _unrolled(core: CoordinatorCore, back: str, indent: str, typed: bool = False) -> list[str]:
     """The rollback of ``r{g}`` positions per group (what the latest step left speculative:
     ``j{g}``) before a step of ``q{g}`` when it frees no block (it keeps those the step takes
     again, `CoordinatorCore._kept`) and the step ends in the block of the bound it had: then
     it only gives the slack back (``s{g}``, read here, is raised by it). Any other goes to
-    ``back``."""
+    ``back``. With ``typed``, the ``r{g}`` are ints (the typed layer's) and ``c`` is the
+    request's cold offset."""
     hw, cw = core.table.hot_width, core.table.cold_width
-    cold = f"o // {hw} * {cw}"
+    cold = "c" if typed else f"o // {hw} * {cw}"
+    integer = "" if typed else "type(r{g}) is not int or "
     out = []
     for g in range(len(core.names)):
         h = g * HOT
@@ -374,7 +376,7 @@ def _unrolled(core: CoordinatorCore, back: str, indent: str) -> list[str]:
             keep = f"({slots} + {size - 1}) // {size}"
         entries = f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
         out += [
-            f"if type(r{g}) is not int or not 0 <= r{g} <= j{g}:",
+            f"if {integer.format(g=g)}not 0 <= r{g} <= j{g}:",
             f"    {back}",
             f"s{g} = hot[o + {h + SLACK}]",
             f"if r{g}:",
@@ -660,7 +662,9 @@ def _respec(
         "            else:",
         f"                {js} = spec",
     ]
-    lines += _unrolled(core, past, "            ")
+    if typed:
+        lines.append(f"            c = o // {hw} * {cw}")
+    lines += _unrolled(core, past, "            ", typed)
     for g in range(n):
         lines += group(g, False, past, "            ", read=False)
     stores = "; ".join(
@@ -780,7 +784,9 @@ def _respec_all(
         "                else:",
         f"                    {js} = held",
     ]
-    lines += _unrolled(core, defer, "                ")
+    if typed:
+        lines.append(f"                c = o // {hw} * {cw}")
+    lines += _unrolled(core, defer, "                ", typed)
     for g in range(n):
         lines += group(g, False, defer, "                ", read=False)
     lines.append(
