@@ -611,9 +611,10 @@ def _respec(
         for i, g in enumerate(first_of)
     )
     zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
-    # One request past the stores' reach (``respec``'s): planned in plain locals, else the
-    # core's boundary path (`CoordinatorCore._boundary_step` with the rollback), else general.
-    lines: list[str] = [
+    # One request past the stores' reach (``respec``'s and ``respec_typed``'s, written once):
+    # planned in plain locals, else the core's boundary path (`CoordinatorCore._boundary_step`
+    # with the rollback), else general.
+    lines: list[str] = [] if typed else [
         "    def respec_cross(me, request_id, o, num_new, lookahead, rejected):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
@@ -634,15 +635,16 @@ def _respec(
         f"        {zero_gb}",
         "        ops = []",
     ]
-    lines += _crossing(core, "return boundary(me, request_id, o, num_new, False, lookahead, "
-                       "rejected)", "        ")
-    lines += _crossed(core, "        ")
-    lines += _pooled(core, "        ")
-    lines += [
-        "        ops.append((setitem, specs, o, tuple(lookahead)))",
-        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
-        "",
-    ]
+    if not typed:
+        fail = "return boundary(me, request_id, o, num_new, False, lookahead, rejected)"
+        lines += _crossing(core, fail, "        ")
+        lines += _crossed(core, "        ")
+        lines += _pooled(core, "        ")
+        lines += [
+            "        ops.append((setitem, specs, o, tuple(lookahead)))",
+            "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+            "",
+        ]
     lines += head("respec" + suffix, args, "allocate")
     if not typed:
         lines += shape(["num_new", "lookahead", "rejected"], back)
