@@ -41,7 +41,7 @@ entries in cache blocks):
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from operator import setitem
 from typing import Final
 
@@ -231,17 +231,24 @@ class RequestTable:
             if capacity:
                 plan.garbage[g] = plan.garbage.get(g, self.garbage[g]) + capacity
 
-    def compact_ops(self, ops: Ops) -> None:
-        """Add to ``ops`` what rewrites every slab whose garbage is `due` without the
-        garbage (each segment keeps a quarter of spare room): no observable change."""
+    def compact_ops(
+        self, ops: Ops, groups: Collection[int] = (), ended: SlabPlan | None = None, o: int = -1
+    ) -> None:
+        """Add to ``ops`` what rewrites every slab whose garbage is `due` (and those of
+        ``groups``, due or not) without the garbage (each segment keeps a quarter of spare
+        room): no observable change. ``ended``: the plan of the end of the request at offset
+        ``o`` (`release_ops`), whose garbage counts and whose segments are not kept."""
         st = self.st
         for g, slab in enumerate(self.slabs):
-            if not due(self.garbage[g], len(slab)):
+            garbage = self.garbage[g] if ended is None else ended.garbage.get(g, self.garbage[g])
+            if g not in groups and not due(garbage, len(slab)):
                 continue
             kept = array("i")
             moves = []
-            for o in self.offsets.values():
-                c = self.cold(o) + g * COLD - HOT
+            for other in self.offsets.values():
+                if other == o:
+                    continue
+                c = self.cold(other) + g * COLD - HOT
                 start, length = st[c + START], st[c + LENGTH]
                 at = len(kept)
                 room = max(4, length >> 2) if length else 0

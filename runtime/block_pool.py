@@ -18,6 +18,7 @@ Not thread-safe: the coordinator that owns the pool is driven by one scheduler t
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from operator import setitem
@@ -41,6 +42,10 @@ _COMPACT_AFTER: Final = 64
 
 #: Fresh ids taken at once from which `BlockPool.ids` slices a table of ids (fewer: a range).
 _IOTA_FROM: Final = 16
+
+#: The ids table's byte order (an ``array('i')``'s: native) and a 32-bit lane holding 1.
+_ORDER: Final = sys.byteorder
+_LANE_ONE: Final = (1).to_bytes(4, sys.byteorder)
 
 #: A group's map of cached content: block hash -> the blocks holding that content, oldest first.
 CacheMap = dict[bytes, list[int]]
@@ -212,8 +217,36 @@ class BlockPool:
         iota = self._iota
         if end > len(iota):
             grow = min(max(end, 2 * len(iota), 64), self.num_blocks)
-            iota.extend(array("i", range(len(iota), grow)))
+            if not iota:
+                iota.extend(array("i", range(min(64, grow))))
+            while len(iota) < grow:
+                # The next k ids are the first k plus k, in every 32-bit lane of one int (no
+                # lane carries: ids < 2**31): C-level, not an int object per id.
+                k = min(len(iota), grow - len(iota))
+                lanes = int.from_bytes(memoryview(iota)[:k], _ORDER)
+                lanes += len(iota) * int.from_bytes(_LANE_ONE * k, _ORDER)
+                iota.frombytes(lanes.to_bytes(4 * k, _ORDER))
         return iota[start:end]
+
+    def front(self, fresh: int, head: int, n: int) -> array[int] | None:
+        """The ``n`` blocks an allocation would take as a plan sees the pool (``fresh``: its
+        lowest id never handed out, ``head``: its queue's first live entry): the fresh ids,
+        then the queue's front, as one array made of slices (a prefill chunk's blocks cost a
+        copy, not an int each). None where a block-by-block take is needed (a stale entry
+        among them) or the queue holds fewer: `PoolPlan.take` decides those. Cached blocks
+        among them are the caller's to evict."""
+        k = min(n, self.num_blocks - fresh)
+        out = self.ids(fresh, fresh + k)
+        more = n - k
+        if more:
+            queue = self._queue
+            if head + more > len(queue):
+                return None
+            run = queue[head : head + more]
+            if self._stale and not self._stale.keys().isdisjoint(run):
+                return None
+            out.extend(run)
+        return out
 
     # -- changing, one atomic change at a time ---------------------------------------------
 
