@@ -36,7 +36,7 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import KVCacheCoordinator, _table
-from kvunits.runtime._table import CAPACITY
+from kvunits.runtime._table import CAPACITY, START
 from kvunits.runtime.block_pool import BlockPool
 
 from .support import check_pools, coordinator, group_of
@@ -51,6 +51,20 @@ def _garbage_counted(coord: KVCacheCoordinator) -> None:
     for g, slab in enumerate(table.slabs):
         owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
         assert table.garbage[g] == len(slab) - owned, g
+
+
+def _fields(coord: KVCacheCoordinator) -> dict[str, list[list[int]]]:
+    """Every request's per-group fields but where its segment lies (``START``,
+    ``CAPACITY``): its bounds for the next step (``SLACK``, ``ANCHOR``, ``BASE``, ``EVICT``)
+    as well as its positions and table, which a path must set as the general path does."""
+    table = coord._core.table
+    return {
+        rid: [
+            [v for i, v in enumerate(table.read(o, g)) if i not in (START, CAPACITY)]
+            for g in range(len(table.slabs))
+        ]
+        for rid, o in table.offsets.items()
+    }
 
 
 def _recording(ran: list[str]) -> Any:
@@ -101,13 +115,15 @@ def test_long_steps_do_what_the_general_path_does(data: st.DataObject) -> None:
     pools = [spec.pool.tokens_per_block for spec in (g.manager for g in one.groups)]
 
     def counts() -> list[int]:
-        # Mostly a long step (a prefill chunk: up to the step limit), else a decode step.
-        long = data.draw(st.booleans(), label="long")
-        return [
-            data.draw(st.integers(max_in_flight // 2, max_in_flight) if long else st.just(p))
-            * (p if long else 1)
-            for p in pools
-        ]
+        # A long step (a prefill chunk: up to the step limit), a few blocks' worth (a run that
+        # often fits the segment's spare room), or a decode step.
+        size = data.draw(st.sampled_from(("long", "few", "one")), label="size")
+        spans = {
+            "long": st.integers(max_in_flight // 2, max_in_flight),
+            "few": st.integers(block_size + 1, min(3 * block_size, max_in_flight)),
+            "one": st.just(1),
+        }
+        return [data.draw(spans[size]) * p for p in pools]
 
     for _ in range(data.draw(st.integers(1, 30), label="calls")):
         rid = f"r{data.draw(st.integers(0, 3), label='request')}"
@@ -152,6 +168,7 @@ def test_long_steps_do_what_the_general_path_does(data: st.DataObject) -> None:
             ]
         assert got[0] == got[1], (op, rid)
         assert _state(one) == _state(two), (op, rid)
+        assert _fields(one) == _fields(two), (op, rid)
         _garbage_counted(one)
     check_pools(one)
 
@@ -200,6 +217,7 @@ def test_a_chunked_prefill_takes_its_blocks_as_runs_on_the_boundary_path(
                     sys.setprofile(None)
                 general(two._core, "advance", rid, [64, 64])
                 assert _state(one) == _state(two), (cycle, chunk, rid)
+                assert _fields(one) == _fields(two), (cycle, chunk, rid)
                 long_steps += 1
         for _ in range(20):
             for rid in ids:
@@ -256,6 +274,7 @@ def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_
             sys.setprofile(None)
         assert got == _outcome(general, two._core, "advance", rid, q), (rid, q)
         assert _state(one) == _state(two), (rid, q)
+        assert _fields(one) == _fields(two), (rid, q)
         check_pools(one)
 
     ran: list[str] = []
