@@ -1001,13 +1001,18 @@ class CoordinatorCore:
                 if g not in plan.compacted and due(garbage, plan.slab_end.get(g, len(slab))):
                     plan.compact = g
                     return False  # compacted first (`_boundary_step`), or the general path
-                moved = slab[start + dropped : start + length]
                 if run is None:
+                    moved = slab[start + dropped : start + length]
                     moved.append(taken)
-                else:
-                    moved.extend(run)
-                room = grown(len(moved))
-                moved.extend(array("i", bytes(4 * (room - len(moved)))))
+                    room = grown(len(moved))
+                    moved.extend(array("i", bytes(4 * (room - len(moved)))))
+                else:  # made whole at once, its parts copied in by memory views
+                    staying = length - dropped
+                    room = grown(staying + want)
+                    moved = array("i", (0,)) * room
+                    with memoryview(moved) as to, memoryview(slab) as source:
+                        to[:staying] = source[start + dropped : start + length]
+                        to[staying : staying + want] = run
                 at = plan.slab_end.get(g, len(slab))
                 plan.slab_end[g] = at + room
                 ops.append((slab.extend, moved))

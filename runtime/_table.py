@@ -53,6 +53,9 @@ SLACK, STEP, ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH, CAPACITY, MAXLEN, CAP 
 HOT: Final = 2
 COLD: Final = 9
 
+#: One zero entry: ``_ZERO * n`` is n of them, filled in C.
+_ZERO: Final = array("i", [0])
+
 #: Garbage (entries) a slab holds before a compaction is considered.
 _COMPACT_MIN: Final = 1024
 
@@ -243,19 +246,23 @@ class RequestTable:
             garbage = self.garbage[g] if ended is None else ended.garbage.get(g, self.garbage[g])
             if g not in groups and not due(garbage, len(slab)):
                 continue
-            kept = array("i")
             moves = []
+            at = 0
             for other in self.offsets.values():
                 if other == o:
                     continue
                 c = self.cold(other) + g * COLD - HOT
-                start, length = st[c + START], st[c + LENGTH]
-                at = len(kept)
-                room = max(4, length >> 2) if length else 0
-                if length:
-                    kept.extend(slab[start : start + length])
-                    kept.extend(array("i", bytes(4 * room)))
-                moves.append((c, at, length + room))
+                length = st[c + LENGTH]
+                capacity = length + max(4, length >> 2) if length else 0
+                moves.append((c, at, capacity))
+                at += capacity
+            # The kept entries copied segment by segment into the new slab, made whole at
+            # once (zeros: the spare room), by memory views: a copy each, no temporary.
+            kept = _ZERO * at
+            with memoryview(kept) as to, memoryview(slab) as source:
+                for c, start, _ in moves:
+                    first, length = st[c + START], st[c + LENGTH]
+                    to[start : start + length] = source[first : first + length]
             ops.append((setitem, slab, slice(None), kept))
             for c, start, capacity in moves:
                 ops.append((setitem, st, c + START, start))

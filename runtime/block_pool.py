@@ -43,12 +43,43 @@ _COMPACT_AFTER: Final = 64
 #: Fresh ids taken at once from which `BlockPool.ids` slices a table of ids (fewer: a range).
 _IOTA_FROM: Final = 16
 
-#: The ids table's byte order (an ``array('i')``'s: native) and a 32-bit lane holding 1.
-_ORDER: Final = sys.byteorder
-_LANE_ONE: Final = (1).to_bytes(4, sys.byteorder)
+#: The bytes 0 .. 255: the low byte of 256 consecutive ids.
+_LOW: Final = bytes(range(256))
 
 #: A group's map of cached content: block hash -> the blocks holding that content, oldest first.
 CacheMap = dict[bytes, list[int]]
+
+
+def id_run(start: int, end: int) -> array[int]:
+    """The ids ``start .. end − 1`` (0 <= start <= end <= 2**31) as an ``array('i')``, built
+    byte plane by byte plane: the low bytes are 0 .. 255 repeated, each higher byte a run of
+    one value per 256, 65,536 or 2**24 ids, written into every fourth byte by slice
+    assignment. C-level work of a few bytes per id, where ``array('i', range(...))`` makes
+    and converts an int object per id."""
+    n = end - start
+    if n <= 0:
+        return array("i")
+    buf = bytearray(4 * n)
+    for k in range(4):
+        shift = 8 * k
+        at = k if sys.byteorder == "little" else 3 - k
+        first, last = start >> shift, (end - 1) >> shift
+        if k == 0:
+            skip = start & 255
+            plane = (_LOW * (-(-(skip + n) // 256)))[skip : skip + n]
+        elif first == last:  # one value throughout (0: already there)
+            if not first & 255:
+                continue
+            plane = bytes((first & 255,)) * n
+        else:
+            runs = [bytes((first & 255,)) * (((first + 1) << shift) - start)]
+            runs += [bytes((v & 255,)) * (1 << shift) for v in range(first + 1, last)]
+            runs.append(bytes((last & 255,)) * (end - (last << shift)))
+            plane = b"".join(runs)
+        buf[at::4] = plane
+    out = array("i")
+    out.frombytes(buf)
+    return out
 
 
 class BlockPool:
@@ -209,23 +240,18 @@ class BlockPool:
     def ids(self, start: int, end: int) -> array[int]:
         """The ids ``start .. end − 1`` as an array. A few (fewer than `_IOTA_FROM`) are made
         from a range; more are sliced from a table of ids grown (by doubling, to at most the
-        pool's size) as such takes hand fresh ids out: a prefill's blocks cost a copy, not an
-        int each, and a pool that only ever takes a few blocks at a time keeps no table.
+        pool's size, with `id_run`) as such takes hand fresh ids out: a prefill's blocks cost
+        a copy, not an int each, and a pool that only ever takes a few blocks at a time keeps
+        no table (nor does a take far past the table: its ids are made on their own).
         Growing it changes nothing observable."""
         if end - start < _IOTA_FROM:
             return array("i", range(start, end))
         iota = self._iota
         if end > len(iota):
             grow = min(max(end, 2 * len(iota), 64), self.num_blocks)
-            if not iota:
-                iota.extend(array("i", range(min(64, grow))))
-            while len(iota) < grow:
-                # The next k ids are the first k plus k, in every 32-bit lane of one int (no
-                # lane carries: ids < 2**31): C-level, not an int object per id.
-                k = min(len(iota), grow - len(iota))
-                lanes = int.from_bytes(memoryview(iota)[:k], _ORDER)
-                lanes += len(iota) * int.from_bytes(_LANE_ONE * k, _ORDER)
-                iota.frombytes(lanes.to_bytes(4 * k, _ORDER))
+            if grow - len(iota) > 16 * (end - start):
+                return id_run(start, end)  # a few ids far past the table: not worth growing it
+            iota.extend(id_run(len(iota), grow))
         return iota[start:end]
 
     def front(self, fresh: int, head: int, n: int) -> array[int] | None:
@@ -566,7 +592,7 @@ class PoolPlan:
                 ops.append((shared.pop, block, None))
         queue = pool._queue
         head = self.head  # the whole old queue when the plan took freed blocks of its own
-        back = self.appended[self.taken_appended :]
+        back = self.appended[self.taken_appended :] if self.taken_appended else self.appended
         if len(back):
             ops.append((queue.extend, back))
         total = len(queue) + len(back)

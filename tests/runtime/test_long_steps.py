@@ -37,7 +37,7 @@ from kvunits.contracts import (
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import KVCacheCoordinator, _table
 from kvunits.runtime._table import CAPACITY, START
-from kvunits.runtime.block_pool import BlockPool
+from kvunits.runtime.block_pool import BlockPool, id_run
 
 from .support import check_pools, coordinator, group_of
 from .test_fast_step import _outcome, _state, fast, general, prefix_parts
@@ -403,3 +403,11 @@ def test_fresh_ids_are_the_range_they_stand_for(
         end = min(start + n, num_blocks)
         assert pool.ids(start, end) == array("i", range(start, end)), (start, end)
     assert len(pool._iota) <= num_blocks
+
+
+@settings(max_examples=100, deadline=None)
+@given(start=st.integers(0, 2**31), n=st.integers(0, 70_000))
+def test_a_run_of_ids_is_built_byte_plane_by_byte_plane(start: int, n: int) -> None:
+    # Across every byte boundary of an id: 256, 65,536 and 2**24, up to the last id 2**31 - 1.
+    end = min(start + n, 2**31)
+    assert id_run(start, end) == array("i", range(start, end))
