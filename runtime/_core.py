@@ -62,6 +62,9 @@ from .prefix_cache import (
 
 _T = TypeVar("_T")
 
+#: No blocks (a window that drops none, or dropped them as a run); never written to.
+_NO_BLOCKS: Final[array[int]] = array("i")
+
 #: The longest request id accepted (characters).
 MAX_REQUEST_ID_CHARS: Final = 256
 
@@ -789,17 +792,27 @@ class CoordinatorCore:
         once; any other goes to `_general_step`. The tests compare it with the general path
         call by call. ``rolled``: a rollback to make first (`_plan_unroll`; any other goes to
         `_general_respec`)."""
-        ops: Ops = []
-        out: list[list[int]] | None = [] if mapping else None
-        plan = _Boundary()
-        back = None if rolled is None else self._plan_unroll(o, rolled, plan, num_new)
-        if (rolled is not None and back is None) or not self._plan_boundary(
-            ops, plan, o, num_new, out, lookahead, back
-        ):
-            if rolled is not None:
-                assert lookahead is not None
-                return self._general_respec(me, request_id, o, num_new, lookahead, rolled)
-            return self._general_step(me, request_id, o, num_new, lookahead, mapping)
+        compacted: frozenset[int] = frozenset()
+        while True:
+            ops: Ops = []
+            out: list[list[int]] | None = [] if mapping else None
+            plan = _Boundary(compacted)
+            back = None if rolled is None else self._plan_unroll(o, rolled, plan, num_new)
+            if (rolled is None or back is not None) and self._plan_boundary(
+                ops, plan, o, num_new, out, lookahead, back
+            ):
+                break
+            if plan.compact < 0:
+                if rolled is not None:
+                    assert lookahead is not None
+                    return self._general_respec(me, request_id, o, num_new, lookahead, rolled)
+                return self._general_step(me, request_id, o, num_new, lookahead, mapping)
+            # A segment move that makes its slab due: the slab compacted first, then the step
+            # planned again, the move allowed there (its old segment is then all the garbage).
+            compacted |= {plan.compact}
+            pre: Ops = []
+            self.table.compact_ops(pre, compacted)
+            commit(ops_of(pre))  # moves segments only: nothing observable
         self._emit_boundary(ops, plan)
         commit(ops_of(ops)); del self.guard.owner[0]; return out  # noqa: E702 - the commit: one line (_guard)
 
@@ -1112,14 +1125,19 @@ class CoordinatorCore:
             skip = max(manager.skipped_blocks(first), skipped) if first >= evict else skipped
             want = max(manager.table_length(end) - skipped - length, 0)
             dropped = skip - skipped
-            if want > 1:
-                return False
             pool = self.pools[g]
             state = plan.pools.get(id(pool))
             if state is None:
                 state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
             slab = table.slabs[g]
-            for block in slab[start : start + dropped] if dropped else ():
+            gone = slab[start : start + dropped] if dropped else _NO_BLOCKS
+            if dropped > 1 and (not pool._shared or pool._shared.keys().isdisjoint(gone)):
+                # Evicted as a run (a window passed over by a long step): a slice, no int each.
+                if pool._cached:
+                    ops.append((pool._cached_free.update, pool._cached.keys() & gone))
+                state[4].extend(gone)
+                gone = _NO_BLOCKS
+            for block in gone:
                 # Evicted in order (the first decode step after a prefill drops several). A
                 # block a prefix hit shares loses one reference (the plan's count, for a
                 # batch). A cached one keeps its content in the queue (a hit may take it back).
@@ -1132,7 +1150,21 @@ class CoordinatorCore:
                     ops.append((pool._cached_free.add, block))
                 state[4].append(block)
             taken = NULL_BLOCK
-            if want:
+            run: array[int] | None = None
+            if want > 1:
+                # A long step's blocks (a prefill chunk's): taken as a run of the queue's front.
+                run = pool.front(state[1], state[2], want)
+                if run is None:  # a stale entry in it, or short: the general path decides
+                    return False
+                fresh = min(want, pool.num_blocks - state[1])
+                state[1] += fresh
+                state[2] += want - fresh
+                if pool._cached:  # cached blocks among them: evicted from the prefix cache
+                    for block in sorted(pool._cached.keys() & run):
+                        plan.listed(*pool._cached[block]).remove(block)
+                        ops.append((pool._cached.pop, block, None))
+                        ops.append((pool._cached_free.discard, block))
+            elif want:
                 if state[1] < pool.num_blocks:
                     taken = state[1]
                     state[1] += 1
@@ -1150,29 +1182,42 @@ class CoordinatorCore:
                     return False
                 state[3].append(taken)
             if out is not None:
-                out.append(
-                    _slots_across(slab, start, skipped, length, size, first, end, taken)
-                    if q
-                    else []
-                )
-            # The group's table after the step: front evicted, block appended (in place, or
+                if not q:
+                    out.append([])
+                elif run is None:
+                    out.append(_slots_across(slab, start, skipped, length, size, first, end, taken))
+                else:
+                    live = _Joined(slab[start : start + length], 0, run)
+                    out.append(self._slots(live, skipped, g, first, end))
+            # The group's table after the step: front evicted, blocks appended (in place, or
             # the segment moved to the slab's end with room to grow).
             garbage = plan.garbage.get(g, table.garbage[g]) + dropped
             moved = None
             if want and length + want > capacity:
-                if due(garbage + capacity - dropped, plan.slab_end.get(g, len(slab))):
-                    return False  # the general path compacts the slab first
-                moved = slab[start + dropped : start + length]
-                moved.append(taken)
-                room = grown(len(moved))
-                moved.extend(array("i", bytes(4 * (room - len(moved)))))
+                if g not in plan.compacted and due(garbage, plan.slab_end.get(g, len(slab))):
+                    plan.compact = g
+                    return False  # compacted first (`_boundary_step`), or the general path
+                if run is None:
+                    moved = slab[start + dropped : start + length]
+                    moved.append(taken)
+                    room = grown(len(moved))
+                    moved.extend(array("i", bytes(4 * (room - len(moved)))))
+                else:  # made whole at once, its parts copied in by memory views
+                    staying = length - dropped
+                    room = grown(staying + want)
+                    moved = array("i", (0,)) * room
+                    with memoryview(moved) as to, memoryview(slab) as source:
+                        to[:staying] = source[start + dropped : start + length]
+                        to[staying : staying + want] = run
                 at = plan.slab_end.get(g, len(slab))
                 plan.slab_end[g] = at + room
                 ops.append((slab.extend, moved))
                 garbage += capacity - dropped
                 start, capacity = at, room
             else:
-                if want:
+                if run is not None:
+                    ops.append((setitem, slab, slice(start + length, start + length + want), run))
+                elif want:
                     ops.append((setitem, slab, start + length, taken))
                 start, capacity = start + dropped, capacity - dropped
             if garbage != table.garbage[g]:
@@ -1188,8 +1233,8 @@ class CoordinatorCore:
                 at = index - skip
                 if moved is not None:
                     block = moved[at]
-                elif want and at == length - 1:
-                    block = taken
+                elif want and at >= length - want:
+                    block = taken if run is None else run[at - length + want]
                 else:
                     block = slab[start + at]
                 base = block - index
@@ -1271,15 +1316,17 @@ class CoordinatorCore:
 
     def _emit_boundary(self, ops: Ops, plan: _Boundary) -> None:
         """Add the pools' and slabs' part of planned boundary steps to ``ops``."""
-        for pool, fresh, head, taken, evicted in plan.pools.values():
+        for pool, fresh, head, _, evicted in plan.pools.values():
             if fresh > pool._fresh:
                 ops.append((setattr, pool, "_fresh", fresh))
             if head != pool._head:
                 ops.append((setattr, pool, "_head", head))
             if evicted:
                 ops.append((pool._queue.extend, evicted))
-            if len(taken) != len(evicted):
-                ops.append((setattr, pool, "_used", pool._used + len(taken) - len(evicted)))
+            # Every block taken came from the fresh ids or the queue's front (none skipped).
+            taken = fresh - pool._fresh + head - pool._head
+            if taken != len(evicted):
+                ops.append((setattr, pool, "_used", pool._used + taken - len(evicted)))
         for g, garbage in plan.garbage.items():
             ops.append((setitem, self.table.garbage, g, garbage))
         for pool, block, count in plan.shared.values():
@@ -1987,10 +2034,6 @@ class CoordinatorCore:
             if guard.claim(0, me) is not me:
                 guard.contend(me, self._concurrent, "free")
             o = self._offset(request_id)
-            pre: Ops = []
-            self.table.compact_ops(pre)
-            if pre:
-                commit(ops_of(pre))  # moves segments only: nothing observable
             ops: Ops = []
             slabs = SlabPlan(ops)
             pools: dict[int, PoolPlan] = {}
@@ -1999,6 +2042,8 @@ class CoordinatorCore:
             for plan in pools.values():
                 plan.emit(ops)
             slabs.emit(self.table)
+            # A slab the end leaves due is compacted with it, without the ended segments.
+            self.table.compact_ops(ops, (), slabs, o)
             if also:
                 ops.extend(also)
             commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
@@ -2497,11 +2542,15 @@ class _Boundary:
     """What planned boundary steps share: per pool (by id) ``[pool, fresh, head, taken,
     evicted]``, the slabs' planned ends and garbage, the prefix cache's planned block lists
     (by the map's id and the key), and the planned reference counts of shared blocks a window
-    dropped (by the pool's id and the block: ``(pool, block, count)``)."""
+    dropped (by the pool's id and the block: ``(pool, block, count)``). The blocks taken are
+    those between the pool's and the plan's ``fresh`` and ``head`` (``taken`` lists the ones
+    taken one at a time, for the generated functions' marks; a run is not listed)."""
 
-    __slots__ = ("garbage", "lists", "pools", "shared", "slab_end")
+    __slots__ = ("compact", "compacted", "garbage", "lists", "pools", "shared", "slab_end")
 
-    def __init__(self) -> None:
+    def __init__(self, compacted: frozenset[int] = frozenset()) -> None:
+        self.compacted = compacted  # groups whose slab the call compacted: moves allowed
+        self.compact = -1  # the group whose slab a refused move would have made due
         self.pools: dict[int, list[Any]] = {}
         self.shared: dict[tuple[int, int], tuple[BlockPool, int, int]] = {}
         self.slab_end: dict[int, int] = {}

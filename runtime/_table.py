@@ -41,7 +41,7 @@ entries in cache blocks):
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from operator import setitem
 from typing import Final
 
@@ -52,6 +52,9 @@ SLACK, STEP, ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH, CAPACITY, MAXLEN, CAP 
 #: Hot fields per group (the first of the list above), and cold ones (the rest).
 HOT: Final = 2
 COLD: Final = 9
+
+#: One zero entry: ``_ZERO * n`` is n of them, filled in C.
+_ZERO: Final = array("i", [0])
 
 #: Garbage (entries) a slab holds before a compaction is considered.
 _COMPACT_MIN: Final = 1024
@@ -231,25 +234,41 @@ class RequestTable:
             if capacity:
                 plan.garbage[g] = plan.garbage.get(g, self.garbage[g]) + capacity
 
-    def compact_ops(self, ops: Ops, soon: bool = False) -> None:
+    def compact_ops(
+        self,
+        ops: Ops,
+        groups: Collection[int] = (),
+        ended: SlabPlan | None = None,
+        o: int = -1,
+        soon: bool = False,
+    ) -> None:
         """Add to ``ops`` what rewrites every slab whose garbage is `due` (with ``soon``: half
-        way there, so that a segment's move does not make it due) without the garbage (each
-        segment keeps a quarter of spare room): no observable change."""
+        way there, so that a segment's move does not make it due; and those of ``groups``, due
+        or not) without the garbage (each segment keeps a quarter of spare room): no
+        observable change. ``ended``: the plan of the end of the request at offset ``o``
+        (`release_ops`), whose garbage counts and whose segments are not kept."""
         st = self.st
         for g, slab in enumerate(self.slabs):
-            if not due(self.garbage[g] * (2 if soon else 1), len(slab)):
+            garbage = self.garbage[g] if ended is None else ended.garbage.get(g, self.garbage[g])
+            if g not in groups and not due(garbage * (2 if soon else 1), len(slab)):
                 continue
-            kept = array("i")
             moves = []
-            for o in self.offsets.values():
-                c = self.cold(o) + g * COLD - HOT
-                start, length = st[c + START], st[c + LENGTH]
-                at = len(kept)
-                room = max(4, length >> 2) if length else 0
-                if length:
-                    kept.extend(slab[start : start + length])
-                    kept.extend(array("i", bytes(4 * room)))
-                moves.append((c, at, length + room))
+            at = 0
+            for other in self.offsets.values():
+                if other == o:
+                    continue
+                c = self.cold(other) + g * COLD - HOT
+                length = st[c + LENGTH]
+                capacity = length + max(4, length >> 2) if length else 0
+                moves.append((c, at, capacity))
+                at += capacity
+            # The kept entries copied segment by segment into the new slab, made whole at
+            # once (zeros: the spare room), by memory views: a copy each, no temporary.
+            kept = _ZERO * at
+            with memoryview(kept) as to, memoryview(slab) as source:
+                for c, start, _ in moves:
+                    first, length = st[c + START], st[c + LENGTH]
+                    to[start : start + length] = source[first : first + length]
             ops.append((setitem, slab, slice(None), kept))
             for c, start, capacity in moves:
                 ops.append((setitem, st, c + START, start))

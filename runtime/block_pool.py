@@ -18,6 +18,7 @@ Not thread-safe: the coordinator that owns the pool is driven by one scheduler t
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from itertools import filterfalse
@@ -43,8 +44,43 @@ _COMPACT_AFTER: Final = 64
 #: Fresh ids taken at once from which `BlockPool.ids` slices a table of ids (fewer: a range).
 _IOTA_FROM: Final = 16
 
+#: The bytes 0 .. 255: the low byte of 256 consecutive ids.
+_LOW: Final = bytes(range(256))
+
 #: A group's map of cached content: block hash -> the blocks holding that content, oldest first.
 CacheMap = dict[bytes, list[int]]
+
+
+def id_run(start: int, end: int) -> array[int]:
+    """The ids ``start .. end − 1`` (0 <= start <= end <= 2**31) as an ``array('i')``, built
+    byte plane by byte plane: the low bytes are 0 .. 255 repeated, each higher byte a run of
+    one value per 256, 65,536 or 2**24 ids, written into every fourth byte by slice
+    assignment. C-level work of a few bytes per id, where ``array('i', range(...))`` makes
+    and converts an int object per id."""
+    n = end - start
+    if n <= 0:
+        return array("i")
+    buf = bytearray(4 * n)
+    for k in range(4):
+        shift = 8 * k
+        at = k if sys.byteorder == "little" else 3 - k
+        first, last = start >> shift, (end - 1) >> shift
+        if k == 0:
+            skip = start & 255
+            plane = (_LOW * (-(-(skip + n) // 256)))[skip : skip + n]
+        elif first == last:  # one value throughout (0: already there)
+            if not first & 255:
+                continue
+            plane = bytes((first & 255,)) * n
+        else:
+            runs = [bytes((first & 255,)) * (((first + 1) << shift) - start)]
+            runs += [bytes((v & 255,)) * (1 << shift) for v in range(first + 1, last)]
+            runs.append(bytes((last & 255,)) * (end - (last << shift)))
+            plane = b"".join(runs)
+        buf[at::4] = plane
+    out = array("i")
+    out.frombytes(buf)
+    return out
 
 
 class BlockPool:
@@ -205,16 +241,39 @@ class BlockPool:
     def ids(self, start: int, end: int) -> array[int]:
         """The ids ``start .. end − 1`` as an array. A few (fewer than `_IOTA_FROM`) are made
         from a range; more are sliced from a table of ids grown (by doubling, to at most the
-        pool's size) as such takes hand fresh ids out: a prefill's blocks cost a copy, not an
-        int each, and a pool that only ever takes a few blocks at a time keeps no table.
+        pool's size, with `id_run`) as such takes hand fresh ids out: a prefill's blocks cost
+        a copy, not an int each, and a pool that only ever takes a few blocks at a time keeps
+        no table (nor does a take far past the table: its ids are made on their own).
         Growing it changes nothing observable."""
         if end - start < _IOTA_FROM:
             return array("i", range(start, end))
         iota = self._iota
         if end > len(iota):
             grow = min(max(end, 2 * len(iota), 64), self.num_blocks)
-            iota.extend(array("i", range(len(iota), grow)))
+            if grow - len(iota) > 16 * (end - start):
+                return id_run(start, end)  # a few ids far past the table: not worth growing it
+            iota.extend(id_run(len(iota), grow))
         return iota[start:end]
+
+    def front(self, fresh: int, head: int, n: int) -> array[int] | None:
+        """The ``n`` blocks an allocation would take as a plan sees the pool (``fresh``: its
+        lowest id never handed out, ``head``: its queue's first live entry): the fresh ids,
+        then the queue's front, as one array made of slices (a prefill chunk's blocks cost a
+        copy, not an int each). None where a block-by-block take is needed (a stale entry
+        among them) or the queue holds fewer: `PoolPlan.take` decides those. Cached blocks
+        among them are the caller's to evict."""
+        k = min(n, self.num_blocks - fresh)
+        out = self.ids(fresh, fresh + k)
+        more = n - k
+        if more:
+            queue = self._queue
+            if head + more > len(queue):
+                return None
+            run = queue[head : head + more]
+            if self._stale and not self._stale.keys().isdisjoint(run):
+                return None
+            out.extend(run)
+        return out
 
     # -- changing, one atomic change at a time ---------------------------------------------
 
@@ -585,7 +644,7 @@ class PoolPlan:
                 ops.append((shared.pop, block, None))
         queue = pool._queue
         head = self.head  # the whole old queue when the plan took freed blocks of its own
-        back = self.appended[self.taken_appended :]
+        back = self.appended[self.taken_appended :] if self.taken_appended else self.appended
         if len(back):
             ops.append((queue.extend, back))
         total = len(queue) + len(back)

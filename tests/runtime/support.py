@@ -303,8 +303,9 @@ class Interference:
     ``operation`` first calls ``reentry``, a call into the same coordinator, which must be
     refused with `ConcurrentUseError`, then goes on as usual). ``operation`` names what the
     call does to the pool: ``"free"`` (blocks released), ``"allocate_n"`` (blocks taken),
-    ``"touch"`` (a prefix hit's blocks adopted). The plan's methods are wrapped for the
-    duration, for this pool only.
+    ``"touch"`` (a prefix hit's blocks adopted). The plan's methods (and for blocks taken,
+    `BlockPool.front`, which takes a long step's run on the boundary path) are wrapped for
+    the duration, for this pool only.
 
     Attributes:
         hits: how many times ``operation`` was reached.
@@ -330,6 +331,7 @@ class Interference:
         self.method = self._METHODS[operation]
         self.operation = operation
         self._original: Any = None
+        self._front: Any = None
 
     def _interfere(self) -> None:
         self.hits += 1
@@ -352,7 +354,18 @@ class Interference:
             return original(plan, *args)
 
         setattr(PoolPlan, self.method, wrapped)
+        if self.operation == "allocate_n":
+            front = self._front = BlockPool.front
+
+            def run(pool: BlockPool, *args: Any) -> Any:
+                if pool is outer.pool:
+                    outer._interfere()
+                return front(pool, *args)
+
+            setattr(BlockPool, "front", run)  # noqa: B010 - a method replaced for the test
         return self
 
     def __exit__(self, *exc: object) -> None:
         setattr(PoolPlan, self.method, self._original)
+        if self.operation == "allocate_n":
+            setattr(BlockPool, "front", self._front)  # noqa: B010

@@ -1,0 +1,413 @@
+"""Steps that take or evict many blocks at once (issue 25, item 3): a prefill chunk, a window
+passed over by a long step, and the end of a request holding thousands of blocks.
+
+A long step's blocks are a run of the pool's free queue (the ids never handed out, then the
+queue's front) taken as array slices, written into the request's segment as one slice, and
+a window's evicted blocks go back as one slice too (`CoordinatorCore._plan_boundary`,
+`BlockPool.front`); a segment move into a slab whose garbage is due compacts the slab first,
+on the same path. Anything else (a stale queue entry among the blocks, a shared block among
+the evicted, a queue too short) goes to the general path before anything changed. So each
+long step is compared with the general path call by call on twin coordinators of random
+layouts (every kind, pooled or not, one pool or one per group, cached and stale blocks in
+the queues), and the paths that run are checked to be the boundary path where no such
+exception applies. A free that leaves its slab due compacts it in the same commit, without
+the ended request's segments: the other requests' tables are as they were.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvunits.contracts import (
+    Elements,
+    FullAttentionLayer,
+    KVHeads,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
+from kvunits.contracts.internal import admission_cap, manager_ints
+from kvunits.runtime import KVCacheCoordinator, _table
+from kvunits.runtime._table import CAPACITY, START
+from kvunits.runtime.block_pool import BlockPool, id_run
+
+from .support import check_pools, coordinator, group_of
+from .test_fast_step import _outcome, _state, fast, general, prefix_parts
+from .test_interrupts import Interrupt
+from .test_stateful import layers
+
+
+def _garbage_counted(coord: KVCacheCoordinator) -> None:
+    """Each slab's garbage count is every entry no segment owns (what compaction reads)."""
+    table = coord._core.table
+    for g, slab in enumerate(table.slabs):
+        owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
+        assert table.garbage[g] == len(slab) - owned, g
+
+
+def _fields(coord: KVCacheCoordinator) -> dict[str, list[list[int]]]:
+    """Every request's per-group fields but where its segment lies (``START``,
+    ``CAPACITY``): its bounds for the next step (``SLACK``, ``ANCHOR``, ``BASE``, ``EVICT``)
+    as well as its positions and table, which a path must set as the general path does."""
+    table = coord._core.table
+    return {
+        rid: [
+            [v for i, v in enumerate(table.read(o, g)) if i not in (START, CAPACITY)]
+            for g in range(len(table.slabs))
+        ]
+        for rid, o in table.offsets.items()
+    }
+
+
+def _recording(ran: list[str]) -> Any:
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    return record
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_long_steps_do_what_the_general_path_does(data: st.DataObject) -> None:
+    count = data.draw(st.integers(1, 3), label="groups")
+    kinds = ("full", "full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
+    block_size = data.draw(st.integers(1, 4), label="block_size")
+    shared = data.draw(st.booleans(), label="one pool")
+    specs = {
+        f"g{i}": data.draw(
+            layers(data.draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}"
+        )
+        for i in range(count)
+    }
+    max_len = data.draw(st.integers(20, 200), label="max_len")
+    max_in_flight = data.draw(st.integers(8, 80), label="max_in_flight")
+    blocks = {}
+    for name, layer in specs.items():
+        group = group_of(
+            name, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight
+        )
+        cap = admission_cap(group.manager, max_in_flight, max_len)
+        assert manager_ints(group.manager).fixed_slots is None
+        # Pools for two to four requests at their caps, sometimes fewer: steps run short too.
+        blocks[name] = 1 + data.draw(st.integers(cap, 4 * cap), label=f"blocks {name}")
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            specs,
+            block_size=block_size,
+            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
+            max_len=max_len,
+            max_in_flight=max_in_flight,
+            reserve=False,
+            shared=shared,
+        )
+
+    one, two = build(), build()
+    pools = [spec.pool.tokens_per_block for spec in (g.manager for g in one.groups)]
+
+    def counts() -> list[int]:
+        # A long step (a prefill chunk: up to the step limit), a few blocks' worth (a run that
+        # often fits the segment's spare room), or a decode step.
+        size = data.draw(st.sampled_from(("long", "few", "one")), label="size")
+        spans = {
+            "long": st.integers(max_in_flight // 2, max_in_flight),
+            "few": st.integers(block_size + 1, min(3 * block_size, max_in_flight)),
+            "one": st.just(1),
+        }
+        return [data.draw(spans[size]) * p for p in pools]
+
+    for _ in range(data.draw(st.integers(1, 30), label="calls")):
+        rid = f"r{data.draw(st.integers(0, 3), label='request')}"
+        typed = "_typed" if data.draw(st.booleans(), label="typed entry") else ""
+        op = data.draw(
+            st.sampled_from(
+                ("advance",) * 4
+                + ("step", "speculative", "advance_all", "admit", "admit", "admit_prefix")
+                + ("free", "free")
+            ),
+            label="op",
+        )
+        if op == "admit":
+            got = [_outcome(c._core.admit, rid) for c in (one, two)]
+        elif op == "admit_prefix":
+            # Cached blocks (in tables, then in the queues once freed) and stale entries.
+            size = data.draw(st.integers(0, max_len), label="prompt")
+            content = [i % data.draw(st.integers(1, 3), label="period") for i in range(size)]
+            got = [
+                _outcome(
+                    c._core.admit_with_prefix, rid, [None] * count, prefix_parts(c, content)
+                )
+                for c in (one, two)
+            ]
+        elif op == "free":
+            got = [_outcome(c._core.free, rid) for c in (one, two)]
+        elif op == "advance_all":
+            live = [r for r in sorted(one._core.requests) if data.draw(st.booleans())]
+            q = counts()
+            got = [
+                _outcome(fast, one._core, op + typed, live, q),
+                _outcome(general, two._core, op, live, q),
+            ]
+        else:
+            q = counts()
+            args: tuple[Any, ...] = (rid, q)
+            if op == "speculative":
+                args += ([data.draw(st.integers(0, n), label="lookahead") for n in q],)
+            got = [
+                _outcome(fast, one._core, op + typed, *args),
+                _outcome(general, two._core, op, *args),
+            ]
+        assert got[0] == got[1], (op, rid)
+        assert _state(one) == _state(two), (op, rid)
+        assert _fields(one) == _fields(two), (op, rid)
+        _garbage_counted(one)
+    check_pools(one)
+
+
+def _text(window: int | None = None) -> dict[str, Any]:
+    layers: dict[str, Any] = {
+        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
+    }
+    if window is not None:
+        layers["swa"] = SlidingWindowLayer(
+            sliding_window=Window(window, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        )
+    return layers
+
+
+def test_a_chunked_prefill_takes_its_blocks_as_runs_on_the_boundary_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The prefill trace in miniature: 4 streams at once, blocks of 4 tokens, prompts of 256
+    # tokens in chunks of 64 (16 blocks a chunk: fresh ids first, then the queue's front once
+    # the first streams ended), a window of 32 tokens passed over by each chunk (its blocks
+    # evicted as a run), then decode steps, then the ends; slabs compacted from 16 entries of
+    # garbage on. Every call is compared with a twin driven by the general path; the general
+    # path itself never runs.
+    monkeypatch.setattr(_table, "_COMPACT_MIN", 16)
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            _text(window=32), block_size=4, num_blocks=320, max_len=300, max_in_flight=64
+        )
+
+    one, two = build(), build()
+    ran: list[str] = []
+    long_steps = 0
+    for cycle in range(3):
+        ids = [f"c{cycle}s{i}" for i in range(4)]
+        for c in (one, two):
+            for rid in ids:
+                c._core.admit(rid)
+        for chunk in range(4):
+            for rid in ids:
+                sys.setprofile(_recording(ran))
+                try:
+                    fast(one._core, "advance_typed", rid, (64, 64))
+                finally:
+                    sys.setprofile(None)
+                general(two._core, "advance", rid, [64, 64])
+                assert _state(one) == _state(two), (cycle, chunk, rid)
+                assert _fields(one) == _fields(two), (cycle, chunk, rid)
+                long_steps += 1
+        for _ in range(20):
+            for rid in ids:
+                fast(one._core, "advance", rid, [1, 1])
+                general(two._core, "advance", rid, [1, 1])
+        assert _state(one) == _state(two)
+        _garbage_counted(one)
+        for rid in ids:
+            for c in (one, two):
+                c._core.free(rid)
+            _garbage_counted(one)
+        check_pools(one)
+    assert ran.count("_boundary_step") == long_steps
+    assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
+    assert "compact_ops" in ran  # slabs compacted on the way, on the same path
+
+
+def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_path() -> None:
+    # Two prompts cached (p, q share all but their last token) then freed: their blocks wait
+    # in the queue with their content, behind the few ids never handed out. A long step of x
+    # takes those ids and the queue's front: the cached blocks among them are evicted from
+    # the prefix cache, on the boundary path. A prefix hit of h then takes the rest back out
+    # of the queue (stale entries left there): h's long step over them goes to the general
+    # path. Every call compared with a twin driven by the general path.
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            _text(window=8),
+            block_size=2,
+            num_blocks=64,
+            max_len=80,
+            max_in_flight=40,
+            reserve=False,
+        )
+
+    one, two = build(), build()
+    prompt = [i % 5 for i in range(38)]
+    for c in (one, two):
+        core = c._core
+        for rid in ("p", "q"):
+            hits = core.admit_with_prefix(rid, [None, None], prefix_parts(c, [*prompt, ord(rid)]))
+            core.advance_step(rid, [39 - h for h in hits])
+        core.admit("f")
+        core.advance_step("f", [40, 40])  # holds fresh ids: few are left
+        core.free("p")
+        core.free("q")
+        core.admit("x")
+    assert one._core.pools[0]._cached_free
+
+    def both(rid: str, q: list[int], ran: list[str]) -> None:
+        sys.setprofile(_recording(ran))
+        try:
+            got = _outcome(fast, one._core, "advance", rid, q)
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "advance", rid, q), (rid, q)
+        assert _state(one) == _state(two), (rid, q)
+        assert _fields(one) == _fields(two), (rid, q)
+        check_pools(one)
+
+    ran: list[str] = []
+    cached = len(one._core.pools[0]._cached)
+    both("x", [40, 40], ran)
+    both("x", [20, 20], ran)  # the last fresh ids, then cached free blocks
+    assert len(one._core.pools[0]._cached) < cached  # evicted
+    assert "_boundary_step" in ran and "_general_step" not in ran, set(ran)
+    for c in (one, two):
+        c._core.free("f")
+        hits = c._core.admit_with_prefix("h", [None, None], prefix_parts(c, prompt))
+    assert hits[0] > 0 and one._core.pools[0]._stale
+    ran = []
+    both("h", [38 - h for h in hits], ran)  # over the stale entries: the general path
+    assert "_general_step" in ran
+    both("x", [1, 1], [])
+
+
+def test_a_free_that_leaves_its_slab_due_compacts_it_without_the_ended_segments(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_table, "_COMPACT_MIN", 16)
+    coord = coordinator(
+        _text(), block_size=1, num_blocks=300, max_len=120, max_in_flight=40, reserve=False
+    )
+    core = coord._core
+    ids = [f"r{i}" for i in range(4)]
+    for rid in ids:
+        core.admit(rid)
+    for _ in range(2):
+        for rid in ids:
+            core.advance_step(rid, [30])
+    table = core.table
+    for n, rid in enumerate(ids):
+        others = {r: core.block_table(r, 0) for r in ids[n + 1 :]}
+        length = len(table.slabs[0])
+        core.free(rid)
+        assert {r: core.block_table(r, 0) for r in others} == others
+        _garbage_counted(coord)
+        check_pools(coord)
+        if others:
+            # A quarter of the slab (or more) became garbage: compacted at once.
+            assert table.garbage[0] == 0 and len(table.slabs[0]) < length
+    assert len(table.slabs[0]) == 0
+
+
+def test_a_long_step_and_a_compacting_free_interrupted_anywhere_change_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A chunk of 5 blocks from the queue's front (cached blocks, evicted) into a segment that
+    # moves, its slab compacted first; the same with slot mappings; a free that compacts:
+    # interrupted at each of their events, nothing changes, then each does what it does on a
+    # twin.
+    monkeypatch.setattr(_table, "_COMPACT_MIN", 8)
+
+    def build() -> KVCacheCoordinator:
+        coord = coordinator(
+            _text(window=3),
+            block_size=1,
+            num_blocks=41,
+            max_len=30,
+            max_in_flight=5,
+            reserve=False,
+        )
+        core = coord._core
+        core.admit_with_prefix("a", [None, None], prefix_parts(coord, [1] * 5))
+        for rid in ("a", "b", "c"):
+            if rid != "a":
+                core.admit(rid)
+            core.advance_step(rid, [5, 5])
+        for _ in range(2):
+            for rid in ("b", "c"):
+                core.advance_step(rid, [5, 5])
+        core.free("a")
+        core.advance_step("c", [5, 5])  # every id handed out: a's cached blocks queued
+        return coord
+
+    calls: list[tuple[Callable[[KVCacheCoordinator], object], str]] = [
+        (lambda c: c._core.advance_step("b", [5, 5]), "_boundary_step"),
+        (lambda c: c._core.allocate_step("b", [4, 4]), "_boundary_step"),
+        (lambda c: c._core.free("b"), "compact_ops"),
+    ]
+    for call, path in calls:
+        probe, ran = build(), list[str]()
+        sys.setprofile(_recording(ran))
+        try:
+            call(probe)
+        finally:
+            sys.setprofile(None)
+        assert path in ran and "_general_step" not in ran, set(ran)
+        probe = build()
+        counter = Interrupt(None)
+        counter.run(functools.partial(call, probe))
+        coord = build()
+        before = _state(coord)
+        assert _state(probe) != before
+        for at in range(1, counter.seen + 1):
+            try:
+                Interrupt(at).run(functools.partial(call, coord))
+            except KeyboardInterrupt:
+                assert _state(coord) == before, at
+                continue
+            # The interrupt came as the call returned (Python swallows it there): all done.
+            assert _state(coord) == _state(probe), at
+            coord = build()
+        twin = build()
+        assert _outcome(call, coord) == _outcome(call, twin)
+        assert _state(coord) == _state(twin) == _state(probe)
+        _garbage_counted(coord)
+        check_pools(coord)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    num_blocks=st.integers(1, 5_000),
+    takes=st.lists(st.tuples(st.integers(0, 5_000), st.integers(0, 3_000)), max_size=6),
+)
+def test_fresh_ids_are_the_range_they_stand_for(
+    num_blocks: int, takes: list[tuple[int, int]]
+) -> None:
+    # The ids table grows by doubling (each new half is the old one plus its length, lane by
+    # lane in one int): whatever the order of takes, a slice is the range it stands for.
+    pool = BlockPool(num_blocks)
+    for start, n in takes:
+        start = min(start, num_blocks)
+        end = min(start + n, num_blocks)
+        assert pool.ids(start, end) == array("i", range(start, end)), (start, end)
+    assert len(pool._iota) <= num_blocks
+
+
+@settings(max_examples=100, deadline=None)
+@given(start=st.integers(0, 2**31), n=st.integers(0, 70_000))
+def test_a_run_of_ids_is_built_byte_plane_by_byte_plane(start: int, n: int) -> None:
+    # Across every byte boundary of an id: 256, 65,536 and 2**24, up to the last id 2**31 - 1.
+    end = min(start + n, 2**31)
+    assert id_run(start, end) == array("i", range(start, end))
