@@ -33,7 +33,6 @@ from ._guard import Guard, Ops, commit, ops_of
 from ._table import (
     ANCHOR,
     BASE,
-    CAP,
     CAPACITY,
     COLD,
     EVICT,
@@ -310,7 +309,7 @@ class CoordinatorCore:
                 check(request_id, lengths)
             ops: Ops = []
             self.ledger.take_ops(ops, request_id, caps)
-            self._new_request(ops, request_id, lengths, caps, [0] * len(self.names), ())
+            self._new_request(ops, request_id, lengths, [0] * len(self.names), ())
             if also:
                 ops.extend(also)
             commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
@@ -323,7 +322,6 @@ class CoordinatorCore:
         ops: Ops,
         request_id: str,
         lengths: Sequence[int],
-        caps: Sequence[int],
         rows: Sequence[int],
         tables: Sequence[Sequence[int]],
     ) -> int:
@@ -333,8 +331,8 @@ class CoordinatorCore:
         slabs = SlabPlan(ops)
         for g in range(len(self.names)):
             # SLACK and EVICT 0: the first step takes the general path (it takes blocks).
-            fields = [0] * (HOT + 9)
-            fields[ANCHOR], fields[MAXLEN], fields[CAP] = rows[g], lengths[g], caps[g]
+            fields = [0] * (HOT + COLD)
+            fields[ANCHOR], fields[MAXLEN] = rows[g], lengths[g]
             hit = tables[g] if tables else ()
             if hit:
                 skipped = 0
@@ -417,7 +415,7 @@ class CoordinatorCore:
                         discount[g] += 1
             ops: Ops = []
             self.ledger.take_ops(ops, request_id, caps, discount)
-            o = self._new_request(ops, request_id, lengths, caps, hits, tables)
+            o = self._new_request(ops, request_id, lengths, hits, tables)
             extra = RequestExtras(n)
             streams: dict[tuple[int, int], int] = {}
             for g, part in prefix.items():
@@ -970,7 +968,7 @@ class CoordinatorCore:
                     return False  # the general path compacts the slab first
                 moved = slab[start + dropped : start + length]
                 moved.append(taken)
-                room = grown(len(moved))
+                room = grown(len(moved), capacity)
                 moved.extend(array("i", bytes(4 * (room - len(moved)))))
                 at = plan.slab_end.get(g, len(slab))
                 plan.slab_end[g] = at + room
@@ -1794,7 +1792,7 @@ class CoordinatorCore:
             if cached:
                 live.reverse()
             self._plan_of(pools, g).release(live)
-        caps = [table.field(o, g, CAP) for g in range(len(self.names))]
+        caps = self.ledger.caps_of([table.field(o, g, MAXLEN) for g in range(len(self.names))])
         last = len(table.offsets) == 1
         table.release_ops(slabs, o, request_id)
         if last:  # emptied so: a dict keeps its size after pops, not after clear
@@ -1976,8 +1974,8 @@ class CoordinatorCore:
         return self.read("request_cap", self._caps, request_id)
 
     def _caps(self, request_id: str) -> list[int]:
-        o = self._offset(request_id)
-        return [self.table.field(o, g, CAP) for g in range(len(self.names))]
+        o, table = self._offset(request_id), self.table
+        return self.ledger.caps_of([table.field(o, g, MAXLEN) for g in range(len(self.names))])
 
     def block_table(self, request_id: str, g: int) -> list[int]:
         """The request's block table in group ``g``, the null block where evicted (a copy)."""
@@ -2351,7 +2349,7 @@ class RequestView:
 
     @property
     def caps(self) -> list[int]:
-        return self._field(CAP)
+        return self._core.ledger.caps_of(self._field(MAXLEN))
 
     @property
     def extra(self) -> ExtraView | None:
