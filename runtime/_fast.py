@@ -148,6 +148,7 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             ]
         prologue += ["        mapping = out = None"]
         prologue += [f"        gb{g} = 0" for g in range(n)]
+        prologue += [f"        se{g} = -1" for g in range(n)]
     lines = [
         "    def cross_plan(o, num_new, lookahead, given, freed, ops, plan):"
         if planned
@@ -218,7 +219,7 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             f"    skipped, length = st[{c} + {SKIPPED}], length0",
             f"    evict, start = st[{c} + {EVICT}], st[{c} + {START}]",
             f"    capacity, slab = st[{c} + {CAPACITY}], slabs[{g}]",
-            "    skip = skipped",
+            "    skip, moved = skipped, None",
         ]
         if kind == "sliding_window":
             window = manager.sliding_window_slots  # type: ignore[attr-defined]
@@ -236,10 +237,12 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             evicting = f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
         else:
             evicting = "never"
+        tail = f"plan.slab_end.get({g}, len(slab))" if planned else "len(slab)"
+        gone = f"plan.garbage.get({g}, garbage[{g}])" if planned else f"garbage[{g}]"
         out += [
             f"    want = (end + {size - 1}) // {size} - skipped - length",
             "    dropped = skip - skipped",
-            "    if want > 1 or dropped > 1 or want > 0 and length + want > capacity:",
+            "    if want > 1 or dropped > 1:",
             f"        {back}",
             f"    pool = pools[{g}]",
             "    if dropped:",
@@ -262,17 +265,34 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             "        else:",
             f"            {back}",
             f"        tl{i}.append(taken)" if planned else f"        tk{i} += 1",
-            "        ops.append((setitem, slab, start + length, taken))",
+            "        if length < capacity:",
+            "            ops.append((setitem, slab, start + length, taken))",
+            "        else:  # moved to the slab's end with room (garbage due: the core compacts)",
+            f"            tail = {tail}",
+            f"            if due({gone} + capacity, tail):",
+            f"                {back}",
+            "            moved = slab[start + dropped : start + length]",
+            "            moved.append(taken)",
+            "            room = grown(len(moved), capacity) - len(moved)",
+            "            moved.extend(array('i', bytes(4 * room)))",
+            "            ops.append((slab.extend, moved))",
+            f"            gb{g} += capacity - dropped"
+            if planned
+            else f"            ops.append((setitem, garbage, {g}, garbage[{g}] + capacity))",
             "    else:",
             "        want = 0",
             "    if mapping:",
             "        out.append(slots_across(slab, start, skipped, length, "
             f"{size}, first, end, taken) if q else [])",
-            "    if dropped:",
+            "    if dropped:" if planned else "    if dropped and moved is None:",
             f"        gb{g} += dropped"
             if planned
             else f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
-            "    start, capacity = start + dropped, capacity - dropped",
+            "    if moved is None:",
+            "        start, capacity = start + dropped, capacity - dropped",
+            "    else:",
+            "        start, capacity = tail, len(moved)",
+            *([f"        se{g} = tail + capacity"] if planned else []),
             "    length += want - dropped",
             "    rows += q",
             "    if first >= evict:",
@@ -281,7 +301,8 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             "    base, anchor = base0, rows",
             "    if skip <= index < skip + length:",
             "        at = index - skip",
-            "        base = (taken if want and at == length - 1 else slab[start + at]) - index",
+            "        block = slab[start + at] if moved is None else moved[at]",
+            "        base = (taken if want and at == length - 1 else block) - index",
             f"        room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
             f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
             f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [anchor - rows, q]))",
@@ -296,6 +317,8 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             lines += [
                 f"        if gb{g}:",
                 f"            plan.garbage[{g}] = plan.garbage.get({g}, garbage[{g}]) + gb{g}",
+                f"        if se{g} >= 0:",
+                f"            plan.slab_end[{g}] = se{g}",
             ]
         lines += [
             "        ops.append((setitem, specs, o, tuple(lookahead)))",
@@ -961,7 +984,8 @@ def _source(core: CoordinatorCore) -> str:
         "from operator import add, getitem, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
-        "from kvunits.runtime._core import _slots_across as slots_across\n\n"
+        "from kvunits.runtime._core import _slots_across as slots_across\n"
+        "from kvunits.runtime._table import due, grown\n\n"
     )
     return header + "\n".join(lines) + "\n"
 
