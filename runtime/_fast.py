@@ -29,9 +29,10 @@ requests within their slack in C, the others through the general path, all in on
 A step past some group's slack goes to ``cross`` and a rollback past it to ``uncross``, also
 written out per layout: a block boundary crossed (one block taken per group, one evicted by a
 window), or a block a rejected draft had taken given back, planned in a few lines per group
-and committed at once (a speculative step crosses a block about one time in three); what
-they do not plan (a segment with no room, a cached or shared block, content to register)
-goes to the core's boundary path, then its general path.
+and committed at once (a speculative step crosses a block about one time in three; a table
+segment without room moves to its slab's end); what they do not plan (a slab whose garbage
+is due, a cached or shared block, content to register) goes to the core's boundary path,
+then its general path.
 Each comes twice: as the core's plain-int entry, which checks that its counts are ints in a
 list or tuple of one per group, and for the typed layer (``*_typed``), whose entries pass a
 tuple of ints they read from checked quantities. The tests compare them with the general path
@@ -113,9 +114,11 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
     past some group's slack, with the token held, planned in a few lines per group with the
     group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
     within its slack, or at most one block taken at its table's end (into its segment's spare
-    room) and one evicted at its front, neither shared, cached nor a stale queue entry; no
-    content to register. Any other step goes, before anything changed, to
-    `CoordinatorCore._boundary_step`, which decides it (or the general path).
+    room, or the segment moved to its slab's end with room, as `RequestTable.segment_ops`
+    does, unless the slab's garbage is `due`) and one evicted at its front, neither shared,
+    cached nor a stale queue entry; no content to register. Any other step goes, before
+    anything changed, to `CoordinatorCore._boundary_step`, which decides it (or the general
+    path).
 
     With ``planned``, the source of ``cross_plan(o, num_new, lookahead, given, freed, ops,
     plan)`` instead: the same step planned into a batch's ``ops`` and its boundary ``plan``
