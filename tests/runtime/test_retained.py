@@ -8,9 +8,13 @@ emptied. What stays is bounded by the pool (its free queue of block ids once han
 
 from __future__ import annotations
 
+import gc
+import os
 import sys
+import tracemalloc
 from array import array
 
+import kvunits.runtime
 from kvunits.contracts import (
     Elements,
     FullAttentionLayer,
@@ -171,3 +175,56 @@ def test_caps_are_derived_from_the_declared_lengths_and_given_back() -> None:
         del caps[rid]
         assert ledger.reserved == [sum(c[g] for c in caps.values()) for g in (0, 1)]
     assert ledger.reserved == [0, 0]
+
+
+def test_after_the_last_free_only_the_pools_free_queues_stay() -> None:
+    """What the runtime's files still hold (tracemalloc) after every request is freed is the
+    pools' free queues: 4 byte per id once handed out, in the order the next allocations take
+    them (the pool's FIFO order, `BlockPool`), with an array's spare sixteenth. Nothing of a
+    request (fields, maps, table room), and no queue entry already taken: the pools below run
+    out of fresh ids, so later steps take freed ones from the queue's front."""
+    coord = coordinator(
+        {
+            "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+            "local": SlidingWindowLayer(
+                sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
+        },
+        block_size=4,
+        num_blocks=600,
+        max_len=128,
+        max_in_flight=16,
+        reserve=False,
+    )
+    text, local = coord.group("text", Tokens), coord.group("local", Tokens)
+    step = coord.stepper(text, local)
+    pools = coord._core.pools
+    runtime = os.path.dirname(kvunits.runtime.__file__)
+    tracemalloc.start()
+    try:
+        for wave in range(3):
+            ids = [f"w{wave}-{i}" for i in range(60)]
+            for rid in ids:
+                step.admit(rid, Tokens(128), Tokens(128))
+                step.advance(rid, Tokens(16), Tokens(16))
+            for _ in range(8):
+                for rid in ids:
+                    step.allocate_speculative(rid, Tokens(1), Tokens(1), lookahead=(Tokens(2),) * 2)
+                    step.rollback(rid, Tokens(1), Tokens(1))
+            for rid in ids:
+                coord.free(rid)
+        # One more request takes a few ids from the queue's front (a few entries taken, far
+        # from half the queue): its free, the last, drops them.
+        step.admit("last", Tokens(128), Tokens(128))
+        step.advance("last", Tokens(16), Tokens(16))
+        assert all(p._head > 0 for p in pools)
+        coord.free("last")
+        gc.collect()
+        snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, runtime + "/*")])
+        held = sum(s.size for s in snap.statistics("filename"))
+    finally:
+        tracemalloc.stop()
+    assert all(p._fresh == p.num_blocks for p in pools)  # every id was handed out
+    queued = [len(p._queue) for p in pools]
+    assert queued == [p.num_blocks - 1 for p in pools] and [p._head for p in pools] == [0, 0]
+    assert held <= 4 * sum(queued) * 17 // 16 + 1024, (held, queued)
