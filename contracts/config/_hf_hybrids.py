@@ -285,6 +285,18 @@ def _nemotron_blocks(sec: Section) -> list[str] | None:
 #: only families whose states vLLM plans without an attention page beside them.
 _ATTENTION_FREE_FAMILIES: Final = frozenset({"mamba", "mamba2"})
 
+#: The fields a hybrid config sets its layer pattern with, across the families read: the
+#: refusal below names the one the config gave (else ``layer_types``, the class default's).
+_PATTERN_FIELDS: Final = (
+    "layer_types",
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "full_attention_interval",
+    "attn_layer_period",
+    "attn_layer_offset",
+    "linear_attn_config",
+)
+
 
 def check_hybrid_has_attention(sec: Section, family: str, layers: Layers) -> None:
     """A hybrid family (vLLM ``IsHybrid``) read with states and no cached attention layer is
@@ -298,8 +310,9 @@ def check_hybrid_has_attention(sec: Section, family: str, layers: Layers) -> Non
         return
     kinds = {isinstance(layer, StateMixerLayer) for layer in layers.values()}
     if kinds == {True}:
+        field = next((f for f in _PATTERN_FIELDS if sec.value(f) is not None), "layer_types")
         sec.issue(
-            "layer_types",
+            field,
             f"every layer of this {family} config (its layer pattern) is a recurrent state and "
             "none attention: vLLM 0.33 serves it, but "
             "pads each state page to a model-level attention page no layer uses "

@@ -137,8 +137,11 @@ def compare(view: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[str, list
             diffs.append("vLLM: MLA; kvunits: not MLA")
     elif view["kv_heads"] not in heads:
         diffs.append(f"KV heads {sorted(heads)} lack vLLM's {view['kv_heads']}")
-    if view["head_size"] not in sizes:
-        diffs.append(f"head sizes {sorted(sizes)} lack vLLM's {view['head_size']}")
+    head_size = view["head_size"]
+    if view["architecture"] in _QK_HEAD_SIZE:
+        head_size = view.get("qk_head_dim")
+    if head_size not in sizes:
+        diffs.append(f"head sizes {sorted(sizes)} lack vLLM's {head_size}")
     windows = [layer[3] for layer in layers]
     expected = _expected_windows(view, len(layers))
     shared = view.get("kv_shared")
@@ -185,6 +188,10 @@ _CHUNKED_AS_WINDOW: Final = frozenset({"Rnj1ForCausalLM"})
 _TWO_ATTENTIONS_PER_LAYER: Final = frozenset(
     {"LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"}
 )
+#: minicpm3.py MiniCPM3Attention: MLA-shaped fields, but a plain ``Attention`` of head size
+#: ``qk_head_dim = qk_nope_head_dim + qk_rope_head_dim`` (values padded to it), where
+#: ModelConfig.get_head_size's generic view says qk_rope_head_dim.
+_QK_HEAD_SIZE: Final = frozenset({"MiniCPM3ForCausalLM"})
 #: exaone_moe.py ExaoneMoeAttention: sliding_windows[i] when the file lists them.
 _PER_LAYER_WINDOWS: Final = frozenset({"ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"})
 

@@ -51,11 +51,19 @@ def view(path: str) -> dict[str, Any]:
             indexers=_indexers(text),
             sliding_window_size=getattr(text, "sliding_window_size", None),
             sliding_windows=getattr(text, "sliding_windows", None),
+            qk_head_dim=_qk_head_dim(text),
             kv_shared=_kv_shared(text),
         )
     except Exception as exc:
         out["partial_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     return out
+
+
+def _qk_head_dim(text: Any) -> int | None:
+    """``qk_nope_head_dim + qk_rope_head_dim`` where the config gives both (MLA-shaped fields),
+    else None."""
+    nope, rope = getattr(text, "qk_nope_head_dim", None), getattr(text, "qk_rope_head_dim", None)
+    return nope + rope if isinstance(nope, int) and isinstance(rope, int) else None
 
 
 def _attention_layers(model: Any, parallel: Any, text: Any) -> int:
