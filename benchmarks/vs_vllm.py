@@ -14,14 +14,16 @@ Each trace is a schedule of engine steps replayed, in one process, through
 * **kvunits batch** (streaming traces): every running stream's step of an engine step in one
   call (``Stepper.advance_all``); in the speculative traces, every running stream's rollback
   of its latest step's rejected drafts and its next speculative step in one call
-  (``Stepper.advance_speculative_all``);
+  (``Stepper.advance_speculative_all``); in the *generated* prefix trace, every running
+  stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's tokens, one of
+  their audio) in one call (``Stepper.advance_with_content_all``);
 * **kvunits fused** (speculative traces): per stream, that rollback and that step in one call
   (``Stepper.advance_speculative``), where *typed* makes two (``allocate_speculative``, then
   ``rollback`` after verification);
 * **kvunits content** (the *generated* prefix trace): per running stream, its step and the
   token it sampled (and the audio that came with it) in one call
   (``Stepper.advance_with_content``), where *typed* makes three (``advance``, then
-  ``extend_content`` per sequence).
+  ``extend_content`` per sequence); a new stream's first step too.
 
 The work is the same on every side and checked: before timing, the sides run side by side and,
 after every engine step, every running stream has the same length on each, and the same number
@@ -450,11 +452,15 @@ class KvunitsSide:
         fused = mode in ("fused", "batch") and trace.spec > 0
         respec: Any = getattr(stepper, "advance_speculative", None)
         respec_all: Any = getattr(stepper, "advance_speculative_all", None)
-        # A generating scheduler's one call per stream-step: the step and its sampled token.
+        # A generating scheduler's one call per stream-step (content) or per engine step
+        # (batch): the step and its sampled token (and the audio that came with it).
         with_content: Any = getattr(stepper, "advance_with_content", None)
-        content_mode = mode == "content" and generated and not trace.spec
+        with_content_all: Any = getattr(stepper, "advance_with_content_all", None)
+        content_mode = mode in ("content", "batch") and generated and not trace.spec
+        content_all = mode == "batch" and generated and not trace.spec
         pending = [0] * trace.streams  # per slot: its latest step's rejected drafts
         zeros = typed[0]
+        frame = range(P)
         gc.collect()
         gc.disable()
         try:
@@ -478,7 +484,26 @@ class KvunitsSide:
                             respec(rids[i], *typed[t - k], lookahead=typed[k], rejected=given)
                         else:
                             allocate(rids[i], *typed[t])
-                elif content_mode:
+                elif content_all and running:
+                    # The engine step's sampled tokens, one per stream in batch order, and their
+                    # audio (P encoder tokens each): one ContentKeys per sequence.
+                    tokens = [sampled(slot_of[s], decoded[s]) for s in running]
+                    ids = [rids[slot_of[s]] for s in running]
+                    first = plans[slot_of[running[0]]][at[running[0]]][0]
+                    with_content_all(
+                        ids,
+                        *typed[first],
+                        content=[
+                            (
+                                h,
+                                ContentKeys([t for t in tokens for _ in frame], unit)
+                                if unit is EncoderTokens
+                                else ContentKeys(tokens, unit),
+                            )
+                            for unit, h in sequences
+                        ],
+                    )
+                elif content_mode and not content_all:
                     for s in running:
                         i = slot_of[s]
                         token = sampled(i, decoded[s])
@@ -530,11 +555,23 @@ class KvunitsSide:
                         allocate(rid, *typed[t])
                     else:
                         got = admit_prefix(rid, *lengths, prefix=prefixes[i])
-                        allocate(rid, *(q_of[g][t * s - magnitude(got[g])] for g, s in ranks))
-                if generated:
+                        first_step = (q_of[g][t * s - magnitude(got[g])] for g, s in ranks)
+                        if content_mode:  # its first step and its first sampled token
+                            token = sampled(i, 0)
+                            with_content(
+                                rid,
+                                *first_step,
+                                content=[
+                                    (h, ContentKeys([token] * P if unit is EncoderTokens
+                                                    else [token], unit))
+                                    for unit, h in sequences
+                                ],
+                            )
+                        else:
+                            allocate(rid, *first_step)
+                if generated and not content_mode:
                     # Each stream's sampled token (and the audio that came with it).
-                    done = [] if content_mode else [(s, slot_of[s]) for s in running]
-                    for s, i in done + new:
+                    for s, i in [(s, slot_of[s]) for s in running] + new:
                         token = sampled(i, decoded[s] if s in running else 0)
                         for unit, h in sequences:
                             keys = [token] * P if unit is EncoderTokens else [token]
@@ -873,6 +910,8 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
         sides["batch"] = KvunitsSide(trace, schedule, "batch")
     if batch and trace.prefix == "generated" and trace.spec == 0 and _has_content():
         sides["content"] = KvunitsSide(trace, schedule, "content")
+        if _has_content_all():
+            sides["batch"] = KvunitsSide(trace, schedule, "batch")
     if batch and trace.spec and _has_fused():
         sides["fused"] = KvunitsSide(trace, schedule, "fused")
         sides["batch"] = KvunitsSide(trace, schedule, "batch")
@@ -958,6 +997,12 @@ def _has_content() -> bool:
     from kvunits.runtime import Stepper
 
     return "advance_with_content" in Stepper.__slots__
+
+
+def _has_content_all() -> bool:
+    from kvunits.runtime import Stepper
+
+    return "advance_with_content_all" in Stepper.__slots__
 
 
 def make_steps(trace: Trace) -> int:

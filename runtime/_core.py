@@ -565,6 +565,28 @@ class CoordinatorCore:
         """
         return self.fast.content(request_id, num_new, contents)
 
+    def advance_content_all(
+        self,
+        request_ids: Sequence[str],
+        num_new: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> None:
+        """`advance_content` for every request of ``request_ids`` (an engine step's running
+        requests, each once), atomically over the whole batch: if any request's step or content
+        fails, nothing changes. ``contents``: per sequence, ``(g, keys)`` with the keys of the
+        whole batch in request order, an equal share each (request i's are ``keys[i * k : (i +
+        1) * k]``, ``k = len(keys) // len(request_ids)``). The same as `advance_content` of each
+        request in turn (`tests/runtime/test_fast_step.py` compares them call by call); the
+        requests within their slack whose content fills no block are stores and appends in C,
+        the others planned on the same plan, one commit.
+
+        Raises:
+            RequestError: a request twice, keys not an equal share per request, or as
+                `advance_content` (the first failing request).
+            AllocationError: as `advance_content`, counting the batch's steps before it.
+        """
+        return self.fast.content_all(request_ids, num_new, contents)
+
     def advance_all(self, request_ids: Sequence[str], num_new: Sequence[int]) -> None:
         """One step of ``num_new`` positions per group for every request of ``request_ids`` (an
         engine step's running requests, each once), atomically over the whole batch: if any
@@ -671,21 +693,14 @@ class CoordinatorCore:
         n = len(self.names)
         if len(num_new) != n:
             raise self._arity(request_id, len(num_new))
-        by_axis: dict[int, tuple[RequestExtras, int, array[int]]] = {}
-        for g, keys in contents:
-            extra = self._content_extra(request_id, o, g)
-            added = array("q", keys)
-            axis = self._axis[g]
-            if axis in by_axis:
-                added = by_axis[axis][2] + added
-            by_axis[axis] = (extra, g, added)
+        by_axis = self._by_axis(request_id, o, contents)
         pre: Ops = []
         self.table.compact_ops(pre)
         if pre:
             commit(ops_of(pre))  # moves segments only: nothing observable
         ops: Ops = []
         hashed: dict[int, list[bytes]] = {}
-        for extra, g, added in by_axis.values():
+        for extra, g, added in by_axis:
             hashed.update(self._plan_content(ops, extra, g, added))
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
@@ -796,37 +811,80 @@ class CoordinatorCore:
     ) -> None:
         """`advance_content` whose step is within every group's slack (checked by the
         generated function: no spec, no eviction, no block) and whose content fills a block,
-        with the token held: the step's stores, then the content planned as `extend_content`
-        plans it after them (its registration from the positions after the step), one
-        commit."""
-        table, hot = self.table, self.table.hot
+        with the token held: `_plan_fill`, one commit (any other goes to `_general_content`)."""
         ops: Ops = []
-        rows = []
-        for g, q in enumerate(num_new):
-            h = o + g * HOT
-            ops.append((setitem, hot, h + SLACK, hot[h + SLACK] - q))
-            ops.append((setitem, hot, h + STEP, q))
-            rows.append(table.rows(o, g) + q)
-        by_axis: dict[int, tuple[RequestExtras, int, array[int]]] = {}
-        for g, keys in contents:
-            added = array("q", keys)
-            axis = self._axis[g]
-            if axis in by_axis:
-                added = by_axis[axis][2] + added
-            by_axis[axis] = (self._content_extra(request_id, o, g), g, added)
-        hashed: dict[int, list[bytes]] = {}
-        for extra, g, added in by_axis.values():
-            hashed.update(self._plan_content(ops, extra, g, added))
-        pools: dict[int, PoolPlan] = {}
-        if self._register_plan(ops, pools, o, extra, rows, None, None, hashed):
-            for g, q in enumerate(num_new):  # as `extend_content` holds them after the step
-                fields = table.read(o, g)
-                fields[SLACK], fields[STEP] = fields[SLACK] - q, q
-                _hold(fields, rows[g], empty_too=True)
-                table.write_ops(ops, o, g, fields)
-        for plan in pools.values():
-            plan.emit(ops)
+        plan = _Boundary()
+        if not self._plan_fill(ops, plan, request_id, o, num_new, contents):
+            return self._general_content(me, request_id, o, num_new, contents)
+        self._emit_boundary(ops, plan)
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _plan_fill(
+        self,
+        ops: Ops,
+        plan: _Boundary,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> bool:
+        """Plan a step within every group's slack whose content fills a block (as
+        `_content_fill`) on ``ops`` and a boundary ``plan``: the step's stores, then the
+        content planned as `extend_content` plans it after them, its full blocks of committed
+        positions registered (`_register_plan`'s rule, on the plan's lists), and the fields
+        held when hashes stay ahead of the positions (the steps that commit them register).
+        False when a block to register is cached already (the caller takes the general
+        path)."""
+        table, hot, st = self.table, self.table.hot, self.table.st
+        cold = table.cold(o) - HOT
+        rows = []
+        stores: Ops = []
+        for g, q in enumerate(num_new):
+            h, slack = o + g * HOT, hot[o + g * HOT + SLACK]
+            stores.append((setitem, hot, slice(h, h + HOT), [slack - q, q]))
+            rows.append(st[cold + g * COLD + ANCHOR] - slack + q)
+        ops += stores
+        hashed: dict[int, list[bytes]] = {}
+        extra = None
+        for extra, g, added in self._by_axis(request_id, o, contents):
+            hashed.update(self._plan_content(ops, extra, g, added))
+        if extra is None:
+            return True
+        streams, registered = extra.streams, extra.registered
+        ahead = False
+        for g, s in enumerate(extra.stream_of):
+            if s < 0:
+                continue
+            cache = self.caches[g]
+            assert cache is not None
+            old, more = streams[s].hashes, hashed.get(s, ())
+            known, start = len(old) + len(more), registered[g]
+            full = min(rows[g] // cache.rows_per_block, known)
+            if full > start:
+                c = cold + g * COLD
+                skipped, first, length = st[c + SKIPPED], st[c + START], st[c + LENGTH]
+                slab, pool, mask = table.slabs[g], self.pools[g], self._swa_mask[g]
+                for i in range(start, full):
+                    if i < skipped or (mask is not None and not mask(i)):
+                        continue
+                    if i >= skipped + length:
+                        return False
+                    block, key = slab[first + i - skipped], old[i] if i < len(old) else more[
+                        i - len(old)
+                    ]
+                    if block in pool._cached:
+                        return False
+                    ops.append((setitem, pool._cached, block, (cache.blocks, key)))
+                    plan.listed(cache.blocks, key).append(block)
+                ops.append((setitem, registered, g, full))
+            ahead = ahead or known > max(full, start)
+        if ahead:
+            # Held as `extend_content` holds them after the step (`_hold`, empty steps too):
+            # the step that commits a hashed block registers it.
+            for g, q in enumerate(num_new):
+                ops.append((setitem, hot, slice(o + g * HOT, o + (g + 1) * HOT), [0, q]))
+                ops.append((setitem, st, cold + g * COLD + ANCHOR, rows[g]))
+        return True
 
     def _content_boundary(
         self,
@@ -848,6 +906,138 @@ class CoordinatorCore:
         self._emit_boundary(ops, plan)
         ops.append((list, map(array.extend, tails, adds)))
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _content_plan(
+        self,
+        ops: Ops,
+        plan: _Boundary,
+        request_id: str,
+        o: int,
+        i: int,
+        kind: int,
+        tails: list[array[int]],
+        adds: list[array[int]],
+        num_new: Sequence[int],
+        shares: Sequence[tuple[int, array[int], int]],
+    ) -> bool:
+        """Plan, with the token held, one request of `advance_content_all` that is not a set
+        of stores, on the batch's ``ops`` and boundary ``plan``: ``kind`` 1 (its content fills
+        a block, its step within every slack) as `_plan_fill` plans it, 2 (its step past some
+        slack, no block filled) as `_plan_boundary` plans it, then ``adds`` appended to
+        ``tails``. ``i``: its index in the batch (its keys of each of ``shares``, ``(g, keys,
+        k)``, are ``keys[i * k : (i + 1) * k]``). False for any other request, or one these
+        decline (then the caller takes the batch's general path, which decides it)."""
+        if kind == 1:
+            mine = [(g, keys[i * k : i * k + k]) for g, keys, k in shares]
+            return self._plan_fill(ops, plan, request_id, o, num_new, mine)
+        if kind == 2 and self._plan_boundary(ops, plan, o, num_new, None):
+            ops.append((list, map(array.extend, tails, adds)))
+            return True
+        return False
+
+    def _general_content_all(
+        self,
+        me: object,
+        request_ids: Sequence[str],
+        num_new: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> None:
+        """`advance_content_all`'s general path, with the token held (as `_general_step`):
+        every request's content and step planned as `_general_content` plans them, one after
+        the other on the same plans (each sees the blocks the ones before it took), one
+        commit."""
+        n, count = len(self.names), len(request_ids)
+        first = str(request_ids[0]) if count else "(none)"
+        if len(num_new) != n:
+            raise self._arity(first, len(num_new))
+        for g, q in enumerate(num_new):
+            if type(q) is not int or q < 0:
+                raise RequestError(
+                    f"a batched step adds {q!r} positions in group {self.names[g]!r}; give a "
+                    "count of 0 or more",
+                    request_id=first,
+                    group=self.names[g],
+                )
+        shares = self._shares(first, count, contents)
+        offsets = [self._offset(request_id) for request_id in request_ids]
+        seen: set[str] = set()
+        for request_id in request_ids:
+            if request_id in seen:
+                raise RequestError(
+                    f"request {request_id!r} appears twice in one batched step; give each "
+                    "running request once",
+                    request_id=request_id,
+                )
+            seen.add(request_id)
+        pre: Ops = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        ops: Ops = []
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        for i, (request_id, o) in enumerate(zip(request_ids, offsets, strict=True)):
+            mine = [(g, keys[i * k : i * k + k]) for g, keys, k in shares]
+            hashed: dict[int, list[bytes]] = {}
+            for extra, g, added in self._by_axis(request_id, o, mine):
+                hashed.update(self._plan_content(ops, extra, g, added))
+            self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False, hashed=hashed)
+        for plan in pools.values():
+            plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _shares(
+        self, first: str, count: int, contents: object
+    ) -> list[tuple[int, array[int], int]]:
+        """A batch's contents checked: per sequence ``(g, keys, k)``, ``k`` keys a request."""
+        if type(contents) is not list and type(contents) is not tuple:
+            raise RequestError(
+                f"a batched step's content is a list of (group, keys) pairs, got "
+                f"{reprlib.repr(contents)}",
+                request_id=first,
+            )
+        out = []
+        for pair in contents:
+            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not int:
+                raise RequestError(
+                    f"a batched step's content is (group, keys) pairs, got {reprlib.repr(pair)}",
+                    request_id=first,
+                )
+            g, keys = pair
+            if not 0 <= g < len(self.names):
+                raise RequestError(
+                    f"a batched step's content names group {g}; the groups are 0 .. "
+                    f"{len(self.names) - 1}",
+                    request_id=first,
+                )
+            added = array("q", keys)
+            k = len(added) // count if count else 0
+            if k * count != len(added):
+                raise RequestError(
+                    f"a batched step gives {len(added)} keys of group {self.names[g]!r}'s "
+                    f"sequence for {count} requests; give each request the same number, in "
+                    "request order",
+                    request_id=first,
+                    group=self.names[g],
+                )
+            out.append((g, added, k))
+        return out
+
+    def _by_axis(
+        self, request_id: str, o: int, contents: Sequence[tuple[int, Sequence[int]]]
+    ) -> list[tuple[RequestExtras, int, array[int]]]:
+        """A request's content per sequence (one entry per axis, contents of one sequence
+        joined in order), after checking each group has content (else raise)."""
+        by_axis: dict[int, tuple[RequestExtras, int, array[int]]] = {}
+        for g, keys in contents:
+            extra = self._content_extra(request_id, o, g)
+            added = array("q", keys)
+            axis = self._axis[g]
+            if axis in by_axis:
+                added = by_axis[axis][2] + added
+            by_axis[axis] = (extra, g, added)
+        return list(by_axis.values())
 
     def _plan_boundary(
         self,
@@ -1730,7 +1920,7 @@ class CoordinatorCore:
                 continue
             joined = tail + added
             full = len(joined) // rpb * rpb
-            new = chain_hashes(stream.parent, joined[:full], rpb)
+            new = chain_hashes(stream.parent, joined, rpb)  # its full blocks
             ops.append((stream.hashes.extend, new))
             ops.append((setitem, tail, slice(None), joined[full:]))
             ops.append((setattr, stream, "parent", new[-1]))
@@ -2203,6 +2393,7 @@ class FastFunctions(NamedTuple):
         [Sequence[str], Sequence[int], Sequence[int], Sequence[Sequence[int]]], None
     ]
     content: Callable[[str, Sequence[int], Sequence[tuple[int, Sequence[int]]]], None]
+    content_all: Callable[[Sequence[str], Sequence[int], Sequence[tuple[int, Sequence[int]]]], None]
     step_typed: Callable[[str, tuple[int, ...]], list[list[int]]]
     advance_typed: Callable[[str, tuple[int, ...]], None]
     speculative_typed: Callable[[str, tuple[int, ...], tuple[int, ...]], list[list[int]]]
@@ -2213,6 +2404,9 @@ class FastFunctions(NamedTuple):
         [Sequence[str], tuple[int, ...], tuple[int, ...], Sequence[tuple[int, ...]]], None
     ]
     content_typed: Callable[[str, tuple[int, ...], Sequence[tuple[int, Sequence[int]]]], None]
+    content_all_typed: Callable[
+        [Sequence[str], tuple[int, ...], Sequence[tuple[int, Sequence[int]]]], None
+    ]
     source: str
 
 

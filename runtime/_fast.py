@@ -679,6 +679,154 @@ def _respec(
     return lines
 
 
+def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> list[str]:
+    """The source of ``content_all`` (``content_all_typed`` with ``typed``, the handler after
+    it from the caller): `CoordinatorCore.advance_content_all`, one engine step's batch with
+    the content of its positions. Each request within its slack whose content fills no block
+    (each pair to a sequence of its own with one stream) is a set of stores and appends, all in
+    C on the commit line; the others are planned on the same ops by the core's `_content_plan`
+    (a block filled within the slack, a boundary crossed with no block filled: with every
+    generated token cached, the blocks a step takes or evicts are mostly cached ones, which
+    the core's boundary plan handles); any other request sends the whole batch to the core's
+    general path (`_general_content_all`)."""
+    n = len(core.names)
+    comma = "," if n == 1 else ""
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    suffix = "_typed" if typed else ""
+    back = "return general_content_all(me, request_ids, num_new, contents)"
+    ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+    negative = " or ".join(f"q{g} < 0" for g in range(n))
+    slow = "slow.append((request_id, o, i, 3, None, None)); continue"
+    lines = [
+        f"    def content_all{suffix}(request_ids, num_new, contents):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "allocate")',
+    ]
+    if not typed:
+        lines += shape(["num_new"], back)
+    lines.append(f"            {qs} = num_new")
+    lines += [
+        f"            if {(ints + ' or ') if not typed else ''}{negative}:",
+        f"                {back}",
+        "            count = len(request_ids)",
+        "            if not count or type(contents) is not list and type(contents) is not tuple:",
+        f"                {back}",
+        "            shares = []",
+        "            for pair in contents:",
+        "                if type(pair) is not tuple or len(pair) != 2:",
+        f"                    {back}",
+        "                g, keys = pair",
+        f"                if type(g) is not int or not 0 <= g < {n}:",
+        f"                    {back}",
+        "                keys = array('q', keys)",
+        "                k = len(keys) // count",
+        "                if k * count != len(keys):",
+        f"                    {back}",
+        "                shares.append((g, keys, k))",
+    ]
+    # Where no group's step needs its in-flight bound checked (a block or more), the common
+    # engine step (every request known, once, with content, no speculative tail, within its
+    # slack, no block filled) is checked and stored a pass in C per field, over the batch.
+    if not any(
+        core._in_flight[g] < core._block_size[g] or not core._has_rows[g] for g in range(n)
+    ):
+        lines += [
+            "            if strs.issuperset(map(type, request_ids)):",
+            "                offs = list(map(get, request_ids))",
+            "                exs = list(map(extras_get, offs))",
+            "                vec = (None not in exs and len(set(offs)) == count and not (specs and "
+            "not specs.keys().isdisjoint(offs)) and len({axis[g] for g, _, _ in shares}) == "
+            "len(shares))",
+            "                if vec:",
+            "                    lists = list(map(streams_of, exs))",
+            "                    vec = set(map(len, lists)) == {len(shares)}",
+            "                ops = []",
+            "                for g, keys, k in shares if vec else ():",
+            "                    at = list(map(itemgetter(g), map(stream_of, exs)))",
+            "                    if min(at) < 0:",
+            "                        vec = False; break",
+            "                    tl = list(map(tail_of, map(getitem, lists, at)))",
+            "                    if max(map(len, tl)) + k >= rows_per_block[g]:",
+            "                        vec = False; break",
+            "                    if k:",
+            "                        ops.append((list, map(extend, tl, map(getitem, repeat(keys), "
+            "map(slice, range(0, count * k, k), range(k, count * k + k, k))))))",
+        ]
+        for g in range(n):
+            h = g * HOT
+            lines += [
+                "                if vec:",
+                f"                    a{g} = list(map(add, offs, repeat({h + SLACK})))",
+                f"                    s{g} = list(map(getitem, repeat(hot), a{g}))",
+                f"                    vec = min(s{g}) >= q{g} and (q{g} > 0 or min(s{g}) > 0)",
+            ]
+        lines.append("                if vec:")
+        for g in range(n):
+            h = g * HOT
+            lines += [
+                f"                    ops.append((commit, map(setitem, repeat(hot), a{g}, "
+                f"map(sub, s{g}, repeat(q{g})))))",
+                "                    ops.append((commit, map(setitem, repeat(hot), "
+                f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
+            ]
+        lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
+    lines += [
+        "            fast, slow, at, to, tails, adds = [], [], [], [], [], []",
+        "            i = -1",
+        "            for request_id in request_ids:",
+        "                i += 1",
+        "                o = get(request_id) if type(request_id) is str else None",
+        "                if o is None:",
+        "                    raise unknown(request_id)",
+        "                extra = extras.get(o)",
+        "                if extra is None or specs and o in specs:",
+        f"                    {slow}",
+        "                streams, of = extra.streams, extra.stream_of",
+        "                if len(streams) != len(shares):",
+        f"                    {slow}",
+        "                kind, axes, mine, gets = 0, [], [], []",
+        "                for g, keys, k in shares:",
+        "                    s = of[g]",
+        "                    if s < 0:",
+        "                        kind = 3; break",
+        "                    stream = streams[s]",
+        "                    tail = stream.tail",
+        "                    if stream.axis in axes:",
+        "                        kind = 3; break",
+        "                    axes.append(stream.axis)",
+        "                    if len(tail) + k >= stream.rows_per_block:",
+        "                        kind = 1",
+        "                    mine.append(tail)",
+        "                    gets.append(keys[i * k : i * k + k])",
+        "                if kind == 3:",
+        f"                    {slow}",
+    ]
+    for g in range(n):
+        lines += group(g, False, "kind |= 2", "                ")
+    slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
+    values = ", ".join(f"s{g} - q{g}, q{g}" for g in range(n))
+    lines += [
+        "                if kind:",
+        "                    slow.append((request_id, o, i, kind, mine, gets)); continue",
+        f"                at += ({slots}); to += ({values}); tails += mine; adds += gets",
+        "            if len(set(request_ids)) != count:",
+        f"                {back}",
+        "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(list, map(extend, tails, adds))]",
+        "            if slow:",
+        "                plan = Boundary()",
+        "                for request_id, o, i, kind, mine, gets in slow:",
+        "                    if not plan_content(ops, plan, request_id, o, i, kind, mine, gets, "
+        "num_new, shares):",
+        f"                        {back}",
+        "                emit_boundary(ops, plan)",
+        "            commit(ops_of(ops)); del owner[0]; return  # the commit",
+    ]
+    return lines
+
+
 def _source(core: CoordinatorCore) -> str:
     """The source of ``make(...)``, which returns the functions of ``core``'s layout."""
     n = len(core.names)
@@ -704,6 +852,11 @@ def _source(core: CoordinatorCore) -> str:
         "    typecode, never = st.typecode, core.table.never",
         "    extend, content_boundary = array.extend, core._content_boundary",
         "    content_fill = core._content_fill",
+        "    plan_content, general_content_all = core._content_plan, core._general_content_all",
+        "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
+        "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
+        "    tail_of = attrgetter('tail')",
+        "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
         "",
     ]
     lines += _cross(core)
@@ -975,16 +1128,18 @@ def _source(core: CoordinatorCore) -> str:
             "  # the commit"
         )
         lines += tail
+        lines += _content_all(core, typed, shape, group)
+        lines += tail
     names = (
         "step", "advance", "speculative", "rollback", "advance_all", "respec", "respec_all",
-        "content",
+        "content", "content_all",
     )
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
     header = (
         "from array import array\n"
         "from itertools import repeat\n"
-        "from operator import add, getitem, setitem, sub\n"
+        "from operator import add, attrgetter, getitem, itemgetter, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"

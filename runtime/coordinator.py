@@ -463,6 +463,16 @@ class Stepper(Generic[*_Us]):
             and atomically: if any part fails, nothing happens. A decode step within its blocks
             whose content fills no block is one set of stores. Raises as ``extend_content``
             (the content is checked first), then as ``advance``.
+        advance_with_content_all: ``advance_with_content_all(request_ids, *num_new,
+            content=[(handle, keys), ...])``: ``advance_with_content`` for every request of
+            ``request_ids`` (an engine step's decodes, each once), in one call and atomically
+            over the batch. ``keys`` holds the whole batch's content of its sequence in request
+            order, an equal share each: request i's are ``keys.keys[i * k : (i + 1) * k]``,
+            ``k = len(keys.keys) // len(request_ids)`` (the batch's sampled tokens as one
+            ``ContentKeys(tokens, Tokens)``, their audio as one of ``EncoderTokens``). Requests
+            within their blocks whose content fills no block are stores and appends in C.
+            Raises as ``advance_with_content`` (the first failing request), or `RequestError`
+            (a request twice, keys not an equal share).
         handles: the bound groups, in argument order.
     """
 
@@ -474,6 +484,7 @@ class Stepper(Generic[*_Us]):
         "advance_speculative",
         "advance_speculative_all",
         "advance_with_content",
+        "advance_with_content_all",
         "allocate",
         "allocate_speculative",
         "handles",
@@ -512,6 +523,10 @@ class Stepper(Generic[*_Us]):
             self, request_id: str, *num_new: *_Us, content: Sequence[ContentFor]
         ) -> None: ...
 
+        def advance_with_content_all(
+            self, request_ids: Sequence[str], *num_new: *_Us, content: Sequence[ContentFor]
+        ) -> None: ...
+
     def __init__(self, owner: KVCacheCoordinator, handles: tuple[GroupHandle[Any], ...]) -> None:
         self._owner = owner
         self.handles = handles
@@ -527,6 +542,7 @@ class Stepper(Generic[*_Us]):
         setattr(self, "advance_speculative", made["advance_speculative"])  # noqa: B010
         setattr(self, "advance_speculative_all", made["advance_speculative_all"])  # noqa: B010
         setattr(self, "advance_with_content", made["advance_with_content"])  # noqa: B010
+        setattr(self, "advance_with_content_all", made["advance_with_content_all"])  # noqa: B010
         self._admit_lengths = made["lengths"]
 
     def __copy__(self) -> Stepper[*_Us]:
@@ -1646,7 +1662,7 @@ def _typed_functions(
         "    speculative, core_rollback = fast.speculative_typed, fast.rollback_typed",
         "    core_all = fast.advance_all_typed",
         "    core_respec, core_respec_all = fast.respec_typed, fast.respec_all_typed",
-        "    core_content = fast.content_typed",
+        "    core_content, core_content_all = fast.content_typed, fast.content_all_typed",
         "    " + ", ".join(f"H{i}" for i in range(k)) + (", = H" if k == 1 else " = H"),
         "    " + ", ".join(f"U{i}" for i in range(k)) + (", = U" if k == 1 else " = U"),
         "",
@@ -1721,6 +1737,22 @@ def _typed_functions(
         "            pairs = content_pairs(content)",
         f"        return core_content(request_id, {counts}, pairs)",
         "",
+        f"    def advance_with_content_all(request_ids, {args}, *, content):",
+        *checks("num_new"),
+        "        pairs = []",
+        "        if type(content) is list or type(content) is tuple:",
+        "            for pair in content:",
+        "                if type(pair) is not tuple or len(pair) != 2:",
+        "                    pairs = content_pairs(content); break",
+        "                h, c = pair",
+        "                if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
+        "                        or c.unit is not units[h.index] or c.salt is not None):",
+        "                    pairs = content_pairs(content); break",
+        "                pairs.append((h.index, c.keys))",
+        "        else:",
+        "            pairs = content_pairs(content)",
+        f"        return core_content_all(request_ids, {counts}, pairs)",
+        "",
         "    def lengths(given):",
         f"        if len(given) != {k}:",
         '            count_error(H, "max_len", given)',
@@ -1743,7 +1775,8 @@ def _typed_functions(
         "                rollback=rollback, allocate_speculative=allocate_speculative,",
         "                advance_speculative=advance_speculative,",
         "                advance_speculative_all=advance_speculative_all,",
-        "                advance_with_content=advance_with_content, lengths=lengths)",
+        "                advance_with_content=advance_with_content,",
+        "                advance_with_content_all=advance_with_content_all, lengths=lengths)",
     ]
     namespace: dict[str, Any] = {}
     exec(compiled("\n".join(lines), f"<kvunits typed entries: {k} of {n} groups>"), namespace)

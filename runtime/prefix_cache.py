@@ -120,22 +120,10 @@ class ContentKeys(Generic[KernelUnit]):
                 got=describe(unit),
             )
         values = tuple(keys)
-        for i, key in enumerate(values):
-            if type(key) is not int:
-                raise UnitTypeError(
-                    f"content key {i} is {describe(key)}; a key is an int64 (a token id, or a "
-                    "64-bit fingerprint of an encoder token's input)",
-                    field=f"keys[{i}]",
-                    expected="int64",
-                    got=describe(key),
-                )
-            if not _KEY_MIN <= key <= _KEY_MAX:
-                raise UnitValueError(
-                    f"content key {i} is {key}, outside int64",
-                    field=f"keys[{i}]",
-                    expected="int64",
-                    got=str(key),
-                )
+        # Every key an int of int64, checked in C (a batch's tokens: hundreds a step, two
+        # passes); other content is looked at key by key for the message.
+        if not _INTS.issuperset(map(type, values)) or not _int64(values):
+            _check_keys(values)
         if salt is not None and type(salt) is not str:
             raise UnitTypeError(
                 f"salt is a str, got {describe(salt)}",
@@ -168,6 +156,39 @@ class ContentKeys(Generic[KernelUnit]):
         return f"ContentKeys({len(self.keys)} keys, {self.unit.__name__}{salt})"
 
 
+#: The one class a content key may be (not bool, not a numpy integer: what mypy accepts).
+_INTS: Final = frozenset({int})
+
+
+def _int64(values: tuple[int, ...]) -> bool:
+    """Whether every int of ``values`` fits in int64 (one pass in C)."""
+    try:
+        array("q", values)
+    except OverflowError:
+        return False
+    return True
+
+
+def _check_keys(values: tuple[object, ...]) -> None:
+    """Raise for the first key that is not an int of int64."""
+    for i, key in enumerate(values):
+        if type(key) is not int:
+            raise UnitTypeError(
+                f"content key {i} is {describe(key)}; a key is an int64 (a token id, or a "
+                "64-bit fingerprint of an encoder token's input)",
+                field=f"keys[{i}]",
+                expected="int64",
+                got=describe(key),
+            )
+        if not _KEY_MIN <= key <= _KEY_MAX:
+            raise UnitValueError(
+                f"content key {i} is {key}, outside int64",
+                field=f"keys[{i}]",
+                expected="int64",
+                got=str(key),
+            )
+
+
 def root_hash(unit_name: str, rows_per_block: int, salt: str | None) -> bytes:
     """The parent of a chain's first block: it mixes the granularity (so hashes cut at one
     block size never equal hashes cut at another) and the salt."""
@@ -181,8 +202,11 @@ def chain_hashes(parent: bytes, keys: Sequence[int], rows_per_block: int) -> lis
     block in the keys' unit): block i hashes its parent's digest and its keys as
     little-endian int64. A partial last block is not hashed."""
     out = []
+    packed = keys if isinstance(keys, array) and keys.typecode == "q" else None
     for start in range(0, len(keys) - rows_per_block + 1, rows_per_block):
-        chunk = array("q", keys[start : start + rows_per_block]).tobytes()
+        end = start + rows_per_block
+        # An int64 array's bytes as they are (a generated sequence's tail and its new keys).
+        chunk = (packed[start:end] if packed is not None else array("q", keys[start:end])).tobytes()
         parent = hashlib.sha256(parent + chunk).digest()
         out.append(parent)
     return out

@@ -73,6 +73,8 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
             return core._general_all(me, args[0], args[1], [], [])
         if kind == "respec_all":
             return core._general_respec_all(me, args[0], args[1], args[2], args[3], [], [])
+        if kind == "content_all":
+            return core._general_content_all(me, args[0], args[1], args[2])
         request_id = args[0]
         o = core.offset(request_id)
         if kind == "rollback":
@@ -142,6 +144,27 @@ def step_then_content(
         general(coord._core, "advance", rid, q)
         for g, keys in contents:
             coord._core.extend_content(rid, g, keys)
+    except Exception as exc:
+        return before, (type(exc).__name__, str(exc))
+    return coord, None
+
+
+def contents_in_turn(
+    coord: KVCacheCoordinator,
+    ids: list[str],
+    q: list[int],
+    contents: list[tuple[int, list[int]]],
+) -> Any:
+    """What `advance_content_all` is: per request, in order, `advance_content`'s general
+    meaning (the step, then `extend_content` of its share of each pair's keys), all or nothing
+    (as `in_turn`). Returns the coordinator to go on with and the outcome."""
+    before = copy.deepcopy(coord)
+    try:
+        for i, rid in enumerate(ids):
+            general(coord._core, "advance", rid, q)
+            for g, keys in contents:
+                k = len(keys) // len(ids)
+                coord._core.extend_content(rid, g, keys[i * k : (i + 1) * k])
     except Exception as exc:
         return before, (type(exc).__name__, str(exc))
     return coord, None
@@ -219,6 +242,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
                 + ("advance_all", "admit", "admit_prefix", "free", "extend", "extend")
                 + ("respec", "respec", "respec_all", "respec_all")
                 + ("content", "content", "content")
+                + ("content_all", "content_all", "content_all")
             ),
             label="op",
         )
@@ -242,6 +266,46 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             mine = _outcome(fast, one._core, op + typed, rid, q, contents)
             two, failed = step_then_content(two, rid, q, contents)
             got = [mine is None, failed is None]
+        elif op == "content_all":
+            # An engine step's batch with each request's content (an equal share of each
+            # pair's keys): `advance_content` of each request in turn, all or nothing (which
+            # part fails first may differ: compared is whether the call failed, and the state
+            # after it), and exactly the batch's own general path (a third twin).
+            core = one._core
+            holding = [r for r in sorted(core.requests) if core.table.offsets[r] in core.extras]
+            pick = holding if data.draw(st.integers(0, 3), label="with content") else sorted(
+                core.requests
+            )
+            ids = [r for r in pick if data.draw(st.booleans())]
+            q = counts()
+            contents = []
+            # Mostly one pair per sequence a prefix admission gave content (a group of each
+            # kernel unit: what a generating scheduler gives), else any groups.
+            cacheable: dict[bool, int] = {}
+            for group in one.groups:
+                if group.manager.kind in ("full_attention", "sliding_window", "chunked_local"):
+                    pooled = group.manager.slot_unit is PooledBlocks
+                    index = one.group(group.name, EncoderTokens if pooled else Tokens).index
+                    cacheable.setdefault(pooled, index)
+            per_sequence = data.draw(st.integers(0, 3), label="per sequence") > 0
+            chosen = (
+                list(cacheable.values())
+                if cacheable and per_sequence
+                else data.draw(
+                    st.lists(st.integers(0, count - 1), min_size=1, max_size=3), label="groups"
+                )
+            )
+            for g in chosen:
+                share = data.draw(st.integers(0, 2 * pools[g] + 1), label="keys per request")
+                keys = [data.draw(st.integers(0, 2), label="key") for _ in range(share * len(ids))]
+                contents.append((g, keys))
+            three = copy.deepcopy(two)
+            mine = _outcome(fast, one._core, op + typed, ids, q, contents)
+            theirs = _outcome(general, three._core, op, ids, q, contents)
+            assert mine == theirs, (op, ids)
+            assert _state(three) == _state(one), (op, ids)
+            two, failed = contents_in_turn(two, ids, q, contents)
+            got = [mine is None, failed is None if ids else mine is None]
         elif op == "admit":
             got = [_outcome(c._core.admit, rid) for c in (one, two)]
         elif op == "admit_prefix":
@@ -468,7 +532,7 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
     check_pools(one)
 
 
-def _voxtral_toy() -> KVCacheCoordinator:
+def _voxtral_toy(num_blocks: int = 48) -> KVCacheCoordinator:
     # Audio: a pooled sliding window (P = 2, 5 encoder tokens: pool_window gives 3 slots) in
     # blocks of 2 slots; text: full attention in blocks of 2 tokens. Pools of their own.
     layers: dict[str, LayerSpec] = {
@@ -480,7 +544,7 @@ def _voxtral_toy() -> KVCacheCoordinator:
         ),
         "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
     }
-    return coordinator(layers, block_size=2, num_blocks=48, max_len=40, max_in_flight=4)
+    return coordinator(layers, block_size=2, num_blocks=num_blocks, max_len=40, max_in_flight=4)
 
 
 def test_a_decode_step_interrupted_anywhere_changes_nothing() -> None:
@@ -819,3 +883,226 @@ def test_a_step_with_its_content_interrupted_anywhere_changes_nothing() -> None:
         assert _state(coord) == _state(twin), i
         check_pools(coord)
     assert interrupted > 10 * 10
+
+
+def _batch_content(
+    audio: Any, text: Any, tokens: list[int]
+) -> list[tuple[Any, ContentKeys[Any]]]:
+    """An engine step's sampled ``tokens`` (one per request, in batch order) and their audio
+    (2 encoder tokens each, keyed by the token) as one `ContentKeys` per sequence."""
+    return [
+        (audio, ContentKeys([t for t in tokens for _ in "ab"], EncoderTokens)),
+        (text, ContentKeys(tokens, Tokens)),
+    ]
+
+
+def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Three streams generate a token an engine step (2 encoder tokens of audio and 1 token)
+    # from a shared prompt, every token cached: each engine step is one
+    # `advance_with_content_all`, compared call by call with `advance_with_content` of each
+    # request in turn on a twin (itself tested against the general path above). Every path of
+    # the batch runs: the generated stores and appends, a block crossed and a block filled by
+    # the content (`_content_plan`: the core's boundary plan, `_plan_fill`), the filled block's
+    # registration by the step that commits it (the boundary plan), and the batch's general
+    # path (the audio window evicting the prompt's shared blocks).
+    planned: list[tuple[int, bool]] = []
+    plan_content = CoordinatorCore._content_plan
+
+    def spy(self: CoordinatorCore, *args: Any) -> bool:
+        got = plan_content(self, *args)
+        planned.append((args[5], got))  # (kind, planned)
+        return got
+
+    monkeypatch.setattr(CoordinatorCore, "_content_plan", spy)
+    one, two = _voxtral_toy(72), _voxtral_toy(72)
+    rids = ["a", "b", "c"]
+    for c in (one, two):
+        for rid in rids:
+            _with_content(c, rid)
+    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
+    step = one.stepper(audio, text)
+    twin_audio, twin_text = two.group("audio", EncoderTokens), two.group("text", Tokens)
+    twin_step = two.stepper(twin_audio, twin_text)
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    for i in range(14):
+        tokens = [(i * 3 + j) % 4 for j in range(len(rids))]
+        sys.setprofile(record)
+        try:
+            step.advance_with_content_all(
+                rids, EncoderTokens(2), Tokens(1), content=_batch_content(audio, text, tokens)
+            )
+        finally:
+            sys.setprofile(None)
+        for rid, token in zip(rids, tokens, strict=True):
+            twin_step.advance_with_content(
+                rid,
+                EncoderTokens(2),
+                Tokens(1),
+                content=[
+                    (twin_audio, ContentKeys([token, token], EncoderTokens)),
+                    (twin_text, ContentKeys([token], Tokens)),
+                ],
+            )
+        assert _state(one) == _state(two), i
+        check_pools(one)
+    assert {"content_all_typed", "_general_content_all"} <= set(ran), set(ran)
+    assert {(1, True), (2, True)} <= set(planned), planned
+    # A request twice, keys not an equal share, wrong units, a request admitted without
+    # content: an error, and nothing changed.
+    one.free("c")
+    one.admit("plain")
+    before = _state(one)
+    wrong: list[tuple[Any, list[Any], type[Exception], str]] = [
+        (["a", "a"], _batch_content(audio, text, [1, 1]), RequestError, "twice"),
+        (["a", "b"], _batch_content(audio, text, [1, 1, 1]), RequestError, "same number"),
+        (["a"], [(text, ContentKeys([1], EncoderTokens))], UnitTypeError, "holds content"),
+        (["a"], [(audio, ContentKeys([1, 1], Tokens))], UnitTypeError, "holds content"),
+        (["a"], [(twin_text, ContentKeys([1], Tokens))], UnitTypeError, "GroupHandle"),
+        (["a", "plain"], _batch_content(audio, text, [1, 1]), RequestError, "without content"),
+        (["a", "nobody"], _batch_content(audio, text, [1, 1]), RequestError, "nobody"),
+    ]
+    for ids, content, error, message in wrong:
+        with pytest.raises(error, match=message):
+            step.advance_with_content_all(ids, EncoderTokens(2), Tokens(1), content=content)
+        assert _state(one) == before, ids
+    with pytest.raises(UnitTypeError):
+        step.advance_with_content_all(
+            ["a"], EncoderTokens(2), 1, content=[(text, ContentKeys([1], Tokens))]  # type: ignore[arg-type]
+        )
+    assert _state(one) == before
+
+
+def test_a_generating_batch_interrupted_anywhere_changes_nothing() -> None:
+    # One engine step of three generating streams in one call, within their blocks (stores
+    # and appends), across one (a block filled and hashed; registered; crossed): interrupted
+    # at each of its events, nothing changes; then it does what the uninterrupted call does.
+    from .test_interrupts import Interrupt
+
+    coord = _voxtral_toy(72)
+    rids = ["a", "b", "c"]
+    for rid in rids:
+        _with_content(coord, rid)
+    twin = copy.deepcopy(coord)
+
+    def bound(c: KVCacheCoordinator) -> tuple[Any, Any, Any]:
+        audio, text = c.group("audio", EncoderTokens), c.group("text", Tokens)
+        return c.stepper(audio, text), audio, text
+
+    mine, theirs = bound(coord), bound(twin)
+    interrupted = 0
+    for i in range(8):
+        tokens = [(i + j) % 3 for j in range(len(rids))]
+
+        def call(s: Any, a: Any, t: Any, tokens: list[int] = tokens) -> None:
+            s.advance_with_content_all(
+                rids, EncoderTokens(2), Tokens(1), content=_batch_content(a, t, tokens)
+            )
+
+        counter = Interrupt(None)
+        counter.run(functools.partial(call, *bound(copy.deepcopy(coord))))
+        before = _state(coord)
+        for at in range(1, counter.seen + 1):
+            with pytest.raises(KeyboardInterrupt):
+                Interrupt(at).run(functools.partial(call, *mine))
+            assert _state(coord) == before, (i, at)
+            interrupted += 1
+        call(*mine)
+        call(*theirs)
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+    assert interrupted > 8 * 10
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_generating_batches_do_what_each_request_in_turn_does(data: st.DataObject) -> None:
+    # Random layouts of cacheable groups (each kind, pooled or not; pools of their own or one
+    # shared pool, small enough that steps run short), requests admitted with prompts that
+    # share their starts (hits, shared blocks), then engine steps that each give every running
+    # request its step and its generated content in one batch (`advance_content_all`: a token
+    # per step, a pooled sequence's encoder tokens, sometimes more or none): compared with
+    # `advance_content` of each request in turn (the general step, then `extend_content`) and,
+    # exactly, with the batch's own general path; now and then a request ends and another is
+    # admitted.
+    count = data.draw(st.integers(1, 3), label="groups")
+    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
+    block_size = data.draw(st.integers(1, 4), label="block_size")
+    shared = data.draw(st.booleans(), label="one pool")
+    specs = {
+        f"g{i}": data.draw(
+            layers(data.draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}"
+        )
+        for i in range(count)
+    }
+    max_len, max_in_flight = 48, 6
+    blocks = data.draw(st.integers(8, 80), label="blocks per group")
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            specs,
+            block_size=block_size,
+            num_blocks=1 + count * blocks if shared else {name: blocks for name in specs},
+            max_len=max_len,
+            max_in_flight=max_in_flight,
+            reserve=False,
+            shared=shared,
+        )
+
+    one, two = build(), build()
+    pooled = [g.manager.slot_unit is PooledBlocks for g in one.groups]
+    # One group per sequence (kernel unit) receives the content.
+    sequences: dict[bool, int] = {}
+    for g, axis in enumerate(pooled):
+        sequences.setdefault(axis, g)
+    live: list[str] = []
+    made = 0
+
+    def admit(c: KVCacheCoordinator, rid: str, prompt: list[int]) -> Any:
+        hits = c._core.admit_with_prefix(rid, [None] * count, prefix_parts(c, prompt))
+        c._core.advance_step(rid, [len(prompt) - h for h in hits])
+
+    for _ in range(data.draw(st.integers(1, 40), label="engine steps")):
+        if not live or (len(live) < 3 and data.draw(st.integers(0, 3), label="admit") == 0):
+            rid = f"r{made}"
+            made += 1
+            size = data.draw(st.integers(1, max_in_flight), label="prompt")
+            prompt = [i % data.draw(st.integers(1, 3), label="period") for i in range(size)]
+            got = [_outcome(admit, c, rid, prompt) for c in (one, two)]
+            assert got[0] == got[1]
+            assert _state(one) == _state(two)
+            if got[0] is None:
+                live.append(rid)
+            elif rid in one._core.requests:  # admitted, its prompt short: ends
+                for c in (one, two):
+                    c.free(rid)
+            continue
+        if data.draw(st.integers(0, 9), label="end") == 0:
+            rid = live.pop(data.draw(st.integers(0, len(live) - 1), label="which"))
+            for c in (one, two):
+                c.free(rid)
+            continue
+        ids = list(live)
+        tokens = data.draw(st.sampled_from((1, 1, 1, 0, 2)), label="tokens")
+        frames = data.draw(st.integers(0, 4), label="encoder tokens")
+        q = [frames if axis else tokens for axis in pooled]
+        contents = [
+            (g, [data.draw(st.integers(0, 2)) for _ in range(len(ids) * q[g])])
+            for g in sequences.values()
+        ]
+        typed = "_typed" if data.draw(st.booleans(), label="typed entry") else ""
+        three = copy.deepcopy(two)
+        mine = _outcome(fast, one._core, "content_all" + typed, ids, q, contents)
+        theirs = _outcome(general, three._core, "content_all", ids, q, contents)
+        assert mine == theirs, ids
+        assert _state(three) == _state(one), ids
+        two, failed = contents_in_turn(two, ids, q, contents)
+        assert (mine is None) == (failed is None), (mine, failed)
+        assert _state(one) == _state(two), ids
+    check_pools(one)

@@ -278,6 +278,20 @@ CALLS: list[tuple[str, str, Callable[[World], object]]] = [
         ),
     ),
     (
+        "advance_with_content_all",
+        "one generating engine step of a and b: a's text fills a block (hashed, registered)",
+        lambda w: w.step.advance_with_content_all(
+            ["a", "b"],
+            EncoderTokens(2),
+            Tokens(1),
+            Tokens(1),
+            content=[
+                (w.audio, ContentKeys([62, 63, 64, 65], EncoderTokens)),
+                (w.text, ContentKeys([51, 52], Tokens)),
+            ],
+        ),
+    ),
+    (
         "admit",
         "a plain admission: caps reserved",
         lambda w: w.step.admit("e", EncoderTokens(80), Tokens(40), Tokens(40)),

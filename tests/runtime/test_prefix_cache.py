@@ -4,6 +4,8 @@ that count a shared block once, sequences of other units hit on their own, and t
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvunits.contracts import (
     Bytes,
@@ -42,6 +44,35 @@ def test_content_is_keyed_per_token_or_encoder_token() -> None:
     assert ContentKeys([1, 2], Tokens) == ContentKeys((1, 2), Tokens)
     assert ContentKeys([1, 2], Tokens) != ContentKeys([1, 2], EncoderTokens)
     assert ContentKeys([1, 2], Tokens) != ContentKeys([1, 2], Tokens, salt="s")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(
+        st.integers(-(2**64), 2**64)
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.booleans()
+        | st.floats(allow_nan=False),
+        max_size=8,
+    )
+)
+def test_content_keys_accept_exactly_the_int64_ints(keys: list[object]) -> None:
+    # The constructor checks a batch's keys in C (classes, then the int64 range); whatever it
+    # accepts or refuses is what the key-by-key rule gives: every key exactly an int (not a
+    # bool, not a float) within int64, else the first wrong key named.
+    first = next(
+        (
+            i
+            for i, k in enumerate(keys)
+            if type(k) is not int or not -(2**63) <= k <= 2**63 - 1
+        ),
+        None,
+    )
+    if first is None:
+        assert ContentKeys(keys, Tokens).keys == tuple(keys)  # type: ignore[arg-type]
+    else:
+        with pytest.raises((UnitTypeError, UnitValueError), match=f"content key {first} "):
+            ContentKeys(keys, Tokens)  # type: ignore[arg-type]
 
 
 def test_a_block_hash_covers_what_one_block_of_the_group_holds() -> None:
