@@ -790,7 +790,7 @@ class CoordinatorCore:
         ops: Ops = []
         out: list[list[int]] | None = [] if mapping else None
         plan = _Boundary()
-        back = None if rolled is None else self._plan_unroll(o, rolled, plan)
+        back = None if rolled is None else self._plan_unroll(o, rolled, plan, num_new)
         if (rolled is not None and back is None) or not self._plan_boundary(
             ops, plan, o, num_new, out, lookahead, back
         ):
@@ -1632,10 +1632,16 @@ class CoordinatorCore:
                 )
 
     def _plan_rollback(
-        self, pools: dict[int, PoolPlan], o: int, rejected: Sequence[int]
+        self,
+        pools: dict[int, PoolPlan],
+        o: int,
+        rejected: Sequence[int],
+        num_new: Sequence[int] | None = None,
     ) -> tuple[list[list[int]], list[array[int]]]:
         """Plan a checked rollback on ``pools``: every group's fields and live entries after
-        it (the blocks only rejected positions used released into the plans)."""
+        it (the blocks only rejected positions used released into the plans). With
+        ``num_new``, the step that follows it (`advance_speculative`): only blocks past that
+        step's end are released (`_kept`)."""
         table = self.table
         fields_of = [table.read(o, g) for g in range(len(self.names))]
         lives = [table.live(o, g) for g in range(len(self.names))]
@@ -1644,7 +1650,7 @@ class CoordinatorCore:
                 continue
             fields, live = fields_of[g], lives[g]
             rows = fields[ANCHOR] - fields[SLACK] - r
-            keep = self._managers[g].table_length(-(-rows // self._pool[g]))
+            keep = self._kept(g, rows, None if num_new is None else num_new[g])
             cut = keep - fields[SKIPPED]
             assert cut >= 0, (keep, fields[SKIPPED])  # speculative blocks are never evicted
             if cut < len(live):
@@ -1654,6 +1660,21 @@ class CoordinatorCore:
             fields[STEP] -= r
             self._bound(g, fields, rows, live)
         return fields_of, lives
+
+    def _kept(self, g: int, rows: int, q: object) -> int:
+        """The table entries of group ``g`` a rollback to ``rows`` positions keeps: those the
+        rolled-back positions use, and when a step of ``q`` positions follows in the same call
+        (`advance_speculative`) those that step's positions use too. A fused rollback and
+        step never gives back a block the step takes again: vLLM 0.33 does not either (its
+        scheduler rewinds ``num_computed_tokens`` over rejected drafts and keeps
+        ``req_to_blocks``; the next ``KVCacheManager.allocate_slots`` allocates only what
+        ``SingleTypeKVCacheManager.get_num_blocks_to_allocate`` counts past the held blocks),
+        so the same blocks are held as rollback then step, the kept ones with their ids."""
+        p, manager = self._pool[g], self._managers[g]
+        keep = manager.table_length(-(-rows // p))
+        if type(q) is int and q > 0:
+            keep = max(keep, manager.table_length(-(-(rows + q) // p)))
+        return keep
 
     def _general_respec(
         self,
@@ -1667,7 +1688,7 @@ class CoordinatorCore:
         """`advance_speculative`'s general path, with the token held (as `_general_step`):
         the rollback and the step planned on the same plans, committed at once."""
         plan = _Boundary()
-        back = self._plan_unroll(o, rejected, plan)
+        back = self._plan_unroll(o, rejected, plan, num_new)
         ops: Ops = []
         if (
             back is not None
@@ -1688,7 +1709,7 @@ class CoordinatorCore:
         ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
-        given = self._plan_rollback(pools, o, rejected)
+        given = self._plan_rollback(pools, o, rejected, num_new)
         self._plan_step(ops, slabs, pools, request_id, o, num_new, lookahead, False, given)
         for pool_plan in pools.values():
             pool_plan.emit(ops)
@@ -1735,23 +1756,30 @@ class CoordinatorCore:
                 for request_id, r in zip(request_ids, rejected, strict=True)
             ]
         else:
-            # A request whose rollback frees nothing and keeps its bound, at a block boundary:
-            # planned together (as `_general_all`).
-            planned: Ops = []
-            boundary = _Boundary()
-            for _, o, r in slow:
-                back = self._plan_unroll(o, r, boundary)
-                if back is None or not self._plan_boundary(
-                    planned, boundary, o, num_new, None, lookahead, back
-                ):
+            # Requests at a block boundary: planned together (as `_general_all`); again after
+            # compacting the slabs (a boundary step refuses to move a segment when that
+            # would make its slab due: the general path moves it, and compacts a call later).
+            for _ in range(2):
+                planned: Ops = []
+                boundary = _Boundary()
+                for _, o, r in slow:
+                    back = self._plan_unroll(o, r, boundary, num_new)
+                    if back is None or not self._plan_boundary(
+                        planned, boundary, o, num_new, None, lookahead, back
+                    ):
+                        break
+                else:
+                    self._emit_boundary(planned, boundary)
+                    self._respec_ops(planned, fast, num_new, lookahead)
+                    commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+                pre: Ops = []
+                self.table.compact_ops(pre, soon=True)
+                if not pre:
                     break
-            else:
-                self._emit_boundary(planned, boundary)
-                self._respec_ops(planned, fast, num_new, lookahead)
-                commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+                commit(ops_of(pre))  # moves segments only: nothing observable
         for request_id, o, r in slow:
             self._check_rejected(request_id, o, r)
-        pre: Ops = []
+        pre = []
         self.table.compact_ops(pre)
         if pre:
             commit(ops_of(pre))  # moves segments only: nothing observable
@@ -1759,7 +1787,7 @@ class CoordinatorCore:
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
         for request_id, o, r in slow:
-            given = self._plan_rollback(pools, o, r)
+            given = self._plan_rollback(pools, o, r, num_new)
             self._plan_step(ops, slabs, pools, request_id, o, num_new, lookahead, False, given)
         self._respec_ops(ops, fast, num_new, lookahead)
         for pool_plan in pools.values():
@@ -1768,13 +1796,16 @@ class CoordinatorCore:
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
 
     def _plan_unroll(
-        self, o: int, rejected: Sequence[int], plan: _Boundary
+        self, o: int, rejected: Sequence[int], plan: _Boundary, num_new: Sequence[int]
     ) -> list[tuple[int, int, int, int]] | None:
-        """Plan a rollback before a boundary step on the same ``plan`` (`_boundary_rollback`'s
-        common case: at most one block freed per group, into a pool without cached, stale or
-        shared blocks; the freed block goes behind the queue first, as a rollback committed
-        before the step would put it): per group, ``(ANCHOR, SLACK, BASE, LENGTH)`` after it.
-        None for any other rollback (or one the general path reports), nothing planned."""
+        """Plan a rollback before a boundary step of ``num_new`` positions on the same
+        ``plan`` (`_boundary_rollback`'s common case: at most one block freed per group, only
+        past the step's end (`_kept`), into a pool without cached, stale or shared blocks; the
+        freed block goes behind the queue first, as a rollback committed before the step would
+        put it): per group, ``(ANCHOR, SLACK, BASE, LENGTH)`` after it. None for any other
+        rollback (or one the general path reports), nothing planned."""
+        if not isinstance(num_new, tuple | list) or len(num_new) != len(self.names):
+            return None
         spec = self.specs.get(o)
         n = len(self.names)
         if not isinstance(rejected, tuple | list) or len(rejected) != n:
@@ -1796,7 +1827,7 @@ class CoordinatorCore:
                 p, size = self._pool[g], self._block_size[g]
                 rows = anchor - slack - r
                 skipped, start = st[c + SKIPPED], st[c + START]
-                cut = managers[g].table_length(-(-rows // p)) - skipped
+                cut = min(self._kept(g, rows, num_new[g]) - skipped, length)
                 pool = self.pools[g]
                 if (
                     cut < 0
@@ -2406,6 +2437,17 @@ class FastFunctions(NamedTuple):
     content_typed: Callable[[str, tuple[int, ...], Sequence[tuple[int, Sequence[int]]]], None]
     content_all_typed: Callable[
         [Sequence[str], tuple[int, ...], Sequence[tuple[int, Sequence[int]]]], None
+    ]
+    respec_all_units: Callable[
+        [
+            Sequence[str],
+            tuple[int, ...],
+            tuple[int, ...],
+            Sequence[Any],
+            tuple[type, ...],
+            Callable[..., None],
+        ],
+        None,
     ]
     source: str
 

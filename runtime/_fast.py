@@ -109,7 +109,7 @@ def _cold(name: int, g: int) -> int:
     return g * COLD + name - HOT
 
 
-def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
+def _cross(core: CoordinatorCore) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None)``: a step
     past some group's slack, with the token held, planned in a few lines per group with the
     group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
@@ -118,46 +118,14 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
     does, unless the slab's garbage is `due`) and one evicted at its front, neither shared,
     cached nor a stale queue entry; no content to register. Any other step goes, before
     anything changed, to `CoordinatorCore._boundary_step`, which decides it (or the general
-    path).
-
-    With ``planned``, the source of ``cross_plan(o, num_new, lookahead, given, freed, ops,
-    plan)`` instead: the same step planned into a batch's ``ops`` and its boundary ``plan``
-    (`kvunits.runtime._core._Boundary`, which the core's boundary path shares; the core's
-    `_emit_boundary` adds the pools' part); False, with ``ops`` and ``plan`` as they were,
-    where ``cross`` goes to the core's boundary path."""
+    path)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
-    back = "return boundary(me, request_id, o, num_new, mapping, lookahead, rolled)"
+    back = "return boundary(me, request_id, o, num_new, mapping, lookahead)"
     pool_of, first_of = _pools(core)
-    prologue = []
-    if planned:
-        # Marks of what the plan holds, to put it back on a refusal (one line of stores).
-        back = "; ".join(
-            ["del ops[m:]"]
-            + [f"del ev{i}[e{i}:]; del tl{i}[t{i}:]" for i in range(len(pool_of))]
-            + ["return False"]
-        )
-        prologue = ["        m = len(ops)", "        plans = plan.pools"]
-        for i, g in enumerate(first_of):
-            prologue += [
-                f"        s{i} = plans.get(pids[{g}])",
-                f"        if s{i} is None:",
-                f"            pool = pools[{g}]",
-                f"            s{i} = plans[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
-                f"        f{i}, h{i}, tl{i}, ev{i} = s{i}[1], s{i}[2], s{i}[3], s{i}[4]",
-                f"        e{i}, t{i} = len(ev{i}), len(tl{i})",
-                f"        ev{i}.extend(freed[{i}])",
-            ]
-        prologue += ["        mapping = out = None"]
-        prologue += [f"        gb{g} = 0" for g in range(n)]
-        prologue += [f"        se{g} = -1" for g in range(n)]
     lines = [
-        "    def cross_plan(o, num_new, lookahead, given, freed, ops, plan):"
-        if planned
-        else "    def cross(me, request_id, o, num_new, mapping, lookahead=None, rolled=None, "
-        "given=None, freed=None):",
-        *prologue,
+        "    def cross(me, request_id, o, num_new, mapping, lookahead=None):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
@@ -168,15 +136,11 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
         "            if extra is not None and extra.pending():",
         f"                {back}",
         f"        cb = o // {hw} * {cw}",
+        "        ops = []",
+        "        out = [] if mapping else None",
     ]
-    if not planned:
-        lines += ["        ops = []", "        out = [] if mapping else None"]
-        for i in range(len(pool_of)):
-            lines += [
-                f"        f{i} = h{i} = -1",
-                f"        ev{i} = [] if freed is None else freed[{i}]",
-                f"        tk{i} = 0",
-            ]
+    for i in range(len(pool_of)):
+        lines += [f"        f{i} = h{i} = -1", f"        ev{i} = []", f"        tk{i} = 0"]
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
         rows_of, in_flight = core._has_rows[g], core._in_flight[g]
@@ -189,14 +153,8 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
         out = [
             f"q = q{g}",
-            "if given is None:",
-            f"    anchor0, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
-            f"    base0, length0 = st[{c} + {BASE}], st[{c} + {LENGTH}]",
-            "else:",
-            f"    anchor0, s, base0, length0 = given[{4 * g}:{4 * g + 4}]",
-            f"    ops.append((setitem, st, slice({c} + {ANCHOR}, {c} + {BASE + 1}), "
-            "array(typecode, (anchor0, base0))))",
-            f"    ops.append((setitem, st, {c} + {LENGTH}, length0))",
+            f"anchor0, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
+            f"base0, length0 = st[{c} + {BASE}], st[{c} + {LENGTH}]",
             "rows = anchor0 - s",
             f"first, end = {first}, {end}",
             "touched = end - first if q else 0",
@@ -240,8 +198,6 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             evicting = f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
         else:
             evicting = "never"
-        tail = f"plan.slab_end.get({g}, len(slab))" if planned else "len(slab)"
-        gone = f"plan.garbage.get({g}, garbage[{g}])" if planned else f"garbage[{g}]"
         out += [
             f"    want = (end + {size - 1}) // {size} - skipped - length",
             "    dropped = skip - skipped",
@@ -267,35 +223,30 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             f"            h{i} += 1",
             "        else:",
             f"            {back}",
-            f"        tl{i}.append(taken)" if planned else f"        tk{i} += 1",
+            f"        tk{i} += 1",
             "        if length < capacity:",
             "            ops.append((setitem, slab, start + length, taken))",
             "        else:  # moved to the slab's end with room (garbage due: the core compacts)",
-            f"            tail = {tail}",
-            f"            if due({gone} + capacity, tail):",
+            "            tail = len(slab)",
+            f"            if due(garbage[{g}] + capacity, tail):",
             f"                {back}",
             "            moved = slab[start + dropped : start + length]",
             "            moved.append(taken)",
             "            room = grown(len(moved), capacity) - len(moved)",
             "            moved.extend(array('i', bytes(4 * room)))",
             "            ops.append((slab.extend, moved))",
-            f"            gb{g} += capacity - dropped"
-            if planned
-            else f"            ops.append((setitem, garbage, {g}, garbage[{g}] + capacity))",
+            f"            ops.append((setitem, garbage, {g}, garbage[{g}] + capacity))",
             "    else:",
             "        want = 0",
             "    if mapping:",
             "        out.append(slots_across(slab, start, skipped, length, "
             f"{size}, first, end, taken) if q else [])",
-            "    if dropped:" if planned else "    if dropped and moved is None:",
-            f"        gb{g} += dropped"
-            if planned
-            else f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
+            "    if dropped and moved is None:",
+            f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
             "    if moved is None:",
             "        start, capacity = start + dropped, capacity - dropped",
             "    else:",
             "        start, capacity = tail, len(moved)",
-            *([f"        se{g} = tail + capacity"] if planned else []),
             "    length += want - dropped",
             "    rows += q",
             "    if first >= evict:",
@@ -313,22 +264,6 @@ def _cross(core: CoordinatorCore, planned: bool = False) -> list[str]:
             "array(typecode, (anchor, base, evict, skip, start, length, capacity))))",
         ]
         lines += ["        " + line for line in out]
-    if planned:
-        for i in range(len(pool_of)):
-            lines.append(f"        s{i}[1], s{i}[2] = f{i}, h{i}")
-        for g in range(n):
-            lines += [
-                f"        if gb{g}:",
-                f"            plan.garbage[{g}] = plan.garbage.get({g}, garbage[{g}]) + gb{g}",
-                f"        if se{g} >= 0:",
-                f"            plan.slab_end[{g}] = se{g}",
-            ]
-        lines += [
-            "        ops.append((setitem, specs, o, tuple(lookahead)))",
-            "        return True",
-            "",
-        ]
-        return lines
     for i in range(len(pool_of)):
         g = first_of[i]
         lines += [
@@ -435,101 +370,22 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
-def _unroll(core: CoordinatorCore, planned: bool = False) -> list[str]:
-    """The source of ``unroll(me, request_id, o, num_new, lookahead, rejected)``: a rollback
-    and the speculative step after it (`CoordinatorCore.advance_speculative`) past the
-    generated function's reach, with the token held: the rollback planned as ``uncross``
-    plans it (at most one block freed per group, into a pool without cached, stale or shared
-    blocks), then the step by ``cross`` from the fields the rollback leaves, in one commit.
-    Any other goes, before anything changed, to `CoordinatorCore._general_respec`.
-
-    With ``planned``: ``unroll_plan(o, rejected)``, the rollback's ``(given, freed)`` for
-    ``cross_plan`` (None for any other)."""
-    n = len(core.names)
-    hw, cw = core.table.hot_width, core.table.cold_width
-    back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
-    if planned:
-        back = "return None"
-    pool_of, _ = _pools(core)
-    lines = [
-        "    def unroll_plan(o, rejected):"
-        if planned
-        else "    def unroll(me, request_id, o, num_new, lookahead, rejected):",
-        "        if not (type(rejected) is tuple or type(rejected) is list) "
-        f"or len(rejected) != {n}:",
-        f"            {back}",
-        "        spec = specs.get(o)",
-        "        if spec is None:",
-        f"            spec = {(0,) * n}",
-        f"        cb = o // {hw} * {cw}",
-        "        given = []",
-    ]
-    for i in range(len(pool_of)):
-        lines.append(f"        fr{i} = []")
-    for g in range(n):
-        p, size = core._pool[g], core._block_size[g]
-        kind = core._managers[g].kind
-        h = g * HOT
-        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
-        i = pool_of[id(core.pools[g])]
-        out = [
-            f"r = rejected[{g}]",
-            f"if type(r) is not int or not 0 <= r <= spec[{g}]:",
-            f"    {back}",
-            f"anchor, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
-            f"base, length = st[{c} + {BASE}], st[{c} + {LENGTH}]",
-            "if r:",
-        ]
-        if not core._has_rows[g] or kind not in _PLANNED:
-            out.append(f"    {back}")
-        else:
-            slots = "rows" if p == 1 else f"(rows + {p - 1}) // {p}"
-            out += [
-                f"    pool = pools[{g}]",
-                "    if pool._cached or pool._num_stale or pool._shared:",
-                f"        {back}",
-                "    rows = anchor - s - r",
-                f"    skipped, start, slab = st[{c} + {SKIPPED}], st[{c} + {START}], slabs[{g}]",
-                f"    cut = ({slots} + {size - 1}) // {size} - skipped",
-                "    if cut < 0 or length - cut > 1:",
-                f"        {back}",
-                "    if cut < length:",
-                f"        fr{i}.append(slab[start + cut])",
-                "        length = cut",
-                f"    index = rows // {p * size}",
-                "    anchor = rows",
-                "    if skipped <= index < skipped + length:",
-                "        base = slab[start + index - skipped] - index",
-                f"        room = min((skipped + length) * {size}, st[{c} + {MAXLEN}])",
-                f"        anchor = max(min(room, st[{c} + {EVICT}], (index + 1) * {size}) * {p}, "
-                "rows)",
-                "    s = anchor - rows",
-            ]
-        out.append("given += (anchor, s, base, length)")
-        lines += ["        " + line for line in out]
-    frs = ", ".join(f"fr{i}" for i in range(len(pool_of)))
-    if planned:
-        return [*lines, f"        return given, [{frs}]", ""]
-    lines += [
-        "        return cross(me, request_id, o, num_new, False, lookahead, rejected, given, "
-        f"[{frs}])",
-        "",
-    ]
-    return lines
-
-
-def _unrolled(core: CoordinatorCore, back: str, indent: str) -> list[str]:
+def _unrolled(core: CoordinatorCore, back: str, indent: str, typed: bool = False) -> list[str]:
     """The rollback of ``r{g}`` positions per group (what the latest step left speculative:
-    ``j{g}``) when it frees no block and keeps every group's bound: then it only gives the
-    slack back (``s{g}``, read here, is raised by it). Any other goes to ``back``."""
+    ``j{g}``) before a step of ``q{g}`` when it frees no block (it keeps those the step takes
+    again, `CoordinatorCore._kept`) and the step ends in the block of the bound it had: then
+    it only gives the slack back (``s{g}``, read here, is raised by it). Any other goes to
+    ``back``. With ``typed``, the ``r{g}`` are ints (the typed layer's) and ``c`` is the
+    request's cold offset."""
     hw, cw = core.table.hot_width, core.table.cold_width
-    cold = f"o // {hw} * {cw}"
+    cold = "c" if typed else f"o // {hw} * {cw}"
+    integer = "" if typed else "type(r{g}) is not int or "
     out = []
     for g in range(len(core.names)):
         h = g * HOT
         p, size = core._pool[g], core._block_size[g]
         kind = core._managers[g].kind
-        slots = f"(n{g} + {p - 1}) // {p}" if p > 1 else f"n{g}"
+        slots = f"(n{g} + q{g} + {p - 1}) // {p}" if p > 1 else f"n{g} + q{g}"
         if kind == "state":
             keep = "1"
         elif kind == "cross_attention":
@@ -538,7 +394,7 @@ def _unrolled(core: CoordinatorCore, back: str, indent: str) -> list[str]:
             keep = f"({slots} + {size - 1}) // {size}"
         entries = f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
         out += [
-            f"if type(r{g}) is not int or not 0 <= r{g} <= j{g}:",
+            f"if {integer.format(g=g)}not 0 <= r{g} <= j{g}:",
             f"    {back}",
             f"s{g} = hot[o + {h + SLACK}]",
             f"if r{g}:",
@@ -549,11 +405,191 @@ def _unrolled(core: CoordinatorCore, back: str, indent: str) -> list[str]:
             f"        {back}",
         ]
         if core._has_rows[g]:
+            # The step's end (the next step's first slot) in the block of the bound: BASE
+            # and ANCHOR stay (a rollback back across a block whose block the step refills).
             out += [
-                f"    if n{g} // {p * size} != (n{g} + r{g}) // {p * size}:",
+                f"    if (n{g} + q{g}) // {p * size} < (n{g} + r{g}) // {p * size}:",
                 f"        {back}",
             ]
         out.append(f"    s{g} += r{g}")
+    return [indent + line for line in out]
+
+
+def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
+    """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` per group
+    past the stores' reach, planned in plain locals for the request at offset ``o`` (cold
+    fields at ``c``): per group its fields recomputed after the step as the general path
+    does (`CoordinatorCore._plan_rollback` then `_plan_step`) when the common case holds: the
+    blocks the rolled-back positions used kept for the step (`CoordinatorCore._kept`), at
+    most one block taken at the table's end into the segment's spare room (the pool's next
+    fresh id, or the queue's head when it is neither stale nor cached) and one evicted by a
+    window at its front (neither shared nor cached); content to register goes elsewhere. The
+    pools are read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the
+    batch's). Any other runs ``fail`` (nothing written). Leaves per group ``v{g}`` (the new
+    slack), ``w{g}`` (the cold fields from ``ANCHOR`` to ``CAPACITY``, None: unchanged),
+    ``dr{g}`` (whether a block is evicted: ``d{g}``) and ``t{g}`` (the block taken, 0: none)
+    at ``x{g}`` (its slab index)."""
+    n = len(core.names)
+    pool_of, _ = _pools(core)
+    out = [
+        "if extras:",
+        "    extra = extras.get(o)",
+        "    if extra is not None and extra.pending():",
+        f"        {fail}",
+    ]
+    for g in range(n):
+        p, size = core._pool[g], core._block_size[g]
+        in_flight, manager = core._in_flight[g], core._managers[g]
+        kind, h, i = manager.kind, g * HOT, pool_of[id(core.pools[g])]
+        c = f"c + {_cold(ANCHOR, g) - ANCHOR}"
+        first = "rows // 1" if p == 1 else f"rows // {p}"
+        end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
+        out += [
+            f"r, q = r{g}, q{g}",
+            f"if type(r) is not int or not 0 <= r <= j{g}:",
+            f"    {fail}",
+            f"anchor, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
+            "rows = anchor - s - r",
+            f"first, end = {first}, {end}",
+            "touched = end - first if q else 0",
+            f"dr{g} = t{g} = 0",
+        ]
+        if not core._has_rows[g] or kind not in _PLANNED:
+            out += [
+                f"if r or not (0 <= q <= s and (s or q) and touched <= {in_flight}):",
+                f"    {fail}",
+                f"v{g}, w{g} = s - q, None",
+            ]
+            continue
+        # Within the slack the rollback leaves, and no block to give back (`_unrolled`):
+        # only the slack changes.
+        pb = p * size
+        keep = f"(end + {size - 1}) // {size}"
+        entries = f"st[{c} + {SKIPPED}] + st[{c} + {LENGTH}]"
+        out += [
+            "sr = s + r",
+            f"if 0 <= q <= sr and (sr or q) and touched <= {in_flight} and (not r or s and "
+            f"{keep} >= {entries} and (rows + q) // {pb} >= (rows + r) // {pb}):",
+            f"    v{g}, w{g} = sr - q, None",
+            "else:",
+        ]
+        at = len(out)
+        out += [
+            f"if touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
+            f"    {fail}",
+            f"skipped, evict, start = st[{c} + {SKIPPED}], st[{c} + {EVICT}], st[{c} + {START}]",
+            f"length, capacity, base = st[{c} + {LENGTH}], st[{c} + {CAPACITY}], st[{c} + {BASE}]",
+            "skip = skipped",
+        ]
+        if kind == "sliding_window":
+            window = manager.sliding_window_slots  # type: ignore[attr-defined]
+            out += [
+                f"if first >= evict and first > {window - 1}:",
+                f"    skip = max((first - {window - 1}) // {size}, skipped)",
+            ]
+            evicting = f"min((skip + 1) * {size} + {window - 1}, never)"
+        elif kind == "chunked_local":
+            chunk = manager.chunk_slots  # type: ignore[attr-defined]
+            out += [
+                "if first >= evict:",
+                f"    skip = max(first // {chunk} * {chunk} // {size}, skipped)",
+            ]
+            evicting = f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
+        else:
+            evicting = "never"
+        out += [
+            "dropped = skip - skipped",
+            f"want = (end + {size - 1}) // {size} - skipped - length",
+            # Fewer blocks than held (a rollback past the step's end) or a segment to move:
+            # the core's boundary path.
+            "if want < 0 or want > 1 or dropped > 1 or want and length + want > capacity:",
+            f"    {fail}",
+            f"pool, slab = pools[{g}], slabs[{g}]",
+            f"dr{g} = dropped",
+            "if dropped:",
+            f"    d{g} = slab[start]",
+            f"    if d{g} in pool._shared or d{g} in pool._cached:",
+            f"        {fail}",
+            "if want:",
+            f"    x{g} = start + length",
+            f"    if f{i} < pool.num_blocks:",
+            f"        t{g} = f{i}",
+            f"        f{i} += 1",
+            f"    elif h{i} < len(pool._queue):",
+            f"        t{g} = pool._queue[h{i}]",
+            f"        if t{g} in pool._stale or t{g} in pool._cached:",
+            f"            {fail}",
+            f"        h{i} += 1",
+            "    else:",
+            f"        {fail}",
+            "start, capacity = start + dropped, capacity - dropped",
+            "length += want - dropped",
+            "rows += q",
+            "if first >= evict:",
+            f"    evict = {evicting}",
+            f"index = rows // {p * size}",
+            "anchor = rows",
+            # BASE is read only within the slack: where the step's end has no block yet
+            # (no slack), it stays.
+            "if skip <= index < skip + length:",
+            "    at = index - skip",
+            f"    base = (t{g} if want and at == length - 1 else slab[start + at]) - index",
+            f"    room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
+            f"    anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
+            f"v{g} = anchor - rows",
+            f"w{g} = (anchor, base, evict, skip, start, length, capacity)",
+        ]
+        out[at:] = ["    " + line for line in out[at:]]
+    return [indent + line for line in out]
+
+
+def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str]:
+    """What `_crossing` planned, added to ``ops`` (the pools' part to ``ev{i}``/``tl{i}``,
+    evicted and taken blocks, and ``gb{g}``, the slabs' garbage); with ``flat``, the hot
+    fields to the batch's stores (``push``, ``push{g}``) instead."""
+    n = len(core.names)
+    pool_of, _ = _pools(core)
+    out = []
+    for g in range(n):
+        i = pool_of[id(core.pools[g])]
+        c = _cold(ANCHOR, g)
+        out += [
+            f"if w{g} is not None:",
+            f"    ops.append((setitem, st, slice(c + {c}, c + {c + CAPACITY - ANCHOR + 1}), "
+            f"array(typecode, w{g})))",
+            f"    if dr{g}:",
+            f"        ev{i}.append(d{g})",
+            f"        gb{g} += 1",
+            f"    if t{g}:",
+            f"        tl{i}.append(t{g})",
+            f"        ops.append((setitem, slabs[{g}], x{g}, t{g}))",
+        ]
+    if flat:
+        out.append("push(o); " + "; ".join(f"push{g}(v{g})" for g in range(n)))
+    else:
+        values = ", ".join(f"v{g}, q{g}" for g in range(n))
+        out.append(f"ops.append((setitem, hot, slice(o, o + {n * HOT}), [{values}]))")
+    return [indent + line for line in out]
+
+
+def _pooled(core: CoordinatorCore, indent: str) -> list[str]:
+    """The pools' and slabs' part of what `_crossed` added (as `cross` writes it)."""
+    _, first_of = _pools(core)
+    out = []
+    for i, g in enumerate(first_of):
+        out += [
+            f"pool = pools[{g}]",
+            f"if f{i} > pool._fresh:",
+            f'    ops.append((setattr, pool, "_fresh", f{i}))',
+            f"if h{i} > pool._head:",
+            f'    ops.append((setattr, pool, "_head", h{i}))',
+            f"if ev{i}:",
+            f"    ops.append((pool._queue.extend, ev{i}))",
+            f"if len(tl{i}) != len(ev{i}):",
+            f'    ops.append((setattr, pool, "_used", pool._used + len(tl{i}) - len(ev{i})))',
+        ]
+    for g in range(len(core.names)):
+        out += [f"if gb{g}:", f"    ops.append((setitem, garbage, {g}, garbage[{g}] + gb{g}))"]
     return [indent + line for line in out]
 
 
@@ -568,10 +604,13 @@ def _respec(
     """The source of ``respec`` and ``respec_all`` (``*_typed`` with ``typed``): the rollback
     of the latest step's rejected drafts and the next speculative step in one call, for one
     request or for an engine step's batch: stores only when the rollback frees no block and
-    keeps the bound (`_unrolled`) and the step stays within the slack it leaves; a step past
-    it goes to ``cross`` with the rollback (one commit), anything else to the core's
-    `CoordinatorCore._general_respec` (the rollback and the step planned on one plan)."""
+    the step ends in the block of the bound (`_unrolled`) within the slack it leaves; a
+    step past it planned in plain locals (`_crossing`) and committed with the stores; anything
+    else to the core's boundary path, then its general path
+    (`CoordinatorCore._general_respec`: the rollback and the step planned on one plan)."""
     n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    _, first_of = _pools(core)
     suffix = "_typed" if typed else ""
     comma = "," if n == 1 else ""
     qs = ", ".join(f"q{g}" for g in range(n)) + comma
@@ -583,9 +622,48 @@ def _respec(
     spec = "(" + ks + ")"
     zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
-    past = "return unroll(me, request_id, o, num_new, lookahead, rejected)"
+    past = "return respec_cross(me, request_id, o, num_new, lookahead, rejected)"
     args = "request_id, num_new, lookahead, rejected"
-    lines: list[str] = head("respec" + suffix, args, "allocate")
+    fresh = "; ".join(
+        f"f{i}, h{i}, ev{i}, tl{i} = pools[{g}]._fresh, pools[{g}]._head, [], []"
+        for i, g in enumerate(first_of)
+    )
+    zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
+    # One request past the stores' reach (``respec``'s and ``respec_typed``'s, written once):
+    # planned in plain locals, else the core's boundary path (`CoordinatorCore._boundary_step`
+    # with the rollback), else general.
+    lines: list[str] = [] if typed else [
+        "    def respec_cross(me, request_id, o, num_new, lookahead, rejected):",
+        f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
+        f"            {back}",
+        "        if not (type(rejected) is tuple or type(rejected) is list) "
+        f"or len(rejected) != {n}:",
+        f"            {back}",
+        f"        {qs} = num_new",
+        f"        {rs} = rejected",
+        "        held = specs.get(o)",
+        "        if held is None:",
+        f"            {zeros}",
+        "        else:",
+        f"            {js} = held",
+        f"        if {ints} or {' or '.join(f'q{g} < 0' for g in range(n))}:",
+        f"            {back}",
+        f"        c = o // {hw} * {cw}",
+        f"        {fresh}",
+        f"        {zero_gb}",
+        "        ops = []",
+    ]
+    if not typed:
+        fail = "return boundary(me, request_id, o, num_new, False, lookahead, rejected)"
+        lines += _crossing(core, fail, "        ")
+        lines += _crossed(core, "        ")
+        lines += _pooled(core, "        ")
+        lines += [
+            "        ops.append((setitem, specs, o, tuple(lookahead)))",
+            "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+            "",
+        ]
+    lines += head("respec" + suffix, args, "allocate")
     if not typed:
         lines += shape(["num_new", "lookahead", "rejected"], back)
     lines += [
@@ -604,7 +682,9 @@ def _respec(
         "            else:",
         f"                {js} = spec",
     ]
-    lines += _unrolled(core, past, "            ")
+    if typed:
+        lines.append(f"            c = o // {hw} * {cw}")
+    lines += _unrolled(core, past, "            ", typed)
     for g in range(n):
         lines += group(g, False, past, "            ", read=False)
     stores = "; ".join(
@@ -613,10 +693,68 @@ def _respec(
     )
     lines.append(f"            {stores}; specs[o] = {spec}; del owner[0]; return  # the commit")
     lines += tail
-    back = "return general_respec_all(me, request_ids, num_new, lookahead, rejected, [], [])"
-    slow = "slow.append((request_id, o, rejected_i)); continue"
-    lines += [
-        f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected):",
+    for units in (False, True) if typed else (False,):
+        lines += _respec_all(core, typed, units, shape, group)
+        lines += tail
+    return lines
+
+
+def _respec_all(
+    core: CoordinatorCore, typed: bool, units: bool, shape: Any, group: Any
+) -> list[str]:
+    """The source of ``respec_all`` (``respec_all_typed`` with ``typed``; with ``units``,
+    ``respec_all_units(request_ids, num_new, lookahead, rejected, units, checked)``, whose
+    ``rejected`` are the typed layer's quantities, one per group in group order, each of
+    its class in ``units`` and one kernel position per unit: read here, so that the typed
+    layer needs no loop of its own; anything irregular, before anything changed, returns
+    ``checked(request_ids, num_new, lookahead, rejected)``: the typed layer's own checks and
+    conversion, then ``respec_all_typed``)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    pool_of, first_of = _pools(core)
+    suffix = "_units" if units else "_typed" if typed else ""
+    comma = "," if n == 1 else ""
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    ks = ", ".join(f"k{g}" for g in range(n)) + comma
+    rs = ", ".join(f"r{g}" for g in range(n)) + comma
+    js = ", ".join(f"j{g}" for g in range(n)) + comma
+    us = ", ".join(f"U{g}" for g in range(n)) + comma
+    ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+    kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
+    spec = "(" + ks + ")"
+    zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
+    fresh = "; ".join(
+        f"f{i}, h{i}, ev{i}, tl{i} = pools[{g}]._fresh, pools[{g}]._head, [], []"
+        for i, g in enumerate(first_of)
+    )
+    zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
+    raw = (
+        "[(" + ", ".join(f"x{g}._value" for g in range(n)) + ",) for "
+        + ", ".join(f"x{g}" for g in range(n)) + comma + " in rejected]"
+        if units
+        else "rejected"
+    )
+    refuse = "del owner[0]; return checked(request_ids, num_new, lookahead, rejected)"
+    # The batch: the requests within their slack in one pass (their offsets and new slacks,
+    # written in C at the commit), then those past it in order, planned in plain locals
+    # (`_crossing`) until one is not (then it and those after it on the core's boundary plan,
+    # seeded with what the locals planned), else the general path.
+    back = (
+        refuse
+        if units
+        else "return general_respec_all(me, request_ids, num_new, lookahead, rejected, [], [])"
+    )
+    checked = f"return general_respec_all(me, request_ids, num_new, lookahead, {raw}, [], [])"
+    defer = (
+        f"xs.append((request_id, o, ({rs}))); continue"
+        if units
+        else "xs.append((request_id, o, rejected_i)); continue"
+    )
+    sls = ", ".join(f"sl{g}" for g in range(n))
+    pushes = ", ".join(f"sl{g}.append" for g in range(n))
+    lines = [
+        f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected"
+        + (", units, checked):" if units else "):"),
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
@@ -625,6 +763,8 @@ def _respec(
     if not typed:
         lines += shape(["num_new", "lookahead"], back)
     lines += [f"            {qs} = num_new", f"            {ks} = lookahead"]
+    if units:
+        lines.append(f"            {us} = units")
     negative = " or ".join(f"q{g} < 0" for g in range(n))
     lines += [
         f"            if {(ints + ' or ') if not typed else ''}{negative} or {kints}:",
@@ -632,50 +772,141 @@ def _respec(
         "            if len(rejected) != len(request_ids):",
         f"                {back}",
         f"            spec = {spec}",
-        "            fast, slow, at, to, offs = [], [], [], [], []",
+        "            offs, xs = [], []",
+        f"            {sls}{comma} = " + ", ".join("[]" for _ in range(n)) + comma,
+        f"            push, {', '.join(f'push{g}' for g in range(n))}{comma} = offs.append, "
+        f"{pushes}",
         "            for request_id, rejected_i in zip(request_ids, rejected):",
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
-        "                    raise unknown(request_id)",
-        "                if not (type(rejected_i) is tuple or type(rejected_i) is list)"
-        f" or len(rejected_i) != {n}:",
-        f"                    {slow}",
-        f"                {rs} = rejected_i",
+        "                    " + (refuse if units else "raise unknown(request_id)"),
+    ]
+    if units:
+        lines += [
+            f"                if type(rejected_i) is not tuple or len(rejected_i) != {n}:",
+            f"                    {refuse}",
+            f"                {rs} = rejected_i",
+            "                if " + " or ".join(f"type(r{g}) is not U{g}" for g in range(n)) + ":",
+            f"                    {refuse}",
+            f"                {rs} = " + ", ".join(f"r{g}._value" for g in range(n)) + comma,
+        ]
+    if not typed:
+        lines += [
+            "                if not (type(rejected_i) is tuple or type(rejected_i) is list)"
+            f" or len(rejected_i) != {n}:",
+            f"                    {defer}",
+        ]
+    lines += [
+        *([] if units else [f"                {rs} = rejected_i"]),
         "                held = specs.get(o)",
         "                if held is None:",
         f"                    {zeros}",
         "                else:",
         f"                    {js} = held",
     ]
-    lines += _unrolled(core, slow, "                ")
+    if typed:
+        lines.append(f"                c = o // {hw} * {cw}")
+    lines += _unrolled(core, defer, "                ", typed)
     for g in range(n):
-        lines += group(g, False, slow, "                ", read=False)
-    slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
-    values = ", ".join(f"s{g} - q{g}, q{g}" for g in range(n))
+        lines += group(g, False, defer, "                ", read=False)
+    lines.append(
+        "                push(o); " + "; ".join(f"push{g}(s{g} - q{g})" for g in range(n))
+    )
     lines += [
-        "                fast.append((o, [" + ", ".join(f"s{g}" for g in range(n)) + "]))",
-        f"                at += ({slots}); to += ({values}); offs.append(o)",
         "            if len(set(request_ids)) != len(request_ids):",
-        "                return general_respec_all(me, request_ids, num_new, lookahead, "
-        "rejected, fast, slow)",
-        "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
-        "(specs.update, zip(offs, repeat(spec)))]",
-        "            if slow:",
-        "                plan = Boundary()",
-        "                for request_id, o, rejected_i in slow:",
-        "                    unrolled = unroll_plan(o, rejected_i)",
-        "                    if unrolled is None or not cross_plan(o, num_new, lookahead, "
-        "*unrolled, ops, plan):",
-        "                        # The core's boundary path, on the same plan.",
-        "                        back = plan_unroll(o, rejected_i, plan)",
-        "                        if back is None or not plan_boundary(ops, plan, o, num_new, "
-        "None, lookahead, back):",
-        "                            return general_respec_all(me, request_ids, num_new, "
-        "lookahead, rejected, fast, slow)",
-        "                emit_boundary(ops, plan)",
+        f"                {checked}",
+        "            ops = [(specs.update, zip(offs, repeat(spec)))]",
+    ]
+    for g in range(n):
+        h = g * HOT
+        at = "offs" if h + SLACK == 0 else f"map(add, offs, repeat({h + SLACK}))"
+        lines += [
+            f"            ops.append((commit, map(setitem, repeat(hot), {at}, sl{g})))",
+            "            ops.append((commit, map(setitem, repeat(hot), "
+            f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
+        ]
+    fast = (
+        f"[(o, [{', '.join(f'a{g} + q{g}' for g in range(n))}]) for o, "
+        f"{', '.join(f'a{g}' for g in range(n))} in zip(offs[:within], "
+        f"{', '.join(f'sl{g}[:within]' for g in range(n))})]"
+    )
+    # The core's plan shares the locals' lists of taken and evicted blocks; its pools'
+    # fresh and head counters and its garbage are synced with the locals around each use.
+    into = []
+    for i, g in enumerate(first_of):
+        into += [
+            f"                    pool = plan.pools.get(pids[{g}])",
+            "                    if pool is None:",
+            f"                        plan.pools[pids[{g}]] = "
+            f"[pools[{g}], f{i}, h{i}, tl{i}, ev{i}]",
+            "                    else:",
+            f"                        pool[1], pool[2] = f{i}, h{i}",
+        ]
+    for g in range(n):
+        into += [
+            f"                    if gb{g}:",
+            f"                        plan.garbage[{g}] = "
+            f"plan.garbage.get({g}, garbage[{g}]) + gb{g}",
+            f"                        gb{g} = 0",
+        ]
+    out_of = [
+        f"                    f{i}, h{i} = plan.pools[pids[{g}]][1:3]"
+        for i, g in enumerate(first_of)
+    ]
+    keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of)))
+    restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
+    lines += [
+        "            if xs:",
+        f"                {fresh}",
+        f"                {zero_gb}",
+        "                plan, within = None, len(offs)",
+        "                for request_id, o, rejected_i in xs:",
+        "                    done = False",
+        f"                    {keep}",
+        "                    while True:",
+    ]
+    if not typed:
+        lines += [
+            "                        if not (type(rejected_i) is tuple or "
+            f"type(rejected_i) is list) or len(rejected_i) != {n}:",
+            "                            break",
+        ]
+    lines += [
+        f"                        {rs} = rejected_i",
+        "                        held = specs.get(o)",
+        "                        if held is None:",
+        f"                            {zeros}",
+        "                        else:",
+        f"                            {js} = held",
+        f"                        c = o // {hw} * {cw}",
+    ]
+    lines += _crossing(core, "break", "                        ")
+    lines += _crossed(core, "                        ", flat=True)
+    lines += [
+        "                        done = True",
+        "                        break",
+        "                    if done:",
+        "                        continue",
+        f"                    {restore}",
+        "                    # The core's boundary path (a segment to move, ...), on one plan.",
+        "                    if plan is None:",
+        "                        plan = Boundary()",
+        *into,
+        "                    back = plan_unroll(o, rejected_i, plan, num_new)",
+        "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
+        "lookahead, back):",
+        f"                        return general_respec_all(me, request_ids, num_new, lookahead, "
+        f"{raw}, {fast}, xs)",
+        *out_of,
+        "                if plan is None:",
+    ]
+    lines += _pooled(core, "                    ")
+    lines += [
+        "                else:",
+        *into,
+        "                    emit_boundary(ops, plan)",
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
-    lines += tail
     return lines
 
 
@@ -861,9 +1092,6 @@ def _source(core: CoordinatorCore) -> str:
     ]
     lines += _cross(core)
     lines += _uncross(core)
-    lines += _unroll(core)
-    lines += _unroll(core, planned=True)
-    lines += _cross(core, planned=True)
 
     def head(name: str, args: str, operation: str) -> list[str]:
         return [
@@ -1135,7 +1363,7 @@ def _source(core: CoordinatorCore) -> str:
         "content", "content_all",
     )
     typed_names = ", ".join(f"{x}_typed" for x in names)
-    lines.append("    return (" + ", ".join(names) + ", " + typed_names + ")")
+    lines.append("    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units)")
     header = (
         "from array import array\n"
         "from itertools import repeat\n"

@@ -247,12 +247,13 @@ class RequestTable:
             if capacity:
                 plan.garbage[g] = plan.garbage.get(g, self.garbage[g]) + capacity
 
-    def compact_ops(self, ops: Ops) -> None:
-        """Add to ``ops`` what rewrites every slab whose garbage is `due` without the
-        garbage (each segment keeps a quarter of spare room): no observable change."""
+    def compact_ops(self, ops: Ops, soon: bool = False) -> None:
+        """Add to ``ops`` what rewrites every slab whose garbage is `due` (with ``soon``: half
+        way there, so that a segment's move does not make it due) without the garbage (each
+        segment keeps a quarter of spare room): no observable change."""
         st = self.st
         for g, slab in enumerate(self.slabs):
-            if not due(self.garbage[g], len(slab)):
+            if not due(self.garbage[g] * (2 if soon else 1), len(slab)):
                 continue
             kept = array("i")
             moves = []

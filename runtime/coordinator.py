@@ -1634,6 +1634,7 @@ def _typed_functions(
         return "(" + ", ".join(by_group) + ("," if n == 1 else "") + ")"
 
     in_order = [h.index for h in handles] == list(range(n))
+    identity = in_order and k == n and all(h.rows_per_unit == 1 for h in handles)
     # The core's call and the return on one line: no line runs after the call commits.
     pick = "out" if in_order else "[" + ", ".join(f"out[{h.index}]" for h in handles) + "]"
 
@@ -1662,6 +1663,7 @@ def _typed_functions(
         "    speculative, core_rollback = fast.speculative_typed, fast.rollback_typed",
         "    core_all = fast.advance_all_typed",
         "    core_respec, core_respec_all = fast.respec_typed, fast.respec_all_typed",
+        "    core_units = fast.respec_all_units",
         "    core_content, core_content_all = fast.content_typed, fast.content_all_typed",
         "    " + ", ".join(f"H{i}" for i in range(k)) + (", = H" if k == 1 else " = H"),
         "    " + ", ".join(f"U{i}" for i in range(k)) + (", = U" if k == 1 else " = U"),
@@ -1710,6 +1712,20 @@ def _typed_functions(
         f"    def advance_speculative_all(request_ids, {args}, *, lookahead, rejected):",
         *checks("num_new"),
         *looked,
+        *(
+            [
+                # Every group bound in order, one position per unit: the core reads the
+                # rejected counts itself (anything irregular: ``checked`` checks, reports).
+                "        if type(rejected) is list or type(rejected) is tuple:",
+                f"            return core_units(request_ids, {spec_counts}, {lookahead_counts}, "
+                "rejected, U, checked)",
+            ]
+            if identity
+            else []
+        ),
+        f"        return checked(request_ids, {spec_counts}, {lookahead_counts}, rejected)",
+        "",
+        "    def checked(request_ids, counts, looked, rejected):",
         "        raw = []",
         "        for given in rejected:",
         f"            if type(given) is not tuple or len(given) != {k}:",
@@ -1717,7 +1733,7 @@ def _typed_functions(
         f"            {rs} = given",
         *("    " + line for line in checks("rejected", "r")),
         f"            raw.append({rejected_counts})",
-        f"        return core_respec_all(request_ids, {spec_counts}, {lookahead_counts}, raw)",
+        "        return core_respec_all(request_ids, counts, looked, raw)",
         "",
         f"    def advance_with_content(request_id, {args}, *, content):",
         *checks("num_new"),
