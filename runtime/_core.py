@@ -1050,8 +1050,9 @@ class CoordinatorCore:
         back: Sequence[tuple[int, int, int, int]] | None = None,
     ) -> bool:
         """Plan a plain step of a request whose every group is within its slack or at a block
-        boundary: at most one block taken at its table's end and one evicted at its front,
-        neither shared, cached nor a stale queue entry (a segment without room moves).
+        boundary: at most one block taken at its table's end (a cached one is evicted from the
+        prefix cache, a stale queue entry is not taken here), and those a window evicts at
+        its front (a shared one loses a reference; a segment without room moves).
         Returns False for any other step: the caller then discards the plan and takes the
         general path, which decides it (or reports what is wrong). ``back``: per group, the
         fields ``(ANCHOR, SLACK, BASE, LENGTH)`` after a rollback planned before the step on
@@ -1062,7 +1063,7 @@ class CoordinatorCore:
         extra = self.extras.get(o)
         # Content hashed ahead of the committed positions: registered below, from the
         # positions and evictions after the step (per group).
-        after: list[tuple[int, int]] | None = (
+        after: list[tuple[int, int, int]] | None = (
             [] if extra is not None and extra.pending() else None
         )
         table, managers = self.table, self._managers
@@ -1093,7 +1094,7 @@ class CoordinatorCore:
                     has = q and self._has_rows[g]
                     out.append(list(range(base + first, base + end)) if has else [])
                 if after is not None:
-                    after.append((st[c + SKIPPED], rows + q))
+                    after.append((st[c + SKIPPED], rows + q, NULL_BLOCK))
                 continue
             manager = managers[g]
             skipped, evict = st[c + SKIPPED], st[c + EVICT]
@@ -1109,19 +1110,22 @@ class CoordinatorCore:
             skip = max(manager.skipped_blocks(first), skipped) if first >= evict else skipped
             want = max(manager.table_length(end) - skipped - length, 0)
             dropped = skip - skipped
-            if want > 1 or dropped > 1:
+            if want > 1:
                 return False
             pool = self.pools[g]
             state = plan.pools.get(id(pool))
             if state is None:
                 state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
             slab = table.slabs[g]
-            if dropped:
-                # A block a prefix hit shares keeps a reference: the general path plans that.
-                # A cached one keeps its content in the queue (a hit may take it back).
-                block = slab[start]
-                if block in pool._shared:
-                    return False
+            for block in slab[start : start + dropped] if dropped else ():
+                # Evicted in order (the first decode step after a prefill drops several). A
+                # block a prefix hit shares loses one reference (the plan's count, for a
+                # batch). A cached one keeps its content in the queue (a hit may take it back).
+                held = plan.shared.get((id(pool), block))
+                count = pool._shared.get(block, 1) if held is None else held[2]
+                if count > 1:  # (at 1, `_emit_boundary` drops it from the shared ones)
+                    plan.shared[id(pool), block] = (pool, block, count - 1)
+                    continue
                 if block in pool._cached:
                     ops.append((pool._cached_free.add, block))
                 state[4].append(block)
@@ -1191,7 +1195,7 @@ class CoordinatorCore:
                 anchor = max(min(room, evict, (index + 1) * size) * p, rows)
             ops.append((setitem, hot, slice(h, h + HOT), [anchor - rows, q]))
             if after is not None:
-                after.append((skip, rows))
+                after.append((skip, rows, taken))
             fields = (anchor, base, evict, skip, start, length, capacity)
             ops.append(
                 (setitem, st, slice(c + ANCHOR, c + CAPACITY + 1), array(st.typecode, fields))
@@ -1212,15 +1216,17 @@ class CoordinatorCore:
         plan: _Boundary,
         o: int,
         extra: RequestExtras,
-        after: Sequence[tuple[int, int]],
+        after: Sequence[tuple[int, int, int]],
         lookahead: Sequence[int] | None,
     ) -> bool:
         """Plan, within a boundary step, the registration of the full blocks of committed
         positions whose hash is known (`_register_plan`'s rule: per group, ``after`` gives its
-        evicted entries and positions after the step; the hashes are the request's streams',
-        computed once per sequence and granularity when the content came). Returns False when
-        it is not the common case (a block this step takes, a block already cached, hashes
-        still ahead of the positions afterwards): the caller then takes the general path."""
+        evicted entries, positions after the step and the block the step takes at its table's
+        end, `NULL_BLOCK` if none; the hashes are the request's streams', computed once per
+        sequence and granularity when the content came: a prompt's first step after a hit
+        fills and registers the block it takes). Returns False when it is not the common case
+        (a block already cached, hashes still ahead of the positions afterwards): the caller
+        then takes the general path."""
         table = self.table
         st, cold = table.st, table.cold(o) - HOT
         registered = list(extra.registered)
@@ -1231,7 +1237,7 @@ class CoordinatorCore:
             cache = self.caches[g]
             assert cache is not None
             hashes = streams[s].hashes
-            skip, rows = after[g]
+            skip, rows, taken = after[g]
             committed = rows - (lookahead[g] if lookahead is not None else 0)
             full = min(committed // cache.rows_per_block, len(hashes))
             if full <= registered[g]:
@@ -1243,11 +1249,15 @@ class CoordinatorCore:
             for i in range(registered[g], full):
                 if i < skip or (mask is not None and not mask(i)):
                     continue
-                if not skipped <= i < skipped + length:
-                    return False  # a block the step takes: the general path
-                block, key = slab[start + i - skipped], hashes[i]
-                if block in pool._cached:
+                if skipped <= i < skipped + length:
+                    block = slab[start + i - skipped]
+                    if block in pool._cached:
+                        return False
+                elif i == skipped + length and taken != NULL_BLOCK:
+                    block = taken  # taken by this step (evicted from the cache if it was)
+                else:
                     return False
+                key = hashes[i]
                 ops.append((setitem, pool._cached, block, (blocks_of, key)))
                 plan.listed(blocks_of, key).append(block)
             registered[g] = full
@@ -1270,6 +1280,9 @@ class CoordinatorCore:
                 ops.append((setattr, pool, "_used", pool._used + len(taken) - len(evicted)))
         for g, garbage in plan.garbage.items():
             ops.append((setitem, self.table.garbage, g, garbage))
+        for pool, block, count in plan.shared.values():
+            shared = pool._shared
+            ops.append((setitem, shared, block, count) if count > 1 else (shared.pop, block, None))
         for cache_map, key, blocks in plan.lists.values():
             ops.append((setitem, cache_map, key, blocks) if blocks else (cache_map.pop, key, None))
 
@@ -2129,8 +2142,7 @@ class CoordinatorCore:
         out = [0] * len(self.names)
         for g in range(len(self.names)):
             if shared[g] and self._keeps[g]:
-                count = self._plan_of(pools, g).count
-                out[g] = sum(1 for b in self.table.live(o, g) if count(b) > 1)
+                out[g] = self._plan_of(pools, g).count_shared(self.table.live(o, g))
         return out
 
     def reset_prefix_cache(self) -> bool:
@@ -2481,13 +2493,15 @@ class _Joined(Sequence[int]):
 
 class _Boundary:
     """What planned boundary steps share: per pool (by id) ``[pool, fresh, head, taken,
-    evicted]``, the slabs' planned ends and garbage, and the prefix cache's planned block
-    lists (by the map's id and the key)."""
+    evicted]``, the slabs' planned ends and garbage, the prefix cache's planned block lists
+    (by the map's id and the key), and the planned reference counts of shared blocks a window
+    dropped (by the pool's id and the block: ``(pool, block, count)``)."""
 
-    __slots__ = ("garbage", "lists", "pools", "slab_end")
+    __slots__ = ("garbage", "lists", "pools", "shared", "slab_end")
 
     def __init__(self) -> None:
         self.pools: dict[int, list[Any]] = {}
+        self.shared: dict[tuple[int, int], tuple[BlockPool, int, int]] = {}
         self.slab_end: dict[int, int] = {}
         self.garbage: dict[int, int] = {}
         self.lists: dict[tuple[int, bytes], tuple[CacheMap, bytes, list[int]]] = {}

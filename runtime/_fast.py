@@ -115,10 +115,11 @@ def _cross(core: CoordinatorCore) -> list[str]:
     group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
     within its slack, or at most one block taken at its table's end (into its segment's spare
     room, or the segment moved to its slab's end with room, as `RequestTable.segment_ops`
-    does, unless the slab's garbage is `due`) and one evicted at its front, neither shared,
-    cached nor a stale queue entry; no content to register. Any other step goes, before
-    anything changed, to `CoordinatorCore._boundary_step`, which decides it (or the general
-    path)."""
+    does, unless the slab's garbage is `due`; not a stale queue entry; a cached one is evicted
+    from the prefix cache, in a pool of one group, outside a batch) and one evicted at its
+    front (not shared; a cached one stays cached, free); no content to register. Any other
+    step goes, before anything changed, to `CoordinatorCore._boundary_step`, which decides it
+    (or the general path)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
@@ -206,8 +207,10 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"    pool = pools[{g}]",
             "    if dropped:",
             "        block = slab[start]",
-            "        if block in pool._shared or block in pool._cached:",
+            "        if block in pool._shared:",
             f"            {back}",
+            "        if block in pool._cached:  # its content stays in the queue",
+            "            ops.append((pool._cached_free.add, block))",
             f"        ev{i}.append(block)",
             "    taken = 0",
             "    if want > 0:",
@@ -218,8 +221,27 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"            f{i} += 1",
             f"        elif h{i} < len(pool._queue):",
             f"            taken = pool._queue[h{i}]",
-            "            if taken in pool._stale or taken in pool._cached:",
-            f"                {back}",
+            *(
+                [
+                    "            if taken in pool._stale or taken in pool._cached:",
+                    f"                {back}",
+                ]
+                # A pool of several groups (two takes may evict one key's blocks): the core's
+                # plan keeps their lists.
+                if sum(1 for other in core.pools if other is core.pools[g]) > 1
+                else [
+                    "            if taken in pool._stale:",
+                    f"                {back}",
+                    "            entry = pool._cached.get(taken)",
+                    "            if entry is not None:  # evicted from the prefix cache",
+                    "                cache_map, key = entry",
+                    "                kept = [b for b in cache_map[key] if b != taken]",
+                    "                ops.append((pool._cached.pop, taken))",
+                    "                ops.append((pool._cached_free.discard, taken))",
+                    "                ops.append((setitem, cache_map, key, kept) if kept "
+                    "else (cache_map.pop, key))",
+                ]
+            ),
             f"            h{i} += 1",
             "        else:",
             f"            {back}",

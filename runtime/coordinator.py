@@ -800,7 +800,7 @@ class Stepper(Generic[*_Us]):
             checked = handle.check_hashes(hashes, f"prefix[{i}]")
             encoder = handle.spec.slot_unit is PooledBlocks
             first = by_sequence.setdefault(encoder, (handle, checked))
-            if first[1].content != checked.content:
+            if first[1] is not checked and first[1].content != checked.content:
                 raise RequestError(
                     f"groups {first[0].name!r} and {handle.name!r} read one sequence "
                     f"({checked.content.unit.unit}s) but were given different content; give "

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvunits.contracts import CacheBlocks
 from kvunits.runtime import NULL_BLOCK, AllocationError
-from kvunits.runtime.block_pool import BlockPool
+from kvunits.runtime._guard import Ops, commit, ops_of
+from kvunits.runtime.block_pool import BlockPool, CacheMap, PoolPlan
 
 
 def test_null_block_is_never_handed_out() -> None:
@@ -58,3 +64,123 @@ def test_a_pool_holds_at_least_the_null_block() -> None:
     assert BlockPool(1).num_free == 0
     with pytest.raises(ValueError, match="needs >= 1 block"):
         BlockPool(0)
+
+
+def _pool_state(pool: BlockPool) -> tuple[object, ...]:
+    """What a plan's commit changes in a pool: the queue, counts, cached blocks and maps."""
+    maps = {id(m): m for m, _ in pool._cached.values()}
+    return (
+        tuple(pool.free_queue()),
+        tuple((b, pool.ref_count(b)) for b in pool.held_blocks()),
+        tuple(sorted((b, key) for b, (_, key) in pool._cached.items())),
+        tuple(sorted(pool._cached_free)),
+        tuple(sorted((k, tuple(v)) for m in maps.values() for k, v in m.items())),
+        pool.num_free,
+        pool.num_used,
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_released_run_matches_releasing_one_block_at_a_time(data: st.DataObject) -> None:
+    # `PoolPlan.release` of many blocks (a finished request's table) takes a run path in C
+    # (`_release_run`) when the plan knows none of them, else the per-block loop; the two
+    # must do what the per-block loop alone does: the same
+    # error for a block not held, the same planned counts and free blocks, the same pool after
+    # the commit. Pools drawn with shared (touched), registered, cached-free and stale blocks;
+    # the plan may already have taken, touched, registered or released blocks.
+    size = data.draw(st.integers(2, 14), label="blocks")
+    pool = BlockPool(size, name="g")
+    cache: CacheMap = {}
+    held: list[int] = []
+    for _ in range(data.draw(st.integers(0, 12), label="calls")):
+        op = data.draw(st.sampled_from(("take", "free", "register", "touch")), label="op")
+        if op == "take" and pool.num_free:
+            held += pool.allocate_n(data.draw(st.integers(1, pool.num_free), label="n"))
+        elif op == "free" and held:
+            block = held.pop(data.draw(st.integers(0, len(held) - 1), label="freed"))
+            pool.free([block])
+        elif op == "register" and held:
+            block = data.draw(st.sampled_from(held), label="registered")
+            if not pool.is_cached(block):
+                pool.register(block, cache, bytes([data.draw(st.integers(0, 2), label="key")]))
+        elif op == "touch":
+            cached = sorted(pool._cached)
+            if cached:
+                block = data.draw(st.sampled_from(cached), label="touched")
+                pool.touch(block)
+                held.append(block)
+    twins = [copy.deepcopy((pool, cache)) for _ in range(2)]  # each with its own map
+    plans = [PoolPlan(p) for p, _ in twins]
+    maps = {id(plan): m for plan, (_, m) in zip(plans, twins, strict=True)}
+    # Planned before the release, on both plans alike.
+    for _ in range(data.draw(st.integers(0, 2), label="planned")):
+        op = data.draw(st.sampled_from(("take", "touch", "register", "release")), label="planned")
+        for plan in plans:
+            fresh = [b for b in held if plan.count(b) and plan.cached(b) is None]
+            if op == "register" and fresh:
+                plan.register(fresh[0], maps[id(plan)], b"p")
+            elif op == "take" and plan.num_free:
+                plan.take(1)
+            elif op == "touch" and plan.pool._cached:
+                plan.touch(sorted(plan.pool._cached)[0])
+            elif op == "release" and held:
+                with contextlib.suppress(AssertionError):
+                    plan._release_each([held[0]])
+    # Mostly a table (held blocks, each once), else anything (a block twice, one not held).
+    candidates = [*sorted(set(held)), NULL_BLOCK, size - 1]
+    tables = st.lists(st.sampled_from(sorted(set(held))), unique=True) if held else st.just([])
+    blocks = data.draw(
+        tables | tables | st.lists(st.sampled_from(candidates), max_size=8), label="released"
+    )
+    run = plans[0]
+
+    def run_else_each(given: list[int]) -> None:
+        if not run._release_run(given):
+            run._release_each(given)
+
+    outcomes: list[str | None] = []
+    for release in (run_else_each, plans[1]._release_each):
+        try:
+            release(blocks)
+        except AssertionError as exc:
+            outcomes.append(str(exc))
+            continue
+        outcomes.append(None)
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0] is not None:
+        return  # the caller discards a plan that raised
+    one, two = plans
+    assert [one.count(b) for b in range(size)] == [two.count(b) for b in range(size)]
+    assert one.num_free == two.num_free and one.used == two.used
+    assert [one.cached(b) for b in range(size)] == [two.cached(b) for b in range(size)]
+    for plan in plans:
+        ops: Ops = []
+        plan.emit(ops)
+        commit(ops_of(ops))
+    assert _pool_state(twins[0][0]) == _pool_state(twins[1][0])
+
+
+def test_a_finished_table_with_shared_and_cached_blocks_is_released_as_a_run() -> None:
+    # A finished request's table: a prompt block a prefix hit shares (another request holds
+    # it too), a block it registered, blocks of its own. The run path takes it (one reference
+    # less on the shared block, the rest to the back of the queue, the registered one free
+    # and still cached), as the per-block loop would.
+    pool = BlockPool(8, name="g")
+    cache: CacheMap = {}
+    shared, registered, *own = pool.allocate_n(4)
+    pool.register(shared, cache, b"a")
+    pool.register(registered, cache, b"b")
+    pool.touch(shared)
+    twin = copy.deepcopy(pool)
+    plan, each = PoolPlan(pool), PoolPlan(twin)
+    table = [shared, registered, *own]
+    assert plan._release_run(table)
+    each._release_each(table)
+    for p in (plan, each):
+        ops: Ops = []
+        p.emit(ops)
+        commit(ops_of(ops))
+    assert _pool_state(pool) == _pool_state(twin)
+    assert pool.ref_count(shared) == 1 and pool.free_queue()[-3:] == [registered, *own]
+    assert pool.is_cached(registered) and pool.num_cached_free == 1

@@ -1022,8 +1022,9 @@ def test_a_step_with_its_content_interrupted_anywhere_changes_nothing() -> None:
 def _batch_content(
     audio: Any, text: Any, tokens: list[int]
 ) -> list[tuple[Any, ContentKeys[Any]]]:
-    """An engine step's sampled ``tokens`` (one per request, in batch order) and their audio
-    (2 encoder tokens each, keyed by the token) as one `ContentKeys` per sequence."""
+    """An engine step's sampled ``tokens`` (an equal share per request, in batch order) and
+    their audio (2 encoder tokens each, keyed by the token) as one `ContentKeys` per
+    sequence."""
     return [
         (audio, ContentKeys([t for t in tokens for _ in "ab"], EncoderTokens)),
         (text, ContentKeys(tokens, Tokens)),
@@ -1039,8 +1040,8 @@ def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
     # request in turn on a twin (itself tested against the general path above). Every path of
     # the batch runs: the generated stores and appends, a block crossed and a block filled by
     # the content (`_content_plan`: the core's boundary plan, `_plan_fill`), the filled block's
-    # registration by the step that commits it (the boundary plan), and the batch's general
-    # path (the audio window evicting the prompt's shared blocks).
+    # registration by the step that commits it (the boundary plan, the audio window evicting
+    # the prompt's shared blocks too), and the batch's general path (a step of two blocks).
     planned: list[tuple[int, bool]] = []
     plan_content = CoordinatorCore._content_plan
 
@@ -1066,22 +1067,28 @@ def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
             ran.append(frame.f_code.co_name)
 
     for i in range(14):
-        tokens = [(i * 3 + j) % 4 for j in range(len(rids))]
+        # The last engine step takes 4 tokens a request (two blocks: the general path).
+        width = 4 if i == 13 else 1
+        tokens = [(i * 3 + j) % 4 for j in range(width * len(rids))]
         sys.setprofile(record)
         try:
             step.advance_with_content_all(
-                rids, EncoderTokens(2), Tokens(1), content=_batch_content(audio, text, tokens)
+                rids,
+                EncoderTokens(2 * width),
+                Tokens(width),
+                content=_batch_content(audio, text, tokens),
             )
         finally:
             sys.setprofile(None)
-        for rid, token in zip(rids, tokens, strict=True):
+        for n, rid in enumerate(rids):
+            mine = tokens[n * width : (n + 1) * width]
             twin_step.advance_with_content(
                 rid,
-                EncoderTokens(2),
-                Tokens(1),
+                EncoderTokens(2 * width),
+                Tokens(width),
                 content=[
-                    (twin_audio, ContentKeys([token, token], EncoderTokens)),
-                    (twin_text, ContentKeys([token], Tokens)),
+                    (twin_audio, ContentKeys([t for t in mine for _ in "ab"], EncoderTokens)),
+                    (twin_text, ContentKeys(mine, Tokens)),
                 ],
             )
         assert _state(one) == _state(two), i
@@ -1240,3 +1247,93 @@ def test_generating_batches_do_what_each_request_in_turn_does(data: st.DataObjec
         assert (mine is None) == (failed is None), (mine, failed)
         assert _state(one) == _state(two), ids
     check_pools(one)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("small", [False, True])
+def test_streams_sharing_a_prompt_take_the_boundary_path_as_the_general_path_does(
+    batched: bool, small: bool
+) -> None:
+    # Streams that share a prompt (8 tokens, 16 encoder tokens of audio: blocks of 2 tokens
+    # and of 4 encoder tokens) are admitted with its hashes, three at a time, as others finish:
+    # each hits the cached prompt but its last block, and its first step fills and registers
+    # the block it takes; then one slot a step, per request or as a batch, so that the audio
+    # window drops the hit block while other streams still share it (in a batch, three streams
+    # drop the same shared block in one plan). Compared call by call with the general path on
+    # a twin; after the first stream's prefill, the general path never runs on the fast side.
+    # With ``small`` pools (no reservation), steps take freed blocks from the queue, cached
+    # ones among them (evicted from the prefix cache), and stale entries (the general path).
+    layers: dict[str, LayerSpec] = {
+        "audio": SlidingWindowLayer(
+            sliding_window=Window(5, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        ),
+        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+    }
+    one, two = (
+        coordinator(
+            layers,
+            block_size=2,
+            num_blocks=72 if small else 240,
+            max_len=40,
+            max_in_flight=8,
+            reserve=not small,
+        )
+        for _ in range(2)
+    )
+    prompt = list(range(8))
+    audio_keys = [k for k in prompt for _ in range(2)]
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    def parts(c: KVCacheCoordinator) -> dict[int, Any]:
+        audio, text = c.group("audio", EncoderTokens), c.group("text", Tokens)
+        return {
+            audio.index: audio.block_hashes(ContentKeys(audio_keys, EncoderTokens)).part(),
+            text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+        }
+
+    def call(kind: str, *args: Any) -> None:
+        sys.setprofile(record)
+        try:
+            mine = _outcome(fast, one._core, kind, *args)
+        finally:
+            sys.setprofile(None)
+        assert mine == _outcome(general, two._core, kind.removesuffix("_typed"), *args)
+        assert _state(one) == _state(two), (kind, args)
+
+    running: dict[str, int] = {}  # request -> steps left
+    shared_drops = 0
+    for i in range(40):
+        if i % 6 == 0:
+            for rid in (f"a{i}", f"b{i}", f"c{i}"):
+                hits = [c._core.admit_with_prefix(rid, [None, None], parts(c)) for c in (one, two)]
+                assert hits[0] == hits[1]
+                call("advance", rid, [16 - hits[0][0], 8 - hits[0][1]])
+                running[rid] = 12
+            if i == 0:
+                ran.clear()  # the very first stream's prefill: no hit, blocks taken at once
+        audio = one._core.pools[0]
+        fronts = [one._core.table.live(one._core.offset(rid), 0)[0] for rid in running]
+        shared_drops += sum(1 for b in fronts if b in audio._shared)
+        if batched:
+            call("advance_all_typed", sorted(running), [2, 1])
+        else:
+            for n, rid in enumerate(sorted(running)):
+                call("advance_typed" if n % 2 else "step", rid, [2, 1])
+        for rid, left in list(running.items()):
+            running[rid] = left - 1
+            if left == 1:
+                del running[rid]
+                for c in (one, two):
+                    c._core.free(rid)
+                assert _state(one) == _state(two), rid
+        check_pools(one)
+    assert shared_drops > 5
+    assert "_boundary_step" in ran or "cross_plan" in ran, set(ran)
+    assert ("_plan_step" in ran) == small, set(ran)
