@@ -64,7 +64,8 @@ prefill     4 streams at once (16 in all) of text, prompts of 8k / 32k / 128k to
 ``--memory`` measures each side's allocator memory (tracemalloc, counting only allocations made
 in the allocator's own files: ``vllm/v1/core`` and ``kvunits/runtime``) with 1024 streams of
 audio + text: bytes per held block and per request (two fills with different held blocks
-separate the two), and what stays allocated after every request is freed.
+separate the two), what stays allocated after every request is freed, and what the allocator
+held when built (vLLM makes a block object per pool block then; kvunits' pools are counters).
 
 vLLM is not a dependency of kvunits. Make the venv ``benchmarks/vllm-nodeps.txt`` describes,
 then::
@@ -1065,7 +1066,7 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
             for r in reqs:
                 r.status = v["RequestStatus"].FINISHED_LENGTH_CAPPED
                 mgr.free(r)
-            results["vLLM"] = (fills, current(pattern) - m0)
+            results["vLLM"] = (fills, current(pattern) - m0, m0)
             del mgr, reqs
         coord = kvunits_coordinator(trace)
         audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
@@ -1094,17 +1095,17 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
         fills.append((current(pattern) - m0, kheld()))
         for rid in rids:
             coord.free(rid)
-        results["kvunits"] = (fills, current(pattern) - m0)
+        results["kvunits"] = (fills, current(pattern) - m0, m0)
     finally:
         tracemalloc.stop()
     print(f"memory of the allocator, {streams} streams of audio + text (tracemalloc):")
-    for side, (((m_a, h_a), (m_b, h_b)), left) in results.items():
+    for side, (((m_a, h_a), (m_b, h_b)), left, built) in results.items():
         per_block = (m_b - m_a) / (h_b - h_a)
         per_request = (m_a - per_block * h_a) / streams
         print(
             f"  {side:>8}: {per_block:6.1f} byte per held block, {per_request:6.0f} byte per "
             f"request ({h_a} then {h_b} blocks held: {m_a:,} then {m_b:,} byte); "
-            f"{left:,} byte left after freeing all"
+            f"{left:,} byte left after freeing all; {built:,} byte when built"
         )
 
 

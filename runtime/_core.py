@@ -33,7 +33,6 @@ from ._guard import Guard, Ops, commit, ops_of
 from ._table import (
     ANCHOR,
     BASE,
-    CAP,
     CAPACITY,
     COLD,
     EVICT,
@@ -313,7 +312,7 @@ class CoordinatorCore:
                 check(request_id, lengths)
             ops: Ops = []
             self.ledger.take_ops(ops, request_id, caps)
-            self._new_request(ops, request_id, lengths, caps, [0] * len(self.names), ())
+            self._new_request(ops, request_id, lengths, [0] * len(self.names), ())
             if also:
                 ops.extend(also)
             commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
@@ -326,7 +325,6 @@ class CoordinatorCore:
         ops: Ops,
         request_id: str,
         lengths: Sequence[int],
-        caps: Sequence[int],
         rows: Sequence[int],
         tables: Sequence[Sequence[int]],
     ) -> int:
@@ -336,8 +334,8 @@ class CoordinatorCore:
         slabs = SlabPlan(ops)
         for g in range(len(self.names)):
             # SLACK and EVICT 0: the first step takes the general path (it takes blocks).
-            fields = [0] * (HOT + 9)
-            fields[ANCHOR], fields[MAXLEN], fields[CAP] = rows[g], lengths[g], caps[g]
+            fields = [0] * (HOT + COLD)
+            fields[ANCHOR], fields[MAXLEN] = rows[g], lengths[g]
             hit = tables[g] if tables else ()
             if hit:
                 skipped = 0
@@ -420,7 +418,7 @@ class CoordinatorCore:
                         discount[g] += 1
             ops: Ops = []
             self.ledger.take_ops(ops, request_id, caps, discount)
-            o = self._new_request(ops, request_id, lengths, caps, hits, tables)
+            o = self._new_request(ops, request_id, lengths, hits, tables)
             extra = RequestExtras(n)
             streams: dict[tuple[int, int], int] = {}
             for g, part in prefix.items():
@@ -1194,17 +1192,20 @@ class CoordinatorCore:
             garbage = plan.garbage.get(g, table.garbage[g]) + dropped
             moved = None
             if want and length + want > capacity:
-                if g not in plan.compacted and due(garbage, plan.slab_end.get(g, len(slab))):
+                if g not in plan.compacted and due(
+                    garbage + capacity - dropped, plan.slab_end.get(g, len(slab))
+                ):
+                    # The move would make its slab due (its old segment then garbage).
                     plan.compact = g
                     return False  # compacted first (`_boundary_step`), or the general path
                 if run is None:
                     moved = slab[start + dropped : start + length]
                     moved.append(taken)
-                    room = grown(len(moved))
+                    room = grown(len(moved), capacity)
                     moved.extend(array("i", bytes(4 * (room - len(moved)))))
                 else:  # made whole at once, its parts copied in by memory views
                     staying = length - dropped
-                    room = grown(staying + want)
+                    room = grown(staying + want, capacity)
                     moved = array("i", (0,)) * room
                     with memoryview(moved) as to, memoryview(slab) as source:
                         to[:staying] = source[start + dropped : start + length]
@@ -2073,7 +2074,7 @@ class CoordinatorCore:
             if cached:
                 live.reverse()
             self._plan_of(pools, g).release(live)
-        caps = [table.field(o, g, CAP) for g in range(len(self.names))]
+        caps = self.ledger.caps_of([table.field(o, g, MAXLEN) for g in range(len(self.names))])
         last = len(table.offsets) == 1
         table.release_ops(slabs, o, request_id)
         if last:  # emptied so: a dict keeps its size after pops, not after clear
@@ -2254,8 +2255,8 @@ class CoordinatorCore:
         return self.read("request_cap", self._caps, request_id)
 
     def _caps(self, request_id: str) -> list[int]:
-        o = self._offset(request_id)
-        return [self.table.field(o, g, CAP) for g in range(len(self.names))]
+        o, table = self._offset(request_id), self.table
+        return self.ledger.caps_of([table.field(o, g, MAXLEN) for g in range(len(self.names))])
 
     def block_table(self, request_id: str, g: int) -> list[int]:
         """The request's block table in group ``g``, the null block where evicted (a copy)."""
@@ -2650,7 +2651,7 @@ class RequestView:
 
     @property
     def caps(self) -> list[int]:
-        return self._field(CAP)
+        return self._core.ledger.caps_of(self._field(MAXLEN))
 
     @property
     def extra(self) -> ExtraView | None:

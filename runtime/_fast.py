@@ -29,9 +29,10 @@ requests within their slack in C, the others through the general path, all in on
 A step past some group's slack goes to ``cross`` and a rollback past it to ``uncross``, also
 written out per layout: a block boundary crossed (one block taken per group, one evicted by a
 window), or a block a rejected draft had taken given back, planned in a few lines per group
-and committed at once (a speculative step crosses a block about one time in three); what
-they do not plan (a segment with no room, a cached or shared block, content to register)
-goes to the core's boundary path, then its general path.
+and committed at once (a speculative step crosses a block about one time in three; a table
+segment without room moves to its slab's end); what they do not plan (a slab whose garbage
+is due, a cached or shared block, content to register) goes to the core's boundary path,
+then its general path.
 Each comes twice: as the core's plain-int entry, which checks that its counts are ints in a
 list or tuple of one per group, and for the typed layer (``*_typed``), whose entries pass a
 tuple of ints they read from checked quantities. The tests compare them with the general path
@@ -113,10 +114,12 @@ def _cross(core: CoordinatorCore) -> list[str]:
     past some group's slack, with the token held, planned in a few lines per group with the
     group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
     within its slack, or at most one block taken at its table's end (into its segment's spare
-    room; not a stale queue entry; a cached one is evicted from the prefix cache, in a pool of
-    one group, outside a batch) and one evicted at its front (not shared; a cached one stays
-    cached, free); no content to register. Any other step goes, before anything changed, to
-    `CoordinatorCore._boundary_step`, which decides it (or the general path)."""
+    room, or the segment moved to its slab's end with room, as `RequestTable.segment_ops`
+    does, unless the slab's garbage is `due`; not a stale queue entry; a cached one is evicted
+    from the prefix cache, in a pool of one group, outside a batch) and one evicted at its
+    front (not shared; a cached one stays cached, free); no content to register. Any other
+    step goes, before anything changed, to `CoordinatorCore._boundary_step`, which decides it
+    (or the general path)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
@@ -178,7 +181,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"    skipped, length = st[{c} + {SKIPPED}], length0",
             f"    evict, start = st[{c} + {EVICT}], st[{c} + {START}]",
             f"    capacity, slab = st[{c} + {CAPACITY}], slabs[{g}]",
-            "    skip = skipped",
+            "    skip, moved = skipped, None",
         ]
         if kind == "sliding_window":
             window = manager.sliding_window_slots  # type: ignore[attr-defined]
@@ -199,7 +202,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
         out += [
             f"    want = (end + {size - 1}) // {size} - skipped - length",
             "    dropped = skip - skipped",
-            "    if want > 1 or dropped > 1 or want > 0 and length + want > capacity:",
+            "    if want > 1 or dropped > 1:",
             f"        {back}",
             f"    pool = pools[{g}]",
             "    if dropped:",
@@ -243,15 +246,29 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        else:",
             f"            {back}",
             f"        tk{i} += 1",
-            "        ops.append((setitem, slab, start + length, taken))",
+            "        if length < capacity:",
+            "            ops.append((setitem, slab, start + length, taken))",
+            "        else:  # moved to the slab's end with room (garbage due: the core compacts)",
+            "            tail = len(slab)",
+            f"            if due(garbage[{g}] + capacity, tail):",
+            f"                {back}",
+            "            moved = slab[start + dropped : start + length]",
+            "            moved.append(taken)",
+            "            room = grown(len(moved), capacity) - len(moved)",
+            "            moved.extend(array('i', bytes(4 * room)))",
+            "            ops.append((slab.extend, moved))",
+            f"            ops.append((setitem, garbage, {g}, garbage[{g}] + capacity))",
             "    else:",
             "        want = 0",
             "    if mapping:",
             "        out.append(slots_across(slab, start, skipped, length, "
             f"{size}, first, end, taken) if q else [])",
-            "    if dropped:",
+            "    if dropped and moved is None:",
             f"        ops.append((setitem, garbage, {g}, garbage[{g}] + dropped))",
-            "    start, capacity = start + dropped, capacity - dropped",
+            "    if moved is None:",
+            "        start, capacity = start + dropped, capacity - dropped",
+            "    else:",
+            "        start, capacity = tail, len(moved)",
             "    length += want - dropped",
             "    rows += q",
             "    if first >= evict:",
@@ -260,7 +277,8 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "    base, anchor = base0, rows",
             "    if skip <= index < skip + length:",
             "        at = index - skip",
-            "        base = (taken if want and at == length - 1 else slab[start + at]) - index",
+            "        block = slab[start + at] if moved is None else moved[at]",
+            "        base = (taken if want and at == length - 1 else block) - index",
             f"        room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
             f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
             f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [anchor - rows, q]))",
@@ -1374,7 +1392,8 @@ def _source(core: CoordinatorCore) -> str:
         "from operator import add, attrgetter, getitem, itemgetter, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
-        "from kvunits.runtime._core import _slots_across as slots_across\n\n"
+        "from kvunits.runtime._core import _slots_across as slots_across\n"
+        "from kvunits.runtime._table import due, grown\n\n"
     )
     return header + "\n".join(lines) + "\n"
 

@@ -1,7 +1,7 @@
 """Every admitted request's bookkeeping in flat arrays: no Python object per request.
 
 A request has, per group, two *hot* fields in one Python list (``hot``, read and written by
-every step, small ints: a list holds them without allocating) and nine *cold* fields in one
+every step, small ints: a list holds them without allocating) and eight *cold* fields in one
 int array (``st``: written when a step needs the pools or another block), and its block table
 in each group is one segment of that group's *slab*, an ``array('i')`` holding the live
 entries of every request's table (a sliding window's evicted entries are counted,
@@ -11,11 +11,11 @@ a few dozen bytes a group and a held block 4 bytes, and nothing is left behind w
 its fields are reused by the next request, its segments are reclaimed when the slab is
 compacted, and when the last request ends every array is emptied.
 
-A segment grows at its end into its spare capacity, or moves to the slab's end with a quarter
-more room; it shrinks at its front when a window evicts. The space it leaves is garbage,
-counted per group; `RequestTable.compact_ops` rewrites a slab without it once it is a quarter of
-the slab (`due`); a step that would move a segment of a slab that is due takes the general
-path, which compacts first.
+A segment is placed first without spare room; it grows at its end into its spare capacity, or
+moves to the slab's end with a quarter more room; it shrinks at its front when a window evicts.
+The space it leaves is garbage, counted per group; `RequestTable.compact_ops` rewrites a slab
+without it once it is a quarter of the slab (`due`); a step that would move a segment of a slab
+that is due takes the general path, which compacts first.
 
 The fields of a group, as the general path reads them (`RequestTable.read`: a list in this
 order; plain ints: positions in the group's kernel unit, slots in its manager unit, table
@@ -34,8 +34,8 @@ entries in cache blocks):
   pools: anything may set them lower (0 sends the next step to the general path).
 * ``SKIPPED``: leading table entries evicted (they read as the null block).
 * ``START``, ``LENGTH``, ``CAPACITY``: the segment of live entries in the group's slab.
-* ``MAXLEN``: the declared longest sequence, in slots; ``CAP``: the admission cap reserved,
-  in cache blocks.
+* ``MAXLEN``: the declared longest sequence, in slots (the admission cap it reserved is derived
+  from it: `AdmissionLedger.caps_of`).
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ from typing import Final
 
 from ._guard import Ops
 
-SLACK, STEP, ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH, CAPACITY, MAXLEN, CAP = range(11)
+SLACK, STEP, ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH, CAPACITY, MAXLEN = range(10)
 
 #: Hot fields per group (the first of the list above), and cold ones (the rest).
 HOT: Final = 2
-COLD: Final = 9
+COLD: Final = 8
 
 #: One zero entry: ``_ZERO * n`` is n of them, filled in C.
 _ZERO: Final = array("i", [0])
@@ -67,9 +67,25 @@ def due(garbage: int, length: int) -> bool:
     return garbage >= max(_COMPACT_MIN, length >> 2)
 
 
-def grown(length: int) -> int:
-    """The capacity a segment of ``length`` entries moves to: a quarter more, at least 4."""
-    return length + max(4, length >> 2)
+def grown(length: int, capacity: int) -> int:
+    """The capacity a segment of ``length`` entries moves to from one of ``capacity``: a
+    quarter more, at least 4; exactly ``length`` when placed first (``capacity`` 0), so that a
+    table that never grows (a prompt, a short answer) costs its entries only."""
+    return length + max(4, length >> 2) if capacity else length
+
+
+def _zeros_ops(ops: Ops, values: array[int], count: int) -> None:
+    """Add to ``ops`` what appends ``count`` zeros to ``values`` without the spare room an
+    array keeps when it grows (CPython's ``array_resize``: a sixteenth and 7 items, 6 % of
+    the table's fields): first short of the end by what that room covers, then the rest
+    within it. The table grows by doubling already (its spare rows wait in ``spare``)."""
+    total = len(values) + count
+    first = max(len(values), (total - 7) * 16 // 17)
+    while first + (first >> 4) + 7 < total:
+        first += 1
+    for n in (first - len(values), total - first):
+        if n:
+            ops.append((values.extend, array(values.typecode, bytes(values.itemsize * n))))
 
 
 class RequestTable:
@@ -171,7 +187,7 @@ class RequestTable:
         width = self.hot_width
         runs = max(1, len(hot) // width)
         ops.append((hot.extend, [0] * (width * runs)))
-        ops.append((st.extend, array(st.typecode, bytes(st.itemsize * self.cold_width * runs))))
+        _zeros_ops(ops, st, self.cold_width * runs)
         first = len(hot)
         if runs > 1:
             ops.append((self.spare.extend, range(first + (runs - 1) * width, first, -width)))
@@ -202,7 +218,7 @@ class RequestTable:
                     (setitem, slab, slice(start + length, start + end), array("i", added))
                 )
             else:
-                new = grown(end)
+                new = grown(end, fields[CAPACITY])
                 moved = slab[start : start + length]
                 moved.extend(added)
                 moved.extend(array("i", bytes(4 * (new - end))))

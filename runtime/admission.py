@@ -112,11 +112,10 @@ class AdmissionLedger:
             AdmissionError: a declared length exceeds the group's limit, or a cap exceeds
                 the group's usable blocks: the request can never run.
         """
-        caps = []
+        caps = self.caps_of(max_len_slots)
         for g, name in enumerate(self._names):
-            spec, length, limit = self._specs[g], max_len_slots[g], self._limit[g]
+            spec, length, limit, cap = self._specs[g], max_len_slots[g], self._limit[g], caps[g]
             unit, usable, in_flight = spec.slot_unit.unit, self._usable[g], self._in_flight[g]
-            cap = admission_cap(spec, in_flight, length)
             if length > limit:
                 reason = (
                     f"declares max_len {length} {unit} in group {name!r}, beyond the group's "
@@ -131,7 +130,6 @@ class AdmissionLedger:
                     "give the cache more memory"
                 )
             else:
-                caps.append(cap)
                 continue
             raise AdmissionError(
                 f"request {request_id!r} {reason}",
@@ -157,6 +155,13 @@ class AdmissionLedger:
                     usable=CacheBlocks(usable),
                 )
         return caps
+
+    def caps_of(self, max_len_slots: Sequence[int]) -> list[int]:
+        """The caps (cache blocks per group) of a request declaring ``max_len_slots``, unchecked:
+        what `caps` returns for an admitted request, so the core stores the lengths alone and
+        derives the caps it gives back at the end."""
+        specs, in_flight = self._specs, self._in_flight
+        return [admission_cap(specs[g], in_flight[g], n) for g, n in enumerate(max_len_slots)]
 
     def in_effect(self, g: int) -> int:
         """The blocks group ``g`` has reserved now: its caps, a shared block once."""

@@ -648,7 +648,9 @@ class PoolPlan:
         if len(back):
             ops.append((queue.extend, back))
         total = len(queue) + len(back)
-        if head and (head >= len(queue) or 2 * head >= total):
+        # The entries taken are dropped once they are half the queue, or once every block is
+        # free (nothing taken is kept after the last request ends).
+        if head and (head >= len(queue) or 2 * head >= total or not self.used):
             ops.append((queue.__delitem__, slice(0, head)))
             head = 0
         if head != pool._head:

@@ -8,11 +8,24 @@ emptied. What stays is bounded by the pool (its free queue of block ids once han
 
 from __future__ import annotations
 
+import gc
+import os
 import sys
+import tracemalloc
+from array import array
 
-from kvunits.contracts import Elements, FullAttentionLayer, KVHeads, Tokens
+import kvunits.runtime
+from kvunits.contracts import (
+    Elements,
+    FullAttentionLayer,
+    KVHeads,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
+from kvunits.contracts.internal import magnitude
 from kvunits.runtime import AdmissionPolicy
-from kvunits.runtime._table import CAPACITY
+from kvunits.runtime._table import CAPACITY, COLD
 
 from .support import coordinator
 
@@ -98,3 +111,120 @@ def test_slab_garbage_stays_bounded_on_the_fast_and_boundary_paths() -> None:
     for rid in ids:
         coord.free(rid)
     assert len(core.pools[0]._iota) == 0
+
+
+def test_a_table_is_placed_first_without_spare_room() -> None:
+    """A request's segment is placed first with its entries alone (`_table.grown`): 300
+    requests whose prompt fills 3 blocks hold 900 slab entries (with 4 spare entries each, as
+    before, 2,100); the block after the prompt moves the segment with a quarter more room, at
+    least 4 (3 entries -> capacity 8). The fields' array, grown by doubling, holds its rows
+    without an array's own sixteenth of spare room (`_table._zeros_ops`)."""
+    coord = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4,
+        num_blocks=5_000,
+        max_len=64,
+        max_in_flight=16,
+    )
+    step = coord.stepper(coord.group("text", Tokens))
+    table = coord._core.table
+    ids = [f"r{i}" for i in range(300)]
+    for rid in ids:
+        step.admit(rid, Tokens(64))
+        step.advance(rid, Tokens(12))
+    assert len(table.slabs[0]) == 900
+    st = table.st
+    assert len(st) == 512 * COLD  # rows for 512 requests: the first 300, and spare ones
+    assert sys.getsizeof(st) - sys.getsizeof(array(st.typecode)) == st.itemsize * len(st)
+    assert {table.field(table.offsets[rid], 0, CAPACITY) for rid in ids} == {3}
+    step.advance(ids[0], Tokens(1))
+    assert table.field(table.offsets[ids[0]], 0, CAPACITY) == 8
+    assert len(table.slabs[0]) == 908
+
+
+def test_caps_are_derived_from_the_declared_lengths_and_given_back() -> None:
+    """A request stores its declared length, not its cap: the cap it reserved is derived from
+    it (`AdmissionLedger.caps_of`) when read and when given back. Requests declaring lengths of
+    1 .. 64 tokens (caps of 1 .. 16 blocks of 4) and a sliding window (its cap: the window
+    plus a step, `admission_cap`) leave the reservation at the sum of the caps of those still
+    admitted after every free, and at 0 after the last."""
+    coord = coordinator(
+        {
+            "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+            "local": SlidingWindowLayer(
+                sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
+        },
+        block_size=4,
+        num_blocks=5_000,
+        max_len=64,
+        max_in_flight=4,
+    )
+    text, local = coord.group("text", Tokens), coord.group("local", Tokens)
+    step = coord.stepper(text, local)
+    ledger = coord._core.ledger
+    caps = {}
+    for i in range(40):
+        rid, length = f"r{i}", 1 + (i * 37) % 64
+        step.admit(rid, Tokens(length), Tokens(length))
+        caps[rid] = ledger.caps(rid, [length, length])
+        assert [magnitude(coord.request_cap(rid, h)) for h in (text, local)] == caps[rid]
+    assert len({c[0] for c in caps.values()}) > 10  # many caps, not one
+    for rid in list(caps):
+        coord.free(rid)
+        del caps[rid]
+        assert ledger.reserved == [sum(c[g] for c in caps.values()) for g in (0, 1)]
+    assert ledger.reserved == [0, 0]
+
+
+def test_after_the_last_free_only_the_pools_free_queues_stay() -> None:
+    """What the runtime's files still hold (tracemalloc) after every request is freed is the
+    pools' free queues: 4 byte per id once handed out, in the order the next allocations take
+    them (the pool's FIFO order, `BlockPool`), with an array's spare sixteenth. Nothing of a
+    request (fields, maps, table room), and no queue entry already taken: the pools below run
+    out of fresh ids, so later steps take freed ones from the queue's front."""
+    coord = coordinator(
+        {
+            "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+            "local": SlidingWindowLayer(
+                sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
+        },
+        block_size=4,
+        num_blocks=600,
+        max_len=128,
+        max_in_flight=16,
+        reserve=False,
+    )
+    text, local = coord.group("text", Tokens), coord.group("local", Tokens)
+    step = coord.stepper(text, local)
+    pools = coord._core.pools
+    runtime = os.path.dirname(kvunits.runtime.__file__)
+    tracemalloc.start()
+    try:
+        for wave in range(3):
+            ids = [f"w{wave}-{i}" for i in range(60)]
+            for rid in ids:
+                step.admit(rid, Tokens(128), Tokens(128))
+                step.advance(rid, Tokens(16), Tokens(16))
+            for _ in range(8):
+                for rid in ids:
+                    step.allocate_speculative(rid, Tokens(1), Tokens(1), lookahead=(Tokens(2),) * 2)
+                    step.rollback(rid, Tokens(1), Tokens(1))
+            for rid in ids:
+                coord.free(rid)
+        # One more request takes a few ids from the queue's front (a few entries taken, far
+        # from half the queue): its free, the last, drops them.
+        step.admit("last", Tokens(128), Tokens(128))
+        step.advance("last", Tokens(16), Tokens(16))
+        assert all(p._head > 0 for p in pools)
+        coord.free("last")
+        gc.collect()
+        snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, runtime + "/*")])
+        held = sum(s.size for s in snap.statistics("filename"))
+    finally:
+        tracemalloc.stop()
+    assert all(p._fresh == p.num_blocks for p in pools)  # every id was handed out
+    queued = [len(p._queue) for p in pools]
+    assert queued == [p.num_blocks - 1 for p in pools] and [p._head for p in pools] == [0, 0]
+    assert held <= 4 * sum(queued) * 17 // 16 + 1024, (held, queued)
