@@ -738,15 +738,7 @@ class CoordinatorCore:
                     request_id=str(first),
                     group=self.names[g],
                 )
-        seen: set[str] = set()
-        for request_id in request_ids:
-            if request_id in seen:
-                raise RequestError(
-                    f"request {request_id!r} appears twice in one batched step; give each "
-                    "running request once",
-                    request_id=request_id,
-                )
-            seen.add(request_id)
+        _check_each_once(request_ids)
         if not fast and not slow:
             slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
         elif fast or slow:
@@ -973,15 +965,7 @@ class CoordinatorCore:
                 )
         shares = self._shares(first, count, contents)
         offsets = [self._offset(request_id) for request_id in request_ids]
-        seen: set[str] = set()
-        for request_id in request_ids:
-            if request_id in seen:
-                raise RequestError(
-                    f"request {request_id!r} appears twice in one batched step; give each "
-                    "running request once",
-                    request_id=request_id,
-                )
-            seen.add(request_id)
+        _check_each_once(request_ids)
         pre: Ops = []
         self.table.compact_ops(pre)
         if pre:
@@ -1804,15 +1788,7 @@ class CoordinatorCore:
                 request_id=str(first),
             )
         self._check_lookahead(str(first), num_new, lookahead)
-        seen: set[str] = set()
-        for request_id in request_ids:
-            if request_id in seen:
-                raise RequestError(
-                    f"request {request_id!r} appears twice in one batched step; give each "
-                    "running request once",
-                    request_id=request_id,
-                )
-            seen.add(request_id)
+        _check_each_once(request_ids)
         if not fast and not slow:
             slow = [
                 (request_id, self._offset(request_id), r)
@@ -2569,6 +2545,19 @@ class _Boundary:
                 list(cache_map.get(key, ())),
             )
         return planned[2]
+
+
+def _check_each_once(request_ids: Sequence[str]) -> None:
+    """Raise `RequestError` naming the first request that a batched step lists twice."""
+    seen: set[str] = set()
+    for request_id in request_ids:
+        if request_id in seen:
+            raise RequestError(
+                f"request {request_id!r} appears twice in one batched step; give each "
+                "running request once",
+                request_id=request_id,
+            )
+        seen.add(request_id)
 
 
 def _slots_across(
