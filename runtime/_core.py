@@ -2485,6 +2485,7 @@ class FastFunctions(NamedTuple):
         ],
         None,
     ]
+    cross: Callable[..., list[list[int]] | None]
     source: str
 
 

@@ -27,12 +27,12 @@ freed and the next step's block is the same), ``advance_all`` (one engine step's
 requests within their slack in C, the others through the general path, all in one commit),
 ``content`` (a step and what its positions hold, `CoordinatorCore.advance_content`).
 A step past some group's slack goes to ``cross`` and a rollback past it to ``uncross``, also
-written out per layout: a block boundary crossed (one block taken per group, one evicted by a
-window), or a block a rejected draft had taken given back, planned in a few lines per group
-and committed at once (a speculative step crosses a block about one time in three; a table
-segment without room moves to its slab's end); what they do not plan (a slab whose garbage
-is due, a cached or shared block, content to register) goes to the core's boundary path,
-then its general path.
+written out per layout: a block boundary crossed (one block taken per group, or a prefill
+chunk's run of them, and one evicted by a window), or a block a rejected draft had taken
+given back, planned in a few lines per group and committed at once (a speculative step
+crosses a block about one time in three; a table segment without room moves to its slab's
+end); what they do not plan (a slab whose garbage is due, a cached or shared block, content
+to register) goes to the core's boundary path, then its general path.
 Each comes twice: as the core's plain-int entry, which checks that its counts are ints in a
 list or tuple of one per group, and for the typed layer (``*_typed``), whose entries pass a
 tuple of ints they read from checked quantities. The tests compare them with the general path
@@ -110,23 +110,26 @@ def _cold(name: int, g: int) -> int:
 
 
 def _cross(core: CoordinatorCore) -> list[str]:
-    """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None)``: a step
-    past some group's slack, with the token held, planned in a few lines per group with the
-    group's constants written in (`CoordinatorCore._plan_boundary`'s common case): each group
-    within its slack, or at most one block taken at its table's end (into its segment's spare
-    room, or the segment moved to its slab's end with room, as `RequestTable.segment_ops`
-    does, unless the slab's garbage is `due`; not a stale queue entry; a cached one is evicted
-    from the prefix cache, in a pool of one group, outside a batch) and one evicted at its
-    front (not shared; a cached one stays cached, free); no content to register. Any other
-    step goes, before anything changed, to `CoordinatorCore._boundary_step`, which decides it
-    (or the general path)."""
+    """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
+    compacted=0)``: a step past some group's slack, with the token held, planned in a few
+    lines per group with the group's constants written in (`CoordinatorCore._plan_boundary`'s
+    common case): each group within its slack, or one block taken at its table's end (not a
+    stale queue entry; a cached one is evicted from the prefix cache, in a pool of one group,
+    outside a batch) or a run of them (a prefill chunk's: `BlockPool.front`, in a pool without
+    cached blocks, no slot mapping asked for), into its segment's spare room or the segment
+    moved to its slab's end with room, as `RequestTable.segment_ops` does (a move that would
+    make the slab's garbage `due` compacts the slab first, then plans the step again with the
+    move allowed in the groups of the bit mask ``compacted``, as `_boundary_step` does); and
+    one evicted at its front (not shared; a cached one stays cached, free); no content to
+    register. Any other step goes, before anything changed, to
+    `CoordinatorCore._boundary_step`, which decides it (or the general path)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
     back = "return boundary(me, request_id, o, num_new, mapping, lookahead)"
     pool_of, first_of = _pools(core)
     lines = [
-        "    def cross(me, request_id, o, num_new, mapping, lookahead=None):",
+        "    def cross(me, request_id, o, num_new, mapping, lookahead=None, compacted=0):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
@@ -148,14 +151,24 @@ def _cross(core: CoordinatorCore) -> list[str]:
         manager = core._managers[g]
         kind = manager.kind
         h = g * HOT
-        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"  # group g's cold fields start (as st[c + NAME])
+        # Where field NAME of group g is in ``st``: ``cb + k``, the constant k folded in.
+        c = {k: f"cb + {_cold(k, g)}" if _cold(k, g) else "cb" for k in range(HOT, HOT + COLD + 1)}
         i = pool_of[id(core.pools[g])]
         first = "rows" if p == 1 else f"rows // {p}"
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
+        # A move that would make its slab due: the slab compacted first (nothing observable),
+        # then the step planned again, the move allowed there (`_boundary_step`'s rule).
+        compact_first = [
+            "                pre = []",
+            f"                compact(pre, ({g},))",
+            "                commit(ops_of(pre))",
+            "                return cross(me, request_id, o, num_new, mapping, lookahead, "
+            f"compacted | {1 << g})",
+        ]
         out = [
             f"q = q{g}",
-            f"anchor0, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
-            f"base0, length0 = st[{c} + {BASE}], st[{c} + {LENGTH}]",
+            f"anchor0, s = st[{c[ANCHOR]}], hot[o + {h + SLACK}]",
+            f"base0, length0 = st[{c[BASE]}], st[{c[LENGTH]}]",
             "rows = anchor0 - s",
             f"first, end = {first}, {end}",
             "touched = end - first if q else 0",
@@ -175,12 +188,12 @@ def _cross(core: CoordinatorCore) -> list[str]:
             lines += ["        " + line for line in out]
             continue
         out += [
-            f"elif q < 0 or touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
+            f"elif q < 0 or touched > {in_flight} or end > st[{c[MAXLEN]}]:",
             f"    {back}",
             "else:",
-            f"    skipped, length = st[{c} + {SKIPPED}], length0",
-            f"    evict, start = st[{c} + {EVICT}], st[{c} + {START}]",
-            f"    capacity, slab = st[{c} + {CAPACITY}], slabs[{g}]",
+            f"    skipped, length = st[{c[SKIPPED]}], length0",
+            f"    evict, start = st[{c[EVICT]}], st[{c[START]}]",
+            f"    capacity, slab = st[{c[CAPACITY]}], slabs[{g}]",
             "    skip, moved = skipped, None",
         ]
         if kind == "sliding_window":
@@ -202,9 +215,12 @@ def _cross(core: CoordinatorCore) -> list[str]:
         out += [
             f"    want = (end + {size - 1}) // {size} - skipped - length",
             "    dropped = skip - skipped",
-            "    if want > 1 or dropped > 1:",
-            f"        {back}",
             f"    pool = pools[{g}]",
+            # A long step's blocks (a prefill chunk's) are a run of the queue's front, as the
+            # core takes them (`BlockPool.front`); its slot mapping, or cached blocks that it
+            # may evict, are the core's.
+            "    if dropped > 1 or want > 1 and (mapping or pool._cached):",
+            f"        {back}",
             "    if dropped:",
             "        block = slab[start]",
             "        if block in pool._shared:",
@@ -212,8 +228,29 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        if block in pool._cached:  # its content stays in the queue",
             "            ops.append((pool._cached_free.add, block))",
             f"        ev{i}.append(block)",
-            "    taken = 0",
-            "    if want > 0:",
+            "    taken, run = 0, None",
+            "    if want > 1:",
+            f"        if f{i} < 0:",
+            f"            f{i}, h{i} = pool._fresh, pool._head",
+            f"        run = pool.front(f{i}, h{i}, want)",
+            "        if run is None:  # a stale entry among them, or short",
+            f"            {back}",
+            f"        fresh = min(want, pool.num_blocks - f{i})",
+            f"        f{i}, h{i}, tk{i} = f{i} + fresh, h{i} + want - fresh, tk{i} + want",
+            "        if length + want <= capacity:",
+            "            ops.append((setitem, slab, slice(start + length, start + length + want), "
+            "run))",
+            "        else:  # moved, made whole at once (as a single block's move)",
+            "            tail = len(slab)",
+            f"            if not compacted >> {g} & 1 and due(garbage[{g}] + capacity, tail):",
+            *compact_first,
+            "            staying = length - dropped",
+            "            moved = array('i', bytes(4 * grown(staying + want, capacity)))",
+            "            moved[:staying] = slab[start + dropped : start + length]",
+            "            moved[staying : staying + want] = run",
+            "            ops.append((slab.extend, moved))",
+            f"            ops.append((setitem, garbage, {g}, garbage[{g}] + capacity))",
+            "    elif want > 0:",
             f"        if f{i} < 0:",
             f"            f{i}, h{i} = pool._fresh, pool._head",
             f"        if f{i} < pool.num_blocks:",
@@ -248,10 +285,10 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"        tk{i} += 1",
             "        if length < capacity:",
             "            ops.append((setitem, slab, start + length, taken))",
-            "        else:  # moved to the slab's end with room (garbage due: the core compacts)",
+            "        else:  # moved to the slab's end with room (a due slab compacted first)",
             "            tail = len(slab)",
-            f"            if due(garbage[{g}] + capacity, tail):",
-            f"                {back}",
+            f"            if not compacted >> {g} & 1 and due(garbage[{g}] + capacity, tail):",
+            *compact_first,
             "            moved = slab[start + dropped : start + length]",
             "            moved.append(taken)",
             "            room = grown(len(moved), capacity) - len(moved)",
@@ -277,12 +314,17 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "    base, anchor = base0, rows",
             "    if skip <= index < skip + length:",
             "        at = index - skip",
-            "        block = slab[start + at] if moved is None else moved[at]",
-            "        base = (taken if want and at == length - 1 else block) - index",
-            f"        room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
+            "        if moved is not None:",
+            "            block = moved[at]",
+            "        elif at < length - want:",
+            "            block = slab[start + at]",
+            "        else:  # taken by this step",
+            "            block = taken if run is None else run[at - length + want]",
+            "        base = block - index",
+            f"        room = min((skip + length) * {size}, st[{c[MAXLEN]}])",
             f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
             f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [anchor - rows, q]))",
-            f"    ops.append((setitem, st, slice({c} + {ANCHOR}, {c} + {CAPACITY + 1}), "
+            f"    ops.append((setitem, st, slice({c[ANCHOR]}, {c[CAPACITY + 1]}), "
             "array(typecode, (anchor, base, evict, skip, start, length, capacity))))",
         ]
         lines += ["        " + line for line in out]
@@ -1080,6 +1122,95 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     return lines
 
 
+def _group(
+    core: CoordinatorCore, g: int, mapping: bool, back: str, indent: str, read: bool = True
+) -> list[str]:
+    """Group ``g``'s check of its count ``q{g}`` against its slack ``s{g}`` (read here, or
+    already computed), and its mapping ``m{g}``: lines of a function holding the token with
+    the request's offset ``o``, ``back`` where the step is past the slack."""
+    cold = f"o // {core.table.hot_width} * {core.table.cold_width}"
+    p, size = core._pool[g], core._block_size[g]
+    rows, in_flight = core._has_rows[g], core._in_flight[g]
+    h = g * HOT
+    out = [f"s{g} = hot[o + {h + SLACK}]"] if read else []
+    # An empty step with no slack evicts nothing below EVICT (its first slot: rows // P).
+    empty = f"st[{cold} + {_cold(ANCHOR, g)}] // {p} >= st[{cold} + {_cold(EVICT, g)}]"
+    out.append(f"if not 0 <= q{g} <= s{g} or not (s{g} or q{g}) and {empty}:")
+    out.append(f"    {back}")
+    needs_rows = mapping and rows
+    limit = in_flight < size or not rows
+    if needs_rows or limit:
+        out.append(f"c{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g}")
+        first = f"c{g} // {p}" if p > 1 else f"c{g}"
+        end = f"(c{g} + q{g} + {p - 1}) // {p}" if p > 1 else f"c{g} + q{g}"
+        out.append(f"t{g} = {end} - {first} if q{g} else 0")
+        if limit:
+            # A step within a block is within max_in_flight when that is a block or
+            # more; a group without rows has no blocks to bound it.
+            out.append(f"if t{g} > {in_flight}:")
+            out.append(f"    {back}")
+    if mapping:
+        if rows:
+            out.append(f"b{g} = st[{cold} + {_cold(BASE, g)}] * {size} + {first}")
+            out.append(f"m{g} = [b{g}] if t{g} == 1 else [*range(b{g}, b{g} + t{g})]")
+        else:
+            out.append(f"m{g} = []")
+    return [indent + line for line in out]
+
+
+def advance_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
+    """The lines (in a function's body) that end a typed entry's ``advance`` whose arguments
+    are checked, ``counts[g]`` being group g's count (an expression of them): the core's
+    ``advance_typed`` in the same frame (a decode step is one call), the same lines (`_group`),
+    past the slack to ``cross``. They read `advance_names`."""
+    n = len(core.names)
+    qs = ", ".join(f"q{g}" for g in range(n))
+    past = f"return cross(me, request_id, o, ({qs}{',' if n == 1 else ''}), False)"
+    lines = [
+        f"{qs} = {', '.join(counts)}",
+        "me = []",
+        "try:",
+        "    if claim(0, me) is not me:",
+        '        contend(me, concurrent, "allocate")',
+        "    o = get(request_id) if type(request_id) is str else None",
+        "    if o is None:",
+        "        raise unknown(request_id)",
+        "    if specs and o in specs:",  # a speculative tail: the step accepts it
+        f"        {past}",
+    ]
+    for g in range(n):
+        lines += _group(core, g, False, past, "    ")
+    stores = "; ".join(
+        f"hot[o + {g * HOT + SLACK}] = s{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        for g in range(n)
+    )
+    lines += [
+        f"    {stores}; del owner[0]; return  # the commit",
+        "except BaseException:",
+        "    drop(me)",
+        "    raise",
+    ]
+    return lines
+
+
+def advance_names(core: CoordinatorCore) -> dict[str, Any]:
+    """The names `advance_lines` reads, bound to ``core``."""
+    guard, table = core.guard, core.table
+    return {
+        "owner": guard.owner,
+        "claim": guard.claim,
+        "contend": guard.contend,
+        "drop": guard.drop,
+        "concurrent": core._concurrent,
+        "unknown": core._unknown,
+        "get": table.offsets.get,
+        "specs": core.specs,
+        "hot": table.hot,
+        "st": table.st,
+        "cross": core.fast.cross,
+    }
+
+
 def _source(core: CoordinatorCore) -> str:
     """The source of ``make(...)``, which returns the functions of ``core``'s layout."""
     n = len(core.names)
@@ -1104,7 +1235,7 @@ def _source(core: CoordinatorCore) -> str:
         "core.extras",
         "    typecode, never = st.typecode, core.table.never",
         "    extend, content_boundary = array.extend, core._content_boundary",
-        "    content_fill = core._content_fill",
+        "    content_fill, compact = core._content_fill, core.table.compact_ops",
         "    plan_content, general_content_all = core._content_plan, core._general_content_all",
         "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
         "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
@@ -1149,35 +1280,7 @@ def _source(core: CoordinatorCore) -> str:
         return out
 
     def group(g: int, mapping: bool, back: str, indent: str, read: bool = True) -> list[str]:
-        """Group ``g``'s check of its count ``q{g}`` against its slack ``s{g}`` (read here, or
-        already computed), and its mapping ``m{g}``."""
-        p, size = core._pool[g], core._block_size[g]
-        rows, in_flight = core._has_rows[g], core._in_flight[g]
-        h = g * HOT
-        out = [f"s{g} = hot[o + {h + SLACK}]"] if read else []
-        # An empty step with no slack evicts nothing below EVICT (its first slot: rows // P).
-        empty = f"st[{cold} + {_cold(ANCHOR, g)}] // {p} >= st[{cold} + {_cold(EVICT, g)}]"
-        out.append(f"if not 0 <= q{g} <= s{g} or not (s{g} or q{g}) and {empty}:")
-        out.append(f"    {back}")
-        needs_rows = mapping and rows
-        limit = in_flight < size or not rows
-        if needs_rows or limit:
-            out.append(f"c{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g}")
-            first = f"c{g} // {p}" if p > 1 else f"c{g}"
-            end = f"(c{g} + q{g} + {p - 1}) // {p}" if p > 1 else f"c{g} + q{g}"
-            out.append(f"t{g} = {end} - {first} if q{g} else 0")
-            if limit:
-                # A step within a block is within max_in_flight when that is a block or
-                # more; a group without rows has no blocks to bound it.
-                out.append(f"if t{g} > {in_flight}:")
-                out.append(f"    {back}")
-        if mapping:
-            if rows:
-                out.append(f"b{g} = st[{cold} + {_cold(BASE, g)}] * {size} + {first}")
-                out.append(f"m{g} = [b{g}] if t{g} == 1 else [*range(b{g}, b{g} + t{g})]")
-            else:
-                out.append(f"m{g} = []")
-        return [indent + line for line in out]
+        return _group(core, g, mapping, back, indent, read)
 
     def stores() -> str:
         parts = []
@@ -1385,7 +1488,9 @@ def _source(core: CoordinatorCore) -> str:
         "content", "content_all",
     )
     typed_names = ", ".join(f"{x}_typed" for x in names)
-    lines.append("    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units)")
+    lines.append(
+        "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross)"
+    )
     header = (
         "from array import array\n"
         "from itertools import repeat\n"

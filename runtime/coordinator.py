@@ -136,7 +136,7 @@ from kvunits.contracts.internal import (
 )
 
 from ._core import CoordinatorCore, check_request_id
-from ._fast import compiled, make_functions
+from ._fast import advance_lines, advance_names, compiled, make_functions
 from ._table import STEP
 from .admission import AdmissionLedger
 from .block_pool import BlockPool
@@ -1627,6 +1627,13 @@ def _typed_functions(
         scale = handles[i].rows_per_unit
         return f"{name}._value * {scale}" if scale != 1 else f"{name}._value"
 
+    def by_group(args: list[str]) -> list[str]:
+        # Each group's count: its argument's value (scaled), 0 where not bound.
+        out = ["0"] * n
+        for i, h in enumerate(handles):
+            out[h.index] = value(i, args[i])
+        return out
+
     def dense(parts: list[str]) -> str:
         by_group = ["0"] * n
         for i, h in enumerate(handles):
@@ -1674,7 +1681,7 @@ def _typed_functions(
         "",
         f"    def advance(request_id, {args}):",
         *checks("num_new"),
-        f"        return core_advance(request_id, {counts})",
+        *("        " + line for line in advance_lines(core, by_group(names))),
         "",
         f"    def advance_all(request_ids, {args}):",
         *checks("num_new"),
@@ -1794,7 +1801,7 @@ def _typed_functions(
         "                advance_with_content=advance_with_content,",
         "                advance_with_content_all=advance_with_content_all, lengths=lengths)",
     ]
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = advance_names(core)
     exec(compiled("\n".join(lines), f"<kvunits typed entries: {k} of {n} groups>"), namespace)
     made: dict[str, Callable[..., Any]] = namespace["make"](
         core.fast,

@@ -230,9 +230,83 @@ def test_a_chunked_prefill_takes_its_blocks_as_runs_on_the_boundary_path(
                 c._core.free(rid)
             _garbage_counted(one)
         check_pools(one)
-    assert ran.count("_boundary_step") == long_steps
+    # Each long step passed over the window (more than one block evicted): the boundary path.
+    assert ran.count("_boundary_step") == long_steps - 4 * 3  # not a first chunk (cross)
     assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
     assert "compact_ops" in ran  # slabs compacted on the way, on the same path
+
+
+@pytest.mark.parametrize("compact_min", [1024, 16])
+@pytest.mark.parametrize("layout", ["text", "text + window, one pool", "text + window"])
+def test_a_prefill_chunk_within_reach_takes_its_run_on_the_fast_function(
+    monkeypatch: pytest.MonkeyPatch, layout: str, compact_min: int
+) -> None:
+    # 4 streams at once, prompts of 128 tokens in chunks of 32 (8 blocks of 4 a chunk: fresh
+    # ids first, then the queue's front once the first streams ended, for both groups from
+    # one pool in the second layout), a window (200 tokens) no chunk passes over, decode
+    # steps, the ends, three cycles; a few chunks ask for their slot mappings; slabs compacted
+    # from 1024 entries of garbage on (never here) or from 16. Every call is compared with a
+    # twin driven by the general path. A chunk whose table has room, or moves (into a slab
+    # that the move would make due: compacted first), is planned by the generated `cross`
+    # alone: the core's paths run only for the chunks with slot mappings.
+    monkeypatch.setattr(_table, "_COMPACT_MIN", compact_min)
+    window = None if layout == "text" else 200
+    groups = 1 if window is None else 2
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            _text(window=window),
+            block_size=4,
+            num_blocks=4 * 40 * groups + 1 if "one pool" in layout else 4 * 40 + 1,
+            max_len=150,
+            max_in_flight=32,
+            shared="one pool" in layout,
+        )
+
+    one, two = build(), build()
+    ran: list[str] = []
+    compacting: list[str] = []  # who called compact_ops
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+            if frame.f_code.co_name == "compact_ops":
+                compacting.append(frame.f_back.f_code.co_name)
+
+    chunks = mapped = 0
+    for cycle in range(3):
+        ids = [f"c{cycle}s{i}" for i in range(4)]
+        for c in (one, two):
+            for rid in ids:
+                c._core.admit(rid)
+        for chunk in range(4):
+            for n, rid in enumerate(ids):
+                kind = "step" if (cycle + chunk + n) % 7 == 3 else "advance"
+                sys.setprofile(record)
+                try:
+                    got = fast(one._core, kind + "_typed", rid, (32,) * groups)
+                finally:
+                    sys.setprofile(None)
+                assert got == general(two._core, kind, rid, [32] * groups)
+                assert _state(one) == _state(two), (cycle, chunk, rid)
+                assert _fields(one) == _fields(two), (cycle, chunk, rid)
+                chunks += 1
+                mapped += kind == "step"
+        for _ in range(20):
+            for rid in ids:
+                fast(one._core, "advance", rid, [1] * groups)
+                general(two._core, "advance", rid, [1] * groups)
+        assert _state(one) == _state(two)
+        _garbage_counted(one)
+        for rid in ids:
+            for c in (one, two):
+                c._core.free(rid)
+        check_pools(one)
+    assert ran.count("_boundary_step") == mapped > 0
+    assert ran.count("cross") >= chunks
+    # Moves into a due slab: compacted on the way, by `cross`.
+    assert ("cross" in compacting) == (compact_min == 16), compacting
+    assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
 
 
 def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_path() -> None:
