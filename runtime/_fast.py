@@ -109,6 +109,27 @@ def _cold(name: int, g: int) -> int:
     return g * COLD + name - HOT
 
 
+def _eviction(manager: Any, size: int) -> tuple[list[str], str]:
+    """A planned kind's eviction rule as source (its manager's ``skipped_blocks`` and
+    ``first_evicting``, `kvunits.runtime.managers`, with the window or chunk written in): the
+    lines that raise ``skip`` (from ``skipped``) when a step starting at slot ``first``
+    reaches ``evict``, and the expression of the next ``EVICT`` after it (``never`` for a kind
+    that evicts nothing). `_cross` and `_crossing` both write it."""
+    if manager.kind == "sliding_window":
+        window = manager.sliding_window_slots
+        return [
+            f"if first >= evict and first > {window - 1}:",
+            f"    skip = max((first - {window - 1}) // {size}, skipped)",
+        ], f"min((skip + 1) * {size} + {window - 1}, never)"
+    if manager.kind == "chunked_local":
+        chunk = manager.chunk_slots
+        return [
+            "if first >= evict:",
+            f"    skip = max(first // {chunk} * {chunk} // {size}, skipped)",
+        ], f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
+    return [], "never"
+
+
 def _cross(core: CoordinatorCore) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
     compacted=0)``: a step past some group's slack, with the token held, planned in a few
@@ -196,22 +217,8 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"    capacity, slab = st[{c[CAPACITY]}], slabs[{g}]",
             "    skip, moved = skipped, None",
         ]
-        if kind == "sliding_window":
-            window = manager.sliding_window_slots  # type: ignore[attr-defined]
-            out += [
-                f"    if first >= evict and first > {window - 1}:",
-                f"        skip = max((first - {window - 1}) // {size}, skipped)",
-            ]
-            evicting = f"min((skip + 1) * {size} + {window - 1}, never)"
-        elif kind == "chunked_local":
-            chunk = manager.chunk_slots  # type: ignore[attr-defined]
-            out += [
-                "    if first >= evict:",
-                f"        skip = max(first // {chunk} * {chunk} // {size}, skipped)",
-            ]
-            evicting = f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
-        else:
-            evicting = "never"
+        evicts, evicting = _eviction(manager, size)
+        out += ["    " + line for line in evicts]
         out += [
             f"    want = (end + {size - 1}) // {size} - skipped - length",
             "    dropped = skip - skipped",
@@ -434,52 +441,60 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _at(field: int) -> str:
+    """The source that reads a request's cold field (its position after ``c``)."""
+    return f"st[c + {field}]" if field else "st[c]"
+
+
+def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
+    """The condition (source) that the rollback of ``r{g}`` positions of group ``g`` (what
+    the latest step left speculative: ``j{g}``) and a step of ``q{g}`` after it only change
+    its slack (``s{g}``), by ``q{g} − r{g}``: the step ends past the rolled-back end
+    (``q{g} > r{g}``) within the slack. Then the rollback frees no block (the step takes
+    them again, `CoordinatorCore._kept`, unless the table holds more than the step's end
+    reaches) and the step ends in the block of the bound; the new slack is ``s{g} + r{g} −
+    q{g}``. `_crossing` plans every other (this case too). With ``typed``, the ``r{g}`` are
+    ints (the typed layer's). ``c`` is the request's cold offset."""
+    p, size = core._pool[g], core._block_size[g]
+    kind = core._managers[g].kind
+    rows = f"{_at(_cold(ANCHOR, g))} - s{g} - r{g}"  # after the rollback
+    slots = f"({rows} + q{g} + {p - 1}) // {p}" if p > 1 else f"{rows} + q{g}"
+    if kind == "state":
+        keep = "1"
+    elif kind == "cross_attention":
+        keep = str(core._managers[g].table_length(0))
+    else:
+        keep = f"({slots} + {size - 1}) // {size}"
+    entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
+    integer = "" if typed else f"type(r{g}) is int and "
+    fits = (
+        f"{integer}0 <= r{g} <= j{g} and 0 < q{g} - r{g} <= s{g} and "
+        f"(not r{g} or {keep} >= {entries})"
+    )
+    if core._in_flight[g] < size or not core._has_rows[g]:
+        # A step within a block is within max_in_flight when that is a block or more (as
+        # the plain steps check it).
+        first = f"({rows}) // {p}" if p > 1 else rows
+        end = f"({rows} + q{g} + {p - 1}) // {p}" if p > 1 else f"{rows} + q{g}"
+        fits += f" and {end} - ({first}) <= {core._in_flight[g]}"
+    return fits
+
+
 def _unrolled(core: CoordinatorCore, back: str, indent: str, typed: bool = False) -> list[str]:
-    """The rollback of ``r{g}`` positions per group (what the latest step left speculative:
-    ``j{g}``) before a step of ``q{g}`` when it frees no block (it keeps those the step takes
-    again, `CoordinatorCore._kept`) and the step ends in the block of the bound it had: then
-    it only gives the slack back (``s{g}``, read here, is raised by it). Any other goes to
-    ``back``. With ``typed``, the ``r{g}`` are ints (the typed layer's) and ``c`` is the
-    request's cold offset."""
-    hw, cw = core.table.hot_width, core.table.cold_width
-    cold = "c" if typed else f"o // {hw} * {cw}"
-    integer = "" if typed else "type(r{g}) is not int or "
+    """Per group, its slack ``s{g}`` read and `_fits` checked (else ``back``)."""
     out = []
     for g in range(len(core.names)):
-        h = g * HOT
-        p, size = core._pool[g], core._block_size[g]
-        kind = core._managers[g].kind
-        slots = f"(n{g} + q{g} + {p - 1}) // {p}" if p > 1 else f"n{g} + q{g}"
-        if kind == "state":
-            keep = "1"
-        elif kind == "cross_attention":
-            keep = str(core._managers[g].table_length(0))
-        else:
-            keep = f"({slots} + {size - 1}) // {size}"
-        entries = f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
         out += [
-            f"if {integer.format(g=g)}not 0 <= r{g} <= j{g}:",
+            f"s{g} = hot[o + {g * HOT + SLACK}]",
+            f"if not ({_fits(core, g, typed)}):",
             f"    {back}",
-            f"s{g} = hot[o + {h + SLACK}]",
-            f"if r{g}:",
-            f"    if not s{g}:",
-            f"        {back}",
-            f"    n{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g} - r{g}",
-            f"    if {keep} < {entries}:",
-            f"        {back}",
         ]
-        if core._has_rows[g]:
-            # The step's end (the next step's first slot) in the block of the bound: BASE
-            # and ANCHOR stay (a rollback back across a block whose block the step refills).
-            out += [
-                f"    if (n{g} + q{g}) // {p * size} < (n{g} + r{g}) // {p * size}:",
-                f"        {back}",
-            ]
-        out.append(f"    s{g} += r{g}")
     return [indent + line for line in out]
 
 
-def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
+def _crossing(
+    core: CoordinatorCore, fail: str, indent: str, compacting: str | None = None
+) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` per group
     past the stores' reach, planned in plain locals for the request at offset ``o`` (cold
     fields at ``c``): per group its fields recomputed after the step as the general path
@@ -489,10 +504,13 @@ def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
     fresh id, or the queue's head when it is neither stale nor cached) and one evicted by a
     window at its front (neither shared nor cached); content to register goes elsewhere. The
     pools are read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the
-    batch's). Any other runs ``fail`` (nothing written). Leaves per group ``v{g}`` (the new
-    slack), ``w{g}`` (the cold fields from ``ANCHOR`` to ``CAPACITY``, None: unchanged),
-    ``dr{g}`` (whether a block is evicted: ``d{g}``) and ``t{g}`` (the block taken, 0: none)
-    at ``x{g}`` (its slab index)."""
+    batch's); a segment without room moves to the slab's end (``te{g}``, its planned end)
+    with room, unless that makes the slab's garbage (with ``gb{g}``, planned) due: then
+    ``compacting`` runs, ``{g}`` its group (else ``fail``). Any other runs ``fail`` (nothing
+    written). Leaves per group ``v{g}`` (the new slack), ``w{g}`` (the
+    cold fields from ``ANCHOR`` to ``CAPACITY``, None: unchanged) and then ``dr{g}`` (whether
+    a block is evicted: ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab
+    index), or ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -525,7 +543,7 @@ def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
                 f"v{g}, w{g} = s - q, None",
             ]
             continue
-        # Within the slack the rollback leaves, and no block to give back (`_unrolled`):
+        # Within the slack the rollback leaves, and no block to give back (`_fits`, and more):
         # only the slack changes.
         pb = p * size
         keep = f"(end + {size - 1}) // {size}"
@@ -545,28 +563,13 @@ def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
             f"length, capacity, base = st[{c} + {LENGTH}], st[{c} + {CAPACITY}], st[{c} + {BASE}]",
             "skip = skipped",
         ]
-        if kind == "sliding_window":
-            window = manager.sliding_window_slots  # type: ignore[attr-defined]
-            out += [
-                f"if first >= evict and first > {window - 1}:",
-                f"    skip = max((first - {window - 1}) // {size}, skipped)",
-            ]
-            evicting = f"min((skip + 1) * {size} + {window - 1}, never)"
-        elif kind == "chunked_local":
-            chunk = manager.chunk_slots  # type: ignore[attr-defined]
-            out += [
-                "if first >= evict:",
-                f"    skip = max(first // {chunk} * {chunk} // {size}, skipped)",
-            ]
-            evicting = f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
-        else:
-            evicting = "never"
+        evicts, evicting = _eviction(manager, size)
+        out += evicts
         out += [
             "dropped = skip - skipped",
             f"want = (end + {size - 1}) // {size} - skipped - length",
-            # Fewer blocks than held (a rollback past the step's end) or a segment to move:
-            # the core's boundary path.
-            "if want < 0 or want > 1 or dropped > 1 or want and length + want > capacity:",
+            # Fewer blocks than held (a rollback past the step's end): the core's boundary path.
+            "if want < 0 or want > 1 or dropped > 1:",
             f"    {fail}",
             f"pool, slab = pools[{g}], slabs[{g}]",
             f"dr{g} = dropped",
@@ -586,7 +589,19 @@ def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
             f"        h{i} += 1",
             "    else:",
             f"        {fail}",
-            "start, capacity = start + dropped, capacity - dropped",
+            # A segment without room moves to its slab's end with room (`RequestTable`),
+            # unless that makes the slab's garbage due (the core compacts first): its old
+            # entries become garbage (``gm{g}``); ``te{g}`` is the slab's planned end.
+            "if want and length + want > capacity:",
+            f"    if due(garbage[{g}] + gb{g} + capacity, te{g}):",
+            f"        {fail if compacting is None else compacting.format(g=g)}",
+            f"    m{g} = slab[start + dropped : start + length]",
+            f"    m{g}.append(t{g})",
+            f"    m{g}.extend(array('i', bytes(4 * (grown(len(m{g}), capacity) - len(m{g})))))",
+            f"    gm{g}, start, capacity = capacity, te{g}, len(m{g})",
+            "else:",
+            f"    m{g}, gm{g} = None, dropped",
+            "    start, capacity = start + dropped, capacity - dropped",
             "length += want - dropped",
             "rows += q",
             "if first >= evict:",
@@ -597,7 +612,8 @@ def _crossing(core: CoordinatorCore, fail: str, indent: str) -> list[str]:
             # (no slack), it stays.
             "if skip <= index < skip + length:",
             "    at = index - skip",
-            f"    base = (t{g} if want and at == length - 1 else slab[start + at]) - index",
+            f"    base = (t{g} if want and at == length - 1 else slab[start + at] if m{g} is None "
+            f"else m{g}[at]) - index",
             f"    room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
             f"    anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
             f"v{g} = anchor - rows",
@@ -623,8 +639,12 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
             f"array(typecode, w{g})))",
             f"    if dr{g}:",
             f"        ev{i}.append(d{g})",
-            f"        gb{g} += 1",
-            f"    if t{g}:",
+            f"    gb{g} += gm{g}",
+            f"    if m{g} is not None:",
+            f"        tl{i}.append(t{g})",
+            f"        ops.append((slabs[{g}].extend, m{g}))",
+            f"        te{g} += len(m{g})",
+            f"    elif t{g}:",
             f"        tl{i}.append(t{g})",
             f"        ops.append((setitem, slabs[{g}], x{g}, t{g}))",
         ]
@@ -663,12 +683,11 @@ def _respec(
     head: Any,
     tail: list[str],
     shape: Any,
-    group: Any,
 ) -> list[str]:
     """The source of ``respec`` and ``respec_all`` (``*_typed`` with ``typed``): the rollback
     of the latest step's rejected drafts and the next speculative step in one call, for one
     request or for an engine step's batch: stores only when the rollback frees no block and
-    the step ends in the block of the bound (`_unrolled`) within the slack it leaves; a
+    the step ends in the block of the bound (`_fits`) within the slack it leaves; a
     step past it planned in plain locals (`_crossing`) and committed with the stores; anything
     else to the core's boundary path, then its general path
     (`CoordinatorCore._general_respec`: the rollback and the step planned on one plan)."""
@@ -684,7 +703,6 @@ def _respec(
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
     spec = "(" + ks + ")"
-    zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
     past = "return respec_cross(me, request_id, o, num_new, lookahead, rejected)"
     args = "request_id, num_new, lookahead, rejected"
@@ -693,6 +711,7 @@ def _respec(
         for i, g in enumerate(first_of)
     )
     zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
+    ends = "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n))
     # One request past the stores' reach (``respec``'s and ``respec_typed``'s, written once):
     # planned in plain locals, else the core's boundary path (`CoordinatorCore._boundary_step`
     # with the rollback), else general.
@@ -705,16 +724,13 @@ def _respec(
         f"            {back}",
         f"        {qs} = num_new",
         f"        {rs} = rejected",
-        "        held = specs.get(o)",
-        "        if held is None:",
-        f"            {zeros}",
-        "        else:",
-        f"            {js} = held",
+        f"        {js} = specs.get(o, nospec)",
         f"        if {ints} or {' or '.join(f'q{g} < 0' for g in range(n))}:",
         f"            {back}",
         f"        c = o // {hw} * {cw}",
         f"        {fresh}",
         f"        {zero_gb}",
+        f"        {ends}",
         "        ops = []",
     ]
     if not typed:
@@ -740,32 +756,23 @@ def _respec(
     lines += [
         f"            if {kints}:",
         f"                {back}",
-        "            spec = specs.get(o)",
-        "            if spec is None:",
-        f"                {zeros}",
-        "            else:",
-        f"                {js} = spec",
+        f"            {js} = specs.get(o, nospec)",
     ]
-    if typed:
-        lines.append(f"            c = o // {hw} * {cw}")
+    lines.append(f"            c = o // {hw} * {cw}")
     lines += _unrolled(core, past, "            ", typed)
-    for g in range(n):
-        lines += group(g, False, past, "            ", read=False)
     stores = "; ".join(
-        f"hot[o + {g * HOT + SLACK}] = s{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        f"hot[o + {g * HOT + SLACK}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
         for g in range(n)
     )
     lines.append(f"            {stores}; specs[o] = {spec}; del owner[0]; return  # the commit")
     lines += tail
     for units in (False, True) if typed else (False,):
-        lines += _respec_all(core, typed, units, shape, group)
+        lines += _respec_all(core, typed, units, shape)
         lines += tail
     return lines
 
 
-def _respec_all(
-    core: CoordinatorCore, typed: bool, units: bool, shape: Any, group: Any
-) -> list[str]:
+def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> list[str]:
     """The source of ``respec_all`` (``respec_all_typed`` with ``typed``; with ``units``,
     ``respec_all_units(request_ids, num_new, lookahead, rejected, units, checked)``, whose
     ``rejected`` are the typed layer's quantities, one per group in group order, each of
@@ -786,12 +793,12 @@ def _respec_all(
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
     spec = "(" + ks + ")"
-    zeros = " = ".join(f"j{g}" for g in range(n)) + " = 0"
     fresh = "; ".join(
         f"f{i}, h{i}, ev{i}, tl{i} = pools[{g}]._fresh, pools[{g}]._head, [], []"
         for i, g in enumerate(first_of)
     )
     zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
+    ends = "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n))
     raw = (
         "[(" + ", ".join(f"x{g}._value" for g in range(n)) + ",) for "
         + ", ".join(f"x{g}" for g in range(n)) + comma + " in rejected]"
@@ -799,21 +806,19 @@ def _respec_all(
         else "rejected"
     )
     refuse = "del owner[0]; return checked(request_ids, num_new, lookahead, rejected)"
-    # The batch: the requests within their slack in one pass (their offsets and new slacks,
-    # written in C at the commit), then those past it in order, planned in plain locals
-    # (`_crossing`) until one is not (then it and those after it on the core's boundary plan,
-    # seeded with what the locals planned), else the general path.
+    # The batch in one pass, in order: a request within its slack is its offset and new
+    # slacks (written in C at the commit); one past it is planned in plain locals
+    # (`_crossing`) and pushed so too, until one is not (then it and every later one past its
+    # slack wait in ``xs``, so that blocks are taken in the batch's order: planned after the
+    # pass in locals, else on the core's boundary plan seeded with what the locals planned,
+    # else the general path).
     back = (
         refuse
         if units
         else "return general_respec_all(me, request_ids, num_new, lookahead, rejected, [], [])"
     )
     checked = f"return general_respec_all(me, request_ids, num_new, lookahead, {raw}, [], [])"
-    defer = (
-        f"xs.append((request_id, o, ({rs}))); continue"
-        if units
-        else "xs.append((request_id, o, rejected_i)); continue"
-    )
+    item = f"(request_id, o, ({rs}))" if units else "(request_id, o, rejected_i)"
     sls = ", ".join(f"sl{g}" for g in range(n))
     pushes = ", ".join(f"sl{g}.append" for g in range(n))
     lines = [
@@ -836,10 +841,13 @@ def _respec_all(
         "            if len(rejected) != len(request_ids):",
         f"                {back}",
         f"            spec = {spec}",
-        "            offs, xs = [], []",
+        "            offs, xs, cx, ops = [], [], [], []",
         f"            {sls}{comma} = " + ", ".join("[]" for _ in range(n)) + comma,
         f"            push, {', '.join(f'push{g}' for g in range(n))}{comma} = offs.append, "
         f"{pushes}",
+        f"            {fresh}",
+        f"            {zero_gb}",
+        f"            {ends}",
         "            for request_id, rejected_i in zip(request_ids, rejected):",
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
@@ -858,28 +866,55 @@ def _respec_all(
         lines += [
             "                if not (type(rejected_i) is tuple or type(rejected_i) is list)"
             f" or len(rejected_i) != {n}:",
-            f"                    {defer}",
+            f"                    xs.append({item}); continue",
         ]
     lines += [
         *([] if units else [f"                {rs} = rejected_i"]),
-        "                held = specs.get(o)",
-        "                if held is None:",
-        f"                    {zeros}",
-        "                else:",
-        f"                    {js} = held",
+        f"                {js} = specs.get(o, nospec)",
+        f"                c = o // {hw} * {cw}",
     ]
-    if typed:
-        lines.append(f"                c = o // {hw} * {cw}")
-    lines += _unrolled(core, defer, "                ", typed)
+    # Within every slack (`_fits`): nested, the stores at the innermost.
+    indent = "                "
     for g in range(n):
-        lines += group(g, False, defer, "                ", read=False)
+        lines += [
+            f"{indent}s{g} = hot[o + {g * HOT + SLACK}]",
+            f"{indent}if {_fits(core, g, typed)}:",
+        ]
+        indent += "    "
     lines.append(
-        "                push(o); " + "; ".join(f"push{g}(s{g} - q{g})" for g in range(n))
+        f"{indent}push(o); "
+        + "; ".join(f"push{g}(s{g} + r{g} - q{g})" for g in range(n))
+        + "; continue"
     )
+    keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of))) + "; compact = -1"
+    restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
+    # A move that would make its slab's garbage due: the slab compacted first (no observable
+    # change; nothing else was written), then the call again, as the general path does.
+    compacting = "compact = {g}; break"
+    again = (
+        "                if compact >= 0 and garbage[compact]:\n"
+        "                    pre = []; compact_ops(pre, (compact,))\n"
+        f"                    commit(ops_of(pre)); del owner[0]; return respec_all{suffix}("
+        "request_ids, num_new, lookahead, rejected" + (", units, checked)" if units else ")")
+    )
+    # Past some slack: planned here unless an earlier one could not be.
     lines += [
+        "                if xs:",
+        f"                    xs.append({item}); continue",
+        f"                {keep}",
+        "                for _ in once:",
+    ]
+    lines += _crossing(core, "break", "                    ", compacting)
+    lines += _crossed(core, "                    ", flat=True)
+    lines += [
+        "                else:",
+        f"                    cx.append({item}); continue",
+        f"                {restore}",
+        *again.split("\n"),
+        f"                xs.append({item})",
         "            if len(set(request_ids)) != len(request_ids):",
         f"                {checked}",
-        "            ops = [(specs.update, zip(offs, repeat(spec)))]",
+        "            ops.append((specs.update, zip(offs, repeat(spec))))",
     ]
     for g in range(n):
         h = g * HOT
@@ -889,13 +924,15 @@ def _respec_all(
             "            ops.append((commit, map(setitem, repeat(hot), "
             f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
         ]
+    # The requests only stored (not planned in locals), with their slack after the rollback.
     fast = (
         f"[(o, [{', '.join(f'a{g} + q{g}' for g in range(n))}]) for o, "
         f"{', '.join(f'a{g}' for g in range(n))} in zip(offs[:within], "
-        f"{', '.join(f'sl{g}[:within]' for g in range(n))})]"
+        f"{', '.join(f'sl{g}[:within]' for g in range(n))}) if o not in crossed]"
     )
     # The core's plan shares the locals' lists of taken and evicted blocks; its pools'
-    # fresh and head counters and its garbage are synced with the locals around each use.
+    # fresh and head counters, its garbage and its slabs' ends are synced with the locals
+    # around each use.
     into = []
     for i, g in enumerate(first_of):
         into += [
@@ -908,26 +945,25 @@ def _respec_all(
         ]
     for g in range(n):
         into += [
+            f"                    plan.slab_end[{g}] = te{g}",
             f"                    if gb{g}:",
-            f"                        plan.garbage[{g}] = "
-            f"plan.garbage.get({g}, garbage[{g}]) + gb{g}",
-            f"                        gb{g} = 0",
+            f"                        plan.garbage[{g}] = garbage[{g}] + gb{g}",
         ]
     out_of = [
         f"                    f{i}, h{i} = plan.pools[pids[{g}]][1:3]"
         for i, g in enumerate(first_of)
+    ] + [
+        f"                    te{g}, gb{g} = plan.slab_end[{g}], "
+        f"plan.garbage.get({g}, garbage[{g}]) - garbage[{g}]"
+        for g in range(n)
     ]
-    keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of)))
-    restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
     lines += [
+        "            plan = None",
         "            if xs:",
-        f"                {fresh}",
-        f"                {zero_gb}",
-        "                plan, within = None, len(offs)",
+        "                within, crossed = len(offs), {o for _, o, _ in cx}",
         "                for request_id, o, rejected_i in xs:",
-        "                    done = False",
         f"                    {keep}",
-        "                    while True:",
+        "                    for _ in once:",
     ]
     if not typed:
         lines += [
@@ -937,22 +973,17 @@ def _respec_all(
         ]
     lines += [
         f"                        {rs} = rejected_i",
-        "                        held = specs.get(o)",
-        "                        if held is None:",
-        f"                            {zeros}",
-        "                        else:",
-        f"                            {js} = held",
+        f"                        {js} = specs.get(o, nospec)",
         f"                        c = o // {hw} * {cw}",
     ]
-    lines += _crossing(core, "break", "                        ")
+    lines += _crossing(core, "break", "                        ", compacting)
     lines += _crossed(core, "                        ", flat=True)
     lines += [
-        "                        done = True",
-        "                        break",
-        "                    if done:",
+        "                    else:",
         "                        continue",
         f"                    {restore}",
-        "                    # The core's boundary path (a segment to move, ...), on one plan.",
+        *("    " + line for line in again.split("\n")),
+        "                    # The core's boundary path (a slab due, ...), on one plan.",
         "                    if plan is None:",
         "                        plan = Boundary()",
         *into,
@@ -960,15 +991,15 @@ def _respec_all(
         "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
         "lookahead, back):",
         f"                        return general_respec_all(me, request_ids, num_new, lookahead, "
-        f"{raw}, {fast}, xs)",
+        f"{raw}, {fast}, cx + xs)",
         *out_of,
-        "                if plan is None:",
+        "            if plan is None:",
     ]
-    lines += _pooled(core, "                    ")
+    lines += _pooled(core, "                ")
     lines += [
-        "                else:",
-        *into,
-        "                    emit_boundary(ops, plan)",
+        "            else:",
+        *(line[4:] for line in into),
+        "                emit_boundary(ops, plan)",
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
     return lines
@@ -1235,11 +1266,14 @@ def _source(core: CoordinatorCore) -> str:
         "core.extras",
         "    typecode, never = st.typecode, core.table.never",
         "    extend, content_boundary = array.extend, core._content_boundary",
-        "    content_fill, compact = core._content_fill, core.table.compact_ops",
+        "    content_fill = core._content_fill",
+        "    compact = compact_ops = core.table.compact_ops",
         "    plan_content, general_content_all = core._content_plan, core._general_content_all",
         "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
         "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
         "    tail_of = attrgetter('tail')",
+        "    once = (None,)  # a loop of one pass: its break skips its else",
+        f"    nospec = (0,) * {n}  # no speculative tail",
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
         "",
     ]
@@ -1427,7 +1461,7 @@ def _source(core: CoordinatorCore) -> str:
             ]
         lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
         lines += tail
-        lines += _respec(core, typed, head, tail, shape, group)
+        lines += _respec(core, typed, head, tail, shape)
         # A step and the content its positions hold (`CoordinatorCore.advance_content`):
         # stores and the tails' appends when each pair goes to a sequence of its own with one
         # stream (one granularity), whose block it does not fill; past a group's slack, the
