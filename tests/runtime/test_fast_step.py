@@ -901,9 +901,9 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
     # each), every token cached (vLLM's append of sampled tokens): each step is one
     # `advance_with_content` (the step and both contents), compared call by call with
     # `advance` then `extend_content` per sequence on a twin; within a block the generated
-    # stores (`content`), a block crossed the core's boundary plan, a block filled by the
-    # content its hashes and registration after the step's stores (`_content_fill`), both
-    # at once `_general_content`.
+    # stores (`content`), a block crossed the generated boundary plan (`plan_cross`), a block
+    # filled by the content its hashes and registration after the step's stores
+    # (`plan_fill`), both at once `_general_content`.
     one, two = _voxtral_toy(), _voxtral_toy()
     for c in (one, two):
         for rid in ("a", "b"):
@@ -939,7 +939,9 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
             two.extend_content(rid, twin_text, ContentKeys([token], Tokens))
             assert _state(one) == _state(two), (i, rid)
         check_pools(one)
-    assert {"content_typed", "_content_boundary", "_content_fill"} <= set(ran), set(ran)
+    assert {"content_typed", "content_cross", "plan_cross", "content_fill", "plan_fill"} <= set(
+        ran
+    ), set(ran)
     assert "_general_step" not in ran
     # Wrong units, a bare list and a handle of another coordinator change nothing.
     before = _state(one)
@@ -1031,26 +1033,15 @@ def _batch_content(
     ]
 
 
-def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_generating_batch_in_one_call_matches_each_request_in_turn() -> None:
     # Three streams generate a token an engine step (2 encoder tokens of audio and 1 token)
     # from a shared prompt, every token cached: each engine step is one
     # `advance_with_content_all`, compared call by call with `advance_with_content` of each
     # request in turn on a twin (itself tested against the general path above). Every path of
     # the batch runs: the generated stores and appends, a block crossed and a block filled by
-    # the content (`_content_plan`: the core's boundary plan, `_plan_fill`), the filled block's
-    # registration by the step that commits it (the boundary plan, the audio window evicting
-    # the prompt's shared blocks too), and the batch's general path (a step of two blocks).
-    planned: list[tuple[int, bool]] = []
-    plan_content = CoordinatorCore._content_plan
-
-    def spy(self: CoordinatorCore, *args: Any) -> bool:
-        got = plan_content(self, *args)
-        planned.append((args[5], got))  # (kind, planned)
-        return got
-
-    monkeypatch.setattr(CoordinatorCore, "_content_plan", spy)
+    # the content (the generated `plan_cross` and `plan_fill`), the filled block's
+    # registration by the step that commits it (`plan_cross`, the audio window evicting the
+    # prompt's shared blocks too), and the batch's general path (a step of two blocks).
     one, two = _voxtral_toy(72), _voxtral_toy(72)
     rids = ["a", "b", "c"]
     for c in (one, two):
@@ -1094,7 +1085,7 @@ def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
         assert _state(one) == _state(two), i
         check_pools(one)
     assert {"content_all_typed", "_general_content_all"} <= set(ran), set(ran)
-    assert {(1, True), (2, True)} <= set(planned), planned
+    assert {"plan_cross", "plan_fill"} <= set(ran), set(ran)
     # A request twice, keys not an equal share, wrong units, a request admitted without
     # content: an error, and nothing changed.
     one.free("c")
