@@ -938,10 +938,13 @@ def _respec_all(
 
 
 def _plan_cross(core: CoordinatorCore) -> list[str]:
-    """The source of ``plan_cross(ops, plan, o, num_new)``: `CoordinatorCore._plan_boundary`
-    of a plain step (no lookahead, no rollback before it, no slot mappings) written out per
+    """The source of ``plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv)``:
+    `CoordinatorCore._plan_boundary` of a plain step (no lookahead, no rollback before it, no
+    slot mappings) of the request at ``o`` (its content kept in ``extra``) written out per
     group with the group's constants in, on the same boundary ``plan`` (so that requests
-    planned by either share the pools' fronts, the slabs' ends and the prefix cache's lists):
+    planned by either share the pools' fronts, the slabs' ends and the prefix cache's lists),
+    its stores to the fields appended to ``ha``, ``hv`` (hot: positions, values) and ``sa``,
+    ``sv`` (cold), which the caller commits as one map each, the rest to ``ops``:
     each group within its slack, or one block taken at its table's end (a cached one evicted
     from the prefix cache) and one evicted at its front by a window (a shared one loses a
     reference, a cached one stays cached, free); then the full blocks of committed positions
@@ -955,23 +958,21 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n)
     ):
         return [
-            "    def plan_cross(ops, plan, o, num_new):",
+            "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv):",
             "        return plan_boundary(ops, plan, o, num_new, None)",
             "",
         ]
     comma = "," if n == 1 else ""
     lines = [
-        "    def plan_cross(ops, plan, o, num_new):",
+        "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
-        "        extra = extras.get(o)",
-        "        pend = False",
-        "        if extra is not None:",
-        "            of, known, reg = extra.stream_of, extra.streams, extra.registered",
-        "            pend = " + " or ".join(
+        "        of, known, reg = extra.stream_of, extra.streams, extra.registered",
+        "        pend = " + " or ".join(
             f"of[{g}] >= 0 and len(known[of[{g}]].hashes) > reg[{g}]" for g in range(n)
         ),
         f"        cb = o // {hw} * {cw}",
-        "        pstates, mark, crossed = plan.pools, len(ops), False",
+        "        pstates, lists, crossed = plan.pools, plan.lists, False",
+        "        mark, hm, sm = len(ops), len(ha), len(sa)",
     ]
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
@@ -989,7 +990,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"first, end = {first}, {end}",
             "touched = end - first if q else 0",
             f"if 0 <= q <= s and (s or q) and touched <= {in_flight}:",
-            f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [s - q, q]))",
+            f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (s - q, q)",
             f"    a{g} = (st[{c} + {SKIPPED}], rows + q, 0)",
             f"elif q < 0 or touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
             "    return False",
@@ -1021,7 +1022,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "    if want > 1 or dropped > 1:  # runs: the core's plan, if nothing is planned yet",
             "        if crossed:",
             "            return False",
-            "        del ops[mark:]",
+            "        del ops[mark:], ha[hm:], hv[hm:], sa[sm:], sv[sm:]",
             "        return plan_boundary(ops, plan, o, num_new, None)",
             "    crossed = True",
             f"    pool = pools[{g}]",
@@ -1049,7 +1050,12 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "                return False",
             "            entry = pool._cached.get(taken)",
             "            if entry is not None:  # evicted from the prefix cache",
-            "                plan.listed(*entry).remove(taken)",
+            "                cache_map, key = entry",
+            "                planned = lists.get((id(cache_map), key))",
+            "                if planned is None:",
+            "                    planned = lists[id(cache_map), key] = (cache_map, key, "
+            "list(cache_map.get(key, ())))",
+            "                planned[2].remove(taken)",
             "                ops.append((pool._cached.pop, taken, None))",
             "                ops.append((pool._cached_free.discard, taken))",
             "            state[2] += 1",
@@ -1094,9 +1100,10 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "        base = block - index",
             f"        room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
             f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
-            f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [anchor - rows, q]))",
-            f"    ops.append((setitem, st, slice({c} + {ANCHOR}, {c} + {CAPACITY + 1}), "
-            "array(typecode, (anchor, base, evict, skip, start, length, capacity))))",
+            f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (anchor - rows, q)",
+            f"    k = {c} + {ANCHOR}",
+            "    sa += (k, k + 1, k + 2, k + 3, k + 4, k + 5, k + 6)",
+            "    sv += (anchor, base, evict, skip, start, length, capacity)",
             f"    a{g} = (skip, rows, taken)",
         ]
         lines += ["        " + line for line in out]
@@ -1138,7 +1145,11 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "                return False",
             "            key = hashes[i]",
             "            ops.append((setitem, pool._cached, block, (blocks_of, key)))",
-            "            plan.listed(blocks_of, key).append(block)",
+            f"            planned = lists.get((ids_of[{g}], key))",
+            "            if planned is None:",
+            f"                planned = lists[ids_of[{g}], key] = (blocks_of, key, "
+            "list(blocks_of.get(key, ())))",
+            "            planned[2].append(block)",
             f"        ops.append((setitem, reg, {g}, full))",
             "    if len(hashes) > max(full, r):",
             "        return False",
@@ -1154,20 +1165,22 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
 
 
 def _plan_fill(core: CoordinatorCore) -> list[str]:
-    """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds)``: a step within
-    every group's slack whose content (``adds[j]`` to the stream ``picked[j]``, one stream per
-    sequence) fills a block, planned on ``ops`` and a boundary ``plan`` as the general path
-    plans it (`CoordinatorCore._general_content`), written out per group: the step's stores;
-    each filled stream's new full blocks hashed once (for every group of its sequence and
-    granularity) and its tail cut (`CoordinatorCore._plan_content`); the blocks of committed
-    positions whose hashes are now known registered (`CoordinatorCore._register_plan`'s rule,
-    on the plan's lists); the fields held when hashes stay ahead of the positions (`_hold`:
-    the steps that commit them register). False when a block to register is cached already
-    (the caller takes the general path, which decides)."""
+    """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa,
+    sv)``: a step within every group's slack whose content (``adds[j]`` to the stream
+    ``picked[j]``, one stream per sequence) fills a block, planned on ``ops`` (stores to the
+    fields on ``ha``, ``hv``, ``sa``, ``sv`` as `_plan_cross` says) and a boundary ``plan`` as
+    the general path plans it (`CoordinatorCore._general_content`), written out per group: the
+    step's stores; each filled stream's new full blocks hashed once (for every group of its
+    sequence and granularity) and its tail cut (`CoordinatorCore._plan_content`); the blocks
+    of committed positions whose hashes are now known registered
+    (`CoordinatorCore._register_plan`'s rule, on the plan's lists); the fields held when
+    hashes stay ahead of the positions (`_hold`: the steps that commit them register). False
+    when a block to register is cached already (the caller takes the general path, which
+    decides)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     lines = [
-        "    def plan_fill(ops, plan, o, num_new, extra, picked, adds):",
+        "    def plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
         f"        cb = o // {hw} * {cw}",
     ]
@@ -1176,7 +1189,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
         lines += [
             f"        s = hot[o + {h + SLACK}]",
-            f"        ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [s - q{g}, q{g}]))",
+            f"        ha += (o + {h + SLACK}, o + {h + STEP}); hv += (s - q{g}, q{g})",
             f"        r{g} = st[{c} + {ANCHOR}] - s + q{g}",
         ]
     lines += [
@@ -1241,8 +1254,8 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         h = g * HOT
         c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
         lines += [
-            f"            ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [0, q{g}]))",
-            f"            ops.append((setitem, st, {c} + {ANCHOR}, r{g}))",
+            f"            ha += (o + {h + SLACK}, o + {h + STEP}); hv += (0, q{g})",
+            f"            sa.append({c} + {ANCHOR}); sv.append(r{g})",
         ]
     lines += ["        return True", ""]
     return lines
@@ -1390,17 +1403,23 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
         "(list, map(extend, tails, adds))]",
         "            if slow:",
+        # The planners' stores to the fields join the fast requests' (`at`, `to`) and one
+        # map of the cold ones (`sa`, `sv`): a pass in C each, at the commit.
+        "                sa, sv = [], []",
+        "                ops.append((commit, map(setitem, repeat(st), sa, sv)))",
         # A move that would make a slab due: the slab compacted (nothing observable), the
         # others planned again with the move allowed there (as `_boundary_step` does).
-        "                mark, compacted = len(ops), frozenset()",
+        "                mark, hm, compacted = len(ops), len(at), frozenset()",
         "                while True:",
         "                    plan = Boundary(compacted)",
         "                    for o, kind, mine, gets, extra, picked in slow:",
         "                        if kind == 2:",
-        "                            if not plan_cross(ops, plan, o, num_new):",
+        "                            if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, "
+        "sv):",
         "                                break",
         "                            ops.append((list, map(extend, mine, gets)))",
-        "                        elif not plan_fill(ops, plan, o, num_new, extra, picked, gets):",
+        "                        elif not plan_fill(ops, plan, o, num_new, extra, picked, gets, "
+        "at, to, sa, sv):",
         "                            break",
         "                    else:",
         "                        break",
@@ -1410,7 +1429,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                    pre = []",
         "                    compact_ops(pre, compacted)",
         "                    commit(ops_of(pre))  # moves segments only: nothing observable",
-        "                    del ops[mark:]",
+        "                    del ops[mark:], at[hm:], to[hm:], sa[:], sv[:]",
         "                emit_boundary(ops, plan)",
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
@@ -1447,6 +1466,7 @@ def _source(core: CoordinatorCore) -> str:
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
         "    table_garbage, compact_ops = core.table.garbage, core.table.compact_ops",
         "    cache_maps = tuple(None if c is None else c.blocks for c in core.caches)",
+        "    ids_of = tuple(id(c) for c in cache_maps)",
         "",
     ]
     lines += _cross(core)
@@ -1455,9 +1475,11 @@ def _source(core: CoordinatorCore) -> str:
     lines += [
         # `advance_content` past some group's slack, its content filling no block:
         # `plan_cross`, then the appends, in one commit (else the core's, which decides).
-        "    def content_cross(me, request_id, o, num_new, contents, tails, adds):",
-        "        ops, plan = [], Boundary()",
-        "        if not plan_cross(ops, plan, o, num_new):",
+        "    def content_cross(me, request_id, o, num_new, contents, tails, adds, extra):",
+        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv))]",
+        "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv):",
         "            return general_content(me, request_id, o, num_new, contents)",
         "        emit_boundary(ops, plan)",
         "        ops.append((list, map(extend, tails, adds)))",
@@ -1465,8 +1487,10 @@ def _source(core: CoordinatorCore) -> str:
         "",
         # `advance_content` within every slack, its content filling a block: `plan_fill`.
         "    def content_fill(me, request_id, o, num_new, contents, extra, picked, adds):",
-        "        ops, plan = [], Boundary()",
-        "        if not plan_fill(ops, plan, o, num_new, extra, picked, adds):",
+        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv))]",
+        "        if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, sa, sv):",
         "            return general_content(me, request_id, o, num_new, contents)",
         "        emit_boundary(ops, plan)",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
@@ -1725,7 +1749,7 @@ def _source(core: CoordinatorCore) -> str:
         ]
         past = (
             "return general_content(me, request_id, o, num_new, contents) if fill else "
-            "content_cross(me, request_id, o, num_new, contents, tails, adds)"
+            "content_cross(me, request_id, o, num_new, contents, tails, adds, extra)"
         )
         for g in range(n):
             lines += group(g, False, past, "            ")
