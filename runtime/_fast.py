@@ -25,7 +25,12 @@ The functions: ``step`` (slot mappings returned), ``advance`` (none), ``speculat
 positions marked as lookahead), ``rollback`` (rejected lookahead taken back when no block is
 freed and the next step's block is the same), ``advance_all`` (one engine step's batch: the
 requests within their slack in C, the others through the general path, all in one commit),
-``content`` (a step and what its positions hold, `CoordinatorCore.advance_content`).
+``content`` (a step and what its positions hold, `CoordinatorCore.advance_content`) and
+``content_all`` (its batch), whose block boundaries and filled blocks (every generated token
+cached, as vLLM caches them) are planned by ``plan_cross`` and ``plan_fill``, also written out
+per layout: a block taken (a cached one evicted from the prefix cache) or evicted by a window
+(a cached one staying cached), the new full blocks hashed once per sequence and granularity
+and registered by the step that commits them.
 A step past some group's slack goes to ``cross`` and a rollback past it to ``uncross``, also
 written out per layout: a block boundary crossed (one block taken per group, or a prefill
 chunk's run of them, and one evicted by a window), or a block a rejected draft had taken
@@ -1005,16 +1010,343 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     return lines
 
 
+def _plan_cross(core: CoordinatorCore) -> list[str]:
+    """The source of ``plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv)``:
+    `CoordinatorCore._plan_boundary` of a plain step (no lookahead, no rollback before it, no
+    slot mappings) of the request at ``o`` (its content kept in ``extra``) written out per
+    group with the group's constants in, on the same boundary ``plan`` (so that requests
+    planned by either share the pools' fronts, the slabs' ends and the prefix cache's lists),
+    its stores to the fields appended to ``ha``, ``hv`` (hot: positions, values) and ``sa``,
+    ``sv`` (cold), which the caller commits as one map each, the rest to ``ops``:
+    each group within its slack, or one block taken at its table's end (a cached one evicted
+    from the prefix cache) and one evicted at its front by a window (a shared one loses a
+    reference, a cached one stays cached, free); then the full blocks of committed positions
+    whose hashes the request's streams know registered (`_register_boundary`'s rule, once per
+    group of each sequence and granularity). Returns False for any other step, as the core's
+    does (the caller takes the general path, or compacts the slab of ``plan.compact``
+    first); with a kind the generator does not write out, it is the core's."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    if any(
+        not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n)
+    ):
+        return [
+            "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv):",
+            "        return plan_boundary(ops, plan, o, num_new, None)",
+            "",
+        ]
+    comma = "," if n == 1 else ""
+    lines = [
+        "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv):",
+        "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
+        "        of, known, reg = extra.stream_of, extra.streams, extra.registered",
+        "        pend = " + " or ".join(
+            f"of[{g}] >= 0 and len(known[of[{g}]].hashes) > reg[{g}]" for g in range(n)
+        ),
+        f"        cb = o // {hw} * {cw}",
+        "        pstates, lists, crossed = plan.pools, plan.lists, False",
+        "        mark, hm, sm = len(ops), len(ha), len(sa)",
+    ]
+    for g in range(n):
+        p, size = core._pool[g], core._block_size[g]
+        in_flight = core._in_flight[g]
+        manager = core._managers[g]
+        kind = manager.kind
+        h = g * HOT
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+        first = "rows" if p == 1 else f"rows // {p}"
+        end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
+        out = [
+            f"q = q{g}",
+            f"anchor0, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
+            "rows = anchor0 - s",
+            f"first, end = {first}, {end}",
+            "touched = end - first if q else 0",
+            f"if 0 <= q <= s and (s or q) and touched <= {in_flight}:",
+            f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (s - q, q)",
+            f"    a{g} = (st[{c} + {SKIPPED}], rows + q, 0)",
+            f"elif q < 0 or touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
+            "    return False",
+            "else:",
+            f"    base0, length = st[{c} + {BASE}], st[{c} + {LENGTH}]",
+            f"    skipped, evict = st[{c} + {SKIPPED}], st[{c} + {EVICT}]",
+            f"    start, capacity = st[{c} + {START}], st[{c} + {CAPACITY}]",
+            f"    slab, skip = slabs[{g}], skipped",
+        ]
+        if kind == "sliding_window":
+            window = manager.sliding_window_slots  # type: ignore[attr-defined]
+            out += [
+                f"    if first >= evict and first > {window - 1}:",
+                f"        skip = max((first - {window - 1}) // {size}, skipped)",
+            ]
+            evicting = f"min((skip + 1) * {size} + {window - 1}, never)"
+        elif kind == "chunked_local":
+            chunk = manager.chunk_slots  # type: ignore[attr-defined]
+            out += [
+                "    if first >= evict:",
+                f"        skip = max(first // {chunk} * {chunk} // {size}, skipped)",
+            ]
+            evicting = f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
+        else:
+            evicting = "never"
+        out += [
+            f"    want = max((end + {size - 1}) // {size} - skipped - length, 0)",
+            "    dropped = skip - skipped",
+            "    if want > 1 or dropped > 1:  # runs: the core's plan, if nothing is planned yet",
+            "        if crossed:",
+            "            return False",
+            "        del ops[mark:], ha[hm:], hv[hm:], sa[sm:], sv[sm:]",
+            "        return plan_boundary(ops, plan, o, num_new, None)",
+            "    crossed = True",
+            f"    pool = pools[{g}]",
+            f"    state = pstates.get(pids[{g}])",
+            "    if state is None:",
+            f"        state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
+            "    if dropped:",
+            "        block = slab[start]",
+            f"        held = plan.shared.get((pids[{g}], block)) if plan.shared else None",
+            "        count = pool._shared.get(block, 1) if held is None else held[2]",
+            "        if count > 1:  # a prefix hit's block loses a reference",
+            f"            plan.shared[pids[{g}], block] = (pool, block, count - 1)",
+            "        else:",
+            "            if block in pool._cached:  # its content stays in the queue",
+            "                ops.append((pool._cached_free.add, block))",
+            "            state[4].append(block)",
+            "    taken = 0",
+            "    if want:",
+            "        if state[1] < pool.num_blocks:",
+            "            taken = state[1]",
+            "            state[1] += 1",
+            "        elif state[2] < len(pool._queue):",
+            "            taken = pool._queue[state[2]]",
+            "            if taken in pool._stale:",
+            "                return False",
+            "            entry = pool._cached.get(taken)",
+            "            if entry is not None:  # evicted from the prefix cache",
+            "                cache_map, key = entry",
+            "                planned = lists.get((id(cache_map), key))",
+            "                if planned is None:",
+            "                    planned = lists[id(cache_map), key] = (cache_map, key, "
+            "list(cache_map.get(key, ())))",
+            "                planned[2].remove(taken)",
+            "                ops.append((pool._cached.pop, taken, None))",
+            "                ops.append((pool._cached_free.discard, taken))",
+            "            state[2] += 1",
+            "        else:",
+            "            return False",
+            "        state[3].append(taken)",
+            f"    garbage = plan.garbage.get({g}, table_garbage[{g}]) + dropped",
+            "    moved = None",
+            "    if want and length + want > capacity:",
+            f"        tail = plan.slab_end.get({g}, len(slab))",
+            f"        if {g} not in plan.compacted and due(garbage + capacity - dropped, tail):",
+            f"            plan.compact = {g}",
+            "            return False",
+            "        moved = slab[start + dropped : start + length]",
+            "        moved.append(taken)",
+            "        room = grown(len(moved), capacity)",
+            "        moved.extend(array('i', bytes(4 * (room - len(moved)))))",
+            f"        plan.slab_end[{g}] = tail + room",
+            "        ops.append((slab.extend, moved))",
+            "        garbage += capacity - dropped",
+            "        start, capacity = tail, room",
+            "    else:",
+            "        if want:",
+            "            ops.append((setitem, slab, start + length, taken))",
+            "        start, capacity = start + dropped, capacity - dropped",
+            f"    if garbage != table_garbage[{g}]:",
+            f"        plan.garbage[{g}] = garbage",
+            "    length += want - dropped",
+            "    rows += q",
+            "    if first >= evict:",
+            f"        evict = {evicting}",
+            f"    index = rows // {p * size}",
+            "    base, anchor = base0, rows",
+            "    if skip <= index < skip + length:",
+            "        at = index - skip",
+            "        if moved is not None:",
+            "            block = moved[at]",
+            "        elif want and at >= length - want:",
+            "            block = taken",
+            "        else:",
+            "            block = slab[start + at]",
+            "        base = block - index",
+            f"        room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
+            f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
+            f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (anchor - rows, q)",
+            f"    k = {c} + {ANCHOR}",
+            "    sa += (k, k + 1, k + 2, k + 3, k + 4, k + 5, k + 6)",
+            "    sv += (anchor, base, evict, skip, start, length, capacity)",
+            f"    a{g} = (skip, rows, taken)",
+        ]
+        lines += ["        " + line for line in out]
+    # The registration (`_register_boundary`): per group with content, the blocks its
+    # committed positions fill, from the table before the step (and the block it takes).
+    lines += ["        if pend:"]
+    for g in range(n):
+        cache = core.caches[g]
+        if cache is None:
+            continue
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+        rpb = cache.rows_per_block
+        mask = core._swa_mask[g]
+        keep = ""
+        if mask is not None:
+            per = core._align[g] // rpb
+            need = -(-(cache.window - 1) // cache.block_size)  # type: ignore[operator]
+            keep = f"i % {per} < {per - need} or "
+        out = [
+            f"s = of[{g}]",
+            "if s >= 0:",
+            "    hashes = known[s].hashes",
+            f"    skip, rows, taken = a{g}",
+            f"    full, r = min(rows // {rpb}, len(hashes)), reg[{g}]",
+            "    if full > r:",
+            f"        skipped, start, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
+            f"st[{c} + {LENGTH}]",
+            f"        slab, pool, blocks_of = slabs[{g}], pools[{g}], cache_maps[{g}]",
+            "        for i in range(r, full):",
+            f"            if i < skip or {keep}False:",
+            "                continue",
+            "            if skipped <= i < skipped + length:",
+            "                block = slab[start + i - skipped]",
+            "                if block in pool._cached:",
+            "                    return False",
+            "            elif i == skipped + length and taken:",
+            "                block = taken",
+            "            else:",
+            "                return False",
+            "            key = hashes[i]",
+            "            ops.append((setitem, pool._cached, block, (blocks_of, key)))",
+            f"            planned = lists.get((ids_of[{g}], key))",
+            "            if planned is None:",
+            f"                planned = lists[ids_of[{g}], key] = (blocks_of, key, "
+            "list(blocks_of.get(key, ())))",
+            "            planned[2].append(block)",
+            f"        ops.append((setitem, reg, {g}, full))",
+            "    if len(hashes) > max(full, r):",
+            "        return False",
+        ]
+        lines += ["            " + line for line in out]
+    lines += [
+        "        if o in specs:",
+        "            ops.append((specs.pop, o, None))",
+        "        return True",
+        "",
+    ]
+    return lines
+
+
+def _plan_fill(core: CoordinatorCore) -> list[str]:
+    """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa,
+    sv)``: a step within every group's slack whose content (``adds[j]`` to the stream
+    ``picked[j]``, one stream per sequence) fills a block, planned on ``ops`` (stores to the
+    fields on ``ha``, ``hv``, ``sa``, ``sv`` as `_plan_cross` says) and a boundary ``plan`` as
+    the general path plans it (`CoordinatorCore._general_content`), written out per group: the
+    step's stores; each filled stream's new full blocks hashed once (for every group of its
+    sequence and granularity) and its tail cut (`CoordinatorCore._plan_content`); the blocks
+    of committed positions whose hashes are now known registered
+    (`CoordinatorCore._register_plan`'s rule, on the plan's lists); the fields held when
+    hashes stay ahead of the positions (`_hold`: the steps that commit them register). False
+    when a block to register is cached already (the caller takes the general path, which
+    decides)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    lines = [
+        "    def plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv):",
+        "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
+        f"        cb = o // {hw} * {cw}",
+    ]
+    for g in range(n):
+        h = g * HOT
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+        lines += [
+            f"        s = hot[o + {h + SLACK}]",
+            f"        ha += (o + {h + SLACK}, o + {h + STEP}); hv += (s - q{g}, q{g})",
+            f"        r{g} = st[{c} + {ANCHOR}] - s + q{g}",
+        ]
+    lines += [
+        "        hashed = {}",
+        "        for stream, added in zip(picked, adds):",
+        "            tail, rpb = stream.tail, stream.rows_per_block",
+        "            if len(tail) + len(added) < rpb:",
+        "                ops.append((tail.extend, added))",
+        "                continue",
+        "            joined = tail + added",
+        "            full = len(joined) // rpb * rpb",
+        "            new = chain_hashes(stream.parent, joined, rpb)",
+        "            ops.append((stream.hashes.extend, new))",
+        "            ops.append((setitem, tail, slice(None), joined[full:]))",
+        "            ops.append((setattr, stream, 'parent', new[-1]))",
+        "            hashed[id(stream)] = new",
+        "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
+        "        ahead = False",
+    ]
+    for g in range(n):
+        cache = core.caches[g]
+        if cache is None:
+            continue
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+        rpb = cache.rows_per_block
+        mask = core._swa_mask[g]
+        keep = ""
+        if mask is not None:
+            per = core._align[g] // rpb
+            need = -(-(cache.window - 1) // cache.block_size)  # type: ignore[operator]
+            keep = f" or i % {per} < {per - need}"
+        out = [
+            f"s = of[{g}]",
+            "if s >= 0:",
+            "    stream = streams[s]",
+            "    old, more = stream.hashes, hashed.get(id(stream), ())",
+            f"    known, r = len(old) + len(more), reg[{g}]",
+            f"    full = min(r{g} // {rpb}, known)",
+            "    if full > r:",
+            f"        skipped, first, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
+            f"st[{c} + {LENGTH}]",
+            f"        slab, cached, blocks_of = slabs[{g}], pools[{g}]._cached, cache_maps[{g}]",
+            "        for i in range(r, full):",
+            f"            if i < skipped{keep}:",
+            "                continue",
+            "            if i >= skipped + length:",
+            "                return False",
+            "            block = slab[first + i - skipped]",
+            "            if block in cached:",
+            "                return False",
+            "            key = old[i] if i < len(old) else more[i - len(old)]",
+            "            ops.append((setitem, cached, block, (blocks_of, key)))",
+            "            plan.listed(blocks_of, key).append(block)",
+            f"        ops.append((setitem, reg, {g}, full))",
+            "    if known > max(full, r):",
+            "        ahead = True",
+        ]
+        lines += ["        " + line for line in out]
+    # Held as `_hold` holds them (empty steps too): the step that commits them registers.
+    lines.append("        if ahead:")
+    for g in range(n):
+        h = g * HOT
+        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+        lines += [
+            f"            ha += (o + {h + SLACK}, o + {h + STEP}); hv += (0, q{g})",
+            f"            sa.append({c} + {ANCHOR}); sv.append(r{g})",
+        ]
+    lines += ["        return True", ""]
+    return lines
+
+
 def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> list[str]:
     """The source of ``content_all`` (``content_all_typed`` with ``typed``, the handler after
     it from the caller): `CoordinatorCore.advance_content_all`, one engine step's batch with
     the content of its positions. Each request within its slack whose content fills no block
     (each pair to a sequence of its own with one stream) is a set of stores and appends, all in
-    C on the commit line; the others are planned on the same ops by the core's `_content_plan`
-    (a block filled within the slack, a boundary crossed with no block filled: with every
-    generated token cached, the blocks a step takes or evicts are mostly cached ones, which
-    the core's boundary plan handles); any other request sends the whole batch to the core's
-    general path (`_general_content_all`)."""
+    C on the commit line; the others are planned on the same ops and boundary plan by the
+    generated planners: a block filled within the slack by `plan_fill` (hashed once per
+    sequence, registered where committed), a boundary crossed with no block filled by
+    `plan_cross` (with every generated token cached, the blocks a step takes or a window
+    evicts are mostly cached ones, and the step registers the block it completes); a move
+    that would make a slab due compacts it first and plans again. Any other request (both at
+    once, a speculative tail, content that is not one stream per sequence) sends the whole
+    batch to the core's general path (`_general_content_all`)."""
     n = len(core.names)
     comma = "," if n == 1 else ""
     qs = ", ".join(f"q{g}" for g in range(n)) + comma
@@ -1022,7 +1354,6 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     back = "return general_content_all(me, request_ids, num_new, contents)"
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     negative = " or ".join(f"q{g} < 0" for g in range(n))
-    slow = "slow.append((request_id, o, i, 3, None, None)); continue"
     lines = [
         f"    def content_all{suffix}(request_ids, num_new, contents):",
         "        me = []",
@@ -1099,7 +1430,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             ]
         lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
     lines += [
-        "            fast, slow, at, to, tails, adds = [], [], [], [], [], []",
+        "            slow, at, to, tails, adds = [], [], [], [], []",
         "            i = -1",
         "            for request_id in request_ids:",
         "                i += 1",
@@ -1108,11 +1439,11 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                    raise unknown(request_id)",
         "                extra = extras.get(o)",
         "                if extra is None or specs and o in specs:",
-        f"                    {slow}",
+        f"                    {back}",
         "                streams, of = extra.streams, extra.stream_of",
         "                if len(streams) != len(shares):",
-        f"                    {slow}",
-        "                kind, axes, mine, gets = 0, [], [], []",
+        f"                    {back}",
+        "                kind, axes, mine, gets, picked = 0, [], [], [], []",
         "                for g, keys, k in shares:",
         "                    s = of[g]",
         "                    if s < 0:",
@@ -1125,28 +1456,53 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                    if len(tail) + k >= stream.rows_per_block:",
         "                        kind = 1",
         "                    mine.append(tail)",
+        "                    picked.append(stream)",
         "                    gets.append(keys[i * k : i * k + k])",
         "                if kind == 3:",
-        f"                    {slow}",
+        f"                    {back}",
     ]
     for g in range(n):
         lines += group(g, False, "kind |= 2", "                ")
     slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
     values = ", ".join(f"s{g} - q{g}, q{g}" for g in range(n))
     lines += [
+        "                if kind == 3:",
+        f"                    {back}",
         "                if kind:",
-        "                    slow.append((request_id, o, i, kind, mine, gets)); continue",
+        "                    slow.append((o, kind, mine, gets, extra, picked)); continue",
         f"                at += ({slots}); to += ({values}); tails += mine; adds += gets",
         "            if len(set(request_ids)) != count:",
         f"                {back}",
         "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
         "(list, map(extend, tails, adds))]",
         "            if slow:",
-        "                plan = Boundary()",
-        "                for request_id, o, i, kind, mine, gets in slow:",
-        "                    if not plan_content(ops, plan, request_id, o, i, kind, mine, gets, "
-        "num_new, shares):",
+        # The planners' stores to the fields join the fast requests' (`at`, `to`) and one
+        # map of the cold ones (`sa`, `sv`): a pass in C each, at the commit.
+        "                sa, sv = [], []",
+        "                ops.append((commit, map(setitem, repeat(st), sa, sv)))",
+        # A move that would make a slab due: the slab compacted (nothing observable), the
+        # others planned again with the move allowed there (as `_boundary_step` does).
+        "                mark, hm, compacted = len(ops), len(at), frozenset()",
+        "                while True:",
+        "                    plan = Boundary(compacted)",
+        "                    for o, kind, mine, gets, extra, picked in slow:",
+        "                        if kind == 2:",
+        "                            if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, "
+        "sv):",
+        "                                break",
+        "                            ops.append((list, map(extend, mine, gets)))",
+        "                        elif not plan_fill(ops, plan, o, num_new, extra, picked, gets, "
+        "at, to, sa, sv):",
+        "                            break",
+        "                    else:",
+        "                        break",
+        "                    if plan.compact < 0 or plan.compact in compacted:",
         f"                        {back}",
+        "                    compacted |= {plan.compact}",
+        "                    pre = []",
+        "                    compact_ops(pre, compacted)",
+        "                    commit(ops_of(pre))  # moves segments only: nothing observable",
+        "                    del ops[mark:], at[hm:], to[hm:], sa[:], sv[:]",
         "                emit_boundary(ops, plan)",
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
@@ -1265,19 +1621,46 @@ def _source(core: CoordinatorCore) -> str:
         "    pools, slabs, garbage, extras = core.pools, core.table.slabs, core.table.garbage, "
         "core.extras",
         "    typecode, never = st.typecode, core.table.never",
-        "    extend, content_boundary = array.extend, core._content_boundary",
-        "    content_fill = core._content_fill",
+        "    extend, general_content_all = array.extend, core._general_content_all",
         "    compact = compact_ops = core.table.compact_ops",
-        "    plan_content, general_content_all = core._content_plan, core._general_content_all",
         "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
         "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
         "    tail_of = attrgetter('tail')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
         f"    nospec = (0,) * {n}  # no speculative tail",
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
+        "    table_garbage = core.table.garbage",
+        "    cache_maps = tuple(None if c is None else c.blocks for c in core.caches)",
+        "    ids_of = tuple(id(c) for c in cache_maps)",
         "",
     ]
     lines += _cross(core)
+    lines += _plan_cross(core)
+    lines += _plan_fill(core)
+    lines += [
+        # `advance_content` past some group's slack, its content filling no block:
+        # `plan_cross`, then the appends, in one commit (else the core's, which decides).
+        "    def content_cross(me, request_id, o, num_new, contents, tails, adds, extra):",
+        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv))]",
+        "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv):",
+        "            return general_content(me, request_id, o, num_new, contents)",
+        "        emit_boundary(ops, plan)",
+        "        ops.append((list, map(extend, tails, adds)))",
+        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "",
+        # `advance_content` within every slack, its content filling a block: `plan_fill`.
+        "    def content_fill(me, request_id, o, num_new, contents, extra, picked, adds):",
+        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv))]",
+        "        if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, sa, sv):",
+        "            return general_content(me, request_id, o, num_new, contents)",
+        "        emit_boundary(ops, plan)",
+        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "",
+    ]
     lines += _uncross(core)
 
     def head(name: str, args: str, operation: str) -> list[str]:
@@ -1464,9 +1847,9 @@ def _source(core: CoordinatorCore) -> str:
         lines += _respec(core, typed, head, tail, shape)
         # A step and the content its positions hold (`CoordinatorCore.advance_content`):
         # stores and the tails' appends when each pair goes to a sequence of its own with one
-        # stream (one granularity), whose block it does not fill; past a group's slack, the
-        # core's boundary plan and the appends in one commit; a block filled by the content
-        # (the step within every slack) the core's `_content_fill`.
+        # stream (one granularity), whose block it does not fill; past a group's slack,
+        # `plan_cross` and the appends in one commit (`content_cross`); a block filled by the
+        # content (the step within every slack) `plan_fill` (`content_fill`).
         back = "return general_content(me, request_id, o, num_new, contents)"
         lines += head("content" + suffix, "request_id, num_new, contents", "allocate")
         lines += ["            if specs and o in specs:", f"                {back}"]
@@ -1481,7 +1864,7 @@ def _source(core: CoordinatorCore) -> str:
             "is not tuple:",
             f"                {back}",
             "            streams, of = extra.streams, extra.stream_of",
-            "            tails, adds, axes, fill = [], [], [], False",
+            "            tails, adds, axes, picked, fill = [], [], [], [], False",
             "            if len(streams) != len(contents):",
             f"                {back}",
             "            for pair in contents:",
@@ -1497,18 +1880,20 @@ def _source(core: CoordinatorCore) -> str:
             "                if len(tail) + len(added) >= stream.rows_per_block:",
             "                    fill = True",
             "                tails.append(tail)",
+            "                picked.append(stream)",
             "                adds.append(added)",
             "                axes.append(axis)",
         ]
         past = (
             "return general_content(me, request_id, o, num_new, contents) if fill else "
-            "content_boundary(me, request_id, o, num_new, contents, tails, adds)"
+            "content_cross(me, request_id, o, num_new, contents, tails, adds, extra)"
         )
         for g in range(n):
             lines += group(g, False, past, "            ")
         lines += [
             "            if fill:",
-            "                return content_fill(me, request_id, o, num_new, contents)",
+            "                return content_fill(me, request_id, o, num_new, contents, extra, "
+            "picked, adds)",
         ]
         lines.append(
             f"            {stores()}; list(map(extend, tails, adds)); del owner[0]; return"
@@ -1532,7 +1917,8 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"
-        "from kvunits.runtime._table import due, grown\n\n"
+        "from kvunits.runtime._table import due, grown\n"
+        "from kvunits.runtime.prefix_cache import chain_hashes\n\n"
     )
     return header + "\n".join(lines) + "\n"
 

@@ -90,6 +90,8 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
             return core._general_rollback(me, request_id, o, args[1])
         if kind == "respec":
             return core._general_respec(me, request_id, o, *args[1:])
+        if kind == "content":
+            return core._general_content(me, request_id, o, args[1], args[2])
         lookahead = args[2] if kind == "speculative" else None
         return core._general_step(me, request_id, o, args[1], lookahead, kind != "advance")
     except BaseException:
@@ -988,9 +990,9 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
     # each), every token cached (vLLM's append of sampled tokens): each step is one
     # `advance_with_content` (the step and both contents), compared call by call with
     # `advance` then `extend_content` per sequence on a twin; within a block the generated
-    # stores (`content`), a block crossed the core's boundary plan, a block filled by the
-    # content its hashes and registration after the step's stores (`_content_fill`), both
-    # at once `_general_content`.
+    # stores (`content`), a block crossed the generated boundary plan (`plan_cross`), a block
+    # filled by the content its hashes and registration after the step's stores
+    # (`plan_fill`), both at once `_general_content`.
     one, two = _voxtral_toy(), _voxtral_toy()
     for c in (one, two):
         for rid in ("a", "b"):
@@ -1026,7 +1028,9 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
             two.extend_content(rid, twin_text, ContentKeys([token], Tokens))
             assert _state(one) == _state(two), (i, rid)
         check_pools(one)
-    assert {"content_typed", "_content_boundary", "_content_fill"} <= set(ran), set(ran)
+    assert {"content_typed", "content_cross", "plan_cross", "content_fill", "plan_fill"} <= set(
+        ran
+    ), set(ran)
     assert "_general_step" not in ran
     # Wrong units, a bare list and a handle of another coordinator change nothing.
     before = _state(one)
@@ -1118,26 +1122,15 @@ def _batch_content(
     ]
 
 
-def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_generating_batch_in_one_call_matches_each_request_in_turn() -> None:
     # Three streams generate a token an engine step (2 encoder tokens of audio and 1 token)
     # from a shared prompt, every token cached: each engine step is one
     # `advance_with_content_all`, compared call by call with `advance_with_content` of each
     # request in turn on a twin (itself tested against the general path above). Every path of
     # the batch runs: the generated stores and appends, a block crossed and a block filled by
-    # the content (`_content_plan`: the core's boundary plan, `_plan_fill`), the filled block's
-    # registration by the step that commits it (the boundary plan, the audio window evicting
-    # the prompt's shared blocks too), and the batch's general path (a step of two blocks).
-    planned: list[tuple[int, bool]] = []
-    plan_content = CoordinatorCore._content_plan
-
-    def spy(self: CoordinatorCore, *args: Any) -> bool:
-        got = plan_content(self, *args)
-        planned.append((args[5], got))  # (kind, planned)
-        return got
-
-    monkeypatch.setattr(CoordinatorCore, "_content_plan", spy)
+    # the content (the generated `plan_cross` and `plan_fill`), the filled block's
+    # registration by the step that commits it (`plan_cross`, the audio window evicting the
+    # prompt's shared blocks too), and the batch's general path (a step of two blocks).
     one, two = _voxtral_toy(72), _voxtral_toy(72)
     rids = ["a", "b", "c"]
     for c in (one, two):
@@ -1181,7 +1174,7 @@ def test_a_generating_batch_in_one_call_matches_each_request_in_turn(
         assert _state(one) == _state(two), i
         check_pools(one)
     assert {"content_all_typed", "_general_content_all"} <= set(ran), set(ran)
-    assert {(1, True), (2, True)} <= set(planned), planned
+    assert {"plan_cross", "plan_fill"} <= set(ran), set(ran)
     # A request twice, keys not an equal share, wrong units, a request admitted without
     # content: an error, and nothing changed.
     one.free("c")
@@ -1424,3 +1417,132 @@ def test_streams_sharing_a_prompt_take_the_boundary_path_as_the_general_path_doe
     assert shared_drops > 5
     assert "_boundary_step" in ran or "cross_plan" in ran, set(ran)
     assert ("_plan_step" in ran) == small, set(ran)
+
+
+def _generating(layout: str) -> KVCacheCoordinator:
+    """A small coordinator whose blocks cycle through the prefix cache: ``text`` (full
+    attention, blocks of 4 tokens); ``audio+text`` adds a pooled sliding window (P = 2, 5
+    encoder tokens, blocks of 4 slots: 8 encoder tokens a block, another granularity on
+    another sequence), pools of their own; ``text+sliding+audio`` adds a sliding window of 6
+    tokens on the text sequence and draws every group from one pool."""
+    audio = SlidingWindowLayer(
+        sliding_window=Window(9, EncoderTokens),
+        pool=PoolFactor(2),
+        kv_heads=KVHeads(1),
+        head_size=Elements(8),
+    )
+    text = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
+    sliding = SlidingWindowLayer(
+        sliding_window=Window(6, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
+    layers: dict[str, LayerSpec] = {"text": text}
+    blocks: int | dict[str, int] = 22
+    if layout == "audio+text":
+        layers, blocks = {"audio": audio, "text": text}, {"audio": 12, "text": 22}
+    elif layout == "text+sliding+audio":  # (audio pages of the others' size: one pool)
+        audio = SlidingWindowLayer(
+            sliding_window=Window(9, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(4),
+        )
+        layers, blocks = {"text": text, "sliding": sliding, "audio": audio}, 48
+    return coordinator(
+        layers,
+        block_size=4,
+        num_blocks=blocks,
+        max_len=24,
+        max_in_flight=4,
+        reserve=False,
+        shared=layout == "text+sliding+audio",
+    )
+
+
+@pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
+@pytest.mark.parametrize("typed", ["", "_typed"])
+def test_generated_tokens_cached_across_reuse_match_the_general_path(
+    layout: str, typed: str
+) -> None:
+    # Three streams at a time generate a token an engine step (and 2 encoder tokens of audio),
+    # every token cached; a stream ends after 14 steps and the next one is admitted with a
+    # prompt that shares its start with the others (prefix hits). The pools are small, so
+    # that once their fresh blocks are used the steps take free blocks the prefix cache holds
+    # (each evicted from the cache) and the windows evict registered blocks (which stay
+    # cached, free). Each engine step is one `advance_content_all` (every block filled,
+    # registered, taken or evicted there is planned by the generated `plan_fill` and
+    # `plan_cross`), compared call by call with the batch's general path on a twin; the
+    # streams' first steps are `advance_content` of one request, compared with its general
+    # path the same way. Windows of 9 encoder tokens (5 slots) and 6 tokens evict at other
+    # steps than those filling a block.
+    one = _generating(layout)
+    core = one._core
+    units: dict[str, Any] = {
+        g.name: EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens
+        for g in one.groups
+    }
+    handles = [one.group(name, unit) for name, unit in units.items()]
+    scale = [2 if unit is EncoderTokens else 1 for unit in units.values()]
+    # One (group, keys) pair per sequence: the first group reading it.
+    pairs: dict[Any, int] = {}
+    for h, unit in zip(handles, units.values(), strict=True):
+        pairs.setdefault(unit, h.index)
+    rng = random.Random(7)
+    ran: list[str] = []
+    seen = {"cached takes": 0, "cached evictions": 0}
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    def keys_of(tokens: list[int]) -> list[tuple[int, list[int]]]:
+        return [
+            (g, [t for t in tokens for _ in range(2)] if unit is EncoderTokens else tokens)
+            for unit, g in pairs.items()
+        ]
+
+    def checked(kind: str, *args: Any) -> None:
+        twin = copy.deepcopy(one)
+        cached_free = [set(pool._cached_free) for pool in unique_pools(one)]
+        cached_held = [set(pool._cached) - set(pool._cached_free) for pool in unique_pools(one)]
+        sys.setprofile(record)
+        try:
+            mine = _outcome(fast, core, kind + typed, *args)
+        finally:
+            sys.setprofile(None)
+        theirs = _outcome(general, twin._core, kind, *args)
+        assert mine == theirs, (kind, args)
+        assert _state(one) == _state(twin), (kind, args)
+        for pool, was_free, was_held in zip(unique_pools(one), cached_free, cached_held,
+                                            strict=True):
+            seen["cached takes"] += len(was_free - set(pool._queue[pool._head :]))
+            seen["cached evictions"] += len(was_held & pool._cached_free)
+
+    running: dict[str, int] = {}
+    made = 0
+    for _ in range(60):
+        while len(running) < 3:
+            rid = f"s{made}"
+            made += 1
+            prompt = [1, 2, 3, 4] + [rng.randrange(3) for _ in range(rng.randrange(5))]
+            parts = {}
+            for h, unit in zip(handles, units.values(), strict=True):
+                content = [k for k in prompt for _ in range(2)] if unit is EncoderTokens else prompt
+                parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
+            hits = core.admit_with_prefix(rid, [None] * len(handles), parts)
+            first = [len(prompt) * s - hit for s, hit in zip(scale, hits, strict=True)]
+            checked("content", rid, first, keys_of([rng.randrange(4)]))
+            running[rid] = 1
+        ids = sorted(running)
+        checked("content_all", ids, list(scale), keys_of([rng.randrange(4) for _ in ids]))
+        for rid in ids:
+            running[rid] += 1
+            if running[rid] == 14:
+                one.free(rid)
+                del running[rid]
+        check_pools(one)
+    assert {"plan_cross", "plan_fill"} <= set(ran), set(ran)
+    # (The batch's general path still decides a request that fills a block and crosses one at
+    # once, and a take where a prefix hit left a stale queue entry, as the core's plan did.)
+    assert seen["cached takes"] > 0, seen
+    if layout != "text":
+        assert seen["cached evictions"] > 0, seen
