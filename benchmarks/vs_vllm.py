@@ -1012,101 +1012,174 @@ def make_steps(trace: Trace) -> int:
 # -- memory ---------------------------------------------------------------------------------------
 
 
+#: A side's memory: per fill (bytes then, blocks held then), bytes left after every request
+#: is freed, bytes when built, free blocks still holding a cached prefix after the frees.
+Memory = tuple[list[tuple[int, int]], int, int, int]
+
+
+def _traced(pattern: str) -> int:
+    """Bytes tracemalloc sees allocated from files matching ``pattern`` (after a collection)."""
+    gc.collect()
+    snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, pattern)])
+    return sum(s.size for s in snap.statistics("filename"))
+
+
+def vllm_memory(v: dict[str, Any], trace: Trace) -> Memory:
+    """vLLM's side of `memory`: its KVCacheManager (one pool), every request admitted with a
+    32-token prompt (hashed when the trace caches prefixes), then 300 decode steps, then
+    freed."""
+    streams = trace.streams
+    caching = trace.prefix != "none"
+    mgr = vllm_manager(v, trace, 1 + streams * 200, caching=caching)
+    hasher = None
+    if caching:
+        fn = v["get_hash_fn_by_name"]("sha256")
+        v["init_none_hash"](fn)
+        hasher = v["get_request_block_hasher"](BLOCK, fn)
+    prompts = contents(trace, streams)
+    reqs = [
+        v["Request"](
+            request_id=f"s{i}",
+            prompt_token_ids=list(prompts[i][0]),
+            sampling_params=v["SamplingParams"](max_tokens=2000),
+            pooling_params=None,
+            block_hasher=hasher,
+        )
+        for i in range(streams)
+    ]
+    pattern = "*/vllm/v1/core/*"
+    m0 = _traced(pattern)
+
+    def held() -> int:
+        return sum(
+            1
+            for m in mgr.coordinator.single_type_managers
+            for bl in m.req_to_blocks.values()
+            for b in bl
+            if not b.is_null
+        )
+
+    fills = []
+    for r in reqs:
+        mgr.new_step_starts()
+        blocks, hit, _ = mgr.get_computed_blocks(r)
+        mgr.allocate_slots(r, trace.prompt - hit, hit, blocks)
+        r.status = v["RequestStatus"].RUNNING
+        r.num_computed_tokens = trace.prompt
+    fills.append((_traced(pattern) - m0, held()))
+    for _ in range(300):
+        mgr.new_step_starts()
+        for r in reqs:
+            mgr.allocate_slots(r, 1)
+            r.num_computed_tokens += 1
+    fills.append((_traced(pattern) - m0, held()))
+    for r in reqs:
+        r.status = v["RequestStatus"].FINISHED_LENGTH_CAPPED
+        mgr.free(r)
+    pool = mgr.block_pool
+    cached = sum(
+        1 for b in pool.blocks if b.block_hash is not None and b.ref_cnt == 0 and not b.is_null
+    )
+    return fills, _traced(pattern) - m0, m0, cached
+
+
+def kvunits_memory(trace: Trace) -> Memory:
+    """kvunits' side of `memory`, the same requests through the typed `Stepper`
+    (``admit_with_prefix`` with the prompt's hashes when the trace caches prefixes)."""
+    streams = trace.streams
+    coord = kvunits_coordinator(trace)
+    handles: list[Any] = [coord.group(g, _unit_of(g)) for g in trace.groups]
+    scale = [P if g == "audio" else 1 for g in trace.groups]
+    stepper: Any = coord.stepper(*handles)
+    pattern = "*/kvunits/runtime/*"
+    rids = [f"s{i}" for i in range(streams)]
+    lengths = [h.unit(trace.length * s) for h, s in zip(handles, scale, strict=True)]
+    one = [h.unit(s) for h, s in zip(handles, scale, strict=True)]
+    prefixes = []
+    if trace.prefix != "none":
+        for tokens, frames in contents(trace, streams):
+            prefixes.append(
+                tuple(
+                    h.block_hashes(
+                        ContentKeys(frames, EncoderTokens)
+                        if g == "audio"
+                        else ContentKeys(tokens, Tokens)
+                    )
+                    for h, g in zip(handles, trace.groups, strict=True)
+                )
+            )
+    m0 = _traced(pattern)
+
+    def held() -> int:
+        return sum(sum(1 for b in coord.block_table(rid, h) if b) for rid in rids for h in handles)
+
+    fills = []
+    for i, rid in enumerate(rids):
+        if prefixes:
+            got = stepper.admit_with_prefix(rid, *lengths, prefix=prefixes[i])
+            hits = [magnitude(n) for n in got]
+        else:
+            stepper.admit(rid, *lengths)
+            hits = [0] * len(handles)
+        stepper.advance(
+            rid,
+            *(h.unit(trace.prompt * s - n) for h, s, n in zip(handles, scale, hits, strict=True)),
+        )
+    fills.append((_traced(pattern) - m0, held()))
+    for _ in range(300):
+        for rid in rids:
+            stepper.advance(rid, *one)
+    fills.append((_traced(pattern) - m0, held()))
+    for rid in rids:
+        coord.free(rid)
+    cached = sum(p.num_cached_free for p in {id(p): p for p in coord._core.pools}.values())
+    return fills, _traced(pattern) - m0, m0, cached
+
+
 def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     """Bytes per held block, per request, and left after freeing every request, of each side's
-    allocator (audio + text), by tracemalloc over the allocator's own files."""
-    trace = Trace("memory", str(streams), ("audio", "text"), streams=streams, decode=1000)
-
-    def current(pattern: str) -> int:
-        gc.collect()
-        snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, pattern)])
-        return sum(s.size for s in snap.statistics("filename"))
-
-    results = {}
-    tracemalloc.start(1)
-    try:
-        if v is not None:
-            mgr = vllm_manager(v, trace, 1 + streams * 200, caching=False)
-            reqs = [
-                v["Request"](
-                    request_id=f"s{i}",
-                    prompt_token_ids=list(range(32)),
-                    sampling_params=v["SamplingParams"](max_tokens=2000),
-                    pooling_params=None,
-                    block_hasher=None,
-                )
-                for i in range(streams)
-            ]
-            pattern = "*/vllm/v1/core/*"
-            m0 = current(pattern)
-
-            def vheld() -> int:
-                return sum(
-                    1
-                    for m in mgr.coordinator.single_type_managers
-                    for bl in m.req_to_blocks.values()
-                    for b in bl
-                    if not b.is_null
-                )
-
-            fills = []
-            for r in reqs:
-                mgr.new_step_starts()
-                blocks, hit, _ = mgr.get_computed_blocks(r)
-                mgr.allocate_slots(r, 32, hit, blocks)
-                r.status = v["RequestStatus"].RUNNING
-                r.num_computed_tokens = 32
-            fills.append((current(pattern) - m0, vheld()))
-            for _ in range(300):
-                mgr.new_step_starts()
-                for r in reqs:
-                    mgr.allocate_slots(r, 1)
-                    r.num_computed_tokens += 1
-            fills.append((current(pattern) - m0, vheld()))
-            for r in reqs:
-                r.status = v["RequestStatus"].FINISHED_LENGTH_CAPPED
-                mgr.free(r)
-            results["vLLM"] = (fills, current(pattern) - m0, m0)
-            del mgr, reqs
-        coord = kvunits_coordinator(trace)
-        audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
-        stepper = coord.stepper(audio, text)
-        pattern = "*/kvunits/runtime/*"
-        rids = [f"s{i}" for i in range(streams)]
-        a_len, t_len = EncoderTokens(P * trace.length), Tokens(trace.length)
-        a1, t1, a32, t32 = EncoderTokens(P), Tokens(1), EncoderTokens(P * 32), Tokens(32)
-        m0 = current(pattern)
-
-        def kheld() -> int:
-            return sum(
-                sum(1 for b in coord.block_table(rid, h) if b)
-                for rid in rids
-                for h in (audio, text)
+    allocator, by tracemalloc over the allocator's own files (issue 25's figures): audio +
+    text with a pool per group (kvunits) and one pool (vLLM), ``streams`` of them; then, with
+    a quarter as many streams, text + sliding with one pool on both sides (kvunits' shared
+    pool), and audio + text with the prompt's blocks cached (the free blocks holding a cached
+    prefix stay, and the pool's queue with them: its order is the cache's eviction order; the
+    prefix cache, bounded by the pool's size)."""
+    plain = Trace("memory", str(streams), ("audio", "text"), streams=streams, decode=1000)
+    fewer = replace(plain, streams=max(1, streams // 4))
+    variants = [
+        ("audio + text, a pool per group", plain),
+        ("text + sliding, one pool", replace(fewer, groups=("text", "sliding"), shared_pool=True)),
+        ("audio + text, the prompt cached", replace(fewer, prefix="prompt")),
+    ]
+    print("memory of the allocator (tracemalloc):")
+    for title, trace in variants:
+        tracemalloc.start(1)
+        try:
+            results: dict[str, Memory] = {}
+            if v is not None:
+                results["vLLM"] = vllm_memory(v, trace)
+            results["kvunits"] = kvunits_memory(trace)
+        finally:
+            tracemalloc.stop()
+        print(f"  {title}, {trace.streams} streams:")
+        figures = {}
+        for side, (((m_a, h_a), (m_b, h_b)), left, built, cached) in results.items():
+            per_block = (m_b - m_a) / (h_b - h_a)
+            per_request = (m_a - per_block * h_a) / trace.streams
+            figures[side] = (per_block, per_request, left)
+            print(
+                f"  {side:>8}: {per_block:6.1f} byte per held block, {per_request:6.0f} byte "
+                f"per request ({h_a} then {h_b} blocks held: {m_a:,} then {m_b:,} byte); "
+                f"{left:,} byte left after freeing all ({cached} cached free blocks); "
+                f"{built:,} byte when built"
             )
-
-        fills = []
-        for rid in rids:
-            stepper.admit(rid, a_len, t_len)
-            getattr(stepper, "advance", stepper.allocate)(rid, a32, t32)
-        fills.append((current(pattern) - m0, kheld()))
-        for _ in range(300):
-            for rid in rids:
-                getattr(stepper, "advance", stepper.allocate)(rid, a1, t1)
-        fills.append((current(pattern) - m0, kheld()))
-        for rid in rids:
-            coord.free(rid)
-        results["kvunits"] = (fills, current(pattern) - m0, m0)
-    finally:
-        tracemalloc.stop()
-    print(f"memory of the allocator, {streams} streams of audio + text (tracemalloc):")
-    for side, (((m_a, h_a), (m_b, h_b)), left, built) in results.items():
-        per_block = (m_b - m_a) / (h_b - h_a)
-        per_request = (m_a - per_block * h_a) / streams
-        print(
-            f"  {side:>8}: {per_block:6.1f} byte per held block, {per_request:6.0f} byte per "
-            f"request ({h_a} then {h_b} blocks held: {m_a:,} then {m_b:,} byte); "
-            f"{left:,} byte left after freeing all; {built:,} byte when built"
-        )
+        if len(figures) == 2:
+            names = ("per held block", "per request", "left after freeing all")
+            verdict = [
+                f"{name} {'yes' if k <= w else 'NO'}"
+                for name, k, w in zip(names, figures["kvunits"], figures["vLLM"], strict=True)
+            ]
+            print("    kvunits at most vLLM's: " + ", ".join(verdict))
 
 
 # -- main -----------------------------------------------------------------------------------------

@@ -1051,11 +1051,11 @@ class CoordinatorCore:
                 if run is None:
                     moved = slab[start + dropped : start + length]
                     moved.append(taken)
-                    room = grown(len(moved), capacity)
+                    room = grown(len(moved), capacity, skip)
                     moved.extend(array("i", bytes(4 * (room - len(moved)))))
                 else:  # made whole at once, its parts copied in by memory views
                     staying = length - dropped
-                    room = grown(staying + want, capacity)
+                    room = grown(staying + want, capacity, skip)
                     moved = array("i", (0,)) * room
                     with memoryview(moved) as to, memoryview(slab) as source:
                         to[:staying] = source[start + dropped : start + length]
@@ -1922,6 +1922,8 @@ class CoordinatorCore:
         if last:  # emptied so: a dict keeps its size after pops, not after clear
             ops.append((self.extras.clear,))
             ops.append((self.specs.clear,))
+            for plan in pools.values():  # an idle pool as built (`PoolPlan.emit`)
+                plan.last = True
             return caps, unshared
         if extra is not None:
             ops.append((self.extras.pop, o, None))

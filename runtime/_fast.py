@@ -303,7 +303,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             *compact_first,
             "            moved = slab[start + dropped : start + length]",
             "            moved.append(taken)",
-            "            room = grown(len(moved), capacity) - len(moved)",
+            "            room = grown(len(moved), capacity, skip) - len(moved)",
             "            moved.extend(array('i', bytes(4 * room)))",
             "            ops.append((slab.extend, moved))",
             f"            ops.append((setitem, garbage, {g}, garbage[{g}] + capacity))",

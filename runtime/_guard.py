@@ -68,7 +68,10 @@ class Guard:
     __slots__ = ("claim", "owner")
 
     def __init__(self) -> None:
-        self.owner: dict[int, object] = {}
+        # Its table made now (a dict keeps it after the key is deleted): built, not left
+        # behind by the first call.
+        self.owner: dict[int, object] = {0: self}
+        del self.owner[0]
         self.claim = self.owner.setdefault
 
     @property

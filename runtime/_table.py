@@ -12,7 +12,8 @@ its fields are reused by the next request, its segments are reclaimed when the s
 compacted, and when the last request ends every array is emptied.
 
 A segment is placed first without spare room; it grows at its end into its spare capacity, or
-moves to the slab's end with a quarter more room; it shrinks at its front when a window evicts.
+moves to the slab's end with room to grow (`grown`: a quarter of its entries, at least 8, or
+half those a window evicted); it shrinks at its front when a window evicts.
 The space it leaves is garbage, counted per group; `RequestTable.compact_ops` rewrites a slab
 without it once it is a quarter of the slab (`due`); a step that would move a segment of a slab
 that is due takes the general path, which compacts first.
@@ -67,11 +68,21 @@ def due(garbage: int, length: int) -> bool:
     return garbage >= max(_COMPACT_MIN, length >> 2)
 
 
-def grown(length: int, capacity: int) -> int:
-    """The capacity a segment of ``length`` entries moves to from one of ``capacity``: a
-    quarter more, at least 4; exactly ``length`` when placed first (``capacity`` 0), so that a
-    table that never grows (a prompt, a short answer) costs its entries only."""
-    return length + max(4, length >> 2) if capacity else length
+def grown(length: int, capacity: int, skipped: int) -> int:
+    """The capacity a segment of ``length`` live entries, after ``skipped`` evicted ones,
+    moves to from one of ``capacity`` (and is given when a slab is compacted): a quarter more,
+    at least 8, or half the evicted ones when that is more; exactly ``length`` when placed
+    first (``capacity`` 0), so that a table that never grows (a prompt, a short answer) costs
+    its entries only.
+
+    A table grows at its end only (a window's evictions shrink it at its front, room it
+    cannot reuse), so the room follows what the table has grown by in all, not what it
+    holds: a window's segment (a bounded number of entries) moves a logarithmic number of
+    times, each move after half again as many blocks, not once every few blocks. An evicted
+    entry's share of room (2 byte) is a quarter of what vLLM keeps for it (a null block's
+    reference in the request's list); a table's first moves, at least 8 entries apart, cost
+    32 byte of room at most."""
+    return length + max(8, length >> 2, skipped >> 1) if capacity else length
 
 
 def _zeros_ops(ops: Ops, values: array[int], count: int) -> None:
@@ -218,7 +229,7 @@ class RequestTable:
                     (setitem, slab, slice(start + length, start + end), array("i", added))
                 )
             else:
-                new = grown(end, fields[CAPACITY])
+                new = grown(end, fields[CAPACITY], fields[SKIPPED] + dropped)
                 moved = slab[start : start + length]
                 moved.extend(added)
                 moved.extend(array("i", bytes(4 * (new - end))))
@@ -260,7 +271,7 @@ class RequestTable:
     ) -> None:
         """Add to ``ops`` what rewrites every slab whose garbage is `due` (with ``soon``: half
         way there, so that a segment's move does not make it due; and those of ``groups``, due
-        or not) without the garbage (each segment keeps a quarter of spare room): no
+        or not) without the garbage (each segment given the room a move gives, `grown`): no
         observable change. ``ended``: the plan of the end of the request at offset ``o``
         (`release_ops`), whose garbage counts and whose segments are not kept."""
         st = self.st
@@ -275,7 +286,7 @@ class RequestTable:
                     continue
                 c = self.cold(other) + g * COLD - HOT
                 length = st[c + LENGTH]
-                capacity = length + max(4, length >> 2) if length else 0
+                capacity = grown(length, 1, st[c + SKIPPED]) if length else 0
                 moves.append((c, at, capacity))
                 at += capacity
             # The kept entries copied segment by segment into the new slab, made whole at

@@ -103,8 +103,11 @@ class BlockPool:
     (``FreeKVCacheBlockQueue``: append on free, pop from the front); vLLM 2026 puts never-cached
     blocks at the front instead, kvunits keeps one FIFO order for all.
 
-    Memory follows the ids freed, never the pool's size, and a block costs nothing to take or
-    free beyond its place in the queue: the queue is the ids never handed out (a range,
+    When the end of the last request leaves every block free and none cached, the pool is as
+    built again (`PoolPlan.last`): nothing of the ids handed out stays once every request is
+    freed. Until then memory follows the ids freed, never the pool's size, and a block costs
+    nothing to take or free beyond its place in the queue: the queue is the ids never handed
+    out (a range,
     ``_fresh .. num_blocks - 1``, always at its front, since every freed block goes to the
     back) followed by the freed ones, 4 bytes each (``array('i')``, taken and extended by
     slices). Whether a block is held is the queue's complement (a block below ``_fresh`` and
@@ -395,6 +398,7 @@ class PoolPlan:
         "evicted",
         "fresh",
         "head",
+        "last",
         "lists",
         "num_stale",
         "pool",
@@ -419,6 +423,8 @@ class PoolPlan:
         self.cache_add: dict[int, tuple[CacheMap, bytes]] = {}  # registered by the plan
         # Planned block lists of cache maps: (id(map), key) -> (map, key, blocks).
         self.lists: dict[tuple[int, bytes], tuple[CacheMap, bytes, list[int]]] = {}
+        # The call ends the last request: the pool, if then idle, is as built (`emit`).
+        self.last = False
 
     @property
     def num_free(self) -> int:
@@ -634,6 +640,15 @@ class PoolPlan:
     def emit(self, ops: Ops) -> None:
         """Add to ``ops`` the operations that make the planned changes."""
         pool = self.pool
+        if (
+            self.last
+            and not self.used
+            and self.fresh > 1
+            and not self.cache_add
+            and len(self.evicted) == len(pool._cached)
+        ):
+            self._emit_built(ops)
+            return
         if self.fresh != pool._fresh:
             ops.append((setattr, pool, "_fresh", self.fresh))
         shared = pool._shared
@@ -671,4 +686,24 @@ class PoolPlan:
         for block, free in self.cached_free.items():
             ops.append((cached_free.add if free else cached_free.discard, block))
         for cache, key, blocks in self.lists.values():
+            ops.append((setitem, cache, key, blocks) if blocks else (cache.pop, key, None))
+
+    def _emit_built(self, ops: Ops) -> None:
+        """`emit` of a plan that ends the last request (``last``) and leaves every block free
+        and none cached (none registered: a registered block is held): the pool as built,
+        its ids handed out from 1 again, so that nothing of the ids it handed out stays once
+        every request is freed. Which free block an allocation takes changes nothing but the
+        ids (none holds content), and the order stays a function of the calls alone. Only
+        the end of the last request does it (never a step or a rollback that frees a pool's
+        last block while requests remain), so every path of a call leaves the same pool."""
+        pool = self.pool
+        ops.append((setattr, pool, "_fresh", 1))
+        for values in (pool._queue, pool._iota):
+            ops.append((values.__delitem__, slice(None)))
+        # Emptied with ``clear``: a dict or set keeps its table's size after pops.
+        for held in (pool._shared, pool._stale, pool._cached, pool._cached_free):
+            ops.append((held.clear,))
+        for name in ("_head", "_num_stale", "_used"):
+            ops.append((setattr, pool, name, 0))
+        for cache, key, blocks in self.lists.values():  # the cached blocks this plan took
             ops.append((setitem, cache, key, blocks) if blocks else (cache.pop, key, None))

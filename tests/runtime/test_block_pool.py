@@ -60,6 +60,43 @@ def test_double_free_and_null_free_are_caught() -> None:
     assert pool.allocate_n(2) == [2, 1]
 
 
+def _release_last(pool: BlockPool, blocks: list[int]) -> None:
+    """Release ``blocks`` as the end of the last request does (`PoolPlan.last`)."""
+    plan = PoolPlan(pool)
+    plan.release(blocks)
+    plan.last = True
+    ops: Ops = []
+    plan.emit(ops)
+    commit(ops_of(ops))
+
+
+def test_a_pool_idle_at_the_last_end_without_cached_blocks_is_as_built() -> None:
+    """When the end of the last request leaves every block free and none holding a
+    registered prefix, the pool is as built: no queue, ids handed out from 1 again
+    (`PoolPlan._emit_built`). Frees that leave a block held, or that are not the last end
+    (`BlockPool.free`: a pool alone), keep the queue; so does a cached free block: the
+    queue's order is the prefix cache's eviction order."""
+    pool = BlockPool(40, name="g")
+    taken = pool.allocate_n(30)
+    _release_last(pool, taken[:20])  # 10 still held
+    assert len(pool._queue) == 20 and pool._fresh == 31
+    _release_last(pool, taken[20:])
+    assert (pool._fresh, len(pool._queue), pool._head, len(pool._iota)) == (1, 0, 0, 0)
+    assert pool.num_free == 39 and pool.free_queue() == list(range(1, 40))
+    assert pool.allocate_n(3) == [1, 2, 3]
+    pool.free([1, 2, 3])  # not the last end: the queue is kept
+    assert pool._fresh == 4 and pool.free_queue()[-3:] == [1, 2, 3]
+
+    cache: dict[bytes, list[int]] = {}
+    blocks = pool.allocate_n(2)
+    pool.register(blocks[0], cache, b"k")
+    _release_last(pool, blocks)
+    assert pool.num_cached_free == 1 and pool._fresh == 6
+    assert pool.free_queue()[-5:] == [1, 2, 3, *blocks]
+    _release_last(pool, list(pool.allocate_n(39)))  # the cached block evicted by the take
+    assert (pool._fresh, len(pool._queue), pool._cached, cache) == (1, 0, {}, {})
+
+
 def test_a_pool_holds_at_least_the_null_block() -> None:
     assert BlockPool(1).num_free == 0
     with pytest.raises(ValueError, match="needs >= 1 block"):

@@ -116,10 +116,11 @@ def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
     coord.free("r")
     assert coord.usage(swa).free == CacheBlocks(6)
     check_pools(coord)
-    # ... and its id can be admitted again, with a fresh table (block 6, the queue's front).
+    # ... and its id can be admitted again, with a fresh table: the last end left the pool
+    # as built (no block cached), so block 1, the front of its ids again.
     step.admit("r", Tokens(40))
-    assert step.allocate("r", Tokens(2)) == [[12, 13]]
-    assert coord.block_table("r", swa) == [6]
+    assert step.allocate("r", Tokens(2)) == [[2, 3]]
+    assert coord.block_table("r", swa) == [1]
     check_pools(coord)
 
 

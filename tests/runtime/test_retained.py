@@ -3,7 +3,9 @@
 A Python dict keeps its table's size after its entries are popped: the coordinator's maps
 keyed by request (offsets, speculative tails, the policy's arrivals and priorities) are
 emptied with ``clear`` when the last request ends, and the request table's arrays are
-emptied. What stays is bounded by the pool (its free queue of block ids once handed out).
+emptied. A pool whose every block is free and none cached is as built (no queue). What stays
+with prefix caching is the cache: the free blocks holding a registered prefix, bounded by the
+pool's size.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import os
 import sys
 import tracemalloc
 from array import array
+from itertools import pairwise
+
+import pytest
 
 import kvunits.runtime
 from kvunits.contracts import (
@@ -24,8 +29,8 @@ from kvunits.contracts import (
     Window,
 )
 from kvunits.contracts.internal import magnitude
-from kvunits.runtime import AdmissionPolicy
-from kvunits.runtime._table import CAPACITY, COLD
+from kvunits.runtime import AdmissionPolicy, ContentKeys
+from kvunits.runtime._table import CAPACITY, COLD, SKIPPED, START
 
 from .support import coordinator
 
@@ -117,7 +122,7 @@ def test_a_table_is_placed_first_without_spare_room() -> None:
     """A request's segment is placed first with its entries alone (`_table.grown`): 300
     requests whose prompt fills 3 blocks hold 900 slab entries (with 4 spare entries each, as
     before, 2,100); the block after the prompt moves the segment with a quarter more room, at
-    least 4 (3 entries -> capacity 8). The fields' array, grown by doubling, holds its rows
+    least 8 (4 entries -> capacity 12). The fields' array, grown by doubling, holds its rows
     without an array's own sixteenth of spare room (`_table._zeros_ops`)."""
     coord = coordinator(
         {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
@@ -138,8 +143,8 @@ def test_a_table_is_placed_first_without_spare_room() -> None:
     assert sys.getsizeof(st) - sys.getsizeof(array(st.typecode)) == st.itemsize * len(st)
     assert {table.field(table.offsets[rid], 0, CAPACITY) for rid in ids} == {3}
     step.advance(ids[0], Tokens(1))
-    assert table.field(table.offsets[ids[0]], 0, CAPACITY) == 8
-    assert len(table.slabs[0]) == 908
+    assert table.field(table.offsets[ids[0]], 0, CAPACITY) == 12
+    assert len(table.slabs[0]) == 912
 
 
 def test_caps_are_derived_from_the_declared_lengths_and_given_back() -> None:
@@ -177,12 +182,28 @@ def test_caps_are_derived_from_the_declared_lengths_and_given_back() -> None:
     assert ledger.reserved == [0, 0]
 
 
-def test_after_the_last_free_only_the_pools_free_queues_stay() -> None:
-    """What the runtime's files still hold (tracemalloc) after every request is freed is the
-    pools' free queues: 4 byte per id once handed out, in the order the next allocations take
-    them (the pool's FIFO order, `BlockPool`), with an array's spare sixteenth. Nothing of a
-    request (fields, maps, table room), and no queue entry already taken: the pools below run
-    out of fresh ids, so later steps take freed ones from the queue's front."""
+def _runtime_bytes() -> int:
+    """What the runtime's files hold now (tracemalloc must be tracing), after a collection."""
+    gc.collect()
+    runtime = os.path.dirname(kvunits.runtime.__file__)
+    snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, runtime + "/*")])
+    return sum(s.size for s in snap.statistics("filename"))
+
+
+#: What the runtime's lines may still hold after the last free, whatever ran: the
+#: interpreter's one cached slice object (56 byte, CPython keeps the last one freed) and
+#: allocator slack; nothing that grows with requests, steps or blocks.
+_LEFT_BOUND = 256
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["pool per group", "shared pool"])
+def test_after_the_last_free_the_runtime_holds_what_it_held_when_built(shared: bool) -> None:
+    """Admit, step (prompts, decode, speculative steps and rollbacks), free: three waves of
+    60 requests, then one more, leave the runtime's files holding what they held when the
+    coordinator was built, within `_LEFT_BOUND`: no request's fields, maps or table room,
+    and no block id handed out (a pool whose every block is free and none cached is as
+    built, `PoolPlan._emit_built`: its queue emptied, its ids handed out from 1 again). The
+    pools below run out of fresh ids, so later steps take freed ones from the queue."""
     coord = coordinator(
         {
             "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
@@ -191,17 +212,19 @@ def test_after_the_last_free_only_the_pools_free_queues_stay() -> None:
             ),
         },
         block_size=4,
-        num_blocks=600,
+        num_blocks=1_200 if shared else 600,
         max_len=128,
         max_in_flight=16,
         reserve=False,
+        shared=shared,
     )
     text, local = coord.group("text", Tokens), coord.group("local", Tokens)
     step = coord.stepper(text, local)
-    pools = coord._core.pools
-    runtime = os.path.dirname(kvunits.runtime.__file__)
+    pools = list({id(p): p for p in coord._core.pools}.values())
     tracemalloc.start()
     try:
+        built = _runtime_bytes()
+        ran_out = False
         for wave in range(3):
             ids = [f"w{wave}-{i}" for i in range(60)]
             for rid in ids:
@@ -211,20 +234,95 @@ def test_after_the_last_free_only_the_pools_free_queues_stay() -> None:
                 for rid in ids:
                     step.allocate_speculative(rid, Tokens(1), Tokens(1), lookahead=(Tokens(2),) * 2)
                     step.rollback(rid, Tokens(1), Tokens(1))
-            for rid in ids:
+            ran_out = ran_out or all(p._fresh == p.num_blocks for p in pools)
+            for rid in ids[:-1]:
                 coord.free(rid)
-        # One more request takes a few ids from the queue's front (a few entries taken, far
-        # from half the queue): its free, the last, drops them.
+            assert all(p.num_used and len(p._queue) for p in pools)  # not idle: queue kept
+            coord.free(ids[-1])
+            assert all((p._fresh, len(p._queue)) == (1, 0) for p in pools)
         step.admit("last", Tokens(128), Tokens(128))
         step.advance("last", Tokens(16), Tokens(16))
-        assert all(p._head > 0 for p in pools)
         coord.free("last")
-        gc.collect()
-        snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, runtime + "/*")])
-        held = sum(s.size for s in snap.statistics("filename"))
+        left = _runtime_bytes() - built
     finally:
         tracemalloc.stop()
-    assert all(p._fresh == p.num_blocks for p in pools)  # every id was handed out
-    queued = [len(p._queue) for p in pools]
-    assert queued == [p.num_blocks - 1 for p in pools] and [p._head for p in pools] == [0, 0]
-    assert held <= 4 * sum(queued) * 17 // 16 + 1024, (held, queued)
+    assert ran_out  # every id was handed out before the frees
+    assert all((p._fresh, len(p._queue), p._head, len(p._iota)) == (1, 0, 0, 0) for p in pools)
+    assert left <= _LEFT_BOUND, left
+
+
+def test_cached_free_blocks_are_what_stays_with_prefix_caching() -> None:
+    """With prefix caching the free blocks that hold a registered prefix stay after the last
+    free, with their place in the queue (the order evicts the least recently used first):
+    that is the cache, bounded by the pool's size. What stays is their queue entries, their
+    keys in the pool and the prefix cache's map, within a bound per cached block; the pool
+    is not reset while one is cached."""
+    coord = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4,
+        num_blocks=2_000,
+        max_len=128,
+        max_in_flight=128,
+        reserve=False,
+    )
+    text = coord.group("text", Tokens)
+    step = coord.stepper(text)
+    pool = coord._core.pools[0]
+    prompt = list(range(64))  # 16 blocks shared by every request
+    tracemalloc.start()
+    try:
+        built = _runtime_bytes()
+        for wave in range(2):
+            ids = [f"w{wave}-{i}" for i in range(100)]
+            for i, rid in enumerate(ids):
+                own = [1_000 + 100 * wave + i] * 8  # 2 blocks of each request's own
+                hashes = text.block_hashes(ContentKeys(prompt + own, Tokens))
+                got = step.admit_with_prefix(rid, Tokens(128), prefix=(hashes,))
+                step.advance(rid, Tokens(72 - magnitude(got[0])))
+            for _ in range(20):
+                for rid in ids:
+                    step.advance(rid, Tokens(1))
+            for rid in ids:
+                coord.free(rid)
+        left = _runtime_bytes() - built
+    finally:
+        tracemalloc.stop()
+    cached = pool.num_cached_free
+    assert cached == 16 + 2 * 200  # the prompt's blocks and each request's own two
+    assert pool.num_used == 0 and pool._fresh > 1
+    queued = len(pool._queue) - pool._head
+    assert queued >= cached
+    # Per cached block (about 430 byte): its id (an int), its key (a 32-byte digest), its
+    # entries in the pool's maps (its key and map; free) and its list in the cache map; 4
+    # byte a queue entry. Nothing else: no request's fields, maps or table room.
+    assert left <= 512 * cached + 4 * queued * 17 // 16 + _LEFT_BOUND, (left, cached, queued)
+
+
+def test_a_window_segment_moves_a_logarithmic_number_of_times() -> None:
+    """A sliding window's table holds a few live entries but grows at its end for ever (its
+    evictions free room at its front, which it cannot reuse): the room a move gives follows
+    the entries evicted too (`_table.grown`), so 1,000 blocks of decode move the segment
+    about a dozen times, not once every few blocks (about 200 times with a quarter of the live
+    entries as room), and the room stays within half the entries evicted."""
+    coord = coordinator(
+        {
+            "local": SlidingWindowLayer(
+                sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            )
+        },
+        block_size=4,
+        num_blocks=64,
+        max_len=4_096,
+        max_in_flight=4,
+    )
+    step = coord.stepper(coord.group("local", Tokens))
+    table = coord._core.table
+    step.admit("r", Tokens(4_096))
+    starts = []
+    for _ in range(4_000):
+        step.advance("r", Tokens(1))
+        starts.append(table.field(table.offsets["r"], 0, START))
+    moves = sum(1 for a, b in pairwise(starts) if b < a or b > a + 1)
+    skipped = table.field(table.offsets["r"], 0, SKIPPED)
+    assert skipped > 990 and 8 <= moves <= 20, (moves, skipped)
+    assert table.field(table.offsets["r"], 0, CAPACITY) <= 3 + 8 + skipped // 2
