@@ -257,7 +257,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"            if not compacted >> {g} & 1 and due(garbage[{g}] + capacity, tail):",
             *compact_first,
             "            staying = length - dropped",
-            "            moved = array('i', bytes(4 * grown(staying + want, capacity)))",
+            "            moved = array('i', bytes(4 * grown(staying + want, capacity, skip)))",
             "            moved[:staying] = slab[start + dropped : start + length]",
             "            moved[staying : staying + want] = run",
             "            ops.append((slab.extend, moved))",
@@ -602,7 +602,8 @@ def _crossing(
             f"        {fail if compacting is None else compacting.format(g=g)}",
             f"    m{g} = slab[start + dropped : start + length]",
             f"    m{g}.append(t{g})",
-            f"    m{g}.extend(array('i', bytes(4 * (grown(len(m{g}), capacity) - len(m{g})))))",
+            f"    room{g} = grown(len(m{g}), capacity, skip) - len(m{g})",
+            f"    m{g}.extend(array('i', bytes(4 * room{g})))",
             f"    gm{g}, start, capacity = capacity, te{g}, len(m{g})",
             "else:",
             f"    m{g}, gm{g} = None, dropped",
@@ -1051,7 +1052,6 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         p, size = core._pool[g], core._block_size[g]
         in_flight = core._in_flight[g]
         manager = core._managers[g]
-        kind = manager.kind
         h = g * HOT
         c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
         first = "rows" if p == 1 else f"rows // {p}"
@@ -1073,22 +1073,8 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"    start, capacity = st[{c} + {START}], st[{c} + {CAPACITY}]",
             f"    slab, skip = slabs[{g}], skipped",
         ]
-        if kind == "sliding_window":
-            window = manager.sliding_window_slots  # type: ignore[attr-defined]
-            out += [
-                f"    if first >= evict and first > {window - 1}:",
-                f"        skip = max((first - {window - 1}) // {size}, skipped)",
-            ]
-            evicting = f"min((skip + 1) * {size} + {window - 1}, never)"
-        elif kind == "chunked_local":
-            chunk = manager.chunk_slots  # type: ignore[attr-defined]
-            out += [
-                "    if first >= evict:",
-                f"        skip = max(first // {chunk} * {chunk} // {size}, skipped)",
-            ]
-            evicting = f"min(((skip + 1) * {size} + {chunk - 1}) // {chunk} * {chunk}, never)"
-        else:
-            evicting = "never"
+        evicts, evicting = _eviction(manager, size)
+        out += ["    " + line for line in evicts]
         out += [
             f"    want = max((end + {size - 1}) // {size} - skipped - length, 0)",
             "    dropped = skip - skipped",
@@ -1144,7 +1130,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "            return False",
             "        moved = slab[start + dropped : start + length]",
             "        moved.append(taken)",
-            "        room = grown(len(moved), capacity)",
+            "        room = grown(len(moved), capacity, skip)",
             "        moved.extend(array('i', bytes(4 * (room - len(moved)))))",
             f"        plan.slab_end[{g}] = tail + room",
             "        ops.append((slab.extend, moved))",
