@@ -105,11 +105,12 @@ class BlockPool:
 
     When the end of the last request leaves every block free and none cached, the pool is as
     built again (`PoolPlan.last`): nothing of the ids handed out stays once every request is
-    freed. Until then memory follows the ids freed, never the pool's size, and a block costs
-    nothing to take or free beyond its place in the queue: the queue is the ids never handed
-    out (a range,
-    ``_fresh .. num_blocks - 1``, always at its front, since every freed block goes to the
-    back) followed by the freed ones, 4 bytes each (``array('i')``, taken and extended by
+    freed, and the next request takes ids from 1 again (vLLM's queue keeps the freed order;
+    an id holds no content then, so only the ids differ). Until then memory follows the ids
+    freed, never the pool's size, and a block costs nothing to take or free beyond its place
+    in the queue: the queue is the ids never handed out (a range, ``_fresh .. num_blocks -
+    1``, always at its front, since every freed block goes to the back) followed by the freed
+    ones, 4 bytes each (``array('i')``, taken and extended by
     slices). Whether a block is held is the queue's complement (a block below ``_fresh`` and
     not queued); only what differs from "held by one table" is recorded: blocks held by several
     tables (``_shared``: their counts) and free blocks whose content is cached
