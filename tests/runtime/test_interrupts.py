@@ -432,6 +432,9 @@ def interrupted_everywhere(
     return events, done_at
 
 
+# Slow (every line of every call's generated and general paths, each interrupted in a world of
+# its own): run once, in CI's main job, not in each version job.
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "what", "call"), CALLS, ids=[c[0] for c in CALLS])
 def test_every_call_interrupted_at_every_line_changes_nothing(
     name: str, what: str, call: Callable[[World], object]
