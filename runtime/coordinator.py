@@ -57,23 +57,24 @@ Example:
     (BlockIds([1], owner='audio'), '1 cache_block')
     >>> coord.free("r1")
 
-    An audio stream in chunks of 6 encoder tokens: the second chunk continues pooled slot 1.
+    An audio stream in chunks of 6 encoder tokens: the second chunk continues pooled slot 1
+    (r1's end left every pool idle, as built: r2 takes ids from 1 again).
 
     >>> tokens = coord.group("audio", EncoderTokens)
     >>> stream = coord.stepper(tokens, text)
     >>> stream.admit("r2", EncoderTokens(40_000), Tokens(512))
     >>> stream.allocate("r2", EncoderTokens(6), Tokens(1))
-    [[32, 33], [32]]
+    [[16, 17], [16]]
     >>> stream.allocate("r2", EncoderTokens(6), Tokens(1))
-    [[33, 34], [33]]
+    [[17, 18], [17]]
     >>> coord.kernel_inputs("r2", tokens).row_mapping  # positions 6-11: cache slot × 4 + i
-    (134, 135, 136, 137, 138, 139)
+    (70, 71, 72, 73, 74, 75)
 
     A block table is indexed with its own group's columns (64 encoder tokens a block here):
 
     >>> column = tokens.block_of(Position(11, EncoderTokens))
     >>> column, coord.block_table("r2", tokens)[column]
-    (Position(0, CacheBlocks), 2)
+    (Position(0, CacheBlocks), 1)
     >>> coord.block_table("r2", text)[column]
     Traceback (most recent call last):
     ...
