@@ -808,7 +808,10 @@ class CoordinatorCore:
             hashed.update(self._plan_content(ops, extra, g, added))
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
-        self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False, hashed=hashed)
+        active = by_axis[0][0] if by_axis else None
+        self._plan_step(
+            ops, slabs, pools, request_id, o, num_new, None, False, None, hashed, active
+        )
         for plan in pools.values():
             plan.emit(ops)
         slabs.emit(self.table)
@@ -847,7 +850,7 @@ class CoordinatorCore:
             planned: Ops = []
             boundary = _Boundary()
             for _, o in slow:
-                if not self._plan_boundary(planned, boundary, o, num_new, None):
+                if not self._plan_boundary(planned, boundary, o, num_new, None, rests=True):
                     break
             else:
                 self._emit_boundary(planned, boundary)
@@ -890,7 +893,7 @@ class CoordinatorCore:
             plan = _Boundary(compacted)
             back = None if rolled is None else self._plan_unroll(o, rolled, plan, num_new)
             if (rolled is None or back is not None) and self._plan_boundary(
-                ops, plan, o, num_new, out, lookahead, back
+                ops, plan, o, num_new, out, lookahead, back, rests=True
             ):
                 break
             if plan.compact < 0:
@@ -948,7 +951,10 @@ class CoordinatorCore:
                 self._keep_active(ops, o, by_axis[0][0])
             for extra, g, added in by_axis:
                 hashed.update(self._plan_content(ops, extra, g, added))
-            self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False, hashed=hashed)
+            active = by_axis[0][0] if by_axis else None
+            self._plan_step(
+                ops, slabs, pools, request_id, o, num_new, None, False, None, hashed, active
+            )
         for plan in pools.values():
             plan.emit(ops)
         slabs.emit(self.table)
@@ -1016,6 +1022,8 @@ class CoordinatorCore:
         out: list[list[int]] | None,
         lookahead: Sequence[int] | None = None,
         back: Sequence[tuple[int, int, int, int]] | None = None,
+        *,
+        rests: bool = False,
     ) -> bool:
         """Plan a plain step of a request whose every group is within its slack or at a block
         boundary: at most one block taken at its table's end (a cached one is evicted from the
@@ -1206,7 +1214,7 @@ class CoordinatorCore:
             )
         if after is not None:
             assert isinstance(extra, RequestExtras)  # pending: a resting one never is
-            if not self._register_boundary(ops, plan, o, extra, after, lookahead):
+            if not self._register_boundary(ops, plan, o, extra, after, lookahead, rests):
                 return False
         if lookahead is not None:  # a speculative step records its lookahead, zeros included
             ops.append((setitem, self.specs, o, tuple(lookahead)))
@@ -1222,6 +1230,7 @@ class CoordinatorCore:
         extra: RequestExtras,
         after: Sequence[tuple[int, int, int]],
         lookahead: Sequence[int] | None,
+        rests: bool,
     ) -> bool:
         """Plan, within a boundary step, the registration of the full blocks of committed
         positions whose hash is known (`_register_plan`'s rule: per group, ``after`` gives its
@@ -1269,8 +1278,8 @@ class CoordinatorCore:
         for s, r in zip(extra.stream_of, registered, strict=True):
             if s >= 0 and len(streams[s].hashes) > r:
                 return False
-        # Nothing left to register (a prompt's last hash): the request rests.
-        ops.append((setitem, self.extras, o, extra.resting(registered)))
+        if rests:  # nothing left to register (a prompt's last hash): the request rests
+            ops.append((setitem, self.extras, o, extra.resting(registered)))
         return True
 
     def _emit_boundary(self, ops: Ops, plan: _Boundary) -> None:
@@ -1336,11 +1345,13 @@ class CoordinatorCore:
         mapping: bool,
         given: tuple[list[list[int]], list[array[int]]] | None = None,
         hashed: Mapping[int, list[bytes]] | None = None,
+        active: RequestExtras | None = None,
     ) -> list[list[int]] | None:
         """Plan one request's step into ``ops`` (the general path; see `allocate_step`);
         ``given``: the request's fields and live entries per group as planned before (a
         rollback's), instead of the table's; ``hashed``: per stream, hashes content planned
-        with the step adds (`_general_content`)."""
+        with the step adds (`_general_content`), on ``active``, the form of the request's
+        content the call stores (`_active`)."""
         table, managers = self.table, self._managers
         never = table.never
         # Phase 1: the slots each group's step touches, checked against the limits, in every
@@ -1392,7 +1403,7 @@ class CoordinatorCore:
                 raise self._short(request_id, last, want, plan.num_free)
         out: list[list[int]] | None = [] if mapping else None
         spec = list(lookahead) if lookahead is not None else None
-        extra = self.extras.get(o)
+        extra = self.extras.get(o) if active is None else active
         new_live: list[tuple[int, Sequence[int]]] = []
         new_rows: list[int] = []
         for g, q in enumerate(num_new):
@@ -1521,7 +1532,7 @@ class CoordinatorCore:
         for s, r in zip(extra.stream_of, registered, strict=True):
             if s >= 0 and known[s] > r:
                 return True
-        if not hashed:  # nothing left to register, no content added: the request rests
+        if hashed is None:  # nothing left to register, no content in the call: it rests
             ops.append((setitem, self.extras, o, extra.resting(registered)))
         return False
 
@@ -1720,7 +1731,7 @@ class CoordinatorCore:
             back is not None
             and len(lookahead) == len(num_new)
             and all(type(k) is int and 0 <= k <= q for k, q in zip(lookahead, num_new, strict=True))
-            and self._plan_boundary(ops, plan, o, num_new, None, lookahead, back)
+            and self._plan_boundary(ops, plan, o, num_new, None, lookahead, back, rests=True)
         ):
             self._emit_boundary(ops, plan)
             commit(ops_of(ops)); del self.guard.owner[0]; return None  # noqa: E702 - the commit: one line (_guard)
@@ -1783,7 +1794,7 @@ class CoordinatorCore:
                 for _, o, r in slow:
                     back = self._plan_unroll(o, r, boundary, num_new)
                     if back is None or not self._plan_boundary(
-                        planned, boundary, o, num_new, None, lookahead, back
+                        planned, boundary, o, num_new, None, lookahead, back, rests=True
                     ):
                         break
                 else:

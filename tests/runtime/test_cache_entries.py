@@ -192,3 +192,26 @@ def test_a_request_rests_once_its_prompt_is_registered_and_content_wakes_it() ->
     coord.free("a")
     coord.free("b")
     assert not core.extras
+
+
+def test_a_resting_request_given_the_content_of_its_step_registers_the_block_it_fills() -> None:
+    # "a" rests after its prompt (tail: token 8). One call gives its step 3 positions and the
+    # 3 keys they hold: the block they fill is hashed and registered by that call, as the
+    # same content added first (extend_content) and then stepped does.
+    one, two = (coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16) for _ in range(2))
+    keys = ContentKeys([5, 5, 5], Tokens)
+    for c in (one, two):
+        h = c.group("t", Tokens)
+        c.stepper(h).admit_with_prefix("a", Tokens(16), prefix=(h.block_hashes(PROMPT),))
+        c.stepper(h).allocate("a", Tokens(9))
+        assert type(c._core.extras[c._core.table.offsets["a"]]) is RestingExtras
+    h = one.group("t", Tokens)
+    one.stepper(h).advance_with_content("a", Tokens(3), content=[(h, keys)])
+    h2 = two.group("t", Tokens)
+    two.extend_content("a", h2, keys)
+    two.stepper(h2).allocate("a", Tokens(3))
+    assert snapshot(one) == snapshot(two)
+    view = one._core.requests["a"].extra
+    assert view is not None and view.registered == [3]
+    assert view.hashes == [[*PROMPT_HASHES, *chain_hashes(PROMPT_HASHES[-1], [8, 5, 5, 5], 4)]]
+    check_pools(one)
