@@ -49,7 +49,7 @@ from ._table import (
     grown,
 )
 from .admission import AdmissionLedger
-from .block_pool import NULL_BLOCK, BlockPool, CacheMap, PoolPlan
+from .block_pool import NULL_BLOCK, BlockPool, CacheMap, PoolPlan, filed, holders
 from .managers import SingleTypeManager
 from .prefix_cache import (
     CACHEABLE_KINDS,
@@ -96,37 +96,59 @@ class HashStream:
     Attributes:
         axis: the sequence (1: the encoder's, 0: tokens).
         rows_per_block: positions per cache block (kernel unit).
-        hashes: the chained hashes of the full blocks so far.
+        hashes: the chained hashes of the full blocks so far: the caller's tuple (immutable,
+            so kept, not copied: a request costs a reference) until content adds some
+            (`more_hashes`), a list of its own from then.
         tail: the keys after the last full block (fewer than ``rows_per_block``).
         parent: the hash the next full block chains from.
     """
 
     __slots__ = ("axis", "hashes", "parent", "rows_per_block", "tail")
 
-    def __init__(self, axis: int, rows_per_block: int, part: PrefixPart) -> None:
+    def __init__(
+        self,
+        axis: int,
+        rows_per_block: int,
+        hashes: tuple[bytes, ...] | list[bytes],
+        tail: Sequence[int],
+        parent: bytes,
+    ) -> None:
         self.axis = axis
         self.rows_per_block = rows_per_block
-        self.hashes = list(part.hashes)
-        self.tail = array("q", part.tail)
-        self.parent = part.parent
+        self.hashes = hashes
+        self.tail = array("q", tail)
+        self.parent = parent
+
+
+def more_hashes(stream: HashStream, new: list[bytes]) -> tuple[Any, ...]:
+    """The operation that appends ``new`` to a stream's hashes: an extend once they are the
+    stream's own list, else a list of its own made (once: the caller's tuple is kept until
+    then). One per stream per call: it is planned from the hashes as they are."""
+    hashes = stream.hashes
+    if type(hashes) is list:
+        return (hashes.extend, new)
+    return (setattr, stream, "hashes", [*hashes, *new])
 
 
 class RequestExtras:
     """What a request admitted with content keeps: its hash streams and what it registered.
 
     Attributes:
-        streams: its `HashStream` objects (one per sequence and granularity).
-        stream_of: per group, the index of its stream (-1: no content there).
+        streams: its `HashStream` objects (one per sequence and granularity), a tuple.
+        stream_of: per group, the index of its stream (-1: no content there); a tuple the
+            core shares between requests of one shape (`CoordinatorCore._shapes`).
         registered: per group, leading table entries already in the prefix cache (hit,
             registered, or passed over because no aligned hit can use them).
     """
 
     __slots__ = ("registered", "stream_of", "streams")
 
-    def __init__(self, num_groups: int) -> None:
-        self.streams: list[HashStream] = []
-        self.stream_of = [-1] * num_groups
-        self.registered = [0] * num_groups
+    def __init__(
+        self, streams: tuple[HashStream, ...], stream_of: tuple[int, ...], registered: list[int]
+    ) -> None:
+        self.streams = streams
+        self.stream_of = stream_of
+        self.registered = registered
 
     def pending(self) -> bool:
         """Whether some group knows hashes beyond what it registered (a step may commit
@@ -136,6 +158,66 @@ class RequestExtras:
             if s >= 0 and len(streams[s].hashes) > r:
                 return True
         return False
+
+    def has_streams(self) -> bool:
+        """Whether it holds content in some group."""
+        return bool(self.streams)
+
+    def resting(self, registered: Sequence[int]) -> RestingExtras:
+        """Its `RestingExtras`, its groups having registered ``registered`` (nothing pending
+        then: a caller's check)."""
+        flat: list[Any] = [self.stream_of, *registered]
+        for stream in self.streams:
+            flat += (stream.hashes, tuple(stream.tail), stream.parent)
+        return RestingExtras(flat)
+
+
+class RestingExtras(tuple[Any, ...]):
+    """What a request keeps of its content while no group has hashes left to register (a
+    prompt computed, no content added since): one flat tuple, its shared ``stream_of``, its
+    registered entries per group, then per stream its hashes, tail keys and parent. The
+    common state of a running request costs one object, not five (`RequestExtras`, its
+    registered list and streams, a `HashStream` and a tail array per stream). A call that
+    adds content plans on a `RequestExtras` made from it (`CoordinatorCore._active`) and
+    stores that with its other changes, at its commit (the generated paths leave such a
+    call to the core's); the views read both forms alike."""
+
+    __slots__ = ()
+
+    def pending(self) -> bool:
+        """Never: a request rests only with nothing to register."""
+        return False
+
+    @property
+    def stream_of(self) -> tuple[int, ...]:
+        """Per group, the index of its stream (-1: none)."""
+        shape: tuple[int, ...] = self[0]
+        return shape
+
+    @property
+    def registered(self) -> list[int]:
+        """Per group, leading table entries in the prefix cache."""
+        return list(self[1 : 1 + len(self[0])])
+
+    def has_streams(self) -> bool:
+        """Whether it holds content in some group."""
+        return len(self) > 1 + len(self[0])
+
+    def hashes(self, s: int) -> tuple[bytes, ...] | list[bytes]:
+        """The hashes of stream ``s``."""
+        hashes: tuple[bytes, ...] | list[bytes] = self[1 + len(self[0]) + 3 * s]
+        return hashes
+
+    def active(self, axis: Sequence[int], rows_per_block: Sequence[int]) -> RequestExtras:
+        """The `RequestExtras` it stands for (``axis``, ``rows_per_block``: per group)."""
+        shape = self.stream_of
+        n = len(shape)
+        streams = []
+        for s in range(max(shape) + 1):
+            g = shape.index(s)
+            hashes, tail, parent = self[1 + n + 3 * s : 4 + n + 3 * s]
+            streams.append(HashStream(axis[g], rows_per_block[g], hashes, tail, parent))
+        return RequestExtras(tuple(streams), shape, self.registered)
 
 
 class Preempted(NamedTuple):
@@ -169,7 +251,8 @@ class CoordinatorCore:
         caches: each group's prefix cache (None for a kind no prefix can serve).
         ledger: the admission ledger.
         table: the admitted requests (`kvunits.runtime._table.RequestTable`).
-        extras: by offset, what requests admitted with content keep.
+        extras: by offset, what requests admitted with content keep (`RequestExtras`, or
+            `RestingExtras` while they have nothing left to register).
         specs: by offset, the speculative positions of a request's latest step, per group.
         guard: the token (`kvunits.runtime._guard.Guard`).
     """
@@ -186,6 +269,7 @@ class CoordinatorCore:
         "_managers",
         "_one_pool",
         "_pool",
+        "_shapes",
         "_swa_mask",
         "caches",
         "extras",
@@ -252,7 +336,9 @@ class CoordinatorCore:
             limit * p >= 2**31 - 1 for limit, p in zip(max_len_slots, self._pool, strict=True)
         )
         self.table = RequestTable(len(self.names), wide=wide)
-        self.extras: dict[int, RequestExtras] = {}
+        self.extras: dict[int, RequestExtras | RestingExtras] = {}
+        # The requests' `RequestExtras.stream_of`, one tuple per shape (a few per layout).
+        self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.specs: dict[int, tuple[int, ...]] = {}
         self.guard = Guard()
         self._make_fast = make_fast
@@ -327,8 +413,12 @@ class CoordinatorCore:
         lengths: Sequence[int],
         rows: Sequence[int],
         tables: Sequence[Sequence[int]],
+        content: Sequence[int] = (),
     ) -> int:
-        """Plan a new request's fields (and its tables after a prefix hit); its offset."""
+        """Plan a new request's fields (and its tables after a prefix hit, placed with room
+        for the entries of its ``content``, per group in the kernel unit: its first steps
+        fill them in place, as a request without a hit gets its prompt's entries exactly);
+        its offset."""
         table = self.table
         o = table.claim_ops(ops)
         slabs = SlabPlan(ops)
@@ -343,7 +433,10 @@ class CoordinatorCore:
                     skipped += 1
                 assert NULL_BLOCK not in hit[skipped:], hit  # the evicted entries lead
                 fields[SKIPPED] = skipped
-                table.segment_ops(slabs, g, 0, list(hit[skipped:]), fields)
+                p = self._pool[g]
+                slots = min(-(-content[g] // p), lengths[g])
+                room = self._managers[g].table_length(slots) - skipped
+                table.segment_ops(slabs, g, 0, list(hit[skipped:]), fields, room)
             table.write_ops(ops, o, g, fields)
         ops.append((setitem, table.offsets, request_id, o))
         slabs.emit(table)
@@ -418,20 +511,26 @@ class CoordinatorCore:
                         discount[g] += 1
             ops: Ops = []
             self.ledger.take_ops(ops, request_id, caps, discount)
-            o = self._new_request(ops, request_id, lengths, hits, tables)
-            extra = RequestExtras(n)
+            content = [0 if part is None else part.rows for part in map(prefix.get, range(n))]
+            o = self._new_request(ops, request_id, lengths, hits, tables, content)
             streams: dict[tuple[int, int], int] = {}
+            made: list[HashStream] = []
+            stream_of, registered = [-1] * n, [0] * n
             for g, part in prefix.items():
                 cache = self.caches[g]
                 if part is None or cache is None:
                     continue
                 key = (self._axis[g], cache.rows_per_block)
                 if key not in streams:
-                    streams[key] = len(extra.streams)
-                    extra.streams.append(HashStream(key[0], key[1], part))
-                extra.stream_of[g] = streams[key]
-                extra.registered[g] = len(tables[g])
-            ops.append((setitem, self.extras, o, extra))
+                    streams[key] = len(made)
+                    made.append(HashStream(*key, part.hashes, part.tail, part.parent))
+                stream_of[g] = streams[key]
+                registered[g] = len(tables[g])
+            shape = tuple(stream_of)
+            shape = self._shapes.setdefault(shape, shape)
+            extra = RequestExtras(tuple(made), shape, registered)
+            kept = extra if extra.pending() else extra.resting(registered)
+            ops.append((setitem, self.extras, o, kept))
             for g, part in prefix.items():
                 cache = self.caches[g]
                 if part is not None and cache is not None:
@@ -703,11 +802,16 @@ class CoordinatorCore:
             commit(ops_of(pre))  # moves segments only: nothing observable
         ops: Ops = []
         hashed: dict[int, list[bytes]] = {}
+        if by_axis:  # one form of the request's content for every sequence
+            self._keep_active(ops, o, by_axis[0][0])
         for extra, g, added in by_axis:
             hashed.update(self._plan_content(ops, extra, g, added))
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
-        self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False, hashed=hashed)
+        active = by_axis[0][0] if by_axis else None
+        self._plan_step(
+            ops, slabs, pools, request_id, o, num_new, None, False, None, hashed, active
+        )
         for plan in pools.values():
             plan.emit(ops)
         slabs.emit(self.table)
@@ -746,7 +850,7 @@ class CoordinatorCore:
             planned: Ops = []
             boundary = _Boundary()
             for _, o in slow:
-                if not self._plan_boundary(planned, boundary, o, num_new, None):
+                if not self._plan_boundary(planned, boundary, o, num_new, None, rests=True):
                     break
             else:
                 self._emit_boundary(planned, boundary)
@@ -789,7 +893,7 @@ class CoordinatorCore:
             plan = _Boundary(compacted)
             back = None if rolled is None else self._plan_unroll(o, rolled, plan, num_new)
             if (rolled is None or back is not None) and self._plan_boundary(
-                ops, plan, o, num_new, out, lookahead, back
+                ops, plan, o, num_new, out, lookahead, back, rests=True
             ):
                 break
             if plan.compact < 0:
@@ -842,9 +946,15 @@ class CoordinatorCore:
         for i, (request_id, o) in enumerate(zip(request_ids, offsets, strict=True)):
             mine = [(g, keys[i * k : i * k + k]) for g, keys, k in shares]
             hashed: dict[int, list[bytes]] = {}
-            for extra, g, added in self._by_axis(request_id, o, mine):
+            by_axis = self._by_axis(request_id, o, mine)
+            if by_axis:  # one form of the request's content for every sequence
+                self._keep_active(ops, o, by_axis[0][0])
+            for extra, g, added in by_axis:
                 hashed.update(self._plan_content(ops, extra, g, added))
-            self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False, hashed=hashed)
+            active = by_axis[0][0] if by_axis else None
+            self._plan_step(
+                ops, slabs, pools, request_id, o, num_new, None, False, None, hashed, active
+            )
         for plan in pools.values():
             plan.emit(ops)
         slabs.emit(self.table)
@@ -893,8 +1003,9 @@ class CoordinatorCore:
         """A request's content per sequence (one entry per axis, contents of one sequence
         joined in order), after checking each group has content (else raise)."""
         by_axis: dict[int, tuple[RequestExtras, int, array[int]]] = {}
+        extra: RequestExtras | None = None
         for g, keys in contents:
-            extra = self._content_extra(request_id, o, g)
+            extra = self._content_extra(request_id, o, g, extra)
             added = array("q", keys)
             axis = self._axis[g]
             if axis in by_axis:
@@ -911,6 +1022,8 @@ class CoordinatorCore:
         out: list[list[int]] | None,
         lookahead: Sequence[int] | None = None,
         back: Sequence[tuple[int, int, int, int]] | None = None,
+        *,
+        rests: bool = False,
     ) -> bool:
         """Plan a plain step of a request whose every group is within its slack or at a block
         boundary: at most one block taken at its table's end (a cached one is evicted from the
@@ -1009,7 +1122,8 @@ class CoordinatorCore:
                 state[2] += want - fresh
                 if pool._cached:  # cached blocks among them: evicted from the prefix cache
                     for block in sorted(pool._cached.keys() & run):
-                        plan.listed(*pool._cached[block]).remove(block)
+                        key = pool._cached[block]
+                        plan.listed(pool.map_of(block, key), key).remove(block)
                         ops.append((pool._cached.pop, block, None))
                         ops.append((pool._cached_free.discard, block))
             elif want:
@@ -1020,9 +1134,9 @@ class CoordinatorCore:
                     taken = pool._queue[state[2]]
                     if taken in pool._stale:  # an entry to skip: the general path
                         return False
-                    entry = pool._cached.get(taken)
-                    if entry is not None:  # a cached block: evicted from the prefix cache
-                        plan.listed(*entry).remove(taken)
+                    filed_as = pool._cached.get(taken)
+                    if filed_as is not None:  # a cached block: evicted from the prefix cache
+                        plan.listed(pool.map_of(taken, filed_as), filed_as).remove(taken)
                         ops.append((pool._cached.pop, taken, None))
                         ops.append((pool._cached_free.discard, taken))
                     state[2] += 1
@@ -1099,8 +1213,8 @@ class CoordinatorCore:
                 (setitem, st, slice(c + ANCHOR, c + CAPACITY + 1), array(st.typecode, fields))
             )
         if after is not None:
-            assert extra is not None
-            if not self._register_boundary(ops, plan, o, extra, after, lookahead):
+            assert isinstance(extra, RequestExtras)  # pending: a resting one never is
+            if not self._register_boundary(ops, plan, o, extra, after, lookahead, rests):
                 return False
         if lookahead is not None:  # a speculative step records its lookahead, zeros included
             ops.append((setitem, self.specs, o, tuple(lookahead)))
@@ -1116,6 +1230,7 @@ class CoordinatorCore:
         extra: RequestExtras,
         after: Sequence[tuple[int, int, int]],
         lookahead: Sequence[int] | None,
+        rests: bool,
     ) -> bool:
         """Plan, within a boundary step, the registration of the full blocks of committed
         positions whose hash is known (`_register_plan`'s rule: per group, ``after`` gives its
@@ -1156,13 +1271,15 @@ class CoordinatorCore:
                 else:
                     return False
                 key = hashes[i]
-                ops.append((setitem, pool._cached, block, (blocks_of, key)))
+                ops.append((setitem, pool._cached, block, key))
                 plan.listed(blocks_of, key).append(block)
             registered[g] = full
             ops.append((setitem, extra.registered, g, full))
         for s, r in zip(extra.stream_of, registered, strict=True):
             if s >= 0 and len(streams[s].hashes) > r:
                 return False
+        if rests:  # nothing left to register (a prompt's last hash): the request rests
+            ops.append((setitem, self.extras, o, extra.resting(registered)))
         return True
 
     def _emit_boundary(self, ops: Ops, plan: _Boundary) -> None:
@@ -1184,7 +1301,9 @@ class CoordinatorCore:
             shared = pool._shared
             ops.append((setitem, shared, block, count) if count > 1 else (shared.pop, block, None))
         for cache_map, key, blocks in plan.lists.values():
-            ops.append((setitem, cache_map, key, blocks) if blocks else (cache_map.pop, key, None))
+            ops.append(
+                (setitem, cache_map, key, filed(blocks)) if blocks else (cache_map.pop, key, None)
+            )
 
     def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
         """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:
@@ -1226,11 +1345,13 @@ class CoordinatorCore:
         mapping: bool,
         given: tuple[list[list[int]], list[array[int]]] | None = None,
         hashed: Mapping[int, list[bytes]] | None = None,
+        active: RequestExtras | None = None,
     ) -> list[list[int]] | None:
         """Plan one request's step into ``ops`` (the general path; see `allocate_step`);
         ``given``: the request's fields and live entries per group as planned before (a
         rollback's), instead of the table's; ``hashed``: per stream, hashes content planned
-        with the step adds (`_general_content`)."""
+        with the step adds (`_general_content`), on ``active``, the form of the request's
+        content the call stores (`_active`)."""
         table, managers = self.table, self._managers
         never = table.never
         # Phase 1: the slots each group's step touches, checked against the limits, in every
@@ -1282,7 +1403,7 @@ class CoordinatorCore:
                 raise self._short(request_id, last, want, plan.num_free)
         out: list[list[int]] | None = [] if mapping else None
         spec = list(lookahead) if lookahead is not None else None
-        extra = self.extras.get(o)
+        extra = self.extras.get(o) if active is None else active
         new_live: list[tuple[int, Sequence[int]]] = []
         new_rows: list[int] = []
         for g, q in enumerate(num_new):
@@ -1313,7 +1434,8 @@ class CoordinatorCore:
             ops.append((setitem, self.specs, o, tuple(spec)))
         elif o in self.specs:
             ops.append((self.specs.pop, o, None))
-        if extra is not None and self._register_plan(
+        # A resting request has nothing to register (content in the call woke it first).
+        if isinstance(extra, RequestExtras) and self._register_plan(
             ops, pools, o, extra, new_rows, spec, new_live, hashed
         ):
             for fields, rows in zip(fields_of, new_rows, strict=True):
@@ -1410,6 +1532,8 @@ class CoordinatorCore:
         for s, r in zip(extra.stream_of, registered, strict=True):
             if s >= 0 and known[s] > r:
                 return True
+        if hashed is None:  # nothing left to register, no content in the call: it rests
+            ops.append((setitem, self.extras, o, extra.resting(registered)))
         return False
 
     def _window_mask(self, g: int) -> Callable[[int], bool] | None:
@@ -1607,7 +1731,7 @@ class CoordinatorCore:
             back is not None
             and len(lookahead) == len(num_new)
             and all(type(k) is int and 0 <= k <= q for k, q in zip(lookahead, num_new, strict=True))
-            and self._plan_boundary(ops, plan, o, num_new, None, lookahead, back)
+            and self._plan_boundary(ops, plan, o, num_new, None, lookahead, back, rests=True)
         ):
             self._emit_boundary(ops, plan)
             commit(ops_of(ops)); del self.guard.owner[0]; return None  # noqa: E702 - the commit: one line (_guard)
@@ -1670,7 +1794,7 @@ class CoordinatorCore:
                 for _, o, r in slow:
                     back = self._plan_unroll(o, r, boundary, num_new)
                     if back is None or not self._plan_boundary(
-                        planned, boundary, o, num_new, None, lookahead, back
+                        planned, boundary, o, num_new, None, lookahead, back, rests=True
                     ):
                         break
                 else:
@@ -1800,13 +1924,14 @@ class CoordinatorCore:
             added = array("q", keys)
             axis = self._axis[g]
             streams = extra.streams
-            if len(streams) <= 2:
+            if len(streams) <= 2 and self.extras.get(o) is extra:
                 # The common call: one stream of this sequence, its block not filled (a
                 # generated token): one C call, with the release on its line (_guard).
                 mine = [stream for stream in streams if stream.axis == axis]
                 if len(mine) == 1 and len(mine[0].tail) + len(added) < mine[0].rows_per_block:
                     mine[0].tail.extend(added); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
             ops: Ops = []
+            self._keep_active(ops, o, extra)
             hashed = self._plan_content(ops, extra, g, added)
             if hashed:
                 table = self.table
@@ -1827,9 +1952,12 @@ class CoordinatorCore:
             guard.drop(me)
             raise
 
-    def _content_extra(self, request_id: str, o: int, g: int) -> RequestExtras:
-        """What request ``o`` keeps of its content, if group ``g`` has some (else raise)."""
-        extra = self.extras.get(o)
+    def _content_extra(
+        self, request_id: str, o: int, g: int, active: RequestExtras | None = None
+    ) -> RequestExtras:
+        """What request ``o`` keeps of its content, if group ``g`` has some (else raise), in
+        its active form (``active``: the one this call already made, `_active`)."""
+        extra = self._active(o) if active is None else active
         if extra is None or extra.stream_of[g] < 0:
             raise RequestError(
                 f"request {request_id!r} was admitted without content in group "
@@ -1838,6 +1966,22 @@ class CoordinatorCore:
                 group=self.names[g],
             )
         return extra
+
+    def _active(self, o: int) -> RequestExtras | None:
+        """What request ``o`` keeps of its content, as a `RequestExtras` (None: nothing), for
+        a call that adds content (its streams change in place): a resting one's is made
+        anew, and the call stores it with its changes (`_keep_active`)."""
+        extra = self.extras.get(o)
+        if not isinstance(extra, RestingExtras):
+            return extra
+        rows = [0 if c is None else c.rows_per_block for c in self.caches]
+        return extra.active(self._axis, rows)
+
+    def _keep_active(self, ops: Ops, o: int, extra: RequestExtras) -> None:
+        """Add to ``ops`` the store of ``extra``, `_active`'s form of request ``o``'s
+        content, if the core holds another form (a resting one)."""
+        if self.extras.get(o) is not extra:
+            ops.append((setitem, self.extras, o, extra))
 
     def _plan_content(
         self, ops: Ops, extra: RequestExtras, g: int, added: array[int]
@@ -1857,7 +2001,7 @@ class CoordinatorCore:
             joined = tail + added
             full = len(joined) // rpb * rpb
             new = chain_hashes(stream.parent, joined, rpb)  # its full blocks
-            ops.append((stream.hashes.extend, new))
+            ops.append(more_hashes(stream, new))
             ops.append((setitem, tail, slice(None), joined[full:]))
             ops.append((setattr, stream, "parent", new[-1]))
             hashed[s] = new
@@ -1909,7 +2053,7 @@ class CoordinatorCore:
         extra = self.extras.get(o)
         # A request that cached its prefix frees it tail first, as vLLM does: among blocks
         # freed together, the chain's head (the most shared) is evicted last.
-        cached = extra is not None and bool(extra.streams)
+        cached = extra is not None and extra.has_streams()
         unshared = self._unshared(o, pools)
         for g in range(len(self.names)):
             live = table.live(o, g)
@@ -2168,7 +2312,7 @@ class CoordinatorCore:
         cached = 0
         if cache is not None and cache.blocks:
             free = pool._cached_free
-            cached = sum(1 for bs in cache.blocks.values() for b in bs if b in free)
+            cached = sum(1 for held in cache.blocks.values() for b in holders(held) if b in free)
         return pool.num_blocks - 1, used, pool.num_free, self.ledger.in_effect(g), cached
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -2210,6 +2354,7 @@ class CoordinatorCore:
                 "extras",
                 "specs",
                 "_one_pool",
+                "_shapes",
             )
         }
         copied = copy.deepcopy(state, memo)
@@ -2408,11 +2553,7 @@ class _Boundary:
         by `CoordinatorCore._emit_boundary`)."""
         planned = self.lists.get((id(cache_map), key))
         if planned is None:
-            planned = self.lists[id(cache_map), key] = (
-                cache_map,
-                key,
-                list(cache_map.get(key, ())),
-            )
+            planned = self.lists[id(cache_map), key] = (cache_map, key, holders(cache_map.get(key)))
         return planned[2]
 
 
@@ -2534,7 +2675,9 @@ class ExtraView:
         extra = self._core.extras.get(self._o)
         if extra is None:
             return [None] * len(self._core.names)
-        return [None if s < 0 else extra.streams[s].hashes for s in extra.stream_of]
+        if isinstance(extra, RestingExtras):
+            return [None if s < 0 else list(extra.hashes(s)) for s in extra.stream_of]
+        return [None if s < 0 else list(extra.streams[s].hashes) for s in extra.stream_of]
 
     @property
     def registered(self) -> list[int]:

@@ -293,13 +293,15 @@ def _cross(core: CoordinatorCore) -> list[str]:
                 else [
                     "            if taken in pool._stale:",
                     f"                {back}",
-                    "            entry = pool._cached.get(taken)",
-                    "            if entry is not None:  # evicted from the prefix cache",
-                    "                cache_map, key = entry",
-                    "                kept = [b for b in cache_map[key] if b != taken]",
+                    "            key = pool._cached.get(taken)",
+                    "            if key is not None:  # evicted from the prefix cache",
+                    "                cache_map = pool.map_of(taken, key)",
+                    "                held = cache_map[key]",
+                    "                kept = [] if type(held) is int else "
+                    "[b for b in held if b != taken]",
                     "                ops.append((pool._cached.pop, taken))",
                     "                ops.append((pool._cached_free.discard, taken))",
-                    "                ops.append((setitem, cache_map, key, kept) if kept "
+                    "                ops.append((setitem, cache_map, key, filed(kept)) if kept "
                     "else (cache_map.pop, key))",
                 ]
             ),
@@ -1119,13 +1121,13 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "            taken = pool._queue[state[2]]",
             "            if taken in pool._stale:",
             "                return False",
-            "            entry = pool._cached.get(taken)",
-            "            if entry is not None:  # evicted from the prefix cache",
-            "                cache_map, key = entry",
+            "            key = pool._cached.get(taken)",
+            "            if key is not None:  # evicted from the prefix cache",
+            "                cache_map = pool.map_of(taken, key)",
             "                planned = lists.get((id(cache_map), key))",
             "                if planned is None:",
             "                    planned = lists[id(cache_map), key] = (cache_map, key, "
-            "list(cache_map.get(key, ())))",
+            "holders(cache_map.get(key)))",
             "                planned[2].remove(taken)",
             "                ops.append((pool._cached.pop, taken, None))",
             "                ops.append((pool._cached_free.discard, taken))",
@@ -1211,11 +1213,11 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "            else:",
             "                return False",
             "            key = hashes[i]",
-            "            ops.append((setitem, pool._cached, block, (blocks_of, key)))",
+            "            ops.append((setitem, pool._cached, block, key))",
             f"            planned = lists.get((ids_of[{g}], key))",
             "            if planned is None:",
             f"                planned = lists[ids_of[{g}], key] = (blocks_of, key, "
-            "list(blocks_of.get(key, ())))",
+            "holders(blocks_of.get(key)))",
             "            planned[2].append(block)",
             f"        ops.append((setitem, reg, {g}, full))",
             "    if len(hashes) > max(full, r):",
@@ -1269,7 +1271,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         "            joined = tail + added",
         "            full = len(joined) // rpb * rpb",
         "            new = chain_hashes(stream.parent, joined, rpb)",
-        "            ops.append((stream.hashes.extend, new))",
+        "            ops.append(more_hashes(stream, new))",
         "            ops.append((setitem, tail, slice(None), joined[full:]))",
         "            ops.append((setattr, stream, 'parent', new[-1]))",
         "            hashed[id(stream)] = new",
@@ -1304,7 +1306,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
             "            if block in cached:",
             "                return False",
             "            key = old[i] if i < len(old) else more[i - len(old)]",
-            "            ops.append((setitem, cached, block, (blocks_of, key)))",
+            "            ops.append((setitem, cached, block, key))",
             "            plan.listed(blocks_of, key).append(block)",
             f"        ops.append((setitem, reg, {g}, full))",
             "    if known > max(full, r):",
@@ -1383,7 +1385,8 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "            if strs.issuperset(map(type, request_ids)):",
             "                offs = list(map(get, request_ids))",
             "                exs = list(map(extras_get, offs))",
-            "                vec = (None not in exs and len(set(offs)) == count and not (specs and "
+            "                vec = (None not in exs and Resting not in map(type, exs) and "
+            "len(set(offs)) == count and not (specs and "
             "not specs.keys().isdisjoint(offs)) and len({axis[g] for g, _, _ in shares}) == "
             "len(shares))",
             "                if vec:",
@@ -1428,7 +1431,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if o is None:",
         "                    raise unknown(request_id)",
         "                extra = extras.get(o)",
-        "                if extra is None or specs and o in specs:",
+        "                if extra is None or type(extra) is Resting or specs and o in specs:",
         f"                    {back}",
         "                streams, of = extra.streams, extra.stream_of",
         "                if len(streams) != len(shares):",
@@ -1850,7 +1853,8 @@ def _source(core: CoordinatorCore) -> str:
             lines += [f"            if {ints}:", f"                {back}"]
         lines += [
             "            extra = extras.get(o)",
-            "            if extra is None or type(contents) is not list and type(contents) "
+            "            if extra is None or type(extra) is Resting or type(contents) is not list "
+            "and type(contents) "
             "is not tuple:",
             f"                {back}",
             "            streams, of = extra.streams, extra.stream_of",
@@ -1907,6 +1911,9 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"
+        "from kvunits.runtime._core import RestingExtras as Resting\n"
+        "from kvunits.runtime._core import more_hashes\n"
+        "from kvunits.runtime.block_pool import filed, holders\n"
         "from kvunits.runtime._table import due, grown\n"
         "from kvunits.runtime.prefix_cache import chain_hashes\n\n"
     )

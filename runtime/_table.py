@@ -211,10 +211,13 @@ class RequestTable:
         dropped: int,
         added: Sequence[int],
         fields: list[int],
+        room: int = 0,
     ) -> None:
         """Plan a request's table in group ``g``: its first ``dropped`` live entries evicted,
         ``added`` appended; the segment's new ``START``, ``LENGTH``, ``CAPACITY`` are written
-        into ``fields`` (the group's planned fields, as `read` gives them)."""
+        into ``fields`` (the group's planned fields, as `read` gives them). A segment placed
+        or moved gets room for ``room`` live entries at least (a prefix hit's: the entries of
+        the content it was admitted with, which its first steps fill in place)."""
         start, length, capacity = fields[START], fields[LENGTH], fields[CAPACITY]
         if dropped:
             start += dropped
@@ -229,7 +232,7 @@ class RequestTable:
                     (setitem, slab, slice(start + length, start + end), array("i", added))
                 )
             else:
-                new = grown(end, fields[CAPACITY], fields[SKIPPED] + dropped)
+                new = max(grown(end, fields[CAPACITY], fields[SKIPPED] + dropped), room)
                 moved = slab[start : start + length]
                 moved.extend(added)
                 moved.extend(array("i", bytes(4 * (new - end))))

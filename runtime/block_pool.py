@@ -47,8 +47,23 @@ _IOTA_FROM: Final = 16
 #: The bytes 0 .. 255: the low byte of 256 consecutive ids.
 _LOW: Final = bytes(range(256))
 
-#: A group's map of cached content: block hash -> the blocks holding that content, oldest first.
-CacheMap = dict[bytes, list[int]]
+#: A group's map of cached content: block hash -> the block holding that content, or the
+#: blocks (two or more, oldest first) when several do. One block per hash is the common case
+#: (an int: no list per hash); duplicates happen when two requests computed one block before
+#: either registered it (vLLM keeps them too).
+CacheMap = dict[bytes, "int | list[int]"]
+
+
+def holders(held: int | list[int] | None) -> list[int]:
+    """The blocks a `CacheMap` entry names, oldest first, as a new list (none: empty)."""
+    if held is None:
+        return []
+    return [held] if isinstance(held, int) else list(held)
+
+
+def filed(blocks: list[int]) -> int | list[int]:
+    """What a `CacheMap` stores for ``blocks`` (one or more): the block itself when one."""
+    return blocks[0] if len(blocks) == 1 else blocks
 
 
 def id_run(start: int, end: int) -> array[int]:
@@ -141,6 +156,7 @@ class BlockPool:
         "_fresh",
         "_head",
         "_iota",
+        "_maps",
         "_num_stale",
         "_queue",
         "_shared",
@@ -170,10 +186,12 @@ class BlockPool:
         # Stale queue entries per block (taken back by a touch), and their total.
         self._stale: dict[int, int] = {}
         self._num_stale = 0
-        # Blocks whose content the prefix cache registered: block -> (its map, its key); and
-        # those of them that are free (in the queue).
-        self._cached: dict[int, tuple[CacheMap, bytes]] = {}
+        # Blocks whose content the prefix cache registered: block -> its key (the map is
+        # the one of `_maps` that files it: `map_of`); and those of them that are free.
+        self._cached: dict[int, bytes] = {}
         self._cached_free: set[int] = set()
+        # The prefix-cache maps whose blocks come from this pool (one per cached group).
+        self._maps: list[CacheMap] = []
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -226,8 +244,20 @@ class BlockPool:
 
     def cached_key(self, block: int) -> bytes | None:
         """The key a cached block is registered under (None: not cached)."""
-        entry = self._cached.get(block)
-        return None if entry is None else entry[1]
+        return self._cached.get(block)
+
+    def map_of(self, block: int, key: bytes) -> CacheMap:
+        """The map that files the cached ``block`` under ``key``: the pool's one map, or, in
+        a pool of several cached groups, the one naming the block (its ids are the pool's:
+        one map does)."""
+        maps = self._maps
+        if len(maps) == 1:
+            return maps[0]
+        for cache_map in maps:
+            held = cache_map.get(key)
+            if held == block or (isinstance(held, list) and block in held):
+                return cache_map
+        raise AssertionError(f"block {block} of pool {self.name!r} is filed in no map")
 
     def free_queue(self) -> list[int]:
         """The whole free queue, front (taken first) to back: the ids never handed out, then
@@ -359,9 +389,8 @@ class BlockPool:
         """
         if self._used:
             return False
-        emptied = {(id(cache), key): (cache, key) for cache, key in self._cached.values()}
-        for cache, key in emptied.values():
-            ops.append((cache.pop, key, None))
+        for cache_map in self._maps:  # every block it files is this pool's, and cached
+            ops.append((cache_map.clear,))
         ops.append((self._cached.clear,))
         ops.append((self._cached_free.clear,))
         return True
@@ -457,13 +486,15 @@ class PoolPlan:
         return sum(1 for b in blocks if count(b) > 1)
 
     def cached(self, block: int) -> tuple[CacheMap, bytes] | None:
-        """The planned cache entry of a block."""
+        """The planned cache entry of a block: its map and key."""
         added = self.cache_add.get(block)
         if added is not None:
             return added
         if block in self.evicted:
             return None
-        return self.pool._cached.get(block)
+        pool = self.pool
+        key = pool._cached.get(block)
+        return None if key is None else (pool.map_of(block, key), key)
 
     def _stale_count(self, block: int) -> int:
         planned = self.stale.get(block)
@@ -473,7 +504,7 @@ class PoolPlan:
         planned = self.lists.get((id(cache), key))
         if planned is not None:
             return planned[2]
-        blocks = list(cache.get(key, ()))
+        blocks = holders(cache.get(key))
         self.lists[id(cache), key] = (cache, key, blocks)
         return blocks
 
@@ -633,7 +664,7 @@ class PoolPlan:
 
     def register(self, block: int, cache: CacheMap, key: bytes) -> None:
         """Record that a held block holds the content ``key`` fingerprints, in ``cache`` (one
-        group's map: key -> the blocks holding it, oldest first)."""
+        group's map, which the pool adopts (`BlockPool.map_of`) if new to it)."""
         assert self.count(block) >= 1 and self.cached(block) is None, block
         self.cache_add[block] = (cache, key)
         self._blocks_of(cache, key).append(block)
@@ -682,12 +713,18 @@ class PoolPlan:
         cached, cached_free = pool._cached, pool._cached_free
         for block in self.evicted:
             ops.append((cached.pop, block, None))
-        for block, entry in self.cache_add.items():
-            ops.append((setitem, cached, block, entry))
+        for block, (cache, key) in self.cache_add.items():
+            ops.append((setitem, cached, block, key))
+            if not any(m is cache for m in pool._maps):
+                ops.append((pool._maps.append, cache))
         for block, free in self.cached_free.items():
             ops.append((cached_free.add if free else cached_free.discard, block))
+        self._emit_lists(ops)
+
+    def _emit_lists(self, ops: Ops) -> None:
+        """Add the planned entries of the cache maps to ``ops``."""
         for cache, key, blocks in self.lists.values():
-            ops.append((setitem, cache, key, blocks) if blocks else (cache.pop, key, None))
+            ops.append((setitem, cache, key, filed(blocks)) if blocks else (cache.pop, key, None))
 
     def _emit_built(self, ops: Ops) -> None:
         """`emit` of a plan that ends the last request (``last``) and leaves every block free
@@ -706,5 +743,4 @@ class PoolPlan:
             ops.append((held.clear,))
         for name in ("_head", "_num_stale", "_used"):
             ops.append((setattr, pool, name, 0))
-        for cache, key, blocks in self.lists.values():  # the cached blocks this plan took
-            ops.append((setitem, cache, key, blocks) if blocks else (cache.pop, key, None))
+        self._emit_lists(ops)  # the cached blocks this plan took

@@ -61,7 +61,7 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.internal import cdiv, describe, magnitude, manager_ints
 
-from .block_pool import NULL_BLOCK, BlockPool
+from .block_pool import NULL_BLOCK, BlockPool, CacheMap
 
 #: The unit of the handle a `BlockHashes` was made for (see `kvunits.runtime.GroupHandle`).
 HandleUnit = TypeVar("HandleUnit", PooledBlocks, Tokens, EncoderTokens)
@@ -325,9 +325,10 @@ class GroupCache:
         pool: the pool its blocks come from.
 
     Attributes:
-        blocks: hash -> the blocks holding that content, oldest first (duplicates happen when
-            two requests computed the same block before either registered it; vLLM keeps
-            them too).
+        blocks: hash -> the block holding that content, or the blocks, oldest first, when
+            several do (`kvunits.runtime.block_pool.CacheMap`: duplicates happen when two
+            requests computed the same block before either registered it; vLLM keeps them
+            too).
         rows_per_block: content positions per cache block (``block_size × P``).
         requests, queried, hits: the statistics (`PrefixCacheStats`), in content rows.
     """
@@ -353,7 +354,8 @@ class GroupCache:
         self.window = ints.sliding_window_slots
         self.chunk = ints.chunk_slots
         self.pool = pool
-        self.blocks: dict[bytes, list[int]] = {}
+        self.blocks: CacheMap = {}
+        pool._maps.append(self.blocks)  # its blocks are the pool's (built: not a call's change)
         self.requests = 0
         self.queried = 0
         self.hits = 0
@@ -372,10 +374,10 @@ class GroupCache:
         if self.kind == "full_attention":
             found: list[int] = []
             for i in range(max_blocks):
-                holders = get(hashes[i])
-                if not holders:
+                held = get(hashes[i])
+                if held is None:
                     break
-                found.append(holders[0])
+                found.append(held if isinstance(held, int) else held[0])
             del found[len(found) // align * align :]
             return found
         if self.kind == "sliding_window":
@@ -395,13 +397,13 @@ class GroupCache:
         run = 0
         get = self.blocks.get
         for i in range(max_blocks - 1, -1, -1):
-            holders = get(hashes[i])
-            if not holders:
+            held = get(hashes[i])
+            if held is None:
                 run = 0
                 continue
             if run == 0 and (i + 1) % align:
                 continue  # a run must end on an aligned block
-            found[i] = holders[0]
+            found[i] = held if isinstance(held, int) else held[0]
             run += 1
             if run >= need:
                 del found[i + run :]
@@ -419,10 +421,10 @@ class GroupCache:
             found = [NULL_BLOCK] * start
             get = self.blocks.get
             for i in range(start, max_blocks):
-                holders = get(hashes[i])
-                if not holders:
+                held = get(hashes[i])
+                if held is None:
                     break
-                found.append(holders[0])
+                found.append(held if isinstance(held, int) else held[0])
             if len(found) % align == 0:
                 return found
             # A shorter hit changes the chunk its next query reads: look again from there.

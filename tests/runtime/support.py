@@ -32,6 +32,7 @@ from kvunits.contracts import (
 from kvunits.contracts._groups import GroupLimits
 from kvunits.runtime import NULL_BLOCK, AdmissionPolicy, GroupHandle, KVCacheCoordinator, Stepper
 from kvunits.runtime.block_pool import BlockPool, PoolPlan
+from kvunits.runtime.block_pool import holders as filed_blocks
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
 
@@ -123,7 +124,7 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
         (
             tuple(p.free_queue()),
             tuple((b, p.ref_count(b)) for b in p.held_blocks()),
-            tuple(sorted((b, key) for b, (_, key) in p._cached.items())),
+            tuple(sorted(p._cached.items())),
             tuple(sorted(p._cached_free)),  # which cached blocks are free
         )
         for p in unique_pools(coord)
@@ -132,7 +133,7 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
         None
         if c is None
         else (
-            tuple(sorted((k, tuple(v)) for k, v in c.blocks.items())),
+            tuple(sorted((k, tuple(filed_blocks(v))) for k, v in c.blocks.items())),
             (c.requests, c.queried, c.hits),
         )
         for c in core.caches
@@ -209,10 +210,12 @@ def check_pools(coord: KVCacheCoordinator) -> None:
             (id(c.blocks), key, b)
             for c in maps
             if c is not None
-            for key, blocks in c.blocks.items()
-            for b in blocks
+            for key, held in c.blocks.items()
+            for b in filed_blocks(held)
         }
-        assert filed == {(id(m), key, b) for b, (m, key) in pool._cached.items()}
+        assert filed == {(id(pool.map_of(b, key)), key, b) for b, key in pool._cached.items()}
+        # One block is filed as itself, never as a list of one.
+        assert not any(type(h) is list and len(h) < 2 for c in maps if c for h in c.blocks.values())
     for name, usage in coord.usage_by_group().items():
         assert usage.used + usage.free <= usage.capacity, name
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kvunits.contracts import CacheBlocks
 from kvunits.runtime import NULL_BLOCK, AllocationError
 from kvunits.runtime._guard import Ops, commit, ops_of
-from kvunits.runtime.block_pool import BlockPool, CacheMap, PoolPlan
+from kvunits.runtime.block_pool import BlockPool, CacheMap, PoolPlan, holders
 
 
 def test_null_block_is_never_handed_out() -> None:
@@ -87,7 +87,7 @@ def test_a_pool_idle_at_the_last_end_without_cached_blocks_is_as_built() -> None
     pool.free([1, 2, 3])  # not the last end: the queue is kept
     assert pool._fresh == 4 and pool.free_queue()[-3:] == [1, 2, 3]
 
-    cache: dict[bytes, list[int]] = {}
+    cache: CacheMap = {}
     blocks = pool.allocate_n(2)
     pool.register(blocks[0], cache, b"k")
     _release_last(pool, blocks)
@@ -105,13 +105,12 @@ def test_a_pool_holds_at_least_the_null_block() -> None:
 
 def _pool_state(pool: BlockPool) -> tuple[object, ...]:
     """What a plan's commit changes in a pool: the queue, counts, cached blocks and maps."""
-    maps = {id(m): m for m, _ in pool._cached.values()}
     return (
         tuple(pool.free_queue()),
         tuple((b, pool.ref_count(b)) for b in pool.held_blocks()),
-        tuple(sorted((b, key) for b, (_, key) in pool._cached.items())),
+        tuple(sorted(pool._cached.items())),
         tuple(sorted(pool._cached_free)),
-        tuple(sorted((k, tuple(v)) for m in maps.values() for k, v in m.items())),
+        tuple(sorted((k, tuple(holders(v))) for m in pool._maps for k, v in m.items())),
         pool.num_free,
         pool.num_used,
     )

@@ -115,7 +115,7 @@ def test_prefill() -> None:
         tokens = tokens0[(block - 1) * 16 : block * 16]
         parent = hashlib.sha256(parent + array("q", tokens).tobytes()).digest()
         assert coord._core.caches[0] is not None
-        assert coord._core.caches[0].blocks[parent] == [block]
+        assert coord._core.caches[0].blocks[parent] == block  # one holder: the block itself
         assert pool.ref_count(block) == 1
     assert not pool.is_cached(4) and pool.ref_count(4) == 1  # the partial block
     # Cache hit in the common prefix while the blocks are still in use.
@@ -395,7 +395,7 @@ def test_prefill_hybrid_model() -> None:
     hashes = handles[0].block_hashes(ContentKeys(COMMON, Tokens)).hashes
     for k, ids in enumerate([(1, 5, 9), (2, 6, 10), (3, 7, 11)]):
         for cache, block in zip(caches, ids, strict=True):
-            assert cache is not None and cache.blocks[hashes[k]] == [block]
+            assert cache is not None and cache.blocks[hashes[k]] == block
     assert not any(pool.is_cached(b) for b in (4, 8, 12))
     # The windows need only the last 2 blocks: block 0 stands as the null block.
     assert admit3("1", COMMON + [3] * 5) == 48
@@ -492,5 +492,5 @@ def test_different_block_size() -> None:
     cache = coord._core.caches[1]
     assert cache is not None
     fine = w.block_hashes(ContentKeys(common, Tokens)).hashes
-    assert cache.blocks.pop(fine[5]) == [10] and cache.blocks.pop(fine[6]) == [11]
+    assert cache.blocks.pop(fine[5]) == 10 and cache.blocks.pop(fine[6]) == 11
     assert admit2("3", common[:113]) == (2, 4, 64)

@@ -1,0 +1,217 @@
+"""What the prefix cache and a request's content cost: the edges of their compact forms.
+
+A cache map files one block per hash as the block itself and several as a list; a pool keeps
+one key per cached block (the map is the one of its groups' maps that files it); a request
+keeps its prompt's hashes by reference until content adds some, and its hit's table with
+room for the prompt it was admitted with. Each test narrates a toy case with blocks of 4
+tokens."""
+
+from __future__ import annotations
+
+import copy
+
+from kvunits.contracts import CacheBlocks, Elements, FullAttentionLayer, KVHeads, Tokens
+from kvunits.runtime import ContentKeys
+from kvunits.runtime._core import RequestExtras, RestingExtras
+from kvunits.runtime._table import CAPACITY
+from kvunits.runtime.prefix_cache import chain_hashes, root_hash
+
+from .support import check_pools, coordinator, snapshot
+
+FULL = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
+PROMPT = ContentKeys(list(range(9)), Tokens)  # two full blocks and one token
+PROMPT_HASHES = chain_hashes(root_hash("token", 4, None), PROMPT.keys, 4)
+
+
+def test_a_hash_held_by_two_blocks_is_a_list_until_one_is_evicted() -> None:
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=9, max_len=20)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    cache, pool = coord._core.caches[0], coord._core.pools[0]
+    assert cache is not None
+    prefix = (h.block_hashes(PROMPT),)
+    # Both admitted before either computed its prompt: no hit, and each registers its own
+    # two full blocks under the same two hashes (vLLM keeps such duplicates too).
+    assert step.admit_with_prefix("a", Tokens(12), prefix=prefix) == (Tokens(0),)
+    assert step.admit_with_prefix("b", Tokens(12), prefix=prefix) == (Tokens(0),)
+    step.allocate("a", Tokens(9))
+    a0, a1 = coord.block_table("a", h).ids_in(CacheBlocks)[:2]
+    first, second = prefix[0].hashes
+    assert cache.blocks == {first: a0, second: a1}  # one holder: the block itself
+    step.allocate("b", Tokens(9))
+    b0, b1 = coord.block_table("b", h).ids_in(CacheBlocks)[:2]
+    assert cache.blocks == {first: [a0, b0], second: [a1, b1]}  # oldest first
+    check_pools(coord)
+    # "a" ends: its blocks wait in the queue with their content (tail first: a1, then a0).
+    coord.free("a")
+    assert pool.num_cached_free == 2
+    # Taking every free block (the 2 never handed out, then a's 3) evicts a's two cached
+    # ones: each hash is filed as b's block alone again.
+    step.admit("c", Tokens(20))
+    step.allocate("c", Tokens(4 * pool.num_free))
+    assert cache.blocks == {first: b0, second: b1}
+    assert pool.cached_key(b0) == first and not pool.is_cached(a0)
+    check_pools(coord)
+
+
+def test_a_hit_takes_a_cached_free_block_back() -> None:
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=9, max_len=12)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    pool = coord._core.pools[0]
+    prefix = (h.block_hashes(PROMPT),)
+    step.admit_with_prefix("a", Tokens(12), prefix=prefix)
+    step.allocate("a", Tokens(9))
+    a0, a1, _ = coord.block_table("a", h).ids_in(CacheBlocks)
+    coord.free("a")  # a0 and a1 free, still cached
+    free = pool.num_free
+    # The same prompt: 8 of its 9 tokens hit (the last is always computed), in a0 and a1,
+    # taken back out of the queue (their entries there turn stale), still filed.
+    assert step.admit_with_prefix("b", Tokens(12), prefix=prefix) == (Tokens(8),)
+    assert coord.block_table("b", h).ids_in(CacheBlocks)[:2] == (a0, a1)
+    assert pool.num_free == free - 2 and pool.num_cached_free == 0
+    assert pool.cached_key(a0) == prefix[0].hashes[0]
+    step.allocate("b", Tokens(1))
+    check_pools(coord)
+    # Its hit's table was placed with room for the prompt's 3 entries: the step that
+    # computed the last token filled the third in place (no move, no garbage).
+    assert coord._core.table.garbage[0] == 0
+    assert coord._core.table.field(coord._core.table.offsets["b"], 0, CAPACITY) == 3
+
+
+def test_a_request_freed_mid_prompt_leaves_only_what_it_registered() -> None:
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=9, max_len=12)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    core, pool = coord._core, coord._core.pools[0]
+    prefix = (h.block_hashes(PROMPT),)
+    step.admit_with_prefix("a", Tokens(12), prefix=prefix)
+    step.allocate("a", Tokens(6))  # one full block computed of the prompt's two
+    (o,) = core.extras
+    assert core.requests["a"].extra is not None
+    assert core.requests["a"].extra.registered == [1]
+    a0 = coord.block_table("a", h).ids_in(CacheBlocks)[0]
+    coord.free("a")
+    # Its content is forgotten with it; the block it registered stays cached, free.
+    assert o not in core.extras and not core.extras
+    assert pool.is_cached(a0) and pool.num_cached_free == 1
+    assert step.admit_with_prefix("b", Tokens(12), prefix=prefix) == (Tokens(4),)
+    check_pools(coord)
+
+
+def test_two_groups_of_one_pool_file_one_hash_in_their_own_maps() -> None:
+    # Two token groups of one block size in one pool: their hashes of the same content are
+    # the same, their blocks are not; each map files its group's blocks, and evicting the
+    # blocks of one group leaves the other's filed.
+    coord = coordinator({"t": FULL, "u": FULL}, block_size=4, num_blocks=9, max_len=12, shared=True)
+    t, u = coord.group("t", Tokens), coord.group("u", Tokens)
+    step = coord.stepper(t, u)
+    core, pool = coord._core, coord._core.pools[0]
+    prefix = (t.block_hashes(PROMPT), u.block_hashes(PROMPT))
+    assert prefix[0].hashes == prefix[1].hashes
+    step.admit_with_prefix("a", Tokens(12), Tokens(12), prefix=prefix)
+    step.allocate("a", Tokens(9), Tokens(9))
+    mine = [coord.block_table("a", g).ids_in(CacheBlocks)[:2] for g in (t, u)]
+    maps = [c.blocks for c in core.caches if c is not None]
+    for cache_map, blocks in zip(maps, mine, strict=True):
+        assert list(cache_map.values()) == list(blocks)
+        assert all(pool.map_of(b, pool.cached_key(b) or b"") is cache_map for b in blocks)
+    check_pools(coord)
+    # "a" ends, each table tail first, t's before u's: the queue is the 2 ids never handed
+    # out, then t2 t1 t0 u2 u1 u0. Five blocks taken: 7, 8, t2 for t, then t1 t0 for u:
+    # t's two cached blocks are evicted, u's stay filed in u's map.
+    coord.free("a")
+    step.admit("c", Tokens(12), Tokens(12))
+    step.allocate("c", Tokens(12), Tokens(8))
+    assert coord.block_table("c", u).ids_in(CacheBlocks) == mine[0][::-1]
+    assert maps[0] == {} and maps[1] == dict(zip(prefix[1].hashes, mine[1], strict=True))
+    assert all(pool.map_of(b, pool.cached_key(b) or b"") is maps[1] for b in mine[1])
+    check_pools(coord)
+
+
+def test_content_added_to_a_prompt_leaves_the_callers_hashes_as_they_are() -> None:
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=12, max_len=16)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    hashes = h.block_hashes(PROMPT)
+    given = hashes.hashes
+    # One object of hashes for two requests: the core keeps it by reference for both.
+    step.admit_with_prefix("a", Tokens(16), prefix=(hashes,))
+    step.admit_with_prefix("b", Tokens(16), prefix=(hashes,))
+    step.allocate("a", Tokens(9))
+    # Three generated tokens fill a's third block: its hashes become its own, longer list.
+    coord.extend_content("a", h, ContentKeys([5, 5, 5], Tokens))
+    views = coord._core.requests
+    a, b = views["a"].extra, views["b"].extra
+    assert a is not None and b is not None
+    assert a.hashes == [[*given, *chain_hashes(given[-1], [8, 5, 5, 5], 4)]]
+    assert b.hashes == [list(given)] and len(given) == 2
+    step.allocate("a", Tokens(3))
+    check_pools(coord)
+
+
+def test_a_request_rests_once_its_prompt_is_registered_and_content_wakes_it() -> None:
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    core = coord._core
+    prefix = (h.block_hashes(PROMPT),)
+    for rid in ("a", "b"):
+        step.admit_with_prefix(rid, Tokens(16), prefix=prefix)
+    a, b = core.table.offsets["a"], core.table.offsets["b"]
+    assert type(core.extras[a]) is RequestExtras  # two hashes ahead of its positions
+    # Its 9 tokens computed: both full blocks registered, nothing left: one flat tuple.
+    step.allocate("a", Tokens(9))
+    assert type(core.extras[a]) is RestingExtras
+    view = core.requests["a"].extra
+    assert view is not None and view.registered == [2] and view.hashes == [list(PROMPT_HASHES)]
+    twin = copy.deepcopy(coord)
+    assert twin._core.requests["a"].extra.registered == [2]  # type: ignore[union-attr]
+    # Content for it (one call, then a batch of both): made active again before planning;
+    # the block the keys fill is registered by the step that computes it, and it rests.
+    coord.extend_content("a", h, ContentKeys([5, 5, 5], Tokens))
+    assert type(core.extras[a]) is RequestExtras
+    step.allocate("a", Tokens(3))
+    assert type(core.extras[a]) is RestingExtras and view.registered == [3]
+    step.allocate("b", Tokens(9))
+    assert type(core.extras[b]) is RestingExtras
+    step.advance_with_content_all(["a", "b"], Tokens(1), content=[(h, ContentKeys([6, 6], Tokens))])
+    assert {type(core.extras[o]) for o in (a, b)} == {RequestExtras}
+    woken = core.requests["b"].extra
+    assert woken is not None and woken.hashes == [list(PROMPT_HASHES)]  # no block filled yet
+    # The twin, given the same calls, ends the same.
+    twin.extend_content("a", twin.group("t", Tokens), ContentKeys([5, 5, 5], Tokens))
+    twin_step = twin.stepper(twin.group("t", Tokens))
+    twin_step.allocate("a", Tokens(3))
+    twin_step.allocate("b", Tokens(9))
+    twin_step.advance_with_content_all(
+        ["a", "b"], Tokens(1), content=[(twin.group("t", Tokens), ContentKeys([6, 6], Tokens))]
+    )
+    assert snapshot(twin) == snapshot(coord)
+    check_pools(coord)
+    coord.free("a")
+    coord.free("b")
+    assert not core.extras
+
+
+def test_a_resting_request_given_the_content_of_its_step_registers_the_block_it_fills() -> None:
+    # "a" rests after its prompt (tail: token 8). One call gives its step 3 positions and the
+    # 3 keys they hold: the block they fill is hashed and registered by that call, as the
+    # same content added first (extend_content) and then stepped does.
+    one, two = (coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16) for _ in range(2))
+    keys = ContentKeys([5, 5, 5], Tokens)
+    for c in (one, two):
+        h = c.group("t", Tokens)
+        c.stepper(h).admit_with_prefix("a", Tokens(16), prefix=(h.block_hashes(PROMPT),))
+        c.stepper(h).allocate("a", Tokens(9))
+        assert type(c._core.extras[c._core.table.offsets["a"]]) is RestingExtras
+    h = one.group("t", Tokens)
+    one.stepper(h).advance_with_content("a", Tokens(3), content=[(h, keys)])
+    h2 = two.group("t", Tokens)
+    two.extend_content("a", h2, keys)
+    two.stepper(h2).allocate("a", Tokens(3))
+    assert snapshot(one) == snapshot(two)
+    view = one._core.requests["a"].extra
+    assert view is not None and view.registered == [3]
+    assert view.hashes == [[*PROMPT_HASHES, *chain_hashes(PROMPT_HASHES[-1], [8, 5, 5, 5], 4)]]
+    check_pools(one)
