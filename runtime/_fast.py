@@ -471,7 +471,8 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
     them again, `CoordinatorCore._kept`, unless the table holds more than the step's end
     reaches) and the step ends in the block of the bound; the new slack is ``s{g} + r{g} −
     q{g}``. `_crossing` plans every other (this case too). With ``typed``, the ``r{g}`` are
-    ints (the typed layer's). ``c`` is the request's cold offset."""
+    the typed layer's (ints, none negative: read from quantities). ``c`` is the request's
+    cold offset."""
     p, size = core._pool[g], core._block_size[g]
     kind = core._managers[g].kind
     rows = f"{_at(_cold(ANCHOR, g))} - s{g} - r{g}"  # after the rollback
@@ -483,9 +484,10 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
     else:
         keep = f"({slots} + {size - 1}) // {size}"
     entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
-    integer = "" if typed else f"type(r{g}) is int and "
+    # The typed layer's counts are read from quantities: ints, never negative.
+    integer = "" if typed else f"type(r{g}) is int and 0 <= "
     fits = (
-        f"{integer}0 <= r{g} <= j{g} and 0 < q{g} - r{g} <= s{g} and "
+        f"{integer}r{g} <= j{g} and 0 < q{g} - r{g} <= s{g} and "
         f"(not r{g} or {keep} >= {entries})"
     )
     if core._in_flight[g] < size or not core._has_rows[g]:
@@ -882,7 +884,8 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
             f"                {rs} = rejected_i",
             "                if " + " or ".join(f"type(r{g}) is not U{g}" for g in range(n)) + ":",
             f"                    {refuse}",
-            f"                {rs} = " + ", ".join(f"r{g}._value" for g in range(n)) + comma,
+            f"                {rs.rstrip(',')} = "
+            + ", ".join(f"r{g}._value" for g in range(n)),
         ]
     if not typed:
         lines += [
