@@ -473,7 +473,8 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
     them again, `CoordinatorCore._kept`, unless the table holds more than the step's end
     reaches) and the step ends in the block of the bound; the new slack is ``s{g} + r{g} −
     q{g}``. `_crossing` plans every other (this case too). With ``typed``, the ``r{g}`` are
-    ints (the typed layer's). ``c`` is the request's cold offset."""
+    the typed layer's (ints, none negative: read from quantities). ``c`` is the request's
+    cold offset."""
     p, size = core._pool[g], core._block_size[g]
     kind = core._managers[g].kind
     rows = f"{_at(_cold(ANCHOR, g))} - s{g} - r{g}"  # after the rollback
@@ -485,9 +486,10 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
     else:
         keep = f"({slots} + {size - 1}) // {size}"
     entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
-    integer = "" if typed else f"type(r{g}) is int and "
+    # The typed layer's counts are read from quantities: ints, never negative.
+    integer = "" if typed else f"type(r{g}) is int and 0 <= "
     fits = (
-        f"{integer}0 <= r{g} <= j{g} and 0 < q{g} - r{g} <= s{g} and "
+        f"{integer}r{g} <= j{g} and 0 < q{g} - r{g} <= s{g} and "
         f"(not r{g} or {keep} >= {entries})"
     )
     if core._in_flight[g] < size or not core._has_rows[g]:
@@ -525,11 +527,13 @@ def _crossing(
     pools are read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the
     batch's); a segment without room moves to the slab's end (``te{g}``, its planned end)
     with room, unless that makes the slab's garbage (with ``gb{g}``, planned) due: then
-    ``compacting`` runs, ``{g}`` its group (else ``fail``). Any other runs ``fail`` (nothing
-    written). Leaves per group ``v{g}`` (the new slack), ``w{g}`` (the
-    cold fields from ``ANCHOR`` to ``CAPACITY``, None: unchanged) and then ``dr{g}`` (whether
-    a block is evicted: ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab
-    index), or ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
+    ``compacting`` runs, ``{g}`` its group (else ``fail``), unless the bit ``g`` of
+    ``compacted`` says the call compacted that slab: then the move is made (as
+    `CoordinatorCore._boundary_step` makes it). Any other runs ``fail`` (nothing written).
+    Leaves per group ``v{g}`` (the new slack), ``w{g}`` (the cold fields from ``ANCHOR`` to
+    ``CAPACITY``, None: unchanged) and then ``dr{g}`` (whether a block is evicted:
+    ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or ``m{g}``
+    (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -612,7 +616,8 @@ def _crossing(
             # unless that makes the slab's garbage due (the core compacts first): its old
             # entries become garbage (``gm{g}``); ``te{g}`` is the slab's planned end.
             "if want and length + want > capacity:",
-            f"    if due(garbage[{g}] + gb{g} + capacity, te{g}):",
+            f"    if {'' if compacting is None else f'not compacted >> {g} & 1 and '}"
+            f"due(garbage[{g}] + gb{g} + capacity, te{g}):",
             f"        {fail if compacting is None else compacting.format(g=g)}",
             f"    m{g} = slab[start + dropped : start + length]",
             f"    m{g}.append(t{g})",
@@ -843,7 +848,8 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     pushes = ", ".join(f"sl{g}.append" for g in range(n))
     lines = [
         f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected"
-        + (", units, checked):" if units else "):"),
+        + (", units, checked" if units else "")
+        + ", compacted=0):",
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
@@ -880,7 +886,8 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
             f"                {rs} = rejected_i",
             "                if " + " or ".join(f"type(r{g}) is not U{g}" for g in range(n)) + ":",
             f"                    {refuse}",
-            f"                {rs} = " + ", ".join(f"r{g}._value" for g in range(n)) + comma,
+            f"                {rs.rstrip(',')} = "
+            + ", ".join(f"r{g}._value" for g in range(n)),
         ]
     if not typed:
         lines += [
@@ -912,10 +919,14 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     # change; nothing else was written), then the call again, as the general path does.
     compacting = "compact = {g}; break"
     again = (
-        "                if compact >= 0 and garbage[compact]:\n"
-        "                    pre = []; compact_ops(pre, (compact,))\n"
+        "                if compact >= 0:\n"
+        "                    pre = []\n"
+        "                    if garbage[compact]:\n"
+        "                        compact_ops(pre, (compact,))\n"
         f"                    commit(ops_of(pre)); del owner[0]; return respec_all{suffix}("
-        "request_ids, num_new, lookahead, rejected" + (", units, checked)" if units else ")")
+        "request_ids, num_new, lookahead, rejected"
+        + (", units, checked" if units else "")
+        + ", compacted | 1 << compact)"
     )
     # Past some slack: planned here unless an earlier one could not be.
     lines += [
@@ -1005,11 +1016,16 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         *("    " + line for line in again.split("\n")),
         "                    # The core's boundary path (a slab due, ...), on one plan.",
         "                    if plan is None:",
-        "                        plan = Boundary()",
+        "                        plan = Boundary(frozenset(g for g in "
+        f"range({n}) if compacted >> g & 1))",
         *into,
         "                    back = plan_unroll(o, rejected_i, plan, num_new)",
         "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
         "lookahead, back):",
+        # A move the boundary plan refused (its slab would be due): compacted, then the
+        # call again, the move allowed (as `CoordinatorCore._boundary_step`); else general.
+        "                        compact = plan.compact",
+        *("        " + line for line in again.split("\n")),
         f"                        return general_respec_all(me, request_ids, num_new, lookahead, "
         f"{raw}, {fast}, cx + xs)",
         *out_of,
