@@ -1096,65 +1096,66 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "        del ops[mark:], ha[hm:], hv[hm:], sa[sm:], sv[sm:]",
             "        return plan_boundary(ops, plan, o, num_new, None)",
             "    crossed = True",
-            f"    pool = pools[{g}]",
-            f"    state = pstates.get(pids[{g}])",
-            "    if state is None:",
-            f"        state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
-            "    if dropped:",
-            "        block = slab[start]",
-            f"        held = plan.shared.get((pids[{g}], block)) if plan.shared else None",
-            "        count = pool._shared.get(block, 1) if held is None else held[2]",
-            "        if count > 1:  # a prefix hit's block loses a reference",
-            f"            plan.shared[pids[{g}], block] = (pool, block, count - 1)",
-            "        else:",
-            "            if block in pool._cached:  # its content stays in the queue",
-            "                ops.append((pool._cached_free.add, block))",
-            "            state[4].append(block)",
-            "    taken = 0",
-            "    if want:",
-            "        if state[1] < pool.num_blocks:",
-            "            taken = state[1]",
-            "            state[1] += 1",
-            "        elif state[2] < len(pool._queue):",
-            "            taken = pool._queue[state[2]]",
-            "            if taken in pool._stale:",
-            "                return False",
-            "            entry = pool._cached.get(taken)",
-            "            if entry is not None:  # evicted from the prefix cache",
-            "                cache_map, key = entry",
-            "                planned = lists.get((id(cache_map), key))",
-            "                if planned is None:",
-            "                    planned = lists[id(cache_map), key] = (cache_map, key, "
-            "list(cache_map.get(key, ())))",
-            "                planned[2].remove(taken)",
-            "                ops.append((pool._cached.pop, taken, None))",
-            "                ops.append((pool._cached_free.discard, taken))",
-            "            state[2] += 1",
-            "        else:",
-            "            return False",
-            "        state[3].append(taken)",
-            f"    garbage = plan.garbage.get({g}, table_garbage[{g}]) + dropped",
-            "    moved = None",
-            "    if want and length + want > capacity:",
-            f"        tail = plan.slab_end.get({g}, len(slab))",
-            f"        if {g} not in plan.compacted and due(garbage + capacity - dropped, tail):",
-            f"            plan.compact = {g}",
-            "            return False",
-            "        moved = slab[start + dropped : start + length]",
-            "        moved.append(taken)",
-            "        room = grown(len(moved), capacity, skip)",
-            "        moved.extend(array('i', bytes(4 * (room - len(moved)))))",
-            f"        plan.slab_end[{g}] = tail + room",
-            "        ops.append((slab.extend, moved))",
-            "        garbage += capacity - dropped",
-            "        start, capacity = tail, room",
-            "    else:",
+            "    moved, taken = None, 0",
+            "    if want or dropped:  # else only the fields move (a held step's registration)",
+            f"        pool = pools[{g}]",
+            f"        state = pstates.get(pids[{g}])",
+            "        if state is None:",
+            f"            state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
+            "        if dropped:",
+            "            block = slab[start]",
+            f"            held = plan.shared.get((pids[{g}], block)) if plan.shared else None",
+            "            count = pool._shared.get(block, 1) if held is None else held[2]",
+            "            if count > 1:  # a prefix hit's block loses a reference",
+            f"                plan.shared[pids[{g}], block] = (pool, block, count - 1)",
+            "            else:",
+            "                if block in pool._cached:  # its content stays in the queue",
+            "                    ops.append((pool._cached_free.add, block))",
+            "                state[4].append(block)",
             "        if want:",
-            "            ops.append((setitem, slab, start + length, taken))",
-            "        start, capacity = start + dropped, capacity - dropped",
-            f"    if garbage != table_garbage[{g}]:",
-            f"        plan.garbage[{g}] = garbage",
-            "    length += want - dropped",
+            "            if state[1] < pool.num_blocks:",
+            "                taken = state[1]",
+            "                state[1] += 1",
+            "            elif state[2] < len(pool._queue):",
+            "                taken = pool._queue[state[2]]",
+            "                if taken in pool._stale:",
+            "                    return False",
+            "                entry = pool._cached.get(taken)",
+            "                if entry is not None:  # evicted from the prefix cache",
+            "                    cache_map, key = entry",
+            "                    planned = lists.get((id(cache_map), key))",
+            "                    if planned is None:",
+            "                        planned = lists[id(cache_map), key] = (cache_map, key, "
+            "list(cache_map.get(key, ())))",
+            "                    planned[2].remove(taken)",
+            "                    ops.append((pool._cached.pop, taken, None))",
+            "                    ops.append((pool._cached_free.discard, taken))",
+            "                state[2] += 1",
+            "            else:",
+            "                return False",
+            "            state[3].append(taken)",
+            f"        garbage = plan.garbage.get({g}, table_garbage[{g}]) + dropped",
+            "        if want and length + want > capacity:",
+            f"            tail = plan.slab_end.get({g}, len(slab))",
+            f"            if {g} not in plan.compacted and "
+            "due(garbage + capacity - dropped, tail):",
+            f"                plan.compact = {g}",
+            "                return False",
+            "            moved = slab[start + dropped : start + length]",
+            "            moved.append(taken)",
+            "            room = grown(len(moved), capacity, skip)",
+            "            moved.extend(array('i', bytes(4 * (room - len(moved)))))",
+            f"            plan.slab_end[{g}] = tail + room",
+            "            ops.append((slab.extend, moved))",
+            "            garbage += capacity - dropped",
+            "            start, capacity = tail, room",
+            "        else:",
+            "            if want:",
+            "                ops.append((setitem, slab, start + length, taken))",
+            "            start, capacity = start + dropped, capacity - dropped",
+            f"        if garbage != table_garbage[{g}]:",
+            f"            plan.garbage[{g}] = garbage",
+            "        length += want - dropped",
             "    rows += q",
             "    if first >= evict:",
             f"        evict = {evicting}",
@@ -1372,10 +1373,13 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if k * count != len(keys):",
         f"                    {back}",
         "                shares.append((g, keys, k))",
+        "            slow = None",
     ]
-    # Where no group's step needs its in-flight bound checked (a block or more), the common
-    # engine step (every request known, once, with content, no speculative tail, within its
-    # slack, no block filled) is checked and stored a pass in C per field, over the batch.
+    # Where no group's step needs its in-flight bound checked (a block or more), a batch of
+    # known requests, once each, with content, no speculative tail, is classified a pass in C
+    # per field: each request within its slack filling no block (kind 0) stored and appended
+    # in C; the others (a block filled: 1, a slack passed: 2, both: the general path) listed
+    # for the planners below, with no per-request loop.
     if not any(
         core._in_flight[g] < core._block_size[g] or not core._has_rows[g] for g in range(n)
     ):
@@ -1389,40 +1393,65 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                if vec:",
             "                    lists = list(map(streams_of, exs))",
             "                    vec = set(map(len, lists)) == {len(shares)}",
-            "                ops = []",
+            "                fill, cols, tls, gts = repeat(False), [], [], []",
             "                for g, keys, k in shares if vec else ():",
             "                    at = list(map(itemgetter(g), map(stream_of, exs)))",
             "                    if min(at) < 0:",
             "                        vec = False; break",
-            "                    tl = list(map(tail_of, map(getitem, lists, at)))",
-            "                    if max(map(len, tl)) + k >= rows_per_block[g]:",
-            "                        vec = False; break",
-            "                    if k:",
-            "                        ops.append((list, map(extend, tl, map(getitem, repeat(keys), "
-            "map(slice, range(0, count * k, k), range(k, count * k + k, k))))))",
+            "                    col = list(map(getitem, lists, at))",
+            "                    tl = list(map(tail_of, col))",
+            "                    cols.append(col); tls.append(tl)",
+            "                    gts.append(list(map(getitem, repeat(keys), map(slice, "
+            "range(0, count * k, k), range(k, count * k + k, k)))) if k else [keys] * count)",
+            "                    fill = map(or_, fill, map(ge, map(add, map(len, tl), repeat(k)), "
+            "map(rpb_of, col)))",
         ]
+        # Past the slack: s < q (a step of 0 with no slack counts as past it: exact only
+        # when every q is positive, else the batch takes the per-request loop below).
         for g in range(n):
             h = g * HOT
             lines += [
                 "                if vec:",
                 f"                    a{g} = list(map(add, offs, repeat({h + SLACK})))",
                 f"                    s{g} = list(map(getitem, repeat(hot), a{g}))",
-                f"                    vec = min(s{g}) >= q{g} and (q{g} > 0 or min(s{g}) > 0)",
+                f"                    fill = map(or_, fill, map(mul, map(lt, s{g}, "
+                f"repeat(q{g} or 1)), repeat(2)))",
             ]
-        lines.append("                if vec:")
+        positive = " and ".join(f"q{g} > 0" for g in range(n))
+        lines += [
+            "                if vec:",
+            "                    kinds = list(fill)",
+            f"                    if not any(kinds) or {positive}:",
+            "                        if 3 in kinds:",
+            f"                            {back}",
+            "                        fm = list(map(not_, kinds))",
+            "                        at, to, tails, adds = [], [], [], []",
+            "                        ops = [(commit, map(setitem, repeat(hot), at, to))]",
+            "                        for tl, gt in zip(tls, gts):",
+            "                            ops.append((list, map(extend, compress(tl, fm), "
+            "compress(gt, fm))))",
+        ]
         for g in range(n):
             h = g * HOT
             lines += [
-                f"                    ops.append((commit, map(setitem, repeat(hot), a{g}, "
-                f"map(sub, s{g}, repeat(q{g})))))",
-                "                    ops.append((commit, map(setitem, repeat(hot), "
-                f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
+                f"                        ops.append((commit, map(setitem, repeat(hot), "
+                f"compress(a{g}, fm), map(sub, compress(s{g}, fm), repeat(q{g})))))",
+                "                        ops.append((commit, map(setitem, repeat(hot), "
+                f"compress(map(add, offs, repeat({h + STEP})), fm), repeat(q{g}))))",
             ]
-        lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
+        lines += [
+            "                        columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
+            "(repeat(()),) * 3",
+            "                        slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
+            "exs, columns[2]), kinds))",
+        ]
+    # Else (or where the vector pass declines) each request is classified here.
     lines += [
-        "            slow, at, to, tails, adds = [], [], [], [], []",
+        "            todo = request_ids if slow is None else ()",
+        "            if todo:",
+        "                slow, at, to, tails, adds = [], [], [], [], []",
         "            i = -1",
-        "            for request_id in request_ids:",
+        "            for request_id in todo:",
         "                i += 1",
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
@@ -1461,9 +1490,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if kind:",
         "                    slow.append((o, kind, mine, gets, extra, picked)); continue",
         f"                at += ({slots}); to += ({values}); tails += mine; adds += gets",
-        "            if len(set(request_ids)) != count:",
-        f"                {back}",
-        "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "            if todo:",
+        "                if len(set(request_ids)) != count:",
+        f"                    {back}",
+        "                ops = [(commit, map(setitem, repeat(hot), at, to)), "
         "(list, map(extend, tails, adds))]",
         "            if slow:",
         # The planners' stores to the fields join the fast requests' (`at`, `to`) and one
@@ -1615,7 +1645,7 @@ def _source(core: CoordinatorCore) -> str:
         "    compact = compact_ops = core.table.compact_ops",
         "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
         "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
-        "    tail_of = attrgetter('tail')",
+        "    tail_of, rpb_of = attrgetter('tail'), attrgetter('rows_per_block')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
         f"    nospec = (0,) * {n}  # no speculative tail",
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
@@ -1902,8 +1932,9 @@ def _source(core: CoordinatorCore) -> str:
     )
     header = (
         "from array import array\n"
-        "from itertools import repeat\n"
-        "from operator import add, attrgetter, getitem, itemgetter, setitem, sub\n"
+        "from itertools import compress, repeat\n"
+        "from operator import add, attrgetter, ge, getitem, itemgetter, lt, mul, not_, or_, "
+        "setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"
