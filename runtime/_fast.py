@@ -1183,45 +1183,18 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     # committed positions fill, from the table before the step (and the block it takes).
     lines += ["        if pend:"]
     for g in range(n):
-        cache = core.caches[g]
-        if cache is None:
+        if core.caches[g] is None:
             continue
-        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
-        rpb = cache.rows_per_block
-        keep = _unread(core, g)
-        keep = f"{keep} or " if keep else ""
         out = [
             f"s = of[{g}]",
             "if s >= 0:",
             "    hashes = known[s].hashes",
             f"    skip, rows, taken = a{g}",
-            f"    full, r = min(rows // {rpb}, len(hashes)), reg[{g}]",
-            "    if full > r:",
-            f"        skipped, start, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
-            f"st[{c} + {LENGTH}]",
-            f"        slab, pool, blocks_of = slabs[{g}], pools[{g}], cache_maps[{g}]",
-            "        for i in range(r, full):",
-            f"            if i < skip or {keep}False:",
-            "                continue",
-            "            if skipped <= i < skipped + length:",
-            "                block = slab[start + i - skipped]",
-            "                if block in pool._cached:",
-            "                    return False",
-            "            elif i == skipped + length and taken:",
-            "                block = taken",
-            "            else:",
-            "                return False",
-            "            key = hashes[i]",
-            "            ops.append((setitem, pool._cached, block, (blocks_of, key)))",
-            f"            planned = lists.get((ids_of[{g}], key))",
-            "            if planned is None:",
-            f"                planned = lists[ids_of[{g}], key] = (blocks_of, key, "
-            "list(blocks_of.get(key, ())))",
-            "            planned[2].append(block)",
-            f"        ops.append((setitem, reg, {g}, full))",
-            "    if len(hashes) > max(full, r):",
-            "        return False",
         ]
+        out += _registration(
+            core, g, "    ", rows="rows", skip="skip", taken="taken", known="len(hashes)",
+            key="hashes[i]", ahead="return False",
+        )
         lines += ["            " + line for line in out]
     lines += [
         "        if o in specs:",
@@ -1230,6 +1203,65 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         "",
     ]
     return lines
+
+
+def _registration(
+    core: CoordinatorCore,
+    g: int,
+    indent: str,
+    *,
+    rows: str,
+    skip: str,
+    taken: str,
+    known: str,
+    key: str,
+    ahead: str,
+) -> list[str]:
+    """The lines (in ``plan_cross`` and ``plan_fill``, one source for both) that register
+    group ``g``'s blocks whose positions are committed (``rows``, after the step) and whose
+    hashes are known (``known`` of them, the ``i``-th ``key``), from ``reg[g]`` on, on the
+    plan's lists: `CoordinatorCore._register_plan`'s rule. A block below ``skip`` or left out
+    by the window mask is not registered; past the table's entries only ``taken`` is (the
+    block the step takes; none where empty); a block cached already returns False (the
+    caller takes the general path, which decides). ``ahead`` runs where hashes stay ahead of
+    the positions. Of the two planners, only these lines and `_plan_cross`'s block taken
+    (a cached one evicted) read or write the prefix cache's map (``cached``: the pool's
+    blocks to their (map, key); ``lists``: the planned blocks of a key)."""
+    cache = core.caches[g]
+    assert cache is not None
+    c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+    keep = _unread(core, g)
+    out = [
+        f"full, r = min({rows} // {cache.rows_per_block}, {known}), reg[{g}]",
+        "if full > r:",
+        f"    skipped, start, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
+        f"st[{c} + {LENGTH}]",
+        f"    slab, cached, blocks_of = slabs[{g}], pools[{g}]._cached, cache_maps[{g}]",
+        "    for i in range(r, full):",
+        f"        if i < {skip}{' or ' + keep if keep else ''}:",
+        "            continue",
+        "        if i < skipped + length:",
+        "            block = slab[start + i - skipped]",
+        "            if block in cached:",
+        "                return False",
+    ]
+    if taken:
+        out += [f"        elif i == skipped + length and {taken}:", f"            block = {taken}"]
+    out += [
+        "        else:",
+        "            return False",
+        f"        key = {key}",
+        "        ops.append((setitem, cached, block, (blocks_of, key)))",
+        f"        planned = lists.get((ids_of[{g}], key))",
+        "        if planned is None:",
+        f"            planned = lists[ids_of[{g}], key] = (blocks_of, key, "
+        "list(blocks_of.get(key, ())))",
+        "        planned[2].append(block)",
+        f"    ops.append((setitem, reg, {g}, full))",
+        f"if {known} > max(full, r):",
+        f"    {ahead}",
+    ]
+    return [indent + line for line in out]
 
 
 def _plan_fill(core: CoordinatorCore) -> list[str]:
@@ -1275,42 +1307,22 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         "            ops.append((setattr, stream, 'parent', new[-1]))",
         "            hashed[id(stream)] = new",
         "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
-        "        ahead = False",
+        "        ahead, lists = False, plan.lists",
     ]
     for g in range(n):
-        cache = core.caches[g]
-        if cache is None:
+        if core.caches[g] is None:
             continue
-        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
-        rpb = cache.rows_per_block
-        keep = _unread(core, g)
-        keep = f" or {keep}" if keep else ""
         out = [
             f"s = of[{g}]",
             "if s >= 0:",
             "    stream = streams[s]",
             "    old, more = stream.hashes, hashed.get(id(stream), ())",
-            f"    known, r = len(old) + len(more), reg[{g}]",
-            f"    full = min(r{g} // {rpb}, known)",
-            "    if full > r:",
-            f"        skipped, first, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
-            f"st[{c} + {LENGTH}]",
-            f"        slab, cached, blocks_of = slabs[{g}], pools[{g}]._cached, cache_maps[{g}]",
-            "        for i in range(r, full):",
-            f"            if i < skipped{keep}:",
-            "                continue",
-            "            if i >= skipped + length:",
-            "                return False",
-            "            block = slab[first + i - skipped]",
-            "            if block in cached:",
-            "                return False",
-            "            key = old[i] if i < len(old) else more[i - len(old)]",
-            "            ops.append((setitem, cached, block, (blocks_of, key)))",
-            "            plan.listed(blocks_of, key).append(block)",
-            f"        ops.append((setitem, reg, {g}, full))",
-            "    if known > max(full, r):",
-            "        ahead = True",
+            "    known = len(old) + len(more)",
         ]
+        out += _registration(
+            core, g, "    ", rows=f"r{g}", skip="skipped", taken="", known="known",
+            key="old[i] if i < len(old) else more[i - len(old)]", ahead="ahead = True",
+        )
         lines += ["        " + line for line in out]
     # Held as `_hold` holds them (empty steps too): the step that commits them registers.
     lines.append("        if ahead:")
@@ -1330,8 +1342,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     it from the caller): `CoordinatorCore.advance_content_all`, one engine step's batch with
     the content of its positions. Each request within its slack whose content fills no block
     (each pair to a sequence of its own with one stream) is a set of stores and appends, all in
-    C on the commit line; the others are planned on the same ops and boundary plan by the
-    generated planners: a block filled within the slack by `plan_fill` (hashed once per
+    C on the commit line; the batch is classified so a pass in C per field where it can be
+    (streams in phase cross and fill blocks at the same engine steps: the per-request loop
+    would run for all of them); the others are planned on the same ops and boundary plan by
+    the generated planners: a block filled within the slack by `plan_fill` (hashed once per
     sequence, registered where committed), a boundary crossed with no block filled by
     `plan_cross` (with every generated token cached, the blocks a step takes or a window
     evicts are mostly cached ones, and the step registers the block it completes); a move
@@ -1393,7 +1407,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                if vec:",
             "                    lists = list(map(streams_of, exs))",
             "                    vec = set(map(len, lists)) == {len(shares)}",
-            "                fill, cols, tls, gts = repeat(False), [], [], []",
+            "                cols, tls, every = [], [], vec",
             "                for g, keys, k in shares if vec else ():",
             "                    at = list(map(itemgetter(g), map(stream_of, exs)))",
             "                    if min(at) < 0:",
@@ -1401,48 +1415,77 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                    col = list(map(getitem, lists, at))",
             "                    tl = list(map(tail_of, col))",
             "                    cols.append(col); tls.append(tl)",
-            "                    gts.append(list(map(getitem, repeat(keys), map(slice, "
-            "range(0, count * k, k), range(k, count * k + k, k)))) if k else [keys] * count)",
-            "                    fill = map(or_, fill, map(ge, map(add, map(len, tl), repeat(k)), "
-            "map(rpb_of, col)))",
+            "                    if every and max(map(len, tl)) + k >= rows_per_block[g]:",
+            "                        every = False",
         ]
-        # Past the slack: s < q (a step of 0 with no slack counts as past it: exact only
-        # when every q is positive, else the batch takes the per-request loop below).
         for g in range(n):
             h = g * HOT
             lines += [
                 "                if vec:",
                 f"                    a{g} = list(map(add, offs, repeat({h + SLACK})))",
                 f"                    s{g} = list(map(getitem, repeat(hot), a{g}))",
-                f"                    fill = map(or_, fill, map(mul, map(lt, s{g}, "
-                f"repeat(q{g} or 1)), repeat(2)))",
+                f"                    if every and not (min(s{g}) >= q{g} and (q{g} > 0 or "
+                f"min(s{g}) > 0)):",
+                "                        every = False",
             ]
+        # The common engine step: every request within its slack, none filling a block.
+        lines += [
+            "                if vec and every:",
+            "                    ops = []",
+            "                    for (g, keys, k), tl in zip(shares, tls):",
+            "                        if k:",
+            "                            ops.append((list, map(extend, tl, map(getitem, "
+            "repeat(keys), map(slice, range(0, count * k, k), range(k, count * k + k, k))))))",
+        ]
+        for g in range(n):
+            h = g * HOT
+            lines += [
+                f"                    ops.append((commit, map(setitem, repeat(hot), a{g}, "
+                f"map(sub, s{g}, repeat(q{g})))))",
+                "                    ops.append((commit, map(setitem, repeat(hot), "
+                f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
+            ]
+        lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
+        # Else, where every count is positive (past the slack is then s < q), each request's
+        # kind a pass per field; with a count of 0, the per-request loop below.
         positive = " and ".join(f"q{g} > 0" for g in range(n))
         lines += [
-            "                if vec:",
+            f"                if vec and {positive}:",
+            "                    fill, gts = repeat(False), []",
+            "                    for (g, keys, k), tl in zip(shares, tls):",
+            "                        gts.append(list(map(getitem, repeat(keys), map(slice, "
+            "range(0, count * k, k), range(k, count * k + k, k)))) if k else [keys] * count)",
+            "                        fill = map(or_, fill, map(ge, map(len, tl), "
+            "repeat(rows_per_block[g] - k)))",
+        ]
+        for g in range(n):
+            lines.append(
+                f"                    fill = map(or_, fill, map(mul, map(lt, s{g}, repeat(q{g})), "
+                "repeat(2)))"
+            )
+        lines += [
             "                    kinds = list(fill)",
-            f"                    if not any(kinds) or {positive}:",
-            "                        if 3 in kinds:",
-            f"                            {back}",
-            "                        fm = list(map(not_, kinds))",
-            "                        at, to, tails, adds = [], [], [], []",
-            "                        ops = [(commit, map(setitem, repeat(hot), at, to))]",
-            "                        for tl, gt in zip(tls, gts):",
-            "                            ops.append((list, map(extend, compress(tl, fm), "
+            "                    if 3 in kinds:",
+            f"                        {back}",
+            "                    fm = list(map(not_, kinds))",
+            "                    at, to, tails, adds = [], [], [], []",
+            "                    ops = [(commit, map(setitem, repeat(hot), at, to))]",
+            "                    for tl, gt in zip(tls, gts):",
+            "                        ops.append((list, map(extend, compress(tl, fm), "
             "compress(gt, fm))))",
         ]
         for g in range(n):
             h = g * HOT
             lines += [
-                f"                        ops.append((commit, map(setitem, repeat(hot), "
+                f"                    ops.append((commit, map(setitem, repeat(hot), "
                 f"compress(a{g}, fm), map(sub, compress(s{g}, fm), repeat(q{g})))))",
-                "                        ops.append((commit, map(setitem, repeat(hot), "
+                "                    ops.append((commit, map(setitem, repeat(hot), "
                 f"compress(map(add, offs, repeat({h + STEP})), fm), repeat(q{g}))))",
             ]
         lines += [
-            "                        columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
+            "                    columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
             "(repeat(()),) * 3",
-            "                        slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
+            "                    slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
             "exs, columns[2]), kinds))",
         ]
     # Else (or where the vector pass declines) each request is classified here.
@@ -1645,7 +1688,7 @@ def _source(core: CoordinatorCore) -> str:
         "    compact = compact_ops = core.table.compact_ops",
         "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
         "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
-        "    tail_of, rpb_of = attrgetter('tail'), attrgetter('rows_per_block')",
+        "    tail_of = attrgetter('tail')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
         f"    nospec = (0,) * {n}  # no speculative tail",
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
