@@ -1114,65 +1114,66 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "        del ops[mark:], ha[hm:], hv[hm:], sa[sm:], sv[sm:]",
             "        return plan_boundary(ops, plan, o, num_new, None)",
             "    crossed = True",
-            f"    pool = pools[{g}]",
-            f"    state = pstates.get(pids[{g}])",
-            "    if state is None:",
-            f"        state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
-            "    if dropped:",
-            "        block = slab[start]",
-            f"        held = plan.shared.get((pids[{g}], block)) if plan.shared else None",
-            "        count = pool._shared.get(block, 1) if held is None else held[2]",
-            "        if count > 1:  # a prefix hit's block loses a reference",
-            f"            plan.shared[pids[{g}], block] = (pool, block, count - 1)",
-            "        else:",
-            "            if block in pool._cached:  # its content stays in the queue",
-            "                ops.append((pool._cached_free.add, block))",
-            "            state[4].append(block)",
-            "    taken = 0",
-            "    if want:",
-            "        if state[1] < pool.num_blocks:",
-            "            taken = state[1]",
-            "            state[1] += 1",
-            "        elif state[2] < len(pool._queue):",
-            "            taken = pool._queue[state[2]]",
-            "            if taken in pool._stale:",
-            "                return False",
-            "            key = pool._cached.get(taken)",
-            "            if key is not None:  # evicted from the prefix cache",
-            "                cache_map = pool.map_of(taken, key)",
-            "                planned = lists.get((id(cache_map), key))",
-            "                if planned is None:",
-            "                    planned = lists[id(cache_map), key] = (cache_map, key, "
-            "holders(cache_map.get(key)))",
-            "                planned[2].remove(taken)",
-            "                ops.append((pool._cached.pop, taken, None))",
-            "                ops.append((pool._cached_free.discard, taken))",
-            "            state[2] += 1",
-            "        else:",
-            "            return False",
-            "        state[3].append(taken)",
-            f"    garbage = plan.garbage.get({g}, table_garbage[{g}]) + dropped",
-            "    moved = None",
-            "    if want and length + want > capacity:",
-            f"        tail = plan.slab_end.get({g}, len(slab))",
-            f"        if {g} not in plan.compacted and due(garbage + capacity - dropped, tail):",
-            f"            plan.compact = {g}",
-            "            return False",
-            "        moved = slab[start + dropped : start + length]",
-            "        moved.append(taken)",
-            "        room = grown(len(moved), capacity, skip)",
-            "        moved.extend(array('i', bytes(4 * (room - len(moved)))))",
-            f"        plan.slab_end[{g}] = tail + room",
-            "        ops.append((slab.extend, moved))",
-            "        garbage += capacity - dropped",
-            "        start, capacity = tail, room",
-            "    else:",
+            "    moved, taken = None, 0",
+            "    if want or dropped:  # else only the fields move (a held step's registration)",
+            f"        pool = pools[{g}]",
+            f"        state = pstates.get(pids[{g}])",
+            "        if state is None:",
+            f"            state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
+            "        if dropped:",
+            "            block = slab[start]",
+            f"            held = plan.shared.get((pids[{g}], block)) if plan.shared else None",
+            "            count = pool._shared.get(block, 1) if held is None else held[2]",
+            "            if count > 1:  # a prefix hit's block loses a reference",
+            f"                plan.shared[pids[{g}], block] = (pool, block, count - 1)",
+            "            else:",
+            "                if block in pool._cached:  # its content stays in the queue",
+            "                    ops.append((pool._cached_free.add, block))",
+            "                state[4].append(block)",
             "        if want:",
-            "            ops.append((setitem, slab, start + length, taken))",
-            "        start, capacity = start + dropped, capacity - dropped",
-            f"    if garbage != table_garbage[{g}]:",
-            f"        plan.garbage[{g}] = garbage",
-            "    length += want - dropped",
+            "            if state[1] < pool.num_blocks:",
+            "                taken = state[1]",
+            "                state[1] += 1",
+            "            elif state[2] < len(pool._queue):",
+            "                taken = pool._queue[state[2]]",
+            "                if taken in pool._stale:",
+            "                    return False",
+            "                key = pool._cached.get(taken)",
+            "                if key is not None:  # evicted from the prefix cache",
+            "                    cache_map = pool.map_of(taken, key)",
+            "                    planned = lists.get((id(cache_map), key))",
+            "                    if planned is None:",
+            "                        planned = lists[id(cache_map), key] = (cache_map, key, "
+            "holders(cache_map.get(key)))",
+            "                    planned[2].remove(taken)",
+            "                    ops.append((pool._cached.pop, taken, None))",
+            "                    ops.append((pool._cached_free.discard, taken))",
+            "                state[2] += 1",
+            "            else:",
+            "                return False",
+            "            state[3].append(taken)",
+            f"        garbage = plan.garbage.get({g}, table_garbage[{g}]) + dropped",
+            "        if want and length + want > capacity:",
+            f"            tail = plan.slab_end.get({g}, len(slab))",
+            f"            if {g} not in plan.compacted and "
+            "due(garbage + capacity - dropped, tail):",
+            f"                plan.compact = {g}",
+            "                return False",
+            "            moved = slab[start + dropped : start + length]",
+            "            moved.append(taken)",
+            "            room = grown(len(moved), capacity, skip)",
+            "            moved.extend(array('i', bytes(4 * (room - len(moved)))))",
+            f"            plan.slab_end[{g}] = tail + room",
+            "            ops.append((slab.extend, moved))",
+            "            garbage += capacity - dropped",
+            "            start, capacity = tail, room",
+            "        else:",
+            "            if want:",
+            "                ops.append((setitem, slab, start + length, taken))",
+            "            start, capacity = start + dropped, capacity - dropped",
+            f"        if garbage != table_garbage[{g}]:",
+            f"            plan.garbage[{g}] = garbage",
+            "        length += want - dropped",
             "    rows += q",
             "    if first >= evict:",
             f"        evict = {evicting}",
@@ -1200,45 +1201,18 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     # committed positions fill, from the table before the step (and the block it takes).
     lines += ["        if pend:"]
     for g in range(n):
-        cache = core.caches[g]
-        if cache is None:
+        if core.caches[g] is None:
             continue
-        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
-        rpb = cache.rows_per_block
-        keep = _unread(core, g)
-        keep = f"{keep} or " if keep else ""
         out = [
             f"s = of[{g}]",
             "if s >= 0:",
             "    hashes = known[s].hashes",
             f"    skip, rows, taken = a{g}",
-            f"    full, r = min(rows // {rpb}, len(hashes)), reg[{g}]",
-            "    if full > r:",
-            f"        skipped, start, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
-            f"st[{c} + {LENGTH}]",
-            f"        slab, pool, blocks_of = slabs[{g}], pools[{g}], cache_maps[{g}]",
-            "        for i in range(r, full):",
-            f"            if i < skip or {keep}False:",
-            "                continue",
-            "            if skipped <= i < skipped + length:",
-            "                block = slab[start + i - skipped]",
-            "                if block in pool._cached:",
-            "                    return False",
-            "            elif i == skipped + length and taken:",
-            "                block = taken",
-            "            else:",
-            "                return False",
-            "            key = hashes[i]",
-            "            ops.append((setitem, pool._cached, block, key))",
-            f"            planned = lists.get((ids_of[{g}], key))",
-            "            if planned is None:",
-            f"                planned = lists[ids_of[{g}], key] = (blocks_of, key, "
-            "holders(blocks_of.get(key)))",
-            "            planned[2].append(block)",
-            f"        ops.append((setitem, reg, {g}, full))",
-            "    if len(hashes) > max(full, r):",
-            "        return False",
         ]
+        out += _registration(
+            core, g, "    ", rows="rows", skip="skip", taken="taken", known="len(hashes)",
+            key="hashes[i]", ahead="return False",
+        )
         lines += ["            " + line for line in out]
     lines += [
         "        if o in specs:",
@@ -1247,6 +1221,65 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         "",
     ]
     return lines
+
+
+def _registration(
+    core: CoordinatorCore,
+    g: int,
+    indent: str,
+    *,
+    rows: str,
+    skip: str,
+    taken: str,
+    known: str,
+    key: str,
+    ahead: str,
+) -> list[str]:
+    """The lines (in ``plan_cross`` and ``plan_fill``, one source for both) that register
+    group ``g``'s blocks whose positions are committed (``rows``, after the step) and whose
+    hashes are known (``known`` of them, the ``i``-th ``key``), from ``reg[g]`` on, on the
+    plan's lists: `CoordinatorCore._register_plan`'s rule. A block below ``skip`` or left out
+    by the window mask is not registered; past the table's entries only ``taken`` is (the
+    block the step takes; none where empty); a block cached already returns False (the
+    caller takes the general path, which decides). ``ahead`` runs where hashes stay ahead of
+    the positions. Of the two planners, only these lines and `_plan_cross`'s block taken
+    (a cached one evicted) read or write the prefix cache's map (``cached``: the pool's
+    blocks to their keys; ``lists``: the planned blocks of a key)."""
+    cache = core.caches[g]
+    assert cache is not None
+    c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
+    keep = _unread(core, g)
+    out = [
+        f"full, r = min({rows} // {cache.rows_per_block}, {known}), reg[{g}]",
+        "if full > r:",
+        f"    skipped, start, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
+        f"st[{c} + {LENGTH}]",
+        f"    slab, cached, blocks_of = slabs[{g}], pools[{g}]._cached, cache_maps[{g}]",
+        "    for i in range(r, full):",
+        f"        if i < {skip}{' or ' + keep if keep else ''}:",
+        "            continue",
+        "        if i < skipped + length:",
+        "            block = slab[start + i - skipped]",
+        "            if block in cached:",
+        "                return False",
+    ]
+    if taken:
+        out += [f"        elif i == skipped + length and {taken}:", f"            block = {taken}"]
+    out += [
+        "        else:",
+        "            return False",
+        f"        key = {key}",
+        "        ops.append((setitem, cached, block, key))",
+        f"        planned = lists.get((ids_of[{g}], key))",
+        "        if planned is None:",
+        f"            planned = lists[ids_of[{g}], key] = (blocks_of, key, "
+        "holders(blocks_of.get(key)))",
+        "        planned[2].append(block)",
+        f"    ops.append((setitem, reg, {g}, full))",
+        f"if {known} > max(full, r):",
+        f"    {ahead}",
+    ]
+    return [indent + line for line in out]
 
 
 def _plan_fill(core: CoordinatorCore) -> list[str]:
@@ -1292,42 +1325,22 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         "            ops.append((setattr, stream, 'parent', new[-1]))",
         "            hashed[id(stream)] = new",
         "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
-        "        ahead = False",
+        "        ahead, lists = False, plan.lists",
     ]
     for g in range(n):
-        cache = core.caches[g]
-        if cache is None:
+        if core.caches[g] is None:
             continue
-        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
-        rpb = cache.rows_per_block
-        keep = _unread(core, g)
-        keep = f" or {keep}" if keep else ""
         out = [
             f"s = of[{g}]",
             "if s >= 0:",
             "    stream = streams[s]",
             "    old, more = stream.hashes, hashed.get(id(stream), ())",
-            f"    known, r = len(old) + len(more), reg[{g}]",
-            f"    full = min(r{g} // {rpb}, known)",
-            "    if full > r:",
-            f"        skipped, first, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
-            f"st[{c} + {LENGTH}]",
-            f"        slab, cached, blocks_of = slabs[{g}], pools[{g}]._cached, cache_maps[{g}]",
-            "        for i in range(r, full):",
-            f"            if i < skipped{keep}:",
-            "                continue",
-            "            if i >= skipped + length:",
-            "                return False",
-            "            block = slab[first + i - skipped]",
-            "            if block in cached:",
-            "                return False",
-            "            key = old[i] if i < len(old) else more[i - len(old)]",
-            "            ops.append((setitem, cached, block, key))",
-            "            plan.listed(blocks_of, key).append(block)",
-            f"        ops.append((setitem, reg, {g}, full))",
-            "    if known > max(full, r):",
-            "        ahead = True",
+            "    known = len(old) + len(more)",
         ]
+        out += _registration(
+            core, g, "    ", rows=f"r{g}", skip="skipped", taken="", known="known",
+            key="old[i] if i < len(old) else more[i - len(old)]", ahead="ahead = True",
+        )
         lines += ["        " + line for line in out]
     # Held as `_hold` holds them (empty steps too): the step that commits them registers.
     lines.append("        if ahead:")
@@ -1347,8 +1360,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     it from the caller): `CoordinatorCore.advance_content_all`, one engine step's batch with
     the content of its positions. Each request within its slack whose content fills no block
     (each pair to a sequence of its own with one stream) is a set of stores and appends, all in
-    C on the commit line; the others are planned on the same ops and boundary plan by the
-    generated planners: a block filled within the slack by `plan_fill` (hashed once per
+    C on the commit line; the batch is classified so a pass in C per field where it can be
+    (streams in phase cross and fill blocks at the same engine steps: the per-request loop
+    would run for all of them); the others are planned on the same ops and boundary plan by
+    the generated planners: a block filled within the slack by `plan_fill` (hashed once per
     sequence, registered where committed), a boundary crossed with no block filled by
     `plan_cross` (with every generated token cached, the blocks a step takes or a window
     evicts are mostly cached ones, and the step registers the block it completes); a move
@@ -1390,10 +1405,13 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if k * count != len(keys):",
         f"                    {back}",
         "                shares.append((g, keys, k))",
+        "            slow = None",
     ]
-    # Where no group's step needs its in-flight bound checked (a block or more), the common
-    # engine step (every request known, once, with content, no speculative tail, within its
-    # slack, no block filled) is checked and stored a pass in C per field, over the batch.
+    # Where no group's step needs its in-flight bound checked (a block or more), a batch of
+    # known requests, once each, with content, no speculative tail, is classified a pass in C
+    # per field: each request within its slack filling no block (kind 0) stored and appended
+    # in C; the others (a block filled: 1, a slack passed: 2, both: the general path) listed
+    # for the planners below, with no per-request loop.
     if not any(
         core._in_flight[g] < core._block_size[g] or not core._has_rows[g] for g in range(n)
     ):
@@ -1408,17 +1426,16 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                if vec:",
             "                    lists = list(map(streams_of, exs))",
             "                    vec = set(map(len, lists)) == {len(shares)}",
-            "                ops = []",
+            "                cols, tls, every = [], [], vec",
             "                for g, keys, k in shares if vec else ():",
             "                    at = list(map(itemgetter(g), map(stream_of, exs)))",
             "                    if min(at) < 0:",
             "                        vec = False; break",
-            "                    tl = list(map(tail_of, map(getitem, lists, at)))",
-            "                    if max(map(len, tl)) + k >= rows_per_block[g]:",
-            "                        vec = False; break",
-            "                    if k:",
-            "                        ops.append((list, map(extend, tl, map(getitem, repeat(keys), "
-            "map(slice, range(0, count * k, k), range(k, count * k + k, k))))))",
+            "                    col = list(map(getitem, lists, at))",
+            "                    tl = list(map(tail_of, col))",
+            "                    cols.append(col); tls.append(tl)",
+            "                    if every and max(map(len, tl)) + k >= rows_per_block[g]:",
+            "                        every = False",
         ]
         for g in range(n):
             h = g * HOT
@@ -1426,9 +1443,19 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
                 "                if vec:",
                 f"                    a{g} = list(map(add, offs, repeat({h + SLACK})))",
                 f"                    s{g} = list(map(getitem, repeat(hot), a{g}))",
-                f"                    vec = min(s{g}) >= q{g} and (q{g} > 0 or min(s{g}) > 0)",
+                f"                    if every and not (min(s{g}) >= q{g} and (q{g} > 0 or "
+                f"min(s{g}) > 0)):",
+                "                        every = False",
             ]
-        lines.append("                if vec:")
+        # The common engine step: every request within its slack, none filling a block.
+        lines += [
+            "                if vec and every:",
+            "                    ops = []",
+            "                    for (g, keys, k), tl in zip(shares, tls):",
+            "                        if k:",
+            "                            ops.append((list, map(extend, tl, map(getitem, "
+            "repeat(keys), map(slice, range(0, count * k, k), range(k, count * k + k, k))))))",
+        ]
         for g in range(n):
             h = g * HOT
             lines += [
@@ -1438,10 +1465,55 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
                 f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
             ]
         lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
+        # Else, where every count is positive (past the slack is then s < q), each request's
+        # kind a pass per field; with a count of 0, the per-request loop below.
+        positive = " and ".join(f"q{g} > 0" for g in range(n))
+        lines += [
+            f"                if vec and {positive}:",
+            "                    fill, gts = repeat(False), []",
+            "                    for (g, keys, k), tl in zip(shares, tls):",
+            "                        gts.append(list(map(getitem, repeat(keys), map(slice, "
+            "range(0, count * k, k), range(k, count * k + k, k)))) if k else [keys] * count)",
+            "                        fill = map(or_, fill, map(ge, map(len, tl), "
+            "repeat(rows_per_block[g] - k)))",
+        ]
+        for g in range(n):
+            lines.append(
+                f"                    fill = map(or_, fill, map(mul, map(lt, s{g}, repeat(q{g})), "
+                "repeat(2)))"
+            )
+        lines += [
+            "                    kinds = list(fill)",
+            "                    if 3 in kinds:",
+            f"                        {back}",
+            "                    fm = list(map(not_, kinds))",
+            "                    at, to, tails, adds = [], [], [], []",
+            "                    ops = [(commit, map(setitem, repeat(hot), at, to))]",
+            "                    for tl, gt in zip(tls, gts):",
+            "                        ops.append((list, map(extend, compress(tl, fm), "
+            "compress(gt, fm))))",
+        ]
+        for g in range(n):
+            h = g * HOT
+            lines += [
+                f"                    ops.append((commit, map(setitem, repeat(hot), "
+                f"compress(a{g}, fm), map(sub, compress(s{g}, fm), repeat(q{g})))))",
+                "                    ops.append((commit, map(setitem, repeat(hot), "
+                f"compress(map(add, offs, repeat({h + STEP})), fm), repeat(q{g}))))",
+            ]
+        lines += [
+            "                    columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
+            "(repeat(()),) * 3",
+            "                    slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
+            "exs, columns[2]), kinds))",
+        ]
+    # Else (or where the vector pass declines) each request is classified here.
     lines += [
-        "            slow, at, to, tails, adds = [], [], [], [], []",
+        "            todo = request_ids if slow is None else ()",
+        "            if todo:",
+        "                slow, at, to, tails, adds = [], [], [], [], []",
         "            i = -1",
-        "            for request_id in request_ids:",
+        "            for request_id in todo:",
         "                i += 1",
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
@@ -1480,9 +1552,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if kind:",
         "                    slow.append((o, kind, mine, gets, extra, picked)); continue",
         f"                at += ({slots}); to += ({values}); tails += mine; adds += gets",
-        "            if len(set(request_ids)) != count:",
-        f"                {back}",
-        "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "            if todo:",
+        "                if len(set(request_ids)) != count:",
+        f"                    {back}",
+        "                ops = [(commit, map(setitem, repeat(hot), at, to)), "
         "(list, map(extend, tails, adds))]",
         "            if slow:",
         # The planners' stores to the fields join the fast requests' (`at`, `to`) and one
@@ -1922,8 +1995,9 @@ def _source(core: CoordinatorCore) -> str:
     )
     header = (
         "from array import array\n"
-        "from itertools import repeat\n"
-        "from operator import add, attrgetter, getitem, itemgetter, setitem, sub\n"
+        "from itertools import compress, repeat\n"
+        "from operator import add, attrgetter, ge, getitem, itemgetter, lt, mul, not_, or_, "
+        "setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"

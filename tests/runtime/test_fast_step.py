@@ -49,7 +49,7 @@ from kvunits.contracts.errors import (
 )
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
-from kvunits.runtime._core import CoordinatorCore
+from kvunits.runtime._core import CoordinatorCore, RestingExtras
 from kvunits.runtime._table import CAPACITY
 
 from .support import (
@@ -780,9 +780,10 @@ def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
         assert _state(coord) == before, (ids, rejected)
 
 
-def _voxtral_toy(num_blocks: int = 48) -> KVCacheCoordinator:
+def _voxtral_toy(num_blocks: int = 48, block_size: int = 2) -> KVCacheCoordinator:
     # Audio: a pooled sliding window (P = 2, 5 encoder tokens: pool_window gives 3 slots) in
     # blocks of 2 slots; text: full attention in blocks of 2 tokens. Pools of their own.
+    # (``block_size``: other than 2, blocks of that many slots, and steps of up to a block.)
     layers: dict[str, LayerSpec] = {
         "audio": SlidingWindowLayer(
             sliding_window=Window(5, EncoderTokens),
@@ -792,6 +793,14 @@ def _voxtral_toy(num_blocks: int = 48) -> KVCacheCoordinator:
         ),
         "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
     }
+    if block_size != 2:
+        return coordinator(
+            layers,
+            block_size=block_size,
+            num_blocks=num_blocks,
+            max_len=40,
+            max_in_flight=block_size,
+        )
     return coordinator(layers, block_size=2, num_blocks=num_blocks, max_len=40, max_in_flight=4)
 
 
@@ -1223,6 +1232,64 @@ def test_a_generating_batch_in_one_call_matches_each_request_in_turn() -> None:
             ["a"], EncoderTokens(2), 1, content=[(text, ContentKeys([1], Tokens))]  # type: ignore[arg-type]
         )
     assert _state(one) == before
+
+
+def test_a_generating_batch_out_of_phase_is_classified_in_c() -> None:
+    # Four streams admitted at different engine steps, so that in most engine steps some cross
+    # a block or fill one and the others do neither: each request is classified a pass in C
+    # per field over the batch, the ones within their slack stored and appended in C, the
+    # others handed to `plan_cross` / `plan_fill` with no per-request loop. Only a request's
+    # first content after its prompt (it rests then: `RestingExtras`) may take the loop, which
+    # hands that engine step to the general path. Each engine step is compared exactly with
+    # the batch's general path (on a copy), typed entry and plain.
+    coord = _voxtral_toy(96, block_size=4)
+    core = coord._core
+    source = core.fast.source.splitlines()
+    loop_lines: set[int] = set()
+    lines: list[tuple[str, int]] = []
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_name in ("content_all", "content_all_typed", "plan_cross", "plan_fill"):
+            lines.append((frame.f_code.co_name, frame.f_lineno))
+            return trace
+        return None
+
+    for n, line in enumerate(source, 1):
+        if "kind, axes, mine, gets, picked = 0, [], [], [], []" in line:
+            loop_lines.add(n)
+    assert loop_lines
+    rids: list[str] = []
+    mixed = woken = 0
+    for i in range(24):
+        if i in (0, 1, 3, 6):
+            rid = "abcd"[len(rids)]
+            _with_content(coord, rid)
+            rids.append(rid)
+            continue
+        tokens = [(i * 5 + j) % 3 for j in range(len(rids))]
+        contents = [(0, [t for t in tokens for _ in "ab"]), (1, tokens)]
+        kind = "content_all_typed" if i % 2 else "content_all"
+        twin = copy.deepcopy(coord)
+        theirs = _outcome(general, twin._core, "content_all", rids, [2, 1], contents)
+        offsets = [core.table.offsets[rid] for rid in rids]
+        resting = any(type(core.extras.get(o)) is RestingExtras for o in offsets)
+        lines.clear()
+        sys.settrace(trace)
+        try:
+            mine = _outcome(fast, core, kind, rids, [2, 1], contents)
+        finally:
+            sys.settrace(None)
+        assert mine == theirs is None, i
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+        planned = sum(1 for name, line in lines if name in ("plan_cross", "plan_fill")
+                      and "def " in source[line - 1])
+        assert resting or not any(line in loop_lines for _, line in lines), i
+        woken += resting
+        called = {name for name, _ in lines}
+        if "plan_cross" in called or "plan_fill" in called:
+            mixed += 0 < planned < len(rids)
+    assert mixed >= 4 and woken <= len(rids), (mixed, woken)
 
 
 def test_a_generating_batch_interrupted_anywhere_changes_nothing() -> None:
