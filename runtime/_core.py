@@ -242,8 +242,9 @@ class CoordinatorCore:
         ledger: the admission ledger over the same groups.
         max_in_flight_slots: per group, the most slots one step may add (the group's unit).
         max_len_slots: per group, the longest sequence a request may declare (its unit).
-        make_fast: builds the core's generated functions (`kvunits.runtime._fast`), given by
-            the coordinator so that this module never imports the one that generates them.
+        make_fast: builds the core's generated functions (`kvunits.runtime._fast`) from the
+            core and the generated source, if known already (a copy's: its original's), given
+            by the coordinator so that this module never imports the one that generates them.
 
     Attributes:
         names: the groups' names, in order.
@@ -291,7 +292,7 @@ class CoordinatorCore:
         max_in_flight_slots: Sequence[int],
         max_len_slots: Sequence[int],
         *,
-        make_fast: Callable[[CoordinatorCore], FastFunctions],
+        make_fast: Callable[[CoordinatorCore, str | None], FastFunctions],
     ) -> None:
         self.names = tuple(names)
         self._managers = tuple(managers)
@@ -342,7 +343,7 @@ class CoordinatorCore:
         self.specs: dict[int, tuple[int, ...]] = {}
         self.guard = Guard()
         self._make_fast = make_fast
-        self.fast = make_fast(self)
+        self.fast = make_fast(self, None)
 
     # -- the typed layer's entries ------------------------------------------------------------
 
@@ -2364,7 +2365,7 @@ class CoordinatorCore:
             elif name not in ("guard", "fast"):
                 setattr(new, name, getattr(self, name))  # immutable: shared
         new.guard = Guard()
-        new.fast = self._make_fast(new)
+        new.fast = self._make_fast(new, self.fast.source)  # one layout: one source
         return new
 
     def __reduce__(self) -> Any:

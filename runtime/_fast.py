@@ -71,9 +71,11 @@ from ._table import (
 )
 
 
-def make_functions(core: CoordinatorCore) -> FastFunctions:
-    """Generate and compile ``core``'s fast functions."""
-    source = _source(core)
+def make_functions(core: CoordinatorCore, source: str | None = None) -> FastFunctions:
+    """Generate and compile ``core``'s fast functions; ``source``: its generated source where
+    known already (a deep copy's is its original's: the layout is the same)."""
+    if source is None:
+        source = _source(core)
     namespace: dict[str, Any] = {}
     exec(compiled(source, f"<kvunits fast steps: {len(core.names)} groups>"), namespace)
     made = namespace["make"](

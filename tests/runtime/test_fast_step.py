@@ -234,6 +234,9 @@ def _outcome(call: Any, *args: Any) -> Any:
         return type(exc).__name__, str(exc)
 
 
+# Slow (150 layouts, each built twice and driven call by call: a minute): run once, in CI's
+# main job, not in each version job.
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -> None:
@@ -657,6 +660,7 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
     ],
 )
 @pytest.mark.parametrize("typed", [False, True])
+@pytest.mark.slow  # six long traces, each step compared with a copy's general path
 def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
     kinds: tuple[str, ...], shared: bool, typed: bool
 ) -> None:
