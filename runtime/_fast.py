@@ -46,7 +46,7 @@ call by call (`tests/runtime/test_fast_step.py`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import repeat
 from operator import add, getitem, setitem, sub
@@ -1225,6 +1225,23 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _slack_stores(n: int, pick: Callable[[str], str]) -> list[str]:
+    """The lines (in ``content_all``) that store, in C, each group's slack less its count and
+    its step for the requests of the batch that ``pick`` keeps (``pick`` wraps a per-request
+    sequence: all of them, or those a selector keeps)."""
+    lines = []
+    for g in range(n):
+        h = g * HOT
+        offsets = pick(f"map(add, offs, repeat({h + STEP}))")
+        lines += [
+            f"                    ops.append((commit, map(setitem, repeat(hot), {pick(f'a{g}')}, "
+            f"map(sub, {pick(f's{g}')}, repeat(q{g})))))",
+            f"                    ops.append((commit, map(setitem, repeat(hot), {offsets}, "
+            f"repeat(q{g}))))",
+        ]
+    return lines
+
+
 def _registration(
     core: CoordinatorCore,
     g: int,
@@ -1458,14 +1475,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                            ops.append((list, map(extend, tl, map(getitem, "
             "repeat(keys), map(slice, range(0, count * k, k), range(k, count * k + k, k))))))",
         ]
-        for g in range(n):
-            h = g * HOT
-            lines += [
-                f"                    ops.append((commit, map(setitem, repeat(hot), a{g}, "
-                f"map(sub, s{g}, repeat(q{g})))))",
-                "                    ops.append((commit, map(setitem, repeat(hot), "
-                f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
-            ]
+        lines += _slack_stores(n, str)
         lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
         # Else, where every count is positive (past the slack is then s < q), each request's
         # kind a pass per field; with a count of 0, the per-request loop below.
@@ -1495,14 +1505,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                        ops.append((list, map(extend, compress(tl, fm), "
             "compress(gt, fm))))",
         ]
-        for g in range(n):
-            h = g * HOT
-            lines += [
-                f"                    ops.append((commit, map(setitem, repeat(hot), "
-                f"compress(a{g}, fm), map(sub, compress(s{g}, fm), repeat(q{g})))))",
-                "                    ops.append((commit, map(setitem, repeat(hot), "
-                f"compress(map(add, offs, repeat({h + STEP})), fm), repeat(q{g}))))",
-            ]
+        lines += _slack_stores(n, "compress({}, fm)".format)
         lines += [
             "                    columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
             "(repeat(()),) * 3",
