@@ -32,7 +32,6 @@ from __future__ import annotations
 import copy
 import functools
 import gc
-import itertools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -383,45 +382,24 @@ READS = {
 POST_COMMIT = {"admit_with_prefix": 30, "try_allocate": 30, "allocate_preempting": 400}
 
 
-#: A call of more events than this is interrupted at every event near its ends (where the
-#: token is taken and released, and the commit and the typed answer are) and at evenly spaced
-#: events between: each interruption replays the call up to its event, so interrupting all
-#: of a call of n events costs n²/2 traced events (a deep copy had 16,413 events, 134 million,
-#: while it generated its fast functions' source again). Today every call has fewer (the
-#: longest, a batch with content, about 1,700) and is interrupted everywhere.
-EVERY_EVENT_UP_TO = 2_000
-
-
-def interruption_points(events: int) -> list[int]:
-    """The events a call of ``events`` events is interrupted at: all of them, or for a longer
-    call the first and last 100 and 200 evenly spaced between."""
-    if events <= EVERY_EVENT_UP_TO:
-        return list(range(1, events + 1))
-    ends = 100
-    middle = range(ends + 1, events - ends + 1, max(1, (events - 2 * ends) // (2 * ends)))
-    return sorted({*range(1, ends + 1), *middle, *range(events - ends + 1, events + 1)})
-
-
 def interrupted_everywhere(
     build: Callable[[], World], call: Callable[[World], object]
 ) -> tuple[int, list[int]]:
-    """Interrupt ``call`` at each of its events (`interruption_points`); return how many there
-    were, and those after which the call had taken effect (its commit passed: only the typed
-    layer's answer was still being built, as if the interrupt came a moment later, in the
-    caller)."""
+    """Interrupt ``call`` at each of its events; return how many there were, and those after
+    which the call had taken effect (its commit passed: only the typed layer's answer was
+    still being built, as if the interrupt came a moment later, in the caller)."""
     twin = build()
     counter = Interrupt(None)
     expected = _outcome(lambda: counter.run(lambda: call(twin)))
     after = state(twin)
     events = counter.seen
     assert events > 0
-    points = interruption_points(events)
     w = build()
     before = state(w)
     done_at: list[int] = []
     gc.disable()  # no finalizer of unrelated garbage runs kvunits code mid-test
     try:
-        for at in points:
+        for at in range(1, events + 1):
             try:
                 Interrupt(at).run(functools.partial(call, w))
                 # Python ignores an exception raised while a generator is closed (a trace
@@ -446,7 +424,7 @@ def interrupted_everywhere(
                 w = build()
     finally:
         gc.enable()
-    assert done_at == [at for at in points if at >= done_at[0]] if done_at else True, done_at
+    assert done_at == list(range(done_at[0], events + 1)) if done_at else True, done_at
     check_pools(w.coord)
     # The token is free and nothing happened: the call now gives what the twin's gave.
     assert _outcome(lambda: call(w)) == expected
@@ -455,7 +433,8 @@ def interrupted_everywhere(
 
 
 # Slow (every line of every call's generated and general paths, each interrupted in a world of
-# its own: minutes): run once, in CI's main job, not in each version job.
+# its own: about 30 s since a deep copy reuses its original's source): run once, in CI's main
+# job, not in each version job.
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "what", "call"), CALLS, ids=[c[0] for c in CALLS])
 def test_every_call_interrupted_at_every_line_changes_nothing(
@@ -507,13 +486,3 @@ def test_a_step_that_preempts_itself_interrupted_anywhere_preempts_nobody() -> N
     assert scheduled.slot_mappings is None
     assert [p.request_id for p in scheduled.preempted] == ["c"] and "c" not in w.coord
     interrupted_everywhere(build, call)
-
-
-def test_a_long_call_is_interrupted_at_its_ends_and_evenly_between() -> None:
-    assert interruption_points(7) == [1, 2, 3, 4, 5, 6, 7]
-    assert interruption_points(EVERY_EVENT_UP_TO) == list(range(1, EVERY_EVENT_UP_TO + 1))
-    points = interruption_points(16_413)  # a deep copy's events, when it generated its source
-    assert points[:100] == list(range(1, 101)) and points[-100:] == list(range(16_314, 16_414))
-    middle = points[100:-100]
-    assert 190 <= len(middle) <= 210 and middle == sorted(set(middle))
-    assert {b - a for a, b in itertools.pairwise(middle)} == {(16_413 - 200) // 200}
