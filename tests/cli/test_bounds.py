@@ -30,6 +30,8 @@ from kvunits.contracts import Layers
 from kvunits.contracts.config import ConfigError, load_config
 from kvunits.contracts.deploy import Parallelism, layers_per_stage
 
+from ..examples import examples
+
 REPO = Path(__file__).resolve().parents[2]
 LLAMA = str(REPO / "examples" / "hf" / "llama-3.1-8b" / "config.json")
 #: A refusal or plan slower than this is a hang (each measures in milliseconds to a second).
@@ -347,7 +349,7 @@ def _past_int64(node: Any, path: str = "") -> list[str]:
     return []
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from([
         "examples/hf/llama-3.1-8b/config.json",

@@ -23,6 +23,8 @@ from rich.text import Text
 
 from kvunits._table import Column, Line, Screen, Table, cell_width
 
+from ..examples import examples
+
 # ASCII, a wide CJK character, an accented letter, kvunits' own symbols, spaces.
 _CELL = st.text(alphabet=st.sampled_from(list("ab Z09_./()→×−漢é")), max_size=12)
 _ASCII_CELL = st.text(alphabet=st.sampled_from(list("ab Z09_./()-")), max_size=12)
@@ -66,7 +68,7 @@ def _drawn(draw: Any, encoding: str) -> str:
     return out.buffer.getvalue().decode(encoding)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(_tables())
 def test_a_table_is_drawn_as_rich_draws_it(table: tuple[list[Column], list[list[str]]]) -> None:
     columns, rows = table
@@ -75,7 +77,7 @@ def test_a_table_is_drawn_as_rich_draws_it(table: tuple[list[Column], list[list[
     )
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(_tables(_ASCII_CELL))
 def test_an_ascii_table_is_drawn_as_rich_draws_it(
     table: tuple[list[Column], list[list[str]]],
@@ -87,7 +89,7 @@ def test_an_ascii_table_is_drawn_as_rich_draws_it(
     )
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.lists(st.tuples(_CELL, st.sampled_from([None, "bold", "dim"])), max_size=6))
 def test_a_line_is_written_as_rich_writes_it(spans: list[tuple[str, Any]]) -> None:
     line, text = Line(), Text()

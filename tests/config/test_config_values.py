@@ -34,6 +34,7 @@ from kvunits.contracts.config import (
 )
 from kvunits.contracts.config._read import parse_config_text
 
+from ..examples import examples
 from .conftest import EXAMPLES, VOXTRAL_TOML
 from .test_hf_fuzz import mutated
 
@@ -91,7 +92,7 @@ def big_int_configs(draw: st.DrawFn) -> dict[str, Any]:
     return _with_big_ints(draw(mutated()), draw)  # type: ignore[no-any-return]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(big_int_configs())
 def test_every_integer_beyond_int64_of_a_file_names_its_field(data: dict[str, Any]) -> None:
     text = json.dumps(data)

@@ -19,6 +19,7 @@ from kvunits.contracts import KvUnitsError
 from kvunits.contracts.config import HF_FIELDS, load_config_data
 from kvunits.runtime.capacity import plan
 
+from ..examples import examples
 from .conftest import EXAMPLES
 
 CONFIGS = {
@@ -90,7 +91,7 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
     return data
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 def test_only_kvunits_errors_escape(data: dict[str, Any]) -> None:
     try:

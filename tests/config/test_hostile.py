@@ -16,6 +16,7 @@ from kvunits.contracts import UnitError, ureg
 from kvunits.contracts.config import EngineConfig, load_config, read_config_file
 from kvunits.contracts.errors import ConfigError
 
+from ..examples import examples
 from .conftest import VOXTRAL_TOML
 
 Write = Callable[[str, str | bytes], Path]
@@ -265,7 +266,7 @@ _TREES = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.dictionaries(_KEYS, _TREES, max_size=4))
 def test_any_tree_is_a_config_or_a_config_error(data: dict[str, Any]) -> None:
     from kvunits.contracts.config import KvUnitsConfig, load_config_data

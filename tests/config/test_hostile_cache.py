@@ -24,6 +24,7 @@ from kvunits.cli import main
 from kvunits.contracts.config import ConfigError, load_config
 
 from ..cli.test_cli import run
+from ..examples import examples
 from .test_hf_cache import CONFIG, MODEL_ID, REVISION, fake_cache
 
 POSIX = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs and devices")
@@ -227,7 +228,7 @@ def test_simulate_out_with_a_nul_is_refused(capsys: pytest.CaptureFixture[str]) 
     assert "NUL character" in capsys.readouterr().err
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.sampled_from(["a", "/", ".", "-", "\x00", "é", "json", "toml", "x" * 120, "\n"]),

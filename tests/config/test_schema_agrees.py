@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from kvunits.contracts.config import config_json_schema, load_config_data
 from kvunits.contracts.errors import ConfigError
 
+from ..examples import examples
+
 VALIDATOR = jsonschema.Draft202012Validator(config_json_schema())
 
 #: What the loader checks and JSON Schema cannot say (the schema's description lists each).
@@ -226,7 +228,7 @@ def _unsayable(issues: list[str]) -> bool:
     return all(any(gap.search(issue) for gap in GAPS.values()) for issue in issues)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(configs())
 def test_the_schema_and_the_loader_agree_on_generated_configs(config: dict[str, Any]) -> None:
     schema_ok, issues = _verdicts(config)

@@ -25,6 +25,8 @@ from kvunits.contracts.config import read_config_file
 from kvunits.contracts.config._read import MAX_NODES, count_values, parse_config_text
 from kvunits.contracts.errors import ConfigError
 
+from ..examples import examples
+
 CAP = 1 << 20
 
 #: Files just under the 1 MiB cap, each of far more values than MAX_NODES, in the shapes the
@@ -171,7 +173,7 @@ def _toml(tree: dict[str, Any], path: str = "") -> str:
     return "\n".join(lines)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.dictionaries(_KEYS, _trees(_SCALARS), max_size=5))
 def test_the_count_never_exceeds_the_values_in_the_file(tree: dict[str, Any]) -> None:
     import tomllib
@@ -272,7 +274,7 @@ _PLAIN = st.text(
 )
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(_PLAIN)
 @example("0b_")  # PyYAML resolves it as an int, then fails to build it (the CI run of stop 17)
 @example("0x_")

@@ -38,6 +38,7 @@ from kvunits.contracts._groups import group_limits
 from kvunits.contracts.deploy import RankBytes
 from kvunits.runtime.capacity import CapacityPlan, plan
 
+from ..examples import examples
 from .layer_model import RawLayer, ceil_div, raw_layers
 
 GiB = 1024**3
@@ -445,7 +446,7 @@ def models(draw: st.DrawFn) -> tuple[ModelSpec, dict[str, RawLayer]]:
     return ModelSpec.model_validate({"name": "random", "layers": layers}), raws
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(
     model_and_raws=models(),
     bs=st.sampled_from([1, 16]) | st.integers(1, 64),

@@ -27,6 +27,8 @@ from kvunits.contracts._text import parse_quantity_text
 from kvunits.contracts._units import read_definitions, unit_named, unit_table
 from kvunits.contracts.internal import QUANTITY_CLASSES
 
+from ..examples import examples
+
 ureg = kvunits.contracts.ureg
 
 
@@ -102,7 +104,7 @@ def test_every_spelling_pint_knows_is_in_the_table() -> None:
         assert info is not None and info.name == cls.unit and info.factor == 1
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet=sorted(set("".join(unit_table())) | {"s", "_", "x"}), max_size=16))
 def test_any_spelling(spelling: str) -> None:
     pint_unit, info = _pint_unit(spelling) if spelling else None, unit_named(spelling)
@@ -155,7 +157,7 @@ def _outcome(call: Any) -> tuple[str, object, object]:
     return ("ok", type(value), repr(value))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     number=_NUMBERS,
     # A name the grammar reads whole after the number (a leading "_" would join the number).
@@ -192,7 +194,7 @@ _TEXTS = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(text=_TEXTS, classes=st.sampled_from(FIELD_CLASSES))
 def test_the_fast_path_reads_what_the_strict_path_reads(
     text: str, classes: tuple[type[IntQuantity], ...]

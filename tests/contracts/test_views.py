@@ -52,6 +52,7 @@ from kvunits.contracts import (
 from kvunits.contracts._views import _admission_blocks as admission_blocks
 from kvunits.contracts.internal import kernel_ints, manager_ints
 
+from ..examples import examples
 from .layer_model import ITEMSIZE, RawLayer, build, ceil_div, raw_layers
 
 
@@ -595,7 +596,7 @@ def test_head_size_v_defaults_to_k_in_the_views() -> None:
 # -- every formula against an independent plain-int implementation (layer_model.py) ----------
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     raw=raw_layers(),
     bs=st.sampled_from([1, 2, 8, 16, 32]) | st.integers(1, 256),
@@ -664,7 +665,7 @@ def test_manager_view_matches_plain_int_formulas(
         assert m.fixed_length == pool_length(EncoderTokens(raw.seq), PoolFactor(raw.p))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(raw=raw_layers(("full", "sliding", "chunked", "cross", "mla")), bs=st.integers(1, 256))
 def test_kernel_view_matches_plain_int_formulas(raw: RawLayer, bs: int) -> None:
     k = kernel_view(build(raw), block_size_slots=bs)

@@ -40,6 +40,7 @@ from kvunits.runtime import (
 from kvunits.runtime.deployment import Layout, stage_layers
 
 from ..config.conftest import EXAMPLES
+from ..examples import examples
 
 GiB = 1 << 30
 LLAMA = EXAMPLES / "hf" / "llama-3.1-8b" / "config.json"
@@ -188,7 +189,7 @@ def cases(draw: st.DrawFn) -> Case:
     return Case(ModelSpec.stacked("generated", stacks), engine)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(cases(), st.integers(1, 40), st.integers(-3, 3))
 def test_budget_for_is_the_least_budget_that_admits_the_requests(
     case: Case, requests: int, slack: int
@@ -214,7 +215,7 @@ def test_budget_for_is_the_least_budget_that_admits_the_requests(
         )
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(cases(), st.integers(1, 1 << 24))
 def test_longest_max_model_len_fits_and_one_more_does_not(case: Case, budget: int) -> None:
     engine = case.engine.model_copy(update={"memory_budget": RankBytes(budget)})

@@ -46,6 +46,8 @@ from kvunits.contracts import (
 )
 from kvunits.kernels import sdpa_window_mask
 
+from ..examples import examples
+
 
 def window_keys(window: Window[Tokens] | None, query: int) -> set[int]:
     """The keys the window lets the query at ``query`` read: its definition."""
@@ -88,7 +90,7 @@ def exclusive_keys(bound: int | None, query: int) -> set[int]:
 windows = st.none() | st.integers(1, 70).map(lambda w: Window(w, Tokens))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(windows, st.integers(0, 40), st.integers(1, 40))
 def test_each_backend_reads_exactly_the_windows_keys(
     window: Window[Tokens] | None, context: int, step: int
@@ -130,7 +132,7 @@ def test_transformers_39408_and_zml_763_read_keys_outside_the_window() -> None:
     assert flash_attn_keys(flash_attn_window_size(window), 0, step, context + step, True) == want
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(windows, st.integers(0, 24), st.integers(1, 12))
 def test_sdpa_with_the_mask_is_attention_over_the_windows_keys(
     window: Window[Tokens] | None, context: int, step: int

@@ -14,6 +14,8 @@ from kvunits.runtime import NULL_BLOCK, AllocationError
 from kvunits.runtime._guard import Ops, commit, ops_of
 from kvunits.runtime.block_pool import BlockPool, CacheMap, PoolPlan, holders
 
+from ..examples import examples
+
 
 def test_null_block_is_never_handed_out() -> None:
     pool = BlockPool(4, name="g")
@@ -116,7 +118,7 @@ def _pool_state(pool: BlockPool) -> tuple[object, ...]:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_a_released_run_matches_releasing_one_block_at_a_time(data: st.DataObject) -> None:
     # `PoolPlan.release` of many blocks (a finished request's table) takes a run path in C

@@ -52,6 +52,7 @@ from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore, RestingExtras
 from kvunits.runtime._table import CAPACITY
 
+from ..examples import examples
 from .support import (
     Injected,
     check_pools,
@@ -237,7 +238,7 @@ def _outcome(call: Any, *args: Any) -> Any:
 # Slow (150 layouts, each built twice and driven call by call: a minute): run once, in CI's
 # main job, not in each version job.
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -> None:
     count = data.draw(st.integers(1, 4), label="groups")
@@ -1337,7 +1338,7 @@ def test_a_generating_batch_interrupted_anywhere_changes_nothing() -> None:
     assert interrupted > 8 * 10
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_generating_batches_do_what_each_request_in_turn_does(data: st.DataObject) -> None:
     # Random layouts of cacheable groups (each kind, pooled or not; pools of their own or one

@@ -48,6 +48,7 @@ from kvunits.runtime import (
 )
 from kvunits.runtime.block_pool import MAX_POOL_BLOCKS, BlockPool
 
+from ..examples import examples
 from .support import check_pools, coordinator, snapshot
 
 # -- memory that does not grow with the pool -----------------------------------------------------
@@ -123,7 +124,7 @@ def test_a_pool_beyond_int32_ids_is_refused() -> None:
 # -- the lazy free queue is a FIFO queue ----------------------------------------------------------
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     st.integers(1, 12),
     st.lists(

@@ -39,6 +39,7 @@ from kvunits.runtime import KVCacheCoordinator, _table
 from kvunits.runtime._table import CAPACITY, START
 from kvunits.runtime.block_pool import BlockPool, id_run
 
+from ..examples import examples
 from .support import check_pools, coordinator, group_of
 from .test_fast_step import _outcome, _state, fast, general, prefix_parts
 from .test_interrupts import Interrupt
@@ -75,7 +76,7 @@ def _recording(ran: list[str]) -> Any:
     return record
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_long_steps_do_what_the_general_path_does(data: st.DataObject) -> None:
     count = data.draw(st.integers(1, 3), label="groups")
@@ -461,7 +462,7 @@ def test_a_long_step_and_a_compacting_free_interrupted_anywhere_change_nothing(
         check_pools(coord)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     num_blocks=st.integers(1, 5_000),
     takes=st.lists(st.tuples(st.integers(0, 5_000), st.integers(0, 3_000)), max_size=6),
@@ -479,7 +480,7 @@ def test_fresh_ids_are_the_range_they_stand_for(
     assert len(pool._iota) <= num_blocks
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(start=st.integers(0, 2**31), n=st.integers(0, 70_000))
 def test_a_run_of_ids_is_built_byte_plane_by_byte_plane(start: int, n: int) -> None:
     # Across every byte boundary of an id: 256, 65,536 and 2**24, up to the last id 2**31 - 1.

@@ -42,6 +42,7 @@ from kvunits.runtime.managers import (
     make_manager,
 )
 
+from ..examples import examples
 from .support import check_pools, toy, unresident_keys
 
 
@@ -295,7 +296,7 @@ def test_sliding_rule_matches_pool_window_for_every_small_geometry() -> None:
                     assert manager.skipped_blocks(c) == max(0, c - w + 1) // block_size
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     kind=st.sampled_from(("full", "sliding", "chunked", "cross", "state")),
     block_size=st.integers(1, 6),

@@ -29,6 +29,7 @@ from kvunits.contracts import (
 from kvunits.runtime import AllocationError, ContentKeys, KVCacheCoordinator, RequestError, plan
 from kvunits.runtime.prefix_cache import chain_hashes, root_hash
 
+from ..examples import examples
 from .support import check_pools, coordinator, voxtral_engine, voxtral_model
 
 FULL = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
@@ -46,7 +47,7 @@ def test_content_is_keyed_per_token_or_encoder_token() -> None:
     assert ContentKeys([1, 2], Tokens) != ContentKeys([1, 2], Tokens, salt="s")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     keys=st.lists(
         st.integers(-(2**64), 2**64)

@@ -74,6 +74,7 @@ from kvunits.runtime import (
     Wait,
 )
 
+from ..examples import examples
 from .support import (
     Injected,
     Interference,
@@ -1077,6 +1078,6 @@ class AllocatorMachine(RuleBasedStateMachine):
 
 
 AllocatorMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=50, deadline=None
+    max_examples=examples(300), stateful_step_count=50, deadline=None
 )
 TestAllocator = AllocatorMachine.TestCase

@@ -28,12 +28,13 @@ from kvunits.contracts import (
 from kvunits.contracts.errors import ConcurrentUseError, RequestError, UnitTypeError
 from kvunits.contracts.internal import admission_cap
 
+from ..examples import examples
 from .support import check_pools, coordinator, group_of
 from .test_fast_step import _outcome, _state, general
 from .test_stateful import layers
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(data=st.data())
 def test_the_typed_advance_does_what_the_general_path_does(data: st.DataObject) -> None:
     count = data.draw(st.integers(1, 3), label="groups")

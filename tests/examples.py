@@ -1,0 +1,18 @@
+"""How many examples a property test runs.
+
+Each test names its full budget (hypothesis' default of 100 where it names none); CI's main job
+runs every budget in full. The version jobs (``scripts/test``: the dependency floors, the wheel
+under Python 3.12, Python 3.13) run ``pytest --examples quick``: a fifth of each budget, at
+least 10. They check that the same code behaves under another Python or another version of a
+dependency, which every test with a few examples shows, while the breadth of the examples is the
+main job's. With ``CI`` set the examples are derandomized, so a landing stays reproducible.
+"""
+
+#: "full" or "quick": set from pytest's ``--examples`` (tests/conftest.py) before any test
+#: module is imported, since the budgets are read where the tests are defined.
+MODE = "full"
+
+
+def examples(full: int) -> int:
+    """The examples to run of a test whose full budget is ``full``."""
+    return max(10, full // 5) if MODE == "quick" else full
