@@ -15,7 +15,7 @@ from . import examples
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--examples",
-        choices=("full", "quick"),
+        choices=examples.MODES,
         default="full",
         help="property tests' example budgets: full (CI's main job), or a fifth of each "
         "(quick: CI's version jobs)",

@@ -11,6 +11,7 @@ main job's. With ``CI`` set the examples are derandomized, so a landing stays re
 #: "full" or "quick": set from pytest's ``--examples`` (tests/conftest.py) before any test
 #: module is imported, since the budgets are read where the tests are defined.
 MODE = "full"
+MODES = ("full", "quick")
 
 
 def examples(full: int) -> int:
