@@ -49,7 +49,7 @@ from ._table import (
     grown,
 )
 from .admission import AdmissionLedger
-from .block_pool import NULL_BLOCK, BlockPool, CacheMap, PoolPlan, filed, holders
+from .block_pool import NULL_BLOCK, BlockPool, CacheMap, PoolPlan, holders
 from .managers import SingleTypeManager
 from .prefix_cache import (
     CACHEABLE_KINDS,
@@ -1303,8 +1303,10 @@ class CoordinatorCore:
             ops.append((setitem, shared, block, count) if count > 1 else (shared.pop, block, None))
         for cache_map, key, blocks in plan.lists.values():
             ops.append(
-                (setitem, cache_map, key, filed(blocks)) if blocks else (cache_map.pop, key, None)
-            )
+                (cache_map.pop, key, None)
+                if not blocks
+                else (setitem, cache_map, key, blocks[0] if len(blocks) == 1 else blocks)
+            )  # `filed`, inlined
 
     def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
         """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:

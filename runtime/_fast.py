@@ -1049,8 +1049,9 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     slot mappings) of the request at ``o`` (its content kept in ``extra``) written out per
     group with the group's constants in, on the same boundary ``plan`` (so that requests
     planned by either share the pools' fronts, the slabs' ends and the prefix cache's lists),
-    its stores to the fields appended to ``ha``, ``hv`` (hot: positions, values) and ``sa``,
-    ``sv`` (cold), which the caller commits as one map each, the rest to ``ops``:
+    its stores to the hot fields appended to ``ha``, ``hv`` (positions, values), which the
+    caller commits as one map, the rest to ``ops`` (a crossing group's cold fields: one
+    slice; ``sa``, ``sv`` are `_plan_fill`'s):
     each group within its slack, or one block taken at its table's end (a cached one evicted
     from the prefix cache) and one evicted at its front by a window (a shared one loses a
     reference, a cached one stays cached, free); then the full blocks of committed positions
@@ -1069,6 +1070,9 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "",
         ]
     comma = "," if n == 1 else ""
+    # The cold fields' order, which the slices read and write.
+    assert tuple(range(ANCHOR, MAXLEN + 1)) == (ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH,
+                                                CAPACITY, MAXLEN)
     lines = [
         "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
@@ -1078,7 +1082,6 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         ),
         f"        cb = o // {hw} * {cw}",
         "        pstates, lists, crossed = plan.pools, plan.lists, False",
-        "        mark, hm, sm = len(ops), len(ha), len(sa)",
     ]
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
@@ -1088,21 +1091,22 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
         first = "rows" if p == 1 else f"rows // {p}"
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
+        # A crossing group's cold fields are read in one slice and written in one (an
+        # array's slice assignment at the commit).
         out = [
-            f"q = q{g}",
-            f"anchor0, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
+            f"q, k = q{g}, {c} + {ANCHOR}",
+            f"anchor0, s = st[k], hot[o + {h + SLACK}]",
             "rows = anchor0 - s",
             f"first, end = {first}, {end}",
             "touched = end - first if q else 0",
             f"if 0 <= q <= s and (s or q) and touched <= {in_flight}:",
             f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (s - q, q)",
-            f"    a{g} = (st[{c} + {SKIPPED}], rows + q, 0)",
-            f"elif q < 0 or touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
-            "    return False",
+            f"    a{g} = (st[k + {SKIPPED - ANCHOR}], rows + q, 0)",
             "else:",
-            f"    base0, length = st[{c} + {BASE}], st[{c} + {LENGTH}]",
-            f"    skipped, evict = st[{c} + {SKIPPED}], st[{c} + {EVICT}]",
-            f"    start, capacity = st[{c} + {START}], st[{c} + {CAPACITY}]",
+            "    _, base0, evict, skipped, start, length, capacity, maxlen = "
+            f"st[k : k + {MAXLEN - ANCHOR + 1}]",
+            f"    if q < 0 or touched > {in_flight} or end > maxlen:",
+            "        return False",
             f"    slab, skip = slabs[{g}], skipped",
         ]
         evicts, evicting = _eviction(manager, size)
@@ -1113,7 +1117,8 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "    if want > 1 or dropped > 1:  # runs: the core's plan, if nothing is planned yet",
             "        if crossed:",
             "            return False",
-            "        del ops[mark:], ha[hm:], hv[hm:], sa[sm:], sv[sm:]",
+            # Nothing planned yet but the groups before within their slack: 2 stores each.
+            *([f"        del ha[-{2 * g}:], hv[-{2 * g}:]"] if g else []),
             "        return plan_boundary(ops, plan, o, num_new, None)",
             "    crossed = True",
             "    moved, taken = None, 0",
@@ -1142,11 +1147,14 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "                    return False",
             "                key = pool._cached.get(taken)",
             "                if key is not None:  # evicted from the prefix cache",
-            "                    cache_map = pool.map_of(taken, key)",
+            "                    maps = pool._maps  # `BlockPool.map_of`",
+            "                    cache_map = maps[0] if len(maps) == 1 else "
+            "pool.map_of(taken, key)",
             "                    planned = lists.get((id(cache_map), key))",
             "                    if planned is None:",
+            "                        held = cache_map.get(key)  # `holders`, inlined",
             "                        planned = lists[id(cache_map), key] = (cache_map, key, "
-            "holders(cache_map.get(key)))",
+            "[held] if type(held) is int else holders(held))",
             "                    planned[2].remove(taken)",
             "                    ops.append((pool._cached.pop, taken, None))",
             "                    ops.append((pool._cached_free.discard, taken))",
@@ -1154,8 +1162,8 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "            else:",
             "                return False",
             "            state[3].append(taken)",
-            f"        garbage = plan.garbage.get({g}, table_garbage[{g}]) + dropped",
             "        if want and length + want > capacity:",
+            f"            garbage = plan.garbage.get({g}, table_garbage[{g}]) + dropped",
             f"            tail = plan.slab_end.get({g}, len(slab))",
             f"            if {g} not in plan.compacted and "
             "due(garbage + capacity - dropped, tail):",
@@ -1168,13 +1176,16 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"            plan.slab_end[{g}] = tail + room",
             "            ops.append((slab.extend, moved))",
             "            garbage += capacity - dropped",
+            f"            if garbage != table_garbage[{g}]:",
+            f"                plan.garbage[{g}] = garbage",
             "            start, capacity = tail, room",
             "        else:",
             "            if want:",
             "                ops.append((setitem, slab, start + length, taken))",
+            "            if dropped:",
+            f"                plan.garbage[{g}] = plan.garbage.get({g}, table_garbage[{g}]) "
+            "+ dropped",
             "            start, capacity = start + dropped, capacity - dropped",
-            f"        if garbage != table_garbage[{g}]:",
-            f"            plan.garbage[{g}] = garbage",
             "        length += want - dropped",
             "    rows += q",
             "    if first >= evict:",
@@ -1190,12 +1201,11 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "        else:",
             "            block = slab[start + at]",
             "        base = block - index",
-            f"        room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
+            f"        room = min((skip + length) * {size}, maxlen)",
             f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
             f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (anchor - rows, q)",
-            f"    k = {c} + {ANCHOR}",
-            "    sa += (k, k + 1, k + 2, k + 3, k + 4, k + 5, k + 6)",
-            "    sv += (anchor, base, evict, skip, start, length, capacity)",
+            "    ops.append((setitem, st, slice(k, k + 7), array(typecode, (anchor, base, evict, "
+            "skip, start, length, capacity))))",
             f"    a{g} = (skip, rows, taken)",
         ]
         lines += ["        " + line for line in out]
@@ -1271,8 +1281,7 @@ def _registration(
     out = [
         f"full, r = min({rows} // {cache.rows_per_block}, {known}), reg[{g}]",
         "if full > r:",
-        f"    skipped, start, length = st[{c} + {SKIPPED}], st[{c} + {START}], "
-        f"st[{c} + {LENGTH}]",
+        f"    skipped, start, length = st[{c} + {SKIPPED} : {c} + {LENGTH + 1}]",
         f"    slab, cached, blocks_of = slabs[{g}], pools[{g}]._cached, cache_maps[{g}]",
         "    for i in range(r, full):",
         f"        if i < {skip}{' or ' + keep if keep else ''}:",
@@ -1291,8 +1300,9 @@ def _registration(
         "        ops.append((setitem, cached, block, key))",
         f"        planned = lists.get((ids_of[{g}], key))",
         "        if planned is None:",
-        f"            planned = lists[ids_of[{g}], key] = (blocks_of, key, "
-        "holders(blocks_of.get(key)))",
+        "            held = blocks_of.get(key)  # `holders`, inlined",
+        f"            planned = lists[ids_of[{g}], key] = (blocks_of, key, [] if held is None "
+        "else holders(held))",
         "        planned[2].append(block)",
         f"    ops.append((setitem, reg, {g}, full))",
         f"if {known} > max(full, r):",
@@ -1305,7 +1315,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
     """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa,
     sv)``: a step within every group's slack whose content (``adds[j]`` to the stream
     ``picked[j]``, one stream per sequence) fills a block, planned on ``ops`` (stores to the
-    fields on ``ha``, ``hv``, ``sa``, ``sv`` as `_plan_cross` says) and a boundary ``plan`` as
+    hot fields on ``ha``, ``hv``, to the cold ones on ``sa``, ``sv``) and a boundary ``plan`` as
     the general path plans it (`CoordinatorCore._general_content`), written out per group: the
     step's stores; each filled stream's new full blocks hashed once (for every group of its
     sequence and granularity) and its tail cut (`CoordinatorCore._plan_content`); the blocks
@@ -1325,9 +1335,8 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         h = g * HOT
         c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
         lines += [
-            f"        s = hot[o + {h + SLACK}]",
-            f"        ha += (o + {h + SLACK}, o + {h + STEP}); hv += (s - q{g}, q{g})",
-            f"        r{g} = st[{c} + {ANCHOR}] - s + q{g}",
+            f"        s{g} = hot[o + {h + SLACK}]",
+            f"        r{g} = st[{c} + {ANCHOR}] - s{g} + q{g}",
         ]
     lines += [
         "        hashed = {}",
@@ -1337,8 +1346,12 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         "                ops.append((tail.extend, added))",
         "                continue",
         "            joined = tail + added",
-        "            full = len(joined) // rpb * rpb",
-        "            new = chain_hashes(stream.parent, joined, rpb)",
+        "            if len(joined) < 2 * rpb:  # one block: `chain_hashes`, inlined",
+        "                full, new = rpb, [sha256(stream.parent + joined[:rpb].tobytes())"
+        ".digest()]",
+        "            else:",
+        "                full = len(joined) // rpb * rpb",
+        "                new = chain_hashes(stream.parent, joined, rpb)",
         "            ops.append(more_hashes(stream, new))",
         "            ops.append((setitem, tail, slice(None), joined[full:]))",
         "            ops.append((setattr, stream, 'parent', new[-1]))",
@@ -1361,17 +1374,33 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
             key="old[i] if i < len(old) else more[i - len(old)]", ahead="ahead = True",
         )
         lines += ["        " + line for line in out]
-    # Held as `_hold` holds them (empty steps too): the step that commits them registers.
-    lines.append("        if ahead:")
-    for g in range(n):
-        h = g * HOT
-        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
-        lines += [
-            f"            ha += (o + {h + SLACK}, o + {h + STEP}); hv += (0, q{g})",
-            f"            sa.append({c} + {ANCHOR}); sv.append(r{g})",
-        ]
-    lines += ["        return True", ""]
+    # Held as `_hold` holds them (empty steps too): the step that commits them registers;
+    # else each group's slack less its count.
+    slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
+    colds = ", ".join(f"cb + {_cold(ANCHOR, g)}" for g in range(n))
+    rs = ", ".join(f"r{g}" for g in range(n))
+    lines += [
+        f"        ha += ({slots})",
+        "        if ahead:",
+        "            hv += (" + ", ".join(f"0, q{g}" for g in range(n)) + ")",
+        f"            sa += ({colds},); sv += ({rs},)",
+        "        else:",
+        "            hv += (" + ", ".join(f"s{g} - q{g}, q{g}" for g in range(n)) + ")",
+        "        return True",
+        "",
+    ]
     return lines
+
+
+def _cut(indent: str) -> list[str]:
+    """The line (in ``content_all``) that sets ``cut``: the slices of a batch's ``keys``, ``k``
+    per request of ``count`` (none where ``k`` is 0), kept in ``cuts`` (up to 64 shapes). One
+    line, made or kept: an engine step runs the same lines either way."""
+    made = "[*map(slice, range(0, count * k, k), range(k, count * k + k, k))]"
+    return [
+        f"{indent}cut = (cuts.get((count, k)) or (cuts.setdefault((count, k), {made}) "
+        f"if len(cuts) < 64 else {made})) if k else ()"
+    ]
 
 
 def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> list[str]:
@@ -1397,6 +1426,9 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     negative = " or ".join(f"q{g} < 0" for g in range(n))
     lines = [
+        # Per (count, k): the slices that cut a batch's keys into each request's k (kept for
+        # the next engine steps of that shape, a few shapes at a time).
+        "    cuts = {}",
         f"    def content_all{suffix}(request_ids, num_new, contents):",
         "        me = []",
         "        try:",
@@ -1427,10 +1459,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "            slow = None",
     ]
     # Where no group's step needs its in-flight bound checked (a block or more), a batch of
-    # known requests, once each, with content, no speculative tail, is classified a pass in C
-    # per field: each request within its slack filling no block (kind 0) stored and appended
-    # in C; the others (a block filled: 1, a slack passed: 2, both: the general path) listed
-    # for the planners below, with no per-request loop.
+    # known requests of one shape, once each, with content, no speculative tail, is classified
+    # a pass in C per field: each request within its slack filling no block (kind 0) stored
+    # and appended in C; the others (a block filled: 1, a slack passed: 2, both: the general
+    # path) listed for the planners below, with no per-request loop.
     if not any(
         core._in_flight[g] < core._block_size[g] or not core._has_rows[g] for g in range(n)
     ):
@@ -1445,12 +1477,16 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                if vec:",
             "                    lists = list(map(streams_of, exs))",
             "                    vec = set(map(len, lists)) == {len(shares)}",
+            # Requests of one shape share their `stream_of` (a tuple): one stream index per
+            # group for the batch (else the loop below classifies each request).
+            "                    shapes = set(map(stream_of, exs)) if vec else ()",
+            "                    vec = len(shapes) == 1",
+            "                    one = shapes.pop() if vec else ()",
             "                cols, tls, every = [], [], vec",
             "                for g, keys, k in shares if vec else ():",
-            "                    at = list(map(itemgetter(g), map(stream_of, exs)))",
-            "                    if min(at) < 0:",
+            "                    if one[g] < 0:",
             "                        vec = False; break",
-            "                    col = list(map(getitem, lists, at))",
+            "                    col = list(map(itemgetter(one[g]), lists))",
             "                    tl = list(map(tail_of, col))",
             "                    cols.append(col); tls.append(tl)",
             "                    if every and max(map(len, tl)) + k >= rows_per_block[g]:",
@@ -1460,7 +1496,9 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             h = g * HOT
             lines += [
                 "                if vec:",
-                f"                    a{g} = list(map(add, offs, repeat({h + SLACK})))",
+                f"                    a{g} = list(map(add, offs, repeat({h + SLACK})))"
+                if h + SLACK
+                else f"                    a{g} = offs",
                 f"                    s{g} = list(map(getitem, repeat(hot), a{g}))",
                 f"                    if every and not (min(s{g}) >= q{g} and (q{g} > 0 or "
                 f"min(s{g}) > 0)):",
@@ -1471,9 +1509,12 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                if vec and every:",
             "                    ops = []",
             "                    for (g, keys, k), tl in zip(shares, tls):",
-            "                        if k:",
+            "                        if k == 1:  # a key each: appended, no slices",
+            "                            ops.append((list, map(array.append, tl, keys)))",
+            "                        elif k:",
+            *_cut("                            "),
             "                            ops.append((list, map(extend, tl, map(getitem, "
-            "repeat(keys), map(slice, range(0, count * k, k), range(k, count * k + k, k))))))",
+            "repeat(keys), cut))))",
         ]
         lines += _slack_stores(n, str)
         lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
@@ -1484,8 +1525,9 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             f"                if vec and {positive}:",
             "                    fill, gts = repeat(False), []",
             "                    for (g, keys, k), tl in zip(shares, tls):",
-            "                        gts.append(list(map(getitem, repeat(keys), map(slice, "
-            "range(0, count * k, k), range(k, count * k + k, k)))) if k else [keys] * count)",
+            *_cut("                        "),
+            "                        gts.append(list(map(getitem, repeat(keys), cut)) if k "
+            "else [keys] * count)",
             "                        fill = map(or_, fill, map(ge, map(len, tl), "
             "repeat(rows_per_block[g] - k)))",
         ]
@@ -2000,6 +2042,7 @@ def _source(core: CoordinatorCore) -> str:
     )
     header = (
         "from array import array\n"
+        "from hashlib import sha256\n"
         "from itertools import compress, repeat\n"
         "from operator import add, attrgetter, ge, getitem, itemgetter, lt, mul, not_, or_, "
         "setitem, sub\n"

@@ -1297,6 +1297,56 @@ def test_a_generating_batch_out_of_phase_is_classified_in_c() -> None:
     assert mixed >= 4 and woken <= len(rids), (mixed, woken)
 
 
+def test_a_generating_batch_of_runs_and_cached_evictions_matches_the_general_path() -> None:
+    # Two generating streams at a time (each replaced by a new one every 12 engine steps) in
+    # pools that soon hand out cached blocks: engine steps of one token (the slack passed or
+    # not, a block filled, a cached block evicted when taken, a window's block dropped; some
+    # with no text content) and of
+    # four text positions with no audio and no content (the text group takes a run of blocks
+    # while the audio group stays within its slack: `plan_cross` hands that request to the
+    # core's plan after undoing the audio group's stores). Each engine step, typed entry and
+    # plain, is compared with the batch's general path on a copy.
+    coord = _voxtral_toy(41)
+    core = coord._core
+    source = core.fast.source.splitlines()
+    rids = ["a", "b"]
+    for rid in rids:
+        _with_content(coord, rid)
+    lines: list[str] = []
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_name == "plan_cross":
+            lines.append(source[frame.f_lineno - 1].strip())
+            return trace
+        return None
+
+    for i in range(36):
+        if i % 12 == 11:
+            coord.free(rids.pop(0))
+            rids.append("cde"[i // 12])
+            _with_content(coord, rids[-1])
+            continue
+        run = i % 4 == 3
+        width, audio = (4, 0) if run else (1, 2)
+        tokens = [] if run else [(i * 5 + j) % 7 for j in range(len(rids))]
+        # Every fifth engine step samples no text (a sequence with no content this step).
+        contents = [(0, [t for t in tokens for _ in "ab"]), (1, [] if i % 5 == 4 else tokens)]
+        kind = "content_all_typed" if i % 2 else "content_all"
+        twin = copy.deepcopy(coord)
+        theirs = _outcome(general, twin._core, "content_all", rids, [audio, width], contents)
+        sys.settrace(trace)
+        try:
+            mine = _outcome(fast, core, kind, rids, [audio, width], contents)
+        finally:
+            sys.settrace(None)
+        assert mine == theirs, i
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+    assert "del ha[-2:], hv[-2:]" in lines
+    assert "taken = pool._queue[state[2]]" in lines
+    assert any(line.startswith("maps = pool._maps") for line in lines)
+
+
 def test_a_generating_batch_interrupted_anywhere_changes_nothing() -> None:
     # One engine step of three generating streams in one call, within their blocks (stores
     # and appends), across one (a block filled and hashed; registered; crossed): interrupted
