@@ -516,26 +516,34 @@ def _unrolled(core: CoordinatorCore, back: str, indent: str, typed: bool = False
 
 
 def _crossing(
-    core: CoordinatorCore, fail: str, indent: str, compacting: str | None = None
+    core: CoordinatorCore,
+    fail: str,
+    indent: str,
+    compacting: str | None = None,
+    typed: bool = False,
 ) -> list[str]:
-    """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` per group
-    past the stores' reach, planned in plain locals for the request at offset ``o`` (cold
-    fields at ``c``): per group its fields recomputed after the step as the general path
-    does (`CoordinatorCore._plan_rollback` then `_plan_step`) when the common case holds: the
-    blocks the rolled-back positions used kept for the step (`CoordinatorCore._kept`), at
-    most one block taken at the table's end into the segment's spare room (the pool's next
-    fresh id, or the queue's head when it is neither stale nor cached) and one evicted by a
-    window at its front (neither shared nor cached); content to register goes elsewhere. The
-    pools are read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the
-    batch's); a segment without room moves to the slab's end (``te{g}``, its planned end)
-    with room, unless that makes the slab's garbage (with ``gb{g}``, planned) due: then
-    ``compacting`` runs, ``{g}`` its group (else ``fail``), unless the bit ``g`` of
-    ``compacted`` says the call compacted that slab: then the move is made (as
-    `CoordinatorCore._boundary_step` makes it). Any other runs ``fail`` (nothing written).
-    Leaves per group ``v{g}`` (the new slack), ``w{g}`` (the cold fields from ``ANCHOR`` to
-    ``CAPACITY``, None: unchanged) and then ``dr{g}`` (whether a block is evicted:
-    ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or ``m{g}``
-    (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
+    """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
+    negative) per group past the stores' reach, planned in plain locals for the request at
+    offset ``o`` (cold fields at ``c``): per group its fields recomputed after the step as the
+    general path does (`CoordinatorCore._plan_rollback` then `_plan_step`) when the common
+    case holds: the blocks the rolled-back positions used kept for the step
+    (`CoordinatorCore._kept`), at most one block taken at the table's end into the segment's
+    spare room (the pool's next fresh id, or the queue's head when it is neither stale nor
+    cached) and one evicted by a window at its front (neither shared nor cached); content to
+    register goes elsewhere. Written per group kind (a kind that evicts nothing plans no
+    eviction) with the group's constants in, its cold fields read in one slice. The pools are
+    read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the batch's) and the
+    batch's locals of each pool (``nb{i}``: its blocks, ``qu{i}``, ``sa{i}``, ``ca{i}``,
+    ``sh{i}``: its queue, stale, cached and shared blocks) and slab (``sb{g}``); a segment
+    without room moves to the slab's end (``te{g}``, its planned end) with room, unless that
+    makes the slab's garbage (with ``gb{g}``, planned) due: then ``compacting`` runs, ``{g}``
+    its group (else ``fail``), unless the bit ``g`` of ``compacted`` says the call compacted
+    that slab: then the move is made (as `CoordinatorCore._boundary_step` makes it). Any
+    other runs ``fail`` (nothing written). With ``typed``, the ``r{g}`` are ints, none
+    negative. Leaves per group ``v{g}`` (the new slack), ``w{g}`` (the cold fields from
+    ``ANCHOR`` to ``CAPACITY``, None: unchanged) and then ``dr{g}`` (whether a block is
+    evicted: ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or
+    ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -548,103 +556,156 @@ def _crossing(
         p, size = core._pool[g], core._block_size[g]
         in_flight, manager = core._in_flight[g], core._managers[g]
         kind, h, i = manager.kind, g * HOT, pool_of[id(core.pools[g])]
-        c = f"c + {_cold(ANCHOR, g) - ANCHOR}"
-        first = "rows // 1" if p == 1 else f"rows // {p}"
+        c = _cold(ANCHOR, g)
+        # Slots (the manager's unit) of positions: the first the step touches, and its end.
+        first = "rows" if p == 1 else f"rows // {p}"
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
+        touched = "q" if p == 1 else "(end - first if q else 0)"
+        checked = f"r > j{g}" if typed else f"type(r) is not int or not 0 <= r <= j{g}"
         out += [
             f"r, q = r{g}, q{g}",
-            f"if type(r) is not int or not 0 <= r <= j{g}:",
+            f"if {checked}:",
             f"    {fail}",
-            f"anchor, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
-            "rows = anchor - s - r",
-            f"first, end = {first}, {end}",
-            "touched = end - first if q else 0",
-            f"dr{g} = t{g} = 0",
+            f"s = hot[o + {h + SLACK}]",
         ]
         if not core._has_rows[g] or kind not in _PLANNED:
             out += [
-                f"if r or not (0 <= q <= s and (s or q) and touched <= {in_flight}):",
+                f"rows = st[c + {c}] - s - r",
+                f"first, end = {first}, {end}",
+                f"if r or not (q <= s and (s or q) and {touched} <= {in_flight}):",
                 f"    {fail}",
-                f"v{g}, w{g} = s - q, None",
+                f"v{g}, w{g}, dr{g}, t{g} = s - q, None, 0, 0",
             ]
             continue
+        evicts = kind != "full_attention"
         # Within the slack the rollback leaves, and no block to give back (`_fits`, and more):
         # only the slack changes.
         pb = p * size
-        keep = f"(end + {size - 1}) // {size}"
-        entries = f"st[{c} + {SKIPPED}] + st[{c} + {LENGTH}]"
+        fields = "anchor, base, evict, skipped, start, length, capacity, maxlen"
         out += [
+            f"{fields} = st[c + {c} : c + {c + COLD}]",
+            "rows = anchor - s - r",
+            f"first, end = {first}, {end}",
             "sr = s + r",
-            f"if 0 <= q <= sr and (sr or q) and touched <= {in_flight} and (not r or s and "
-            f"{keep} >= {entries} and (rows + q) // {pb} >= (rows + r) // {pb}):",
-            f"    v{g}, w{g} = sr - q, None",
+            f"if q <= sr and (sr or q) and {touched} <= {in_flight} and (not r or s and "
+            f"(end + {size - 1}) // {size} >= skipped + length and "
+            f"(rows + q) // {pb} >= (rows + r) // {pb}):",
+            f"    v{g}, w{g}, dr{g}, t{g} = sr - q, None, 0, 0",
             "else:",
         ]
         at = len(out)
         out += [
-            f"if touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
+            f"if {touched} > {in_flight} or end > maxlen:",
             f"    {fail}",
-            f"skipped, evict, start = st[{c} + {SKIPPED}], st[{c} + {EVICT}], st[{c} + {START}]",
-            f"length, capacity, base = st[{c} + {LENGTH}], st[{c} + {CAPACITY}], st[{c} + {BASE}]",
-            "skip = skipped",
-        ]
-        evicts, evicting = _eviction(manager, size)
-        out += evicts
-        out += [
-            "dropped = skip - skipped",
             f"want = (end + {size - 1}) // {size} - skipped - length",
-            # Fewer blocks than held (a rollback past the step's end): the core's boundary path.
-            "if want < 0 or want > 1 or dropped > 1:",
-            f"    {fail}",
-            f"pool, slab = pools[{g}], slabs[{g}]",
-            f"dr{g} = dropped",
-            "if dropped:",
-            f"    d{g} = slab[start]",
-            f"    if d{g} in pool._shared or d{g} in pool._cached:",
-            f"        {fail}",
+        ]
+        if kind == "sliding_window":
+            window = manager.sliding_window_slots
+            out += [
+                "skip = skipped",
+                f"if first >= evict and first > {window - 1}:",
+                f"    skip = (first - {window - 1}) // {size}",
+                "    if skip < skipped:",
+                "        skip = skipped",
+            ]
+        elif kind == "chunked_local":
+            chunk = manager.chunk_slots
+            out += [
+                "skip = skipped",
+                "if first >= evict:",
+                f"    skip = first // {chunk} * {chunk} // {size}",
+                "    if skip < skipped:",
+                "        skip = skipped",
+            ]
+        if evicts:
+            out += [
+                f"dr{g} = dropped = skip - skipped",
+                # Fewer blocks than held (a rollback past the step's end): the core's path.
+                "if want < 0 or want > 1 or dropped > 1:",
+                f"    {fail}",
+                "if dropped:",
+                f"    d{g} = sb{g}[start]",
+                f"    if d{g} in sh{i} or d{g} in ca{i}:",
+                f"        {fail}",
+            ]
+        else:
+            out += [
+                f"dr{g} = 0",
+                "if want < 0 or want > 1:",
+                f"    {fail}",
+            ]
+        # A segment without room moves to its slab's end with room (`RequestTable`), unless
+        # that makes the slab's garbage due (the core compacts first): its old entries become
+        # garbage (``gm{g}``); ``te{g}`` is the slab's planned end.
+        due_now = f"due(garbage[{g}] + gb{g} + capacity, te{g})"
+        if compacting is not None:
+            due_now = f"not compacted >> {g} & 1 and {due_now}"
+        kept = "start + dropped : start + length" if evicts else "start : start + length"
+        out += [
             "if want:",
-            f"    x{g} = start + length",
-            f"    if f{i} < pool.num_blocks:",
+            f"    if f{i} < nb{i}:",
             f"        t{g} = f{i}",
             f"        f{i} += 1",
-            f"    elif h{i} < len(pool._queue):",
-            f"        t{g} = pool._queue[h{i}]",
-            f"        if t{g} in pool._stale or t{g} in pool._cached:",
+            f"    elif h{i} < len(qu{i}):",
+            f"        t{g} = qu{i}[h{i}]",
+            f"        if t{g} in sa{i} or t{g} in ca{i}:",
             f"            {fail}",
             f"        h{i} += 1",
             "    else:",
             f"        {fail}",
-            # A segment without room moves to its slab's end with room (`RequestTable`),
-            # unless that makes the slab's garbage due (the core compacts first): its old
-            # entries become garbage (``gm{g}``); ``te{g}`` is the slab's planned end.
-            "if want and length + want > capacity:",
-            f"    if {'' if compacting is None else f'not compacted >> {g} & 1 and '}"
-            f"due(garbage[{g}] + gb{g} + capacity, te{g}):",
-            f"        {fail if compacting is None else compacting.format(g=g)}",
-            f"    m{g} = slab[start + dropped : start + length]",
-            f"    m{g}.append(t{g})",
-            f"    room{g} = grown(len(m{g}), capacity, skip) - len(m{g})",
-            f"    m{g}.extend(array('i', bytes(4 * room{g})))",
-            f"    gm{g}, start, capacity = capacity, te{g}, len(m{g})",
+            "    if length < capacity:",
+            f"        x{g}, m{g} = start + length, None",
+            "    else:",
+            f"        if {due_now}:",
+            f"            {fail if compacting is None else compacting.format(g=g)}",
+            f"        m{g} = sb{g}[{kept}]",
+            f"        m{g}.append(t{g})",
+            f"        room = grown(len(m{g}), capacity, skip) - len(m{g})" if evicts
+            else f"        room = grown(len(m{g}), capacity, skipped) - len(m{g})",
+            f"        m{g}.extend(array('i', bytes(4 * room)))",
+            f"        gm{g}, start, capacity = capacity, te{g}, len(m{g})",
             "else:",
-            f"    m{g}, gm{g} = None, dropped",
-            "    start, capacity = start + dropped, capacity - dropped",
-            "length += want - dropped",
+            f"    t{g}, m{g} = 0, None",
+        ]
+        if evicts:
+            out += [
+                f"if not want or m{g} is None:",
+                f"    gm{g} = dropped",
+                "    start, capacity = start + dropped, capacity - dropped",
+                "length += want - dropped",
+            ]
+        else:
+            out += [
+                f"if not want or m{g} is None:",
+                f"    gm{g} = 0",
+                "length += want",
+            ]
+        skip = "skip" if evicts else "skipped"
+        cap = "" if p == 1 else f" * {p}"
+        out += [
             "rows += q",
             "if first >= evict:",
-            f"    evict = {evicting}",
-            f"index = rows // {p * size}",
+            f"    evict = {_eviction(manager, size)[1]}",
+            f"index = rows // {pb}",
             "anchor = rows",
             # BASE is read only within the slack: where the step's end has no block yet
             # (no slack), it stays.
-            "if skip <= index < skip + length:",
-            "    at = index - skip",
-            f"    base = (t{g} if want and at == length - 1 else slab[start + at] if m{g} is None "
+            f"if {skip} <= index < {skip} + length:",
+            f"    at = index - {skip}",
+            f"    base = (t{g} if want and at == length - 1 else sb{g}[start + at] if m{g} is None "
             f"else m{g}[at]) - index",
-            f"    room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
-            f"    anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
+            # min(room, maxlen, evict, (index + 1) × size) × P, at least ``rows``.
+            f"    bound = ({skip} + length) * {size}",
+            "    if bound > maxlen:",
+            "        bound = maxlen",
+            "    if bound > evict:",
+            "        bound = evict",
+            f"    if bound > (index + 1) * {size}:",
+            f"        bound = (index + 1) * {size}",
+            f"    if bound{cap} > rows:",
+            f"        anchor = bound{cap}",
             f"v{g} = anchor - rows",
-            f"w{g} = (anchor, base, evict, skip, start, length, capacity)",
+            f"w{g} = (anchor, base, evict, {skip}, start, length, capacity)",
         ]
         out[at:] = ["    " + line for line in out[at:]]
     return [indent + line for line in out]
@@ -704,6 +765,20 @@ def _pooled(core: CoordinatorCore, indent: str) -> list[str]:
     return [indent + line for line in out]
 
 
+def _pool_locals(core: CoordinatorCore) -> str:
+    """The batch's locals of its pools and slabs, as `_crossing` reads them (one line)."""
+    _, first_of = _pools(core)
+    return "; ".join(
+        [
+            f"pool = pools[{g}]; ev{i}, tl{i} = [], []; f{i}, h{i}, nb{i}, qu{i}, sa{i}, ca{i}, "
+            f"sh{i} = pool._fresh, pool._head, pool.num_blocks, pool._queue, pool._stale, "
+            "pool._cached, pool._shared"
+            for i, g in enumerate(first_of)
+        ]
+        + [f"sb{g} = slabs[{g}]" for g in range(len(core.names))]
+    )
+
+
 def _respec(
     core: CoordinatorCore,
     typed: bool,
@@ -733,10 +808,7 @@ def _respec(
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
     past = "return respec_cross(me, request_id, o, num_new, lookahead, rejected)"
     args = "request_id, num_new, lookahead, rejected"
-    fresh = "; ".join(
-        f"f{i}, h{i}, ev{i}, tl{i} = pools[{g}]._fresh, pools[{g}]._head, [], []"
-        for i, g in enumerate(first_of)
-    )
+    fresh = _pool_locals(core)
     zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
     ends = "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n))
     # One request past the stores' reach (``respec``'s and ``respec_typed``'s, written once):
@@ -820,10 +892,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
     spec = "(" + ks + ")"
-    fresh = "; ".join(
-        f"f{i}, h{i}, ev{i}, tl{i} = pools[{g}]._fresh, pools[{g}]._head, [], []"
-        for i, g in enumerate(first_of)
-    )
+    fresh = _pool_locals(core)
     zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
     ends = "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n))
     raw = (
@@ -937,7 +1006,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                {keep}",
         "                for _ in once:",
     ]
-    lines += _crossing(core, "break", "                    ", compacting)
+    lines += _crossing(core, "break", "                    ", compacting, typed)
     lines += _crossed(core, "                    ", flat=True)
     lines += [
         "                else:",
@@ -1009,7 +1078,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                        {js} = specs.get(o, nospec)",
         f"                        c = o // {hw} * {cw}",
     ]
-    lines += _crossing(core, "break", "                        ", compacting)
+    lines += _crossing(core, "break", "                        ", compacting, typed)
     lines += _crossed(core, "                        ", flat=True)
     lines += [
         "                    else:",
