@@ -462,6 +462,11 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _plus(name: str, k: int) -> str:
+    """``name + k`` as source, ``name`` for 0 (an int past 256 added to 0 is a new object)."""
+    return f"{name} + {k}" if k else name
+
+
 def _at(field: int) -> str:
     """The source that reads a request's cold field (its position after ``c``)."""
     return f"st[c + {field}]" if field else "st[c]"
@@ -485,6 +490,8 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
         keep = "1"
     elif kind == "cross_attention":
         keep = str(core._managers[g].table_length(0))
+    elif p == 1:  # the small counts summed first: one sum past 256 made, not four
+        keep = f"({_at(_cold(ANCHOR, g))} + ({size - 1} + q{g} - s{g} - r{g})) // {size}"
     else:
         keep = f"({slots} + {size - 1}) // {size}"
     entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
@@ -508,7 +515,7 @@ def _unrolled(core: CoordinatorCore, back: str, indent: str, typed: bool = False
     out = []
     for g in range(len(core.names)):
         out += [
-            f"s{g} = hot[o + {g * HOT + SLACK}]",
+            f"s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
             f"if not ({_fits(core, g, typed)}):",
             f"    {back}",
         ]
@@ -566,11 +573,11 @@ def _crossing(
             f"r, q = r{g}, q{g}",
             f"if {checked}:",
             f"    {fail}",
-            f"s = hot[o + {h + SLACK}]",
+            f"s = hot[{_plus('o', h + SLACK)}]",
         ]
         if not core._has_rows[g] or kind not in _PLANNED:
             out += [
-                f"rows = st[c + {c}] - s - r",
+                f"rows = st[{_plus('c', c)}] - s - r",
                 f"first, end = {first}, {end}",
                 f"if r or not (q <= s and (s or q) and {touched} <= {in_flight}):",
                 f"    {fail}",
@@ -583,7 +590,7 @@ def _crossing(
         pb = p * size
         fields = "anchor, base, evict, skipped, start, length, capacity, maxlen"
         out += [
-            f"{fields} = st[c + {c} : c + {c + COLD}]",
+            f"{fields} = st[{_plus('c', c)} : c + {c + COLD}]",
             "rows = anchor - s - r",
             f"first, end = {first}, {end}",
             "sr = s + r",
@@ -723,7 +730,7 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
         c = _cold(ANCHOR, g)
         out += [
             f"if w{g} is not None:",
-            f"    ops.append((setitem, st, slice(c + {c}, c + {c + CAPACITY - ANCHOR + 1}), "
+            f"    ops.append((setitem, st, slice({_plus('c', c)}, c + {c + CAPACITY - ANCHOR + 1}), "
             f"array(typecode, w{g})))",
             f"    if dr{g}:",
             f"        ev{i}.append(d{g})",
@@ -860,7 +867,7 @@ def _respec(
     lines.append(f"            c = o // {hw} * {cw}")
     lines += _unrolled(core, past, "            ", typed)
     stores = "; ".join(
-        f"hot[o + {g * HOT + SLACK}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        f"hot[{_plus('o', g * HOT + SLACK)}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
         for g in range(n)
     )
     lines.append(f"            {stores}; specs[o] = {spec}; del owner[0]; return  # the commit")
@@ -975,7 +982,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     indent = "                "
     for g in range(n):
         lines += [
-            f"{indent}s{g} = hot[o + {g * HOT + SLACK}]",
+            f"{indent}s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
             f"{indent}if {_fits(core, g, typed)}:",
         ]
         indent += "    "
