@@ -591,12 +591,14 @@ def _crossing(
         fields = "anchor, base, evict, skipped, start, length, capacity, maxlen"
         out += [
             f"{fields} = st[{_plus('c', c)} : c + {c + COLD}]",
-            "rows = anchor - s - r",
-            f"first, end = {first}, {end}",
+            # The small counts summed first (an int past 256 is a new object).
             "sr = s + r",
+            "rows = anchor - sr",
+            f"first, end = {first}, {end}",
+            f"blocks = (end + {size - 1}) // {size}",
             f"if q <= sr and (sr or q) and {touched} <= {in_flight} and (not r or s and "
-            f"(end + {size - 1}) // {size} >= skipped + length and "
-            f"(rows + q) // {pb} >= (rows + r) // {pb}):",
+            f"blocks >= skipped + length and "
+            f"{'end' if p == 1 else '(rows + q)'} // {pb} >= (anchor - s) // {pb}):",
             f"    v{g}, w{g}, dr{g}, t{g} = sr - q, None, 0, 0",
             "else:",
         ]
@@ -604,7 +606,7 @@ def _crossing(
         out += [
             f"if {touched} > {in_flight} or end > maxlen:",
             f"    {fail}",
-            f"want = (end + {size - 1}) // {size} - skipped - length",
+            "want = blocks - skipped - length",
         ]
         if kind == "sliding_window":
             window = manager.sliding_window_slots
@@ -690,7 +692,7 @@ def _crossing(
         skip = "skip" if evicts else "skipped"
         cap = "" if p == 1 else f" * {p}"
         out += [
-            "rows += q",
+            "rows = end" if p == 1 else "rows += q",
             "if first >= evict:",
             f"    evict = {_eviction(manager, size)[1]}",
             f"index = rows // {pb}",
@@ -707,8 +709,9 @@ def _crossing(
             "        bound = maxlen",
             "    if bound > evict:",
             "        bound = evict",
-            f"    if bound > (index + 1) * {size}:",
-            f"        bound = (index + 1) * {size}",
+            f"    top = (index + 1) * {size}",
+            "    if bound > top:",
+            "        bound = top",
             f"    if bound{cap} > rows:",
             f"        anchor = bound{cap}",
             f"v{g} = anchor - rows",
