@@ -564,6 +564,7 @@ def _crossing(
         in_flight, manager = core._in_flight[g], core._managers[g]
         kind, h, i = manager.kind, g * HOT, pool_of[id(core.pools[g])]
         c = _cold(ANCHOR, g)
+        windowed: Any = manager  # a window's or chunk's manager (by ``kind``)
         # Slots (the manager's unit) of positions: the first the step touches, and its end.
         first = "rows" if p == 1 else f"rows // {p}"
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
@@ -609,7 +610,7 @@ def _crossing(
             "want = blocks - skipped - length",
         ]
         if kind == "sliding_window":
-            window = manager.sliding_window_slots
+            window = windowed.sliding_window_slots
             out += [
                 "skip = skipped",
                 f"if first >= evict and first > {window - 1}:",
@@ -618,7 +619,7 @@ def _crossing(
                 "        skip = skipped",
             ]
         elif kind == "chunked_local":
-            chunk = manager.chunk_slots
+            chunk = windowed.chunk_slots
             out += [
                 "skip = skipped",
                 "if first >= evict:",
@@ -733,8 +734,8 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
         c = _cold(ANCHOR, g)
         out += [
             f"if w{g} is not None:",
-            f"    ops.append((setitem, st, slice({_plus('c', c)}, c + {c + CAPACITY - ANCHOR + 1}), "
-            f"array(typecode, w{g})))",
+            f"    ops.append((setitem, st, slice({_plus('c', c)}, "
+            f"c + {c + CAPACITY - ANCHOR + 1}), array(typecode, w{g})))",
             f"    if dr{g}:",
             f"        ev{i}.append(d{g})",
             f"    gb{g} += gm{g}",
@@ -805,7 +806,6 @@ def _respec(
     (`CoordinatorCore._general_respec`: the rollback and the step planned on one plan)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    _, first_of = _pools(core)
     suffix = "_typed" if typed else ""
     comma = "," if n == 1 else ""
     qs = ", ".join(f"q{g}" for g in range(n)) + comma
