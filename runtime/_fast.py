@@ -547,8 +547,8 @@ def _crossing(
     its group (else ``fail``), unless the bit ``g`` of ``compacted`` says the call compacted
     that slab: then the move is made (as `CoordinatorCore._boundary_step` makes it). Any
     other runs ``fail`` (nothing written). With ``typed``, the ``r{g}`` are ints, none
-    negative. Leaves per group ``v{g}`` (the new slack), ``w{g}`` (the cold fields from
-    ``ANCHOR`` to ``CAPACITY``, None: unchanged) and then ``dr{g}`` (whether a block is
+    negative. Leaves per group ``v{g}`` (the new slack), ``w{g}`` (its cold fields, an
+    array from ``ANCHOR`` to ``MAXLEN``, None: unchanged) and then ``dr{g}`` (whether a block is
     evicted: ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or
     ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
     n = len(core.names)
@@ -591,7 +591,9 @@ def _crossing(
         pb = p * size
         fields = "anchor, base, evict, skipped, start, length, capacity, maxlen"
         out += [
-            f"{fields} = st[{_plus('c', c)} : c + {c + COLD}]",
+            # Read in one slice: the array ``w{g}`` is also what a crossing writes back (its
+            # changed fields set in place: no array built from a tuple, which costs more).
+            f"{fields} = w{g} = st[{_plus('c', c)} : c + {c + COLD}]",
             # The small counts summed first (an int past 256 is a new object).
             "sr = s + r",
             "rows = anchor - sr",
@@ -695,15 +697,15 @@ def _crossing(
         out += [
             "rows = end" if p == 1 else "rows += q",
             "if first >= evict:",
-            f"    evict = {_eviction(manager, size)[1]}",
+            f"    evict = w{g}[{EVICT - ANCHOR}] = {_eviction(manager, size)[1]}",
             f"index = rows // {pb}",
             "anchor = rows",
             # BASE is read only within the slack: where the step's end has no block yet
             # (no slack), it stays.
             f"if {skip} <= index < {skip} + length:",
             f"    at = index - {skip}",
-            f"    base = (t{g} if want and at == length - 1 else sb{g}[start + at] if m{g} is None "
-            f"else m{g}[at]) - index",
+            f"    base = w{g}[{BASE - ANCHOR}] = (t{g} if want and at == length - 1 else "
+            f"sb{g}[start + at] if m{g} is None else m{g}[at]) - index",
             # min(room, maxlen, evict, (index + 1) × size) × P, at least ``rows``.
             f"    bound = ({skip} + length) * {size}",
             "    if bound > maxlen:",
@@ -716,8 +718,19 @@ def _crossing(
             f"    if bound{cap} > rows:",
             f"        anchor = bound{cap}",
             f"v{g} = anchor - rows",
-            f"w{g} = (anchor, base, evict, {skip}, start, length, capacity)",
+            f"w{g}[{ANCHOR - ANCHOR}], w{g}[{LENGTH - ANCHOR}] = anchor, length",
         ]
+        if evicts:
+            out += [
+                f"if dropped or m{g} is not None:",
+                f"    w{g}[{SKIPPED - ANCHOR}], w{g}[{START - ANCHOR}], "
+                f"w{g}[{CAPACITY - ANCHOR}] = skip, start, capacity",
+            ]
+        else:
+            out += [
+                f"if m{g} is not None:",
+                f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
+            ]
         out[at:] = ["    " + line for line in out[at:]]
     return [indent + line for line in out]
 
@@ -734,8 +747,7 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
         c = _cold(ANCHOR, g)
         out += [
             f"if w{g} is not None:",
-            f"    ops.append((setitem, st, slice({_plus('c', c)}, "
-            f"c + {c + CAPACITY - ANCHOR + 1}), array(typecode, w{g})))",
+            f"    ops.append((setitem, st, slice({_plus('c', c)}, c + {c + COLD}), w{g}))",
             f"    if dr{g}:",
             f"        ev{i}.append(d{g})",
             f"    gb{g} += gm{g}",
