@@ -753,11 +753,11 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
             f"    gb{g} += gm{g}",
             f"    if m{g} is not None:",
             f"        tl{i}.append(t{g})",
-            f"        ops.append((slabs[{g}].extend, m{g}))",
+            f"        ops.append((sb{g}.extend, m{g}))",
             f"        te{g} += len(m{g})",
             f"    elif t{g}:",
             f"        tl{i}.append(t{g})",
-            f"        ops.append((setitem, slabs[{g}], x{g}, t{g}))",
+            f"        ops.append((setitem, sb{g}, x{g}, t{g}))",
         ]
     if flat:
         out.append("push(o); " + "; ".join(f"push{g}(v{g})" for g in range(n)))
@@ -1032,7 +1032,8 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     lines += _crossed(core, "                    ", flat=True)
     lines += [
         "                else:",
-        f"                    cx.append({item}); continue",
+        # (a crossing's offset only: its item is made again where the core needs it)
+        "                    cx.append(o); continue",
         f"                {restore}",
         *again.split("\n"),
         f"                xs.append({item})",
@@ -1084,7 +1085,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     lines += [
         "            plan = None",
         "            if xs:",
-        "                within, crossed = len(offs), {o for _, o, _ in cx}",
+        "                within, crossed = len(offs), set(cx)",
         "                for request_id, o, rejected_i in xs:",
         f"                    {keep}",
         "                    for _ in once:",
@@ -1120,7 +1121,8 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                        compact = plan.compact",
         *("        " + line for line in again.split("\n")),
         f"                        return general_respec_all(me, request_ids, num_new, lookahead, "
-        f"{raw}, {fast}, cx + xs)",
+        f"{raw}, {fast}, [(x, o, r) for x, r in zip(request_ids, {raw}) "
+        "if (o := get(x)) in crossed] + xs)",
         *out_of,
         "            if plan is None:",
     ]
