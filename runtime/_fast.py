@@ -462,6 +462,11 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _plus(name: str, k: int) -> str:
+    """``name + k`` as source, ``name`` for 0 (an int past 256 added to 0 is a new object)."""
+    return f"{name} + {k}" if k else name
+
+
 def _at(field: int) -> str:
     """The source that reads a request's cold field (its position after ``c``)."""
     return f"st[c + {field}]" if field else "st[c]"
@@ -485,6 +490,8 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
         keep = "1"
     elif kind == "cross_attention":
         keep = str(core._managers[g].table_length(0))
+    elif p == 1:  # the small counts summed first: one sum past 256 made, not four
+        keep = f"({_at(_cold(ANCHOR, g))} + ({size - 1} + q{g} - s{g} - r{g})) // {size}"
     else:
         keep = f"({slots} + {size - 1}) // {size}"
     entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
@@ -508,7 +515,7 @@ def _unrolled(core: CoordinatorCore, back: str, indent: str, typed: bool = False
     out = []
     for g in range(len(core.names)):
         out += [
-            f"s{g} = hot[o + {g * HOT + SLACK}]",
+            f"s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
             f"if not ({_fits(core, g, typed)}):",
             f"    {back}",
         ]
@@ -516,26 +523,34 @@ def _unrolled(core: CoordinatorCore, back: str, indent: str, typed: bool = False
 
 
 def _crossing(
-    core: CoordinatorCore, fail: str, indent: str, compacting: str | None = None
+    core: CoordinatorCore,
+    fail: str,
+    indent: str,
+    compacting: str | None = None,
+    typed: bool = False,
 ) -> list[str]:
-    """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` per group
-    past the stores' reach, planned in plain locals for the request at offset ``o`` (cold
-    fields at ``c``): per group its fields recomputed after the step as the general path
-    does (`CoordinatorCore._plan_rollback` then `_plan_step`) when the common case holds: the
-    blocks the rolled-back positions used kept for the step (`CoordinatorCore._kept`), at
-    most one block taken at the table's end into the segment's spare room (the pool's next
-    fresh id, or the queue's head when it is neither stale nor cached) and one evicted by a
-    window at its front (neither shared nor cached); content to register goes elsewhere. The
-    pools are read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the
-    batch's); a segment without room moves to the slab's end (``te{g}``, its planned end)
-    with room, unless that makes the slab's garbage (with ``gb{g}``, planned) due: then
-    ``compacting`` runs, ``{g}`` its group (else ``fail``), unless the bit ``g`` of
-    ``compacted`` says the call compacted that slab: then the move is made (as
-    `CoordinatorCore._boundary_step` makes it). Any other runs ``fail`` (nothing written).
-    Leaves per group ``v{g}`` (the new slack), ``w{g}`` (the cold fields from ``ANCHOR`` to
-    ``CAPACITY``, None: unchanged) and then ``dr{g}`` (whether a block is evicted:
-    ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or ``m{g}``
-    (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
+    """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
+    negative) per group past the stores' reach, planned in plain locals for the request at
+    offset ``o`` (cold fields at ``c``): per group its fields recomputed after the step as the
+    general path does (`CoordinatorCore._plan_rollback` then `_plan_step`) when the common
+    case holds: the blocks the rolled-back positions used kept for the step
+    (`CoordinatorCore._kept`), at most one block taken at the table's end into the segment's
+    spare room (the pool's next fresh id, or the queue's head when it is neither stale nor
+    cached) and one evicted by a window at its front (neither shared nor cached); content to
+    register goes elsewhere. Written per group kind (a kind that evicts nothing plans no
+    eviction) with the group's constants in, its cold fields read in one slice. The pools are
+    read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the batch's) and the
+    batch's locals of each pool (``nb{i}``: its blocks, ``qu{i}``, ``sa{i}``, ``ca{i}``,
+    ``sh{i}``: its queue, stale, cached and shared blocks) and slab (``sb{g}``); a segment
+    without room moves to the slab's end (``te{g}``, its planned end) with room, unless that
+    makes the slab's garbage (with ``gb{g}``, planned) due: then ``compacting`` runs, ``{g}``
+    its group (else ``fail``), unless the bit ``g`` of ``compacted`` says the call compacted
+    that slab: then the move is made (as `CoordinatorCore._boundary_step` makes it). Any
+    other runs ``fail`` (nothing written). With ``typed``, the ``r{g}`` are ints, none
+    negative. Leaves per group ``v{g}`` (the new slack), ``w{g}`` (its cold fields, an
+    array from ``ANCHOR`` to ``MAXLEN``, None: unchanged) and then ``dr{g}`` (whether a block is
+    evicted: ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or
+    ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -548,104 +563,174 @@ def _crossing(
         p, size = core._pool[g], core._block_size[g]
         in_flight, manager = core._in_flight[g], core._managers[g]
         kind, h, i = manager.kind, g * HOT, pool_of[id(core.pools[g])]
-        c = f"c + {_cold(ANCHOR, g) - ANCHOR}"
-        first = "rows // 1" if p == 1 else f"rows // {p}"
+        c = _cold(ANCHOR, g)
+        windowed: Any = manager  # a window's or chunk's manager (by ``kind``)
+        # Slots (the manager's unit) of positions: the first the step touches, and its end.
+        first = "rows" if p == 1 else f"rows // {p}"
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
+        touched = "q" if p == 1 else "(end - first if q else 0)"
+        checked = f"r > j{g}" if typed else f"type(r) is not int or not 0 <= r <= j{g}"
         out += [
             f"r, q = r{g}, q{g}",
-            f"if type(r) is not int or not 0 <= r <= j{g}:",
+            f"if {checked}:",
             f"    {fail}",
-            f"anchor, s = st[{c} + {ANCHOR}], hot[o + {h + SLACK}]",
-            "rows = anchor - s - r",
-            f"first, end = {first}, {end}",
-            "touched = end - first if q else 0",
-            f"dr{g} = t{g} = 0",
+            f"s = hot[{_plus('o', h + SLACK)}]",
         ]
         if not core._has_rows[g] or kind not in _PLANNED:
             out += [
-                f"if r or not (0 <= q <= s and (s or q) and touched <= {in_flight}):",
+                f"rows = st[{_plus('c', c)}] - s - r",
+                f"first, end = {first}, {end}",
+                f"if r or not (q <= s and (s or q) and {touched} <= {in_flight}):",
                 f"    {fail}",
-                f"v{g}, w{g} = s - q, None",
+                f"v{g}, w{g}, dr{g}, t{g} = s - q, None, 0, 0",
             ]
             continue
+        evicts = kind != "full_attention"
         # Within the slack the rollback leaves, and no block to give back (`_fits`, and more):
         # only the slack changes.
         pb = p * size
-        keep = f"(end + {size - 1}) // {size}"
-        entries = f"st[{c} + {SKIPPED}] + st[{c} + {LENGTH}]"
+        fields = "anchor, base, evict, skipped, start, length, capacity, maxlen"
         out += [
+            # Read in one slice: the array ``w{g}`` is also what a crossing writes back (its
+            # changed fields set in place: no array built from a tuple, which costs more).
+            f"{fields} = w{g} = st[{_plus('c', c)} : c + {c + COLD}]",
+            # The small counts summed first (an int past 256 is a new object).
             "sr = s + r",
-            f"if 0 <= q <= sr and (sr or q) and touched <= {in_flight} and (not r or s and "
-            f"{keep} >= {entries} and (rows + q) // {pb} >= (rows + r) // {pb}):",
-            f"    v{g}, w{g} = sr - q, None",
+            "rows = anchor - sr",
+            f"first, end = {first}, {end}",
+            f"blocks = (end + {size - 1}) // {size}",
+            f"if q <= sr and (sr or q) and {touched} <= {in_flight} and (not r or s and "
+            f"blocks >= skipped + length and "
+            f"{'end' if p == 1 else '(rows + q)'} // {pb} >= (anchor - s) // {pb}):",
+            f"    v{g}, w{g}, dr{g}, t{g} = sr - q, None, 0, 0",
             "else:",
         ]
         at = len(out)
         out += [
-            f"if touched > {in_flight} or end > st[{c} + {MAXLEN}]:",
+            f"if {touched} > {in_flight} or end > maxlen:",
             f"    {fail}",
-            f"skipped, evict, start = st[{c} + {SKIPPED}], st[{c} + {EVICT}], st[{c} + {START}]",
-            f"length, capacity, base = st[{c} + {LENGTH}], st[{c} + {CAPACITY}], st[{c} + {BASE}]",
-            "skip = skipped",
+            "want = blocks - skipped - length",
         ]
-        evicts, evicting = _eviction(manager, size)
-        out += evicts
+        if kind == "sliding_window":
+            window = windowed.sliding_window_slots
+            out += [
+                "skip = skipped",
+                f"if first >= evict and first > {window - 1}:",
+                f"    skip = (first - {window - 1}) // {size}",
+                "    if skip < skipped:",
+                "        skip = skipped",
+            ]
+        elif kind == "chunked_local":
+            chunk = windowed.chunk_slots
+            out += [
+                "skip = skipped",
+                "if first >= evict:",
+                f"    skip = first // {chunk} * {chunk} // {size}",
+                "    if skip < skipped:",
+                "        skip = skipped",
+            ]
+        if evicts:
+            out += [
+                f"dr{g} = dropped = skip - skipped",
+                # Fewer blocks than held (a rollback past the step's end): the core's path.
+                "if want < 0 or want > 1 or dropped > 1:",
+                f"    {fail}",
+                "if dropped:",
+                f"    d{g} = sb{g}[start]",
+                f"    if d{g} in sh{i} or d{g} in ca{i}:",
+                f"        {fail}",
+            ]
+        else:
+            out += [
+                f"dr{g} = 0",
+                "if want < 0 or want > 1:",
+                f"    {fail}",
+            ]
+        # A segment without room moves to its slab's end with room (`RequestTable`), unless
+        # that makes the slab's garbage due (the core compacts first): its old entries become
+        # garbage (``gm{g}``); ``te{g}`` is the slab's planned end.
+        due_now = f"due(garbage[{g}] + gb{g} + capacity, te{g})"
+        if compacting is not None:
+            due_now = f"not compacted >> {g} & 1 and {due_now}"
+        kept = "start + dropped : start + length" if evicts else "start : start + length"
         out += [
-            "dropped = skip - skipped",
-            f"want = (end + {size - 1}) // {size} - skipped - length",
-            # Fewer blocks than held (a rollback past the step's end): the core's boundary path.
-            "if want < 0 or want > 1 or dropped > 1:",
-            f"    {fail}",
-            f"pool, slab = pools[{g}], slabs[{g}]",
-            f"dr{g} = dropped",
-            "if dropped:",
-            f"    d{g} = slab[start]",
-            f"    if d{g} in pool._shared or d{g} in pool._cached:",
-            f"        {fail}",
             "if want:",
-            f"    x{g} = start + length",
-            f"    if f{i} < pool.num_blocks:",
+            f"    if f{i} < nb{i}:",
             f"        t{g} = f{i}",
             f"        f{i} += 1",
-            f"    elif h{i} < len(pool._queue):",
-            f"        t{g} = pool._queue[h{i}]",
-            f"        if t{g} in pool._stale or t{g} in pool._cached:",
+            f"    elif h{i} < len(qu{i}):",
+            f"        t{g} = qu{i}[h{i}]",
+            f"        if t{g} in sa{i} or t{g} in ca{i}:",
             f"            {fail}",
             f"        h{i} += 1",
             "    else:",
             f"        {fail}",
-            # A segment without room moves to its slab's end with room (`RequestTable`),
-            # unless that makes the slab's garbage due (the core compacts first): its old
-            # entries become garbage (``gm{g}``); ``te{g}`` is the slab's planned end.
-            "if want and length + want > capacity:",
-            f"    if {'' if compacting is None else f'not compacted >> {g} & 1 and '}"
-            f"due(garbage[{g}] + gb{g} + capacity, te{g}):",
-            f"        {fail if compacting is None else compacting.format(g=g)}",
-            f"    m{g} = slab[start + dropped : start + length]",
-            f"    m{g}.append(t{g})",
-            f"    room{g} = grown(len(m{g}), capacity, skip) - len(m{g})",
-            f"    m{g}.extend(array('i', bytes(4 * room{g})))",
-            f"    gm{g}, start, capacity = capacity, te{g}, len(m{g})",
+            "    if length < capacity:",
+            f"        x{g}, m{g} = start + length, None",
+            "    else:",
+            f"        if {due_now}:",
+            f"            {fail if compacting is None else compacting.format(g=g)}",
+            f"        m{g} = sb{g}[{kept}]",
+            f"        m{g}.append(t{g})",
+            f"        room = grown(len(m{g}), capacity, skip) - len(m{g})" if evicts
+            else f"        room = grown(len(m{g}), capacity, skipped) - len(m{g})",
+            f"        m{g}.extend(array('i', bytes(4 * room)))",
+            f"        gm{g}, start, capacity = capacity, te{g}, len(m{g})",
             "else:",
-            f"    m{g}, gm{g} = None, dropped",
-            "    start, capacity = start + dropped, capacity - dropped",
-            "length += want - dropped",
-            "rows += q",
+            f"    t{g}, m{g} = 0, None",
+        ]
+        if evicts:
+            out += [
+                f"if not want or m{g} is None:",
+                f"    gm{g} = dropped",
+                "    start, capacity = start + dropped, capacity - dropped",
+                "length += want - dropped",
+            ]
+        else:
+            out += [
+                f"if not want or m{g} is None:",
+                f"    gm{g} = 0",
+                "length += want",
+            ]
+        skip = "skip" if evicts else "skipped"
+        cap = "" if p == 1 else f" * {p}"
+        out += [
+            "rows = end" if p == 1 else "rows += q",
             "if first >= evict:",
-            f"    evict = {evicting}",
-            f"index = rows // {p * size}",
+            f"    evict = w{g}[{EVICT - ANCHOR}] = {_eviction(manager, size)[1]}",
+            f"index = rows // {pb}",
             "anchor = rows",
             # BASE is read only within the slack: where the step's end has no block yet
             # (no slack), it stays.
-            "if skip <= index < skip + length:",
-            "    at = index - skip",
-            f"    base = (t{g} if want and at == length - 1 else slab[start + at] if m{g} is None "
-            f"else m{g}[at]) - index",
-            f"    room = min((skip + length) * {size}, st[{c} + {MAXLEN}])",
-            f"    anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
+            f"if {skip} <= index < {skip} + length:",
+            f"    at = index - {skip}",
+            f"    base = w{g}[{BASE - ANCHOR}] = (t{g} if want and at == length - 1 else "
+            f"sb{g}[start + at] if m{g} is None else m{g}[at]) - index",
+            # min(room, maxlen, evict, (index + 1) × size) × P, at least ``rows``.
+            f"    bound = ({skip} + length) * {size}",
+            "    if bound > maxlen:",
+            "        bound = maxlen",
+            "    if bound > evict:",
+            "        bound = evict",
+            f"    top = (index + 1) * {size}",
+            "    if bound > top:",
+            "        bound = top",
+            f"    if bound{cap} > rows:",
+            f"        anchor = bound{cap}",
             f"v{g} = anchor - rows",
-            f"w{g} = (anchor, base, evict, skip, start, length, capacity)",
+            f"w{g}[{ANCHOR - ANCHOR}], w{g}[{LENGTH - ANCHOR}] = anchor, length",
         ]
+        if evicts:
+            out += [
+                f"if dropped or m{g} is not None:",
+                f"    w{g}[{SKIPPED - ANCHOR}], w{g}[{START - ANCHOR}], "
+                f"w{g}[{CAPACITY - ANCHOR}] = skip, start, capacity",
+            ]
+        else:
+            out += [
+                f"if m{g} is not None:",
+                f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
+            ]
         out[at:] = ["    " + line for line in out[at:]]
     return [indent + line for line in out]
 
@@ -662,18 +747,17 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
         c = _cold(ANCHOR, g)
         out += [
             f"if w{g} is not None:",
-            f"    ops.append((setitem, st, slice(c + {c}, c + {c + CAPACITY - ANCHOR + 1}), "
-            f"array(typecode, w{g})))",
+            f"    ops.append((setitem, st, slice({_plus('c', c)}, c + {c + COLD}), w{g}))",
             f"    if dr{g}:",
             f"        ev{i}.append(d{g})",
             f"    gb{g} += gm{g}",
             f"    if m{g} is not None:",
             f"        tl{i}.append(t{g})",
-            f"        ops.append((slabs[{g}].extend, m{g}))",
+            f"        ops.append((sb{g}.extend, m{g}))",
             f"        te{g} += len(m{g})",
             f"    elif t{g}:",
             f"        tl{i}.append(t{g})",
-            f"        ops.append((setitem, slabs[{g}], x{g}, t{g}))",
+            f"        ops.append((setitem, sb{g}, x{g}, t{g}))",
         ]
     if flat:
         out.append("push(o); " + "; ".join(f"push{g}(v{g})" for g in range(n)))
@@ -704,6 +788,20 @@ def _pooled(core: CoordinatorCore, indent: str) -> list[str]:
     return [indent + line for line in out]
 
 
+def _pool_locals(core: CoordinatorCore) -> str:
+    """The batch's locals of its pools and slabs, as `_crossing` reads them (one line)."""
+    _, first_of = _pools(core)
+    return "; ".join(
+        [
+            f"pool = pools[{g}]; ev{i}, tl{i} = [], []; f{i}, h{i}, nb{i}, qu{i}, sa{i}, ca{i}, "
+            f"sh{i} = pool._fresh, pool._head, pool.num_blocks, pool._queue, pool._stale, "
+            "pool._cached, pool._shared"
+            for i, g in enumerate(first_of)
+        ]
+        + [f"sb{g} = slabs[{g}]" for g in range(len(core.names))]
+    )
+
+
 def _respec(
     core: CoordinatorCore,
     typed: bool,
@@ -720,7 +818,6 @@ def _respec(
     (`CoordinatorCore._general_respec`: the rollback and the step planned on one plan)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    _, first_of = _pools(core)
     suffix = "_typed" if typed else ""
     comma = "," if n == 1 else ""
     qs = ", ".join(f"q{g}" for g in range(n)) + comma
@@ -733,10 +830,7 @@ def _respec(
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
     past = "return respec_cross(me, request_id, o, num_new, lookahead, rejected)"
     args = "request_id, num_new, lookahead, rejected"
-    fresh = "; ".join(
-        f"f{i}, h{i}, ev{i}, tl{i} = pools[{g}]._fresh, pools[{g}]._head, [], []"
-        for i, g in enumerate(first_of)
-    )
+    fresh = _pool_locals(core)
     zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
     ends = "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n))
     # One request past the stores' reach (``respec``'s and ``respec_typed``'s, written once):
@@ -788,7 +882,7 @@ def _respec(
     lines.append(f"            c = o // {hw} * {cw}")
     lines += _unrolled(core, past, "            ", typed)
     stores = "; ".join(
-        f"hot[o + {g * HOT + SLACK}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        f"hot[{_plus('o', g * HOT + SLACK)}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
         for g in range(n)
     )
     lines.append(f"            {stores}; specs[o] = {spec}; del owner[0]; return  # the commit")
@@ -820,10 +914,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
     spec = "(" + ks + ")"
-    fresh = "; ".join(
-        f"f{i}, h{i}, ev{i}, tl{i} = pools[{g}]._fresh, pools[{g}]._head, [], []"
-        for i, g in enumerate(first_of)
-    )
+    fresh = _pool_locals(core)
     zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
     ends = "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n))
     raw = (
@@ -906,7 +997,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     indent = "                "
     for g in range(n):
         lines += [
-            f"{indent}s{g} = hot[o + {g * HOT + SLACK}]",
+            f"{indent}s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
             f"{indent}if {_fits(core, g, typed)}:",
         ]
         indent += "    "
@@ -937,11 +1028,12 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                {keep}",
         "                for _ in once:",
     ]
-    lines += _crossing(core, "break", "                    ", compacting)
+    lines += _crossing(core, "break", "                    ", compacting, typed)
     lines += _crossed(core, "                    ", flat=True)
     lines += [
         "                else:",
-        f"                    cx.append({item}); continue",
+        # (a crossing's offset only: its item is made again where the core needs it)
+        "                    cx.append(o); continue",
         f"                {restore}",
         *again.split("\n"),
         f"                xs.append({item})",
@@ -993,7 +1085,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     lines += [
         "            plan = None",
         "            if xs:",
-        "                within, crossed = len(offs), {o for _, o, _ in cx}",
+        "                within, crossed = len(offs), set(cx)",
         "                for request_id, o, rejected_i in xs:",
         f"                    {keep}",
         "                    for _ in once:",
@@ -1009,7 +1101,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                        {js} = specs.get(o, nospec)",
         f"                        c = o // {hw} * {cw}",
     ]
-    lines += _crossing(core, "break", "                        ", compacting)
+    lines += _crossing(core, "break", "                        ", compacting, typed)
     lines += _crossed(core, "                        ", flat=True)
     lines += [
         "                    else:",
@@ -1029,7 +1121,8 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                        compact = plan.compact",
         *("        " + line for line in again.split("\n")),
         f"                        return general_respec_all(me, request_ids, num_new, lookahead, "
-        f"{raw}, {fast}, cx + xs)",
+        f"{raw}, {fast}, [(x, o, r) for x, r in zip(request_ids, {raw}) "
+        "if (o := get(x)) in crossed] + xs)",
         *out_of,
         "            if plan is None:",
     ]

@@ -759,6 +759,100 @@ def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
     check_pools(one)
 
 
+@pytest.mark.parametrize(
+    "kind", ["full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "full_sliding"]
+)
+def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> None:
+    # A drafting batch's crossings are planned per group kind (`_fast._crossing`: a kind
+    # that evicts nothing plans no eviction, a pooled one counts slots of P positions): five
+    # streams in blocks of 4 draft 3 tokens (times P) a step with 0..3 rejected, so that they
+    # cross blocks, evict at a window's or chunk's front, move their segments and take blocks
+    # back from the queue after streams end. Each engine step is one call, through the core's
+    # plain-int entry or the typed layer's, compared call by call with its general path (the
+    # same outcome and state); and the batch plans them itself (its general path never runs).
+    made: dict[str, LayerSpec] = {
+        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        "sliding": SlidingWindowLayer(
+            sliding_window=Window(9, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+        "sliding_pooled": SlidingWindowLayer(
+            sliding_window=Window(13, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(4),
+        ),
+        "chunked": ChunkedLocalLayer(
+            chunk=Chunk(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+        "chunked_pooled": ChunkedLocalLayer(
+            chunk=Chunk(16, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(4),
+        ),
+    }
+    kinds = kind.split("_") if kind == "full_sliding" else [kind]
+    chosen = {f"{k}{i}": made[k] for i, k in enumerate(kinds)}
+    scale = [2 if k.endswith("pooled") else 1 for k in kinds]
+    units = [EncoderTokens if s == 2 else Tokens for s in scale]
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(chosen, block_size=4, num_blocks=260, max_len=160, max_in_flight=8)
+
+    one, two = build(), build()
+    stepper: Any = one.stepper(*(one.group(name, u) for name, u in zip(chosen, units, strict=True)))
+    ids = [f"r{i}" for i in range(5)]
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid)
+    rng = random.Random(31)
+    pending = {rid: [0] * len(kinds) for rid in ids}
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    fresh = 0
+    for step in range(120):
+        q, k = [4 * s for s in scale], [3 * s for s in scale]
+        rejected = [pending[rid] for rid in ids]
+        sys.setprofile(record)
+        try:
+            if step % 2:
+                got = _outcome(
+                    functools.partial(
+                        stepper.advance_speculative_all,
+                        lookahead=tuple(u(y) for u, y in zip(units, k, strict=True)),
+                        rejected=[
+                            tuple(u(x) for u, x in zip(units, r, strict=True)) for r in rejected
+                        ],
+                    ),
+                    ids,
+                    *(u(x - y) for u, x, y in zip(units, q, k, strict=True)),
+                )
+            else:
+                got = _outcome(fast, one._core, "respec_all", ids, q, k, rejected)
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "respec_all", ids, q, k, rejected), step
+        assert _state(one) == _state(two), step
+        refused = [rng.randrange(4) for _ in ids]
+        for rid, r in zip(ids, refused, strict=True):
+            pending[rid] = [r * s for s in scale]
+        if step % 6 == 5:  # the oldest stream ends, a new one takes its place (its blocks)
+            gone = ids.pop(0)
+            fresh += 1
+            ids.append(f"n{fresh}")
+            pending[ids[-1]] = [0] * len(kinds)
+            for c in (one, two):
+                c._core.free(gone)
+                c._core.admit(ids[-1])
+    assert "_general_respec_all" not in ran, ran.count("_general_respec_all")
+    assert all(pool._head for pool in one._core.pools)  # blocks taken again from the queue
+    check_pools(one)
+
+
 def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
     # The core reads a batch's rejected counts itself when the stepper binds every group in
     # order (`Stepper.advance_speculative_all`); anything irregular is checked and reported
