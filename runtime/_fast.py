@@ -1331,15 +1331,14 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
 def _slack_stores(n: int, pick: Callable[[str], str]) -> list[str]:
     """The lines (in ``content_all``) that store, in C, each group's slack less its count and
     its step for the requests of the batch that ``pick`` keeps (``pick`` wraps a per-request
-    sequence: all of them, or those a selector keeps)."""
+    sequence: all of them, or those a selector keeps; ``a{g}``, ``b{g}``: the fields'
+    offsets)."""
     lines = []
     for g in range(n):
-        h = g * HOT
-        offsets = pick(f"map(add, offs, repeat({h + STEP}))")
         lines += [
             f"                    ops.append((commit, map(setitem, repeat(hot), {pick(f'a{g}')}, "
             f"map(sub, {pick(f's{g}')}, repeat(q{g})))))",
-            f"                    ops.append((commit, map(setitem, repeat(hot), {offsets}, "
+            f"                    ops.append((commit, map(setitem, repeat(hot), {pick(f'b{g}')}, "
             f"repeat(q{g}))))",
         ]
     return lines
@@ -1497,20 +1496,21 @@ def _cut(indent: str) -> list[str]:
 
 
 def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> list[str]:
-    """The source of ``content_all`` (``content_all_typed`` with ``typed``, the handler after
-    it from the caller): `CoordinatorCore.advance_content_all`, one engine step's batch with
-    the content of its positions. Each request within its slack whose content fills no block
-    (each pair to a sequence of its own with one stream) is a set of stores and appends, all in
-    C on the commit line; the batch is classified so a pass in C per field where it can be
-    (streams in phase cross and fill blocks at the same engine steps: the per-request loop
-    would run for all of them); the others are planned on the same ops and boundary plan by
-    the generated planners: a block filled within the slack by `plan_fill` (hashed once per
-    sequence, registered where committed), a boundary crossed with no block filled by
-    `plan_cross` (with every generated token cached, the blocks a step takes or a window
-    evicts are mostly cached ones, and the step registers the block it completes); a move
+    """The source of ``content_all`` (``content_all_typed`` with ``typed``, the handler after it
+    from the caller): `CoordinatorCore.advance_content_all`, one engine step's batch with the
+    content of its positions. Each request within its slack whose content fills no block (each
+    pair to a sequence of its own with one stream) is a set of stores and appends, all in C on
+    the commit line; the batch is classified so a pass in C per field where it can be (streams
+    in phase cross and fill blocks at the same engine steps: the per-request loop would run for
+    all of them), and what it read that no step changes (offsets, streams, tails) kept for the
+    next engine step of the same requests (`kept`); the others are planned on the same ops and
+    boundary plan by the generated planners: a block filled within the slack by `plan_fill`
+    (hashed once per sequence, registered where committed), a boundary crossed with no block
+    filled by `plan_cross` (with every generated token cached, the blocks a step takes or a
+    window evicts are mostly cached ones, and the step registers the block it completes); a move
     that would make a slab due compacts it first and plans again. Any other request (both at
-    once, a speculative tail, content that is not one stream per sequence) sends the whole
-    batch to the core's general path (`_general_content_all`)."""
+    once, a speculative tail, content that is not one stream per sequence) sends the whole batch
+    to the core's general path (`_general_content_all`)."""
     n = len(core.names)
     comma = "," if n == 1 else ""
     qs = ", ".join(f"q{g}" for g in range(n)) + comma
@@ -1522,6 +1522,9 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         # Per (count, k): the slices that cut a batch's keys into each request's k (kept for
         # the next engine steps of that shape, a few shapes at a time).
         "    cuts = {}",
+        # The last classified batch (`content_all` below): offsets, extras, groups, then
+        # per group its streams and their tails, then the offsets of the slack and step fields.
+        f"    kept = [None] * {5 + 2 * n}",
         f"    def content_all{suffix}(request_ids, num_new, contents):",
         "        me = []",
         "        try:",
@@ -1537,7 +1540,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "            count = len(request_ids)",
         "            if not count or type(contents) is not list and type(contents) is not tuple:",
         f"                {back}",
-        "            shares = []",
+        "            shares, gs = [], []",
         "            for pair in contents:",
         "                if type(pair) is not tuple or len(pair) != 2:",
         f"                    {back}",
@@ -1548,7 +1551,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                k = len(keys) // count",
         "                if k * count != len(keys):",
         f"                    {back}",
-        "                shares.append((g, keys, k))",
+        "                shares.append((g, keys, k)); gs.append(g)",
         "            slow = None",
     ]
     # Where no group's step needs its in-flight bound checked (a block or more), a batch of
@@ -1559,39 +1562,62 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     if not any(
         core._in_flight[g] < core._block_size[g] or not core._has_rows[g] for g in range(n)
     ):
+        alls = ", ".join(f"a{g}, b{g}" for g in range(n))
         lines += [
             "            if strs.issuperset(map(type, request_ids)):",
             "                offs = list(map(get, request_ids))",
             "                exs = list(map(extras_get, offs))",
-            "                vec = (None not in exs and Resting not in map(type, exs) and "
+            # The previous batch's classification, kept while its requests, at the same
+            # offsets, hold the same extras (by identity: `streams`, `stream_of` and each
+            # stream's `tail` are set once, at their making; the tails change in place) and
+            # the content names the same groups: all it read is unchanged then.
+            "                vec = offs == kept[0] and exs == kept[1] and gs == kept[2] and not "
+            "(specs and not specs.keys().isdisjoint(offs))",
+            "                if vec:",
+            f"                    cols, tls, {alls} = kept[3:]",
+            "                else:",
+            "                    vec = (None not in exs and Resting not in map(type, exs) and "
             "len(set(offs)) == count and not (specs and "
             "not specs.keys().isdisjoint(offs)) and len({axis[g] for g, _, _ in shares}) == "
             "len(shares))",
-            "                if vec:",
-            "                    lists = list(map(streams_of, exs))",
-            "                    vec = set(map(len, lists)) == {len(shares)}",
+            "                    if vec:",
+            "                        lists = list(map(streams_of, exs))",
+            "                        vec = set(map(len, lists)) == {len(shares)}",
             # Requests of one shape share their `stream_of` (a tuple): one stream index per
             # group for the batch (else the loop below classifies each request).
-            "                    shapes = set(map(stream_of, exs)) if vec else ()",
-            "                    vec = len(shapes) == 1",
-            "                    one = shapes.pop() if vec else ()",
-            "                cols, tls, every = [], [], vec",
-            "                for g, keys, k in shares if vec else ():",
-            "                    if one[g] < 0:",
-            "                        vec = False; break",
-            "                    col = list(map(itemgetter(one[g]), lists))",
-            "                    tl = list(map(tail_of, col))",
-            "                    cols.append(col); tls.append(tl)",
-            "                    if every and max(map(len, tl)) + k >= rows_per_block[g]:",
-            "                        every = False",
+            "                        shapes = set(map(stream_of, exs)) if vec else ()",
+            "                        vec = len(shapes) == 1",
+            "                        one = shapes.pop() if vec else ()",
+            "                    cols, tls = [], []",
+            "                    for g, keys, k in shares if vec else ():",
+            "                        if one[g] < 0:",
+            "                            vec = False; break",
+            "                        col = list(map(itemgetter(one[g]), lists))",
+            "                        cols.append(col); tls.append(list(map(tail_of, col)))",
         ]
         for g in range(n):
             h = g * HOT
+            lines.append(
+                f"                    a{g} = list(map(add, offs, repeat({h + SLACK}))) "
+                "if vec else ()"
+                if h + SLACK
+                else f"                    a{g} = offs"
+            )
+            lines.append(
+                f"                    b{g} = list(map(add, offs, repeat({h + STEP}))) "
+                "if vec else ()"
+            )
+        lines += [
+            "                    if vec:",
+            f"                        kept[:] = offs, exs, gs, cols, tls, {alls}",
+            "                every = vec",
+            "                for (g, keys, k), tl in zip(shares, tls) if vec else ():",
+            "                    if max(map(len, tl)) + k >= rows_per_block[g]:",
+            "                        every = False; break",
+        ]
+        for g in range(n):
             lines += [
                 "                if vec:",
-                f"                    a{g} = list(map(add, offs, repeat({h + SLACK})))"
-                if h + SLACK
-                else f"                    a{g} = offs",
                 f"                    s{g} = list(map(getitem, repeat(hot), a{g}))",
                 f"                    if every and not (min(s{g}) >= q{g} and (q{g} > 0 or "
                 f"min(s{g}) > 0)):",

@@ -100,6 +100,15 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
         raise
 
 
+def _kept(coord: KVCacheCoordinator) -> list[Any]:
+    """The last batch's classification that ``coord``'s ``content_all`` keeps (a list: its
+    offsets, extras and groups first)."""
+    function = coord._core.fast.content_all
+    cells = dict(zip(function.__code__.co_freevars, function.__closure__ or (), strict=True))
+    kept: list[Any] = cells["kept"].cell_contents
+    return kept
+
+
 def fast(core: CoordinatorCore, kind: str, *args: Any) -> Any:
     """Run one call through ``core``'s generated functions: the plain-int entry, or the typed
     layer's (``kind`` ending in ``_typed``: counts as tuples)."""
@@ -1441,6 +1450,94 @@ def test_a_generating_batch_of_runs_and_cached_evictions_matches_the_general_pat
     assert any(line.startswith("maps = pool._maps") for line in lines)
 
 
+def test_a_generating_batch_kept_between_engine_steps_matches_the_general_path() -> None:
+    # Three generating streams, the same ids every engine step: the batch keeps its
+    # classification (`kept`: offsets, extras, streams, tails) and reuses it while nothing it
+    # read changed. Between two engine steps, a call of each kind that changes requests: none,
+    # an admission and a free of another request, one step of a request with or without
+    # content, content alone, a request ended and admitted again under its id (new extras, at
+    # the offset it had), a speculative step (then its rollback, or both at once), a request
+    # ended (the batch then fails, as its general path does, until it is back). Each engine
+    # step, typed entry and plain, is compared with the batch's general path on a copy.
+    coord = _voxtral_toy(96, block_size=4)
+    core = coord._core
+    rids = ["a", "b", "c"]
+    for rid in rids:
+        _with_content(coord, rid)
+
+    def again(rid: str) -> None:
+        coord.free(rid)
+        _with_content(coord, rid)
+
+    def drafted(rid: str, *then: Any) -> None:
+        core.advance_speculative(rid, [2, 1], [0, 1], [0, 0])
+        for call in then:
+            call()
+
+    between: list[Any] = [
+        lambda: None,
+        lambda: _with_content(coord, "x"),
+        lambda: coord.free("x"),
+        lambda: core.advance_content("a", [2, 1], [(0, [5, 5]), (1, [5])]),
+        lambda: core.advance_step("c", [2, 1]),
+        lambda: core.extend_content("b", 1, [4]),
+        lambda: again("b"),
+        lambda: drafted("a"),  # the batch with a speculative tail
+        lambda: drafted("c", lambda: core.rollback("c", [0, 1])),
+        lambda: drafted("c", lambda: core.advance_speculative("c", [2, 1], [0, 0], [0, 1])),
+        lambda: coord.free("b"),  # the batch fails as its general path does
+        lambda: _with_content(coord, "b"),  # it rests: the batch takes the general path
+        lambda: None,  # the batch classified again
+        lambda: None,
+        lambda: None,  # from here the content's sequences in the other order
+        lambda: None,
+    ]
+    source = core.fast.source.splitlines()
+    reuse = {n for n, line in enumerate(source, 1) if line.endswith("= kept[3:]")}
+    assert reuse
+    ran: set[int] = set()
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_name in ("content_all", "content_all_typed"):
+            ran.add(frame.f_lineno)
+            return trace
+        return None
+
+    reused = []
+    for i in range(2 * len(between)):
+        call = between[i % len(between)]
+        offsets = {rid: core.table.offsets.get(rid) for rid in rids}
+        extras = {rid: core.extras.get(o) for rid, o in offsets.items() if o is not None}
+        _outcome(call)
+        tls = _kept(coord)[4]
+        tokens = [(i * 5 + j) % 3 for j in range(len(rids))]
+        contents = [(0, [t for t in tokens for _ in "ab"]), (1, tokens)]
+        if i % len(between) >= 14:
+            contents.reverse()
+        kind = "content_all_typed" if i % 2 else "content_all"
+        twin = copy.deepcopy(coord)
+        theirs = _outcome(general, twin._core, "content_all", rids, [2, 1], contents)
+        ran.clear()
+        sys.settrace(trace)
+        try:
+            mine = _outcome(fast, core, kind, rids, [2, 1], contents)
+        finally:
+            sys.settrace(None)
+        assert mine == theirs, i
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+        if ran & reuse:
+            reused.append(i % len(between))
+            assert _kept(coord)[4] is tls, i
+        if call is between[6]:  # "b" ended and admitted again: where it was, new extras
+            assert core.table.offsets["b"] == offsets["b"], i
+            assert core.extras[offsets["b"]] is not extras["b"], i
+    # Reused after nothing, another request's admission or end, a step or content of one of
+    # them (their tails change in place); never once "b" is a new request, nor with a
+    # speculative tail, nor for the content's sequences in another order.
+    assert {1, 2, 3, 4, 5, 13, 15} <= set(reused) and not {6, 7, 14} & set(reused), reused
+
+
 def test_a_generating_batch_interrupted_anywhere_changes_nothing() -> None:
     # One engine step of three generating streams in one call, within their blocks (stores
     # and appends), across one (a block filled and hashed; registered; crossed): interrupted
@@ -1467,15 +1564,21 @@ def test_a_generating_batch_interrupted_anywhere_changes_nothing() -> None:
                 rids, EncoderTokens(2), Tokens(1), content=_batch_content(a, t, tokens)
             )
 
-        counter = Interrupt(None)
-        counter.run(functools.partial(call, *bound(copy.deepcopy(coord))))
-        before = _state(coord)
-        for at in range(1, counter.seen + 1):
-            with pytest.raises(KeyboardInterrupt):
+        # Every other engine step with the batch's kept classification forgotten: both the
+        # path that classifies and the one that reuses it are interrupted at each event (until
+        # the call runs to its end).
+        before, at = _state(coord), 0
+        while True:
+            at += 1
+            if i % 2:
+                _kept(coord)[:] = [None] * len(_kept(coord))
+            try:
                 Interrupt(at).run(functools.partial(call, *mine))
-            assert _state(coord) == before, (i, at)
-            interrupted += 1
-        call(*mine)
+            except KeyboardInterrupt:
+                assert _state(coord) == before, (i, at)
+                interrupted += 1
+                continue
+            break
         call(*theirs)
         assert _state(coord) == _state(twin), i
         check_pools(coord)
