@@ -495,6 +495,10 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
     else:
         keep = f"({slots} + {size - 1}) // {size}"
     entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
+    if kind == "full_attention":
+        # Its SKIPPED is always 0: its manager skips no block (`skipped_blocks`) and a prefix
+        # hit of its kind has no null block (`PrefixCache.find`), so not read.
+        entries = _at(_cold(LENGTH, g))
     # The typed layer's counts are read from quantities: ints, never negative.
     integer = "" if typed else f"type(r{g}) is int and 0 <= "
     fits = (
@@ -528,6 +532,7 @@ def _crossing(
     indent: str,
     compacting: str | None = None,
     typed: bool = False,
+    fit: bool = False,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -550,7 +555,9 @@ def _crossing(
     negative. Leaves per group ``v{g}`` (the new slack), ``w{g}`` (its cold fields, an
     array from ``ANCHOR`` to ``MAXLEN``, None: unchanged) and then ``dr{g}`` (whether a block is
     evicted: ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or
-    ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
+    ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left). With ``fit``,
+    the groups before ``fit`` are within their slack (`_fits`, its ``s{g}`` read): only
+    their slack is planned."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -570,6 +577,7 @@ def _crossing(
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
         touched = "q" if p == 1 else "(end - first if q else 0)"
         checked = f"r > j{g}" if typed else f"type(r) is not int or not 0 <= r <= j{g}"
+        begin = len(out)
         out += [
             f"r, q = r{g}, q{g}",
             f"if {checked}:",
@@ -584,6 +592,7 @@ def _crossing(
                 f"    {fail}",
                 f"v{g}, w{g}, dr{g}, t{g} = s - q, None, 0, 0",
             ]
+            _fitted(out, begin, g, fit and g < n - 1)
             continue
         evicts = kind != "full_attention"
         # Within the slack the rollback leaves, and no block to give back (`_fits`, and more):
@@ -732,7 +741,20 @@ def _crossing(
                 f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
             ]
         out[at:] = ["    " + line for line in out[at:]]
+        _fitted(out, begin, g, fit and g < n - 1)
     return [indent + line for line in out]
+
+
+def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
+    """With ``fit``, group ``g``'s plan (``out`` from ``begin``) only where ``fit`` says the
+    group is past its slack (`_crossing`); within it, its new slack alone."""
+    if fit:
+        out[begin:] = [
+            f"if fit > {g}:",
+            f"    v{g}, w{g}, dr{g}, t{g} = s{g} + r{g} - q{g}, None, 0, 0",
+            "else:",
+            *("    " + line for line in out[begin:]),
+        ]
 
 
 def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str]:
@@ -848,7 +870,7 @@ def _respec(
         f"        {js} = specs.get(o, nospec)",
         f"        if {ints} or {' or '.join(f'q{g} < 0' for g in range(n))}:",
         f"            {back}",
-        f"        c = o // {hw} * {cw}",
+        f"        c = o * {cw // hw}",
         f"        {fresh}",
         f"        {zero_gb}",
         f"        {ends}",
@@ -879,7 +901,7 @@ def _respec(
         f"                {back}",
         f"            {js} = specs.get(o, nospec)",
     ]
-    lines.append(f"            c = o // {hw} * {cw}")
+    lines.append(f"            c = o * {cw // hw}")
     lines += _unrolled(core, past, "            ", typed)
     stores = "; ".join(
         f"hot[{_plus('o', g * HOT + SLACK)}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
@@ -974,9 +996,13 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     ]
     if units:
         lines += [
-            f"                if type(rejected_i) is not tuple or len(rejected_i) != {n}:",
+            "                if type(rejected_i) is not tuple:",
             f"                    {refuse}",
-            f"                {rs} = rejected_i",
+            # (a tuple's unpacking checks its length, and runs no code of the caller's)
+            "                try:",
+            f"                    {rs} = rejected_i",
+            "                except ValueError:",
+            f"                    {refuse}",
             "                if " + " or ".join(f"type(r{g}) is not U{g}" for g in range(n)) + ":",
             f"                    {refuse}",
             f"                {rs.rstrip(',')} = "
@@ -991,9 +1017,10 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     lines += [
         *([] if units else [f"                {rs} = rejected_i"]),
         f"                {js} = specs.get(o, nospec)",
-        f"                c = o // {hw} * {cw}",
+        f"                c = o * {cw // hw}",
     ]
-    # Within every slack (`_fits`): nested, the stores at the innermost.
+    # Within every slack (`_fits`): nested, the stores at the innermost; else ``fit``, the
+    # groups before the first one past its slack (`_crossing` plans only the slack for them).
     indent = "                "
     for g in range(n):
         lines += [
@@ -1006,6 +1033,10 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         + "; ".join(f"push{g}(s{g} + r{g} - q{g})" for g in range(n))
         + "; continue"
     )
+    if n > 1:
+        for g in reversed(range(n)):
+            indent = indent[4:]
+            lines += [f"{indent}else:", f"{indent}    fit = {g}"]
     keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of))) + "; compact = -1"
     restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
     # A move that would make its slab's garbage due: the slab compacted first (no observable
@@ -1028,7 +1059,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                {keep}",
         "                for _ in once:",
     ]
-    lines += _crossing(core, "break", "                    ", compacting, typed)
+    lines += _crossing(core, "break", "                    ", compacting, typed, fit=True)
     lines += _crossed(core, "                    ", flat=True)
     lines += [
         "                else:",
@@ -1099,7 +1130,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     lines += [
         f"                        {rs} = rejected_i",
         f"                        {js} = specs.get(o, nospec)",
-        f"                        c = o // {hw} * {cw}",
+        f"                        c = o * {cw // hw}",
     ]
     lines += _crossing(core, "break", "                        ", compacting, typed)
     lines += _crossed(core, "                        ", flat=True)
