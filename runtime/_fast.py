@@ -472,7 +472,7 @@ def _at(field: int) -> str:
     return f"st[c + {field}]" if field else "st[c]"
 
 
-def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
+def _fits(core: CoordinatorCore, g: int, typed: bool, lazy: bool = False) -> str:
     """The condition (source) that the rollback of ``r{g}`` positions of group ``g`` (what
     the latest step left speculative: ``j{g}``) and a step of ``q{g}`` after it only change
     its slack (``s{g}``), by ``q{g} − r{g}``: the step ends past the rolled-back end
@@ -481,7 +481,8 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
     reaches) and the step ends in the block of the bound; the new slack is ``s{g} + r{g} −
     q{g}``. `_crossing` plans every other (this case too). With ``typed``, the ``r{g}`` are
     the typed layer's (ints, none negative: read from quantities). ``c`` is the request's
-    cold offset."""
+    cold offset. With ``lazy``, ``j{g}`` is read only where ``r{g}`` is not 0 (a step without
+    rollback needs no speculative tail)."""
     p, size = core._pool[g], core._block_size[g]
     kind = core._managers[g].kind
     rows = f"{_at(_cold(ANCHOR, g))} - s{g} - r{g}"  # after the rollback
@@ -505,6 +506,12 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
         f"{integer}r{g} <= j{g} and 0 < q{g} - r{g} <= s{g} and "
         f"(not r{g} or {keep} >= {entries})"
     )
+    if lazy:
+        integer = "" if typed else f"type(r{g}) is int and 0 <= r{g} and "
+        fits = (
+            f"{integer}0 < q{g} - r{g} <= s{g} and (not r{g} or "
+            f"r{g} <= specs.get(o, nospec)[{g}] and {keep} >= {entries})"
+        )
     if core._in_flight[g] < size or not core._has_rows[g]:
         # A step within a block is within max_in_flight when that is a block or more (as
         # the plain steps check it).
@@ -1016,7 +1023,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         ]
     lines += [
         *([] if units else [f"                {rs} = rejected_i"]),
-        f"                {js} = specs.get(o, nospec)",
+        *([] if n == 1 else [f"                {js} = specs.get(o, nospec)"]),
         f"                c = o * {cw // hw}",
     ]
     # Within every slack (`_fits`): nested, the stores at the innermost; else ``fit``, the
@@ -1025,7 +1032,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     for g in range(n):
         lines += [
             f"{indent}s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
-            f"{indent}if {_fits(core, g, typed)}:",
+            f"{indent}if {_fits(core, g, typed, lazy=n == 1)}:",
         ]
         indent += "    "
     lines.append(
@@ -1057,6 +1064,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                if xs:",
         f"                    xs.append({item}); continue",
         f"                {keep}",
+        *([f"                {js} = specs.get(o, nospec)"] if n == 1 else []),
         "                for _ in once:",
     ]
     lines += _crossing(core, "break", "                    ", compacting, typed, fit=True)
