@@ -472,7 +472,7 @@ def _at(field: int) -> str:
     return f"st[c + {field}]" if field else "st[c]"
 
 
-def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
+def _fits(core: CoordinatorCore, g: int, typed: bool, lazy: bool = False) -> str:
     """The condition (source) that the rollback of ``r{g}`` positions of group ``g`` (what
     the latest step left speculative: ``j{g}``) and a step of ``q{g}`` after it only change
     its slack (``s{g}``), by ``q{g} − r{g}``: the step ends past the rolled-back end
@@ -481,7 +481,8 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
     reaches) and the step ends in the block of the bound; the new slack is ``s{g} + r{g} −
     q{g}``. `_crossing` plans every other (this case too). With ``typed``, the ``r{g}`` are
     the typed layer's (ints, none negative: read from quantities). ``c`` is the request's
-    cold offset."""
+    cold offset. With ``lazy``, ``j{g}`` is read only where ``r{g}`` is not 0 (a step without
+    rollback needs no speculative tail)."""
     p, size = core._pool[g], core._block_size[g]
     kind = core._managers[g].kind
     rows = f"{_at(_cold(ANCHOR, g))} - s{g} - r{g}"  # after the rollback
@@ -495,12 +496,22 @@ def _fits(core: CoordinatorCore, g: int, typed: bool) -> str:
     else:
         keep = f"({slots} + {size - 1}) // {size}"
     entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
+    if kind == "full_attention":
+        # Its SKIPPED is always 0: its manager skips no block (`skipped_blocks`) and a prefix
+        # hit of its kind has no null block (`PrefixCache.find`), so not read.
+        entries = _at(_cold(LENGTH, g))
     # The typed layer's counts are read from quantities: ints, never negative.
     integer = "" if typed else f"type(r{g}) is int and 0 <= "
     fits = (
         f"{integer}r{g} <= j{g} and 0 < q{g} - r{g} <= s{g} and "
         f"(not r{g} or {keep} >= {entries})"
     )
+    if lazy:
+        integer = "" if typed else f"type(r{g}) is int and 0 <= r{g} and "
+        fits = (
+            f"{integer}0 < q{g} - r{g} <= s{g} and (not r{g} or "
+            f"r{g} <= specs.get(o, nospec)[{g}] and {keep} >= {entries})"
+        )
     if core._in_flight[g] < size or not core._has_rows[g]:
         # A step within a block is within max_in_flight when that is a block or more (as
         # the plain steps check it).
@@ -528,6 +539,7 @@ def _crossing(
     indent: str,
     compacting: str | None = None,
     typed: bool = False,
+    fit: bool = False,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -550,7 +562,9 @@ def _crossing(
     negative. Leaves per group ``v{g}`` (the new slack), ``w{g}`` (its cold fields, an
     array from ``ANCHOR`` to ``MAXLEN``, None: unchanged) and then ``dr{g}`` (whether a block is
     evicted: ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or
-    ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left)."""
+    ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left). With ``fit``,
+    the groups before ``fit`` are within their slack (`_fits`, its ``s{g}`` read): only
+    their slack is planned."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -570,6 +584,7 @@ def _crossing(
         end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
         touched = "q" if p == 1 else "(end - first if q else 0)"
         checked = f"r > j{g}" if typed else f"type(r) is not int or not 0 <= r <= j{g}"
+        begin = len(out)
         out += [
             f"r, q = r{g}, q{g}",
             f"if {checked}:",
@@ -584,6 +599,7 @@ def _crossing(
                 f"    {fail}",
                 f"v{g}, w{g}, dr{g}, t{g} = s - q, None, 0, 0",
             ]
+            _fitted(out, begin, g, fit and g < n - 1)
             continue
         evicts = kind != "full_attention"
         # Within the slack the rollback leaves, and no block to give back (`_fits`, and more):
@@ -732,7 +748,20 @@ def _crossing(
                 f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
             ]
         out[at:] = ["    " + line for line in out[at:]]
+        _fitted(out, begin, g, fit and g < n - 1)
     return [indent + line for line in out]
+
+
+def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
+    """With ``fit``, group ``g``'s plan (``out`` from ``begin``) only where ``fit`` says the
+    group is past its slack (`_crossing`); within it, its new slack alone."""
+    if fit:
+        out[begin:] = [
+            f"if fit > {g}:",
+            f"    v{g}, w{g}, dr{g}, t{g} = s{g} + r{g} - q{g}, None, 0, 0",
+            "else:",
+            *("    " + line for line in out[begin:]),
+        ]
 
 
 def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str]:
@@ -848,7 +877,7 @@ def _respec(
         f"        {js} = specs.get(o, nospec)",
         f"        if {ints} or {' or '.join(f'q{g} < 0' for g in range(n))}:",
         f"            {back}",
-        f"        c = o // {hw} * {cw}",
+        f"        c = o * {cw // hw}",
         f"        {fresh}",
         f"        {zero_gb}",
         f"        {ends}",
@@ -879,7 +908,7 @@ def _respec(
         f"                {back}",
         f"            {js} = specs.get(o, nospec)",
     ]
-    lines.append(f"            c = o // {hw} * {cw}")
+    lines.append(f"            c = o * {cw // hw}")
     lines += _unrolled(core, past, "            ", typed)
     stores = "; ".join(
         f"hot[{_plus('o', g * HOT + SLACK)}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
@@ -974,9 +1003,13 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     ]
     if units:
         lines += [
-            f"                if type(rejected_i) is not tuple or len(rejected_i) != {n}:",
+            "                if type(rejected_i) is not tuple:",
             f"                    {refuse}",
-            f"                {rs} = rejected_i",
+            # (a tuple's unpacking checks its length, and runs no code of the caller's)
+            "                try:",
+            f"                    {rs} = rejected_i",
+            "                except ValueError:",
+            f"                    {refuse}",
             "                if " + " or ".join(f"type(r{g}) is not U{g}" for g in range(n)) + ":",
             f"                    {refuse}",
             f"                {rs.rstrip(',')} = "
@@ -990,15 +1023,16 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         ]
     lines += [
         *([] if units else [f"                {rs} = rejected_i"]),
-        f"                {js} = specs.get(o, nospec)",
-        f"                c = o // {hw} * {cw}",
+        *([] if n == 1 else [f"                {js} = specs.get(o, nospec)"]),
+        f"                c = o * {cw // hw}",
     ]
-    # Within every slack (`_fits`): nested, the stores at the innermost.
+    # Within every slack (`_fits`): nested, the stores at the innermost; else ``fit``, the
+    # groups before the first one past its slack (`_crossing` plans only the slack for them).
     indent = "                "
     for g in range(n):
         lines += [
             f"{indent}s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
-            f"{indent}if {_fits(core, g, typed)}:",
+            f"{indent}if {_fits(core, g, typed, lazy=n == 1)}:",
         ]
         indent += "    "
     lines.append(
@@ -1006,6 +1040,10 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         + "; ".join(f"push{g}(s{g} + r{g} - q{g})" for g in range(n))
         + "; continue"
     )
+    if n > 1:
+        for g in reversed(range(n)):
+            indent = indent[4:]
+            lines += [f"{indent}else:", f"{indent}    fit = {g}"]
     keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of))) + "; compact = -1"
     restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
     # A move that would make its slab's garbage due: the slab compacted first (no observable
@@ -1026,9 +1064,10 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                if xs:",
         f"                    xs.append({item}); continue",
         f"                {keep}",
+        *([f"                {js} = specs.get(o, nospec)"] if n == 1 else []),
         "                for _ in once:",
     ]
-    lines += _crossing(core, "break", "                    ", compacting, typed)
+    lines += _crossing(core, "break", "                    ", compacting, typed, fit=True)
     lines += _crossed(core, "                    ", flat=True)
     lines += [
         "                else:",
@@ -1099,7 +1138,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     lines += [
         f"                        {rs} = rejected_i",
         f"                        {js} = specs.get(o, nospec)",
-        f"                        c = o // {hw} * {cw}",
+        f"                        c = o * {cw // hw}",
     ]
     lines += _crossing(core, "break", "                        ", compacting, typed)
     lines += _crossed(core, "                        ", flat=True)
