@@ -237,6 +237,24 @@ def contents_in_turn(
     return coord, None
 
 
+def _typed_drafts(
+    stepper: Any,
+    units: list[Any],
+    ids: list[str],
+    q: list[int],
+    k: list[int],
+    rejected: list[list[int]],
+) -> None:
+    """A drafting batch through the typed layer: plain counts per group (``q`` in all, ``k``
+    drafts, each request's ``rejected``) given in the groups' units."""
+    stepper.advance_speculative_all(
+        ids,
+        *(u(x - y) for u, x, y in zip(units, q, k, strict=True)),
+        lookahead=tuple(u(y) for u, y in zip(units, k, strict=True)),
+        rejected=[tuple(u(x) for u, x in zip(units, r, strict=True)) for r in rejected],
+    )
+
+
 def _outcome(call: Any, *args: Any) -> Any:
     try:
         return call(*args)
@@ -604,12 +622,7 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
         sys.setprofile(record)
         try:
             if batched and step % 2:
-                stepper.advance_speculative_all(
-                    ids,
-                    *(u(x - y) for u, x, y in zip(units, q, k, strict=True)),
-                    lookahead=tuple(u(y) for u, y in zip(units, k, strict=True)),
-                    rejected=[tuple(u(x) for u, x in zip(units, r, strict=True)) for r in rejected],
-                )
+                _typed_drafts(stepper, units, ids, q, k, rejected)
             elif batched:
                 fast(one._core, "respec_all", ids, q, k, rejected)
             else:
@@ -831,17 +844,7 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
         sys.setprofile(record)
         try:
             if step % 2:
-                got = _outcome(
-                    functools.partial(
-                        stepper.advance_speculative_all,
-                        lookahead=tuple(u(y) for u, y in zip(units, k, strict=True)),
-                        rejected=[
-                            tuple(u(x) for u, x in zip(units, r, strict=True)) for r in rejected
-                        ],
-                    ),
-                    ids,
-                    *(u(x - y) for u, x, y in zip(units, q, k, strict=True)),
-                )
+                got = _outcome(_typed_drafts, stepper, units, ids, q, k, rejected)
             else:
                 got = _outcome(fast, one._core, "respec_all", ids, q, k, rejected)
         finally:
