@@ -1244,7 +1244,9 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         evicts, evicting = _eviction(manager, size)
         out += ["    " + line for line in evicts]
         out += [
-            f"    want = max((end + {size - 1}) // {size} - skipped - length, 0)",
+            f"    want = (end + {size - 1}) // {size} - skipped - length",
+            "    if want < 0:",
+            "        want = 0",
             "    dropped = skip - skipped",
             "    if want > 1 or dropped > 1:  # runs: the core's plan, if nothing is planned yet",
             "        if crossed:",
@@ -1293,7 +1295,6 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "                state[2] += 1",
             "            else:",
             "                return False",
-            "            state[3].append(taken)",
             "        if want and length + want > capacity:",
             f"            garbage = plan.garbage.get({g}, table_garbage[{g}]) + dropped",
             f"            tail = plan.slab_end.get({g}, len(slab))",
@@ -1333,11 +1334,27 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "        else:",
             "            block = slab[start + at]",
             "        base = block - index",
-            f"        room = min((skip + length) * {size}, maxlen)",
-            f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
+            # min(room, evict, the block's end) in the group's slots, then in rows, at
+            # least ``rows``.
+            f"        anchor = (index + 1) * {size}",
+            f"        room = (skip + length) * {size}",
+            "        if room > maxlen:",
+            "            room = maxlen",
+            "        if room < anchor:",
+            "            anchor = room",
+            "        if evict < anchor:",
+            "            anchor = evict",
+            *([f"        anchor *= {p}"] if p != 1 else []),
+            "        if anchor < rows:",
+            "            anchor = rows",
             f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (anchor - rows, q)",
-            "    ops.append((setitem, st, slice(k, k + 7), array(typecode, (anchor, base, evict, "
-            "skip, start, length, capacity))))",
+            # The cold fields, on the batch's one map of cold stores: the anchor, base and
+            # evict bound only where no block moved (a held step's registration).
+            "    if want or dropped:",
+            "        sa += (k, k + 1, k + 2, k + 3, k + 4, k + 5, k + 6)",
+            "        sv += (anchor, base, evict, skip, start, length, capacity)",
+            "    else:",
+            "        sa += (k, k + 1, k + 2); sv += (anchor, base, evict)",
             f"    a{g} = (skip, rows, taken)",
         ]
         lines += ["        " + line for line in out]
