@@ -1368,10 +1368,10 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"s = of[{g}]",
             "if s >= 0:",
             "    hashes = known[s].hashes",
-            f"    skip, rows, taken = a{g}",
+            f"    (skip, rows, taken), nh = a{g}, len(hashes)",
         ]
         out += _registration(
-            core, g, "    ", rows="rows", skip="skip", taken="taken", known="len(hashes)",
+            core, g, "    ", rows="rows", skip="skip", taken="taken", known="nh",
             key="hashes[i]", ahead="return False",
         )
         lines += ["            " + line for line in out]
@@ -1427,7 +1427,9 @@ def _registration(
     c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
     keep = _unread(core, g)
     out = [
-        f"full, r = min({rows} // {cache.rows_per_block}, {known}), reg[{g}]",
+        f"full, r = {rows} // {cache.rows_per_block}, reg[{g}]",
+        f"if full > {known}:",
+        f"    full = {known}",
         "if full > r:",
         f"    skipped, start, length = st[{c} + {SKIPPED} : {c} + {LENGTH + 1}]",
         f"    slab, cached, blocks_of = slabs[{g}], pools[{g}]._cached, cache_maps[{g}]",
@@ -1453,7 +1455,7 @@ def _registration(
         "else holders(held))",
         "        planned[2].append(block)",
         f"    ops.append((setitem, reg, {g}, full))",
-        f"if {known} > max(full, r):",
+        f"if {known} > full and {known} > r:",
         f"    {ahead}",
     ]
     return [indent + line for line in out]
@@ -1784,6 +1786,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         # map of the cold ones (`sa`, `sv`): a pass in C each, at the commit.
         "                sa, sv = [], []",
         "                ops.append((commit, map(setitem, repeat(st), sa, sv)))",
+        # The crossing requests' tails and their keys (`plan_cross` adds no hash): one
+        # pass in C.
+        "                xt, xk = [], []",
+        "                ops.append((list, map(extend, xt, xk)))",
         # A move that would make a slab due: the slab compacted (nothing observable), the
         # others planned again with the move allowed there (as `_boundary_step` does).
         "                mark, hm, compacted = len(ops), len(at), frozenset()",
@@ -1794,7 +1800,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                            if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, "
         "sv):",
         "                                break",
-        "                            ops.append((list, map(extend, mine, gets)))",
+        "                            xt += mine; xk += gets",
         "                        elif not plan_fill(ops, plan, o, num_new, extra, picked, gets, "
         "at, to, sa, sv):",
         "                            break",
@@ -1806,7 +1812,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                    pre = []",
         "                    compact_ops(pre, compacted)",
         "                    commit(ops_of(pre))  # moves segments only: nothing observable",
-        "                    del ops[mark:], at[hm:], to[hm:], sa[:], sv[:]",
+        "                    del ops[mark:], at[hm:], to[hm:], sa[:], sv[:], xt[:], xk[:]",
         "                emit_boundary(ops, plan)",
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
