@@ -1208,10 +1208,6 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     lines = [
         "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
-        "        of, known, reg = extra.stream_of, extra.streams, extra.registered",
-        "        pend = " + " or ".join(
-            f"of[{g}] >= 0 and len(known[of[{g}]].hashes) > reg[{g}]" for g in range(n)
-        ),
         f"        cb = o // {hw} * {cw}",
         "        pstates, lists, crossed = plan.pools, plan.lists, False",
     ]
@@ -1360,21 +1356,22 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         lines += ["        " + line for line in out]
     # The registration (`_register_boundary`): per group with content, the blocks its
     # committed positions fill, from the table before the step (and the block it takes).
-    lines += ["        if pend:"]
+    # A group registers nothing where its stream has no hash past those it registered.
+    lines += ["        of, known, reg = extra.stream_of, extra.streams, extra.registered"]
     for g in range(n):
         if core.caches[g] is None:
             continue
         out = [
             f"s = of[{g}]",
-            "if s >= 0:",
-            "    hashes = known[s].hashes",
+            "hashes = known[s].hashes if s >= 0 else ()",
+            f"if len(hashes) > reg[{g}]:",
             f"    (skip, rows, taken), nh = a{g}, len(hashes)",
         ]
         out += _registration(
             core, g, "    ", rows="rows", skip="skip", taken="taken", known="nh",
             key="hashes[i]", ahead="return False",
         )
-        lines += ["            " + line for line in out]
+        lines += ["        " + line for line in out]
     lines += [
         "        if o in specs:",
         "            ops.append((specs.pop, o, None))",
@@ -1502,7 +1499,10 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         "            else:",
         "                full = len(joined) // rpb * rpb",
         "                new = chain_hashes(stream.parent, joined, rpb)",
-        "            ops.append(more_hashes(stream, new))",
+        # `more_hashes`, inlined.
+        "            old = stream.hashes",
+        "            ops.append((old.extend, new) if type(old) is list else "
+        "(setattr, stream, 'hashes', [*old, *new]))",
         "            ops.append((setitem, tail, slice(None), joined[full:]))",
         "            ops.append((setattr, stream, 'parent', new[-1]))",
         "            hashed[id(stream)] = new",
@@ -2231,7 +2231,6 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"
         "from kvunits.runtime._core import RestingExtras as Resting\n"
-        "from kvunits.runtime._core import more_hashes\n"
         "from kvunits.runtime.block_pool import filed, holders\n"
         "from kvunits.runtime._table import due, grown\n"
         "from kvunits.runtime.prefix_cache import chain_hashes\n\n"
