@@ -1345,10 +1345,14 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "            anchor = rows",
             f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (anchor - rows, q)",
             # The cold fields, on the batch's one map of cold stores: the anchor, base and
-            # evict bound only where no block moved (a held step's registration).
-            "    if want or dropped:",
+            # evict bound, and the length where a block is taken in place; all where one is
+            # dropped or the entries move.
+            "    if dropped or moved is not None:",
             "        sa += (k, k + 1, k + 2, k + 3, k + 4, k + 5, k + 6)",
             "        sv += (anchor, base, evict, skip, start, length, capacity)",
+            "    elif want:",
+            f"        sa += (k, k + 1, k + 2, k + {LENGTH - ANCHOR})",
+            "        sv += (anchor, base, evict, length)",
             "    else:",
             "        sa += (k, k + 1, k + 2); sv += (anchor, base, evict)",
             f"    a{g} = (skip, rows, taken)",
