@@ -20,6 +20,7 @@ import functools
 import random
 import re
 import sys
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -1453,6 +1454,56 @@ def test_a_generating_batch_of_runs_and_cached_evictions_matches_the_general_pat
     assert "del ha[-2:], hv[-2:]" in lines
     assert "taken = pool._queue[state[2]]" in lines
     assert any(line.startswith("maps = pool._maps") for line in lines)
+
+
+def test_a_generating_batch_of_streams_alike_matches_the_general_path() -> None:
+    # Two streams in phase generating the same tokens (alike prompts: the same keys), both
+    # replaced by new ones every 10 engine steps, which generate them again, in pools that
+    # soon hand out cached blocks: in one batch, requests register a key another one
+    # registered (`_registration`: the key's list planned already) and take cached blocks
+    # of a key with several (`plan_cross`). Each engine step is compared with the batch's
+    # general path on a copy.
+    coord = _voxtral_toy(41)
+    core = coord._core
+    source = core.fast.source.splitlines()
+    rids = ["a", "b"]
+    for rid in rids:
+        _with_content(coord, rid)
+    lines: list[str] = []
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_name in ("plan_cross", "plan_fill"):
+            lines.append(source[frame.f_lineno - 1].strip())
+            return trace
+        return None
+
+    age = 0
+    for i in range(80):
+        if i % 10 == 9:
+            for rid in rids:
+                coord.free(rid)
+            rids = [f"{rid}{i}" for rid in "ab"]
+            for rid in rids:
+                _with_content(coord, rid)
+            age = 0
+            continue
+        age += 1
+        token = age * 5 % 7
+        contents = [(0, [token] * 4), (1, [token] * 2)]
+        twin = copy.deepcopy(coord)
+        theirs = _outcome(general, twin._core, "content_all", rids, [2, 1], contents)
+        sys.settrace(trace)
+        try:
+            mine = _outcome(fast, core, "content_all_typed", rids, [2, 1], contents)
+        finally:
+            sys.settrace(None)
+        assert mine == theirs, i
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+    pairs = set(pairwise(lines))
+    assert ("if planned is not None:", "planned[2].append(block)") in pairs
+    assert ("planned = lists[lk] = (cache_map, key, holders(cache_map.get(key)))",
+            "planned[2].remove(taken)") in pairs
 
 
 def test_a_generating_batch_kept_between_engine_steps_matches_the_general_path() -> None:
