@@ -1503,7 +1503,9 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         "                ops.append((tail.extend, added))",
         "                continue",
         "            joined = tail + added",
-        "            if len(joined) < 2 * rpb:  # one block: `chain_hashes`, inlined",
+        "            if len(joined) == rpb:  # one block, all of it: `chain_hashes`, inlined",
+        "                full, new = rpb, [sha256(stream.parent + joined.tobytes()).digest()]",
+        "            elif len(joined) < 2 * rpb:",
         "                full, new = rpb, [sha256(stream.parent + joined[:rpb].tobytes())"
         ".digest()]",
         "            else:",
@@ -1515,7 +1517,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         "(setattr, stream, 'hashes', [*old, *new]))",
         "            ops.append((setitem, tail, slice(None), joined[full:]))",
         "            ops.append((setattr, stream, 'parent', new[-1]))",
-        "            hashed[id(stream)] = new",
+        "            hashed[stream] = new  # (streams hash by identity)",
         "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
         "        ahead, lists = False, plan.lists",
     ]
@@ -1526,7 +1528,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
             f"s = of[{g}]",
             "if s >= 0:",
             "    stream = streams[s]",
-            "    old, more = stream.hashes, hashed.get(id(stream), ())",
+            "    old, more = stream.hashes, hashed.get(stream, ())",
             "    known = len(old) + len(more)",
         ]
         out += _registration(
