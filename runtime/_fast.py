@@ -1393,15 +1393,25 @@ def _slack_stores(n: int, pick: Callable[[str], str]) -> list[str]:
     """The lines (in ``content_all``) that store, in C, each group's slack less its count and
     its step for the requests of the batch that ``pick`` keeps (``pick`` wraps a per-request
     sequence: all of them, or those a selector keeps; ``a{g}``, ``b{g}``: the fields'
-    offsets)."""
+    offsets). For the whole batch, a group's steps are stored only where one differs from
+    its count (a read costs less than a store: steps of one token repeat)."""
     lines = []
     for g in range(n):
-        lines += [
+        lines.append(
             f"                    ops.append((commit, map(setitem, repeat(hot), {pick(f'a{g}')}, "
-            f"map(sub, {pick(f's{g}')}, repeat(q{g})))))",
-            f"                    ops.append((commit, map(setitem, repeat(hot), {pick(f'b{g}')}, "
-            f"repeat(q{g}))))",
-        ]
+            f"map(sub, {pick(f's{g}')}, repeat(q{g})))))"
+        )
+        store = (
+            f"ops.append((commit, map(setitem, repeat(hot), {pick(f'b{g}')}, repeat(q{g}))))"
+        )
+        if pick is str:
+            lines += [
+                f"                    if list(map(getitem, repeat(hot), b{g})).count(q{g}) "
+                "!= count:",
+                f"                        {store}",
+            ]
+        else:
+            lines.append(f"                    {store}")
     return lines
 
 
