@@ -1709,10 +1709,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                    ops = []",
             "                    for (g, keys, k), tl in zip(shares, tls):",
             "                        if k == 1:  # a key each: appended, no slices",
-            "                            ops.append((list, map(array.append, tl, keys)))",
+            "                            ops.append((commit, map(array.append, tl, keys)))",
             "                        elif k:",
             *_cut("                            "),
-            "                            ops.append((list, map(extend, tl, map(getitem, "
+            "                            ops.append((commit, map(extend, tl, map(getitem, "
             "repeat(keys), cut))))",
         ]
         lines += _slack_stores(n, str)
@@ -1743,7 +1743,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                    at, to, tails, adds = [], [], [], []",
             "                    ops = [(commit, map(setitem, repeat(hot), at, to))]",
             "                    for tl, gt in zip(tls, gts):",
-            "                        ops.append((list, map(extend, compress(tl, fm), "
+            "                        ops.append((commit, map(extend, compress(tl, fm), "
             "compress(gt, fm))))",
         ]
         lines += _slack_stores(n, "compress({}, fm)".format)
@@ -1802,7 +1802,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if len(set(request_ids)) != count:",
         f"                    {back}",
         "                ops = [(commit, map(setitem, repeat(hot), at, to)), "
-        "(list, map(extend, tails, adds))]",
+        "(commit, map(extend, tails, adds))]",
         "            if slow:",
         # The planners' stores to the fields join the fast requests' (`at`, `to`) and one
         # map of the cold ones (`sa`, `sv`): a pass in C each, at the commit.
@@ -1811,7 +1811,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         # The crossing requests' tails and their keys (`plan_cross` adds no hash): one
         # pass in C.
         "                xt, xk = [], []",
-        "                ops.append((list, map(extend, xt, xk)))",
+        "                ops.append((commit, map(extend, xt, xk)))",
         # A move that would make a slab due: the slab compacted (nothing observable), the
         # others planned again with the move allowed there (as `_boundary_step` does).
         "                mark, hm, compacted = len(ops), len(at), frozenset()",
