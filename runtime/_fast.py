@@ -1181,9 +1181,9 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     slot mappings) of the request at ``o`` (its content kept in ``extra``) written out per
     group with the group's constants in, on the same boundary ``plan`` (so that requests
     planned by either share the pools' fronts, the slabs' ends and the prefix cache's lists),
-    its stores to the hot fields appended to ``ha``, ``hv`` (positions, values), which the
-    caller commits as one map, the rest to ``ops`` (a crossing group's cold fields: one
-    slice; ``sa``, ``sv`` are `_plan_fill`'s):
+    its stores to the hot fields appended to ``ha``, ``hv`` (positions, values) and to the
+    cold ones (a crossing group's: only those that move) to ``sa``, ``sv``, which the caller
+    commits as one map each, the rest to ``ops``:
     each group within its slack, or one block taken at its table's end (a cached one evicted
     from the prefix cache) and one evicted at its front by a window (a shared one loses a
     reference, a cached one stays cached, free); then the full blocks of committed positions
