@@ -46,7 +46,9 @@ def _raw(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     pools = tuple(
         (
             p._fresh,
-            p._queue[p._head :].tolist(),
+            p._head,
+            p._queue.tolist(),
+            len(p._iota),
             p._used,
             p._num_stale,
             sorted(p._shared.items()),
@@ -141,8 +143,12 @@ def test_lean_admissions_and_ends_do_what_the_general_path_does(data: st.DataObj
     lean_step, plain_step = (c.stepper(*_handles(c)) for c in (lean, plain))
     plain_step._lean_admit = None  # the general path only
     for _ in range(data.draw(st.integers(1, 80), label="calls")):
-        rid = f"r{data.draw(st.integers(0, 5), label='request')}"
-        op = data.draw(st.sampled_from(("admit",) * 3 + ("advance",) * 3 + ("free",) * 3))
+        op = data.draw(st.sampled_from(("admit",) * 3 + ("advance",) * 4 + ("free",) * 2))
+        admitted = sorted(lean._core.table.offsets)
+        if op != "admit" and admitted and data.draw(st.integers(0, 4), label="admitted"):
+            rid = data.draw(st.sampled_from(admitted), label="request")
+        else:
+            rid = f"r{data.draw(st.integers(0, 5), label='request')}"
         if op == "admit":
             lengths = [
                 data.draw(st.integers(0, max_len + 1), label="max_len") for _ in range(count)
