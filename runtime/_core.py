@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import reprlib
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from itertools import repeat
 from math import lcm
 from operator import setitem
@@ -2502,6 +2502,8 @@ class FastFunctions(NamedTuple):
         None,
     ]
     cross: Callable[..., list[list[int]] | None]
+    admit: Callable[[str, Sequence[int | None]], bool]
+    free: Callable[[str, Container[str], Container[str], Container[str]], bool]
     source: str
 
 

@@ -30,7 +30,9 @@ requests within their slack in C, the others through the general path, all in on
 cached, as vLLM caches them) are planned by ``plan_cross`` and ``plan_fill``, also written out
 per layout: a block taken (a cached one evicted from the prefix cache) or evicted by a window
 (a cached one staying cached), the new full blocks hashed once per sequence and granularity
-and registered by the step that commits them.
+and registered by the step that commits them. ``admit`` and ``free`` are a plain request's
+admission and end (its fields, reservation and blocks; no content, no policy bookkeeping), as
+stores on one line where they can be.
 A step past some group's slack goes to ``cross`` and a rollback past it to ``uncross``, also
 written out per layout: a block boundary crossed (one block taken per group, or a prefill
 chunk's run of them, and one evicted by a window), or a block a rejected draft had taken
@@ -53,9 +55,10 @@ from operator import add, getitem, setitem, sub
 from types import CodeType
 from typing import Any, Final
 
-from ._core import CoordinatorCore, FastFunctions
+from ._core import MAX_REQUEST_ID_CHARS, CoordinatorCore, FastFunctions
 from ._guard import commit, ops_of
 from ._table import (
+    _COMPACT_MIN,
     ANCHOR,
     BASE,
     CAPACITY,
@@ -457,6 +460,248 @@ def _uncross(core: CoordinatorCore) -> list[str]:
     lines += [
         f"        ops.append((setitem, specs, o, {left}))",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "",
+    ]
+    return lines
+
+
+def _admit(core: CoordinatorCore) -> list[str]:
+    """The source of ``admit(request_id, lengths) -> bool``: `CoordinatorCore.admit` of a
+    request that needs nothing but its fields and its reservation (a plain id not admitted,
+    its lengths per group ints or None within the limits, its caps known to fit:
+    `AdmissionLedger.caps`, memoized per lengths; no policy bookkeeping: the caller knows):
+    into a spare offset, stores on one line; else the table grown (`RequestTable.claim_ops`)
+    and the stores, in one commit. Anything else returns False before anything changed (the
+    token free): the caller takes the general path, which decides it."""
+    n = len(core.names)
+    ledger = core.ledger
+    hw, cw = core.table.hot_width, core.table.cold_width
+    ls = ", ".join(f"l{g}" for g in range(n)) + ("," if n == 1 else "")
+    cs = ", ".join(f"c{g}" for g in range(n)) + ("," if n == 1 else "")
+    no = "del owner[0]; return False"
+    lines = [
+        "    ledger, spare, claim_ops = core.ledger, core.table.spare, core.table.claim_ops",
+        "    reserved, ledger_shared, caps_of = ledger.reserved, ledger.shared, ledger.caps_of",
+        "    limits, usable, default = ledger._limit, ledger._usable, core._limit",
+        f"    blank_hot, blank_st = [0] * {hw}, array(typecode, bytes({cw}) * st.itemsize)",
+        "    caps_known = {}  # lengths -> caps, checked (`AdmissionLedger.caps`): a few",
+        "",
+        "    def admit(request_id, lengths):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "admit")',
+        "            if (type(request_id) is not str or not 0 < len(request_id) <= "
+        f"{MAX_REQUEST_ID_CHARS}",
+        f"                    or request_id in offsets or len(lengths) != {n}):",
+        f"                {no}",
+        f"            {ls} = lengths",
+    ]
+    for g in range(n):
+        lines += [
+            f"            if l{g} is None:",
+            f"                l{g} = default[{g}]",
+            f"            elif type(l{g}) is not int or not 0 <= l{g} <= limits[{g}]:",
+            f"                {no}",
+        ]
+    lines += [
+        f"            key = ({ls})",
+        "            caps = caps_known.get(key)",
+        "            if caps is None:",
+        "                caps = tuple(caps_of(key))",
+    ]
+    members = ledger._members()
+    for g in range(n):
+        lines += [f"                if caps[{g}] > usable[{g}]:", f"                    {no}"]
+    for group in members.values():
+        if len(group) > 1:
+            total = " + ".join(f"caps[{g}]" for g in group)
+            lines += [f"                if {total} > usable[{group[0]}]:"]
+            lines += [f"                    {no}"]
+    lines += [
+        "                if len(caps_known) < 256:",
+        "                    caps_known[key] = caps",
+        f"            {cs} = caps",
+    ]
+    # The changes as (target, index, value): the fields as `_new_request` writes them (zeros,
+    # but each group's MAXLEN), the reservation, the id.
+    writes = [("hot", f"o:o + {hw}", "blank_hot"), ("st", f"c:c + {cw}", "blank_st")]
+    writes += [("st", f"c + {_cold(MAXLEN, g)}", f"l{g}") for g in range(n)]
+    if ledger._reserve:
+        if len(members) == n:
+            for g in range(n):
+                lines += [
+                    f"            if c{g} > usable[{g}] - reserved[{g}] + ledger_shared[{g}]:",
+                    f"                {no}",
+                ]
+        else:
+            for group in members.values():
+                held = " + ".join(f"reserved[{g}] - ledger_shared[{g}]" for g in group)
+                total = " + ".join(f"c{g}" for g in group)
+                lines += [
+                    f"            if {total} > usable[{group[0]}] - ({held}):",
+                    f"                {no}",
+                ]
+        writes += [("reserved", str(g), f"r{g}") for g in range(n)]
+        lines += [f"            r{g} = reserved[{g}] + c{g}" for g in range(n)]
+    writes.append(("offsets", "request_id", "o"))
+    stores = [f"{t}[{i}] = {v}" for t, i, v in writes]
+    ops = ", ".join(
+        f"(setitem, {t}, {'slice(' + i.replace(':', ', ') + ')' if ':' in i else i}, {v})"
+        for t, i, v in writes
+    )
+    lines += [
+        "            if spare:",
+        "                o = spare[-1]",
+        f"                c = o // {hw} * {cw}",
+        # Stores and deletions only (no call): nothing interrupts them halfway.
+        "                " + "; ".join(stores) + "; del spare[-1]; del owner[0]; return True"
+        "  # the commit",
+        "            ops = []",
+        "            o = claim_ops(ops)",
+        f"            c = o // {hw} * {cw}",
+        f"            ops += {ops}",
+        "            commit(ops_of(ops)); del owner[0]; return True  # the commit",
+        "        except BaseException:",
+        "            drop(me)",
+        "            raise",
+        "",
+    ]
+    return lines
+
+
+def _free(core: CoordinatorCore) -> list[str]:
+    """The source of ``free(request_id, *policy) -> bool``: `CoordinatorCore.free` of a request
+    that holds only its own blocks (no content, no speculative tail; its pools with no shared
+    or cached block; in none of the three dicts ``policy``, the bookkeeping its end pops:
+    `PolicyState.freed_ops`). Not the last request: its blocks to the back of their pools'
+    queues (a pool's taken entries dropped as `PoolPlan.emit` drops them), its reservation
+    given back, its offset spare, its segments garbage, as stores on one line; with a slab
+    it leaves `due` compacted, in one commit (a pool left with no block held goes to the
+    general path). The last: the
+    table, the pools and the policy's dicts emptied (`RequestTable.release_ops`,
+    `PoolPlan.emit`'s pool as built: every pool left with no block held and ids handed out),
+    in one commit. Anything else returns False before anything changed (the token free): the
+    caller takes the general path."""
+    n = len(core.names)
+    ledger = core.ledger
+    hw, cw = core.table.hot_width, core.table.cold_width
+    no = "del owner[0]; return False"
+    pool_of, first_of = _pools(core)
+    kept = ", ".join(f"pool{i}._{x}" for i in range(len(first_of)) for x in ("shared", "cached"))
+    lines = [
+        "    table_spare, table_hot = core.table.spare, core.table.hot",
+        *(
+            f"    pool{i}, queue{i} = pools[{g}], pools[{g}]._queue"
+            for i, g in enumerate(first_of)
+        ),
+        # The end of the last request, less the reservation and the policy's dicts: what
+        # `_release_plan`, `release_ops` and `PoolPlan._emit_built` add (no content, no
+        # speculation, nothing cached or shared).
+        "    emptied = [(extras.clear,), (specs.clear,), (offsets.clear,),",
+        "               (table_hot.__delitem__, slice(None)), (st.__delitem__, slice(None)),",
+        "               (table_spare.__delitem__, slice(None))]",
+        "    emptied += [(slab.__delitem__, slice(None)) for slab in slabs]",
+        f"    emptied += [(setitem, table_garbage, g, 0) for g in range({n})]",
+        "    for pool in (" + ", ".join(f"pool{i}" for i in range(len(first_of))) + ",):",
+        '        emptied += [(setattr, pool, "_fresh", 1), (pool._queue.__delitem__, slice(None)),',
+        "                    (pool._iota.__delitem__, slice(None)), (pool._shared.clear,),",
+        "                    (pool._stale.clear,), (pool._cached.clear,),",
+        "                    (pool._cached_free.clear,)]",
+        '        emptied += [(setattr, pool, x, 0) for x in ("_head", "_num_stale", "_used")]',
+        "",
+        "    def free(request_id, arrival, priority, waiting):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "free")',
+        "            o = get(request_id) if type(request_id) is str else None",
+        "            if (o is None or extras and o in extras or specs and o in specs",
+        "                    or request_id in arrival or request_id in priority"
+        " or request_id in waiting",
+        f"                    or {kept.replace(', ', ' or ')}):",
+        f"                {no}",
+        f"            c = o // {hw} * {cw}",
+        *(f"            n{g} = st[c + {_cold(LENGTH, g)}]" for g in range(n)),
+    ]
+    if ledger._reserve:
+        lines += [
+            f"            key = ({', '.join(f'st[c + {_cold(MAXLEN, g)}]' for g in range(n))},)",
+            "            caps = caps_known.get(key) or caps_of(key)",
+            *(f"            r{g} = reserved[{g}] - caps[{g}]" for g in range(n)),
+        ]
+    given = [(g, f"r{g}") for g in range(n)] if ledger._reserve else []
+    lines += ["            if len(offsets) == 1:"]
+    for i in range(len(first_of)):
+        held = " + ".join(f"n{g}" for g in range(n) if pool_of[id(core.pools[g])] == i)
+        lines += [
+            f"                if pool{i}._used != {held} or pool{i}._fresh < 2:",
+            f"                    {no}",
+        ]
+    lines += [
+        "                ops = emptied + [(arrival.clear,), (priority.clear,)"
+        + "".join(f", (setitem, reserved, {g}, {r})" for g, r in given)
+        + "]",
+        "                commit(ops_of(ops)); del owner[0]; return True  # the commit",
+    ]
+    stores, ops = [], []
+    for g in range(n):
+        lines += [
+            f"            s{g} = st[c + {_cold(START, g)}]",
+            f"            g{g} = table_garbage[{g}] + st[c + {_cold(CAPACITY, g)}]",
+        ]
+        stores.append(f"table_garbage[{g}] = g{g}")
+        ops.append(f"(setitem, table_garbage, {g}, g{g})")
+    due = " or ".join(
+        f"g{g} >= {_COMPACT_MIN} and g{g} >= len(slabs[{g}]) >> 2" for g in range(n)
+    )
+    for i in range(len(first_of)):
+        groups = [g for g in range(n) if pool_of[id(core.pools[g])] == i]
+        live = " + ".join(f"slabs[{g}][s{g}:s{g} + n{g}]" for g in groups)
+        held = " - ".join(f"n{g}" for g in groups)
+        lines += [
+            f"            back{i} = {live}",
+            f"            used{i}, head{i}, at{i} = pool{i}._used - {held}, pool{i}._head, "
+            f"len(queue{i})",
+            f"            if not used{i}:",  # every block free: `PoolPlan.emit` drops more
+            f"                {no}",
+            # `PoolPlan.emit`: the entries taken dropped once they are half the queue.
+            f"            cut{i} = head{i} if head{i} >= at{i} or 2 * head{i} >= at{i} + "
+            f"len(back{i}) else 0",
+        ]
+        stores += [
+            f"queue{i}[at{i}:] = back{i}",
+            f"del queue{i}[:cut{i}]",
+            f"pool{i}._head = head{i} - cut{i}",
+            f"pool{i}._used = used{i}",
+        ]
+        ops += [
+            f"(queue{i}.extend, back{i})",
+            f"(queue{i}.__delitem__, slice(0, cut{i}))",
+            f'(setattr, pool{i}, "_head", head{i} - cut{i})',
+            f'(setattr, pool{i}, "_used", used{i})',
+        ]
+    stores += [f"reserved[{g}] = {r}" for g, r in given]
+    stores += ["del offsets[request_id]", "table_spare[at:] = (o,)"]
+    ops += [f"(setitem, reserved, {g}, {r})" for g, r in given]
+    ops += ["(offsets.pop, request_id)", "(table_spare.append, o)"]
+    lines += [
+        # A slab the end leaves due is compacted with it, as `CoordinatorCore.free` does:
+        # after the end's garbage counts, before the rest (which no compaction reads).
+        f"            if {due}:",
+        "                plan = SlabPlan([])",
+        "                plan.garbage.update({" + ", ".join(f"{g}: g{g}" for g in range(n))
+        + "})",
+        f"                ops = [{', '.join(ops[:n])}]",
+        "                compact_ops(ops, (), plan, o)",
+        f"                ops += [{', '.join(ops[n:])}]",
+        "                commit(ops_of(ops)); del owner[0]; return True  # the commit",
+        "            at = len(table_spare)",
+        # Stores and deletions only (no call): nothing interrupts them halfway.
+        "            " + "; ".join(stores) + "; del owner[0]; return True  # the commit",
+        "        except BaseException:",
+        "            drop(me)",
+        "            raise",
         "",
     ]
     return lines
@@ -1994,6 +2239,7 @@ def _source(core: CoordinatorCore) -> str:
         "",
     ]
     lines += _uncross(core)
+    lines += _admit(core) + _free(core)
 
     def head(name: str, args: str, operation: str) -> list[str]:
         return [
@@ -2241,7 +2487,8 @@ def _source(core: CoordinatorCore) -> str:
     )
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append(
-        "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross)"
+        "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
+        "admit, free)"
     )
     header = (
         "from array import array\n"
@@ -2254,7 +2501,7 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import _slots_across as slots_across\n"
         "from kvunits.runtime._core import RestingExtras as Resting\n"
         "from kvunits.runtime.block_pool import filed, holders\n"
-        "from kvunits.runtime._table import due, grown\n"
+        "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime.prefix_cache import chain_hashes\n\n"
     )
     return header + "\n".join(lines) + "\n"

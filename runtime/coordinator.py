@@ -479,6 +479,7 @@ class Stepper(Generic[*_Us]):
 
     __slots__ = (
         "_admit_lengths",
+        "_lean_admit",
         "_owner",
         "advance",
         "advance_all",
@@ -545,6 +546,14 @@ class Stepper(Generic[*_Us]):
         setattr(self, "advance_with_content", made["advance_with_content"])  # noqa: B010
         setattr(self, "advance_with_content_all", made["advance_with_content_all"])  # noqa: B010
         self._admit_lengths = made["lengths"]
+        # The core's lean admission, where the policy has no bookkeeping or check for an
+        # admission of priority 0 without a prompt (`PolicyState.admitted_ops`,
+        # `KVCacheCoordinator._admission_check`).
+        policy = owner._policy
+        lean = policy.policy.scheduling_policy != "priority" and (
+            policy.policy.reserves or not any(policy.watermark_blocks)
+        )
+        self._lean_admit = owner._core.fast.admit if lean else None
 
     def __copy__(self) -> Stepper[*_Us]:
         return self  # a fixed binding of handles: nothing to copy
@@ -587,8 +596,12 @@ class Stepper(Generic[*_Us]):
         """
         owner = self._owner
         lengths = self._checked_lengths(max_len)
-        prompt_slots = None if prompt is None else self._prompt_slots(prompt)
-        owner._admit(request_id, lengths, priority, prompt_slots)
+        lean = self._lean_admit if prompt is None and type(priority) is int else None
+        # Its common case stores on one line; False where the general path decides. (No line
+        # of its own after it: an interrupt there would come after the admission.)
+        if lean is None or priority or not lean(request_id, lengths):
+            prompt_slots = None if prompt is None else self._prompt_slots(prompt)
+            owner._admit(request_id, lengths, priority, prompt_slots)
 
     def can_admit(
         self, request_id: str, *max_len: *_Us, prompt: tuple[*_Us] | None = None
@@ -1073,7 +1086,12 @@ class KVCacheCoordinator:
         Raises:
             RequestError: the request is not admitted.
         """
-        self._core.free(request_id, self._policy.freed_ops(request_id))
+        policy = self._policy
+        # Its common case stores on one line; False where the general path decides.
+        if not self._core.fast.free(
+            request_id, policy.arrival, policy.priority, policy._waiting_arrival
+        ):
+            self._core.free(request_id, policy.freed_ops(request_id))
 
     @property
     def admission(self) -> AdmissionPolicy:
