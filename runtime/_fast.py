@@ -801,7 +801,10 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
 
 def _row(n: int, slacks: list[str]) -> str:
     """The source that adds a request's hot fields (``slacks`` and the steps ``q{g}``) to a
-    batch's ``hots`` (``row``), in the table's order."""
+    batch's ``hots`` (``row``), in the table's order; of one group, its slack alone (stored
+    field by field: two C passes cost less than one of slices, `_respec_all`)."""
+    if n == 1:
+        return f"row({slacks[0]})"
     fields = [""] * (n * HOT)
     for g in range(n):
         fields[g * HOT + SLACK], fields[g * HOT + STEP] = slacks[g], f"q{g}"
@@ -1104,14 +1107,24 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                {checked}",
         "            ops.append((specs.update, zip(offs, repeat(spec))))",
     ]
-    # Each request's hot fields in one slice (one store, not one per field).
-    lines.append(
-        "            ops.append((commit, map(setitem, repeat(hot), "
-        f"map(slice, offs, map(add, offs, repeat({n * HOT}))), hots)))"
-    )
+    # Each request's hot fields in one slice (one store, not one per field), or of one group
+    # field by field (a slice's object costs more than a second pass).
+    if n == 1:
+        slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
+        lines += [
+            f"            ops.append((commit, map(setitem, repeat(hot), {slack}, hots)))",
+            "            ops.append((commit, map(setitem, repeat(hot), "
+            f"map(add, offs, repeat({STEP})), repeat(q0))))",
+        ]
+    else:
+        lines.append(
+            "            ops.append((commit, map(setitem, repeat(hot), "
+            f"map(slice, offs, map(add, offs, repeat({n * HOT}))), hots)))"
+        )
     # The requests only stored (not planned in locals), with their slack after the rollback.
+    slacks = ["v + q0"] if n == 1 else [f"v[{g * HOT + SLACK}] + q{g}" for g in range(n)]
     fast = (
-        f"[(o, [{', '.join(f'v[{g * HOT + SLACK}] + q{g}' for g in range(n))}]) for o, v in "
+        f"[(o, [{', '.join(slacks)}]) for o, v in "
         "zip(offs[:within], hots[:within]) if o not in crossed]"
     )
     # The core's plan shares the locals' lists of taken and evicted blocks; its pools'
