@@ -717,7 +717,9 @@ def _at(field: int) -> str:
     return f"st[c + {field}]" if field else "st[c]"
 
 
-def _fits(core: CoordinatorCore, g: int, typed: bool, lazy: bool = False) -> str:
+def _fits(
+    core: CoordinatorCore, g: int, typed: bool, lazy: bool = False, net: bool = False
+) -> str:
     """The condition (source) that the rollback of ``r{g}`` positions of group ``g`` (what
     the latest step left speculative: ``j{g}``) and a step of ``q{g}`` after it only change
     its slack (``s{g}``), by ``q{g} − r{g}``: the step ends past the rolled-back end
@@ -727,17 +729,20 @@ def _fits(core: CoordinatorCore, g: int, typed: bool, lazy: bool = False) -> str
     q{g}``. `_crossing` plans every other (this case too). With ``typed``, the ``r{g}`` are
     the typed layer's (ints, none negative: read from quantities). ``c`` is the request's
     cold offset. With ``lazy``, ``j{g}`` is read only where ``r{g}`` is not 0 (a step without
-    rollback needs no speculative tail)."""
+    rollback needs no speculative tail). With ``net``, ``n{g}`` is ``q{g} − r{g}`` where that
+    is positive, else past any slack (``never + 1``): its one test replaces two."""
     p, size = core._pool[g], core._block_size[g]
     kind = core._managers[g].kind
     rows = f"{_at(_cold(ANCHOR, g))} - s{g} - r{g}"  # after the rollback
     slots = f"({rows} + q{g} + {p - 1}) // {p}" if p > 1 else f"{rows} + q{g}"
+    step = f"n{g}" if net else f"q{g} - r{g}"
     if kind == "state":
         keep = "1"
     elif kind == "cross_attention":
         keep = str(core._managers[g].table_length(0))
     elif p == 1:  # the small counts summed first: one sum past 256 made, not four
-        keep = f"({_at(_cold(ANCHOR, g))} + ({size - 1} + q{g} - s{g} - r{g})) // {size}"
+        small = f"{size - 1} + n{g} - s{g}" if net else f"{size - 1} + q{g} - s{g} - r{g}"
+        keep = f"({_at(_cold(ANCHOR, g))} + ({small})) // {size}"
     else:
         keep = f"({slots} + {size - 1}) // {size}"
     entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
@@ -747,14 +752,12 @@ def _fits(core: CoordinatorCore, g: int, typed: bool, lazy: bool = False) -> str
         entries = _at(_cold(LENGTH, g))
     # The typed layer's counts are read from quantities: ints, never negative.
     integer = "" if typed else f"type(r{g}) is int and 0 <= "
-    fits = (
-        f"{integer}r{g} <= j{g} and 0 < q{g} - r{g} <= s{g} and "
-        f"(not r{g} or {keep} >= {entries})"
-    )
+    within = f"{step} <= s{g}" if net else f"0 < {step} <= s{g}"
+    fits = f"{integer}r{g} <= j{g} and {within} and (not r{g} or {keep} >= {entries})"
     if lazy:
         integer = "" if typed else f"type(r{g}) is int and 0 <= r{g} and "
         fits = (
-            f"{integer}0 < q{g} - r{g} <= s{g} and (not r{g} or "
+            f"{integer}{within} and (not r{g} or "
             f"r{g} <= specs.get(o, nospec)[{g}] and {keep} >= {entries})"
         )
     if core._in_flight[g] < size or not core._has_rows[g]:
@@ -1034,11 +1037,23 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
             f"        ops.append((setitem, sb{g}, x{g}, t{g}))",
         ]
     if flat:
-        out.append("push(o); " + "; ".join(f"push{g}(v{g})" for g in range(n)))
+        out.append("push(o); " + _row(n, [f"v{g}" for g in range(n)]))
     else:
         values = ", ".join(f"v{g}, q{g}" for g in range(n))
         out.append(f"ops.append((setitem, hot, slice(o, o + {n * HOT}), [{values}]))")
     return [indent + line for line in out]
+
+
+def _row(n: int, slacks: list[str]) -> str:
+    """The source that adds a request's hot fields (``slacks`` and the steps ``q{g}``) to a
+    batch's ``hots`` (``row``), in the table's order; of one group, its slack alone (stored
+    field by field: two C passes cost less than one of slices, `_respec_all`)."""
+    if n == 1:
+        return f"row({slacks[0]})"
+    fields = [""] * (n * HOT)
+    for g in range(n):
+        fields[g * HOT + SLACK], fields[g * HOT + STEP] = slacks[g], f"q{g}"
+    return f"row(({', '.join(fields)}))"
 
 
 def _pooled(core: CoordinatorCore, indent: str) -> list[str]:
@@ -1211,8 +1226,6 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     )
     checked = f"return general_respec_all(me, request_ids, num_new, lookahead, {raw}, [], [])"
     item = f"(request_id, o, ({rs}))" if units else "(request_id, o, rejected_i)"
-    sls = ", ".join(f"sl{g}" for g in range(n))
-    pushes = ", ".join(f"sl{g}.append" for g in range(n))
     lines = [
         f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected"
         + (", units, checked" if units else "")
@@ -1234,10 +1247,9 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "            if len(rejected) != len(request_ids):",
         f"                {back}",
         f"            spec = {spec}",
+        *(["            seen = {}; seen_get = seen.get"] if units else []),
         "            offs, xs, cx, ops = [], [], [], []",
-        f"            {sls}{comma} = " + ", ".join("[]" for _ in range(n)) + comma,
-        f"            push, {', '.join(f'push{g}' for g in range(n))}{comma} = offs.append, "
-        f"{pushes}",
+        "            hots = []; push, row = offs.append, hots.append",
         f"            {fresh}",
         f"            {zero_gb}",
         f"            {ends}",
@@ -1247,18 +1259,33 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                    " + (refuse if units else "raise unknown(request_id)"),
     ]
     if units:
+        # A scheduler passes few distinct tuples (one per count it rolls back): each is read
+        # once a call, by identity (the list holds it: no id is reused during the call), into
+        # its counts ``r{g}`` and their net step ``n{g} = q{g} − r{g}`` (`_fits`; past any slack
+        # where the step ends at or before the rolled-back end: it never fits).
+        nets = ", ".join(f"n{g}" for g in range(n))
         lines += [
-            "                if type(rejected_i) is not tuple:",
-            f"                    {refuse}",
+            "                e = seen_get(id(rejected_i))",
+            "                if e is None:",
+            "                    if type(rejected_i) is not tuple:",
+            f"                        {refuse}",
             # (a tuple's unpacking checks its length, and runs no code of the caller's)
-            "                try:",
-            f"                    {rs} = rejected_i",
-            "                except ValueError:",
-            f"                    {refuse}",
-            "                if " + " or ".join(f"type(r{g}) is not U{g}" for g in range(n)) + ":",
-            f"                    {refuse}",
-            f"                {rs.rstrip(',')} = "
+            "                    try:",
+            f"                        {rs} = rejected_i",
+            "                    except ValueError:",
+            f"                        {refuse}",
+            "                    if "
+            + " or ".join(f"type(r{g}) is not U{g}" for g in range(n))
+            + ":",
+            f"                        {refuse}",
+            f"                    {rs.rstrip(',')} = "
             + ", ".join(f"r{g}._value" for g in range(n)),
+            "                    e = seen[id(rejected_i)] = ("
+            + ", ".join(f"r{g}" for g in range(n))
+            + ", "
+            + ", ".join(f"q{g} - r{g} if q{g} > r{g} else never + 1" for g in range(n))
+            + ")",
+            f"                {rs.rstrip(',')}, {nets} = e",
         ]
     if not typed:
         lines += [
@@ -1277,12 +1304,12 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     for g in range(n):
         lines += [
             f"{indent}s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
-            f"{indent}if {_fits(core, g, typed, lazy=n == 1)}:",
+            f"{indent}if {_fits(core, g, typed, lazy=n == 1, net=units)}:",
         ]
         indent += "    "
     lines.append(
         f"{indent}push(o); "
-        + "; ".join(f"push{g}(s{g} + r{g} - q{g})" for g in range(n))
+        + _row(n, [f"s{g} - n{g}" if units else f"s{g} + r{g} - q{g}" for g in range(n)])
         + "; continue"
     )
     if n > 1:
@@ -1325,19 +1352,25 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                {checked}",
         "            ops.append((specs.update, zip(offs, repeat(spec))))",
     ]
-    for g in range(n):
-        h = g * HOT
-        at = "offs" if h + SLACK == 0 else f"map(add, offs, repeat({h + SLACK}))"
+    # Each request's hot fields in one slice (one store, not one per field), or of one group
+    # field by field (a slice's object costs more than a second pass).
+    if n == 1:
+        slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
         lines += [
-            f"            ops.append((commit, map(setitem, repeat(hot), {at}, sl{g})))",
+            f"            ops.append((commit, map(setitem, repeat(hot), {slack}, hots)))",
             "            ops.append((commit, map(setitem, repeat(hot), "
-            f"map(add, offs, repeat({h + STEP})), repeat(q{g}))))",
+            f"map(add, offs, repeat({STEP})), repeat(q0))))",
         ]
+    else:
+        lines.append(
+            "            ops.append((commit, map(setitem, repeat(hot), "
+            f"map(slice, offs, map(add, offs, repeat({n * HOT}))), hots)))"
+        )
     # The requests only stored (not planned in locals), with their slack after the rollback.
+    slacks = ["v + q0"] if n == 1 else [f"v[{g * HOT + SLACK}] + q{g}" for g in range(n)]
     fast = (
-        f"[(o, [{', '.join(f'a{g} + q{g}' for g in range(n))}]) for o, "
-        f"{', '.join(f'a{g}' for g in range(n))} in zip(offs[:within], "
-        f"{', '.join(f'sl{g}[:within]' for g in range(n))}) if o not in crossed]"
+        f"[(o, [{', '.join(slacks)}]) for o, v in "
+        "zip(offs[:within], hots[:within]) if o not in crossed]"
     )
     # The core's plan shares the locals' lists of taken and evicted blocks; its pools'
     # fresh and head counters, its garbage and its slabs' ends are synced with the locals

@@ -247,12 +247,17 @@ def _typed_drafts(
     rejected: list[list[int]],
 ) -> None:
     """A drafting batch through the typed layer: plain counts per group (``q`` in all, ``k``
-    drafts, each request's ``rejected``) given in the groups' units."""
+    drafts, each request's ``rejected``) given in the groups' units; requests with the same
+    rejected counts share one tuple, as a scheduler's do (the core reads each tuple once)."""
+    shared: dict[tuple[int, ...], tuple[Any, ...]] = {}
     stepper.advance_speculative_all(
         ids,
         *(u(x - y) for u, x, y in zip(units, q, k, strict=True)),
         lookahead=tuple(u(y) for u, y in zip(units, k, strict=True)),
-        rejected=[tuple(u(x) for u, x in zip(units, r, strict=True)) for r in rejected],
+        rejected=[
+            shared.setdefault(tuple(r), tuple(u(x) for u, x in zip(units, r, strict=True)))
+            for r in rejected
+        ],
     )
 
 
@@ -882,6 +887,7 @@ def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
     before = _state(coord)
     cases: list[tuple[Any, Any, type[Exception], str]] = [
         (["r", "s"], [none, (Tokens(0), Tokens(0))], UnitTypeError, "rejected[0]"),
+        (["r", "s", "r"], [none, none, none], RequestError, "twice"),  # one tuple, read once
         (["r", "s"], [none, (EncoderTokens(0),)], UnitTypeError, "takes 2 counts"),
         (["r", "x"], [none, none], RequestError, "'x'"),
         (["r", "r"], [none, none], RequestError, "twice"),
