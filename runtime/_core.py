@@ -262,6 +262,7 @@ class CoordinatorCore:
         "_align",
         "_axis",
         "_block_size",
+        "_caps_by_lengths",
         "_has_rows",
         "_in_flight",
         "_keeps",
@@ -340,6 +341,9 @@ class CoordinatorCore:
         self.extras: dict[int, RequestExtras | RestingExtras] = {}
         # The requests' `RequestExtras.stream_of`, one tuple per shape (a few per layout).
         self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+        # The lean admission's caps per lengths (`kvunits.runtime._fast`): a few per service,
+        # emptied with the last request, as everything else a request leaves.
+        self._caps_by_lengths: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.specs: dict[int, tuple[int, ...]] = {}
         self.guard = Guard()
         self._make_fast = make_fast
@@ -2069,6 +2073,7 @@ class CoordinatorCore:
         if last:  # emptied so: a dict keeps its size after pops, not after clear
             ops.append((self.extras.clear,))
             ops.append((self.specs.clear,))
+            ops.append((self._caps_by_lengths.clear,))
             for plan in pools.values():  # an idle pool as built (`PoolPlan.emit`)
                 plan.last = True
             return caps, unshared
@@ -2358,6 +2363,7 @@ class CoordinatorCore:
                 "specs",
                 "_one_pool",
                 "_shapes",
+                "_caps_by_lengths",
             )
         }
         copied = copy.deepcopy(state, memo)

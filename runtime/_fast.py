@@ -484,7 +484,7 @@ def _admit(core: CoordinatorCore) -> list[str]:
         "    reserved, ledger_shared, caps_of = ledger.reserved, ledger.shared, ledger.caps_of",
         "    limits, usable, default = ledger._limit, ledger._usable, core._limit",
         f"    blank_hot, blank_st = [0] * {hw}, array(typecode, bytes({cw}) * st.itemsize)",
-        "    caps_known = {}  # lengths -> caps, checked (`AdmissionLedger.caps`): a few",
+        "    caps_known = core._caps_by_lengths  # lengths -> caps (`AdmissionLedger.caps`)",
         "",
         "    def admit(request_id, lengths):",
         "        me = []",
@@ -639,7 +639,7 @@ def _free(core: CoordinatorCore) -> list[str]:
             f"                    {no}",
         ]
     lines += [
-        "                ops = emptied + [(arrival.clear,), (priority.clear,)"
+        "                ops = emptied + [(arrival.clear,), (priority.clear,), (caps_known.clear,)"
         + "".join(f", (setitem, reserved, {g}, {r})" for g, r in given)
         + "]",
         "                commit(ops_of(ops)); del owner[0]; return True  # the commit",

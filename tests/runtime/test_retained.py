@@ -248,6 +248,7 @@ def test_after_the_last_free_the_runtime_holds_what_it_held_when_built(shared: b
         tracemalloc.stop()
     assert ran_out  # every id was handed out before the frees
     assert all((p._fresh, len(p._queue), p._head, len(p._iota)) == (1, 0, 0, 0) for p in pools)
+    assert not coord._core._caps_by_lengths  # the lean admission's caps per lengths, emptied too
     assert left <= _LEFT_BOUND, left
 
 
