@@ -26,7 +26,14 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from kvunits.contracts import EncoderTokens, PooledBlocks, Tokens
+from kvunits.contracts import (
+    Elements,
+    EncoderTokens,
+    FullAttentionLayer,
+    KVHeads,
+    PooledBlocks,
+    Tokens,
+)
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 
@@ -37,6 +44,7 @@ from .test_fast_step import (
     _state,
     contents_in_turn,
     general,
+    in_turn,
     prefix_parts,
 )
 from .test_stateful import layers
@@ -263,7 +271,7 @@ def _engine_step(t: Twins) -> None:
             + ("advance_all",) * 3
             + ("respec_all",) * 4
             + ("content_all",) * 4
-            + ("advance", "speculative", "rollback", "respec", "content")
+            + ("advance", "allocate", "speculative", "rollback", "respec", "content")
         ),
         label="op",
     )
@@ -384,6 +392,16 @@ def _engine_step(t: Twins) -> None:
             rid,
             q,
         )
+    elif op == "allocate":  # a step with its slot mappings
+        q = t.counts("positions")
+
+        def mapped() -> Any:
+            if plain_entry:
+                return core.allocate_step(rid, q)
+            out = step.allocate(rid, *t.typed(q))
+            return [out[t.order.index(g)] for g in range(n)]  # in group order
+
+        t.single("step", mapped, rid, q)
     elif op == "speculative":
         q = t.counts("positions")
         k = [
@@ -457,3 +475,39 @@ def test_longer_schedules_of_engine_step_batches_do_what_each_request_in_turn_do
     data: st.DataObject,
 ) -> None:
     _run(data, steps=80)
+
+
+def test_a_drafting_batch_keeps_its_block_where_rollback_then_step_evicts_a_cached_one() -> None:
+    # Why the drafting batch's reference is `advance_speculative` of each request in turn, not
+    # its rollback then its step as two calls: a fused rollback and step keeps the block the
+    # step takes again (vLLM keeps ``req_to_blocks``), while two calls give it back and take
+    # the queue's head, here a cached block, evicted from the prefix cache. Blocks of 2
+    # tokens, 3 in the pool: "a" caches all three and ends; "b" drafts 3 of 4 tokens (blocks
+    # 3 and 2, evicted from the cache), then 3 rejected and 2 tokens more.
+    def build() -> KVCacheCoordinator:
+        c = coordinator(
+            {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+            block_size=2,
+            num_blocks=4,
+            max_len=6,
+            max_in_flight=6,
+            reserve=False,
+        )
+        c._core.admit_with_prefix("a", [None], prefix_parts(c, list(range(6))))
+        c._core.advance_step("a", [6])
+        c.free("a")
+        c._core.admit("b")
+        c._core.allocate_speculative("b", [4], [3])
+        return c
+
+    one, two = build(), build()
+    pool = one._core.pools[0]
+    assert one.block_table("b", one.group("t", Tokens)) == [3, 2] and set(pool._cached) == {1}
+    step: Any = one.stepper(one.group("t", Tokens))
+    step.advance_speculative_all(["b"], Tokens(2), lookahead=(Tokens(0),), rejected=[(Tokens(3),)])
+    assert one.block_table("b", one.group("t", Tokens)) == [3, 2] and set(pool._cached) == {1}
+    twin, failed = drafts_in_turn(copy.deepcopy(two), [("b", [2], [0], [3])])
+    assert failed is None and _state(twin) == _state(one)
+    two, failed = in_turn(two, [("b", [2], [0], [3])])
+    assert failed is None and two.block_table("b", two.group("t", Tokens)) == [3, 1]
+    assert not two._core.pools[0]._cached  # block 1 taken: evicted from the prefix cache
