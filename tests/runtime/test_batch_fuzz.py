@@ -129,13 +129,15 @@ class Twins:
 
     def counts(self, label: str, most: int = 2) -> list[int]:
         """Per group, the positions of a step (kernel unit; multiples of P where counted in
-        pooled blocks): mostly one slot or none, else up to ``most`` blocks' worth."""
+        pooled blocks): mostly one slot, four (a token and three drafts) or none, else up to
+        ``4 * most + 1`` of the argument's unit."""
         out = []
         for g in range(self.n):
             s = self.scale[g]
             one_slot = self.p[g] // s
             units = self.data.draw(
-                st.sampled_from((one_slot, one_slot, one_slot, 0)) | st.integers(0, most * 4 + 1),
+                st.sampled_from((one_slot, one_slot, 4 * one_slot, 0))
+                | st.integers(0, most * 4 + 1),
                 label=label,
             )
             out.append(units * s)
@@ -461,15 +463,15 @@ def _engine_step(t: Twins) -> None:
         t.check(mine, theirs, before, (op, rid, q, contents))
 
 
-@settings(max_examples=examples(120), deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_engine_step_batches_do_what_each_request_in_turn_does(data: st.DataObject) -> None:
     _run(data)
 
 
-# Slow (500 layouts, schedules of up to 80 engine steps: a few minutes): CI's main job.
+# Slow (300 layouts, schedules of up to 80 engine steps: about a minute): CI's main job.
 @pytest.mark.slow
-@settings(max_examples=examples(500), deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_longer_schedules_of_engine_step_batches_do_what_each_request_in_turn_does(
     data: st.DataObject,
