@@ -447,8 +447,13 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
                 mine = _outcome(general, three._core, op, ids, q, k, rejected_of)
             assert mine == got[0], (op, ids)
             assert _state(three) == _state(one), (op, ids)
+            # Two calls give a kept block back and take the queue's head: where that is a
+            # cached free block they evict it and the one call does not (vLLM's rule, pinned
+            # by tests/runtime/test_batch_fuzz.py): the held blocks compare only without one.
+            evictable = any(p._cached_free for p in unique_pools(two))
             two, failed = in_turn(two, each)
-            assert _held(two) == _held(one), (op, ids)
+            if not evictable:
+                assert _held(two) == _held(one), (op, ids)
             if op == "respec":
                 got = [_failed(got[0]), _failed(failed)]
             else:
