@@ -30,6 +30,7 @@ from kvunits.contracts import (
     manager_view,
 )
 from kvunits.contracts._groups import GroupLimits
+from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import NULL_BLOCK, AdmissionPolicy, GroupHandle, KVCacheCoordinator, Stepper
 from kvunits.runtime.block_pool import BlockPool, PoolPlan
 from kvunits.runtime.block_pool import holders as filed_blocks
@@ -59,6 +60,34 @@ def group_of(
     if manager.slot_unit is PooledBlocks:
         return typed(manager.expect(PooledBlocks))
     return typed(manager.expect(Tokens))
+
+
+def drawn_blocks(
+    draw: Callable[..., Any],
+    specs: Mapping[str, LayerSpec],
+    counts: Callable[[int], Any],
+    *,
+    block_size: int,
+    max_len: int,
+    max_in_flight: int,
+) -> dict[str, int]:
+    """Per group of ``specs`` (built by `group_of` with these limits), its pool's blocks: the
+    null block and a count drawn (``draw``: hypothesis' ``data.draw``) from ``counts(cap)``,
+    ``cap`` being the group's admission cap (at its fixed slots for a cross or state group),
+    so that a test sizes its pools in requests' worth."""
+    blocks = {}
+    for name, layer in specs.items():
+        group = group_of(
+            name, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight
+        )
+        fixed = manager_ints(group.manager).fixed_slots
+        cap = admission_cap(
+            group.manager,
+            max_in_flight if fixed is None else fixed,
+            max_len if fixed is None else fixed,
+        )
+        blocks[name] = 1 + draw(counts(cap), label=f"blocks {name}")
+    return blocks
 
 
 def coordinator(

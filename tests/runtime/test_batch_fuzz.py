@@ -34,11 +34,10 @@ from kvunits.contracts import (
     PooledBlocks,
     Tokens,
 )
-from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 
 from ..examples import examples
-from .support import check_pools, coordinator, group_of
+from .support import check_pools, coordinator, drawn_blocks
 from .test_fast_step import (
     _outcome,
     _state,
@@ -217,19 +216,15 @@ def _run(data: st.DataObject, steps: int = 30) -> None:
     max_len = data.draw(st.integers(8, 96), label="max_len")
     max_in_flight = data.draw(st.integers(2, 12), label="max_in_flight")
     reserve = data.draw(st.integers(0, 3), label="reserve") == 0
-    blocks = {}
-    for name, layer in specs.items():
-        group = group_of(
-            name, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight
-        )
-        fixed = manager_ints(group.manager).fixed_slots
-        cap = admission_cap(
-            group.manager,
-            max_in_flight if fixed is None else fixed,
-            max_len if fixed is None else fixed,
-        )
-        # From a single request's worth (blocks run out, cached ones are taken) to a few.
-        blocks[name] = 1 + data.draw(st.integers(cap // 2, 4 * cap), label=f"blocks {name}")
+    # From half a request's worth (blocks run out, cached ones are taken) to a few.
+    blocks = drawn_blocks(
+        data.draw,
+        specs,
+        lambda cap: st.integers(cap // 2, 4 * cap),
+        block_size=block_size,
+        max_len=max_len,
+        max_in_flight=max_in_flight,
+    )
 
     def build() -> KVCacheCoordinator:
         return coordinator(

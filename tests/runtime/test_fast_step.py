@@ -48,7 +48,6 @@ from kvunits.contracts.errors import (
     RequestError,
     UnitTypeError,
 )
-from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore, RestingExtras
 from kvunits.runtime._table import CAPACITY
@@ -58,7 +57,7 @@ from .support import (
     Injected,
     check_pools,
     coordinator,
-    group_of,
+    drawn_blocks,
     snapshot,
     unique_pools,
 )
@@ -287,18 +286,14 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
     max_len = data.draw(st.integers(1, 60), label="max_len")
     max_in_flight = data.draw(st.integers(1, 6), label="max_in_flight")
     # Small pools and no reservation: steps run short too.
-    blocks = {}
-    for name, layer in specs.items():
-        group = group_of(
-            name, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight
-        )
-        fixed = manager_ints(group.manager).fixed_slots
-        cap = admission_cap(
-            group.manager,
-            max_in_flight if fixed is None else fixed,
-            max_len if fixed is None else fixed,
-        )
-        blocks[name] = 1 + data.draw(st.integers(0, 2 * cap), label=f"blocks {name}")
+    blocks = drawn_blocks(
+        data.draw,
+        specs,
+        lambda cap: st.integers(0, 2 * cap),
+        block_size=block_size,
+        max_len=max_len,
+        max_in_flight=max_in_flight,
+    )
 
     def build() -> KVCacheCoordinator:
         return coordinator(

@@ -28,11 +28,10 @@ from kvunits.contracts import (
     PooledBlocks,
     Tokens,
 )
-from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import AdmissionPolicy, KVCacheCoordinator
 
 from ..examples import examples
-from .support import check_pools, coordinator, group_of, unique_pools
+from .support import check_pools, coordinator, drawn_blocks, unique_pools
 from .test_fast_step import _voxtral_toy
 from .test_interrupts import Interrupt
 from .test_stateful import layers
@@ -110,18 +109,14 @@ def test_lean_admissions_and_ends_do_what_the_general_path_does(data: st.DataObj
     }
     max_len = data.draw(st.integers(1, 40), label="max_len")
     max_in_flight = data.draw(st.integers(1, 40), label="max_in_flight")
-    blocks = {}
-    for name, layer in specs.items():
-        group = group_of(
-            name, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight
-        )
-        fixed = manager_ints(group.manager).fixed_slots
-        cap = admission_cap(
-            group.manager,
-            max_in_flight if fixed is None else fixed,
-            max_len if fixed is None else fixed,
-        )
-        blocks[name] = 1 + data.draw(st.integers(0, 4 * cap), label=f"blocks {name}")
+    blocks = drawn_blocks(
+        data.draw,
+        specs,
+        lambda cap: st.integers(0, 4 * cap),
+        block_size=block_size,
+        max_len=max_len,
+        max_in_flight=max_in_flight,
+    )
     policy = AdmissionPolicy(
         kind=data.draw(st.sampled_from(("reserve", "on_demand", "declared")), label="kind"),
         scheduling_policy=data.draw(st.sampled_from(("fcfs", "priority")), label="order"),

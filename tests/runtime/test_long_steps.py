@@ -34,13 +34,12 @@ from kvunits.contracts import (
     Tokens,
     Window,
 )
-from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import KVCacheCoordinator, _table
 from kvunits.runtime._table import CAPACITY, START
 from kvunits.runtime.block_pool import BlockPool, id_run
 
 from ..examples import examples
-from .support import check_pools, coordinator, group_of
+from .support import check_pools, coordinator, drawn_blocks
 from .test_fast_step import _outcome, _state, fast, general, prefix_parts
 from .test_interrupts import Interrupt
 from .test_stateful import layers
@@ -91,15 +90,15 @@ def test_long_steps_do_what_the_general_path_does(data: st.DataObject) -> None:
     }
     max_len = data.draw(st.integers(20, 200), label="max_len")
     max_in_flight = data.draw(st.integers(8, 80), label="max_in_flight")
-    blocks = {}
-    for name, layer in specs.items():
-        group = group_of(
-            name, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight
-        )
-        cap = admission_cap(group.manager, max_in_flight, max_len)
-        assert manager_ints(group.manager).fixed_slots is None
-        # Pools for two to four requests at their caps, sometimes fewer: steps run short too.
-        blocks[name] = 1 + data.draw(st.integers(cap, 4 * cap), label=f"blocks {name}")
+    # Pools for two to four requests at their caps, sometimes fewer: steps run short too.
+    blocks = drawn_blocks(
+        data.draw,
+        specs,
+        lambda cap: st.integers(cap, 4 * cap),
+        block_size=block_size,
+        max_len=max_len,
+        max_in_flight=max_in_flight,
+    )
 
     def build() -> KVCacheCoordinator:
         return coordinator(

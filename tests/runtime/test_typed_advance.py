@@ -26,10 +26,9 @@ from kvunits.contracts import (
     Tokens,
 )
 from kvunits.contracts.errors import ConcurrentUseError, RequestError, UnitTypeError
-from kvunits.contracts.internal import admission_cap
 
 from ..examples import examples
-from .support import check_pools, coordinator, group_of
+from .support import check_pools, coordinator, drawn_blocks
 from .test_fast_step import _outcome, _state, general
 from .test_stateful import layers
 
@@ -49,13 +48,14 @@ def test_the_typed_advance_does_what_the_general_path_does(data: st.DataObject) 
     }
     max_len = data.draw(st.integers(1, 60), label="max_len")
     max_in_flight = data.draw(st.integers(1, 8), label="max_in_flight")
-    blocks = {}
-    for name, layer in specs.items():
-        group = group_of(
-            name, layer, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight
-        )
-        cap = admission_cap(group.manager, max_in_flight, max_len)
-        blocks[name] = 1 + data.draw(st.integers(0, 2 * cap), label=f"blocks {name}")
+    blocks = drawn_blocks(
+        data.draw,
+        specs,
+        lambda cap: st.integers(0, 2 * cap),
+        block_size=block_size,
+        max_len=max_len,
+        max_in_flight=max_in_flight,
+    )
 
     def build() -> Any:
         return coordinator(
