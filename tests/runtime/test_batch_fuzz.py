@@ -46,7 +46,7 @@ from .test_fast_step import (
     in_turn,
     prefix_parts,
 )
-from .test_stateful import layers
+from .test_stateful import drawn_layout
 
 KINDS = ("full", "full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "cross", "state")
 CACHEABLE = ("full_attention", "sliding_window", "chunked_local")
@@ -204,15 +204,7 @@ class Twins:
 
 
 def _run(data: st.DataObject, steps: int = 30) -> None:
-    count = data.draw(st.integers(1, 4), label="groups")
-    block_size = data.draw(st.integers(1, 4), label="block_size")
-    shared = data.draw(st.booleans(), label="one pool")
-    specs = {
-        f"g{i}": data.draw(
-            layers(data.draw(st.sampled_from(KINDS)), block_size, shared), label=f"g{i}"
-        )
-        for i in range(count)
-    }
+    block_size, shared, specs = drawn_layout(data.draw, KINDS, 4)
     max_len = data.draw(st.integers(8, 96), label="max_len")
     max_in_flight = data.draw(st.integers(2, 12), label="max_in_flight")
     reserve = data.draw(st.integers(0, 3), label="reserve") == 0

@@ -61,7 +61,7 @@ from .support import (
     snapshot,
     unique_pools,
 )
-from .test_stateful import layers
+from .test_stateful import drawn_layout, layers
 
 
 def _state(coord: KVCacheCoordinator) -> tuple[Any, ...]:
@@ -273,16 +273,9 @@ def _outcome(call: Any, *args: Any) -> Any:
 @settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -> None:
-    count = data.draw(st.integers(1, 4), label="groups")
     kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "cross", "state")
-    block_size = data.draw(st.integers(1, 4), label="block_size")
-    shared = data.draw(st.booleans(), label="one pool")
-    specs = {
-        f"g{i}": data.draw(
-            layers(data.draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}"
-        )
-        for i in range(count)
-    }
+    block_size, shared, specs = drawn_layout(data.draw, kinds, 4)
+    count = len(specs)
     max_len = data.draw(st.integers(1, 60), label="max_len")
     max_in_flight = data.draw(st.integers(1, 6), label="max_in_flight")
     # Small pools and no reservation: steps run short too.

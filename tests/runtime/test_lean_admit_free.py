@@ -34,7 +34,7 @@ from ..examples import examples
 from .support import check_pools, coordinator, drawn_blocks, unique_pools
 from .test_fast_step import _voxtral_toy
 from .test_interrupts import Interrupt
-from .test_stateful import layers
+from .test_stateful import drawn_layout
 
 
 def _raw(coord: KVCacheCoordinator) -> tuple[Any, ...]:
@@ -97,16 +97,9 @@ def _general_free(coord: KVCacheCoordinator, request_id: str) -> None:
 @settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_lean_admissions_and_ends_do_what_the_general_path_does(data: st.DataObject) -> None:
-    count = data.draw(st.integers(1, 4), label="groups")
     kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "cross", "state")
-    block_size = data.draw(st.integers(1, 4), label="block_size")
-    shared = data.draw(st.booleans(), label="one pool")
-    specs = {
-        f"g{i}": data.draw(
-            layers(data.draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}"
-        )
-        for i in range(count)
-    }
+    block_size, shared, specs = drawn_layout(data.draw, kinds, 4)
+    count = len(specs)
     max_len = data.draw(st.integers(1, 40), label="max_len")
     max_in_flight = data.draw(st.integers(1, 40), label="max_in_flight")
     blocks = drawn_blocks(

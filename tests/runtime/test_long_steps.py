@@ -42,7 +42,7 @@ from ..examples import examples
 from .support import check_pools, coordinator, drawn_blocks
 from .test_fast_step import _outcome, _state, fast, general, prefix_parts
 from .test_interrupts import Interrupt
-from .test_stateful import layers
+from .test_stateful import drawn_layout
 
 
 def _garbage_counted(coord: KVCacheCoordinator) -> None:
@@ -78,16 +78,9 @@ def _recording(ran: list[str]) -> Any:
 @settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_long_steps_do_what_the_general_path_does(data: st.DataObject) -> None:
-    count = data.draw(st.integers(1, 3), label="groups")
     kinds = ("full", "full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
-    block_size = data.draw(st.integers(1, 4), label="block_size")
-    shared = data.draw(st.booleans(), label="one pool")
-    specs = {
-        f"g{i}": data.draw(
-            layers(data.draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}"
-        )
-        for i in range(count)
-    }
+    block_size, shared, specs = drawn_layout(data.draw, kinds, 3)
+    count = len(specs)
     max_len = data.draw(st.integers(20, 200), label="max_len")
     max_in_flight = data.draw(st.integers(8, 80), label="max_in_flight")
     # Pools for two to four requests at their caps, sometimes fewer: steps run short too.

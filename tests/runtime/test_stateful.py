@@ -31,6 +31,7 @@ exact (a shared block reserved once where requests keep it).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,6 +152,23 @@ def layers(draw: st.DrawFn, kind: str, block_size: int, same_page: bool = False)
             head_size=head(pool),
         )
     return StateLayer(state_size=Bytes(block_size * 96 if same_page else 1024))
+
+
+def drawn_layout(
+    draw: Callable[..., Any], kinds: Sequence[str], most_groups: int
+) -> tuple[int, bool, dict[str, LayerSpec]]:
+    """A layout as the runtime's property tests draw it (``draw``: hypothesis' ``data.draw``):
+    1 to ``most_groups`` one-layer groups named g0, g1, ... of ``kinds`` (`layers`), their block
+    size and whether they share one pool (every layer then of one page size). Returns the
+    block size, that, and the layers."""
+    count = draw(st.integers(1, most_groups), label="groups")
+    block_size = draw(st.integers(1, 4), label="block_size")
+    shared = draw(st.booleans(), label="one pool")
+    specs = {
+        f"g{i}": draw(layers(draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}")
+        for i in range(count)
+    }
+    return block_size, shared, specs
 
 
 def spec_pool(handle: GroupHandle[Any]) -> int:

@@ -30,22 +30,15 @@ from kvunits.contracts.errors import ConcurrentUseError, RequestError, UnitTypeE
 from ..examples import examples
 from .support import check_pools, coordinator, drawn_blocks
 from .test_fast_step import _outcome, _state, general
-from .test_stateful import layers
+from .test_stateful import drawn_layout
 
 
 @settings(max_examples=examples(120), deadline=None)
 @given(data=st.data())
 def test_the_typed_advance_does_what_the_general_path_does(data: st.DataObject) -> None:
-    count = data.draw(st.integers(1, 3), label="groups")
     kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
-    block_size = data.draw(st.integers(1, 4), label="block_size")
-    shared = data.draw(st.booleans(), label="one pool")
-    specs = {
-        f"g{i}": data.draw(
-            layers(data.draw(st.sampled_from(kinds)), block_size, shared), label=f"g{i}"
-        )
-        for i in range(count)
-    }
+    block_size, shared, specs = drawn_layout(data.draw, kinds, 3)
+    count = len(specs)
     max_len = data.draw(st.integers(1, 60), label="max_len")
     max_in_flight = data.draw(st.integers(1, 8), label="max_in_flight")
     blocks = drawn_blocks(
