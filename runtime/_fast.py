@@ -1939,6 +1939,7 @@ def _register_all(core: CoordinatorCore) -> list[str]:
     if (
         any(not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n))
         or len({id(c.blocks) for c in caches}) != len(caches)
+        or len({id(pool) for pool in core.pools}) != n
         or any(_unread(core, g) for g in range(n))
     ):
         return [head, "        return False", ""]
@@ -2019,6 +2020,180 @@ def _register_all(core: CoordinatorCore) -> list[str]:
             f"        ops.append((commit, map(setitem, repeat(st), c{g}, r{g})))",
         ]
     lines += ["        return True", ""]
+    return lines
+
+
+def _cross_all(core: CoordinatorCore) -> list[str]:
+    """The source of ``cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0, a0,
+    b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds`` marks
+    (2), planned in C, one pass per field, as `plan_cross` plans each, where in each group
+    every one of them is within its slack, or every one takes one block (at its table's end,
+    in place, the step's last position in it; all fresh, or all from the free queue: a
+    cached one evicted from the prefix cache where its key names it alone), or every one has
+    its window drop one block (neither shared nor taken back; a cached one stays cached,
+    free); no block to register (`register_all` registers). The keys are appended to the
+    tails. Streams in phase take and drop their blocks at the same engine steps: one pass
+    per field instead of a `plan_cross` call each. False, having added nothing, for any
+    other batch (the caller plans each request)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
+    head = f"    def cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
+    caches = [c for c in core.caches if c is not None]
+    if (
+        any(not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n))
+        or len({id(c.blocks) for c in caches}) != len(caches)
+        or len({id(pool) for pool in core.pools}) != n
+    ):
+        return [head, "        return False", ""]
+    lines = [
+        head,
+        "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
+        "        fx = list(compress(exs, kinds))",
+        "        of = fx[0].stream_of  # one shape: the batch's",
+        "        at = [of[g] for g in gs]  # each share's stream",
+        f"        cbs = list(map(mul, map(floordiv, compress(offs, kinds), repeat({hw})), "
+        f"repeat({cw})))",
+        "        regs = list(map(registered_of, fx))",
+        "        later, m = [], len(fx)",
+    ]
+    for g in range(n):
+        if core.caches[g] is None:
+            continue
+        # `_registration`: nothing to register where a stream knows no hash past those
+        # registered.
+        lines += [
+            f"        if of[{g}] >= 0 and any(map(gt, map(len, map(hashes_of, compress("
+            f"cols[at.index(of[{g}])], kinds))), map(itemgetter({g}), regs))):",
+            "            return False",
+        ]
+    for g in range(n):
+        p, size, in_flight = core._pool[g], core._block_size[g], core._in_flight[g]
+        manager = core._managers[g]
+        touched = f"q{g}" if p == 1 else f"q{g} // {p} + 2"
+        first = "rows" if p == 1 else f"list(map(floordiv, rows, repeat({p})))"
+        end = "ra" if p == 1 else f"list(map(floordiv, map(add, ra, repeat({p - 1})), repeat({p})))"
+        lines += [
+            f"        sl = list(compress(s{g}, kinds))",
+            f"        if {touched} > {in_flight}:",
+            "            return False",
+            f"        if min(sl) >= q{g}:  # within the slack",
+            f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
+            f"map(sub, sl, repeat(q{g})))))",
+            f"        elif max(sl) < q{g}:",
+            f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
+            "            A, B, E, S, T, L, C, M = [list(map(getitem, repeat(st), map(add, c, "
+            "repeat(f)))) for f in range(8)]",
+            "            rows = list(map(sub, A, sl))",
+            f"            ra = list(map(add, rows, repeat(q{g})))",
+            f"            first, end = {first}, {end}",
+            "            if not all(map(le, end, M)):",
+            "                return False",
+            f"            want = set(map(sub, map(floordiv, map(add, end, repeat({size - 1})), "
+            f"repeat({size})), map(add, S, L)))",
+            "            due = list(map(ge, first, E))",
+        ]
+        if manager.kind == "sliding_window":
+            window = manager.sliding_window_slots
+            lines += [
+                f"            if any(due) and (not all(due) or min(first) <= {window - 1}):",
+                "                return False",
+                f"            skip = list(map(max, map(floordiv, map(sub, first, repeat({window - 1})), "
+                f"repeat({size})), S)) if due[0] else S",
+                f"            E = list(map(min, map(add, map(mul, map(add, skip, repeat(1)), "
+                f"repeat({size})), repeat({window - 1})), repeat(never))) if due[0] else E",
+            ]
+        else:
+            lines += [
+                "            if any(due):",
+                "                return False",
+                "            skip = S",
+            ]
+        lines += [
+            "            dropped = set(map(sub, skip, S))",
+            f"            index = list(map(floordiv, ra, repeat({size * p})))",
+            f"            pool, slab = pools[{g}], slabs[{g}]",
+            "            if dropped == {0} and max(want) == 1 == min(want):  # one block taken",
+            "                if index != list(map(add, S, L)) or not all(map(lt, L, C)):",
+            "                    return False",
+            "                fresh = pool._fresh",
+            "                if fresh + m <= pool.num_blocks:",
+            "                    block = list(range(fresh, fresh + m))",
+            "                    later.append((setattr, pool, '_fresh', fresh + m))",
+            "                elif fresh < pool.num_blocks or pool._head + m > len(pool._queue):",
+            "                    return False",
+            "                else:",
+            "                    block = pool._queue[pool._head : pool._head + m].tolist()",
+            "                    cached = pool._cached",
+            "                    keys = list(map(cached.get, block))",
+            "                    gone = list(compress(block, keys))",
+            "                    if gone:  # evicted from the prefix cache",
+            "                        keys, maps = list(compress(keys, keys)), pool._maps",
+            "                        if len(maps) != 1:",
+            "                            return False",
+            "                        later += ((commit, map(cached.pop, gone, repeat(None))), "
+            "(commit, map(pool._cached_free.discard, gone)))",
+            "                        if len(set(keys)) == len(keys) and list(map(maps[0].get, "
+            "keys)) == gone:  # each key's one block",
+            "                            later.append((commit, map(maps[0].pop, keys, "
+            "repeat(None))))",
+            # Else each key's blocks planned as `plan_cross` plans them (its lists).
+            "                        else:",
+            "                            left = {}",
+            "                            for key, taken in zip(keys, gone):",
+            "                                held = left.get(key)",
+            "                                if held is None:",
+            "                                    held = left[key] = holders(maps[0].get(key))",
+            "                                held.remove(taken)",
+            "                            later += [(maps[0].pop, key, None) if not held else "
+            "(setitem, maps[0], key, filed(held)) for key, held in left.items()]",
+            "                    if not pool._stale.keys().isdisjoint(block):",
+            "                        return False",
+            "                    later.append((setattr, pool, '_head', pool._head + m))",
+            "                later += ((setattr, pool, '_used', pool._used + m), (commit, map(setitem, "
+            "repeat(slab), map(add, T, L), block)))",
+            "                L = list(map(add, L, repeat(1)))",
+            "            elif dropped == {1} and max(want) <= 0:  # one block dropped",
+            "                block = list(map(getitem, repeat(slab), T))",
+            "                T, L, C = [list(map(sub, x, repeat(y))) for x, y in ((T, -1), (L, 1), "
+            "(C, 1))]",
+            "                if not (pool._shared.keys().isdisjoint(block) and all(map(ge, index, "
+            "skip)) and all(map(lt, index, map(add, skip, L)))):",
+            "                    return False",
+            "                cached = pool._cached",
+            "                later += ((commit, map(pool._cached_free.add, [*compress(block, map("
+            "cached.__contains__, block))])), (pool._queue.extend, block), (setattr, pool, "
+            f"'_used', pool._used - m), (setitem, table_garbage, {g}, table_garbage[{g}] + m))",
+            "                block = list(map(getitem, repeat(slab), map(add, T, map(sub, index, "
+            "skip))))",
+            "            else:",
+            "                return False",
+            # The anchor (`plan_cross`): the end of the step's block, of the table, of the
+            # request, or the evict bound, whichever comes first, never before the positions.
+            f"            anchor = list(map(min, map(mul, map(add, index, repeat(1)), "
+            f"repeat({size})), map(mul, map(add, skip, L), repeat({size})), M, E))",
+        ]
+        if p != 1:
+            lines.append(f"            anchor = list(map(mul, anchor, repeat({p})))")
+        lines += [
+            "            anchor = list(map(max, anchor, ra))",
+            "            B = list(map(sub, block, index))",
+            f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
+            "map(sub, anchor, ra))))",
+            "            for f, x in enumerate((anchor, B, E, skip, T, L, C)):",
+            "                later.append((commit, map(setitem, repeat(st), map(add, c, repeat(f)), x)))",
+            "        else:",
+            "            return False",
+            f"        later.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
+            f"repeat(q{g}))))",
+        ]
+    lines += [
+        "        ops += later",
+        "        for tl, cut in zip(tls, gts):",
+        "            ops.append((commit, map(extend, compress(tl, kinds), compress(cut, kinds))))",
+        "        return True",
+        "",
+    ]
     return lines
 
 
@@ -2215,8 +2390,9 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                    if 2 not in kinds and fill_all(ops, kinds, offs, exs, cols, tls, gts, "
             f"gs, num_new, {fills}):",
             "                        slow = ()",
-            "                    elif 1 not in kinds and register_all(ops, kinds, offs, exs, cols, "
-            f"tls, gts, gs, num_new, {fills}):",
+            "                    elif 1 not in kinds and (register_all(ops, kinds, offs, exs, cols, "
+            f"tls, gts, gs, num_new, {fills}) or cross_all(ops, kinds, offs, exs, cols, tls, "
+            f"gts, gs, num_new, {fills})):",
             "                        slow = ()",
         ]
     # Else (or where the vector pass declines) each request is classified here.
@@ -2440,6 +2616,7 @@ def _source(core: CoordinatorCore) -> str:
     lines += _plan_fill(core)
     lines += _fill_all(core)
     lines += _register_all(core)
+    lines += _cross_all(core)
     lines += [
         # `advance_content` past some group's slack, its content filling no block:
         # `plan_cross`, then the appends, in one commit (else the core's, which decides).

@@ -799,7 +799,7 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
             sliding_window=Window(9, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
         ),
         "sliding_pooled": SlidingWindowLayer(
-            sliding_window=Window(13, EncoderTokens),
+            sliding_window=Window(11, EncoderTokens),
             pool=PoolFactor(2),
             kv_heads=KVHeads(1),
             head_size=Elements(4),
@@ -1951,14 +1951,26 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
     # Three streams in phase (admitted together, ended together after 14 steps), each
     # generating tokens of its own a step ahead of its positions (its first one with its
     # first step), in pools small enough to hand out cached blocks: the engine steps where
-    # every stream past its slack fills its blocks (`fill_all`) or registers them
-    # (`register_all`) are planned in C; the others (a block taken or a window's block
-    # evicted, both at once) by the planners per request. Each engine step is compared with
-    # the batch's general path on a copy.
-    one = _generating("audio+text")
+    # every stream past its slack fills its blocks (`fill_all`), registers them
+    # (`register_all`), takes one or has its window drop one (`cross_all`) are planned in C;
+    # the others (a move to the slab's end, ...) by the planners per request. Each engine
+    # step is compared with the batch's general path on a copy.
+    # Audio: a window of 11 encoder tokens (6 slots) in blocks of 4 slots, so that it drops
+    # a block at other steps than those taking one; text: full attention.
+    layers: dict[str, LayerSpec] = {
+        "audio": SlidingWindowLayer(
+            sliding_window=Window(11, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        ),
+        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+    }
+    one = coordinator(layers, block_size=4, num_blocks={"audio": 16, "text": 22}, max_len=24,
+                      max_in_flight=4, reserve=False)
     core = one._core
     audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
-    done: dict[str, list[bool]] = {"fill_all": [], "register_all": []}
+    done: dict[str, list[bool]] = {"fill_all": [], "register_all": [], "cross_all": []}
 
     def trace(frame: Any, event: str, arg: Any) -> Any:
         name = frame.f_code.co_name
@@ -1997,4 +2009,4 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
             checked(kind, rids, [2, 1], [(0, [t for t in tokens for _ in "ab"]), (1, tokens)])
         for rid in rids:
             one.free(rid)
-    assert True in done["fill_all"] and True in done["register_all"], done
+    assert all(True in ran for ran in done.values()), done
