@@ -2082,8 +2082,9 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             f"map(sub, sl, repeat(q{g})))))",
             f"        elif max(sl) < q{g}:",
             f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
-            "            A, B, E, S, T, L, C, M = [list(map(getitem, repeat(st), map(add, c, "
-            "repeat(f)))) for f in range(8)]",
+            # The cold fields it reads (its base is recomputed).
+            "            A, E, S, T, L, C, M = [list(map(getitem, repeat(st), map(add, c, "
+            f"repeat(f)))) for f in {tuple(f - ANCHOR for f in (ANCHOR, *range(EVICT, MAXLEN + 1)))}]",
             "            rows = list(map(sub, A, sl))",
             f"            ra = list(map(add, rows, repeat(q{g})))",
             f"            first, end = {first}, {end}",
@@ -2180,8 +2181,11 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             "            B = list(map(sub, block, index))",
             f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
             "map(sub, anchor, ra))))",
-            "            for f, x in enumerate((anchor, B, E, skip, T, L, C)):",
-            "                later.append((commit, map(setitem, repeat(st), map(add, c, repeat(f)), x)))",
+            # The fields that move: all of them where one is dropped.
+            "            moved = (anchor, B, E, skip, T, L, C)",
+            f"            for f in {(0, 1, 2, LENGTH - ANCHOR)} if dropped == {{0}} else range(7):",
+            "                later.append((commit, map(setitem, repeat(st), map(add, c, repeat(f)), "
+            "moved[f])))",
             "        else:",
             "            return False",
             f"        later.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
@@ -2381,19 +2385,18 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "compress(gt, fm))))",
         ]
         lines += _slack_stores(n, "compress({}, fm)".format)
+        # The others in C where every one of them fills (`fill_all`), or every one crosses
+        # (`cross_all`, `register_all`); else each planned below.
+        args = f"ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fills}"
         lines += [
-            "                    columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
+            f"                    if 2 not in kinds and fill_all({args}) or 1 not in kinds and "
+            f"(cross_all({args}) or register_all({args})):",
+            "                        slow = ()",
+            "                    else:",
+            "                        columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
             "(repeat(()),) * 3",
-            "                    slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
+            "                        slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
             "exs, columns[2]), kinds))",
-            # Every one past its slack within it, all filling: `fill_all`, in C.
-            "                    if 2 not in kinds and fill_all(ops, kinds, offs, exs, cols, tls, gts, "
-            f"gs, num_new, {fills}):",
-            "                        slow = ()",
-            "                    elif 1 not in kinds and (register_all(ops, kinds, offs, exs, cols, "
-            f"tls, gts, gs, num_new, {fills}) or cross_all(ops, kinds, offs, exs, cols, tls, "
-            f"gts, gs, num_new, {fills})):",
-            "                        slow = ()",
         ]
     # Else (or where the vector pass declines) each request is classified here.
     lines += [
