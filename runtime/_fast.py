@@ -1997,8 +1997,8 @@ def _register_all(core: CoordinatorCore) -> list[str]:
             "                return False",
             f"            blocks = list(map(getitem, repeat(slabs[{g}]), map(add, start, map(sub, "
             "rg, skipped))))",
-            f"            keys, cached, blocks_of = list(map(itemgetter(-1), hl)), pools[{g}]._cached, "
-            f"cache_maps[{g}]",
+            "            keys = list(map(itemgetter(-1), hl))",
+            f"            cached, blocks_of = pools[{g}]._cached, cache_maps[{g}]",
             "            if not (cached.keys().isdisjoint(blocks) and blocks_of.keys().isdisjoint("
             "keys)) or len(set(keys)) != len(keys):",
             "                return False",
@@ -2037,6 +2037,7 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
     other batch (the caller plans each request)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
+    reads = tuple(f - ANCHOR for f in (ANCHOR, *range(EVICT, MAXLEN + 1)))
     fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
     head = f"    def cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
     caches = [c for c in core.caches if c is not None]
@@ -2069,7 +2070,7 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         ]
     for g in range(n):
         p, size, in_flight = core._pool[g], core._block_size[g], core._in_flight[g]
-        manager = core._managers[g]
+        manager: Any = core._managers[g]
         touched = f"q{g}" if p == 1 else f"q{g} // {p} + 2"
         first = "rows" if p == 1 else f"list(map(floordiv, rows, repeat({p})))"
         end = "ra" if p == 1 else f"list(map(floordiv, map(add, ra, repeat({p - 1})), repeat({p})))"
@@ -2084,7 +2085,7 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
             # The cold fields it reads (its base is recomputed).
             "            A, E, S, T, L, C, M = [list(map(getitem, repeat(st), map(add, c, "
-            f"repeat(f)))) for f in {tuple(f - ANCHOR for f in (ANCHOR, *range(EVICT, MAXLEN + 1)))}]",
+            f"repeat(f)))) for f in {reads}]",
             "            rows = list(map(sub, A, sl))",
             f"            ra = list(map(add, rows, repeat(q{g})))",
             f"            first, end = {first}, {end}",
@@ -2099,8 +2100,8 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             lines += [
                 f"            if any(due) and (not all(due) or min(first) <= {window - 1}):",
                 "                return False",
-                f"            skip = list(map(max, map(floordiv, map(sub, first, repeat({window - 1})), "
-                f"repeat({size})), S)) if due[0] else S",
+                "            skip = list(map(max, map(floordiv, map(sub, first, "
+                f"repeat({window - 1})), repeat({size})), S)) if due[0] else S",
                 f"            E = list(map(min, map(add, map(mul, map(add, skip, repeat(1)), "
                 f"repeat({size})), repeat({window - 1})), repeat(never))) if due[0] else E",
             ]
@@ -2151,8 +2152,8 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             "                    if not pool._stale.keys().isdisjoint(block):",
             "                        return False",
             "                    later.append((setattr, pool, '_head', pool._head + m))",
-            "                later += ((setattr, pool, '_used', pool._used + m), (commit, map(setitem, "
-            "repeat(slab), map(add, T, L), block)))",
+            "                later += ((setattr, pool, '_used', pool._used + m), (commit, "
+            "map(setitem, repeat(slab), map(add, T, L), block)))",
             "                L = list(map(add, L, repeat(1)))",
             "            elif dropped == {1} and max(want) <= 0:  # one block dropped",
             "                block = list(map(getitem, repeat(slab), T))",
@@ -2184,8 +2185,8 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             # The fields that move: all of them where one is dropped.
             "            moved = (anchor, B, E, skip, T, L, C)",
             f"            for f in {(0, 1, 2, LENGTH - ANCHOR)} if dropped == {{0}} else range(7):",
-            "                later.append((commit, map(setitem, repeat(st), map(add, c, repeat(f)), "
-            "moved[f])))",
+            "                later.append((commit, map(setitem, repeat(st), map(add, c, "
+            "repeat(f)), moved[f])))",
             "        else:",
             "            return False",
             f"        later.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
