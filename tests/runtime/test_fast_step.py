@@ -799,7 +799,7 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
             sliding_window=Window(9, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
         ),
         "sliding_pooled": SlidingWindowLayer(
-            sliding_window=Window(11, EncoderTokens),
+            sliding_window=Window(13, EncoderTokens),
             pool=PoolFactor(2),
             kv_heads=KVHeads(1),
             head_size=Elements(4),
