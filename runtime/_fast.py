@@ -1842,6 +1842,366 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _fill_all(core: CoordinatorCore) -> list[str]:
+    """The source of ``fill_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0, a0,
+    b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds`` marks (1),
+    each within every slack and its content filling exactly one block of each of its streams,
+    planned in C, one pass per field, as `plan_fill` plans each: the streams' blocks hashed
+    (``sha256(parent + keys)``, appended to list hashes), their tails emptied, and, none of
+    the blocks of committed positions being due to register, the fields held (`_hold`: the
+    slack 0, the anchor at the positions after the step; the next step registers). Streams in
+    phase fill their blocks at the same engine step: one pass per field instead of a
+    `plan_fill` call each. False, having added nothing, for any other batch (the caller plans
+    each request)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
+    lines = [
+        f"    def fill_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):",
+        "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
+        "        fx = list(compress(exs, kinds))",
+        "        of = fx[0].stream_of  # one shape: the batch's",
+        "        at = [of[g] for g in gs]  # each share's stream",
+        "        streams, hls, news, tails = [], [], [], []",
+        "        for col, tl, cut, g in zip(cols, tls, gts, gs):",
+        "            tail = list(compress(tl, kinds))",
+        "            joined = list(map(add, tail, compress(cut, kinds)))",
+        "            if set(map(len, joined)) != {rows_per_block[g]}:",
+        "                return False",
+        "            mine = list(compress(col, kinds))",
+        "            hl = list(map(hashes_of, mine))",
+        "            if set(map(type, hl)) != {list}:",
+        "                return False",
+        "            streams.append(mine); hls.append(hl); tails.append(tail)",
+        "            news.append(list(map(digest, map(sha256, map(add, map(parent_of, mine), "
+        "map(array.tobytes, joined))))))",
+        f"        cbs = list(map(mul, map(floordiv, compress(offs, kinds), repeat({hw})), "
+        f"repeat({cw})))",
+        "        regs = list(map(registered_of, fx))",
+        "        ahead = False",
+    ]
+    for g in range(n):
+        anchor = _cold(ANCHOR, g)
+        lines += [
+            f"        c{g} = list(map(add, cbs, repeat({anchor})))",
+            f"        r{g} = list(map(add, map(sub, map(getitem, repeat(st), c{g}), "
+            f"compress(s{g}, kinds)), repeat(q{g})))",
+        ]
+        cache = core.caches[g]
+        if cache is None:
+            continue
+        # `_registration`'s rule: nothing of group g to register (its committed full blocks
+        # all registered), its new hash ahead of the positions.
+        lines += [
+            f"        if of[{g}] >= 0:",
+            f"            hl, rg = hls[at.index(of[{g}])], list(map(itemgetter({g}), regs))",
+            f"            if any(map(gt, map(floordiv, r{g}, repeat({cache.rows_per_block})), "
+            "rg)) or any(map(gt, rg, map(len, hl))):",
+            "                return False",
+            "            ahead = True",
+        ]
+    lines += [
+        "        if not ahead:",
+        "            return False",
+        "        for hl, new, mine, tail in zip(hls, news, streams, tails):",
+        "            ops.append((commit, map(list.append, hl, new)))",
+        "            ops.append((commit, map(delitem, tail, repeat(slice(None)))))",
+        "            ops.append((commit, map(setattr, mine, repeat('parent'), new)))",
+    ]
+    for g in range(n):
+        lines += [
+            f"        ops.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
+            "repeat(0))))",
+            f"        ops.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
+            f"repeat(q{g}))))",
+            f"        ops.append((commit, map(setitem, repeat(st), c{g}, r{g})))",
+        ]
+    lines += ["        return True", ""]
+    return lines
+
+
+def _register_all(core: CoordinatorCore) -> list[str]:
+    """The source of ``register_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0,
+    a0, b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds``
+    marks (2), each past every group's slack to the end of its table's last block exactly (a
+    held step: nothing taken, nothing evicted), with one block to register per group whose
+    stream knows its hash (and none ahead), planned in C, one pass per field, as `plan_cross`
+    plans each: the slack 0, the anchor at the positions after the step, the block
+    registered (`_registration`; none cached, each key new to its map and once in the batch),
+    the keys appended to the tails. Streams in phase register their blocks at the same engine
+    step: one pass per field instead of a `plan_cross` call each. False, having added
+    nothing, for any other batch (the caller plans each request)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
+    head = f"    def register_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
+    caches = [c for c in core.caches if c is not None]
+    if (
+        any(not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n))
+        or len({id(c.blocks) for c in caches}) != len(caches)
+        or len({id(pool) for pool in core.pools}) != n
+        or any(_unread(core, g) for g in range(n))
+    ):
+        return [head, "        return False", ""]
+    lines = [
+        head,
+        "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
+    ]
+    for g in range(n):
+        p, in_flight = core._pool[g], core._in_flight[g]
+        touched = f"q{g}" if p == 1 else f"q{g} // {p} + 2"
+        lines += [
+            f"        if max(compress(s{g}, kinds)) >= q{g} or {touched} > {in_flight}:",
+            "            return False",
+        ]
+    lines += [
+        "        fx = list(compress(exs, kinds))",
+        "        of = fx[0].stream_of  # one shape: the batch's",
+        "        at = [of[g] for g in gs]  # each share's stream",
+        f"        cbs = list(map(mul, map(floordiv, compress(offs, kinds), repeat({hw})), "
+        f"repeat({cw})))",
+        "        regs = list(map(registered_of, fx))",
+        "        later = []",
+    ]
+
+    def field(g: int, name: int) -> str:
+        return f"map(getitem, repeat(st), map(add, cbs, repeat({_cold(name, g)})))"
+
+    for g in range(n):
+        p, size = core._pool[g], core._block_size[g]
+        lines += [
+            f"        c{g} = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
+            f"        rows = list(map(sub, map(getitem, repeat(st), c{g}), compress(s{g}, kinds)))",
+            f"        r{g} = list(map(add, rows, repeat(q{g})))",
+            f"        skipped, start = list({field(g, SKIPPED)}), list({field(g, START)})",
+            f"        ends = list(map(add, skipped, {field(g, LENGTH)}))",
+            # The step ends its table's last block: nothing to take (nor a block in the table
+            # for the anchor: the slack is 0); it starts before the evict bound (nothing
+            # dropped) and ends within the request's length.
+            f"        if r{g} != list(map(mul, ends, repeat({size * p}))) or not all(map(lt, "
+            f"{'rows' if p == 1 else f'map(floordiv, rows, repeat({p}))'}, {field(g, EVICT)})) "
+            f"or not all(map(le, map(mul, ends, repeat({size})), {field(g, MAXLEN)})):",
+            "            return False",
+        ]
+        cache = core.caches[g]
+        if cache is None:
+            continue
+        lines += [
+            f"        if of[{g}] >= 0:",
+            f"            hl = list(map(hashes_of, compress(cols[at.index(of[{g}])], kinds)))",
+            f"            rg = list(map(itemgetter({g}), regs))",
+            "            full = list(map(add, rg, repeat(1)))",
+            f"            if list(map(len, hl)) != full or list(map(floordiv, r{g}, "
+            f"repeat({cache.rows_per_block}))) != full or not all(map(ge, rg, skipped)) or not "
+            "all(map(lt, rg, ends)):",
+            "                return False",
+            f"            blocks = list(map(getitem, repeat(slabs[{g}]), map(add, start, map(sub, "
+            "rg, skipped))))",
+            "            keys = list(map(itemgetter(-1), hl))",
+            f"            cached, blocks_of = pools[{g}]._cached, cache_maps[{g}]",
+            "            if not (cached.keys().isdisjoint(blocks) and blocks_of.keys().isdisjoint("
+            "keys)) or len(set(keys)) != len(keys):",
+            "                return False",
+            "            later += ((commit, map(setitem, repeat(cached), blocks, keys)), (commit, "
+            "map(setitem, repeat(blocks_of), keys, blocks)), (commit, map(setitem, regs, "
+            f"repeat({g}), full)))",
+        ]
+    lines += [
+        "        ops += later",
+        "        for tl, cut in zip(tls, gts):",
+        "            ops.append((commit, map(extend, compress(tl, kinds), compress(cut, kinds))))",
+    ]
+    for g in range(n):
+        lines += [
+            f"        ops.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
+            "repeat(0))))",
+            f"        ops.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
+            f"repeat(q{g}))))",
+            f"        ops.append((commit, map(setitem, repeat(st), c{g}, r{g})))",
+        ]
+    lines += ["        return True", ""]
+    return lines
+
+
+def _cross_all(core: CoordinatorCore) -> list[str]:
+    """The source of ``cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0, a0,
+    b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds`` marks
+    (2), planned in C, one pass per field, as `plan_cross` plans each, where in each group
+    every one of them is within its slack, or every one takes one block (at its table's end,
+    in place, the step's last position in it; all fresh, or all from the free queue: a
+    cached one evicted from the prefix cache where its key names it alone), or every one has
+    its window drop one block (neither shared nor taken back; a cached one stays cached,
+    free); no block to register (`register_all` registers). The keys are appended to the
+    tails. Streams in phase take and drop their blocks at the same engine steps: one pass
+    per field instead of a `plan_cross` call each. False, having added nothing, for any
+    other batch (the caller plans each request)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    reads = tuple(f - ANCHOR for f in (ANCHOR, *range(EVICT, MAXLEN + 1)))
+    fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
+    head = f"    def cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
+    caches = [c for c in core.caches if c is not None]
+    if (
+        any(not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n))
+        or len({id(c.blocks) for c in caches}) != len(caches)
+        or len({id(pool) for pool in core.pools}) != n
+    ):
+        return [head, "        return False", ""]
+    lines = [
+        head,
+        "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
+        "        fx = list(compress(exs, kinds))",
+        "        of = fx[0].stream_of  # one shape: the batch's",
+        "        at = [of[g] for g in gs]  # each share's stream",
+        f"        cbs = list(map(mul, map(floordiv, compress(offs, kinds), repeat({hw})), "
+        f"repeat({cw})))",
+        "        regs = list(map(registered_of, fx))",
+        "        later, m = [], len(fx)",
+    ]
+    for g in range(n):
+        if core.caches[g] is None:
+            continue
+        # `_registration`: nothing to register where a stream knows no hash past those
+        # registered.
+        lines += [
+            f"        if of[{g}] >= 0 and any(map(gt, map(len, map(hashes_of, compress("
+            f"cols[at.index(of[{g}])], kinds))), map(itemgetter({g}), regs))):",
+            "            return False",
+        ]
+    for g in range(n):
+        p, size, in_flight = core._pool[g], core._block_size[g], core._in_flight[g]
+        manager: Any = core._managers[g]
+        touched = f"q{g}" if p == 1 else f"q{g} // {p} + 2"
+        first = "rows" if p == 1 else f"list(map(floordiv, rows, repeat({p})))"
+        end = "ra" if p == 1 else f"list(map(floordiv, map(add, ra, repeat({p - 1})), repeat({p})))"
+        lines += [
+            f"        sl = list(compress(s{g}, kinds))",
+            f"        if {touched} > {in_flight}:",
+            "            return False",
+            f"        if min(sl) >= q{g}:  # within the slack",
+            f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
+            f"map(sub, sl, repeat(q{g})))))",
+            f"        elif max(sl) < q{g}:",
+            f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
+            # The cold fields it reads (its base is recomputed).
+            "            A, E, S, T, L, C, M = [list(map(getitem, repeat(st), map(add, c, "
+            f"repeat(f)))) for f in {reads}]",
+            "            rows = list(map(sub, A, sl))",
+            f"            ra = list(map(add, rows, repeat(q{g})))",
+            f"            first, end = {first}, {end}",
+            "            if not all(map(le, end, M)):",
+            "                return False",
+            f"            want = set(map(sub, map(floordiv, map(add, end, repeat({size - 1})), "
+            f"repeat({size})), map(add, S, L)))",
+            "            due = list(map(ge, first, E))",
+        ]
+        if manager.kind == "sliding_window":
+            window = manager.sliding_window_slots
+            lines += [
+                f"            if any(due) and (not all(due) or min(first) <= {window - 1}):",
+                "                return False",
+                "            skip = list(map(max, map(floordiv, map(sub, first, "
+                f"repeat({window - 1})), repeat({size})), S)) if due[0] else S",
+                f"            E = list(map(min, map(add, map(mul, map(add, skip, repeat(1)), "
+                f"repeat({size})), repeat({window - 1})), repeat(never))) if due[0] else E",
+            ]
+        else:
+            lines += [
+                "            if any(due):",
+                "                return False",
+                "            skip = S",
+            ]
+        lines += [
+            "            dropped = set(map(sub, skip, S))",
+            f"            index = list(map(floordiv, ra, repeat({size * p})))",
+            f"            pool, slab = pools[{g}], slabs[{g}]",
+            "            if dropped == {0} and max(want) == 1 == min(want):  # one block taken",
+            "                if index != list(map(add, S, L)) or not all(map(lt, L, C)):",
+            "                    return False",
+            "                fresh = pool._fresh",
+            "                if fresh + m <= pool.num_blocks:",
+            "                    block = list(range(fresh, fresh + m))",
+            "                    later.append((setattr, pool, '_fresh', fresh + m))",
+            "                elif fresh < pool.num_blocks or pool._head + m > len(pool._queue):",
+            "                    return False",
+            "                else:",
+            "                    block = pool._queue[pool._head : pool._head + m].tolist()",
+            "                    cached = pool._cached",
+            "                    keys = list(map(cached.get, block))",
+            "                    gone = list(compress(block, keys))",
+            "                    if gone:  # evicted from the prefix cache",
+            "                        keys, maps = list(compress(keys, keys)), pool._maps",
+            "                        if len(maps) != 1:",
+            "                            return False",
+            "                        later += ((commit, map(cached.pop, gone, repeat(None))), "
+            "(commit, map(pool._cached_free.discard, gone)))",
+            "                        if len(set(keys)) == len(keys) and list(map(maps[0].get, "
+            "keys)) == gone:  # each key's one block",
+            "                            later.append((commit, map(maps[0].pop, keys, "
+            "repeat(None))))",
+            # Else each key's blocks planned as `plan_cross` plans them (its lists).
+            "                        else:",
+            "                            left = {}",
+            "                            for key, taken in zip(keys, gone):",
+            "                                held = left.get(key)",
+            "                                if held is None:",
+            "                                    held = left[key] = holders(maps[0].get(key))",
+            "                                held.remove(taken)",
+            "                            later += [(maps[0].pop, key, None) if not held else "
+            "(setitem, maps[0], key, filed(held)) for key, held in left.items()]",
+            "                    if not pool._stale.keys().isdisjoint(block):",
+            "                        return False",
+            "                    later.append((setattr, pool, '_head', pool._head + m))",
+            "                later += ((setattr, pool, '_used', pool._used + m), (commit, "
+            "map(setitem, repeat(slab), map(add, T, L), block)))",
+            "                L = list(map(add, L, repeat(1)))",
+            "            elif dropped == {1} and max(want) <= 0:  # one block dropped",
+            "                block = list(map(getitem, repeat(slab), T))",
+            "                T, L, C = [list(map(sub, x, repeat(y))) for x, y in ((T, -1), (L, 1), "
+            "(C, 1))]",
+            "                if not (pool._shared.keys().isdisjoint(block) and all(map(ge, index, "
+            "skip)) and all(map(lt, index, map(add, skip, L)))):",
+            "                    return False",
+            "                cached = pool._cached",
+            "                later += ((commit, map(pool._cached_free.add, [*compress(block, map("
+            "cached.__contains__, block))])), (pool._queue.extend, block), (setattr, pool, "
+            f"'_used', pool._used - m), (setitem, table_garbage, {g}, table_garbage[{g}] + m))",
+            "                block = list(map(getitem, repeat(slab), map(add, T, map(sub, index, "
+            "skip))))",
+            "            else:",
+            "                return False",
+            # The anchor (`plan_cross`): the end of the step's block, of the table, of the
+            # request, or the evict bound, whichever comes first, never before the positions.
+            f"            anchor = list(map(min, map(mul, map(add, index, repeat(1)), "
+            f"repeat({size})), map(mul, map(add, skip, L), repeat({size})), M, E))",
+        ]
+        if p != 1:
+            lines.append(f"            anchor = list(map(mul, anchor, repeat({p})))")
+        lines += [
+            "            anchor = list(map(max, anchor, ra))",
+            "            B = list(map(sub, block, index))",
+            f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
+            "map(sub, anchor, ra))))",
+            # The fields that move: all of them where one is dropped.
+            "            moved = (anchor, B, E, skip, T, L, C)",
+            f"            for f in {(0, 1, 2, LENGTH - ANCHOR)} if dropped == {{0}} else range(7):",
+            "                later.append((commit, map(setitem, repeat(st), map(add, c, "
+            "repeat(f)), moved[f])))",
+            "        else:",
+            "            return False",
+            f"        later.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
+            f"repeat(q{g}))))",
+        ]
+    lines += [
+        "        ops += later",
+        "        for tl, cut in zip(tls, gts):",
+        "            ops.append((commit, map(extend, compress(tl, kinds), compress(cut, kinds))))",
+        "        return True",
+        "",
+    ]
+    return lines
+
+
 def _cut(indent: str) -> list[str]:
     """The line (in ``content_all``) that sets ``cut``: the slices of a batch's ``keys``, ``k``
     per request of ``count`` (none where ``k`` is 0), kept in ``cuts`` (up to 64 shapes). One
@@ -1998,6 +2358,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         # Else, where every count is positive (past the slack is then s < q), each request's
         # kind a pass per field; with a count of 0, the per-request loop below.
         positive = " and ".join(f"q{g} > 0" for g in range(n))
+        fills = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
         lines += [
             f"                if vec and {positive}:",
             "                    fill, gts = repeat(False), []",
@@ -2025,10 +2386,17 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "compress(gt, fm))))",
         ]
         lines += _slack_stores(n, "compress({}, fm)".format)
+        # The others in C where every one of them fills (`fill_all`), or every one crosses
+        # (`cross_all`, `register_all`); else each planned below.
+        args = f"ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fills}"
         lines += [
-            "                    columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
+            f"                    if 2 not in kinds and fill_all({args}) or 1 not in kinds and "
+            f"(cross_all({args}) or register_all({args})):",
+            "                        slow = ()",
+            "                    else:",
+            "                        columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
             "(repeat(()),) * 3",
-            "                    slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
+            "                        slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
             "exs, columns[2]), kinds))",
         ]
     # Else (or where the vector pass declines) each request is classified here.
@@ -2236,6 +2604,9 @@ def _source(core: CoordinatorCore) -> str:
         "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
         "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
         "    tail_of = attrgetter('tail')",
+        "    hashes_of, parent_of, registered_of = attrgetter('hashes'), attrgetter('parent'), "
+        "attrgetter('registered')",
+        "    digest = methodcaller('digest')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
         f"    nospec = (0,) * {n}  # no speculative tail",
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
@@ -2247,6 +2618,9 @@ def _source(core: CoordinatorCore) -> str:
     lines += _cross(core)
     lines += _plan_cross(core)
     lines += _plan_fill(core)
+    lines += _fill_all(core)
+    lines += _register_all(core)
+    lines += _cross_all(core)
     lines += [
         # `advance_content` past some group's slack, its content filling no block:
         # `plan_cross`, then the appends, in one commit (else the core's, which decides).
@@ -2527,8 +2901,8 @@ def _source(core: CoordinatorCore) -> str:
         "from array import array\n"
         "from hashlib import sha256\n"
         "from itertools import compress, repeat\n"
-        "from operator import add, attrgetter, ge, getitem, itemgetter, lt, mul, not_, or_, "
-        "setitem, sub\n"
+        "from operator import add, attrgetter, delitem, floordiv, ge, getitem, gt, itemgetter, le, "
+        "lt, methodcaller, mul, not_, or_, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"

@@ -1945,3 +1945,68 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
     assert seen["cached takes"] > 0, seen
     if layout != "text":
         assert seen["cached evictions"] > 0, seen
+
+
+def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_path_does() -> None:
+    # Three streams in phase (admitted together, ended together after 14 steps), each
+    # generating tokens of its own a step ahead of its positions (its first one with its
+    # first step), in pools small enough to hand out cached blocks: the engine steps where
+    # every stream past its slack fills its blocks (`fill_all`), registers them
+    # (`register_all`), takes one or has its window drop one (`cross_all`) are planned in C;
+    # the others (a move to the slab's end, ...) by the planners per request. Each engine
+    # step is compared with the batch's general path on a copy.
+    # Audio: a window of 11 encoder tokens (6 slots) in blocks of 4 slots, so that it drops
+    # a block at other steps than those taking one; text: full attention.
+    layers: dict[str, LayerSpec] = {
+        "audio": SlidingWindowLayer(
+            sliding_window=Window(11, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        ),
+        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+    }
+    one = coordinator(layers, block_size=4, num_blocks={"audio": 16, "text": 22}, max_len=24,
+                      max_in_flight=4, reserve=False)
+    core = one._core
+    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
+    done: dict[str, list[bool]] = {"fill_all": [], "register_all": [], "cross_all": []}
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        name = frame.f_code.co_name
+        if name in done:
+            if event == "return":
+                done[name].append(arg)
+            return trace
+        return None
+
+    def checked(kind: str, *args: Any) -> None:
+        twin = copy.deepcopy(one)
+        theirs = _outcome(general, twin._core, kind.removesuffix("_typed"), *args)
+        sys.settrace(trace)
+        try:
+            mine = _outcome(fast, core, kind, *args)
+        finally:
+            sys.settrace(None)
+        assert mine == theirs, (kind, args)
+        assert _state(one) == _state(twin), (kind, args)
+        check_pools(one)
+
+    prompt = [1, 2, 3, 4]
+    parts = {
+        audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
+                                                    EncoderTokens)).part(),
+        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+    }
+    for round_ in range(4):
+        rids = [f"r{round_}.{j}" for j in range(3)]
+        for j, rid in enumerate(rids):
+            hits = core.admit_with_prefix(rid, [None, None], parts)
+            checked("content", rid, [8 - hits[0], 4 - hits[1]], [(0, [10 * j] * 2), (1, [10 * j])])
+        for i in range(1, 14):
+            tokens = [10 * j + (i * 3 + round_) % 7 for j in range(3)]
+            kind = "content_all_typed" if i % 2 else "content_all"
+            checked(kind, rids, [2, 1], [(0, [t for t in tokens for _ in "ab"]), (1, tokens)])
+        for rid in rids:
+            one.free(rid)
+    assert all(True in ran for ran in done.values()), done
