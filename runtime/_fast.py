@@ -2191,6 +2191,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     negative = " or ".join(f"q{g} < 0" for g in range(n))
     back = "return general_all(me, request_ids, num_new, [], [])"
+    zeros = " = ".join([f"r{g}" for g in range(n)] + [f"j{g}" for g in range(n)])
     lines = [
         f"    def advance_all{suffix}(request_ids, num_new):",
         "        me = []",
@@ -2206,12 +2207,6 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
         f"                {back}",
         "            offs, hots, cx, slow, ops = [], [], [], [], []",
         "            push, row = offs.append, hots.append",
-        # A plain step rolls nothing back and has no speculative tail (else it is slow).
-        "            " + " = ".join([f"r{g}" for g in range(n)] + [f"j{g}" for g in range(n)])
-        + " = 0",
-        f"            {_pool_locals(core)}",
-        "            " + " = ".join(f"gb{g}" for g in range(n)) + " = 0",
-        "            " + "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
         "            for request_id in request_ids:",
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
@@ -2236,6 +2231,13 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     lines += [
         "                if slow:",
         "                    slow.append((request_id, o)); continue",
+        # The batch's first crossing: the locals `_crossing` reads (a plain step rolls
+        # nothing back and has no speculative tail, else it is slow).
+        "                if not cx:",
+        f"                    {zeros} = 0",
+        f"                    {_pool_locals(core)}",
+        "                    " + " = ".join(f"gb{g}" for g in range(n)) + " = 0",
+        "                    " + "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
         f"                c = o * {cw // hw}",
         "                for _ in once:",
     ]
