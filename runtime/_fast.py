@@ -2523,6 +2523,122 @@ def _group(
     return [indent + line for line in out]
 
 
+def _within(core: CoordinatorCore, g: int) -> str:
+    """The condition (source) that a plain step of ``q{g}`` positions (an int, not negative)
+    of group ``g`` only changes its slack ``s{g}`` (`_group`'s check): within the slack, not
+    an empty step at a boundary that evicts, and within ``max_in_flight`` where that is under
+    a block. ``o`` is the request's offset."""
+    p, size, in_flight = core._pool[g], core._block_size[g], core._in_flight[g]
+    k = core.table.cold_width // core.table.hot_width
+    anchor = f"st[{_plus(f'o * {k}', _cold(ANCHOR, g))}]"
+    evict = f"st[{_plus(f'o * {k}', _cold(EVICT, g))}]"
+    empty = f"{anchor} // {p} < {evict}" if p > 1 else f"{anchor} < {evict}"
+    out = f"q{g} <= s{g} and (s{g} or q{g} or {empty})"
+    if in_flight < size or not core._has_rows[g]:
+        rows = f"({anchor} - s{g})"
+        first = f"{rows} // {p}" if p > 1 else rows
+        end = f"({rows} + q{g} + {p - 1}) // {p}" if p > 1 else f"{rows} + q{g}"
+        out += f" and (not q{g} or {end} - {first} <= {in_flight})"
+    return out
+
+
+def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
+    """The source of ``advance_all`` (``advance_all_typed`` with ``typed``): one engine step's
+    plain steps. In one pass, in order: a request within every slack (`_within`) is its offset
+    and new hot fields; one past some slack (at a block boundary) is planned in plain locals
+    as a speculative step with nothing rolled back and no lookahead (`_crossing`) and stored
+    so too, until one is not (a prefill's run of blocks, a cached or stale block, a slab due,
+    a speculative tail to accept, ...): then every request past its slack goes to the core
+    (`CoordinatorCore._general_all`: its boundary plan, else its general path), the locals'
+    plans dropped. The hot fields are stored in C at the commit (as `_respec_all` stores)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    suffix = "_typed" if typed else ""
+    comma = "," if n == 1 else ""
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
+    negative = " or ".join(f"q{g} < 0" for g in range(n))
+    back = "return general_all(me, request_ids, num_new, [], [])"
+    zeros = " = ".join([f"r{g}" for g in range(n)] + [f"j{g}" for g in range(n)])
+    lines = [
+        f"    def advance_all{suffix}(request_ids, num_new):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "allocate")',
+    ]
+    if not typed:
+        lines += shape(["num_new"], back)
+    lines += [
+        f"            {qs} = num_new",
+        f"            if {(ints + ' or ') if not typed else ''}{negative}:",
+        f"                {back}",
+        "            offs, hots, cx, slow, ops = [], [], [], [], []",
+        "            push, row = offs.append, hots.append",
+        "            for request_id in request_ids:",
+        "                o = get(request_id) if type(request_id) is str else None",
+        "                if o is None:",
+        "                    raise unknown(request_id)",
+        "                if specs and o in specs:",  # a speculative tail: the core accepts it
+        "                    slow.append((request_id, o)); continue",
+    ]
+    # Within every slack: nested, the stores at the innermost; else ``fit``, the groups
+    # before the first one past its slack (`_crossing` plans only the slack for them).
+    indent = "                "
+    for g in range(n):
+        lines += [
+            f"{indent}s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
+            f"{indent}if {_within(core, g)}:",
+        ]
+        indent += "    "
+    lines.append(f"{indent}push(o); {_row(n, [f's{g} - q{g}' for g in range(n)])}; continue")
+    if n > 1:
+        for g in reversed(range(n)):
+            indent = indent[4:]
+            lines += [f"{indent}else:", f"{indent}    fit = {g}"]
+    lines += [
+        "                if slow:",
+        "                    slow.append((request_id, o)); continue",
+        # The batch's first crossing: the locals `_crossing` reads (a plain step rolls
+        # nothing back and has no speculative tail, else it is slow).
+        "                if not cx:",
+        f"                    {zeros} = 0",
+        f"                    {_pool_locals(core)}",
+        "                    " + " = ".join(f"gb{g}" for g in range(n)) + " = 0",
+        "                    " + "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
+        f"                c = o * {cw // hw}",
+        "                for _ in once:",
+    ]
+    lines += _crossing(core, "break", "                    ", typed=True, fit=True)
+    lines += _crossed(core, "                    ", flat=True)
+    lines += [
+        "                else:",
+        "                    cx.append((request_id, o)); continue",
+        "                slow.append((request_id, o))",
+        "            if slow or len(set(request_ids)) != len(request_ids):",
+        "                if cx:  # the core plans every crossing again, in order",
+        "                    crossed = {o for _, o in cx}",
+        "                    offs = [o for o in offs if o not in crossed]",
+        "                return general_all(me, request_ids, num_new, offs, cx + slow)",
+    ]
+    if n == 1:
+        slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
+        lines += [
+            f"            ops.append((commit, map(setitem, repeat(hot), {slack}, hots)))",
+            "            ops.append((commit, map(setitem, repeat(hot), "
+            f"map(add, offs, repeat({STEP})), repeat(q0))))",
+        ]
+    else:
+        lines.append(
+            "            ops.append((commit, map(setitem, repeat(hot), "
+            f"map(slice, offs, map(add, offs, repeat({n * HOT}))), hots)))"
+        )
+    lines += ["            if cx:"]
+    lines += _pooled(core, "                ")
+    lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
+    return lines
+
+
 def advance_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
     """The lines (in a function's body) that end a typed entry's ``advance`` whose arguments
     are checked, ``counts[g]`` being group g's count (an expression of them): the core's
@@ -2786,48 +2902,7 @@ def _source(core: CoordinatorCore) -> str:
             + f"; specs[o] = {left}; del owner[0]; return  # the commit"
         )
         lines += tail
-        back = "return general_all(me, request_ids, num_new, [], [])"
-        lines += [
-            f"    def advance_all{suffix}(request_ids, num_new):",
-            "        me = []",
-            "        try:",
-            "            if claim(0, me) is not me:",
-            '                contend(me, concurrent, "allocate")',
-        ]
-        if not typed:
-            lines += shape(["num_new"], back)
-        lines.append(f"            {qs} = num_new")
-        negative = " or ".join(f"q{g} < 0" for g in range(n))
-        lines += [
-            f"            if {(ints + ' or ') if not typed else ''}{negative}:",
-            f"                {back}",
-            "            fast, slow = [], []",
-            "            for request_id in request_ids:",
-            "                o = get(request_id) if type(request_id) is str else None",
-            "                if o is None:",
-            "                    raise unknown(request_id)",
-            "                if specs and o in specs:",
-            "                    slow.append((request_id, o))",
-            "                    continue",
-        ]
-        for g in range(n):
-            lines += group(g, False, "slow.append((request_id, o)); continue", "                ")
-        lines += [
-            "                fast.append(o)",
-            "            if slow or len(set(request_ids)) != len(request_ids):",
-            "                return general_all(me, request_ids, num_new, fast, slow)",
-            "            ops = []",
-        ]
-        for g in range(n):
-            h = g * HOT
-            lines += [
-                f"            at = list(map(add, fast, repeat({h + SLACK})))",
-                "            ops.append((commit, map(setitem, repeat(hot), at, "
-                f"map(sub, map(getitem, repeat(hot), at), repeat(q{g})))))",
-                "            ops.append((commit, map(setitem, repeat(hot), "
-                f"map(add, fast, repeat({h + STEP})), repeat(q{g}))))",
-            ]
-        lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
+        lines += _advance_all(core, typed, shape)
         lines += tail
         lines += _respec(core, typed, head, tail, shape)
         # A step and the content its positions hold (`CoordinatorCore.advance_content`):

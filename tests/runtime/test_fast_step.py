@@ -866,6 +866,93 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
     check_pools(one)
 
 
+@pytest.mark.parametrize(
+    "kind", ["full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "full_sliding"]
+)
+def test_plain_batch_crossings_of_every_kind_match_the_general_path(kind: str) -> None:
+    # A plain batch's crossings are planned in locals (`_fast._advance_all`: `_crossing` with
+    # nothing rolled back): five streams in blocks of 4 step 1 or 3 tokens (times P) an
+    # engine step, in phase, so that they cross blocks together, evict at a window's or
+    # chunk's front, move their segments and take blocks back from the queue after streams
+    # end (a new stream's first step in the batch takes its first block). Each engine step is
+    # one call, through the core's plain-int entry or the typed layer's, compared call by
+    # call with its general path (the same outcome and state); and the batch plans them
+    # itself (the core's only where a chunk's start evicts two blocks; its general path
+    # never runs). With "full_sliding" the window's group crosses where the full one is
+    # within its slack (`_crossing`'s ``fit``), and the other way.
+    made: dict[str, LayerSpec] = {
+        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        "sliding": SlidingWindowLayer(
+            sliding_window=Window(9, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+        "sliding_pooled": SlidingWindowLayer(
+            sliding_window=Window(13, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(4),
+        ),
+        "chunked": ChunkedLocalLayer(
+            chunk=Chunk(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+        "chunked_pooled": ChunkedLocalLayer(
+            chunk=Chunk(16, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(4),
+        ),
+    }
+    kinds = kind.split("_") if kind == "full_sliding" else [kind]
+    chosen = {f"{k}{i}": made[k] for i, k in enumerate(kinds)}
+    scale = [2 if k.endswith("pooled") else 1 for k in kinds]
+    units = [EncoderTokens if s == 2 else Tokens for s in scale]
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(chosen, block_size=4, num_blocks=90, max_len=64, max_in_flight=8)
+
+    one, two = build(), build()
+    stepper: Any = one.stepper(*(one.group(name, u) for name, u in zip(chosen, units, strict=True)))
+    ids = [f"r{i}" for i in range(5)]
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid)
+    rng = random.Random(37)
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    fresh = 0
+    for step in range(150):
+        tokens = rng.choice((1, 1, 1, 3))
+        q = [tokens * s for s in scale]
+        if kind == "full_sliding" and step % 7 == 3:
+            q = [rng.randrange(4), rng.randrange(4)]  # out of phase: one group crosses alone
+        sys.setprofile(record)
+        try:
+            if step % 2:
+                counts = (u(x) for u, x in zip(units, q, strict=True))
+                got = _outcome(stepper.advance_all, ids, *counts)
+            else:
+                got = _outcome(fast, one._core, "advance_all", ids, q)
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "advance_all", ids, q), step
+        assert _state(one) == _state(two), step
+        if step % 4 == 3:  # the oldest stream ends, a new one takes its place (its blocks)
+            gone = ids.pop(0)
+            fresh += 1
+            ids.append(f"n{fresh}")
+            for c in (one, two):
+                c._core.free(gone)
+                c._core.admit(ids[-1])
+    assert "_plan_step" not in ran, ran.count("_plan_step")
+    if not kind.startswith("chunked"):  # (a chunk's start evicts two blocks: the core's)
+        assert "_general_all" not in ran, ran.count("_general_all")
+    assert all(pool._head for pool in one._core.pools)  # blocks taken again from the queue
+    check_pools(one)
+
+
 def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
     # The core reads a batch's rejected counts itself when the stepper binds every group in
     # order (`Stepper.advance_speculative_all`); anything irregular is checked and reported
