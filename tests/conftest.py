@@ -5,6 +5,7 @@ runs keep exploring new examples. ``--examples quick`` runs a fifth of every bud
 (`tests.examples`); a test that names no budget runs hypothesis' 100, or a fifth of it."""
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -35,3 +36,13 @@ def pytest_configure(config: pytest.Config) -> None:
         "kvunits-ci", parent=settings.get_profile("kvunits"), derandomize=True
     )
     settings.load_profile("kvunits-ci" if os.environ.get("CI") else "kvunits")
+
+
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One mypy cache for the session's mypy runs with the repository's ``mypy.ini`` (the docs'
+    snippets, tests/typing's snippets): the first checks kvunits and what it imports, the next
+    reuse that and check their own files. Every run must then pass the same options that bear
+    on the cache (a module's own, such as ``allow-redefinition``, go in its ``# mypy:`` line).
+    Fresh per session: independent of any other mypy run in the checkout, or another job's."""
+    return tmp_path_factory.mktemp("mypy-cache")

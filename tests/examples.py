@@ -17,3 +17,11 @@ MODES = ("full", "quick")
 def examples(full: int) -> int:
     """The examples to run of a test whose full budget is ``full``."""
     return max(10, full // 5) if MODE == "quick" else full
+
+
+def every() -> int:
+    """The step between the events at which a test interrupts a call "anywhere" (the 1st, 2nd,
+    ... event of its code, each in a run of its own): every event in full, every fifth in quick
+    mode (the 1st, 6th, 11th, ... to the call's end), as a fifth of the examples. A test that
+    asserts a least number of interrupts divides it by this step."""
+    return 5 if MODE == "quick" else 1

@@ -141,6 +141,7 @@ def shown_outputs() -> list[tuple[str, list[str]]]:
 
 
 @pytest.mark.slow
+@pytest.mark.torchless
 @pytest.mark.parametrize(
     "command", [c for c in doc_commands() if c not in HELP_COMMANDS and runnable(c)]
 )
@@ -163,6 +164,7 @@ def test_a_shown_output_is_what_the_command_prints(command: str, output: list[st
 
 
 @pytest.mark.slow
+@pytest.mark.torchless
 @pytest.mark.parametrize("command", HELP_COMMANDS)
 def test_every_help_example_runs_outside_the_repository(tmp_path: Path, command: str) -> None:
     if not runnable(command):

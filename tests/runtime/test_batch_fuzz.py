@@ -456,8 +456,10 @@ def test_engine_step_batches_do_what_each_request_in_turn_does(data: st.DataObje
     _run(data)
 
 
-# Slow (300 layouts, schedules of up to 80 engine steps: about a minute): CI's main job.
+# Slow (300 layouts, schedules of up to 80 engine steps: about a minute): CI's py3.13 job, in
+# full (the allocator alone: no torch).
 @pytest.mark.slow
+@pytest.mark.torchless
 @settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_longer_schedules_of_engine_step_batches_do_what_each_request_in_turn_does(

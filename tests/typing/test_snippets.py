@@ -128,14 +128,14 @@ class MypyRun:
 
 
 @pytest.fixture(scope="session")
-def mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
+def mypy_run(mypy_cache: Path) -> MypyRun:
     """Run mypy once over every snippet, with the repository's configuration.
 
     ``mypy.ini`` excludes the snippets from the normal run (they are meant to fail); files
-    named on the command line are checked regardless. A fresh cache directory keeps this run
-    independent of any other mypy run in the checkout.
+    named on the command line are checked regardless. The session's cache (tests/conftest.py)
+    keeps this run independent of any other mypy run in the checkout.
     """
-    cache = tmp_path_factory.mktemp("mypy-cache")
+    cache = mypy_cache
     command = [
         sys.executable,
         "-m",
