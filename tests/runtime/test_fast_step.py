@@ -603,7 +603,7 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
         for rid in ids:
             c._core.admit(rid)
     rng = random.Random(25)
-    pending = {rid: [0] * len(kinds) for rid in ids}
+    pending = {rid: [0] * len(scale) for rid in ids}
     ran: list[str] = []
 
     def record(frame: Any, event: str, arg: Any) -> None:
@@ -782,19 +782,11 @@ def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
     check_pools(one)
 
 
-@pytest.mark.parametrize(
-    "kind", ["full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "full_sliding"]
-)
-def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> None:
-    # A drafting batch's crossings are planned per group kind (`_fast._crossing`: a kind
-    # that evicts nothing plans no eviction, a pooled one counts slots of P positions): five
-    # streams in blocks of 4 draft 3 tokens (times P) a step with 0..3 rejected, so that they
-    # cross blocks, evict at a window's or chunk's front, move their segments and take blocks
-    # back from the queue after streams end. Each engine step is one call, through the core's
-    # plain-int entry or the typed layer's, compared call by call with its general path (the
-    # same outcome and state); and the batch plans them itself (its general path never runs).
-    # With "full_sliding", the full group is often within its slack where the window's
-    # crosses (the crossing plans its slack alone: `_crossing`'s ``fit``).
+def _one_layout_per_kind(
+    kind: str,
+) -> tuple[dict[str, LayerSpec], list[int], list[Any]]:
+    """The layers of a crossings test's ``kind`` (one group, or "full_sliding": two), each
+    group's pool factor and its unit."""
     made: dict[str, LayerSpec] = {
         "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
         "sliding": SlidingWindowLayer(
@@ -820,6 +812,23 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
     chosen = {f"{k}{i}": made[k] for i, k in enumerate(kinds)}
     scale = [2 if k.endswith("pooled") else 1 for k in kinds]
     units = [EncoderTokens if s == 2 else Tokens for s in scale]
+    return chosen, scale, units
+
+
+@pytest.mark.parametrize(
+    "kind", ["full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "full_sliding"]
+)
+def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> None:
+    # A drafting batch's crossings are planned per group kind (`_fast._crossing`: a kind
+    # that evicts nothing plans no eviction, a pooled one counts slots of P positions): five
+    # streams in blocks of 4 draft 3 tokens (times P) a step with 0..3 rejected, so that they
+    # cross blocks, evict at a window's or chunk's front, move their segments and take blocks
+    # back from the queue after streams end. Each engine step is one call, through the core's
+    # plain-int entry or the typed layer's, compared call by call with its general path (the
+    # same outcome and state); and the batch plans them itself (its general path never runs).
+    # With "full_sliding", the full group is often within its slack where the window's
+    # crosses (the crossing plans its slack alone: `_crossing`'s ``fit``).
+    chosen, scale, units = _one_layout_per_kind(kind)
 
     def build() -> KVCacheCoordinator:
         return coordinator(chosen, block_size=4, num_blocks=260, max_len=160, max_in_flight=8)
@@ -831,7 +840,7 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
         for rid in ids:
             c._core.admit(rid)
     rng = random.Random(31)
-    pending = {rid: [0] * len(kinds) for rid in ids}
+    pending = {rid: [0] * len(scale) for rid in ids}
     ran: list[str] = []
 
     def record(frame: Any, event: str, arg: Any) -> None:
@@ -859,7 +868,7 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
             gone = ids.pop(0)
             fresh += 1
             ids.append(f"n{fresh}")
-            pending[ids[-1]] = [0] * len(kinds)
+            pending[ids[-1]] = [0] * len(scale)
             for c in (one, two):
                 c._core.free(gone)
                 c._core.admit(ids[-1])
@@ -882,31 +891,7 @@ def test_plain_batch_crossings_of_every_kind_match_the_general_path(kind: str) -
     # itself (the core's only where a chunk's start evicts two blocks; its general path
     # never runs). With "full_sliding" the window's group crosses where the full one is
     # within its slack (`_crossing`'s ``fit``), and the other way.
-    made: dict[str, LayerSpec] = {
-        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
-        "sliding": SlidingWindowLayer(
-            sliding_window=Window(9, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
-        ),
-        "sliding_pooled": SlidingWindowLayer(
-            sliding_window=Window(13, EncoderTokens),
-            pool=PoolFactor(2),
-            kv_heads=KVHeads(1),
-            head_size=Elements(4),
-        ),
-        "chunked": ChunkedLocalLayer(
-            chunk=Chunk(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
-        ),
-        "chunked_pooled": ChunkedLocalLayer(
-            chunk=Chunk(16, EncoderTokens),
-            pool=PoolFactor(2),
-            kv_heads=KVHeads(1),
-            head_size=Elements(4),
-        ),
-    }
-    kinds = kind.split("_") if kind == "full_sliding" else [kind]
-    chosen = {f"{k}{i}": made[k] for i, k in enumerate(kinds)}
-    scale = [2 if k.endswith("pooled") else 1 for k in kinds]
-    units = [EncoderTokens if s == 2 else Tokens for s in scale]
+    chosen, scale, units = _one_layout_per_kind(kind)
 
     def build() -> KVCacheCoordinator:
         return coordinator(chosen, block_size=4, num_blocks=90, max_len=64, max_in_flight=8)
