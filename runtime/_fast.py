@@ -1842,6 +1842,21 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _held_all(n: int) -> list[str]:
+    """The end of `fill_all` and `register_all`: each marked request held at its positions
+    (the slack 0, the step ``q``, the anchor ``r`` after the step), one pass per field."""
+    lines = []
+    for g in range(n):
+        lines += [
+            f"        ops.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
+            "repeat(0))))",
+            f"        ops.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
+            f"repeat(q{g}))))",
+            f"        ops.append((commit, map(setitem, repeat(st), c{g}, r{g})))",
+        ]
+    return [*lines, "        return True", ""]
+
+
 def _fill_all(core: CoordinatorCore) -> list[str]:
     """The source of ``fill_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0, a0,
     b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds`` marks (1),
@@ -1908,16 +1923,7 @@ def _fill_all(core: CoordinatorCore) -> list[str]:
         "            ops.append((commit, map(delitem, tail, repeat(slice(None)))))",
         "            ops.append((commit, map(setattr, mine, repeat('parent'), new)))",
     ]
-    for g in range(n):
-        lines += [
-            f"        ops.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
-            "repeat(0))))",
-            f"        ops.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
-            f"repeat(q{g}))))",
-            f"        ops.append((commit, map(setitem, repeat(st), c{g}, r{g})))",
-        ]
-    lines += ["        return True", ""]
-    return lines
+    return lines + _held_all(n)
 
 
 def _register_all(core: CoordinatorCore) -> list[str]:
@@ -2011,16 +2017,7 @@ def _register_all(core: CoordinatorCore) -> list[str]:
         "        for tl, cut in zip(tls, gts):",
         "            ops.append((commit, map(extend, compress(tl, kinds), compress(cut, kinds))))",
     ]
-    for g in range(n):
-        lines += [
-            f"        ops.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
-            "repeat(0))))",
-            f"        ops.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
-            f"repeat(q{g}))))",
-            f"        ops.append((commit, map(setitem, repeat(st), c{g}, r{g})))",
-        ]
-    lines += ["        return True", ""]
-    return lines
+    return lines + _held_all(n)
 
 
 def _cross_all(core: CoordinatorCore) -> list[str]:
