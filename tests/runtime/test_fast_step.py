@@ -782,11 +782,12 @@ def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
     check_pools(one)
 
 
-def _one_layout_per_kind(
-    kind: str,
-) -> tuple[dict[str, LayerSpec], list[int], list[Any]]:
-    """The layers of a crossings test's ``kind`` (one group, or "full_sliding": two), each
-    group's pool factor and its unit."""
+def _twins_per_kind(
+    kind: str, num_blocks: int, max_len: int
+) -> tuple[KVCacheCoordinator, KVCacheCoordinator, Any, list[int], list[Any], list[str]]:
+    """A crossings test's twin coordinators of ``kind``'s layers (one group, or
+    "full_sliding": two; blocks of 4), the first's stepper of every group, each group's pool
+    factor and unit, and five requests admitted in both."""
     made: dict[str, LayerSpec] = {
         "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
         "sliding": SlidingWindowLayer(
@@ -812,7 +813,18 @@ def _one_layout_per_kind(
     chosen = {f"{k}{i}": made[k] for i, k in enumerate(kinds)}
     scale = [2 if k.endswith("pooled") else 1 for k in kinds]
     units = [EncoderTokens if s == 2 else Tokens for s in scale]
-    return chosen, scale, units
+    one, two = (
+        coordinator(
+            chosen, block_size=4, num_blocks=num_blocks, max_len=max_len, max_in_flight=8
+        )
+        for _ in range(2)
+    )
+    stepper: Any = one.stepper(*(one.group(name, u) for name, u in zip(chosen, units, strict=True)))
+    ids = [f"r{i}" for i in range(5)]
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid)
+    return one, two, stepper, scale, units, ids
 
 
 @pytest.mark.parametrize(
@@ -828,17 +840,7 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
     # same outcome and state); and the batch plans them itself (its general path never runs).
     # With "full_sliding", the full group is often within its slack where the window's
     # crosses (the crossing plans its slack alone: `_crossing`'s ``fit``).
-    chosen, scale, units = _one_layout_per_kind(kind)
-
-    def build() -> KVCacheCoordinator:
-        return coordinator(chosen, block_size=4, num_blocks=260, max_len=160, max_in_flight=8)
-
-    one, two = build(), build()
-    stepper: Any = one.stepper(*(one.group(name, u) for name, u in zip(chosen, units, strict=True)))
-    ids = [f"r{i}" for i in range(5)]
-    for c in (one, two):
-        for rid in ids:
-            c._core.admit(rid)
+    one, two, stepper, scale, units, ids = _twins_per_kind(kind, 260, 160)
     rng = random.Random(31)
     pending = {rid: [0] * len(scale) for rid in ids}
     ran: list[str] = []
@@ -891,17 +893,7 @@ def test_plain_batch_crossings_of_every_kind_match_the_general_path(kind: str) -
     # itself (the core's only where a chunk's start evicts two blocks; its general path
     # never runs). With "full_sliding" the window's group crosses where the full one is
     # within its slack (`_crossing`'s ``fit``), and the other way.
-    chosen, scale, units = _one_layout_per_kind(kind)
-
-    def build() -> KVCacheCoordinator:
-        return coordinator(chosen, block_size=4, num_blocks=90, max_len=64, max_in_flight=8)
-
-    one, two = build(), build()
-    stepper: Any = one.stepper(*(one.group(name, u) for name, u in zip(chosen, units, strict=True)))
-    ids = [f"r{i}" for i in range(5)]
-    for c in (one, two):
-        for rid in ids:
-            c._core.admit(rid)
+    one, two, stepper, scale, units, ids = _twins_per_kind(kind, 90, 64)
     rng = random.Random(37)
     ran: list[str] = []
 
