@@ -1182,6 +1182,24 @@ def _respec(
     return lines
 
 
+def _hot_stores(n: int) -> list[str]:
+    """A batch's commit of its requests' hot fields (``offs``, ``hots``: each request's new
+    slack, or with several groups its whole row): in one slice a request (one store, not one
+    per field), or with one group field by field (a slice's object costs more than a second
+    pass)."""
+    if n == 1:
+        slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
+        return [
+            f"            ops.append((commit, map(setitem, repeat(hot), {slack}, hots)))",
+            "            ops.append((commit, map(setitem, repeat(hot), "
+            f"map(add, offs, repeat({STEP})), repeat(q0))))",
+        ]
+    return [
+        "            ops.append((commit, map(setitem, repeat(hot), "
+        f"map(slice, offs, map(add, offs, repeat({n * HOT}))), hots)))"
+    ]
+
+
 def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> list[str]:
     """The source of ``respec_all`` (``respec_all_typed`` with ``typed``; with ``units``,
     ``respec_all_units(request_ids, num_new, lookahead, rejected, units, checked)``, whose
@@ -1352,20 +1370,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                {checked}",
         "            ops.append((specs.update, zip(offs, repeat(spec))))",
     ]
-    # Each request's hot fields in one slice (one store, not one per field), or of one group
-    # field by field (a slice's object costs more than a second pass).
-    if n == 1:
-        slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
-        lines += [
-            f"            ops.append((commit, map(setitem, repeat(hot), {slack}, hots)))",
-            "            ops.append((commit, map(setitem, repeat(hot), "
-            f"map(add, offs, repeat({STEP})), repeat(q0))))",
-        ]
-    else:
-        lines.append(
-            "            ops.append((commit, map(setitem, repeat(hot), "
-            f"map(slice, offs, map(add, offs, repeat({n * HOT}))), hots)))"
-        )
+    lines += _hot_stores(n)
     # The requests only stored (not planned in locals), with their slack after the rollback.
     slacks = ["v + q0"] if n == 1 else [f"v[{g * HOT + SLACK}] + q{g}" for g in range(n)]
     fast = (
@@ -2618,18 +2623,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
         "                    offs = [o for o in offs if o not in crossed]",
         "                return general_all(me, request_ids, num_new, offs, cx + slow)",
     ]
-    if n == 1:
-        slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
-        lines += [
-            f"            ops.append((commit, map(setitem, repeat(hot), {slack}, hots)))",
-            "            ops.append((commit, map(setitem, repeat(hot), "
-            f"map(add, offs, repeat({STEP})), repeat(q0))))",
-        ]
-    else:
-        lines.append(
-            "            ops.append((commit, map(setitem, repeat(hot), "
-            f"map(slice, offs, map(add, offs, repeat({n * HOT}))), hots)))"
-        )
+    lines += _hot_stores(n)
     lines += ["            if cx:"]
     lines += _pooled(core, "                ")
     lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
