@@ -2569,9 +2569,12 @@ class _Boundary:
 
 
 def _check_each_once(request_ids: Sequence[str]) -> None:
-    """Raise `RequestError` naming the first request that a batched step lists twice."""
+    """Raise `RequestError` naming the first request of a batched step that is not an id
+    (`check_request_id`: an unhashable one must not reach the set) or that it lists twice."""
     seen: set[str] = set()
     for request_id in request_ids:
+        if type(request_id) is not str:
+            check_request_id(request_id)
         if request_id in seen:
             raise RequestError(
                 f"request {request_id!r} appears twice in one batched step; give each "

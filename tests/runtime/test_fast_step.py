@@ -959,6 +959,33 @@ def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
         assert _state(coord) == before, (ids, rejected)
 
 
+@pytest.mark.parametrize("entry", ["advance_all", "advance_speculative_all", "content_all"])
+@pytest.mark.parametrize("count", [1, 1.0, True])
+@pytest.mark.parametrize("bad", [["r"], {}, b"s"])
+def test_a_batch_with_an_id_that_is_not_one_raises_request_error_on_every_path(
+    entry: str, count: Any, bad: Any
+) -> None:
+    # The core's batched entries, raw (the typed layer checks ids before them): a batch
+    # holding something other than a str id, beside a count the fast functions hand to the
+    # general path (a float, a bool) or not, fails the same way on both paths:
+    # a RequestError (never a TypeError from a set or dict), and nothing changes.
+    coord = _voxtral_toy()
+    core = coord._core
+    for rid in ("r", "s"):
+        coord.admit(rid)
+    core.advance_all(["r", "s"], [2, 1])
+    before = _state(coord)
+    ids = ["r", bad, "s"]
+    with pytest.raises(RequestError):
+        if entry == "advance_all":
+            core.advance_all(ids, [count, 1])
+        elif entry == "advance_speculative_all":
+            core.advance_speculative_all(ids, [count, 1], [0, 0], [(0, 0)] * 3)
+        else:
+            core.advance_content_all(ids, [count, 1], [])
+    assert _state(coord) == before
+
+
 def _voxtral_toy(num_blocks: int = 48, block_size: int = 2) -> KVCacheCoordinator:
     # Audio: a pooled sliding window (P = 2, 5 encoder tokens: pool_window gives 3 slots) in
     # blocks of 2 slots; text: full attention in blocks of 2 tokens. Pools of their own.
