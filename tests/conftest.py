@@ -5,6 +5,7 @@ runs keep exploring new examples. ``--examples quick`` runs a fifth of every bud
 (`tests.examples`); a test that names no budget runs hypothesis' 100, or a fifth of it."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -44,5 +45,13 @@ def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     snippets, tests/typing's snippets): the first checks kvunits and what it imports, the next
     reuse that and check their own files. Every run must then pass the same options that bear
     on the cache (a module's own, such as ``allow-redefinition``, go in its ``# mypy:`` line).
-    Fresh per session: independent of any other mypy run in the checkout, or another job's."""
-    return tmp_path_factory.mktemp("mypy-cache")
+    Fresh per session, but seeded with a copy of the checkout's own cache where there is one
+    (CI's main job runs strict mypy over the project first, with the same ``mypy.ini``): mypy
+    checks every entry it reads against the file, its options and its own version and redoes
+    what differs, so a copy saves the first run the project's check and can only cost a
+    recheck; the checkout's cache is never written to."""
+    path = tmp_path_factory.mktemp("mypy-cache")
+    seed = Path(__file__).resolve().parent.parent / ".mypy_cache"
+    if seed.is_dir():
+        shutil.copytree(seed, path, dirs_exist_ok=True)
+    return path
