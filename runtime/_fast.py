@@ -2091,7 +2091,9 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
             f"map(sub, sl, repeat(q{g})))))",
             f"        elif max(sl) < q{g}:",
-            f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
+            f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))"
+            if _cold(ANCHOR, g)
+            else "            c = cbs",
             # The cold fields it reads (its base is recomputed).
             f"            A, _, E, S, T, L, C, M = {_cold_fields('c')}",
             "            rows = list(map(sub, A, sl))",
@@ -2376,6 +2378,12 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         fills = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
         lines += [
             f"                if vec and {positive}:",
+            # A group whose steps all equal its count already has none stored (`b{g}` empty:
+            # the planners and the stores below store a step per entry).
+            *(
+                f"                    b{g} = b{g} if step{g}(hot).count(q{g}) != count else ()"
+                for g in range(n)
+            ),
             "                    fill, gts = repeat(False), []",
             "                    for (g, keys, k), tl in zip(shares, tls):",
             *_cut("                        "),
