@@ -1676,8 +1676,9 @@ def _slack_stores(n: int, pick: Callable[[str], str]) -> list[str]:
     """The lines (in ``content_all``) that store, in C, each group's slack less its count and
     its step for the requests of the batch that ``pick`` keeps (``pick`` wraps a per-request
     sequence: all of them, or those a selector keeps; ``a{g}``, ``b{g}``: the fields'
-    offsets). For the whole batch, a group's steps are stored only where one differs from
-    its count (a read costs less than a store: steps of one token repeat)."""
+    offsets, ``step{g}`` the steps' getter). For the whole batch, a group's steps are stored
+    only where one differs from its count (a read costs less than a store: steps of one token
+    repeat)."""
     lines = []
     for g in range(n):
         lines.append(
@@ -1689,8 +1690,7 @@ def _slack_stores(n: int, pick: Callable[[str], str]) -> list[str]:
         )
         if pick is str:
             lines += [
-                f"                    if list(map(getitem, repeat(hot), b{g})).count(q{g}) "
-                "!= count:",
+                f"                    if step{g}(hot).count(q{g}) != count:",
                 f"                        {store}",
             ]
         else:
@@ -1975,23 +1975,20 @@ def _register_all(core: CoordinatorCore) -> list[str]:
         "        later = []",
     ]
 
-    def field(g: int, name: int) -> str:
-        return f"map(getitem, repeat(st), map(add, cbs, repeat({_cold(name, g)})))"
-
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
         lines += [
             f"        c{g} = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
-            f"        rows = list(map(sub, map(getitem, repeat(st), c{g}), compress(s{g}, kinds)))",
+            f"        A, _, E, skipped, start, L, _, M = {_cold_fields(f'c{g}')}",
+            f"        rows = list(map(sub, A, compress(s{g}, kinds)))",
             f"        r{g} = list(map(add, rows, repeat(q{g})))",
-            f"        skipped, start = list({field(g, SKIPPED)}), list({field(g, START)})",
-            f"        ends = list(map(add, skipped, {field(g, LENGTH)}))",
+            "        ends = list(map(add, skipped, L))",
             # The step ends its table's last block: nothing to take (nor a block in the table
             # for the anchor: the slack is 0); it starts before the evict bound (nothing
             # dropped) and ends within the request's length.
             f"        if r{g} != list(map(mul, ends, repeat({size * p}))) or not all(map(lt, "
-            f"{'rows' if p == 1 else f'map(floordiv, rows, repeat({p}))'}, {field(g, EVICT)})) "
-            f"or not all(map(le, map(mul, ends, repeat({size})), {field(g, MAXLEN)})):",
+            f"{'rows' if p == 1 else f'map(floordiv, rows, repeat({p}))'}, E)) "
+            f"or not all(map(le, map(mul, ends, repeat({size})), M)):",
             "            return False",
         ]
         cache = core.caches[g]
@@ -2025,6 +2022,17 @@ def _register_all(core: CoordinatorCore) -> list[str]:
     return lines + _held_all(n)
 
 
+def _cold_fields(c: str) -> str:
+    """The expression (in ``register_all`` and ``cross_all``) of the batch's cold fields of a
+    group, ``ANCHOR`` to ``MAXLEN``, each a tuple over the requests whose ``ANCHOR`` is at the
+    offsets ``c``: a slice of ``st`` per request, transposed (a pass per request instead of a
+    pass per field)."""
+    assert tuple(range(ANCHOR, MAXLEN + 1)) == (ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH,
+                                                CAPACITY, MAXLEN)
+    width = MAXLEN - ANCHOR + 1
+    return f"zip(*map(getitem, repeat(st), map(slice, {c}, map(add, {c}, repeat({width})))))"
+
+
 def _cross_all(core: CoordinatorCore) -> list[str]:
     """The source of ``cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0, a0,
     b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds`` marks
@@ -2039,7 +2047,6 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
     other batch (the caller plans each request)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    reads = tuple(f - ANCHOR for f in (ANCHOR, *range(EVICT, MAXLEN + 1)))
     fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
     head = f"    def cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
     caches = [c for c in core.caches if c is not None]
@@ -2084,10 +2091,11 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
             f"map(sub, sl, repeat(q{g})))))",
             f"        elif max(sl) < q{g}:",
-            f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
+            f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))"
+            if _cold(ANCHOR, g)
+            else "            c = cbs",
             # The cold fields it reads (its base is recomputed).
-            "            A, E, S, T, L, C, M = [list(map(getitem, repeat(st), map(add, c, "
-            f"repeat(f)))) for f in {reads}]",
+            f"            A, _, E, S, T, L, C, M = {_cold_fields('c')}",
             "            rows = list(map(sub, A, sl))",
             f"            ra = list(map(add, rows, repeat(q{g})))",
             f"            first, end = {first}, {end}",
@@ -2204,14 +2212,15 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
     return lines
 
 
-def _cut(indent: str) -> list[str]:
+def _cut(indent: str, k: str = "k") -> list[str]:
     """The line (in ``content_all``) that sets ``cut``: the slices of a batch's ``keys``, ``k``
-    per request of ``count`` (none where ``k`` is 0), kept in ``cuts`` (up to 64 shapes). One
-    line, made or kept: an engine step runs the same lines either way."""
-    made = "[*map(slice, range(0, count * k, k), range(k, count * k + k, k))]"
+    per request of ``count`` (none where ``k`` is 0; ``k``: its expression, the keys' bytes
+    where they are cut as bytes), kept in ``cuts`` (up to 64 shapes). One line, made or kept:
+    an engine step runs the same lines either way."""
+    made = f"[*map(slice, range(0, count * {k}, {k}), range({k}, count * {k} + {k}, {k}))]"
     return [
-        f"{indent}cut = (cuts.get((count, k)) or (cuts.setdefault((count, k), {made}) "
-        f"if len(cuts) < 64 else {made})) if k else ()"
+        f"{indent}cut = (cuts.get((count, {k})) or (cuts.setdefault((count, {k}), {made}) "
+        f"if len(cuts) < 64 else {made})) if {k} else ()"
     ]
 
 
@@ -2243,8 +2252,9 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         # the next engine steps of that shape, a few shapes at a time).
         "    cuts = {}",
         # The last classified batch (`content_all` below): offsets, extras, groups, then
-        # per group its streams and their tails, then the offsets of the slack and step fields.
-        f"    kept = [None] * {5 + 2 * n}",
+        # per group its streams and their tails, then the offsets of the slack and step fields,
+        # then their getters (`fields`).
+        f"    kept = [None] * {5 + 4 * n}",
         f"    def content_all{suffix}(request_ids, num_new, contents):",
         "        me = []",
         "        try:",
@@ -2267,7 +2277,9 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                g, keys = pair",
         f"                if type(g) is not int or not 0 <= g < {n}:",
         f"                    {back}",
-        "                keys = array('q', keys)",
+        # The typed layer's keys are ints of int64 (`ContentKeys` checked them): read in one
+        # pass of `struct` (`int64s`), not item by item through the array's argument parsing.
+        "                keys = " + ("int64s(keys)" if typed else "array('q', keys)"),
         "                k = len(keys) // count",
         "                if k * count != len(keys):",
         f"                    {back}",
@@ -2283,6 +2295,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         core._in_flight[g] < core._block_size[g] or not core._has_rows[g] for g in range(n)
     ):
         alls = ", ".join(f"a{g}, b{g}" for g in range(n))
+        gets = ", ".join(f"slack{g}, step{g}" for g in range(n))
         lines += [
             "            if strs.issuperset(map(type, request_ids)):",
             "                offs = list(map(get, request_ids))",
@@ -2294,7 +2307,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                vec = offs == kept[0] and exs == kept[1] and gs == kept[2] and not "
             "(specs and not specs.keys().isdisjoint(offs))",
             "                if vec:",
-            f"                    cols, tls, {alls} = kept[3:]",
+            f"                    cols, tls, {alls}, {gets} = kept[3:]",
             "                else:",
             "                    vec = (None not in exs and Resting not in map(type, exs) and "
             "len(set(offs)) == count and not (specs and "
@@ -2329,7 +2342,8 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             )
         lines += [
             "                    if vec:",
-            f"                        kept[:] = offs, exs, gs, cols, tls, {alls}",
+            f"                        {gets} = map(fields, ({alls}))",
+            f"                        kept[:] = offs, exs, gs, cols, tls, {alls}, {gets}",
             "                every = vec",
             "                for (g, keys, k), tl in zip(shares, tls) if vec else ():",
             "                    if max(map(len, tl)) + k >= rows_per_block[g]:",
@@ -2338,7 +2352,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         for g in range(n):
             lines += [
                 "                if vec:",
-                f"                    s{g} = list(map(getitem, repeat(hot), a{g}))",
+                f"                    s{g} = slack{g}(hot)",
                 f"                    if every and not (min(s{g}) >= q{g} and (q{g} > 0 or "
                 f"min(s{g}) > 0)):",
                 "                        every = False",
@@ -2350,10 +2364,11 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                    for (g, keys, k), tl in zip(shares, tls):",
             "                        if k == 1:  # a key each: appended, no slices",
             "                            ops.append((commit, map(array.append, tl, keys)))",
+            # Else each request's k keys as bytes (a bytes slice costs less than an array's).
             "                        elif k:",
-            *_cut("                            "),
-            "                            ops.append((commit, map(extend, tl, map(getitem, "
-            "repeat(keys), cut))))",
+            *_cut("                            ", "k * 8"),
+            "                            ops.append((commit, map(array.frombytes, tl, "
+            "map(getitem, repeat(keys.tobytes()), cut))))",
         ]
         lines += _slack_stores(n, str)
         lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
@@ -2363,6 +2378,12 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         fills = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
         lines += [
             f"                if vec and {positive}:",
+            # A group whose steps all equal its count already has none stored (`b{g}` empty:
+            # the planners and the stores below store a step per entry).
+            *(
+                f"                    b{g} = b{g} if step{g}(hot).count(q{g}) != count else ()"
+                for g in range(n)
+            ),
             "                    fill, gts = repeat(False), []",
             "                    for (g, keys, k), tl in zip(shares, tls):",
             *_cut("                        "),
@@ -2715,6 +2736,19 @@ def _source(core: CoordinatorCore) -> str:
         "attrgetter('registered')",
         "    digest = methodcaller('digest')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
+        # A batch's fields at offsets ``at`` read in one call: a tuple (an array of one).
+        "    def fields(at):",
+        "        return itemgetter(*at) if len(at) > 1 else itemgetter(slice(at[0], at[0] + 1))",
+        # A tuple of int64 keys as an array: one `struct` pass (an array's item by item
+        # argument parsing costs several times more); the formats of a few lengths kept.
+        "    packs = {}",
+        "    def int64s(keys):",
+        "        packer = packs.get(len(keys))",
+        "        if packer is None:",
+        "            packer = Struct(f'{len(keys)}q')",
+        "            if len(packs) < 64:",
+        "                packs[len(keys)] = packer",
+        "        return array('q', packer.pack(*keys))",
         f"    nospec = (0,) * {n}  # no speculative tail",
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
         "    table_garbage = core.table.garbage",
@@ -2966,6 +3000,7 @@ def _source(core: CoordinatorCore) -> str:
     header = (
         "from array import array\n"
         "from hashlib import sha256\n"
+        "from struct import Struct\n"
         "from itertools import compress, repeat\n"
         "from operator import add, attrgetter, delitem, floordiv, ge, getitem, gt, itemgetter, le, "
         "lt, methodcaller, mul, not_, or_, setitem, sub\n"

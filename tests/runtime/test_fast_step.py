@@ -2040,16 +2040,10 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
         assert seen["cached evictions"] > 0, seen
 
 
-def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_path_does() -> None:
-    # Three streams in phase (admitted together, ended together after 14 steps), each
-    # generating tokens of its own a step ahead of its positions (its first one with its
-    # first step), in pools small enough to hand out cached blocks: the engine steps where
-    # every stream past its slack fills its blocks (`fill_all`), registers them
-    # (`register_all`), takes one or has its window drop one (`cross_all`) are planned in C;
-    # the others (a move to the slab's end, ...) by the planners per request. Each engine
-    # step is compared with the batch's general path on a copy.
-    # Audio: a window of 11 encoder tokens (6 slots) in blocks of 4 slots, so that it drops
-    # a block at other steps than those taking one; text: full attention.
+def _in_phase_toy() -> KVCacheCoordinator:
+    """Audio: a window of 11 encoder tokens (6 slots) in blocks of 4 slots, so that it drops a
+    block at other steps than those taking one; text: full attention. Pools small enough to
+    hand out cached blocks."""
     layers: dict[str, LayerSpec] = {
         "audio": SlidingWindowLayer(
             sliding_window=Window(11, EncoderTokens),
@@ -2059,8 +2053,60 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
         ),
         "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
     }
-    one = coordinator(layers, block_size=4, num_blocks={"audio": 16, "text": 22}, max_len=24,
-                      max_in_flight=4, reserve=False)
+    return coordinator(layers, block_size=4, num_blocks={"audio": 16, "text": 22}, max_len=24,
+                       max_in_flight=4, reserve=False)
+
+
+def test_a_generating_batch_of_one_is_classified_in_c_as_the_general_path_does() -> None:
+    # One stream, its engine steps batches of one (typed and plain, every token cached): the
+    # batch is classified in C (its slack and step fields read by `fields`' getter of one
+    # offset), each step compared with the batch's general path on a copy.
+    one = _in_phase_toy()
+    core = one._core
+    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
+    getters: list[Any] = []
+
+    def trace(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == "fields":
+            getters.append(frame.f_locals["at"])
+
+    prompt = [1, 2, 3, 4]
+    parts = {
+        audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
+                                                    EncoderTokens)).part(),
+        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+    }
+    for round_ in range(2):
+        rid = f"r{round_}"
+        hits = core.admit_with_prefix(rid, [None, None], parts)
+        core.advance_step(rid, [8 - hits[0], 4 - hits[1]])
+        for i in range(1, 14):
+            token = (i * 3 + round_) % 7
+            kind = "content_all_typed" if i % 2 else "content_all"
+            args = ([rid], [2, 1], [(0, [token] * 2), (1, [token])])
+            twin = copy.deepcopy(one)
+            theirs = _outcome(general, twin._core, "content_all", *args)
+            sys.setprofile(trace)
+            try:
+                mine = _outcome(fast, core, kind, *args)
+            finally:
+                sys.setprofile(None)
+            assert mine == theirs, (kind, i)
+            assert _state(one) == _state(twin), (kind, i)
+            check_pools(one)
+        one.free(rid)
+    assert getters and all(len(at) == 1 for at in getters), getters
+
+
+def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_path_does() -> None:
+    # Three streams in phase (admitted together, ended together after 14 steps), each
+    # generating tokens of its own a step ahead of its positions (its first one with its
+    # first step), in pools small enough to hand out cached blocks: the engine steps where
+    # every stream past its slack fills its blocks (`fill_all`), registers them
+    # (`register_all`), takes one or has its window drop one (`cross_all`) are planned in C;
+    # the others (a move to the slab's end, ...) by the planners per request. Each engine
+    # step is compared with the batch's general path on a copy.
+    one = _in_phase_toy()
     core = one._core
     audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
     done: dict[str, list[bool]] = {"fill_all": [], "register_all": [], "cross_all": []}
