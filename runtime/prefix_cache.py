@@ -47,6 +47,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import lcm
+from struct import error as StructError
+from struct import pack
 from typing import Any, Final, Generic, NamedTuple, TypeVar, final
 
 from kvunits.contracts import (
@@ -161,10 +163,11 @@ _INTS: Final = frozenset({int})
 
 
 def _int64(values: tuple[int, ...]) -> bool:
-    """Whether every int of ``values`` fits in int64 (one pass in C)."""
+    """Whether every int of ``values`` fits in int64 (one pass in C: `struct`'s, a quarter of
+    what ``array("q", values)`` costs, which parses each item as a call's argument)."""
     try:
-        array("q", values)
-    except OverflowError:
+        pack(f"{len(values)}q", *values)
+    except StructError:
         return False
     return True
 
