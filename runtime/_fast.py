@@ -807,12 +807,13 @@ def _crossing(
     its group (else ``fail``), unless the bit ``g`` of ``compacted`` says the call compacted
     that slab: then the move is made (as `CoordinatorCore._boundary_step` makes it). Any
     other runs ``fail`` (nothing written). With ``typed``, the ``r{g}`` are ints, none
-    negative. Leaves per group ``v{g}`` (the new slack), ``w{g}`` (its cold fields, an
-    array from ``ANCHOR`` to ``MAXLEN``, None: unchanged) and then ``dr{g}`` (whether a block is
-    evicted: ``d{g}``), ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or
-    ``m{g}`` (the moved segment, None: none), and ``gm{g}`` (the garbage left). With ``fit``,
-    the groups before ``fit`` are within their slack (`_fits`, its ``s{g}`` read): only
-    their slack is planned."""
+    negative. Leaves per group ``s{g}`` (its slack, read) and ``v{g}`` (the new slack),
+    ``w{g}`` (its cold fields, an array from ``ANCHOR`` to ``MAXLEN``, None: unchanged) and
+    then ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or ``m{g}`` (the
+    moved segment, None: none), ``gm{g}`` (the garbage left; of a kind that evicts nothing,
+    set by a move only) and, of a kind that evicts, ``dr{g}`` (whether a block is evicted:
+    ``d{g}``). With ``fit``, the groups before ``fit`` are within their slack (`_fits`, their
+    ``s{g}`` read, as group 0's is): only their slack is planned."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -827,25 +828,23 @@ def _crossing(
         kind, h, i = manager.kind, g * HOT, pool_of[id(core.pools[g])]
         c = _cold(ANCHOR, g)
         windowed: Any = manager  # a window's or chunk's manager (by ``kind``)
+        r, q, s = f"r{g}", f"q{g}", f"s{g}"
         # Slots (the manager's unit) of positions: the first the step touches, and its end.
         first = "rows" if p == 1 else f"rows // {p}"
-        end = "rows + q" if p == 1 else f"(rows + q + {p - 1}) // {p}"
-        touched = "q" if p == 1 else "(end - first if q else 0)"
-        checked = f"r > j{g}" if typed else f"type(r) is not int or not 0 <= r <= j{g}"
+        end = f"rows + {q}" if p == 1 else f"(rows + {q} + {p - 1}) // {p}"
+        touched = q if p == 1 else f"(end - first if {q} else 0)"
+        checked = f"{r} > j{g}" if typed else f"type({r}) is not int or not 0 <= {r} <= j{g}"
         begin = len(out)
-        out += [
-            f"r, q = r{g}, q{g}",
-            f"if {checked}:",
-            f"    {fail}",
-            f"s = hot[{_plus('o', h + SLACK)}]",
-        ]
+        out += [f"if {checked}:", f"    {fail}"]
+        if not (fit and g == 0):  # (with ``fit``, `_fits` read group 0's slack first)
+            out.append(f"{s} = hot[{_plus('o', h + SLACK)}]")
         if not core._has_rows[g] or kind not in _PLANNED:
             out += [
-                f"rows = st[{_plus('c', c)}] - s - r",
+                f"rows = st[{_plus('c', c)}] - {s} - {r}",
                 f"first, end = {first}, {end}",
-                f"if r or not (q <= s and (s or q) and {touched} <= {in_flight}):",
+                f"if {r} or not ({q} <= {s} and ({s} or {q}) and {touched} <= {in_flight}):",
                 f"    {fail}",
-                f"v{g}, w{g}, dr{g}, t{g} = s - q, None, 0, 0",
+                f"v{g}, w{g} = {s} - {q}, None",
             ]
             _fitted(out, begin, g, fit and g < n - 1)
             continue
@@ -859,14 +858,14 @@ def _crossing(
             # changed fields set in place: no array built from a tuple, which costs more).
             f"{fields} = w{g} = st[{_plus('c', c)} : c + {c + COLD}]",
             # The small counts summed first (an int past 256 is a new object).
-            "sr = s + r",
+            f"sr = {s} + {r}",
             "rows = anchor - sr",
             f"first, end = {first}, {end}",
             f"blocks = (end + {size - 1}) // {size}",
-            f"if q <= sr and (sr or q) and {touched} <= {in_flight} and (not r or s and "
+            f"if {q} <= sr and (sr or {q}) and {touched} <= {in_flight} and (not {r} or {s} and "
             f"blocks >= skipped + length and "
-            f"{'end' if p == 1 else '(rows + q)'} // {pb} >= (anchor - s) // {pb}):",
-            f"    v{g}, w{g}, dr{g}, t{g} = sr - q, None, 0, 0",
+            f"{'end' if p == 1 else f'(rows + {q})'} // {pb} >= (anchor - {s}) // {pb}):",
+            f"    v{g}, w{g} = sr - {q}, None",
             "else:",
         ]
         at = len(out)
@@ -906,17 +905,22 @@ def _crossing(
             ]
         else:
             out += [
-                f"dr{g} = 0",
                 "if want < 0 or want > 1:",
                 f"    {fail}",
             ]
         # A segment without room moves to its slab's end with room (`RequestTable`), unless
         # that makes the slab's garbage due (the core compacts first): its old entries become
-        # garbage (``gm{g}``); ``te{g}`` is the slab's planned end.
+        # garbage (``gm{g}``); ``te{g}`` is the slab's planned end. A segment that stays drops
+        # the evicted block at its front (its garbage).
         due_now = f"due(garbage[{g}] + gb{g} + capacity, te{g})"
         if compacting is not None:
             due_now = f"not compacted >> {g} & 1 and {due_now}"
         kept = "start + dropped : start + length" if evicts else "start : start + length"
+        stays = (
+            [f"gm{g}, start, capacity = dropped, start + dropped, capacity - dropped"]
+            if evicts
+            else []
+        )
         out += [
             "if want:",
             f"    if f{i} < nb{i}:",
@@ -931,6 +935,7 @@ def _crossing(
             f"        {fail}",
             "    if length < capacity:",
             f"        x{g}, m{g} = start + length, None",
+            *("        " + line for line in stays),
             "    else:",
             f"        if {due_now}:",
             f"            {fail if compacting is None else compacting.format(g=g)}",
@@ -942,46 +947,35 @@ def _crossing(
             f"        gm{g}, start, capacity = capacity, te{g}, len(m{g})",
             "else:",
             f"    t{g}, m{g} = 0, None",
+            *("    " + line for line in stays),
+            "length += want - dropped" if evicts else "length += want",
         ]
-        if evicts:
-            out += [
-                f"if not want or m{g} is None:",
-                f"    gm{g} = dropped",
-                "    start, capacity = start + dropped, capacity - dropped",
-                "length += want - dropped",
-            ]
-        else:
-            out += [
-                f"if not want or m{g} is None:",
-                f"    gm{g} = 0",
-                "length += want",
-            ]
         skip = "skip" if evicts else "skipped"
         cap = "" if p == 1 else f" * {p}"
+        now = "end" if p == 1 else "rows"  # the step's end, in positions
+        if p > 1:
+            out.append(f"rows += {q}")
         out += [
-            "rows = end" if p == 1 else "rows += q",
             "if first >= evict:",
             f"    evict = w{g}[{EVICT - ANCHOR}] = {_eviction(manager, size)[1]}",
-            f"index = rows // {pb}",
-            "anchor = rows",
+            f"index = {now} // {pb}",
+            f"anchor = {now}",
             # BASE is read only within the slack: where the step's end has no block yet
             # (no slack), it stays.
             f"if {skip} <= index < {skip} + length:",
             f"    at = index - {skip}",
             f"    base = w{g}[{BASE - ANCHOR}] = (t{g} if want and at == length - 1 else "
             f"sb{g}[start + at] if m{g} is None else m{g}[at]) - index",
-            # min(room, maxlen, evict, (index + 1) × size) × P, at least ``rows``.
-            f"    bound = ({skip} + length) * {size}",
+            # min(room, maxlen, evict, (index + 1) × size) × P, at least the end: the block
+            # ``index`` is in the table, so its end is within the room.
+            f"    bound = (index + 1) * {size}",
             "    if bound > maxlen:",
             "        bound = maxlen",
             "    if bound > evict:",
             "        bound = evict",
-            f"    top = (index + 1) * {size}",
-            "    if bound > top:",
-            "        bound = top",
-            f"    if bound{cap} > rows:",
+            f"    if bound{cap} > {now}:",
             f"        anchor = bound{cap}",
-            f"v{g} = anchor - rows",
+            f"v{g} = anchor - {now}",
             f"w{g}[{ANCHOR - ANCHOR}], w{g}[{LENGTH - ANCHOR}] = anchor, length",
         ]
         if evicts:
@@ -1006,7 +1000,7 @@ def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
     if fit:
         out[begin:] = [
             f"if fit > {g}:",
-            f"    v{g}, w{g}, dr{g}, t{g} = s{g} + r{g} - q{g}, None, 0, 0",
+            f"    v{g}, w{g} = s{g} + r{g} - q{g}, None",
             "else:",
             *("    " + line for line in out[begin:]),
         ]
@@ -1022,14 +1016,15 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
     for g in range(n):
         i = pool_of[id(core.pools[g])]
         c = _cold(ANCHOR, g)
+        # (`_crossing` plans an eviction, and garbage without a move, for a window only)
+        evicts = core._managers[g].kind != "full_attention"
         out += [
             f"if w{g} is not None:",
             f"    ops.append((setitem, st, slice({_plus('c', c)}, c + {c + COLD}), w{g}))",
-            f"    if dr{g}:",
-            f"        ev{i}.append(d{g})",
-            f"    gb{g} += gm{g}",
+            *([f"    if dr{g}:", f"        ev{i}.append(d{g})", f"    gb{g} += gm{g}"] * evicts),
             f"    if m{g} is not None:",
             f"        tl{i}.append(t{g})",
+            *([] if evicts else [f"        gb{g} += gm{g}"]),
             f"        ops.append((sb{g}.extend, m{g}))",
             f"        te{g} += len(m{g})",
             f"    elif t{g}:",
