@@ -1673,23 +1673,27 @@ def _slack_stores(n: int, pick: Callable[[str], str]) -> list[str]:
     sequence: all of them, or those a selector keeps; ``a{g}``, ``b{g}``: the fields'
     offsets, ``step{g}`` the steps' getter). For the whole batch, a group's steps are stored
     only where one differs from its count (a read costs less than a store: steps of one token
-    repeat)."""
+    repeat), and each field as one slice assignment where the requests' offsets are evenly
+    spaced (``w{g}``, ``v{g}``: the fields' slices, else None)."""
     lines = []
     for g in range(n):
-        lines.append(
-            f"                    ops.append((commit, map(setitem, repeat(hot), {pick(f'a{g}')}, "
-            f"map(sub, {pick(f's{g}')}, repeat(q{g})))))"
+        slack = (
+            f"map(setitem, repeat(hot), {pick(f'a{g}')}, map(sub, {pick(f's{g}')}, repeat(q{g})))"
         )
-        store = (
-            f"ops.append((commit, map(setitem, repeat(hot), {pick(f'b{g}')}, repeat(q{g}))))"
-        )
+        step = f"map(setitem, repeat(hot), {pick(f'b{g}')}, repeat(q{g}))"
         if pick is str:
             lines += [
+                f"                    ops.append((setitem, hot, w{g}, [*map(sub, s{g}, "
+                f"repeat(q{g}))]) if w{g} else (commit, {slack}))",
                 f"                    if step{g}(hot).count(q{g}) != count:",
-                f"                        {store}",
+                f"                        ops.append((setitem, hot, v{g}, [q{g}] * count) if v{g} "
+                f"else (commit, {step}))",
             ]
         else:
-            lines.append(f"                    {store}")
+            lines += [
+                f"                    ops.append((commit, {slack}))",
+                f"                    ops.append((commit, {step}))",
+            ]
     return lines
 
 
@@ -1843,23 +1847,21 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
 
 
 def _held_all(n: int) -> list[str]:
-    """The end of `fill_all` and `register_all`: each marked request held at its positions
+    """The end of `fill_all` and `register_all`: each request held at its positions
     (the slack 0, the step ``q``, the anchor ``r`` after the step), one pass per field."""
     lines = []
     for g in range(n):
         lines += [
-            f"        ops.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
-            "repeat(0))))",
-            f"        ops.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
-            f"repeat(q{g}))))",
+            f"        ops.append((commit, map(setitem, repeat(hot), a{g}, repeat(0))))",
+            f"        ops.append((commit, map(setitem, repeat(hot), b{g}, repeat(q{g}))))",
             f"        ops.append((commit, map(setitem, repeat(st), c{g}, r{g})))",
         ]
     return [*lines, "        return True", ""]
 
 
 def _fill_all(core: CoordinatorCore) -> list[str]:
-    """The source of ``fill_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0, a0,
-    b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds`` marks (1),
+    """The source of ``fill_all(ops, offs, exs, cols, tls, gts, gs, num_new, s0, a0, b0,
+    ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 1),
     each within every slack and its content filling exactly one block of each of its streams,
     planned in C, one pass per field, as `plan_fill` plans each: the streams' blocks hashed
     (``sha256(parent + keys)``, appended to list hashes), their tails emptied, and, none of
@@ -1872,35 +1874,33 @@ def _fill_all(core: CoordinatorCore) -> list[str]:
     hw, cw = core.table.hot_width, core.table.cold_width
     fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
     lines = [
-        f"    def fill_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):",
+        f"    def fill_all(ops, offs, exs, cols, tls, gts, gs, num_new, {fields}):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
-        "        fx = list(compress(exs, kinds))",
-        "        of = fx[0].stream_of  # one shape: the batch's",
+        "        of = exs[0].stream_of  # one shape: the batch's",
         "        at = [of[g] for g in gs]  # each share's stream",
-        "        streams, hls, news, tails = [], [], [], []",
+        "        hls, news = [], []",
         "        for col, tl, cut, g in zip(cols, tls, gts, gs):",
-        "            tail = list(compress(tl, kinds))",
-        "            joined = list(map(add, tail, compress(cut, kinds)))",
+        "            joined = list(map(add, tl, cut))",
         "            if set(map(len, joined)) != {rows_per_block[g]}:",
         "                return False",
-        "            mine = list(compress(col, kinds))",
-        "            hl = list(map(hashes_of, mine))",
+        "            hl = list(map(hashes_of, col))",
         "            if set(map(type, hl)) != {list}:",
         "                return False",
-        "            streams.append(mine); hls.append(hl); tails.append(tail)",
-        "            news.append(list(map(digest, map(sha256, map(add, map(parent_of, mine), "
+        "            hls.append(hl)",
+        "            news.append(list(map(digest, map(sha256, map(add, map(parent_of, col), "
         "map(array.tobytes, joined))))))",
-        f"        cbs = list(map(mul, map(floordiv, compress(offs, kinds), repeat({hw})), "
-        f"repeat({cw})))",
-        "        regs = list(map(registered_of, fx))",
+        f"        cbs = list(map(mul, map(floordiv, offs, repeat({hw})), repeat({cw})))",
+        "        regs = list(map(registered_of, exs))",
         "        ahead = False",
     ]
     for g in range(n):
         anchor = _cold(ANCHOR, g)
         lines += [
-            f"        c{g} = list(map(add, cbs, repeat({anchor})))",
-            f"        r{g} = list(map(add, map(sub, map(getitem, repeat(st), c{g}), "
-            f"compress(s{g}, kinds)), repeat(q{g})))",
+            f"        c{g} = list(map(add, cbs, repeat({anchor})))"
+            if anchor
+            else "        c0 = cbs",
+            f"        r{g} = list(map(add, map(sub, map(getitem, repeat(st), c{g}), s{g}), "
+            f"repeat(q{g})))",
         ]
         cache = core.caches[g]
         if cache is None:
@@ -1918,18 +1918,18 @@ def _fill_all(core: CoordinatorCore) -> list[str]:
     lines += [
         "        if not ahead:",
         "            return False",
-        "        for hl, new, mine, tail in zip(hls, news, streams, tails):",
+        "        for hl, new, col, tl in zip(hls, news, cols, tls):",
         "            ops.append((commit, map(list.append, hl, new)))",
-        "            ops.append((commit, map(delitem, tail, repeat(slice(None)))))",
-        "            ops.append((commit, map(setattr, mine, repeat('parent'), new)))",
+        "            ops.append((commit, map(delitem, tl, repeat(slice(None)))))",
+        "            ops.append((commit, map(setattr, col, repeat('parent'), new)))",
     ]
     return lines + _held_all(n)
 
 
 def _register_all(core: CoordinatorCore) -> list[str]:
-    """The source of ``register_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0,
-    a0, b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds``
-    marks (2), each past every group's slack to the end of its table's last block exactly (a
+    """The source of ``register_all(ops, offs, exs, cols, tls, gts, gs, num_new, s0, a0, b0,
+    ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 2),
+    each past every group's slack to the end of its table's last block exactly (a
     held step: nothing taken, nothing evicted), with one block to register per group whose
     stream knows its hash (and none ahead), planned in C, one pass per field, as `plan_cross`
     plans each: the slack 0, the anchor at the positions after the step, the block
@@ -1940,7 +1940,7 @@ def _register_all(core: CoordinatorCore) -> list[str]:
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
-    head = f"    def register_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
+    head = f"    def register_all(ops, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
     caches = [c for c in core.caches if c is not None]
     if (
         any(not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n))
@@ -1957,46 +1957,53 @@ def _register_all(core: CoordinatorCore) -> list[str]:
         p, in_flight = core._pool[g], core._in_flight[g]
         touched = f"q{g}" if p == 1 else f"q{g} // {p} + 2"
         lines += [
-            f"        if max(compress(s{g}, kinds)) >= q{g} or {touched} > {in_flight}:",
+            f"        if max(s{g}) >= q{g} or {touched} > {in_flight}:",
             "            return False",
         ]
     lines += [
-        "        fx = list(compress(exs, kinds))",
-        "        of = fx[0].stream_of  # one shape: the batch's",
+        "        of = exs[0].stream_of  # one shape: the batch's",
         "        at = [of[g] for g in gs]  # each share's stream",
-        f"        cbs = list(map(mul, map(floordiv, compress(offs, kinds), repeat({hw})), "
-        f"repeat({cw})))",
-        "        regs = list(map(registered_of, fx))",
+        f"        cbs = list(map(mul, map(floordiv, offs, repeat({hw})), repeat({cw})))",
+        "        regs = list(map(registered_of, exs))",
         "        later = []",
     ]
 
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
         lines += [
-            f"        c{g} = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))",
+            f"        c{g} = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))"
+            if _cold(ANCHOR, g)
+            else "        c0 = cbs",
             f"        A, _, E, skipped, start, L, _, M = {_cold_fields(f'c{g}')}",
-            f"        rows = list(map(sub, A, compress(s{g}, kinds)))",
+            f"        rows = list(map(sub, A, s{g}))",
             f"        r{g} = list(map(add, rows, repeat(q{g})))",
             "        ends = list(map(add, skipped, L))",
             # The step ends its table's last block: nothing to take (nor a block in the table
             # for the anchor: the slack is 0); it starts before the evict bound (nothing
-            # dropped) and ends within the request's length.
+            # dropped) and ends within the request's length (its slots: the rows where P is 1).
             f"        if r{g} != list(map(mul, ends, repeat({size * p}))) or not all(map(lt, "
             f"{'rows' if p == 1 else f'map(floordiv, rows, repeat({p}))'}, E)) "
-            f"or not all(map(le, map(mul, ends, repeat({size})), M)):",
+            f"or not all(map(le, {f'r{g}' if p == 1 else f'map(mul, ends, repeat({size}))'}, M)):",
             "            return False",
         ]
         cache = core.caches[g]
         if cache is None:
             continue
+        # The registered blocks then the table's: a cache block of a table block's rows
+        # (their count is the table's end, past the block registered).
+        ended = (
+            "ends != full"
+            if cache.rows_per_block == size * p
+            else f"list(map(floordiv, r{g}, repeat({cache.rows_per_block}))) != full or not "
+            "all(map(lt, rg, ends))"
+        )
         lines += [
             f"        if of[{g}] >= 0:",
-            f"            hl = list(map(hashes_of, compress(cols[at.index(of[{g}])], kinds)))",
+            f"            hl = list(map(hashes_of, cols[at.index(of[{g}])]))",
             f"            rg = list(map(itemgetter({g}), regs))",
             "            full = list(map(add, rg, repeat(1)))",
-            f"            if list(map(len, hl)) != full or list(map(floordiv, r{g}, "
-            f"repeat({cache.rows_per_block}))) != full or not all(map(ge, rg, skipped)) or not "
-            "all(map(lt, rg, ends)):",
+            f"            if {ended} or list(map(len, hl)) != full or not all(map(ge, rg, "
+            "skipped)):",
             "                return False",
             f"            blocks = list(map(getitem, repeat(slabs[{g}]), map(add, start, map(sub, "
             "rg, skipped))))",
@@ -2012,7 +2019,7 @@ def _register_all(core: CoordinatorCore) -> list[str]:
     lines += [
         "        ops += later",
         "        for tl, cut in zip(tls, gts):",
-        "            ops.append((commit, map(extend, compress(tl, kinds), compress(cut, kinds))))",
+        "            ops.append((commit, map(extend, tl, cut)))",
     ]
     return lines + _held_all(n)
 
@@ -2029,9 +2036,9 @@ def _cold_fields(c: str) -> str:
 
 
 def _cross_all(core: CoordinatorCore) -> list[str]:
-    """The source of ``cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, s0, a0,
-    b0, ...)`` (in ``content_all``'s pass in C): the requests of a batch that ``kinds`` marks
-    (2), planned in C, one pass per field, as `plan_cross` plans each, where in each group
+    """The source of ``cross_all(ops, offs, exs, cols, tls, gts, gs, num_new, s0, a0, b0,
+    ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 2),
+    planned in C, one pass per field, as `plan_cross` plans each, where in each group
     every one of them is within its slack, or every one takes one block (at its table's end,
     in place, the step's last position in it; all fresh, or all from the free queue: a
     cached one evicted from the prefix cache where its key names it alone), or every one has
@@ -2043,7 +2050,7 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
-    head = f"    def cross_all(ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
+    head = f"    def cross_all(ops, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
     caches = [c for c in core.caches if c is not None]
     if (
         any(not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n))
@@ -2054,13 +2061,11 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
     lines = [
         head,
         "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
-        "        fx = list(compress(exs, kinds))",
-        "        of = fx[0].stream_of  # one shape: the batch's",
+        "        of = exs[0].stream_of  # one shape: the batch's",
         "        at = [of[g] for g in gs]  # each share's stream",
-        f"        cbs = list(map(mul, map(floordiv, compress(offs, kinds), repeat({hw})), "
-        f"repeat({cw})))",
-        "        regs = list(map(registered_of, fx))",
-        "        later, m = [], len(fx)",
+        f"        cbs = list(map(mul, map(floordiv, offs, repeat({hw})), repeat({cw})))",
+        "        regs = list(map(registered_of, exs))",
+        "        later, m = [], len(exs)",
     ]
     for g in range(n):
         if core.caches[g] is None:
@@ -2068,8 +2073,8 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         # `_registration`: nothing to register where a stream knows no hash past those
         # registered.
         lines += [
-            f"        if of[{g}] >= 0 and any(map(gt, map(len, map(hashes_of, compress("
-            f"cols[at.index(of[{g}])], kinds))), map(itemgetter({g}), regs))):",
+            f"        if of[{g}] >= 0 and any(map(gt, map(len, map(hashes_of, "
+            f"cols[at.index(of[{g}])])), map(itemgetter({g}), regs))):",
             "            return False",
         ]
     for g in range(n):
@@ -2079,12 +2084,12 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         first = "rows" if p == 1 else f"list(map(floordiv, rows, repeat({p})))"
         end = "ra" if p == 1 else f"list(map(floordiv, map(add, ra, repeat({p - 1})), repeat({p})))"
         lines += [
-            f"        sl = list(compress(s{g}, kinds))",
+            f"        sl = s{g}",
             f"        if {touched} > {in_flight}:",
             "            return False",
             f"        if min(sl) >= q{g}:  # within the slack",
-            f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
-            f"map(sub, sl, repeat(q{g})))))",
+            f"            later.append((commit, map(setitem, repeat(hot), a{g}, map(sub, sl, "
+            f"repeat(q{g})))))",
             f"        elif max(sl) < q{g}:",
             f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))"
             if _cold(ANCHOR, g)
@@ -2098,29 +2103,32 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             "                return False",
             f"            want = set(map(sub, map(floordiv, map(add, end, repeat({size - 1})), "
             f"repeat({size})), map(add, S, L)))",
-            "            due = list(map(ge, first, E))",
         ]
-        if manager.kind == "sliding_window":
+        # A window drops blocks; without one, nothing is dropped (nor the evict bound moved).
+        windowed = manager.kind == "sliding_window"
+        if windowed:
             window = manager.sliding_window_slots
             lines += [
+                "            due = list(map(ge, first, E))",
                 f"            if any(due) and (not all(due) or min(first) <= {window - 1}):",
                 "                return False",
                 "            skip = list(map(max, map(floordiv, map(sub, first, "
                 f"repeat({window - 1})), repeat({size})), S)) if due[0] else S",
                 f"            E = list(map(min, map(add, map(mul, map(add, skip, repeat(1)), "
                 f"repeat({size})), repeat({window - 1})), repeat(never))) if due[0] else E",
+                "            dropped = set(map(sub, skip, S))",
             ]
         else:
             lines += [
-                "            if any(due):",
+                "            if any(map(ge, first, E)):",
                 "                return False",
                 "            skip = S",
             ]
         lines += [
-            "            dropped = set(map(sub, skip, S))",
             f"            index = list(map(floordiv, ra, repeat({size * p})))",
             f"            pool, slab = pools[{g}], slabs[{g}]",
-            "            if dropped == {0} and max(want) == 1 == min(want):  # one block taken",
+            f"            if {'dropped == {0} and ' if windowed else ''}max(want) == 1 == "
+            "min(want):  # one block taken",
             "                if index != list(map(add, S, L)) or not all(map(lt, L, C)):",
             "                    return False",
             "                fresh = pool._fresh",
@@ -2160,6 +2168,8 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             "                later += ((setattr, pool, '_used', pool._used + m), (commit, "
             "map(setitem, repeat(slab), map(add, T, L), block)))",
             "                L = list(map(add, L, repeat(1)))",
+        ]
+        dropping = [
             "            elif dropped == {1} and max(want) <= 0:  # one block dropped",
             "                block = list(map(getitem, repeat(slab), T))",
             "                T, L, C = [list(map(sub, x, repeat(y))) for x, y in ((T, -1), (L, 1), "
@@ -2173,6 +2183,18 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             f"'_used', pool._used - m), (setitem, table_garbage, {g}, table_garbage[{g}] + m))",
             "                block = list(map(getitem, repeat(slab), map(add, T, map(sub, index, "
             "skip))))",
+        ]
+        # The fields that move: the anchor, base and length where a block is taken (the evict
+        # bound where the window moved it); all of them where one is dropped.
+        taken = (0, 1, LENGTH - ANCHOR)
+        fields = (
+            f"({(0, 1, 2, LENGTH - ANCHOR)} if due[0] else {taken}) if dropped == {{0}} "
+            "else range(7)"
+            if windowed
+            else str(taken)
+        )
+        lines += [
+            *(dropping if windowed else []),
             "            else:",
             "                return False",
             # The anchor (`plan_cross`): the end of the step's block, of the table, of the
@@ -2185,22 +2207,20 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         lines += [
             "            anchor = list(map(max, anchor, ra))",
             "            B = list(map(sub, block, index))",
-            f"            later.append((commit, map(setitem, repeat(hot), compress(a{g}, kinds), "
-            "map(sub, anchor, ra))))",
-            # The fields that move: all of them where one is dropped.
+            f"            later.append((commit, map(setitem, repeat(hot), a{g}, map(sub, anchor, "
+            "ra))))",
             "            moved = (anchor, B, E, skip, T, L, C)",
-            f"            for f in {(0, 1, 2, LENGTH - ANCHOR)} if dropped == {{0}} else range(7):",
+            f"            for f in {fields}:",
             "                later.append((commit, map(setitem, repeat(st), map(add, c, "
             "repeat(f)), moved[f])))",
             "        else:",
             "            return False",
-            f"        later.append((commit, map(setitem, repeat(hot), compress(b{g}, kinds), "
-            f"repeat(q{g}))))",
+            f"        later.append((commit, map(setitem, repeat(hot), b{g}, repeat(q{g}))))",
         ]
     lines += [
         "        ops += later",
         "        for tl, cut in zip(tls, gts):",
-        "            ops.append((commit, map(extend, compress(tl, kinds), compress(cut, kinds))))",
+        "            ops.append((commit, map(extend, tl, cut)))",
         "        return True",
         "",
     ]
@@ -2248,8 +2268,8 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "    cuts = {}",
         # The last classified batch (`content_all` below): offsets, extras, groups, then
         # per group its streams and their tails, then the offsets of the slack and step fields,
-        # then their getters (`fields`).
-        f"    kept = [None] * {5 + 4 * n}",
+        # then their getters (`fields`), then their slices (`_slack_stores`).
+        f"    kept = [None] * {5 + 6 * n}",
         f"    def content_all{suffix}(request_ids, num_new, contents):",
         "        me = []",
         "        try:",
@@ -2291,6 +2311,8 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     ):
         alls = ", ".join(f"a{g}, b{g}" for g in range(n))
         gets = ", ".join(f"slack{g}, step{g}" for g in range(n))
+        spans = ", ".join(f"w{g}, v{g}" for g in range(n))
+        at = ", ".join(f"{g * HOT + SLACK}, {g * HOT + STEP}" for g in range(n))
         lines += [
             "            if strs.issuperset(map(type, request_ids)):",
             "                offs = list(map(get, request_ids))",
@@ -2302,7 +2324,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                vec = offs == kept[0] and exs == kept[1] and gs == kept[2] and not "
             "(specs and not specs.keys().isdisjoint(offs))",
             "                if vec:",
-            f"                    cols, tls, {alls}, {gets} = kept[3:]",
+            f"                    cols, tls, {alls}, {gets}, {spans} = kept[3:]",
             "                else:",
             "                    vec = (None not in exs and Resting not in map(type, exs) and "
             "len(set(offs)) == count and not (specs and "
@@ -2338,7 +2360,13 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         lines += [
             "                    if vec:",
             f"                        {gets} = map(fields, ({alls}))",
-            f"                        kept[:] = offs, exs, gs, cols, tls, {alls}, {gets}",
+            # Requests at evenly spaced offsets (admitted together): each field's slice.
+            "                        d = offs[1] - offs[0] if count > 1 else 1",
+            "                        even = d > 0 and offs == [*range(offs[0], offs[0] + d * "
+            "count, d)]",
+            f"                        {spans} = [slice(offs[0] + f, offs[0] + f + d * count, d) if "
+            f"even else None for f in ({at})]",
+            f"                        kept[:] = offs, exs, gs, cols, tls, {alls}, {gets}, {spans}",
             "                every = vec",
             "                for (g, keys, k), tl in zip(shares, tls) if vec else ():",
             "                    if max(map(len, tl)) + k >= rows_per_block[g]:",
@@ -2396,20 +2424,26 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                    kinds = list(fill)",
             "                    if 3 in kinds:",
             f"                        {back}",
-            "                    fm = list(map(not_, kinds))",
-            "                    at, to, tails, adds = [], [], [], []",
+            "                    at, to = [], []",
             "                    ops = [(commit, map(setitem, repeat(hot), at, to))]",
-            "                    for tl, gt in zip(tls, gts):",
-            "                        ops.append((commit, map(extend, compress(tl, fm), "
+            f"                    marked = [ops, offs, exs, cols, tls, gts, gs, num_new, {fills}]",
+            # Where some request is within its slack and fills no block (kind 0): its stores
+            # here, and the planners get the others' columns (in phase, none is: no pass).
+            "                    if 0 in kinds:",
+            "                        fm = list(map(not_, kinds))",
+            "                        for tl, gt in zip(tls, gts):",
+            "                            ops.append((commit, map(extend, compress(tl, fm), "
             "compress(gt, fm))))",
+            *("    " + line for line in _slack_stores(n, "compress({}, fm)".format)),
+            "                        marked = [ops, *[list(compress(x, kinds)) for x in (offs, "
+            "exs)], *[[list(compress(x, kinds)) for x in xs] for xs in (cols, tls, gts)], gs, "
+            f"num_new, *[list(compress(x, kinds)) for x in ({fills})]]",
         ]
-        lines += _slack_stores(n, "compress({}, fm)".format)
         # The others in C where every one of them fills (`fill_all`), or every one crosses
         # (`cross_all`, `register_all`); else each planned below.
-        args = f"ops, kinds, offs, exs, cols, tls, gts, gs, num_new, {fills}"
         lines += [
-            f"                    if 2 not in kinds and fill_all({args}) or 1 not in kinds and "
-            f"(cross_all({args}) or register_all({args})):",
+            "                    if 2 not in kinds and fill_all(*marked) or 1 not in kinds and "
+            "(cross_all(*marked) or register_all(*marked)):",
             "                        slow = ()",
             "                    else:",
             "                        columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "

@@ -2098,6 +2098,58 @@ def test_a_generating_batch_of_one_is_classified_in_c_as_the_general_path_does()
     assert getters and all(len(at) == 1 for at in getters), getters
 
 
+def test_a_generating_batch_with_a_stream_a_step_ahead_plans_the_others_in_c() -> None:
+    # Three streams, the last a step ahead of the others (one step of its own first): at
+    # the engine steps where the others cross a block boundary or fill a block and it does
+    # not (or the reverse), the batch planners get those requests' columns only (the others
+    # are stored with the steps within their slack). Each engine step is compared with the
+    # batch's general path on a copy.
+    one = _in_phase_toy()
+    core = one._core
+    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
+    sizes: dict[str, list[int]] = {"fill_all": [], "register_all": [], "cross_all": []}
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        name = frame.f_code.co_name
+        if name in sizes:
+            if event == "return":
+                sizes[name].append(len(frame.f_locals["offs"]))
+            return trace
+        return None
+
+    def checked(kind: str, *args: Any) -> None:
+        twin = copy.deepcopy(one)
+        theirs = _outcome(general, twin._core, kind.removesuffix("_typed"), *args)
+        sys.settrace(trace)
+        try:
+            mine = _outcome(fast, core, kind, *args)
+        finally:
+            sys.settrace(None)
+        assert mine == theirs, (kind, args)
+        assert _state(one) == _state(twin), (kind, args)
+        check_pools(one)
+
+    prompt = [1, 2, 3, 4]
+    parts = {
+        audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
+                                                    EncoderTokens)).part(),
+        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+    }
+    for round_ in range(3):
+        rids = [f"r{round_}.{j}" for j in range(3)]
+        for j, rid in enumerate(rids):
+            hits = core.admit_with_prefix(rid, [None, None], parts)
+            checked("content", rid, [8 - hits[0], 4 - hits[1]], [(0, [10 * j] * 2), (1, [10 * j])])
+        checked("content", rids[2], [2, 1], [(0, [29, 29]), (1, [29])])
+        for i in range(1, 12):
+            tokens = [10 * j + (i * 3 + round_) % 7 for j in range(3)]
+            kind = "content_all_typed" if i % 2 else "content_all"
+            checked(kind, rids, [2, 1], [(0, [t for t in tokens for _ in "ab"]), (1, tokens)])
+        for rid in rids:
+            one.free(rid)
+    assert 2 in sizes["cross_all"] and 1 in sizes["fill_all"], sizes
+
+
 def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_path_does() -> None:
     # Three streams in phase (admitted together, ended together after 14 steps), each
     # generating tokens of its own a step ahead of its positions (its first one with its
