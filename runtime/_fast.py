@@ -723,43 +723,34 @@ def _fits(
     """The condition (source) that the rollback of ``r{g}`` positions of group ``g`` (what
     the latest step left speculative: ``j{g}``) and a step of ``q{g}`` after it only change
     its slack (``s{g}``), by ``q{g} − r{g}``: the step ends past the rolled-back end
-    (``q{g} > r{g}``) within the slack. Then the rollback frees no block (the step takes
-    them again, `CoordinatorCore._kept`, unless the table holds more than the step's end
-    reaches) and the step ends in the block of the bound; the new slack is ``s{g} + r{g} −
-    q{g}``. `_crossing` plans every other (this case too). With ``typed``, the ``r{g}`` are
-    the typed layer's (ints, none negative: read from quantities). ``c`` is the request's
-    cold offset. With ``lazy``, ``j{g}`` is read only where ``r{g}`` is not 0 (a step without
-    rollback needs no speculative tail). With ``net``, ``n{g}`` is ``q{g} − r{g}`` where that
-    is positive, else past any slack (``never + 1``): its one test replaces two."""
+    (``q{g} > r{g}``) within the slack. Then the step ends in the block of the bound, and
+    the rollback frees no block (the step takes them again, `CoordinatorCore._kept`): a
+    table whose length follows its positions holds exactly what their end needs (a rollback
+    gives back what only its positions used, a step takes what its end needs; the tests'
+    ``check_ends``) and the step ends past that end, so nothing is read for it; a fixed
+    table (state, cross attention) is compared with its length. The new slack is ``s{g} +
+    r{g} − q{g}``. `_crossing` plans every other (this case too). With ``typed``, the
+    ``r{g}`` are the typed layer's (ints, none negative: read from quantities). ``c`` is the
+    request's cold offset. With ``lazy``, ``j{g}`` is read only where ``r{g}`` is not 0 (a
+    step without rollback needs no speculative tail). With ``net``, ``n{g}`` is ``q{g} −
+    r{g}`` where that is positive, else past any slack (``never + 1``): its one test
+    replaces two."""
     p, size = core._pool[g], core._block_size[g]
-    kind = core._managers[g].kind
+    manager = core._managers[g]
     rows = f"{_at(_cold(ANCHOR, g))} - s{g} - r{g}"  # after the rollback
-    slots = f"({rows} + q{g} + {p - 1}) // {p}" if p > 1 else f"{rows} + q{g}"
     step = f"n{g}" if net else f"q{g} - r{g}"
-    if kind == "state":
-        keep = "1"
-    elif kind == "cross_attention":
-        keep = str(core._managers[g].table_length(0))
-    elif p == 1:  # the small counts summed first: one sum past 256 made, not four
-        small = f"{size - 1} + n{g} - s{g}" if net else f"{size - 1} + q{g} - s{g} - r{g}"
-        keep = f"({_at(_cold(ANCHOR, g))} + ({small})) // {size}"
-    else:
-        keep = f"({slots} + {size - 1}) // {size}"
-    entries = f"{_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
-    if kind == "full_attention":
-        # Its SKIPPED is always 0: its manager skips no block (`skipped_blocks`) and a prefix
-        # hit of its kind has no null block (`PrefixCache.find`), so not read.
-        entries = _at(_cold(LENGTH, g))
+    # A fixed table (state, cross attention): its rollback frees no block where it holds
+    # no more than that.
+    fixed = manager.kind in ("state", "cross_attention")
+    held = f"{manager.table_length(0)} >= {_at(_cold(SKIPPED, g))} + {_at(_cold(LENGTH, g))}"
     # The typed layer's counts are read from quantities: ints, never negative.
     integer = "" if typed else f"type(r{g}) is int and 0 <= "
     within = f"{step} <= s{g}" if net else f"0 < {step} <= s{g}"
-    fits = f"{integer}r{g} <= j{g} and {within} and (not r{g} or {keep} >= {entries})"
+    fits = f"{integer}r{g} <= j{g} and {within}" + (f" and (not r{g} or {held})" if fixed else "")
     if lazy:
         integer = "" if typed else f"type(r{g}) is int and 0 <= r{g} and "
-        fits = (
-            f"{integer}{within} and (not r{g} or "
-            f"r{g} <= specs.get(o, nospec)[{g}] and {keep} >= {entries})"
-        )
+        tail = f"r{g} <= specs.get(o, nospec)[{g}]" + (f" and {held}" if fixed else "")
+        fits = f"{integer}{within} and (not r{g} or {tail})"
     if core._in_flight[g] < size or not core._has_rows[g]:
         # A step within a block is within max_in_flight when that is a block or more (as
         # the plain steps check it).
@@ -1039,16 +1030,16 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
     return [indent + line for line in out]
 
 
-def _row(n: int, slacks: list[str]) -> str:
+def _row(n: int, slacks: list[str], row: str = "row") -> str:
     """The source that adds a request's hot fields (``slacks`` and the steps ``q{g}``) to a
-    batch's ``hots`` (``row``), in the table's order; of one group, its slack alone (stored
-    field by field: two C passes cost less than one of slices, `_respec_all`)."""
+    batch's ``hots`` (by ``row``), in the table's order; of one group, its slack alone
+    (stored field by field: two C passes cost less than one of slices, `_respec_all`)."""
     if n == 1:
-        return f"row({slacks[0]})"
+        return f"{row}({slacks[0]})"
     fields = [""] * (n * HOT)
     for g in range(n):
         fields[g * HOT + SLACK], fields[g * HOT + STEP] = slacks[g], f"q{g}"
-    return f"row(({', '.join(fields)}))"
+    return f"{row}(({', '.join(fields)}))"
 
 
 def _pooled(core: CoordinatorCore, indent: str) -> list[str]:
@@ -1275,7 +1266,8 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         # A scheduler passes few distinct tuples (one per count it rolls back): each is read
         # once a call, by identity (the list holds it: no id is reused during the call), into
         # its counts ``r{g}`` and their net step ``n{g} = q{g} − r{g}`` (`_fits`; past any slack
-        # where the step ends at or before the rolled-back end: it never fits).
+        # where the step ends at or before the rolled-back end: it never fits), and with
+        # several groups ``rb``, whether any is rolled back.
         nets = ", ".join(f"n{g}" for g in range(n))
         lines += [
             "                e = seen_get(id(rejected_i))",
@@ -1297,8 +1289,9 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
             + ", ".join(f"r{g}" for g in range(n))
             + ", "
             + ", ".join(f"q{g} - r{g} if q{g} > r{g} else never + 1" for g in range(n))
+            + ("" if n == 1 else ", " + " or ".join(f"r{g}" for g in range(n)))
             + ")",
-            f"                {rs.rstrip(',')}, {nets} = e",
+            f"                {rs.rstrip(',')}, {nets}{'' if n == 1 else ', rb'} = e",
         ]
     if not typed:
         lines += [
@@ -1306,25 +1299,31 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
             f" or len(rejected_i) != {n}:",
             f"                    xs.append({item}); continue",
         ]
-    lines += [
-        *([] if units else [f"                {rs} = rejected_i"]),
-        *([] if n == 1 else [f"                {js} = specs.get(o, nospec)"]),
-        f"                c = o * {cw // hw}",
-    ]
+    if not units:
+        lines.append(f"                {rs} = rejected_i")
+    if n > 1:
+        # (with ``units``, ``rb``: whether the request rolls any back; where not, its
+        # speculative tail is not read: every ``r{g} <= j{g}`` holds)
+        tail = "specs.get(o, nospec) if rb else nospec" if units else "specs.get(o, nospec)"
+        lines.append(f"                {js} = {tail}")
+    # The cold offset, computed before the slacks' checks only where one reads a cold field.
+    fits = [_fits(core, g, typed, lazy=n == 1, net=units) for g in range(n)]
+    cold = [f"                c = o * {cw // hw}"]
+    early = any("st[c" in fit for fit in fits)
+    if early:
+        lines += cold
     # Within every slack (`_fits`): nested, the stores at the innermost; else ``fit``, the
     # groups before the first one past its slack (`_crossing` plans only the slack for them).
     indent = "                "
     for g in range(n):
         lines += [
             f"{indent}s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
-            f"{indent}if {_fits(core, g, typed, lazy=n == 1, net=units)}:",
+            f"{indent}if {fits[g]}:",
         ]
         indent += "    "
-    lines.append(
-        f"{indent}push(o); "
-        + _row(n, [f"s{g} - n{g}" if units else f"s{g} + r{g} - q{g}" for g in range(n)])
-        + "; continue"
-    )
+    # (``offs.append`` written out: the interpreter appends in place, with no call)
+    slacks = [f"s{g} - n{g}" if units else f"s{g} + r{g} - q{g}" for g in range(n)]
+    lines.append(f"{indent}offs.append(o); {_row(n, slacks, 'hots.append')}; continue")
     if n > 1:
         for g in reversed(range(n)):
             indent = indent[4:]
@@ -1350,6 +1349,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                    xs.append({item}); continue",
         f"                {keep}",
         *([f"                {js} = specs.get(o, nospec)"] if n == 1 else []),
+        *([] if early else cold),
         "                for _ in once:",
     ]
     lines += _crossing(core, "break", "                    ", compacting, typed, fit=True)

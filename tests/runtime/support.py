@@ -32,6 +32,7 @@ from kvunits.contracts import (
 from kvunits.contracts._groups import GroupLimits
 from kvunits.contracts.internal import admission_cap, manager_ints
 from kvunits.runtime import NULL_BLOCK, AdmissionPolicy, GroupHandle, KVCacheCoordinator, Stepper
+from kvunits.runtime._table import LENGTH, SKIPPED
 from kvunits.runtime.block_pool import BlockPool, PoolPlan
 from kvunits.runtime.block_pool import holders as filed_blocks
 
@@ -259,6 +260,24 @@ def check_pools(coord: KVCacheCoordinator) -> None:
         assert not any(type(h) is list and len(h) < 2 for c in maps if c for h in c.blocks.values())
     for name, usage in coord.usage_by_group().items():
         assert usage.used + usage.free <= usage.capacity, name
+    check_ends(coord)
+
+
+def check_ends(coord: KVCacheCoordinator) -> None:
+    """Every table of a kind whose length follows its positions (full attention, windows,
+    chunks) holds exactly the entries (evicted ones included) its positions so far need:
+    a rollback gives back what only its positions used, and a step takes no more than its
+    end needs. The generated speculative steps rely on it (`_fast._fits`: a rollback then a
+    step past the rolled-back end frees no block)."""
+    core = coord._core
+    table = core.table
+    for rid, o in table.offsets.items():
+        for g, manager in enumerate(core._managers):
+            if manager.kind in ("cross_attention", "state"):
+                continue
+            entries = table.field(o, g, SKIPPED) + table.field(o, g, LENGTH)
+            slots = -(-table.rows(o, g) // core._pool[g])
+            assert entries == manager.table_length(slots), (rid, g, entries, slots)
 
 
 def unresident_keys(

@@ -55,6 +55,7 @@ from kvunits.runtime._table import CAPACITY
 from ..examples import every, examples
 from .support import (
     Injected,
+    check_ends,
     check_pools,
     coordinator,
     drawn_blocks,
@@ -636,6 +637,7 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
             for rid, r in zip(ids, rejected, strict=True):
                 general(three._core, "respec", rid, q, k, r)
         assert _state(one) == _state(three)
+        check_ends(one)  # what the generated steps rely on (`_fast._fits`)
         two, failed = in_turn(two, [(rid, q, k, r) for rid, r in zip(ids, rejected, strict=True)])
         assert failed is None
         assert _held(one) == _held(two)
