@@ -1012,7 +1012,11 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
         out += [
             f"if w{g} is not None:",
             f"    ops.append((setitem, st, slice({_plus('c', c)}, c + {c + COLD}), w{g}))",
-            *([f"    if dr{g}:", f"        ev{i}.append(d{g})", f"    gb{g} += gm{g}"] * evicts),
+            *(
+                [f"    if dr{g}:", f"        ev{i}.append(d{g})", f"    gb{g} += gm{g}"]
+                if evicts
+                else []
+            ),
             f"    if m{g} is not None:",
             f"        tl{i}.append(t{g})",
             *([] if evicts else [f"        gb{g} += gm{g}"]),
