@@ -20,6 +20,7 @@ import functools
 import random
 import re
 import sys
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -2059,25 +2060,60 @@ def _in_phase_toy() -> KVCacheCoordinator:
                        max_in_flight=4, reserve=False)
 
 
+def _prompt_parts(coord: KVCacheCoordinator) -> dict[int, Any]:
+    """The in-phase toy's shared prompt (4 tokens, 2 encoder tokens each) as prefix parts."""
+    audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+    prompt = [1, 2, 3, 4]
+    return {
+        audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
+                                                    EncoderTokens)).part(),
+        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+    }
+
+
+def _planners_traced(
+    one: KVCacheCoordinator, seen: dict[str, list[Any]], read: Callable[[Any, Any], Any]
+) -> Callable[..., None]:
+    """``checked(kind, *args)``: that call on ``one``, each batch planner named in ``seen``
+    traced (at its return, ``read(frame, returned)`` appended to its list), compared with the
+    batch's general path on a copy: the same outcome and state, the pools consistent."""
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        name = frame.f_code.co_name
+        if name in seen:
+            if event == "return":
+                seen[name].append(read(frame, arg))
+            return trace
+        return None
+
+    def checked(kind: str, *args: Any) -> None:
+        twin = copy.deepcopy(one)
+        theirs = _outcome(general, twin._core, kind.removesuffix("_typed"), *args)
+        sys.settrace(trace)
+        try:
+            mine = _outcome(fast, one._core, kind, *args)
+        finally:
+            sys.settrace(None)
+        assert mine == theirs, (kind, args)
+        assert _state(one) == _state(twin), (kind, args)
+        check_pools(one)
+
+    return checked
+
+
 def test_a_generating_batch_of_one_is_classified_in_c_as_the_general_path_does() -> None:
     # One stream, its engine steps batches of one (typed and plain, every token cached): the
     # batch is classified in C (its slack and step fields read by `fields`' getter of one
     # offset), each step compared with the batch's general path on a copy.
     one = _in_phase_toy()
     core = one._core
-    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
     getters: list[Any] = []
 
     def trace(frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code.co_name == "fields":
             getters.append(frame.f_locals["at"])
 
-    prompt = [1, 2, 3, 4]
-    parts = {
-        audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
-                                                    EncoderTokens)).part(),
-        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
-    }
+    parts = _prompt_parts(one)
     for round_ in range(2):
         rid = f"r{round_}"
         hits = core.admit_with_prefix(rid, [None, None], parts)
@@ -2108,35 +2144,9 @@ def test_a_generating_batch_with_a_stream_a_step_ahead_plans_the_others_in_c() -
     # batch's general path on a copy.
     one = _in_phase_toy()
     core = one._core
-    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
     sizes: dict[str, list[int]] = {"fill_all": [], "register_all": [], "cross_all": []}
-
-    def trace(frame: Any, event: str, arg: Any) -> Any:
-        name = frame.f_code.co_name
-        if name in sizes:
-            if event == "return":
-                sizes[name].append(len(frame.f_locals["offs"]))
-            return trace
-        return None
-
-    def checked(kind: str, *args: Any) -> None:
-        twin = copy.deepcopy(one)
-        theirs = _outcome(general, twin._core, kind.removesuffix("_typed"), *args)
-        sys.settrace(trace)
-        try:
-            mine = _outcome(fast, core, kind, *args)
-        finally:
-            sys.settrace(None)
-        assert mine == theirs, (kind, args)
-        assert _state(one) == _state(twin), (kind, args)
-        check_pools(one)
-
-    prompt = [1, 2, 3, 4]
-    parts = {
-        audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
-                                                    EncoderTokens)).part(),
-        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
-    }
+    checked = _planners_traced(one, sizes, lambda frame, _: len(frame.f_locals["offs"]))
+    parts = _prompt_parts(one)
     for round_ in range(3):
         rids = [f"r{round_}.{j}" for j in range(3)]
         for j, rid in enumerate(rids):
@@ -2162,35 +2172,9 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
     # step is compared with the batch's general path on a copy.
     one = _in_phase_toy()
     core = one._core
-    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
     done: dict[str, list[bool]] = {"fill_all": [], "register_all": [], "cross_all": []}
-
-    def trace(frame: Any, event: str, arg: Any) -> Any:
-        name = frame.f_code.co_name
-        if name in done:
-            if event == "return":
-                done[name].append(arg)
-            return trace
-        return None
-
-    def checked(kind: str, *args: Any) -> None:
-        twin = copy.deepcopy(one)
-        theirs = _outcome(general, twin._core, kind.removesuffix("_typed"), *args)
-        sys.settrace(trace)
-        try:
-            mine = _outcome(fast, core, kind, *args)
-        finally:
-            sys.settrace(None)
-        assert mine == theirs, (kind, args)
-        assert _state(one) == _state(twin), (kind, args)
-        check_pools(one)
-
-    prompt = [1, 2, 3, 4]
-    parts = {
-        audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
-                                                    EncoderTokens)).part(),
-        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
-    }
+    checked = _planners_traced(one, done, lambda _, returned: returned)
+    parts = _prompt_parts(one)
     for round_ in range(4):
         rids = [f"r{round_}.{j}" for j in range(3)]
         for j, rid in enumerate(rids):
