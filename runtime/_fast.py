@@ -1930,6 +1930,21 @@ def _fill_all(core: CoordinatorCore) -> list[str]:
     return lines + _held_all(n)
 
 
+def _planner_head(core: CoordinatorCore, name: str) -> tuple[str, bool]:
+    """The first line of the batch planner ``name`` (``register_all``, ``cross_all``) and
+    whether its layout can be planned in C: every group of a planned kind with rows, and its
+    own cache map and pool (so that their order is the per-request path's)."""
+    n = len(core.names)
+    fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
+    caches = [c for c in core.caches if c is not None]
+    planned = (
+        all(core._has_rows[g] and core._managers[g].kind in _PLANNED for g in range(n))
+        and len({id(c.blocks) for c in caches}) == len(caches)
+        and len({id(pool) for pool in core.pools}) == n
+    )
+    return f"    def {name}(ops, offs, exs, cols, tls, gts, gs, num_new, {fields}):", planned
+
+
 def _register_all(core: CoordinatorCore) -> list[str]:
     """The source of ``register_all(ops, offs, exs, cols, tls, gts, gs, num_new, s0, a0, b0,
     ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 2),
@@ -1943,15 +1958,8 @@ def _register_all(core: CoordinatorCore) -> list[str]:
     nothing, for any other batch (the caller plans each request)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
-    head = f"    def register_all(ops, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
-    caches = [c for c in core.caches if c is not None]
-    if (
-        any(not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n))
-        or len({id(c.blocks) for c in caches}) != len(caches)
-        or len({id(pool) for pool in core.pools}) != n
-        or any(_unread(core, g) for g in range(n))
-    ):
+    head, planned = _planner_head(core, "register_all")
+    if not planned or any(_unread(core, g) for g in range(n)):
         return [head, "        return False", ""]
     lines = [
         head,
@@ -2053,14 +2061,8 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
     other batch (the caller plans each request)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
-    head = f"    def cross_all(ops, offs, exs, cols, tls, gts, gs, num_new, {fields}):"
-    caches = [c for c in core.caches if c is not None]
-    if (
-        any(not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n))
-        or len({id(c.blocks) for c in caches}) != len(caches)
-        or len({id(pool) for pool in core.pools}) != n
-    ):
+    head, planned = _planner_head(core, "cross_all")
+    if not planned:
         return [head, "        return False", ""]
     lines = [
         head,
