@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from math import lcm
 from struct import error as StructError
 from struct import pack
-from typing import Any, Final, Generic, NamedTuple, TypeVar, final
+from typing import Any, Final, Generic, NamedTuple, NoReturn, TypeVar, final
 
 from kvunits.contracts import (
     BlockSize,
@@ -123,8 +123,14 @@ class ContentKeys(Generic[KernelUnit]):
             )
         values = tuple(keys)
         # Every key an int of int64, checked in C (a batch's tokens: hundreds a step, two
-        # passes); other content is looked at key by key for the message.
-        if not _INTS.issuperset(map(type, values)) or not _int64(values):
+        # passes: `struct`'s costs a quarter of what ``array("q", values)`` does, which parses
+        # each item as a call's argument); other content is looked at key by key for the
+        # message.
+        if not _INTS.issuperset(map(type, values)):
+            _check_keys(values)
+        try:
+            pack(f"{len(values)}q", *values)
+        except StructError:
             _check_keys(values)
         if salt is not None and type(salt) is not str:
             raise UnitTypeError(
@@ -133,9 +139,19 @@ class ContentKeys(Generic[KernelUnit]):
                 expected="str",
                 got=describe(salt),
             )
-        self.keys = values
-        self.unit = unit
-        self.salt = salt
+        _set_keys(self, values)
+        _set_unit(self, unit)
+        _set_salt(self, salt)
+
+    # Immutable: the allocator's fast paths read ``keys`` once checked, never again.
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError("ContentKeys is immutable: make a new one")
+
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError("ContentKeys is immutable: make a new one")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_content_keys, (self.keys, self.unit, self.salt))
 
     @property
     def length(self) -> KernelUnit:
@@ -158,18 +174,21 @@ class ContentKeys(Generic[KernelUnit]):
         return f"ContentKeys({len(self.keys)} keys, {self.unit.__name__}{salt})"
 
 
+# The slots' setters, bound once: what __init__ writes through (__setattr__ refuses).
+_set_keys = ContentKeys.__dict__["keys"].__set__
+_set_unit = ContentKeys.__dict__["unit"].__set__
+_set_salt = ContentKeys.__dict__["salt"].__set__
+
+
+def _content_keys(
+    keys: tuple[int, ...], unit: type[KernelUnit], salt: str | None
+) -> ContentKeys[KernelUnit]:
+    """A pickled `ContentKeys`, made again (checked again)."""
+    return ContentKeys(keys, unit, salt=salt)
+
+
 #: The one class a content key may be (not bool, not a numpy integer: what mypy accepts).
 _INTS: Final = frozenset({int})
-
-
-def _int64(values: tuple[int, ...]) -> bool:
-    """Whether every int of ``values`` fits in int64 (one pass in C: `struct`'s, a quarter of
-    what ``array("q", values)`` costs, which parses each item as a call's argument)."""
-    try:
-        pack(f"{len(values)}q", *values)
-    except StructError:
-        return False
-    return True
 
 
 def _check_keys(values: tuple[object, ...]) -> None:

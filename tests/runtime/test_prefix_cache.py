@@ -76,6 +76,24 @@ def test_content_keys_accept_exactly_the_int64_ints(keys: list[object]) -> None:
             ContentKeys(keys, Tokens)  # type: ignore[arg-type]
 
 
+def test_content_keys_are_immutable_so_no_step_reads_unchecked_keys() -> None:
+    """The keys are checked once, when made: the steps (typed, and the batch's C passes) read
+    them as checked. A key past int64 set afterwards would have reached them unchecked (and
+    been refused by `struct` with its own error). Like a quantity, the object refuses to
+    change; a pickled or copied one is made, and checked, again."""
+    import copy
+    import pickle
+
+    keys = ContentKeys([1, 2], Tokens, salt="lora-a")
+    for name, value in (("keys", (2**64,)), ("unit", EncoderTokens), ("salt", None)):
+        with pytest.raises(AttributeError, match="ContentKeys is immutable: make a new one"):
+            setattr(keys, name, value)
+        with pytest.raises(AttributeError, match="immutable"):
+            delattr(keys, name)
+    assert (keys.keys, keys.unit, keys.salt) == ((1, 2), Tokens, "lora-a")
+    assert pickle.loads(pickle.dumps(keys)) == keys == copy.deepcopy(keys) == copy.copy(keys)
+
+
 def test_a_block_hash_covers_what_one_block_of_the_group_holds() -> None:
     """A pooled group's block of 16 slots holds 64 encoder tokens at P = 4: 130 encoder
     tokens are 2 full blocks; the text group's block holds 16 tokens. The chain's root carries
