@@ -912,13 +912,7 @@ class Simulation:
             self._allocate(stream.id, *counts)
             stream.step += 1
             done = stream.step > work.steps
-            for g, handle in enumerate(self.handles):
-                ids = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
-                geometries = self._checks[g]
-                if geometries and rows[g]:
-                    self._check(stream, handle, ids, geometries, rows[g])
-                if not done:
-                    held[g] = max(held[g], len(ids) - ids.count(NULL_BLOCK))
+            self._observe(stream, rows, held if not done else None)
             if done:
                 coord.free(stream.id)
                 del self._running[stream.id]
@@ -1044,18 +1038,30 @@ class Simulation:
         ended: list[_Stream],
     ) -> None:
         """Residency and the blocks held after a stream's step; note it if it ended."""
-        coord = self.coordinator
         if advance:
             stream.step += 1
-        done = stream.step > self.workload.steps
-        for g, handle in enumerate(self.handles):
-            table = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
-            geometries = self._checks[g]
-            if geometries and rows[g]:
-                self._check(stream, handle, table, geometries, rows[g])
-            held[g] = max(held[g], len(table) - table.count(NULL_BLOCK))
-        if done:
+        self._observe(stream, rows, held)
+        if stream.step > self.workload.steps:
             ended.append(stream)
+
+    def _observe(self, stream: _Stream, rows: tuple[int, ...], held: list[int] | None) -> None:
+        """Per group, the residency of the step a stream just took (``rows`` positions) and,
+        unless ``held`` is None, the most blocks a stream holds. The lengths are read once,
+        for every group, and only where a step is checked."""
+        coord = self.coordinator
+        lengths: tuple[Any, ...] | None = None
+        for g, handle in enumerate(self.handles):
+            geometries = self._checks[g]
+            checked = bool(geometries) and rows[g] > 0
+            if not checked and held is None:
+                continue
+            table = coord.block_table(stream.id, handle).ids_in(CacheBlocks)
+            if checked:
+                if lengths is None:
+                    lengths = self._stepper.seq_lens(stream.id)
+                self._check(stream, handle, table, geometries, rows[g], magnitude(lengths[g]))
+            if held is not None:
+                held[g] = max(held[g], len(table) - table.count(NULL_BLOCK))
 
     def _end(self, stream: _Stream) -> None:
         """Free a stream that ended; its client's next stream arrives later."""
@@ -1074,10 +1080,10 @@ class Simulation:
         table: Sequence[int],
         geometries: list[_KernelGeometry],
         step_rows: int,
+        seq_len: int,
     ) -> None:
-        """Residency of the step just taken, with the kernels' own windows."""
-        length = self.coordinator.seq_len(stream.id, handle)
-        seq_len = length.numerical_value_in(type(length))
+        """Residency of the step just taken (``step_rows`` positions of ``seq_len``, the kernel's
+        unit), with the kernels' own windows."""
         for tokens_per_block, window, chunk in geometries:
             lost = first_unresident(
                 table,
