@@ -1850,22 +1850,70 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _spaced(core: CoordinatorCore) -> list[str]:
+    """The lines (in the batch planners) that, where the batch's requests are evenly spaced
+    (``span``: their offsets as a slice, else None), set the first hot and cold offsets of
+    the batch and their strides: each field of the batch is then one slice, read and stored
+    at once (an array's item store parses its argument: several times a slice's cost)."""
+    hw, cw = core.table.hot_width, core.table.cold_width
+    assert SLACK == 0  # the span is ``content_all``'s ``w0``: group 0's slacks, at the offsets
+    return [
+        "        m = len(offs)",
+        "        if span:  # evenly spaced: a field of every request one slice",
+        "            ho, hd = span.start, span.step",
+        f"            co, cd = ho // {hw} * {cw}, hd // {hw} * {cw}",
+    ]
+
+
+def _planned_slack(g: int, slacks: tuple[str, str], indent: str, out: str = "ops") -> str:
+    """The line (in the batch planners) that stores group ``g``'s slacks (``slacks``: the
+    batch's values as a list, then as an iterator), one slice where the batch is evenly
+    spaced (`_spaced`)."""
+    return (
+        f"{indent}{out}.append((setitem, hot, spaced({_plus('ho', g * HOT + SLACK)}, hd, m), "
+        f"{slacks[0]}) if span else (commit, map(setitem, repeat(hot), a{g}, {slacks[1]})))"
+    )
+
+
+def _planned_step(g: int, indent: str, out: str = "ops") -> list[str]:
+    """The lines (in the batch planners) that store group ``g``'s steps (its count; none
+    where ``b{g}`` is empty: the steps equal it already), one slice where the batch is evenly
+    spaced (`_spaced`)."""
+    return [
+        f"{indent}if b{g}:",
+        f"{indent}    {out}.append((setitem, hot, spaced({_plus('ho', g * HOT + STEP)}, hd, m), "
+        f"[q{g}] * m) if span else (commit, map(setitem, repeat(hot), b{g}, repeat(q{g}))))",
+    ]
+
+
+def _planned_cold(g: int, field: str, values: str, c: str, indent: str, out: str) -> str:
+    """The line (in the batch planners) that stores ``values`` (a list per request) to group
+    ``g``'s cold field ``field`` (an expression: its place after ``ANCHOR``; the offsets of
+    the batch's ``ANCHOR`` are ``c``), a slice where the batch is evenly spaced (`_spaced`)."""
+    first = _plus("co", _cold(ANCHOR, g)) + (f" + {field}" if field != "0" else "")
+    at = c if field == "0" else f"map(add, {c}, repeat({field}))"
+    return (
+        f"{indent}{out}.append((setitem, st, spaced({first}, cd, m), packed(typecode, {values})) "
+        f"if span "
+        f"else (commit, map(setitem, repeat(st), {at}, {values})))"
+    )
+
+
 def _held_all(n: int) -> list[str]:
     """The end of `fill_all` and `register_all`: each request held at its positions
     (the slack 0, the step ``q``, the anchor ``r`` after the step), one pass per field."""
     lines = []
     for g in range(n):
-        lines += [
-            f"        ops.append((commit, map(setitem, repeat(hot), a{g}, repeat(0))))",
-            f"        ops.append((commit, map(setitem, repeat(hot), b{g}, repeat(q{g}))))",
-            f"        ops.append((commit, map(setitem, repeat(st), c{g}, r{g})))",
-        ]
+        lines += [_planned_slack(g, ("[0] * m", "repeat(0)"), "        "),
+                  *_planned_step(g, "        ")]
+        lines.append(_planned_cold(g, "0", f"r{g}", f"c{g}", "        ", "ops"))
     return [*lines, "        return True", ""]
 
 
 def _fill_all(core: CoordinatorCore) -> list[str]:
-    """The source of ``fill_all(ops, offs, exs, cols, tls, gts, gs, num_new, s0, a0, b0,
-    ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 1),
+    """The source of ``fill_all(ops, offs, exs, cols, tls, gts, gs, num_new, span, s0, a0,
+    b0, ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 1;
+    ``span``: their offsets as a slice where evenly spaced, `_spaced`),
     each within every slack and its content filling exactly one block of each of its streams,
     planned in C, one pass per field, as `plan_fill` plans each: the streams' blocks hashed
     (``sha256(parent + keys)``, appended to list hashes), their tails emptied, and, none of
@@ -1878,7 +1926,7 @@ def _fill_all(core: CoordinatorCore) -> list[str]:
     hw, cw = core.table.hot_width, core.table.cold_width
     fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
     lines = [
-        f"    def fill_all(ops, offs, exs, cols, tls, gts, gs, num_new, {fields}):",
+        f"    def fill_all(ops, offs, exs, cols, tls, gts, gs, num_new, span, {fields}):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
         "        of = exs[0].stream_of  # one shape: the batch's",
         "        at = [of[g] for g in gs]  # each share's stream",
@@ -1893,7 +1941,9 @@ def _fill_all(core: CoordinatorCore) -> list[str]:
         "            hls.append(hl)",
         "            news.append(list(map(digest, map(sha256, map(add, map(parent_of, col), "
         "map(array.tobytes, joined))))))",
-        f"        cbs = list(map(mul, map(floordiv, offs, repeat({hw})), repeat({cw})))",
+        *_spaced(core),
+        f"        cbs = [] if span else list(map(mul, map(floordiv, offs, repeat({hw})), "
+        f"repeat({cw})))",
         "        regs = list(map(registered_of, exs))",
         "        ahead = False",
     ]
@@ -1903,7 +1953,7 @@ def _fill_all(core: CoordinatorCore) -> list[str]:
             f"        c{g} = list(map(add, cbs, repeat({anchor})))"
             if anchor
             else "        c0 = cbs",
-            f"        r{g} = list(map(add, map(sub, map(getitem, repeat(st), c{g}), s{g}), "
+            f"        r{g} = list(map(add, map(sub, {_cold_read(g, ANCHOR, f'c{g}')}, s{g}), "
             f"repeat(q{g})))",
         ]
         cache = core.caches[g]
@@ -1930,6 +1980,15 @@ def _fill_all(core: CoordinatorCore) -> list[str]:
     return lines + _held_all(n)
 
 
+def _cold_read(g: int, name: int, c: str) -> str:
+    """The expression (in the batch planners) of group ``g``'s cold field ``name`` of the
+    batch's requests (the offsets of their ``ANCHOR`` being ``c``), a slice where the batch
+    is evenly spaced (`_spaced`)."""
+    first = _plus("co", _cold(name, g))
+    at = c if name == ANCHOR else f"map(add, {c}, repeat({name - ANCHOR}))"
+    return f"(st[spaced({first}, cd, m)] if span else map(getitem, repeat(st), {at}))"
+
+
 def _planner_head(core: CoordinatorCore, name: str) -> tuple[str, bool]:
     """The first line of the batch planner ``name`` (``register_all``, ``cross_all``) and
     whether its layout can be planned in C: every group of a planned kind with rows, and its
@@ -1942,12 +2001,13 @@ def _planner_head(core: CoordinatorCore, name: str) -> tuple[str, bool]:
         and len({id(c.blocks) for c in caches}) == len(caches)
         and len({id(pool) for pool in core.pools}) == n
     )
-    return f"    def {name}(ops, offs, exs, cols, tls, gts, gs, num_new, {fields}):", planned
+    return f"    def {name}(ops, offs, exs, cols, tls, gts, gs, num_new, span, {fields}):", planned
 
 
 def _register_all(core: CoordinatorCore) -> list[str]:
-    """The source of ``register_all(ops, offs, exs, cols, tls, gts, gs, num_new, s0, a0, b0,
-    ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 2),
+    """The source of ``register_all(ops, offs, exs, cols, tls, gts, gs, num_new, span, s0, a0,
+    b0, ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 2;
+    ``span``: their offsets as a slice where evenly spaced, `_spaced`),
     each past every group's slack to the end of its table's last block exactly (a
     held step: nothing taken, nothing evicted), with one block to register per group whose
     stream knows its hash (and none ahead), planned in C, one pass per field, as `plan_cross`
@@ -1975,7 +2035,9 @@ def _register_all(core: CoordinatorCore) -> list[str]:
     lines += [
         "        of = exs[0].stream_of  # one shape: the batch's",
         "        at = [of[g] for g in gs]  # each share's stream",
-        f"        cbs = list(map(mul, map(floordiv, offs, repeat({hw})), repeat({cw})))",
+        *_spaced(core),
+        f"        cbs = [] if span else list(map(mul, map(floordiv, offs, repeat({hw})), "
+        f"repeat({cw})))",
         "        regs = list(map(registered_of, exs))",
         "        later = []",
     ]
@@ -1986,7 +2048,7 @@ def _register_all(core: CoordinatorCore) -> list[str]:
             f"        c{g} = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))"
             if _cold(ANCHOR, g)
             else "        c0 = cbs",
-            f"        A, _, E, skipped, start, L, _, M = {_cold_fields(f'c{g}')}",
+            f"        A, _, E, skipped, start, L, _, M = {_cold_fields(g, f'c{g}')}",
             f"        rows = list(map(sub, A, s{g}))",
             f"        r{g} = list(map(add, rows, repeat(q{g})))",
             "        ends = list(map(add, skipped, L))",
@@ -2036,20 +2098,25 @@ def _register_all(core: CoordinatorCore) -> list[str]:
     return lines + _held_all(n)
 
 
-def _cold_fields(c: str) -> str:
-    """The expression (in ``register_all`` and ``cross_all``) of the batch's cold fields of a
-    group, ``ANCHOR`` to ``MAXLEN``, each a tuple over the requests whose ``ANCHOR`` is at the
-    offsets ``c``: a slice of ``st`` per request, transposed (a pass per request instead of a
-    pass per field)."""
+def _cold_fields(g: int, c: str) -> str:
+    """The expression (in ``register_all`` and ``cross_all``) of the batch's cold fields of
+    group ``g``, ``ANCHOR`` to ``MAXLEN``, each a sequence over the requests whose ``ANCHOR``
+    is at the offsets ``c``: a slice of ``st`` per field where the batch is evenly spaced
+    (`_spaced`), else a slice per request, transposed (a pass per request instead of a pass
+    per field)."""
     assert tuple(range(ANCHOR, MAXLEN + 1)) == (ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH,
                                                 CAPACITY, MAXLEN)
-    width = MAXLEN - ANCHOR + 1
-    return f"zip(*map(getitem, repeat(st), map(slice, {c}, map(add, {c}, repeat({width})))))"
+    width, first = MAXLEN - ANCHOR + 1, _plus("co", _cold(ANCHOR, g))
+    return (
+        f"[st[spaced(f, cd, m)] for f in range({first}, {first} + {width})] if span else "
+        f"zip(*map(getitem, repeat(st), map(slice, {c}, map(add, {c}, repeat({width})))))"
+    )
 
 
 def _cross_all(core: CoordinatorCore) -> list[str]:
-    """The source of ``cross_all(ops, offs, exs, cols, tls, gts, gs, num_new, s0, a0, b0,
-    ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 2),
+    """The source of ``cross_all(ops, offs, exs, cols, tls, gts, gs, num_new, span, s0, a0,
+    b0, ...)`` (in ``content_all``'s pass in C; the columns of the batch's requests marked 2;
+    ``span``: their offsets as a slice where evenly spaced, `_spaced`),
     planned in C, one pass per field, as `plan_cross` plans each, where in each group
     every one of them is within its slack, or every one takes one block (at its table's end,
     in place, the step's last position in it; all fresh, or all from the free queue: a
@@ -2069,9 +2136,11 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
         "        of = exs[0].stream_of  # one shape: the batch's",
         "        at = [of[g] for g in gs]  # each share's stream",
-        f"        cbs = list(map(mul, map(floordiv, offs, repeat({hw})), repeat({cw})))",
+        *_spaced(core),
+        f"        cbs = [] if span else list(map(mul, map(floordiv, offs, repeat({hw})), "
+        f"repeat({cw})))",
         "        regs = list(map(registered_of, exs))",
-        "        later, m = [], len(exs)",
+        "        later = []",
     ]
     for g in range(n):
         if core.caches[g] is None:
@@ -2094,14 +2163,14 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             f"        if {touched} > {in_flight}:",
             "            return False",
             f"        if min(sl) >= q{g}:  # within the slack",
-            f"            later.append((commit, map(setitem, repeat(hot), a{g}, map(sub, sl, "
-            f"repeat(q{g})))))",
+            _planned_slack(g, (f"[*map(sub, sl, repeat(q{g}))]", f"map(sub, sl, repeat(q{g}))"),
+                           "            ", "later"),
             f"        elif max(sl) < q{g}:",
             f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))"
             if _cold(ANCHOR, g)
             else "            c = cbs",
             # The cold fields it reads (its base is recomputed).
-            f"            A, _, E, S, T, L, C, M = {_cold_fields('c')}",
+            f"            A, _, E, S, T, L, C, M = {_cold_fields(g, 'c')}",
             "            rows = list(map(sub, A, sl))",
             f"            ra = list(map(add, rows, repeat(q{g})))",
             f"            first, end = {first}, {end}",
@@ -2171,8 +2240,8 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             "                    if not pool._stale.keys().isdisjoint(block):",
             "                        return False",
             "                    later.append((setattr, pool, '_head', pool._head + m))",
-            "                later += ((setattr, pool, '_used', pool._used + m), (commit, "
-            "map(setitem, repeat(slab), map(add, T, L), block)))",
+            "                later += ((setattr, pool, '_used', pool._used + m), scattered(slab, "
+            "list(map(add, T, L)), block))",
             "                L = list(map(add, L, repeat(1)))",
         ]
         dropping = [
@@ -2213,15 +2282,14 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         lines += [
             "            anchor = list(map(max, anchor, ra))",
             "            B = list(map(sub, block, index))",
-            f"            later.append((commit, map(setitem, repeat(hot), a{g}, map(sub, anchor, "
-            "ra))))",
+            _planned_slack(g, ("[*map(sub, anchor, ra)]", "map(sub, anchor, ra)"), "            ",
+                           "later"),
             "            moved = (anchor, B, E, skip, T, L, C)",
             f"            for f in {fields}:",
-            "                later.append((commit, map(setitem, repeat(st), map(add, c, "
-            "repeat(f)), moved[f])))",
+            _planned_cold(g, "f", "moved[f]", "c", "                ", "later"),
             "        else:",
             "            return False",
-            f"        later.append((commit, map(setitem, repeat(hot), b{g}, repeat(q{g}))))",
+            *_planned_step(g, "        ", "later"),
         ]
     lines += [
         "        ops += later",
@@ -2366,8 +2434,11 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         lines += [
             "                    if vec:",
             f"                        {gets} = map(fields, ({alls}))",
-            # Requests at evenly spaced offsets (admitted together): each field's slice.
-            "                        d = offs[1] - offs[0] if count > 1 else 1",
+            # Requests at evenly spaced offsets (admitted together): each field's slice (a
+            # stride of whole requests, one of a batch of one: the planners' cold fields are
+            # ``d // hot_width`` requests apart).
+            "                        d = offs[1] - offs[0] if count > 1 else "
+            f"{core.table.hot_width}",
             "                        even = d > 0 and offs == [*range(offs[0], offs[0] + d * "
             "count, d)]",
             f"                        {spans} = [slice(offs[0] + f, offs[0] + f + d * count, d) if "
@@ -2432,7 +2503,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             f"                        {back}",
             "                    at, to = [], []",
             "                    ops = [(commit, map(setitem, repeat(hot), at, to))]",
-            f"                    marked = [ops, offs, exs, cols, tls, gts, gs, num_new, {fills}]",
+            # The batch's offsets as a slice where evenly spaced (``w0``: group 0's slack
+            # is at the offset) for the planners' slice stores (`_spaced`).
+            "                    marked = [ops, offs, exs, cols, tls, gts, gs, num_new, w0, "
+            f"{fills}]",
             # Where some request is within its slack and fills no block (kind 0): its stores
             # here, and the planners get the others' columns (in phase, none is: no pass).
             "                    if 0 in kinds:",
@@ -2443,7 +2517,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             *("    " + line for line in _slack_stores(n, "compress({}, fm)".format)),
             "                        marked = [ops, *[list(compress(x, kinds)) for x in (offs, "
             "exs)], *[[list(compress(x, kinds)) for x in xs] for xs in (cols, tls, gts)], gs, "
-            f"num_new, *[list(compress(x, kinds)) for x in ({fills})]]",
+            f"num_new, None, *[list(compress(x, kinds)) for x in ({fills})]]",
         ]
         # The others in C where every one of them fills (`fill_all`), or every one crosses
         # (`cross_all`, `register_all`); else each planned below.
@@ -2784,6 +2858,26 @@ def _source(core: CoordinatorCore) -> str:
         "            if len(packs) < 64:",
         "                packs[len(keys)] = packer",
         "        return array('q', packer.pack(*keys))",
+        # Ints as an array of typecode ``code`` for a slice store: one `struct` pass, as
+        # `int64s`.
+        "    def packed(code, values):",
+        "        packer = packs.get((code, len(values)))",
+        "        if packer is None:",
+        "            packer = Struct(f'{len(values)}{code}')",
+        "            if len(packs) < 64:",
+        "                packs[code, len(values)] = packer",
+        "        return array(code, packer.pack(*values))",
+        # The op that stores ``values`` at the positions ``at`` of the array ``into``: one
+        # slice where they are evenly spaced, else an item store each.
+        "    def scattered(into, at, values):",
+        "        d = at[1] - at[0] if len(at) > 1 else 1",
+        "        if d > 0 and at == [*range(at[0], at[0] + d * len(at), d)]:",
+        "            return (setitem, into, spaced(at[0], d, len(at)), packed(into.typecode, "
+        "values))",
+        "        return (commit, map(setitem, repeat(into), at, values))",
+        # The fields of ``count`` requests evenly spaced by ``step``, the first at ``first``.
+        "    def spaced(first, step, count):",
+        "        return slice(first, first + step * count, step)",
         f"    nospec = (0,) * {n}  # no speculative tail",
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
         "    table_garbage = core.table.garbage",

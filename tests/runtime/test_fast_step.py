@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import operator
 import random
 import re
 import sys
@@ -2169,11 +2170,23 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
     # every stream past its slack fills its blocks (`fill_all`), registers them
     # (`register_all`), takes one or has its window drop one (`cross_all`) are planned in C;
     # the others (a move to the slab's end, ...) by the planners per request. Each engine
-    # step is compared with the batch's general path on a copy.
+    # step is compared with the batch's general path on a copy. The requests, admitted
+    # together, are at evenly spaced offsets: in the even rounds' batches (in admission
+    # order) the planners read and store each field of the batch as one slice (their
+    # ``span``); in the odd rounds' (in reverse order) a pass per field. The blocks taken
+    # are stored in their slabs as one slice where their places are evenly spaced
+    # (`scattered`).
     one = _in_phase_toy()
     core = one._core
-    done: dict[str, list[bool]] = {"fill_all": [], "register_all": [], "cross_all": []}
-    checked = _planners_traced(one, done, lambda _, returned: returned)
+    done: dict[str, list[Any]] = {"fill_all": [], "register_all": [], "cross_all": [],
+                                  "scattered": []}
+
+    def read(frame: Any, returned: Any) -> Any:
+        if frame.f_code.co_name == "scattered":
+            return returned[0] is operator.setitem  # a slice store
+        return returned, frame.f_locals["span"] is not None
+
+    checked = _planners_traced(one, done, read)
     parts = _prompt_parts(one)
     for round_ in range(4):
         rids = [f"r{round_}.{j}" for j in range(3)]
@@ -2183,7 +2196,9 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
         for i in range(1, 14):
             tokens = [10 * j + (i * 3 + round_) % 7 for j in range(3)]
             kind = "content_all_typed" if i % 2 else "content_all"
-            checked(kind, rids, [2, 1], [(0, [t for t in tokens for _ in "ab"]), (1, tokens)])
+            batch = rids[::-1] if round_ % 2 else rids
+            checked(kind, batch, [2, 1], [(0, [t for t in tokens for _ in "ab"]), (1, tokens)])
         for rid in rids:
             one.free(rid)
-    assert all(True in ran for ran in done.values()), done
+    assert True in done.pop("scattered"), done
+    assert all({(True, True), (True, False)} <= set(ran) for ran in done.values()), done
