@@ -80,7 +80,8 @@ CACHEABLE_KINDS: Final = ("full_attention", "sliding_window", "chunked_local")
 @final
 class ContentKeys(Generic[KernelUnit]):
     """What each position of a sequence holds, in the kernel's unit: one int64 key per token
-    (a token id) or per encoder token (a fingerprint of its input).
+    (a token id) or per encoder token (a fingerprint of its input). Immutable: its keys are
+    checked once, when made, and read as checked by every step after.
 
     Args:
         keys: one key per position, in order.
