@@ -2433,16 +2433,19 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             )
         lines += [
             "                    if vec:",
-            f"                        {gets} = map(fields, ({alls}))",
             # Requests at evenly spaced offsets (admitted together): each field's slice (a
             # stride of whole requests, one of a batch of one: the planners' cold fields are
-            # ``d // hot_width`` requests apart).
+            # ``d // hot_width`` requests apart), also its getter (a list slice reads in one
+            # pass what an itemgetter of every offset reads item by item; a batch of one is
+            # evenly spaced, so the other getter reads two offsets or more: a tuple).
             "                        d = offs[1] - offs[0] if count > 1 else "
             f"{core.table.hot_width}",
             "                        even = d > 0 and offs == [*range(offs[0], offs[0] + d * "
             "count, d)]",
             f"                        {spans} = [slice(offs[0] + f, offs[0] + f + d * count, d) if "
             f"even else None for f in ({at})]",
+            f"                        {gets} = map(itemgetter, ({spans})) if even else "
+            f"(itemgetter(*at) for at in ({alls}))",
             f"                        kept[:] = offs, exs, gs, cols, tls, {alls}, {gets}, {spans}",
             "                every = vec",
             "                for (g, keys, k), tl in zip(shares, tls) if vec else ():",
@@ -2845,9 +2848,6 @@ def _source(core: CoordinatorCore) -> str:
         "attrgetter('registered')",
         "    digest = methodcaller('digest')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
-        # A batch's fields at offsets ``at`` read in one call: a tuple (an array of one).
-        "    def fields(at):",
-        "        return itemgetter(*at) if len(at) > 1 else itemgetter(slice(at[0], at[0] + 1))",
         # A tuple of int64 keys as an array: one `struct` pass (an array's item by item
         # argument parsing costs several times more); the formats of a few lengths kept.
         "    packs = {}",
