@@ -2301,15 +2301,14 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
     return lines
 
 
-def _cut(indent: str, k: str = "k") -> list[str]:
+def _cut(indent: str) -> list[str]:
     """The line (in ``content_all``) that sets ``cut``: the slices of a batch's ``keys``, ``k``
-    per request of ``count`` (none where ``k`` is 0; ``k``: its expression, the keys' bytes
-    where they are cut as bytes), kept in ``cuts`` (up to 64 shapes). One line, made or kept:
-    an engine step runs the same lines either way."""
-    made = f"[*map(slice, range(0, count * {k}, {k}), range({k}, count * {k} + {k}, {k}))]"
+    per request of ``count`` (none where ``k`` is 0), kept in ``cuts`` (up to 64 shapes). One
+    line, made or kept: an engine step runs the same lines either way."""
+    made = "[*map(slice, range(0, count * k, k), range(k, count * k + k, k))]"
     return [
-        f"{indent}cut = (cuts.get((count, {k})) or (cuts.setdefault((count, {k}), {made}) "
-        f"if len(cuts) < 64 else {made})) if {k} else ()"
+        f"{indent}cut = (cuts.get((count, k)) or (cuts.setdefault((count, k), {made}) "
+        f"if len(cuts) < 64 else {made})) if k else ()"
     ]
 
 
@@ -2340,9 +2339,12 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         # Per (count, k): the slices that cut a batch's keys into each request's k (kept for
         # the next engine steps of that shape, a few shapes at a time).
         "    cuts = {}",
+        # Per (count, k): the `struct` that unpacks a batch's keys into each request's k as
+        # bytes, one C call (where slices of the keys' bytes cost a call each).
+        "    chunks = {}",
         # The last classified batch (`content_all` below): offsets, extras, groups, then
         # per group its streams and their tails, then the offsets of the slack and step fields,
-        # then their getters (`fields`), then their slices (`_slack_stores`).
+        # then their getters, then their slices (`_slack_stores`).
         f"    kept = [None] * {5 + 6 * n}",
         f"    def content_all{suffix}(request_ids, num_new, contents):",
         "        me = []",
@@ -2467,11 +2469,13 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                    for (g, keys, k), tl in zip(shares, tls):",
             "                        if k == 1:  # a key each: appended, no slices",
             "                            ops.append((commit, map(array.append, tl, keys)))",
-            # Else each request's k keys as bytes (a bytes slice costs less than an array's).
+            # Else each request's k keys as bytes (less than an array's slice costs).
             "                        elif k:",
-            *_cut("                            ", "k * 8"),
+            "                            split = chunks.get((count, k)) or (chunks.setdefault("
+            "(count, k), Struct(f'{k * 8}s' * count)) if len(chunks) < 64 else "
+            "Struct(f'{k * 8}s' * count))",
             "                            ops.append((commit, map(array.frombytes, tl, "
-            "map(getitem, repeat(keys.tobytes()), cut))))",
+            "split.unpack(keys))))",
         ]
         lines += _slack_stores(n, str)
         lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
