@@ -2072,6 +2072,19 @@ def _prompt_parts(coord: KVCacheCoordinator) -> dict[int, Any]:
     }
 
 
+def _admitted_in_phase(
+    one: KVCacheCoordinator, checked: Callable[..., None], round_: int
+) -> list[str]:
+    """Three streams of the in-phase toy admitted with its shared prompt and their first
+    step and token (``checked``, `_planners_traced`'s), named for ``round_``."""
+    parts = _prompt_parts(one)
+    rids = [f"r{round_}.{j}" for j in range(3)]
+    for j, rid in enumerate(rids):
+        hits = one._core.admit_with_prefix(rid, [None, None], parts)
+        checked("content", rid, [8 - hits[0], 4 - hits[1]], [(0, [10 * j] * 2), (1, [10 * j])])
+    return rids
+
+
 def _planners_traced(
     one: KVCacheCoordinator, seen: dict[str, list[Any]], read: Callable[[Any, Any], Any]
 ) -> Callable[..., None]:
@@ -2145,15 +2158,10 @@ def test_a_generating_batch_with_a_stream_a_step_ahead_plans_the_others_in_c() -
     # are stored with the steps within their slack). Each engine step is compared with the
     # batch's general path on a copy.
     one = _in_phase_toy()
-    core = one._core
     sizes: dict[str, list[int]] = {"fill_all": [], "register_all": [], "cross_all": []}
     checked = _planners_traced(one, sizes, lambda frame, _: len(frame.f_locals["offs"]))
-    parts = _prompt_parts(one)
     for round_ in range(3):
-        rids = [f"r{round_}.{j}" for j in range(3)]
-        for j, rid in enumerate(rids):
-            hits = core.admit_with_prefix(rid, [None, None], parts)
-            checked("content", rid, [8 - hits[0], 4 - hits[1]], [(0, [10 * j] * 2), (1, [10 * j])])
+        rids = _admitted_in_phase(one, checked, round_)
         checked("content", rids[2], [2, 1], [(0, [29, 29]), (1, [29])])
         for i in range(1, 12):
             tokens = [10 * j + (i * 3 + round_) % 7 for j in range(3)]
@@ -2178,7 +2186,6 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
     # are stored in their slabs as one slice where their places are evenly spaced
     # (`scattered`).
     one = _in_phase_toy()
-    core = one._core
     done: dict[str, list[Any]] = {"fill_all": [], "register_all": [], "cross_all": [],
                                   "scattered": []}
 
@@ -2188,12 +2195,8 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
         return returned, frame.f_locals["span"] is not None
 
     checked = _planners_traced(one, done, read)
-    parts = _prompt_parts(one)
     for round_ in range(4):
-        rids = [f"r{round_}.{j}" for j in range(3)]
-        for j, rid in enumerate(rids):
-            hits = core.admit_with_prefix(rid, [None, None], parts)
-            checked("content", rid, [8 - hits[0], 4 - hits[1]], [(0, [10 * j] * 2), (1, [10 * j])])
+        rids = _admitted_in_phase(one, checked, round_)
         for i in range(1, 14):
             tokens = [10 * j + (i * 3 + round_) % 7 for j in range(3)]
             kind = "content_all_typed" if i % 2 else "content_all"
