@@ -91,6 +91,7 @@ import sys
 import time
 import tracemalloc
 import warnings
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -290,10 +291,10 @@ def contents(trace: Trace, count: int, seed: int = 0) -> list[tuple[list[int], l
     rng = random.Random(seed)
 
     def one() -> tuple[list[int], list[int]]:
-        return (
-            [rng.randrange(VOCAB) for _ in range(trace.prompt)],
-            [rng.randrange(1 << 62) for _ in range(P * trace.prompt)],
-        )
+        # Random bytes read as integers: a 128k-token prompt in milliseconds, not seconds.
+        tokens = array("I", rng.randbytes(4 * trace.prompt))
+        frames = array("Q", rng.randbytes(8 * P * trace.prompt))
+        return [t % VOCAB for t in tokens], [f >> 2 for f in frames]  # ids; keys < 2**62
 
     if trace.prefix != "none":
         common = one()
@@ -410,12 +411,11 @@ class KvunitsSide:
             for h, s in zip(handles, scale, strict=True)
         ]
         ranks = list(enumerate(scale))
-        prompts = contents(trace, count)
         prefixes: list[Any] = []
         parts: list[Any] = []
         sequences: list[Any] = []  # per stream, (handle, unit) per sequence with content
         if trace.prefix != "none":
-            for tokens, frames in prompts:
+            for tokens, frames in contents(trace, count):
                 hashes = tuple(
                     h.block_hashes(
                         ContentKeys(frames, EncoderTokens)
