@@ -283,10 +283,9 @@ class BlockPool:
             return array("i", range(start, end))
         iota = self._iota
         if end > len(iota):
-            grow = min(max(end, 2 * len(iota), 64), self.num_blocks)
-            if grow - len(iota) > 16 * (end - start):
+            if start - len(iota) > 16 * (end - start):
                 return id_run(start, end)  # a few ids far past the table: not worth growing it
-            iota.extend(id_run(len(iota), grow))
+            iota.extend(id_run(len(iota), min(max(end, 2 * len(iota), 64), self.num_blocks)))
         return iota[start:end]
 
     def front(self, fresh: int, head: int, n: int) -> array[int] | None:

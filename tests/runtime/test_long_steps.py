@@ -472,6 +472,22 @@ def test_fresh_ids_are_the_range_they_stand_for(
     assert len(pool._iota) <= num_blocks
 
 
+def test_a_prefill_taking_fresh_ids_in_order_grows_the_table_and_a_far_take_does_not() -> None:
+    # A 128k-token prefill takes its fresh ids 512 at a time, in order: each take reaches the
+    # table's end, so the table doubles (a few id_run calls in all, each cheap per id) instead
+    # of each take past 16,384 building its 512 ids on its own (an id_run call per chunk, a
+    # quarter of that prefill's allocator time). A take far past the table builds its own.
+    pool = BlockPool(200_000)
+    for start in range(0, 131_072, 512):
+        assert pool.ids(start, start + 512) == array("i", range(start, start + 512))
+        assert len(pool._iota) >= start + 512
+    assert len(pool._iota) == 131_072  # doubled from 512: never past twice what was taken
+    far = BlockPool(200_000)
+    far.ids(0, 64)
+    assert far.ids(150_000, 150_512) == array("i", range(150_000, 150_512))
+    assert len(far._iota) == 64
+
+
 @settings(max_examples=examples(100), deadline=None)
 @given(start=st.integers(0, 2**31), n=st.integers(0, 70_000))
 def test_a_run_of_ids_is_built_byte_plane_by_byte_plane(start: int, n: int) -> None:
