@@ -1174,7 +1174,7 @@ class CoordinatorCore:
                     moved.extend(array("i", bytes(4 * (room - len(moved)))))
                 else:  # made whole at once, its parts copied in by memory views
                     staying = length - dropped
-                    room = grown(staying + want, capacity, skip)
+                    room = grown(staying + want, capacity, skip, want)
                     moved = array("i", (0,)) * room
                     with memoryview(moved) as to, memoryview(slab) as source:
                         to[:staying] = source[start + dropped : start + length]

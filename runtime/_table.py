@@ -68,12 +68,19 @@ def due(garbage: int, length: int) -> bool:
     return garbage >= max(_COMPACT_MIN, length >> 2)
 
 
-def grown(length: int, capacity: int, skipped: int) -> int:
+def grown(length: int, capacity: int, skipped: int, step: int = 1) -> int:
     """The capacity a segment of ``length`` live entries, after ``skipped`` evicted ones,
     moves to from one of ``capacity`` (and is given when a slab is compacted): a quarter more,
-    at least 8, or half the evicted ones when that is more; exactly ``length`` when placed
+    at least 8, or half the evicted ones when that is more, or room for one more ``step``
+    (the entries of the step that moves it) when that is more; exactly ``length`` when placed
     first (``capacity`` 0), so that a table that never grows (a prompt, a short answer) costs
     its entries only.
+
+    The ``step`` room is for chunked prefills: a segment grown a chunk of blocks at a time
+    (vLLM schedules a long prompt in chunks of ``max_num_batched_tokens``) would otherwise move
+    on every chunk while it is shorter than four of them, and its slab, left a moved segment's
+    garbage each time, would be compacted about as often. With it such a segment moves on
+    every other chunk at most, and its room never exceeds one chunk or a quarter of it.
 
     A table grows at its end only (a window's evictions shrink it at its front, room it
     cannot reuse), so the room follows what the table has grown by in all, not what it
@@ -82,7 +89,7 @@ def grown(length: int, capacity: int, skipped: int) -> int:
     entry's share of room (2 byte) is a quarter of what vLLM keeps for it (a null block's
     reference in the request's list); a table's first moves, at least 8 entries apart, cost
     32 byte of room at most."""
-    return length + max(8, length >> 2, skipped >> 1) if capacity else length
+    return length + max(8, length >> 2, skipped >> 1, step) if capacity else length
 
 
 def _zeros_ops(ops: Ops, values: array[int], count: int) -> None:
@@ -232,7 +239,7 @@ class RequestTable:
                     (setitem, slab, slice(start + length, start + end), array("i", added))
                 )
             else:
-                new = max(grown(end, fields[CAPACITY], fields[SKIPPED] + dropped), room)
+                new = max(grown(end, fields[CAPACITY], fields[SKIPPED] + dropped, len(added)), room)
                 moved = slab[start : start + length]
                 moved.extend(added)
                 moved.extend(array("i", bytes(4 * (new - end))))
@@ -274,7 +281,8 @@ class RequestTable:
     ) -> None:
         """Add to ``ops`` what rewrites every slab whose garbage is `due` (with ``soon``: half
         way there, so that a segment's move does not make it due; and those of ``groups``, due
-        or not) without the garbage (each segment given the room a move gives, `grown`): no
+        or not) without the garbage (each segment given the room a move gives, `grown`, or
+        kept its own where that is more: a chunked prefill's room for its next chunk): no
         observable change. ``ended``: the plan of the end of the request at offset ``o``
         (`release_ops`), whose garbage counts and whose segments are not kept."""
         st = self.st
@@ -289,7 +297,7 @@ class RequestTable:
                     continue
                 c = self.cold(other) + g * COLD - HOT
                 length = st[c + LENGTH]
-                capacity = grown(length, 1, st[c + SKIPPED]) if length else 0
+                capacity = max(grown(length, 1, st[c + SKIPPED]), st[c + CAPACITY]) if length else 0
                 moves.append((c, at, capacity))
                 at += capacity
             # The kept entries copied segment by segment into the new slab, made whole at
