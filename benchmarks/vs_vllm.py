@@ -11,12 +11,12 @@ Each trace is a schedule of engine steps replayed, in one process, through
   drafting, ``extend_content`` for generated tokens), ``coordinator.free``; a pool per group
   (or one shared pool where the trace says so), caps reserved at admission;
 * **kvunits raw**: the untyped core behind it (plain ints), the same calls;
-* **kvunits batch** (streaming traces): every running stream's step of an engine step in one
-  call (``Stepper.advance_all``); in the speculative traces, every running stream's rollback
-  of its latest step's rejected drafts and its next speculative step in one call
-  (``Stepper.advance_speculative_all``); in the *generated* prefix trace, every running
-  stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's tokens, one of
-  their audio) in one call (``Stepper.advance_with_content_all``);
+* **kvunits batch** (streaming traces, the shared prompt's too): every running stream's step
+  of an engine step in one call (``Stepper.advance_all``); in the speculative traces, every
+  running stream's rollback of its latest step's rejected drafts and its next speculative
+  step in one call (``Stepper.advance_speculative_all``); in the *generated* prefix trace,
+  every running stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's
+  tokens, one of their audio) in one call (``Stepper.advance_with_content_all``);
 * **kvunits fused** (speculative traces): per stream, that rollback and that step in one call
   (``Stepper.advance_speculative``), where *typed* makes two (``allocate_speculative``, then
   ``rollback`` after verification);
@@ -904,7 +904,7 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
         and hasattr(sides["typed"], "run")
         and _has_batch()
         and trace.spec == 0
-        and trace.prefix == "none"
+        and trace.prefix != "generated"
         and trace.prompt <= trace.chunk
     ):
         sides["batch"] = KvunitsSide(trace, schedule, "batch")
