@@ -167,10 +167,12 @@ def test_there_are_snippets_of_both_kinds() -> None:
     assert all(n.startswith(("accept_", "reject_")) for n in names), names
 
 
+@pytest.mark.mypy
 def test_mypy_checked_every_snippet(mypy_run: MypyRun) -> None:
     assert mypy_run.checked_files == len(CHECKED), mypy_run.output
 
 
+@pytest.mark.mypy
 @pytest.mark.parametrize("snippet", _PARAMS)
 def test_mypy_reports_exactly_the_marked_errors(mypy_run: MypyRun, snippet: Path) -> None:
     expected = expected_errors(snippet)
