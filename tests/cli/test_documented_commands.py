@@ -10,6 +10,8 @@ made for the test (kvunits never downloads).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
@@ -18,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from kvunits.cli import main
 
 from ..config.test_hf_cache import MODEL_ID, fake_cache
 from .test_cli import KVUNITS, REPO
@@ -50,11 +54,19 @@ def commands_in(text: str) -> list[str]:
 
 
 def _help(*command: str) -> str:
-    done = subprocess.run(
-        [str(KVUNITS), *command, "--help"], capture_output=True, text=True, check=True,
-        timeout=60,
-    )  # fmt: skip
-    return done.stdout
+    """What ``kvunits [command] --help`` prints, at the 80 columns of a pipe: the console
+    script's own parser, called here (each suite collecting this module would otherwise start
+    an interpreter per command); the commands it shows then run through the script itself."""
+    out = io.StringIO()
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        contextlib.redirect_stdout(out),
+        pytest.raises(SystemExit) as done,
+    ):
+        patch.setenv("COLUMNS", "80")
+        main([*command, "--help"])
+    assert done.value.code == 0, out.getvalue()
+    return out.getvalue()
 
 
 def help_commands() -> list[str]:
