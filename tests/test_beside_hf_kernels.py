@@ -84,8 +84,9 @@ def _environment(where: Path, wheel: Path, order: tuple[str, str]) -> Path:
     python = where / "bin" / "python"
     for name in order:
         spec = str(wheel) if name == "kvunits" else "kernels"
-        _ok(_run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", spec,
-                 cwd=where))  # fmt: skip
+        # No bytecode: the probes import a few modules of what pip would compile in full.
+        _ok(_run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                 "--no-compile", spec, cwd=where))  # fmt: skip
     return python
 
 
