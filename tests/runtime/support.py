@@ -150,10 +150,13 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     and statistics, every request's tables, lengths, evictions, latest step, hashes,
     registered blocks and speculative tail, the reservations and shares."""
     core = coord._core
+    # Each held block's count as ref_count reads it (a table's, or the shared count), without
+    # its scan of the whole queue per block (quadratic: a prefill's 8,000 blocks took
+    # seconds a snapshot); check_pools asks ref_count itself.
     pools = tuple(
         (
             tuple(p.free_queue()),
-            tuple((b, p.ref_count(b)) for b in p.held_blocks()),
+            tuple((b, p._shared.get(b, 1)) for b in p.held_blocks()),
             tuple(sorted(p._cached.items())),
             tuple(sorted(p._cached_free)),  # which cached blocks are free
         )
