@@ -1990,10 +1990,11 @@ def _cold_read(g: int, name: int, c: str) -> str:
     return f"(st[spaced({first}, cd, m)] if span else map(getitem, repeat(st), {at}))"
 
 
-def _planner_head(core: CoordinatorCore, name: str) -> tuple[str, bool]:
-    """The first line of the batch planner ``name`` (``register_all``, ``cross_all``) and
-    whether its layout can be planned in C: every group of a planned kind with rows, and its
-    own cache map and pool (so that their order is the per-request path's)."""
+def _planner_head(core: CoordinatorCore, name: str, more: str = "") -> tuple[str, bool]:
+    """The first line of the batch planner ``name`` (``register_all``, ``cross_all``; ``more``:
+    its arguments after the batch's fields) and whether its layout can be planned in C: every
+    group of a planned kind with rows, and its own cache map and pool (so that their order is
+    the per-request path's)."""
     n = len(core.names)
     fields = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
     caches = [c for c in core.caches if c is not None]
@@ -2002,7 +2003,8 @@ def _planner_head(core: CoordinatorCore, name: str) -> tuple[str, bool]:
         and len({id(c.blocks) for c in caches}) == len(caches)
         and len({id(pool) for pool in core.pools}) == n
     )
-    return f"    def {name}(ops, offs, exs, cols, tls, gts, gs, num_new, span, {fields}):", planned
+    head = f"    def {name}(ops, offs, exs, cols, tls, gts, gs, num_new, span, {fields}{more}):"
+    return head, planned
 
 
 def _register_all(core: CoordinatorCore) -> list[str]:
@@ -2120,16 +2122,19 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
     ``span``: their offsets as a slice where evenly spaced, `_spaced`),
     planned in C, one pass per field, as `plan_cross` plans each, where in each group
     every one of them is within its slack, or every one takes one block (at its table's end,
-    in place, the step's last position in it; all fresh, or all from the free queue: a
-    cached one evicted from the prefix cache where its key names it alone), or every one has
-    its window drop one block (neither shared nor taken back; a cached one stays cached,
-    free); no block to register (`register_all` registers). The keys are appended to the
-    tails. Streams in phase take and drop their blocks at the same engine steps: one pass
-    per field instead of a `plan_cross` call each. False, having added nothing, for any
+    in place, the step's last position in it, or every segment full: each moved to its
+    slab's end, `RequestTable.moved_ops`; all fresh, or all from the free queue: a cached
+    one evicted from the prefix cache where its key names it alone), or every one has its
+    window drop one block (neither shared nor taken back; a cached one stays cached, free);
+    no block to register (`register_all` registers). The keys are appended to the tails.
+    Streams in phase take and drop their blocks, and fill their segments, at the same
+    engine steps: one pass per field instead of a `plan_cross` call each. A move that finds
+    its slab due compacts it first (``compacted``: the slabs compacted so far), then plans
+    the batch again, as the per-request path does. False, having added nothing, for any
     other batch (the caller plans each request)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    head, planned = _planner_head(core, "cross_all")
+    head, planned = _planner_head(core, "cross_all", ", compacted=frozenset()")
     if not planned:
         return [head, "        return False", ""]
     lines = [
@@ -2141,7 +2146,7 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         f"        cbs = [] if span else list(map(mul, map(floordiv, offs, repeat({hw})), "
         f"repeat({cw})))",
         "        regs = list(map(registered_of, exs))",
-        "        later = []",
+        "        later, dues = [], []",
     ]
     for g in range(n):
         if core.caches[g] is None:
@@ -2205,7 +2210,10 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             f"            pool, slab = pools[{g}], slabs[{g}]",
             f"            if {'dropped == {0} and ' if windowed else ''}max(want) == 1 == "
             "min(want):  # one block taken",
-            "                if index != list(map(add, S, L)) or not all(map(lt, L, C)):",
+            "                if index != list(map(add, S, L)):",
+            "                    return False",
+            "                grew = L == C  # every segment full: each moves to the slab's end",
+            "                if not grew and not all(map(lt, L, C)):",
             "                    return False",
             "                fresh = pool._fresh",
             "                if fresh + m <= pool.num_blocks:",
@@ -2241,8 +2249,14 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             "                    if not pool._stale.keys().isdisjoint(block):",
             "                        return False",
             "                    later.append((setattr, pool, '_head', pool._head + m))",
-            "                later += ((setattr, pool, '_used', pool._used + m), scattered(slab, "
-            "list(map(add, T, L)), block))",
+            "                later.append((setattr, pool, '_used', pool._used + m))",
+            "                if grew:",
+            f"                    moving, T, C, late = moved_ops({g}, T, L, C, skip, block)",
+            f"                    if late < m and {g} not in compacted:  # the slab due first",
+            f"                        dues.append((late, {g}))",
+            "                    later += moving",
+            "                else:",
+            "                    later.append(scattered(slab, list(map(add, T, L)), block))",
             "                L = list(map(add, L, repeat(1)))",
         ]
         dropping = [
@@ -2264,10 +2278,10 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         # bound where the window moved it); all of them where one is dropped.
         taken = (0, 1, LENGTH - ANCHOR)
         fields = (
-            f"({(0, 1, 2, LENGTH - ANCHOR)} if due[0] else {taken}) if dropped == {{0}} "
-            "else range(7)"
+            f"range(7) if dropped == {{1}} or grew else {(0, 1, 2, LENGTH - ANCHOR)} if due[0] "
+            f"else {taken}"
             if windowed
-            else str(taken)
+            else f"range(7) if grew else {taken}"
         )
         lines += [
             *(dropping if windowed else []),
@@ -2293,6 +2307,16 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             *_planned_step(g, "        ", "later"),
         ]
     lines += [
+        # A move that finds its slab due: the slab compacted first and the batch planned
+        # again, as the per-request path does (its first such move's group, in its order).
+        "        if dues:",
+        "            compacted |= {min(dues)[1]}",
+        "            pre = []",
+        "            compact_ops(pre, compacted)",
+        "            commit(ops_of(pre))  # moves segments only: nothing observable",
+        "            return cross_all(ops, offs, exs, cols, tls, gts, gs, num_new, span, "
+        + ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
+        + ", compacted)",
         "        ops += later",
         "        for tl, cut in zip(tls, gts):",
         "            ops.append((commit, map(extend, tl, cut)))",
@@ -2846,6 +2870,7 @@ def _source(core: CoordinatorCore) -> str:
         "    typecode, never = st.typecode, core.table.never",
         "    extend, general_content_all = array.extend, core._general_content_all",
         "    compact = compact_ops = core.table.compact_ops",
+        "    moved_ops = core.table.moved_ops",
         "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
         "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
         "    tail_of = attrgetter('tail')",

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Collection, Iterator, Sequence
-from operator import setitem
+from itertools import accumulate, compress, repeat
+from operator import add, setitem
 from typing import Final
 
 from ._guard import Ops
@@ -250,6 +251,33 @@ class RequestTable:
                 start, capacity = at, new
             length = end
         fields[START], fields[LENGTH], fields[CAPACITY] = start, length, capacity
+
+    def moved_ops(
+        self,
+        g: int,
+        starts: Sequence[int],
+        lengths: Sequence[int],
+        capacities: Sequence[int],
+        skipped: Sequence[int],
+        added: Sequence[int],
+    ) -> tuple[Ops, list[int], list[int], int]:
+        """What moves full segments of group ``g`` (a batch of requests in phase), each with
+        one entry ``added``, to the slab's end in turn, as `segment_ops` moves each: the
+        operations, the segments' new starts and capacities, and how many of them move before
+        one that finds the slab `due` (all of them where none does; the per-request path
+        compacts the slab there first)."""
+        slab = self.slabs[g]
+        rooms = list(map(grown, map(add, lengths, repeat(1)), capacities, skipped))
+        ends = list(accumulate(rooms, initial=len(slab)))
+        garbage = list(accumulate(capacities, initial=self.garbage[g]))
+        late = next(compress(range(len(rooms)), map(due, garbage[1:], ends)), len(rooms))
+        moved = array("i")
+        for start, length, entry, room in zip(starts, lengths, added, rooms, strict=True):
+            moved += slab[start : start + length]
+            moved.append(entry)
+            moved.frombytes(bytes(4 * (room - length - 1)))
+        ops: Ops = [(slab.extend, moved), (setitem, self.garbage, g, garbage[-1])]
+        return ops, ends[:-1], rooms, late
 
     def release_ops(self, plan: SlabPlan, o: int, rid: str) -> None:
         """Plan the end of a request: its offset spare, its segments garbage; every array

@@ -2206,3 +2206,84 @@ def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_pat
             one.free(rid)
     assert True in done.pop("scattered"), done
     assert all({(True, True), (True, False)} <= set(ran) for ran in done.values()), done
+
+
+@pytest.mark.slow  # 239 engine steps of 16 streams, each compared with a twin's general path
+def test_a_generating_batch_in_phase_moves_its_segments_and_compacts_as_the_general_path_does(
+) -> None:
+    # Sixteen streams in phase (admitted together) generate a token an engine step, every token
+    # cached: their table segments run out of room at the same engine steps, and `cross_all`
+    # moves them to their slabs' ends in one pass (`RequestTable.moved_ops`); the moves'
+    # garbage makes the slabs due: compacted first, then the batch again (as the per-request
+    # path compacts at its first such move). Each engine step is one call (typed entry and
+    # plain), compared with the batch's general path on a twin (the same outcome and state,
+    # the slabs' garbage counts exact); no boundary is planned per request (`plan_cross`).
+    def build() -> KVCacheCoordinator:
+        layers: dict[str, LayerSpec] = {
+            "audio": SlidingWindowLayer(
+                sliding_window=Window(11, EncoderTokens),
+                pool=PoolFactor(2),
+                kv_heads=KVHeads(1),
+                head_size=Elements(8),
+            ),
+            "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        }
+        return coordinator(layers, block_size=4, num_blocks={"audio": 1200, "text": 1200},
+                           max_len=400, max_in_flight=4, reserve=False)
+
+    one, two = build(), build()
+    rids = [f"r{j}" for j in range(16)]
+    for c in (one, two):
+        audio, text = c.group("audio", EncoderTokens), c.group("text", Tokens)
+        for j, rid in enumerate(rids):  # a prompt of its own each: no block shared
+            prompt = [10 + j] * 4
+            parts = {
+                audio.index: audio.block_hashes(ContentKeys([k for k in prompt for _ in "ab"],
+                                                            EncoderTokens)).part(),
+                text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+            }
+            assert c._core.admit_with_prefix(rid, [None, None], parts) == [0, 0]
+            c._core.advance_content(rid, [8, 4], [(0, [j, j]), (1, [j])])
+    step = one.stepper(one.group("audio", EncoderTokens), one.group("text", Tokens))
+    ran: list[str] = []
+    again = 0  # calls of `cross_all` again after a compaction
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        nonlocal again
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+            again += frame.f_code.co_name == "cross_all" and bool(frame.f_locals.get("compacted"))
+
+    table = one._core.table
+    for i in range(1, 240):
+        tokens = [(i * 7 + j) % 5 for j in range(len(rids))]
+        frames = [t for t in tokens for _ in "ab"]
+        sys.setprofile(record)
+        try:
+            if i % 2:
+                got = _outcome(
+                    functools.partial(
+                        step.advance_with_content_all,
+                        content=[(one.group("audio", EncoderTokens),
+                                  ContentKeys(frames, EncoderTokens)),
+                                 (one.group("text", Tokens), ContentKeys(tokens, Tokens))],
+                    ),
+                    rids,
+                    EncoderTokens(2),
+                    Tokens(1),
+                )
+            else:
+                got = _outcome(fast, one._core, "content_all", rids, [2, 1],
+                               [(0, frames), (1, tokens)])
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "content_all", rids, [2, 1],
+                               [(0, frames), (1, tokens)]), i
+        assert _state(one) == _state(two), i
+        for g in range(2):
+            owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
+            assert table.garbage[g] == len(table.slabs[g]) - owned, (i, g)
+    check_pools(one)
+    assert not {"plan_cross", "_general_content_all"} & set(ran), set(ran)
+    assert ran.count("moved_ops") > 10 and ran.count("compact_ops") >= 2, ran.count("moved_ops")
+    assert again == ran.count("compact_ops"), (again, ran.count("compact_ops"))
