@@ -2393,9 +2393,8 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                g, keys = pair",
         f"                if type(g) is not int or not 0 <= g < {n}:",
         f"                    {back}",
-        # The typed layer's keys are ints of int64 (`ContentKeys` checked them): read in one
-        # pass of `struct` (`int64s`), not item by item through the array's argument parsing.
-        "                keys = " + ("int64s(keys)" if typed else "array('q', keys)"),
+        # The typed layer's keys are `ContentKeys`' int64 arrays: copied in one pass.
+        "                keys = array('q', keys)",
         "                k = len(keys) // count",
         "                if k * count != len(keys):",
         f"                    {back}",
@@ -2878,18 +2877,10 @@ def _source(core: CoordinatorCore) -> str:
         "attrgetter('registered')",
         "    digest = methodcaller('digest')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
-        # A tuple of int64 keys as an array: one `struct` pass (an array's item by item
-        # argument parsing costs several times more); the formats of a few lengths kept.
+        # Ints as an array of typecode ``code`` for a slice store: one `struct` pass (an
+        # array's item by item argument parsing costs several times more); the formats of a
+        # few lengths kept.
         "    packs = {}",
-        "    def int64s(keys):",
-        "        packer = packs.get(len(keys))",
-        "        if packer is None:",
-        "            packer = Struct(f'{len(keys)}q')",
-        "            if len(packs) < 64:",
-        "                packs[len(keys)] = packer",
-        "        return array('q', packer.pack(*keys))",
-        # Ints as an array of typecode ``code`` for a slice store: one `struct` pass, as
-        # `int64s`.
         "    def packed(code, values):",
         "        packer = packs.get((code, len(values)))",
         "        if packer is None:",

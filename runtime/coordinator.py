@@ -1501,7 +1501,7 @@ class KVCacheCoordinator:
             RequestError: the request was admitted without content in this group.
         """
         self._content_group(handle, content)
-        self._core.extend_content(request_id, handle.index, content.keys)
+        self._core.extend_content(request_id, handle.index, content._int64s)
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached prefix, as vLLM's ``reset_prefix_cache`` (after a weight
@@ -1582,7 +1582,7 @@ class KVCacheCoordinator:
                     expected="(GroupHandle, ContentKeys)",
                     got=describe(pair),
                 )
-            out.append((self._content_group(pair[0], pair[1]), pair[1].keys))
+            out.append((self._content_group(pair[0], pair[1]), pair[1]._int64s))
         return out
 
     def _own(self, handle: object) -> None:
@@ -1774,7 +1774,7 @@ def _typed_functions(
         "                if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
         "                        or c.unit is not units[h.index] or c.salt is not None):",
         "                    pairs = content_pairs(content); break",
-        "                pairs.append((h.index, c.keys))",
+        "                pairs.append((h.index, c._int64s))",
         "        else:",
         "            pairs = content_pairs(content)",
         f"        return core_content(request_id, {counts}, pairs)",
@@ -1790,7 +1790,7 @@ def _typed_functions(
         "                if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
         "                        or c.unit is not units[h.index] or c.salt is not None):",
         "                    pairs = content_pairs(content); break",
-        "                pairs.append((h.index, c.keys))",
+        "                pairs.append((h.index, c._int64s))",
         "        else:",
         "            pairs = content_pairs(content)",
         f"        return core_content_all(request_ids, {counts}, pairs)",

@@ -99,9 +99,11 @@ class ContentKeys(Generic[KernelUnit]):
         Tokens(3)
     """
 
-    __slots__ = ("keys", "salt", "unit")
+    __slots__ = ("_int64s", "salt", "unit")
 
-    keys: tuple[int, ...]
+    #: The keys as an int64 array, what the allocator reads (copied, never changed): one
+    #: copy in C where a tuple's ints are parsed one by one.
+    _int64s: array[int]
     unit: type[KernelUnit]
     salt: str | None
 
@@ -122,17 +124,18 @@ class ContentKeys(Generic[KernelUnit]):
                 expected="Tokens | EncoderTokens",
                 got=describe(unit),
             )
-        values = tuple(keys)
+        values = keys if type(keys) is list or type(keys) is tuple else tuple(keys)
         # Every key an int of int64, checked in C (a batch's tokens: hundreds a step, two
         # passes: `struct`'s costs a quarter of what ``array("q", values)`` does, which parses
-        # each item as a call's argument); other content is looked at key by key for the
-        # message.
+        # each item as a call's argument), and kept as the array of what it packed; other
+        # content is looked at key by key for the message.
         if not _INTS.issuperset(map(type, values)):
             _check_keys(values)
         try:
-            pack(f"{len(values)}q", *values)
+            packed = pack(f"{len(values)}q", *values)
         except StructError:
             _check_keys(values)
+            raise  # struct's own error, should the check find none
         if salt is not None and type(salt) is not str:
             raise UnitTypeError(
                 f"salt is a str, got {describe(salt)}",
@@ -140,7 +143,8 @@ class ContentKeys(Generic[KernelUnit]):
                 expected="str",
                 got=describe(salt),
             )
-        _set_keys(self, values)
+        # (a slice of it: exactly its size, where one made from bytes keeps a sixteenth more)
+        _set_int64s(self, array("q", packed)[:])
         _set_unit(self, unit)
         _set_salt(self, salt)
 
@@ -155,28 +159,33 @@ class ContentKeys(Generic[KernelUnit]):
         return (_content_keys, (self.keys, self.unit, self.salt))
 
     @property
+    def keys(self) -> tuple[int, ...]:
+        """One key per position, in order (a new tuple each read)."""
+        return tuple(self._int64s)
+
+    @property
     def length(self) -> KernelUnit:
         """Positions the keys cover."""
-        return self.unit(len(self.keys))
+        return self.unit(len(self._int64s))
 
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is ContentKeys
             and other.unit is self.unit
             and other.salt == self.salt
-            and other.keys == self.keys
+            and other._int64s == self._int64s
         )
 
     def __hash__(self) -> int:
-        return hash((self.unit, self.salt, self.keys))
+        return hash((self.unit, self.salt, self._int64s.tobytes()))
 
     def __repr__(self) -> str:
         salt = f", salt={self.salt!r}" if self.salt is not None else ""
-        return f"ContentKeys({len(self.keys)} keys, {self.unit.__name__}{salt})"
+        return f"ContentKeys({len(self._int64s)} keys, {self.unit.__name__}{salt})"
 
 
 # The slots' setters, bound once: what __init__ writes through (__setattr__ refuses).
-_set_keys = ContentKeys.__dict__["keys"].__set__
+_set_int64s = ContentKeys.__dict__["_int64s"].__set__
 _set_unit = ContentKeys.__dict__["unit"].__set__
 _set_salt = ContentKeys.__dict__["salt"].__set__
 
@@ -192,7 +201,7 @@ def _content_keys(
 _INTS: Final = frozenset({int})
 
 
-def _check_keys(values: tuple[object, ...]) -> None:
+def _check_keys(values: Sequence[object]) -> None:
     """Raise for the first key that is not an int of int64."""
     for i, key in enumerate(values):
         if type(key) is not int:
@@ -277,18 +286,19 @@ class BlockHashes(Generic[HandleUnit]):
         self.unit = unit
         rows = tokens_per_block.numerical_value_in(content.unit)
         root = root_hash(content.unit.unit, rows, content.salt)
-        self.hashes = tuple(chain_hashes(root, content.keys, rows))
+        self.hashes = tuple(chain_hashes(root, content._int64s, rows))
 
     def part(self) -> PrefixPart:
         """What the core keeps of them for a request (plain values)."""
         rows = self.tokens_per_block.numerical_value_in(self.content.unit)
-        keys = self.content.keys
+        keys = self.content._int64s
         parent = (
             self.hashes[-1]
             if self.hashes
             else root_hash(self.content.unit.unit, rows, self.content.salt)
         )
-        return PrefixPart(self.hashes, len(keys), keys[len(self.hashes) * rows :], parent)
+        tail = tuple(keys[len(self.hashes) * rows :])
+        return PrefixPart(self.hashes, len(keys), tail, parent)
 
     def __len__(self) -> int:
         return len(self.hashes)
