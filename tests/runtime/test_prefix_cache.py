@@ -94,6 +94,25 @@ def test_content_keys_are_immutable_so_no_step_reads_unchecked_keys() -> None:
     assert pickle.loads(pickle.dumps(keys)) == keys == copy.deepcopy(keys) == copy.copy(keys)
 
 
+def test_content_keys_keep_their_keys_as_one_exact_int64_array() -> None:
+    """What ``struct`` packed to check the keys is kept, as an int64 array of exactly their
+    size (what the typed steps hand the core, which copies it in one pass); ``keys`` reads
+    it as a tuple. Equal keys are equal and hash alike whatever sequence they came from."""
+    import sys
+    from array import array
+
+    given = [7, -(2**63), 2**63 - 1, 0]
+    keys = ContentKeys(given, Tokens)
+    packed = keys._int64s
+    assert packed.typecode == "q" and packed.tolist() == given
+    assert sys.getsizeof(packed) == sys.getsizeof(array("q")) + 8 * len(given)  # no spare
+    assert type(keys.keys) is tuple and keys.keys == tuple(given)
+    again = ContentKeys(array("q", given), Tokens)
+    assert again == keys and hash(again) == hash(keys)
+    assert keys != ContentKeys(given[:3], Tokens) and keys != ContentKeys(given, EncoderTokens)
+    assert keys.length == Tokens(4)
+
+
 def test_a_block_hash_covers_what_one_block_of_the_group_holds() -> None:
     """A pooled group's block of 16 slots holds 64 encoder tokens at P = 4: 130 encoder
     tokens are 2 full blocks; the text group's block holds 16 tokens. The chain's root carries
