@@ -990,19 +990,25 @@ def test_a_batch_with_an_id_that_is_not_one_raises_request_error_on_every_path(
     assert _state(coord) == before
 
 
-def _voxtral_toy(num_blocks: int = 48, block_size: int = 2) -> KVCacheCoordinator:
-    # Audio: a pooled sliding window (P = 2, 5 encoder tokens: pool_window gives 3 slots) in
-    # blocks of 2 slots; text: full attention in blocks of 2 tokens. Pools of their own.
-    # (``block_size``: other than 2, blocks of that many slots, and steps of up to a block.)
-    layers: dict[str, LayerSpec] = {
+def _audio_text(window: int) -> dict[str, LayerSpec]:
+    """Audio: a pooled sliding window (P = 2) of ``window`` encoder tokens; text: full
+    attention."""
+    return {
         "audio": SlidingWindowLayer(
-            sliding_window=Window(5, EncoderTokens),
+            sliding_window=Window(window, EncoderTokens),
             pool=PoolFactor(2),
             kv_heads=KVHeads(1),
             head_size=Elements(8),
         ),
         "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
     }
+
+
+def _voxtral_toy(num_blocks: int = 48, block_size: int = 2) -> KVCacheCoordinator:
+    # Audio: a pooled sliding window (P = 2, 5 encoder tokens: pool_window gives 3 slots) in
+    # blocks of 2 slots; text: full attention in blocks of 2 tokens. Pools of their own.
+    # (``block_size``: other than 2, blocks of that many slots, and steps of up to a block.)
+    layers = _audio_text(5)
     if block_size != 2:
         return coordinator(
             layers,
@@ -2219,17 +2225,9 @@ def test_a_generating_batch_in_phase_moves_its_segments_and_compacts_as_the_gene
     # plain), compared with the batch's general path on a twin (the same outcome and state,
     # the slabs' garbage counts exact); no boundary is planned per request (`plan_cross`).
     def build() -> KVCacheCoordinator:
-        layers: dict[str, LayerSpec] = {
-            "audio": SlidingWindowLayer(
-                sliding_window=Window(11, EncoderTokens),
-                pool=PoolFactor(2),
-                kv_heads=KVHeads(1),
-                head_size=Elements(8),
-            ),
-            "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
-        }
-        return coordinator(layers, block_size=4, num_blocks={"audio": 1200, "text": 1200},
-                           max_len=400, max_in_flight=4, reserve=False)
+        return coordinator(_audio_text(11), block_size=4,
+                           num_blocks={"audio": 1200, "text": 1200}, max_len=400,
+                           max_in_flight=4, reserve=False)
 
     one, two = build(), build()
     rids = [f"r{j}" for j in range(16)]
