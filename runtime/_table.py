@@ -81,7 +81,8 @@ def grown(length: int, capacity: int, skipped: int, step: int = 1) -> int:
     (vLLM schedules a long prompt in chunks of ``max_num_batched_tokens``) would otherwise move
     on every chunk while it is shorter than four of them, and its slab, left a moved segment's
     garbage each time, would be compacted about as often. With it such a segment moves on
-    every other chunk at most, and its room never exceeds one chunk or a quarter of it.
+    every other chunk at most, and its room never exceeds one chunk, or a quarter of its
+    entries where that is more.
 
     A table grows at its end only (a window's evictions shrink it at its front, room it
     cannot reuse), so the room follows what the table has grown by in all, not what it
