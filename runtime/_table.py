@@ -276,7 +276,7 @@ class RequestTable:
         for start, length, entry, room in zip(starts, lengths, added, rooms, strict=True):
             moved += slab[start : start + length]
             moved.append(entry)
-            moved.frombytes(bytes(4 * (room - length - 1)))
+            moved += _ZERO * (room - length - 1)  # its spare room
         ops: Ops = [(slab.extend, moved), (setitem, self.garbage, g, garbage[-1])]
         return ops, ends[:-1], rooms, late
 
