@@ -2724,7 +2724,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     back = "return general_all(me, request_ids, num_new, [], [])"
     zeros = " = ".join([f"r{g}" for g in range(n)] + [f"j{g}" for g in range(n)])
     lines = [
-        f"    def advance_all{suffix}(request_ids, num_new):",
+        f"    def advance_all{suffix}(request_ids, num_new, compacted=0):",
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
@@ -2769,14 +2769,24 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
         f"                    {_pool_locals(core)}",
         "                    " + " = ".join(f"gb{g}" for g in range(n)) + " = 0",
         "                    " + "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
-        f"                c = o * {cw // hw}",
+        f"                c = o * {cw // hw}; compact = -1",
         "                for _ in once:",
     ]
-    lines += _crossing(core, "break", "                    ", typed=True, fit=True)
+    # A move that would make its slab's garbage due: the slab compacted first (nothing
+    # observable; nothing else was written), then the call again, as `_respec_all` does.
+    lines += _crossing(
+        core, "break", "                    ", "compact = {g}; break", typed=True, fit=True
+    )
     lines += _crossed(core, "                    ", flat=True)
     lines += [
         "                else:",
         "                    cx.append((request_id, o)); continue",
+        "                if compact >= 0:",
+        "                    pre = []",
+        "                    if garbage[compact]:",
+        "                        compact_ops(pre, (compact,))",
+        f"                    commit(ops_of(pre)); del owner[0]; return advance_all{suffix}("
+        "request_ids, num_new, compacted | 1 << compact)",
         "                slow.append((request_id, o))",
         "            if slow or len(set(request_ids)) != len(request_ids):",
         "                if cx:  # the core plans every crossing again, in order",

@@ -786,6 +786,91 @@ def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
     check_pools(one)
 
 
+@pytest.mark.parametrize("kinds", [("full",), ("full", "sliding")])
+@pytest.mark.parametrize("typed", [False, True])
+@pytest.mark.torchless
+def test_a_stepping_batch_moves_segments_and_compacts_as_the_general_path_does(
+    kinds: tuple[str, ...], typed: bool
+) -> None:
+    # Eight streams in blocks of 4 are admitted together and step one token per engine step
+    # (a prompt of 32 first): every fourth step each crosses a block, their table segments run
+    # out of room and move to the slab's end, and the moves' garbage makes the slab due. The
+    # batch compacts it first and plans again (as the per-request path does), where it used
+    # to hand the whole batch to the core's general path. Each engine step is one call,
+    # compared call by call with its general path (the same state); streams end and new ones
+    # are admitted in between; through the core's plain-int entry or the typed layer's.
+    layers: dict[str, LayerSpec] = {
+        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        "sliding": SlidingWindowLayer(
+            sliding_window=Window(9, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+    }
+    chosen = {f"{k}{i}": layers[k] for i, k in enumerate(kinds)}
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(chosen, block_size=4, num_blocks=3000, max_len=400, max_in_flight=32)
+
+    one, two = build(), build()
+    stepper: Any = one.stepper(*(one.group(name, Tokens) for name in chosen))
+    n = len(kinds)
+    ids = [f"r{i}" for i in range(8)]
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid)
+    ran: list[str] = []
+    again = 0  # calls of `advance_all` again after a compaction
+    general_at: list[int] = []  # the cohort's step of each call of the core's general path
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        nonlocal again
+        if event == "call":
+            name = frame.f_code.co_name
+            ran.append("advance_all" if name.startswith("advance_all") else name)
+            again += name.startswith("advance_all") and bool(frame.f_locals.get("compacted"))
+            if name == "_general_all":
+                general_at.append(steps)
+
+    fresh, steps = 0, 0
+    rng = random.Random(3)
+    for step in range(900):
+        q = [32 if steps == 0 else 1] * n
+        sys.setprofile(record)
+        try:
+            if typed:
+                got = _outcome(stepper.advance_all, ids, *(Tokens(x) for x in q))
+            else:
+                got = _outcome(fast, one._core, "advance_all", ids, q)
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "advance_all", ids, q), step
+        assert got is None, got
+        steps += 1
+        if step % 4 == 0:
+            assert _state(one) == _state(two), step
+        if steps == 150:  # the cohort ends: a new one is admitted in its place
+            steps = 0
+            for c in (one, two):
+                for rid in ids:
+                    c._core.free(rid)
+            fresh += 1
+            ids = [f"c{fresh}-{i}" for i in range(rng.randrange(6, 9))]
+            for c in (one, two):
+                for rid in ids:
+                    c._core.admit(rid)
+        table = one._core.table
+        for g in range(n):
+            owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
+            assert table.garbage[g] == len(table.slabs[g]) - owned, (step, g)
+    assert _state(one) == _state(two)
+    # The crossings planned in the batch, the slab compacted there and the batch planned
+    # again: the core's general path only for a prompt (several blocks a request) and the
+    # step after it (a window's first evictions: several blocks).
+    compactions = ran.count("compact_ops")
+    assert compactions >= 2 and set(general_at) <= {0, 1}, (compactions, general_at)
+    assert again == compactions, (again, compactions)
+    check_pools(one)
+
+
 def _twins_per_kind(
     kind: str, num_blocks: int, max_len: int
 ) -> tuple[KVCacheCoordinator, KVCacheCoordinator, Any, list[int], list[Any], list[str]]:
