@@ -2713,7 +2713,8 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     so too, until one is not (a prefill's run of blocks, a cached or stale block, a slab due,
     a speculative tail to accept, ...): then every request past its slack goes to the core
     (`CoordinatorCore._general_all`: its boundary plan, else its general path), the locals'
-    plans dropped. The hot fields are stored in C at the commit (as `_respec_all` stores)."""
+    plans dropped. The hot fields are stored in C at the commit (as `_respec_all` stores; of
+    one group, only the slacks where each request's step count is the one stored already)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     suffix = "_typed" if typed else ""
@@ -2738,6 +2739,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
         f"                {back}",
         "            offs, hots, cx, slow, ops = [], [], [], [], []",
         "            push, row = offs.append, hots.append",
+        *(["            same = 0"] if n == 1 else []),
         "            for request_id in request_ids:",
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
@@ -2754,7 +2756,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
             f"{indent}if {_within(core, g)}:",
         ]
         indent += "    "
-    lines.append(f"{indent}push(o); {_row(n, [f's{g} - q{g}' for g in range(n)])}; continue")
+    # (one group: whether its step's count is the one stored, counted in ``same``)
+    same = f"; same += hot[{_plus('o', STEP)}] == q0" if n == 1 else ""
+    lines.append(f"{indent}push(o); {_row(n, [f's{g} - q{g}' for g in range(n)])}{same}; continue")
     if n > 1:
         for g in reversed(range(n)):
             indent = indent[4:]
@@ -2794,6 +2798,15 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
         "                    offs = [o for o in offs if o not in crossed]",
         "                return general_all(me, request_ids, num_new, offs, cx + slow)",
     ]
+    if n == 1:
+        # Every request within its slack and its step's count the one stored (a decode
+        # batch's steady state): its slacks, one C pass, are all that changes.
+        slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
+        lines += [
+            "            if not cx and same == len(offs):",
+            f"                commit(map(setitem, repeat(hot), {slack}, hots)); del owner[0]; "
+            "return  # the commit",
+        ]
     lines += _hot_stores(n)
     lines += ["            if cx:"]
     lines += _pooled(core, "                ")

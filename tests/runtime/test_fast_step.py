@@ -871,6 +871,37 @@ def test_a_stepping_batch_moves_segments_and_compacts_as_the_general_path_does(
     check_pools(one)
 
 
+@pytest.mark.torchless
+def test_a_batch_within_its_slacks_stores_each_step_where_one_was_another() -> None:
+    # One group: a batch within every slack whose requests last stepped the count it steps
+    # stores only their slacks; one whose requests last stepped others (a prompt's chunk, a
+    # step of 2 taken alone) stores their steps too. Compared call by call with the general
+    # path, state included (each request's latest step).
+    layers: dict[str, LayerSpec] = {
+        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
+    }
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(layers, block_size=16, num_blocks=200, max_len=400, max_in_flight=64)
+
+    one, two = build(), build()
+    ids = [f"r{i}" for i in range(5)]
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid)
+            c._core.advance_step(rid, [3])
+    for step, alone in enumerate([None, "r2", None, None, "r0", "r4", None]):
+        if alone is not None:  # one request steps 2 on its own first
+            assert fast(one._core, "advance", alone, [2]) == _outcome(
+                general, two._core, "advance", alone, [2]
+            )
+        got = _outcome(fast, one._core, "advance_all", ids, [1])
+        assert got == _outcome(general, two._core, "advance_all", ids, [1]), step
+        assert _state(one) == _state(two), step
+    assert [one._core.requests[rid].step_rows for rid in ids] == [[1]] * 5
+    check_pools(one)
+
+
 def _twins_per_kind(
     kind: str, num_blocks: int, max_len: int
 ) -> tuple[KVCacheCoordinator, KVCacheCoordinator, Any, list[int], list[Any], list[str]]:
