@@ -2159,153 +2159,7 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
             "            return False",
         ]
     for g in range(n):
-        p, size, in_flight = core._pool[g], core._block_size[g], core._in_flight[g]
-        manager: Any = core._managers[g]
-        touched = f"q{g}" if p == 1 else f"q{g} // {p} + 2"
-        first = "rows" if p == 1 else f"list(map(floordiv, rows, repeat({p})))"
-        end = "ra" if p == 1 else f"list(map(floordiv, map(add, ra, repeat({p - 1})), repeat({p})))"
-        lines += [
-            f"        sl = s{g}",
-            f"        if {touched} > {in_flight}:",
-            "            return False",
-            f"        if min(sl) >= q{g}:  # within the slack",
-            _planned_slack(g, (f"[*map(sub, sl, repeat(q{g}))]", f"map(sub, sl, repeat(q{g}))"),
-                           "            ", "later"),
-            f"        elif max(sl) < q{g}:",
-            f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))"
-            if _cold(ANCHOR, g)
-            else "            c = cbs",
-            # The cold fields it reads (its base is recomputed).
-            f"            A, _, E, S, T, L, C, M = {_cold_fields(g, 'c')}",
-            "            rows = list(map(sub, A, sl))",
-            f"            ra = list(map(add, rows, repeat(q{g})))",
-            f"            first, end = {first}, {end}",
-            "            if not all(map(le, end, M)):",
-            "                return False",
-            f"            want = set(map(sub, map(floordiv, map(add, end, repeat({size - 1})), "
-            f"repeat({size})), map(add, S, L)))",
-        ]
-        # A window drops blocks; without one, nothing is dropped (nor the evict bound moved).
-        windowed = manager.kind == "sliding_window"
-        if windowed:
-            window = manager.sliding_window_slots
-            lines += [
-                "            due = list(map(ge, first, E))",
-                f"            if any(due) and (not all(due) or min(first) <= {window - 1}):",
-                "                return False",
-                "            skip = list(map(max, map(floordiv, map(sub, first, "
-                f"repeat({window - 1})), repeat({size})), S)) if due[0] else S",
-                f"            E = list(map(min, map(add, map(mul, map(add, skip, repeat(1)), "
-                f"repeat({size})), repeat({window - 1})), repeat(never))) if due[0] else E",
-                "            dropped = set(map(sub, skip, S))",
-            ]
-        else:
-            lines += [
-                "            if any(map(ge, first, E)):",
-                "                return False",
-                "            skip = S",
-            ]
-        lines += [
-            f"            index = list(map(floordiv, ra, repeat({size * p})))",
-            f"            pool, slab = pools[{g}], slabs[{g}]",
-            f"            if {'dropped == {0} and ' if windowed else ''}max(want) == 1 == "
-            "min(want):  # one block taken",
-            "                if index != list(map(add, S, L)):",
-            "                    return False",
-            "                grew = L == C  # every segment full: each moves to the slab's end",
-            "                if not grew and not all(map(lt, L, C)):",
-            "                    return False",
-            "                fresh = pool._fresh",
-            "                if fresh + m <= pool.num_blocks:",
-            "                    block = list(range(fresh, fresh + m))",
-            "                    later.append((setattr, pool, '_fresh', fresh + m))",
-            "                elif fresh < pool.num_blocks or pool._head + m > len(pool._queue):",
-            "                    return False",
-            "                else:",
-            "                    block = pool._queue[pool._head : pool._head + m].tolist()",
-            "                    cached = pool._cached",
-            "                    keys = list(map(cached.get, block))",
-            "                    gone = list(compress(block, keys))",
-            "                    if gone:  # evicted from the prefix cache",
-            "                        keys, maps = list(compress(keys, keys)), pool._maps",
-            "                        if len(maps) != 1:",
-            "                            return False",
-            "                        later += ((commit, map(cached.pop, gone, repeat(None))), "
-            "(commit, map(pool._cached_free.discard, gone)))",
-            "                        if len(set(keys)) == len(keys) and list(map(maps[0].get, "
-            "keys)) == gone:  # each key's one block",
-            "                            later.append((commit, map(maps[0].pop, keys, "
-            "repeat(None))))",
-            # Else each key's blocks planned as `plan_cross` plans them (its lists).
-            "                        else:",
-            "                            left = {}",
-            "                            for key, taken in zip(keys, gone):",
-            "                                held = left.get(key)",
-            "                                if held is None:",
-            "                                    held = left[key] = holders(maps[0].get(key))",
-            "                                held.remove(taken)",
-            "                            later += [(maps[0].pop, key, None) if not held else "
-            "(setitem, maps[0], key, filed(held)) for key, held in left.items()]",
-            "                    if not pool._stale.keys().isdisjoint(block):",
-            "                        return False",
-            "                    later.append((setattr, pool, '_head', pool._head + m))",
-            "                later.append((setattr, pool, '_used', pool._used + m))",
-            "                if grew:",
-            f"                    moving, T, C, late = moved_ops({g}, T, L, C, skip, block)",
-            f"                    if late < m and {g} not in compacted:  # the slab due first",
-            f"                        dues.append((late, {g}))",
-            "                    later += moving",
-            "                else:",
-            "                    later.append(scattered(slab, list(map(add, T, L)), block))",
-            "                L = list(map(add, L, repeat(1)))",
-        ]
-        dropping = [
-            "            elif dropped == {1} and max(want) <= 0:  # one block dropped",
-            "                block = list(map(getitem, repeat(slab), T))",
-            "                T, L, C = [list(map(sub, x, repeat(y))) for x, y in ((T, -1), (L, 1), "
-            "(C, 1))]",
-            "                if not (pool._shared.keys().isdisjoint(block) and all(map(ge, index, "
-            "skip)) and all(map(lt, index, map(add, skip, L)))):",
-            "                    return False",
-            "                cached = pool._cached",
-            "                later += ((commit, map(pool._cached_free.add, [*compress(block, map("
-            "cached.__contains__, block))])), (pool._queue.extend, block), (setattr, pool, "
-            f"'_used', pool._used - m), (setitem, table_garbage, {g}, table_garbage[{g}] + m))",
-            "                block = list(map(getitem, repeat(slab), map(add, T, map(sub, index, "
-            "skip))))",
-        ]
-        # The fields that move: the anchor, base and length where a block is taken (the evict
-        # bound where the window moved it); all of them where one is dropped.
-        taken = (0, 1, LENGTH - ANCHOR)
-        fields = (
-            f"range(7) if dropped == {{1}} or grew else {(0, 1, 2, LENGTH - ANCHOR)} if due[0] "
-            f"else {taken}"
-            if windowed
-            else f"range(7) if grew else {taken}"
-        )
-        lines += [
-            *(dropping if windowed else []),
-            "            else:",
-            "                return False",
-            # The anchor (`plan_cross`): the end of the step's block, of the table, of the
-            # request, or the evict bound, whichever comes first, never before the positions.
-            f"            anchor = list(map(min, map(mul, map(add, index, repeat(1)), "
-            f"repeat({size})), map(mul, map(add, skip, L), repeat({size})), M, E))",
-        ]
-        if p != 1:
-            lines.append(f"            anchor = list(map(mul, anchor, repeat({p})))")
-        lines += [
-            "            anchor = list(map(max, anchor, ra))",
-            "            B = list(map(sub, block, index))",
-            _planned_slack(g, ("[*map(sub, anchor, ra)]", "map(sub, anchor, ra)"), "            ",
-                           "later"),
-            "            moved = (anchor, B, E, skip, T, L, C)",
-            f"            for f in {fields}:",
-            _planned_cold(g, "f", "moved[f]", "c", "                ", "later"),
-            "        else:",
-            "            return False",
-            *_planned_step(g, "        ", "later"),
-        ]
+        lines += _cross_group(core, g)
     lines += [
         # A move that finds its slab due: the slab compacted first and the batch planned
         # again, as the per-request path does (its first such move's group, in its order).
@@ -2322,6 +2176,254 @@ def _cross_all(core: CoordinatorCore) -> list[str]:
         "            ops.append((commit, map(extend, tl, cut)))",
         "        return True",
         "",
+    ]
+    return lines
+
+
+def _cross_group(core: CoordinatorCore, g: int) -> list[str]:
+    """`_cross_all`'s lines for group ``g``: its slacks stored where every request is within
+    its slack; else, every request past it, the blocks taken or dropped and the fields each
+    request's crossing changes. A batch in phase (every request at the same positions, with
+    the same fields but its blocks: streams admitted together) is planned once, for all,
+    in plain locals; another one field by field, one pass per field over the batch."""
+    p, size, in_flight = core._pool[g], core._block_size[g], core._in_flight[g]
+    manager: Any = core._managers[g]
+    # A window drops blocks; without one, nothing is dropped (nor the evict bound moved).
+    windowed = manager.kind == "sliding_window"
+    window = manager.sliding_window_slots if windowed else 0
+    touched = f"q{g}" if p == 1 else f"q{g} // {p} + 2"
+    # The blocks a crossing of every request takes (the pool's fresh ids, else its queue's
+    # front), their pool's counters planned; ``L`` the segments' lengths before.
+    take = [
+        "fresh = pool._fresh",
+        "if fresh + m <= pool.num_blocks:",
+        "    block = list(range(fresh, fresh + m))",
+        "    later.append((setattr, pool, '_fresh', fresh + m))",
+        "elif fresh < pool.num_blocks or pool._head + m > len(pool._queue):",
+        "    return False",
+        "else:",
+        "    block = pool._queue[pool._head : pool._head + m].tolist()",
+        "    cached = pool._cached",
+        "    keys = list(map(cached.get, block))",
+        "    gone = list(compress(block, keys))",
+        "    if gone:  # evicted from the prefix cache",
+        "        keys, maps = list(compress(keys, keys)), pool._maps",
+        "        if len(maps) != 1:",
+        "            return False",
+        "        later += ((commit, map(cached.pop, gone, repeat(None))), "
+        "(commit, map(pool._cached_free.discard, gone)))",
+        "        if len(set(keys)) == len(keys) and list(map(maps[0].get, "
+        "keys)) == gone:  # each key's one block",
+        "            later.append((commit, map(maps[0].pop, keys, repeat(None))))",
+        # Else each key's blocks planned as `plan_cross` plans them (its lists).
+        "        else:",
+        "            left = {}",
+        "            for key, taken in zip(keys, gone):",
+        "                held = left.get(key)",
+        "                if held is None:",
+        "                    held = left[key] = holders(maps[0].get(key))",
+        "                held.remove(taken)",
+        "            later += [(maps[0].pop, key, None) if not held else "
+        "(setitem, maps[0], key, filed(held)) for key, held in left.items()]",
+        "    if not pool._stale.keys().isdisjoint(block):",
+        "        return False",
+        "    later.append((setattr, pool, '_head', pool._head + m))",
+        "later.append((setattr, pool, '_used', pool._used + m))",
+    ]
+    def moving(lengths: str, skips: str) -> list[str]:
+        # Every segment full: each moves to the slab's end (its length and evicted count
+        # per request: ``lengths``, ``skips``).
+        return [
+            "if grew:",
+            f"    moving, T, C, late = moved_ops({g}, T, {lengths}, C, {skips}, block)",
+            f"    if late < m and {g} not in compacted:  # the slab due first",
+            f"        dues.append((late, {g}))",
+            "    later += moving",
+        ]
+    # The blocks a window drops (one a request: neither shared nor taken back; a cached one
+    # stays cached, free) go back to the queue (``block``).
+    dropping = [
+        "cached = pool._cached",
+        "later += ((commit, map(pool._cached_free.add, [*compress(block, map("
+        "cached.__contains__, block))])), (pool._queue.extend, block), (setattr, pool, "
+        f"'_used', pool._used - m), (setitem, table_garbage, {g}, table_garbage[{g}] + m))",
+    ]
+
+    def under(indent: str, body: list[str]) -> list[str]:
+        return [indent + line for line in body]
+
+    # The fields that move: the anchor, base and length where a block is taken (the evict
+    # bound where the window moved it); all of them where one is dropped.
+    taken = (0, 1, LENGTH - ANCHOR)
+    lines = [
+        f"        sl = s{g}",
+        f"        if {touched} > {in_flight}:",
+        "            return False",
+        f"        if min(sl) >= q{g}:  # within the slack",
+        _planned_slack(g, (f"[*map(sub, sl, repeat(q{g}))]", f"map(sub, sl, repeat(q{g}))"),
+                       "            ", "later"),
+        f"        elif max(sl) < q{g}:",
+        f"            c = list(map(add, cbs, repeat({_cold(ANCHOR, g)})))"
+        if _cold(ANCHOR, g)
+        else "            c = cbs",
+        # The cold fields it reads (its base is recomputed).
+        f"            A, _, E, S, T, L, C, M = {_cold_fields(g, 'c')}",
+        f"            pool, slab = pools[{g}], slabs[{g}]",
+    ]
+    # In phase: one request's fields plan every request's (a count in C per field).
+    lines += [
+        "            if m == A.count(A[0]) == sl.count(sl[0]) == S.count(S[0]) == "
+        "L.count(L[0]) == E.count(E[0]) == M.count(M[0]):",
+        "                rows, S0, L0, E0, M0 = A[0] - sl[0], S[0], L[0], E[0], M[0]",
+        f"                ra = rows + q{g}",
+        "                first, end = "
+        + ("rows, ra" if p == 1 else f"rows // {p}, (ra + {p - 1}) // {p}"),
+        "                if end > M0:",
+        "                    return False",
+        f"                want = (end + {size - 1}) // {size} - S0 - L0",
+    ]
+    if windowed:
+        lines += [
+            "                due = first >= E0",
+            f"                if due and first <= {window - 1}:",
+            "                    return False",
+            f"                skip = max((first - {window - 1}) // {size}, S0) if due else S0",
+            f"                E0 = min((skip + 1) * {size} + {window - 1}, never) if due else E0",
+        ]
+    else:
+        lines += [
+            "                if first >= E0:",
+            "                    return False",
+            "                skip, due = S0, False",
+        ]
+    lines += [
+        f"                index = ra // {size * p}",
+        f"                if {'skip == S0 and ' if windowed else ''}want == 1:  # one block taken",
+        "                    if index != S0 + L0:",
+        "                        return False",
+        "                    grew = C.count(L0) == m",
+        "                    if not grew and min(C) <= L0:",
+        "                        return False",
+        *under("                    ", take),
+        *under("                    ", moving("[L0] * m", "[skip] * m")),
+        "                    else:",
+        "                        later.append(scattered(slab, list(map(add, T, repeat(L0))), "
+        "block))",
+        "                    L0 += 1",
+    ]
+    if windowed:
+        lines += [
+            "                elif skip == S0 + 1 and want <= 0:  # one block dropped",
+            "                    block = list(map(getitem, repeat(slab), T))",
+            "                    T, L0, C = list(map(add, T, repeat(1))), L0 - 1, "
+            "list(map(sub, C, repeat(1)))",
+            "                    if not (pool._shared.keys().isdisjoint(block) and "
+            "skip <= index < skip + L0):",
+            "                        return False",
+            *under("                    ", dropping),
+            "                    block = list(map(getitem, repeat(slab), map(add, T, "
+            "repeat(index - skip))))",
+        ]
+    fields_one = (
+        f"range(7) if skip != S0 or grew else {(0, 1, 2, LENGTH - ANCHOR)} if due else {taken}"
+        if windowed
+        else f"range(7) if grew else {taken}"
+    )
+    anchor = f"min((index + 1) * {size}, (skip + L0) * {size}, M0, E0)"
+    lines += [
+        "                else:",
+        "                    return False",
+        # The anchor (`plan_cross`): the end of the step's block, of the table, of the
+        # request, or the evict bound, whichever comes first, never before the positions.
+        f"                anchor = max({anchor}{f' * {p}' if p != 1 else ''}, ra)",
+        "                new = [anchor - ra] * m",
+        "                moved = ([anchor] * m, list(map(sub, block, repeat(index))), [E0] * m, "
+        "[skip] * m, T, [L0] * m, C)",
+        f"                fields = {fields_one}",
+    ]
+    # Else one pass per field over the batch.
+    first = "rows" if p == 1 else f"list(map(floordiv, rows, repeat({p})))"
+    end = "ra" if p == 1 else f"list(map(floordiv, map(add, ra, repeat({p - 1})), repeat({p})))"
+    lines += [
+        "            else:",
+        "                rows = list(map(sub, A, sl))",
+        f"                ra = list(map(add, rows, repeat(q{g})))",
+        f"                first, end = {first}, {end}",
+        "                if not all(map(le, end, M)):",
+        "                    return False",
+        f"                want = set(map(sub, map(floordiv, map(add, end, repeat({size - 1})), "
+        f"repeat({size})), map(add, S, L)))",
+    ]
+    if windowed:
+        lines += [
+            "                due = list(map(ge, first, E))",
+            f"                if any(due) and (not all(due) or min(first) <= {window - 1}):",
+            "                    return False",
+            "                skip = list(map(max, map(floordiv, map(sub, first, "
+            f"repeat({window - 1})), repeat({size})), S)) if due[0] else S",
+            f"                E = list(map(min, map(add, map(mul, map(add, skip, repeat(1)), "
+            f"repeat({size})), repeat({window - 1})), repeat(never))) if due[0] else E",
+            "                dropped = set(map(sub, skip, S))",
+        ]
+    else:
+        lines += [
+            "                if any(map(ge, first, E)):",
+            "                    return False",
+            "                skip = S",
+        ]
+    lines += [
+        f"                index = list(map(floordiv, ra, repeat({size * p})))",
+        f"                if {'dropped == {0} and ' if windowed else ''}max(want) == 1 == "
+        "min(want):  # one block taken",
+        "                    if index != list(map(add, S, L)):",
+        "                        return False",
+        "                    grew = L == C  # every segment full: each moves to the slab's end",
+        "                    if not grew and not all(map(lt, L, C)):",
+        "                        return False",
+        *under("                    ", take),
+        *under("                    ", moving("L", "skip")),
+        "                    else:",
+        "                        later.append(scattered(slab, list(map(add, T, L)), block))",
+        "                    L = list(map(add, L, repeat(1)))",
+    ]
+    if windowed:
+        lines += [
+            "                elif dropped == {1} and max(want) <= 0:  # one block dropped",
+            "                    block = list(map(getitem, repeat(slab), T))",
+            "                    T, L, C = [list(map(sub, x, repeat(y))) for x, y in ((T, -1), "
+            "(L, 1), (C, 1))]",
+            "                    if not (pool._shared.keys().isdisjoint(block) and all(map(ge, "
+            "index, skip)) and all(map(lt, index, map(add, skip, L)))):",
+            "                        return False",
+            *under("                    ", dropping),
+            "                    block = list(map(getitem, repeat(slab), map(add, T, map(sub, "
+            "index, skip))))",
+        ]
+    fields = (
+        f"range(7) if dropped == {{1}} or grew else {(0, 1, 2, LENGTH - ANCHOR)} if due[0] "
+        f"else {taken}"
+        if windowed
+        else f"range(7) if grew else {taken}"
+    )
+    lines += [
+        "                else:",
+        "                    return False",
+        f"                anchor = list(map(min, map(mul, map(add, index, repeat(1)), "
+        f"repeat({size})), map(mul, map(add, skip, L), repeat({size})), M, E))",
+    ]
+    if p != 1:
+        lines.append(f"                anchor = list(map(mul, anchor, repeat({p})))")
+    lines += [
+        "                anchor = list(map(max, anchor, ra))",
+        "                new = [*map(sub, anchor, ra)]",
+        "                moved = (anchor, list(map(sub, block, index)), E, skip, T, L, C)",
+        f"                fields = {fields}",
+        _planned_slack(g, ("new", "new"), "            ", "later"),
+        "            for f in fields:",
+        _planned_cold(g, "f", "moved[f]", "c", "                ", "later"),
+        "        else:",
+        "            return False",
+        *_planned_step(g, "        ", "later"),
     ]
     return lines
 
