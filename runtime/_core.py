@@ -1174,7 +1174,8 @@ class CoordinatorCore:
                     moved.extend(array("i", bytes(4 * (room - len(moved)))))
                 else:  # made whole at once, its parts copied in by memory views
                     staying = length - dropped
-                    room = grown(staying + want, capacity, skip, want)
+                    most = manager.table_length(max_len) - skip
+                    room = grown(staying + want, capacity, skip, want, most)
                     moved = array("i", (0,)) * room
                     with memoryview(moved) as to, memoryview(slab) as source:
                         to[:staying] = source[start + dropped : start + length]
@@ -1424,7 +1425,8 @@ class CoordinatorCore:
                     raise self._short(request_id, g, want, plan.num_free)
                 taken = plan.take(want)
             fields = fields_of[g]
-            table.segment_ops(slabs, g, dropped, taken, fields)
+            most = managers[g].table_length(fields[MAXLEN]) - skip
+            table.segment_ops(slabs, g, dropped, taken, fields, most=most)
             entries = _Joined(live, dropped, taken)  # the live table after the step
             rows = c + q
             fields[STEP], fields[SKIPPED] = q, skip

@@ -274,7 +274,9 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"            if not compacted >> {g} & 1 and due(garbage[{g}] + capacity, tail):",
             *compact_first,
             "            staying = length - dropped",
-            "            room = grown(staying + want, capacity, skip, want)",
+            # The entries its max_len reaches (`grown`: a long first chunk's room).
+            f"            most = (st[{c[MAXLEN]}] + {size - 1}) // {size} - skip",
+            "            room = grown(staying + want, capacity, skip, want, most)",
             "            moved = array('i', bytes(4 * room))",
             "            moved[:staying] = slab[start + dropped : start + length]",
             "            moved[staying : staying + want] = run",

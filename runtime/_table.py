@@ -11,9 +11,10 @@ a few dozen bytes a group and a held block 4 bytes, and nothing is left behind w
 its fields are reused by the next request, its segments are reclaimed when the slab is
 compacted, and when the last request ends every array is emptied.
 
-A segment is placed first without spare room; it grows at its end into its spare capacity, or
-moves to the slab's end with room to grow (`grown`: a quarter of its entries, at least 8, or
-half those a window evicted); it shrinks at its front when a window evicts.
+A segment is placed first without spare room (a long one, a prompt's first chunk, with what a
+move would give it, up to its request's ``max_len``); it grows at its end into its spare
+capacity, or moves to the slab's end with room to grow (`grown`: a quarter of its entries, at
+least 8, or half those a window evicted); it shrinks at its front when a window evicts.
 The space it leaves is garbage, counted per group; `RequestTable.compact_ops` rewrites a slab
 without it once it is a quarter of the slab (`due`); a step that would move a segment of a slab
 that is due takes the general path, which compacts first.
@@ -61,6 +62,10 @@ _ZERO: Final = array("i", [0])
 #: Garbage (entries) a slab holds before a compaction is considered.
 _COMPACT_MIN: Final = 1024
 
+#: The entries from which a segment placed first gets room to grow (`grown`): 64, a prompt
+#: of 1,024 tokens in blocks of 16.
+_FIRST_ROOM: Final = 64
+
 
 def due(garbage: int, length: int) -> bool:
     """Whether a slab of ``length`` entries with ``garbage`` of them owned by no request is
@@ -69,13 +74,22 @@ def due(garbage: int, length: int) -> bool:
     return garbage >= max(_COMPACT_MIN, length >> 2)
 
 
-def grown(length: int, capacity: int, skipped: int, step: int = 1) -> int:
+def grown(
+    length: int, capacity: int, skipped: int, step: int = 1, most: int | None = None
+) -> int:
     """The capacity a segment of ``length`` live entries, after ``skipped`` evicted ones,
     moves to from one of ``capacity`` (and is given when a slab is compacted): a quarter more,
     at least 8, or half the evicted ones when that is more, or room for one more ``step``
     (the entries of the step that moves it) when that is more; exactly ``length`` when placed
     first (``capacity`` 0), so that a table that never grows (a prompt, a short answer) costs
     its entries only.
+
+    But a first placement of `_FIRST_ROOM` entries or more (a long prompt's first chunk) whose
+    request can hold more (``most``: the entries its ``max_len`` reaches, past ``skipped``) gets
+    the room its first move would give, up to ``most``: its next block would otherwise move
+    it, copying every entry and leaving them all as garbage (an 8k prompt's 512 entries, then
+    a compaction every other prompt), where the room costs at most what that move would have
+    given it. A shorter one costs a few entries' copy to move.
 
     The ``step`` room is for chunked prefills: a segment grown a chunk of blocks at a time
     (vLLM schedules a long prompt in chunks of ``max_num_batched_tokens``) would otherwise move
@@ -91,7 +105,12 @@ def grown(length: int, capacity: int, skipped: int, step: int = 1) -> int:
     entry's share of room (2 byte) is a quarter of what vLLM keeps for it (a null block's
     reference in the request's list); a table's first moves, at least 8 entries apart, cost
     32 byte of room at most."""
-    return length + max(8, length >> 2, skipped >> 1, step) if capacity else length
+    room = max(8, length >> 2, skipped >> 1, step)
+    if capacity:
+        return length + room
+    if most is None or length < _FIRST_ROOM:
+        return length
+    return max(min(length + room, most), length)
 
 
 def _zeros_ops(ops: Ops, values: array[int], count: int) -> None:
@@ -221,12 +240,14 @@ class RequestTable:
         added: Sequence[int],
         fields: list[int],
         room: int = 0,
+        most: int | None = None,
     ) -> None:
         """Plan a request's table in group ``g``: its first ``dropped`` live entries evicted,
         ``added`` appended; the segment's new ``START``, ``LENGTH``, ``CAPACITY`` are written
         into ``fields`` (the group's planned fields, as `read` gives them). A segment placed
         or moved gets room for ``room`` live entries at least (a prefix hit's: the entries of
-        the content it was admitted with, which its first steps fill in place)."""
+        the content it was admitted with, which its first steps fill in place); ``most``: the
+        live entries the request's ``max_len`` reaches after the step (`grown`)."""
         start, length, capacity = fields[START], fields[LENGTH], fields[CAPACITY]
         if dropped:
             start += dropped
@@ -241,7 +262,9 @@ class RequestTable:
                     (setitem, slab, slice(start + length, start + end), array("i", added))
                 )
             else:
-                new = max(grown(end, fields[CAPACITY], fields[SKIPPED] + dropped, len(added)), room)
+                new = max(
+                    grown(end, fields[CAPACITY], fields[SKIPPED] + dropped, len(added), most), room
+                )
                 moved = slab[start : start + length]
                 moved.extend(added)
                 moved.extend(array("i", bytes(4 * (new - end))))

@@ -286,6 +286,60 @@ def test_a_chunked_prefills_segment_moves_on_every_other_chunk_at_most(
         _garbage_counted(c)
 
 
+@pytest.mark.parametrize(
+    ("prompt", "max_len", "capacity"),
+    [
+        # 64 blocks of 16 whose max_len reaches 67: room up to it, and never a move.
+        (1_024, 1_064, 67),
+        # 64 blocks, max_len far beyond: the room a first move gives (one more such step).
+        (1_024, 8_192, 128),
+        # 63 blocks: placed exactly (`_table._FIRST_ROOM`), a move copies 63 entries.
+        (1_008, 8_192, 63),
+        # 64 blocks, max_len exactly there: nothing to grow into.
+        (1_024, 1_024, 64),
+    ],
+)
+@pytest.mark.parametrize("path", ["cross", "boundary", "general"])
+def test_a_long_first_chunk_is_placed_with_room_up_to_its_max_len(
+    prompt: int, max_len: int, capacity: int, path: str
+) -> None:
+    # The 8k prefill trace's first decode step used to move its request's 512 entries (placed
+    # exactly) to the slab's end, leaving them as garbage (a compaction every other prompt).
+    # A first placement of 64 entries or more gets the room a move gives, up to the blocks its
+    # max_len reaches; each of the three planners places it so: the generated `cross` (a chunk
+    # without a slot mapping), the core's boundary plan (`_plan_boundary`: with one) and the
+    # general path (`segment_ops`). Then decode steps to max_len stay in place.
+    coord = coordinator(
+        _text(), block_size=16, num_blocks=2 * 1_024, max_len=max_len, max_in_flight=2_048
+    )
+    core = coord._core
+    core.admit("r")
+    ran: list[str] = []
+    sys.setprofile(_recording(ran))
+    try:
+        if path == "general":
+            general(core, "advance", "r", [prompt])
+        else:
+            fast(core, "advance_typed" if path == "cross" else "step_typed", "r", (prompt,))
+    finally:
+        sys.setprofile(None)
+    planner = {"cross": "cross", "boundary": "_plan_boundary", "general": "segment_ops"}[path]
+    assert planner in ran, set(ran)
+    assert "_general_step" not in ran or path == "general", set(ran)
+    table = core.table
+    o = table.offsets["r"]
+    assert table.field(o, 0, CAPACITY) == capacity
+    assert table.field(o, 0, _table.LENGTH) == prompt // 16
+    assert len(table.slabs[0]) == capacity and table.garbage[0] == 0
+    for _ in range(max_len - prompt):
+        fast(core, "advance_typed", "r", (1,))
+    assert core.block_table("r", 0) == list(range(1, -(-max_len // 16) + 1))
+    if capacity * 16 >= max_len:  # reached without a move
+        assert table.field(o, 0, START) == 0 and table.garbage[0] == 0
+    _garbage_counted(coord)
+    check_pools(coord)
+
+
 @pytest.mark.parametrize("compact_min", [1024, 16])
 @pytest.mark.parametrize("layout", ["text", "text + window, one pool", "text + window"])
 def test_a_prefill_chunk_within_reach_takes_its_run_on_the_fast_function(
