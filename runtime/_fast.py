@@ -2232,6 +2232,7 @@ def _cross_group(core: CoordinatorCore, g: int) -> list[str]:
         "    later.append((setattr, pool, '_head', pool._head + m))",
         "later.append((setattr, pool, '_used', pool._used + m))",
     ]
+
     def moving(lengths: str, skips: str) -> list[str]:
         # Every segment full: each moves to the slab's end (its length and evicted count
         # per request: ``lengths``, ``skips``).
