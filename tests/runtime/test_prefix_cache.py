@@ -27,7 +27,7 @@ from kvunits.contracts import (
     Window,
 )
 from kvunits.runtime import AllocationError, ContentKeys, KVCacheCoordinator, RequestError, plan
-from kvunits.runtime.prefix_cache import chain_hashes, root_hash
+from kvunits.runtime.prefix_cache import _PACKED, chain_hashes, root_hash
 
 from ..examples import examples
 from .support import check_pools, coordinator, voxtral_engine, voxtral_model
@@ -55,12 +55,15 @@ def test_content_is_keyed_per_token_or_encoder_token() -> None:
         | st.booleans()
         | st.floats(allow_nan=False),
         max_size=8,
-    )
+    ),
+    pad=st.sampled_from([0, _PACKED - 9, _PACKED - 8, _PACKED]),
 )
-def test_content_keys_accept_exactly_the_int64_ints(keys: list[object]) -> None:
+def test_content_keys_accept_exactly_the_int64_ints(keys: list[object], pad: int) -> None:
     # The constructor checks a batch's keys in C (classes, then the int64 range); whatever it
     # accepts or refuses is what the key-by-key rule gives: every key exactly an int (not a
-    # bool, not a float) within int64, else the first wrong key named.
+    # bool, not a float) within int64, else the first wrong key named. Valid keys appended
+    # (``pad``) put the same keys on either side of `_PACKED`, where the packer changes.
+    keys = keys + [0] * pad
     first = next(
         (
             i
@@ -101,6 +104,10 @@ def test_content_keys_keep_their_keys_as_one_exact_int64_array() -> None:
     import sys
     from array import array
 
+    for many in (_PACKED - 1, _PACKED):  # either packer (array, struct): no spare either
+        long = ContentKeys(range(many), Tokens)._int64s
+        assert long.tolist() == list(range(many))
+        assert sys.getsizeof(long) == sys.getsizeof(array("q")) + 8 * many
     given = [7, -(2**63), 2**63 - 1, 0]
     keys = ContentKeys(given, Tokens)
     packed = keys._int64s
