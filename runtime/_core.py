@@ -261,6 +261,7 @@ class CoordinatorCore:
     __slots__ = (
         "_align",
         "_axis",
+        "_axis_peers",
         "_block_size",
         "_caps_by_lengths",
         "_has_rows",
@@ -305,6 +306,12 @@ class CoordinatorCore:
         self._has_rows = tuple(m.has_slot_rows for m in managers)
         self._pool = tuple(m.spec.pool.tokens_per_block for m in managers)
         self._axis = tuple(int(m.spec.slot_unit is PooledBlocks) for m in managers)
+        # Per group, the other groups that read its sequence (`extend_content`'s check that
+        # content extends one stream).
+        self._axis_peers = tuple(
+            tuple(h for h in range(len(managers)) if h != g and self._axis[h] == self._axis[g])
+            for g in range(len(managers))
+        )
         distinct = {id(p) for p in pools}
         self._one_pool = self.pools[0] if len(distinct) == 1 and len(pools) > 1 else None
         self.caches = tuple(
@@ -1928,17 +1935,27 @@ class CoordinatorCore:
         try:
             if guard.claim(0, me) is not me:
                 guard.contend(me, self._concurrent, "extend_content")
+            # The common call (a generated token): keys already int64 (`ContentKeys`'), a
+            # running request whose sequence read by group ``g`` is one stream (no other group
+            # of that sequence holds another: `_axis_peers`), its block not filled by them:
+            # one C append, with the release on its line (_guard). Looked up without a call:
+            # a decode step makes one per sequence.
+            o = self.table.offsets.get(request_id) if type(request_id) is str else None
+            extra = self.extras.get(o) if o is not None else None
+            if type(extra) is RequestExtras and type(keys) is array and keys.typecode == "q":
+                of = extra.stream_of
+                s = of[g] if type(g) is int and 0 <= g < len(of) else -1
+                if s >= 0:
+                    for h in self._axis_peers[g]:
+                        if of[h] >= 0 and of[h] != s:
+                            break
+                    else:
+                        tail = extra.streams[s].tail
+                        if len(tail) + len(keys) < extra.streams[s].rows_per_block:
+                            tail.extend(keys); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
             o = self._offset(request_id)
             extra = self._content_extra(request_id, o, g)
             added = array("q", keys)
-            axis = self._axis[g]
-            streams = extra.streams
-            if len(streams) <= 2 and self.extras.get(o) is extra:
-                # The common call: one stream of this sequence, its block not filled (a
-                # generated token): one C call, with the release on its line (_guard).
-                mine = [stream for stream in streams if stream.axis == axis]
-                if len(mine) == 1 and len(mine[0].tail) + len(added) < mine[0].rows_per_block:
-                    mine[0].tail.extend(added); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
             ops: Ops = []
             self._keep_active(ops, o, extra)
             hashed = self._plan_content(ops, extra, g, added)

@@ -532,10 +532,9 @@ class Stepper(Generic[*_Us]):
     def __init__(self, owner: KVCacheCoordinator, handles: tuple[GroupHandle[Any], ...]) -> None:
         self._owner = owner
         self.handles = handles
-        units = tuple(
-            EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens for g in owner.groups
-        )  # per group, the unit of its content (`extend_content`)
-        made = _typed_functions(owner._core, handles, owner._content_pairs, units)
+        made = _typed_functions(
+            owner._core, handles, owner._content_pairs, owner._content_units
+        )
         self.allocate = cast(AllocateFn[*_Us], made["allocate"])
         self.advance = cast(AdvanceFn[*_Us], made["advance"])
         self.advance_all = cast(AdvanceAllFn[*_Us], made["advance_all"])
@@ -876,7 +875,7 @@ class KVCacheCoordinator:
     concurrent entry raises `ConcurrentUseError` (see the module docstring).
     """
 
-    __slots__ = ("_core", "_groups", "_handles", "_policy")
+    __slots__ = ("_content_units", "_core", "_groups", "_handles", "_policy")
 
     def __init__(
         self,
@@ -940,6 +939,10 @@ class KVCacheCoordinator:
             pools=[0] * len(groups) if shared else None,
         )
         self._groups = tuple(groups)
+        # Per group, the unit its content is keyed in (`extend_content`).
+        self._content_units: tuple[type[Tokens] | type[EncoderTokens], ...] = tuple(
+            EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens for g in groups
+        )
         self._core = CoordinatorCore(
             names, managers, pools, ledger, in_flight, limit, make_fast=make_functions
         )
@@ -1229,7 +1232,7 @@ class KVCacheCoordinator:
             ConcurrentUseError: a call is in progress on this coordinator.
         """
         new = KVCacheCoordinator.__new__(KVCacheCoordinator)
-        new._groups = self._groups
+        new._groups, new._content_units = self._groups, self._content_units
         new._core = copy.deepcopy(self._core, memo)
         new._policy = copy.deepcopy(self._policy, memo)  # its core: the copy (memo)
         new._handles = {
@@ -1500,8 +1503,20 @@ class KVCacheCoordinator:
             UnitValueError: a salt (it belongs to the first block only).
             RequestError: the request was admitted without content in this group.
         """
-        self._content_group(handle, content)
-        self._core.extend_content(request_id, handle.index, content._int64s)
+        # The checks of `_content_group` inline where they pass (a decode step makes this call
+        # once per sequence): a handle of this coordinator, keys of its content unit, no salt.
+        core = self._core
+        given: object = handle
+        keys: object = content
+        if not (
+            type(given) is GroupHandle
+            and given._owner is core
+            and type(keys) is ContentKeys
+            and keys.unit is self._content_units[given.index]
+            and keys.salt is None
+        ):
+            self._content_group(handle, content)  # raises
+        core.extend_content(request_id, handle.index, content._int64s)
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached prefix, as vLLM's ``reset_prefix_cache`` (after a weight
@@ -1539,7 +1554,7 @@ class KVCacheCoordinator:
         self._own(handle)
         assert type(handle) is GroupHandle
         given: object = content
-        expected: type[Any] = EncoderTokens if handle.spec.slot_unit is PooledBlocks else Tokens
+        expected: type[Any] = self._content_units[handle.index]
         if type(given) is not ContentKeys or given.unit is not expected:
             got = (
                 f"ContentKeys of {given.unit.unit}"

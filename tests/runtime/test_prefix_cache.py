@@ -3,6 +3,8 @@ that count a shared block once, sequences of other units hit on their own, and t
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -65,11 +67,7 @@ def test_content_keys_accept_exactly_the_int64_ints(keys: list[object], pad: int
     # (``pad``) put the same keys on either side of `_PACKED`, where the packer changes.
     keys = keys + [0] * pad
     first = next(
-        (
-            i
-            for i, k in enumerate(keys)
-            if type(k) is not int or not -(2**63) <= k <= 2**63 - 1
-        ),
+        (i for i, k in enumerate(keys) if type(k) is not int or not -(2**63) <= k <= 2**63 - 1),
         None,
     )
     if first is None:
@@ -316,6 +314,54 @@ def test_extending_content() -> None:
     assert coord._core.pools[0].is_cached(first) and not coord._core.pools[0].is_cached(second)
     same = (h.block_hashes(ContentKeys([7] * 9, Tokens)),)
     assert step.admit_with_prefix("s", Tokens(16), prefix=same) == (Tokens(4),)
+
+
+def test_content_extends_every_stream_of_its_sequence() -> None:
+    """Two groups read one sequence at two block sizes (two hash streams): content given
+    through either handle extends both, on the one-append path too (a generated token's
+    keys filling no block of either), so a later request with that content hits both."""
+    from .support import group_of
+
+    wide = group_of("wide", FULL, block_size=8, max_len=32, max_in_flight=32)
+    narrow = group_of("narrow", FULL, block_size=4, max_len=32, max_in_flight=32)
+    coord = KVCacheCoordinator([wide, narrow], [PoolBlocks(20), PoolBlocks(20)])
+    w, n = coord.group("wide", Tokens), coord.group("narrow", Tokens)
+    step = coord.stepper(w, n)
+    empty = ContentKeys([], Tokens)
+    step.admit_with_prefix(
+        "r", Tokens(32), Tokens(32), prefix=(w.block_hashes(empty), n.block_hashes(empty))
+    )
+    step.allocate("r", Tokens(12), Tokens(12))
+    coord.extend_content("r", w, ContentKeys([1, 2, 3], Tokens))
+    coord.extend_content("r", w, ContentKeys([4], Tokens))  # one append: fills no block
+    coord.extend_content("r", n, ContentKeys([5, 6, 7, 8, 9], Tokens))
+    content = ContentKeys([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], Tokens)
+    prefix = (w.block_hashes(content), n.block_hashes(content))
+    assert step.admit_with_prefix("s", Tokens(32), Tokens(32), prefix=prefix) == (
+        Tokens(8),
+        Tokens(8),
+    )
+    check_pools(coord)
+
+
+def test_the_cores_extend_with_a_key_past_int64_changes_nothing() -> None:
+    """The core's plain entry takes any sequence of ints (the typed layer hands it checked
+    int64 arrays): keys not already an int64 array are copied into one first, so one past
+    int64 fails before the first key is appended."""
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    step.admit_with_prefix("r", Tokens(16), prefix=(h.block_hashes(ContentKeys([], Tokens)),))
+    step.allocate("r", Tokens(4))
+    core = coord._core
+    core.extend_content("r", h.index, [1])  # the request's content made active
+    tail = core.extras[core.table.offsets["r"]].streams[0].tail
+    assert tail.tolist() == [1]
+    with pytest.raises(OverflowError):
+        core.extend_content("r", h.index, [2, 2**64])
+    assert tail.tolist() == [1]
+    core.extend_content("r", h.index, array("q", [2]))
+    assert tail.tolist() == [1, 2]
 
 
 def test_a_pooled_group_stepped_in_whole_pooled_blocks_hits_in_pooled_blocks() -> None:
