@@ -2527,6 +2527,8 @@ class FastFunctions(NamedTuple):
         None,
     ]
     cross: Callable[..., list[list[int]] | None]
+    uncross: Callable[..., None]
+    respec_cross: Callable[..., None]
     admit: Callable[[str, Sequence[int | None]], bool]
     free: Callable[[str, Container[str], Container[str], Container[str]], bool]
     source: str

@@ -42,8 +42,12 @@ end); what they do not plan (a slab whose garbage is due, a cached or shared blo
 to register) goes to the core's boundary path, then its general path.
 Each comes twice: as the core's plain-int entry, which checks that its counts are ints in a
 list or tuple of one per group, and for the typed layer (``*_typed``), whose entries pass a
-tuple of ints they read from checked quantities. The tests compare them with the general path
-call by call (`tests/runtime/test_fast_step.py`).
+tuple of ints they read from checked quantities. A stepper binding every group in order runs
+the lines of ``advance``, ``speculative``, ``rollback`` and ``respec`` in its typed entries'
+own frames instead (`advance_lines`, `speculative_lines`, `rollback_lines`, `respec_lines`,
+written from the same generators): a decode or drafting step is one call, not two, and its
+counts are never packed into a tuple to be unpacked again. The tests compare them with the
+general path call by call (`tests/runtime/test_fast_step.py`).
 """
 
 from __future__ import annotations
@@ -1108,7 +1112,6 @@ def _respec(
     js = ", ".join(f"j{g}" for g in range(n)) + comma
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
-    spec = "(" + ks + ")"
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
     past = "return respec_cross(me, request_id, o, num_new, lookahead, rejected)"
     args = "request_id, num_new, lookahead, rejected"
@@ -1159,15 +1162,8 @@ def _respec(
     lines += [
         f"            if {kints}:",
         f"                {back}",
-        f"            {js} = specs.get(o, nospec)",
     ]
-    lines.append(f"            c = o * {cw // hw}")
-    lines += _unrolled(core, past, "            ", typed)
-    stores = "; ".join(
-        f"hot[{_plus('o', g * HOT + SLACK)}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
-        for g in range(n)
-    )
-    lines.append(f"            {stores}; specs[o] = {spec}; del owner[0]; return  # the commit")
+    lines += _redrafted(core, past, "            ", typed)
     lines += tail
     for units in (False, True) if typed else (False,):
         lines += _respec_all(core, typed, units, shape)
@@ -2919,6 +2915,156 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     return lines
 
 
+def _drafted(core: CoordinatorCore, past: str, indent: str) -> list[str]:
+    """A speculative step's lines after its counts ``q{g}`` and lookahead ``k{g}`` are read
+    (ints, ``0 <= k{g} <= q{g}``): each group within its slack (`_group`, its mapping
+    ``m{g}``), else ``past``; the stores, the lookahead kept, the mappings returned."""
+    n = len(core.names)
+    lines: list[str] = []
+    for g in range(n):
+        lines += _group(core, g, True, past, indent)
+    stores = "; ".join(
+        f"hot[o + {g * HOT + SLACK}] = s{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        for g in range(n)
+    )
+    maps = ", ".join(f"m{g}" for g in range(n))
+    lines.append(
+        f"{indent}{stores}; specs[o] = {_tuple('k', n)}; del owner[0]; return [{maps}]"
+        "  # the commit"
+    )
+    return lines
+
+
+def _rolled_back(core: CoordinatorCore, back: str, past: str, indent: str) -> list[str]:
+    """A rollback's lines after its counts ``r{g}`` and the request's speculative tail
+    ``spec`` are read: each count an int within the tail (else ``back``); where it frees
+    no block and the next step's first slot stays in the block of the bound, the stores,
+    else ``past``."""
+    n = len(core.names)
+    cold = f"o // {core.table.hot_width} * {core.table.cold_width}"
+    lines = [f"{indent}{_tuple('k', n)[1:-1]} = spec"]
+    commit_parts = []
+    for g in range(n):
+        h = g * HOT
+        p, size = core._pool[g], core._block_size[g]
+        kind = core._managers[g].kind
+        out = [
+            f"if type(r{g}) is not int or not 0 <= r{g} <= k{g}:",
+            f"    {back}",
+            f"s{g} = hot[o + {h + SLACK}]",
+            f"if r{g}:",
+            # No slack: the rolled-back step ended where a block is to be taken.
+            f"    if not s{g}:",
+            f"        {past}",
+            f"    c{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g}",
+            f"    n{g} = c{g} - r{g}",
+        ]
+        slots = f"(n{g} + {p - 1}) // {p}" if p > 1 else f"n{g}"
+        if kind == "state":
+            keep = "1"
+        elif kind == "cross_attention":
+            keep = str(core._managers[g].table_length(0))
+        else:
+            keep = f"({slots} + {size - 1}) // {size}"
+        entries = f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
+        out += [f"    if {keep} < {entries}:", f"        {past}"]
+        if core._has_rows[g]:
+            # The next step's first slot in another block: its bound is another.
+            out += [f"    if n{g} // {p * size} != c{g} // {p * size}:", f"        {past}"]
+        out.append(f"t{g} = hot[o + {h + STEP}] - r{g}")
+        lines += [indent + line for line in out]
+        commit_parts += [f"hot[o + {h + SLACK}] = s{g} + r{g}", f"hot[o + {h + STEP}] = t{g}"]
+    left = "(" + ", ".join(f"k{g} - r{g}" for g in range(n)) + ("," if n == 1 else "") + ")"
+    stores = "; ".join(commit_parts)
+    lines.append(f"{indent}{stores}; specs[o] = {left}; del owner[0]; return  # the commit")
+    return lines
+
+
+def _redrafted(core: CoordinatorCore, past: str, indent: str, typed: bool) -> list[str]:
+    """A rollback and a speculative step in one (``respec``)'s lines after its counts
+    ``q{g}``, ``k{g}`` (checked) and ``r{g}`` are read: where each group's rollback and step
+    only change its slack (`_fits`), the stores and the lookahead kept, else ``past``."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    stores = "; ".join(
+        f"hot[{_plus('o', g * HOT + SLACK)}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        for g in range(n)
+    )
+    return [
+        f"{indent}{_tuple('j', n)[1:-1]} = specs.get(o, nospec)",
+        f"{indent}c = o * {cw // hw}",
+        *_unrolled(core, past, indent, typed),
+        f"{indent}{stores}; specs[o] = {_tuple('k', n)}; del owner[0]; return  # the commit",
+    ]
+
+
+def _entry(core: CoordinatorCore, given: dict[str, Sequence[str]], operation: str) -> list[str]:
+    """The head of a typed entry's body that runs the core's lines in its own frame: each
+    name of ``given`` (``q``, ``k``, ``r``) set per group from its expression, then the token
+    claimed and the request's offset ``o`` looked up."""
+    n = len(core.names)
+    comma = "," if n == 1 else ""
+    lines = [
+        f"{_tuple(name, n)[1:-1]} = {', '.join(values)}{comma}" for name, values in given.items()
+    ]
+    return [
+        *lines,
+        "me = []",
+        "try:",
+        "    if claim(0, me) is not me:",
+        f'        contend(me, concurrent, "{operation}")',
+        "    o = get(request_id) if type(request_id) is str else None",
+        "    if o is None:",
+        "        raise unknown(request_id)",
+    ]
+
+
+#: The end of a typed entry's body (`_entry`): the token dropped on any exception.
+_ENTRY_END: Final = ["except BaseException:", "    drop(me)", "    raise"]
+
+
+def _tuple(name: str, n: int) -> str:
+    """The source of the tuple of ``name{g}`` for the n groups."""
+    return "(" + ", ".join(f"{name}{g}" for g in range(n)) + ("," if n == 1 else "") + ")"
+
+
+def speculative_lines(
+    core: CoordinatorCore, counts: Sequence[str], looks: Sequence[str]
+) -> list[str]:
+    """The lines that end a typed entry's ``allocate_speculative`` (its arguments checked):
+    the core's ``speculative_typed`` in the same frame, ``counts[g]`` and ``looks[g]`` group
+    g's count and lookahead (quantities' ints: ``0 <= look <= count``). They read
+    `advance_names`."""
+    n = len(core.names)
+    past = f"return cross(me, request_id, o, {_tuple('q', n)}, True, {_tuple('k', n)})"
+    body = _entry(core, {"q": counts, "k": looks}, "allocate")
+    return [*body, *_drafted(core, past, "    "), *_ENTRY_END]
+
+
+def rollback_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
+    """The lines that end a typed entry's ``rollback`` (its arguments checked): the core's
+    ``rollback_typed`` in the same frame, ``counts[g]`` group g's rejected positions. They
+    read `advance_names`."""
+    rejected = _tuple("r", len(core.names))
+    back = f"return general_rollback(me, request_id, o, {rejected})"
+    past = f"return uncross(me, request_id, o, {rejected})"
+    body = _entry(core, {"r": counts}, "rollback")
+    body += ["    spec = specs.get(o)", "    if spec is None:", f"        {back}"]
+    return [*body, *_rolled_back(core, back, past, "    "), *_ENTRY_END]
+
+
+def respec_lines(
+    core: CoordinatorCore, counts: Sequence[str], looks: Sequence[str], rejected: Sequence[str]
+) -> list[str]:
+    """The lines that end a typed entry's ``advance_speculative`` (its arguments checked):
+    the core's ``respec_typed`` in the same frame. They read `advance_names`."""
+    n = len(core.names)
+    qs, ks, rs = (_tuple(name, n) for name in "qkr")
+    past = f"return respec_cross(me, request_id, o, {qs}, {ks}, {rs})"
+    body = _entry(core, {"q": counts, "k": looks, "r": rejected}, "allocate")
+    return [*body, *_redrafted(core, past, "    ", True), *_ENTRY_END]
+
+
 def advance_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
     """The lines (in a function's body) that end a typed entry's ``advance`` whose arguments
     are checked, ``counts[g]`` being group g's count (an expression of them): the core's
@@ -2955,7 +3101,8 @@ def advance_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
 
 
 def advance_names(core: CoordinatorCore) -> dict[str, Any]:
-    """The names `advance_lines` reads, bound to ``core``."""
+    """The names `advance_lines` (and `speculative_lines`, `rollback_lines`, `respec_lines`)
+    read, bound to ``core``."""
     guard, table = core.guard, core.table
     return {
         "owner": guard.owner,
@@ -2969,18 +3116,24 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "hot": table.hot,
         "st": table.st,
         "cross": core.fast.cross,
+        # The rest for the typed entries' speculative steps and rollbacks (`speculative_lines`,
+        # `rollback_lines`, `respec_lines`).
+        "uncross": core.fast.uncross,
+        "respec_cross": core.fast.respec_cross,
+        "general": core._general_step,
+        "general_rollback": core._general_rollback,
+        "general_respec": core._general_respec,
+        "nospec": (0,) * len(core.names),
     }
 
 
 def _source(core: CoordinatorCore) -> str:
     """The source of ``make(...)``, which returns the functions of ``core``'s layout."""
     n = len(core.names)
-    hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
     qs = ", ".join(f"q{g}" for g in range(n)) + comma
     ks = ", ".join(f"k{g}" for g in range(n)) + comma
     rs = ", ".join(f"r{g}" for g in range(n)) + comma
-    cold = f"o // {hw} * {cw}"
     lines = [
         "def make(guard, offsets, hot, st, specs, core):",
         "    owner, claim, drop, get = guard.owner, guard.claim, guard.drop, offsets.get",
@@ -3143,14 +3296,7 @@ def _source(core: CoordinatorCore) -> str:
         if not typed:
             lines += [f"            if {ints}:", f"                {back}"]
         lines += [f"            if {kints}:", f"                {back}"]
-        for g in range(n):
-            lines += group(g, True, past, "            ")
-        spec = "(" + ", ".join(f"k{g}" for g in range(n)) + comma + ")"
-        maps = ", ".join(f"m{g}" for g in range(n))
-        lines.append(
-            f"            {stores()}; specs[o] = {spec}; del owner[0]; return [{maps}]"
-            "  # the commit"
-        )
+        lines += _drafted(core, past, "            ")
         lines += tail
         back = "return general_rollback(me, request_id, o, rejected)"
         past = "return uncross(me, request_id, o, rejected)"
@@ -3162,48 +3308,8 @@ def _source(core: CoordinatorCore) -> str:
         ]
         if not typed:
             lines += shape(["rejected"], back)
-        lines += [f"            {rs} = rejected", f"            {ks} = spec"]
-        commit_parts = []
-        for g in range(n):
-            h = g * HOT
-            p, size = core._pool[g], core._block_size[g]
-            kind = core._managers[g].kind
-            lines += [
-                f"            if type(r{g}) is not int or not 0 <= r{g} <= k{g}:",
-                f"                {back}",
-                f"            s{g} = hot[o + {h + SLACK}]",
-                f"            if r{g}:",
-                # No slack: the rolled-back step ended where a block is to be taken.
-                f"                if not s{g}:",
-                f"                    {past}",
-                f"                c{g} = st[{cold} + {_cold(ANCHOR, g)}] - s{g}",
-                f"                n{g} = c{g} - r{g}",
-            ]
-            slots = f"(n{g} + {p - 1}) // {p}" if p > 1 else f"n{g}"
-            if kind == "state":
-                keep = "1"
-            elif kind == "cross_attention":
-                keep = str(core._managers[g].table_length(0))
-            else:
-                keep = f"({slots} + {size - 1}) // {size}"
-            entries = (
-                f"st[{cold} + {_cold(SKIPPED, g)}] + st[{cold} + {_cold(LENGTH, g)}]"
-            )
-            lines += [f"                if {keep} < {entries}:", f"                    {past}"]
-            if core._has_rows[g]:
-                # The next step's first slot in another block: its bound is another.
-                lines += [
-                    f"                if n{g} // {p * size} != c{g} // {p * size}:",
-                    f"                    {past}",
-                ]
-            lines.append(f"            t{g} = hot[o + {h + STEP}] - r{g}")
-            commit_parts += [f"hot[o + {h + SLACK}] = s{g} + r{g}", f"hot[o + {h + STEP}] = t{g}"]
-        left = "(" + ", ".join(f"k{g} - r{g}" for g in range(n)) + comma + ")"
-        lines.append(
-            "            "
-            + "; ".join(commit_parts)
-            + f"; specs[o] = {left}; del owner[0]; return  # the commit"
-        )
+        lines += [f"            {rs} = rejected"]
+        lines += _rolled_back(core, back, past, "            ")
         lines += tail
         lines += _advance_all(core, typed, shape)
         lines += tail
@@ -3273,7 +3379,7 @@ def _source(core: CoordinatorCore) -> str:
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
-        "admit, free)"
+        "uncross, respec_cross, admit, free)"
     )
     header = (
         "from array import array\n"

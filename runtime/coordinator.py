@@ -137,7 +137,15 @@ from kvunits.contracts.internal import (
 )
 
 from ._core import CoordinatorCore, check_request_id
-from ._fast import advance_lines, advance_names, compiled, make_functions
+from ._fast import (
+    advance_lines,
+    advance_names,
+    compiled,
+    make_functions,
+    respec_lines,
+    rollback_lines,
+    speculative_lines,
+)
 from ._table import STEP
 from .admission import AdmissionLedger
 from .block_pool import BlockPool
@@ -1695,6 +1703,7 @@ def _typed_functions(
         *checks("lookahead", "l"),
         *(f"        v{i} = {value(i, f'l{i}')}" for i in range(k)),
     ]
+    looks = [f"v{i}" for i in range(k)]
     spec_counts = dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
     lookahead_counts = dense([f"v{i}" for i in range(k)])
     rejected_counts = dense([value(i, f"r{i}") for i in range(k)])
@@ -1723,7 +1732,12 @@ def _typed_functions(
         "",
         f"    def rollback(request_id, {args}):",
         *checks("rejected"),
-        f"        return core_rollback(request_id, {counts})",
+        *(
+            # Every group bound in order: the core's lines in this frame (as `advance`).
+            ["        " + line for line in rollback_lines(core, by_group(names))]
+            if in_order
+            else [f"        return core_rollback(request_id, {counts})"]
+        ),
         "",
         f"    def allocate_speculative(request_id, {args}, *, lookahead):",
         *checks("num_new"),
@@ -1734,11 +1748,22 @@ def _typed_functions(
         + (", = lookahead" if k == 1 else " = lookahead"),
         *checks("lookahead", "l"),
         *(f"        v{i} = {value(i, f'l{i}')}" for i in range(k)),
-        "        out = speculative(request_id, "
-        + dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
-        + ", "
-        + dense([f"v{i}" for i in range(k)])
-        + f"); return {pick}",
+        *(
+            [
+                "        " + line
+                for line in speculative_lines(
+                    core, [f"{value(i, names[i])} + v{i}" for i in range(k)], looks
+                )
+            ]
+            if in_order
+            else [
+                "        out = speculative(request_id, "
+                + dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
+                + ", "
+                + dense(looks)
+                + f"); return {pick}"
+            ]
+        ),
         "",
         f"    def advance_speculative(request_id, {args}, *, lookahead, rejected):",
         *checks("num_new"),
@@ -1747,8 +1772,22 @@ def _typed_functions(
         '            count_error(H, "rejected", rejected)',
         f"        {rs} = rejected",
         *checks("rejected", "r"),
-        f"        return core_respec(request_id, {spec_counts}, {lookahead_counts}, "
-        f"{rejected_counts})",
+        *(
+            [
+                "        " + line
+                for line in respec_lines(
+                    core,
+                    [f"{value(i, names[i])} + v{i}" for i in range(k)],
+                    looks,
+                    [value(i, f"r{i}") for i in range(k)],
+                )
+            ]
+            if in_order
+            else [
+                f"        return core_respec(request_id, {spec_counts}, {lookahead_counts}, "
+                f"{rejected_counts})"
+            ]
+        ),
         "",
         f"    def advance_speculative_all(request_ids, {args}, *, lookahead, rejected):",
         *checks("num_new"),

@@ -628,6 +628,14 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
                 _typed_drafts(stepper, units, ids, q, k, rejected)
             elif batched:
                 fast(one._core, "respec_all", ids, q, k, rejected)
+            elif step % 2:  # through the typed layer, whose entry runs the core's lines
+                for rid, r in zip(ids, rejected, strict=True):
+                    stepper.advance_speculative(
+                        rid,
+                        *(u(x - y) for u, x, y in zip(units, q, k, strict=True)),
+                        lookahead=tuple(u(y) for u, y in zip(units, k, strict=True)),
+                        rejected=tuple(u(x) for u, x in zip(units, r, strict=True)),
+                    )
             else:
                 for rid, r in zip(ids, rejected, strict=True):
                     fast(one._core, "respec", rid, q, k, r)
@@ -669,8 +677,9 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
     # A step past the slack is planned by the generated functions, mostly: the core's
     # boundary path only where a segment has no room left.
     if not batched:
-        assert {"respec", "respec_cross"} <= set(ran), set(ran)
-        assert ran.count("respec") > ran.count("respec_cross") or block == 4, ran
+        assert {"respec", "advance_speculative", "respec_cross"} <= set(ran), set(ran)
+        entries = ran.count("respec") + ran.count("advance_speculative")
+        assert entries > ran.count("respec_cross") or block == 4, ran
         assert ran.count("respec_cross") > 2 * ran.count("_plan_boundary"), ran
     else:  # 120 request-steps, most past the slack in blocks of 4
         assert "_general_respec_all" not in ran and ran.count("_plan_boundary") < 40, ran
