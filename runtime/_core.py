@@ -2529,6 +2529,8 @@ class FastFunctions(NamedTuple):
     cross: Callable[..., list[list[int]] | None]
     uncross: Callable[..., None]
     respec_cross: Callable[..., None]
+    content_cross: Callable[..., None]
+    content_fill: Callable[..., None]
     admit: Callable[[str, Sequence[int | None]], bool]
     free: Callable[[str, Container[str], Container[str], Container[str]], bool]
     source: str

@@ -52,6 +52,7 @@ general path call by call (`tests/runtime/test_fast_step.py`).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import repeat
@@ -59,7 +60,7 @@ from operator import add, getitem, setitem, sub
 from types import CodeType
 from typing import Any, Final
 
-from ._core import MAX_REQUEST_ID_CHARS, CoordinatorCore, FastFunctions
+from ._core import MAX_REQUEST_ID_CHARS, CoordinatorCore, FastFunctions, RestingExtras
 from ._guard import commit, ops_of
 from ._table import (
     _COMPACT_MIN,
@@ -3023,6 +3024,66 @@ def _entry(core: CoordinatorCore, given: dict[str, Sequence[str]], operation: st
 _ENTRY_END: Final = ["except BaseException:", "    drop(me)", "    raise"]
 
 
+def _contents(
+    core: CoordinatorCore,
+    back: str,
+    given: str,
+    contents: str,
+    num_new: str,
+    read: list[str],
+    indent: str,
+) -> list[str]:
+    """A step with content's lines after its counts ``q{g}`` are read (``content``'s):
+    each pair of ``given`` (a list or tuple of pairs, else ``back``) read by ``read``
+    (lines that set its group ``g``, checked, and its int64 keys ``added``, else ``back``)
+    into the tails it extends, one stream per sequence, each sequence once; each group's
+    count within its slack (`_group`), else `content_cross`, or ``back`` where the content
+    fills a block too; a block filled within every slack `content_fill`; else the stores
+    and the appends. ``num_new`` and ``contents`` are what those calls are given."""
+    n = len(core.names)
+    stores = "; ".join(
+        f"hot[o + {g * HOT + SLACK}] = s{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        for g in range(n)
+    )
+    past = (
+        f"return general_content(me, request_id, o, {num_new}, {contents}) if fill else "
+        f"content_cross(me, request_id, o, {num_new}, {contents}, tails, adds, extra)"
+    )
+    lines = [
+        "extra = extras.get(o)",
+        f"if extra is None or type(extra) is Resting or type({given}) is not list "
+        f"and type({given}) is not tuple:",
+        f"    {back}",
+        "streams, of = extra.streams, extra.stream_of",
+        "tails, adds, axes, picked, fill = [], [], [], [], False",
+        f"if len(streams) != len({given}):",
+        f"    {back}",
+        f"for pair in {given}:",
+        "    if type(pair) is not tuple or len(pair) != 2:",
+        f"        {back}",
+        *("    " + line for line in read),
+        "    tail, axis = stream.tail, stream.axis",
+        "    if axis in axes:",
+        f"        {back}",
+        "    if len(tail) + len(added) >= stream.rows_per_block:",
+        "        fill = True",
+        "    tails.append(tail)",
+        "    picked.append(stream)",
+        "    adds.append(added)",
+        "    axes.append(axis)",
+    ]
+    lines = [indent + line for line in lines]
+    for g in range(n):
+        lines += _group(core, g, False, past, indent)
+    return [
+        *lines,
+        f"{indent}if fill:",
+        f"{indent}    return content_fill(me, request_id, o, {num_new}, {contents}, extra, "
+        "picked, adds)",
+        f"{indent}{stores}; list(map(extend, tails, adds)); del owner[0]; return  # the commit",
+    ]
+
+
 def _tuple(name: str, n: int) -> str:
     """The source of the tuple of ``name{g}`` for the n groups."""
     return "(" + ", ".join(f"{name}{g}" for g in range(n)) + ("," if n == 1 else "") + ")"
@@ -3063,6 +3124,42 @@ def respec_lines(
     past = f"return respec_cross(me, request_id, o, {qs}, {ks}, {rs})"
     body = _entry(core, {"q": counts, "k": looks, "r": rejected}, "allocate")
     return [*body, *_redrafted(core, past, "    ", True), *_ENTRY_END]
+
+
+def content_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
+    """The lines that end a typed entry's ``advance_with_content`` (its counts checked): the
+    core's ``content_typed`` in the same frame, its pairs read as given, ``(handle,
+    ContentKeys)`` (a handle of this core, keys of its group's content unit, no salt: the
+    keys' int64 array appended as it is, immutable), so that the step is one call and one
+    pass over its pairs. Anything else, and every path but the stores (a block crossed or
+    filled, the general path), gets the pairs as `KVCacheCoordinator._content_pairs` checks
+    them (which raises what a wrong pair is). They read `advance_names`."""
+    n = len(core.names)
+    pairs = "content_pairs(content)"
+    num_new = _tuple("q", n)
+    back = f"return general_content(me, request_id, o, {num_new}, {pairs})"
+    read = [
+        "h, c = pair",
+        "if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
+        "        or c.unit is not units[h.index] or c.salt is not None):",
+        f"    {back}",
+        "g = h.index",
+        "if of[g] < 0:",
+        f"    {back}",
+        "stream, added = streams[of[g]], c._int64s",
+    ]
+    body = _entry(core, {"q": counts}, "allocate")
+    # A request unknown and content wrong: the content's error first, as before the token.
+    body[body.index("    if o is None:") + 1 : body.index("    if o is None:") + 1] = [
+        f"        {pairs}"
+    ]
+    return [
+        *body,
+        "    if specs and o in specs:",
+        f"        {back}",
+        *_contents(core, back, "content", pairs, num_new, read, "    "),
+        *_ENTRY_END,
+    ]
 
 
 def advance_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
@@ -3120,6 +3217,12 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         # `rollback_lines`, `respec_lines`).
         "uncross": core.fast.uncross,
         "respec_cross": core.fast.respec_cross,
+        "content_cross": core.fast.content_cross,
+        "content_fill": core.fast.content_fill,
+        "general_content": core._general_content,
+        "extras": core.extras,
+        "Resting": RestingExtras,
+        "extend": array.extend,
         "general": core._general_step,
         "general_rollback": core._general_rollback,
         "general_respec": core._general_respec,
@@ -3327,48 +3430,13 @@ def _source(core: CoordinatorCore) -> str:
         lines.append(f"            {qs} = num_new")
         if not typed:
             lines += [f"            if {ints}:", f"                {back}"]
-        lines += [
-            "            extra = extras.get(o)",
-            "            if extra is None or type(extra) is Resting or type(contents) is not list "
-            "and type(contents) "
-            "is not tuple:",
-            f"                {back}",
-            "            streams, of = extra.streams, extra.stream_of",
-            "            tails, adds, axes, picked, fill = [], [], [], [], False",
-            "            if len(streams) != len(contents):",
-            f"                {back}",
-            "            for pair in contents:",
-            "                if type(pair) is not tuple or len(pair) != 2:",
-            f"                    {back}",
-            "                g, keys = pair",
-            f"                if type(g) is not int or not 0 <= g < {n} or of[g] < 0:",
-            f"                    {back}",
-            "                stream, added = streams[of[g]], array('q', keys)",
-            "                tail, axis = stream.tail, stream.axis",
-            "                if axis in axes:",
-            f"                    {back}",
-            "                if len(tail) + len(added) >= stream.rows_per_block:",
-            "                    fill = True",
-            "                tails.append(tail)",
-            "                picked.append(stream)",
-            "                adds.append(added)",
-            "                axes.append(axis)",
+        read = [
+            "g, keys = pair",
+            f"if type(g) is not int or not 0 <= g < {n} or of[g] < 0:",
+            f"    {back}",
+            "stream, added = streams[of[g]], array('q', keys)",
         ]
-        past = (
-            "return general_content(me, request_id, o, num_new, contents) if fill else "
-            "content_cross(me, request_id, o, num_new, contents, tails, adds, extra)"
-        )
-        for g in range(n):
-            lines += group(g, False, past, "            ")
-        lines += [
-            "            if fill:",
-            "                return content_fill(me, request_id, o, num_new, contents, extra, "
-            "picked, adds)",
-        ]
-        lines.append(
-            f"            {stores()}; list(map(extend, tails, adds)); del owner[0]; return"
-            "  # the commit"
-        )
+        lines += _contents(core, back, "contents", "contents", "num_new", read, "            ")
         lines += tail
         lines += _content_all(core, typed, shape, group)
         lines += tail
@@ -3379,7 +3447,7 @@ def _source(core: CoordinatorCore) -> str:
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
-        "uncross, respec_cross, admit, free)"
+        "uncross, respec_cross, content_cross, content_fill, admit, free)"
     )
     header = (
         "from array import array\n"

@@ -141,6 +141,7 @@ from ._fast import (
     advance_lines,
     advance_names,
     compiled,
+    content_lines,
     make_functions,
     respec_lines,
     rollback_lines,
@@ -1817,21 +1818,31 @@ def _typed_functions(
         "",
         f"    def advance_with_content(request_id, {args}, *, content):",
         *checks("num_new"),
-        # Each pair checked inline (a handle of this core, keys of its content unit, no
-        # salt); anything else goes to content_pairs, which raises what extend_content does.
-        "        pairs = []",
-        "        if type(content) is list or type(content) is tuple:",
-        "            for pair in content:",
-        "                if type(pair) is not tuple or len(pair) != 2:",
-        "                    pairs = content_pairs(content); break",
-        "                h, c = pair",
-        "                if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
-        "                        or c.unit is not units[h.index] or c.salt is not None):",
-        "                    pairs = content_pairs(content); break",
-        "                pairs.append((h.index, c._int64s))",
-        "        else:",
-        "            pairs = content_pairs(content)",
-        f"        return core_content(request_id, {counts}, pairs)",
+        *(
+            # Every group bound in order: the core's lines in this frame, one pass over the
+            # pairs as given.
+            ["        " + line for line in content_lines(core, by_group(names))]
+            if in_order
+            else [
+                # Each pair checked inline (a handle of this core, keys of its content unit,
+                # no salt); anything else goes to content_pairs, which raises what
+                # extend_content does.
+                "        pairs = []",
+                "        if type(content) is list or type(content) is tuple:",
+                "            for pair in content:",
+                "                if type(pair) is not tuple or len(pair) != 2:",
+                "                    pairs = content_pairs(content); break",
+                "                h, c = pair",
+                "                if (type(h) is not Handle or h._owner is not core "
+                "or type(c) is not Keys",
+                "                        or c.unit is not units[h.index] or c.salt is not None):",
+                "                    pairs = content_pairs(content); break",
+                "                pairs.append((h.index, c._int64s))",
+                "        else:",
+                "            pairs = content_pairs(content)",
+                f"        return core_content(request_id, {counts}, pairs)",
+            ]
+        ),
         "",
         f"    def advance_with_content_all(request_ids, {args}, *, content):",
         *checks("num_new"),

@@ -49,6 +49,7 @@ from kvunits.contracts.errors import (
     ConcurrentUseError,
     RequestError,
     UnitTypeError,
+    UnitValueError,
 )
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore, RestingExtras
@@ -1403,11 +1404,11 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
             two.extend_content(rid, twin_text, ContentKeys([token], Tokens))
             assert _state(one) == _state(two), (i, rid)
         check_pools(one)
-    assert {"content_typed", "content_cross", "plan_cross", "content_fill", "plan_fill"} <= set(
-        ran
-    ), set(ran)
-    assert "_general_step" not in ran
-    # Wrong units, a bare list and a handle of another coordinator change nothing.
+    # The typed entry runs the core's lines itself (`_fast.content_lines`): no second call.
+    assert {"content_cross", "plan_cross", "content_fill", "plan_fill"} <= set(ran), set(ran)
+    assert "_general_step" not in ran and "content_typed" not in ran
+    # Wrong units, a bare list and a handle of another coordinator change nothing, and they
+    # are what is reported for a request that is not admitted either.
     before = _state(one)
     bad: list[Any] = [
         [(text, ContentKeys([1], EncoderTokens))],
@@ -1417,9 +1418,10 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
         ContentKeys([1], Tokens),
     ]
     for content in bad:
-        with pytest.raises(UnitTypeError):
-            step.advance_with_content("a", EncoderTokens(2), Tokens(1), content=content)
-        assert _state(one) == before
+        for rid in ("a", "unknown"):
+            with pytest.raises(UnitTypeError):
+                step.advance_with_content(rid, EncoderTokens(2), Tokens(1), content=content)
+            assert _state(one) == before
     with pytest.raises(UnitTypeError):
         step.advance_with_content(
             "a", EncoderTokens(2), 1, content=[(text, ContentKeys([1], Tokens))]  # type: ignore[arg-type]
@@ -1433,6 +1435,53 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
             "plain", EncoderTokens(2), Tokens(1), content=[(text, ContentKeys([1], Tokens))]
         )
     assert _state(one) == before
+
+
+def test_wrong_content_within_every_slack_is_refused_by_the_one_pass_read() -> None:
+    # The typed entry of a stepper binding its groups in order reads each (handle, keys) pair
+    # once, inside the token, appending the keys' array as it is (`_fast.content_lines`).
+    # Within every slack (blocks of 8 slots: the step stays in its blocks) only that read
+    # can refuse content: each wrong pair beside a right one raises what `extend_content`
+    # raises, and nothing changes, the request's content included; the right content then
+    # takes the stores.
+    coord = _voxtral_toy(block_size=8)
+    _with_content(coord, "a")
+    audio, text = coord.group("audio", EncoderTokens), coord.group("text", Tokens)
+    other = _voxtral_toy(block_size=8).group("text", Tokens)
+    step = coord.stepper(audio, text)
+    right = (audio, ContentKeys([1, 1], EncoderTokens))
+    good = [right, (text, ContentKeys([1], Tokens))]
+    step.advance_with_content("a", EncoderTokens(2), Tokens(1), content=good)  # now active
+    core = coord._core
+    extra = core.extras[core.table.offsets["a"]]
+
+    def content_state() -> Any:
+        return _state(coord), [s.tail.tolist() for s in extra.streams]
+
+    before = content_state()
+    for pair, error in (
+        ((text, ContentKeys([1], EncoderTokens)), UnitTypeError),
+        ((other, ContentKeys([1], Tokens)), UnitTypeError),
+        ((text, ContentKeys([1], Tokens, salt="s")), UnitValueError),
+        ((text, (1,)), UnitTypeError),
+    ):
+        with pytest.raises(error):
+            step.advance_with_content("a", EncoderTokens(2), Tokens(1), content=[right, pair])
+        assert content_state() == before, pair
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    counts = (EncoderTokens(2), Tokens(1))
+    sys.setprofile(record)
+    try:
+        step.advance_with_content("a", *counts, content=good)
+    finally:
+        sys.setprofile(None)
+    assert ran == ["advance_with_content"], ran
+    assert content_state() != before
 
 
 def test_a_step_with_its_content_interrupted_anywhere_changes_nothing() -> None:
