@@ -168,9 +168,11 @@ def _cross(core: CoordinatorCore) -> list[str]:
     moved to its slab's end with room, as `RequestTable.segment_ops` does (a move that would
     make the slab's garbage `due` compacts the slab first, then plans the step again with the
     move allowed in the groups of the bit mask ``compacted``, as `_boundary_step` does); and
-    one evicted at its front (not shared; a cached one stays cached, free); no content to
-    register. Any other step goes, before anything changed, to
-    `CoordinatorCore._boundary_step`, which decides it (or the general path)."""
+    one evicted at its front (not shared; a cached one stays cached, free). A request with
+    content to register (full blocks waiting for the positions the step commits) goes to
+    ``registering`` (`plan_cross`, where the step asks for no slot mapping and no lookahead).
+    Any other step goes, before anything changed, to `CoordinatorCore._boundary_step`, which
+    decides it (or the general path)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
@@ -186,7 +188,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
         "        if extras:",
         "            extra = extras.get(o)",
         "            if extra is not None and extra.pending():",
-        f"                {back}",
+        "                return registering(me, request_id, o, num_new, mapping, lookahead, extra)",
         f"        cb = o // {hw} * {cw}",
         "        ops = []",
         "        out = [] if mapping else None",
@@ -3307,6 +3309,22 @@ def _source(core: CoordinatorCore) -> str:
         "            return general_content(me, request_id, o, num_new, contents)",
         "        emit_boundary(ops, plan)",
         "        ops.append((list, map(extend, tails, adds)))",
+        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "",
+        # A plain step (no slot mapping, no lookahead; a speculative tail it accepts) of a
+        # request whose content has full blocks that wait for the positions the step commits
+        # (a generated token's block, its content given by `extend_content`): `plan_cross`,
+        # which registers them, as `content_cross` without content (else the core's boundary
+        # path).
+        "    def registering(me, request_id, o, num_new, mapping, lookahead, extra):",
+        "        if mapping or lookahead is not None:",
+        "            return boundary(me, request_id, o, num_new, mapping, lookahead)",
+        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv))]",
+        "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv):",
+        "            return boundary(me, request_id, o, num_new, mapping, lookahead)",
+        "        emit_boundary(ops, plan)",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
         # `advance_content` within every slack, its content filling a block: `plan_fill`.

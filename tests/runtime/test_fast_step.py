@@ -2091,8 +2091,45 @@ def test_streams_sharing_a_prompt_take_the_boundary_path_as_the_general_path_doe
                 assert _state(one) == _state(two), rid
         check_pools(one)
     assert shared_drops > 5
-    assert "_boundary_step" in ran or "cross_plan" in ran, set(ran)
+    # A step that registers the block it filled: the generated planner (``registering``),
+    # or the core's boundary path where that declines.
+    assert {"_boundary_step", "cross_plan", "registering"} & set(ran), set(ran)
     assert ("_plan_step" in ran) == small, set(ran)
+
+
+def test_a_step_that_registers_content_matches_the_general_path() -> None:
+    # Content given after the step (`extend_content`, a generated token) fills a block: the
+    # next plain step commits its last position and registers it. That step is planned by the
+    # generated planner (``registering``: `plan_cross`), and compared with the general path
+    # on a twin, also where the step accepts a speculative tail (which the planner leaves to
+    # the core: the tail is forgotten) and where it asks for its slot mapping.
+    one, two = _generating("text"), _generating("text")
+    for c in (one, two):
+        for rid in ("a", "b", "c"):
+            c._core.admit_with_prefix(rid, [None], {0: prefix_parts(c, [])[0]})
+            c._core.extend_content(rid, 0, [7])  # the content a position ahead of the steps
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    for i in range(16):
+        # "b" drafts a token every other step; the plain step after it accepts the draft.
+        b = "speculative" if i % 2 == 0 else "advance"
+        for rid, kind in (("a", "advance"), ("b", b), ("c", "step")):
+            args: tuple[Any, ...] = (rid, [2], [1]) if kind == "speculative" else (rid, [1])
+            sys.setprofile(record)
+            try:
+                mine = _outcome(fast, one._core, kind, *args)
+            finally:
+                sys.setprofile(None)
+            assert mine == _outcome(general, two._core, kind, *args), (i, rid)
+            for c in (one, two):  # its sampled token (and a draft's): a position ahead
+                c._core.extend_content(rid, 0, [i, i + 1] if kind == "speculative" else [i])
+            assert _state(one) == _state(two), (i, rid)
+    assert "registering" in ran and "_boundary_step" in ran, set(ran)
+    check_pools(one)
 
 
 def _generating(layout: str) -> KVCacheCoordinator:
