@@ -3313,9 +3313,9 @@ def _source(core: CoordinatorCore) -> str:
         "",
         # A plain step (no slot mapping, no lookahead; a speculative tail it accepts) of a
         # request whose content has full blocks that wait for the positions the step commits
-        # (a generated token's block, its content given by `extend_content`): `plan_cross`,
-        # which registers them, as `content_cross` without content (else the core's boundary
-        # path).
+        # (a prompt's last block, a generated token's, its content given by `extend_content`):
+        # `plan_cross`, which registers them, as `content_cross` without content (else the
+        # core's boundary path).
         "    def registering(me, request_id, o, num_new, mapping, lookahead, extra):",
         "        if mapping or lookahead is not None:",
         "            return boundary(me, request_id, o, num_new, mapping, lookahead)",
@@ -3325,6 +3325,12 @@ def _source(core: CoordinatorCore) -> str:
         "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv):",
         "            return boundary(me, request_id, o, num_new, mapping, lookahead)",
         "        emit_boundary(ops, plan)",
+        # Nothing left to register (`plan_cross` declines otherwise): the request rests, in
+        # the compact form (`RestingExtras`), as the core's boundary path leaves it.
+        "        known = extra.streams",
+        "        registered = [r if s < 0 or r >= len(known[s].hashes) else len(known[s].hashes) "
+        "for s, r in zip(extra.stream_of, extra.registered)]",
+        "        ops.append((setitem, extras, o, extra.resting(registered)))",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
         # `advance_content` within every slack, its content filling a block: `plan_fill`.

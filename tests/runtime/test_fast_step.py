@@ -2114,21 +2114,29 @@ def test_a_step_that_registers_content_matches_the_general_path() -> None:
         if event == "call":
             ran.append(frame.f_code.co_name)
 
+    rested = 0
     for i in range(16):
         # "b" drafts a token every other step; the plain step after it accepts the draft.
         b = "speculative" if i % 2 == 0 else "advance"
         for rid, kind in (("a", "advance"), ("b", b), ("c", "step")):
             args: tuple[Any, ...] = (rid, [2], [1]) if kind == "speculative" else (rid, [1])
+            calls = len(ran)
             sys.setprofile(record)
             try:
                 mine = _outcome(fast, one._core, kind, *args)
             finally:
                 sys.setprofile(None)
             assert mine == _outcome(general, two._core, kind, *args), (i, rid)
+            # A step that registered what was left rests the request in the compact form (a
+            # tuple, not five objects: the memory a cached prompt costs), as the general path.
+            forms = [type(c._core.extras[c._core.table.offsets[rid]]) for c in (one, two)]
+            if "registering" in ran[calls:]:
+                assert forms == [RestingExtras, RestingExtras], (i, rid, forms)
+                rested += 1
             for c in (one, two):  # its sampled token (and a draft's): a position ahead
                 c._core.extend_content(rid, 0, [i, i + 1] if kind == "speculative" else [i])
             assert _state(one) == _state(two), (i, rid)
-    assert "registering" in ran and "_boundary_step" in ran, set(ran)
+    assert "registering" in ran and "_boundary_step" in ran and rested > 3, (set(ran), rested)
     check_pools(one)
 
 
