@@ -1708,6 +1708,23 @@ def _typed_functions(
     spec_counts = dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
     lookahead_counts = dense([f"v{i}" for i in range(k)])
     rejected_counts = dense([value(i, f"r{i}") for i in range(k)])
+    # Each content pair checked inline (a handle of this core, keys of its content unit, no
+    # salt) into ``pairs`` (group, keys); anything else goes to content_pairs, which raises
+    # what extend_content does.
+    pairs = [
+        "        pairs = []",
+        "        if type(content) is list or type(content) is tuple:",
+        "            for pair in content:",
+        "                if type(pair) is not tuple or len(pair) != 2:",
+        "                    pairs = content_pairs(content); break",
+        "                h, c = pair",
+        "                if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
+        "                        or c.unit is not units[h.index] or c.salt is not None):",
+        "                    pairs = content_pairs(content); break",
+        "                pairs.append((h.index, c._int64s))",
+        "        else:",
+        "            pairs = content_pairs(content)",
+    ]
     lines = [
         "def make(fast, reject, count_error, H, U, content_pairs, Handle, Keys, core, units):",
         "    step, core_advance = fast.step_typed, fast.advance_typed",
@@ -1823,41 +1840,12 @@ def _typed_functions(
             # pairs as given.
             ["        " + line for line in content_lines(core, by_group(names))]
             if in_order
-            else [
-                # Each pair checked inline (a handle of this core, keys of its content unit,
-                # no salt); anything else goes to content_pairs, which raises what
-                # extend_content does.
-                "        pairs = []",
-                "        if type(content) is list or type(content) is tuple:",
-                "            for pair in content:",
-                "                if type(pair) is not tuple or len(pair) != 2:",
-                "                    pairs = content_pairs(content); break",
-                "                h, c = pair",
-                "                if (type(h) is not Handle or h._owner is not core "
-                "or type(c) is not Keys",
-                "                        or c.unit is not units[h.index] or c.salt is not None):",
-                "                    pairs = content_pairs(content); break",
-                "                pairs.append((h.index, c._int64s))",
-                "        else:",
-                "            pairs = content_pairs(content)",
-                f"        return core_content(request_id, {counts}, pairs)",
-            ]
+            else [*pairs, f"        return core_content(request_id, {counts}, pairs)"]
         ),
         "",
         f"    def advance_with_content_all(request_ids, {args}, *, content):",
         *checks("num_new"),
-        "        pairs = []",
-        "        if type(content) is list or type(content) is tuple:",
-        "            for pair in content:",
-        "                if type(pair) is not tuple or len(pair) != 2:",
-        "                    pairs = content_pairs(content); break",
-        "                h, c = pair",
-        "                if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
-        "                        or c.unit is not units[h.index] or c.salt is not None):",
-        "                    pairs = content_pairs(content); break",
-        "                pairs.append((h.index, c._int64s))",
-        "        else:",
-        "            pairs = content_pairs(content)",
+        *pairs,
         f"        return core_content_all(request_ids, {counts}, pairs)",
         "",
         "    def lengths(given):",
