@@ -3200,8 +3200,8 @@ def advance_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
 
 
 def advance_names(core: CoordinatorCore) -> dict[str, Any]:
-    """The names `advance_lines` (and `speculative_lines`, `rollback_lines`, `respec_lines`)
-    read, bound to ``core``."""
+    """The names `advance_lines` (and `speculative_lines`, `rollback_lines`, `respec_lines`,
+    `content_lines`) read, bound to ``core``."""
     guard, table = core.guard, core.table
     return {
         "owner": guard.owner,
@@ -3215,8 +3215,8 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "hot": table.hot,
         "st": table.st,
         "cross": core.fast.cross,
-        # The rest for the typed entries' speculative steps and rollbacks (`speculative_lines`,
-        # `rollback_lines`, `respec_lines`).
+        # The rest for the typed entries' speculative steps, rollbacks and steps with content
+        # (`speculative_lines`, `rollback_lines`, `respec_lines`, `content_lines`).
         "uncross": core.fast.uncross,
         "respec_cross": core.fast.respec_cross,
         "content_cross": core.fast.content_cross,
