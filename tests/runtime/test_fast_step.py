@@ -2101,8 +2101,9 @@ def test_a_step_that_registers_content_matches_the_general_path() -> None:
     # Content given after the step (`extend_content`, a generated token) fills a block: the
     # next plain step commits its last position and registers it. That step is planned by the
     # generated planner (``registering``: `plan_cross`), and compared with the general path
-    # on a twin, also where the step accepts a speculative tail (which the planner leaves to
-    # the core: the tail is forgotten) and where it asks for its slot mapping.
+    # on a twin, also where the step accepts a speculative tail (the planner forgets it, as
+    # the general path does) and where it asks for its slot mapping or drafts (those go to
+    # the core's boundary path).
     one, two = _generating("text"), _generating("text")
     for c in (one, two):
         for rid in ("a", "b", "c"):
