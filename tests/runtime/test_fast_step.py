@@ -52,7 +52,7 @@ from kvunits.contracts.errors import (
     UnitValueError,
 )
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
-from kvunits.runtime._core import CoordinatorCore, RestingExtras
+from kvunits.runtime._core import CoordinatorCore, RequestExtras, RestingExtras
 from kvunits.runtime._table import CAPACITY
 
 from ..examples import every, examples
@@ -1450,21 +1450,23 @@ def test_wrong_content_within_every_slack_is_refused_by_the_one_pass_read() -> N
     other = _voxtral_toy(block_size=8).group("text", Tokens)
     step = coord.stepper(audio, text)
     right = (audio, ContentKeys([1, 1], EncoderTokens))
-    good = [right, (text, ContentKeys([1], Tokens))]
+    good: list[Any] = [right, (text, ContentKeys([1], Tokens))]
     step.advance_with_content("a", EncoderTokens(2), Tokens(1), content=good)  # now active
     core = coord._core
     extra = core.extras[core.table.offsets["a"]]
+    assert isinstance(extra, RequestExtras)
 
     def content_state() -> Any:
         return _state(coord), [s.tail.tolist() for s in extra.streams]
 
     before = content_state()
-    for pair, error in (
+    wrong: list[tuple[Any, type[Exception]]] = [
         ((text, ContentKeys([1], EncoderTokens)), UnitTypeError),
         ((other, ContentKeys([1], Tokens)), UnitTypeError),
         ((text, ContentKeys([1], Tokens, salt="s")), UnitValueError),
         ((text, (1,)), UnitTypeError),
-    ):
+    ]
+    for pair, error in wrong:
         with pytest.raises(error):
             step.advance_with_content("a", EncoderTokens(2), Tokens(1), content=[right, pair])
         assert content_state() == before, pair

@@ -29,6 +29,7 @@ from kvunits.contracts import (
     Window,
 )
 from kvunits.runtime import AllocationError, ContentKeys, KVCacheCoordinator, RequestError, plan
+from kvunits.runtime._core import RequestExtras
 from kvunits.runtime.prefix_cache import _PACKED, chain_hashes, root_hash
 
 from ..examples import examples
@@ -355,7 +356,9 @@ def test_the_cores_extend_with_a_key_past_int64_changes_nothing() -> None:
     step.allocate("r", Tokens(4))
     core = coord._core
     core.extend_content("r", h.index, [1])  # the request's content made active
-    tail = core.extras[core.table.offsets["r"]].streams[0].tail
+    extra = core.extras[core.table.offsets["r"]]
+    assert isinstance(extra, RequestExtras)
+    tail = extra.streams[0].tail
     assert tail.tolist() == [1]
     with pytest.raises(OverflowError):
         core.extend_content("r", h.index, [2, 2**64])
