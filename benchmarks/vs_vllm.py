@@ -97,6 +97,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import kvunits
 from kvunits.contracts import (
     CacheDType,
     Chunk,
@@ -1202,6 +1203,9 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     v: dict[str, Any] | None = None
     got = "not tried" if args.no_vllm else import_vllm()
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
+    # Which tree is measured: run from a git worktree, this script imports the installed
+    # (editable) kvunits unless the worktree is on sys.path (PYTHONPATH=.).
+    print(f"kvunits from {os.path.dirname(os.path.dirname(os.path.realpath(kvunits.__file__)))}")
     if isinstance(got, str):
         print(
             f"vLLM is NOT compared ({got}): timing kvunits only. Make the venv that "
