@@ -1108,11 +1108,10 @@ def _respec(
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     suffix = "_typed" if typed else ""
-    comma = "," if n == 1 else ""
-    qs = ", ".join(f"q{g}" for g in range(n)) + comma
-    ks = ", ".join(f"k{g}" for g in range(n)) + comma
-    rs = ", ".join(f"r{g}" for g in range(n)) + comma
-    js = ", ".join(f"j{g}" for g in range(n)) + comma
+    qs = _tuple("q", n)[1:-1]
+    ks = _tuple("k", n)[1:-1]
+    rs = _tuple("r", n)[1:-1]
+    js = _tuple("j", n)[1:-1]
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
     back = "return general_respec(me, request_id, o, num_new, lookahead, rejected)"
@@ -1205,10 +1204,10 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     pool_of, first_of = _pools(core)
     suffix = "_units" if units else "_typed" if typed else ""
     comma = "," if n == 1 else ""
-    qs = ", ".join(f"q{g}" for g in range(n)) + comma
-    ks = ", ".join(f"k{g}" for g in range(n)) + comma
-    rs = ", ".join(f"r{g}" for g in range(n)) + comma
-    js = ", ".join(f"j{g}" for g in range(n)) + comma
+    qs = _tuple("q", n)[1:-1]
+    ks = _tuple("k", n)[1:-1]
+    rs = _tuple("r", n)[1:-1]
+    js = _tuple("j", n)[1:-1]
     us = ", ".join(f"U{g}" for g in range(n)) + comma
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
@@ -2458,8 +2457,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     once, a speculative tail, content that is not one stream per sequence) sends the whole batch
     to the core's general path (`_general_content_all`)."""
     n = len(core.names)
-    comma = "," if n == 1 else ""
-    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    qs = _tuple("q", n)[1:-1]
     suffix = "_typed" if typed else ""
     back = "return general_content_all(me, request_ids, num_new, contents)"
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
@@ -2822,8 +2820,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     suffix = "_typed" if typed else ""
-    comma = "," if n == 1 else ""
-    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    qs = _tuple("q", n)[1:-1]
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     negative = " or ".join(f"q{g} < 0" for g in range(n))
     back = "return general_all(me, request_ids, num_new, [], [])"
@@ -3235,10 +3232,9 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
 def _source(core: CoordinatorCore) -> str:
     """The source of ``make(...)``, which returns the functions of ``core``'s layout."""
     n = len(core.names)
-    comma = "," if n == 1 else ""
-    qs = ", ".join(f"q{g}" for g in range(n)) + comma
-    ks = ", ".join(f"k{g}" for g in range(n)) + comma
-    rs = ", ".join(f"r{g}" for g in range(n)) + comma
+    qs = _tuple("q", n)[1:-1]
+    ks = _tuple("k", n)[1:-1]
+    rs = _tuple("r", n)[1:-1]
     lines = [
         "def make(guard, offsets, hot, st, specs, core):",
         "    owner, claim, drop, get = guard.owner, guard.claim, guard.drop, offsets.get",
