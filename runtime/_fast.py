@@ -995,6 +995,81 @@ def _crossing(
     return [indent + line for line in out]
 
 
+def _lean_crossing(core: CoordinatorCore) -> list[str]:
+    """`respec_cross`'s common case in a layout of one full-attention group of its own slots
+    (a text model's): the request's rollback of ``r0`` and step of ``q0`` (ints, ``q0`` not
+    negative) planned as `_crossing` plans them, where at most one block is taken, into the
+    segment's spare room, from the pool's fresh ids or its queue's head (neither stale nor
+    cached), and committed as one line of stores (`kvunits.runtime._guard`), where the ops
+    list and its commit cost as much again as the plan. Anything else falls through to
+    `_crossing`, nothing changed. None for another layout."""
+    if len(core.names) != 1 or core._pool[0] != 1 or not core._has_rows[0]:
+        return []
+    if core._managers[0].kind != "full_attention" or core._in_flight[0] < core._block_size[0]:
+        return []
+    size, in_flight = core._block_size[0], core._in_flight[0]
+    hw, cw, c = core.table.hot_width, core.table.cold_width, _cold(ANCHOR, 0)
+    fields = "anchor, base, evict, skipped, start, length, capacity, maxlen"
+    spec = "specs[o] = spec; del owner[0]; return  # the commit"
+    return [
+        "        " + line
+        for line in [
+            f"if type(r0) is int and 0 <= r0 <= j0 and q0 <= {in_flight} and not (extras and "
+            "(extra := extras.get(o)) is not None and extra.pending()):",
+            f"    c, s0, spec = o * {cw // hw}, hot[o + {SLACK}], tuple(lookahead)",
+            f"    {fields} = w0 = st[{_plus('c', c)} : c + {c + COLD}]",
+            "    sr = s0 + r0",
+            "    rows = anchor - sr",
+            "    end = rows + q0",
+            f"    blocks = (end + {size - 1}) // {size}",
+            # Within the slack the rollback leaves, its blocks kept (`_crossing`'s rule)
+            "    if q0 <= sr and (sr or q0) and (not r0 or s0 and blocks >= skipped + length and "
+            f"end // {size} >= (anchor - s0) // {size}):",
+            f"        hot[o + {SLACK}] = sr - q0; hot[o + {STEP}] = q0; {spec}",
+            "    want = blocks - skipped - length",
+            "    if end <= maxlen and 0 <= want <= 1 and (not want or length < capacity):",
+            "        pool, sb0 = pools[0], slabs[0]",
+            "        t0 = f0 = pool._fresh",
+            "        h0 = pool._head",
+            "        if want:",
+            "            if f0 < pool.num_blocks:",
+            "                f0 += 1",
+            "            elif h0 < len(pool._queue):",
+            "                t0 = pool._queue[h0]",
+            "                h0 += 1",
+            "                if t0 in pool._stale or t0 in pool._cached:",
+            "                    want = -1",
+            "            else:",
+            "                want = -1",
+            "        if want >= 0:",
+            "            if rows >= evict:",
+            f"                evict = w0[{EVICT - ANCHOR}] = never",
+            "            length += want",
+            f"            index = end // {size}",
+            "            anchor = end",
+            "            if skipped <= index < skipped + length:",
+            "                at = index - skipped",
+            f"                w0[{BASE - ANCHOR}] = (t0 if want and at == length - 1 else "
+            "sb0[start + at]) - index",
+            f"                bound = (index + 1) * {size}",
+            "                if bound > maxlen:",
+            "                    bound = maxlen",
+            "                if bound > evict:",
+            "                    bound = evict",
+            "                if bound > end:",
+            "                    anchor = bound",
+            f"            w0[{ANCHOR - ANCHOR}], w0[{LENGTH - ANCHOR}] = anchor, length",
+            "            if want:",
+            "                used = pool._used + 1",
+            f"                st[{_plus('c', c)} : c + {c + COLD}] = w0; sb0[start + length - 1] = "
+            f"t0; hot[o + {SLACK}] = anchor - end; hot[o + {STEP}] = q0; pool._fresh = f0; "
+            f"pool._head = h0; pool._used = used; {spec}",
+            f"            st[{_plus('c', c)} : c + {c + COLD}] = w0; "
+            f"hot[o + {SLACK}] = anchor - end; hot[o + {STEP}] = q0; {spec}",
+        ]
+    ]
+
+
 def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
     """With ``fit``, group ``g``'s plan (``out`` from ``begin``) only where ``fit`` says the
     group is past its slack (`_crossing`); within it, its new slack alone."""
@@ -1135,6 +1210,7 @@ def _respec(
         f"        {js} = specs.get(o, nospec)",
         f"        if {ints} or {' or '.join(f'q{g} < 0' for g in range(n))}:",
         f"            {back}",
+        *_lean_crossing(core),
         f"        c = o * {cw // hw}",
         f"        {fresh}",
         f"        {zero_gb}",

@@ -15,6 +15,7 @@ nothing, after which the same step gives what it gives on a twin that was never 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import operator
@@ -53,7 +54,7 @@ from kvunits.contracts.errors import (
 )
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore, RequestExtras, RestingExtras
-from kvunits.runtime._table import CAPACITY
+from kvunits.runtime._table import BASE, CAPACITY, SLACK
 
 from ..examples import every, examples
 from .support import (
@@ -685,6 +686,94 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
     else:  # 120 request-steps, most past the slack in blocks of 4
         assert "_general_respec_all" not in ran and ran.count("_plan_boundary") < 40, ran
         assert ran.count("respec_all_units") == 20 and "checked" not in ran, ran
+    check_pools(one)
+
+
+@pytest.mark.parametrize("block", [4, 16])
+@pytest.mark.parametrize("recycled", [False, True])
+def test_a_text_models_drafting_crossings_to_max_len_match_the_general_path(
+    block: int, recycled: bool
+) -> None:
+    # One full-attention group (a text model's layout): `respec_cross` plans its common
+    # crossing in a few lines and commits it as one line of stores (`_fast._lean_crossing`).
+    # Streams draft 4 tokens a step, a seeded 0..4 accepted, up to a max_len that is no
+    # multiple of the block (the anchor bounded by it, not by the block's end), from fresh
+    # blocks or (recycled) from the queue, some of whose blocks are cached (evicted from the
+    # prefix cache: the longer path's); every call compared with the general path on a twin.
+    layer = {"full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))}
+    max_len = 7 * block + 3
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(layer, block_size=block, num_blocks=120, max_len=max_len)
+
+    one, two = build(), build()
+    for c in (one, two):
+        if recycled:  # every block handed out once, a few cached, then all freed
+            core = c._core
+            core.admit("keep", [1])
+            core.advance_step("keep", [1])
+            n = 0
+            while core.pools[0]._fresh < core.pools[0].num_blocks:
+                rid = f"z{n}"
+                n += 1
+                if n % 3:
+                    core.admit(rid, [2 * block])
+                else:  # its blocks cached once full: evicted when the queue hands them out
+                    core.admit_with_prefix(
+                        rid, [2 * block], prefix_parts(c, list(range(n, n + 2 * block)))
+                    )
+                with contextlib.suppress(AllocationError, RequestError):
+                    core.advance_step(rid, [2 * block])
+                core.free(rid)
+    rng = random.Random(block)
+    ids = ["a", "b", "c"]
+    pending = dict.fromkeys(ids, 0)
+    done = dict.fromkeys(ids, 0)
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid, [max_len])
+    while ids:
+        for rid in list(ids):
+            q = min(5, max_len - done[rid])
+            k = q - 1
+            sys.setprofile(record)
+            try:
+                fast(one._core, "respec", rid, [q], [k], [pending[rid]])
+            finally:
+                sys.setprofile(None)
+            general(two._core, "respec", rid, [q], [k], [pending[rid]])
+            assert _state(one) == _state(two), (rid, done[rid], q, pending[rid])
+            # and every field the next steps read (the base only within a slack: where the
+            # step's end has no block yet, nothing reads it)
+            fields = [
+                [x if i != BASE or f[SLACK] else None for i, x in enumerate(f)]
+                for c in (one, two)
+                for f in (c._core.table.read(c._core.table.offsets[r], 0) for r in ids)
+            ]
+            assert fields[: len(ids)] == fields[len(ids) :], (rid, done[rid])
+            check_ends(one)
+            accepted = rng.randrange(k + 1)
+            pending[rid] = k - accepted
+            done[rid] += 1 + accepted
+            if done[rid] >= max_len - 1:
+                # past max_len: refused on both paths, nothing changed
+                for c, path in ((one, fast), (two, general)):
+                    with pytest.raises((AllocationError, RequestError)):
+                        path(c._core, "respec", rid, [3], [1], [pending[rid]])
+                assert _state(one) == _state(two)
+                ids.remove(rid)
+                one.free(rid)
+                two.free(rid)
+                assert _state(one) == _state(two)
+    assert ran.count("respec_cross") > 10, ran
+    # The common crossing never left `respec_cross`: the core planned only what it declines.
+    assert ran.count("_boundary_step") < ran.count("respec_cross"), ran
     check_pools(one)
 
 
