@@ -76,6 +76,16 @@ def _state(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     return snapshot(coord), tails
 
 
+def _recorder(ran: list[str]) -> Callable[[Any, str, Any], None]:
+    """A `sys.setprofile` hook that adds to ``ran`` the name of every Python function called."""
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    return record
+
+
 def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
     """Run one call through the general path of ``core`` only, the token claimed as the fast
     functions claim it."""
@@ -610,10 +620,7 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
     rng = random.Random(25)
     pending = {rid: [0] * len(scale) for rid in ids}
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     kept = 0
     # Every other batched step through the typed layer, whose counts the core reads itself.
@@ -730,10 +737,7 @@ def test_a_text_models_drafting_crossings_to_max_len_match_the_general_path(
     pending = dict.fromkeys(ids, 0)
     done = dict.fromkeys(ids, 0)
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     for c in (one, two):
         for rid in ids:
@@ -1063,10 +1067,7 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
     rng = random.Random(31)
     pending = {rid: [0] * len(scale) for rid in ids}
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     fresh = 0
     for step in range(120):
@@ -1115,10 +1116,7 @@ def test_plain_batch_crossings_of_every_kind_match_the_general_path(kind: str) -
     one, two, stepper, scale, units, ids = _twins_per_kind(kind, 90, 64)
     rng = random.Random(37)
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     fresh = 0
     for step in range(150):
@@ -1467,10 +1465,7 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
     twin_audio, twin_text = two.group("audio", EncoderTokens), two.group("text", Tokens)
     twin_step = two.stepper(twin_audio, twin_text)
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     for i in range(14):
         for rid in ("a", "b"):
@@ -1560,10 +1555,7 @@ def test_wrong_content_within_every_slack_is_refused_by_the_one_pass_read() -> N
             step.advance_with_content("a", EncoderTokens(2), Tokens(1), content=[right, pair])
         assert content_state() == before, pair
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     counts = (EncoderTokens(2), Tokens(1))
     sys.setprofile(record)
@@ -1656,10 +1648,7 @@ def test_a_generating_batch_in_one_call_matches_each_request_in_turn() -> None:
     twin_audio, twin_text = two.group("audio", EncoderTokens), two.group("text", Tokens)
     twin_step = two.stepper(twin_audio, twin_text)
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     for i in range(14):
         # The last engine step takes 4 tokens a request (two blocks: the general path).
@@ -2133,10 +2122,7 @@ def test_streams_sharing_a_prompt_take_the_boundary_path_as_the_general_path_doe
     prompt = list(range(8))
     audio_keys = [k for k in prompt for _ in range(2)]
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     def parts(c: KVCacheCoordinator) -> dict[int, Any]:
         audio, text = c.group("audio", EncoderTokens), c.group("text", Tokens)
@@ -2201,10 +2187,7 @@ def test_a_step_that_registers_content_matches_the_general_path() -> None:
             c._core.admit_with_prefix(rid, [None], {0: prefix_parts(c, [])[0]})
             c._core.extend_content(rid, 0, [7])  # the content a position ahead of the steps
     ran: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     rested = 0
     for i in range(16):
@@ -2303,9 +2286,7 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
     ran: list[str] = []
     seen = {"cached takes": 0, "cached evictions": 0}
 
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            ran.append(frame.f_code.co_name)
+    record = _recorder(ran)
 
     def keys_of(tokens: list[int]) -> list[tuple[int, list[int]]]:
         return [
