@@ -158,8 +158,9 @@ def _unread(core: CoordinatorCore, g: int) -> str:
 
 
 def _cross(core: CoordinatorCore) -> list[str]:
-    """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
-    compacted=0)``: a step past some group's slack, with the token held, planned in a few
+    """The source of ``cross_ops(me, request_id, o, num_new, mapping, lookahead=None,
+    compacted=0)``, what ``cross`` (`_lean_cross`) declines, its changes collected in an ops
+    list: a step past some group's slack, with the token held, planned in a few
     lines per group with the group's constants written in (`CoordinatorCore._plan_boundary`'s
     common case): each group within its slack, or one block taken at its table's end (not a
     stale queue entry; a cached one is evicted from the prefix cache, in a pool of one group,
@@ -179,7 +180,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
     back = "return boundary(me, request_id, o, num_new, mapping, lookahead)"
     pool_of, first_of = _pools(core)
     lines = [
-        "    def cross(me, request_id, o, num_new, mapping, lookahead=None, compacted=0):",
+        "    def cross_ops(me, request_id, o, num_new, mapping, lookahead=None, compacted=0):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
         f"            {back}",
         "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
@@ -212,7 +213,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "                pre = []",
             f"                compact(pre, ({g},))",
             "                commit(ops_of(pre))",
-            "                return cross(me, request_id, o, num_new, mapping, lookahead, "
+            "                return cross_ops(me, request_id, o, num_new, mapping, lookahead, "
             f"compacted | {1 << g})",
         ]
         out = [
@@ -395,12 +396,50 @@ def _cross(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _lean_cross(core: CoordinatorCore) -> list[str]:
+    """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
+    compacted=0)``: a step past some group's slack planned as `_crossing` plans a drafting
+    step with nothing rolled back (at most one block taken and one evicted per group, no
+    segment moved) and committed as one line of stores (`_stored`), its slot mapping built
+    per block; anything else, before anything changed, to ``cross_ops`` (`_cross`), which
+    plans with an ops list (a prefill chunk's run of blocks, a move, a cached block, content
+    to register, a speculative tail the step accepts)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    qs = _tuple("q", n)[1:-1]
+    ops = "return cross_ops(me, request_id, o, num_new, mapping, lookahead, compacted)"
+    prep, stores = _stored(core)
+    out = "[" + ", ".join(f"mp{g}" for g in range(n)) + "] if mapping else None"
+    return [
+        "    def cross(me, request_id, o, num_new, mapping, lookahead=None, compacted=0):",
+        f"        if compacted or not (type(num_new) is tuple or type(num_new) is list) or "
+        f"len(num_new) != {n} or lookahead is None and o in specs:",
+        f"            {ops}",
+        f"        {qs} = num_new",
+        "        if " + " or ".join(f"type(q{g}) is not int or q{g} < 0" for g in range(n)) + ":",
+        f"            {ops}",
+        "        " + " = ".join([*(f"r{g}" for g in range(n)), *(f"j{g}" for g in range(n)), "0"]),
+        f"        c = o * {cw // hw}",
+        f"        {_pool_locals(core)}",
+        *_crossing(core, ops, "        ", typed=True, lean=True, mapped=True),
+        *("        " + line for line in prep),
+        f"        out = {out}",
+        "        if lookahead is None:",
+        f"            {stores}; del owner[0]; return out  # the commit",
+        "        spec = tuple(lookahead)",
+        f"        {stores}; specs[o] = spec; del owner[0]; return out  # the commit",
+        "",
+    ]
+
+
 def _uncross(core: CoordinatorCore) -> list[str]:
     """The source of ``uncross(me, request_id, o, rejected)``: a rollback past the fast
     function's reach, with the token held, planned in a few lines per group with its constants
     written in (`CoordinatorCore._boundary_rollback`'s common case): at most one block freed per
-    group, into a pool without cached, stale or shared blocks, and the bound set again. Any
-    other goes, before anything changed, to `CoordinatorCore._boundary_rollback`."""
+    group, neither shared nor cached (no rolled-back position is), and the bound set again; its
+    fields planned in the slice read (one per group) and written back on one line of stores
+    (`_stored`'s way: every field, changed or not). Any other goes, before anything changed,
+    to `CoordinatorCore._boundary_rollback`."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     back = "return boundary_rollback(me, request_id, o, rejected)"
@@ -411,65 +450,69 @@ def _uncross(core: CoordinatorCore) -> list[str]:
         f"        if spec is None or not (type(rejected) is tuple or type(rejected) is list) "
         f"or len(rejected) != {n}:",
         f"            {back}",
-        f"        cb = o // {hw} * {cw}",
-        "        ops = []",
+        f"        c = o * {cw // hw}",
     ]
-    for i in range(len(pool_of)):
-        lines.append(f"        fr{i} = []")
+    lines += [f"        fr{i} = []" for i in range(len(first_of))]
+    stores, freeing = [], set()
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
         kind = core._managers[g].kind
-        h = g * HOT
-        c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
-        i = pool_of[id(core.pools[g])]
+        h, a, i = g * HOT, _cold(ANCHOR, g), pool_of[id(core.pools[g])]
         out = [
             f"r = rejected[{g}]",
             f"if type(r) is not int or not 0 <= r <= spec[{g}]:",
             f"    {back}",
-            "if r:",
         ]
         if not core._has_rows[g] or kind not in _PLANNED:
-            lines += ["        " + line for line in [*out, f"    {back}"]]
+            # Nothing planned for it: a rollback of it goes to the core; none changes nothing.
+            lines += ["        " + line for line in [*out, "if r:", f"    {back}"]]
             continue
+        freeing.add(i)
         slots = "rows" if p == 1 else f"(rows + {p - 1}) // {p}"
         out += [
-            f"    pool = pools[{g}]",
-            "    if pool._cached or pool._num_stale or pool._shared:",
-            f"        {back}",
-            f"    rows = st[{c} + {ANCHOR}] - hot[o + {h + SLACK}] - r",
-            f"    skipped, length = st[{c} + {SKIPPED}], st[{c} + {LENGTH}]",
-            f"    start, slab = st[{c} + {START}], slabs[{g}]",
+            f"w{g} = st[{_plus('c', a)} : c + {a + COLD}]",
+            f"hv{g}, hs{g} = hot[{_plus('o', h + SLACK)}], hot[o + {h + STEP}]",
+            "if r:",
+            f"    rows = w{g}[{ANCHOR - ANCHOR}] - hv{g} - r",
+            f"    skipped, start, length = w{g}[{SKIPPED - ANCHOR} : {LENGTH - ANCHOR + 1}]",
             f"    cut = ({slots} + {size - 1}) // {size} - skipped",
             "    if cut < 0 or length - cut > 1:",
             f"        {back}",
             "    if cut < length:",
-            f"        fr{i}.append(slab[start + cut])",
-            f"        ops.append((setitem, st, {c} + {LENGTH}, cut))",
+            # A block freed to the back of the queue (`PoolPlan.release`'s common case):
+            # neither held by another table nor cached (as no rolled-back position is).
+            f"        block = slabs[{g}][start + cut]",
+            f"        if block in pools[{g}]._shared or block in pools[{g}]._cached:",
+            f"            {back}",
+            f"        fr{i}.append(block)",
+            f"        w{g}[{LENGTH - ANCHOR}] = cut",
             f"    index = rows // {p * size}",
-            f"    base, anchor = st[{c} + {BASE}], rows",
+            "    anchor = rows",
             "    if skipped <= index < skipped + cut:",
-            "        base = slab[start + index - skipped] - index",
-            f"        room = min((skipped + cut) * {size}, st[{c} + {MAXLEN}])",
-            f"        anchor = max(min(room, st[{c} + {EVICT}], (index + 1) * {size}) * {p}, rows)",
-            f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), "
-            f"[anchor - rows, hot[o + {h + STEP}] - r]))",
-            f"    ops.append((setitem, st, slice({c} + {ANCHOR}, {c} + {BASE + 1}), "
-            "array(typecode, (anchor, base))))",
+            f"        w{g}[{BASE - ANCHOR}] = slabs[{g}][start + index - skipped] - index",
+            f"        room = min((skipped + cut) * {size}, w{g}[{MAXLEN - ANCHOR}])",
+            f"        anchor = max(min(room, w{g}[{EVICT - ANCHOR}], (index + 1) * {size}) * {p}, "
+            "rows)",
+            f"    w{g}[{ANCHOR - ANCHOR}], hv{g}, hs{g} = anchor, anchor - rows, hs{g} - r",
         ]
         lines += ["        " + line for line in out]
-    for i in range(len(pool_of)):
-        g = first_of[i]
-        lines += [
-            f"        if fr{i}:",
-            f"            pool = pools[{g}]",
-            f"            ops.append((pool._queue.extend, fr{i}))",
-            f'            ops.append((setattr, pool, "_used", pool._used - len(fr{i})))',
+        stores += [
+            f"st[{_plus('c', a)} : c + {a + COLD}] = w{g}",
+            f"hot[{_plus('o', h + SLACK)}] = hv{g}",
+            f"hot[o + {h + STEP}] = hs{g}",
         ]
+    for i, g in enumerate(first_of):
+        if i in freeing:
+            lines += [
+                f"        nq{i}, u{i} = len(pools[{g}]._queue), pools[{g}]._used - len(fr{i})",
+                f"        fr{i} = array('i', fr{i}) if fr{i} else noblock",
+            ]
+            stores += [f"pools[{g}]._used = u{i}", f"pools[{g}]._queue[nq{i} : nq{i}] = fr{i}"]
     comma = "," if n == 1 else ""
     left = "(" + ", ".join(f"spec[{g}] - rejected[{g}]" for g in range(n)) + comma + ")"
     lines += [
-        f"        ops.append((setitem, specs, o, {left}))",
-        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        f"        left = {left}",
+        f"        {'; '.join([*stores, 'specs[o] = left'])}; del owner[0]; return  # the commit",
         "",
     ]
     return lines
@@ -789,6 +832,8 @@ def _crossing(
     compacting: str | None = None,
     typed: bool = False,
     fit: bool = False,
+    lean: bool = False,
+    mapped: bool = False,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -814,7 +859,12 @@ def _crossing(
     moved segment, None: none), ``gm{g}`` (the garbage left; of a kind that evicts nothing,
     set by a move only) and, of a kind that evicts, ``dr{g}`` (whether a block is evicted:
     ``d{g}``). With ``fit``, the groups before ``fit`` are within their slack (`_fits`, their
-    ``s{g}`` read, as group 0's is): only their slack is planned."""
+    ``s{g}`` read, as group 0's is): only their slack is planned. With ``lean`` (a plan
+    `_stored` commits as stores), a segment without room runs ``fail`` too, ``w{g}`` is
+    always the array read (changed where the fields change), ``t{g}`` is 0 and ``m{g}`` None
+    within the slack (``dr{g}`` and ``gm{g}`` 0 too); with ``mapped`` too, where ``mapping``
+    (a name of the function) is true, ``mp{g}`` is the slot mapping of the step's
+    positions."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -847,6 +897,14 @@ def _crossing(
                 f"    {fail}",
                 f"v{g}, w{g} = {s} - {q}, None",
             ]
+            if mapped and core._has_rows[g]:
+                based = f"st[{_plus('c', _cold(BASE, g))}] * {size}"
+                out += [
+                    "if mapping:",
+                    f"    mp{g} = [*range({based} + first, {based} + end)] if {q} else []",
+                ]
+            elif mapped:
+                out += ["if mapping:", f"    mp{g} = []"]
             _fitted(out, begin, g, fit and g < n - 1)
             continue
         evicts = kind != "full_attention"
@@ -866,7 +924,23 @@ def _crossing(
             f"if {q} <= sr and (sr or {q}) and {touched} <= {in_flight} and (not {r} or {s} and "
             f"blocks >= skipped + length and "
             f"{'end' if p == 1 else f'(rows + {q})'} // {pb} >= (anchor - {s}) // {pb}):",
-            f"    v{g}, w{g} = sr - {q}, None",
+            *(
+                [
+                    f"    v{g}, t{g}, m{g} = sr - {q}, 0, None",
+                    *([f"    dr{g} = gm{g} = 0"] if evicts else []),
+                    *(
+                        [
+                            "    if mapping:",
+                            f"        mp{g} = [*range(base * {size} + first, base * {size} + "
+                            f"end)] if {q} else []",
+                        ]
+                        if mapped
+                        else []
+                    ),
+                ]
+                if lean
+                else [f"    v{g}, w{g} = sr - {q}, None"]
+            ),
             "else:",
         ]
         at = len(out)
@@ -938,14 +1012,20 @@ def _crossing(
             f"        x{g}, m{g} = start + length, None",
             *("        " + line for line in stays),
             "    else:",
-            f"        if {due_now}:",
-            f"            {fail if compacting is None else compacting.format(g=g)}",
-            f"        m{g} = sb{g}[{kept}]",
-            f"        m{g}.append(t{g})",
-            f"        room = grown(len(m{g}), capacity, skip) - len(m{g})" if evicts
-            else f"        room = grown(len(m{g}), capacity, skipped) - len(m{g})",
-            f"        m{g}.extend(array('i', bytes(4 * room)))",
-            f"        gm{g}, start, capacity = capacity, te{g}, len(m{g})",
+            *(
+                [f"        {fail}"]
+                if lean
+                else [
+                    f"        if {due_now}:",
+                    f"            {fail if compacting is None else compacting.format(g=g)}",
+                    f"        m{g} = sb{g}[{kept}]",
+                    f"        m{g}.append(t{g})",
+                    f"        room = grown(len(m{g}), capacity, {'skip' if evicts else 'skipped'})"
+                    f" - len(m{g})",
+                    f"        m{g}.extend(array('i', bytes(4 * room)))",
+                    f"        gm{g}, start, capacity = capacity, te{g}, len(m{g})",
+                ]
+            ),
             "else:",
             f"    t{g}, m{g} = 0, None",
             *("    " + line for line in stays),
@@ -990,84 +1070,64 @@ def _crossing(
                 f"if m{g} is not None:",
                 f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
             ]
+        if mapped:
+            out += [
+                "if mapping:",
+                f"    mp{g} = slots_across(sb{g}, start, {skip}, length - want, {size}, first, "
+                f"end, t{g}) if {q} else []",
+            ]
         out[at:] = ["    " + line for line in out[at:]]
         _fitted(out, begin, g, fit and g < n - 1)
     return [indent + line for line in out]
 
 
-def _lean_crossing(core: CoordinatorCore) -> list[str]:
-    """`respec_cross`'s common case in a layout of one full-attention group of its own slots
-    (a text model's): the request's rollback of ``r0`` and step of ``q0`` (ints, ``q0`` not
-    negative) planned as `_crossing` plans them, where at most one block is taken, into the
-    segment's spare room, from the pool's fresh ids or its queue's head (neither stale nor
-    cached), and committed as one line of stores (`kvunits.runtime._guard`), where the ops
-    list and its commit cost as much again as the plan. Anything else falls through to
-    `_crossing`, nothing changed. None for another layout."""
-    if len(core.names) != 1 or core._pool[0] != 1 or not core._has_rows[0]:
-        return []
-    if core._managers[0].kind != "full_attention" or core._in_flight[0] < core._block_size[0]:
-        return []
-    size, in_flight = core._block_size[0], core._in_flight[0]
-    hw, cw, c = core.table.hot_width, core.table.cold_width, _cold(ANCHOR, 0)
-    fields = "anchor, base, evict, skipped, start, length, capacity, maxlen"
-    spec = "specs[o] = spec; del owner[0]; return  # the commit"
-    return [
-        "        " + line
-        for line in [
-            f"if type(r0) is int and 0 <= r0 <= j0 and q0 <= {in_flight} and not (extras and "
-            "(extra := extras.get(o)) is not None and extra.pending()):",
-            f"    c, s0, spec = o * {cw // hw}, hot[o + {SLACK}], tuple(lookahead)",
-            f"    {fields} = w0 = st[{_plus('c', c)} : c + {c + COLD}]",
-            "    sr = s0 + r0",
-            "    rows = anchor - sr",
-            "    end = rows + q0",
-            f"    blocks = (end + {size - 1}) // {size}",
-            # Within the slack the rollback leaves, its blocks kept (`_crossing`'s rule)
-            "    if q0 <= sr and (sr or q0) and (not r0 or s0 and blocks >= skipped + length and "
-            f"end // {size} >= (anchor - s0) // {size}):",
-            f"        hot[o + {SLACK}] = sr - q0; hot[o + {STEP}] = q0; {spec}",
-            "    want = blocks - skipped - length",
-            "    if end <= maxlen and 0 <= want <= 1 and (not want or length < capacity):",
-            "        pool, sb0 = pools[0], slabs[0]",
-            "        t0 = f0 = pool._fresh",
-            "        h0 = pool._head",
-            "        if want:",
-            "            if f0 < pool.num_blocks:",
-            "                f0 += 1",
-            "            elif h0 < len(pool._queue):",
-            "                t0 = pool._queue[h0]",
-            "                h0 += 1",
-            "                if t0 in pool._stale or t0 in pool._cached:",
-            "                    want = -1",
-            "            else:",
-            "                want = -1",
-            "        if want >= 0:",
-            "            if rows >= evict:",
-            f"                evict = w0[{EVICT - ANCHOR}] = never",
-            "            length += want",
-            f"            index = end // {size}",
-            "            anchor = end",
-            "            if skipped <= index < skipped + length:",
-            "                at = index - skipped",
-            f"                w0[{BASE - ANCHOR}] = (t0 if want and at == length - 1 else "
-            "sb0[start + at]) - index",
-            f"                bound = (index + 1) * {size}",
-            "                if bound > maxlen:",
-            "                    bound = maxlen",
-            "                if bound > evict:",
-            "                    bound = evict",
-            "                if bound > end:",
-            "                    anchor = bound",
-            f"            w0[{ANCHOR - ANCHOR}], w0[{LENGTH - ANCHOR}] = anchor, length",
-            "            if want:",
-            "                used = pool._used + 1",
-            f"                st[{_plus('c', c)} : c + {c + COLD}] = w0; sb0[start + length - 1] = "
-            f"t0; hot[o + {SLACK}] = anchor - end; hot[o + {STEP}] = q0; pool._fresh = f0; "
-            f"pool._head = h0; pool._used = used; {spec}",
-            f"            st[{_plus('c', c)} : c + {c + COLD}] = w0; "
-            f"hot[o + {SLACK}] = anchor - end; hot[o + {STEP}] = q0; {spec}",
+def _stored(core: CoordinatorCore) -> tuple[list[str], str]:
+    """What `_crossing` planned with ``lean`` (no segment moved), as stores: the lines that
+    prepare them (the block taken into a one-entry array, ``a{g}`` for the slice
+    ``x{g}:y{g}`` of the slab, empty where none is; an evicted block to its pool's ``ev{i}``;
+    each pool's new count of used blocks) and the stores themselves, for one line (`_guard`:
+    no Python code and no interrupt check between them), every field written whether changed
+    or not, so that the line needs no branch. The ops list and its commit cost as much again
+    as a crossing's plan; a move (rare: a segment grows geometrically) is left to them."""
+    n = len(core.names)
+    pool_of, first_of = _pools(core)
+    prep = [f"k{i} = 0" for i in range(len(first_of))]
+    stores = []
+    for g in range(n):
+        h = g * HOT
+        stores += [f"hot[{_plus('o', h + SLACK)}] = v{g}", f"hot[o + {h + STEP}] = q{g}"]
+    kept = set()
+    for g in range(n):
+        if not core._has_rows[g] or core._managers[g].kind not in _PLANNED:
+            continue
+        i, c = pool_of[id(core.pools[g])], _cold(ANCHOR, g)
+        kept.add(i)
+        prep += [
+            f"if t{g}:",
+            f"    one{g}[0] = t{g}",
+            f"    y{g}, a{g}, k{i} = x{g} + 1, one{g}, k{i} + 1",
+            "else:",
+            f"    x{g} = y{g} = 0",
+            f"    a{g} = noblock",
         ]
-    ]
+        stores += [f"st[{_plus('c', c)} : c + {c + COLD}] = w{g}", f"sb{g}[x{g} : y{g}] = a{g}"]
+        if core._managers[g].kind != "full_attention":  # (a window's eviction, its garbage)
+            prep += [f"if dr{g}:", f"    ev{i}.append(d{g})"]
+            stores.append(f"garbage[{g}] = garbage[{g}] + gm{g}")
+    for i, g in enumerate(first_of):
+        if i in kept:
+            prep += [
+                f"nq{i} = len(qu{i})",
+                f"u{i} = pools[{g}]._used + k{i} - len(ev{i})",
+                f"ev{i} = array('i', ev{i}) if ev{i} else noblock",  # (the queue's typecode)
+            ]
+            stores += [
+                f"pools[{g}]._fresh = f{i}",
+                f"pools[{g}]._head = h{i}",
+                f"pools[{g}]._used = u{i}",
+                f"qu{i}[nq{i} : nq{i}] = ev{i}",
+            ]
+    return prep, "; ".join(stores)
 
 
 def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
@@ -1210,14 +1270,34 @@ def _respec(
         f"        {js} = specs.get(o, nospec)",
         f"        if {ints} or {' or '.join(f'q{g} < 0' for g in range(n))}:",
         f"            {back}",
-        *_lean_crossing(core),
         f"        c = o * {cw // hw}",
         f"        {fresh}",
-        f"        {zero_gb}",
-        f"        {ends}",
-        "        ops = []",
     ]
     if not typed:
+        # Its common case planned and stored in one line (`_stored`); a segment to move, or
+        # anything `_crossing` declines, planned again with an ops list (``respec_ops``).
+        prep, stores = _stored(core)
+        lines += _crossing(
+            core,
+            "return respec_ops(me, request_id, o, num_new, lookahead, rejected)",
+            "        ",
+            lean=True,
+        )
+        lines += ["        " + line for line in prep]
+        lines += [
+            "        spec = tuple(lookahead)",
+            f"        {stores}; specs[o] = spec; del owner[0]; return  # the commit",
+            "",
+            "    def respec_ops(me, request_id, o, num_new, lookahead, rejected):",
+            f"        {qs} = num_new",
+            f"        {rs} = rejected",
+            f"        {js} = specs.get(o, nospec)",
+            f"        c = o * {cw // hw}",
+            f"        {fresh}",
+            f"        {zero_gb}",
+            f"        {ends}",
+            "        ops = []",
+        ]
         fail = "return boundary(me, request_id, o, num_new, False, lookahead, rejected)"
         lines += _crossing(core, fail, "        ")
         lines += _crossed(core, "        ")
@@ -3358,13 +3438,16 @@ def _source(core: CoordinatorCore) -> str:
         "    def spaced(first, step, count):",
         "        return slice(first, first + step * count, step)",
         f"    nospec = (0,) * {n}  # no speculative tail",
+        # A block taken, as the one-entry slice a line of stores writes (`_stored`): scratch.
+        "    noblock = array('i')",
+        *(f"    one{g} = array('i', (0,))" for g in range(n)),
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
         "    table_garbage = core.table.garbage",
         "    cache_maps = tuple(None if c is None else c.blocks for c in core.caches)",
         "    ids_of = tuple(id(c) for c in cache_maps)",
         "",
     ]
-    lines += _cross(core)
+    lines += _lean_cross(core) + _cross(core)
     lines += _plan_cross(core)
     lines += _plan_fill(core)
     lines += _fill_all(core)

@@ -527,9 +527,10 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
     # The fast function must not just agree: it must be the one that runs. Every Python
     # function each step runs is recorded: a stream of one-slot steps in blocks of 4 runs the
     # fast function alone within a block; at a block boundary the generated crossing
-    # (``cross``) too, which also moves the table's segment where it has no room left
-    # (blocks 0 and 1: capacity 0, then 1 (placed first without room); then 10, room for
-    # the rest: `_table.grown`); never the core's boundary or general path.
+    # (``cross``, its lines of stores) too, and where the table's segment has no room left
+    # its ops-list form (``cross_ops``), which moves it (blocks 0 and 1: capacity 0, then 1
+    # (placed first without room); then 10, room for the rest: `_table.grown`); never the
+    # core's boundary or general path.
     coord = coordinator(
         {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
         block_size=4,
@@ -557,7 +558,7 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
         if slot % 4:
             assert names == ["advance"], slot
         elif slot in (0, 4):
-            assert names == ["advance", "cross", "due", "grown"], slot
+            assert names == ["advance", "cross", "cross_ops", "due", "grown"], slot
         else:
             assert names == ["advance", "cross"], slot
     table = core.table
@@ -696,18 +697,39 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
     check_pools(one)
 
 
+@pytest.mark.parametrize("layout", ["text", "text + window", "pooled window + text"])
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("block", [4, 16])
 @pytest.mark.parametrize("recycled", [False, True])
-def test_a_text_models_drafting_crossings_to_max_len_match_the_general_path(
-    block: int, recycled: bool
+def test_drafting_crossings_to_max_len_match_the_general_path(
+    layout: str, split: bool, block: int, recycled: bool
 ) -> None:
-    # One full-attention group (a text model's layout): `respec_cross` plans its common
-    # crossing in a few lines and commits it as one line of stores (`_fast._lean_crossing`).
-    # Streams draft 4 tokens a step, a seeded 0..4 accepted, up to a max_len that is no
-    # multiple of the block (the anchor bounded by it, not by the block's end), from fresh
-    # blocks or (recycled) from the queue, some of whose blocks are cached (evicted from the
-    # prefix cache: the longer path's); every call compared with the general path on a twin.
-    layer = {"full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))}
+    # A crossing's common case (at most one block taken and one evicted a group, into the
+    # segment's spare room) is planned in plain locals and committed as one line of stores
+    # (`_fast._stored`): by `respec_cross` (a rollback and the next speculative step in one
+    # call) and, split in two calls, by `cross` (the speculative step, its slot mapping
+    # built per block) and `uncross` (the rollback, a block freed). Streams draft 4 tokens a
+    # step, a seeded 0..4 accepted, up to a max_len that is no multiple of the block (the
+    # anchor bounded by it, not by the block's end), from fresh blocks or (recycled) from
+    # the queue, some of whose blocks are cached (evicted from the prefix cache: the ops
+    # path's); a window evicts a block every few; every call (and every slot mapping)
+    # compared with the general path on a twin.
+    text = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
+    layer: dict[str, Any] = {"full": text}
+    if layout == "text + window":
+        layer["window"] = SlidingWindowLayer(
+            sliding_window=Window(2 * block + 1, Tokens), kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        )
+    elif layout == "pooled window + text":
+        layer = {
+            "audio": SlidingWindowLayer(
+                sliding_window=Window(6 * block, EncoderTokens), pool=PoolFactor(2),
+                kv_heads=KVHeads(1), head_size=Elements(4),
+            ),
+            "full": text,
+        }
+    groups = len(layer)
     max_len = 7 * block + 3
 
     def build() -> KVCacheCoordinator:
@@ -717,20 +739,20 @@ def test_a_text_models_drafting_crossings_to_max_len_match_the_general_path(
     for c in (one, two):
         if recycled:  # every block handed out once, a few cached, then all freed
             core = c._core
-            core.admit("keep", [1])
-            core.advance_step("keep", [1])
+            core.admit("keep", [1] * groups)
+            core.advance_step("keep", [1] * groups)
             n = 0
-            while core.pools[0]._fresh < core.pools[0].num_blocks:
+            while any(p._fresh < p.num_blocks for p in core.pools):
                 rid = f"z{n}"
                 n += 1
                 if n % 3:
-                    core.admit(rid, [2 * block])
+                    core.admit(rid, [2 * block] * groups)
                 else:  # its blocks cached once full: evicted when the queue hands them out
                     core.admit_with_prefix(
-                        rid, [2 * block], prefix_parts(c, list(range(n, n + 2 * block)))
+                        rid, [2 * block] * groups, prefix_parts(c, list(range(n, n + 2 * block)))
                     )
                 with contextlib.suppress(AllocationError, RequestError):
-                    core.advance_step(rid, [2 * block])
+                    core.advance_step(rid, [2 * block] * groups)
                 core.free(rid)
     rng = random.Random(block)
     ids = ["a", "b", "c"]
@@ -739,29 +761,41 @@ def test_a_text_models_drafting_crossings_to_max_len_match_the_general_path(
     ran: list[str] = []
     record = _recorder(ran)
 
+    def twin(path: Callable[..., Any], c: KVCacheCoordinator, rid: str, q: int, k: int) -> Any:
+        if not split:
+            return path(c._core, "respec", rid, [q] * groups, [k] * groups, [pending[rid]] * groups)
+        if pending[rid]:
+            path(c._core, "rollback", rid, [pending[rid]] * groups)
+        return path(c._core, "speculative", rid, [q] * groups, [k] * groups)
+
     for c in (one, two):
         for rid in ids:
-            c._core.admit(rid, [max_len])
+            c._core.admit(rid, [max_len] * groups)
     while ids:
         for rid in list(ids):
             q = min(5, max_len - done[rid])
             k = q - 1
             sys.setprofile(record)
             try:
-                fast(one._core, "respec", rid, [q], [k], [pending[rid]])
+                got = twin(fast, one, rid, q, k)
             finally:
                 sys.setprofile(None)
-            general(two._core, "respec", rid, [q], [k], [pending[rid]])
+            assert got == twin(general, two, rid, q, k), (rid, done[rid], q, pending[rid])
             assert _state(one) == _state(two), (rid, done[rid], q, pending[rid])
             # and every field the next steps read (the base only within a slack: where the
             # step's end has no block yet, nothing reads it)
             fields = [
                 [x if i != BASE or f[SLACK] else None for i, x in enumerate(f)]
                 for c in (one, two)
-                for f in (c._core.table.read(c._core.table.offsets[r], 0) for r in ids)
+                for g in range(groups)
+                for f in (c._core.table.read(c._core.table.offsets[r], g) for r in ids)
             ]
-            assert fields[: len(ids)] == fields[len(ids) :], (rid, done[rid])
+            assert fields[: len(fields) // 2] == fields[len(fields) // 2 :], (rid, done[rid])
             check_ends(one)
+            table = one._core.table  # each slab's garbage: the entries no segment owns
+            for g, slab in enumerate(table.slabs):
+                owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
+                assert table.garbage[g] == len(slab) - owned, (rid, done[rid], g)
             accepted = rng.randrange(k + 1)
             pending[rid] = k - accepted
             done[rid] += 1 + accepted
@@ -769,15 +803,23 @@ def test_a_text_models_drafting_crossings_to_max_len_match_the_general_path(
                 # past max_len: refused on both paths, nothing changed
                 for c, path in ((one, fast), (two, general)):
                     with pytest.raises((AllocationError, RequestError)):
-                        path(c._core, "respec", rid, [3], [1], [pending[rid]])
+                        if split:
+                            path(c._core, "speculative", rid, [3] * groups, [1] * groups)
+                        else:
+                            path(c._core, "respec", rid, [3] * groups, [1] * groups,
+                                 [pending[rid]] * groups)
                 assert _state(one) == _state(two)
                 ids.remove(rid)
                 one.free(rid)
                 two.free(rid)
                 assert _state(one) == _state(two)
-    assert ran.count("respec_cross") > 10, ran
-    # The common crossing never left `respec_cross`: the core planned only what it declines.
-    assert ran.count("_boundary_step") < ran.count("respec_cross"), ran
+    lean = ("cross", "uncross") if split else ("respec_cross",)
+    assert all(ran.count(name) > 5 for name in lean), ran
+    # The common crossing never left them: their ops-list forms planned only what they
+    # decline (a move, a cached block taken, two blocks a step), and no rollback here.
+    declined = ran.count("cross_ops") + ran.count("respec_ops")
+    assert declined < sum(ran.count(name) for name in lean), ran
+    assert "_boundary_rollback" not in ran and "_general_rollback" not in ran, ran
     check_pools(one)
 
 

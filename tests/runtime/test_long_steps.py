@@ -352,7 +352,8 @@ def test_a_prefill_chunk_within_reach_takes_its_run_on_the_fast_function(
     # from 1024 entries of garbage on (never here) or from 16. Every call is compared with a
     # twin driven by the general path. A chunk whose table has room, or moves (into a slab
     # that the move would make due: compacted first), is planned by the generated `cross`
-    # alone: the core's paths run only for the chunks with slot mappings.
+    # alone (its ops-list form, ``cross_ops``, where a run of blocks is taken): the core's
+    # paths run only for the chunks with slot mappings.
     monkeypatch.setattr(_table, "_COMPACT_MIN", compact_min)
     window = None if layout == "text" else 200
     groups = 1 if window is None else 2
@@ -408,8 +409,8 @@ def test_a_prefill_chunk_within_reach_takes_its_run_on_the_fast_function(
         check_pools(one)
     assert ran.count("_boundary_step") == mapped > 0
     assert ran.count("cross") >= chunks
-    # Moves into a due slab: compacted on the way, by `cross`.
-    assert ("cross" in compacting) == (compact_min == 16), compacting
+    # Moves into a due slab: compacted on the way, by `cross` (its ops-list form).
+    assert ("cross_ops" in compacting) == (compact_min == 16), compacting
     assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
 
 
