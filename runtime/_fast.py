@@ -425,9 +425,12 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
         *("        " + line for line in prep),
         f"        out = {out}",
         "        if lookahead is None:",
-        f"            {stores}; del owner[0]; return out  # the commit",
+        *_committed(stores, "del owner[0]; return out  # the commit", "            ", "xo"),
         "        spec = tuple(lookahead)",
-        f"        {stores}; specs[o] = spec; del owner[0]; return out  # the commit",
+        *_committed(
+            [*stores, ("specs", "o", "spec")], "del owner[0]; return out  # the commit",
+            "        ", "xo",
+        ),
         "",
     ]
 
@@ -862,12 +865,15 @@ def _crossing(
     ``s{g}`` read, as group 0's is): only their slack is planned. With ``lean`` (a plan
     `_stored` commits as stores), a segment without room runs ``fail`` too, ``w{g}`` is
     always the array read (changed where the fields change), ``t{g}`` is 0 and ``m{g}`` None
-    within the slack (``dr{g}`` and ``gm{g}`` 0 too); with ``mapped`` too, where ``mapping``
+    within the slack (``dr{g}`` and ``gm{g}`` 0 too), and the prefix cache's part (a cached
+    block taken, evicted from it; one evicted by a window, cached and free) is ops in ``xo``;
+    with ``mapped`` too, where ``mapping``
     (a name of the function) is true, ``mp{g}`` is the slot mapping of the step's
     positions."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
+        *(["xo = []"] if lean else []),
         "if extras:",
         "    extra = extras.get(o)",
         "    if extra is not None and extra.pending():",
@@ -975,8 +981,16 @@ def _crossing(
                 f"    {fail}",
                 "if dropped:",
                 f"    d{g} = sb{g}[start]",
-                f"    if d{g} in sh{i} or d{g} in ca{i}:",
-                f"        {fail}",
+                *(
+                    [
+                        f"    if d{g} in sh{i}:",
+                        f"        {fail}",
+                        f"    if d{g} in ca{i}:  # its content stays in the queue",
+                        f"        xo.append((pools[{g}]._cached_free.add, d{g}))",
+                    ]
+                    if lean
+                    else [f"    if d{g} in sh{i} or d{g} in ca{i}:", f"        {fail}"]
+                ),
             ]
         else:
             out += [
@@ -1003,8 +1017,25 @@ def _crossing(
             f"        f{i} += 1",
             f"    elif h{i} < len(qu{i}):",
             f"        t{g} = qu{i}[h{i}]",
-            f"        if t{g} in sa{i} or t{g} in ca{i}:",
-            f"            {fail}",
+            *(
+                # A cached block evicted from the prefix cache as `_cross` evicts it (a pool of
+                # one group: two takes of several groups may evict one key's blocks).
+                [
+                    f"        if t{g} in sa{i}:",
+                    f"            {fail}",
+                    f"        key = ca{i}.get(t{g})",
+                    "        if key is not None:",
+                    f"            cache_map = pools[{g}].map_of(t{g}, key)",
+                    "            held = cache_map[key]",
+                    "            kept = [] if type(held) is int else "
+                    f"[b for b in held if b != t{g}]",
+                    f"            xo += [(ca{i}.pop, t{g}), "
+                    f"(pools[{g}]._cached_free.discard, t{g}), "
+                    "(setitem, cache_map, key, filed(kept)) if kept else (cache_map.pop, key)]",
+                ]
+                if lean and sum(1 for other in core.pools if other is core.pools[g]) == 1
+                else [f"        if t{g} in sa{i} or t{g} in ca{i}:", f"            {fail}"]
+            ),
             f"        h{i} += 1",
             "    else:",
             f"        {fail}",
@@ -1081,21 +1112,26 @@ def _crossing(
     return [indent + line for line in out]
 
 
-def _stored(core: CoordinatorCore) -> tuple[list[str], str]:
+#: A store a commit makes: (object, key, value), ``key`` an item's (``a : b`` a slice's) or
+#: ``.name`` an attribute's (`_committed` writes it as a statement or as an op).
+_Store = tuple[str, str, str]
+
+
+def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
     """What `_crossing` planned with ``lean`` (no segment moved), as stores: the lines that
     prepare them (the block taken into a one-entry array, ``a{g}`` for the slice
     ``x{g}:y{g}`` of the slab, empty where none is; an evicted block to its pool's ``ev{i}``;
-    each pool's new count of used blocks) and the stores themselves, for one line (`_guard`:
-    no Python code and no interrupt check between them), every field written whether changed
-    or not, so that the line needs no branch. The ops list and its commit cost as much again
-    as a crossing's plan; a move (rare: a segment grows geometrically) is left to them."""
+    each pool's new count of used blocks) and the stores themselves (`_committed`), every
+    field written whether changed or not, so that their line needs no branch. The ops list
+    and its commit cost as much again as a crossing's plan; a move (rare: a segment grows
+    geometrically) is left to them."""
     n = len(core.names)
     pool_of, first_of = _pools(core)
     prep = [f"k{i} = 0" for i in range(len(first_of))]
-    stores = []
+    stores: list[_Store] = []
     for g in range(n):
         h = g * HOT
-        stores += [f"hot[{_plus('o', h + SLACK)}] = v{g}", f"hot[o + {h + STEP}] = q{g}"]
+        stores += [("hot", _plus("o", h + SLACK), f"v{g}"), ("hot", f"o + {h + STEP}", f"q{g}")]
     kept = set()
     for g in range(n):
         if not core._has_rows[g] or core._managers[g].kind not in _PLANNED:
@@ -1110,10 +1146,13 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], str]:
             f"    x{g} = y{g} = 0",
             f"    a{g} = noblock",
         ]
-        stores += [f"st[{_plus('c', c)} : c + {c + COLD}] = w{g}", f"sb{g}[x{g} : y{g}] = a{g}"]
+        stores += [
+            ("st", f"{_plus('c', c)} : c + {c + COLD}", f"w{g}"),
+            (f"sb{g}", f"x{g} : y{g}", f"a{g}"),
+        ]
         if core._managers[g].kind != "full_attention":  # (a window's eviction, its garbage)
             prep += [f"if dr{g}:", f"    ev{i}.append(d{g})"]
-            stores.append(f"garbage[{g}] = garbage[{g}] + gm{g}")
+            stores.append(("garbage", str(g), f"garbage[{g}] + gm{g}"))
     for i, g in enumerate(first_of):
         if i in kept:
             prep += [
@@ -1122,12 +1161,39 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], str]:
                 f"ev{i} = array('i', ev{i}) if ev{i} else noblock",  # (the queue's typecode)
             ]
             stores += [
-                f"pools[{g}]._fresh = f{i}",
-                f"pools[{g}]._head = h{i}",
-                f"pools[{g}]._used = u{i}",
-                f"qu{i}[nq{i} : nq{i}] = ev{i}",
+                (f"pools[{g}]", "._fresh", f"f{i}"),
+                (f"pools[{g}]", "._head", f"h{i}"),
+                (f"pools[{g}]", "._used", f"u{i}"),
+                (f"qu{i}", f"nq{i} : nq{i}", f"ev{i}"),
             ]
-    return prep, "; ".join(stores)
+    return prep, stores
+
+
+def _committed(stores: list[_Store], end: str, indent: str, extra: str | None = None) -> list[str]:
+    """The commit of ``stores``, then ``end`` (the token's release and the return): one line of
+    stores (`_guard`: they run no Python code and check for no interrupt), or, where the list
+    of ops ``extra`` (a name) is not empty (the prefix cache's part of a crossing: dict and set
+    changes that no store makes), the stores as ops after them, committed together."""
+
+    def statement(obj: str, key: str, value: str) -> str:
+        return f"{obj}{key} = {value}" if key.startswith(".") else f"{obj}[{key}] = {value}"
+
+    def op(obj: str, key: str, value: str) -> str:
+        if key.startswith("."):
+            return f'(setattr, {obj}, "{key[1:]}", {value})'
+        if " : " in key:
+            key = "slice({}, {})".format(*key.split(" : "))
+        return f"(setitem, {obj}, {key}, {value})"
+
+    line = "; ".join(statement(*store) for store in stores)
+    if extra is None:
+        return [f"{indent}{line}; {end}"]
+    ops = ", ".join(op(*store) for store in stores)
+    return [
+        f"{indent}if {extra}:",
+        f"{indent}    {extra} += [{ops}]; commit(ops_of({extra})); {end}",
+        f"{indent}{line}; {end}",
+    ]
 
 
 def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
@@ -1286,7 +1352,10 @@ def _respec(
         lines += ["        " + line for line in prep]
         lines += [
             "        spec = tuple(lookahead)",
-            f"        {stores}; specs[o] = spec; del owner[0]; return  # the commit",
+            *_committed(
+                [*stores, ("specs", "o", "spec")], "del owner[0]; return  # the commit",
+                "        ", "xo",
+            ),
             "",
             "    def respec_ops(me, request_id, o, num_new, lookahead, rejected):",
             f"        {qs} = num_new",

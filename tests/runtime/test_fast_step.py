@@ -711,8 +711,9 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     # built per block) and `uncross` (the rollback, a block freed). Streams draft 4 tokens a
     # step, a seeded 0..4 accepted, up to a max_len that is no multiple of the block (the
     # anchor bounded by it, not by the block's end), from fresh blocks or (recycled) from
-    # the queue, some of whose blocks are cached (evicted from the prefix cache: the ops
-    # path's); a window evicts a block every few; every call (and every slot mapping)
+    # the queue, some of whose blocks are cached (evicted from the prefix cache: the prefix
+    # cache's part committed as ops with the stores); a window evicts a block every few (a's
+    # prompt blocks cached: freed, their content kept); every call (and every slot mapping)
     # compared with the general path on a twin.
     text = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
     layer: dict[str, Any] = {"full": text}
@@ -769,7 +770,10 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
         return path(c._core, "speculative", rid, [q] * groups, [k] * groups)
 
     for c in (one, two):
-        for rid in ids:
+        # a's first two blocks hold a prompt: cached once its steps commit them, then evicted
+        # by a window (a cached block freed: its content stays in the queue)
+        c._core.admit_with_prefix("a", [max_len] * groups, prefix_parts(c, [*range(2 * block)]))
+        for rid in ids[1:]:
             c._core.admit(rid, [max_len] * groups)
     while ids:
         for rid in list(ids):
@@ -816,7 +820,7 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     lean = ("cross", "uncross") if split else ("respec_cross",)
     assert all(ran.count(name) > 5 for name in lean), ran
     # The common crossing never left them: their ops-list forms planned only what they
-    # decline (a move, a cached block taken, two blocks a step), and no rollback here.
+    # decline (a move, the prompt's content to register, two blocks a step), and no rollback.
     declined = ran.count("cross_ops") + ran.count("respec_ops")
     assert declined < sum(ran.count(name) for name in lean), ran
     assert "_boundary_rollback" not in ran and "_general_rollback" not in ran, ran
