@@ -763,11 +763,26 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     record = _recorder(ran)
 
     def twin(path: Callable[..., Any], c: KVCacheCoordinator, rid: str, q: int, k: int) -> Any:
-        if not split:
-            return path(c._core, "respec", rid, [q] * groups, [k] * groups, [pending[rid]] * groups)
-        if pending[rid]:
-            path(c._core, "rollback", rid, [pending[rid]] * groups)
-        return path(c._core, "speculative", rid, [q] * groups, [k] * groups)
+        if split:
+            return path(c._core, "speculative", rid, [q] * groups, [k] * groups)
+        return path(c._core, "respec", rid, [q] * groups, [k] * groups, [pending[rid]] * groups)
+
+    def same(*where: Any) -> None:
+        assert _state(one) == _state(two), where
+        # and every field the next steps read (the base only within a slack: where the
+        # step's end has no block yet, nothing reads it)
+        fields = [
+            [x if i != BASE or f[SLACK] else None for i, x in enumerate(f)]
+            for c in (one, two)
+            for g in range(groups)
+            for f in (c._core.table.read(c._core.table.offsets[r], g) for r in ids)
+        ]
+        assert fields[: len(fields) // 2] == fields[len(fields) // 2 :], where
+        check_ends(one)
+        table = one._core.table  # each slab's garbage: the entries no segment owns
+        for g, slab in enumerate(table.slabs):
+            owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
+            assert table.garbage[g] == len(slab) - owned, (*where, g)
 
     for c in (one, two):
         # a's first two blocks hold a prompt: cached once its steps commit them, then evicted
@@ -779,27 +794,21 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
         for rid in list(ids):
             q = min(5, max_len - done[rid])
             k = q - 1
+            if split and pending[rid]:  # the rejected drafts first: the fields it leaves
+                sys.setprofile(record)
+                try:
+                    fast(one._core, "rollback", rid, [pending[rid]] * groups)
+                finally:
+                    sys.setprofile(None)
+                general(two._core, "rollback", rid, [pending[rid]] * groups)
+                same(rid, done[rid], "rollback", pending[rid])
             sys.setprofile(record)
             try:
                 got = twin(fast, one, rid, q, k)
             finally:
                 sys.setprofile(None)
             assert got == twin(general, two, rid, q, k), (rid, done[rid], q, pending[rid])
-            assert _state(one) == _state(two), (rid, done[rid], q, pending[rid])
-            # and every field the next steps read (the base only within a slack: where the
-            # step's end has no block yet, nothing reads it)
-            fields = [
-                [x if i != BASE or f[SLACK] else None for i, x in enumerate(f)]
-                for c in (one, two)
-                for g in range(groups)
-                for f in (c._core.table.read(c._core.table.offsets[r], g) for r in ids)
-            ]
-            assert fields[: len(fields) // 2] == fields[len(fields) // 2 :], (rid, done[rid])
-            check_ends(one)
-            table = one._core.table  # each slab's garbage: the entries no segment owns
-            for g, slab in enumerate(table.slabs):
-                owned = sum(table.field(o, g, CAPACITY) for o in table.offsets.values())
-                assert table.garbage[g] == len(slab) - owned, (rid, done[rid], g)
+            same(rid, done[rid], q, pending[rid])
             accepted = rng.randrange(k + 1)
             pending[rid] = k - accepted
             done[rid] += 1 + accepted
