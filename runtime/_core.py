@@ -1940,12 +1940,20 @@ class CoordinatorCore:
             # of that sequence holds another: `_axis_peers`), its block not filled by them:
             # one C append, with the release on its line (_guard). Looked up without a call:
             # a decode step makes one per sequence.
-            o = self.table.offsets.get(request_id) if type(request_id) is str else None
-            extra = self.extras.get(o) if o is not None else None
-            if type(extra) is RequestExtras and type(keys) is array and keys.typecode == "q":
-                of = extra.stream_of
-                s = of[g] if type(g) is int and 0 <= g < len(of) else -1
-                if s >= 0:
+            table = self.table
+            at = table.offsets.get(request_id) if type(request_id) is str else None
+            found = self.extras.get(at) if at is not None else None
+            of = found.stream_of if type(found) is RequestExtras else ()
+            if (
+                at is not None
+                and type(found) is RequestExtras
+                and type(g) is int
+                and 0 <= g < len(of)
+                and of[g] >= 0
+            ):
+                # (what `_offset` and `_content_extra` return: an active request's, checked)
+                o, extra, s = at, found, of[g]
+                if type(keys) is array and keys.typecode == "q":
                     for h in self._axis_peers[g]:
                         if of[h] >= 0 and of[h] != s:
                             break
@@ -1953,24 +1961,27 @@ class CoordinatorCore:
                         tail = extra.streams[s].tail
                         if len(tail) + len(keys) < extra.streams[s].rows_per_block:
                             tail.extend(keys); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
-            o = self._offset(request_id)
-            extra = self._content_extra(request_id, o, g)
+            else:
+                o = self._offset(request_id)
+                extra = self._content_extra(request_id, o, g)
             added = array("q", keys)
             ops: Ops = []
             self._keep_active(ops, o, extra)
             hashed = self._plan_content(ops, extra, g, added)
             if hashed:
-                table = self.table
-                rows = [table.rows(o, h) for h in range(len(self.names))]
+                hot, st, cold = table.hot, table.st, table.cold(o) - HOT
+                groups = range(len(self.names))
+                rows = [st[cold + h * COLD + ANCHOR] - hot[o + h * HOT + SLACK] for h in groups]
                 pools: dict[int, PoolPlan] = {}
                 spec = self.specs.get(o)
                 if self._register_plan(ops, pools, o, extra, rows, spec, None, hashed):
                     # Hashes ahead of the committed positions: the steps that commit them
-                    # take the general path, which registers.
-                    for h in range(len(self.names)):
-                        fields = table.read(o, h)
-                        _hold(fields, rows[h], empty_too=True)
-                        table.write_ops(ops, o, h, fields)
+                    # take the general path, which registers (`_hold`, field by field).
+                    for h in groups:
+                        c = cold + h * COLD
+                        ops.append((setitem, hot, o + h * HOT + SLACK, 0))
+                        ops.append((setitem, st, c + ANCHOR, rows[h]))
+                        ops.append((setitem, st, c + EVICT, 0))
                 for plan in pools.values():
                     plan.emit(ops)
             commit(ops_of(ops)); del guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
