@@ -400,10 +400,12 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
     compacted=0)``: a step past some group's slack planned as `_crossing` plans a drafting
     step with nothing rolled back (at most one block taken and one evicted per group, no
-    segment moved) and committed as one line of stores (`_stored`), its slot mapping built
-    per block; anything else, before anything changed, to ``cross_ops`` (`_cross`), which
-    plans with an ops list (a prefill chunk's run of blocks, a move, a cached block, content
-    to register, a speculative tail the step accepts)."""
+    segment moved) and committed as one line of stores (`_stored`; the prefix cache's part,
+    where a cached block is taken or freed, as ops with them: `_committed`), its slot mapping
+    built per block; anything else, before anything changed, to ``cross_ops`` (`_cross`),
+    which plans with an ops list (a prefill chunk's run of blocks, a move, a cached block taken
+    from a pool of several groups, content to register, a speculative tail the step
+    accepts)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     qs = _tuple("q", n)[1:-1]
