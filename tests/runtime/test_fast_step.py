@@ -2397,6 +2397,65 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
         assert seen["cached evictions"] > 0, seen
 
 
+@pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
+def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout: str) -> None:
+    # A generating scheduler's calls one by one: a step, then the token it sampled (and its
+    # audio) by `extend_content`, which fills a block every few tokens: its hash is known
+    # before the positions are committed, so the request's fields are held (no slack, no
+    # eviction point) until the step that commits them registers it. Every step after it,
+    # an empty one first at times (nothing committed, nothing to register yet), on the fast
+    # path compared with the general path on a twin: call, state and every field.
+    one = _generating(layout)
+    core = one._core
+    units: dict[str, Any] = {
+        g.name: EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens
+        for g in one.groups
+    }
+    handles = [one.group(name, unit) for name, unit in units.items()]
+    scale = [2 if unit is EncoderTokens else 1 for unit in units.values()]
+    pairs: dict[Any, int] = {}  # one sequence a unit: its first group
+    for h, unit in zip(handles, units.values(), strict=True):
+        pairs.setdefault(unit, h.index)
+    rng = random.Random(11)
+    held = 0
+
+    def stepped(rid: str, counts: list[int]) -> None:
+        twin = copy.deepcopy(one)
+        mine = _outcome(fast, core, "advance", rid, counts)
+        assert mine == _outcome(general, twin._core, "advance", rid, counts), (rid, counts)
+        assert _state(one) == _state(twin), (rid, counts)
+        fields = [  # the base only within a slack (nothing reads it elsewhere)
+            [x if i != BASE or f[SLACK] else None for i, x in enumerate(f)]
+            for c in (one, twin)
+            for g in range(len(handles))
+            for f in (c._core.table.read(o, g) for o in c._core.table.offsets.values())
+        ]
+        assert fields[: len(fields) // 2] == fields[len(fields) // 2 :], (rid, counts)
+
+    ids = ["a", "b", "c"]
+    for rid in ids:
+        prompt = [1, 2, 3] + [rng.randrange(3) for _ in range(rng.randrange(4))]
+        parts = {}
+        for h, unit in zip(handles, units.values(), strict=True):
+            content = [k for k in prompt for _ in range(2)] if unit is EncoderTokens else prompt
+            parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
+        hits = core.admit_with_prefix(rid, [None] * len(handles), parts)
+        stepped(rid, [len(prompt) * s - hit for s, hit in zip(scale, hits, strict=True)])
+    for step in range(16):
+        for rid in ids:
+            token = rng.randrange(4)
+            for unit, g in pairs.items():
+                keys = [token] * 2 if unit is EncoderTokens else [token]
+                core.extend_content(rid, g, keys)
+            o = core.table.offsets[rid]
+            held += any(core.table.field(o, g, SLACK) == 0 for g in range(len(handles)))
+            if step % 3 == 0:
+                stepped(rid, [0] * len(handles))
+            stepped(rid, list(scale))
+        check_pools(one)
+    assert held > 5, held  # blocks filled by the content, ahead of the positions committed
+
+
 def _in_phase_toy() -> KVCacheCoordinator:
     """Audio: a window of 11 encoder tokens (6 slots) in blocks of 4 slots, so that it drops a
     block at other steps than those taking one; text: full attention. Pools small enough to
