@@ -886,6 +886,7 @@ def _crossing(
         in_flight, manager = core._in_flight[g], core._managers[g]
         kind, h, i = manager.kind, g * HOT, pool_of[id(core.pools[g])]
         c = _cold(ANCHOR, g)
+        shared = sum(1 for other in core.pools if other is core.pools[g]) > 1
         windowed: Any = manager  # a window's or chunk's manager (by ``kind``)
         r, q, s = f"r{g}", f"q{g}", f"s{g}"
         # Slots (the manager's unit) of positions: the first the step touches, and its end.
@@ -1020,8 +1021,10 @@ def _crossing(
             f"    elif h{i} < len(qu{i}):",
             f"        t{g} = qu{i}[h{i}]",
             *(
-                # A cached block evicted from the prefix cache as `_cross` evicts it (a pool of
-                # one group: two takes of several groups may evict one key's blocks).
+                # A cached block evicted from the prefix cache as `_cross` evicts it; in a pool
+                # of several groups, only the one block of its key (two takes of one call
+                # could evict two blocks of one key, its list then planned twice: the ops
+                # path's).
                 [
                     f"        if t{g} in sa{i}:",
                     f"            {fail}",
@@ -1029,13 +1032,18 @@ def _crossing(
                     "        if key is not None:",
                     f"            cache_map = pools[{g}].map_of(t{g}, key)",
                     "            held = cache_map[key]",
+                    *(
+                        ["            if type(held) is not int:", f"                {fail}"]
+                        if shared
+                        else []
+                    ),
                     "            kept = [] if type(held) is int else "
                     f"[b for b in held if b != t{g}]",
                     f"            xo += [(ca{i}.pop, t{g}), "
                     f"(pools[{g}]._cached_free.discard, t{g}), "
                     "(setitem, cache_map, key, filed(kept)) if kept else (cache_map.pop, key)]",
                 ]
-                if lean and sum(1 for other in core.pools if other is core.pools[g]) == 1
+                if lean
                 else [f"        if t{g} in sa{i} or t{g} in ca{i}:", f"            {fail}"]
             ),
             f"        h{i} += 1",

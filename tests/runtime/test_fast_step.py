@@ -697,7 +697,9 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
     check_pools(one)
 
 
-@pytest.mark.parametrize("layout", ["text", "text + window", "pooled window + text"])
+@pytest.mark.parametrize(
+    "layout", ["text", "text + window", "text + window, one pool", "pooled window + text"]
+)
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("block", [4, 16])
 @pytest.mark.parametrize("recycled", [False, True])
@@ -717,7 +719,7 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     # compared with the general path on a twin.
     text = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
     layer: dict[str, Any] = {"full": text}
-    if layout == "text + window":
+    if layout.startswith("text + window"):
         layer["window"] = SlidingWindowLayer(
             sliding_window=Window(2 * block + 1, Tokens), kv_heads=KVHeads(1),
             head_size=Elements(8),
@@ -734,7 +736,9 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     max_len = 7 * block + 3
 
     def build() -> KVCacheCoordinator:
-        return coordinator(layer, block_size=block, num_blocks=120, max_len=max_len)
+        return coordinator(
+            layer, block_size=block, num_blocks=120, max_len=max_len, shared="one pool" in layout
+        )
 
     one, two = build(), build()
     for c in (one, two):
