@@ -2313,6 +2313,24 @@ def _generating(layout: str) -> KVCacheCoordinator:
     )
 
 
+def _sequences(
+    coord: KVCacheCoordinator,
+) -> tuple[dict[str, Any], list[Any], list[int], dict[Any, int]]:
+    """Of `_generating`'s coordinator: each group's content unit, its handle, its positions a
+    token (2 encoder tokens for the audio), and one (group, keys) pair per sequence: the
+    first group reading it."""
+    units: dict[str, Any] = {
+        g.name: EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens
+        for g in coord.groups
+    }
+    handles = [coord.group(name, unit) for name, unit in units.items()]
+    scale = [2 if unit is EncoderTokens else 1 for unit in units.values()]
+    pairs: dict[Any, int] = {}
+    for h, unit in zip(handles, units.values(), strict=True):
+        pairs.setdefault(unit, h.index)
+    return units, handles, scale, pairs
+
+
 @pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
 @pytest.mark.parametrize("typed", ["", "_typed"])
 def test_generated_tokens_cached_across_reuse_match_the_general_path(
@@ -2331,16 +2349,7 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
     # steps than those filling a block.
     one = _generating(layout)
     core = one._core
-    units: dict[str, Any] = {
-        g.name: EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens
-        for g in one.groups
-    }
-    handles = [one.group(name, unit) for name, unit in units.items()]
-    scale = [2 if unit is EncoderTokens else 1 for unit in units.values()]
-    # One (group, keys) pair per sequence: the first group reading it.
-    pairs: dict[Any, int] = {}
-    for h, unit in zip(handles, units.values(), strict=True):
-        pairs.setdefault(unit, h.index)
+    units, handles, scale, pairs = _sequences(one)
     rng = random.Random(7)
     ran: list[str] = []
     seen = {"cached takes": 0, "cached evictions": 0}
@@ -2411,15 +2420,7 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
     # path compared with the general path on a twin: call, state and every field.
     one = _generating(layout)
     core = one._core
-    units: dict[str, Any] = {
-        g.name: EncoderTokens if g.manager.slot_unit is PooledBlocks else Tokens
-        for g in one.groups
-    }
-    handles = [one.group(name, unit) for name, unit in units.items()]
-    scale = [2 if unit is EncoderTokens else 1 for unit in units.values()]
-    pairs: dict[Any, int] = {}  # one sequence a unit: its first group
-    for h, unit in zip(handles, units.values(), strict=True):
-        pairs.setdefault(unit, h.index)
+    units, handles, scale, pairs = _sequences(one)
     rng = random.Random(11)
     held = 0
 
