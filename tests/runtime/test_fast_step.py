@@ -715,8 +715,9 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     # anchor bounded by it, not by the block's end), from fresh blocks or (recycled) from
     # the queue, some of whose blocks are cached (evicted from the prefix cache: the prefix
     # cache's part committed as ops with the stores); a window evicts a block every few (a's
-    # prompt blocks cached: freed, their content kept); every call (and every slot mapping)
-    # compared with the general path on a twin.
+    # prompt blocks cached: freed, their content kept), from a pool of its own or, as in
+    # vLLM, from one pool with the text; every call (and every slot mapping) compared with
+    # the general path on a twin.
     text = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
     layer: dict[str, Any] = {"full": text}
     if layout.startswith("text + window"):
