@@ -458,7 +458,8 @@ def _uncross(core: CoordinatorCore) -> list[str]:
         f"        c = o * {cw // hw}",
     ]
     lines += [f"        fr{i} = []" for i in range(len(first_of))]
-    stores, freeing = [], set()
+    stores: list[_Store] = []
+    freeing = set()
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
         kind = core._managers[g].kind
@@ -502,22 +503,21 @@ def _uncross(core: CoordinatorCore) -> list[str]:
         ]
         lines += ["        " + line for line in out]
         stores += [
-            f"st[{_plus('c', a)} : c + {a + COLD}] = w{g}",
-            f"hot[{_plus('o', h + SLACK)}] = hv{g}",
-            f"hot[o + {h + STEP}] = hs{g}",
+            ("st", f"{_plus('c', a)} : c + {a + COLD}", f"w{g}"),
+            ("hot", _plus("o", h + SLACK), f"hv{g}"),
+            ("hot", f"o + {h + STEP}", f"hs{g}"),
         ]
     for i, g in enumerate(first_of):
         if i in freeing:
-            lines += [
-                f"        nq{i}, u{i} = len(pools[{g}]._queue), pools[{g}]._used - len(fr{i})",
-                f"        fr{i} = array('i', fr{i}) if fr{i} else noblock",
-            ]
-            stores += [f"pools[{g}]._used = u{i}", f"pools[{g}]._queue[nq{i} : nq{i}] = fr{i}"]
+            more, queued = _queued(i, g, f"fr{i}", f"pools[{g}]._used - len(fr{i})")
+            lines += ["        " + line for line in more]
+            stores += queued
     comma = "," if n == 1 else ""
     left = "(" + ", ".join(f"spec[{g}] - rejected[{g}]" for g in range(n)) + comma + ")"
     lines += [
         f"        left = {left}",
-        f"        {'; '.join([*stores, 'specs[o] = left'])}; del owner[0]; return  # the commit",
+        *_committed([*stores, ("specs", "o", "left")], "del owner[0]; return  # the commit",
+                    "        "),
         "",
     ]
     return lines
@@ -869,9 +869,8 @@ def _crossing(
     always the array read (changed where the fields change), ``t{g}`` is 0 and ``m{g}`` None
     within the slack (``dr{g}`` and ``gm{g}`` 0 too), and the prefix cache's part (a cached
     block taken, evicted from it; one evicted by a window, cached and free) is ops in ``xo``;
-    with ``mapped`` too, where ``mapping``
-    (a name of the function) is true, ``mp{g}`` is the slot mapping of the step's
-    positions."""
+    with ``mapped`` too, where ``mapping`` (a name of the function) is true, ``mp{g}`` is the
+    slot mapping of the step's positions."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -1165,18 +1164,23 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
             stores.append(("garbage", str(g), f"garbage[{g}] + gm{g}"))
     for i, g in enumerate(first_of):
         if i in kept:
-            prep += [
-                f"nq{i} = len(qu{i})",
-                f"u{i} = pools[{g}]._used + k{i} - len(ev{i})",
-                f"ev{i} = array('i', ev{i}) if ev{i} else noblock",  # (the queue's typecode)
-            ]
-            stores += [
-                (f"pools[{g}]", "._fresh", f"f{i}"),
-                (f"pools[{g}]", "._head", f"h{i}"),
-                (f"pools[{g}]", "._used", f"u{i}"),
-                (f"qu{i}", f"nq{i} : nq{i}", f"ev{i}"),
-            ]
+            more, queued = _queued(i, g, f"ev{i}", f"pools[{g}]._used + k{i} - len(ev{i})")
+            prep += more
+            stores += [(f"pools[{g}]", "._fresh", f"f{i}"), (f"pools[{g}]", "._head", f"h{i}")]
+            stores += queued
     return prep, stores
+
+
+def _queued(i: int, g: int, freed: str, used: str) -> tuple[list[str], list[_Store]]:
+    """Pool ``i``'s (``pools[g]``'s) part of a line of stores: the blocks of the list
+    ``freed`` to the back of its queue (one slice store: an array of the queue's typecode,
+    empty where none is), and its count of used blocks ``used`` (source)."""
+    prep = [
+        f"nq{i}, u{i} = len(pools[{g}]._queue), {used}",
+        f"{freed} = array('i', {freed}) if {freed} else noblock",
+    ]
+    queue = (f"pools[{g}]._queue", f"nq{i} : nq{i}", freed)
+    return prep, [(f"pools[{g}]", "._used", f"u{i}"), queue]
 
 
 def _committed(stores: list[_Store], end: str, indent: str, extra: str | None = None) -> list[str]:
