@@ -399,13 +399,13 @@ def _cross(core: CoordinatorCore) -> list[str]:
 def _lean_cross(core: CoordinatorCore) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
     compacted=0)``: a step past some group's slack planned as `_crossing` plans a drafting
-    step with nothing rolled back (at most one block taken and one evicted per group, no
-    segment moved) and committed as one line of stores (`_stored`; the prefix cache's part,
-    where a cached block is taken or freed, as ops with them: `_committed`), its slot mapping
-    built per block; anything else, before anything changed, to ``cross_ops`` (`_cross`),
-    which plans with an ops list (a prefill chunk's run of blocks, a move, a cached block taken
-    from a pool of several groups, content to register, a speculative tail the step
-    accepts)."""
+    step with nothing rolled back (at most one block taken and one evicted per group, a
+    segment moved where it has no room) and committed as one line of stores (`_stored`; the
+    prefix cache's part, where a cached block is taken or freed, as ops with them:
+    `_committed`), its slot mapping built per block; anything else, before anything changed,
+    to ``cross_ops`` (`_cross`), which plans with an ops list (a prefill chunk's run of
+    blocks, a move that makes its slab due, a cached block taken from a pool of several
+    groups, content to register, a speculative tail the step accepts)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     qs = _tuple("q", n)[1:-1]
@@ -865,9 +865,11 @@ def _crossing(
     set by a move only) and, of a kind that evicts, ``dr{g}`` (whether a block is evicted:
     ``d{g}``). With ``fit``, the groups before ``fit`` are within their slack (`_fits`, their
     ``s{g}`` read, as group 0's is): only their slack is planned. With ``lean`` (a plan
-    `_stored` commits as stores), a segment without room runs ``fail`` too, ``w{g}`` is
-    always the array read (changed where the fields change), ``t{g}`` is 0 and ``m{g}`` None
-    within the slack (``dr{g}`` and ``gm{g}`` 0 too), and the prefix cache's part (a cached
+    `_stored` commits as stores), a segment without room moves to ``x{g}``, the slab's end
+    now (one request's plan), unless that makes the slab due (``fail``: the ops path compacts
+    it first), ``w{g}`` is always the array read (changed where the fields change),
+    ``gm{g}`` always set, ``t{g}`` is 0 and ``m{g}`` None within the slack (``dr{g}`` and
+    ``gm{g}`` 0 too), and the prefix cache's part (a cached
     block taken, evicted from it; one evicted by a window, cached and free) is ops in ``xo``;
     with ``mapped`` too, where ``mapping`` (a name of the function) is true, ``mp{g}`` is the
     slot mapping of the step's positions."""
@@ -935,7 +937,7 @@ def _crossing(
             *(
                 [
                     f"    v{g}, t{g}, m{g} = sr - {q}, 0, None",
-                    *([f"    dr{g} = gm{g} = 0"] if evicts else []),
+                    f"    dr{g} = gm{g} = 0" if evicts else f"    gm{g} = 0",
                     *(
                         [
                             "    if mapping:",
@@ -1003,14 +1005,17 @@ def _crossing(
         # that makes the slab's garbage due (the core compacts first): its old entries become
         # garbage (``gm{g}``); ``te{g}`` is the slab's planned end. A segment that stays drops
         # the evicted block at its front (its garbage).
-        due_now = f"due(garbage[{g}] + gb{g} + capacity, te{g})"
+        # With ``lean`` (one request: the slab's end is its length now, ``x{g}`` where the
+        # moved segment goes), a slab made due declines: the ops path compacts it first.
+        end_now = f"x{g}" if lean else f"te{g}"
+        due_now = f"due(garbage[{g}] + {'' if lean else f'gb{g} + '}capacity, {end_now})"
         if compacting is not None:
             due_now = f"not compacted >> {g} & 1 and {due_now}"
         kept = "start + dropped : start + length" if evicts else "start : start + length"
         stays = (
             [f"gm{g}, start, capacity = dropped, start + dropped, capacity - dropped"]
             if evicts
-            else []
+            else [f"gm{g} = 0"] if lean else []
         )
         out += [
             "if want:",
@@ -1052,20 +1057,15 @@ def _crossing(
             f"        x{g}, m{g} = start + length, None",
             *("        " + line for line in stays),
             "    else:",
-            *(
-                [f"        {fail}"]
-                if lean
-                else [
-                    f"        if {due_now}:",
-                    f"            {fail if compacting is None else compacting.format(g=g)}",
-                    f"        m{g} = sb{g}[{kept}]",
-                    f"        m{g}.append(t{g})",
-                    f"        room = grown(len(m{g}), capacity, {'skip' if evicts else 'skipped'})"
-                    f" - len(m{g})",
-                    f"        m{g}.extend(array('i', bytes(4 * room)))",
-                    f"        gm{g}, start, capacity = capacity, te{g}, len(m{g})",
-                ]
-            ),
+            *([f"        x{g} = len(sb{g})"] if lean else []),
+            f"        if {due_now}:",
+            f"            {fail if compacting is None else compacting.format(g=g)}",
+            f"        m{g} = sb{g}[{kept}]",
+            f"        m{g}.append(t{g})",
+            f"        room = grown(len(m{g}), capacity, {'skip' if evicts else 'skipped'})"
+            f" - len(m{g})",
+            f"        m{g}.extend(array('i', bytes(4 * room)))",
+            f"        gm{g}, start, capacity = capacity, {end_now}, len(m{g})",
             "else:",
             f"    t{g}, m{g} = 0, None",
             *("    " + line for line in stays),
@@ -1113,8 +1113,9 @@ def _crossing(
         if mapped:
             out += [
                 "if mapping:",
-                f"    mp{g} = slots_across(sb{g}, start, {skip}, length - want, {size}, first, "
-                f"end, t{g}) if {q} else []",
+                f"    mp{g} = (slots_across(sb{g}, start, {skip}, length - want, {size}, first, "
+                f"end, t{g}) if m{g} is None else slots_across(m{g}, 0, {skip}, length - want, "
+                f"{size}, first, end, t{g})) if {q} else []",
             ]
         out[at:] = ["    " + line for line in out[at:]]
         _fitted(out, begin, g, fit and g < n - 1)
@@ -1127,13 +1128,15 @@ _Store = tuple[str, str, str]
 
 
 def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
-    """What `_crossing` planned with ``lean`` (no segment moved), as stores: the lines that
-    prepare them (the block taken into a one-entry array, ``a{g}`` for the slice
-    ``x{g}:y{g}`` of the slab, empty where none is; an evicted block to its pool's ``ev{i}``;
-    each pool's new count of used blocks) and the stores themselves (`_committed`), every
-    field written whether changed or not, so that their line needs no branch. The ops list
-    and its commit cost as much again as a crossing's plan; a move (rare: a segment grows
-    geometrically) is left to them."""
+    """What `_crossing` planned with ``lean``, as stores: the lines that prepare them (the
+    block taken into a one-entry array, ``a{g}`` for the slice ``x{g}:y{g}`` of the slab,
+    empty where none is; a moved segment, the block taken in it, for the empty slice at the
+    slab's end; an evicted block to its pool's ``ev{i}``; each pool's new count of used
+    blocks) and the stores themselves (`_committed`), every field written whether changed or
+    not (the slab's garbage too), so that their line needs no branch. The ops list and its
+    commit cost as much again as a crossing's plan, and a move to them (about one a block
+    in the first hundred, a segment growing by a quarter: `_table.grown`) cost a drafting
+    stream a few percent of its steps' time."""
     n = len(core.names)
     pool_of, first_of = _pools(core)
     prep = [f"k{i} = 0" for i in range(len(first_of))]
@@ -1148,7 +1151,10 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
         i, c = pool_of[id(core.pools[g])], _cold(ANCHOR, g)
         kept.add(i)
         prep += [
-            f"if t{g}:",
+            # A moved segment (the block taken in it) at the slab's end: an empty slice there.
+            f"if m{g} is not None:",
+            f"    y{g}, a{g}, k{i} = x{g}, m{g}, k{i} + 1",
+            f"elif t{g}:",
             f"    one{g}[0] = t{g}",
             f"    y{g}, a{g}, k{i} = x{g} + 1, one{g}, k{i} + 1",
             "else:",
@@ -1158,10 +1164,11 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
         stores += [
             ("st", f"{_plus('c', c)} : c + {c + COLD}", f"w{g}"),
             (f"sb{g}", f"x{g} : y{g}", f"a{g}"),
+            # A move's old entries, a window's evicted one: the slab's garbage.
+            ("garbage", str(g), f"garbage[{g}] + gm{g}"),
         ]
-        if core._managers[g].kind != "full_attention":  # (a window's eviction, its garbage)
+        if core._managers[g].kind != "full_attention":  # (a window's eviction)
             prep += [f"if dr{g}:", f"    ev{i}.append(d{g})"]
-            stores.append(("garbage", str(g), f"garbage[{g}] + gm{g}"))
     for i, g in enumerate(first_of):
         if i in kept:
             more, queued = _queued(i, g, f"ev{i}", f"pools[{g}]._used + k{i} - len(ev{i})")
@@ -1354,8 +1361,8 @@ def _respec(
         f"        {fresh}",
     ]
     if not typed:
-        # Its common case planned and stored in one line (`_stored`); a segment to move, or
-        # anything `_crossing` declines, planned again with an ops list (``respec_ops``).
+        # Its common case planned and stored in one line (`_stored`, a segment's move too);
+        # anything `_crossing` declines planned again with an ops list (``respec_ops``).
         prep, stores = _stored(core)
         lines += _crossing(
             core,

@@ -527,10 +527,11 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
     # The fast function must not just agree: it must be the one that runs. Every Python
     # function each step runs is recorded: a stream of one-slot steps in blocks of 4 runs the
     # fast function alone within a block; at a block boundary the generated crossing
-    # (``cross``, its lines of stores) too, and where the table's segment has no room left
-    # its ops-list form (``cross_ops``), which moves it (blocks 0 and 1: capacity 0, then 1
-    # (placed first without room); then 10, room for the rest: `_table.grown`); never the
-    # core's boundary or general path.
+    # (``cross``, its line of stores) too, which also moves the table's segment where it has
+    # no room left (blocks 0 and 1: capacity 0, then 1 (placed first without room); then 10,
+    # room for the rest: `_table.grown`, once `_table.due` says the move leaves its slab
+    # uncompacted); never its ops-list form (``cross_ops``), nor the core's boundary or general
+    # path.
     coord = coordinator(
         {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
         block_size=4,
@@ -558,7 +559,7 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
         if slot % 4:
             assert names == ["advance"], slot
         elif slot in (0, 4):
-            assert names == ["advance", "cross", "cross_ops", "due", "grown"], slot
+            assert names == ["advance", "cross", "due", "grown"], slot
         else:
             assert names == ["advance", "cross"], slot
     table = core.table
@@ -834,7 +835,8 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     lean = ("cross", "uncross") if split else ("respec_cross",)
     assert all(ran.count(name) > 5 for name in lean), ran
     # The common crossing never left them: their ops-list forms planned only what they
-    # decline (a move, the prompt's content to register, two blocks a step), and no rollback.
+    # decline (a move that makes its slab due, the prompt's content to register, two blocks a
+    # step), and no rollback.
     declined = ran.count("cross_ops") + ran.count("respec_ops")
     assert declined < sum(ran.count(name) for name in lean), ran
     assert "_boundary_rollback" not in ran and "_general_rollback" not in ran, ran
