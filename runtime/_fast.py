@@ -437,6 +437,40 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
     ]
 
 
+def _lean_content_cross(core: CoordinatorCore) -> list[str]:
+    """The source of ``content_cross(me, request_id, o, num_new, contents, tails, adds,
+    extra)``: a step with content (``advance_with_content``'s) past some group's slack, the
+    content filling no block (the ``tails`` extended by ``adds``), planned as `_crossing`
+    plans a step (`_lean_cross`'s way) and committed with the appends: the stores, then the
+    appends' one call, on one line (`_committed`); anything `_crossing` declines (content to
+    register, a run of blocks, a move that makes its slab due, ...) to ``content_cross_ops``
+    (`plan_cross`)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    qs = _tuple("q", n)[1:-1]
+    ops = "return content_cross_ops(me, request_id, o, num_new, contents, tails, adds, extra)"
+    prep, stores = _stored(core)
+    return [
+        "    def content_cross(me, request_id, o, num_new, contents, tails, adds, extra):",
+        f"        if not (type(num_new) is tuple or type(num_new) is list) or "
+        f"len(num_new) != {n} or o in specs:",
+        f"            {ops}",
+        f"        {qs} = num_new",
+        "        if " + " or ".join(f"type(q{g}) is not int or q{g} < 0" for g in range(n)) + ":",
+        f"            {ops}",
+        "        " + " = ".join([*(f"r{g}" for g in range(n)), *(f"j{g}" for g in range(n)), "0"]),
+        f"        c = o * {cw // hw}",
+        f"        {_pool_locals(core)}",
+        *_crossing(core, ops, "        ", typed=True, lean=True),
+        *("        " + line for line in prep),
+        *_committed(
+            stores, "del owner[0]; return  # the commit", "        ", "xo",
+            "list(map(extend, tails, adds))",
+        ),
+        "",
+    ]
+
+
 def _uncross(core: CoordinatorCore) -> list[str]:
     """The source of ``uncross(me, request_id, o, rejected)``: a rollback past the fast
     function's reach, with the token held, planned in a few lines per group with its constants
@@ -1190,30 +1224,38 @@ def _queued(i: int, g: int, freed: str, used: str) -> tuple[list[str], list[_Sto
     return prep, [(f"pools[{g}]", "._used", f"u{i}"), queue]
 
 
-def _committed(stores: list[_Store], end: str, indent: str, extra: str | None = None) -> list[str]:
+def _committed(
+    stores: list[_Store],
+    end: str,
+    indent: str,
+    extra: str | None = None,
+    last: str | None = None,
+) -> list[str]:
     """The commit of ``stores``, then ``end`` (the token's release and the return): one line of
-    stores (`_guard`: they run no Python code and check for no interrupt), or, where the list
-    of ops ``extra`` (a name) is not empty (the prefix cache's part of a crossing: dict and set
-    changes that no store makes), the stores as ops after them, committed together."""
+    stores (`_guard`: they run no Python code and check for no interrupt). ``last``: a call
+    (source, ``f(args)``) that completes them, made after the stores on that line (its C
+    function runs no Python code; the interrupt check after a call comes when all is done).
+    Where the list of ops ``extra`` (a name) is not empty (the prefix cache's part of a
+    crossing: dict and set changes that no store makes), ``last`` joins it as its last op and
+    its commit is that call, over an iterator made before the line (making it is a call
+    too)."""
 
     def statement(obj: str, key: str, value: str) -> str:
         return f"{obj}{key} = {value}" if key.startswith(".") else f"{obj}[{key}] = {value}"
 
-    def op(obj: str, key: str, value: str) -> str:
-        if key.startswith("."):
-            return f'(setattr, {obj}, "{key[1:]}", {value})'
-        if " : " in key:
-            key = "slice({}, {})".format(*key.split(" : "))
-        return f"(setitem, {obj}, {key}, {value})"
-
     line = "; ".join(statement(*store) for store in stores)
     if extra is None:
-        return [f"{indent}{line}; {end}"]
-    ops = ", ".join(op(*store) for store in stores)
+        return [f"{indent}{line}; {last + '; ' if last else ''}{end}"]
+    joined = []
+    if last is not None:
+        function, arguments = last[:-1].split("(", 1)
+        joined = [f"{indent}    {extra}.append(({function}, {arguments}))"]
     return [
         f"{indent}if {extra}:",
-        f"{indent}    {extra} += [{ops}]; commit(ops_of({extra})); {end}",
-        f"{indent}{line}; {end}",
+        *joined,
+        f"{indent}    xops = ops_of({extra})",
+        f"{indent}    {line}; commit(xops); {end}",
+        f"{indent}{line}; {last + '; ' if last else ''}{end}",
     ]
 
 
@@ -3544,9 +3586,11 @@ def _source(core: CoordinatorCore) -> str:
     lines += _register_all(core)
     lines += _cross_all(core)
     lines += [
-        # `advance_content` past some group's slack, its content filling no block:
-        # `plan_cross`, then the appends, in one commit (else the core's, which decides).
-        "    def content_cross(me, request_id, o, num_new, contents, tails, adds, extra):",
+        *_lean_content_cross(core),
+        # `advance_content` past some group's slack, its content filling no block, where
+        # `_crossing` declines: `plan_cross`, then the appends, in one commit (else the core's,
+        # which decides).
+        "    def content_cross_ops(me, request_id, o, num_new, contents, tails, adds, extra):",
         "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
         "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
         "(commit, map(setitem, repeat(st), sa, sv))]",

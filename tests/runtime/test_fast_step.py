@@ -1515,9 +1515,10 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
     # each), every token cached (vLLM's append of sampled tokens): each step is one
     # `advance_with_content` (the step and both contents), compared call by call with
     # `advance` then `extend_content` per sequence on a twin; within a block the generated
-    # stores (`content`), a block crossed the generated boundary plan (`plan_cross`), a block
-    # filled by the content its hashes and registration after the step's stores
-    # (`plan_fill`), both at once `_general_content`.
+    # stores (`content`), a block crossed the generated crossing and the appends on one line
+    # (`content_cross`, never its ops-list form `content_cross_ops` here), a block filled by
+    # the content its hashes and registration after the step's stores (`plan_fill`), both at
+    # once `_general_content`.
     one, two = _voxtral_toy(), _voxtral_toy()
     for c in (one, two):
         for rid in ("a", "b"):
@@ -1551,7 +1552,8 @@ def test_a_generating_stream_in_one_call_matches_step_then_extend_content() -> N
             assert _state(one) == _state(two), (i, rid)
         check_pools(one)
     # The typed entry runs the core's lines itself (`_fast.content_lines`): no second call.
-    assert {"content_cross", "plan_cross", "content_fill", "plan_fill"} <= set(ran), set(ran)
+    assert {"content_cross", "content_fill", "plan_fill"} <= set(ran), set(ran)
+    assert "content_cross_ops" not in ran and "plan_cross" not in ran
     assert "_general_step" not in ran and "content_typed" not in ran
     # Wrong units, a bare list and a handle of another coordinator change nothing, and they
     # are what is reported for a request that is not admitted either.
