@@ -2338,8 +2338,9 @@ def _sequences(
 
 @pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
 @pytest.mark.parametrize("typed", ["", "_typed"])
+@pytest.mark.parametrize("batched", [True, False])
 def test_generated_tokens_cached_across_reuse_match_the_general_path(
-    layout: str, typed: str
+    layout: str, typed: str, batched: bool
 ) -> None:
     # Three streams at a time generate a token an engine step (and 2 encoder tokens of audio),
     # every token cached; a stream ends after 14 steps and the next one is admitted with a
@@ -2350,8 +2351,10 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
     # registered, taken or evicted there is planned by the generated `plan_fill` and
     # `plan_cross`), compared call by call with the batch's general path on a twin; the
     # streams' first steps are `advance_content` of one request, compared with its general
-    # path the same way. Windows of 9 encoder tokens (5 slots) and 6 tokens evict at other
-    # steps than those filling a block.
+    # path the same way. Not ``batched``, every step is that (a scheduler's one call per
+    # request): a block crossed is then the lean `content_cross`, a cached block taken or
+    # evicted there its prefix cache's ops committed after its stores. Windows of 9 encoder
+    # tokens (5 slots) and 6 tokens evict at other steps than those filling a block.
     one = _generating(layout)
     core = one._core
     units, handles, scale, pairs = _sequences(one)
@@ -2400,19 +2403,94 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
             checked("content", rid, first, keys_of([rng.randrange(4)]))
             running[rid] = 1
         ids = sorted(running)
-        checked("content_all", ids, list(scale), keys_of([rng.randrange(4) for _ in ids]))
+        if batched:
+            checked("content_all", ids, list(scale), keys_of([rng.randrange(4) for _ in ids]))
+        else:
+            for rid in ids:
+                checked("content", rid, list(scale), keys_of([rng.randrange(4)]))
         for rid in ids:
             running[rid] += 1
             if running[rid] == 14:
                 one.free(rid)
                 del running[rid]
         check_pools(one)
-    assert {"plan_cross", "plan_fill"} <= set(ran), set(ran)
+    if batched:
+        assert {"plan_cross", "plan_fill"} <= set(ran), set(ran)
+    else:  # the lean crossing, its ops-list form where content waits to be registered
+        assert ran.count("content_cross") > ran.count("content_cross_ops") > 0, set(ran)
     # (The batch's general path still decides a request that fills a block and crosses one at
     # once, and a take where a prefix hit left a stale queue entry, as the core's plan did.)
     assert seen["cached takes"] > 0, seen
     if layout != "text":
         assert seen["cached evictions"] > 0, seen
+
+
+@pytest.mark.parametrize("call", ["content", "advance"])
+def test_a_lean_crossing_that_takes_a_cached_block_interrupted_anywhere_changes_nothing(
+    call: str,
+) -> None:
+    # Streams of audio + text generate a token a step, one call a request (a step and its
+    # content, or a plain step), in pools whose free blocks the prefix cache holds: a block
+    # crossed takes one of them (evicted from the cache) and the window frees registered ones
+    # (kept cached, free), the prefix cache's changes committed after the crossing's stores
+    # (`_fast._committed`). Each call that takes or frees a cached block is interrupted at each
+    # of its events first: nothing changes; then it does what the general path does.
+    from .test_interrupts import Interrupt
+
+    one = _generating("audio+text")
+    core = one._core
+    units, handles, scale, pairs = _sequences(one)
+    rng = random.Random(3)
+
+    def keys_of(token: int) -> list[tuple[int, list[int]]]:
+        return [(g, [token] * 2 if unit is EncoderTokens else [token]) for unit, g in pairs.items()]
+
+    def cached(coord: KVCacheCoordinator) -> list[tuple[set[int], set[int]]]:
+        return [(set(p._cached_free), set(p._queue[p._head :])) for p in unique_pools(coord)]
+
+    swept = 0
+    running: dict[str, int] = {}
+    made = 0
+    for _ in range(40):
+        while len(running) < 3:
+            rid = f"s{made}"
+            made += 1
+            prompt = [1, 2, 3, 4] + [rng.randrange(3) for _ in range(rng.randrange(5))]
+            parts = {}
+            for h, unit in zip(handles, units.values(), strict=True):
+                content = [k for k in prompt for _ in range(2)] if unit is EncoderTokens else prompt
+                parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
+            hits = core.admit_with_prefix(rid, [None] * len(handles), parts)
+            first = [len(prompt) * s - hit for s, hit in zip(scale, hits, strict=True)]
+            # (a long prompt's first step past max_in_flight is refused: as in the test above)
+            _outcome(core.fast.content, rid, first, keys_of(rng.randrange(4)))
+            running[rid] = 1
+        for rid in sorted(running):
+            args: tuple[Any, ...] = (
+                (rid, list(scale), keys_of(rng.randrange(4)))
+                if call == "content"
+                else (rid, list(scale))
+            )
+            probe = copy.deepcopy(one)
+            counter = Interrupt(None)
+            counter.run(functools.partial(fast, probe._core, call, *args))
+            if cached(probe) != cached(one):  # a cached block taken or freed: swept
+                before = _state(one)
+                for at in range(1, counter.seen + 1):
+                    with pytest.raises(KeyboardInterrupt):
+                        Interrupt(at).run(functools.partial(fast, core, call, *args))
+                    assert _state(one) == before, (rid, at)
+                    assert not core.guard.owner
+                swept += 1
+            twin = copy.deepcopy(one)
+            assert _outcome(fast, core, call, *args) == _outcome(general, twin._core, call, *args)
+            assert _state(one) == _state(twin), (rid, args)
+            running[rid] += 1
+            if running[rid] == 14:
+                one.free(rid)
+                del running[rid]
+        check_pools(one)
+    assert swept > 5, swept
 
 
 @pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
