@@ -2544,6 +2544,7 @@ class FastFunctions(NamedTuple):
     content_fill: Callable[..., None]
     admit: Callable[[str, Sequence[int | None]], bool]
     free: Callable[[str, Container[str], Container[str], Container[str]], bool]
+    extend: Callable[[str, int, array[int]], None]
     source: str
 
 

@@ -471,6 +471,45 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
     ]
 
 
+def _extend() -> list[str]:
+    """The source of ``extend_keys(request_id, g, keys)`` (`FastFunctions.extend`): the
+    typed layer's `extend_content` (a handle's group ``g`` of this core, ``keys`` a
+    `ContentKeys`' int64 array, both checked) where it appends to a tail that fills no block
+    (a generated token): its request's one stream of that sequence
+    (`CoordinatorCore._axis_peers`), one C append with the release on its line (`_guard`);
+    anything else, nothing changed and the token released, to
+    `CoordinatorCore.extend_content`, which decides. What that method's own common case
+    does, without its checks of a caller's raw ``g`` and keys and its attribute reads (a
+    generating stream makes this call once per sequence a step)."""
+    return [
+        "    peers, general_extend = core._axis_peers, core.extend_content",
+        "    def extend_keys(request_id, g, keys):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "extend_content")',
+        "            extra = extras_get(get(request_id)) if type(request_id) is str else None",
+        "            if type(extra) is Active:",
+        "                of = extra.stream_of",
+        "                s = of[g]",
+        "                if s >= 0:",
+        "                    for h in peers[g]:",
+        "                        if of[h] >= 0 and of[h] != s:",
+        "                            break",
+        "                    else:",
+        "                        stream = extra.streams[s]",
+        "                        tail = stream.tail",
+        "                        if len(tail) + len(keys) < stream.rows_per_block:",
+        "                            tail.extend(keys); del owner[0]; return  # the commit",
+        "            del owner[0]",
+        "        except BaseException:",
+        "            drop(me)",
+        "            raise",
+        "        general_extend(request_id, g, keys)",
+        "",
+    ]
+
+
 def _uncross(core: CoordinatorCore) -> list[str]:
     """The source of ``uncross(me, request_id, o, rejected)``: a rollback past the fast
     function's reach, with the token held, planned in a few lines per group with its constants
@@ -3758,9 +3797,10 @@ def _source(core: CoordinatorCore) -> str:
         "content", "content_all",
     )
     typed_names = ", ".join(f"{x}_typed" for x in names)
+    lines += _extend()
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
-        "uncross, respec_cross, content_cross, content_fill, admit, free)"
+        "uncross, respec_cross, content_cross, content_fill, admit, free, extend_keys)"
     )
     header = (
         "from array import array\n"
@@ -3773,6 +3813,7 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"
         "from kvunits.runtime._core import RestingExtras as Resting\n"
+        "from kvunits.runtime._core import RequestExtras as Active\n"
         "from kvunits.runtime.block_pool import filed, holders\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime.prefix_cache import chain_hashes\n\n"

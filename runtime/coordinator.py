@@ -1513,7 +1513,8 @@ class KVCacheCoordinator:
             RequestError: the request was admitted without content in this group.
         """
         # The checks of `_content_group` inline where they pass (a decode step makes this call
-        # once per sequence): a handle of this coordinator, keys of its content unit, no salt.
+        # once per sequence): a handle of this coordinator, keys of its content unit, no salt;
+        # then the core's generated entry for them (`_fast._extend`).
         core = self._core
         given: object = handle
         keys: object = content
@@ -1525,7 +1526,7 @@ class KVCacheCoordinator:
             and keys.salt is None
         ):
             self._content_group(handle, content)  # raises
-        core.extend_content(request_id, handle.index, content._int64s)
+        core.fast.extend(request_id, handle.index, content._int64s)
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached prefix, as vLLM's ``reset_prefix_cache`` (after a weight

@@ -2500,12 +2500,28 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
     # before the positions are committed, so the request's fields are held (no slack, no
     # eviction point) until the step that commits them registers it. Every step after it,
     # an empty one first at times (nothing committed, nothing to register yet), on the fast
-    # path compared with the general path on a twin: call, state and every field.
+    # path compared with the general path on a twin: call, state and every field. The
+    # content goes through the typed layer (`KVCacheCoordinator.extend_content`: its
+    # generated entry, `_fast._extend`, the core's method where a block fills), compared
+    # call by call with the core's `extend_content` on a twin; so are its refusals.
     one = _generating(layout)
     core = one._core
     units, handles, scale, pairs = _sequences(one)
+    handle_of = {h.index: h for h in handles}
     rng = random.Random(11)
     held = 0
+    ran: list[str] = []
+    record = _recorder(ran)
+
+    def extended(rid: str, g: int, keys: list[int], unit: Any) -> None:
+        twin = copy.deepcopy(one)
+        sys.setprofile(record)
+        try:
+            mine = _outcome(one.extend_content, rid, handle_of[g], ContentKeys(keys, unit))
+        finally:
+            sys.setprofile(None)
+        assert mine == _outcome(twin._core.extend_content, rid, g, keys), (rid, g, keys)
+        assert _state(one) == _state(twin), (rid, g, keys)
 
     def stepped(rid: str, counts: list[int]) -> None:
         twin = copy.deepcopy(one)
@@ -2534,7 +2550,7 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
             token = rng.randrange(4)
             for unit, g in pairs.items():
                 keys = [token] * 2 if unit is EncoderTokens else [token]
-                core.extend_content(rid, g, keys)
+                extended(rid, g, keys, unit)
             o = core.table.offsets[rid]
             held += any(core.table.field(o, g, SLACK) == 0 for g in range(len(handles)))
             if step % 3 == 0:
@@ -2542,6 +2558,15 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
             stepped(rid, list(scale))
         check_pools(one)
     assert held > 5, held  # blocks filled by the content, ahead of the positions committed
+    # A generated token's append is the generated entry's alone; a filled block the core's.
+    assert ran.count("extend_keys") == 16 * len(ids) * len(pairs), ran.count("extend_keys")
+    assert 0 < ran.count("extend_content") - ran.count("extend_keys") < ran.count("extend_keys")
+    # Refused alike, nothing changed: a request not admitted, one admitted without content.
+    core.admit("plain", [None] * len(handles))
+    for rid in ("nobody", "plain"):
+        for unit, g in pairs.items():
+            keys = [1] * 2 if unit is EncoderTokens else [1]
+            extended(rid, g, keys, unit)
 
 
 def _in_phase_toy() -> KVCacheCoordinator:
