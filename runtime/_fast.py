@@ -407,8 +407,6 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
     blocks, a move that makes its slab due, a cached block taken from a pool of several
     groups, content to register, a speculative tail the step accepts)."""
     n = len(core.names)
-    hw, cw = core.table.hot_width, core.table.cold_width
-    qs = _tuple("q", n)[1:-1]
     ops = "return cross_ops(me, request_id, o, num_new, mapping, lookahead, compacted)"
     prep, stores = _stored(core)
     out = "[" + ", ".join(f"mp{g}" for g in range(n)) + "] if mapping else None"
@@ -417,12 +415,7 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
         f"        if compacted or not (type(num_new) is tuple or type(num_new) is list) or "
         f"len(num_new) != {n} or lookahead is None and o in specs:",
         f"            {ops}",
-        f"        {qs} = num_new",
-        "        if " + " or ".join(f"type(q{g}) is not int or q{g} < 0" for g in range(n)) + ":",
-        f"            {ops}",
-        "        " + " = ".join([*(f"r{g}" for g in range(n)), *(f"j{g}" for g in range(n)), "0"]),
-        f"        c = o * {cw // hw}",
-        f"        {_pool_locals(core)}",
+        *_lean_counts(core, ops),
         *_crossing(core, ops, "        ", typed=True, lean=True, mapped=True),
         *("        " + line for line in prep),
         f"        out = {out}",
@@ -437,6 +430,22 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
     ]
 
 
+def _lean_counts(core: CoordinatorCore, ops: str) -> list[str]:
+    """A lean crossing's counts ``q{g}`` read from ``num_new`` (ints, none negative, else
+    ``ops``: its ops-list form), nothing rolled back (``r{g}``, ``j{g}``), and the locals
+    `_crossing` reads."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    return [
+        f"        {_tuple('q', n)[1:-1]} = num_new",
+        "        if " + " or ".join(f"type(q{g}) is not int or q{g} < 0" for g in range(n)) + ":",
+        f"            {ops}",
+        "        " + " = ".join([*(f"r{g}" for g in range(n)), *(f"j{g}" for g in range(n)), "0"]),
+        f"        c = o * {cw // hw}",
+        f"        {_pool_locals(core)}",
+    ]
+
+
 def _lean_content_cross(core: CoordinatorCore) -> list[str]:
     """The source of ``content_cross(me, request_id, o, num_new, contents, tails, adds,
     extra)``: a step with content (``advance_with_content``'s) past some group's slack, the
@@ -446,8 +455,6 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
     register, a run of blocks, a move that makes its slab due, ...) to ``content_cross_ops``
     (`plan_cross`)."""
     n = len(core.names)
-    hw, cw = core.table.hot_width, core.table.cold_width
-    qs = _tuple("q", n)[1:-1]
     ops = "return content_cross_ops(me, request_id, o, num_new, contents, tails, adds, extra)"
     prep, stores = _stored(core)
     return [
@@ -455,12 +462,7 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
         f"        if not (type(num_new) is tuple or type(num_new) is list) or "
         f"len(num_new) != {n} or o in specs:",
         f"            {ops}",
-        f"        {qs} = num_new",
-        "        if " + " or ".join(f"type(q{g}) is not int or q{g} < 0" for g in range(n)) + ":",
-        f"            {ops}",
-        "        " + " = ".join([*(f"r{g}" for g in range(n)), *(f"j{g}" for g in range(n)), "0"]),
-        f"        c = o * {cw // hw}",
-        f"        {_pool_locals(core)}",
+        *_lean_counts(core, ops),
         *_crossing(core, ops, "        ", typed=True, lean=True),
         *("        " + line for line in prep),
         *_committed(

@@ -2336,6 +2336,20 @@ def _sequences(
     return units, handles, scale, pairs
 
 
+def _admitted_sharing(coord: KVCacheCoordinator, rid: str, rng: random.Random) -> list[int]:
+    """Admit ``rid`` to a `_generating` coordinator with a prompt that starts as every other's
+    (its content in every group, 2 encoder tokens of audio a token): its first step's counts
+    after the prefix hits."""
+    units, handles, scale, _ = _sequences(coord)
+    prompt = [1, 2, 3, 4] + [rng.randrange(3) for _ in range(rng.randrange(5))]
+    parts = {}
+    for h, unit in zip(handles, units.values(), strict=True):
+        content = [k for k in prompt for _ in range(2)] if unit is EncoderTokens else prompt
+        parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
+    hits = coord._core.admit_with_prefix(rid, [None] * len(handles), parts)
+    return [len(prompt) * s - hit for s, hit in zip(scale, hits, strict=True)]
+
+
 @pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
 @pytest.mark.parametrize("typed", ["", "_typed"])
 @pytest.mark.parametrize("batched", [True, False])
@@ -2357,7 +2371,7 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
     # tokens (5 slots) and 6 tokens evict at other steps than those filling a block.
     one = _generating(layout)
     core = one._core
-    units, handles, scale, pairs = _sequences(one)
+    _, _, scale, pairs = _sequences(one)
     rng = random.Random(7)
     ran: list[str] = []
     seen = {"cached takes": 0, "cached evictions": 0}
@@ -2393,13 +2407,7 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
         while len(running) < 3:
             rid = f"s{made}"
             made += 1
-            prompt = [1, 2, 3, 4] + [rng.randrange(3) for _ in range(rng.randrange(5))]
-            parts = {}
-            for h, unit in zip(handles, units.values(), strict=True):
-                content = [k for k in prompt for _ in range(2)] if unit is EncoderTokens else prompt
-                parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
-            hits = core.admit_with_prefix(rid, [None] * len(handles), parts)
-            first = [len(prompt) * s - hit for s, hit in zip(scale, hits, strict=True)]
+            first = _admitted_sharing(one, rid, rng)
             checked("content", rid, first, keys_of([rng.randrange(4)]))
             running[rid] = 1
         ids = sorted(running)
@@ -2439,7 +2447,7 @@ def test_a_lean_crossing_that_takes_a_cached_block_interrupted_anywhere_changes_
 
     one = _generating("audio+text")
     core = one._core
-    units, handles, scale, pairs = _sequences(one)
+    _, _, scale, pairs = _sequences(one)
     rng = random.Random(3)
 
     def keys_of(token: int) -> list[tuple[int, list[int]]]:
@@ -2455,13 +2463,7 @@ def test_a_lean_crossing_that_takes_a_cached_block_interrupted_anywhere_changes_
         while len(running) < 3:
             rid = f"s{made}"
             made += 1
-            prompt = [1, 2, 3, 4] + [rng.randrange(3) for _ in range(rng.randrange(5))]
-            parts = {}
-            for h, unit in zip(handles, units.values(), strict=True):
-                content = [k for k in prompt for _ in range(2)] if unit is EncoderTokens else prompt
-                parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
-            hits = core.admit_with_prefix(rid, [None] * len(handles), parts)
-            first = [len(prompt) * s - hit for s, hit in zip(scale, hits, strict=True)]
+            first = _admitted_sharing(one, rid, rng)
             # (a long prompt's first step past max_in_flight is refused: as in the test above)
             _outcome(core.fast.content, rid, first, keys_of(rng.randrange(4)))
             running[rid] = 1
