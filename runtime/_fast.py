@@ -416,7 +416,15 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
         f"len(num_new) != {n} or lookahead is None and o in specs:",
         f"            {ops}",
         *_lean_counts(core, ops),
-        *_crossing(core, ops, "        ", typed=True, lean=True, mapped=True),
+        *_crossing(core, ops, "        ", typed=True, lean=True, mapped=True, register=True),
+        # Content registered: a plain step's (`registering`'s), the request resting after it.
+        "        if pend is not None:",
+        "            if mapping or lookahead is not None:",
+        f"                {ops}",
+        "            known = pend.streams",
+        "            xo.append((setitem, extras, o, pend.resting([r if s < 0 or r >= "
+        "len(known[s].hashes) else len(known[s].hashes) for s, r in zip(pend.stream_of, "
+        "pend.registered)])))",
         *("        " + line for line in prep),
         f"        out = {out}",
         "        if lookahead is None:",
@@ -463,7 +471,7 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
         f"len(num_new) != {n} or o in specs:",
         f"            {ops}",
         *_lean_counts(core, ops),
-        *_crossing(core, ops, "        ", typed=True, lean=True),
+        *_crossing(core, ops, "        ", typed=True, lean=True, register=True),
         *("        " + line for line in prep),
         *_committed(
             stores, "del owner[0]; return  # the commit", "        ", "xo",
@@ -914,6 +922,7 @@ def _crossing(
     fit: bool = False,
     lean: bool = False,
     mapped: bool = False,
+    register: bool = False,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -947,15 +956,21 @@ def _crossing(
     ``gm{g}`` 0 too), and the prefix cache's part (a cached
     block taken, evicted from it; one evicted by a window, cached and free) is ops in ``xo``;
     with ``mapped`` too, where ``mapping`` (a name of the function) is true, ``mp{g}`` is the
-    slot mapping of the step's positions."""
+    slot mapping of the step's positions. With ``register`` too, content waiting for the
+    positions the step commits (``pend``: the request's `RequestExtras`, else None) is
+    registered as `plan_cross` registers it, its prefix cache's part ops in ``xo`` and its
+    registered counts set in place, where the step commits every hash a group knows and that
+    is one block of the step's table, in a pool of its own, in a group that took no cached
+    block; else ``fail``."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
         *(["xo = []"] if lean else []),
+        *(["pend = None"] if register else []),
         "if extras:",
         "    extra = extras.get(o)",
         "    if extra is not None and extra.pending():",
-        f"        {fail}",
+        "        pend = extra" if register else f"        {fail}",
     ]
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
@@ -975,6 +990,8 @@ def _crossing(
         if not (fit and g == 0):  # (with ``fit``, `_fits` read group 0's slack first)
             out.append(f"{s} = hot[{_plus('o', h + SLACK)}]")
         if not core._has_rows[g] or kind not in _PLANNED:
+            if register and core.caches[g] is not None:  # (its registration: `plan_cross`'s)
+                out += ["if pend is not None:", f"    {fail}"]
             out += [
                 f"rows = st[{_plus('c', c)}] - {s} - {r}",
                 f"first, end = {first}, {end}",
@@ -993,6 +1010,8 @@ def _crossing(
             _fitted(out, begin, g, fit and g < n - 1)
             continue
         evicts = kind != "full_attention"
+        # (with ``register``: a group whose content the prefix cache keeps)
+        cached = register and core.caches[g] is not None
         # Within the slack the rollback leaves, and no block to give back (`_fits`, and more):
         # only the slack changes.
         pb = p * size
@@ -1011,6 +1030,7 @@ def _crossing(
             f"{'end' if p == 1 else f'(rows + {q})'} // {pb} >= (anchor - {s}) // {pb}):",
             *(
                 [
+                    *(["    if pend is not None:", f"        {fail}"] if cached else []),
                     f"    v{g}, t{g}, m{g} = sr - {q}, 0, None",
                     f"    dr{g} = gm{g} = 0" if evicts else f"    gm{g} = 0",
                     *(
@@ -1109,6 +1129,8 @@ def _crossing(
                     f"            {fail}",
                     f"        key = ca{i}.get(t{g})",
                     "        if key is not None:",
+                    *(["            if pend is not None:", f"                {fail}"]
+                      if cached else []),
                     f"            cache_map = pools[{g}].map_of(t{g}, key)",
                     "            held = cache_map[key]",
                     *(
@@ -1184,6 +1206,34 @@ def _crossing(
             out += [
                 f"if m{g} is not None:",
                 f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
+            ]
+        if cached and (shared or _unread(core, g)):
+            # (two groups' plans of one pool's keys; blocks the window mask leaves out:
+            # `plan_cross`'s)
+            out += ["if pend is not None:", f"    {fail}"]
+        elif cached:
+            # `plan_cross`'s registration where the step commits every hash the group knows,
+            # one block (its index ``r``) of the step's table, not cached yet.
+            out += [
+                "if pend is not None:",
+                f"    ks = pend.stream_of[{g}]",
+                "    if ks >= 0:",
+                "        hashes = pend.streams[ks].hashes",
+                f"        r = pend.registered[{g}]",
+                "        if len(hashes) > r:",
+                f"            at = r - {skip}",
+                f"            if len(hashes) != r + 1 or {now} // {pb} < r + 1 or not "
+                "0 <= at < length:",
+                f"                {fail}",
+                f"            rb = t{g} if want and at == length - 1 else "
+                f"sb{g}[start + at] if m{g} is None else m{g}[at]",
+                f"            if rb in ca{i}:",
+                f"                {fail}",
+                "            rk = hashes[r]",
+                f"            held = cache_maps[{g}].get(rk)",
+                f"            xo += [(setitem, ca{i}, rb, rk), (setitem, cache_maps[{g}], rk, "
+                "rb if held is None else [*holders(held), rb]), "
+                f"(setitem, pend.registered, {g}, r + 1)]",
             ]
         if mapped:
             out += [

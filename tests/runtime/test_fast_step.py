@@ -2232,9 +2232,10 @@ def test_streams_sharing_a_prompt_take_the_boundary_path_as_the_general_path_doe
                 assert _state(one) == _state(two), rid
         check_pools(one)
     assert shared_drops > 5
-    # A step that registers the block it filled: the generated planner (``registering``),
-    # or the core's boundary path where that declines.
-    assert {"_boundary_step", "cross_plan", "registering"} & set(ran), set(ran)
+    # A step that registers the block it filled: the lean crossing (``cross``, a plain step
+    # whose every known hash it commits), the generated planner (``registering``), or the
+    # core's boundary path where those decline.
+    assert {"_boundary_step", "cross_plan", "registering", "cross"} & set(ran), set(ran)
     assert ("_plan_step" in ran) == small, set(ran)
 
 
@@ -2439,10 +2440,11 @@ def test_a_lean_crossing_that_takes_a_cached_block_interrupted_anywhere_changes_
 ) -> None:
     # Streams of audio + text generate a token a step, one call a request (a step and its
     # content, or a plain step), in pools whose free blocks the prefix cache holds: a block
-    # crossed takes one of them (evicted from the cache) and the window frees registered ones
-    # (kept cached, free), the prefix cache's changes committed after the crossing's stores
-    # (`_fast._committed`). Each call that takes or frees a cached block is interrupted at each
-    # of its events first: nothing changes; then it does what the general path does.
+    # crossed takes one of them (evicted from the cache), the window frees registered ones
+    # (kept cached, free) and a step registers the block its content filled, the prefix
+    # cache's changes committed after the crossing's stores (`_fast._committed`). Each call
+    # that takes, frees or registers a cached block is interrupted at each of its events
+    # first: nothing changes; then it does what the general path does.
     from .test_interrupts import Interrupt
 
     one = _generating("audio+text")
@@ -2453,10 +2455,15 @@ def test_a_lean_crossing_that_takes_a_cached_block_interrupted_anywhere_changes_
     def keys_of(token: int) -> list[tuple[int, list[int]]]:
         return [(g, [token] * 2 if unit is EncoderTokens else [token]) for unit, g in pairs.items()]
 
-    def cached(coord: KVCacheCoordinator) -> list[tuple[set[int], set[int]]]:
-        return [(set(p._cached_free), set(p._queue[p._head :])) for p in unique_pools(coord)]
+    def cached(coord: KVCacheCoordinator) -> list[tuple[set[int], ...]]:
+        return [
+            (set(p._cached), set(p._cached_free), set(p._queue[p._head :]))
+            for p in unique_pools(coord)
+        ]
 
-    swept = 0
+    swept = registers = 0
+    lean_declined = {"cross_ops", "content_cross_ops", "registering", "plan_cross",
+                     "content_fill", "_boundary_step", "_general_step", "_general_content"}
     running: dict[str, int] = {}
     made = 0
     for _ in range(40):
@@ -2476,7 +2483,16 @@ def test_a_lean_crossing_that_takes_a_cached_block_interrupted_anywhere_changes_
             probe = copy.deepcopy(one)
             counter = Interrupt(None)
             counter.run(functools.partial(fast, probe._core, call, *args))
-            if cached(probe) != cached(one):  # a cached block taken or freed: swept
+            ran: list[str] = []
+            sys.setprofile(_recorder(ran))
+            try:
+                fast(copy.deepcopy(one)._core, call, *args)
+            finally:
+                sys.setprofile(None)
+            # A cached block taken, freed or registered by the lean crossing alone: swept (the
+            # ops-list and general paths are swept elsewhere: `test_interrupts`).
+            if cached(probe) != cached(one) and not lean_declined & set(ran):
+                registers += len(cached(probe)[0][0]) != len(cached(one)[0][0])
                 before = _state(one)
                 for at in range(1, counter.seen + 1):
                     with pytest.raises(KeyboardInterrupt):
@@ -2493,6 +2509,7 @@ def test_a_lean_crossing_that_takes_a_cached_block_interrupted_anywhere_changes_
                 del running[rid]
         check_pools(one)
     assert swept > 5, swept
+    assert registers > 0, registers
 
 
 @pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
