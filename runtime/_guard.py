@@ -11,7 +11,10 @@ trace function raising), nothing changed. That is made true by design, not by un
   nor a trace function can interrupt the sequence (CPython runs both only between bytecodes
   of Python code). A call whose changes are a few stores writes them as stores on one line
   instead (``st[o] = r; st[o + 1] = q``): stores run no Python code and check for no
-  interrupt, and a trace function sees one line. An exception before the commit leaves
+  interrupt, and a trace function sees one line. Such a line may end with one call of a C
+  function that completes them (a tail's append, or `commit` of the few ops no store makes,
+  its iterator made before the line): the interpreter checks for an interrupt after a call,
+  when all is done. An exception before the commit leaves
   everything as it was; one after it comes when the call has done all it does, exactly as if
   it arrived a moment later, in the caller.
 * **The token is claimed by identity.** A call claims the coordinator with
