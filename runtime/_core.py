@@ -1930,40 +1930,26 @@ class CoordinatorCore:
             RequestError: unknown request, or one admitted without content in group ``g``.
             ConcurrentUseError: another call is in progress (nothing changes).
         """
+        # The common call (a generated token, keys already int64: `ContentKeys`'): the
+        # generated function (`_fast._extend`), which appends where the block fills not and
+        # leaves anything else, nothing changed, to `_extend_general`.
+        g_ok = type(g) is int and 0 <= g < len(self.names)
+        if g_ok and type(keys) is array and keys.typecode == "q":
+            self.fast.extend(request_id, g, keys)
+            return
+        self._extend_general(request_id, g, keys)
+
+    def _extend_general(self, request_id: str, g: int, keys: Sequence[int]) -> None:
+        """`extend_content` past its generated function: any request, group and keys (checked
+        here), a block filled (hashed, registered where its positions are committed)."""
         me: list[object] = []
         guard = self.guard
         try:
             if guard.claim(0, me) is not me:
                 guard.contend(me, self._concurrent, "extend_content")
-            # The common call (a generated token): keys already int64 (`ContentKeys`'), a
-            # running request whose sequence read by group ``g`` is one stream (no other group
-            # of that sequence holds another: `_axis_peers`), its block not filled by them:
-            # one C append, with the release on its line (_guard). Looked up without a call:
-            # a decode step makes one per sequence.
             table = self.table
-            at = table.offsets.get(request_id) if type(request_id) is str else None
-            found = self.extras.get(at) if at is not None else None
-            of = found.stream_of if type(found) is RequestExtras else ()
-            if (
-                at is not None
-                and type(found) is RequestExtras
-                and type(g) is int
-                and 0 <= g < len(of)
-                and of[g] >= 0
-            ):
-                # (what `_offset` and `_content_extra` return: an active request's, checked)
-                o, extra, s = at, found, of[g]
-                if type(keys) is array and keys.typecode == "q":
-                    for h in self._axis_peers[g]:
-                        if of[h] >= 0 and of[h] != s:
-                            break
-                    else:
-                        tail = extra.streams[s].tail
-                        if len(tail) + len(keys) < extra.streams[s].rows_per_block:
-                            tail.extend(keys); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
-            else:
-                o = self._offset(request_id)
-                extra = self._content_extra(request_id, o, g)
+            o = self._offset(request_id)
+            extra = self._content_extra(request_id, o, g)
             added = array("q", keys)
             ops: Ops = []
             self._keep_active(ops, o, extra)

@@ -475,7 +475,7 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
         *("        " + line for line in prep),
         *_committed(
             stores, "del owner[0]; return  # the commit", "        ", "xo",
-            "list(map(extend, tails, adds))",
+            ("list", "map(extend, tails, adds)"),
         ),
         "",
     ]
@@ -488,11 +488,11 @@ def _extend() -> list[str]:
     (a generated token): its request's one stream of that sequence
     (`CoordinatorCore._axis_peers`), one C append with the release on its line (`_guard`);
     anything else, nothing changed and the token released, to
-    `CoordinatorCore.extend_content`, which decides. What that method's own common case
-    does, without its checks of a caller's raw ``g`` and keys and its attribute reads (a
-    generating stream makes this call once per sequence a step)."""
+    `CoordinatorCore._extend_general`, which decides. `CoordinatorCore.extend_content` calls
+    it too, once it has checked a caller's raw ``g`` and keys (a generating stream makes
+    this call once per sequence a step)."""
     return [
-        "    peers, general_extend = core._axis_peers, core.extend_content",
+        "    peers, general_extend = core._axis_peers, core._extend_general",
         "    def extend_keys(request_id, g, keys):",
         "        me = []",
         "        try:",
@@ -1320,11 +1320,12 @@ def _committed(
     end: str,
     indent: str,
     extra: str | None = None,
-    last: str | None = None,
+    last: tuple[str, str] | None = None,
 ) -> list[str]:
     """The commit of ``stores``, then ``end`` (the token's release and the return): one line of
     stores (`_guard`: they run no Python code and check for no interrupt). ``last``: a call
-    (source, ``f(args)``) that completes them, made after the stores on that line (its C
+    (source: its function and its arguments) that completes them, made after the stores on
+    that line (its C
     function runs no Python code; the interrupt check after a call comes when all is done).
     Where the list of ops ``extra`` (a name) is not empty (the prefix cache's part of a
     crossing: dict and set changes that no store makes), ``last`` joins it as its last op and
@@ -1335,18 +1336,15 @@ def _committed(
         return f"{obj}{key} = {value}" if key.startswith(".") else f"{obj}[{key}] = {value}"
 
     line = "; ".join(statement(*store) for store in stores)
+    called = "" if last is None else f"{last[0]}({last[1]}); "
     if extra is None:
-        return [f"{indent}{line}; {last + '; ' if last else ''}{end}"]
-    joined = []
-    if last is not None:
-        function, arguments = last[:-1].split("(", 1)
-        joined = [f"{indent}    {extra}.append(({function}, {arguments}))"]
+        return [f"{indent}{line}; {called}{end}"]
     return [
         f"{indent}if {extra}:",
-        *joined,
+        *([] if last is None else [f"{indent}    {extra}.append(({last[0]}, {last[1]}))"]),
         f"{indent}    xops = ops_of({extra})",
         f"{indent}    {line}; commit(xops); {end}",
-        f"{indent}{line}; {last + '; ' if last else ''}{end}",
+        f"{indent}{line}; {called}{end}",
     ]
 
 

@@ -2524,8 +2524,9 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
     # an empty one first at times (nothing committed, nothing to register yet), on the fast
     # path compared with the general path on a twin: call, state and every field. The
     # content goes through the typed layer (`KVCacheCoordinator.extend_content`: its
-    # generated entry, `_fast._extend`, the core's method where a block fills), compared
-    # call by call with the core's `extend_content` on a twin; so are its refusals.
+    # generated entry, `_fast._extend`, the core's general part where a block fills), compared
+    # call by call with the core's general part (`_extend_general`) on a twin; so are its
+    # refusals.
     one = _generating(layout)
     core = one._core
     units, handles, scale, pairs = _sequences(one)
@@ -2542,7 +2543,7 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
             mine = _outcome(one.extend_content, rid, handle_of[g], ContentKeys(keys, unit))
         finally:
             sys.setprofile(None)
-        assert mine == _outcome(twin._core.extend_content, rid, g, keys), (rid, g, keys)
+        assert mine == _outcome(twin._core._extend_general, rid, g, keys), (rid, g, keys)
         assert _state(one) == _state(twin), (rid, g, keys)
 
     def stepped(rid: str, counts: list[int]) -> None:
@@ -2582,7 +2583,7 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
     assert held > 5, held  # blocks filled by the content, ahead of the positions committed
     # A generated token's append is the generated entry's alone; a filled block the core's.
     assert ran.count("extend_keys") == 16 * len(ids) * len(pairs), ran.count("extend_keys")
-    assert 0 < ran.count("extend_content") - ran.count("extend_keys") < ran.count("extend_keys")
+    assert 0 < ran.count("_extend_general") < ran.count("extend_keys")
     # Refused alike, nothing changed: a request not admitted, one admitted without content.
     core.admit("plain", [None] * len(handles))
     for rid in ("nobody", "plain"):
