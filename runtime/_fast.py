@@ -943,7 +943,7 @@ def _crossing(
     that slab: then the move is made (as `CoordinatorCore._boundary_step` makes it). Any
     other runs ``fail`` (nothing written). With ``typed``, the ``r{g}`` are ints, none
     negative. Leaves per group ``s{g}`` (its slack, read) and ``v{g}`` (the new slack),
-    ``w{g}`` (its cold fields, an array from ``ANCHOR`` to ``MAXLEN``, None: unchanged) and
+    ``w{g}`` (the op that writes its cold fields, ``ANCHOR`` to ``MAXLEN``, None: unchanged) and
     then ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or ``m{g}`` (the
     moved segment, None: none), ``gm{g}`` (the garbage left; of a kind that evicts nothing,
     set by a move only) and, of a kind that evicts, ``dr{g}`` (whether a block is evicted:
@@ -951,7 +951,8 @@ def _crossing(
     ``s{g}`` read, as group 0's is): only their slack is planned. With ``lean`` (a plan
     `_stored` commits as stores), a segment without room moves to ``x{g}``, the slab's end
     now (one request's plan), unless that makes the slab due (``fail``: the ops path compacts
-    it first), ``w{g}`` is always the array read (changed where the fields change),
+    it first), ``w{g}`` is always the array of cold fields read (changed where the fields
+    change: the line of stores writes it back),
     ``gm{g}`` always set, ``t{g}`` is 0 and ``m{g}`` None within the slack (``dr{g}`` and
     ``gm{g}`` 0 too), and the prefix cache's part (a cached
     block taken, evicted from it; one evicted by a window, cached and free) is ops in ``xo``;
@@ -1016,10 +1017,19 @@ def _crossing(
         # only the slack changes.
         pb = p * size
         fields = "anchor, base, evict, skipped, start, length, capacity, maxlen"
+        # Read at once. With ``lean``, in one slice: the array ``w{g}`` is also what the line
+        # of stores writes back (its changed fields set in place: no array built from a
+        # tuple, which costs more). Else by one `struct` pass (a tuple, not an array and an
+        # int object per field) and written back by another, an op (``w{g}``), from the
+        # fields in plain locals.
+        itemsize = core.table.st.itemsize
+        read = (
+            f"st[{_plus('c', c)} : c + {c + COLD}]"
+            if lean
+            else f"cold_of(st, {_plus(f'{itemsize} * c', c * itemsize)})"
+        )
         out += [
-            # Read in one slice: the array ``w{g}`` is also what a crossing writes back (its
-            # changed fields set in place: no array built from a tuple, which costs more).
-            f"{fields} = w{g} = st[{_plus('c', c)} : c + {c + COLD}]",
+            f"{fields} = w{g} = {read}",
             # The small counts summed first (an int past 256 is a new object).
             f"sr = {s} + {r}",
             "rows = anchor - sr",
@@ -1175,14 +1185,16 @@ def _crossing(
             out.append(f"rows += {q}")
         out += [
             "if first >= evict:",
-            f"    evict = w{g}[{EVICT - ANCHOR}] = {_eviction(manager, size)[1]}",
+            f"    evict = {f'w{g}[{EVICT - ANCHOR}] = ' if lean else ''}"
+            f"{_eviction(manager, size)[1]}",
             f"index = {now} // {pb}",
             f"anchor = {now}",
             # BASE is read only within the slack: where the step's end has no block yet
             # (no slack), it stays.
             f"if {skip} <= index < {skip} + length:",
             f"    at = index - {skip}",
-            f"    base = w{g}[{BASE - ANCHOR}] = (t{g} if want and at == length - 1 else "
+            f"    base = {f'w{g}[{BASE - ANCHOR}] = ' if lean else ''}(t{g} if want and "
+            "at == length - 1 else "
             f"sb{g}[start + at] if m{g} is None else m{g}[at]) - index",
             # min(room, maxlen, evict, (index + 1) × size) × P, at least the end: the block
             # ``index`` is in the table, so its end is within the room.
@@ -1194,16 +1206,22 @@ def _crossing(
             f"    if bound{cap} > {now}:",
             f"        anchor = bound{cap}",
             f"v{g} = anchor - {now}",
-            f"w{g}[{ANCHOR - ANCHOR}], w{g}[{LENGTH - ANCHOR}] = anchor, length",
         ]
-        if evicts:
+        if not lean:
+            out.append(
+                f"w{g} = (cold_to, st, {_plus(f'{itemsize} * c', c * itemsize)}, anchor, "
+                f"base, evict, {skip}, start, length, capacity, maxlen)"
+            )
+        elif evicts:
             out += [
+                f"w{g}[{ANCHOR - ANCHOR}], w{g}[{LENGTH - ANCHOR}] = anchor, length",
                 f"if dropped or m{g} is not None:",
                 f"    w{g}[{SKIPPED - ANCHOR}], w{g}[{START - ANCHOR}], "
                 f"w{g}[{CAPACITY - ANCHOR}] = skip, start, capacity",
             ]
         else:
             out += [
+                f"w{g}[{ANCHOR - ANCHOR}], w{g}[{LENGTH - ANCHOR}] = anchor, length",
                 f"if m{g} is not None:",
                 f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
             ]
@@ -1369,12 +1387,11 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
     out = []
     for g in range(n):
         i = pool_of[id(core.pools[g])]
-        c = _cold(ANCHOR, g)
         # (`_crossing` plans an eviction, and garbage without a move, for a window only)
         evicts = core._managers[g].kind != "full_attention"
         out += [
             f"if w{g} is not None:",
-            f"    ops.append((setitem, st, slice({_plus('c', c)}, c + {c + COLD}), w{g}))",
+            f"    ops.append(w{g})",
             *(
                 [f"    if dr{g}:", f"        ev{i}.append(d{g})", f"    gb{g} += gm{g}"]
                 if evicts
@@ -3626,6 +3643,9 @@ def _source(core: CoordinatorCore) -> str:
         "    pools, slabs, garbage, extras = core.pools, core.table.slabs, core.table.garbage, "
         "core.extras",
         "    typecode, never = st.typecode, core.table.never",
+        # A request's cold fields of one group read, and written (an op), in one pass.
+        f"    cold_of = Struct(f'{COLD}{{typecode}}').unpack_from",
+        f"    cold_to = Struct(f'{COLD}{{typecode}}').pack_into",
         "    extend, general_content_all = array.extend, core._general_content_all",
         "    compact = compact_ops = core.table.compact_ops",
         "    moved_ops = core.table.moved_ops",
