@@ -282,6 +282,18 @@ def test_gated_delta_net_checkpoints_by_gpu(
         if "gpu" in case
     }
     unplanned = {key: vllm for key, vllm in planned.items() if "num_blocks" not in vllm}
+    if (
+        unplanned
+        and not (ROOT / ".venv-vllm-tv").is_dir()
+        and all("failed to be inspected" in vllm.get("skipped", "") for vllm in unplanned.values())
+    ):
+        # As the oracle skips without .venv-vllm: a developer's venv without the optional
+        # torchvision part, whose absence vLLM's registry reports as a multimodal wrapper that
+        # "failed to be inspected"; anything else vLLM did not plan still fails below.
+        pytest.skip(
+            f"vLLM needs torchvision to inspect {len(unplanned)} multimodal wrappers: "
+            "bash scripts/vllm-model-view builds .venv-vllm-tv once"
+        )
     assert planned and not unplanned, (
         "vLLM did not plan these (a multimodal wrapper's architecture needs torchvision: "
         f"bash scripts/vllm-model-view builds .venv-vllm-tv once): {unplanned}"
