@@ -40,7 +40,10 @@ the sides, the order rotated each round; a trace's ratio is the median of its ro
 ratios (vLLM time ÷ kvunits time of one round), printed with their spread (lowest–highest).
 Untimed on the vLLM side: building requests, the scheduler's bookkeeping (``num_computed_tokens``,
 appending sampled tokens), except in the *generated* prefix trace, where appending a token runs
-vLLM's block hasher, the work kvunits' ``extend_content`` does, and both are timed.
+vLLM's block hasher, the work kvunits' ``extend_content`` does, and both are timed. There the
+tokens an engine step sampled (the model's output) and the lists of their keys are made before
+the timed region on both sides; kvunits' timed region makes their ``ContentKeys`` (its typed
+input, checked when made), vLLM's appends them to its requests.
 
 The traces (block size 16; "audio" is Voxtral Realtime's pooled sliding window of 750 encoder
 tokens at P = 4 (189 pooled slots, 32 KV heads × 64), one pooled slot per text token; "text"
@@ -463,11 +466,25 @@ class KvunitsSide:
         content_all = mode == "batch" and generated and not trace.spec
         pending = [0] * trace.streams  # per slot: its latest step's rejected drafts
         zeros = typed[0]
-        frame = range(P)
         gc.collect()
         gc.disable()
         try:
             for running, new, freed in schedule.steps:
+                if generated:
+                    # The tokens the engine step sampled (the model's output, made before the
+                    # timed region on both sides) and the keys of each sequence: per stream
+                    # (a running one's, then a new one's) a list per sequence, or the batch's
+                    # one list per sequence (its audio: P keys a token).
+                    keys_now = [
+                        [[t] * P if unit is EncoderTokens else [t] for unit, _ in sequences]
+                        for t in [sampled(slot_of[s], decoded[s]) for s in running]
+                        + [sampled(i, 0) for _, i in new]
+                    ]
+                    if content_all:
+                        batch_keys = [
+                            [k for keys in keys_now[: len(running)] for k in keys[j]]
+                            for j in range(len(sequences))
+                        ]
                 t0 = perf()
                 if fused and mode == "batch" and running:
                     ids = [rids[slot_of[s]] for s in running]
@@ -490,33 +507,25 @@ class KvunitsSide:
                 elif content_all and running:
                     # The engine step's sampled tokens, one per stream in batch order, and their
                     # audio (P encoder tokens each): one ContentKeys per sequence.
-                    tokens = [sampled(slot_of[s], decoded[s]) for s in running]
                     ids = [rids[slot_of[s]] for s in running]
                     first = plans[slot_of[running[0]]][at[running[0]]][0]
                     with_content_all(
                         ids,
                         *typed[first],
                         content=[
-                            (
-                                h,
-                                ContentKeys([t for t in tokens for _ in frame], unit)
-                                if unit is EncoderTokens
-                                else ContentKeys(tokens, unit),
-                            )
-                            for unit, h in sequences
+                            (h, ContentKeys(keys, unit))
+                            for (unit, h), keys in zip(sequences, batch_keys, strict=True)
                         ],
                     )
                 elif content_mode and not content_all:
-                    for s in running:
+                    for s, keys in zip(running, keys_now, strict=False):
                         i = slot_of[s]
-                        token = sampled(i, decoded[s])
                         with_content(
                             rids[i],
                             *typed[plans[i][at[s]][0]],
                             content=[
-                                (h, ContentKeys([token] * P if unit is EncoderTokens else [token],
-                                                unit))
-                                for unit, h in sequences
+                                (h, ContentKeys(k, unit))
+                                for (unit, h), k in zip(sequences, keys, strict=True)
                             ],
                         )
                 elif batch is not None and running:
@@ -543,7 +552,7 @@ class KvunitsSide:
                                 rollback(rids[i], *typed[k - a])
                         else:
                             allocate(rids[i], *typed[t])
-                for _, i in new:
+                for j, (_, i) in enumerate(new, len(running)):
                     rid = rids[i]
                     t = plans[i][0][0]
                     if mode == "raw":
@@ -560,28 +569,25 @@ class KvunitsSide:
                         got = admit_prefix(rid, *lengths, prefix=prefixes[i])
                         first_step = (q_of[g][t * s - magnitude(got[g])] for g, s in ranks)
                         if content_mode:  # its first step and its first sampled token
-                            token = sampled(i, 0)
                             with_content(
                                 rid,
                                 *first_step,
                                 content=[
-                                    (h, ContentKeys([token] * P if unit is EncoderTokens
-                                                    else [token], unit))
-                                    for unit, h in sequences
+                                    (h, ContentKeys(k, unit))
+                                    for (unit, h), k in zip(sequences, keys_now[j], strict=True)
                                 ],
                             )
                         else:
                             allocate(rid, *first_step)
                 if generated and not content_mode:
                     # Each stream's sampled token (and the audio that came with it).
-                    for s, i in [(s, slot_of[s]) for s in running] + new:
-                        token = sampled(i, decoded[s] if s in running else 0)
-                        for unit, h in sequences:
-                            keys = [token] * P if unit is EncoderTokens else [token]
+                    for i, keys in zip([slot_of[s] for s in running] + [i for _, i in new],
+                                       keys_now, strict=True):
+                        for (unit, h), added in zip(sequences, keys, strict=True):
                             if mode == "raw":
-                                c_extend(rids[i], h.index, keys)
+                                c_extend(rids[i], h.index, added)
                             else:
-                                extend(rids[i], h, ContentKeys(keys, unit))
+                                extend(rids[i], h, ContentKeys(added, unit))
                 elapsed += perf() - t0
                 reads += 1
                 if fused:
@@ -801,9 +807,14 @@ class VllmSide:
                 # update_from_output: in the generated trace, each stream's sampled token is
                 # appended (vLLM's block hasher runs on it): timed, as kvunits' extend_content.
                 if generated:
+                    # (the tokens sampled before the timed region, as on kvunits' side)
+                    out = [
+                        (slot_req[s], sampled(slot_of[s], decoded[s]))
+                        for s in running + [s for s, _ in new]
+                    ]
                     t0 = perf()
-                    for s in running + [s for s, _ in new]:
-                        slot_req[s].append_output_token_ids(sampled(slot_of[s], decoded[s]))
+                    for r, token in out:
+                        r.append_output_token_ids(token)
                     elapsed += perf() - t0
                     reads += 1
                 for s in running + [s for s, _ in new]:
