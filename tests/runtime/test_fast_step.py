@@ -54,7 +54,7 @@ from kvunits.contracts.errors import (
 )
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore, RequestExtras, RestingExtras
-from kvunits.runtime._table import BASE, CAPACITY, SLACK
+from kvunits.runtime._table import BASE, CAPACITY, SLACK, RequestTable
 
 from ..examples import every, examples
 from .support import (
@@ -273,6 +273,17 @@ def _typed_drafts(
             for r in rejected
         ],
     )
+
+
+def _tables(monkeypatch: pytest.MonkeyPatch, wide: bool) -> None:
+    """With ``wide``, the coordinators built after this keep their tables in int64 arrays,
+    as a layout whose ``max_len`` passes int32 slots does (`RequestTable`): a crossing reads
+    and writes a request's fields by byte offsets of 8-byte items there (`_crossing`)."""
+    if wide:
+        monkeypatch.setattr(
+            "kvunits.runtime._core.RequestTable",
+            lambda groups, wide: RequestTable(groups, wide=True),
+        )
 
 
 def _outcome(call: Any, *args: Any) -> Any:
@@ -852,10 +863,11 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     ],
 )
 @pytest.mark.parametrize("typed", [False, True])
-@pytest.mark.slow  # six long traces, each step compared with a copy's general path
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.slow  # twelve long traces, each step compared with a copy's general path
 @pytest.mark.torchless
 def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
-    kinds: tuple[str, ...], shared: bool, typed: bool
+    kinds: tuple[str, ...], shared: bool, typed: bool, wide: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Six streams in blocks of 4 draft 3 tokens a step and have 0..3 rejected, or step one
     # token after a step that left 3 drafts, of which 0..3 are rejected: a rollback past the
@@ -883,7 +895,9 @@ def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
             chosen, block_size=4, num_blocks=blocks, max_len=900, max_in_flight=8, shared=shared
         )
 
+    _tables(monkeypatch, wide)  # (and the same in int64 tables)
     one, two = build(), build()
+    assert one._core.table.st.typecode == ("q" if wide else "i")
     stepper: Any = one.stepper(*(one.group(name, Tokens) for name in chosen))
     ids = [f"r{i}" for i in range(6)]
     for c in (one, two):
@@ -953,9 +967,10 @@ def test_a_drafting_batch_moves_segments_and_compacts_as_the_general_path_does(
 
 @pytest.mark.parametrize("kinds", [("full",), ("full", "sliding")])
 @pytest.mark.parametrize("typed", [False, True])
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.torchless
 def test_a_stepping_batch_moves_segments_and_compacts_as_the_general_path_does(
-    kinds: tuple[str, ...], typed: bool
+    kinds: tuple[str, ...], typed: bool, wide: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Eight streams in blocks of 4 are admitted together and step one token per engine step
     # (a prompt of 32 first): every fourth step each crosses a block, their table segments run
@@ -975,7 +990,9 @@ def test_a_stepping_batch_moves_segments_and_compacts_as_the_general_path_does(
     def build() -> KVCacheCoordinator:
         return coordinator(chosen, block_size=4, num_blocks=3000, max_len=400, max_in_flight=32)
 
+    _tables(monkeypatch, wide)  # (and the same in int64 tables)
     one, two = build(), build()
+    assert one._core.table.st.typecode == ("q" if wide else "i")
     stepper: Any = one.stepper(*(one.group(name, Tokens) for name in chosen))
     n = len(kinds)
     ids = [f"r{i}" for i in range(8)]
