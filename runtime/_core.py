@@ -262,6 +262,7 @@ class CoordinatorCore:
         "_align",
         "_axis",
         "_axis_peers",
+        "_batch_kept",
         "_block_size",
         "_caps_by_lengths",
         "_has_rows",
@@ -352,6 +353,9 @@ class CoordinatorCore:
         # emptied with the last request, as everything else a request leaves.
         self._caps_by_lengths: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.specs: dict[int, tuple[int, ...]] = {}
+        # The fast functions' cache of the latest batch with content (`_fast`'s ``kept``),
+        # emptied with the last request: it holds that batch's extras.
+        self._batch_kept: list[Any] = []
         self.guard = Guard()
         self._make_fast = make_fast
         self.fast = make_fast(self, None)
@@ -2090,6 +2094,7 @@ class CoordinatorCore:
             ops.append((self.extras.clear,))
             ops.append((self.specs.clear,))
             ops.append((self._caps_by_lengths.clear,))
+            ops.append((setitem, self._batch_kept, slice(None), [None] * len(self._batch_kept)))
             for plan in pools.values():  # an idle pool as built (`PoolPlan.emit`)
                 plan.last = True
             return caps, unshared
@@ -2379,6 +2384,7 @@ class CoordinatorCore:
                 "specs",
                 "_one_pool",
                 "_shapes",
+                "_batch_kept",
                 "_caps_by_lengths",
             )
         }

@@ -744,6 +744,7 @@ def _free(core: CoordinatorCore) -> list[str]:
         "               (table_spare.__delitem__, slice(None))]",
         "    emptied += [(slab.__delitem__, slice(None)) for slab in slabs]",
         f"    emptied += [(setitem, table_garbage, g, 0) for g in range({n})]",
+        "    emptied.append((setitem, kept, slice(None), [None] * len(kept)))",
         "    for pool in (" + ", ".join(f"pool{i}" for i in range(len(first_of))) + ",):",
         '        emptied += [(setattr, pool, "_fresh", 1), (pool._queue.__delitem__, slice(None)),',
         "                    (pool._iota.__delitem__, slice(None)), (pool._shared.clear,),",
@@ -2863,10 +2864,6 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         # Per (count, k): the `struct` that unpacks a batch's keys into each request's k as
         # bytes, one C call (where slices of the keys' bytes cost a call each).
         "    chunks = {}",
-        # The last classified batch (`content_all` below): offsets, extras, groups, then
-        # per group its streams and their tails, then the offsets of the slack and step fields,
-        # then their getters, then their slices (`_slack_stores`).
-        f"    kept = [None] * {5 + 6 * n}",
         f"    def content_all{suffix}(request_ids, num_new, contents):",
         "        me = []",
         "        try:",
@@ -3656,6 +3653,13 @@ def _source(core: CoordinatorCore) -> str:
         "attrgetter('registered')",
         "    digest = methodcaller('digest')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
+        # The last classified batch of `content_all`: offsets, extras, groups, then per group
+        # its streams and their tails, then the offsets of the slack and step fields, then
+        # their getters, then their slices (`_slack_stores`). The core's list, which the end
+        # of the last request empties (`free`'s ``emptied``, `CoordinatorCore._release_plan`):
+        # its extras hold their requests' hashes and tails.
+        "    kept = core._batch_kept",
+        f"    kept[:] = [None] * {5 + 6 * n}",
         # Ints as an array of typecode ``code`` for a slice store: one `struct` pass (an
         # array's item by item argument parsing costs several times more); the formats of a
         # few lengths kept.

@@ -327,3 +327,60 @@ def test_a_window_segment_moves_a_logarithmic_number_of_times() -> None:
     skipped = table.field(table.offsets["r"], 0, SKIPPED)
     assert skipped > 990 and 8 <= moves <= 20, (moves, skipped)
     assert table.field(table.offsets["r"], 0, CAPACITY) <= 3 + 8 + skipped // 2
+
+
+@pytest.mark.parametrize("last", ["with content", "plain"])
+def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_is_reset(
+    last: str,
+) -> None:
+    """Generated tokens given a batch at a time (`Stepper.advance_with_content_all`, whose
+    fast path keeps its latest batch's requests classified for the next engine step), then
+    every request freed and the prefix cache reset: the runtime's files hold what they held
+    when built, the pool's queue of free blocks (bounded by the pool) and the layout's one
+    stream shape, within `_LEFT_BOUND`. The batch's classification held the requests' extras
+    (their hashes and tails, 16 KB here) until the last free emptied it; the last request
+    ends with content (the core's path) or is a plain one, stepped after the reset, that
+    ends with nothing cached (the generated ``free``'s end of the last request)."""
+    coord = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4,
+        num_blocks=4_000,
+        max_len=512,
+        max_in_flight=64,
+        reserve=False,
+    )
+    text = coord.group("text", Tokens)
+    step = coord.stepper(text)
+    core = coord._core
+    ids = [f"r{i}" for i in range(32)]
+    ContentKeys(range(len(ids)), Tokens)  # (struct's cache of the format that packs 32 keys)
+    tracemalloc.start()
+    try:
+        built = _runtime_bytes()
+        for i, rid in enumerate(ids):
+            hashes = text.block_hashes(ContentKeys([i] * 8, Tokens))
+            got = step.admit_with_prefix(rid, Tokens(512), prefix=(hashes,))
+            step.advance(rid, Tokens(8 - magnitude(got[0])))
+        for k in range(200):  # a block filled every fourth step, each request's own tokens
+            keys = ContentKeys([1_000 * i + k for i in range(len(ids))], Tokens)
+            step.advance_with_content_all(ids, Tokens(1), content=[(text, keys)])
+        assert any(core._batch_kept)  # the batch's classification, kept
+        if last == "plain":
+            step.admit("plain", Tokens(16))
+        for rid in ids:
+            coord.free(rid)
+        assert coord.reset_prefix_cache()  # ("plain" holds no block yet)
+        if last == "plain":
+            # Its step and its end with nothing cached: the generated ``free``'s last end.
+            step.advance("plain", Tokens(4))
+            assert any(core._batch_kept)  # the batch's requests ended, one is running
+            coord.free("plain")
+        del keys, hashes  # (made in the runtime's files: ContentKeys and BlockHashes)
+        left = _runtime_bytes() - built
+    finally:
+        tracemalloc.stop()
+    assert not any(core._batch_kept)
+    queue = core.pools[0]._queue
+    queued = sys.getsizeof(queue) - sys.getsizeof(array(queue.typecode))
+    shapes = sys.getsizeof(core._shapes) - sys.getsizeof({}) + sum(map(sys.getsizeof, core._shapes))
+    assert left <= queued + shapes + _LEFT_BOUND, (left, queued, shapes)
