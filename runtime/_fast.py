@@ -934,7 +934,7 @@ def _crossing(
     spare room (the pool's next fresh id, or the queue's head when it is neither stale nor
     cached) and one evicted by a window at its front (neither shared nor cached); content to
     register goes elsewhere. Written per group kind (a kind that evicts nothing plans no
-    eviction) with the group's constants in, its cold fields read in one slice. The pools are
+    eviction) with the group's constants in, its cold fields read at once. The pools are
     read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the batch's) and the
     batch's locals of each pool (``nb{i}``: its blocks, ``qu{i}``, ``sa{i}``, ``ca{i}``,
     ``sh{i}``: its queue, stale, cached and shared blocks) and slab (``sb{g}``); a segment
