@@ -375,7 +375,7 @@ def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_
             step.advance("plain", Tokens(4))
             assert any(core._batch_kept)  # the batch's requests ended, one is running
             coord.free("plain")
-        del keys, hashes  # (made in the runtime's files: ContentKeys and BlockHashes)
+        del keys, hashes, got  # (made in the runtime's files: ContentKeys, BlockHashes, hits)
         left = _runtime_bytes() - built
     finally:
         tracemalloc.stop()
