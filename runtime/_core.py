@@ -262,7 +262,7 @@ class CoordinatorCore:
         "_align",
         "_axis",
         "_axis_peers",
-        "_batch_kept",
+        "_batch_caches",
         "_block_size",
         "_caps_by_lengths",
         "_has_rows",
@@ -353,9 +353,10 @@ class CoordinatorCore:
         # emptied with the last request, as everything else a request leaves.
         self._caps_by_lengths: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.specs: dict[int, tuple[int, ...]] = {}
-        # The fast functions' cache of the latest batch with content (`_fast`'s ``kept``),
-        # emptied with the last request: it holds that batch's extras.
-        self._batch_kept: list[Any] = []
+        # The caches of the fast functions' batches with content (`_fast`: the last batch
+        # classified, ``kept``, and per batch shape ``cuts`` and ``chunks``), emptied with the
+        # last request: they hold that batch's extras and a slice a request.
+        self._batch_caches: tuple[list[Any], dict[Any, Any], dict[Any, Any]] = ([], {}, {})
         self.guard = Guard()
         self._make_fast = make_fast
         self.fast = make_fast(self, None)
@@ -2094,7 +2095,9 @@ class CoordinatorCore:
             ops.append((self.extras.clear,))
             ops.append((self.specs.clear,))
             ops.append((self._caps_by_lengths.clear,))
-            ops.append((setitem, self._batch_kept, slice(None), [None] * len(self._batch_kept)))
+            kept, cuts, chunks = self._batch_caches
+            ops += [(setitem, kept, slice(None), [None] * len(kept)), (cuts.clear,)]
+            ops.append((chunks.clear,))
             for plan in pools.values():  # an idle pool as built (`PoolPlan.emit`)
                 plan.last = True
             return caps, unshared
@@ -2384,7 +2387,6 @@ class CoordinatorCore:
                 "specs",
                 "_one_pool",
                 "_shapes",
-                "_batch_kept",
                 "_caps_by_lengths",
             )
         }
@@ -2392,9 +2394,10 @@ class CoordinatorCore:
         for name in CoordinatorCore.__slots__:
             if name in copied:
                 setattr(new, name, copied[name])
-            elif name not in ("guard", "fast"):
+            elif name not in ("guard", "fast", "_batch_caches"):
                 setattr(new, name, getattr(self, name))  # immutable: shared
         new.guard = Guard()
+        new._batch_caches = ([], {}, {})  # the copy's fast functions' own, empty
         new.fast = self._make_fast(new, self.fast.source)  # one layout: one source
         return new
 

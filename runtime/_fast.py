@@ -744,7 +744,8 @@ def _free(core: CoordinatorCore) -> list[str]:
         "               (table_spare.__delitem__, slice(None))]",
         "    emptied += [(slab.__delitem__, slice(None)) for slab in slabs]",
         f"    emptied += [(setitem, table_garbage, g, 0) for g in range({n})]",
-        "    emptied.append((setitem, kept, slice(None), [None] * len(kept)))",
+        "    emptied += [(setitem, kept, slice(None), [None] * len(kept)), (cuts.clear,), "
+        "(chunks.clear,)]",
         "    for pool in (" + ", ".join(f"pool{i}" for i in range(len(first_of))) + ",):",
         '        emptied += [(setattr, pool, "_fresh", 1), (pool._queue.__delitem__, slice(None)),',
         "                    (pool._iota.__delitem__, slice(None)), (pool._shared.clear,),",
@@ -2858,12 +2859,6 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     negative = " or ".join(f"q{g} < 0" for g in range(n))
     lines = [
-        # Per (count, k): the slices that cut a batch's keys into each request's k (kept for
-        # the next engine steps of that shape, a few shapes at a time).
-        "    cuts = {}",
-        # Per (count, k): the `struct` that unpacks a batch's keys into each request's k as
-        # bytes, one C call (where slices of the keys' bytes cost a call each).
-        "    chunks = {}",
         f"    def content_all{suffix}(request_ids, num_new, contents):",
         "        me = []",
         "        try:",
@@ -3653,13 +3648,18 @@ def _source(core: CoordinatorCore) -> str:
         "attrgetter('registered')",
         "    digest = methodcaller('digest')",
         "    once = (None,)  # a loop of one pass: its break skips its else",
-        # The last classified batch of `content_all`: offsets, extras, groups, then per group
-        # its streams and their tails, then the offsets of the slack and step fields, then
-        # their getters, then their slices (`_slack_stores`). The core's list, which the end
+        # `content_all`'s caches, the core's (`CoordinatorCore._batch_caches`), which the end
         # of the last request empties (`free`'s ``emptied``, `CoordinatorCore._release_plan`):
-        # its extras hold their requests' hashes and tails.
-        "    kept = core._batch_kept",
+        # ``kept``, its last classified batch: offsets, extras (their requests' hashes and
+        # tails), groups, then per group its streams and their tails, then the offsets of the
+        # slack and step fields, then their getters, then their slices (`_slack_stores`);
+        # per (count, k), ``cuts``, the slices that cut a batch's keys into each request's k,
+        # and ``chunks``, the `struct` that unpacks them as bytes in one C call (where slices
+        # of the keys' bytes cost a call each): kept for the next engine steps of that shape,
+        # a few shapes at a time (a slice a request each).
+        "    kept, cuts, chunks = core._batch_caches",
         f"    kept[:] = [None] * {5 + 6 * n}",
+        "    cuts.clear(); chunks.clear()",
         # Ints as an array of typecode ``code`` for a slice store: one `struct` pass (an
         # array's item by item argument parsing costs several times more); the formats of a
         # few lengths kept.

@@ -333,17 +333,19 @@ def test_a_window_segment_moves_a_logarithmic_number_of_times() -> None:
 def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_is_reset(
     last: str,
 ) -> None:
-    """Generated tokens given a batch at a time (`Stepper.advance_with_content_all`, whose
-    fast path keeps its latest batch's requests classified for the next engine step), then
-    every request freed and the prefix cache reset: the runtime's files hold what they held
-    when built, the pool's queue of free blocks (bounded by the pool) and the layout's one
-    stream shape, within `_LEFT_BOUND`. The batch's classification held the requests' extras
-    (their hashes and tails, 16 KB here) until the last free emptied it; the last request
-    ends with content (the core's path) or is a plain one, stepped after the reset, that
-    ends with nothing cached (the generated ``free``'s end of the last request)."""
+    """Generated tokens given a batch at a time, two a request a step
+    (`Stepper.advance_with_content_all`, whose fast path keeps its latest batch's requests
+    classified for the next engine step, and per batch shape the slices and the `struct`
+    that cut its keys), then every request freed and the prefix cache reset: the runtime's
+    files hold what they held when built, the pool's queue of free blocks (bounded by the
+    pool) and the layout's one stream shape, within `_LEFT_BOUND`. Those caches held the
+    requests' extras (their hashes and tails) and a slice a request until the last free
+    emptied them; the last request ends with content (the core's path) or is a plain one,
+    stepped after the reset, that ends with nothing cached (the generated ``free``'s end of
+    the last request)."""
     coord = coordinator(
         {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4,
+        block_size=8,
         num_blocks=4_000,
         max_len=512,
         max_in_flight=64,
@@ -353,7 +355,7 @@ def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_
     step = coord.stepper(text)
     core = coord._core
     ids = [f"r{i}" for i in range(32)]
-    ContentKeys(range(len(ids)), Tokens)  # (struct's cache of the format that packs 32 keys)
+    ContentKeys(range(2 * len(ids)), Tokens)  # (struct's cache of the format that packs 64)
     tracemalloc.start()
     try:
         built = _runtime_bytes()
@@ -361,10 +363,11 @@ def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_
             hashes = text.block_hashes(ContentKeys([i] * 8, Tokens))
             got = step.admit_with_prefix(rid, Tokens(512), prefix=(hashes,))
             step.advance(rid, Tokens(8 - magnitude(got[0])))
-        for k in range(200):  # a block filled every fourth step, each request's own tokens
-            keys = ContentKeys([1_000 * i + k for i in range(len(ids))], Tokens)
-            step.advance_with_content_all(ids, Tokens(1), content=[(text, keys)])
-        assert any(core._batch_kept)  # the batch's classification, kept
+        for k in range(0, 400, 2):  # a block filled every fourth step, each request's own
+            keys = ContentKeys([1_000 * i + k + j for i in range(len(ids)) for j in (0, 1)], Tokens)
+            step.advance_with_content_all(ids, Tokens(2), content=[(text, keys)])
+        kept, cuts, chunks = core._batch_caches
+        assert any(kept) and cuts and chunks  # kept for the next engine step
         if last == "plain":
             step.admit("plain", Tokens(16))
         for rid in ids:
@@ -373,13 +376,13 @@ def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_
         if last == "plain":
             # Its step and its end with nothing cached: the generated ``free``'s last end.
             step.advance("plain", Tokens(4))
-            assert any(core._batch_kept)  # the batch's requests ended, one is running
+            assert any(kept)  # the batch's requests ended, one is running
             coord.free("plain")
         del keys, hashes, got  # (made in the runtime's files: ContentKeys, BlockHashes, hits)
         left = _runtime_bytes() - built
     finally:
         tracemalloc.stop()
-    assert not any(core._batch_kept)
+    assert not any(kept) and not cuts and not chunks
     queue = core.pools[0]._queue
     queued = sys.getsizeof(queue) - sys.getsizeof(array(queue.typecode))
     shapes = sys.getsizeof(core._shapes) - sys.getsizeof({}) + sum(map(sys.getsizeof, core._shapes))
