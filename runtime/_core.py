@@ -2066,6 +2066,12 @@ class CoordinatorCore:
             guard.drop(me)
             raise
 
+    def _batch_caches_emptied(self) -> Ops:
+        """The ops that empty `_batch_caches` (with the end of the last request: here and in
+        the generated ``free``)."""
+        kept, cuts, chunks = self._batch_caches
+        return [(setitem, kept, slice(None), [None] * len(kept)), (cuts.clear,), (chunks.clear,)]
+
     def _release_plan(
         self,
         ops: Ops,
@@ -2095,9 +2101,7 @@ class CoordinatorCore:
             ops.append((self.extras.clear,))
             ops.append((self.specs.clear,))
             ops.append((self._caps_by_lengths.clear,))
-            kept, cuts, chunks = self._batch_caches
-            ops += [(setitem, kept, slice(None), [None] * len(kept)), (cuts.clear,)]
-            ops.append((chunks.clear,))
+            ops += self._batch_caches_emptied()
             for plan in pools.values():  # an idle pool as built (`PoolPlan.emit`)
                 plan.last = True
             return caps, unshared

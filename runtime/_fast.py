@@ -744,8 +744,7 @@ def _free(core: CoordinatorCore) -> list[str]:
         "               (table_spare.__delitem__, slice(None))]",
         "    emptied += [(slab.__delitem__, slice(None)) for slab in slabs]",
         f"    emptied += [(setitem, table_garbage, g, 0) for g in range({n})]",
-        "    emptied += [(setitem, kept, slice(None), [None] * len(kept)), (cuts.clear,), "
-        "(chunks.clear,)]",
+        "    emptied += core._batch_caches_emptied()",
         "    for pool in (" + ", ".join(f"pool{i}" for i in range(len(first_of))) + ",):",
         '        emptied += [(setattr, pool, "_fresh", 1), (pool._queue.__delitem__, slice(None)),',
         "                    (pool._iota.__delitem__, slice(None)), (pool._shared.clear,),",
@@ -1025,11 +1024,8 @@ def _crossing(
         # int object per field) and written back by another, an op (``w{g}``), from the
         # fields in plain locals.
         itemsize = core.table.st.itemsize
-        read = (
-            f"st[{_plus('c', c)} : c + {c + COLD}]"
-            if lean
-            else f"cold_of(st, {_plus(f'{itemsize} * c', c * itemsize)})"
-        )
+        at_bytes = _plus(f"{itemsize} * c", c * itemsize)  # (the struct passes' offset)
+        read = f"st[{_plus('c', c)} : c + {c + COLD}]" if lean else f"cold_of(st, {at_bytes})"
         out += [
             f"{fields} = w{g} = {read}",
             # The small counts summed first (an int past 256 is a new object).
@@ -1211,8 +1207,8 @@ def _crossing(
         ]
         if not lean:
             out.append(
-                f"w{g} = (cold_to, st, {_plus(f'{itemsize} * c', c * itemsize)}, anchor, "
-                f"base, evict, {skip}, start, length, capacity, maxlen)"
+                f"w{g} = (cold_to, st, {at_bytes}, anchor, base, evict, {skip}, start, length, "
+                "capacity, maxlen)"
             )
         elif evicts:
             out += [
