@@ -43,7 +43,10 @@ appending sampled tokens), except in the *generated* prefix trace, where appendi
 vLLM's block hasher, the work kvunits' ``extend_content`` does, and both are timed. There the
 tokens an engine step sampled (the model's output) and the lists of their keys are made before
 the timed region on both sides; kvunits' timed region makes their ``ContentKeys`` (its typed
-input, checked when made), vLLM's appends them to its requests.
+input, checked when made), vLLM's appends them to its requests. On both sides an engine
+step's arguments are made before its timed region, as a scheduler holds them (per running
+stream its request and counts; a batch's request ids, and its rejected drafts per stream), and
+the loop that makes the calls with them is timed.
 
 The traces (block size 16; "audio" is Voxtral Realtime's pooled sliding window of 750 encoder
 tokens at P = 4 (189 pooled slots, 32 KV heads × 64), one pooled slot per text token; "text"
@@ -485,73 +488,88 @@ class KvunitsSide:
                             [k for keys in keys_now[: len(running)] for k in keys[j]]
                             for j in range(len(sequences))
                         ]
+                # The running streams' calls, with the counts a scheduler holds (made before the
+                # timed region, as on vLLM's side): per stream, or the batch's.
+                ids = [rids[slot_of[s]] for s in running]
+                steps = [plans[slot_of[s]][at[s]] for s in running]
+                sampling = ids + [rids[i] for _, i in new]  # the streams that sample a token
+                calls: list[Any] = []
+                if fused and mode == "batch":
+                    t, k, _ = steps[0] if running else (0, 0, 0)
+                    batch_args = (typed[t - k], typed[k], [typed[pending[s]] for s in running])
+                elif fused:
+                    calls = [
+                        (rid, typed[t - k], typed[k], typed[pending[s]]) if k else (rid, typed[t])
+                        for rid, s, (t, k, _) in zip(ids, running, steps, strict=True)
+                    ]
+                elif content_all or batch is not None:
+                    first = typed[steps[0][0]] if running else zeros
+                elif content_mode:
+                    calls = [(rid, typed[t]) for rid, (t, _, _) in zip(ids, steps, strict=True)]
+                elif mode == "raw":
+                    calls = [
+                        (rid, raw[t], raw[k], raw[k - a] if k - a else None) if k else (rid, raw[t])
+                        for rid, (t, k, a) in zip(ids, steps, strict=True)
+                    ]
+                else:
+                    calls = [
+                        (rid, typed[t - k], typed[k], typed[k - a] if k - a else None)
+                        if k
+                        else (rid, typed[t])
+                        for rid, (t, k, a) in zip(ids, steps, strict=True)
+                    ]
                 t0 = perf()
                 if fused and mode == "batch" and running:
-                    ids = [rids[slot_of[s]] for s in running]
-                    t, k, _ = plans[slot_of[running[0]]][at[running[0]]]
-                    respec_all(
-                        ids,
-                        *typed[t - k],
-                        lookahead=typed[k],
-                        rejected=[typed[pending[s]] for s in running],
-                    )
+                    num, look, rejected = batch_args
+                    respec_all(ids, *num, lookahead=look, rejected=rejected)
                 elif fused:
-                    for s in running:
-                        i = slot_of[s]
-                        t, k, a = plans[i][at[s]]
-                        if k:
-                            given = typed[pending[s]]
-                            respec(rids[i], *typed[t - k], lookahead=typed[k], rejected=given)
+                    for call in calls:
+                        if len(call) == 4:
+                            rid, num, look, given = call
+                            respec(rid, *num, lookahead=look, rejected=given)
                         else:
-                            allocate(rids[i], *typed[t])
+                            allocate(call[0], *call[1])
                 elif content_all and running:
                     # The engine step's sampled tokens, one per stream in batch order, and their
                     # audio (P encoder tokens each): one ContentKeys per sequence.
-                    ids = [rids[slot_of[s]] for s in running]
-                    first = plans[slot_of[running[0]]][at[running[0]]][0]
                     with_content_all(
                         ids,
-                        *typed[first],
+                        *first,
                         content=[
                             (h, ContentKeys(keys, unit))
                             for (unit, h), keys in zip(sequences, batch_keys, strict=True)
                         ],
                     )
                 elif content_mode and not content_all:
-                    for s, keys in zip(running, keys_now, strict=False):
-                        i = slot_of[s]
+                    for (rid, num), keys in zip(calls, keys_now, strict=False):
                         with_content(
-                            rids[i],
-                            *typed[plans[i][at[s]][0]],
+                            rid,
+                            *num,
                             content=[
                                 (h, ContentKeys(k, unit))
                                 for (unit, h), k in zip(sequences, keys, strict=True)
                             ],
                         )
                 elif batch is not None and running:
-                    ids = [rids[slot_of[s]] for s in running]
-                    first = plans[slot_of[running[0]]][at[running[0]]][0]
-                    batch(ids, *typed[first])
+                    batch(ids, *first)
                 elif mode == "raw":
-                    for s in running:
-                        i = slot_of[s]
-                        t, k, a = plans[i][at[s]]
-                        if k:
-                            c_spec(rids[i], raw[t], raw[k])
-                            if k - a:
-                                c_rollback(rids[i], raw[k - a])
+                    for call in calls:
+                        if len(call) == 4:
+                            rid, num, look, back = call
+                            c_spec(rid, num, look)
+                            if back is not None:
+                                c_rollback(rid, back)
                         else:
-                            c_step(rids[i], raw[t])
+                            c_step(call[0], call[1])
                 else:
-                    for s in running:
-                        i = slot_of[s]
-                        t, k, a = plans[i][at[s]]
-                        if k:
-                            speculative(rids[i], *typed[t - k], lookahead=typed[k])
-                            if k - a:
-                                rollback(rids[i], *typed[k - a])
+                    for call in calls:
+                        if len(call) == 4:
+                            rid, num, look, back = call
+                            speculative(rid, *num, lookahead=look)
+                            if back is not None:
+                                rollback(rid, *back)
                         else:
-                            allocate(rids[i], *typed[t])
+                            allocate(call[0], *call[1])
                 for j, (_, i) in enumerate(new, len(running)):
                     rid = rids[i]
                     t = plans[i][0][0]
@@ -581,13 +599,12 @@ class KvunitsSide:
                             allocate(rid, *first_step)
                 if generated and not content_mode:
                     # Each stream's sampled token (and the audio that came with it).
-                    for i, keys in zip([slot_of[s] for s in running] + [i for _, i in new],
-                                       keys_now, strict=True):
+                    for rid, keys in zip(sampling, keys_now, strict=True):
                         for (unit, h), added in zip(sequences, keys, strict=True):
                             if mode == "raw":
-                                c_extend(rids[i], h.index, added)
+                                c_extend(rid, h.index, added)
                             else:
-                                extend(rids[i], h, ContentKeys(added, unit))
+                                extend(rid, h, ContentKeys(added, unit))
                 elapsed += perf() - t0
                 reads += 1
                 if fused:
@@ -779,11 +796,13 @@ class VllmSide:
         try:
             for running, new, freed in schedule.steps:
                 scheduled = []
+                # The running requests with their counts, as its scheduler holds them (made
+                # before the timed region, as on kvunits' side).
+                calls = [(slot_req[s], plans[slot_of[s]][at[s]][0]) for s in running]
                 t0 = perf()
                 new_step()
-                for s in running:
-                    t = plans[slot_of[s]][at[s]][0]
-                    if allocate(slot_req[s], t) is None:
+                for r, t in calls:
+                    if allocate(r, t) is None:
                         raise RuntimeError("vLLM: pool exhausted (running)")
                 for _, i in new:
                     r = reqs[i]
