@@ -1,11 +1,13 @@
-"""The speed benchmarks of issue 14 run and print their figures (their speed is never asserted:
-the figures are ratios to a baseline measured in the same run, printed for people)."""
+"""The speed benchmarks of issues 14 and 25 run and print their figures (their speed is never
+asserted: the figures are ratios to a baseline measured in the same run, printed for people)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from benchmarks import startup, validation
+from benchmarks import startup, validation, vs_vllm
 
 
 def test_validation_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
@@ -25,3 +27,43 @@ def test_startup_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(value > 0 for value in medians.values())
     assert "python -c pass (baseline)" in out and "kvunits plan" in out
     assert out.strip().splitlines()[-1].startswith("goal: kvunits plan <= 0.2 s wall")
+
+
+def _expected_sides(trace: vs_vllm.Trace) -> set[str]:
+    """The kvunits sides `vs_vllm.measure` times on a trace: typed and raw everywhere, one call
+    per engine step (batch) where the trace's steps fit one, one call per request where the
+    per-request form takes several (fused: drafting; content: caching generated tokens)."""
+    sides = {"typed", "raw"}
+    if trace.spec:
+        sides |= {"fused", "batch"}
+    elif trace.prefix == "generated":
+        sides |= {"content", "batch"}
+    elif trace.prompt <= trace.chunk:
+        sides.add("batch")
+    return sides
+
+
+def test_vs_vllm_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
+    # kvunits alone (no vLLM here): every side of every trace replays the same work as the
+    # typed side, checked after every engine step (`check_equal_work` raises on a stream
+    # whose length or blocks held differ), and finds the same prefix-cache hits.
+    rows = vs_vllm.main(["--no-vllm", "--quick", "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert "vLLM is NOT compared" in out
+    traces = vs_vllm.family(quick=True)
+    assert [row.trace for row in rows] == traces
+    for row in rows:
+        sides = _expected_sides(row.trace)
+        assert set(row.us) == sides, row.trace.name
+        assert set(row.ratios) == sides - {"typed"}, row.trace.name
+        assert all(us > 0 for us in row.us.values()), row.trace.name
+        # One verdict a side, each "same lengths" (and blocks held; or, drafting, at most
+        # one block apart where one side rolls back after verification, counted).
+        checked = re.findall(r"(?:^|; )(\w+): same lengths", row.check)
+        assert sorted(checked) == sorted(sides - {"typed"}), row.check
+        if row.trace.prefix != "none":
+            hits = list(row.hits.values())
+            assert len(hits) == len(sides) and all(h == hits[0] for h in hits), row.hits
+            assert all(0 < h <= q for h, q in hits[0].values()), hits[0]
+        assert f"-- {row.trace.name}: " in out
+    assert out.rstrip().splitlines()[-1].startswith(traces[-1].name)
