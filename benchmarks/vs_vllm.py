@@ -1179,15 +1179,18 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     allocator, by tracemalloc over the allocator's own files (issue 25's figures): audio +
     text with a pool per group (kvunits) and one pool (vLLM), ``streams`` of them; then, with
     a quarter as many streams, text + sliding with one pool on both sides (kvunits' shared
-    pool), and audio + text with the prompt's blocks cached (the free blocks holding a cached
+    pool), audio + text with the prompt's blocks cached (the free blocks holding a cached
     prefix stay, and the pool's queue with them: its order is the cache's eviction order; the
-    prefix cache, bounded by the pool's size)."""
+    prefix cache, bounded by the pool's size), and one group of text alone (kvunits' request
+    costs the same whatever its groups, an offset and its entry in the ids' dict, and then
+    per group; vLLM's only per group)."""
     plain = Trace("memory", str(streams), ("audio", "text"), streams=streams, decode=1000)
     fewer = replace(plain, streams=max(1, streams // 4))
     variants = [
         ("audio + text, a pool per group", plain),
         ("text + sliding, one pool", replace(fewer, groups=("text", "sliding"), shared_pool=True)),
         ("audio + text, the prompt cached", replace(fewer, prefix="prompt")),
+        ("text alone, one group", replace(fewer, groups=("text",))),
     ]
     print("memory of the allocator (tracemalloc):")
     for title, trace in variants:
