@@ -1183,7 +1183,8 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     prefix stay, and the pool's queue with them: its order is the cache's eviction order; the
     prefix cache, bounded by the pool's size), and one group of text alone (kvunits' request
     costs the same whatever its groups, an offset and its entry in the ids' dict, and then
-    per group; vLLM's only per group)."""
+    per group; vLLM's only per group), and the first layout with 16 requests (kvunits' slabs
+    keep up to `_COMPACT_MIN` entries of garbage, a share of few blocks)."""
     plain = Trace("memory", str(streams), ("audio", "text"), streams=streams, decode=1000)
     fewer = replace(plain, streams=max(1, streams // 4))
     variants = [
@@ -1191,6 +1192,7 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
         ("text + sliding, one pool", replace(fewer, groups=("text", "sliding"), shared_pool=True)),
         ("audio + text, the prompt cached", replace(fewer, prefix="prompt")),
         ("text alone, one group", replace(fewer, groups=("text",))),
+        ("audio + text, a pool per group, few requests", replace(plain, streams=16)),
     ]
     print("memory of the allocator (tracemalloc):")
     for title, trace in variants:
