@@ -1183,8 +1183,8 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     prefix stay, and the pool's queue with them: its order is the cache's eviction order; the
     prefix cache, bounded by the pool's size), and one group of text alone (kvunits' request
     costs the same whatever its groups, an offset and its entry in the ids' dict, and then
-    per group; vLLM's only per group), and the first layout with 16 requests (kvunits' slabs
-    keep up to `_COMPACT_MIN` entries of garbage, a share of few blocks)."""
+    per group; vLLM's only per group), and the first layout with 16 requests (a slab's
+    garbage, up to a quarter of it or `_COMPACT_MIN` entries, is a share of few blocks)."""
     plain = Trace("memory", str(streams), ("audio", "text"), streams=streams, decode=1000)
     fewer = replace(plain, streams=max(1, streams // 4))
     variants = [

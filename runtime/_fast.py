@@ -60,10 +60,10 @@ from operator import add, getitem, setitem, sub
 from types import CodeType
 from typing import Any, Final
 
+from . import _table
 from ._core import MAX_REQUEST_ID_CHARS, CoordinatorCore, FastFunctions, RestingExtras
 from ._guard import commit, ops_of
 from ._table import (
-    _COMPACT_MIN,
     ANCHOR,
     BASE,
     CAPACITY,
@@ -795,7 +795,7 @@ def _free(core: CoordinatorCore) -> list[str]:
         stores.append(f"table_garbage[{g}] = g{g}")
         ops.append(f"(setitem, table_garbage, {g}, g{g})")
     due = " or ".join(
-        f"g{g} >= {_COMPACT_MIN} and g{g} >= len(slabs[{g}]) >> 2" for g in range(n)
+        f"g{g} >= {_table._RETURN_MIN} and g{g} >= len(slabs[{g}]) >> 2" for g in range(n)
     )
     for i in range(len(first_of)):
         groups = [g for g in range(n) if pool_of[id(core.pools[g])] == i]

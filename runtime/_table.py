@@ -16,8 +16,9 @@ move would give it, up to its request's ``max_len``); it grows at its end into i
 capacity, or moves to the slab's end with room to grow (`grown`: a quarter of its entries, at
 least 8, or half those a window evicted); it shrinks at its front when a window evicts.
 The space it leaves is garbage, counted per group; `RequestTable.compact_ops` rewrites a slab
-without it once it is a quarter of the slab (`due`); a step that would move a segment of a slab
-that is due takes the general path, which compacts first.
+without it once it is a quarter of the slab and 64 entries (`due`; 1,024 at a request's end,
+which only returns memory); a step that would move a segment of a slab that is due takes the
+general path, which compacts first.
 
 The fields of a group, as the general path reads them (`RequestTable.read`: a list in this
 order; plain ints: positions in the group's kernel unit, slots in its manager unit, table
@@ -59,19 +60,27 @@ COLD: Final = 8
 #: One zero entry: ``_ZERO * n`` is n of them, filled in C.
 _ZERO: Final = array("i", [0])
 
-#: Garbage (entries) a slab holds before a compaction is considered.
-_COMPACT_MIN: Final = 1024
+#: Garbage (entries) a slab holds before it is compacted ahead of growing (a segment placed or
+#: moved at its end): 256 byte.
+_COMPACT_MIN: Final = 64
+
+#: Garbage (entries) a slab holds before the end of a request compacts it (4 KiB), where
+#: nothing grows: the end returns memory only, so it waits for more (a long prompt's end
+#: leaves hundreds of entries, each end of a wave of them would otherwise copy the rest).
+_RETURN_MIN: Final = 1024
 
 #: The entries from which a segment placed first gets room to grow (`grown`): 64, a prompt
 #: of 1,024 tokens in blocks of 16.
 _FIRST_ROOM: Final = 64
 
 
-def due(garbage: int, length: int) -> bool:
+def due(garbage: int, length: int, ending: bool = False) -> bool:
     """Whether a slab of ``length`` entries with ``garbage`` of them owned by no request is
-    compacted: once the garbage is a quarter of it (and at least `_COMPACT_MIN`), so that a
-    held block costs its entry plus at most a third more, however long requests run."""
-    return garbage >= max(_COMPACT_MIN, length >> 2)
+    compacted: once the garbage is a quarter of it and at least `_COMPACT_MIN` (`_RETURN_MIN`
+    at a request's end, ``ending``), so that a slab never grows while a held block costs its
+    entry plus more than a third, however long requests run, nor at a handful of requests
+    (where a fixed floor of garbage would be most of the slab)."""
+    return garbage >= max(_RETURN_MIN if ending else _COMPACT_MIN, length >> 2)
 
 
 def grown(
@@ -340,7 +349,8 @@ class RequestTable:
         st = self.st
         for g, slab in enumerate(self.slabs):
             garbage = self.garbage[g] if ended is None else ended.garbage.get(g, self.garbage[g])
-            if g not in groups and not due(garbage * (2 if soon else 1), len(slab)):
+            ending = ended is not None
+            if g not in groups and not due(garbage * (2 if soon else 1), len(slab), ending):
                 continue
             moves = []
             at = 0

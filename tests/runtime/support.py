@@ -31,12 +31,28 @@ from kvunits.contracts import (
 )
 from kvunits.contracts._groups import GroupLimits
 from kvunits.contracts.internal import admission_cap, manager_ints
-from kvunits.runtime import NULL_BLOCK, AdmissionPolicy, GroupHandle, KVCacheCoordinator, Stepper
+from kvunits.runtime import (
+    NULL_BLOCK,
+    AdmissionPolicy,
+    GroupHandle,
+    KVCacheCoordinator,
+    Stepper,
+    _table,
+)
 from kvunits.runtime._table import LENGTH, SKIPPED
 from kvunits.runtime.block_pool import BlockPool, PoolPlan
 from kvunits.runtime.block_pool import holders as filed_blocks
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
+
+
+def compacting_only_past(monkeypatch: Any, entries: int = 1024) -> None:
+    """Slabs compacted only once their garbage is ``entries`` (and a quarter of them), as
+    they are at a request's end (`_table._RETURN_MIN`), not from `_table._COMPACT_MIN` on:
+    for tests of which path a step takes, written for tables too small to compact. Their
+    steps then take the paths they name; a compaction sends a step elsewhere (the general
+    path compacts first), which the fuzzed differential tests cover at the real floor."""
+    monkeypatch.setattr(_table, "_COMPACT_MIN", entries)
 
 
 def group_of(

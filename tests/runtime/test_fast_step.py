@@ -61,6 +61,7 @@ from .support import (
     Injected,
     check_ends,
     check_pools,
+    compacting_only_past,
     coordinator,
     drawn_blocks,
     snapshot,
@@ -582,7 +583,11 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
 @pytest.mark.parametrize("block", [4, 16])
 @pytest.mark.parametrize("recycled", [False, True])
 def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
-    kinds: tuple[str, ...], batched: bool, block: int, recycled: bool
+    kinds: tuple[str, ...],
+    batched: bool,
+    block: int,
+    recycled: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Three streams draft 3 tokens a step (4 positions: the sampled token and 3 drafts), of
     # which a seeded 0..3 are accepted: in blocks of 4 every step crosses a block, in blocks of
@@ -593,6 +598,9 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
     # or for the whole batch, compared call by call with its general path, and with the two
     # general calls in turn up to the kept blocks' ids; and the paths that run are the
     # generated ones (never the general path).
+    # Tables this small compact from the recycling ends on (`compacting_only_past`): the
+    # steps here take the paths named below.
+    compacting_only_past(monkeypatch)
     layers: dict[str, LayerSpec] = {
         "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
         "sliding": SlidingWindowLayer(
@@ -716,7 +724,7 @@ def test_a_drafting_stream_in_one_call_a_step_matches_rollback_then_step(
 @pytest.mark.parametrize("block", [4, 16])
 @pytest.mark.parametrize("recycled", [False, True])
 def test_drafting_crossings_to_max_len_match_the_general_path(
-    layout: str, split: bool, block: int, recycled: bool
+    layout: str, split: bool, block: int, recycled: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A crossing's common case (at most one block taken and one evicted a group, into the
     # segment's spare room) is planned in plain locals and committed as one line of stores
@@ -730,6 +738,10 @@ def test_drafting_crossings_to_max_len_match_the_general_path(
     # prompt blocks cached: freed, their content kept), from a pool of its own or, as in
     # vLLM, from one pool with the text; every call (and every slot mapping) compared with
     # the general path on a twin.
+    # Tables this small compact from the recycling ends on (`compacting_only_past`): the
+    # steps here take the paths compared below, the segments where the general path puts
+    # them.
+    compacting_only_past(monkeypatch)
     text = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
     layer: dict[str, Any] = {"full": text}
     if layout.startswith("text + window"):
@@ -979,6 +991,9 @@ def test_a_stepping_batch_moves_segments_and_compacts_as_the_general_path_does(
     # to hand the whole batch to the core's general path. Each engine step is one call,
     # compared call by call with its general path (the same state); streams end and new ones
     # are admitted in between; through the core's plain-int entry or the typed layer's.
+    # Slabs compacted from 1,024 entries of garbage on (`compacting_only_past`): the moves of
+    # many steps then make one due, and each compaction restarts the batch once.
+    compacting_only_past(monkeypatch)
     layers: dict[str, LayerSpec] = {
         "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
         "sliding": SlidingWindowLayer(
@@ -1181,7 +1196,9 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
 @pytest.mark.parametrize(
     "kind", ["full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "full_sliding"]
 )
-def test_plain_batch_crossings_of_every_kind_match_the_general_path(kind: str) -> None:
+def test_plain_batch_crossings_of_every_kind_match_the_general_path(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A plain batch's crossings are planned in locals (`_fast._advance_all`: `_crossing` with
     # nothing rolled back): five streams in blocks of 4 step 1 or 3 tokens (times P) an
     # engine step, in phase, so that they cross blocks together, evict at a window's or
@@ -1192,6 +1209,9 @@ def test_plain_batch_crossings_of_every_kind_match_the_general_path(kind: str) -
     # itself (the core's only where a chunk's start evicts two blocks; its general path
     # never runs). With "full_sliding" the window's group crosses where the full one is
     # within its slack (`_crossing`'s ``fit``), and the other way.
+    # Tables this small would compact (`compacting_only_past`): the batches here take the
+    # paths named below.
+    compacting_only_past(monkeypatch)
     one, two, stepper, scale, units, ids = _twins_per_kind(kind, 90, 64)
     rng = random.Random(37)
     ran: list[str] = []
@@ -2169,7 +2189,7 @@ def test_generating_batches_do_what_each_request_in_turn_does(data: st.DataObjec
 @pytest.mark.parametrize("batched", [False, True])
 @pytest.mark.parametrize("small", [False, True])
 def test_streams_sharing_a_prompt_take_the_boundary_path_as_the_general_path_does(
-    batched: bool, small: bool
+    batched: bool, small: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Streams that share a prompt (8 tokens, 16 encoder tokens of audio: blocks of 2 tokens
     # and of 4 encoder tokens) are admitted with its hashes, three at a time, as others finish:
@@ -2180,6 +2200,9 @@ def test_streams_sharing_a_prompt_take_the_boundary_path_as_the_general_path_doe
     # a twin; after the first stream's prefill, the general path never runs on the fast side.
     # With ``small`` pools (no reservation), steps take freed blocks from the queue, cached
     # ones among them (evicted from the prefix cache), and stale entries (the general path).
+    # Tables this small compact from the ends on (`compacting_only_past`): the steps here
+    # take the paths named below.
+    compacting_only_past(monkeypatch)
     layers: dict[str, LayerSpec] = {
         "audio": SlidingWindowLayer(
             sliding_window=Window(5, EncoderTokens),

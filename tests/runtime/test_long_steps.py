@@ -187,6 +187,7 @@ def test_a_chunked_prefill_takes_its_blocks_as_runs_on_the_boundary_path(
     # garbage on. Every call is compared with a twin driven by the general path; the general
     # path itself never runs.
     monkeypatch.setattr(_table, "_COMPACT_MIN", 16)
+    monkeypatch.setattr(_table, "_RETURN_MIN", 16)  # the ends' too
 
     def build() -> KVCacheCoordinator:
         return coordinator(
@@ -475,7 +476,7 @@ def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_
 def test_a_free_that_leaves_its_slab_due_compacts_it_without_the_ended_segments(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_table, "_COMPACT_MIN", 16)
+    monkeypatch.setattr(_table, "_RETURN_MIN", 16)  # an end compacts from 16 entries on
     coord = coordinator(
         _text(), block_size=1, num_blocks=300, max_len=120, max_in_flight=40, reserve=False
     )
@@ -508,6 +509,7 @@ def test_a_long_step_and_a_compacting_free_interrupted_anywhere_change_nothing(
     # interrupted at each of their events, nothing changes, then each does what it does on a
     # twin.
     monkeypatch.setattr(_table, "_COMPACT_MIN", 8)
+    monkeypatch.setattr(_table, "_RETURN_MIN", 8)  # the ends' too
 
     def build() -> KVCacheCoordinator:
         coord = coordinator(
