@@ -139,10 +139,9 @@ def test_a_handful_of_requests_keeps_the_garbage_of_a_few_blocks(streams: int) -
     for rid in ids:
         step.admit(rid, Tokens(1_024))
         step.advance(rid, Tokens(32))
-    batch = coord.stepper(coord.group("text", Tokens))
     for n in range(568):
         if n % 2:
-            batch.advance_all(ids, Tokens(1))
+            step.advance_all(ids, Tokens(1))
         else:
             for rid in ids:
                 step.advance(rid, Tokens(1))
