@@ -1174,6 +1174,27 @@ def kvunits_memory(trace: Trace) -> Memory:
     return fills, _traced(pattern) - m0, m0, cached
 
 
+def measure_memory(v: dict[str, Any] | None, trace: Trace) -> dict[str, Memory]:
+    """Each side's `Memory` on ``trace`` (vLLM's where ``v`` is given), under tracemalloc."""
+    tracemalloc.start(1)
+    try:
+        results: dict[str, Memory] = {}
+        if v is not None:
+            results["vLLM"] = vllm_memory(v, trace)
+        results["kvunits"] = kvunits_memory(trace)
+    finally:
+        tracemalloc.stop()
+    return results
+
+
+def per_block_and_request(memory: Memory, streams: int) -> tuple[float, float]:
+    """Bytes per held block (the second fill's bytes over the first's, per block more held)
+    and per request (the first fill's bytes less its blocks', per request)."""
+    (m_a, h_a), (m_b, h_b) = memory[0]
+    per_block = (m_b - m_a) / (h_b - h_a)
+    return per_block, (m_a - per_block * h_a) / streams
+
+
 def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     """Bytes per held block, per request, and left after freeing every request, of each side's
     allocator, by tracemalloc over the allocator's own files (issue 25's figures): audio +
@@ -1196,19 +1217,11 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     ]
     print("memory of the allocator (tracemalloc):")
     for title, trace in variants:
-        tracemalloc.start(1)
-        try:
-            results: dict[str, Memory] = {}
-            if v is not None:
-                results["vLLM"] = vllm_memory(v, trace)
-            results["kvunits"] = kvunits_memory(trace)
-        finally:
-            tracemalloc.stop()
+        results = measure_memory(v, trace)
         print(f"  {title}, {trace.streams} streams:")
         figures = {}
         for side, (((m_a, h_a), (m_b, h_b)), left, built, cached) in results.items():
-            per_block = (m_b - m_a) / (h_b - h_a)
-            per_request = (m_a - per_block * h_a) / trace.streams
+            per_block, per_request = per_block_and_request(results[side], trace.streams)
             figures[side] = (per_block, per_request, left)
             print(
                 f"  {side:>8}: {per_block:6.1f} byte per held block, {per_request:6.0f} byte "
