@@ -60,8 +60,8 @@ COLD: Final = 8
 #: One zero entry: ``_ZERO * n`` is n of them, filled in C.
 _ZERO: Final = array("i", [0])
 
-#: Garbage (entries) a slab holds before it is compacted ahead of growing (a segment moved to
-#: its end): 256 byte.
+#: Garbage (entries) a slab holds before it is compacted ahead of growing (a segment placed or
+#: moved at its end): 256 byte.
 _COMPACT_MIN: Final = 64
 
 #: Garbage (entries) a slab holds before the end of a request compacts it (4 KiB), where
