@@ -347,9 +347,9 @@ class RequestTable:
         observable change. ``ended``: the plan of the end of the request at offset ``o``
         (`release_ops`), whose garbage counts and whose segments are not kept."""
         st = self.st
+        ending = ended is not None
         for g, slab in enumerate(self.slabs):
             garbage = self.garbage[g] if ended is None else ended.garbage.get(g, self.garbage[g])
-            ending = ended is not None
             if g not in groups and not due(garbage * (2 if soon else 1), len(slab), ending):
                 continue
             moves = []

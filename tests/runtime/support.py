@@ -46,13 +46,13 @@ from kvunits.runtime.block_pool import holders as filed_blocks
 _U = TypeVar("_U", PooledBlocks, Tokens)
 
 
-def compacting_only_past(monkeypatch: Any, entries: int = 1024) -> None:
-    """Slabs compacted only once their garbage is ``entries`` (and a quarter of them), as
+def compacting_only_past(monkeypatch: Any) -> None:
+    """Slabs compacted only once their garbage is 1,024 entries (and a quarter of them), as
     they are at a request's end (`_table._RETURN_MIN`), not from `_table._COMPACT_MIN` on:
     for tests of which path a step takes, written for tables too small to compact. Their
     steps then take the paths they name; a compaction sends a step elsewhere (the general
     path compacts first), which the fuzzed differential tests cover at the real floor."""
-    monkeypatch.setattr(_table, "_COMPACT_MIN", entries)
+    monkeypatch.setattr(_table, "_COMPACT_MIN", 1024)
 
 
 def group_of(
