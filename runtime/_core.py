@@ -89,6 +89,15 @@ def check_request_id(request_id: object) -> None:
     raise RequestError(problem, request_id=shown)
 
 
+#: What the generated crossing of a drafting step with content returns where it does not plan
+#: the call (`CoordinatorCore.advance_speculative_content`): its caller then does, the token
+#: still held.
+DECLINED: Final = object()
+
+#: The sequences a call's counts and contents come as (others: its general path decides).
+_SEQUENCES: Final = frozenset((tuple, list))
+
+
 class HashStream:
     """A request's content on one sequence at one granularity, hashed as blocks fill: shared
     by every group that caches that sequence in blocks of ``rows_per_block`` positions.
@@ -768,6 +777,210 @@ class CoordinatorCore:
         """
         return self.fast.respec_all(request_ids, num_new, lookahead, rejected)
 
+    def advance_speculative_content(
+        self,
+        request_id: str,
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> None:
+        """`advance_speculative` then, for each ``(g, keys)`` of ``contents``, `extend_content(
+        request_id, g, keys)`, in one call and atomically: a drafting scheduler's step with
+        prefix caching on, the latest step's rejected drafts rolled back, what that step
+        produced appended (its accepted drafts and the token sampled after them, the audio
+        that came with them: one pair per sequence), and the next speculative step. If any part
+        fails, nothing happens. In the common case (the rollback and the step within every
+        group's slack, no block filled by the content) one set of stores; otherwise one plan:
+        the content's hashes, the rollback, then the step, which registers the blocks whose
+        positions the rollback accepted or the step commits, as `extend_content` after it
+        would, in the same call (two calls leave the content's blocks for the next step to
+        register).
+
+        Raises:
+            RequestError: as `extend_content` (the content is checked first), or as
+                `advance_speculative`.
+            AllocationError: as `advance_speculative`.
+        """
+        me: list[object] = []
+        guard = self.guard
+        try:
+            if guard.claim(0, me) is not me:
+                guard.contend(me, self._concurrent, "allocate")
+            o = self.table.offsets.get(request_id) if type(request_id) is str else None
+            if o is None:
+                raise self._unknown(request_id)
+            more = self._content_appends(o, contents)
+            if more is not None:
+                ops = self._respec_stores(o, num_new, lookahead, rejected)
+                if ops is not None:
+                    ops += more
+                    commit(ops_of(ops)); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+                # Past the slack: the generated crossing, the appends committed with it.
+                if self.fast.respec_cross(
+                    me, request_id, o, num_new, lookahead, rejected, more
+                ) is not DECLINED:
+                    return
+            return self._planned_respec_content(
+                me, request_id, o, num_new, lookahead, rejected, contents
+            )
+        except BaseException:
+            guard.drop(me)
+            raise
+
+    def _content_appends(
+        self, o: int, contents: Sequence[tuple[int, Sequence[int]]]
+    ) -> Ops | None:
+        """The appends of ``contents`` to request ``o``'s streams, where they are all it
+        takes (None for any other): an active request with nothing left to register, content
+        of int64 arrays, a sequence once each, that fills no block."""
+        extra = self.extras.get(o)
+        if type(extra) is not RequestExtras or type(contents) not in _SEQUENCES:
+            return None
+        streams, of = extra.streams, extra.stream_of
+        for s, r in zip(of, extra.registered, strict=True):  # `RequestExtras.pending`
+            if s >= 0 and len(streams[s].hashes) > r:
+                return None
+        n, axes = len(self.names), self._axis
+        ops: Ops = []
+        seen = 0  # the sequences appended to, a bit each
+        for pair in contents:
+            if type(pair) is not tuple or len(pair) != 2:
+                return None
+            g, keys = pair
+            if type(g) is not int or not 0 <= g < n or of[g] < 0 or type(keys) is not array:
+                return None
+            axis = axes[g]
+            if seen >> axis & 1 or keys.typecode != "q":
+                return None
+            seen |= 1 << axis
+            for stream in streams:
+                if stream.axis == axis:
+                    tail = stream.tail
+                    if len(tail) + len(keys) >= stream.rows_per_block:
+                        return None
+                    ops.append((tail.extend, keys))
+        return ops
+
+    def _respec_stores(
+        self, o: int, num_new: Sequence[int], lookahead: Sequence[int], rejected: Sequence[int]
+    ) -> Ops | None:
+        """`advance_speculative`'s stores where they are all it takes (None for any other):
+        every group's rollback and step within its slack (the generated step's rule: ``0 < q
+        − r <= slack``, ``r`` at most the latest lookahead)."""
+        n = len(self.names)
+        for given in (num_new, lookahead, rejected):
+            if type(given) not in _SEQUENCES or len(given) != n:
+                return None
+        hot = self.table.hot
+        spec = self.specs.get(o) or (0,) * n
+        ops: Ops = []
+        h = o
+        for q, k, r, j in zip(num_new, lookahead, rejected, spec, strict=True):
+            if type(q) is not int or type(k) is not int or type(r) is not int:
+                return None
+            slack = hot[h]
+            if not 0 <= k <= q or not 0 <= r <= j or not 0 < q - r <= slack:
+                return None
+            ops.append((setitem, hot, slice(h, h + HOT), [slack + r - q, q]))
+            h += HOT
+        ops.append((setitem, self.specs, o, tuple(lookahead)))
+        return ops
+
+    def _planned_respec_content(
+        self,
+        me: object,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> None:
+        """`advance_speculative_content` past its stores, with the token held (as
+        `_general_step`): the content planned first (its hashes, given to the step's
+        registration), then the rollback and the step on the boundary path's plan
+        (`_plan_unroll`, `_plan_boundary`, compacting first where a move would make a slab
+        due) or, for any other, the general path's; one commit. The request's content stays
+        active (it rests only where a step without content registered all it knew)."""
+        by_axis = self._by_axis(request_id, o, contents)
+        content_ops: Ops = []
+        hashed: dict[int, list[bytes]] = {}
+        active = by_axis[0][0] if by_axis else None
+        if active is not None:  # one form of the request's content for every sequence
+            self._keep_active(content_ops, o, active)
+        for extra, g, added in by_axis:
+            hashed.update(self._plan_content(content_ops, extra, g, added))
+        stores = self._respec_stores(o, num_new, lookahead, rejected)
+        if stores is not None and active is not None:
+            # Every group's rollback and step within its slack (content filled a block, or
+            # woke the request): the stores, the content, and the registration of the blocks
+            # committed positions fill (as `_plan_boundary` plans a group within its slack).
+            ops = content_ops + stores
+            plan = _Boundary()
+            table = self.table
+            hot, st, cold = table.hot, table.st, table.cold(o) - HOT
+            after = [
+                (
+                    st[cold + g * COLD + SKIPPED],
+                    st[cold + g * COLD + ANCHOR] - hot[o + g * HOT + SLACK] - r + q,
+                    NULL_BLOCK,
+                )
+                for g, (q, r) in enumerate(zip(num_new, rejected, strict=True))
+            ]
+            if self._register_boundary(ops, plan, o, active, after, lookahead, False, hashed):
+                self._emit_boundary(ops, plan)
+                commit(ops_of(ops)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+        n = len(self.names)
+        shaped = (
+            isinstance(lookahead, tuple | list)
+            and len(lookahead) == len(num_new) == n
+            and all(
+                type(k) is int and type(q) is int and 0 <= k <= q
+                for k, q in zip(lookahead, num_new, strict=True)
+            )
+        )
+        compacted: frozenset[int] = frozenset()
+        while shaped:
+            ops = list(content_ops)
+            plan = _Boundary(compacted)
+            back = self._plan_unroll(o, rejected, plan, num_new)
+            # (Without content, as `advance_speculative`: a request with nothing left to
+            # register rests.)
+            if back is not None and self._plan_boundary(
+                ops, plan, o, num_new, None, lookahead, back,
+                rests=active is None, hashed=hashed, active=active,
+            ):
+                self._emit_boundary(ops, plan)
+                commit(ops_of(ops)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+            if back is None or plan.compact < 0:
+                break
+            # A segment move that makes its slab due: compacted first (as `_boundary_step`).
+            compacted |= {plan.compact}
+            pre: Ops = []
+            self.table.compact_ops(pre, compacted)
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._check_rejected(request_id, o, rejected)
+        if len(num_new) != n:
+            raise self._arity(request_id, len(num_new))
+        self._check_lookahead(request_id, num_new, lookahead)
+        pre = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        ops = list(content_ops)
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        given = self._plan_rollback(pools, o, rejected, num_new)
+        self._plan_step(
+            ops, slabs, pools, request_id, o, num_new, lookahead, False, given,
+            hashed if active is not None else None, active,
+        )
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
     def _general_step(
         self,
         me: object,
@@ -1041,6 +1254,8 @@ class CoordinatorCore:
         back: Sequence[tuple[int, int, int, int]] | None = None,
         *,
         rests: bool = False,
+        hashed: Mapping[int, list[bytes]] | None = None,
+        active: RequestExtras | None = None,
     ) -> bool:
         """Plan a plain step of a request whose every group is within its slack or at a block
         boundary: at most one block taken at its table's end (a cached one is evicted from the
@@ -1049,15 +1264,17 @@ class CoordinatorCore:
         Returns False for any other step: the caller then discards the plan and takes the
         general path, which decides it (or reports what is wrong). ``back``: per group, the
         fields ``(ANCHOR, SLACK, BASE, LENGTH)`` after a rollback planned before the step on
-        the same ``plan`` (`_plan_unroll`), instead of the table's."""
+        the same ``plan`` (`_plan_unroll`), instead of the table's. ``hashed``: per stream,
+        hashes content planned with the step adds, on ``active``, the form of the request's
+        content the call stores (as `_plan_step`'s)."""
         n = len(self.names)
         if len(num_new) != n:
             return False
-        extra = self.extras.get(o)
+        extra = self.extras.get(o) if active is None else active
         # Content hashed ahead of the committed positions: registered below, from the
         # positions and evictions after the step (per group).
         after: list[tuple[int, int, int]] | None = (
-            [] if extra is not None and extra.pending() else None
+            [] if extra is not None and (hashed or extra.pending()) else None
         )
         table, managers = self.table, self._managers
         hot, st, never = table.hot, table.st, table.never
@@ -1232,7 +1449,7 @@ class CoordinatorCore:
             )
         if after is not None:
             assert isinstance(extra, RequestExtras)  # pending: a resting one never is
-            if not self._register_boundary(ops, plan, o, extra, after, lookahead, rests):
+            if not self._register_boundary(ops, plan, o, extra, after, lookahead, rests, hashed):
                 return False
         if lookahead is not None:  # a speculative step records its lookahead, zeros included
             ops.append((setitem, self.specs, o, tuple(lookahead)))
@@ -1249,25 +1466,31 @@ class CoordinatorCore:
         after: Sequence[tuple[int, int, int]],
         lookahead: Sequence[int] | None,
         rests: bool,
+        hashed: Mapping[int, list[bytes]] | None = None,
     ) -> bool:
         """Plan, within a boundary step, the registration of the full blocks of committed
         positions whose hash is known (`_register_plan`'s rule: per group, ``after`` gives its
         evicted entries, positions after the step and the block the step takes at its table's
         end, `NULL_BLOCK` if none; the hashes are the request's streams', computed once per
         sequence and granularity when the content came: a prompt's first step after a hit
-        fills and registers the block it takes). Returns False when it is not the common case
-        (a block already cached, hashes still ahead of the positions afterwards): the caller
-        then takes the general path."""
+        fills and registers the block it takes; ``hashed``: per stream, those content planned
+        with the step adds). Returns False when it is not the common case (a block already
+        cached, hashes still ahead of the positions afterwards): the caller then takes the
+        general path."""
         table = self.table
         st, cold = table.st, table.cold(o) - HOT
         registered = list(extra.registered)
         streams = extra.streams
+        known = [
+            [*s.hashes, *hashed[i]] if hashed and i in hashed else s.hashes
+            for i, s in enumerate(streams)
+        ]
         for g, s in enumerate(extra.stream_of):
             if s < 0:
                 continue
             cache = self.caches[g]
             assert cache is not None
-            hashes = streams[s].hashes
+            hashes = known[s]
             skip, rows, taken = after[g]
             committed = rows - (lookahead[g] if lookahead is not None else 0)
             full = min(committed // cache.rows_per_block, len(hashes))
@@ -1294,7 +1517,7 @@ class CoordinatorCore:
             registered[g] = full
             ops.append((setitem, extra.registered, g, full))
         for s, r in zip(extra.stream_of, registered, strict=True):
-            if s >= 0 and len(streams[s].hashes) > r:
+            if s >= 0 and len(known[s]) > r:
                 return False
         if rests:  # nothing left to register (a prompt's last hash): the request rests
             ops.append((setitem, self.extras, o, extra.resting(registered)))
@@ -1596,9 +1819,9 @@ class CoordinatorCore:
         self, me: object, request_id: str, o: int, rejected: Sequence[int]
     ) -> None:
         """A rollback past the fast function's reach, with the token held (as
-        `_general_step`): the common one (no more than a block freed per group, from pools
-        without cached, stale or shared blocks; the bound set again) planned in a few lines
-        per group; any other goes to `_general_rollback`."""
+        `_general_step`): the common one (no more than a block freed per group, one neither
+        shared nor cached, as every block of rejected drafts only is; the bound set again)
+        planned in a few lines per group; any other goes to `_general_rollback`."""
         n = len(self.names)
         spec = self.specs.get(o)
         if spec is None or len(rejected) != n:
@@ -1620,18 +1843,16 @@ class CoordinatorCore:
             cut = managers[g].table_length(-(-rows // p)) - skipped
             dropped = length - cut
             pool = self.pools[g]
-            if (
-                cut < 0
-                or dropped > 1
-                or not self._has_rows[g]
-                or pool._cached
-                or pool._num_stale
-                or pool._shared
-            ):
+            if cut < 0 or dropped > 1 or not self._has_rows[g]:
                 return self._general_rollback(me, request_id, o, rejected)
             slab = table.slabs[g]
             if dropped:
-                freed.setdefault(id(pool), [pool, []])[1].append(slab[start + cut])
+                # A block of rejected drafts only (never registered: only committed positions
+                # are) goes behind the queue, unless a prefix hit shares it.
+                block = slab[start + cut]
+                if block in pool._shared or block in pool._cached:
+                    return self._general_rollback(me, request_id, o, rejected)
+                freed.setdefault(id(pool), [pool, []])[1].append(block)
             length = cut
             index = rows // p // size
             base, anchor = st[c + BASE], rows
@@ -1850,10 +2071,10 @@ class CoordinatorCore:
     ) -> list[tuple[int, int, int, int]] | None:
         """Plan a rollback before a boundary step of ``num_new`` positions on the same
         ``plan`` (`_boundary_rollback`'s common case: at most one block freed per group, only
-        past the step's end (`_kept`), into a pool without cached, stale or shared blocks; the
-        freed block goes behind the queue first, as a rollback committed before the step would
-        put it): per group, ``(ANCHOR, SLACK, BASE, LENGTH)`` after it. None for any other
-        rollback (or one the general path reports), nothing planned."""
+        past the step's end (`_kept`), neither shared nor cached; the freed block goes behind
+        the queue first, as a rollback committed before the step would put it): per group,
+        ``(ANCHOR, SLACK, BASE, LENGTH)`` after it. None for any other rollback (or one the
+        general path reports), nothing planned."""
         if not isinstance(num_new, tuple | list) or len(num_new) != len(self.names):
             return None
         spec = self.specs.get(o)
@@ -1879,18 +2100,14 @@ class CoordinatorCore:
                 skipped, start = st[c + SKIPPED], st[c + START]
                 cut = min(self._kept(g, rows, num_new[g]) - skipped, length)
                 pool = self.pools[g]
-                if (
-                    cut < 0
-                    or length - cut > 1
-                    or not self._has_rows[g]
-                    or pool._cached
-                    or pool._num_stale
-                    or pool._shared
-                ):
+                if cut < 0 or length - cut > 1 or not self._has_rows[g]:
                     return None
                 slab = table.slabs[g]
                 if cut < length:
-                    freed.append((pool, slab[start + cut]))
+                    block = slab[start + cut]
+                    if block in pool._shared or block in pool._cached:
+                        return None
+                    freed.append((pool, block))
                     length = cut
                 index = rows // p // size
                 anchor = rows

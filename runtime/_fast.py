@@ -61,7 +61,14 @@ from types import CodeType
 from typing import Any, Final
 
 from . import _table
-from ._core import MAX_REQUEST_ID_CHARS, CoordinatorCore, FastFunctions, RestingExtras
+from ._core import (
+    DECLINED,
+    MAX_REQUEST_ID_CHARS,
+    CoordinatorCore,
+    FastFunctions,
+    RequestExtras,
+    RestingExtras,
+)
 from ._guard import commit, ops_of
 from ._table import (
     ANCHOR,
@@ -1490,19 +1497,22 @@ def _respec(
     ends = "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n))
     # One request past the stores' reach (``respec``'s and ``respec_typed``'s, written once):
     # planned in plain locals, else the core's boundary path (`CoordinatorCore._boundary_step`
-    # with the rollback), else general.
+    # with the rollback), else general. With ``more`` (the ops of content appended with the
+    # step: `CoordinatorCore.advance_speculative_content`), committed with its plan, or
+    # `DECLINED` where that plan is not made here (the caller plans the call).
+    back_more = f"{back} if more is None else DECLINED"
     lines: list[str] = [] if typed else [
-        "    def respec_cross(me, request_id, o, num_new, lookahead, rejected):",
+        "    def respec_cross(me, request_id, o, num_new, lookahead, rejected, more=None):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or len(num_new) != {n}:",
-        f"            {back}",
+        f"            {back_more}",
         "        if not (type(rejected) is tuple or type(rejected) is list) "
         f"or len(rejected) != {n}:",
-        f"            {back}",
+        f"            {back_more}",
         f"        {qs} = num_new",
         f"        {rs} = rejected",
         f"        {js} = specs.get(o, nospec)",
         f"        if {ints} or {' or '.join(f'q{g} < 0' for g in range(n))}:",
-        f"            {back}",
+        f"            {back_more}",
         f"        c = o * {cw // hw}",
         f"        {fresh}",
     ]
@@ -1512,19 +1522,21 @@ def _respec(
         prep, stores = _stored(core)
         lines += _crossing(
             core,
-            "return respec_ops(me, request_id, o, num_new, lookahead, rejected)",
+            "return respec_ops(me, request_id, o, num_new, lookahead, rejected, more)",
             "        ",
             lean=True,
         )
         lines += ["        " + line for line in prep]
         lines += [
             "        spec = tuple(lookahead)",
+            "        if more:",
+            "            xo += more",
             *_committed(
                 [*stores, ("specs", "o", "spec")], "del owner[0]; return  # the commit",
                 "        ", "xo",
             ),
             "",
-            "    def respec_ops(me, request_id, o, num_new, lookahead, rejected):",
+            "    def respec_ops(me, request_id, o, num_new, lookahead, rejected, more=None):",
             f"        {qs} = num_new",
             f"        {rs} = rejected",
             f"        {js} = specs.get(o, nospec)",
@@ -1534,11 +1546,16 @@ def _respec(
             f"        {ends}",
             "        ops = []",
         ]
-        fail = "return boundary(me, request_id, o, num_new, False, lookahead, rejected)"
+        fail = (
+            "return boundary(me, request_id, o, num_new, False, lookahead, rejected) "
+            "if more is None else DECLINED"
+        )
         lines += _crossing(core, fail, "        ")
         lines += _crossed(core, "        ")
         lines += _pooled(core, "        ")
         lines += [
+            "        if more:",
+            "            ops += more",
             "        ops.append((setitem, specs, o, tuple(lookahead)))",
             "        commit(ops_of(ops)); del owner[0]; return  # the commit",
             "",
@@ -3507,6 +3524,83 @@ def respec_lines(
     return [*body, *_redrafted(core, past, "    ", True), *_ENTRY_END]
 
 
+def respec_content_lines(
+    core: CoordinatorCore, counts: Sequence[str], looks: Sequence[str], rejected: Sequence[str]
+) -> list[str]:
+    """The lines that end a typed entry's ``advance_speculative_with_content`` (its counts
+    checked): `CoordinatorCore.advance_speculative_content` in the same frame where it is
+    stores, or the generated crossing with the appends (``respec_cross``'s ``more``). Its
+    pairs read as `content_lines` reads them, into the tails they extend, one stream per
+    sequence; an active request with nothing left to register, content that fills no block
+    and every group's rollback and step within its slack (`_fits`) make the stores and the
+    appends; a step past a slack the crossing; anything else, and whatever the crossing
+    declines, the core's plan (`CoordinatorCore._planned_respec_content`), given the pairs
+    as `KVCacheCoordinator._content_pairs` checks them. They read `advance_names`."""
+    n = len(core.names)
+    qs, ks, rs = (_tuple(name, n) for name in "qkr")
+    pairs = "content_pairs(content)"
+    back = f"return planned_respec_content(me, request_id, o, {qs}, {ks}, {rs}, {pairs})"
+    more = "[*zip(repeat(extend), tails, adds)]"
+    past = (
+        f"return {back[len('return '):]} if respec_cross(me, request_id, o, {qs}, {ks}, {rs}, "
+        f"{more}) is DECLINED else None"
+    )
+    body = _entry(core, {"q": counts, "k": looks, "r": rejected}, "allocate")
+    # A request unknown and content wrong: the content's error first (as `content_lines`).
+    at = body.index("    if o is None:") + 1
+    body[at:at] = [f"        {pairs}"]
+    lines = [
+        "extra = extras.get(o)",
+        "if type(extra) is not Active or type(content) is not list "
+        "and type(content) is not tuple:",
+        f"    {back}",
+        "streams, of, reg = extra.streams, extra.stream_of, extra.registered",
+        *(
+            line
+            for g in range(n)
+            for line in (
+                f"if of[{g}] >= 0 and len(streams[of[{g}]].hashes) > reg[{g}]:",
+                f"    {back}",
+            )
+        ),
+        "tails, adds, axes = [], [], []",
+        "for pair in content:",
+        "    if type(pair) is not tuple or len(pair) != 2:",
+        f"        {back}",
+        "    h, c = pair",
+        "    if (type(h) is not Handle or h._owner is not core or type(c) is not Keys",
+        "            or c.unit is not units[h.index] or c.salt is not None):",
+        f"        {back}",
+        "    g = h.index",
+        "    if of[g] < 0:",
+        f"        {back}",
+        "    added, axis = c._int64s, axes_of[g]",
+        "    if axis in axes:",
+        f"        {back}",
+        "    axes.append(axis)",
+        "    for stream in streams:",
+        "        if stream.axis == axis:",
+        "            if len(stream.tail) + len(added) >= stream.rows_per_block:",
+        f"                {back}",
+        "            tails.append(stream.tail)",
+        "            adds.append(added)",
+    ]
+    stores = "; ".join(
+        f"hot[{_plus('o', g * HOT + SLACK)}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
+        for g in range(n)
+    )
+    return [
+        *body,
+        *("    " + line for line in lines),
+        f"    {_tuple('j', n)[1:-1]} = specs.get(o, nospec)",
+        f"    c = o * {core.table.cold_width // core.table.hot_width}",
+        *_unrolled(core, past, "    ", True),
+        f"    {stores}; specs[o] = {ks}; list(map(extend, tails, adds)); del owner[0]; "
+        "return  # the commit",
+        *_ENTRY_END,
+    ]
+
+
 def content_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
     """The lines that end a typed entry's ``advance_with_content`` (its counts checked): the
     core's ``content_typed`` in the same frame, its pairs read as given, ``(handle,
@@ -3608,6 +3702,12 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "general_rollback": core._general_rollback,
         "general_respec": core._general_respec,
         "nospec": (0,) * len(core.names),
+        # `respec_content_lines`'
+        "planned_respec_content": core._planned_respec_content,
+        "Active": RequestExtras,
+        "axes_of": core._axis,
+        "repeat": repeat,
+        "DECLINED": DECLINED,
     }
 
 
@@ -3884,6 +3984,7 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import _slots_across as slots_across\n"
         "from kvunits.runtime._core import RestingExtras as Resting\n"
         "from kvunits.runtime._core import RequestExtras as Active\n"
+        "from kvunits.runtime._core import DECLINED\n"
         "from kvunits.runtime.block_pool import filed, holders\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime.prefix_cache import chain_hashes\n\n"

@@ -143,6 +143,7 @@ from ._fast import (
     compiled,
     content_lines,
     make_functions,
+    respec_content_lines,
     respec_lines,
     rollback_lines,
     speculative_lines,
@@ -483,6 +484,17 @@ class Stepper(Generic[*_Us]):
             within their blocks whose content fills no block are stores and appends in C.
             Raises as ``advance_with_content`` (the first failing request), or `RequestError`
             (a request twice, keys not an equal share).
+        advance_speculative_with_content: ``advance_speculative_with_content(request_id,
+            *num_new, lookahead=(...), rejected=(...), content=[(handle, keys), ...])``: a
+            drafting scheduler's step with prefix caching on, in one call:
+            ``advance_speculative``, then `KVCacheCoordinator.extend_content` of each ``keys``
+            (what the latest step produced: its accepted drafts and the token sampled after
+            them, and the audio that came with them; one pair per sequence), atomically. The
+            blocks that content fills are registered in the same call, where the rollback
+            accepted their positions (two calls leave them for the next step to register). A
+            step within its blocks whose content fills no block is one set of stores. Raises
+            as ``extend_content`` (the content is checked first), then as
+            ``advance_speculative``.
         handles: the bound groups, in argument order.
     """
 
@@ -494,6 +506,7 @@ class Stepper(Generic[*_Us]):
         "advance_all",
         "advance_speculative",
         "advance_speculative_all",
+        "advance_speculative_with_content",
         "advance_with_content",
         "advance_with_content_all",
         "allocate",
@@ -530,6 +543,15 @@ class Stepper(Generic[*_Us]):
             rejected: Sequence[tuple[*_Us]],
         ) -> None: ...
 
+        def advance_speculative_with_content(
+            self,
+            request_id: str,
+            *num_new: *_Us,
+            lookahead: tuple[*_Us],
+            rejected: tuple[*_Us],
+            content: Sequence[ContentFor],
+        ) -> None: ...
+
         def advance_with_content(
             self, request_id: str, *num_new: *_Us, content: Sequence[ContentFor]
         ) -> None: ...
@@ -551,6 +573,9 @@ class Stepper(Generic[*_Us]):
         setattr(self, "rollback", made["rollback"])  # noqa: B010
         setattr(self, "advance_speculative", made["advance_speculative"])  # noqa: B010
         setattr(self, "advance_speculative_all", made["advance_speculative_all"])  # noqa: B010
+        setattr(  # noqa: B010
+            self, "advance_speculative_with_content", made["advance_speculative_with_content"]
+        )
         setattr(self, "advance_with_content", made["advance_with_content"])  # noqa: B010
         setattr(self, "advance_with_content_all", made["advance_with_content_all"])  # noqa: B010
         self._admit_lengths = made["lengths"]
@@ -1734,6 +1759,7 @@ def _typed_functions(
         "    core_respec, core_respec_all = fast.respec_typed, fast.respec_all_typed",
         "    core_units = fast.respec_all_units",
         "    core_content, core_content_all = fast.content_typed, fast.content_all_typed",
+        "    core_respec_content = core.advance_speculative_content",
         "    " + ", ".join(f"H{i}" for i in range(k)) + (", = H" if k == 1 else " = H"),
         "    " + ", ".join(f"U{i}" for i in range(k)) + (", = U" if k == 1 else " = U"),
         "",
@@ -1849,6 +1875,34 @@ def _typed_functions(
         *pairs,
         f"        return core_content_all(request_ids, {counts}, pairs)",
         "",
+        f"    def advance_speculative_with_content(request_id, {args}, *, lookahead, rejected, "
+        "content):",
+        *checks("num_new"),
+        *looked,
+        f"        if type(rejected) is not tuple or len(rejected) != {k}:",
+        '            count_error(H, "rejected", rejected)',
+        f"        {rs} = rejected",
+        *checks("rejected", "r"),
+        *(
+            # Every group bound in order: the core's lines in this frame (as
+            # ``advance_with_content``).
+            [
+                "        " + line
+                for line in respec_content_lines(
+                    core,
+                    [f"{value(i, names[i])} + v{i}" for i in range(k)],
+                    looks,
+                    [value(i, f"r{i}") for i in range(k)],
+                )
+            ]
+            if in_order
+            else [
+                *pairs,
+                f"        return core_respec_content(request_id, {spec_counts}, "
+                f"{lookahead_counts}, {rejected_counts}, pairs)",
+            ]
+        ),
+        "",
         "    def lengths(given):",
         f"        if len(given) != {k}:",
         '            count_error(H, "max_len", given)',
@@ -1872,7 +1926,9 @@ def _typed_functions(
         "                advance_speculative=advance_speculative,",
         "                advance_speculative_all=advance_speculative_all,",
         "                advance_with_content=advance_with_content,",
-        "                advance_with_content_all=advance_with_content_all, lengths=lengths)",
+        "                advance_with_content_all=advance_with_content_all,",
+        "                advance_speculative_with_content=advance_speculative_with_content,",
+        "                lengths=lengths)",
     ]
     namespace: dict[str, Any] = advance_names(core)
     exec(compiled("\n".join(lines), f"<kvunits typed entries: {k} of {n} groups>"), namespace)

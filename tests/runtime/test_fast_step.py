@@ -22,6 +22,7 @@ import operator
 import random
 import re
 import sys
+from array import array
 from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
@@ -232,6 +233,27 @@ def step_then_content(
     return coord, None
 
 
+def respec_then_content(
+    coord: KVCacheCoordinator,
+    rid: str,
+    q: list[int],
+    k: list[int],
+    rejected: list[int],
+    contents: list[tuple[int, Any]],
+) -> Any:
+    """What `advance_speculative_content` is: `advance_speculative` on the general path, then
+    `extend_content` per pair, all or nothing (as `in_turn`). Returns the coordinator to go on
+    with and the outcome."""
+    before = copy.deepcopy(coord)
+    try:
+        general(coord._core, "respec", rid, q, k, rejected)
+        for g, keys in contents:
+            coord._core.extend_content(rid, g, keys)
+    except Exception as exc:
+        return before, (type(exc).__name__, str(exc))
+    return coord, None
+
+
 def contents_in_turn(
     coord: KVCacheCoordinator,
     ids: list[str],
@@ -351,6 +373,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
                 + ("advance", "speculative", "speculative", "rollback", "rollback")
                 + ("advance_all", "admit", "admit_prefix", "free", "extend", "extend")
                 + ("respec", "respec", "respec_all", "respec_all")
+                + ("respec_content", "respec_content")
                 + ("content", "content", "content")
                 + ("content_all", "content_all", "content_all")
             ),
@@ -375,6 +398,26 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             ]
             mine = _outcome(fast, one._core, op + typed, rid, q, contents)
             two, failed = step_then_content(two, rid, q, contents)
+            got = [mine is None, failed is None]
+        elif op == "respec_content":
+            # A drafting step with what the latest step produced, in one call: the general
+            # path's `advance_speculative` then extend_content, all or nothing (which part
+            # fails first may differ: compared is whether the call failed, and the state after
+            # it). Keys as int64 arrays (a typed entry's) or lists.
+            q = counts()
+            k = [data.draw(st.integers(0, n + 1), label="lookahead") for n in q]
+            held = one._core.specs.get(one._core.table.offsets.get(rid, -1), (0,) * count)
+            rejected = [data.draw(st.integers(0, j + 1), label="rejected") for j in held]
+            arrays = data.draw(st.booleans(), label="arrays")
+            produced: list[tuple[int, Any]] = [
+                (g, array("q", keys) if arrays else keys)
+                for g in data.draw(
+                    st.lists(st.integers(0, count - 1), max_size=3), label="groups"
+                )
+                for keys in [data.draw(st.lists(st.integers(0, 2), max_size=2 * pools[g] + 1))]
+            ]
+            mine = _outcome(one._core.advance_speculative_content, rid, q, k, rejected, produced)
+            two, failed = respec_then_content(two, rid, q, k, rejected, produced)
             got = [mine is None, failed is None]
         elif op == "content_all":
             # An engine step's batch with each request's content (an equal share of each
@@ -2874,3 +2917,222 @@ def test_a_generating_batch_in_phase_moves_its_segments_and_compacts_as_the_gene
     assert ran.count("moved_ops") > 10 and ran.count("compact_ops") >= 2, ran.count("moved_ops")
     assert again == ran.count("compact_ops"), (again, ran.count("compact_ops"))
     assert spaced == {True, False}, spaced
+
+
+@pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
+@pytest.mark.parametrize("mode", ["two calls", "batch", "one call", "one call typed"])
+def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
+    layout: str, mode: str
+) -> None:
+    # Speculative decoding with prefix caching on (vLLM's default): three streams at a time,
+    # sharing a prompt, draft 2 tokens a step (3 positions), and append what each step
+    # produced (its accepted drafts and the token sampled after them, as vLLM's
+    # ``update_from_output`` does), streams ending and starting again through the prefix
+    # cache (`_generating`: blocks of 4 tokens, 24 at most). Each engine step is compared with
+    # a twin that makes the general path's ``advance_speculative`` then ``extend_content``.
+    #
+    # "two calls", "batch": the step in one call (per request, or the batch's), then the
+    # append: content ahead of the committed positions, registered by the next call, which
+    # takes the boundary path to register it. So the pools hold cached blocks when that call
+    # rolls back: a block only rejected drafts used is never registered (only committed
+    # positions are), so the rollback is planned there too (`CoordinatorCore._plan_unroll`,
+    # block by block), not on the general path (it was, for any rollback from pools holding a
+    # cached block: 2x slower than vLLM on this trace).
+    #
+    # "one call" (typed: through the stepper): the append made by the next step's call
+    # (`advance_speculative_content`), the blocks it fills registered there; within the slacks
+    # and filling no block, stores; else planned on the boundary path, the general path only
+    # for what that leaves (a take where a prefix hit left a stale queue entry).
+    one, two = _generating(layout), _generating(layout)
+    units, handles, scale, pairs = _sequences(one)
+    stepper: Any = one.stepper(*handles)
+    rngs = {id(c): random.Random(7) for c in (one, two)}
+    rng = random.Random(25)
+    ran: list[str] = []
+    record = _recorder(ran)
+    names = iter(f"r{i}" for i in range(1_000))
+    # request -> rejected drafts of its latest step, and (one call) what it produced
+    running: dict[str, list[int]] = {}
+    produced: dict[str, list[int]] = {}
+    rolled_cached = 0  # rollbacks while the pools held cached blocks
+    one_call = mode.startswith("one call")
+
+    def keys_of(tokens: list[int]) -> list[tuple[int, list[int]]]:
+        return [
+            (g, [t for t in tokens for _ in range(2)] if unit is EncoderTokens else tokens)
+            for unit, g in pairs.items()
+        ]
+
+    for _ in range(60):
+        while len(running) < 3:
+            rid = next(names)
+            for c in (one, two):
+                first = _admitted_sharing(c, rid, rngs[id(c)])
+                while any(first):  # in chunks of 3 tokens (the groups' max_in_flight: 4 slots)
+                    chunk = [min(f, 3 * s) for f, s in zip(first, scale, strict=True)]
+                    c._core.advance_step(rid, chunk)
+                    first = [f - n for f, n in zip(first, chunk, strict=True)]
+            running[rid] = [0] * len(scale)
+            produced[rid] = [5]  # the token its prompt's step sampled
+            if not one_call:
+                for c in (one, two):
+                    for g, keys in keys_of([5]):
+                        c._core.extend_content(rid, g, keys)
+        ids = list(running)
+        q, k = [3 * s for s in scale], [2 * s for s in scale]
+        rejected = [running[rid] for rid in ids]
+        rolled_cached += any(p._cached for p in one._core.pools) * sum(map(any, rejected))
+        sys.setprofile(record)
+        try:
+            if mode == "batch":
+                mine: Any = _outcome(fast, one._core, "respec_all", ids, q, k, rejected)
+            elif mode == "two calls":
+                mine = [
+                    _outcome(fast, one._core, "respec", rid, q, k, r)
+                    for rid, r in zip(ids, rejected, strict=True)
+                ]
+            elif mode == "one call":
+                mine = [
+                    _outcome(
+                        one._core.advance_speculative_content, rid, q, k, r,
+                        [(g, array("q", keys)) for g, keys in keys_of(produced[rid])],
+                    )
+                    for rid, r in zip(ids, rejected, strict=True)
+                ]
+            else:
+                mine = [
+                    _outcome(
+                        functools.partial(
+                            stepper.advance_speculative_with_content,
+                            lookahead=tuple(u(x) for u, x in zip(units.values(), k, strict=True)),
+                            rejected=tuple(u(x) for u, x in zip(units.values(), r, strict=True)),
+                            content=[
+                                (h, ContentKeys(keys, units[h.name]))
+                                for h in handles
+                                for g, keys in keys_of(produced[rid])
+                                if h.index == g
+                            ],
+                        ),
+                        rid,
+                        *(u(x - y) for u, x, y in zip(units.values(), q, k, strict=True)),
+                    )
+                    for rid, r in zip(ids, rejected, strict=True)
+                ]
+        finally:
+            sys.setprofile(None)
+        if mode == "batch":
+            theirs = _outcome(general, two._core, "respec_all", ids, q, k, rejected)
+        else:
+            theirs = []
+            for rid, r in zip(ids, rejected, strict=True):
+                theirs.append(_outcome(general, two._core, "respec", rid, q, k, r))
+                if one_call:
+                    for g, keys in keys_of(produced[rid]):
+                        two._core.extend_content(rid, g, keys)
+        assert mine == theirs and _state(one) == _state(two)
+        for rid in ids:
+            accepted = rng.randrange(3)
+            produced[rid] = [rng.randrange(3) for _ in range(1 + accepted)]
+            if not one_call:
+                for c in (one, two):
+                    for g, keys in keys_of(produced[rid]):
+                        c._core.extend_content(rid, g, keys)
+            running[rid] = [(2 - accepted) * s for s in scale]
+            if one._core.rows(rid)[0] + 3 * scale[0] > 22 * scale[0]:
+                for c in (one, two):
+                    c._core.free(rid)
+                del running[rid]
+        assert _state(one) == _state(two)
+    assert rolled_cached > 20, rolled_cached
+    if one_call:
+        # Stores, mostly; the boundary path's plan where a block is crossed or filled.
+        # Steps of 3 positions in blocks of 4 cross a block most times: stores otherwise (47,
+        # 17 and 2 of the 180 calls of each layout); the general path 3, 7 and 11 times.
+        entry = (  # the typed entry runs the core's lines in its own frame
+            "advance_speculative_with_content" if mode.endswith("typed")
+            else "advance_speculative_content"
+        )
+        calls, planned, boundary, general_plans = (
+            ran.count(f)
+            for f in (entry, "_planned_respec_content", "_plan_boundary", "_plan_step")
+        )
+        assert calls == 180 and planned < calls and general_plans * 10 < boundary, (
+            planned, boundary, general_plans,
+        )
+    else:
+        assert "_plan_unroll" in ran
+        # The general path decides what the boundary path leaves to it: a take where a prefix
+        # hit left a stale queue entry, a block filled ahead of its committed positions (3 to
+        # 11 calls here; 33 to 57 when every rollback from a pool with a cached block went
+        # there).
+        general_calls = ran.count("_general_respec") + ran.count("_general_respec_all")
+        assert general_calls < rolled_cached // 8, (general_calls, rolled_cached)
+    check_pools(one)
+
+
+def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing() -> None:
+    # A drafting stream with prefix caching on, one call a step (the latest step's rejected
+    # drafts rolled back, what it produced appended, the next step), through the typed entry:
+    # within its blocks (stores), across one (the generated crossing with the appends), and
+    # filling one (hashed and registered on the plan). Interrupted at each of its events,
+    # nothing changes; then it does what the uninterrupted call does on a twin.
+    from .test_interrupts import Interrupt
+
+    coord = _generating("audio+text")
+    units, handles, scale, _ = _sequences(coord)
+    first = _admitted_sharing(coord, "r", random.Random(3))
+    while any(first):
+        chunk = [min(f, 3 * s) for f, s in zip(first, scale, strict=True)]
+        coord._core.advance_step("r", chunk)
+        first = [f - n for f, n in zip(first, chunk, strict=True)]
+    twin = copy.deepcopy(coord)
+
+    def stepper_of(c: KVCacheCoordinator) -> Any:
+        return c.stepper(*(c.group(h.name, units[h.name]) for h in handles))
+
+    mine = stepper_of(coord)
+    ran: list[str] = []
+    record = _recorder(ran)
+    rng = random.Random(5)
+    rejected, produced = [0, 0], [1]
+    interrupted = 0
+    for i in range(7):
+
+        def call(stepper: Any, rejected: list[int] = rejected, out: list[int] = produced) -> None:
+            hs = stepper.handles
+            stepper.advance_speculative_with_content(
+                "r",
+                *(u(s) for u, s in zip(units.values(), scale, strict=True)),
+                lookahead=tuple(u(2 * s) for u, s in zip(units.values(), scale, strict=True)),
+                rejected=tuple(u(r) for u, r in zip(units.values(), rejected, strict=True)),
+                content=[
+                    (h, ContentKeys([t for t in out for _ in range(s)], units[h.name]))
+                    for h, s in zip(hs, scale, strict=True)
+                ],
+            )
+
+        counter = Interrupt(None)
+        probe = copy.deepcopy(coord)
+        counter.run(functools.partial(call, stepper_of(probe)))
+        before = _state(coord)
+        for at in range(1, counter.seen + 1):
+            with pytest.raises(KeyboardInterrupt):
+                Interrupt(at).run(functools.partial(call, mine))
+            assert _state(coord) == before, (i, at)
+            interrupted += 1
+        sys.setprofile(record)
+        try:
+            call(mine)
+        finally:
+            sys.setprofile(None)
+        call(stepper_of(twin))
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+        accepted = rng.randrange(3)
+        rejected = [(2 - accepted) * s for s in scale]
+        produced = [rng.randrange(3) for _ in range(1 + accepted)]
+    assert interrupted > 7 * 10, interrupted
+    # Stores (no core call), the crossing and the plan, each at least once.
+    assert ran.count("advance_speculative_with_content") == 7, ran
+    assert {"respec_cross", "_planned_respec_content"} <= set(ran), set(ran)
+    assert ran.count("respec_cross") + ran.count("_planned_respec_content") < 7, ran
