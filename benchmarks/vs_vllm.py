@@ -19,7 +19,9 @@ Each trace is a schedule of engine steps replayed, in one process, through
   tokens, one of their audio) in one call (``Stepper.advance_with_content_all``);
 * **kvunits fused** (speculative traces): per stream, that rollback and that step in one call
   (``Stepper.advance_speculative``), where *typed* makes two (``allocate_speculative``, then
-  ``rollback`` after verification);
+  ``rollback`` after verification); in *spec generated*, with what the stream's latest step
+  produced (``Stepper.advance_speculative_with_content``), where typed and batch append it
+  after the step (``extend_content`` per sequence);
 * **kvunits content** (the *generated* prefix trace): per running stream, its step and the
   token it sampled (and the audio that came with it) in one call
   (``Stepper.advance_with_content``), where *typed* makes three (``advance``, then
@@ -62,7 +64,10 @@ prefix      64 streams sharing one prompt (audio + text); *prompt*: only the pro
             is hashed; *generated*: every generated token is hashed too, as vLLM
             hashes a request's tokens as they are appended
 spec        64 streams, 4 draft tokens a step, a seeded acceptance of 0..4 then a
-            rollback of the rest; text, then text + sliding
+            rollback of the rest; text, then text + sliding; then text with prefix
+            caching on (vLLM's default), every step's output cached: its accepted
+            drafts and the token sampled after them appended as vLLM's
+            ``update_from_output`` appends them (*generated*)
 prefill     4 streams at once (64 in all) of text, prompts of 8k / 32k / 128k tokens
             in 8192-token chunks, then 128 decode steps
 ==========  =====================================================================
@@ -201,6 +206,7 @@ def family(quick: bool = False) -> list[Trace]:
         Trace("prefix", "generated", two, prefix="generated"),
         Trace("spec", "1 group", ("text",), spec=4, chunk=32),
         Trace("spec", "2 groups", ("text", "sliding"), spec=4, chunk=32),
+        Trace("spec", "generated", ("text",), spec=4, chunk=32, prefix="generated"),
     ]
     # 64 streams in all, 16 waves of 4: a round's kvunits time is some 8 ms, not 2, so that a
     # round's ratio is a measurement (at 16 streams the rounds of one run spread 4-10x).
@@ -314,6 +320,13 @@ def contents(trace: Trace, count: int, seed: int = 0) -> list[tuple[list[int], l
 def sampled(stream: int, k: int) -> int:
     """The token stream ``stream`` samples at its ``k``-th decode position (both sides)."""
     return (stream * 7919 + k * 104729) % VOCAB
+
+
+def step_tokens(stream: int, decoded: int, step: Step) -> list[int]:
+    """The tokens a step of stream ``stream`` (``decoded`` tokens so far) appends to it: its
+    accepted drafts and the token sampled after them (one when it drafts none), as vLLM's
+    ``update_from_output`` appends a speculative step's output (both sides)."""
+    return [sampled(stream, decoded + j) for j in range(1 + step[2])]
 
 
 # -- kvunits ----------------------------------------------------------------------------------
@@ -460,6 +473,12 @@ class KvunitsSide:
         # latest step's rejected drafts rolled back with the next speculative step.
         fused = mode in ("fused", "batch") and trace.spec > 0
         respec: Any = getattr(stepper, "advance_speculative", None)
+        # Drafting with every generated token cached, one call per stream-step (fused): the
+        # step, with what the stream's latest step produced (its content, the previous engine
+        # step's keys: ``produced``), where typed and batch append it after the step.
+        respec_content: Any = getattr(stepper, "advance_speculative_with_content", None)
+        fused_content = mode == "fused" and generated and respec_content is not None
+        produced: list[Any] = [None] * trace.streams
         respec_all: Any = getattr(stepper, "advance_speculative_all", None)
         # A generating scheduler's one call per stream-step (content) or per engine step
         # (batch): the step and its sampled token (and the audio that came with it).
@@ -479,9 +498,13 @@ class KvunitsSide:
                     # (a running one's, then a new one's) a list per sequence, or the batch's
                     # one list per sequence (its audio: P keys a token).
                     keys_now = [
-                        [[t] * P if unit is EncoderTokens else [t] for unit, _ in sequences]
-                        for t in [sampled(slot_of[s], decoded[s]) for s in running]
-                        + [sampled(i, 0) for _, i in new]
+                        [[k for k in ts for _ in range(P)] if unit is EncoderTokens else ts
+                         for unit, _ in sequences]
+                        for ts in [
+                            step_tokens(slot_of[s], decoded[s], plans[slot_of[s]][at[s]])
+                            for s in running
+                        ]
+                        + [step_tokens(i, 0, plans[i][0]) for _, i in new]
                     ]
                     if content_all:
                         batch_keys = [
@@ -497,6 +520,13 @@ class KvunitsSide:
                 if fused and mode == "batch":
                     t, k, _ = steps[0] if running else (0, 0, 0)
                     batch_args = (typed[t - k], typed[k], [typed[pending[s]] for s in running])
+                elif fused_content:
+                    calls = [
+                        (rid, typed[t - k], typed[k], typed[pending[s]], produced[s])
+                        if k
+                        else (rid, typed[t])
+                        for rid, s, (t, k, _) in zip(ids, running, steps, strict=True)
+                    ]
                 elif fused:
                     calls = [
                         (rid, typed[t - k], typed[k], typed[pending[s]]) if k else (rid, typed[t])
@@ -522,6 +552,22 @@ class KvunitsSide:
                 if fused and mode == "batch" and running:
                     num, look, rejected = batch_args
                     respec_all(ids, *num, lookahead=look, rejected=rejected)
+                elif fused_content:
+                    for call in calls:
+                        if len(call) == 5:
+                            rid, num, look, given, out = call
+                            respec_content(
+                                rid,
+                                *num,
+                                lookahead=look,
+                                rejected=given,
+                                content=[
+                                    (h, ContentKeys(k, unit))
+                                    for (unit, h), k in zip(sequences, out, strict=True)
+                                ],
+                            )
+                        else:
+                            allocate(call[0], *call[1])
                 elif fused:
                     for call in calls:
                         if len(call) == 4:
@@ -597,7 +643,13 @@ class KvunitsSide:
                             )
                         else:
                             allocate(rid, *first_step)
-                if generated and not content_mode:
+                if generated and fused_content:
+                    # What each stream's step produced goes with its next step's call (a
+                    # stream's last step's output is appended by none: vLLM hashes it, and
+                    # caches none of it either, the stream ending).
+                    for j, s in enumerate(running + [s for s, _ in new]):
+                        produced[s] = keys_now[j]
+                elif generated and not content_mode:
                     # Each stream's sampled token (and the audio that came with it).
                     for rid, keys in zip(sampling, keys_now, strict=True):
                         for (unit, h), added in zip(sequences, keys, strict=True):
@@ -616,8 +668,8 @@ class KvunitsSide:
                 for s, i in new:
                     slot_of[s], at[s], decoded[s] = i, 0, 0
                 for s in running + [s for s, _ in new]:
+                    decoded[s] += 1 + plans[slot_of[s]][at[s]][2]
                     at[s] += 1
-                    decoded[s] += 1
                 if watch is not None:
                     slots = running + [s for s, _ in new]
                     watch.steps.append(self._look(coord, slots, slot_of, pending))
@@ -827,18 +879,19 @@ class VllmSide:
                 # appended (vLLM's block hasher runs on it): timed, as kvunits' extend_content.
                 if generated:
                     # (the tokens sampled before the timed region, as on kvunits' side)
-                    out = [
-                        (slot_req[s], sampled(slot_of[s], decoded[s]))
+                    made = [
+                        (slot_req[s], step_tokens(slot_of[s], decoded[s], plans[slot_of[s]][at[s]]))
                         for s in running + [s for s, _ in new]
                     ]
+                    out = [(r, tokens[0] if len(tokens) == 1 else tokens) for r, tokens in made]
                     t0 = perf()
                     for r, token in out:
                         r.append_output_token_ids(token)
                     elapsed += perf() - t0
                     reads += 1
                 for s in running + [s for s, _ in new]:
+                    decoded[s] += 1 + plans[slot_of[s]][at[s]][2]
                     at[s] += 1
-                    decoded[s] += 1
                 if watch is not None:
                     watch.steps.append(self._look(mgr, running + [s for s, _ in new], slot_req))
                 for s in freed:

@@ -27,6 +27,7 @@ TRACES = (
     "prefix generated",
     "spec 1 group",
     "spec 2 groups",
+    "spec generated",
     "prefill 8k",
 )
 
