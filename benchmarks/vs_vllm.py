@@ -67,7 +67,8 @@ spec        64 streams, 4 draft tokens a step, a seeded acceptance of 0..4 then 
             rollback of the rest; text, then text + sliding; then text with prefix
             caching on (vLLM's default), every step's output cached: its accepted
             drafts and the token sampled after them appended as vLLM's
-            ``update_from_output`` appends them (*generated*)
+            ``update_from_output`` appends them (*generated*); then text + sliding +
+            chunked, audio + text, and text with 8 draft tokens a step
 prefill     4 streams at once (64 in all) of text, prompts of 8k / 32k / 128k tokens
             in 8192-token chunks, then 128 decode steps
 ==========  =====================================================================
@@ -207,6 +208,11 @@ def family(quick: bool = False) -> list[Trace]:
         Trace("spec", "1 group", ("text",), spec=4, chunk=32),
         Trace("spec", "2 groups", ("text", "sliding"), spec=4, chunk=32),
         Trace("spec", "generated", ("text",), spec=4, chunk=32, prefix="generated"),
+        # Drafting beyond the table (session 27): three groups, the pooled audio
+        # window, 8 drafts a step.
+        Trace("spec", "3 groups", ("text", "sliding", "chunked"), spec=4, chunk=32),
+        Trace("spec", "audio + text", two, spec=4, chunk=32),
+        Trace("spec", "8 drafts", ("text",), spec=8, chunk=32),
     ]
     # 64 streams in all, 16 waves of 4: a round's kvunits time is some 8 ms, not 2, so that a
     # round's ratio is a measurement (at 16 streams the rounds of one run spread 4-10x).
