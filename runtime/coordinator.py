@@ -1731,9 +1731,19 @@ def _typed_functions(
         *(f"        v{i} = {value(i, f'l{i}')}" for i in range(k)),
     ]
     looks = [f"v{i}" for i in range(k)]
-    spec_counts = dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
-    lookahead_counts = dense([f"v{i}" for i in range(k)])
-    rejected_counts = dense([value(i, f"r{i}") for i in range(k)])
+    # A drafting step's counts (its positions and lookahead), and the rejected drafts of the
+    # latest step, checked and read.
+    drafted = [f"{value(i, names[i])} + v{i}" for i in range(k)]
+    unrolled = [value(i, f"r{i}") for i in range(k)]
+    rejects = [
+        f"        if type(rejected) is not tuple or len(rejected) != {k}:",
+        '            count_error(H, "rejected", rejected)',
+        f"        {rs} = rejected",
+        *checks("rejected", "r"),
+    ]
+    spec_counts = dense(drafted)
+    lookahead_counts = dense(looks)
+    rejected_counts = dense(unrolled)
     # Each content pair checked inline (a handle of this core, keys of its content unit, no
     # salt) into ``pairs`` (group, keys); anything else goes to content_pairs, which raises
     # what extend_content does.
@@ -1794,16 +1804,11 @@ def _typed_functions(
         *checks("lookahead", "l"),
         *(f"        v{i} = {value(i, f'l{i}')}" for i in range(k)),
         *(
-            [
-                "        " + line
-                for line in speculative_lines(
-                    core, [f"{value(i, names[i])} + v{i}" for i in range(k)], looks
-                )
-            ]
+            ["        " + line for line in speculative_lines(core, drafted, looks)]
             if in_order
             else [
                 "        out = speculative(request_id, "
-                + dense([f"{value(i, names[i])} + v{i}" for i in range(k)])
+                + dense(drafted)
                 + ", "
                 + dense(looks)
                 + f"); return {pick}"
@@ -1813,20 +1818,9 @@ def _typed_functions(
         f"    def advance_speculative(request_id, {args}, *, lookahead, rejected):",
         *checks("num_new"),
         *looked,
-        f"        if type(rejected) is not tuple or len(rejected) != {k}:",
-        '            count_error(H, "rejected", rejected)',
-        f"        {rs} = rejected",
-        *checks("rejected", "r"),
+        *rejects,
         *(
-            [
-                "        " + line
-                for line in respec_lines(
-                    core,
-                    [f"{value(i, names[i])} + v{i}" for i in range(k)],
-                    looks,
-                    [value(i, f"r{i}") for i in range(k)],
-                )
-            ]
+            ["        " + line for line in respec_lines(core, drafted, looks, unrolled)]
             if in_order
             else [
                 f"        return core_respec(request_id, {spec_counts}, {lookahead_counts}, "
@@ -1879,22 +1873,11 @@ def _typed_functions(
         "content):",
         *checks("num_new"),
         *looked,
-        f"        if type(rejected) is not tuple or len(rejected) != {k}:",
-        '            count_error(H, "rejected", rejected)',
-        f"        {rs} = rejected",
-        *checks("rejected", "r"),
+        *rejects,
         *(
             # Every group bound in order: the core's lines in this frame (as
             # ``advance_with_content``).
-            [
-                "        " + line
-                for line in respec_content_lines(
-                    core,
-                    [f"{value(i, names[i])} + v{i}" for i in range(k)],
-                    looks,
-                    [value(i, f"r{i}") for i in range(k)],
-                )
-            ]
+            ["        " + line for line in respec_content_lines(core, drafted, looks, unrolled)]
             if in_order
             else [
                 *pairs,
