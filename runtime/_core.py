@@ -866,24 +866,37 @@ class CoordinatorCore:
         self, o: int, num_new: Sequence[int], lookahead: Sequence[int], rejected: Sequence[int]
     ) -> Ops | None:
         """`advance_speculative`'s stores where they are all it takes (None for any other):
-        every group's rollback and step within its slack (the generated step's rule: ``0 < q
-        − r <= slack``, ``r`` at most the latest lookahead)."""
+        every group's rollback and step within its slack, the generated step's rule
+        (`kvunits.runtime._fast._fits`): ``0 < q − r <= slack``, ``r`` at most the latest
+        lookahead, a fixed table's rollback freeing nothing, and the step's slots within
+        ``max_in_flight`` where that is less than a block."""
         n = len(self.names)
         for given in (num_new, lookahead, rejected):
             if type(given) not in _SEQUENCES or len(given) != n:
                 return None
-        hot = self.table.hot
+        table = self.table
+        hot, st, cold = table.hot, table.st, table.cold(o) - HOT
         spec = self.specs.get(o) or (0,) * n
         ops: Ops = []
-        h = o
-        for q, k, r, j in zip(num_new, lookahead, rejected, spec, strict=True):
+        for g, (q, k, r, j) in enumerate(zip(num_new, lookahead, rejected, spec, strict=True)):
             if type(q) is not int or type(k) is not int or type(r) is not int:
                 return None
+            h, c = o + g * HOT, cold + g * COLD
             slack = hot[h]
             if not 0 <= k <= q or not 0 <= r <= j or not 0 < q - r <= slack:
                 return None
+            manager = self._managers[g]
+            if (
+                r
+                and manager.kind in ("state", "cross_attention")
+                and manager.table_length(0) < st[c + SKIPPED] + st[c + LENGTH]
+            ):
+                return None
+            if self._in_flight[g] < self._block_size[g] or not self._has_rows[g]:
+                rows, p = st[c + ANCHOR] - slack - r, self._pool[g]
+                if -(-(rows + q) // p) - rows // p > self._in_flight[g]:
+                    return None
             ops.append((setitem, hot, slice(h, h + HOT), [slack + r - q, q]))
-            h += HOT
         ops.append((setitem, self.specs, o, tuple(lookahead)))
         return ops
 

@@ -3136,3 +3136,45 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing()
     assert ran.count("advance_speculative_with_content") == 7, ran
     assert {"respec_cross", "_planned_respec_content"} <= set(ran), set(ran)
     assert ran.count("respec_cross") + ran.count("_planned_respec_content") < 7, ran
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_drafting_step_with_content_past_max_in_flight_is_refused_as_the_general_path_does(
+    typed: bool,
+) -> None:
+    # A step within its slack (blocks of 8) but past max_in_flight (2 tokens): the stores
+    # path checks what the generated step checks (`_fast._fits`), so the call is refused, as
+    # `advance_speculative` then `extend_content` refuse it, and nothing changes; a step
+    # within both limits is stores.
+    layers = {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))}
+    one, two = (
+        coordinator(layers, block_size=8, num_blocks=20, max_len=60, max_in_flight=2, reserve=False)
+        for _ in range(2)
+    )
+    for c in (one, two):
+        c._core.admit_with_prefix("r", [None], prefix_parts(c, [1, 2, 3]))
+        c._core.advance_step("r", [1])
+    text = one.group("t", Tokens)
+    stepper: Any = one.stepper(text)
+    for q, k in ((3, 0), (2, 1)):
+        before = _state(one)
+        if typed:
+            mine = _outcome(
+                functools.partial(
+                    stepper.advance_speculative_with_content,
+                    lookahead=(Tokens(k),),
+                    rejected=(Tokens(0),),
+                    content=[(text, ContentKeys([5], Tokens))],
+                ),
+                "r",
+                Tokens(q - k),
+            )
+        else:
+            mine = _outcome(
+                one._core.advance_speculative_content, "r", [q], [k], [0], [(0, array("q", [5]))]
+            )
+        two, failed = respec_then_content(two, "r", [q], [k], [0], [(0, [5])])
+        assert mine == failed, (q, mine, failed)
+        if failed is not None:
+            assert _state(one) == before
+        assert _state(one) == _state(two), q
