@@ -45,6 +45,7 @@ from .test_fast_step import (
     general,
     in_turn,
     prefix_parts,
+    respec_then_content,
 )
 from .test_stateful import drawn_layout
 
@@ -261,6 +262,7 @@ def _engine_step(t: Twins) -> None:
             + ("respec_all",) * 4
             + ("content_all",) * 4
             + ("advance", "allocate", "speculative", "rollback", "respec", "content")
+            + ("respec_content",)
         ),
         label="op",
     )
@@ -436,6 +438,37 @@ def _engine_step(t: Twins) -> None:
             k,
             r,
         )
+    elif op == "respec_content":
+        # A drafting step with what the latest step produced (any keys, per sequence), in one
+        # call: `advance_speculative` on the general path, then `extend_content` per pair, all
+        # or nothing (which part fails first may differ: compared is whether the call failed,
+        # and the state after it).
+        q = t.counts("positions")
+        k = [
+            data.draw(st.integers(0, x // s), label="drafts") * s
+            for x, s in zip(q, t.scale, strict=True)
+        ]
+        r = t.rejected(rid)
+        plain = [x - y for x, y in zip(q, k, strict=True)]
+        contents = [
+            (g, t.keys(data.draw(st.integers(0, 2 * t.scale[g] + 1), label="produced"), "key"))
+            for g in t.sequences.values()
+        ]
+        typed = t.content(contents)
+        before = _state(t.one)
+        mine = _outcome(
+            (lambda: core.advance_speculative_content(rid, q, k, r, contents))
+            if plain_entry
+            else lambda: step.advance_speculative_with_content(
+                rid, *t.typed(plain), lookahead=t.typed(k), rejected=t.typed(r), content=typed
+            )
+        )
+        t.two, failed = respec_then_content(t.two, rid, q, k, r, contents)
+        assert (mine is None) == (failed is None), (op, rid, mine, failed)
+        if mine is not None:
+            assert _state(t.one) == before, ("a failed call changed something", op, rid)
+        assert _state(t.one) == _state(t.two), (op, rid, q, k, r, contents)
+        event(f"{op}: {_said(mine)}")
     else:  # content: the step and its content (one pair per sequence)
         q = t.counts("positions", most=1)
         contents = [(g, t.keys(q[g], "key")) for g in t.sequences.values()]
