@@ -2771,6 +2771,7 @@ class FastFunctions(NamedTuple):
     respec_cross: Callable[..., None]
     content_cross: Callable[..., None]
     content_fill: Callable[..., None]
+    respec_fill: Callable[..., object]
     admit: Callable[[str, Sequence[int | None]], bool]
     free: Callable[[str, Container[str], Container[str], Container[str]], bool]
     extend: Callable[[str, int, array[int]], None]

@@ -2175,30 +2175,38 @@ def _registration(
 
 
 def _plan_fill(core: CoordinatorCore) -> list[str]:
-    """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa,
-    sv)``: a step within every group's slack whose content (``adds[j]`` to the stream
-    ``picked[j]``, one stream per sequence) fills a block, planned on ``ops`` (stores to the
-    hot fields on ``ha``, ``hv``, to the cold ones on ``sa``, ``sv``) and a boundary ``plan`` as
-    the general path plans it (`CoordinatorCore._general_content`), written out per group: the
-    step's stores; each filled stream's new full blocks hashed once (for every group of its
-    sequence and granularity) and its tail cut (`CoordinatorCore._plan_content`); the blocks
-    of committed positions whose hashes are now known registered
-    (`CoordinatorCore._register_plan`'s rule, on the plan's lists); the fields held when
-    hashes stay ahead of the positions (`_hold`: the steps that commit them register). False
-    when a block to register is cached already (the caller takes the general path, which
-    decides)."""
+    """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv,
+    rejected=None, lookahead=None)``: a step within every group's slack whose content
+    (``adds[j]`` to the stream ``picked[j]``, one stream per sequence) fills a block, planned
+    on ``ops`` (stores to the hot fields on ``ha``, ``hv``, to the cold ones on ``sa``, ``sv``)
+    and a boundary ``plan`` as the general path plans it (`CoordinatorCore._general_content`),
+    written out per group: the step's stores; each filled stream's new full blocks hashed
+    once (for every group of its sequence and granularity) and its tail cut
+    (`CoordinatorCore._plan_content`); the blocks of committed positions whose hashes are now
+    known registered (`CoordinatorCore._register_plan`'s rule, on the plan's lists); the
+    fields held when hashes stay ahead of the positions (`_hold`: the steps that commit them
+    register). With ``rejected`` and ``lookahead`` (per group), a drafting step's
+    (`CoordinatorCore.advance_speculative_content`, within every slack: `_fits`): the latest
+    step's rejected drafts rolled back first, and the step's last ``lookahead`` positions not
+    committed (nor registered); its lookahead is the caller's to store. False when a block to
+    register is cached already (the caller takes the general path, which decides)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
+    rjs = ", ".join(f"rj{g}" for g in range(n)) + ("," if n == 1 else "")
+    lks = ", ".join(f"lk{g}" for g in range(n)) + ("," if n == 1 else "")
     lines = [
-        "    def plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv):",
+        "    def plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv, "
+        "rejected=None, lookahead=None):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
+        f"        {rjs} = rejected or nospec",
+        f"        {lks} = lookahead or nospec",
         f"        cb = o // {hw} * {cw}",
     ]
     for g in range(n):
         h = g * HOT
         c = f"cb + {_cold(ANCHOR, g) - ANCHOR}"
         lines += [
-            f"        s{g} = hot[o + {h + SLACK}]",
+            f"        s{g} = hot[o + {h + SLACK}] + rj{g}",
             f"        r{g} = st[{c} + {ANCHOR}] - s{g} + q{g}",
         ]
     lines += [
@@ -2238,7 +2246,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
             "    known = len(old) + len(more)",
         ]
         out += _registration(
-            core, g, "    ", rows=f"r{g}", skip="skipped", taken="", known="known",
+            core, g, "    ", rows=f"(r{g} - lk{g})", skip="skipped", taken="", known="known",
             key="old[i] if i < len(old) else more[i - len(old)]", ahead="ahead = True",
         )
         lines += ["        " + line for line in out]
@@ -3531,19 +3539,26 @@ def respec_content_lines(
     checked): `CoordinatorCore.advance_speculative_content` in the same frame where it is
     stores, or the generated crossing with the appends (``respec_cross``'s ``more``). Its
     pairs read as `content_lines` reads them, into the tails they extend, one stream per
-    sequence; an active request with nothing left to register, content that fills no block
-    and every group's rollback and step within its slack (`_fits`) make the stores and the
-    appends; a step past a slack the crossing; anything else, and whatever the crossing
-    declines, the core's plan (`CoordinatorCore._planned_respec_content`), given the pairs
-    as `KVCacheCoordinator._content_pairs` checks them. They read `advance_names`."""
+    sequence; an active request with nothing left to register and every group's rollback
+    and step within its slack (`_fits`) make the stores and the appends, or, where the
+    content fills a block, ``respec_fill`` (`plan_fill` with the rollback and the
+    lookahead); a step past a slack whose content fills no block the crossing; anything
+    else, and whatever ``respec_fill`` or the crossing declines, the core's plan
+    (`CoordinatorCore._planned_respec_content`), given the pairs as
+    `KVCacheCoordinator._content_pairs` checks them. They read `advance_names`."""
     n = len(core.names)
     qs, ks, rs = (_tuple(name, n) for name in "qkr")
     pairs = "content_pairs(content)"
     back = f"return planned_respec_content(me, request_id, o, {qs}, {ks}, {rs}, {pairs})"
     more = "[*zip(repeat(extend), tails, adds)]"
+    planned = back[len("return ") :]
     past = (
-        f"return {back[len('return '):]} if respec_cross(me, request_id, o, {qs}, {ks}, {rs}, "
+        f"return {planned} if fill or respec_cross(me, request_id, o, {qs}, {ks}, {rs}, "
         f"{more}) is DECLINED else None"
+    )
+    filled = (
+        f"return {planned} if respec_fill(me, request_id, o, {qs}, {ks}, {rs}, extra, "
+        "picked, adds) is DECLINED else None"
     )
     body = _entry(core, {"q": counts, "k": looks, "r": rejected}, "allocate")
     # A request unknown and content wrong: the content's error first (as `content_lines`).
@@ -3563,7 +3578,7 @@ def respec_content_lines(
                 f"    {back}",
             )
         ),
-        "tails, adds, axes = [], [], []",
+        "tails, adds, picked, axes, fill = [], [], [], [], False",
         "for pair in content:",
         "    if type(pair) is not tuple or len(pair) != 2:",
         f"        {back}",
@@ -3581,9 +3596,10 @@ def respec_content_lines(
         "    for stream in streams:",
         "        if stream.axis == axis:",
         "            if len(stream.tail) + len(added) >= stream.rows_per_block:",
-        f"                {back}",
+        "                fill = True",
         "            tails.append(stream.tail)",
         "            adds.append(added)",
+        "            picked.append(stream)",
     ]
     stores = "; ".join(
         f"hot[{_plus('o', g * HOT + SLACK)}] = s{g} + r{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
@@ -3595,6 +3611,8 @@ def respec_content_lines(
         f"    {_tuple('j', n)[1:-1]} = specs.get(o, nospec)",
         f"    c = o * {core.table.cold_width // core.table.hot_width}",
         *_unrolled(core, past, "    ", True),
+        "    if fill:",
+        f"        {filled}",
         f"    {stores}; specs[o] = {ks}; list(map(extend, tails, adds)); del owner[0]; "
         "return  # the commit",
         *_ENTRY_END,
@@ -3694,6 +3712,7 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "respec_cross": core.fast.respec_cross,
         "content_cross": core.fast.content_cross,
         "content_fill": core.fast.content_fill,
+        "respec_fill": core.fast.respec_fill,
         "general_content": core._general_content,
         "extras": core.extras,
         "Resting": RestingExtras,
@@ -3841,6 +3860,21 @@ def _source(core: CoordinatorCore) -> str:
         "        emit_boundary(ops, plan)",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
+        # `advance_speculative_content`'s rollback and step within every slack, its content
+        # filling a block: `plan_fill` with the rollback and the lookahead (`DECLINED` where it
+        # declines: the caller plans the call).
+        "    def respec_fill(me, request_id, o, num_new, lookahead, rejected, extra, picked, "
+        "adds):",
+        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv))]",
+        "        if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, sa, sv, "
+        "rejected, lookahead):",
+        "            return DECLINED",
+        "        ops.append((setitem, specs, o, tuple(lookahead)))",
+        "        emit_boundary(ops, plan)",
+        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "",
     ]
     lines += _uncross(core)
     lines += _admit(core) + _free(core)
@@ -3970,7 +4004,8 @@ def _source(core: CoordinatorCore) -> str:
     lines += _extend()
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
-        "uncross, respec_cross, content_cross, content_fill, admit, free, extend_keys)"
+        "uncross, respec_cross, content_cross, content_fill, respec_fill, admit, free, "
+        "extend_keys)"
     )
     header = (
         "from array import array\n"
