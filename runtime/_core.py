@@ -816,11 +816,10 @@ class CoordinatorCore:
                 if ops is not None:
                     ops += more
                     commit(ops_of(ops)); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
-                # Past the slack: the generated crossing, the appends committed with it.
-                if self.fast.respec_cross(
-                    me, request_id, o, num_new, lookahead, rejected, more
-                ) is not DECLINED:
-                    return
+                # Past the slack: the generated crossing, the appends committed with it (its
+                # commit and this return on one line: nothing runs after the commit).
+                cross = self.fast.respec_cross
+                if cross(me, request_id, o, num_new, lookahead, rejected, more) is not DECLINED: return  # noqa: E701, E501
             return self._planned_respec_content(
                 me, request_id, o, num_new, lookahead, rejected, contents
             )

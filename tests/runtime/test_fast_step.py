@@ -3075,14 +3075,15 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
 
 
 @pytest.mark.parametrize("layout", ["text", "audio+text"])
+@pytest.mark.parametrize("plain", [False, True])
 def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
-    layout: str,
+    layout: str, plain: bool
 ) -> None:
     # A drafting stream with prefix caching on, one call a step (the latest step's rejected
-    # drafts rolled back, what it produced appended, the next step), through the typed entry:
-    # within its blocks (stores), across one (the generated crossing with the appends), and
-    # filling one (hashed and registered by the generated `plan_fill`, or on the core's plan
-    # where the step crosses a block too). Interrupted at each of its events, nothing
+    # drafts rolled back, what it produced appended, the next step), through the typed entry
+    # (or the core's plain one): within its blocks (stores), across one (the generated
+    # crossing with the appends), and filling one (hashed and registered by the generated
+    # `plan_fill`, or on the core's plan). Interrupted at each of its events, nothing
     # changes; then it does what the uninterrupted call does on a twin.
     from .test_interrupts import Interrupt
 
@@ -3108,6 +3109,16 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
 
         def call(stepper: Any, rejected: list[int] = rejected, out: list[int] = produced) -> None:
             hs = stepper.handles
+            if plain:
+                stepper._owner._core.advance_speculative_content(
+                    "r",
+                    [3 * s for s in scale],  # the core's counts hold the lookahead
+                    [2 * s for s in scale],
+                    rejected,
+                    [(h.index, array("q", [t for t in out for _ in range(s)]))
+                     for h, s in zip(hs, scale, strict=True)],
+                )
+                return
             stepper.advance_speculative_with_content(
                 "r",
                 *(u(s) for u, s in zip(units.values(), scale, strict=True)),
@@ -3140,6 +3151,8 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
         rejected = [(2 - accepted) * s for s in scale]
         produced = [rng.randrange(3) for _ in range(1 + accepted)]
     assert interrupted > 7 * 10, interrupted
+    if plain:
+        return
     # Stores (no core call), the crossing and the plan, each at least once.
     assert ran.count("advance_speculative_with_content") == 7, ran
     assert {"respec_cross", "_planned_respec_content"} <= set(ran) or layout == "text", set(ran)
