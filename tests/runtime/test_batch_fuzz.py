@@ -161,6 +161,17 @@ class Twins:
             out.append(units * s)
         return out
 
+    def drafting(self, rid: str) -> tuple[list[int], list[int], list[int], list[int]]:
+        """A drafting step of ``rid``: its positions (drafts included), its drafts, the
+        latest step's rejected drafts, and its positions less the drafts (the typed entry's
+        counts)."""
+        q = self.counts("positions")
+        k = [
+            self.data.draw(st.integers(0, x // s), label="drafts") * s
+            for x, s in zip(q, self.scale, strict=True)
+        ]
+        return q, k, self.rejected(rid), [x - y for x, y in zip(q, k, strict=True)]
+
     def content(self, contents: list[tuple[int, list[int]]]) -> list[Any]:
         """Per-group keys as the stepper's content: (handle, keys in the sequence's unit)."""
         units: list[Any] = [EncoderTokens if axis else Tokens for axis in self.pooled]
@@ -419,13 +430,7 @@ def _engine_step(t: Twins) -> None:
             r,
         )
     elif op == "respec":
-        q = t.counts("positions")
-        k = [
-            data.draw(st.integers(0, x // s), label="drafts") * s
-            for x, s in zip(q, t.scale, strict=True)
-        ]
-        r = t.rejected(rid)
-        plain = [x - y for x, y in zip(q, k, strict=True)]
+        q, k, r, plain = t.drafting(rid)
         t.single(
             op,
             (lambda: core.advance_speculative(rid, q, k, r))
@@ -443,13 +448,7 @@ def _engine_step(t: Twins) -> None:
         # call: `advance_speculative` on the general path, then `extend_content` per pair, all
         # or nothing (which part fails first may differ: compared is whether the call failed,
         # and the state after it).
-        q = t.counts("positions")
-        k = [
-            data.draw(st.integers(0, x // s), label="drafts") * s
-            for x, s in zip(q, t.scale, strict=True)
-        ]
-        r = t.rejected(rid)
-        plain = [x - y for x, y in zip(q, k, strict=True)]
+        q, k, r, plain = t.drafting(rid)
         contents = [
             (g, t.keys(data.draw(st.integers(0, 2 * t.scale[g] + 1), label="produced"), "key"))
             for g in t.sequences.values()
