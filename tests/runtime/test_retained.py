@@ -16,6 +16,7 @@ import sys
 import tracemalloc
 from array import array
 from itertools import pairwise
+from typing import Any
 
 import pytest
 
@@ -29,16 +30,25 @@ from kvunits.contracts import (
     Window,
 )
 from kvunits.contracts.internal import magnitude
-from kvunits.runtime import AdmissionPolicy, ContentKeys, _table
+from kvunits.runtime import AdmissionPolicy, ContentKeys, KVCacheCoordinator, _table
 from kvunits.runtime._table import CAPACITY, COLD, SKIPPED, START
 
 from .support import coordinator
 
 
-def test_every_map_keyed_by_request_is_emptied_when_the_last_request_ends() -> None:
-    coord = coordinator(
+def text_alone(*, block_size: int = 4, **sizes: Any) -> KVCacheCoordinator:
+    """A coordinator of one full-attention text group (one head of 8: what is measured here
+    is the allocator's own state, not the cache), in blocks of ``block_size`` tokens;
+    ``sizes`` as `support.coordinator` takes them."""
+    return coordinator(
         {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4,
+        block_size=block_size,
+        **sizes,
+    )
+
+
+def test_every_map_keyed_by_request_is_emptied_when_the_last_request_ends() -> None:
+    coord = text_alone(
         num_blocks=2_000,
         max_len=16,
         max_in_flight=8,
@@ -67,9 +77,7 @@ def test_every_map_keyed_by_request_is_emptied_when_the_last_request_ends() -> N
 def test_fcfs_keeps_no_arrival_and_the_last_free_empties_the_priorities() -> None:
     """Only ``scheduling_policy = "priority"`` reads arrivals (vLLM 0.33's
     ``Scheduler.schedule``: fcfs preempts ``self.running[-1]``): fcfs stores none."""
-    coord = coordinator(
-        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4,
+    coord = text_alone(
         num_blocks=2_000,
         max_len=16,
         max_in_flight=8,
@@ -91,9 +99,7 @@ def test_slab_garbage_stays_bounded_on_the_fast_and_boundary_paths() -> None:
     is due goes to the general path, which compacts first: a held block costs its entry and
     a bounded share of spare room and garbage, however long requests run. A pool that only
     takes a few blocks at a time keeps no table of ids."""
-    coord = coordinator(
-        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4,
+    coord = text_alone(
         num_blocks=80_000,
         max_len=1_024,
         max_in_flight=8,
@@ -126,9 +132,7 @@ def test_a_handful_of_requests_keeps_the_garbage_of_a_few_blocks(streams: int) -
     entries (4 KiB) was most of the slab: 4 requests of 21 blocks, the memory trace of
     `benchmarks/vs_vllm.py`, held 13.7 byte a block, vLLM 9.3. A segment's move into a slab
     that would then be due compacts it first, per request and in a batch."""
-    coord = coordinator(
-        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4,
+    coord = text_alone(
         num_blocks=5_000,
         max_len=1_024,
         max_in_flight=32,
@@ -162,9 +166,7 @@ def test_a_table_is_placed_first_without_spare_room() -> None:
     before, 2,100); the block after the prompt moves the segment with a quarter more room, at
     least 8 (4 entries -> capacity 12). The fields' array, grown by doubling, holds its rows
     without an array's own sixteenth of spare room (`_table._zeros_ops`)."""
-    coord = coordinator(
-        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4,
+    coord = text_alone(
         num_blocks=5_000,
         max_len=64,
         max_in_flight=16,
@@ -296,9 +298,7 @@ def test_cached_free_blocks_are_what_stays_with_prefix_caching() -> None:
     that is the cache, bounded by the pool's size. What stays is their queue entries, their
     keys in the pool and the prefix cache's map, within a bound per cached block; the pool
     is not reset while one is cached."""
-    coord = coordinator(
-        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4,
+    coord = text_alone(
         num_blocks=2_000,
         max_len=128,
         max_in_flight=128,
@@ -381,8 +381,7 @@ def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_
     emptied them; the last request ends with content (the core's path) or is a plain one,
     stepped after the reset, that ends with nothing cached (the generated ``free``'s end of
     the last request)."""
-    coord = coordinator(
-        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+    coord = text_alone(
         block_size=8,
         num_blocks=4_000,
         max_len=512,
