@@ -810,16 +810,24 @@ class CoordinatorCore:
             o = self.table.offsets.get(request_id) if type(request_id) is str else None
             if o is None:
                 raise self._unknown(request_id)
-            more = self._content_appends(o, contents)
-            if more is not None:
+            given = self._content_streams(o, contents)
+            if given is not None:
+                extra, picked, adds, fill = given
                 ops = self._respec_stores(o, num_new, lookahead, rejected)
-                if ops is not None:
-                    ops += more
+                if ops is not None and not fill:
+                    ops += zip(repeat(array.extend), [s.tail for s in picked], adds)
                     commit(ops_of(ops)); del guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
-                # Past the slack: the generated crossing, the appends committed with it (its
-                # commit and this return on one line: nothing runs after the commit).
-                cross = self.fast.respec_cross
-                if cross(me, request_id, o, num_new, lookahead, rejected, more) is not DECLINED: return  # noqa: E701, E501
+                # Else the generated plans (each commit and this return on one line: nothing
+                # runs after the commit): a block filled within the slacks, filled past one,
+                # or a crossing whose appends are committed with it.
+                fast = self.fast
+                if ops is not None:
+                    if fast.respec_fill(me, request_id, o, num_new, lookahead, rejected, extra, picked, adds) is not DECLINED: return  # noqa: E701, E501
+                elif fill and self._spec_counts(num_new, lookahead, rejected):
+                    if fast.respec_fill_cross(me, request_id, o, num_new, lookahead, rejected, extra, picked, adds) is not DECLINED: return  # noqa: E701, E501
+                else:
+                    more: Ops = [*zip(repeat(array.extend), [s.tail for s in picked], adds)]
+                    if fast.respec_cross(me, request_id, o, num_new, lookahead, rejected, more) is not DECLINED: return  # noqa: E701, E501
             return self._planned_respec_content(
                 me, request_id, o, num_new, lookahead, rejected, contents
             )
@@ -827,12 +835,14 @@ class CoordinatorCore:
             guard.drop(me)
             raise
 
-    def _content_appends(
+    def _content_streams(
         self, o: int, contents: Sequence[tuple[int, Sequence[int]]]
-    ) -> Ops | None:
-        """The appends of ``contents`` to request ``o``'s streams, where they are all it
-        takes (None for any other): an active request with nothing left to register, content
-        of int64 arrays, a sequence once each, that fills no block."""
+    ) -> tuple[RequestExtras, list[HashStream], list[array[int]], bool] | None:
+        """Request ``o``'s content, ``contents``, as the generated plans take it: its
+        `RequestExtras`, the stream each pair appends to and the keys, and whether they fill a
+        block; None for any other than an active request with nothing left to register and
+        content of int64 arrays, a sequence once each (the typed entry's checks,
+        `kvunits.runtime._fast.respec_content_lines`)."""
         extra = self.extras.get(o)
         if type(extra) is not RequestExtras or type(contents) not in _SEQUENCES:
             return None
@@ -841,7 +851,9 @@ class CoordinatorCore:
             if s >= 0 and len(streams[s].hashes) > r:
                 return None
         n, axes = len(self.names), self._axis
-        ops: Ops = []
+        picked: list[HashStream] = []
+        adds: list[array[int]] = []
+        fill = False
         seen = 0  # the sequences appended to, a bit each
         for pair in contents:
             if type(pair) is not tuple or len(pair) != 2:
@@ -855,11 +867,27 @@ class CoordinatorCore:
             seen |= 1 << axis
             for stream in streams:
                 if stream.axis == axis:
-                    tail = stream.tail
-                    if len(tail) + len(keys) >= stream.rows_per_block:
-                        return None
-                    ops.append((tail.extend, keys))
-        return ops
+                    fill = fill or len(stream.tail) + len(keys) >= stream.rows_per_block
+                    picked.append(stream)
+                    adds.append(keys)
+        return extra, picked, adds, fill
+
+    def _spec_counts(
+        self, num_new: Sequence[int], lookahead: Sequence[int], rejected: Sequence[int]
+    ) -> bool:
+        """Whether a drafting step's counts are as the generated plans read them (which check
+        what they plan from, not the arguments' form): per group, in a tuple or list, ints,
+        ``0 <= lookahead <= num_new`` and ``rejected`` not negative."""
+        n = len(self.names)
+        for given in (num_new, lookahead, rejected):
+            if type(given) not in _SEQUENCES or len(given) != n:
+                return False
+        for q, k, r in zip(num_new, lookahead, rejected, strict=True):
+            if type(q) is not int or type(k) is not int or type(r) is not int:
+                return False
+            if not 0 <= k <= q or r < 0:
+                return False
+        return True
 
     def _respec_stores(
         self, o: int, num_new: Sequence[int], lookahead: Sequence[int], rejected: Sequence[int]
@@ -2771,6 +2799,7 @@ class FastFunctions(NamedTuple):
     content_cross: Callable[..., None]
     content_fill: Callable[..., None]
     respec_fill: Callable[..., object]
+    respec_fill_cross: Callable[..., object]
     admit: Callable[[str, Sequence[int | None]], bool]
     free: Callable[[str, Container[str], Container[str], Container[str]], bool]
     extend: Callable[[str, int, array[int]], None]

@@ -1868,7 +1868,8 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
 
 
 def _plan_cross(core: CoordinatorCore) -> list[str]:
-    """The source of ``plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv)``:
+    """The source of ``plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv, rejected=None,
+    lookahead=None, hashed=None)``:
     `CoordinatorCore._plan_boundary` of a plain step (no lookahead, no rollback before it, no
     slot mappings) of the request at ``o`` (its content kept in ``extra``) written out per
     group with the group's constants in, on the same boundary ``plan`` (so that requests
@@ -1882,14 +1883,26 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     whose hashes the request's streams know registered (`_register_boundary`'s rule, once per
     group of each sequence and granularity). Returns False for any other step, as the core's
     does (the caller takes the general path, or compacts the slab of ``plan.compact``
-    first); with a kind the generator does not write out, it is the core's."""
+    first); with a kind the generator does not write out, it is the core's.
+
+    With ``rejected`` and ``lookahead`` (per group), a drafting step's
+    (`CoordinatorCore.advance_speculative_content`): the latest step's ``rejected`` drafts
+    rolled back first (at most what it left speculative), then a step that ends past the
+    rolled-back end in every group that rolls back (so the rollback gives back no block: the
+    step takes them again, `_fits`), whose last ``lookahead`` positions are neither committed
+    nor registered (the caller stores the lookahead); any other such call returns False,
+    never the core's plan (which would not roll back). ``hashed``: the hashes this call's
+    content adds per stream (`_hashing`), not yet in the streams, registered as theirs."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     if any(
         not core._has_rows[g] or core._managers[g].kind not in _PLANNED for g in range(n)
     ):
         return [
-            "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv):",
+            "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv, rejected=None, "
+            "lookahead=None, hashed=None):",
+            "        if rejected is not None:",
+            "            return False",
             "        return plan_boundary(ops, plan, o, num_new, None)",
             "",
         ]
@@ -1897,9 +1910,24 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     # The cold fields' order, which the slices read and write.
     assert tuple(range(ANCHOR, MAXLEN + 1)) == (ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH,
                                                 CAPACITY, MAXLEN)
+    qs = ", ".join(f"q{g}" for g in range(n)) + comma
+    rjs = ", ".join(f"rj{g}" for g in range(n)) + comma
+    lks = ", ".join(f"lk{g}" for g in range(n)) + comma
+    js = ", ".join(f"j{g}" for g in range(n)) + comma
+    # A rollback's group ends past its rolled-back end (or neither rolls back nor steps).
+    unfit = " or ".join(
+        f"rj{g} > j{g} or q{g} <= rj{g} and (q{g} or rj{g})" for g in range(n)
+    )
     lines = [
-        "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv):",
-        "        " + ", ".join(f"q{g}" for g in range(n)) + f"{comma} = num_new",
+        "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv, rejected=None, "
+        "lookahead=None, hashed=None):",
+        f"        {qs} = num_new",
+        f"        {rjs} = rejected or nospec",
+        f"        {lks} = lookahead or nospec",
+        "        if rejected is not None:",
+        f"            {js} = specs.get(o, nospec)",
+        f"            if {unfit}:",
+        "                return False",
         f"        cb = o // {hw} * {cw}",
         "        pstates, lists, crossed = plan.pools, plan.lists, False",
     ]
@@ -1915,13 +1943,14 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         # array's slice assignment at the commit).
         out = [
             f"q, k = q{g}, {c} + {ANCHOR}",
-            f"anchor0, s = st[k], hot[o + {h + SLACK}]",
+            # (``s``: the slack after the rollback)
+            f"anchor0, s = st[k], hot[o + {h + SLACK}] + rj{g}",
             "rows = anchor0 - s",
             f"first, end = {first}, {end}",
             "touched = end - first if q else 0",
             f"if 0 <= q <= s and (s or q) and touched <= {in_flight}:",
             f"    ha += (o + {h + SLACK}, o + {h + STEP}); hv += (s - q, q)",
-            f"    a{g} = (st[k + {SKIPPED - ANCHOR}], rows + q, 0)",
+            f"    a{g} = (st[k + {SKIPPED - ANCHOR}], rows + q - lk{g}, 0)",
             "else:",
             "    _, base0, evict, skipped, start, length, capacity, maxlen = "
             f"st[k : k + {MAXLEN - ANCHOR + 1}]",
@@ -1937,7 +1966,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "        want = 0",
             "    dropped = skip - skipped",
             "    if want > 1 or dropped > 1:  # runs: the core's plan, if nothing is planned yet",
-            "        if crossed:",
+            "        if crossed or rejected is not None:",
             "            return False",
             # Nothing planned yet but the groups before within their slack: 2 stores each.
             *([f"        del ha[-{2 * g}:], hv[-{2 * g}:]"] if g else []),
@@ -2051,12 +2080,13 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "        sv += (anchor, base, evict, length)",
             "    else:",
             "        sa += (k, k + 1, k + 2); sv += (anchor, base, evict)",
-            f"    a{g} = (skip, rows, taken)",
+            f"    a{g} = (skip, rows - lk{g}, taken)",
         ]
         lines += ["        " + line for line in out]
     # The registration (`_register_boundary`): per group with content, the blocks its
     # committed positions fill, from the table before the step (and the block it takes).
-    # A group registers nothing where its stream has no hash past those it registered.
+    # A group registers nothing where its stream has no hash past those it registered (the
+    # call's own, ``hashed``, after the stream's).
     lines += ["        of, known, reg = extra.stream_of, extra.streams, extra.registered"]
     for g in range(n):
         if core.caches[g] is None:
@@ -2064,16 +2094,17 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
         out = [
             f"s = of[{g}]",
             "hashes = known[s].hashes if s >= 0 else ()",
-            f"if len(hashes) > reg[{g}]:",
-            f"    (skip, rows, taken), nh = a{g}, len(hashes)",
+            "more = hashed.get(known[s], ()) if hashed and s >= 0 else ()",
+            f"if len(hashes) + len(more) > reg[{g}]:",
+            f"    (skip, rows, taken), nh = a{g}, len(hashes) + len(more)",
         ]
         out += _registration(
             core, g, "    ", rows="rows", skip="skip", taken="taken", known="nh",
-            key="hashes[i]", ahead="return False",
+            key="hashes[i] if i < len(hashes) else more[i - len(hashes)]", ahead="return False",
         )
         lines += ["        " + line for line in out]
     lines += [
-        "        if o in specs:",
+        "        if rejected is None and o in specs:",
         "            ops.append((specs.pop, o, None))",
         "        return True",
         "",
@@ -2174,6 +2205,38 @@ def _registration(
     return [indent + line for line in out]
 
 
+def _hashing(indent: str) -> list[str]:
+    """The lines (in ``plan_fill`` and ``respec_fill_cross``) that plan a step's content on
+    ``ops``: ``adds[j]`` appended to the stream ``picked[j]`` (one stream per sequence); a
+    stream it fills hashed once (its new full blocks, for every group of its sequence and
+    granularity) and its tail cut (`CoordinatorCore._plan_content`). Leaves ``hashed``: per
+    stream filled, its new hashes."""
+    out = [
+        "hashed = {}",
+        "for stream, added in zip(picked, adds):",
+        "    tail, rpb = stream.tail, stream.rows_per_block",
+        "    if len(tail) + len(added) < rpb:",
+        "        ops.append((tail.extend, added))",
+        "        continue",
+        "    joined = tail + added",
+        "    if len(joined) == rpb:  # one block, all of it: `chain_hashes`, inlined",
+        "        full, new = rpb, [sha256(stream.parent + joined.tobytes()).digest()]",
+        "    elif len(joined) < 2 * rpb:",
+        "        full, new = rpb, [sha256(stream.parent + joined[:rpb].tobytes()).digest()]",
+        "    else:",
+        "        full = len(joined) // rpb * rpb",
+        "        new = chain_hashes(stream.parent, joined, rpb)",
+        # `more_hashes`, inlined.
+        "    old = stream.hashes",
+        "    ops.append((old.extend, new) if type(old) is list else "
+        "(setattr, stream, 'hashes', [*old, *new]))",
+        "    ops.append((setitem, tail, slice(None), joined[full:]))",
+        "    ops.append((setattr, stream, 'parent', new[-1]))",
+        "    hashed[stream] = new  # (streams hash by identity)",
+    ]
+    return [indent + line for line in out]
+
+
 def _plan_fill(core: CoordinatorCore) -> list[str]:
     """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv,
     rejected=None, lookahead=None)``: a step within every group's slack whose content
@@ -2209,29 +2272,8 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
             f"        s{g} = hot[o + {h + SLACK}] + rj{g}",
             f"        r{g} = st[{c} + {ANCHOR}] - s{g} + q{g}",
         ]
+    lines += _hashing("        ")
     lines += [
-        "        hashed = {}",
-        "        for stream, added in zip(picked, adds):",
-        "            tail, rpb = stream.tail, stream.rows_per_block",
-        "            if len(tail) + len(added) < rpb:",
-        "                ops.append((tail.extend, added))",
-        "                continue",
-        "            joined = tail + added",
-        "            if len(joined) == rpb:  # one block, all of it: `chain_hashes`, inlined",
-        "                full, new = rpb, [sha256(stream.parent + joined.tobytes()).digest()]",
-        "            elif len(joined) < 2 * rpb:",
-        "                full, new = rpb, [sha256(stream.parent + joined[:rpb].tobytes())"
-        ".digest()]",
-        "            else:",
-        "                full = len(joined) // rpb * rpb",
-        "                new = chain_hashes(stream.parent, joined, rpb)",
-        # `more_hashes`, inlined.
-        "            old = stream.hashes",
-        "            ops.append((old.extend, new) if type(old) is list else "
-        "(setattr, stream, 'hashes', [*old, *new]))",
-        "            ops.append((setitem, tail, slice(None), joined[full:]))",
-        "            ops.append((setattr, stream, 'parent', new[-1]))",
-        "            hashed[stream] = new  # (streams hash by identity)",
         "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
         "        ahead, lists = False, plan.lists",
     ]
@@ -3542,8 +3584,10 @@ def respec_content_lines(
     sequence; an active request with nothing left to register and every group's rollback
     and step within its slack (`_fits`) make the stores and the appends, or, where the
     content fills a block, ``respec_fill`` (`plan_fill` with the rollback and the
-    lookahead); a step past a slack whose content fills no block the crossing; anything
-    else, and whatever ``respec_fill`` or the crossing declines, the core's plan
+    lookahead); a step past a slack whose content fills no block the crossing; one whose
+    content fills a block ``respec_fill_cross`` (`plan_cross` with the rollback, the
+    lookahead and the content's hashes); anything else, and whatever those decline, the
+    core's plan
     (`CoordinatorCore._planned_respec_content`), given the pairs as
     `KVCacheCoordinator._content_pairs` checks them. They read `advance_names`."""
     n = len(core.names)
@@ -3553,8 +3597,9 @@ def respec_content_lines(
     more = "[*zip(repeat(extend), tails, adds)]"
     planned = back[len("return ") :]
     past = (
-        f"return {planned} if fill or respec_cross(me, request_id, o, {qs}, {ks}, {rs}, "
-        f"{more}) is DECLINED else None"
+        f"return {planned} if (respec_fill_cross(me, request_id, o, {qs}, {ks}, {rs}, extra, "
+        f"picked, adds) if fill else respec_cross(me, request_id, o, {qs}, {ks}, {rs}, "
+        f"{more})) is DECLINED else None"
     )
     filled = (
         f"return {planned} if respec_fill(me, request_id, o, {qs}, {ks}, {rs}, extra, "
@@ -3713,6 +3758,7 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "content_cross": core.fast.content_cross,
         "content_fill": core.fast.content_fill,
         "respec_fill": core.fast.respec_fill,
+        "respec_fill_cross": core.fast.respec_fill_cross,
         "general_content": core._general_content,
         "extras": core.extras,
         "Resting": RestingExtras,
@@ -3875,6 +3921,22 @@ def _source(core: CoordinatorCore) -> str:
         "        emit_boundary(ops, plan)",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
+        # The same past some group's slack: the content hashed (`_hashing`), then the
+        # rollback and the crossing step registering the blocks its committed positions
+        # fill, with those hashes (`plan_cross` with the rollback, the lookahead, the hashes).
+        "    def respec_fill_cross(me, request_id, o, num_new, lookahead, rejected, extra, "
+        "picked, adds):",
+        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv))]",
+        *_hashing("        "),
+        "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv, rejected, "
+        "lookahead, hashed):",
+        "            return DECLINED",
+        "        ops.append((setitem, specs, o, tuple(lookahead)))",
+        "        emit_boundary(ops, plan)",
+        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "",
     ]
     lines += _uncross(core)
     lines += _admit(core) + _free(core)
@@ -4004,8 +4066,8 @@ def _source(core: CoordinatorCore) -> str:
     lines += _extend()
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
-        "uncross, respec_cross, content_cross, content_fill, respec_fill, admit, free, "
-        "extend_keys)"
+        "uncross, respec_cross, content_cross, content_fill, respec_fill, respec_fill_cross, "
+        "admit, free, extend_keys)"
     )
     header = (
         "from array import array\n"

@@ -2941,8 +2941,10 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
     #
     # "one call" (typed: through the stepper): the append made by the next step's call
     # (`advance_speculative_content`), the blocks it fills registered there; within the slacks
-    # and filling no block, stores; else planned on the boundary path, the general path only
-    # for what that leaves (a take where a prefix hit left a stale queue entry).
+    # and filling no block, stores; else the generated plans (a block filled within the
+    # slacks, a block crossed, both at once: `respec_fill`, `respec_cross`,
+    # `respec_fill_cross`), the boundary path for what they decline, the general path only for
+    # what that leaves (a take where a prefix hit left a stale queue entry).
     one, two = _generating(layout), _generating(layout)
     units, handles, scale, pairs = _sequences(one)
     stepper: Any = one.stepper(*handles)
@@ -3045,20 +3047,28 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
         assert _state(one) == _state(two)
     assert rolled_cached > 20, rolled_cached
     if one_call:
-        # Stores, mostly; the boundary path's plan where a block is crossed or filled.
-        # Steps of 3 positions in blocks of 4 cross a block most times: stores otherwise (47,
-        # 17 and 2 of the 180 calls of each layout); the general path 3, 7 and 11 times.
+        # Stores, mostly; generated plans where a block is crossed or filled, the boundary
+        # path's for what they decline. Steps of 3 positions in blocks of 4 cross a block most
+        # times: stores otherwise (47, 17 and 2 of the 180 calls of each layout); the general
+        # path 3, 7 and 11 times.
         entry = (  # the typed entry runs the core's lines in its own frame
             "advance_speculative_with_content" if mode.endswith("typed")
             else "advance_speculative_content"
         )
-        calls, planned, boundary, general_plans = (
+        calls, planned, boundary, general_plans, crossed_filled = (
             ran.count(f)
-            for f in (entry, "_planned_respec_content", "_plan_boundary", "_plan_step")
+            for f in (
+                entry, "_planned_respec_content", "_plan_boundary", "_plan_step",
+                "respec_fill_cross",
+            )
         )
-        assert calls == 180 and planned < calls and general_plans * 10 < boundary, (
-            planned, boundary, general_plans,
+        assert calls == 180 and planned < calls, (planned, boundary, general_plans)
+        assert general_plans * 10 < boundary + crossed_filled, (
+            planned, boundary, general_plans, crossed_filled,
         )
+        # A block filled as one is crossed: the generated plan (38, 67 and 67 calls of the
+        # 180; the core's plan before: 98, 103 and 112 calls planned there, now 32, 40, 49).
+        assert crossed_filled > 30 and planned < 50, (crossed_filled, planned)
         if mode.endswith("typed") and layout == "text":
             # A block filled within the slacks: the generated plan (29 of the 98 calls that
             # fill or cross here); elsewhere these steps cross a block whenever they fill one.
@@ -3082,9 +3092,10 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
     # A drafting stream with prefix caching on, one call a step (the latest step's rejected
     # drafts rolled back, what it produced appended, the next step), through the typed entry
     # (or the core's plain one): within its blocks (stores), across one (the generated
-    # crossing with the appends), and filling one (hashed and registered by the generated
-    # `plan_fill`, or on the core's plan). Interrupted at each of its events, nothing
-    # changes; then it does what the uninterrupted call does on a twin.
+    # crossing with the appends), filling one (hashed and registered by the generated
+    # `plan_fill`, or on the core's plan), and both at once (`respec_fill_cross`).
+    # Interrupted at each of its events, nothing changes; then it does what the uninterrupted
+    # call does on a twin.
     from .test_interrupts import Interrupt
 
     coord = _generating(layout)
@@ -3151,6 +3162,8 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
         rejected = [(2 - accepted) * s for s in scale]
         produced = [rng.randrange(3) for _ in range(1 + accepted)]
     assert interrupted > 7 * 10, interrupted
+    # A block filled as one is crossed: the generated plan (typed and plain entries).
+    assert {"respec_cross", "respec_fill_cross"} <= set(ran), set(ran)
     if plain:
         return
     # Stores (no core call), the crossing and the plan, each at least once.
