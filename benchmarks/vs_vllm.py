@@ -14,14 +14,16 @@ Each trace is a schedule of engine steps replayed, in one process, through
 * **kvunits batch** (streaming traces, the shared prompt's too): every running stream's step
   of an engine step in one call (``Stepper.advance_all``); in the speculative traces, every
   running stream's rollback of its latest step's rejected drafts and its next speculative
-  step in one call (``Stepper.advance_speculative_all``); in the *generated* prefix trace,
-  every running stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's
-  tokens, one of their audio) in one call (``Stepper.advance_with_content_all``);
+  step in one call (``Stepper.advance_speculative_all``), in *spec generated* with what each
+  stream's latest step produced (``Stepper.advance_speculative_all_with_content``: one
+  ``ContentKeys`` per stream and sequence); in the *generated* prefix trace, every running
+  stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's tokens, one of
+  their audio) in one call (``Stepper.advance_with_content_all``);
 * **kvunits fused** (speculative traces): per stream, that rollback and that step in one call
   (``Stepper.advance_speculative``), where *typed* makes two (``allocate_speculative``, then
   ``rollback`` after verification); in *spec generated*, with what the stream's latest step
-  produced (``Stepper.advance_speculative_with_content``), where typed and batch append it
-  after the step (``extend_content`` per sequence);
+  produced (``Stepper.advance_speculative_with_content``), where typed appends it after the
+  step (``extend_content`` per sequence);
 * **kvunits content** (the *generated* prefix trace): per running stream, its step and the
   token it sampled (and the audio that came with it) in one call
   (``Stepper.advance_with_content``), where *typed* makes three (``advance``, then
@@ -484,6 +486,11 @@ class KvunitsSide:
         # step's keys: ``produced``), where typed and batch append it after the step.
         respec_content: Any = getattr(stepper, "advance_speculative_with_content", None)
         fused_content = mode == "fused" and generated and respec_content is not None
+        # The same per engine step (batch): one call for the batch's steps and contents.
+        respec_content_all: Any = getattr(stepper, "advance_speculative_all_with_content", None)
+        batch_content = (
+            mode == "batch" and generated and trace.spec > 0 and respec_content_all is not None
+        )
         produced: list[Any] = [None] * trace.streams
         respec_all: Any = getattr(stepper, "advance_speculative_all", None)
         # A generating scheduler's one call per stream-step (content) or per engine step
@@ -526,6 +533,7 @@ class KvunitsSide:
                 if fused and mode == "batch":
                     t, k, _ = steps[0] if running else (0, 0, 0)
                     batch_args = (typed[t - k], typed[k], [typed[pending[s]] for s in running])
+                    outs = [produced[s] for s in running] if batch_content else []
                 elif fused_content:
                     calls = [
                         (rid, typed[t - k], typed[k], typed[pending[s]], produced[s])
@@ -557,7 +565,19 @@ class KvunitsSide:
                 t0 = perf()
                 if fused and mode == "batch" and running:
                     num, look, rejected = batch_args
-                    respec_all(ids, *num, lookahead=look, rejected=rejected)
+                    if batch_content:
+                        respec_content_all(
+                            ids,
+                            *num,
+                            lookahead=look,
+                            rejected=rejected,
+                            content=[
+                                (h, [ContentKeys(out[j], unit) for out in outs])
+                                for j, (unit, h) in enumerate(sequences)
+                            ],
+                        )
+                    else:
+                        respec_all(ids, *num, lookahead=look, rejected=rejected)
                 elif fused_content:
                     for call in calls:
                         if len(call) == 5:
@@ -649,7 +669,7 @@ class KvunitsSide:
                             )
                         else:
                             allocate(rid, *first_step)
-                if generated and fused_content:
+                if generated and (fused_content or batch_content):
                     # What each stream's step produced goes with its next step's call (a
                     # stream's last step's output is appended by none: vLLM hashes it, and
                     # caches none of it either, the stream ending).

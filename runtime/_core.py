@@ -872,6 +872,155 @@ class CoordinatorCore:
                     adds.append(keys)
         return extra, picked, adds, fill
 
+    def advance_speculative_content_all(
+        self,
+        request_ids: Sequence[str],
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[Sequence[int]],
+        contents: Sequence[tuple[int, Sequence[Sequence[int]]]],
+    ) -> None:
+        """`advance_speculative_content` for every request of ``request_ids`` (an engine
+        step's running requests, each once), atomically over the whole batch: if any
+        request's rollback, content or step fails, nothing changes. ``rejected[i]``: request
+        i's rejected drafts; ``contents``: per sequence, ``(g, keys)`` with one key sequence
+        per request, in request order (``keys[i]``: what request i's latest step produced;
+        int64 arrays take the generated path). The same as `advance_speculative_content` of
+        each request in turn (`tests/runtime/test_fast_step.py` compares them call by call):
+        a request within its slacks whose content fills no block is stores and appends; the
+        others planned on one plan (`plan_fill`, `plan_cross` with the rollback and the
+        lookahead, the core's boundary path for a request whose content rests), one commit.
+
+        Raises:
+            RequestError: a request twice, ``rejected`` or a sequence's keys not one per
+                request, or as `advance_speculative_content` (the first failing request).
+            AllocationError: as `advance_speculative_content`, counting the batch's steps
+                before it.
+        """
+        return self.fast.respec_content_all(request_ids, num_new, lookahead, rejected, contents)
+
+    def _respec_content_planned(
+        self,
+        ops: Ops,
+        plan: _Boundary,
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[int],
+        contents: Sequence[tuple[int, Sequence[int]]],
+    ) -> bool:
+        """One request of `advance_speculative_content_all` that the generated planners
+        leave (its content resting, or registration pending), planned on the batch's ``ops``
+        and boundary ``plan`` as `_planned_respec_content` plans it there: its content's
+        hashes, then the rollback and the step, which registers what they commit. False where
+        the boundary path declines (the batch takes the general path, or compacts the slab
+        of ``plan.compact`` first)."""
+        by_axis = self._by_axis(request_id, o, contents)
+        hashed: dict[int, list[bytes]] = {}
+        active = by_axis[0][0] if by_axis else None
+        if active is not None:  # one form of the request's content for every sequence
+            self._keep_active(ops, o, active)
+        for extra, g, added in by_axis:
+            hashed.update(self._plan_content(ops, extra, g, added))
+        back = self._plan_unroll(o, rejected, plan, num_new)
+        return back is not None and self._plan_boundary(
+            ops, plan, o, num_new, None, lookahead, back,
+            rests=active is None, hashed=hashed, active=active,
+        )
+
+    def _general_respec_content_all(
+        self,
+        me: object,
+        request_ids: Sequence[str],
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[Sequence[int]],
+        contents: Sequence[tuple[int, Sequence[Sequence[int]]]],
+    ) -> None:
+        """`advance_speculative_content_all`'s general path, with the token held (as
+        `_general_step`): every request's content, rollback and step planned as
+        `_planned_respec_content`'s general path plans them, one after the other on the
+        same plans (each sees the blocks the ones before it took), one commit."""
+        n, count = len(self.names), len(request_ids)
+        first = str(request_ids[0]) if count else "(none)"
+        if len(num_new) != n:
+            raise self._arity(first, len(num_new))
+        if len(rejected) != count:
+            raise RequestError(
+                f"a batched speculative step gives {len(rejected)} rejected counts for "
+                f"{count} requests; give one tuple (one count per group) per request",
+                request_id=first,
+            )
+        self._check_lookahead(first, num_new, lookahead)
+        shares = self._respec_shares(first, count, contents)
+        offsets = [self._offset(request_id) for request_id in request_ids]
+        _check_each_once(request_ids)
+        pre: Ops = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # moves segments only: nothing observable
+        ops: Ops = []
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        for i, (request_id, o, r) in enumerate(zip(request_ids, offsets, rejected, strict=True)):
+            by_axis = self._by_axis(request_id, o, [(g, keys[i]) for g, keys in shares])
+            hashed: dict[int, list[bytes]] = {}
+            active = by_axis[0][0] if by_axis else None
+            if active is not None:  # one form of the request's content for every sequence
+                self._keep_active(ops, o, active)
+            for extra, g, added in by_axis:
+                hashed.update(self._plan_content(ops, extra, g, added))
+            self._check_rejected(request_id, o, r)
+            given = self._plan_rollback(pools, o, r, num_new)
+            self._plan_step(
+                ops, slabs, pools, request_id, o, num_new, lookahead, False, given,
+                hashed if active is not None else None, active,
+            )
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _respec_shares(
+        self, first: str, count: int, contents: object
+    ) -> list[tuple[int, Sequence[Sequence[int]]]]:
+        """A drafting batch's contents checked: per sequence ``(g, keys)``, one key sequence
+        per request."""
+        if type(contents) not in _SEQUENCES:
+            raise RequestError(
+                f"a batched drafting step's content is a list of (group, keys per request) "
+                f"pairs, got {reprlib.repr(contents)}",
+                request_id=first,
+            )
+        out = []
+        for pair in contents:  # type: ignore[attr-defined]
+            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not int:
+                raise RequestError(
+                    f"a batched drafting step's content is (group, keys per request) pairs, "
+                    f"got {reprlib.repr(pair)}",
+                    request_id=first,
+                )
+            g, keys = pair
+            if not 0 <= g < len(self.names):
+                raise RequestError(
+                    f"a batched drafting step's content names group {g}; the groups are 0 .. "
+                    f"{len(self.names) - 1}",
+                    request_id=first,
+                )
+            if type(keys) not in _SEQUENCES or len(keys) != count:
+                given = len(keys) if type(keys) in _SEQUENCES else reprlib.repr(keys)
+                raise RequestError(
+                    f"a batched drafting step gives {given} key sequences of group "
+                    f"{self.names[g]!r}'s sequence for {count} requests; give one per "
+                    "request (what its latest step produced, empty where nothing), in "
+                    "request order",
+                    request_id=first,
+                    group=self.names[g],
+                )
+            out.append((g, keys))
+        return out
+
     def _spec_counts(
         self, num_new: Sequence[int], lookahead: Sequence[int], rejected: Sequence[int]
     ) -> bool:
@@ -2800,6 +2949,7 @@ class FastFunctions(NamedTuple):
     content_fill: Callable[..., None]
     respec_fill: Callable[..., object]
     respec_fill_cross: Callable[..., object]
+    respec_content_all: Callable[..., None]
     admit: Callable[[str, Sequence[int | None]], bool]
     free: Callable[[str, Container[str], Container[str], Container[str]], bool]
     extend: Callable[[str, int, array[int]], None]

@@ -3201,6 +3201,169 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     return lines
 
 
+def _respec_content_all(core: CoordinatorCore) -> list[str]:
+    """The source of ``respec_content_all(request_ids, num_new, lookahead, rejected,
+    contents)``: `CoordinatorCore.advance_speculative_content_all`, one engine step of a
+    drafting batch with what each request's latest step produced. A pass over the requests
+    in order: one within every slack (`_fits`) whose content fills no block is its stores and
+    appends (each a pass in C at the commit); one whose content fills a block within the
+    slacks is `plan_fill`'s, with the rollback and the lookahead; one past a slack is
+    `plan_cross`'s, with the rollback, the lookahead and (a block filled) its content hashed
+    first (`_hashing`); one whose content rests or has blocks to register is the core's
+    boundary path's (`CoordinatorCore._respec_content_planned`); all on one plan, so each
+    sees the blocks the ones before it took, and one commit. A move that would make a slab due
+    compacts it (nothing observable) and plans the batch again with the move allowed there;
+    whatever else a planner declines, and anything irregular, sends the batch to the core's
+    general path (`CoordinatorCore._general_respec_content_all`), which reports."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    comma = "," if n == 1 else ""
+    qs, ks, rs, js = (", ".join(f"{x}{g}" for g in range(n)) + comma for x in "qkrj")
+    back = (
+        "return general_respec_content_all(me, request_ids, num_new, lookahead, rejected, "
+        "contents)"
+    )
+    counts = " or ".join(
+        f"type(q{g}) is not int or type(k{g}) is not int or not 0 <= k{g} <= q{g}"
+        for g in range(n)
+    )
+    unfit = " or ".join(f"type(r{g}) is not int or r{g} < 0" for g in range(n))
+    fits = " and ".join(f"({_fits(core, g, True)})" for g in range(n))
+    slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
+    values = ", ".join(f"s{g} + r{g} - q{g}, q{g}" for g in range(n))
+    lines = [
+        "    general_respec_content_all = core._general_respec_content_all",
+        "    respec_content_planned = core._respec_content_planned",
+        f"    nowhere = (-1,) * {n}  # no group's content",
+        "",
+        "    def respec_content_all(request_ids, num_new, lookahead, rejected, contents, "
+        "compacted=frozenset()):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "allocate")',
+    ]
+    for name in ("num_new", "lookahead"):
+        lines += [
+            f"            if not (type({name}) is tuple or type({name}) is list) or len({name}) "
+            f"!= {n}:",
+            f"                {back}",
+        ]
+    lines += [
+        f"            {qs} = num_new",
+        f"            {ks} = lookahead",
+        f"            if {counts}:",
+        f"                {back}",
+        "            count = len(request_ids)",
+        "            if not count or not (type(rejected) is tuple or type(rejected) is list) or "
+        "len(rejected) != count or not (type(contents) is tuple or type(contents) is list):",
+        f"                {back}",
+        "            seqs = []",
+        "            for pair in contents:",
+        "                if type(pair) is not tuple or len(pair) != 2:",
+        f"                    {back}",
+        "                g, per = pair",
+        f"                if type(g) is not int or not 0 <= g < {n} or not (type(per) is tuple "
+        "or type(per) is list) or len(per) != count:",
+        f"                    {back}",
+        "                seqs.append((g, per, axis[g]))",
+        "            if len(set(request_ids)) != count:",
+        f"                {back}",
+        f"            spec, plan = ({ks}), None",
+        # Stores to the hot and cold fields, and the appends of the requests that fill no
+        # block: a pass in C each, at the commit (the planners add theirs to the same lists).
+        "            at, to, sa, sv, tl, ky, offs = [], [], [], [], [], [], []",
+        "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv)), (commit, map(extend, tl, ky))]",
+        "            i = -1",
+        "            for request_id, given in zip(request_ids, rejected):",
+        "                i += 1",
+        "                o = get(request_id) if type(request_id) is str else None",
+        "                if o is None or not (type(given) is tuple or type(given) is list) or "
+        f"len(given) != {n}:",
+        f"                    {back}",
+        f"                {rs} = given",
+        f"                if {unfit}:",
+        f"                    {back}",
+        "                extra = extras_get(o)",
+        "                if extra is None:",
+        "                    of, rest = nowhere, True",
+        "                elif type(extra) is Active:",
+        "                    streams, of, reg = extra.streams, extra.stream_of, extra.registered",
+        "                    rest = " + " or ".join(
+            f"of[{g}] >= 0 and len(streams[of[{g}]].hashes) > reg[{g}]" for g in range(n)
+        ),
+        "                else:",
+        "                    of, rest = extra.stream_of, True",
+        "                picked, adds, axes, fill = [], [], [], False",
+        "                for g, per, ax in seqs:",
+        "                    added = per[i]",
+        "                    if of[g] < 0 or ax in axes or type(added) is not array or "
+        "added.typecode != 'q':",
+        f"                        {back}",
+        "                    axes.append(ax)",
+        "                    if rest:",
+        "                        continue",
+        "                    for stream in streams:",
+        "                        if stream.axis == ax:",
+        "                            if len(stream.tail) + len(added) >= stream.rows_per_block:",
+        "                                fill = True",
+        "                            picked.append(stream); adds.append(added)",
+        "                if rest:",
+        # Content resting (or none, or blocks waiting to be registered): the core's boundary
+        # path on the batch's plan, which wakes it.
+        "                    if plan is None:",
+        "                        plan = Boundary(compacted)",
+        "                    if respec_content_planned(ops, plan, request_id, o, num_new, "
+        "lookahead, given, [(g, per[i]) for g, per, _ in seqs]):",
+        "                        offs.append(o); continue",
+        "                    break",
+        f"                {js} = specs.get(o, nospec)",
+        f"                c = o * {cw // hw}",
+        *(f"                s{g} = hot[{_plus('o', g * HOT + SLACK)}]" for g in range(n)),
+        f"                if {fits}:",
+        "                    if not fill:",
+        f"                        at += ({slots}); to += ({values}); tl += map(tail_of, picked); "
+        "ky += adds; offs.append(o); continue",
+        "                    if plan is None:",
+        "                        plan = Boundary(compacted)",
+        "                    if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, "
+        "sa, sv, given, lookahead):",
+        f"                        {back}",
+        "                    offs.append(o); continue",
+        "                if plan is None:",
+        "                    plan = Boundary(compacted)",
+        "                if fill:",
+        *_hashing("                    "),
+        "                else:",
+        "                    hashed = None; tl += map(tail_of, picked); ky += adds",
+        "                if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv, given, "
+        "lookahead, hashed):",
+        "                    break",
+        "                offs.append(o)",
+        "            else:",
+        "                ops.append((specs.update, zip(offs, repeat(spec))))",
+        "                if plan is not None:",
+        "                    emit_boundary(ops, plan)",
+        "                commit(ops_of(ops)); del owner[0]; return  # the commit",
+        # A planner declined (its plan is left half made): a move that would make a slab
+        # due compacts the slab, then the batch is planned again with the move allowed there
+        # (as `CoordinatorCore._boundary_step` does); anything else takes the general path.
+        "            if plan.compact < 0 or plan.compact in compacted:",
+        f"                {back}",
+        "            compacted = compacted | {plan.compact}",
+        "            pre = []",
+        "            compact_ops(pre, compacted)",
+        "            commit(ops_of(pre)); del owner[0]; return respec_content_all(request_ids, "
+        "num_new, lookahead, rejected, contents, compacted)  # moves segments only",
+        "        except BaseException:",
+        "            drop(me)",
+        "            raise",
+        "",
+    ]
+    return lines
+
+
 def _group(
     core: CoordinatorCore, g: int, mapping: bool, back: str, indent: str, read: bool = True
 ) -> list[str]:
@@ -3939,6 +4102,7 @@ def _source(core: CoordinatorCore) -> str:
         "",
     ]
     lines += _uncross(core)
+    lines += _respec_content_all(core)
     lines += _admit(core) + _free(core)
 
     def head(name: str, args: str, operation: str) -> list[str]:
@@ -4067,7 +4231,7 @@ def _source(core: CoordinatorCore) -> str:
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
         "uncross, respec_cross, content_cross, content_fill, respec_fill, respec_fill_cross, "
-        "admit, free, extend_keys)"
+        "respec_content_all, admit, free, extend_keys)"
     )
     header = (
         "from array import array\n"

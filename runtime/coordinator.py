@@ -84,8 +84,10 @@ Example:
 from __future__ import annotations
 
 import copy
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter, countOf
 from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
@@ -170,6 +172,9 @@ if TYPE_CHECKING:
 #: The unit a group handle's steps and lengths count: its slots (`PooledBlocks`, `Tokens`), or
 #: a pooled group's encoder tokens.
 StepUnit = TypeVar("StepUnit", PooledBlocks, Tokens, EncoderTokens)
+
+#: A `ContentKeys`' unit, salt and keys (read in C over a batch's content).
+_unit_of, _salt_of, _int64s_of = attrgetter("unit"), attrgetter("salt"), attrgetter("_int64s")
 
 _Us = TypeVarTuple("_Us")
 _A = TypeVar("_A", PooledBlocks, Tokens, EncoderTokens)
@@ -403,6 +408,16 @@ ContentFor: TypeAlias = (
 """What one sequence of a step holds (`Stepper.advance_with_content`): a group reading it and
 its content, in that group's kernel unit."""
 
+ContentsFor: TypeAlias = (
+    tuple[GroupHandle[Tokens], Sequence[ContentKeys[Tokens]]]
+    | tuple[
+        GroupHandle[EncoderTokens] | GroupHandle[PooledBlocks], Sequence[ContentKeys[EncoderTokens]]
+    ]
+)
+"""What one sequence of a batch's step holds (`Stepper.advance_speculative_all_with_content`):
+a group reading it and each request's content, in request order, in that group's kernel
+unit."""
+
 
 class AdvanceFn(Protocol[*_Us]):
     """``advance(request_id, *num_new)``: one step, no slot mapping built (see `Stepper`)."""
@@ -495,6 +510,18 @@ class Stepper(Generic[*_Us]):
             step within its blocks whose content fills no block is one set of stores. Raises
             as ``extend_content`` (the content is checked first), then as
             ``advance_speculative``.
+        advance_speculative_all_with_content:
+            ``advance_speculative_all_with_content(request_ids, *num_new, lookahead=(...),
+            rejected=[(...), ...], content=[(handle, [keys, ...]), ...])``:
+            ``advance_speculative_with_content`` for every request of an engine step's batch
+            (each once; ``rejected[i]`` and each sequence's ``keys[i]`` are request i's: what
+            its latest step produced, which varies with the drafts it accepted; an empty
+            ``ContentKeys`` where nothing), in one call and atomically over the batch.
+            Requests within their blocks whose content fills no block are stores and appends;
+            the others planned on one plan, in order. Raises as
+            ``advance_speculative_with_content`` (the first failing request), or
+            `RequestError` (a request twice, ``rejected`` or a sequence's keys not one per
+            request).
         handles: the bound groups, in argument order.
     """
 
@@ -506,6 +533,7 @@ class Stepper(Generic[*_Us]):
         "advance_all",
         "advance_speculative",
         "advance_speculative_all",
+        "advance_speculative_all_with_content",
         "advance_speculative_with_content",
         "advance_with_content",
         "advance_with_content_all",
@@ -552,6 +580,15 @@ class Stepper(Generic[*_Us]):
             content: Sequence[ContentFor],
         ) -> None: ...
 
+        def advance_speculative_all_with_content(
+            self,
+            request_ids: Sequence[str],
+            *num_new: *_Us,
+            lookahead: tuple[*_Us],
+            rejected: Sequence[tuple[*_Us]],
+            content: Sequence[ContentsFor],
+        ) -> None: ...
+
         def advance_with_content(
             self, request_id: str, *num_new: *_Us, content: Sequence[ContentFor]
         ) -> None: ...
@@ -564,7 +601,8 @@ class Stepper(Generic[*_Us]):
         self._owner = owner
         self.handles = handles
         made = _typed_functions(
-            owner._core, handles, owner._content_pairs, owner._content_units
+            owner._core, handles, owner._content_pairs, owner._content_units,
+            owner._content_lists,
         )
         self.allocate = cast(AllocateFn[*_Us], made["allocate"])
         self.advance = cast(AdvanceFn[*_Us], made["advance"])
@@ -575,6 +613,11 @@ class Stepper(Generic[*_Us]):
         setattr(self, "advance_speculative_all", made["advance_speculative_all"])  # noqa: B010
         setattr(  # noqa: B010
             self, "advance_speculative_with_content", made["advance_speculative_with_content"]
+        )
+        setattr(  # noqa: B010
+            self,
+            "advance_speculative_all_with_content",
+            made["advance_speculative_all_with_content"],
         )
         setattr(self, "advance_with_content", made["advance_with_content"])  # noqa: B010
         setattr(self, "advance_with_content_all", made["advance_with_content_all"])  # noqa: B010
@@ -1635,6 +1678,51 @@ class KVCacheCoordinator:
             out.append((self._content_group(pair[0], pair[1]), pair[1]._int64s))
         return out
 
+    def _content_lists(self, content: object) -> list[tuple[int, list[array[int]]]]:
+        """``Stepper.advance_speculative_all_with_content``'s content checked: per pair, the
+        group's index and each request's keys (see `extend_content`; how many is the core's to
+        check). Each pair's keys are checked in C passes; the first wrong one is reported as
+        `extend_content` reports it."""
+        if type(content) is not list and type(content) is not tuple:
+            raise UnitTypeError(
+                f"a batch's content is given as (handle, [ContentKeys per request]) pairs in a "
+                f"list; got {describe(content)}",
+                field="content",
+                expected="a list of (GroupHandle, a list of ContentKeys)",
+                got=describe(content),
+            )
+        out = []
+        for pair in content:
+            if type(pair) is not tuple or len(pair) != 2:
+                raise UnitTypeError(
+                    "a batch's content is given as (handle, [ContentKeys per request]) pairs; "
+                    f"got {describe(pair)}",
+                    field="content",
+                    expected="(GroupHandle, a list of ContentKeys)",
+                    got=describe(pair),
+                )
+            handle, keys = pair
+            self._own(handle)
+            assert type(handle) is GroupHandle
+            if type(keys) is not list and type(keys) is not tuple:
+                raise UnitTypeError(
+                    f"group {handle.name!r}'s content in a batch is one ContentKeys per "
+                    f"request, in a list; got {describe(keys)}",
+                    field="content",
+                    expected="a list of ContentKeys",
+                    got=describe(keys),
+                )
+            count, unit = len(keys), self._content_units[handle.index]
+            if (
+                countOf(map(type, keys), ContentKeys) != count
+                or countOf(map(_unit_of, keys), unit) != count
+                or countOf(map(_salt_of, keys), None) != count
+            ):
+                for one in keys:
+                    self._content_group(handle, one)  # raises for the first wrong one
+            out.append((handle.index, list(map(_int64s_of, keys))))
+        return out
+
     def _own(self, handle: object) -> None:
         if type(handle) is not GroupHandle or handle._owner is not self._core:
             raise UnitTypeError(
@@ -1679,6 +1767,7 @@ def _typed_functions(
     handles: tuple[GroupHandle[Any], ...],
     content_pairs: Callable[[object], list[tuple[int, Sequence[int]]]],
     units: tuple[type[Any], ...],
+    content_lists: Callable[[object], list[tuple[int, list[array[int]]]]],
 ) -> dict[str, Callable[..., Any]]:
     """The stepper's typed entries, written out for its handles (as `kvunits.runtime._fast`
     writes the core's steps): each checks every argument's class once (``type(a) is unit``,
@@ -1762,7 +1851,8 @@ def _typed_functions(
         "            pairs = content_pairs(content)",
     ]
     lines = [
-        "def make(fast, reject, count_error, H, U, content_pairs, Handle, Keys, core, units):",
+        "def make(fast, reject, count_error, H, U, content_pairs, Handle, Keys, core, units, "
+        "content_lists):",
         "    step, core_advance = fast.step_typed, fast.advance_typed",
         "    speculative, core_rollback = fast.speculative_typed, fast.rollback_typed",
         "    core_all = fast.advance_all_typed",
@@ -1770,6 +1860,7 @@ def _typed_functions(
         "    core_units = fast.respec_all_units",
         "    core_content, core_content_all = fast.content_typed, fast.content_all_typed",
         "    core_respec_content = core.advance_speculative_content",
+        "    core_respec_content_all = core.advance_speculative_content_all",
         "    " + ", ".join(f"H{i}" for i in range(k)) + (", = H" if k == 1 else " = H"),
         "    " + ", ".join(f"U{i}" for i in range(k)) + (", = U" if k == 1 else " = U"),
         "",
@@ -1854,6 +1945,25 @@ def _typed_functions(
         f"            raw.append({rejected_counts})",
         "        return core_respec_all(request_ids, counts, looked, raw)",
         "",
+        f"    def advance_speculative_all_with_content(request_ids, {args}, *, lookahead, "
+        "rejected, content):",
+        *checks("num_new"),
+        *looked,
+        # A scheduler passes few distinct tuples (one per count it rolls back): each read once
+        # a call, by identity (the list holds it: no id is reused during the call).
+        "        raw, seen = [], {}",
+        "        for given in rejected:",
+        "            got = seen.get(id(given))",
+        "            if got is None:",
+        f"                if type(given) is not tuple or len(given) != {k}:",
+        '                    count_error(H, "rejected", given)',
+        f"                {rs} = given",
+        *("        " + line for line in checks("rejected", "r")),
+        f"                got = seen[id(given)] = {rejected_counts}",
+        "            raw.append(got)",
+        f"        return core_respec_content_all(request_ids, {spec_counts}, {lookahead_counts}, "
+        "raw, content_lists(content))",
+        "",
         f"    def advance_with_content(request_id, {args}, *, content):",
         *checks("num_new"),
         *(
@@ -1911,6 +2021,8 @@ def _typed_functions(
         "                advance_with_content=advance_with_content,",
         "                advance_with_content_all=advance_with_content_all,",
         "                advance_speculative_with_content=advance_speculative_with_content,",
+        "                advance_speculative_all_with_content=(",
+        "                    advance_speculative_all_with_content),",
         "                lengths=lengths)",
     ]
     namespace: dict[str, Any] = advance_names(core)
@@ -1926,6 +2038,7 @@ def _typed_functions(
         ContentKeys,
         core,
         units,
+        content_lists,
     )
     return made
 

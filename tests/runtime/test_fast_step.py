@@ -2920,7 +2920,10 @@ def test_a_generating_batch_in_phase_moves_its_segments_and_compacts_as_the_gene
 
 
 @pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
-@pytest.mark.parametrize("mode", ["two calls", "batch", "one call", "one call typed"])
+@pytest.mark.parametrize(
+    "mode",
+    ["two calls", "batch", "one call", "one call typed", "batch one call", "batch one call typed"],
+)
 def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
     layout: str, mode: str
 ) -> None:
@@ -2945,6 +2948,10 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
     # slacks, a block crossed, both at once: `respec_fill`, `respec_cross`,
     # `respec_fill_cross`), the boundary path for what they decline, the general path only for
     # what that leaves (a take where a prefix hit left a stale queue entry).
+    #
+    # "batch one call" (typed: through the stepper): the same for the engine step's batch in
+    # one call (`advance_speculative_content_all`), against the twin's general calls request
+    # by request: the batch's requests planned on one plan, in order, one commit.
     one, two = _generating(layout), _generating(layout)
     units, handles, scale, pairs = _sequences(one)
     stepper: Any = one.stepper(*handles)
@@ -2957,7 +2964,8 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
     running: dict[str, list[int]] = {}
     produced: dict[str, list[int]] = {}
     rolled_cached = 0  # rollbacks while the pools held cached blocks
-    one_call = mode.startswith("one call")
+    fused_batch = mode.startswith("batch one call")
+    one_call = mode.startswith("one call") or fused_batch
 
     def keys_of(tokens: list[int]) -> list[tuple[int, list[int]]]:
         return [
@@ -2988,6 +2996,34 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
         try:
             if mode == "batch":
                 mine: Any = _outcome(fast, one._core, "respec_all", ids, q, k, rejected)
+            elif mode == "batch one call":
+                mine = _outcome(
+                    one._core.advance_speculative_content_all, ids, q, k, rejected,
+                    [
+                        (g, [array("q", keys_of(produced[rid])[j][1]) for rid in ids])
+                        for j, (g, _) in enumerate(keys_of([]))
+                    ],
+                )
+            elif mode == "batch one call typed":
+                mine = _outcome(
+                    functools.partial(
+                        stepper.advance_speculative_all_with_content,
+                        lookahead=tuple(u(x) for u, x in zip(units.values(), k, strict=True)),
+                        rejected=[
+                            tuple(u(x) for u, x in zip(units.values(), r, strict=True))
+                            for r in rejected
+                        ],
+                        content=[
+                            (h, [ContentKeys(keys_of(produced[rid])[j][1], units[h.name])
+                                 for rid in ids])
+                            for h in handles
+                            for j, (g, _) in enumerate(keys_of([]))
+                            if h.index == g
+                        ],
+                    ),
+                    ids,
+                    *(u(x - y) for u, x, y in zip(units.values(), q, k, strict=True)),
+                )
             elif mode == "two calls":
                 mine = [
                     _outcome(fast, one._core, "respec", rid, q, k, r)
@@ -3031,7 +3067,11 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
                 if one_call:
                     for g, keys in keys_of(produced[rid]):
                         two._core.extend_content(rid, g, keys)
-        assert mine == theirs and _state(one) == _state(two)
+        if fused_batch:
+            assert mine is None and theirs == [None] * len(ids), (mine, theirs)
+        else:
+            assert mine == theirs
+        assert _state(one) == _state(two)
         for rid in ids:
             accepted = rng.randrange(3)
             produced[rid] = [rng.randrange(3) for _ in range(1 + accepted)]
@@ -3046,7 +3086,18 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
                 del running[rid]
         assert _state(one) == _state(two)
     assert rolled_cached > 20, rolled_cached
-    if one_call:
+    if fused_batch:
+        # One call an engine step; the general path for a few batches (a take where a prefix
+        # hit left a stale queue entry), the core's boundary path for a request whose content
+        # rests (a new one) or waits to be registered.
+        calls, general_batches = ran.count("respec_content_all"), ran.count(
+            "_general_respec_content_all"
+        )
+        planned, crossed = ran.count("_respec_content_planned"), ran.count("plan_cross")
+        # (3, 7 and 10 of the 60 batches general; 79, 134 and 156 requests by `plan_cross`)
+        assert calls >= 60 and general_batches * 5 < calls, (calls, general_batches)
+        assert crossed > 70 and planned < crossed, (crossed, planned)
+    elif one_call:
         # Stores, mostly; generated plans where a block is crossed or filled, the boundary
         # path's for what they decline. Steps of 3 positions in blocks of 4 cross a block most
         # times: stores otherwise (47, 17 and 2 of the 180 calls of each layout); the general
