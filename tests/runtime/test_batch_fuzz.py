@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import re
+from array import array
 from typing import Any
 
 import pytest
@@ -45,6 +46,7 @@ from .test_fast_step import (
     general,
     in_turn,
     prefix_parts,
+    respec_contents_in_turn,
     respec_then_content,
 )
 from .test_stateful import drawn_layout
@@ -274,6 +276,7 @@ def _engine_step(t: Twins) -> None:
             + ("content_all",) * 4
             + ("advance", "allocate", "speculative", "rollback", "respec", "content")
             + ("respec_content",)
+            + ("respec_content_all",) * 3
         ),
         label="op",
     )
@@ -384,6 +387,44 @@ def _engine_step(t: Twins) -> None:
         assert (mine is None) == (failed is None or not ids), (mine, failed)
         if ids:
             assert _state(turn) == _state(t.two), ids
+    elif op == "respec_content_all":
+        # A drafting batch with what each request's latest step produced (any keys, per
+        # request and sequence), in one call: against its general path exactly, and each
+        # request's `advance_speculative` then `extend_content` in turn (all or nothing).
+        q, k, _, plain = t.drafting(rid)
+        rejected = [t.rejected(r) if r in core.requests else [0] * n for r in ids]
+        contents = [
+            (
+                g,
+                [
+                    t.keys(data.draw(st.integers(0, 2 * t.scale[g] + 1), label="produced"), "key")
+                    for _ in ids
+                ],
+            )
+            for g in t.sequences.values()
+        ]
+        units: list[Any] = [EncoderTokens if axis else Tokens for axis in t.pooled]
+        typed = [
+            (t.content_handles[g], [ContentKeys(keys, units[g]) for keys in per])
+            for g, per in contents
+        ]
+        arrays = [(g, [array("q", keys) for keys in per]) for g, per in contents]
+        mine, failed, turn = t.batch(
+            op,
+            (lambda: core.advance_speculative_content_all(ids, q, k, rejected, arrays))
+            if plain_entry
+            else lambda: step.advance_speculative_all_with_content(
+                ids,
+                *t.typed(plain),
+                lookahead=t.typed(k),
+                rejected=[t.typed(r) for r in rejected],
+                content=typed,
+            ),
+            (ids, q, k, rejected, contents),
+            lambda c: respec_contents_in_turn(c, ids, q, k, rejected, contents),
+        )
+        assert (mine is None) == (failed is None), (mine, failed)
+        assert _state(turn) == _state(t.two), ids
     elif op == "advance":
         q = t.counts("positions")
         t.single(

@@ -102,6 +102,8 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
             return core._general_respec_all(me, args[0], args[1], args[2], args[3], [], [])
         if kind == "content_all":
             return core._general_content_all(me, args[0], args[1], args[2])
+        if kind == "respec_content_all":
+            return core._general_respec_content_all(me, *args)
         request_id = args[0]
         o = core.offset(request_id)
         if kind == "rollback":
@@ -249,6 +251,28 @@ def respec_then_content(
         general(coord._core, "respec", rid, q, k, rejected)
         for g, keys in contents:
             coord._core.extend_content(rid, g, keys)
+    except Exception as exc:
+        return before, (type(exc).__name__, str(exc))
+    return coord, None
+
+
+def respec_contents_in_turn(
+    coord: KVCacheCoordinator,
+    ids: list[str],
+    q: list[int],
+    k: list[int],
+    rejected: list[list[int]],
+    contents: list[tuple[int, list[Any]]],
+) -> Any:
+    """What `advance_speculative_content_all` is: `respec_then_content` of each request in
+    turn (``rejected[i]``, each sequence's ``keys[i]``), all or nothing. Returns the
+    coordinator to go on with and the outcome."""
+    before = copy.deepcopy(coord)
+    try:
+        for i, (rid, r) in enumerate(zip(ids, rejected, strict=True)):
+            general(coord._core, "respec", rid, q, k, r)
+            for g, per in contents:
+                coord._core.extend_content(rid, g, per[i])
     except Exception as exc:
         return before, (type(exc).__name__, str(exc))
     return coord, None
@@ -3223,6 +3247,149 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
     if layout == "text":
         assert {"respec_cross", "respec_fill"} <= set(ran), set(ran)
     assert ran.count("respec_cross") + ran.count("_planned_respec_content") < 7, ran
+
+
+@pytest.mark.parametrize("layout", ["text", "audio+text"])
+@pytest.mark.parametrize("plain", [False, True])
+def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
+    layout: str, plain: bool
+) -> None:
+    # Three drafting streams with prefix caching on, one call an engine step
+    # (`advance_speculative_content_all`: each request's rejected drafts rolled back, what it
+    # produced appended, its next step), through the typed entry (or the core's plain one):
+    # requests within their blocks (stores and appends), filling a block (`plan_fill`),
+    # crossing one (`plan_cross`), both; the first batch wakes the requests' resting content
+    # (the core's boundary path). Interrupted at each of its events (every `every()`-th),
+    # nothing changes; then it does what the uninterrupted call does on a twin.
+    from .test_interrupts import Interrupt
+
+    coord = _generating(layout)
+    units, handles, scale, _ = _sequences(coord)
+    ids = ["a", "b", "c"]
+    rng = random.Random(8)
+    for rid in ids:
+        first = _admitted_sharing(coord, rid, rng)
+        while any(first):
+            chunk = [min(f, 3 * s) for f, s in zip(first, scale, strict=True)]
+            coord._core.advance_step(rid, chunk)
+            first = [f - n for f, n in zip(first, chunk, strict=True)]
+    twin = copy.deepcopy(coord)
+
+    def stepper_of(c: KVCacheCoordinator) -> Any:
+        return c.stepper(*(c.group(h.name, units[h.name]) for h in handles))
+
+    mine = stepper_of(coord)
+    ran: list[str] = []
+    record = _recorder(ran)
+    rejected = {rid: [0] * len(scale) for rid in ids}
+    produced = {rid: [1] for rid in ids}
+    interrupted = 0
+    for i in range(6):
+
+        def call(stepper: Any) -> None:
+            hs = stepper.handles
+            per = [
+                (h, [[t for t in produced[rid] for _ in range(s)] for rid in ids])
+                for h, s in zip(hs, scale, strict=True)
+            ]
+            if plain:
+                stepper._owner._core.advance_speculative_content_all(
+                    ids,
+                    [3 * s for s in scale],  # the core's counts hold the lookahead
+                    [2 * s for s in scale],
+                    [rejected[rid] for rid in ids],
+                    [(h.index, [array("q", keys) for keys in each]) for h, each in per],
+                )
+                return
+            stepper.advance_speculative_all_with_content(
+                ids,
+                *(u(s) for u, s in zip(units.values(), scale, strict=True)),
+                lookahead=tuple(u(2 * s) for u, s in zip(units.values(), scale, strict=True)),
+                rejected=[
+                    tuple(u(r) for u, r in zip(units.values(), rejected[rid], strict=True))
+                    for rid in ids
+                ],
+                content=[
+                    (h, [ContentKeys(keys, units[h.name]) for keys in each]) for h, each in per
+                ],
+            )
+
+        counter = Interrupt(None)
+        probe = copy.deepcopy(coord)
+        counter.run(functools.partial(call, stepper_of(probe)))
+        before = _state(coord)
+        for at in range(1, counter.seen + 1, every()):
+            with pytest.raises(KeyboardInterrupt):
+                Interrupt(at).run(functools.partial(call, mine))
+            assert _state(coord) == before, (i, at)
+            interrupted += 1
+        sys.setprofile(record)
+        try:
+            call(mine)
+        finally:
+            sys.setprofile(None)
+        call(stepper_of(twin))
+        assert _state(coord) == _state(twin), i
+        check_pools(coord)
+        for rid in ids:
+            accepted = rng.randrange(3)
+            rejected[rid] = [(2 - accepted) * s for s in scale]
+            produced[rid] = [rng.randrange(3) for _ in range(1 + accepted)]
+    assert interrupted > 6 * 50 // every(), interrupted
+    # Stores and appends, the generated planners and the core's boundary path (the first
+    # batch: each request's content resting), one commit a batch.
+    assert {"plan_cross", "_respec_content_planned"} <= set(ran), set(ran)
+    assert "plan_fill" in ran or layout != "text", set(ran)
+    assert "_general_respec_content_all" not in ran, set(ran)
+
+
+def test_a_drafting_batch_reports_what_each_request_in_turn_reports() -> None:
+    # A batch's caller mistakes, each reported as the general path reports it (the first
+    # failing request's, or the batch's own), nothing changed: content not one per request,
+    # a request twice, one unknown, more rejected than the latest step left speculative, a
+    # ContentKeys of the other unit (the typed layer).
+    coord = _generating("audio+text")
+    units, handles, scale, _ = _sequences(coord)
+    ids = ["a", "b"]
+    rng = random.Random(2)
+    for rid in ids:
+        first = _admitted_sharing(coord, rid, rng)
+        while any(first):
+            chunk = [min(f, 3 * s) for f, s in zip(first, scale, strict=True)]
+            coord._core.advance_step(rid, chunk)
+            first = [f - n for f, n in zip(first, chunk, strict=True)]
+    core = coord._core
+    q, k = [3 * s for s in scale], [2 * s for s in scale]
+    one = [
+        (h.index, [array("q", [1] * s) for _ in ids]) for h, s in zip(handles, scale, strict=True)
+    ]
+    core.advance_speculative_content_all(ids, q, k, [[0, 0], [0, 0]], one)  # drafts 2 a step
+    before = _state(coord)
+    cases = [
+        (ids, [[0, 0], [0, 0]], [*one[:1], (one[1][0], one[1][1][:1])], "1 key sequences"),
+        (["a", "a"], [[0, 0], [0, 0]], one, "twice"),
+        (["a", "nobody"], [[0, 0], [0, 0]], one, "nobody"),
+        (ids, [[0, 0], [6, 3]], one, "request 'b' rolls back 6 positions"),
+        (ids, [[0, 0]], one, "1 rejected counts for 2 requests"),
+    ]
+    for batch, rejected, contents, said in cases:
+        twin = copy.deepcopy(coord)
+        got = _outcome(core.advance_speculative_content_all, batch, q, k, rejected, contents)
+        assert got == _outcome(
+            general, twin._core, "respec_content_all", batch, q, k, rejected, contents
+        ), said
+        assert got[0] == "RequestError" and said in got[1], (said, got)
+        assert _state(coord) == before, said
+    stepper: Any = coord.stepper(*handles)
+    with pytest.raises(UnitTypeError, match="holds content in token"):
+        stepper.advance_speculative_all_with_content(
+            ids,
+            *(u(s) for u, s in zip(units.values(), scale, strict=True)),
+            lookahead=tuple(u(2 * s) for u, s in zip(units.values(), scale, strict=True)),
+            rejected=[tuple(u(0) for u in units.values())] * 2,
+            content=[(handles[1], [ContentKeys([1], EncoderTokens)] * 2)],
+        )
+    assert _state(coord) == before
 
 
 @pytest.mark.parametrize("typed", [False, True])
