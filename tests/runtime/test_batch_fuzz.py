@@ -393,7 +393,7 @@ def _engine_step(t: Twins) -> None:
         # request's `advance_speculative` then `extend_content` in turn (all or nothing).
         q, k, _, plain = t.drafting(rid)
         rejected = [t.rejected(r) if r in core.requests else [0] * n for r in ids]
-        contents = [
+        outputs = [
             (
                 g,
                 [
@@ -406,9 +406,9 @@ def _engine_step(t: Twins) -> None:
         units: list[Any] = [EncoderTokens if axis else Tokens for axis in t.pooled]
         typed = [
             (t.content_handles[g], [ContentKeys(keys, units[g]) for keys in per])
-            for g, per in contents
+            for g, per in outputs
         ]
-        arrays = [(g, [array("q", keys) for keys in per]) for g, per in contents]
+        arrays = [(g, [array("q", keys) for keys in per]) for g, per in outputs]
         mine, failed, turn = t.batch(
             op,
             (lambda: core.advance_speculative_content_all(ids, q, k, rejected, arrays))
@@ -420,8 +420,8 @@ def _engine_step(t: Twins) -> None:
                 rejected=[t.typed(r) for r in rejected],
                 content=typed,
             ),
-            (ids, q, k, rejected, contents),
-            lambda c: respec_contents_in_turn(c, ids, q, k, rejected, contents),
+            (ids, q, k, rejected, outputs),
+            lambda c: respec_contents_in_turn(c, ids, q, k, rejected, outputs),
         )
         assert (mine is None) == (failed is None), (mine, failed)
         assert _state(turn) == _state(t.two), ids
