@@ -16,9 +16,9 @@ Each trace is a schedule of engine steps replayed, in one process, through
   running stream's rollback of its latest step's rejected drafts and its next speculative
   step in one call (``Stepper.advance_speculative_all``), in *spec generated* with what each
   stream's latest step produced (``Stepper.advance_speculative_all_with_content``: one
-  ``ContentKeys`` per stream and sequence); in the *generated* prefix trace, every running
-  stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's tokens, one of
-  their audio) in one call (``Stepper.advance_with_content_all``);
+  ``ContentBatch`` per sequence, each stream's keys); in the *generated* prefix trace, every
+  running stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's
+  tokens, one of their audio) in one call (``Stepper.advance_with_content_all``);
 * **kvunits fused** (speculative traces): per stream, that rollback and that step in one call
   (``Stepper.advance_speculative``), where *typed* makes two (``allocate_speculative``, then
   ``rollback`` after verification); in *spec generated*, with what the stream's latest step
@@ -133,7 +133,7 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.deploy import RankBytes
 from kvunits.contracts.internal import admission_cap, magnitude, manager_ints
-from kvunits.runtime import ContentKeys, KVCacheCoordinator
+from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
 
 BLOCK = 16
 P = 4
@@ -572,7 +572,7 @@ class KvunitsSide:
                             lookahead=look,
                             rejected=rejected,
                             content=[
-                                (h, [ContentKeys(out[j], unit) for out in outs])
+                                (h, ContentBatch([out[j] for out in outs], unit))
                                 for j, (unit, h) in enumerate(sequences)
                             ],
                         )

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from .policy import Scheduled as Scheduled
     from .policy import Wait as Wait
     from .prefix_cache import BlockHashes as BlockHashes
+    from .prefix_cache import ContentBatch as ContentBatch
     from .prefix_cache import ContentKeys as ContentKeys
     from .prefix_cache import PrefixCacheStats as PrefixCacheStats
     from .usage import GroupUsage as GroupUsage
@@ -91,6 +92,7 @@ _EXPORTS = {
     "plan_deepseek_v4_like_vllm": "like_vllm_packed",
     "plan_deepseek_v41_like_vllm": "like_vllm_packed_v41",
     "BlockHashes": "prefix_cache",
+    "ContentBatch": "prefix_cache",
     "ContentKeys": "prefix_cache",
     "PrefixCacheStats": "prefix_cache",
     "AdmissionPolicy": "policy",
@@ -131,6 +133,7 @@ __all__ = [
     "CacheMetrics",
     "CapacityPlan",
     "ConcurrentUseError",
+    "ContentBatch",
     "ContentKeys",
     "Fits",
     "GroupHandle",

@@ -159,6 +159,7 @@ from .preemption import PolicyState, admission_needs, allocate_preempting, step_
 from .prefix_cache import (
     CACHEABLE_KINDS,
     BlockHashes,
+    ContentBatch,
     ContentKeys,
     PrefixCacheStats,
     PrefixPart,
@@ -409,14 +410,15 @@ ContentFor: TypeAlias = (
 its content, in that group's kernel unit."""
 
 ContentsFor: TypeAlias = (
-    tuple[GroupHandle[Tokens], Sequence[ContentKeys[Tokens]]]
+    tuple[GroupHandle[Tokens], ContentBatch[Tokens] | Sequence[ContentKeys[Tokens]]]
     | tuple[
-        GroupHandle[EncoderTokens] | GroupHandle[PooledBlocks], Sequence[ContentKeys[EncoderTokens]]
+        GroupHandle[EncoderTokens] | GroupHandle[PooledBlocks],
+        ContentBatch[EncoderTokens] | Sequence[ContentKeys[EncoderTokens]],
     ]
 )
 """What one sequence of a batch's step holds (`Stepper.advance_speculative_all_with_content`):
-a group reading it and each request's content, in request order, in that group's kernel
-unit."""
+a group reading it and each request's content, in request order, in that group's kernel unit
+(one `ContentBatch`, or a `ContentKeys` per request)."""
 
 
 class AdvanceFn(Protocol[*_Us]):
@@ -1704,12 +1706,24 @@ class KVCacheCoordinator:
             handle, keys = pair
             self._own(handle)
             assert type(handle) is GroupHandle
+            if type(keys) is ContentBatch:
+                expected = self._content_units[handle.index]
+                if keys.unit is not expected:
+                    raise UnitTypeError(
+                        f"group {handle.name!r} holds content in {expected.unit}; got "
+                        f"ContentBatch of {keys.unit.unit}",
+                        field="content",
+                        expected=f"ContentBatch of {expected.unit}",
+                        got=f"ContentBatch of {keys.unit.unit}",
+                    )
+                out.append((handle.index, keys._arrays))
+                continue
             if type(keys) is not list and type(keys) is not tuple:
                 raise UnitTypeError(
-                    f"group {handle.name!r}'s content in a batch is one ContentKeys per "
-                    f"request, in a list; got {describe(keys)}",
+                    f"group {handle.name!r}'s content in a batch is a ContentBatch, or one "
+                    f"ContentKeys per request in a list; got {describe(keys)}",
                     field="content",
-                    expected="a list of ContentKeys",
+                    expected="ContentBatch, or a list of ContentKeys",
                     got=describe(keys),
                 )
             count, unit = len(keys), self._content_units[handle.index]

@@ -46,6 +46,7 @@ import hashlib
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate, chain
 from math import lcm
 from operator import countOf
 from struct import error as StructError
@@ -118,20 +119,7 @@ class ContentKeys(Generic[KernelUnit]):
     def __init__(
         self, keys: Sequence[int], unit: type[KernelUnit], *, salt: str | None = None
     ) -> None:
-        given: object = unit  # checked at run time too: mypy's view is the annotation's
-        if given is not Tokens and given is not EncoderTokens:
-            hint = (
-                ": a pooled slot holds P encoder tokens of different content, key each encoder "
-                "token"
-                if given is PooledBlocks
-                else ""
-            )
-            raise UnitTypeError(
-                f"content is keyed per token or per encoder token, not {describe(unit)}{hint}",
-                field="unit",
-                expected="Tokens | EncoderTokens",
-                got=describe(unit),
-            )
+        _check_unit(unit)  # checked at run time too: mypy's view is the annotation's
         values = keys if type(keys) is list or type(keys) is tuple else tuple(keys)
         # Every key an int of int64 (exactly int: not bool, not a numpy integer, what mypy
         # accepts), checked in C (a batch's tokens: hundreds a step, two passes: counting the
@@ -214,24 +202,150 @@ def _content_keys(
     return ContentKeys(keys, unit, salt=salt)
 
 
-def _check_keys(values: Sequence[object]) -> None:
-    """Raise for the first key that is not an int of int64."""
+def _check_keys(values: Sequence[object], of: str = "") -> None:
+    """Raise for the first key that is not an int of int64 (``of``: the request's index in a
+    batch, as the field names it)."""
+    whose = f"request {of[1:-1]}'s content key" if of else "content key"
     for i, key in enumerate(values):
         if type(key) is not int:
             raise UnitTypeError(
-                f"content key {i} is {describe(key)}; a key is an int64 (a token id, or a "
-                "64-bit fingerprint of an encoder token's input)",
-                field=f"keys[{i}]",
+                f"{whose} {i} is {describe(key)}; a key is an int64 (a token id, or a 64-bit "
+                "fingerprint of an encoder token's input)",
+                field=f"keys{of}[{i}]",
                 expected="int64",
                 got=describe(key),
             )
         if not _KEY_MIN <= key <= _KEY_MAX:
             raise UnitValueError(
-                f"content key {i} is {key}, outside int64",
-                field=f"keys[{i}]",
+                f"{whose} {i} is {key}, outside int64",
+                field=f"keys{of}[{i}]",
                 expected="int64",
                 got=str(key),
             )
+
+
+def _check_batch(per: Sequence[object]) -> None:
+    """Raise for the first request of a batch whose keys are not a list or tuple, or the
+    first key of the first request that is not an int of int64."""
+    for r, one in enumerate(per):
+        if type(one) is not list and type(one) is not tuple:
+            raise UnitTypeError(
+                f"request {r}'s content is {describe(one)}; give each request's keys as a "
+                "list of ints",
+                field=f"keys[{r}]",
+                expected="list of int64",
+                got=describe(one),
+            )
+        _check_keys(one, f"[{r}]")
+
+
+def _check_unit(unit: object) -> None:
+    """Raise unless ``unit`` is a unit content is keyed in (`Tokens`, `EncoderTokens`)."""
+    if unit is not Tokens and unit is not EncoderTokens:
+        hint = (
+            ": a pooled slot holds P encoder tokens of different content, key each encoder "
+            "token"
+            if unit is PooledBlocks
+            else ""
+        )
+        raise UnitTypeError(
+            f"content is keyed per token or per encoder token, not {describe(unit)}{hint}",
+            field="unit",
+            expected="Tokens | EncoderTokens",
+            got=describe(unit),
+        )
+
+
+@final
+class ContentBatch(Generic[KernelUnit]):
+    """What one sequence's positions hold for each request of an engine step's batch, in the
+    kernel's unit: one list of int64 keys per request, in request order (what each request's
+    latest step produced: its accepted drafts and the token sampled after them, or their
+    audio; empty where it produced nothing). The batch form of `ContentKeys` for
+    `kvunits.runtime.Stepper.advance_speculative_all_with_content`: the whole batch's keys are
+    checked and packed in passes in C, and each request's share cut from them, where a
+    `ContentKeys` per request costs an object and its checks each. Immutable. No salt: a salt
+    goes in a request's first block, at admission.
+
+    Args:
+        keys: per request, its keys in order (a list or tuple of ints each).
+        unit: `Tokens` or `EncoderTokens`: the positions the keys are for.
+
+    Raises:
+        UnitTypeError: ``unit`` is not `Tokens` or `EncoderTokens`, a request's keys are not a
+            list or tuple, or a key is not an int.
+        UnitValueError: a key is outside int64.
+
+    Example:
+        >>> ContentBatch([[7, 8], [9]], Tokens).lengths
+        (Tokens(2), Tokens(1))
+    """
+
+    __slots__ = ("_arrays", "unit")
+
+    #: Each request's keys as an int64 array (cut from one array: read, never changed).
+    _arrays: list[array[int]]
+    unit: type[KernelUnit]
+
+    def __init__(self, keys: Sequence[Sequence[int]], unit: type[KernelUnit]) -> None:
+        _check_unit(unit)
+        per = keys if type(keys) is list or type(keys) is tuple else tuple(keys)
+        count = len(per)
+        if (
+            countOf(map(type, per), list) + countOf(map(type, per), tuple) != count
+            or countOf(map(type, chain.from_iterable(per)), int) != sum(map(len, per))
+        ):
+            _check_batch(per)
+        try:
+            flat = array("q", chain.from_iterable(per))
+        except OverflowError:
+            _check_batch(per)
+            raise  # the array's own error, should the check find none
+        lengths = list(map(len, per))
+        ends: list[int] = list(accumulate(lengths))
+        _set_arrays(self, list(map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends))))
+        _set_batch_unit(self, unit)
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError("ContentBatch is immutable: make a new one")
+
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError("ContentBatch is immutable: make a new one")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ContentBatch, (self.keys, self.unit))
+
+    def __len__(self) -> int:
+        """The requests it holds content for."""
+        return len(self._arrays)
+
+    @property
+    def keys(self) -> tuple[tuple[int, ...], ...]:
+        """Each request's keys (new tuples each read)."""
+        return tuple(map(tuple, self._arrays))
+
+    @property
+    def lengths(self) -> tuple[KernelUnit, ...]:
+        """The positions each request's keys cover."""
+        return tuple(self.unit(len(one)) for one in self._arrays)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is ContentBatch
+            and other.unit is self.unit
+            and other._arrays == self._arrays
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.unit, tuple(one.tobytes() for one in self._arrays)))
+
+    def __repr__(self) -> str:
+        keys = sum(map(len, self._arrays))
+        return f"ContentBatch({len(self._arrays)} requests, {keys} keys, {self.unit.__name__})"
+
+
+_set_arrays = ContentBatch.__dict__["_arrays"].__set__
+_set_batch_unit = ContentBatch.__dict__["unit"].__set__
 
 
 def root_hash(unit_name: str, rows_per_block: int, salt: str | None) -> bytes:

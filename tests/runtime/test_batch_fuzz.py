@@ -35,7 +35,7 @@ from kvunits.contracts import (
     PooledBlocks,
     Tokens,
 )
-from kvunits.runtime import ContentKeys, KVCacheCoordinator
+from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
 
 from ..examples import examples
 from .support import check_pools, coordinator, drawn_blocks
@@ -404,8 +404,14 @@ def _engine_step(t: Twins) -> None:
             for g in t.sequences.values()
         ]
         units: list[Any] = [EncoderTokens if axis else Tokens for axis in t.pooled]
+        batched = data.draw(st.booleans(), label="one ContentBatch a sequence")
         typed = [
-            (t.content_handles[g], [ContentKeys(keys, units[g]) for keys in per])
+            (
+                t.content_handles[g],
+                ContentBatch(per, units[g])
+                if batched
+                else [ContentKeys(keys, units[g]) for keys in per],
+            )
             for g, per in outputs
         ]
         arrays = [(g, [array("q", keys) for keys in per]) for g, per in outputs]

@@ -53,7 +53,7 @@ from kvunits.contracts.errors import (
     UnitTypeError,
     UnitValueError,
 )
-from kvunits.runtime import ContentKeys, KVCacheCoordinator
+from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore, RequestExtras, RestingExtras
 from kvunits.runtime._table import BASE, CAPACITY, SLACK, RequestTable
 
@@ -3037,9 +3037,20 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
                             tuple(u(x) for u, x in zip(units.values(), r, strict=True))
                             for r in rejected
                         ],
+                        # (one ContentBatch per sequence, or a ContentKeys per request)
                         content=[
-                            (h, [ContentKeys(keys_of(produced[rid])[j][1], units[h.name])
-                                 for rid in ids])
+                            (
+                                h,
+                                ContentBatch(
+                                    [keys_of(produced[rid])[j][1] for rid in ids],
+                                    units[h.name],
+                                )
+                                if len(ids) % 2
+                                else [
+                                    ContentKeys(keys_of(produced[rid])[j][1], units[h.name])
+                                    for rid in ids
+                                ],
+                            )
                             for h in handles
                             for j, (g, _) in enumerate(keys_of([]))
                             if h.index == g
@@ -3286,7 +3297,7 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
     interrupted = 0
     for i in range(6):
 
-        def call(stepper: Any) -> None:
+        def call(stepper: Any, batched: bool = i % 2 == 1) -> None:
             hs = stepper.handles
             per = [
                 (h, [[t for t in produced[rid] for _ in range(s)] for rid in ids])
@@ -3310,7 +3321,13 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
                     for rid in ids
                 ],
                 content=[
-                    (h, [ContentKeys(keys, units[h.name]) for keys in each]) for h, each in per
+                    (
+                        h,
+                        ContentBatch(each, units[h.name])
+                        if batched
+                        else [ContentKeys(keys, units[h.name]) for keys in each],
+                    )
+                    for h, each in per
                 ],
             )
 

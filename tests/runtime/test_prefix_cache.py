@@ -3,7 +3,9 @@ that count a shared block once, sequences of other units hit on their own, and t
 
 from __future__ import annotations
 
+import re
 from array import array
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -28,7 +30,14 @@ from kvunits.contracts import (
     UnitValueError,
     Window,
 )
-from kvunits.runtime import AllocationError, ContentKeys, KVCacheCoordinator, RequestError, plan
+from kvunits.runtime import (
+    AllocationError,
+    ContentBatch,
+    ContentKeys,
+    KVCacheCoordinator,
+    RequestError,
+    plan,
+)
 from kvunits.runtime._core import RequestExtras
 from kvunits.runtime.prefix_cache import _PACKED, chain_hashes, root_hash
 
@@ -76,6 +85,74 @@ def test_content_keys_accept_exactly_the_int64_ints(keys: list[object], pad: int
     else:
         with pytest.raises((UnitTypeError, UnitValueError), match=f"content key {first} "):
             ContentKeys(keys, Tokens)  # type: ignore[arg-type]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    per=st.lists(
+        st.lists(
+            st.integers(-(2**64), 2**64)
+            | st.integers(-(2**63), 2**63 - 1)
+            | st.booleans()
+            | st.floats(allow_nan=False),
+            max_size=4,
+        )
+        | st.tuples(st.integers(0, 9))
+        | st.integers(0, 9),
+        max_size=5,
+    )
+)
+def test_a_content_batch_accepts_exactly_what_a_content_keys_per_request_accepts(
+    per: list[Any],
+) -> None:
+    # A batch's keys are checked in passes in C over the whole batch; it accepts what one
+    # `ContentKeys` per request accepts (each request's keys a list or tuple), and refuses the
+    # same first wrong key, naming its request. Accepted, each request's keys are its own
+    # int64 array, cut from one.
+    wrong = next(
+        (
+            (r, i)
+            for r, one in enumerate(per)
+            for i, k in enumerate(one if isinstance(one, list | tuple) else [None])
+            if not isinstance(one, list | tuple)
+            or type(k) is not int
+            or not -(2**63) <= k <= 2**63 - 1
+        ),
+        None,
+    )
+    if wrong is None:
+        batch = ContentBatch(per, Tokens)
+        assert batch.keys == tuple(ContentKeys(one, Tokens).keys for one in per)
+        assert batch.lengths == tuple(Tokens(len(one)) for one in per) and len(batch) == len(per)
+        assert all(a.typecode == "q" for a in batch._arrays)
+        return
+    r, i = wrong
+    said = (
+        f"request {r}'s content is" if not isinstance(per[r], list | tuple)
+        else f"request {r}'s content key {i} "
+    )
+    with pytest.raises((UnitTypeError, UnitValueError), match=re.escape(said)):
+        ContentBatch(per, Tokens)
+
+
+def test_a_content_batch_is_keyed_per_token_or_encoder_token_and_immutable() -> None:
+    import copy
+    import pickle
+
+    with pytest.raises(UnitTypeError, match="key each encoder token"):
+        ContentBatch([[1, 2]], PooledBlocks)  # type: ignore[type-var]
+    batch = ContentBatch([[1, 2], [], (3,)], EncoderTokens)
+    for name, value in (("keys", ()), ("unit", Tokens), ("_arrays", [])):
+        with pytest.raises(AttributeError, match="ContentBatch is immutable: make a new one"):
+            setattr(batch, name, value)
+        with pytest.raises(AttributeError, match="immutable"):
+            delattr(batch, name)
+    assert batch.keys == ((1, 2), (), (3,)) and batch.unit is EncoderTokens
+    assert pickle.loads(pickle.dumps(batch)) == batch == copy.deepcopy(batch)
+    assert hash(batch) == hash(ContentBatch([(1, 2), (), [3]], EncoderTokens))
+    assert batch != ContentBatch([[1, 2], [], [3]], Tokens)
+    assert batch != ContentBatch([[1], [2], [3]], EncoderTokens)  # the same keys, cut apart
+    assert repr(batch) == "ContentBatch(3 requests, 3 keys, EncoderTokens)"
 
 
 def test_content_keys_are_immutable_so_no_step_reads_unchecked_keys() -> None:

@@ -22,7 +22,7 @@ from kvunits.contracts import (
     Window,
 )
 from kvunits.contracts.deploy import RankBytes
-from kvunits.runtime import ContentKeys, KVCacheCoordinator
+from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
 from kvunits.runtime.capacity import plan
 
 encoder = SlidingWindowLayer(
@@ -76,6 +76,11 @@ step.advance_speculative_with_content("r2", EncoderTokens(4), Tokens(1), lookahe
 # sequence one ContentKeys per request (what its latest step produced), in its own unit.
 step.advance_speculative_all_with_content(["r1", "r2"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(2)), rejected=[(EncoderTokens(0), Tokens(0)), (EncoderTokens(0), Tokens(0))], content=[(audio, [ContentKeys([8] * 4, EncoderTokens), ContentKeys([9] * 4, EncoderTokens)]), (text, [ContentKeys([8], Tokens), ContentKeys([9], Tokens)])])
 
-step.advance_speculative_all_with_content(["r1", "r2"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(2)), rejected=[(EncoderTokens(0), Tokens(2))] * 2, content=[(text, [ContentKeys([8], EncoderTokens), ContentKeys([9], EncoderTokens)])])  # E: List item 0 has incompatible type "tuple[GroupHandle[Tokens, Any], list[ContentKeys[EncoderTokens]]]"; expected "tuple[GroupHandle[Tokens, Any], Sequence[ContentKeys[Tokens]]] | tuple[GroupHandle[EncoderTokens, Any] | GroupHandle[PooledBlocks, Any], Sequence[ContentKeys[EncoderTokens]]]"  [list-item]
+step.advance_speculative_all_with_content(["r1", "r2"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(2)), rejected=[(EncoderTokens(0), Tokens(2))] * 2, content=[(text, [ContentKeys([8], EncoderTokens), ContentKeys([9], EncoderTokens)])])  # E: List item 0 has incompatible type "tuple[GroupHandle[Tokens, Any], list[ContentKeys[EncoderTokens]]]"; expected "tuple[GroupHandle[Tokens, Any], ContentBatch[Tokens] | Sequence[ContentKeys[Tokens]]] | tuple[GroupHandle[EncoderTokens, Any] | GroupHandle[PooledBlocks, Any], ContentBatch[EncoderTokens] | Sequence[ContentKeys[EncoderTokens]]]"  [list-item]
 step.advance_speculative_all_with_content(["r1", "r2"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(2)), rejected=[(EncoderTokens(0), 2)] * 2, content=[(text, [ContentKeys([8], Tokens)] * 2)])  # E: List item 0 has incompatible type "tuple[EncoderTokens, int]"; expected "tuple[EncoderTokens, Tokens]"  [list-item]
-step.advance_speculative_all_with_content(["r1", "r2"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(2)), rejected=[(EncoderTokens(0), Tokens(2))] * 2, content=[(text, ContentKeys([8, 9], Tokens))])  # E: List item 0 has incompatible type "tuple[GroupHandle[Tokens, Any], ContentKeys[Tokens]]"; expected "tuple[GroupHandle[Tokens, Any], Sequence[ContentKeys[Tokens]]] | tuple[GroupHandle[EncoderTokens, Any] | GroupHandle[PooledBlocks, Any], Sequence[ContentKeys[EncoderTokens]]]"  [list-item]
+step.advance_speculative_all_with_content(["r1", "r2"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(2)), rejected=[(EncoderTokens(0), Tokens(2))] * 2, content=[(text, ContentKeys([8, 9], Tokens))])  # E: List item 0 has incompatible type "tuple[GroupHandle[Tokens, Any], ContentKeys[Tokens]]"; expected "tuple[GroupHandle[Tokens, Any], ContentBatch[Tokens] | Sequence[ContentKeys[Tokens]]] | tuple[GroupHandle[EncoderTokens, Any] | GroupHandle[PooledBlocks, Any], ContentBatch[EncoderTokens] | Sequence[ContentKeys[EncoderTokens]]]"  [list-item]
+
+# Or one ContentBatch per sequence (each request's keys, checked in passes over the batch).
+step.advance_speculative_all_with_content(["r1", "r2"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(2)), rejected=[(EncoderTokens(0), Tokens(0))] * 2, content=[(audio, ContentBatch([[8] * 4, [9] * 4], EncoderTokens)), (text, ContentBatch([[8], [9]], Tokens))])
+
+step.advance_speculative_all_with_content(["r1", "r2"], EncoderTokens(4), Tokens(1), lookahead=(EncoderTokens(0), Tokens(2)), rejected=[(EncoderTokens(0), Tokens(2))] * 2, content=[(text, ContentBatch([[8], [9]], EncoderTokens))])  # E: List item 0 has incompatible type "tuple[GroupHandle[Tokens, Any], ContentBatch[EncoderTokens]]"; expected "tuple[GroupHandle[Tokens, Any], ContentBatch[Tokens] | Sequence[ContentKeys[Tokens]]] | tuple[GroupHandle[EncoderTokens, Any] | GroupHandle[PooledBlocks, Any], ContentBatch[EncoderTokens] | Sequence[ContentKeys[EncoderTokens]]]"  [list-item]
