@@ -916,13 +916,7 @@ class CoordinatorCore:
         hashes, then the rollback and the step, which registers what they commit. False where
         the boundary path declines (the batch takes the general path, or compacts the slab
         of ``plan.compact`` first)."""
-        by_axis = self._by_axis(request_id, o, contents)
-        hashed: dict[int, list[bytes]] = {}
-        active = by_axis[0][0] if by_axis else None
-        if active is not None:  # one form of the request's content for every sequence
-            self._keep_active(ops, o, active)
-        for extra, g, added in by_axis:
-            hashed.update(self._plan_content(ops, extra, g, added))
+        hashed, active = self._content_planned(ops, o, self._by_axis(request_id, o, contents))
         back = self._plan_unroll(o, rejected, plan, num_new)
         return back is not None and self._plan_boundary(
             ops, plan, o, num_new, None, lookahead, back,
@@ -964,13 +958,8 @@ class CoordinatorCore:
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
         for i, (request_id, o, r) in enumerate(zip(request_ids, offsets, rejected, strict=True)):
-            by_axis = self._by_axis(request_id, o, [(g, keys[i]) for g, keys in shares])
-            hashed: dict[int, list[bytes]] = {}
-            active = by_axis[0][0] if by_axis else None
-            if active is not None:  # one form of the request's content for every sequence
-                self._keep_active(ops, o, active)
-            for extra, g, added in by_axis:
-                hashed.update(self._plan_content(ops, extra, g, added))
+            mine = [(g, keys[i]) for g, keys in shares]
+            hashed, active = self._content_planned(ops, o, self._by_axis(request_id, o, mine))
             self._check_rejected(request_id, o, r)
             given = self._plan_rollback(pools, o, r, num_new)
             self._plan_step(
@@ -1092,14 +1081,10 @@ class CoordinatorCore:
         (`_plan_unroll`, `_plan_boundary`, compacting first where a move would make a slab
         due) or, for any other, the general path's; one commit. The request's content stays
         active (it rests only where a step without content registered all it knew)."""
-        by_axis = self._by_axis(request_id, o, contents)
         content_ops: Ops = []
-        hashed: dict[int, list[bytes]] = {}
-        active = by_axis[0][0] if by_axis else None
-        if active is not None:  # one form of the request's content for every sequence
-            self._keep_active(content_ops, o, active)
-        for extra, g, added in by_axis:
-            hashed.update(self._plan_content(content_ops, extra, g, added))
+        hashed, active = self._content_planned(
+            content_ops, o, self._by_axis(request_id, o, contents)
+        )
         stores = self._respec_stores(o, num_new, lookahead, rejected)
         if stores is not None and active is not None:
             # Every group's rollback and step within its slack (content filled a block, or
@@ -1220,14 +1205,9 @@ class CoordinatorCore:
         if pre:
             commit(ops_of(pre))  # moves segments only: nothing observable
         ops: Ops = []
-        hashed: dict[int, list[bytes]] = {}
-        if by_axis:  # one form of the request's content for every sequence
-            self._keep_active(ops, o, by_axis[0][0])
-        for extra, g, added in by_axis:
-            hashed.update(self._plan_content(ops, extra, g, added))
+        hashed, active = self._content_planned(ops, o, by_axis)
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
-        active = by_axis[0][0] if by_axis else None
         self._plan_step(
             ops, slabs, pools, request_id, o, num_new, None, False, None, hashed, active
         )
@@ -1364,13 +1344,7 @@ class CoordinatorCore:
         pools: dict[int, PoolPlan] = {}
         for i, (request_id, o) in enumerate(zip(request_ids, offsets, strict=True)):
             mine = [(g, keys[i * k : i * k + k]) for g, keys, k in shares]
-            hashed: dict[int, list[bytes]] = {}
-            by_axis = self._by_axis(request_id, o, mine)
-            if by_axis:  # one form of the request's content for every sequence
-                self._keep_active(ops, o, by_axis[0][0])
-            for extra, g, added in by_axis:
-                hashed.update(self._plan_content(ops, extra, g, added))
-            active = by_axis[0][0] if by_axis else None
+            hashed, active = self._content_planned(ops, o, self._by_axis(request_id, o, mine))
             self._plan_step(
                 ops, slabs, pools, request_id, o, num_new, None, False, None, hashed, active
             )
@@ -1431,6 +1405,21 @@ class CoordinatorCore:
                 added = by_axis[axis][2] + added
             by_axis[axis] = (extra, g, added)
         return list(by_axis.values())
+
+    def _content_planned(
+        self, ops: Ops, o: int, by_axis: list[tuple[RequestExtras, int, array[int]]]
+    ) -> tuple[dict[int, list[bytes]], RequestExtras | None]:
+        """Plan on ``ops`` request ``o``'s content per sequence (`_by_axis`): its active form
+        kept (one form of the request's content for every sequence), each sequence's keys
+        appended and the blocks they fill hashed (`_plan_content`). Returns the hashes, for
+        the step's registration, and the active form (None without content)."""
+        hashed: dict[int, list[bytes]] = {}
+        active = by_axis[0][0] if by_axis else None
+        if active is not None:
+            self._keep_active(ops, o, active)
+        for extra, g, added in by_axis:
+            hashed.update(self._plan_content(ops, extra, g, added))
+        return hashed, active
 
     def _plan_boundary(
         self,
