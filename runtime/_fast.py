@@ -2206,11 +2206,11 @@ def _registration(
 
 
 def _hashing(indent: str) -> list[str]:
-    """The lines (in ``plan_fill`` and ``respec_fill_cross``) that plan a step's content on
-    ``ops``: ``adds[j]`` appended to the stream ``picked[j]`` (one stream per sequence); a
-    stream it fills hashed once (its new full blocks, for every group of its sequence and
-    granularity) and its tail cut (`CoordinatorCore._plan_content`). Leaves ``hashed``: per
-    stream filled, its new hashes."""
+    """The lines (in ``plan_fill``, ``respec_fill_cross``, ``respec_content_all``) that plan a
+    step's content on ``ops``: ``adds[j]`` appended to the stream ``picked[j]`` (one stream per
+    sequence); a stream it fills hashed once (its new full blocks, for every group of its
+    sequence and granularity) and its tail cut (`CoordinatorCore._plan_content`). Leaves
+    ``hashed``: per stream filled, its new hashes."""
     out = [
         "hashed = {}",
         "for stream, added in zip(picked, adds):",
@@ -3750,8 +3750,7 @@ def respec_content_lines(
     lookahead); a step past a slack whose content fills no block the crossing; one whose
     content fills a block ``respec_fill_cross`` (`plan_cross` with the rollback, the
     lookahead and the content's hashes); anything else, and whatever those decline, the
-    core's plan
-    (`CoordinatorCore._planned_respec_content`), given the pairs as
+    core's plan (`CoordinatorCore._planned_respec_content`), given the pairs as
     `KVCacheCoordinator._content_pairs` checks them. They read `advance_names`."""
     n = len(core.names)
     qs, ks, rs = (_tuple(name, n) for name in "qkr")
