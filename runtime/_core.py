@@ -961,10 +961,8 @@ class CoordinatorCore:
             mine = [(g, keys[i]) for g, keys in shares]
             hashed, active = self._content_planned(ops, o, self._by_axis(request_id, o, mine))
             self._check_rejected(request_id, o, r)
-            given = self._plan_rollback(pools, o, r, num_new)
-            self._plan_step(
-                ops, slabs, pools, request_id, o, num_new, lookahead, False, given,
-                hashed if active is not None else None, active,
+            self._plan_respec(
+                ops, slabs, pools, request_id, o, num_new, lookahead, r, hashed, active
             )
         for pool_plan in pools.values():
             pool_plan.emit(ops)
@@ -1145,10 +1143,8 @@ class CoordinatorCore:
         ops = list(content_ops)
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
-        given = self._plan_rollback(pools, o, rejected, num_new)
-        self._plan_step(
-            ops, slabs, pools, request_id, o, num_new, lookahead, False, given,
-            hashed if active is not None else None, active,
+        self._plan_respec(
+            ops, slabs, pools, request_id, o, num_new, lookahead, rejected, hashed, active
         )
         for pool_plan in pools.values():
             pool_plan.emit(ops)
@@ -2166,8 +2162,7 @@ class CoordinatorCore:
         ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
-        given = self._plan_rollback(pools, o, rejected, num_new)
-        self._plan_step(ops, slabs, pools, request_id, o, num_new, lookahead, False, given)
+        self._plan_respec(ops, slabs, pools, request_id, o, num_new, lookahead, rejected)
         for pool_plan in pools.values():
             pool_plan.emit(ops)
         slabs.emit(self.table)
@@ -2236,13 +2231,34 @@ class CoordinatorCore:
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
         for request_id, o, r in slow:
-            given = self._plan_rollback(pools, o, r, num_new)
-            self._plan_step(ops, slabs, pools, request_id, o, num_new, lookahead, False, given)
+            self._plan_respec(ops, slabs, pools, request_id, o, num_new, lookahead, r)
         self._respec_ops(ops, fast, num_new, lookahead)
         for pool_plan in pools.values():
             pool_plan.emit(ops)
         slabs.emit(self.table)
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _plan_respec(
+        self,
+        ops: Ops,
+        slabs: SlabPlan,
+        pools: dict[int, PoolPlan],
+        request_id: str,
+        o: int,
+        num_new: Sequence[int],
+        lookahead: Sequence[int],
+        rejected: Sequence[int],
+        hashed: Mapping[int, list[bytes]] | None = None,
+        active: RequestExtras | None = None,
+    ) -> None:
+        """A drafting step on the general path's plans (`_plan_rollback`, `_plan_step`): the
+        rollback of ``rejected``, then the step, which registers what it commits with the
+        content's ``hashed`` where the request has content (``active``, `_content_planned`)."""
+        given = self._plan_rollback(pools, o, rejected, num_new)
+        self._plan_step(
+            ops, slabs, pools, request_id, o, num_new, lookahead, False, given,
+            hashed if active is not None else None, active,
+        )
 
     def _plan_unroll(
         self, o: int, rejected: Sequence[int], plan: _Boundary, num_new: Sequence[int]

@@ -23,7 +23,7 @@ import random
 import re
 import sys
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -2444,6 +2444,20 @@ def _sequences(
     return units, handles, scale, pairs
 
 
+def _prefilled(layout: str, ids: Sequence[str], rng: random.Random) -> KVCacheCoordinator:
+    """A `_generating` coordinator with ``ids`` admitted sharing a prompt (`_admitted_sharing`)
+    and prefilled, in chunks of 3 tokens (its groups' max_in_flight: 4 slots)."""
+    coord = _generating(layout)
+    scale = _sequences(coord)[2]
+    for rid in ids:
+        first = _admitted_sharing(coord, rid, rng)
+        while any(first):
+            chunk = [min(f, 3 * s) for f, s in zip(first, scale, strict=True)]
+            coord._core.advance_step(rid, chunk)
+            first = [f - n for f, n in zip(first, chunk, strict=True)]
+    return coord
+
+
 def _admitted_sharing(coord: KVCacheCoordinator, rid: str, rng: random.Random) -> list[int]:
     """Admit ``rid`` to a `_generating` coordinator with a prompt that starts as every other's
     (its content in every group, 2 encoder tokens of audio a token): its first step's counts
@@ -3184,13 +3198,8 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
     # call does on a twin.
     from .test_interrupts import Interrupt
 
-    coord = _generating(layout)
+    coord = _prefilled(layout, ["r"], random.Random(3))
     units, handles, scale, _ = _sequences(coord)
-    first = _admitted_sharing(coord, "r", random.Random(3))
-    while any(first):
-        chunk = [min(f, 3 * s) for f, s in zip(first, scale, strict=True)]
-        coord._core.advance_step("r", chunk)
-        first = [f - n for f, n in zip(first, chunk, strict=True)]
     twin = copy.deepcopy(coord)
 
     def stepper_of(c: KVCacheCoordinator) -> Any:
@@ -3274,16 +3283,10 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
     # nothing changes; then it does what the uninterrupted call does on a twin.
     from .test_interrupts import Interrupt
 
-    coord = _generating(layout)
-    units, handles, scale, _ = _sequences(coord)
     ids = ["a", "b", "c"]
     rng = random.Random(8)
-    for rid in ids:
-        first = _admitted_sharing(coord, rid, rng)
-        while any(first):
-            chunk = [min(f, 3 * s) for f, s in zip(first, scale, strict=True)]
-            coord._core.advance_step(rid, chunk)
-            first = [f - n for f, n in zip(first, chunk, strict=True)]
+    coord = _prefilled(layout, ids, rng)
+    units, handles, scale, _ = _sequences(coord)
     twin = copy.deepcopy(coord)
 
     def stepper_of(c: KVCacheCoordinator) -> Any:
@@ -3365,16 +3368,9 @@ def test_a_drafting_batch_reports_what_each_request_in_turn_reports() -> None:
     # failing request's, or the batch's own), nothing changed: content not one per request,
     # a request twice, one unknown, more rejected than the latest step left speculative, a
     # ContentKeys of the other unit (the typed layer).
-    coord = _generating("audio+text")
-    units, handles, scale, _ = _sequences(coord)
     ids = ["a", "b"]
-    rng = random.Random(2)
-    for rid in ids:
-        first = _admitted_sharing(coord, rid, rng)
-        while any(first):
-            chunk = [min(f, 3 * s) for f, s in zip(first, scale, strict=True)]
-            coord._core.advance_step(rid, chunk)
-            first = [f - n for f, n in zip(first, chunk, strict=True)]
+    coord = _prefilled("audio+text", ids, random.Random(2))
+    units, handles, scale, _ = _sequences(coord)
     core = coord._core
     q, k = [3 * s for s in scale], [2 * s for s in scale]
     one = [
