@@ -514,11 +514,12 @@ class Stepper(Generic[*_Us]):
             ``advance_speculative``.
         advance_speculative_all_with_content:
             ``advance_speculative_all_with_content(request_ids, *num_new, lookahead=(...),
-            rejected=[(...), ...], content=[(handle, [keys, ...]), ...])``:
+            rejected=[(...), ...], content=[(handle, ContentBatch), ...])``:
             ``advance_speculative_with_content`` for every request of an engine step's batch
-            (each once; ``rejected[i]`` and each sequence's ``keys[i]`` are request i's: what
-            its latest step produced, which varies with the drafts it accepted; an empty
-            ``ContentKeys`` where nothing), in one call and atomically over the batch.
+            (each once; ``rejected[i]`` and each sequence's i-th keys are request i's: what its
+            latest step produced, which varies with the drafts it accepted, empty where
+            nothing; a `ContentBatch` of every request's keys per sequence, or a list of one
+            ``ContentKeys`` per request), in one call and atomically over the batch.
             Requests within their blocks whose content fills no block are stores and appends;
             the others planned on one plan, in order. Raises as
             ``advance_speculative_with_content`` (the first failing request), or
@@ -1683,24 +1684,25 @@ class KVCacheCoordinator:
     def _content_lists(self, content: object) -> list[tuple[int, list[array[int]]]]:
         """``Stepper.advance_speculative_all_with_content``'s content checked: per pair, the
         group's index and each request's keys (see `extend_content`; how many is the core's to
-        check). Each pair's keys are checked in C passes; the first wrong one is reported as
-        `extend_content` reports it."""
+        check), from a `ContentBatch` of the group's unit or a list of one `ContentKeys` per
+        request, checked in passes in C (the first wrong one reported as `extend_content`
+        reports it)."""
         if type(content) is not list and type(content) is not tuple:
             raise UnitTypeError(
-                f"a batch's content is given as (handle, [ContentKeys per request]) pairs in a "
-                f"list; got {describe(content)}",
+                f"a batch's content is given as (handle, ContentBatch) pairs in a list; got "
+                f"{describe(content)}",
                 field="content",
-                expected="a list of (GroupHandle, a list of ContentKeys)",
+                expected="a list of (GroupHandle, ContentBatch)",
                 got=describe(content),
             )
         out = []
         for pair in content:
             if type(pair) is not tuple or len(pair) != 2:
                 raise UnitTypeError(
-                    "a batch's content is given as (handle, [ContentKeys per request]) pairs; "
-                    f"got {describe(pair)}",
+                    f"a batch's content is given as (handle, ContentBatch) pairs; got "
+                    f"{describe(pair)}",
                     field="content",
-                    expected="(GroupHandle, a list of ContentKeys)",
+                    expected="(GroupHandle, ContentBatch)",
                     got=describe(pair),
                 )
             handle, keys = pair
