@@ -3210,8 +3210,9 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
     slacks is `plan_fill`'s, with the rollback and the lookahead; one past a slack is
     `plan_cross`'s, with the rollback, the lookahead and (a block filled) its content hashed
     first (`_hashing`); one whose content rests or has blocks to register is the core's
-    boundary path's (`CoordinatorCore._respec_content_planned`); all on one plan, so each
-    sees the blocks the ones before it took, and one commit. A move that would make a slab due
+    boundary path's (`CoordinatorCore._respec_content_planned`); one admitted without
+    content (given none) as one whose content has nothing to register. All on one plan, so
+    each sees the blocks the ones before it took, and one commit. A move that would make a slab due
     compacts it (nothing observable) and plans the batch again with the move allowed there;
     whatever else a planner declines, and anything irregular, sends the batch to the core's
     general path (`CoordinatorCore._general_respec_content_all`), which reports."""
@@ -3235,6 +3236,9 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         "    general_respec_content_all = core._general_respec_content_all",
         "    respec_content_planned = core._respec_content_planned",
         f"    nowhere = (-1,) * {n}  # no group's content",
+        # A request admitted without content, as the planners read it: no stream, nothing
+        # registered (never written: with no stream no group registers).
+        f"    bare = Active((), nowhere, [0] * {n})",
         "",
         "    def respec_content_all(request_ids, num_new, lookahead, rejected, contents, "
         "compacted=frozenset()):",
@@ -3287,7 +3291,7 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         f"                    {back}",
         "                extra = extras_get(o)",
         "                if extra is None:",
-        "                    of, rest = nowhere, True",
+        "                    extra, of, rest = bare, nowhere, False",
         "                elif type(extra) is Active:",
         "                    streams, of, reg = extra.streams, extra.stream_of, extra.registered",
         "                    rest = " + " or ".join(

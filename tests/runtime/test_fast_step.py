@@ -3363,6 +3363,38 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
     assert "_general_respec_content_all" not in ran, set(ran)
 
 
+@pytest.mark.parametrize("layout", ["text", "text+sliding+audio"])
+def test_a_drafting_batch_without_content_is_the_drafting_batch(layout: str) -> None:
+    # Requests admitted without content (no prefix), given none: the batch with content does
+    # what `advance_speculative_all` does, on the generated planners (stores, `plan_cross`
+    # with the rollback), never the core's boundary path nor the general path for them.
+    one, two = _generating(layout), _generating(layout)
+    scale = _sequences(one)[2]
+    rng = random.Random(4)
+    ids = ["a", "b", "c", "d"]
+    for c in (one, two):
+        for rid in ids:
+            c._core.admit(rid)
+            c._core.advance_step(rid, [3 * s for s in scale])
+    ran: list[str] = []
+    record = _recorder(ran)
+    rejected = {rid: [0] * len(scale) for rid in ids}
+    q, k = [3 * s for s in scale], [2 * s for s in scale]
+    for _ in range(6):  # (within the small pools and max_len of 24 tokens)
+        given = [rejected[rid] for rid in ids]
+        sys.setprofile(record)
+        try:
+            mine = _outcome(one._core.advance_speculative_content_all, ids, q, k, given, [])
+        finally:
+            sys.setprofile(None)
+        theirs = _outcome(general, two._core, "respec_all", ids, q, k, given)
+        assert mine is None and theirs is None and _state(one) == _state(two)
+        for rid in ids:
+            rejected[rid] = [rng.randrange(3) * s for s in scale]
+    assert "plan_cross" in ran, set(ran)
+    assert not {"_respec_content_planned", "_general_respec_content_all"} & set(ran), set(ran)
+
+
 def test_a_drafting_batch_reports_what_each_request_in_turn_reports() -> None:
     # A batch's caller mistakes, each reported as the general path reports it (the first
     # failing request's, or the batch's own), nothing changed: content not one per request,
