@@ -1,13 +1,14 @@
 """Engine-step batches against each request in turn, over random layouts and schedules.
 
 A scheduler calls the batch steps (`Stepper.advance_all`, `advance_speculative_all`,
-`advance_with_content_all`) once per engine step for all its running requests; each is defined
-as the per-request call of every request in turn, atomically over the batch. Here, on random
-layouts (1-4 groups of every kind, pooled audio counted in its own unit or in pooled blocks,
-pools of their own or one shared pool, small enough that steps run short and cached blocks
-are taken again, reservation or none) and random schedules (admissions with prompts that
-share their starts or without content, prefills, decode steps of every size, drafting steps
-with rejections, generating steps with their content, per-request steps between them, frees
+`advance_with_content_all`, `advance_speculative_all_with_content`) once per engine step for
+all its running requests; each is defined as the per-request call of every request in turn,
+atomically over the batch. Here, on random layouts (1-4 groups of every kind, pooled audio
+counted in its own unit or in pooled blocks, pools of their own or one shared pool, small
+enough that steps run short and cached blocks are taken again, reservation or none) and
+random schedules (admissions with prompts that share their starts or without content,
+prefills, decode steps of every size, drafting steps with rejections and with what each
+step produced, generating steps with their content, per-request steps between them, frees
 mid-run, requests unknown or given twice), every call through the typed layer is compared
 with its general path on a twin: the same outcome (result, or error class and message) and
 the same state after it (`test_fast_step._state`: tables, free queues, reference counts,
