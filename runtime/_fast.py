@@ -3236,6 +3236,7 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         "    general_respec_content_all = core._general_respec_content_all",
         "    respec_content_planned = core._respec_content_planned",
         f"    nowhere = (-1,) * {n}  # no group's content",
+        "    typecode_of = attrgetter('typecode')",
         # A request admitted without content, as the planners read it: no stream, nothing
         # registered (never written: with no stream no group registers).
         f"    bare = Active((), nowhere, [0] * {n})",
@@ -3270,8 +3271,14 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         f"                if type(g) is not int or not 0 <= g < {n} or not (type(per) is tuple "
         "or type(per) is list) or len(per) != count:",
         f"                    {back}",
+        # Checked once for the batch: each request's keys an int64 array (`ContentBatch`'s
+        # are), one pair per sequence.
+        "                if countOf(map(type, per), array) != count or "
+        "set(map(typecode_of, per)) != {'q'}:",
+        f"                    {back}",
         "                seqs.append((g, per, axis[g]))",
-        "            if len(set(request_ids)) != count:",
+        "            if len({ax for _, _, ax in seqs}) != len(seqs) or len(set(request_ids)) != "
+        "count:",
         f"                {back}",
         f"            spec, plan = ({ks}), None",
         # Stores to the hot and cold fields, and the appends of the requests that fill no
@@ -3299,15 +3306,13 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         ),
         "                else:",
         "                    of, rest = extra.stream_of, True",
-        "                picked, adds, axes, fill = [], [], [], False",
+        "                picked, adds, fill = [], [], False",
         "                for g, per, ax in seqs:",
-        "                    added = per[i]",
-        "                    if of[g] < 0 or ax in axes or type(added) is not array or "
-        "added.typecode != 'q':",
+        "                    if of[g] < 0:",
         f"                        {back}",
-        "                    axes.append(ax)",
         "                    if rest:",
         "                        continue",
+        "                    added = per[i]",
         "                    for stream in streams:",
         "                        if stream.axis == ax:",
         "                            if len(stream.tail) + len(added) >= stream.rows_per_block:",
@@ -4241,8 +4246,8 @@ def _source(core: CoordinatorCore) -> str:
         "from hashlib import sha256\n"
         "from struct import Struct\n"
         "from itertools import compress, repeat\n"
-        "from operator import add, attrgetter, delitem, floordiv, ge, getitem, gt, itemgetter, le, "
-        "lt, methodcaller, mul, not_, or_, setitem, sub\n"
+        "from operator import add, attrgetter, countOf, delitem, floordiv, ge, getitem, gt, "
+        "itemgetter, le, lt, methodcaller, mul, not_, or_, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"
