@@ -2444,6 +2444,25 @@ def _sequences(
     return units, handles, scale, pairs
 
 
+def _interrupted_anywhere(
+    coord: KVCacheCoordinator, call: Any, stepper_of: Any, mine: Any, step: int
+) -> int:
+    """Run ``call(mine)`` (``mine``: ``coord``'s stepper) interrupted at each of its events
+    (every ``step``-th; counted on a copy, ``stepper_of(copy)``), each run leaving ``coord``
+    as it was; returns how many runs."""
+    from .test_interrupts import Interrupt
+
+    counter = Interrupt(None)
+    counter.run(functools.partial(call, stepper_of(copy.deepcopy(coord))))
+    before, runs = _state(coord), 0
+    for at in range(1, counter.seen + 1, step):
+        with pytest.raises(KeyboardInterrupt):
+            Interrupt(at).run(functools.partial(call, mine))
+        assert _state(coord) == before, at
+        runs += 1
+    return runs
+
+
 def _prefilled(layout: str, ids: Sequence[str], rng: random.Random) -> KVCacheCoordinator:
     """A `_generating` coordinator with ``ids`` admitted sharing a prompt (`_admitted_sharing`)
     and prefilled, in chunks of 3 tokens (its groups' max_in_flight: 4 slots)."""
@@ -3196,8 +3215,6 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
     # `plan_fill`, or on the core's plan), and both at once (`respec_fill_cross`).
     # Interrupted at each of its events, nothing changes; then it does what the uninterrupted
     # call does on a twin.
-    from .test_interrupts import Interrupt
-
     coord = _prefilled(layout, ["r"], random.Random(3))
     units, handles, scale, _ = _sequences(coord)
     twin = copy.deepcopy(coord)
@@ -3236,15 +3253,7 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
                 ],
             )
 
-        counter = Interrupt(None)
-        probe = copy.deepcopy(coord)
-        counter.run(functools.partial(call, stepper_of(probe)))
-        before = _state(coord)
-        for at in range(1, counter.seen + 1):
-            with pytest.raises(KeyboardInterrupt):
-                Interrupt(at).run(functools.partial(call, mine))
-            assert _state(coord) == before, (i, at)
-            interrupted += 1
+        interrupted += _interrupted_anywhere(coord, call, stepper_of, mine, 1)
         sys.setprofile(record)
         try:
             call(mine)
@@ -3281,8 +3290,6 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
     # crossing one (`plan_cross`), both; the first batch wakes the requests' resting content
     # (the core's boundary path). Interrupted at each of its events (every `every()`-th),
     # nothing changes; then it does what the uninterrupted call does on a twin.
-    from .test_interrupts import Interrupt
-
     ids = ["a", "b", "c"]
     rng = random.Random(8)
     coord = _prefilled(layout, ids, rng)
@@ -3334,15 +3341,7 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
                 ],
             )
 
-        counter = Interrupt(None)
-        probe = copy.deepcopy(coord)
-        counter.run(functools.partial(call, stepper_of(probe)))
-        before = _state(coord)
-        for at in range(1, counter.seen + 1, every()):
-            with pytest.raises(KeyboardInterrupt):
-                Interrupt(at).run(functools.partial(call, mine))
-            assert _state(coord) == before, (i, at)
-            interrupted += 1
+        interrupted += _interrupted_anywhere(coord, call, stepper_of, mine, every())
         sys.setprofile(record)
         try:
             call(mine)
