@@ -2444,16 +2444,19 @@ def _sequences(
     return units, handles, scale, pairs
 
 
-def _interrupted_anywhere(
-    coord: KVCacheCoordinator, call: Any, stepper_of: Any, mine: Any, step: int
-) -> int:
-    """Run ``call(mine)`` (``mine``: ``coord``'s stepper) interrupted at each of its events
-    (every ``step``-th; counted on a copy, ``stepper_of(copy)``), each run leaving ``coord``
-    as it was; returns how many runs."""
+def _content_stepper(coord: KVCacheCoordinator) -> Any:
+    """A stepper of every group of a `_generating` coordinator, in its content units."""
+    return coord.stepper(*_sequences(coord)[1])
+
+
+def _interrupted_anywhere(coord: KVCacheCoordinator, call: Any, mine: Any, step: int) -> int:
+    """Run ``call(mine)`` (``mine``: ``coord``'s `_content_stepper`) interrupted at each of its
+    events (every ``step``-th; counted on a copy), each run leaving ``coord`` as it was;
+    returns how many runs."""
     from .test_interrupts import Interrupt
 
     counter = Interrupt(None)
-    counter.run(functools.partial(call, stepper_of(copy.deepcopy(coord))))
+    counter.run(functools.partial(call, _content_stepper(copy.deepcopy(coord))))
     before, runs = _state(coord), 0
     for at in range(1, counter.seen + 1, step):
         with pytest.raises(KeyboardInterrupt):
@@ -3216,13 +3219,9 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
     # Interrupted at each of its events, nothing changes; then it does what the uninterrupted
     # call does on a twin.
     coord = _prefilled(layout, ["r"], random.Random(3))
-    units, handles, scale, _ = _sequences(coord)
+    units, _, scale, _ = _sequences(coord)
     twin = copy.deepcopy(coord)
-
-    def stepper_of(c: KVCacheCoordinator) -> Any:
-        return c.stepper(*(c.group(h.name, units[h.name]) for h in handles))
-
-    mine = stepper_of(coord)
+    mine = _content_stepper(coord)
     ran: list[str] = []
     record = _recorder(ran)
     rng = random.Random(5)
@@ -3253,13 +3252,13 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
                 ],
             )
 
-        interrupted += _interrupted_anywhere(coord, call, stepper_of, mine, 1)
+        interrupted += _interrupted_anywhere(coord, call, mine, 1)
         sys.setprofile(record)
         try:
             call(mine)
         finally:
             sys.setprofile(None)
-        call(stepper_of(twin))
+        call(_content_stepper(twin))
         assert _state(coord) == _state(twin), i
         check_pools(coord)
         accepted = rng.randrange(3)
@@ -3293,13 +3292,9 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
     ids = ["a", "b", "c"]
     rng = random.Random(8)
     coord = _prefilled(layout, ids, rng)
-    units, handles, scale, _ = _sequences(coord)
+    units, _, scale, _ = _sequences(coord)
     twin = copy.deepcopy(coord)
-
-    def stepper_of(c: KVCacheCoordinator) -> Any:
-        return c.stepper(*(c.group(h.name, units[h.name]) for h in handles))
-
-    mine = stepper_of(coord)
+    mine = _content_stepper(coord)
     ran: list[str] = []
     record = _recorder(ran)
     rejected = {rid: [0] * len(scale) for rid in ids}
@@ -3341,13 +3336,13 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
                 ],
             )
 
-        interrupted += _interrupted_anywhere(coord, call, stepper_of, mine, every())
+        interrupted += _interrupted_anywhere(coord, call, mine, every())
         sys.setprofile(record)
         try:
             call(mine)
         finally:
             sys.setprofile(None)
-        call(stepper_of(twin))
+        call(_content_stepper(twin))
         assert _state(coord) == _state(twin), i
         check_pools(coord)
         for rid in ids:
