@@ -21,7 +21,15 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 def engine_config(model_dir: str, **engine_args: Any) -> Any:
     """The ``VllmConfig`` ``vllm serve MODEL_DIR`` builds (``EngineArgs.create_engine_config``,
     vllm/engine/arg_utils.py: it also sets ``CacheConfig.sliding_window`` for a model whose
-    layers all slide), on the CPU platform; ``engine_args`` are ``EngineArgs`` fields."""
+    layers all slide), on the CPU platform; ``engine_args`` are ``EngineArgs`` fields.
+
+    As a GPU builds it, whatever this host's CPU: vLLM's CPU platform
+    (``CpuPlatform.check_and_update_config``, vllm/platforms/cpu.py) resets the Mamba SSM
+    state's dtype to float32 for its accelerated CPU kernels where the host has AVX512-BF16
+    (Jamba's state, in the model dtype on a GPU, then recorded twice its size). The check is
+    read as false while the config is made, so the dumps do not depend on the host."""
+    from unittest import mock
+
     from vllm.engine.arg_utils import EngineArgs
 
     args: dict[str, Any] = {
@@ -31,7 +39,8 @@ def engine_config(model_dir: str, **engine_args: Any) -> Any:
         "block_size": 16,
         **engine_args,
     }
-    return EngineArgs(**args).create_engine_config()
+    with mock.patch("torch.cpu._is_avx512_bf16_supported", return_value=False):
+        return EngineArgs(**args).create_engine_config()
 
 
 _DISTRIBUTED: list[bool] = []

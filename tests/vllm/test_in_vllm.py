@@ -196,3 +196,24 @@ def test_recorded_dumps_are_what_vllm_builds(name: str) -> None:
     assert built["workers"] == recorded["workers"]
     assert built["kv_cache_configs"] == recorded["kv_cache_configs"]
     assert built["engine"] == recorded["engine"]
+
+
+@pytest.mark.slow
+def test_the_dumps_do_not_depend_on_the_hosts_cpu() -> None:
+    # On a host with AVX512-BF16, vLLM's CPU platform makes Jamba's Mamba SSM state float32
+    # (vllm/platforms/cpu.py, check_and_update_config); a GPU keeps it in the model dtype,
+    # bfloat16. `built.engine_config` builds the GPU's on any host.
+    from unittest import mock
+
+    here = os.getcwd()
+    try:
+        os.chdir(RECORDED)
+        with mock.patch("torch.cpu._is_avx512_bf16_supported", return_value=True):
+            built = build("jamba-v0.1")
+    finally:
+        os.chdir(here)
+    mixer = built["workers"][0]["model.layers.0.mixer"]
+    assert mixer["fields"]["dtypes"] == ["bfloat16", "bfloat16"]
+    recorded = json.loads((RECORDED / "jamba-v0.1.json").read_text())
+    assert built["workers"] == recorded["workers"]
+    assert built["kv_cache_configs"] == recorded["kv_cache_configs"]
