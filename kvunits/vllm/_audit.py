@@ -318,8 +318,12 @@ class _Audit:
     # -- one layer ---------------------------------------------------------------------------
 
     def _layer(self, name: str, ours: str, layer: LayerSpec, spec: VllmSpec) -> None:
+        # A compressed or packed cache states positions per state other than 1; a state's
+        # spec (vLLM 0.33's MambaSpec: tokens_per_state -1, one state whatever the block)
+        # is compared as a state below.
         if spec.kind in ("unknown", "sliding_window_mla") or (
-            spec.fields.get("tokens_per_state") not in (None, 1, "1")
+            spec.kind != "state"
+            and spec.fields.get("tokens_per_state") not in (None, 1, "1")
             and spec.pool.tokens_per_block == 1
         ):
             self.note(
