@@ -210,6 +210,42 @@ def kvunits_layer_name(vllm_name: str) -> str | None:
     return f"{stack}.{int(indices[0])}"
 
 
+def renumbered(hf_config: Mapping[str, Any]) -> dict[tuple[bool, str], str]:
+    """The layers whose vLLM name carries another index than the Hugging Face layer's (each
+    name's index must be unique to its cache: ``extract_layer_index``), keyed by whether the
+    name is a Mamba mixer's (``….mixer``) and the name as `kvunits_layer_name` reads it ->
+    the kvunits layer it is:
+
+    * ``falcon_h1`` (falcon_h1.py): layer ``i``'s Mamba-2 mixer is ``model.{n + i}.mixer``
+      (``n`` = ``num_hidden_layers``) -> ``text.{i}.mamba``;
+    * ``zamba2`` (zamba2.py): layer ``i``'s mixer is ``{H + i}.mixer`` (``H`` hybrid layers)
+      -> ``text.{i}.mamba`` on a hybrid layer, else ``text.{i}``; the attention of the
+      ``k``-th hybrid layer is ``model.attn.{j}``, ``j`` counted per shared block ``b = k %
+      M`` from ``b × (H + M − 1) // M`` (``M`` = ``num_mem_blocks``; past ``H`` where ``M``
+      does not divide it) -> ``text.{hybrid layer k}``.
+
+    Empty for every other model (and for a config these fields do not describe)."""
+    kind = hf_config.get("model_type")
+    n = hf_config.get("num_hidden_layers")
+    if kind == "falcon_h1" and type(n) is int and 0 < n <= 1 << 16:
+        return {(True, f"text.{n + i}"): f"text.{i}.mamba" for i in range(n)}
+    types = hf_config.get("layers_block_type", hf_config.get("layer_types"))
+    if kind != "zamba2" or not isinstance(types, list) or len(types) > 1 << 16:
+        return {}
+    hybrid = [i for i, t in enumerate(types) if t == "hybrid"]
+    h, m = len(hybrid), hf_config.get("num_mem_blocks", 1)
+    if type(m) is not int or not 0 < m <= 1 << 16:
+        return {}
+    names = {
+        (True, f"text.{h + i}"): f"text.{i}.mamba" if t == "hybrid" else f"text.{i}"
+        for i, t in enumerate(types)
+    }
+    for k, layer in enumerate(hybrid):
+        b = k % m
+        names[False, f"text.{b * (h + m - 1) // m + k // m}"] = f"text.{layer}"
+    return names
+
+
 # -- the audit ------------------------------------------------------------------------------
 
 
@@ -258,11 +294,14 @@ class _Audit:
                 "kvunits sizes: dtypes and pages compared by each spec's own dtype",
             )
         seen: set[str] = set()
+        renames = renumbered(self.inputs.hf_config)
         for name, spec in specs.items():
             if spec.fields.get("is_draft"):
                 self.note("not_audited", name, "a draft model's layer (speculative decoding)")
                 continue
             ours = kvunits_layer_name(name)
+            if ours is not None:
+                ours = renames.get((name.endswith(".mixer"), ours), ours)
             layer = model.layers.get(ours) if ours is not None else None
             if layer is None:
                 self.finding(

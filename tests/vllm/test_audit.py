@@ -277,6 +277,67 @@ def test_layer_names(name: str, ours: str | None) -> None:
     assert kvunits_layer_name(name) == ours
 
 
+_ZAMBA2_TYPES = [
+    "mamba", "hybrid", "mamba", "hybrid", "hybrid", "mamba", "hybrid", "mamba", "hybrid",
+    "hybrid", "mamba", "hybrid", "hybrid", "mamba", "hybrid", "mamba", "mamba", "hybrid",
+    "hybrid", "mamba",
+]  # fmt: skip
+
+#: Two parallel hybrids and the layer names vLLM 0.33's model code gives their caches (built
+#: on the meta device from these configs, as tests/vllm/built.py builds them): falcon_h1.py
+#: names layer i's mixer ``model.{n + i}.mixer``; zamba2.py names layer i's mixer
+#: ``{H + i}.mixer`` and the attention of each hybrid layer ``model.attn.{j}``, j counted per
+#: shared block (with 4 blocks and 11 hybrid layers: 0-5, 7-11; j = 11 beside ``11.mixer``).
+_PARALLEL_HYBRIDS = [
+    (
+        {
+            "model_type": "falcon_h1", "architectures": ["FalconH1ForCausalLM"],
+            "torch_dtype": "bfloat16", "hidden_size": 256, "num_hidden_layers": 3,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "mamba_d_ssm": 256,
+            "mamba_n_heads": 4, "mamba_d_head": 64, "mamba_n_groups": 1,
+            "mamba_d_state": 256, "mamba_d_conv": 4, "max_position_embeddings": 8192,
+        },
+        [f"model.layers.{i}.attn" for i in range(3)] + [f"model.{3 + i}.mixer" for i in range(3)],
+    ),
+    (
+        {
+            "model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"],
+            "torch_dtype": "bfloat16", "hidden_size": 256, "num_hidden_layers": 20,
+            "num_attention_heads": 4, "n_mamba_heads": 4, "mamba_expand": 2,
+            "mamba_ngroups": 1, "mamba_d_state": 64, "mamba_d_conv": 4,
+            "layers_block_type": _ZAMBA2_TYPES, "num_mem_blocks": 4,
+            "max_position_embeddings": 4096,
+        },
+        [f"model.attn.{j}" for j in (0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11)]
+        + [f"{11 + i}.mixer" for i in range(20)],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("hf_config", "names"), _PARALLEL_HYBRIDS, ids=["falcon_h1", "zamba2"])
+def test_vllm_names_of_parallel_hybrids_are_their_layers(
+    hf_config: dict[str, Any], names: list[str]
+) -> None:
+    # A layer that keeps two caches gets a second index from vLLM (unique per cache): read
+    # back, every vLLM cache is one kvunits layer of its kind, each layer once.
+    from kvunits.contracts.config import read_hf_config
+    from kvunits.vllm._audit import renumbered
+
+    model = read_hf_config(hf_config, where="config.json").model
+    renames = renumbered(hf_config)
+    ours = {}
+    for name in names:
+        generic = kvunits_layer_name(name)
+        assert generic is not None
+        ours[name] = renames.get((name.endswith(".mixer"), generic), generic)
+    assert sorted(ours.values()) == sorted(model.layers)
+    for name, layer in ours.items():
+        kind = "mamba2" if name.endswith(".mixer") else "full_attention"
+        assert model.layers[layer].kind == kind, (name, layer)
+    # By the index alone, the mixers would read as other layers (or none).
+    assert any(kvunits_layer_name(n) != ours[n] for n in names if n.endswith(".mixer"))
+
+
 def test_cli_audit(tmp_path: Path) -> None:
     bad, good = tmp_path / "bad.json", tmp_path / "good.json"
     bad.write_text(json.dumps(dump([voxtral_specs(750)])))
