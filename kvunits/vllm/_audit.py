@@ -682,8 +682,9 @@ class _Audit:
             self.note(
                 "choice",
                 name,
-                f"a sliding-window layer's block size is its backend's choice: {spec.block_size} "
-                f"where --block-size is {engine_block}",
+                f"a sliding-window layer's block size is vLLM's choice (its backend's, or grown "
+                f"to the pool's largest page): {spec.block_size} where --block-size is "
+                f"{engine_block}",
             )
             return
         if p > 1 and got == engine_block * p:
@@ -950,12 +951,20 @@ class _Audit:
             )
             return
         # kvunits unifies pages from one block size: the one of vLLM's largest layer page
-        # (vLLM's unification keeps the largest page; a sliding layer's backend picks its own).
+        # (vLLM's unification keeps the largest page; a sliding layer's backend picks its own),
+        # the smallest of those where layers of several block sizes reach that page (vLLM grew
+        # the others' to it: Gemma 4's sliding layers, 32 tokens beside its 512-wide full
+        # layers' 16).
         attention = [s for s in specs.values() if s.kind not in ("state", "unknown")]
+        largest = max(
+            (s.unpadded_page_size.numerical_value_in(RankBytes) for s in attention), default=0
+        )
         block = (
-            max(
-                attention, key=lambda s: s.unpadded_page_size.numerical_value_in(RankBytes)
-            ).block_size_slots
+            min(
+                s.block_size_slots
+                for s in attention
+                if s.unpadded_page_size.numerical_value_in(RankBytes) == largest
+            )
             if attention
             else self.engine.block_size
         )

@@ -49,3 +49,21 @@ NOT_BUILT: Final[dict[str, str]] = {
     ),
     "nemotron-3-nano-30b-a3b": "its MoE activation (is_act_and_mul=False) is CUDA-only",
 }
+
+#: Model types no shipped example builds here, recorded from transformers' default config of
+#: the type (transformers 5.20.2, benchmarks/vllm-nodeps.txt) -> the vLLM architecture built:
+#: a layout each takes the audit through that the shipped ones do not.
+DEFAULTS: Final[dict[str, str]] = {
+    # Full layers 512 wide beside sliding ones 256 wide: vLLM grows the sliding layers'
+    # block to 32 tokens so that every group has one page.
+    "gemma4_text": "Gemma4ForCausalLM",
+    # Attention and a Mamba-2 mixer in every layer, the mixer named model.{n + i}.mixer.
+    "falcon_h1": "FalconH1ForCausalLM",
+    # Mamba-2 layers, hybrid ones with a shared attention block named model.attn.{j}.
+    "zamba2": "Zamba2ForCausalLM",
+    # Gated delta net states beside full attention (qwen3-next-80b needs a CUDA kernel).
+    "qwen3_next": "Qwen3NextForCausalLM",
+    # Attention-free Mamba-2 and Mamba-1 states.
+    "mamba2": "Mamba2ForCausalLM",
+    "falcon_mamba": "FalconMambaForCausalLM",
+}

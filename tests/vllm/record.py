@@ -1,10 +1,12 @@
 """Record what vLLM 0.33 builds for the shipped examples: ``tests/vllm/recorded/<name>.json``,
 the plugin's dump of vLLM's own specs (its model code on the meta device, `built`) and of the
 KV-cache configuration its engine step builds from 128 GiB per rank, the hybrid manager on as
-on a GPU. The offline tests audit these files in CI without vLLM; ``test_in_vllm.py`` checks
-they are what vLLM builds now.
+on a GPU; and, in ``tests/vllm/defaults/<model_type>.json``, the same for transformers' default
+config of model types no shipped example builds here (`models.DEFAULTS`). The offline tests
+audit these files in CI without vLLM; ``test_in_vllm.py`` checks they are what vLLM builds now.
 
     .venv-vllm/bin/python -m tests.vllm.record [NAME ...]   (scripts/vllm-venv builds the venv)
+    .venv-vllm/bin/python -m tests.vllm.record --defaults [MODEL_TYPE ...]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RECORDED = HERE / "recorded"
+DEFAULTS_DIR = HERE / "defaults"
 MEMORY = 128 << 30
 
 # The checkout's root holds kvunits' `kernels/`, which transformers' probe for Hugging Face's
@@ -44,6 +47,35 @@ def build(name: str) -> dict[str, Any]:
     return loaded
 
 
+def build_default(model_type: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The dump of transformers' default config of ``model_type`` (or of ``config``, a
+    recorded one), as vLLM 0.33 builds it (its architecture: `models.DEFAULTS`), the model
+    named ``default:<model_type>``."""
+    import tempfile
+
+    from kvunits.vllm import dump_from_vllm
+
+    from .built import built_specs, engine_config
+    from .models import DEFAULTS
+
+    if config is None:
+        import transformers
+
+        config = transformers.AutoConfig.for_model(model_type).to_dict()
+        config["architectures"] = [DEFAULTS[model_type]]
+        config["dtype"] = "bfloat16"
+    with tempfile.TemporaryDirectory(prefix="kvunits-default-") as where:
+        (Path(where) / "config.json").write_text(json.dumps(config))
+        vllm_config = engine_config(where, max_model_len=2048)
+        vllm_config.scheduler_config.disable_hybrid_kv_cache_manager = False
+        specs = built_specs(vllm_config)
+        configs = engine_step(vllm_config, specs)
+        dump = dump_from_vllm(vllm_config, [specs], [MEMORY], configs)
+        text = json.dumps(dump).replace(where, f"default:{model_type}")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
 def engine_step(vllm_config: Any, specs: dict[str, Any]) -> Any:
     """EngineCore._initialize_kv_caches' calls (vllm/v1/engine/core.py) around the step."""
     import vllm.v1.engine.core as core
@@ -57,14 +89,16 @@ def engine_step(vllm_config: Any, specs: dict[str, Any]) -> Any:
 
 
 def main(names: list[str]) -> int:
-    from .models import BUILT
+    from .models import BUILT, DEFAULTS
 
     os.environ["KVUNITS_VLLM_AUDIT"] = "off"  # the plugin, installed here, records nothing
     os.chdir(RECORDED.parent)
-    RECORDED.mkdir(exist_ok=True)
-    for name in names or sorted(BUILT):
-        dump = build(name)
-        (RECORDED / f"{name}.json").write_text(json.dumps(dump, indent=1, sort_keys=True) + "\n")
+    defaults = names[:1] == ["--defaults"]
+    into = DEFAULTS_DIR if defaults else RECORDED
+    into.mkdir(exist_ok=True)
+    for name in (names[1:] if defaults else names) or sorted(DEFAULTS if defaults else BUILT):
+        dump = build_default(name) if defaults else build(name)
+        (into / f"{name}.json").write_text(json.dumps(dump, indent=1, sort_keys=True) + "\n")
         print(f"recorded {name}: {sum(len(w) for w in dump['workers'])} layer specs")
     return 0
 

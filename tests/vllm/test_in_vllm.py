@@ -38,8 +38,8 @@ from kvunits.vllm import (  # noqa: E402
     spec_to_dict,
 )
 
-from .models import BUILT  # noqa: E402
-from .record import RECORDED, build  # noqa: E402
+from .models import BUILT, DEFAULTS  # noqa: E402
+from .record import DEFAULTS_DIR, RECORDED, build, build_default  # noqa: E402
 
 
 def voxtral_objects(window: int) -> dict[str, Any]:
@@ -249,3 +249,21 @@ def test_parallel_hybrids_are_audited_by_vllms_own_names(index: int, tmp_path: P
     assert report.ok and report.layers == len(names), "\n".join(report.lines())
     skipped = {n for note in report.notes if note.check == "not_audited" for n in note.layers}
     assert skipped <= {""}, sorted(skipped)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(DEFAULTS))
+def test_default_dumps_are_what_vllm_builds(model_type: str) -> None:
+    # The recorded default configs (test_recorded.py audits them), built again by vLLM's
+    # model code from the config each recorded: its specs and KV-cache configuration.
+    recorded = json.loads((DEFAULTS_DIR / f"{model_type}.json").read_text())
+    here = os.getcwd()
+    try:
+        os.chdir(DEFAULTS_DIR)
+        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
+        built = build_default(model_type, recorded["hf_config"])
+    finally:
+        os.chdir(here)
+    assert built["workers"] == recorded["workers"]
+    assert built["kv_cache_configs"] == recorded["kv_cache_configs"]
+    assert built["engine"] == recorded["engine"]

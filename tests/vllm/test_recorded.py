@@ -17,14 +17,22 @@ import pytest
 
 from kvunits.vllm import audit, read_dump
 
-from .models import BUILT
+from .models import BUILT, DEFAULTS
 
 RECORDED = Path(__file__).resolve().parent / "recorded"
+DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
 
 
-@pytest.mark.parametrize("name", sorted(BUILT))
-def test_recorded_example_is_clean(name: str) -> None:
-    dump = json.loads((RECORDED / f"{name}.json").read_text())
+@pytest.mark.parametrize(
+    "path",
+    [RECORDED / f"{name}.json" for name in sorted(BUILT)]
+    + [DEFAULTS_DIR / f"{model_type}.json" for model_type in sorted(DEFAULTS)],
+    ids=lambda path: path.stem,
+)
+def test_recorded_example_is_clean(path: Path) -> None:
+    # The shipped examples, then transformers' default configs of the model types
+    # (`models.DEFAULTS`) whose layouts no shipped example builds here.
+    dump = json.loads(path.read_text())
     report = audit(read_dump(dump))
     assert report.ok, "\n".join(report.lines())
     layers = sum(len(worker) for worker in dump["workers"])
@@ -37,6 +45,7 @@ def test_recorded_example_is_clean(name: str) -> None:
 
 def test_recorded_files_are_the_examples_built() -> None:
     assert sorted(p.stem for p in RECORDED.glob("*.json")) == sorted(BUILT)
+    assert sorted(p.stem for p in DEFAULTS_DIR.glob("*.json")) == sorted(DEFAULTS)
 
 
 def test_a_recorded_plan_with_a_wrong_window_is_found() -> None:
