@@ -63,6 +63,9 @@ DEFAULTS: Final[dict[str, str]] = {
     "zamba2": "Zamba2ForCausalLM",
     # Gated delta net states beside full attention (qwen3-next-80b needs a CUDA kernel).
     "qwen3_next": "Qwen3NextForCausalLM",
+    # Chunked local attention on three layers of four (the shipped Llama 4 examples' processor
+    # imports torchvision).
+    "llama4_text": "Llama4ForCausalLM",
     # Attention-free Mamba-2 and Mamba-1 states.
     "mamba2": "Mamba2ForCausalLM",
     "falcon_mamba": "FalconMambaForCausalLM",
