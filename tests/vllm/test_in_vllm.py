@@ -6,10 +6,12 @@ without it. vLLM's own spec classes, its own formulas, and its engine core's KV-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,19 @@ from kvunits.vllm import (  # noqa: E402
 
 from .models import BUILT, DEFAULTS  # noqa: E402
 from .record import DEFAULTS_DIR, RECORDED, build, build_default  # noqa: E402
+
+
+@contextlib.contextmanager
+def _outside_checkout(where: Path) -> Iterator[None]:
+    """Run vLLM from ``where``: it inspects models in a subprocess started there, and the
+    checkout's root (its ``kernels/``) stays off the path."""
+    here = os.getcwd()
+    try:
+        os.chdir(where)
+        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
+        yield
+    finally:
+        os.chdir(here)
 
 
 def voxtral_objects(window: int) -> dict[str, Any]:
@@ -185,13 +200,8 @@ def test_off_mode_and_a_text_group(wrapped: Any, monkeypatch: pytest.MonkeyPatch
 @pytest.mark.parametrize("name", sorted(BUILT))
 def test_recorded_dumps_are_what_vllm_builds(name: str) -> None:
     # vLLM's model code, on the meta device, builds the specs test_recorded.py audits.
-    here = os.getcwd()
-    try:
-        os.chdir(RECORDED)
-        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
+    with _outside_checkout(RECORDED):
         built = build(name)
-    finally:
-        os.chdir(here)
     recorded = json.loads((RECORDED / f"{name}.json").read_text())
     assert built["workers"] == recorded["workers"]
     assert built["kv_cache_configs"] == recorded["kv_cache_configs"]
@@ -205,13 +215,11 @@ def test_the_dumps_do_not_depend_on_the_hosts_cpu() -> None:
     # bfloat16. `built.engine_config` builds the GPU's on any host.
     from unittest import mock
 
-    here = os.getcwd()
-    try:
-        os.chdir(RECORDED)
-        with mock.patch("torch.cpu._is_avx512_bf16_supported", return_value=True):
-            built = build("jamba-v0.1")
-    finally:
-        os.chdir(here)
+    with (
+        _outside_checkout(RECORDED),
+        mock.patch("torch.cpu._is_avx512_bf16_supported", return_value=True),
+    ):
+        built = build("jamba-v0.1")
     mixer = built["workers"][0]["model.layers.0.mixer"]
     assert mixer["fields"]["dtypes"] == ["bfloat16", "bfloat16"]
     recorded = json.loads((RECORDED / "jamba-v0.1.json").read_text())
@@ -233,16 +241,11 @@ def test_parallel_hybrids_are_audited_by_vllms_own_names(index: int, tmp_path: P
 
     hf_config, names = _PARALLEL_HYBRIDS[index]
     (tmp_path / "config.json").write_text(json.dumps({**hf_config, "dtype": "bfloat16"}))
-    here = os.getcwd()
-    try:
-        os.chdir(tmp_path)  # vLLM inspects the model in a subprocess: not from the checkout
-        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
+    with _outside_checkout(tmp_path):
         vllm_config = engine_config(str(tmp_path), max_model_len=2048)
         vllm_config.scheduler_config.disable_hybrid_kv_cache_manager = False
         specs = built_specs(vllm_config)
         configs = engine_step(vllm_config, specs)
-    finally:
-        os.chdir(here)
     assert sorted(specs) == sorted(names)
     dump = json.loads(json.dumps(dump_from_vllm(vllm_config, [specs], [MEMORY], configs)))
     report = audit(read_dump(dump))
@@ -257,13 +260,8 @@ def test_default_dumps_are_what_vllm_builds(model_type: str) -> None:
     # The recorded default configs (test_recorded.py audits them), built again by vLLM's
     # model code from the config each recorded: its specs and KV-cache configuration.
     recorded = json.loads((DEFAULTS_DIR / f"{model_type}.json").read_text())
-    here = os.getcwd()
-    try:
-        os.chdir(DEFAULTS_DIR)
-        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
+    with _outside_checkout(DEFAULTS_DIR):
         built = build_default(model_type, recorded["hf_config"])
-    finally:
-        os.chdir(here)
     assert built["workers"] == recorded["workers"]
     assert built["kv_cache_configs"] == recorded["kv_cache_configs"]
     assert built["engine"] == recorded["engine"]
