@@ -2466,6 +2466,30 @@ def _interrupted_anywhere(coord: KVCacheCoordinator, call: Any, mine: Any, step:
     return runs
 
 
+def _interrupted_then_run(
+    coord: KVCacheCoordinator,
+    twin: KVCacheCoordinator,
+    call: Any,
+    mine: Any,
+    step: int,
+    record: Callable[[Any, str, Any], None],
+    where: object,
+) -> int:
+    """`_interrupted_anywhere`, then ``call(mine)`` run whole (its calls recorded by
+    ``record``) and on ``twin``: the two left the same (``where`` names the step); returns
+    how many interrupted runs."""
+    runs = _interrupted_anywhere(coord, call, mine, step)
+    sys.setprofile(record)
+    try:
+        call(mine)
+    finally:
+        sys.setprofile(None)
+    call(_content_stepper(twin))
+    assert _state(coord) == _state(twin), where
+    check_pools(coord)
+    return runs
+
+
 def _prefilled(layout: str, ids: Sequence[str], rng: random.Random) -> KVCacheCoordinator:
     """A `_generating` coordinator with ``ids`` admitted sharing a prompt (`_admitted_sharing`)
     and prefilled, in chunks of 3 tokens (its groups' max_in_flight: 4 slots)."""
@@ -3252,15 +3276,7 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
                 ],
             )
 
-        interrupted += _interrupted_anywhere(coord, call, mine, 1)
-        sys.setprofile(record)
-        try:
-            call(mine)
-        finally:
-            sys.setprofile(None)
-        call(_content_stepper(twin))
-        assert _state(coord) == _state(twin), i
-        check_pools(coord)
+        interrupted += _interrupted_then_run(coord, twin, call, mine, 1, record, i)
         accepted = rng.randrange(3)
         rejected = [(2 - accepted) * s for s in scale]
         produced = [rng.randrange(3) for _ in range(1 + accepted)]
@@ -3336,15 +3352,7 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
                 ],
             )
 
-        interrupted += _interrupted_anywhere(coord, call, mine, every())
-        sys.setprofile(record)
-        try:
-            call(mine)
-        finally:
-            sys.setprofile(None)
-        call(_content_stepper(twin))
-        assert _state(coord) == _state(twin), i
-        check_pools(coord)
+        interrupted += _interrupted_then_run(coord, twin, call, mine, every(), record, i)
         for rid in ids:
             accepted = rng.randrange(3)
             rejected[rid] = [(2 - accepted) * s for s in scale]
