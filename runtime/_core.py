@@ -950,10 +950,7 @@ class CoordinatorCore:
         shares = self._respec_shares(first, count, contents)
         offsets = [self._offset(request_id) for request_id in request_ids]
         _check_each_once(request_ids)
-        pre: Ops = []
-        self.table.compact_ops(pre)
-        if pre:
-            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
         ops: Ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
@@ -1136,10 +1133,7 @@ class CoordinatorCore:
         if len(num_new) != n:
             raise self._arity(request_id, len(num_new))
         self._check_lookahead(request_id, num_new, lookahead)
-        pre = []
-        self.table.compact_ops(pre)
-        if pre:
-            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
         ops = list(content_ops)
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
@@ -1168,10 +1162,7 @@ class CoordinatorCore:
             raise self._arity(request_id, len(num_new))
         if lookahead is not None:
             self._check_lookahead(request_id, num_new, lookahead)
-        pre: Ops = []
-        self.table.compact_ops(pre)
-        if pre:
-            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
         ops: Ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
@@ -1196,10 +1187,7 @@ class CoordinatorCore:
         if len(num_new) != n:
             raise self._arity(request_id, len(num_new))
         by_axis = self._by_axis(request_id, o, contents)
-        pre: Ops = []
-        self.table.compact_ops(pre)
-        if pre:
-            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
         ops: Ops = []
         hashed, active = self._content_planned(ops, o, by_axis)
         slabs = SlabPlan(ops)
@@ -1251,10 +1239,7 @@ class CoordinatorCore:
                 self._emit_boundary(planned, boundary)
                 self._fast_ops(planned, fast, num_new)
                 commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
-        pre: Ops = []
-        self.table.compact_ops(pre)
-        if pre:
-            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
         ops: Ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
@@ -1331,10 +1316,7 @@ class CoordinatorCore:
         shares = self._shares(first, count, contents)
         offsets = [self._offset(request_id) for request_id in request_ids]
         _check_each_once(request_ids)
-        pre: Ops = []
-        self.table.compact_ops(pre)
-        if pre:
-            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
         ops: Ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
@@ -2155,10 +2137,7 @@ class CoordinatorCore:
         if len(num_new) != len(self.names):
             raise self._arity(request_id, len(num_new))
         self._check_lookahead(request_id, num_new, lookahead)
-        pre: Ops = []
-        self.table.compact_ops(pre)
-        if pre:
-            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
         ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
@@ -2223,10 +2202,7 @@ class CoordinatorCore:
                 commit(ops_of(pre))  # moves segments only: nothing observable
         for request_id, o, r in slow:
             self._check_rejected(request_id, o, r)
-        pre = []
-        self.table.compact_ops(pre)
-        if pre:
-            commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
         ops: Ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
@@ -2557,10 +2533,7 @@ class CoordinatorCore:
             o = self._offset(request_id)
             if len(num_new) != len(self.names):
                 raise self._arity(request_id, len(num_new))
-            pre: Ops = []
-            self.table.compact_ops(pre)
-            if pre:
-                commit(ops_of(pre))  # moves segments only: nothing observable
+            self._compact_due()
             done: list[Preempted] = []
             while True:
                 # Each attempt is planned afresh, on top of the ends planned so far.
@@ -2666,6 +2639,14 @@ class CoordinatorCore:
             guard.drop(me)
             raise
         return out
+
+    def _compact_due(self) -> None:
+        """Compact every slab whose garbage is due, in a commit of its own (it moves segments
+        only: nothing observable), as a general path does before it plans."""
+        pre: Ops = []
+        self.table.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))
 
     def offset(self, request_id: object) -> int:
         """The offset of an admitted request (see `kvunits.runtime._table`)."""
