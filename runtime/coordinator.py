@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import copy
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, countOf
 from types import MappingProxyType
@@ -1661,25 +1661,10 @@ class KVCacheCoordinator:
     def _content_pairs(self, content: object) -> list[tuple[int, Sequence[int]]]:
         """``Stepper.advance_with_content``'s content checked: per pair, the group's index and
         the keys (see `extend_content`)."""
-        if type(content) is not list and type(content) is not tuple:
-            raise UnitTypeError(
-                f"content is given as (handle, ContentKeys) pairs in a list; got "
-                f"{describe(content)}",
-                field="content",
-                expected="a list of (GroupHandle, ContentKeys)",
-                got=describe(content),
-            )
-        out = []
-        for pair in content:
-            if type(pair) is not tuple or len(pair) != 2:
-                raise UnitTypeError(
-                    f"content is given as (handle, ContentKeys) pairs; got {describe(pair)}",
-                    field="content",
-                    expected="(GroupHandle, ContentKeys)",
-                    got=describe(pair),
-                )
-            out.append((self._content_group(pair[0], pair[1]), pair[1]._int64s))
-        return out
+        return [
+            (self._content_group(handle, keys), keys._int64s)  # type: ignore[attr-defined]
+            for handle, keys in _given_pairs(content, "content", "ContentKeys")
+        ]
 
     def _content_lists(self, content: object) -> list[tuple[int, list[array[int]]]]:
         """``Stepper.advance_speculative_all_with_content``'s content checked: per pair, the
@@ -1687,25 +1672,8 @@ class KVCacheCoordinator:
         check), from a `ContentBatch` of the group's unit or a list of one `ContentKeys` per
         request, checked in passes in C (the first wrong one reported as `extend_content`
         reports it)."""
-        if type(content) is not list and type(content) is not tuple:
-            raise UnitTypeError(
-                f"a batch's content is given as (handle, ContentBatch) pairs in a list; got "
-                f"{describe(content)}",
-                field="content",
-                expected="a list of (GroupHandle, ContentBatch)",
-                got=describe(content),
-            )
         out = []
-        for pair in content:
-            if type(pair) is not tuple or len(pair) != 2:
-                raise UnitTypeError(
-                    f"a batch's content is given as (handle, ContentBatch) pairs; got "
-                    f"{describe(pair)}",
-                    field="content",
-                    expected="(GroupHandle, ContentBatch)",
-                    got=describe(pair),
-                )
-            handle, keys = pair
+        for handle, keys in _given_pairs(content, "a batch's content", "ContentBatch"):
             self._own(handle)
             assert type(handle) is GroupHandle
             if type(keys) is ContentBatch:
@@ -1749,6 +1717,28 @@ class KVCacheCoordinator:
                 got=describe(handle),
             )
 
+
+
+def _given_pairs(content: object, what: str, carrier: str) -> Iterator[tuple[object, object]]:
+    """``content``'s ``(handle, carrier)`` pairs, checked as a list (or tuple) of them, each a
+    tuple of two, as each is reached (what each holds is the caller's to check, before the
+    next pair's shape); ``what`` names it in the errors."""
+    if type(content) is not list and type(content) is not tuple:
+        raise UnitTypeError(
+            f"{what} is given as (handle, {carrier}) pairs in a list; got {describe(content)}",
+            field="content",
+            expected=f"a list of (GroupHandle, {carrier})",
+            got=describe(content),
+        )
+    for pair in content:
+        if type(pair) is not tuple or len(pair) != 2:
+            raise UnitTypeError(
+                f"{what} is given as (handle, {carrier}) pairs; got {describe(pair)}",
+                field="content",
+                expected=f"(GroupHandle, {carrier})",
+                got=describe(pair),
+            )
+        yield pair
 
 def _reject(handle: GroupHandle[Any], value: object, what: str) -> NoReturn:
     hint = ""
