@@ -618,9 +618,10 @@ def _admit(core: CoordinatorCore) -> list[str]:
     request that needs nothing but its fields and its reservation (a plain id not admitted,
     its lengths per group ints or None within the limits, its caps known to fit:
     `AdmissionLedger.caps`, memoized per lengths; no policy bookkeeping: the caller knows):
-    into a spare offset, stores on one line; else the table grown (`RequestTable.claim_ops`)
-    and the stores, in one commit. Anything else returns False before anything changed (the
-    token free): the caller takes the general path, which decides it."""
+    into a spare offset, else a new row at the table's end (`RequestTable.claim_ops`: the
+    slice stores past the end append), stores on one line. Anything else returns False
+    before anything changed (the token free): the caller takes the general path, which
+    decides it."""
     n = len(core.names)
     ledger = core.ledger
     hw, cw = core.table.hot_width, core.table.cold_width
@@ -628,7 +629,7 @@ def _admit(core: CoordinatorCore) -> list[str]:
     cs = ", ".join(f"c{g}" for g in range(n)) + ("," if n == 1 else "")
     no = "del owner[0]; return False"
     lines = [
-        "    ledger, spare, claim_ops = core.ledger, core.table.spare, core.table.claim_ops",
+        "    ledger, spare = core.ledger, core.table.spare",
         "    reserved, ledger_shared, caps_of = ledger.reserved, ledger.shared, ledger.caps_of",
         "    limits, usable, default = ledger._limit, ledger._usable, core._limit",
         f"    blank_hot, blank_st = [0] * {hw}, array(typecode, bytes({cw}) * st.itemsize)",
@@ -694,10 +695,6 @@ def _admit(core: CoordinatorCore) -> list[str]:
         lines += [f"            r{g} = reserved[{g}] + c{g}" for g in range(n)]
     writes.append(("offsets", "request_id", "o"))
     stores = [f"{t}[{i}] = {v}" for t, i, v in writes]
-    ops = ", ".join(
-        f"(setitem, {t}, {'slice(' + i.replace(':', ', ') + ')' if ':' in i else i}, {v})"
-        for t, i, v in writes
-    )
     lines += [
         "            if spare:",
         "                o = spare[-1]",
@@ -705,11 +702,10 @@ def _admit(core: CoordinatorCore) -> list[str]:
         # Stores and deletions only (no call): nothing interrupts them halfway.
         "                " + "; ".join(stores) + "; del spare[-1]; del owner[0]; return True"
         "  # the commit",
-        "            ops = []",
-        "            o = claim_ops(ops)",
+        # A new row: the first two stores, at the lists' ends, append it.
+        "            o = len(hot)",
         f"            c = o // {hw} * {cw}",
-        f"            ops += {ops}",
-        "            commit(ops_of(ops)); del owner[0]; return True  # the commit",
+        "            " + "; ".join(stores) + "; del owner[0]; return True  # the commit",
         "        except BaseException:",
         "            drop(me)",
         "            raise",
