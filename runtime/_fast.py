@@ -245,16 +245,52 @@ def _cross(core: CoordinatorCore) -> list[str]:
             out += ["else:", f"    {back}"]
             lines += ["        " + line for line in out]
             continue
+        evicts, evicting = _eviction(manager, size)
         out += [
             f"elif q < 0 or touched > {in_flight} or end > st[{c[MAXLEN]}]:",
             f"    {back}",
+            # An empty table's first step (a prompt's first chunk: nothing held, nothing
+            # evicted, no spare room): its blocks, a run of its pool's front, are its segment,
+            # placed at its slab's end, as the general lines below place it (`_table.grown`:
+            # no room under `_FIRST_ROOM` entries) in a third of their lines. A pool that holds
+            # cached blocks (a take may evict one), a slot mapping, or a slab due, take those.
+            f"elif not rows and not length0 and q and not mapping and not pools[{g}]._cached "
+            f"and not due(garbage[{g}], len(slabs[{g}])):",
+            f"    pool, slab = pools[{g}], slabs[{g}]",
+            f"    want = (end + {size - 1}) // {size}",
+            f"    if f{i} < 0:",
+            f"        f{i}, h{i} = pool._fresh, pool._head",
+            f"    run = pool.front(f{i}, h{i}, want)",
+            "    if run is None:  # a stale entry among them, or short",
+            f"        {back}",
+            f"    fresh = min(want, pool.num_blocks - f{i})",
+            f"    f{i}, h{i}, tk{i} = f{i} + fresh, h{i} + want - fresh, tk{i} + want",
+            f"    capacity = want if want < {_table._FIRST_ROOM} else "
+            f"grown(want, 0, 0, want, (st[{c[MAXLEN]}] + {size - 1}) // {size})",
+            "    if capacity > want:",
+            "        run += zero1 * (capacity - want)",
+            "    tail = len(slab)",
+            "    ops.append((slab.extend, run))",
+            f"    skip, evict = 0, st[{c[EVICT]}]",
+            "    if evict <= 0:",
+            f"        evict = {evicting}",
+            "    rows = q",
+            f"    index = rows // {p * size}",
+            "    if index < want:",
+            "        base = run[index] - index",
+            f"        room = min(want * {size}, st[{c[MAXLEN]}])",
+            f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
+            "    else:",
+            "        base, anchor = base0, rows",
+            f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [anchor - rows, q]))",
+            f"    ops.append((setitem, st, slice({c[ANCHOR]}, {c[CAPACITY + 1]}), "
+            "array(typecode, (anchor, base, evict, 0, tail, want, capacity))))",
             "else:",
             f"    skipped, length = st[{c[SKIPPED]}], length0",
             f"    evict, start = st[{c[EVICT]}], st[{c[START]}]",
             f"    capacity, slab = st[{c[CAPACITY]}], slabs[{g}]",
             "    skip, moved = skipped, None",
         ]
-        evicts, evicting = _eviction(manager, size)
         out += ["    " + line for line in evicts]
         out += [
             f"    want = (end + {size - 1}) // {size} - skipped - length",
@@ -422,7 +458,7 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
         f"        if compacted or not (type(num_new) is tuple or type(num_new) is list) or "
         f"len(num_new) != {n} or lookahead is None and o in specs:",
         f"            {ops}",
-        *_lean_counts(core, ops),
+        *_lean_counts(core, ops, fresh=True),
         *_crossing(core, ops, "        ", typed=True, lean=True, mapped=True, register=True),
         # Content registered: a plain step's (`registering`'s), the request resting after it.
         "        if pend is not None:",
@@ -445,20 +481,111 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
     ]
 
 
-def _lean_counts(core: CoordinatorCore, ops: str) -> list[str]:
+def _lean_counts(core: CoordinatorCore, ops: str, fresh: bool = False) -> list[str]:
     """A lean crossing's counts ``q{g}`` read from ``num_new`` (ints, none negative, else
     ``ops``: its ops-list form), nothing rolled back (``r{g}``, ``j{g}``), and the locals
-    `_crossing` reads."""
+    `_crossing` reads. ``fresh``: a request whose first group holds nothing yet (no
+    positions, no table: its first step) goes to ``first_step`` (`_first`) first."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    return [
+    lines = [
         f"        {_tuple('q', n)[1:-1]} = num_new",
         "        if " + " or ".join(f"type(q{g}) is not int or q{g} < 0" for g in range(n)) + ":",
         f"            {ops}",
         "        " + " = ".join([*(f"r{g}" for g in range(n)), *(f"j{g}" for g in range(n)), "0"]),
         f"        c = o * {cw // hw}",
-        f"        {_pool_locals(core)}",
     ]
+    if fresh and _firsts(core):
+        lines += [
+            f"        if not st[c + {_cold(ANCHOR, 0)}] and not st[c + {_cold(LENGTH, 0)}]:",
+            "            return first_step(me, request_id, o, num_new, mapping, lookahead, "
+            "compacted)",
+        ]
+    return [*lines, f"        {_pool_locals(core)}"]
+
+
+def _firsts(core: CoordinatorCore) -> bool:
+    """Whether ``first_step`` is written for ``core``: every group a planned kind with rows."""
+    return all(
+        core._has_rows[g] and core._managers[g].kind in _PLANNED for g in range(len(core.names))
+    )
+
+
+def _first(core: CoordinatorCore) -> list[str]:
+    """The source of ``first_step(me, request_id, o, num_new, mapping, lookahead,
+    compacted)``: a request's first step when every group's table is empty (a plain
+    admission's; a prompt's first chunk): in each group a run of its pool's front
+    (`BlockPool.front`) becomes its segment, placed at its slab's end (no room under
+    `_table._FIRST_ROOM` entries, as `_table.grown` places a first segment), its fields as
+    ``cross_ops`` writes them, then one line of stores. Anything else (a group with
+    positions or blocks or no step, a slot mapping or a lookahead asked for, content, a pool
+    holding cached blocks, a stale or short front, a slab due, a step past the request's
+    ``max_len``) goes to ``cross_ops`` before anything changed."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    back = "return cross_ops(me, request_id, o, num_new, mapping, lookahead, compacted)"
+    pool_of, first_of = _pools(core)
+    lines = [
+        "    def first_step(me, request_id, o, num_new, mapping, lookahead, compacted):",
+        "        if mapping or lookahead is not None or extras and o in extras"
+        + "".join(f" or pools[{g}]._cached" for g in first_of)
+        + ":",
+        f"            {back}",
+        f"        {_tuple('q', n)[1:-1]} = num_new  # ints, none negative (``cross``'s check)",
+        f"        cb = o // {hw} * {cw}",
+    ]
+    for i, g in enumerate(first_of):
+        lines.append(f"        pool{i} = pools[{g}]; f{i}, h{i} = pool{i}._fresh, pool{i}._head")
+    stores = []
+    for g in range(n):
+        p, size, in_flight = core._pool[g], core._block_size[g], core._in_flight[g]
+        i = pool_of[id(core.pools[g])]
+        c = {k: f"cb + {_cold(k, g)}" if _cold(k, g) else "cb" for k in range(HOT, HOT + COLD + 1)}
+        _, evicting = _eviction(core._managers[g], size)
+        end = f"q{g}" if p == 1 else f"(q{g} + {p - 1}) // {p}"
+        lines += [
+            f"        end = {end}",
+            f"        if not q{g} or st[{c[ANCHOR]}] or st[{c[LENGTH]}] or end > {in_flight} "
+            f"or end > st[{c[MAXLEN]}] or due(garbage[{g}], len(slabs[{g}])):",
+            f"            {back}",
+            f"        want = (end + {size - 1}) // {size}",
+            f"        run{g} = pool{i}.front(f{i}, h{i}, want)",
+            f"        if run{g} is None:  # a stale entry among them, or short",
+            f"            {back}",
+            f"        fresh = min(want, pool{i}.num_blocks - f{i})",
+            f"        f{i}, h{i} = f{i} + fresh, h{i} + want - fresh",
+            f"        capacity = want if want < {_table._FIRST_ROOM} else "
+            f"grown(want, 0, 0, want, (st[{c[MAXLEN]}] + {size - 1}) // {size})",
+            "        if capacity > want:",
+            f"            run{g} += zero1 * (capacity - want)",
+            f"        skip, evict = 0, st[{c[EVICT]}]",
+            "        if evict <= 0:",
+            f"            evict = {evicting}",
+            f"        index = q{g} // {p * size}",
+            "        if index < want:",
+            f"            base = run{g}[index] - index",
+            f"            room = min(want * {size}, st[{c[MAXLEN]}])",
+            f"            anchor = max(min(room, evict, (index + 1) * {size}) * {p}, q{g})",
+            "        else:",
+            f"            base, anchor = st[{c[BASE]}], q{g}",
+            f"        t{g} = len(slabs[{g}])",
+            f"        w{g} = array(typecode, (anchor, base, evict, 0, t{g}, want, capacity))",
+            f"        s{g} = anchor - q{g}",
+        ]
+        stores += [
+            f"slabs[{g}][t{g}:] = run{g}",
+            f"hot[o + {g * HOT}:o + {g * HOT + HOT}] = [s{g}, q{g}]",
+            f"st[{c[ANCHOR]}:{c[CAPACITY + 1]}] = w{g}",
+        ]
+    for i in range(len(first_of)):
+        lines.append(f"        u{i} = pool{i}._used + f{i} - pool{i}._fresh + h{i} - pool{i}._head")
+        stores += [f"pool{i}._fresh = f{i}", f"pool{i}._head = h{i}", f"pool{i}._used = u{i}"]
+    lines += [
+        # Stores only (no call): nothing interrupts them halfway.
+        "        " + "; ".join(stores) + "; del owner[0]; return None  # the commit",
+        "",
+    ]
+    return lines
 
 
 def _lean_content_cross(core: CoordinatorCore) -> list[str]:
@@ -4013,6 +4140,7 @@ def _source(core: CoordinatorCore) -> str:
         f"    nospec = (0,) * {n}  # no speculative tail",
         # A block taken, as the one-entry slice a line of stores writes (`_stored`): scratch.
         "    noblock = array('i')",
+        "    zero1 = array('i', (0,))  # `zero1 * n`: n zeros, made in C",
         *(f"    one{g} = array('i', (0,))" for g in range(n)),
         "    rows_per_block = tuple(0 if c is None else c.rows_per_block for c in core.caches)",
         "    table_garbage = core.table.garbage",
@@ -4020,7 +4148,7 @@ def _source(core: CoordinatorCore) -> str:
         "    ids_of = tuple(id(c) for c in cache_maps)",
         "",
     ]
-    lines += _lean_cross(core) + _cross(core)
+    lines += _lean_cross(core) + _cross(core) + (_first(core) if _firsts(core) else [])
     lines += _plan_cross(core)
     lines += _plan_fill(core)
     lines += _fill_all(core)

@@ -566,6 +566,101 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
     check_pools(one)
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(data=st.data())
+def test_first_steps_into_empty_tables_do_what_the_general_path_does(
+    data: st.DataObject,
+) -> None:
+    # A plain admission's first step (a prompt's first chunk, up to hundreds of blocks: a
+    # first segment of `_table._FIRST_ROOM` entries or more is given room, up to its max_len)
+    # in every planned kind, pooled or not, a pool per group or one shared, into pools whose
+    # queues hold freed blocks (the ends of earlier requests), short pools, steps past
+    # max_len or max_in_flight, groups that add nothing: `first_step` (through each entry)
+    # answers and leaves the state as the general path does, or refuses as it does.
+    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
+    block_size, shared, specs = drawn_layout(data.draw, kinds, 3)
+    max_len = data.draw(st.integers(1, 1_500), label="max_len")
+    max_in_flight = data.draw(st.integers(1, 1_500), label="max_in_flight")
+    blocks = drawn_blocks(
+        data.draw,
+        specs,
+        lambda cap: st.integers(0, 3 * cap),
+        block_size=block_size,
+        max_len=max_len,
+        max_in_flight=max_in_flight,
+    )
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            specs,
+            block_size=block_size,
+            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
+            max_len=max_len,
+            max_in_flight=max_in_flight,
+            reserve=False,
+            shared=shared,
+        )
+
+    one, two = build(), build()
+    pools = [spec.pool.tokens_per_block for spec in (g.manager for g in one.groups)]
+    admitted: list[str] = []
+    for i in range(data.draw(st.integers(1, 12), label="requests")):
+        rid = f"r{i}"
+        mine, theirs = (_outcome(c._core.admit, rid) for c in (one, two))
+        assert mine == theirs
+        if mine is not None:  # refused (it can never fit): nothing to step
+            continue
+        admitted.append(rid)
+        counts = [
+            data.draw(
+                st.integers(0, 2 * p) | st.integers(0, (min(max_len, max_in_flight) + 2) * p),
+                label="positions",
+            )
+            for p in pools
+        ]
+        entry = data.draw(st.sampled_from(("advance", "advance_typed", "step")), label="entry")
+        expected = _outcome(general, two._core, entry.removesuffix("_typed"), rid, counts)
+        assert _outcome(fast, one._core, entry, rid, counts) == expected, (rid, counts)
+        assert _state(one) == _state(two), (rid, counts)
+        if data.draw(st.booleans(), label="free one"):
+            victim = admitted.pop(data.draw(st.integers(0, len(admitted) - 1), label="victim"))
+            mine, theirs = (_outcome(c._core.free, victim) for c in (one, two))
+            assert mine == theirs
+            assert _state(one) == _state(two), victim
+        check_pools(one)
+
+
+def test_a_long_first_chunk_is_placed_with_room_by_first_step() -> None:
+    # A prompt's first chunk of 100 blocks (a first segment of `_table._FIRST_ROOM` entries
+    # or more) takes `first_step`, which gives it the room its first move would give (a
+    # quarter more, up to the entries its max_len reaches: `_table.grown`), as the general
+    # path places it; a shorter one is placed without room.
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+            block_size=4,
+            num_blocks=400,
+            max_len=440,
+            max_in_flight=400,
+        )
+
+    for positions, capacity in ((400, 110), (8, 2)):
+        one, two = build(), build()
+        for c in (one, two):
+            c._core.admit("r")
+        ran: list[str] = []
+        sys.setprofile(_recorder(ran))
+        try:
+            got = fast(one._core, "advance", "r", [positions])
+        finally:
+            sys.setprofile(None)
+        assert "first_step" in ran and "cross_ops" not in ran, ran
+        assert got == general(two._core, "advance", "r", [positions])
+        assert _state(one) == _state(two)
+        table = one._core.table
+        assert table.field(table.offsets["r"], 0, CAPACITY) == capacity
+
+
 @pytest.mark.parametrize("kinds", [("sliding",), ("sliding", "full"), ("full", "sliding_p2")])
 @pytest.mark.parametrize("positions", [1, 2])
 def test_one_slot_and_empty_steps_match_the_general_path(
@@ -606,11 +701,11 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
     # The fast function must not just agree: it must be the one that runs. Every Python
     # function each step runs is recorded: a stream of one-slot steps in blocks of 4 runs the
     # fast function alone within a block; at a block boundary the generated crossing
-    # (``cross``, its line of stores) too, which also moves the table's segment where it has
-    # no room left (blocks 0 and 1: capacity 0, then 1 (placed first without room); then 10,
-    # room for the rest: `_table.grown`, once `_table.due` says the move leaves its slab
-    # uncompacted); never its ops-list form (``cross_ops``), nor the core's boundary or general
-    # path.
+    # (``cross``, its line of stores) too: the first, into an empty table, by ``first_step``
+    # (its block a run of the pool's front, `BlockPool.front`, placed without room once
+    # `_table.due` says the slab is not due); the next moves the table's segment where it has
+    # no room left (block 1: capacity 1; then 10, room for the rest: `_table.grown`); never
+    # its ops-list form (``cross_ops``), nor the core's boundary or general path.
     coord = coordinator(
         {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
         block_size=4,
@@ -637,7 +732,9 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
     for slot, names in enumerate(ran):
         if slot % 4:
             assert names == ["advance"], slot
-        elif slot in (0, 4):
+        elif slot == 0:
+            assert names == ["advance", "cross", "first_step", "due", "front", "ids"], slot
+        elif slot == 4:
             assert names == ["advance", "cross", "due", "grown"], slot
         else:
             assert names == ["advance", "cross"], slot
