@@ -405,6 +405,12 @@ class CoordinatorCore:
             AllocationError: it cannot be reserved now (nothing changes).
             ConcurrentUseError: another call is in progress (nothing changes).
         """
+        # Its common case (nothing more to commit, no policy's check) stores on one line
+        # (the generated ``admit``, as the typed entry takes it); False where this decides.
+        if also is None and check is None and self.fast.admit(
+            request_id, (None,) * len(self.names) if max_len_slots is None else max_len_slots
+        ):
+            return
         me: list[object] = []
         guard = self.guard
         try:
@@ -2430,6 +2436,10 @@ class CoordinatorCore:
             RequestError: the request is not admitted.
             ConcurrentUseError: another call is in progress (nothing changes).
         """
+        # Its common case (nothing more to commit, no policy's bookkeeping here) stores on
+        # one line (the generated ``free``); False where this decides.
+        if also is None and self.fast.free(request_id, {}, {}, {}):
+            return
         me: list[object] = []
         guard = self.guard
         try:
