@@ -1551,7 +1551,17 @@ class CoordinatorCore:
             # the segment moved to the slab's end with room to grow).
             garbage = plan.garbage.get(g, table.garbage[g]) + dropped
             moved = None
-            if want and length + want > capacity:
+            tail = plan.slab_end.get(g, len(slab))
+            if run is not None and length + want > capacity > dropped and start + capacity == tail:
+                # A run into the slab's last segment grows there to the room a move would
+                # give (`RequestTable.segment_ops`' rule): nothing copied, no garbage.
+                most = manager.table_length(max_len) - skip
+                room = grown(length - dropped + want, capacity, skip, want, most)
+                ops.append((slab.extend, array("i", (0,)) * (room - capacity + dropped)))
+                ops.append((setitem, slab, slice(start + length, start + length + want), run))
+                plan.slab_end[g] = tail + room - capacity + dropped
+                start, capacity = start + dropped, room
+            elif want and length + want > capacity:
                 if g not in plan.compacted and due(
                     garbage + capacity - dropped, plan.slab_end.get(g, len(slab))
                 ):

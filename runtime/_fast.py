@@ -320,6 +320,15 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        if length + want <= capacity:",
             "            ops.append((setitem, slab, slice(start + length, start + length + want), "
             "run))",
+            # The slab's last segment grows there to the room a move would give
+            # (`RequestTable.segment_ops`' rule): nothing copied, no garbage.
+            "        elif capacity > dropped and start + capacity == len(slab):",
+            f"            most = (st[{c[MAXLEN]}] + {size - 1}) // {size} - skip",
+            "            room = grown(length - dropped + want, capacity, skip, want, most)",
+            "            ops.append((slab.extend, zero1 * (room - capacity + dropped)))",
+            "            ops.append((setitem, slab, slice(start + length, start + length + want), "
+            "run))",
+            "            capacity = room + dropped  # the dropped entries leave it below",
             "        else:  # moved, made whole at once (as a single block's move)",
             "            tail = len(slab)",
             f"            if not compacted >> {g} & 1 and due(garbage[{g}] + capacity, tail):",

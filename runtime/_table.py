@@ -260,6 +260,17 @@ class RequestTable:
                 new = max(
                     grown(end, fields[CAPACITY], fields[SKIPPED] + dropped, len(added), most), room
                 )
+                tail = plan.slab_end.get(g, len(slab))
+                if len(added) > 1 and capacity > 0 and start + capacity == tail:
+                    # A run (a prefill chunk's blocks) into the slab's last segment: it grows
+                    # there to the room a move would give; nothing copied, no garbage.
+                    plan.ops.append((slab.extend, _ZERO * (new - capacity)))
+                    plan.ops.append(
+                        (setitem, slab, slice(start + length, start + end), array("i", added))
+                    )
+                    plan.slab_end[g] = tail + new - capacity
+                    fields[START], fields[LENGTH], fields[CAPACITY] = start, end, new
+                    return
                 moved = slab[start : start + length]
                 moved.extend(added)
                 moved.extend(array("i", bytes(4 * (new - end))))

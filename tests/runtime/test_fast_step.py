@@ -55,7 +55,7 @@ from kvunits.contracts.errors import (
 )
 from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore, RequestExtras, RestingExtras
-from kvunits.runtime._table import BASE, CAPACITY, SLACK, RequestTable
+from kvunits.runtime._table import BASE, CAPACITY, SLACK, START, RequestTable
 
 from ..examples import every, examples
 from .support import (
@@ -659,6 +659,51 @@ def test_a_long_first_chunk_is_placed_with_room_by_first_step() -> None:
         assert _state(one) == _state(two)
         table = one._core.table
         assert table.field(table.offsets["r"], 0, CAPACITY) == capacity
+
+
+@pytest.mark.parametrize("path", ["advance", "general", "boundary"])
+def test_a_prefills_chunks_grow_the_slabs_last_segment_in_place(path: str) -> None:
+    # A long prompt prefilled a chunk of 32 blocks at a time beside three short requests: its
+    # segment, once last in its slab, grows there to the room a move would give
+    # (`_table.grown`); nothing is copied, the slab never holds garbage, nothing is
+    # compacted (a move per chunk, each leaving most of the slab as garbage, compacted the
+    # slab before nearly every chunk). The generated crossing (``advance``), the general
+    # path and the core's boundary plan lay the slab out alike.
+    coord = coordinator(
+        {"a": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4,
+        num_blocks=2_000,
+        max_len=4_000,
+        max_in_flight=128,
+        reserve=False,
+    )
+    core = coord._core
+    for rid in ("b0", "b1", "b2"):
+        core.admit(rid)
+        fast(core, "advance", rid, [16])
+    core.admit("p")
+    table, slab = core.table, core.table.slabs[0]
+    layouts = []
+    for chunk in range(12):
+        if path == "advance":
+            fast(core, "advance", "p", [128])
+        elif path == "general":
+            general(core, "advance", "p", [128])
+        else:
+            me: list[object] = []
+            assert core.guard.claim(0, me) is me
+            o = core.offset("p")
+            core._boundary_step(me, "p", o, [128], False)
+        o = table.offsets["p"]
+        start, capacity = (table.field(o, 0, f) for f in (START, CAPACITY))
+        layouts.append((start, capacity, len(slab)))
+        assert table.garbage[0] == 0, chunk
+        assert start + capacity == len(slab), chunk  # still last
+        assert list(slab[start : start + 32 * (chunk + 1)]) == core.block_table("p", 0)
+    # Placed at entry 12 (after the three short tables), then grown where it is.
+    assert {start for start, _, _ in layouts} == {12}
+    assert layouts[-1][1] >= 384
+    check_pools(coord)
 
 
 @pytest.mark.parametrize("kinds", [("sliding",), ("sliding", "full"), ("full", "sliding_p2")])
