@@ -75,6 +75,12 @@ prefill     4 streams at once (64 in all) of text, prompts of 8k / 32k / 128k to
             in 8192-token chunks, then 128 decode steps
 ==========  =====================================================================
 
+``--held-out`` runs, instead, variants no change was tuned on (`held_out`): stream counts
+that are not powers of two, chunked prompts of 500 and 16k tokens, short answers (20 decode
+steps: admissions, first steps and ends weigh), three groups in one pool, a shared prompt on
+three groups, every generated token cached on one group, 2 drafts, drafting at 256 streams
+and in a shared pool, four groups at 256 streams.
+
 ``--memory`` measures each side's allocator memory (tracemalloc, counting only allocations made
 in the allocator's own files: ``vllm/v1/core`` and ``kvunits/runtime``) with 1024 streams of
 audio + text: bytes per held block and per request (two fills with different held blocks
@@ -86,6 +92,7 @@ then::
 
     .venv-vllm/bin/python benchmarks/vs_vllm.py             # the whole family, one table
     .venv-vllm/bin/python benchmarks/vs_vllm.py --memory    # memory per block and request
+    .venv-vllm/bin/python benchmarks/vs_vllm.py --held-out  # traces outside the family
     .venv/bin/python benchmarks/vs_vllm.py --quick          # no vLLM: kvunits alone, says so
 
 Not imported by the test suite's timed paths (importing vLLM takes ~10 s);
@@ -189,6 +196,40 @@ class Trace:
 
 
 GROUP_NAMES = ("audio", "text", "sliding", "chunked")
+
+
+def held_out(quick: bool = False) -> list[Trace]:
+    """Variants of the family that no change was tuned on (session 30's sweep): where a rule
+    fitted to the family's parameters would show (a table grown by doubling at 300 streams,
+    a first step or a prefill chunk costing what a decode step saves)."""
+    two = ("audio", "text")
+    three = ("text", "sliding", "chunked")
+    traces = [
+        Trace("held", "streams 100", two, streams=100),
+        Trace("held", "streams 300", two, streams=300, decode=600, total=200_000),
+        Trace("held", "prompt 500 chunk 256", two, prompt=500, chunk=256, decode=300),
+        Trace("held", "short answers", two, decode=20, total=60_000),
+        Trace("held", "3 groups shared", three, shared_pool=True),
+        Trace("held", "prefix prompt 3 groups", three, prefix="prompt"),
+        Trace("held", "prefix generated 1 group", ("text",), prefix="generated"),
+        Trace("held", "spec 2 drafts", ("text",), spec=2, chunk=32),
+        Trace("held", "spec 4, 256 streams", ("text",), spec=4, streams=256, total=200_000),
+        Trace("held", "spec shared pool", ("text", "sliding"), spec=4, shared_pool=True),
+        Trace(
+            "held",
+            "prefill 16k chunk 2k",
+            ("text",),
+            streams=4,
+            prompt=16_384,
+            chunk=2048,
+            decode=128,
+            total=64 * 136,
+        ),
+        Trace("held", "4 groups 256 streams", (*three, "audio"), streams=256, total=200_000),
+    ]
+    if quick:
+        traces = [replace(t, total=max(t.streams * 4, t.total // 50)) for t in traces]
+    return traces
 
 
 def family(quick: bool = False) -> list[Trace]:
@@ -1284,7 +1325,8 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     prefix cache, bounded by the pool's size), and one group of text alone (kvunits' request
     costs the same whatever its groups, an offset and its entry in the ids' dict, and then
     per group; vLLM's only per group), and the first layout with 16 requests (a slab's
-    garbage, up to a quarter of it or `_COMPACT_MIN` entries, is a share of few blocks)."""
+    garbage, up to a quarter of it or `_COMPACT_MIN` entries, is a share of few blocks), and
+    300 requests (not a power of two: the requests' fields grow a row at a time)."""
     plain = Trace("memory", str(streams), ("audio", "text"), streams=streams, decode=1000)
     fewer = replace(plain, streams=max(1, streams // 4))
     variants = [
@@ -1293,6 +1335,8 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
         ("audio + text, the prompt cached", replace(fewer, prefix="prompt")),
         ("text alone, one group", replace(fewer, groups=("text",))),
         ("audio + text, a pool per group, few requests", replace(plain, streams=16)),
+        # Not a power of two: a table grown by doubling held up to twice its rows here.
+        ("audio + text, a pool per group, 300 requests", replace(plain, streams=300)),
     ]
     print("memory of the allocator (tracemalloc):")
     for title, trace in variants:
@@ -1327,6 +1371,9 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     parser.add_argument("--only", action="append", default=[], help="traces whose name has this")
     parser.add_argument("--no-vllm", action="store_true", help="time kvunits alone")
     parser.add_argument("--memory", action="store_true", help="measure memory instead")
+    parser.add_argument(
+        "--held-out", action="store_true", help="the variants outside the family (held_out)"
+    )
     args = parser.parse_args(argv)
 
     v: dict[str, Any] | None = None
@@ -1348,7 +1395,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         return []
     print(f"clock: {clock_cost()} ns per timed region (subtracted)")
     rows = []
-    for trace in family(args.quick):
+    for trace in (held_out if args.held_out else family)(args.quick):
         if args.only and not any(o in trace.name for o in args.only):
             continue
         _STEPS[trace.name] = make_schedule(trace).stream_steps
