@@ -258,13 +258,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"and not due(garbage[{g}], len(slabs[{g}])):",
             f"    pool, slab = pools[{g}], slabs[{g}]",
             f"    want = (end + {size - 1}) // {size}",
-            f"    if f{i} < 0:",
-            f"        f{i}, h{i} = pool._fresh, pool._head",
-            f"    run = pool.front(f{i}, h{i}, want)",
-            "    if run is None:  # a stale entry among them, or short",
-            f"        {back}",
-            f"    fresh = min(want, pool.num_blocks - f{i})",
-            f"    f{i}, h{i}, tk{i} = f{i} + fresh, h{i} + want - fresh, tk{i} + want",
+            *_front_run(i, back, "    "),
             f"    capacity = want if want < {_table._FIRST_ROOM} else "
             f"grown(want, 0, 0, want, (st[{c[MAXLEN]}] + {size - 1}) // {size})",
             "    if capacity > want:",
@@ -310,13 +304,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"        ev{i}.append(block)",
             "    taken, run = 0, None",
             "    if want > 1:",
-            f"        if f{i} < 0:",
-            f"            f{i}, h{i} = pool._fresh, pool._head",
-            f"        run = pool.front(f{i}, h{i}, want)",
-            "        if run is None:  # a stale entry among them, or short",
-            f"            {back}",
-            f"        fresh = min(want, pool.num_blocks - f{i})",
-            f"        f{i}, h{i}, tk{i} = f{i} + fresh, h{i} + want - fresh, tk{i} + want",
+            *_front_run(i, back, "        "),
             "        if length + want <= capacity:",
             "            ops.append((setitem, slab, slice(start + length, start + length + want), "
             "run))",
@@ -446,6 +434,21 @@ def _cross(core: CoordinatorCore) -> list[str]:
         "",
     ]
     return lines
+
+
+def _front_run(i: int, back: str, indent: str) -> list[str]:
+    """`_cross`' lines that take ``want`` blocks as a run of pool ``i``'s front
+    (`BlockPool.front`) into ``run``, the plan's fresh id, queue head and count taken
+    (``f{i}``, ``h{i}``, ``tk{i}``) moved past them; ``back`` where the run is not there."""
+    return [
+        f"{indent}if f{i} < 0:",
+        f"{indent}    f{i}, h{i} = pool._fresh, pool._head",
+        f"{indent}run = pool.front(f{i}, h{i}, want)",
+        f"{indent}if run is None:  # a stale entry among them, or short",
+        f"{indent}    {back}",
+        f"{indent}fresh = min(want, pool.num_blocks - f{i})",
+        f"{indent}f{i}, h{i}, tk{i} = f{i} + fresh, h{i} + want - fresh, tk{i} + want",
+    ]
 
 
 def _lean_cross(core: CoordinatorCore) -> list[str]:

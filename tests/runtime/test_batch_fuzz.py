@@ -39,7 +39,7 @@ from kvunits.contracts import (
 from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
 
 from ..examples import examples
-from .support import check_pools, coordinator, drawn_blocks
+from .support import check_pools, coordinator
 from .test_fast_step import (
     _outcome,
     _state,
@@ -50,7 +50,7 @@ from .test_fast_step import (
     respec_contents_in_turn,
     respec_then_content,
 )
-from .test_stateful import drawn_layout
+from .test_stateful import drawn_coordinators
 
 KINDS = ("full", "full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "cross", "state")
 CACHEABLE = ("full_attention", "sliding_window", "chunked_local")
@@ -219,30 +219,18 @@ class Twins:
 
 
 def _run(data: st.DataObject, steps: int = 30) -> None:
-    block_size, shared, specs = drawn_layout(data.draw, KINDS, 4)
-    max_len = data.draw(st.integers(8, 96), label="max_len")
-    max_in_flight = data.draw(st.integers(2, 12), label="max_in_flight")
     reserve = data.draw(st.integers(0, 3), label="reserve") == 0
     # From half a request's worth (blocks run out, cached ones are taken) to a few.
-    blocks = drawn_blocks(
+    drawn = drawn_coordinators(
         data.draw,
-        specs,
+        KINDS,
+        4,
+        st.integers(8, 96),
+        st.integers(2, 12),
         lambda cap: st.integers(cap // 2, 4 * cap),
-        block_size=block_size,
-        max_len=max_len,
-        max_in_flight=max_in_flight,
+        reserve=reserve,
     )
-
-    def build() -> KVCacheCoordinator:
-        return coordinator(
-            specs,
-            block_size=block_size,
-            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
-            max_len=max_len,
-            max_in_flight=max_in_flight,
-            reserve=reserve,
-            shared=shared,
-        )
+    build, max_len, max_in_flight = drawn.build, drawn.max_len, drawn.max_in_flight
 
     t = Twins(data, build, max_len, max_in_flight)
     for _ in range(data.draw(st.integers(1, steps), label="engine steps")):

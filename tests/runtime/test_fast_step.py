@@ -64,11 +64,10 @@ from .support import (
     check_pools,
     compacting_only_past,
     coordinator,
-    drawn_blocks,
     snapshot,
     unique_pools,
 )
-from .test_stateful import drawn_layout, layers
+from .test_stateful import drawn_coordinators, layers
 
 
 def _state(coord: KVCacheCoordinator) -> tuple[Any, ...]:
@@ -348,32 +347,12 @@ def _outcome(call: Any, *args: Any) -> Any:
 @given(data=st.data())
 def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -> None:
     kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "cross", "state")
-    block_size, shared, specs = drawn_layout(data.draw, kinds, 4)
-    count = len(specs)
-    max_len = data.draw(st.integers(1, 60), label="max_len")
-    max_in_flight = data.draw(st.integers(1, 6), label="max_in_flight")
     # Small pools and no reservation: steps run short too.
-    blocks = drawn_blocks(
-        data.draw,
-        specs,
-        lambda cap: st.integers(0, 2 * cap),
-        block_size=block_size,
-        max_len=max_len,
-        max_in_flight=max_in_flight,
+    layout = drawn_coordinators(
+        data.draw, kinds, 4, st.integers(1, 60), st.integers(1, 6), lambda c: st.integers(0, 2 * c)
     )
-
-    def build() -> KVCacheCoordinator:
-        return coordinator(
-            specs,
-            block_size=block_size,
-            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
-            max_len=max_len,
-            max_in_flight=max_in_flight,
-            reserve=False,
-            shared=shared,
-        )
-
-    one, two = build(), build()
+    count = len(layout.specs)
+    one, two = layout.build(), layout.build()
     pools = [spec.pool.tokens_per_block for spec in (g.manager for g in one.groups)]
 
     def counts() -> list[int]:
@@ -488,7 +467,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
         elif op == "admit_prefix":
             # Prompts that share their starts: hits, shared blocks and cached free blocks in
             # the pools the steps then take from and give back to.
-            size = data.draw(st.integers(0, 2 * max_len), label="prompt")
+            size = data.draw(st.integers(0, 2 * layout.max_len), label="prompt")
             content = [i % data.draw(st.integers(1, 3), label="period") for i in range(size)]
             got = [
                 _outcome(
@@ -578,30 +557,16 @@ def test_first_steps_into_empty_tables_do_what_the_general_path_does(
     # max_len or max_in_flight, groups that add nothing: `first_step` (through each entry)
     # answers and leaves the state as the general path does, or refuses as it does.
     kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
-    block_size, shared, specs = drawn_layout(data.draw, kinds, 3)
-    max_len = data.draw(st.integers(1, 1_500), label="max_len")
-    max_in_flight = data.draw(st.integers(1, 1_500), label="max_in_flight")
-    blocks = drawn_blocks(
+    layout = drawn_coordinators(
         data.draw,
-        specs,
+        kinds,
+        3,
+        st.integers(1, 1_500),
+        st.integers(1, 1_500),
         lambda cap: st.integers(0, 3 * cap),
-        block_size=block_size,
-        max_len=max_len,
-        max_in_flight=max_in_flight,
     )
-
-    def build() -> KVCacheCoordinator:
-        return coordinator(
-            specs,
-            block_size=block_size,
-            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
-            max_len=max_len,
-            max_in_flight=max_in_flight,
-            reserve=False,
-            shared=shared,
-        )
-
-    one, two = build(), build()
+    one, two = layout.build(), layout.build()
+    reach = min(layout.max_len, layout.max_in_flight) + 2
     pools = [spec.pool.tokens_per_block for spec in (g.manager for g in one.groups)]
     admitted: list[str] = []
     for i in range(data.draw(st.integers(1, 12), label="requests")):
@@ -613,7 +578,7 @@ def test_first_steps_into_empty_tables_do_what_the_general_path_does(
         admitted.append(rid)
         counts = [
             data.draw(
-                st.integers(0, 2 * p) | st.integers(0, (min(max_len, max_in_flight) + 2) * p),
+                st.integers(0, 2 * p) | st.integers(0, reach * p),
                 label="positions",
             )
             for p in pools

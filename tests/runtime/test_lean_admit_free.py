@@ -31,10 +31,10 @@ from kvunits.contracts import (
 from kvunits.runtime import AdmissionPolicy, KVCacheCoordinator
 
 from ..examples import every, examples
-from .support import check_pools, coordinator, drawn_blocks, unique_pools
+from .support import check_pools, coordinator, unique_pools
 from .test_fast_step import _voxtral_toy
 from .test_interrupts import Interrupt
-from .test_stateful import drawn_layout
+from .test_stateful import drawn_coordinators
 
 
 def _raw(coord: KVCacheCoordinator) -> tuple[Any, ...]:
@@ -98,36 +98,22 @@ def _general_free(coord: KVCacheCoordinator, request_id: str) -> None:
 @given(data=st.data())
 def test_lean_admissions_and_ends_do_what_the_general_path_does(data: st.DataObject) -> None:
     kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled", "cross", "state")
-    block_size, shared, specs = drawn_layout(data.draw, kinds, 4)
-    count = len(specs)
-    max_len = data.draw(st.integers(1, 40), label="max_len")
-    max_in_flight = data.draw(st.integers(1, 40), label="max_in_flight")
-    blocks = drawn_blocks(
-        data.draw,
-        specs,
-        lambda cap: st.integers(0, 4 * cap),
-        block_size=block_size,
-        max_len=max_len,
-        max_in_flight=max_in_flight,
-    )
     policy = AdmissionPolicy(
         kind=data.draw(st.sampled_from(("reserve", "on_demand", "declared")), label="kind"),
         scheduling_policy=data.draw(st.sampled_from(("fcfs", "priority")), label="order"),
         watermark=data.draw(st.sampled_from((0.0, 0.2)), label="watermark"),
     )
-
-    def build() -> KVCacheCoordinator:
-        return coordinator(
-            specs,
-            block_size=block_size,
-            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
-            max_len=max_len,
-            max_in_flight=max_in_flight,
-            shared=shared,
-            admission=policy,
-        )
-
-    lean, plain = build(), build()
+    drawn = drawn_coordinators(
+        data.draw,
+        kinds,
+        4,
+        st.integers(1, 40),
+        st.integers(1, 40),
+        lambda cap: st.integers(0, 4 * cap),
+        admission=policy,
+    )
+    count, max_len, max_in_flight = len(drawn.specs), drawn.max_len, drawn.max_in_flight
+    lean, plain = drawn.build(), drawn.build()
     lean_step, plain_step = (c.stepper(*_handles(c)) for c in (lean, plain))
     plain_step._lean_admit = None  # the general path only
     for _ in range(data.draw(st.integers(1, 80), label="calls")):
@@ -152,7 +138,7 @@ def test_lean_admissions_and_ends_do_what_the_general_path_does(data: st.DataObj
                 for s in (lean_step, plain_step)
             ]
         elif op == "advance":
-            q = [data.draw(st.integers(0, max_in_flight), label="positions") for _ in specs]
+            q = [data.draw(st.integers(0, max_in_flight), label="positions") for _ in range(count)]
             got = [
                 _outcome(s.advance, rid, *(h.unit(n) for h, n in zip(s.handles, q, strict=True)))
                 for s in (lean_step, plain_step)

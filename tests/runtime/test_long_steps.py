@@ -39,10 +39,10 @@ from kvunits.runtime._table import CAPACITY, START
 from kvunits.runtime.block_pool import BlockPool, id_run
 
 from ..examples import examples
-from .support import check_pools, coordinator, drawn_blocks
+from .support import check_pools, coordinator
 from .test_fast_step import _outcome, _state, fast, general, prefix_parts
 from .test_interrupts import Interrupt
-from .test_stateful import drawn_layout
+from .test_stateful import drawn_coordinators
 
 
 def _garbage_counted(coord: KVCacheCoordinator) -> None:
@@ -79,32 +79,18 @@ def _recording(ran: list[str]) -> Any:
 @given(data=st.data())
 def test_long_steps_do_what_the_general_path_does(data: st.DataObject) -> None:
     kinds = ("full", "full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
-    block_size, shared, specs = drawn_layout(data.draw, kinds, 3)
-    count = len(specs)
-    max_len = data.draw(st.integers(20, 200), label="max_len")
-    max_in_flight = data.draw(st.integers(8, 80), label="max_in_flight")
     # Pools for two to four requests at their caps, sometimes fewer: steps run short too.
-    blocks = drawn_blocks(
+    drawn = drawn_coordinators(
         data.draw,
-        specs,
+        kinds,
+        3,
+        st.integers(20, 200),
+        st.integers(8, 80),
         lambda cap: st.integers(cap, 4 * cap),
-        block_size=block_size,
-        max_len=max_len,
-        max_in_flight=max_in_flight,
     )
-
-    def build() -> KVCacheCoordinator:
-        return coordinator(
-            specs,
-            block_size=block_size,
-            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
-            max_len=max_len,
-            max_in_flight=max_in_flight,
-            reserve=False,
-            shared=shared,
-        )
-
-    one, two = build(), build()
+    count = len(drawn.specs)
+    block_size, max_len, max_in_flight = drawn.block_size, drawn.max_len, drawn.max_in_flight
+    one, two = drawn.build(), drawn.build()
     pools = [spec.pool.tokens_per_block for spec in (g.manager for g in one.groups)]
 
     def counts() -> list[int]:

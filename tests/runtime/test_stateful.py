@@ -81,6 +81,7 @@ from .support import (
     Interference,
     check_pools,
     coordinator,
+    drawn_blocks,
     group_of,
     quantity,
     snapshot,
@@ -169,6 +170,56 @@ def drawn_layout(
         for i in range(count)
     }
     return block_size, shared, specs
+
+
+@dataclass(frozen=True)
+class DrawnLayout:
+    """A drawn layout (`drawn_coordinators`): its layers, block size and limits, and what
+    builds a coordinator over it (each call a new one, identical to the others)."""
+
+    specs: dict[str, LayerSpec]
+    block_size: int
+    max_len: int
+    max_in_flight: int
+    build: Callable[[], KVCacheCoordinator]
+
+
+def drawn_coordinators(
+    draw: Callable[..., Any],
+    kinds: Sequence[str],
+    most_groups: int,
+    lengths: st.SearchStrategy[int],
+    in_flight: st.SearchStrategy[int],
+    counts: Callable[[int], st.SearchStrategy[int]],
+    **policy: Any,
+) -> DrawnLayout:
+    """A layout drawn as `drawn_layout` draws it, its max_len from ``lengths`` and
+    max_in_flight from ``in_flight``, each pool's blocks from ``counts(cap)``
+    (`support.drawn_blocks`; one pool of their sum where the layout shares one), and the
+    coordinators over it built with ``policy`` (`support.coordinator`'s ``reserve`` or
+    ``admission``; no reservation where neither is given): what the differential tests
+    build their twins from."""
+    block_size, shared, specs = drawn_layout(draw, kinds, most_groups)
+    max_len = draw(lengths, label="max_len")
+    max_in_flight = draw(in_flight, label="max_in_flight")
+    blocks = drawn_blocks(
+        draw, specs, counts, block_size=block_size, max_len=max_len, max_in_flight=max_in_flight
+    )
+    if "admission" not in policy:
+        policy.setdefault("reserve", False)
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            specs,
+            block_size=block_size,
+            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
+            max_len=max_len,
+            max_in_flight=max_in_flight,
+            shared=shared,
+            **policy,
+        )
+
+    return DrawnLayout(specs, block_size, max_len, max_in_flight, build)
 
 
 def spec_pool(handle: GroupHandle[Any]) -> int:

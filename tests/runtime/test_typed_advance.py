@@ -28,40 +28,20 @@ from kvunits.contracts import (
 from kvunits.contracts.errors import ConcurrentUseError, RequestError, UnitTypeError
 
 from ..examples import examples
-from .support import check_pools, coordinator, drawn_blocks
+from .support import check_pools, coordinator
 from .test_fast_step import _outcome, _state, general
-from .test_stateful import drawn_layout
+from .test_stateful import drawn_coordinators
 
 
 @settings(max_examples=examples(120), deadline=None)
 @given(data=st.data())
 def test_the_typed_advance_does_what_the_general_path_does(data: st.DataObject) -> None:
     kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
-    block_size, shared, specs = drawn_layout(data.draw, kinds, 3)
-    count = len(specs)
-    max_len = data.draw(st.integers(1, 60), label="max_len")
-    max_in_flight = data.draw(st.integers(1, 8), label="max_in_flight")
-    blocks = drawn_blocks(
-        data.draw,
-        specs,
-        lambda cap: st.integers(0, 2 * cap),
-        block_size=block_size,
-        max_len=max_len,
-        max_in_flight=max_in_flight,
+    drawn = drawn_coordinators(
+        data.draw, kinds, 3, st.integers(1, 60), st.integers(1, 8), lambda c: st.integers(0, 2 * c)
     )
-
-    def build() -> Any:
-        return coordinator(
-            specs,
-            block_size=block_size,
-            num_blocks=1 + sum(n - 1 for n in blocks.values()) if shared else blocks,
-            max_len=max_len,
-            max_in_flight=max_in_flight,
-            reserve=False,
-            shared=shared,
-        )
-
-    one, two = build(), build()
+    count = len(drawn.specs)
+    one, two = drawn.build(), drawn.build()
     # The binding: some groups, in some order; a pooled group's unit drawn.
     order = data.draw(st.permutations(range(count)), label="order")
     bound = order[: data.draw(st.integers(1, count), label="bound")]
@@ -89,7 +69,7 @@ def test_the_typed_advance_does_what_the_general_path_does(data: st.DataObject) 
             q = [data.draw(st.integers(0, 3), label="spec") for _ in range(count)]
             got = [_outcome(general, c._core, "speculative", rid, q, q) for c in (one, two)]
         else:
-            given = [data.draw(st.integers(0, 2 * block_size + 1), label="n") for _ in bound]
+            given = [data.draw(st.integers(0, 2 * drawn.block_size + 1), label="n") for _ in bound]
             dense = [0] * count
             for h, n in zip(handles, given, strict=True):
                 dense[h.index] = n * h.rows_per_unit
