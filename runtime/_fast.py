@@ -245,46 +245,16 @@ def _cross(core: CoordinatorCore) -> list[str]:
             out += ["else:", f"    {back}"]
             lines += ["        " + line for line in out]
             continue
-        evicts, evicting = _eviction(manager, size)
         out += [
             f"elif q < 0 or touched > {in_flight} or end > st[{c[MAXLEN]}]:",
             f"    {back}",
-            # An empty table's first step (a prompt's first chunk: nothing held, nothing
-            # evicted, no spare room): its blocks, a run of its pool's front, are its segment,
-            # placed at its slab's end, as the general lines below place it (`_table.grown`:
-            # no room under `_FIRST_ROOM` entries) in a third of their lines. A pool that holds
-            # cached blocks (a take may evict one), a slot mapping, or a slab due, take those.
-            f"elif not rows and not length0 and q and not mapping and not pools[{g}]._cached "
-            f"and not due(garbage[{g}], len(slabs[{g}])):",
-            f"    pool, slab = pools[{g}], slabs[{g}]",
-            f"    want = (end + {size - 1}) // {size}",
-            *_front_run(i, back, "    "),
-            f"    capacity = want if want < {_table._FIRST_ROOM} else "
-            f"grown(want, 0, 0, want, (st[{c[MAXLEN]}] + {size - 1}) // {size})",
-            "    if capacity > want:",
-            "        run += zero1 * (capacity - want)",
-            "    tail = len(slab)",
-            "    ops.append((slab.extend, run))",
-            f"    skip, evict = 0, st[{c[EVICT]}]",
-            "    if evict <= 0:",
-            f"        evict = {evicting}",
-            "    rows = q",
-            f"    index = rows // {p * size}",
-            "    if index < want:",
-            "        base = run[index] - index",
-            f"        room = min(want * {size}, st[{c[MAXLEN]}])",
-            f"        anchor = max(min(room, evict, (index + 1) * {size}) * {p}, rows)",
-            "    else:",
-            "        base, anchor = base0, rows",
-            f"    ops.append((setitem, hot, slice(o + {h}, o + {h + HOT}), [anchor - rows, q]))",
-            f"    ops.append((setitem, st, slice({c[ANCHOR]}, {c[CAPACITY + 1]}), "
-            "array(typecode, (anchor, base, evict, 0, tail, want, capacity))))",
             "else:",
             f"    skipped, length = st[{c[SKIPPED]}], length0",
             f"    evict, start = st[{c[EVICT]}], st[{c[START]}]",
             f"    capacity, slab = st[{c[CAPACITY]}], slabs[{g}]",
             "    skip, moved = skipped, None",
         ]
+        evicts, evicting = _eviction(manager, size)
         out += ["    " + line for line in evicts]
         out += [
             f"    want = (end + {size - 1}) // {size} - skipped - length",
@@ -304,7 +274,13 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"        ev{i}.append(block)",
             "    taken, run = 0, None",
             "    if want > 1:",
-            *_front_run(i, back, "        "),
+            f"        if f{i} < 0:",
+            f"            f{i}, h{i} = pool._fresh, pool._head",
+            f"        run = pool.front(f{i}, h{i}, want)",
+            "        if run is None:  # a stale entry among them, or short",
+            f"            {back}",
+            f"        fresh = min(want, pool.num_blocks - f{i})",
+            f"        f{i}, h{i}, tk{i} = f{i} + fresh, h{i} + want - fresh, tk{i} + want",
             "        if length + want <= capacity:",
             "            ops.append((setitem, slab, slice(start + length, start + length + want), "
             "run))",
@@ -434,21 +410,6 @@ def _cross(core: CoordinatorCore) -> list[str]:
         "",
     ]
     return lines
-
-
-def _front_run(i: int, back: str, indent: str) -> list[str]:
-    """`_cross`' lines that take ``want`` blocks as a run of pool ``i``'s front
-    (`BlockPool.front`) into ``run``, the plan's fresh id, queue head and count taken
-    (``f{i}``, ``h{i}``, ``tk{i}``) moved past them; ``back`` where the run is not there."""
-    return [
-        f"{indent}if f{i} < 0:",
-        f"{indent}    f{i}, h{i} = pool._fresh, pool._head",
-        f"{indent}run = pool.front(f{i}, h{i}, want)",
-        f"{indent}if run is None:  # a stale entry among them, or short",
-        f"{indent}    {back}",
-        f"{indent}fresh = min(want, pool.num_blocks - f{i})",
-        f"{indent}f{i}, h{i}, tk{i} = f{i} + fresh, h{i} + want - fresh, tk{i} + want",
-    ]
 
 
 def _lean_cross(core: CoordinatorCore) -> list[str]:
