@@ -588,24 +588,48 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
     ]
 
 
-def _extend() -> list[str]:
+def _extend(core: CoordinatorCore) -> list[str]:
     """The source of ``extend_keys(request_id, g, keys)`` (`FastFunctions.extend`): the
     typed layer's `extend_content` (a handle's group ``g`` of this core, ``keys`` a
-    `ContentKeys`' int64 array, both checked) where it appends to a tail that fills no block
-    (a generated token): its request's one stream of that sequence
-    (`CoordinatorCore._axis_peers`), one C append with the release on its line (`_guard`);
-    anything else, nothing changed and the token released, to
-    `CoordinatorCore._extend_general`, which decides. `CoordinatorCore.extend_content` calls
-    it too, once it has checked a caller's raw ``g`` and keys (a generating stream makes
-    this call once per sequence a step)."""
+    `ContentKeys`' int64 array, both checked) for its request's one stream of that sequence
+    (`CoordinatorCore._axis_peers`), its content active or resting (made active, stored with
+    the call's changes): where it appends to a tail that fills no block (a generated token),
+    one C append with the release on its line (`_guard`); where it fills one,
+    ``extend_fill``'s plan, committed on one line. Anything else, nothing changed and
+    the token released, to `CoordinatorCore._extend_general`, which decides.
+    `CoordinatorCore.extend_content` calls it too, once it has checked a caller's raw ``g``
+    and keys (a generating stream makes this call once per sequence a step)."""
     return [
+        *_extend_fill(core),
         "    peers, general_extend = core._axis_peers, core._extend_general",
+        # Content resting (its blocks all registered, a compact tuple): its active form made
+        # (`CoordinatorCore._active`) and stored with the call's changes (`_keep_active`);
+        # the ops, or False where the general path decides.
+        "    def extend_resting(o, g, keys, resting):",
+        "        extra = resting.active(axis, rows_per_block)",
+        "        of = extra.stream_of",
+        "        s = of[g]",
+        "        if s < 0:",
+        "            return False",
+        "        for h in peers[g]:",
+        "            if of[h] >= 0 and of[h] != s:",
+        "                return False",
+        "        stream = extra.streams[s]",
+        "        if len(stream.tail) + len(keys) < stream.rows_per_block:",
+        "            stream.tail.extend(keys)  # (the new form's: read by nothing yet)",
+        "            return [(setitem, extras, o, extra)]",
+        "        ops = extend_fill(o, extra, (stream,), (keys,))",
+        "        if ops is not False:",
+        "            ops.append((setitem, extras, o, extra))",
+        "        return ops",
+        "",
         "    def extend_keys(request_id, g, keys):",
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
         '                contend(me, concurrent, "extend_content")',
-        "            extra = extras_get(get(request_id)) if type(request_id) is str else None",
+        "            o = get(request_id) if type(request_id) is str else None",
+        "            extra = extras_get(o)",
         "            if type(extra) is Active:",
         "                of = extra.stream_of",
         "                s = of[g]",
@@ -618,6 +642,13 @@ def _extend() -> list[str]:
         "                        tail = stream.tail",
         "                        if len(tail) + len(keys) < stream.rows_per_block:",
         "                            tail.extend(keys); del owner[0]; return  # the commit",
+        "                        ops = extend_fill(o, extra, (stream,), (keys,))",
+        "                        if ops is not False:",
+        "                            commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "            elif type(extra) is Resting:",
+        "                ops = extend_resting(o, g, keys, extra)",
+        "                if ops is not False:",
+        "                    commit(ops_of(ops)); del owner[0]; return  # the commit",
         "            del owner[0]",
         "        except BaseException:",
         "            drop(me)",
@@ -625,6 +656,64 @@ def _extend() -> list[str]:
         "        general_extend(request_id, g, keys)",
         "",
     ]
+
+
+def _extend_fill(core: CoordinatorCore) -> list[str]:
+    """The source of ``extend_fill(o, extra, picked, adds)``: `extend_content`'s plan where
+    the keys ``adds[0]`` fill a block of the stream ``picked[0]`` of request ``o`` (its
+    `RequestExtras`: ``extra``), as `CoordinatorCore._extend_general` plans it: the stream's
+    new full blocks hashed and its tail cut (`_hashing`), every group's blocks of committed
+    positions (less its speculative tail) whose hashes are known registered
+    (`_registration`: `CoordinatorCore._register_plan`'s rule), and, where hashes stay
+    ahead of the committed positions, the request's fields held (`CoordinatorCore._hold`'s
+    stores: the steps that commit them register). Returns the ops, or False, nothing
+    planned being kept, where a block to register is cached already or outside the table
+    (the general path decides)."""
+    n = len(core.names)
+    hw, cw = core.table.hot_width, core.table.cold_width
+    js = ", ".join(f"j{g}" for g in range(n)) + ("," if n == 1 else "")
+    lines = [
+        "    def extend_fill(o, extra, picked, adds):",
+        "        ops = []",
+        *_hashing("        "),
+        "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
+        "        ahead, lists = False, {}",
+        f"        cb = o // {hw} * {cw}",
+        f"        {js} = specs.get(o, nospec)",
+        *(
+            f"        r{g} = st[cb + {_cold(ANCHOR, g)}] - hot[o + {g * HOT + SLACK}]"
+            for g in range(n)
+        ),
+    ]
+    for g in range(n):
+        if core.caches[g] is None:
+            continue
+        out = [
+            f"s = of[{g}]",
+            "if s >= 0:",
+            "    stream = streams[s]",
+            "    old, more = stream.hashes, hashed.get(stream, ())",
+            "    known = len(old) + len(more)",
+        ]
+        out += _registration(
+            core, g, "    ", rows=f"(r{g} - j{g})", skip="skipped", taken="", known="known",
+            key="old[i] if i < len(old) else more[i - len(old)]", ahead="ahead = True",
+        )
+        lines += ["        " + line for line in out]
+    held = ", ".join(
+        f"(setitem, hot, o + {g * HOT + SLACK}, 0), (setitem, st, cb + {_cold(ANCHOR, g)}, "
+        f"r{g}), (setitem, st, cb + {_cold(EVICT, g)}, 0)"
+        for g in range(n)
+    )
+    lines += [
+        "        if ahead:",
+        f"            ops += ({held})",
+        "        for cache_map, key, blocks in lists.values():",
+        "            ops.append((setitem, cache_map, key, filed(blocks)))",
+        "        return ops",
+        "",
+    ]
+    return lines
 
 
 def _uncross(core: CoordinatorCore) -> list[str]:
@@ -1027,6 +1116,7 @@ def _crossing(
     lean: bool = False,
     mapped: bool = False,
     register: bool = False,
+    drafted: bool = False,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -1065,8 +1155,10 @@ def _crossing(
     positions the step commits (``pend``: the request's `RequestExtras`, else None) is
     registered as `plan_cross` registers it, its prefix cache's part ops in ``xo`` and its
     registered counts set in place, where the step commits every hash a group knows and that
-    is one block of the step's table, in a pool of its own, in a group that took no cached
-    block; else ``fail``."""
+    is one block of the step's table, in a pool of its own, under a key other than that of
+    the cached block the group took, if any; else ``fail``. With ``drafted`` too (a drafting
+    step: its lookahead ``lk{g}``), the positions it commits are those before its
+    lookahead."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = [
@@ -1130,6 +1222,7 @@ def _crossing(
         at_bytes = _plus(f"{itemsize} * c", c * itemsize)  # (the struct passes' offset)
         read = f"st[{_plus('c', c)} : c + {c + COLD}]" if lean else f"cold_of(st, {at_bytes})"
         out += [
+            *([f"ek{g} = None"] if cached else []),
             f"{fields} = w{g} = {read}",
             # The small counts summed first (an int past 256 is a new object).
             f"sr = {s} + {r}",
@@ -1240,8 +1333,8 @@ def _crossing(
                     f"            {fail}",
                     f"        key = ca{i}.get(t{g})",
                     "        if key is not None:",
-                    *(["            if pend is not None:", f"                {fail}"]
-                      if cached else []),
+                    # (content registered beside it: of another key, `_crossing`'s rule)
+                    *([f"            ek{g} = key"] if cached else []),
                     f"            cache_map = pools[{g}].map_of(t{g}, key)",
                     "            held = cache_map[key]",
                     *(
@@ -1333,6 +1426,7 @@ def _crossing(
         elif cached:
             # `plan_cross`'s registration where the step commits every hash the group knows,
             # one block (its index ``r``) of the step's table, not cached yet.
+            committed = f"({now} - lk{g})" if drafted else now
             out += [
                 "if pend is not None:",
                 f"    ks = pend.stream_of[{g}]",
@@ -1341,7 +1435,7 @@ def _crossing(
                 f"        r = pend.registered[{g}]",
                 "        if len(hashes) > r:",
                 f"            at = r - {skip}",
-                f"            if len(hashes) != r + 1 or {now} // {pb} < r + 1 or not "
+                f"            if len(hashes) != r + 1 or {committed} // {pb} < r + 1 or not "
                 "0 <= at < length:",
                 f"                {fail}",
                 f"            rb = t{g} if want and at == length - 1 else "
@@ -1349,6 +1443,8 @@ def _crossing(
                 f"            if rb in ca{i}:",
                 f"                {fail}",
                 "            rk = hashes[r]",
+                f"            if rk == ek{g}:  # (its one map's entry planned twice: the ops path)",
+                f"                {fail}",
                 f"            held = cache_maps[{g}].get(rk)",
                 f"            xo += [(setitem, ca{i}, rb, rk), (setitem, cache_maps[{g}], rk, "
                 "rb if held is None else [*holders(held), rb]), "
@@ -1616,12 +1712,22 @@ def _respec(
         # Its common case planned and stored in one line (`_stored`, a segment's move too);
         # anything `_crossing` declines planned again with an ops list (``respec_ops``).
         prep, stores = _stored(core)
-        lines += _crossing(
-            core,
-            "return respec_ops(me, request_id, o, num_new, lookahead, rejected, more)",
-            "        ",
-            lean=True,
-        )
+        ops = "return respec_ops(me, request_id, o, num_new, lookahead, rejected, more)"
+        lines += ["        " + ", ".join(f"lk{g}" for g in range(n)) + ("," if n == 1 else "")
+                  + " = lookahead"]
+        lines += _crossing(core, ops, "        ", lean=True, register=True, drafted=True)
+        lines += [
+            # Content registered (a block its content filled ahead of the positions, `_hold`)
+            # by a drafting step without content of its own: the request rests after it, as
+            # on the core's boundary path (`CoordinatorCore._register_boundary`).
+            "        if pend is not None:",
+            "            if more is not None:",
+            f"                {ops}",
+            "            known = pend.streams",
+            "            xo.append((setitem, extras, o, pend.resting([r if s < 0 or r >= "
+            "len(known[s].hashes) else len(known[s].hashes) for s, r in zip(pend.stream_of, "
+            "pend.registered)])))",
+        ]
         lines += ["        " + line for line in prep]
         lines += [
             "        spec = tuple(lookahead)",
@@ -4332,7 +4438,7 @@ def _source(core: CoordinatorCore) -> str:
         "content", "content_all",
     )
     typed_names = ", ".join(f"{x}_typed" for x in names)
-    lines += _extend()
+    lines += _extend(core)
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
         "uncross, respec_cross, content_cross, content_fill, respec_fill, respec_fill_cross, "

@@ -2855,15 +2855,147 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
             stepped(rid, list(scale))
         check_pools(one)
     assert held > 5, held  # blocks filled by the content, ahead of the positions committed
-    # A generated token's append is the generated entry's alone; a filled block the core's.
+    # A generated token's append is the generated entry's alone (its request's content
+    # resting or not); a filled block its planner's (`extend_fill`), the core's only where
+    # that declines.
     assert ran.count("extend_keys") == 16 * len(ids) * len(pairs), ran.count("extend_keys")
-    assert 0 < ran.count("_extend_general") < ran.count("extend_keys")
+    assert ran.count("extend_fill") > len(ids), ran.count("extend_fill")
+    assert ran.count("_extend_general") < ran.count("extend_fill") // 4
     # Refused alike, nothing changed: a request not admitted, one admitted without content.
     core.admit("plain", [None] * len(handles))
     for rid in ("nobody", "plain"):
         for unit, g in pairs.items():
             keys = [1] * 2 if unit is EncoderTokens else [1]
             extended(rid, g, keys, unit)
+
+
+@pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
+def test_content_filling_a_block_behind_a_speculative_tail_matches_the_general_path(
+    layout: str,
+) -> None:
+    # A drafting scheduler's calls one by one: a speculative step of a token and up to three
+    # drafts (`advance_speculative`: the latest step's rejected drafts rolled back with it,
+    # or rolled back on their own after verification), then what the step produced (its
+    # accepted drafts and the token sampled after them) by `extend_content`. The content
+    # fills a block every few steps while the step's drafts are still speculative, so the
+    # positions it registers are those committed less the speculative tail, and its hash is
+    # often ahead of them (the fields held: the step that commits them registers, on the
+    # generated path `respec_cross` where it is one block, the request resting after it).
+    # Each call on the fast path (`extend_content` through the typed layer: its generated
+    # entry, `extend_fill` where a block fills) is compared, call and state, with the
+    # core's general path on a twin.
+    one = _generating(layout)
+    core = one._core
+    units, handles, scale, pairs = _sequences(one)
+    handle_of = {h.index: h for h in handles}
+    rng = random.Random(5)
+    ran: list[str] = []
+    record = _recorder(ran)
+    ahead = 0
+
+    def extended(rid: str, g: int, keys: list[int], unit: Any) -> None:
+        nonlocal ahead
+        twin = copy.deepcopy(one)
+        sys.setprofile(record)
+        try:
+            mine = _outcome(one.extend_content, rid, handle_of[g], ContentKeys(keys, unit))
+        finally:
+            sys.setprofile(None)
+        assert mine == _outcome(twin._core._extend_general, rid, g, keys), (rid, g, keys)
+        assert _state(one) == _state(twin), (rid, g, keys)
+        o = core.table.offsets[rid]
+        ahead += any(core.table.field(o, h, SLACK) == 0 for h in range(len(handles)))
+
+    rested = 0
+
+    def stepped(kind: str, rid: str, *counts: list[int]) -> None:
+        nonlocal rested
+        twin = copy.deepcopy(one)
+        before = type(core.extras.get(core.table.offsets[rid]))
+        sys.setprofile(record)
+        try:
+            mine = _outcome(fast, core, kind, rid, *counts)
+        finally:
+            sys.setprofile(None)
+        assert mine == _outcome(general, twin._core, kind, rid, *counts), (kind, rid, counts)
+        assert _state(one) == _state(twin), (kind, rid, counts)
+        after = type(core.extras.get(core.table.offsets[rid]))
+        rested += before is not RestingExtras and after is RestingExtras
+
+    for wave in range(4):  # requests of a few steps each (the toy's max_len is 24 tokens)
+        ids = [f"{wave}a", f"{wave}b", f"{wave}c"]
+        length = {}
+        for rid in ids:
+            parts = {}
+            for h, unit in zip(handles, units.values(), strict=True):
+                content = [1, 2, 3, 1, 2, 3] if unit is EncoderTokens else [1, 2, 3]
+                parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
+            hits = core.admit_with_prefix(rid, [None] * len(handles), parts)
+            core.advance_step(rid, [3 * s - hit for s, hit in zip(scale, hits, strict=True)])
+            length[rid] = 3
+        rejected = dict.fromkeys(ids, 0)
+        while max(length.values()) <= 20:
+            for rid in ids:
+                drafts = rng.randrange(4)
+                accepted = rng.randrange(drafts + 1)
+                stepped(
+                    "respec", rid, [(1 + drafts) * s for s in scale],
+                    [drafts * s for s in scale], [rejected[rid] * s for s in scale],
+                )
+                rejected[rid] = 0
+                if drafts > accepted and rng.random() < 0.5:
+                    stepped("rollback", rid, [(drafts - accepted) * s for s in scale])
+                else:  # rolled back with the next step
+                    rejected[rid] = drafts - accepted
+                length[rid] += 1 + accepted
+                tokens = [rng.randrange(4) for _ in range(1 + accepted)]
+                for unit, g in pairs.items():
+                    keys = (
+                        [k for k in tokens for _ in range(2)] if unit is EncoderTokens else tokens
+                    )
+                    extended(rid, g, keys, unit)
+            check_pools(one)
+        for rid in ids:
+            one.free(rid)
+    assert ran.count("extend_fill") > 10, ran.count("extend_fill")
+    assert ahead > 5, ahead  # hashes ahead of the committed positions: the fields held
+    assert "respec_cross" in ran and rested > 3, (set(ran), rested)
+
+
+@pytest.mark.parametrize("kind", ["advance", "respec"])
+def test_a_step_that_takes_a_cached_block_of_the_key_it_registers_matches_the_general_path(
+    kind: str,
+) -> None:
+    # Two requests of the same content, one after the other, in a pool of two blocks: "a"
+    # registers its first block (key K) and ends, the block free but cached under K; "b" then
+    # fills its own first block by content (K again, ahead of its positions) and takes a step
+    # that commits it and crosses into a second block, which can only be "a"'s: the step
+    # evicts K's cached block and registers K on its own block at once. The generated step
+    # (`cross`, or `respec_cross` for a drafting step) plans a registration beside a cached
+    # block taken only under another key (one map entry written twice otherwise); here it
+    # leaves the step to the core's path. Compared, call and state, with the general path.
+    one = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4, num_blocks=3, max_len=8, max_in_flight=4, reserve=False,
+    )
+    core = one._core
+    prompt = {0: prefix_parts(one, [1, 2, 3])[0]}
+    core.admit_with_prefix("a", [None], prompt)
+    core.advance_step("a", [3])
+    core.extend_content("a", 0, [4])  # fills block 0: its hash ahead of the positions
+    core.advance_step("a", [1])  # commits position 3: block 0 registered under K
+    one.free("a")
+    core.admit_with_prefix("b", [None], prompt)
+    core.advance_step("b", [3])  # the pool's other fresh block
+    core.extend_content("b", 0, [4])  # K again, ahead of b's positions
+    cached = core.pools[0].num_cached_free
+    twin = copy.deepcopy(one)
+    args: tuple[Any, ...] = ("b", [2], [1], [0]) if kind == "respec" else ("b", [2])
+    mine = _outcome(fast, core, kind, *args)
+    assert mine == _outcome(general, twin._core, kind, *args)
+    assert _state(one) == _state(twin)
+    assert cached == 1 and core.pools[0].num_cached_free == 0  # "a"'s block taken, evicted
+    check_pools(one)
 
 
 def _in_phase_toy() -> KVCacheCoordinator:
