@@ -7,9 +7,11 @@ Each trace is a schedule of engine steps replayed, in one process, through
   ``record_prefix_cache_stats`` first for a new one), ``free`` per finished one, as its
   scheduler calls them; one pool for all groups;
 * **kvunits typed**: the `Stepper` of the groups (``admit`` or ``admit_with_prefix``,
-  ``advance`` per scheduled stream, ``allocate_speculative`` and ``rollback`` when
-  drafting, ``extend_content`` for generated tokens), ``coordinator.free``; a pool per group
-  (or one shared pool where the trace says so), caps reserved at admission;
+  ``advance`` per scheduled stream; when drafting, ``advance_speculative`` with nothing to
+  roll back (a drafting step without a slot mapping, as ``advance``; ``allocate_speculative``
+  would build one per position, which vLLM leaves to its model runner) and ``rollback``
+  after verification; ``extend_content`` for generated tokens), ``coordinator.free``; a pool
+  per group (or one shared pool where the trace says so), caps reserved at admission;
 * **kvunits raw**: the untyped core behind it (plain ints), the same calls;
 * **kvunits batch** (streaming traces, the shared prompt's too): every running stream's step
   of an engine step in one call (``Stepper.advance_all``); in the speculative traces, every
@@ -20,8 +22,8 @@ Each trace is a schedule of engine steps replayed, in one process, through
   running stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's
   tokens, one of their audio) in one call (``Stepper.advance_with_content_all``);
 * **kvunits fused** (speculative traces): per stream, that rollback and that step in one call
-  (``Stepper.advance_speculative``), where *typed* makes two (``allocate_speculative``, then
-  ``rollback`` after verification); in *spec generated*, with what the stream's latest step
+  (``Stepper.advance_speculative``), where *typed* makes two (the step, then ``rollback``
+  after verification); in *spec generated*, with what the stream's latest step
   produced (``Stepper.advance_speculative_with_content``), where typed appends it after the
   step (``extend_content`` per sequence);
 * **kvunits content** (the *generated* prefix trace): per running stream, its step and the
@@ -79,7 +81,8 @@ prefill     4 streams at once (64 in all) of text, prompts of 8k / 32k / 128k to
 that are not powers of two, chunked prompts of 500 and 16k tokens, short answers (20 decode
 steps: admissions, first steps and ends weigh), three groups in one pool, a shared prompt on
 three groups, every generated token cached on one group, 2 drafts, drafting at 256 streams
-and in a shared pool, four groups at 256 streams.
+and in a shared pool, four groups at 256 streams; and requests of mixed lengths (each
+prompt and answer drawn: a step's streams at different stages).
 
 ``--memory`` measures each side's allocator memory (tracemalloc, counting only allocations made
 in the allocator's own files: ``vllm/v1/core`` and ``kvunits/runtime``) with 1024 streams of
@@ -171,6 +174,8 @@ class Trace:
         prefix: "none", "prompt" (one prompt shared by every stream, hashed) or "generated"
             (that, and every generated token hashed too).
         spec: draft tokens per decode step (0: none).
+        mixed: each stream's prompt and decode steps drawn (seeded) from 1 .. ``prompt`` and
+            1 .. ``decode``, as a server's requests come: streams at different stages.
     """
 
     row: str
@@ -184,6 +189,7 @@ class Trace:
     shared_pool: bool = False
     prefix: str = "none"
     spec: int = 0
+    mixed: bool = False
 
     @property
     def name(self) -> str:
@@ -226,6 +232,10 @@ def held_out(quick: bool = False) -> list[Trace]:
             total=64 * 136,
         ),
         Trace("held", "4 groups 256 streams", (*three, "audio"), streams=256, total=200_000),
+        # (session 31) Requests as a server gets them: each prompt and answer its own length,
+        # so a step's streams are at different stages (chunked prefill beside decode).
+        Trace("held", "mixed lengths", two, prompt=2000, chunk=512, decode=1000, mixed=True),
+        Trace("held", "mixed short", ("text",), prompt=32, decode=200, total=60_000, mixed=True),
     ]
     if quick:
         traces = [replace(t, total=max(t.streams * 4, t.total // 50)) for t in traces]
@@ -298,15 +308,17 @@ def stream_plan(trace: Trace, rng: random.Random) -> list[Step]:
     """One stream's steps: its prompt in chunks, then decode steps (with ``spec`` drafts each,
     of which a seeded 0 .. spec are accepted, until its length is reached)."""
     out: list[Step] = []
-    left = trace.prompt
+    left, decode = trace.prompt, trace.decode
+    if trace.mixed:
+        left, decode = rng.randint(1, trace.prompt), rng.randint(1, trace.decode)
     while left > 0:
         n = min(trace.chunk, left)
         out.append((n, 0, 0))
         left -= n
     done = 0
-    while done < trace.decode:
+    while done < decode:
         if trace.spec:
-            accepted = min(rng.randrange(trace.spec + 1), trace.decode - done - 1)
+            accepted = min(rng.randrange(trace.spec + 1), decode - done - 1)
             out.append((1 + trace.spec, trace.spec, accepted))
             done += 1 + accepted
         else:
@@ -511,11 +523,14 @@ class KvunitsSide:
         mode = self.mode
         allocate, admit = getattr(stepper, "advance", stepper.allocate), stepper.admit
         admit_prefix = stepper.admit_with_prefix
-        speculative, rollback = stepper.allocate_speculative, stepper.rollback
+        # A drafting step without a slot mapping (as ``advance``; ``allocate_speculative`` would
+        # build one per position, which vLLM leaves to its model runner): the fused call
+        # with nothing to roll back first, the rollback after verification a call of its own.
+        speculative, rollback = stepper.advance_speculative, stepper.rollback
         extend, free = coord.extend_content, coord.free
         c_step = getattr(core, "advance_step", core.allocate_step)
         c_admit, c_admit_prefix, c_free = core.admit, core.admit_with_prefix, core.free
-        c_spec, c_rollback = core.allocate_speculative, core.rollback
+        c_spec, c_rollback = core.advance_speculative, core.rollback
         c_extend = core.extend_content
         batch = stepper.advance_all if mode == "batch" and not trace.spec else None
         # A drafting scheduler's one call per step (fused) or per engine step (batch): the
@@ -669,7 +684,7 @@ class KvunitsSide:
                     for call in calls:
                         if len(call) == 4:
                             rid, num, look, back = call
-                            c_spec(rid, num, look)
+                            c_spec(rid, num, look, raw[0])
                             if back is not None:
                                 c_rollback(rid, back)
                         else:
@@ -678,7 +693,7 @@ class KvunitsSide:
                     for call in calls:
                         if len(call) == 4:
                             rid, num, look, back = call
-                            speculative(rid, *num, lookahead=look)
+                            speculative(rid, *num, lookahead=look, rejected=zeros)
                             if back is not None:
                                 rollback(rid, *back)
                         else:
@@ -1065,7 +1080,7 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
         sides["content"] = KvunitsSide(trace, schedule, "content")
         if _has_content_all():
             sides["batch"] = KvunitsSide(trace, schedule, "batch")
-    if batch and trace.spec and _has_fused():
+    if batch and trace.spec and _has_fused() and not (trace.mixed and trace.prompt > trace.chunk):
         sides["fused"] = KvunitsSide(trace, schedule, "fused")
         sides["batch"] = KvunitsSide(trace, schedule, "batch")
     seen = {k: Seen() for k in sides}
