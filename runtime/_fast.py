@@ -685,21 +685,7 @@ def _extend_fill(core: CoordinatorCore) -> list[str]:
             for g in range(n)
         ),
     ]
-    for g in range(n):
-        if core.caches[g] is None:
-            continue
-        out = [
-            f"s = of[{g}]",
-            "if s >= 0:",
-            "    stream = streams[s]",
-            "    old, more = stream.hashes, hashed.get(stream, ())",
-            "    known = len(old) + len(more)",
-        ]
-        out += _registration(
-            core, g, "    ", rows=f"(r{g} - j{g})", skip="skipped", taken="", known="known",
-            key="old[i] if i < len(old) else more[i - len(old)]", ahead="ahead = True",
-        )
-        lines += ["        " + line for line in out]
+    lines += _streams_registered(core, "j")
     held = ", ".join(
         f"(setitem, hot, o + {g * HOT + SLACK}, 0), (setitem, st, cb + {_cold(ANCHOR, g)}, "
         f"r{g}), (setitem, st, cb + {_cold(EVICT, g)}, 0)"
@@ -2407,6 +2393,31 @@ def _registration(
     return [indent + line for line in out]
 
 
+def _streams_registered(core: CoordinatorCore, tail: str) -> list[str]:
+    """The lines (in ``plan_fill`` and ``extend_fill``) that register, in every group with
+    content, the blocks of its positions ``r{g}`` less its speculative ones (``{tail}{g}``)
+    whose hashes its stream knows, the stream's own and those the call adds (``hashed``):
+    `_registration` per group, ``ahead`` set where hashes stay ahead of the positions."""
+    lines = []
+    for g in range(len(core.names)):
+        if core.caches[g] is None:
+            continue
+        out = [
+            f"s = of[{g}]",
+            "if s >= 0:",
+            "    stream = streams[s]",
+            "    old, more = stream.hashes, hashed.get(stream, ())",
+            "    known = len(old) + len(more)",
+        ]
+        out += _registration(
+            core, g, "    ", rows=f"(r{g} - {tail}{g})", skip="skipped", taken="",
+            known="known", key="old[i] if i < len(old) else more[i - len(old)]",
+            ahead="ahead = True",
+        )
+        lines += ["        " + line for line in out]
+    return lines
+
+
 def _hashing(indent: str) -> list[str]:
     """The lines (in ``plan_fill``, ``respec_fill_cross``, ``respec_content_all``) that plan a
     step's content on ``ops``: ``adds[j]`` appended to the stream ``picked[j]`` (one stream per
@@ -2479,21 +2490,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
         "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
         "        ahead, lists = False, plan.lists",
     ]
-    for g in range(n):
-        if core.caches[g] is None:
-            continue
-        out = [
-            f"s = of[{g}]",
-            "if s >= 0:",
-            "    stream = streams[s]",
-            "    old, more = stream.hashes, hashed.get(stream, ())",
-            "    known = len(old) + len(more)",
-        ]
-        out += _registration(
-            core, g, "    ", rows=f"(r{g} - lk{g})", skip="skipped", taken="", known="known",
-            key="old[i] if i < len(old) else more[i - len(old)]", ahead="ahead = True",
-        )
-        lines += ["        " + line for line in out]
+    lines += _streams_registered(core, "lk")
     # Held as `_hold` holds them (empty steps too): the step that commits them registers;
     # else each group's slack less its count.
     slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))

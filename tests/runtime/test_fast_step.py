@@ -2789,6 +2789,28 @@ def test_a_lean_crossing_changing_the_prefix_cache_interrupted_anywhere_changes_
     assert registers > 0, registers
 
 
+def _extended_alike(
+    one: KVCacheCoordinator,
+    record: Callable[[Any, str, Any], None],
+    rid: str,
+    handle: Any,
+    keys: list[int],
+    unit: Any,
+) -> None:
+    """``one.extend_content`` of ``keys`` (the typed layer: its generated entry; the functions
+    it runs recorded by ``record``) compared, call and state, with the core's general part
+    (`_extend_general`) on a twin."""
+    twin = copy.deepcopy(one)
+    sys.setprofile(record)
+    try:
+        mine = _outcome(one.extend_content, rid, handle, ContentKeys(keys, unit))
+    finally:
+        sys.setprofile(None)
+    g = handle.index
+    assert mine == _outcome(twin._core._extend_general, rid, g, keys), (rid, g, keys)
+    assert _state(one) == _state(twin), (rid, g, keys)
+
+
 @pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
 def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout: str) -> None:
     # A generating scheduler's calls one by one: a step, then the token it sampled (and its
@@ -2811,14 +2833,7 @@ def test_steps_after_extend_content_fills_a_block_match_the_general_path(layout:
     record = _recorder(ran)
 
     def extended(rid: str, g: int, keys: list[int], unit: Any) -> None:
-        twin = copy.deepcopy(one)
-        sys.setprofile(record)
-        try:
-            mine = _outcome(one.extend_content, rid, handle_of[g], ContentKeys(keys, unit))
-        finally:
-            sys.setprofile(None)
-        assert mine == _outcome(twin._core._extend_general, rid, g, keys), (rid, g, keys)
-        assert _state(one) == _state(twin), (rid, g, keys)
+        _extended_alike(one, record, rid, handle_of[g], keys, unit)
 
     def stepped(rid: str, counts: list[int]) -> None:
         twin = copy.deepcopy(one)
@@ -2895,14 +2910,7 @@ def test_content_filling_a_block_behind_a_speculative_tail_matches_the_general_p
 
     def extended(rid: str, g: int, keys: list[int], unit: Any) -> None:
         nonlocal ahead
-        twin = copy.deepcopy(one)
-        sys.setprofile(record)
-        try:
-            mine = _outcome(one.extend_content, rid, handle_of[g], ContentKeys(keys, unit))
-        finally:
-            sys.setprofile(None)
-        assert mine == _outcome(twin._core._extend_general, rid, g, keys), (rid, g, keys)
-        assert _state(one) == _state(twin), (rid, g, keys)
+        _extended_alike(one, record, rid, handle_of[g], keys, unit)
         o = core.table.offsets[rid]
         ahead += any(core.table.field(o, h, SLACK) == 0 for h in range(len(handles)))
 
