@@ -73,6 +73,9 @@ spec        64 streams, 4 draft tokens a step, a seeded acceptance of 0..4 then 
             drafts and the token sampled after them appended as vLLM's
             ``update_from_output`` appends them (*generated*); then text + sliding +
             chunked, audio + text, and text with 8 draft tokens a step
+short       64 streams of short answers: text drafting 3 tokens a step for 5 steps;
+            audio + text sharing one prompt, 20 decode steps; text sharing one
+            prompt, drafting 3 tokens a step for 5 steps
 prefill     4 streams at once (64 in all) of text, prompts of 8k / 32k / 128k tokens
             in 8192-token chunks, then 128 decode steps
 ==========  =====================================================================
@@ -83,6 +86,12 @@ steps: admissions, first steps and ends weigh), three groups in one pool, a shar
 three groups, every generated token cached on one group, 2 drafts, drafting at 256 streams
 and in a shared pool, four groups at 256 streams; and requests of mixed lengths (each
 prompt and answer drawn: a step's streams at different stages).
+
+``--sweep SEED`` runs, instead, 40 random traces drawn from that seed (`sweep`): any groups,
+stream counts, prompt and chunk sizes, answers of 5 to 400 steps, drafting, prefix caching,
+one pool or one per group, mixed lengths; each a row (traces this replay cannot model are
+drawn again). A new seed is a new held-out set: the way session 32 found short requests'
+ends, admissions and first steps after a hit far slower than their decode steps.
 
 ``--memory`` measures each side's allocator memory (tracemalloc, counting only allocations made
 in the allocator's own files: ``vllm/v1/core`` and ``kvunits/runtime``) with 1024 streams of
@@ -96,6 +105,7 @@ then::
     .venv-vllm/bin/python benchmarks/vs_vllm.py             # the whole family, one table
     .venv-vllm/bin/python benchmarks/vs_vllm.py --memory    # memory per block and request
     .venv-vllm/bin/python benchmarks/vs_vllm.py --held-out  # traces outside the family
+    .venv-vllm/bin/python benchmarks/vs_vllm.py --sweep 7   # 40 random traces of seed 7
     .venv/bin/python benchmarks/vs_vllm.py --quick          # no vLLM: kvunits alone, says so
 
 Not imported by the test suite's timed paths (importing vLLM takes ~10 s);
@@ -191,6 +201,31 @@ class Trace:
     spec: int = 0
     mixed: bool = False
 
+    def __post_init__(self) -> None:
+        # What this replay cannot model, refused by name (a sweep of random traces found each):
+        # a prefix hit is taken from the first step, which is the whole prompt only when it
+        # fits a chunk (a hit past the first chunk would shorten a schedule made without it)
+        # and is the shared prompt (not one of a drawn length); one pool for the audio and
+        # another group needs one page size, which kvunits plans with
+        # ``kv_cache_layout = 'shared'``, not this trace's one-layer groups.
+        if self.prefix != "none" and self.prompt > self.chunk:
+            raise ValueError(
+                f"trace {self.name!r}: prefix caching with a prompt of {self.prompt} tokens in "
+                f"chunks of {self.chunk}: the replay takes the hit from the first step only, "
+                "so the prompt must fit one chunk"
+            )
+        if self.prefix != "none" and self.mixed:
+            raise ValueError(
+                f"trace {self.name!r}: prefix caching with prompts of drawn lengths: every "
+                "stream's content is the one shared prompt, whose hit may pass a shorter "
+                "prompt's first step"
+            )
+        if self.shared_pool and "audio" in self.groups and len(self.groups) > 1:
+            raise ValueError(
+                f"trace {self.name!r}: one pool for the audio and other groups needs their "
+                "pages unified (kv_cache_layout = 'shared'), which this replay does not plan"
+            )
+
     @property
     def name(self) -> str:
         return f"{self.row} {self.label}"
@@ -242,6 +277,38 @@ def held_out(quick: bool = False) -> list[Trace]:
     return traces
 
 
+def sweep(seed: int, count: int = 40, quick: bool = False) -> list[Trace]:
+    """``count`` random traces of ``seed``: groups, streams, prompt, chunk, answer length,
+    drafts, prefix caching, pools and mixed lengths drawn independently (a trace this replay
+    cannot model, `Trace.__post_init__`, drawn again), at most 30,000 stream-steps each."""
+    rng = random.Random(seed)
+    traces: list[Trace] = []
+    while len(traces) < count:
+        groups = tuple(rng.sample(GROUP_NAMES, rng.choice((1, 1, 2, 2, 3, 4))))
+        streams = rng.choice((8, 48, 200, 600))
+        try:
+            trace = Trace(
+                "sweep",
+                f"{seed}.{len(traces)}",
+                groups,
+                streams=streams,
+                prompt=rng.choice((1, 17, 100, 700, 3000)),
+                chunk=rng.choice((16, 64, 512, 2048)),
+                decode=rng.choice((5, 50, 400)),
+                total=min(30_000, streams * 200),
+                shared_pool=rng.random() < 0.3,
+                prefix=rng.choice(("none", "none", "prompt", "generated")),
+                spec=rng.choice((0, 0, 1, 3, 6)),
+                mixed=rng.random() < 0.4,
+            )
+        except ValueError:
+            continue
+        traces.append(trace)
+    if quick:
+        traces = [replace(t, total=max(t.streams * 4, t.total // 50)) for t in traces]
+    return traces
+
+
 def family(quick: bool = False) -> list[Trace]:
     """The traces of issue 25's table, in order (``quick``: far fewer stream-steps each)."""
     two = ("audio", "text")
@@ -266,6 +333,12 @@ def family(quick: bool = False) -> list[Trace]:
         Trace("spec", "3 groups", ("text", "sliding", "chunked"), spec=4, chunk=32),
         Trace("spec", "audio + text", two, spec=4, chunk=32),
         Trace("spec", "8 drafts", ("text",), spec=8, chunk=32),
+        # Short answers (session 32's sweep): a request's admission, first step and end weigh
+        # as much as its decode steps; drafting, prefix caching (vLLM's default) and both.
+        Trace("short", "drafting", ("text",), decode=5, spec=3, total=30_000),
+        Trace("short", "prefix", two, decode=20, prefix="prompt", total=60_000),
+        Trace("short", "prefix + drafting", ("text",), decode=5, spec=3, prefix="prompt",
+              total=30_000),
     ]
     # 64 streams in all, 16 waves of 4: a round's kvunits time is some 8 ms, not 2, so that a
     # round's ratio is a measurement (at 16 streams the rounds of one run spread 4-10x).
@@ -1082,7 +1155,10 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
             sides["batch"] = KvunitsSide(trace, schedule, "batch")
     if batch and trace.spec and _has_fused() and not (trace.mixed and trace.prompt > trace.chunk):
         sides["fused"] = KvunitsSide(trace, schedule, "fused")
-        sides["batch"] = KvunitsSide(trace, schedule, "batch")
+        # One call takes one count for every running stream: their steps are alike only when
+        # no stream is still in its prompt's chunks.
+        if trace.prompt <= trace.chunk:
+            sides["batch"] = KvunitsSide(trace, schedule, "batch")
     seen = {k: Seen() for k in sides}
     for k, side in sides.items():
         side.run(seen[k])
@@ -1389,6 +1465,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     parser.add_argument(
         "--held-out", action="store_true", help="the variants outside the family (held_out)"
     )
+    parser.add_argument("--sweep", type=int, default=None, help="random traces of this seed")
     args = parser.parse_args(argv)
 
     v: dict[str, Any] | None = None
@@ -1410,7 +1487,11 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         return []
     print(f"clock: {clock_cost()} ns per timed region (subtracted)")
     rows = []
-    for trace in (held_out if args.held_out else family)(args.quick):
+    if args.sweep is not None:
+        traces = sweep(args.sweep, quick=args.quick)
+    else:
+        traces = (held_out if args.held_out else family)(args.quick)
+    for trace in traces:
         if args.only and not any(o in trace.name for o in args.only):
             continue
         _STEPS[trace.name] = make_schedule(trace).stream_steps

@@ -24,7 +24,7 @@ from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from itertools import repeat
 from math import lcm
 from operator import setitem
-from typing import Any, Final, NamedTuple, TypeVar, overload
+from typing import Any, Final, NamedTuple, TypeVar, cast, overload
 
 from kvunits.contracts import CacheBlocks, PooledBlocks
 from kvunits.contracts.errors import AllocationError, ConcurrentUseError, RequestError
@@ -277,6 +277,11 @@ class CoordinatorCore:
         "_has_rows",
         "_in_flight",
         "_keeps",
+        "_lean_axes",
+        "_lean_order",
+        "_lean_pools",
+        "_lean_shape",
+        "_lean_streams",
         "_limit",
         "_make_fast",
         "_managers",
@@ -358,6 +363,28 @@ class CoordinatorCore:
         self.extras: dict[int, RequestExtras | RestingExtras] = {}
         # The requests' `RequestExtras.stream_of`, one tuple per shape (a few per layout).
         self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+        # `_lean_prefix`'s layout: each sequence's groups, and each pool's.
+        axes: dict[int, list[int]] = {}
+        for g in range(len(managers)):
+            axes.setdefault(self._axis[g], []).append(g)
+        self._lean_axes = tuple(tuple(members) for members in axes.values())
+        self._lean_pools = tuple(
+            tuple(g for g, p in enumerate(self.pools) if p is pool)
+            for pool in {id(p): p for p in self.pools}.values()
+        )
+        # Its streams, as `_extras_of` makes them from content for every group in order:
+        # the first group of each (sequence, granularity) with that key, and each group's
+        # stream.
+        firsts: dict[tuple[int, int], int] = {}
+        for g, cache in enumerate(self.caches):
+            if cache is not None:
+                firsts.setdefault((self._axis[g], cache.rows_per_block), g)
+        self._lean_order = tuple(range(len(managers)))
+        self._lean_streams = tuple((g, key) for key, g in firsts.items())
+        self._lean_shape = tuple(
+            list(firsts).index((self._axis[g], c.rows_per_block)) if c is not None else -1
+            for g, c in enumerate(self.caches)
+        )
         # The lean admission's caps per lengths (`kvunits.runtime._fast`): a few per service,
         # emptied with the last request, as everything else a request leaves.
         self._caps_by_lengths: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -524,59 +551,235 @@ class CoordinatorCore:
                 self._limit[g] if length is None else length
                 for g, length in enumerate(max_len_slots)
             ]
-            pre: Ops = []
-            for pool in self._unique_pools():
-                pool.compact_ops(pre)
-            if pre:
-                commit(ops_of(pre))  # drops stale queue entries only: nothing observable
-            hits, tables = self._lookup(request_id, lengths, prefix)
-            caps = self.ledger.caps(request_id, lengths)
-            if check is not None:
-                check(request_id, lengths)
-            pools: dict[int, PoolPlan] = {}
-            discount = [0] * n
-            for g, found in enumerate(tables):
-                plan = self._plan_of(pools, g)
-                for block in found:
-                    # A hit block another request holds is reserved once, where kept.
-                    if block != NULL_BLOCK and plan.touch(block) and self._keeps[g]:
-                        discount[g] += 1
-            ops: Ops = []
-            self.ledger.take_ops(ops, request_id, caps, discount)
-            content = [0 if part is None else part.rows for part in map(prefix.get, range(n))]
-            o = self._new_request(ops, request_id, lengths, hits, tables, content)
-            streams: dict[tuple[int, int], int] = {}
-            made: list[HashStream] = []
-            stream_of, registered = [-1] * n, [0] * n
-            for g, part in prefix.items():
-                cache = self.caches[g]
-                if part is None or cache is None:
-                    continue
-                key = (self._axis[g], cache.rows_per_block)
-                if key not in streams:
-                    streams[key] = len(made)
-                    made.append(HashStream(*key, part.hashes, part.tail, part.parent))
-                stream_of[g] = streams[key]
-                registered[g] = len(tables[g])
-            shape = tuple(stream_of)
-            shape = self._shapes.setdefault(shape, shape)
-            extra = RequestExtras(tuple(made), shape, registered)
-            kept = extra if extra.pending() else extra.resting(registered)
-            ops.append((setitem, self.extras, o, kept))
-            for g, part in prefix.items():
-                cache = self.caches[g]
-                if part is not None and cache is not None:
-                    ops.append((setattr, cache, "requests", cache.requests + 1))
-                    ops.append((setattr, cache, "queried", cache.queried + part.rows))
-                    ops.append((setattr, cache, "hits", cache.hits + hits[g]))
-            for plan in pools.values():
-                plan.emit(ops)
-            if also:
-                ops.extend(also)
-            commit(ops_of(ops)); del guard.owner[0]; return hits  # noqa: E702 - the commit: one line (_guard)
+            # Its common case planned in passes over the hit blocks (`_lean_prefix`), else the
+            # general plan; on one line: an interrupt after its commit comes after the call.
+            args = (request_id, lengths, prefix, also, check)
+            return self._lean_prefix(*args) or self._general_prefix(*args)
         except BaseException:
             guard.drop(me)
             raise
+
+    def _general_prefix(
+        self,
+        request_id: str,
+        lengths: list[int],
+        prefix: Mapping[int, PrefixPart | None],
+        also: Ops | None,
+        check: Callable[[str, list[int]], None] | None,
+    ) -> list[int]:
+        """`admit_with_prefix` planned in full (the token held, the id and arity checked)."""
+        n = len(self.names)
+        pre: Ops = []
+        for pool in self._unique_pools():
+            pool.compact_ops(pre)
+        if pre:
+            commit(ops_of(pre))  # drops stale queue entries only: nothing observable
+        hits, tables = self._lookup(request_id, lengths, prefix)
+        caps = self.ledger.caps(request_id, lengths)
+        if check is not None:
+            check(request_id, lengths)
+        pools: dict[int, PoolPlan] = {}
+        discount = [0] * n
+        for g, found in enumerate(tables):
+            plan = self._plan_of(pools, g)
+            for block in found:
+                # A hit block another request holds is reserved once, where kept.
+                if block != NULL_BLOCK and plan.touch(block) and self._keeps[g]:
+                    discount[g] += 1
+        ops: Ops = []
+        self.ledger.take_ops(ops, request_id, caps, discount)
+        content = [0 if part is None else part.rows for part in map(prefix.get, range(n))]
+        o = self._new_request(ops, request_id, lengths, hits, tables, content)
+        ops.append((setitem, self.extras, o, self._extras_of(prefix, tables)))
+        for g, part in prefix.items():
+            cache = self.caches[g]
+            if part is not None and cache is not None:
+                ops.append((setattr, cache, "requests", cache.requests + 1))
+                ops.append((setattr, cache, "queried", cache.queried + part.rows))
+                ops.append((setattr, cache, "hits", cache.hits + hits[g]))
+        for plan in pools.values():
+            plan.emit(ops)
+        if also:
+            ops.extend(also)
+        commit(ops_of(ops)); del self.guard.owner[0]; return hits  # noqa: E702 - the commit: one line (_guard)
+
+    def _extras_of(
+        self, prefix: Mapping[int, PrefixPart | None], tables: Sequence[Sequence[int]]
+    ) -> RequestExtras | RestingExtras:
+        """What a request admitted with ``prefix`` keeps (its hit ``tables`` registered): one
+        `HashStream` per sequence and granularity, resting where nothing is left to
+        register."""
+        n = len(self.names)
+        streams: dict[tuple[int, int], int] = {}
+        made: list[HashStream] = []
+        stream_of, registered = [-1] * n, [0] * n
+        for g, part in prefix.items():
+            cache = self.caches[g]
+            if part is None or cache is None:
+                continue
+            key = (self._axis[g], cache.rows_per_block)
+            if key not in streams:
+                streams[key] = len(made)
+                made.append(HashStream(*key, part.hashes, part.tail, part.parent))
+            stream_of[g] = streams[key]
+            registered[g] = len(tables[g])
+        shape = tuple(stream_of)
+        shape = self._shapes.setdefault(shape, shape)
+        extra = RequestExtras(tuple(made), shape, registered)
+        return extra if extra.pending() else extra.resting(registered)
+
+    def _lean_prefix(
+        self,
+        request_id: str,
+        lengths: list[int],
+        prefix: Mapping[int, PrefixPart | None],
+        also: Ops | None,
+        check: Callable[[str, list[int]], None] | None,
+    ) -> list[int] | None:
+        """`admit_with_prefix` (the token held, the id and arity checked) of a request giving
+        content to every group, each cacheable, in group order: its hit looked up as
+        `_lookup` does, the hit blocks touched per pool in passes over them (as
+        `PoolPlan.touch` touches each: another table's one reference more, a free cached one
+        taken back out of the queue), its fields, segments and extras written as
+        `_new_request` and `_extras_of` write them, in one commit; the hits.
+
+        None, having changed nothing, where the general path decides: a group without
+        content or cache, content longer than a group's length or of two lengths on one
+        sequence, a pool whose queue is due a compaction (`BlockPool.compact_ops`) or whose
+        taken entries or ids the plan's emit would drop (`PoolPlan.emit`), a hit holding a
+        block twice. Raises as the general path does (caps, the check, the reservation)."""
+        n = len(self.names)
+        if tuple(prefix) != self._lean_order or None in self.caches:
+            return None
+        given = tuple(prefix.values())
+        if None in given:
+            return None
+        caches = cast(tuple[GroupCache, ...], self.caches)
+        parts = cast(tuple[PrefixPart, ...], given)
+        hits: list[int] = [0] * n
+        tables: list[Sequence[int]] = [()] * n
+        for members in self._lean_axes:
+            rows = parts[members[0]].rows
+            for g in members:
+                if parts[g].rows != rows or rows > lengths[g] * self._pool[g]:
+                    return None
+            hit, held = longest_common_hit(
+                [caches[g] for g in members],
+                [parts[g].hashes for g in members],
+                max(rows - 1, 0),  # the last position is always computed (its output)
+            )
+            for g, table in zip(members, held, strict=True):
+                hits[g], tables[g] = hit, table
+        key = tuple(lengths)
+        caps = self._caps_by_lengths.get(key)
+        if caps is None:
+            caps = tuple(self.ledger.caps(request_id, lengths))  # raises as the general path
+            if len(self._caps_by_lengths) < 256:
+                self._caps_by_lengths[key] = caps
+        if check is not None:
+            check(request_id, lengths)
+        ops: Ops = []
+        discount = [0] * n
+        lives: list[Sequence[int]] = list(tables)  # the hit blocks (evicted ones dropped)
+        for groups in self._lean_pools:
+            pool = self.pools[groups[0]]
+            if pool.compaction_due():
+                return None
+            shared, free, stale = pool._shared, pool._cached_free, pool._stale
+            taken: list[int] = []
+            for g in groups:
+                found: Sequence[int] = tables[g]
+                if not found:
+                    continue
+                if found[0] == NULL_BLOCK:  # a window's evicted entries lead
+                    found = lives[g] = [b for b in found if b != NULL_BLOCK]
+                back = free.intersection(found)  # free and cached: taken back out
+                if not found or len(set(found)) != len(found):
+                    return None
+                if back:
+                    taken += [b for b in found if b in back]
+                    found = [b for b in found if b not in back]
+                if self._keeps[g]:
+                    discount[g] = len(found)
+                ops += [(setitem, shared, b, shared.get(b, 1) + 1) for b in found]
+            used, head = pool._used + len(taken), pool._head
+            if head and (head >= len(pool._queue) or 2 * head >= len(pool._queue) or not used):
+                return None  # the plan's emit drops the taken entries: the general path
+            if not used and len(pool._iota):
+                return None
+            if taken:
+                ops += [(setitem, stale, b, stale.get(b, 0) + 1) for b in taken]
+                ops.append((setattr, pool, "_num_stale", pool._num_stale + len(taken)))
+                ops.append((setattr, pool, "_used", used))
+                ops.append((free.difference_update, taken))
+        self.ledger.take_ops(ops, request_id, caps, discount)
+        o = self._lean_fields(ops, request_id, lengths, hits, tables, lives, parts)
+        ops.append((setitem, self.extras, o, self._lean_extras(parts, tables)))
+        for cache, part, hit in zip(caches, parts, hits, strict=True):
+            ops.append((setattr, cache, "requests", cache.requests + 1))
+            ops.append((setattr, cache, "queried", cache.queried + part.rows))
+            ops.append((setattr, cache, "hits", cache.hits + hit))
+        if also:
+            ops.extend(also)
+        commit(ops_of(ops)); del self.guard.owner[0]; return hits  # noqa: E702 - the commit: one line (_guard)
+
+    def _lean_fields(
+        self,
+        ops: Ops,
+        request_id: str,
+        lengths: Sequence[int],
+        hits: Sequence[int],
+        tables: Sequence[Sequence[int]],
+        lives: Sequence[Sequence[int]],
+        parts: Sequence[PrefixPart],
+    ) -> int:
+        """`_new_request` of `_lean_prefix`'s request (``tables``: its hit tables; ``lives``:
+        their blocks, the evicted entries dropped): its fields written at once, each hit a
+        segment at its slab's end with room for its content's entries; its offset."""
+        table = self.table
+        cold: list[int] = []
+        for g, live in enumerate(lives):
+            if not live:
+                cold += (hits[g], 0, 0, 0, 0, 0, 0, lengths[g])
+                continue
+            # (as `_new_request` places it: a first placement of ``len(live)`` entries)
+            skipped = len(tables[g]) - len(live)
+            slots = min(-(-parts[g].rows // self._pool[g]), lengths[g])
+            room = max(self._managers[g].table_length(slots) - skipped, len(live))
+            slab = table.slabs[g]
+            cold += (hits[g], 0, 0, skipped, len(slab), len(live), room, lengths[g])
+            ops.append((slab.extend, array("i", live) + array("i", bytes(4 * (room - len(live))))))
+        fields = array(table.st.typecode, cold)
+        if table.spare:
+            o = table.spare[-1]
+            c = table.cold(o)
+            ops.append((table.spare.pop,))
+            ops.append((setitem, table.hot, slice(o, o + table.hot_width), [0] * table.hot_width))
+            ops.append((setitem, table.st, slice(c, c + table.cold_width), fields))
+        else:
+            o = len(table.hot)
+            ops.append((table.hot.extend, [0] * table.hot_width))
+            ops.append((table.st.extend, fields))
+        ops.append((setitem, table.offsets, request_id, o))
+        return o
+
+    def _lean_extras(
+        self, parts: Sequence[PrefixPart], tables: Sequence[Sequence[int]]
+    ) -> RequestExtras | RestingExtras:
+        """`_extras_of` of `_lean_prefix`'s request (every group given content, in order)."""
+        shape = self._shapes.setdefault(self._lean_shape, self._lean_shape)
+        registered = [len(t) for t in tables]
+        streams = [parts[g] for g, _ in self._lean_streams]
+        for s, r in zip(shape, registered, strict=True):
+            if len(streams[s].hashes) > r:  # pending: as `RequestExtras.pending`
+                made = []
+                for (_, key), part in zip(self._lean_streams, streams, strict=True):
+                    made.append(HashStream(*key, part.hashes, part.tail, part.parent))
+                return RequestExtras(tuple(made), shape, registered)
+        flat: list[Any] = [shape, *registered]
+        for part in streams:
+            flat += (part.hashes, tuple(part.tail), part.parent)
+        return RestingExtras(flat)
 
     def _lookup(
         self,
@@ -2447,9 +2650,13 @@ class CoordinatorCore:
             ConcurrentUseError: another call is in progress (nothing changes).
         """
         # Its common case (nothing more to commit, no policy's bookkeeping here) stores on
-        # one line (the generated ``free``); False where this decides.
-        if also is None and self.fast.free(request_id, {}, {}, {}):
-            return
+        # one line (the generated ``free``); False where `_general_free` decides. (No line
+        # of its own after it: an interrupt there would come after the end.)
+        if also is not None or not self.fast.free(request_id, {}, {}, {}):
+            self._general_free(request_id, also)
+
+    def _general_free(self, request_id: str, also: Ops | None) -> None:
+        """`free`, planned in full (any request, ``also`` committed with it)."""
         me: list[object] = []
         guard = self.guard
         try:

@@ -891,23 +891,27 @@ def _admit(core: CoordinatorCore) -> list[str]:
 
 def _free(core: CoordinatorCore) -> list[str]:
     """The source of ``free(request_id, *policy) -> bool``: `CoordinatorCore.free` of a request
-    that holds only its own blocks (no content, no speculative tail; its pools with no shared
-    or cached block; in none of the three dicts ``policy``, the bookkeeping its end pops:
-    `PolicyState.freed_ops`). Not the last request: its blocks to the back of their pools'
-    queues (a pool's taken entries dropped as `PoolPlan.emit` drops them), its reservation
-    given back, its offset spare, its segments garbage, as stores on one line; with a slab
-    it leaves `due` compacted, in one commit (a pool left with no block held goes to the
-    general path). The last: the
-    table, the pools and the policy's dicts emptied (`RequestTable.release_ops`,
-    `PoolPlan.emit`'s pool as built: every pool left with no block held and ids handed out),
-    in one commit. Anything else returns False before anything changed (the token free): the
-    caller takes the general path."""
+    in none of the three dicts ``policy``, the bookkeeping its end pops
+    (`PolicyState.freed_ops`). Not the last request: its blocks to the back of their pools'
+    queues (a pool's taken entries dropped as `PoolPlan.emit` drops them; tail first where it
+    cached content, as `CoordinatorCore._release_plan` frees them), its reservation given
+    back, its offset spare, its segments garbage, as stores on one line; in a pool with
+    shared or cached blocks, those another table holds one reference less and the cached
+    ones free with their content (`BlockPool.ended`, in C), the ledger's shares counted as
+    `CoordinatorCore._unshared` counts them, its content and speculative tail forgotten: the
+    few operations no store makes, committed at the end of that line; with a slab it leaves
+    `due` compacted, in one commit (a pool left with no block held goes to the general
+    path). The last: the table, the pools and the policy's dicts emptied
+    (`RequestTable.release_ops`, `PoolPlan.emit`'s pool as built: every pool left with no
+    block held and ids handed out, none shared or cached), in one commit. Anything else
+    returns False before anything changed (the token free): the caller takes the general
+    path."""
     n = len(core.names)
     ledger = core.ledger
     hw, cw = core.table.hot_width, core.table.cold_width
     no = "del owner[0]; return False"
     pool_of, first_of = _pools(core)
-    kept = ", ".join(f"pool{i}._{x}" for i in range(len(first_of)) for x in ("shared", "cached"))
+    kept = " or ".join(f"pool{i}._{x}" for i in range(len(first_of)) for x in ("shared", "cached"))
     lines = [
         "    table_spare, table_hot = core.table.spare, core.table.hot",
         *(
@@ -915,8 +919,8 @@ def _free(core: CoordinatorCore) -> list[str]:
             for i, g in enumerate(first_of)
         ),
         # The end of the last request, less the reservation and the policy's dicts: what
-        # `_release_plan`, `release_ops` and `PoolPlan._emit_built` add (no content, no
-        # speculation, nothing cached or shared).
+        # `_release_plan`, `release_ops` and `PoolPlan._emit_built` add (nothing cached or
+        # shared).
         "    emptied = [(extras.clear,), (specs.clear,), (offsets.clear,),",
         "               (table_hot.__delitem__, slice(None)), (st.__delitem__, slice(None)),",
         "               (table_spare.__delitem__, slice(None))]",
@@ -936,10 +940,8 @@ def _free(core: CoordinatorCore) -> list[str]:
         "            if claim(0, me) is not me:",
         '                contend(me, concurrent, "free")',
         "            o = get(request_id) if type(request_id) is str else None",
-        "            if (o is None or extras and o in extras or specs and o in specs",
-        "                    or request_id in arrival or request_id in priority"
-        " or request_id in waiting",
-        f"                    or {kept.replace(', ', ' or ')}):",
+        "            if (o is None or request_id in arrival or request_id in priority"
+        " or request_id in waiting):",
         f"                {no}",
         f"            c = o // {hw} * {cw}",
         *(f"            n{g} = st[c + {_cold(LENGTH, g)}]" for g in range(n)),
@@ -951,7 +953,12 @@ def _free(core: CoordinatorCore) -> list[str]:
             *(f"            r{g} = reserved[{g}] - caps[{g}]" for g in range(n)),
         ]
     given = [(g, f"r{g}") for g in range(n)] if ledger._reserve else []
-    lines += ["            if len(offsets) == 1:"]
+    # The last request: its pools as built (`PoolPlan.emit`), unless they keep cached blocks.
+    lines += [
+        "            if len(offsets) == 1:",
+        f"                if {kept}:",
+        f"                    {no}",
+    ]
     for i in range(len(first_of)):
         held = " + ".join(f"n{g}" for g in range(n) if pool_of[id(core.pools[g])] == i)
         lines += [
@@ -963,6 +970,13 @@ def _free(core: CoordinatorCore) -> list[str]:
         + "".join(f", (setitem, reserved, {g}, {r})" for g, r in given)
         + "]",
         "                commit(ops_of(ops)); del owner[0]; return True  # the commit",
+        # What no store makes (`_release_plan`): its content and speculative tail forgotten;
+        # its blocks freed tail first where it cached content.
+        "            x = extras_get(o) if extras else None",
+        "            more = [] if x is None else [(extras.pop, o)]",
+        "            if specs and o in specs:",
+        "                more.append((specs.pop, o))",
+        "            rev = x is not None and x.has_streams()",
     ]
     stores, ops = [], []
     for g in range(n):
@@ -977,11 +991,32 @@ def _free(core: CoordinatorCore) -> list[str]:
     )
     for i in range(len(first_of)):
         groups = [g for g in range(n) if pool_of[id(core.pools[g])] == i]
-        live = " + ".join(f"slabs[{g}][s{g}:s{g} + n{g}]" for g in groups)
-        held = " - ".join(f"n{g}" for g in groups)
+        lives = [f"slabs[{g}][s{g}:s{g} + n{g}]" for g in groups]
+        if len(groups) == 1:
+            lines += [f"            back{i} = {lives[0]}", f"            if rev: back{i}.reverse()"]
+        else:
+            lines += [
+                f"            back{i} = ({' + '.join(f'{x}[::-1]' for x in lives)}) if rev "
+                f"else {' + '.join(lives)}"
+            ]
+        # The ledger's shares its blocks leave (`CoordinatorCore._unshared`), then the pool's
+        # end of them where it shares or caches blocks (`BlockPool.ended`).
+        for g, live in zip(groups, lives, strict=True):
+            if core._keeps[g]:
+                lines += [
+                    f"            if ledger_shared[{g}] and pool{i}._shared:",
+                    f"                u = len(pool{i}._shared.keys() & {live})",
+                    "                if u:",
+                    f"                    more.append((setitem, ledger_shared, {g}, "
+                    f"ledger_shared[{g}] - u))",
+                ]
         lines += [
-            f"            back{i} = {live}",
-            f"            used{i}, head{i}, at{i} = pool{i}._used - {held}, pool{i}._head, "
+            f"            if pool{i}._shared or pool{i}._cached:",
+            f"                got = pool{i}.ended(back{i})",
+            "                if got is None:",
+            f"                    {no}",
+            f"                back{i} = got[0]; more += got[1]",
+            f"            used{i}, head{i}, at{i} = pool{i}._used - len(back{i}), pool{i}._head, "
             f"len(queue{i})",
             f"            if not used{i}:",  # every block free: `PoolPlan.emit` drops more
             f"                {no}",
@@ -1005,6 +1040,7 @@ def _free(core: CoordinatorCore) -> list[str]:
     stores += ["del offsets[request_id]", "table_spare[at:] = (o,)"]
     ops += [f"(setitem, reserved, {g}, {r})" for g, r in given]
     ops += ["(offsets.pop, request_id)", "(table_spare.append, o)"]
+    stored = "            " + "; ".join(stores)
     lines += [
         # A slab the end leaves due is compacted with it, as `CoordinatorCore.free` does:
         # after the end's garbage counts, before the rest (which no compaction reads).
@@ -1015,10 +1051,15 @@ def _free(core: CoordinatorCore) -> list[str]:
         f"                ops = [{', '.join(ops[:n])}]",
         "                compact_ops(ops, (), plan, o)",
         f"                ops += [{', '.join(ops[n:])}]",
+        "                ops += more",
         "                commit(ops_of(ops)); del owner[0]; return True  # the commit",
         "            at = len(table_spare)",
-        # Stores and deletions only (no call): nothing interrupts them halfway.
-        "            " + "; ".join(stores) + "; del owner[0]; return True  # the commit",
+        # Stores and deletions only (no call), then what they leave: nothing interrupts them
+        # halfway (`kvunits.runtime._guard`).
+        "            if more:",
+        "                it = ops_of(more)",
+        "    " + stored + "; commit(it); del owner[0]; return True  # the commit",
+        stored + "; del owner[0]; return True  # the commit",
         "        except BaseException:",
         "            drop(me)",
         "            raise",
@@ -1330,6 +1371,11 @@ def _crossing(
                     ),
                     "            kept = [] if type(held) is int else "
                     f"[b for b in held if b != t{g}]",
+                    *(
+                        [f"            ex{g}, em{g}, ekept{g} = len(xo), cache_map, kept"]
+                        if cached
+                        else []
+                    ),
                     f"            xo += [(ca{i}.pop, t{g}), "
                     f"(pools[{g}]._cached_free.discard, t{g}), "
                     "(setitem, cache_map, key, filed(kept)) if kept else (cache_map.pop, key)]",
@@ -1426,15 +1472,25 @@ def _crossing(
                 f"                {fail}",
                 f"            rb = t{g} if want and at == length - 1 else "
                 f"sb{g}[start + at] if m{g} is None else m{g}[at]",
-                f"            if rb in ca{i}:",
+                # (the block this step takes is registered anew: the key it held, if any,
+                # evicted above, unless it is the same key)
+                f"            if rb in ca{i} and rb != t{g}:",
                 f"                {fail}",
                 "            rk = hashes[r]",
-                f"            if rk == ek{g}:  # (its one map's entry planned twice: the ops path)",
-                f"                {fail}",
-                f"            held = cache_maps[{g}].get(rk)",
-                f"            xo += [(setitem, ca{i}, rb, rk), (setitem, cache_maps[{g}], rk, "
+                f"            if rk != ek{g}:",
+                f"                held = cache_maps[{g}].get(rk)",
+                f"                xo += [(setitem, ca{i}, rb, rk), (setitem, cache_maps[{g}], rk, "
                 "rb if held is None else [*holders(held), rb]), "
                 f"(setitem, pend.registered, {g}, r + 1)]",
+                # The key of the cached block the step took (a prompt like one that ended):
+                # its entry written once, less that block and with this one at its end, as
+                # the ops path plans it (the eviction's write replaced; the pool is the
+                # group's own, its one map this group's).
+                "            else:",
+                f"                xo[ex{g} + 2] = (setitem, em{g}, rk, [*ekept{g}, rb] if ekept{g} "
+                "else rb)",
+                f"                xo += [(setitem, ca{i}, rb, rk), (setitem, pend.registered, {g}, "
+                "r + 1)]",
             ]
         if mapped:
             out += [

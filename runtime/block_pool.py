@@ -233,6 +233,40 @@ class BlockPool:
         shared = self._shared
         return sum(1 for b in blocks if b in shared) if shared else 0
 
+    def ended(self, blocks: array[int]) -> tuple[array[int], Ops] | None:
+        """The end of one table holding ``blocks`` (each once, in the order they go back), as
+        `PoolPlan.release` and `PoolPlan.emit` make it on a fresh plan, in a few passes in C:
+        the blocks that go back to the queue (those another table also holds stay, one
+        reference less), and the operations that lower those counts and keep the cached
+        ones' content in the queue. The caller stores the rest (the queue, ``_used``).
+
+        Returns None, having changed nothing, for blocks that plan would refuse or take one
+        at a time (a block twice, the null block, one never handed out or free)."""
+        given = set(blocks)
+        if not given:
+            return blocks, []
+        if (
+            len(given) != len(blocks)
+            or min(given) <= NULL_BLOCK
+            or max(given) >= self._fresh
+            or not self._cached_free.isdisjoint(given)
+        ):
+            return None
+        ops: Ops = []
+        shared = self._shared
+        both = shared.keys() & given if shared else None
+        if both:
+            ops += [
+                (setitem, shared, b, shared[b] - 1) if shared[b] > 2 else (shared.pop, b)
+                for b in both
+            ]
+            blocks = array("i", filterfalse(both.__contains__, blocks))
+            given -= both
+        cached = self._cached.keys() & given if self._cached else None
+        if cached:
+            ops.append((self._cached_free.update, cached))
+        return blocks, ops
+
     def held_blocks(self) -> list[int]:
         """Every held block, in id order (for inspection: it scans the queue)."""
         free = set(self.free_queue())
@@ -360,11 +394,16 @@ class BlockPool:
         plan.emit(ops)
         commit(ops_of(ops))
 
+    def compaction_due(self) -> bool:
+        """Whether the queue's stale entries are half of it (and `_COMPACT_AFTER` at least):
+        `compact_ops` drops them."""
+        live = len(self._queue) - self._head
+        return self._num_stale >= _COMPACT_AFTER and 2 * self._num_stale >= live
+
     def compact_ops(self, ops: Ops) -> None:
         """Add to ``ops`` what drops the queue's stale entries, once they are half of it (order
         kept): no observable change, so a call may commit it on its own before planning."""
-        live = len(self._queue) - self._head
-        if self._num_stale < _COMPACT_AFTER or 2 * self._num_stale < live:
+        if not self.compaction_due():
             return
         stale, kept = dict(self._stale), array("i")
         for block in self._queue[self._head :]:

@@ -2970,39 +2970,87 @@ def test_content_filling_a_block_behind_a_speculative_tail_matches_the_general_p
     assert "respec_cross" in ran and rested > 3, (set(ran), rested)
 
 
+@pytest.mark.parametrize("holders", [1, 2])
 @pytest.mark.parametrize("kind", ["advance", "respec"])
 def test_a_step_that_takes_a_cached_block_of_the_key_it_registers_matches_the_general_path(
-    kind: str,
+    kind: str, holders: int
 ) -> None:
-    # Two requests of the same content, one after the other, in a pool of two blocks: "a"
-    # registers its first block (key K) and ends, the block free but cached under K; "b" then
-    # fills its own first block by content (K again, ahead of its positions) and takes a step
-    # that commits it and crosses into a second block, which can only be "a"'s: the step
-    # evicts K's cached block and registers K on its own block at once. The generated step
-    # (`cross`, or `respec_cross` for a drafting step) plans a registration beside a cached
-    # block taken only under another key (one map entry written twice otherwise); here it
-    # leaves the step to the core's path. Compared, call and state, with the general path.
+    # Requests of one content, in a pool of ``holders`` + 1 blocks: "a" (and "a2" beside it,
+    # with two holders) registers its first block under key K and ends, the block free but
+    # cached under K (K's map entry: that block, or a list of both); "b" then fills its own
+    # first block by content (K again, ahead of its positions) and takes a step that commits
+    # it and crosses into a second block, which can only be a cached one of K: the step
+    # evicts it from K's entry and registers K on its own block at once (as a prompt like one
+    # that ended does at its first step after the hit). The generated step (`cross`, or
+    # `respec_cross` for a drafting step) writes K's entry once, as the core's plan does
+    # (less the block taken, this one at its end). Compared, call and state, with the
+    # general path; the generated step alone ran.
+    one = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4, num_blocks=2 + holders, max_len=8, max_in_flight=4, reserve=False,
+    )
+    core = one._core
+    prompt = {0: prefix_parts(one, [1, 2, 3])[0]}
+    first = ["a", "a2"][:holders]
+    for rid in first:
+        core.admit_with_prefix(rid, [None], prompt)
+        core.advance_step(rid, [3])
+        core.extend_content(rid, 0, [4])  # fills block 0: its hash ahead of the positions
+    for rid in first:
+        core.advance_step(rid, [1])  # commits position 3: block 0 registered under K
+    for rid in first:
+        one.free(rid)
+    core.admit_with_prefix("b", [None], prompt)
+    core.advance_step("b", [3])  # the pool's last fresh block
+    core.extend_content("b", 0, [4])  # K again, ahead of b's positions
+    cached = core.pools[0].num_cached_free
+    twin = copy.deepcopy(one)
+    args: tuple[Any, ...] = ("b", [2], [1], [0]) if kind == "respec" else ("b", [2])
+    ran: list[str] = []
+    sys.setprofile(_recorder(ran))
+    try:
+        mine = _outcome(fast, core, kind, *args)
+    finally:
+        sys.setprofile(None)
+    assert mine == _outcome(general, twin._core, kind, *args)
+    assert _state(one) == _state(twin)
+    mine_map, twin_map = (c._core.caches[0] for c in (one, twin))
+    assert mine_map is not None and twin_map is not None
+    assert list(mine_map.blocks.items()) == list(twin_map.blocks.items())  # K's place too
+    assert not {"cross_ops", "respec_ops", "_plan_step"} & set(ran), ran
+    assert cached == holders and core.pools[0].num_cached_free == holders - 1
+    check_pools(one)
+
+
+def test_a_first_step_after_a_hit_registers_the_cached_block_it_takes_as_the_general_path(
+) -> None:
+    # A prompt of two blocks like one that ended (its blocks free but cached, under K0 and
+    # K1, the tail first in the queue): the hit adopts K0's block, and the first step, which
+    # computes the second block, takes the queue's head, K1's own block, and registers K1 on
+    # it again (vLLM's allocation then caching of the same prompt). The generated step
+    # plans it (no fresh block is left), compared, call and state, with the general path.
     one = coordinator(
         {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
         block_size=4, num_blocks=3, max_len=8, max_in_flight=4, reserve=False,
     )
     core = one._core
-    prompt = {0: prefix_parts(one, [1, 2, 3])[0]}
+    prompt = {0: prefix_parts(one, [1, 2, 3, 4, 5, 6, 7, 8])[0]}
     core.admit_with_prefix("a", [None], prompt)
-    core.advance_step("a", [3])
-    core.extend_content("a", 0, [4])  # fills block 0: its hash ahead of the positions
-    core.advance_step("a", [1])  # commits position 3: block 0 registered under K
+    core.advance_step("a", [4])
+    core.advance_step("a", [4])  # both blocks registered
     one.free("a")
-    core.admit_with_prefix("b", [None], prompt)
-    core.advance_step("b", [3])  # the pool's other fresh block
-    core.extend_content("b", 0, [4])  # K again, ahead of b's positions
-    cached = core.pools[0].num_cached_free
+    assert core.admit_with_prefix("c", [None], prompt) == [4]
     twin = copy.deepcopy(one)
-    args: tuple[Any, ...] = ("b", [2], [1], [0]) if kind == "respec" else ("b", [2])
-    mine = _outcome(fast, core, kind, *args)
-    assert mine == _outcome(general, twin._core, kind, *args)
+    ran: list[str] = []
+    sys.setprofile(_recorder(ran))
+    try:
+        mine = _outcome(fast, core, "advance", "c", [4])
+    finally:
+        sys.setprofile(None)
+    assert mine == _outcome(general, twin._core, "advance", "c", [4])
     assert _state(one) == _state(twin)
-    assert cached == 1 and core.pools[0].num_cached_free == 0  # "a"'s block taken, evicted
+    assert not {"cross_ops", "_plan_step"} & set(ran), ran
+    assert core.pools[0].num_cached_free == 0 and len(core.pools[0]._cached) == 2
     check_pools(one)
 
 

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import random
 from typing import Any
+from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,13 +29,17 @@ from kvunits.contracts import (
     FullAttentionLayer,
     KVHeads,
     PooledBlocks,
+    SlidingWindowLayer,
     Tokens,
+    Window,
 )
-from kvunits.runtime import AdmissionPolicy, KVCacheCoordinator
+from kvunits.runtime import AdmissionPolicy, ContentKeys, KVCacheCoordinator
+from kvunits.runtime._core import CoordinatorCore
+from kvunits.runtime._table import SKIPPED
 
 from ..examples import every, examples
-from .support import check_pools, coordinator, unique_pools
-from .test_fast_step import _voxtral_toy
+from .support import check_pools, coordinator, snapshot, unique_pools
+from .test_fast_step import _generating, _sequences, _voxtral_toy
 from .test_interrupts import Interrupt
 from .test_stateful import drawn_coordinators
 
@@ -267,3 +274,267 @@ def test_a_pooled_layout_admits_and_ends_leanly() -> None:
             _general_free(plain, gone)
             assert _raw(lean) == _raw(plain), gone
     check_pools(lean)
+
+
+def _exact(coord: KVCacheCoordinator) -> tuple[Any, ...]:
+    """What an admission with content changes, exactly: `_raw` and `snapshot`, and in their
+    order the pools' shared and stale counts and cache entries, the cache maps, and each
+    request's extras as stored (active or resting, its streams)."""
+    core = coord._core
+    pools = tuple(
+        (list(p._shared.items()), list(p._stale.items()), list(p._cached.items()))
+        for p in unique_pools(coord)
+    )
+    maps = tuple(None if c is None else list(c.blocks.items()) for c in core.caches)
+    extras: list[tuple[Any, ...]] = []
+    for o, x in core.extras.items():
+        if isinstance(x, tuple):
+            extras.append((o, "resting", tuple(x)))
+        else:
+            streams = tuple(
+                (s.axis, s.rows_per_block, tuple(s.hashes), s.tail.tolist(), s.parent)
+                for s in x.streams
+            )
+            extras.append((o, "active", streams, x.stream_of, list(x.registered)))
+    return _raw(coord), snapshot(coord), pools, maps, extras
+
+
+def _admitted_alike(
+    one: KVCacheCoordinator,
+    rid: str,
+    lengths: list[Any],
+    parts: dict[int, Any],
+    seen: dict[str, int],
+    interrupt: bool = False,
+) -> Any:
+    """``admit_with_prefix`` on ``one`` (its lean plan where it takes it: `_lean_prefix`)
+    compared, outcome and exact state (`_exact`), with the general path on a twin. With
+    ``interrupt``, first interrupted at each of its events, each leaving ``one`` as it was."""
+    core = one._core
+    twin = copy.deepcopy(one)
+    lean = CoordinatorCore._lean_prefix
+    took: list[bool] = []
+
+    def recorded(*args: Any) -> Any:
+        got = lean(*args)
+        took.append(got is not None)
+        return got
+
+    free_before = {b for p in unique_pools(one) for b in p._cached_free}
+    call = functools.partial(_outcome, core.admit_with_prefix, rid, lengths, parts)
+    before, at = _exact(one), 1
+    with mock.patch.object(CoordinatorCore, "_lean_prefix", recorded):
+        while interrupt:
+            try:
+                mine = Interrupt(at).run(call)
+            except KeyboardInterrupt:
+                assert _exact(one) == before, (rid, at)
+                at += every()
+                continue
+            break
+        else:
+            mine = call()
+    with mock.patch.object(CoordinatorCore, "_lean_prefix", lambda *args: None):
+        theirs = _outcome(twin._core.admit_with_prefix, rid, lengths, parts)
+    assert mine == theirs, rid
+    assert _exact(one) == _exact(twin), rid
+    seen["admitted"] += 1
+    if took and took[-1]:  # (the call that ran to its end)
+        seen["lean_admitted"] += 1
+        o = core.table.offsets[rid]
+        held = {b for g in range(len(core.names)) for b in core.table.live(o, g)}
+        seen["hit"] += isinstance(mine, list) and any(mine)
+        seen["taken_back"] += bool(held & free_before)
+        seen["skipped"] += any(core.table.field(o, g, SKIPPED) for g in range(len(core.names)))
+    return mine
+
+
+def _ends_compared(layout: str, seed: int, interrupt: bool) -> dict[str, int]:
+    """Requests of a few prompts sharing their first blocks (prefix hits), each appending the
+    tokens it samples as content (blocks registered, then cached once freed), some drafting
+    (a speculative tail left), ending at random moments while the pools cycle through the
+    cache; each admission (`_admitted_alike`) and each end by the generated ``free``
+    compared with the general path on a twin: the same outcome and raw state (ids and
+    orders). With ``interrupt``, each admission and each end is first interrupted at each of
+    its events, each leaving everything as it was. Returns how many ends the lean path took,
+    and of them how many found a shared block, a cached one, content, a speculative tail;
+    and how many admissions it took, with a hit, with a block taken back from the queue,
+    with evicted entries leading a table."""
+    one = _generating(layout)
+    core = one._core
+    units, handles, scale, pairs = _sequences(one)
+    stepper = one.stepper(*handles)
+    rng = random.Random(seed)
+    prompts = [[1, 2, 3, 4, 5], [1, 2, 3, 4, 6, 7, 8, 9], [2, 2, 2]]
+    fast = core.fast
+    lean = [False]
+
+    def counted(*args: Any) -> bool:
+        lean[0] = bool(fast.free(*args))
+        return lean[0]
+
+    core.fast = fast._replace(free=counted)
+    seen = dict.fromkeys(("lean", "shared", "cached", "content", "drafted", "ends"), 0)
+    seen.update(admitted=0, lean_admitted=0, hit=0, taken_back=0, skipped=0)
+    running: dict[str, int] = {}
+    drafts: dict[str, int] = {}
+
+    def end(rid: str) -> None:
+        o = core.table.offsets[rid]
+        live = {b for g in range(len(handles)) for b in core.table.live(o, g)}
+        pools = unique_pools(one)
+        found = {
+            "shared": any(p._shared.keys() & live for p in pools),
+            "cached": any(p._cached.keys() & live for p in pools),
+            "content": o in core.extras,
+            "drafted": any(core.specs.get(o, ())),
+        }
+        twin = copy.deepcopy(one)
+        before = _raw(one)
+        if interrupt:
+            probe = copy.deepcopy(one)
+            probe.free(rid)
+            at = 1
+            while True:
+                try:
+                    Interrupt(at).run(functools.partial(one.free, rid))
+                except KeyboardInterrupt:
+                    assert _raw(one) == before, (rid, at)
+                    at += every()
+                    continue
+                break
+            assert _raw(one) == _raw(probe), rid
+            mine = None
+        else:
+            mine = _outcome(one.free, rid)
+        assert mine == _outcome(_general_free, twin, rid), rid
+        assert _raw(one) == _raw(twin), rid
+        seen["ends"] += 1
+        if lean[0]:
+            seen["lean"] += 1
+            for name, hit in found.items():
+                seen[name] += hit
+        del running[rid]
+        drafts.pop(rid, None)
+
+    for i in range(240):
+        if len(running) < 4 and (not running or rng.random() < 0.6):
+            rid = f"r{i}"
+            prompt = rng.choice(prompts)
+            parts = {}
+            for h, unit in zip(handles, units.values(), strict=True):
+                content = [k for k in prompt for _ in range(2)] if unit is EncoderTokens else prompt
+                parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
+            hits = _admitted_alike(one, rid, [None] * len(handles), parts, seen, interrupt)
+            if not isinstance(hits, list):
+                continue  # refused for now (its caps): nothing changed
+            running[rid] = len(prompt)
+            left = [len(prompt) * s - hit for s, hit in zip(scale, hits, strict=True)]
+            while any(left):  # its prompt in chunks within max_in_flight (4 positions)
+                counts = [min(n, 2 * s) for n, s in zip(left, scale, strict=True)]
+                if isinstance(_outcome(core.advance_step, rid, counts), tuple):
+                    end(rid)  # the pool runs short: it ends before its prompt
+                    break
+                left = [n - q for n, q in zip(left, counts, strict=True)]
+            continue
+        rid = rng.choice(sorted(running))
+        if running[rid] >= 18 or rng.random() < 0.05:
+            end(rid)
+            continue
+        if rid in drafts:  # its drafts rejected first
+            k = drafts.pop(rid)
+            stepper.rollback(rid, *(h.unit(k * s) for h, s in zip(handles, scale, strict=True)))
+        look = rng.choice((0, 0, 1, 2))
+        ones = [h.unit(s) for h, s in zip(handles, scale, strict=True)]
+        if look:
+            got = _outcome(
+                stepper.advance_speculative,
+                rid,
+                *ones,
+                lookahead=tuple(h.unit(look * s) for h, s in zip(handles, scale, strict=True)),
+                rejected=tuple(h.unit(0) for h in handles),
+            )
+        else:
+            got = _outcome(stepper.advance, rid, *ones)
+        if isinstance(got, tuple) and isinstance(got[0], str):
+            end(rid)  # the pool runs short
+            continue
+        if look:
+            drafts[rid] = look
+        running[rid] += 1
+        token = rng.randrange(3)
+        for unit, g in pairs.items():
+            keys = [token] * 2 if unit is EncoderTokens else [token]
+            one.extend_content(rid, handles[g], ContentKeys(keys, unit))
+    for rid in sorted(running):
+        end(rid)
+    check_pools(one)
+    return seen
+
+
+@pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
+def test_lean_ends_of_requests_that_cached_shared_or_drafted_do_what_the_general_path_does(
+    layout: str,
+) -> None:
+    # vLLM's default (prefix caching on) and drafting: the generated ``free`` ends such
+    # requests (`BlockPool.ended`: shared blocks one reference less, cached ones free with
+    # their content, tail first; content and speculative tail forgotten) as the general path
+    # does, and takes nearly every end (the last request's, with cached blocks left, is the
+    # general path's).
+    seen = _ends_compared(layout, 5, interrupt=False)
+    assert seen["lean"] >= seen["ends"] * 3 // 4, seen
+    for name in ("shared", "cached", "content", "drafted"):
+        assert seen[name] > 0, seen
+
+
+def test_a_lean_end_that_caches_shares_or_drafted_interrupted_anywhere_changes_nothing() -> None:
+    # The same, each lean admission and end also interrupted at each of its events.
+    seen = _ends_compared("audio+text", 6, interrupt=True)
+    assert seen["lean"] > 10 and seen["shared"] and seen["cached"], seen
+    assert seen["lean_admitted"] > 10 and seen["hit"] and seen["taken_back"], seen
+
+
+@pytest.mark.parametrize("ended", [False, True])
+def test_a_lean_admission_whose_window_hit_leads_with_evicted_entries_is_the_general_paths(
+    ended: bool,
+) -> None:
+    # A sliding window of 4 tokens in blocks of 2 beside full attention: a prompt of 13 tokens
+    # like one computed (running, or ended: its blocks free but cached) hits 12 tokens, the
+    # window's table leading with the null entries it evicted (SKIPPED, no segment entries).
+    # The lean admission touches only the window's live blocks (another table's one more,
+    # or taken back out of the queue) and places them as the general path does; then a
+    # request the pool cannot take now (refused alike), and one with no content for a group
+    # (the general path's), each compared with the general path.
+    one = coordinator(
+        {
+            "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+            "window": SlidingWindowLayer(
+                sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            ),
+        },
+        block_size=2,
+        num_blocks={"text": 20, "window": 11},
+        max_len=16,
+        max_in_flight=4,
+    )
+    handles = [one.group("text", Tokens), one.group("window", Tokens)]
+    prompt = list(range(1, 14))
+    parts = {h.index: h.block_hashes(ContentKeys(prompt, Tokens)).part() for h in handles}
+    core = one._core
+    seen = dict.fromkeys(("admitted", "lean_admitted", "hit", "taken_back", "skipped"), 0)
+    assert _admitted_alike(one, "a", [None, None], parts, seen) == [0, 0]
+    for chunk in (4, 4, 4, 1):
+        core.advance_step("a", [chunk, chunk])
+    if ended:
+        one.free("a")
+    assert _admitted_alike(one, "b", [None, None], parts, seen) == [12, 12]
+    assert seen["lean_admitted"] == 2 and seen["skipped"] == 1, seen
+    assert seen["taken_back"] >= ended, seen  # (running, its window evicted some of them)
+    # With "a" running, caps the window's pool cannot reserve now (AllocationError; its
+    # blocks are not kept, so not reserved once); then content for one group only.
+    got = _admitted_alike(one, "c", [None, None], parts, seen)
+    assert isinstance(got, list) if ended else got[0] == "AllocationError", got
+    one.free("b")
+    assert _admitted_alike(one, "d", [None, None], {0: parts[0], 1: None}, seen) == [0, 0]
+    assert seen["lean_admitted"] == 2 + ended, seen
+    check_pools(one)

@@ -1,0 +1,47 @@
+"""`benchmarks/vs_vllm.py`'s random traces (``--sweep``): drawn reproducibly, only traces its
+replay models (others refused by name), and on each, every kvunits side (typed, raw,
+fused, batched, content) does the same work as the others step by step (`check_equal_work`
+with the typed side as the reference: no vLLM here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import vs_vllm
+
+
+def test_a_sweep_is_drawn_again_from_its_seed() -> None:
+    traces = vs_vllm.sweep(11, 40)
+    assert len(traces) == 40 and traces == vs_vllm.sweep(11, 40)
+    assert traces != vs_vllm.sweep(12, 40)
+    assert {t.prefix for t in traces} == {"none", "prompt", "generated"}
+    assert any(t.spec for t in traces) and any(t.shared_pool for t in traces)
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"prefix": "prompt", "prompt": 100, "chunk": 64}, "must fit one chunk"),
+        ({"prefix": "prompt", "mixed": True}, "drawn lengths"),
+        ({"shared_pool": True, "groups": ("audio", "text")}, "kv_cache_layout"),
+    ],
+)
+def test_a_trace_the_replay_cannot_model_is_refused_with_its_reason(
+    fields: dict[str, object], reason: str
+) -> None:
+    base: dict[str, object] = {"groups": ("text",)}
+    with pytest.raises(ValueError, match=reason):
+        vs_vllm.Trace("x", "y", **(base | fields))  # type: ignore[arg-type]
+
+
+def test_every_kvunits_side_does_the_same_work_on_random_traces() -> None:
+    # Twelve short traces of a seed whose draw has every side (fused and batched drafting,
+    # content per stream and per batch, a prompt shared and every token cached), each side
+    # checked step by step against the typed one.
+    sides: set[str] = set()
+    for trace in vs_vllm.sweep(6, 12, quick=True):
+        vs_vllm._STEPS[trace.name] = vs_vllm.make_schedule(trace).stream_steps
+        row = vs_vllm.measure(trace, None, 1, batch=True)
+        assert "typed" in row.us and row.check != "-", trace
+        sides |= set(row.ratios)
+    assert sides == {"raw", "fused", "batch", "content"}, sides
