@@ -24,7 +24,7 @@ from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from itertools import repeat
 from math import lcm
 from operator import setitem
-from typing import Any, Final, NamedTuple, TypeVar, cast, overload
+from typing import Any, Final, NamedTuple, TypeVar, overload
 
 from kvunits.contracts import CacheBlocks, PooledBlocks
 from kvunits.contracts.errors import AllocationError, ConcurrentUseError, RequestError
@@ -278,7 +278,6 @@ class CoordinatorCore:
         "_in_flight",
         "_keeps",
         "_lean_axes",
-        "_lean_order",
         "_lean_pools",
         "_lean_shape",
         "_lean_streams",
@@ -379,7 +378,6 @@ class CoordinatorCore:
         for g, cache in enumerate(self.caches):
             if cache is not None:
                 firsts.setdefault((self._axis[g], cache.rows_per_block), g)
-        self._lean_order = tuple(range(len(managers)))
         self._lean_streams = tuple((g, key) for key, g in firsts.items())
         self._lean_shape = tuple(
             list(firsts).index((self._axis[g], c.rows_per_block)) if c is not None else -1
@@ -613,8 +611,8 @@ class CoordinatorCore:
         streams: dict[tuple[int, int], int] = {}
         made: list[HashStream] = []
         stream_of, registered = [-1] * n, [0] * n
-        for g, part in prefix.items():
-            cache = self.caches[g]
+        for g in sorted(prefix):  # (in group order, whatever order the handles were bound in)
+            part, cache = prefix[g], self.caches[g]
             if part is None or cache is None:
                 continue
             key = (self._axis[g], cache.rows_per_block)
@@ -637,7 +635,7 @@ class CoordinatorCore:
         check: Callable[[str, list[int]], None] | None,
     ) -> list[int] | None:
         """`admit_with_prefix` (the token held, the id and arity checked) of a request giving
-        content to every group, each cacheable, in group order: its hit looked up as
+        content to every group, each cacheable: its hit looked up as
         `_lookup` does, the hit blocks touched per pool in passes over them (as
         `PoolPlan.touch` touches each: another table's one reference more, a free cached one
         taken back out of the queue), its fields, segments and extras written as
@@ -649,13 +647,13 @@ class CoordinatorCore:
         taken entries or ids the plan's emit would drop (`PoolPlan.emit`), a hit holding a
         block twice. Raises as the general path does (caps, the check, the reservation)."""
         n = len(self.names)
-        if tuple(prefix) != self._lean_order or None in self.caches:
+        if len(prefix) != n or None in self.caches:
             return None
-        given = tuple(prefix.values())
+        given = list(map(prefix.get, range(n)))
         if None in given:
             return None
-        caches = cast(tuple[GroupCache, ...], self.caches)
-        parts = cast(tuple[PrefixPart, ...], given)
+        caches: tuple[GroupCache, ...] = self.caches  # type: ignore[assignment]  # (no None)
+        parts: list[PrefixPart] = given  # type: ignore[assignment]  # (no None)
         hits: list[int] = [0] * n
         tables: list[Sequence[int]] = [()] * n
         for members in self._lean_axes:
@@ -766,7 +764,7 @@ class CoordinatorCore:
     def _lean_extras(
         self, parts: Sequence[PrefixPart], tables: Sequence[Sequence[int]]
     ) -> RequestExtras | RestingExtras:
-        """`_extras_of` of `_lean_prefix`'s request (every group given content, in order)."""
+        """`_extras_of` of `_lean_prefix`'s request (every group given content)."""
         shape = self._shapes.setdefault(self._lean_shape, self._lean_shape)
         registered = [len(t) for t in tables]
         streams = [parts[g] for g, _ in self._lean_streams]

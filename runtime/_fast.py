@@ -329,8 +329,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
                     "            if key is not None:  # evicted from the prefix cache",
                     "                cache_map = pool.map_of(taken, key)",
                     "                held = cache_map[key]",
-                    "                kept = [] if type(held) is int else "
-                    "[b for b in held if b != taken]",
+                    "                kept = without(held, taken)",
                     "                ops.append((pool._cached.pop, taken))",
                     "                ops.append((pool._cached_free.discard, taken))",
                     "                ops.append((setitem, cache_map, key, filed(kept)) if kept "
@@ -1369,8 +1368,7 @@ def _crossing(
                         if shared
                         else []
                     ),
-                    "            kept = [] if type(held) is int else "
-                    f"[b for b in held if b != t{g}]",
+                    f"            kept = without(held, t{g})",
                     *(
                         [f"            ex{g}, em{g}, ekept{g} = len(xo), cache_map, kept"]
                         if cached
@@ -4510,7 +4508,7 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import RestingExtras as Resting\n"
         "from kvunits.runtime._core import RequestExtras as Active\n"
         "from kvunits.runtime._core import DECLINED\n"
-        "from kvunits.runtime.block_pool import filed, holders\n"
+        "from kvunits.runtime.block_pool import filed, holders, without\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime.prefix_cache import chain_hashes\n\n"
     )

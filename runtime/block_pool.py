@@ -61,6 +61,17 @@ def holders(held: int | list[int] | None) -> list[int]:
     return [held] if isinstance(held, int) else list(held)
 
 
+def without(held: int | list[int], block: int) -> list[int]:
+    """The blocks of a `CacheMap` entry less ``block`` (one of them), a new list, copied and
+    cut in C: a key many blocks hold (one prompt's block computed by each request that
+    missed it, as vLLM keeps them) costs a copy, not a Python pass per block."""
+    if isinstance(held, int):
+        return []
+    kept = held.copy()
+    kept.remove(block)
+    return kept
+
+
 def filed(blocks: list[int]) -> int | list[int]:
     """What a `CacheMap` stores for ``blocks`` (one or more): the block itself when one."""
     return blocks[0] if len(blocks) == 1 else blocks

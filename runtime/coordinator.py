@@ -530,6 +530,7 @@ class Stepper(Generic[*_Us]):
 
     __slots__ = (
         "_admit_lengths",
+        "_admission_check",
         "_lean_admit",
         "_owner",
         "advance",
@@ -633,6 +634,11 @@ class Stepper(Generic[*_Us]):
             policy.policy.reserves or not any(policy.watermark_blocks)
         )
         self._lean_admit = owner._core.fast.admit if lean else None
+        self._admission_check: Callable[[str, list[int]], None] | None = (
+            None
+            if policy.policy.reserves or not any(policy.watermark_blocks)
+            else lambda rid, full: owner._admission_check(rid, full, None)
+        )
 
     def __copy__(self) -> Stepper[*_Us]:
         return self  # a fixed binding of handles: nothing to copy
@@ -907,9 +913,10 @@ class Stepper(Generic[*_Us]):
             lengths,
             parts,
             owner._policy.admitted_ops(request_id, priority),
-            lambda rid, full: owner._admission_check(rid, full, None),
+            # (none where the policy checks nothing at admission: `_admission_check`)
+            self._admission_check,
         )
-        return tuple(h.unit(hits[h.index] // h.rows_per_unit) for h in self.handles)
+        return tuple([h.unit(hits[h.index] // h.rows_per_unit) for h in self.handles])
 
     def _counts(self, values: tuple[object, ...], what: str) -> list[int]:
         """Plain counts of one quantity per bound group, each checked against its unit."""

@@ -387,7 +387,7 @@ class BlockHashes(Generic[HandleUnit]):
         content: the keys they fingerprint.
     """
 
-    __slots__ = ("content", "hashes", "tokens_per_block", "unit")
+    __slots__ = ("_part", "content", "hashes", "tokens_per_block", "unit")
 
     hashes: tuple[bytes, ...]
     unit: type[HandleUnit]
@@ -413,19 +413,16 @@ class BlockHashes(Generic[HandleUnit]):
         self.unit = unit
         rows = tokens_per_block.numerical_value_in(content.unit)
         root = root_hash(content.unit.unit, rows, content.salt)
-        self.hashes = tuple(chain_hashes(root, content._int64s, rows))
+        keys = content._int64s
+        self.hashes = hashes = tuple(chain_hashes(root, keys, rows))
+        # What the core keeps (plain values, immutable), made with the hashes: an admission
+        # reads it, as vLLM's requests carry their block hashes from their creation.
+        tail = tuple(keys[len(hashes) * rows :])
+        self._part = PrefixPart(hashes, len(keys), tail, hashes[-1] if hashes else root)
 
     def part(self) -> PrefixPart:
         """What the core keeps of them for a request (plain values)."""
-        rows = self.tokens_per_block.numerical_value_in(self.content.unit)
-        keys = self.content._int64s
-        parent = (
-            self.hashes[-1]
-            if self.hashes
-            else root_hash(self.content.unit.unit, rows, self.content.salt)
-        )
-        tail = tuple(keys[len(self.hashes) * rows :])
-        return PrefixPart(self.hashes, len(keys), tail, parent)
+        return self._part
 
     def __len__(self) -> int:
         return len(self.hashes)

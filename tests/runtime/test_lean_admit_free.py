@@ -503,8 +503,9 @@ def test_a_lean_admission_whose_window_hit_leads_with_evicted_entries_is_the_gen
     # window's table leading with the null entries it evicted (SKIPPED, no segment entries).
     # The lean admission touches only the window's live blocks (another table's one more,
     # or taken back out of the queue) and places them as the general path does; then a
-    # request the pool cannot take now (refused alike), and one with no content for a group
-    # (the general path's), each compared with the general path.
+    # request the pool cannot take now (refused alike), one with no content for a group (the
+    # general path's), and one given its content in another order, each compared with the
+    # general path.
     one = coordinator(
         {
             "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
@@ -537,4 +538,10 @@ def test_a_lean_admission_whose_window_hit_leads_with_evicted_entries_is_the_gen
     one.free("b")
     assert _admitted_alike(one, "d", [None, None], {0: parts[0], 1: None}, seen) == [0, 0]
     assert seen["lean_admitted"] == 2 + ended, seen
+    # Content given in another order than the groups' (a stepper bound window first): the
+    # same admission, the extras' streams in group order on both paths.
+    one.free("d")
+    reordered = {1: parts[1], 0: parts[0]}
+    assert _admitted_alike(one, "e", [None, None], reordered, seen) == [12, 12]
+    assert seen["lean_admitted"] == 3 + ended, seen
     check_pools(one)
