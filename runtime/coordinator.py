@@ -529,8 +529,8 @@ class Stepper(Generic[*_Us]):
     """
 
     __slots__ = (
-        "_admit_lengths",
         "_admission_check",
+        "_admit_lengths",
         "_lean_admit",
         "_owner",
         "advance",
