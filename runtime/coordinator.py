@@ -628,16 +628,14 @@ class Stepper(Generic[*_Us]):
         self._admit_lengths = made["lengths"]
         # The core's lean admission, where the policy has no bookkeeping or check for an
         # admission of priority 0 without a prompt (`PolicyState.admitted_ops`,
-        # `KVCacheCoordinator._admission_check`).
+        # `KVCacheCoordinator._admission_check`); the check an admission with a prefix
+        # passes the core (None where there is none).
         policy = owner._policy
-        lean = policy.policy.scheduling_policy != "priority" and (
-            policy.policy.reserves or not any(policy.watermark_blocks)
-        )
+        unchecked = policy.policy.reserves or not any(policy.watermark_blocks)
+        lean = policy.policy.scheduling_policy != "priority" and unchecked
         self._lean_admit = owner._core.fast.admit if lean else None
         self._admission_check: Callable[[str, list[int]], None] | None = (
-            None
-            if policy.policy.reserves or not any(policy.watermark_blocks)
-            else lambda rid, full: owner._admission_check(rid, full, None)
+            None if unchecked else lambda rid, full: owner._admission_check(rid, full, None)
         )
 
     def __copy__(self) -> Stepper[*_Us]:
@@ -913,7 +911,6 @@ class Stepper(Generic[*_Us]):
             lengths,
             parts,
             owner._policy.admitted_ops(request_id, priority),
-            # (none where the policy checks nothing at admission: `_admission_check`)
             self._admission_check,
         )
         return tuple([h.unit(hits[h.index] // h.rows_per_unit) for h in self.handles])
