@@ -39,7 +39,7 @@ from kvunits.runtime._table import SKIPPED
 
 from ..examples import every, examples
 from .support import check_pools, coordinator, snapshot, unique_pools
-from .test_fast_step import _generating, _sequences, _voxtral_toy
+from .test_fast_step import _generating, _sequences, _voxtral_toy, prefix_parts
 from .test_interrupts import Interrupt
 from .test_stateful import drawn_coordinators
 
@@ -545,3 +545,68 @@ def test_a_lean_admission_whose_window_hit_leads_with_evicted_entries_is_the_gen
     assert _admitted_alike(one, "e", [None, None], reordered, seen) == [12, 12]
     assert seen["lean_admitted"] == 3 + ended, seen
     check_pools(one)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(data=st.data())
+def test_lean_admissions_with_a_prefix_do_what_the_general_path_does(data: st.DataObject) -> None:
+    # Random layouts of every cacheable kind (full, sliding, chunked, pooled or not, one pool
+    # or one each), each admission policy: requests admitted with one of a few prompts that
+    # share their first keys (prefix hits on blocks held, or free and cached), stepped and
+    # ended at random. Each admission with content by the lean plan where it takes it,
+    # compared (outcome, exact state) with the general plan on the twin; steps and ends
+    # alike on both.
+    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
+    policy = AdmissionPolicy(
+        kind=data.draw(st.sampled_from(("reserve", "on_demand")), label="kind"),
+        watermark=data.draw(st.sampled_from((0.0, 0.2)), label="watermark"),
+    )
+    drawn = drawn_coordinators(
+        data.draw,
+        kinds,
+        3,
+        st.integers(1, 24),
+        st.integers(1, 24),
+        lambda cap: st.integers(0, 4 * cap),
+        admission=policy,
+    )
+    count, max_in_flight = len(drawn.specs), drawn.max_in_flight
+    lean, plain = drawn.build(), drawn.build()
+    steps = [c.stepper(*_handles(c)) for c in (lean, plain)]
+    base = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=40), label="prompt")
+    for i in range(data.draw(st.integers(1, 40), label="calls")):
+        op = data.draw(st.sampled_from(("admit",) * 3 + ("advance",) * 4 + ("free",)))
+        admitted = sorted(lean._core.table.offsets)
+        if op != "admit" and admitted:
+            rid = data.draw(st.sampled_from(admitted), label="request")
+        elif op != "admit":
+            continue
+        if op == "admit":
+            rid = f"r{i}"
+            content = base[: data.draw(st.integers(1, len(base)), label="content")]
+            parts = prefix_parts(lean, content)
+            core = lean._core
+            took: list[bool] = []
+            original = CoordinatorCore._lean_prefix
+
+            def recorded(*args: Any, _took: list[bool] = took, _lean: Any = original) -> Any:
+                got = _lean(*args)
+                _took.append(got is not None)
+                return got
+
+            with mock.patch.object(CoordinatorCore, "_lean_prefix", recorded):
+                mine = _outcome(core.admit_with_prefix, rid, [None] * count, parts)
+            with mock.patch.object(CoordinatorCore, "_lean_prefix", lambda *args: None):
+                theirs = _outcome(plain._core.admit_with_prefix, rid, [None] * count, parts)
+            assert mine == theirs, (rid, took)
+        elif op == "advance":
+            q = [data.draw(st.integers(0, max_in_flight), label="positions") for _ in range(count)]
+            got = [
+                _outcome(s.advance, rid, *(h.unit(n) for h, n in zip(s.handles, q, strict=True)))
+                for s in steps
+            ]
+            assert got[0] == got[1], (op, rid)
+        else:
+            assert _outcome(lean.free, rid) == _outcome(_general_free, plain, rid)
+        assert _exact(lean) == _exact(plain), (op, rid)
+    check_pools(lean)
