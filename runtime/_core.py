@@ -279,8 +279,6 @@ class CoordinatorCore:
         "_keeps",
         "_lean_axes",
         "_lean_pools",
-        "_lean_shape",
-        "_lean_streams",
         "_limit",
         "_make_fast",
         "_managers",
@@ -370,18 +368,6 @@ class CoordinatorCore:
         self._lean_pools = tuple(
             tuple(g for g, p in enumerate(self.pools) if p is pool)
             for pool in {id(p): p for p in self.pools}.values()
-        )
-        # Its streams, as `_extras_of` makes them from content for every group in order:
-        # the first group of each (sequence, granularity) with that key, and each group's
-        # stream.
-        firsts: dict[tuple[int, int], int] = {}
-        for g, cache in enumerate(self.caches):
-            if cache is not None:
-                firsts.setdefault((self._axis[g], cache.rows_per_block), g)
-        self._lean_streams = tuple((g, key) for key, g in firsts.items())
-        self._lean_shape = tuple(
-            list(firsts).index((self._axis[g], c.rows_per_block)) if c is not None else -1
-            for g, c in enumerate(self.caches)
         )
         # The lean admission's caps per lengths (`kvunits.runtime._fast`): a few per service,
         # emptied with the last request, as everything else a request leaves.
@@ -638,8 +624,8 @@ class CoordinatorCore:
         content to every group, each cacheable: its hit looked up as
         `_lookup` does, the hit blocks touched per pool in passes over them (as
         `PoolPlan.touch` touches each: another table's one reference more, a free cached one
-        taken back out of the queue), its fields, segments and extras written as
-        `_new_request` and `_extras_of` write them, in one commit; the hits.
+        taken back out of the queue), its fields and segments written as `_new_request`
+        writes them (`_lean_fields`), its extras by `_extras_of`, in one commit; the hits.
 
         None, having changed nothing, where the general path decides: a group without
         content or cache, content longer than a group's length or of two lengths on one
@@ -712,7 +698,7 @@ class CoordinatorCore:
                 ops.append((free.difference_update, taken))
         self.ledger.take_ops(ops, request_id, caps, discount)
         o = self._lean_fields(ops, request_id, lengths, hits, tables, lives, parts)
-        ops.append((setitem, self.extras, o, self._lean_extras(parts, tables)))
+        ops.append((setitem, self.extras, o, self._extras_of(prefix, tables)))
         for cache, part, hit in zip(caches, parts, hits, strict=True):
             ops.append((setattr, cache, "requests", cache.requests + 1))
             ops.append((setattr, cache, "queried", cache.queried + part.rows))
@@ -760,24 +746,6 @@ class CoordinatorCore:
             ops.append((table.st.extend, fields))
         ops.append((setitem, table.offsets, request_id, o))
         return o
-
-    def _lean_extras(
-        self, parts: Sequence[PrefixPart], tables: Sequence[Sequence[int]]
-    ) -> RequestExtras | RestingExtras:
-        """`_extras_of` of `_lean_prefix`'s request (every group given content)."""
-        shape = self._shapes.setdefault(self._lean_shape, self._lean_shape)
-        registered = [len(t) for t in tables]
-        streams = [parts[g] for g, _ in self._lean_streams]
-        for s, r in zip(shape, registered, strict=True):
-            if len(streams[s].hashes) > r:  # pending: as `RequestExtras.pending`
-                made = []
-                for (_, key), part in zip(self._lean_streams, streams, strict=True):
-                    made.append(HashStream(*key, part.hashes, part.tail, part.parent))
-                return RequestExtras(tuple(made), shape, registered)
-        flat: list[Any] = [shape, *registered]
-        for part in streams:
-            flat += (part.hashes, tuple(part.tail), part.parent)
-        return RestingExtras(flat)
 
     def _lookup(
         self,
