@@ -630,8 +630,9 @@ class CoordinatorCore:
         None, having changed nothing, where the general path decides: a group without
         content or cache, content longer than a group's length or of two lengths on one
         sequence, a pool whose queue is due a compaction (`BlockPool.compact_ops`) or whose
-        taken entries or ids the plan's emit would drop (`PoolPlan.emit`), a hit holding a
-        block twice. Raises as the general path does (caps, the check, the reservation)."""
+        ids the plan's emit would drop (`PoolPlan.emit`: every block free), a hit holding a
+        block twice; the queue's taken entries are dropped as that emit drops them. Raises
+        as the general path does (caps, the check, the reservation)."""
         n = len(self.names)
         if len(prefix) != n or None in self.caches:
             return None
@@ -686,9 +687,11 @@ class CoordinatorCore:
                 if self._keeps[g]:
                     discount[g] = len(found)
                 ops += [(setitem, shared, b, shared.get(b, 1) + 1) for b in found]
-            used, head = pool._used + len(taken), pool._head
-            if head and (head >= len(pool._queue) or 2 * head >= len(pool._queue) or not used):
-                return None  # the plan's emit drops the taken entries: the general path
+            used, head, queue = pool._used + len(taken), pool._head, pool._queue
+            if head and (head >= len(queue) or 2 * head >= len(queue) or not used):
+                # The entries taken from its front dropped, as the plan's emit drops them.
+                ops.append((queue.__delitem__, slice(0, head)))
+                ops.append((setattr, pool, "_head", 0))
             if not used and len(pool._iota):
                 return None
             if taken:

@@ -176,7 +176,8 @@ def _cross(core: CoordinatorCore) -> list[str]:
     moved to its slab's end with room, as `RequestTable.segment_ops` does (a move that would
     make the slab's garbage `due` compacts the slab first, then plans the step again with the
     move allowed in the groups of the bit mask ``compacted``, as `_boundary_step` does); and
-    one evicted at its front (not shared; a cached one stays cached, free). A request with
+    those a window evicts at its front, one or a run of them (a prefill chunk past the
+    window), none shared (a cached one stays cached, free). A request with
     content to register (full blocks waiting for the positions the step commits) goes to
     ``registering`` (`plan_cross`, where the step asks for no slot mapping and no lookahead).
     Any other step goes, before anything changed, to `CoordinatorCore._boundary_step`, which
@@ -263,15 +264,24 @@ def _cross(core: CoordinatorCore) -> list[str]:
             # A long step's blocks (a prefill chunk's) are a run of the queue's front, as the
             # core takes them (`BlockPool.front`); its slot mapping, or cached blocks that it
             # may evict, are the core's.
-            "    if dropped > 1 or want > 1 and (mapping or pool._cached):",
+            "    if want > 1 and (mapping or pool._cached):",
             f"        {back}",
-            "    if dropped:",
+            "    if dropped == 1:",
             "        block = slab[start]",
             "        if block in pool._shared:",
             f"            {back}",
             "        if block in pool._cached:  # its content stays in the queue",
             "            ops.append((pool._cached_free.add, block))",
             f"        ev{i}.append(block)",
+            # A window passed over by a long step (a prefill chunk of several blocks) evicts
+            # them as a run, in order, as the core's plan does: a shared one is the core's.
+            "    elif dropped:",
+            "        gone = slab[start : start + dropped]",
+            "        if pool._shared and not pool._shared.keys().isdisjoint(gone):",
+            f"            {back}",
+            "        if pool._cached:  # their content stays in the queue",
+            "            ops.append((pool._cached_free.update, pool._cached.keys() & gone))",
+            f"        ev{i} += gone",
             "    taken, run = 0, None",
             "    if want > 1:",
             f"        if f{i} < 0:",
@@ -323,8 +333,13 @@ def _cross(core: CoordinatorCore) -> list[str]:
                 # plan keeps their lists.
                 if sum(1 for other in core.pools if other is core.pools[g]) > 1
                 else [
+                    # Stale entries at the head (blocks a prefix hit took back) skipped, as
+                    # the general path's take skips them.
                     "            if taken in pool._stale:",
-                    f"                {back}",
+                    f"                got = pool.past_stale(h{i}, ops)",
+                    "                if got is None:",
+                    f"                    {back}",
+                    f"                taken, h{i} = got",
                     "            key = pool._cached.get(taken)",
                     "            if key is not None:  # evicted from the prefix cache",
                     "                cache_map = pool.map_of(taken, key)",
@@ -1151,7 +1166,8 @@ def _crossing(
     case holds: the blocks the rolled-back positions used kept for the step
     (`CoordinatorCore._kept`), at most one block taken at the table's end into the segment's
     spare room (the pool's next fresh id, or the queue's head when it is neither stale nor
-    cached) and one evicted by a window at its front (neither shared nor cached); content to
+    cached) and those a window evicts at its front, one or a run (the first step after a
+    prefill chunk past the window), none shared (nor cached, but with ``lean``); content to
     register goes elsewhere. Written per group kind (a kind that evicts nothing plans no
     eviction) with the group's constants in, its cold fields read at once. The pools are
     read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the batch's) and the
@@ -1166,9 +1182,10 @@ def _crossing(
     ``w{g}`` (the op that writes its cold fields, ``ANCHOR`` to ``MAXLEN``, None: unchanged) and
     then ``t{g}`` (the block taken, 0: none) at ``x{g}`` (its slab index), or ``m{g}`` (the
     moved segment, None: none), ``gm{g}`` (the garbage left; of a kind that evicts nothing,
-    set by a move only) and, of a kind that evicts, ``dr{g}`` (whether a block is evicted:
-    ``d{g}``). With ``fit``, the groups before ``fit`` are within their slack (`_fits`, their
-    ``s{g}`` read, as group 0's is): only their slack is planned. With ``lean`` (a plan
+    set by a move only) and, of a kind that evicts, ``dr{g}`` (the blocks evicted: ``d{g}``,
+    the block where one is, their array where more are). With ``fit``, the groups before
+    ``fit`` are within their slack (`_fits`, their ``s{g}`` read, as group 0's is): only
+    their slack is planned. With ``lean`` (a plan
     `_stored` commits as stores), a segment without room moves to ``x{g}``, the slab's end
     now (one request's plan), unless that makes the slab due (``fail``: the ops path compacts
     it first), ``w{g}`` is always the array of cold fields read (changed where the fields
@@ -1306,9 +1323,9 @@ def _crossing(
             out += [
                 f"dr{g} = dropped = skip - skipped",
                 # Fewer blocks than held (a rollback past the step's end): the core's path.
-                "if want < 0 or want > 1 or dropped > 1:",
+                "if want < 0 or want > 1:",
                 f"    {fail}",
-                "if dropped:",
+                "if dropped == 1:",
                 f"    d{g} = sb{g}[start]",
                 *(
                     [
@@ -1319,6 +1336,20 @@ def _crossing(
                     ]
                     if lean
                     else [f"    if d{g} in sh{i} or d{g} in ca{i}:", f"        {fail}"]
+                ),
+                # Several (the first step after a prefill chunk longer than the window): a
+                # run, evicted in order as the core's plan evicts it (``d{g}`` its array).
+                "elif dropped:",
+                f"    d{g} = sb{g}[start : start + dropped]",
+                f"    if sh{i} and not sh{i}.keys().isdisjoint(d{g}):",
+                f"        {fail}",
+                *(
+                    [
+                        f"    if ca{i}:  # their content stays in the queue",
+                        f"        xo.append((pools[{g}]._cached_free.update, ca{i}.keys() & d{g}))",
+                    ]
+                    if lean
+                    else [f"    if ca{i} and not ca{i}.keys().isdisjoint(d{g}):", f"        {fail}"]
                 ),
             ]
         else:
@@ -1548,7 +1579,12 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
             ("garbage", str(g), f"garbage[{g}] + gm{g}"),
         ]
         if core._managers[g].kind != "full_attention":  # (a window's eviction)
-            prep += [f"if dr{g}:", f"    ev{i}.append(d{g})"]
+            prep += [
+                f"if dr{g} == 1:",
+                f"    ev{i}.append(d{g})",
+                f"elif dr{g}:",
+                f"    ev{i} += d{g}",
+            ]
     for i, g in enumerate(first_of):
         if i in kept:
             more, queued = _queued(i, g, f"ev{i}", f"pools[{g}]._used + k{i} - len(ev{i})")
@@ -1630,7 +1666,13 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
             f"if w{g} is not None:",
             f"    ops.append(w{g})",
             *(
-                [f"    if dr{g}:", f"        ev{i}.append(d{g})", f"    gb{g} += gm{g}"]
+                [
+                    f"    if dr{g} == 1:",
+                    f"        ev{i}.append(d{g})",
+                    f"    elif dr{g}:",
+                    f"        ev{i} += d{g}",
+                    f"    gb{g} += gm{g}",
+                ]
                 if evicts
                 else []
             ),

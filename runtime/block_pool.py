@@ -353,6 +353,27 @@ class BlockPool:
             out.extend(run)
         return out
 
+    def past_stale(self, head: int, ops: Ops) -> tuple[int, int] | None:
+        """The queue's first live entry at ``head`` or after, as a plan that takes one block
+        sees it (its stale entries there skipped, as `PoolPlan.take` skips them: a prefix
+        hit took their blocks back out of the queue): ``(block, index)``, the stale counts
+        the skips spend added to ``ops``. None where the queue holds no live entry there
+        (``ops`` unchanged). Changes nothing."""
+        queue, stale = self._queue, self._stale
+        left: dict[int, int] = {}
+        for index in range(head, len(queue)):
+            block = queue[index]
+            count = left.get(block, stale.get(block, 0))
+            if not count:
+                break
+            left[block] = count - 1
+        else:
+            return None
+        for gone, count in left.items():
+            ops.append((setitem, stale, gone, count) if count else (stale.pop, gone, None))
+        ops.append((setattr, self, "_num_stale", self._num_stale - (index - head)))
+        return block, index
+
     # -- changing, one atomic change at a time ---------------------------------------------
 
     def allocate_n(self, n: int) -> list[int]:

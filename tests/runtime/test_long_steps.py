@@ -163,26 +163,31 @@ def _text(window: int | None = None) -> dict[str, Any]:
     return layers
 
 
-def test_a_chunked_prefill_takes_its_blocks_as_runs_on_the_boundary_path(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("drafting", [False, True])
+def test_a_chunked_prefill_takes_its_blocks_and_evicts_its_window_as_runs_on_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch, drafting: bool
 ) -> None:
     # The prefill trace in miniature: 4 streams at once, blocks of 4 tokens, prompts of 256
     # tokens in chunks of 64 (16 blocks a chunk: fresh ids first, then the queue's front once
-    # the first streams ended), a window of 32 tokens passed over by each chunk (its blocks
-    # evicted as a run), then decode steps, then the ends; slabs compacted from 16 entries of
-    # garbage on. Every call is compared with a twin driven by the general path; the general
-    # path itself never runs.
+    # the first streams ended), a window of 32 tokens passed over by each chunk (12 blocks
+    # evicted as a run; a window's prefill past its reach: Mistral, Gemma), then decode
+    # steps (drafting 3 tokens a step, a seeded number rejected: the first of them evicts
+    # the blocks the last chunk left behind the window, a run too), then the ends; slabs
+    # compacted from 16 entries of garbage on. Every call is compared with a twin driven by
+    # the general path. The generated functions plan every step: neither the boundary path
+    # nor the general path runs (before, each chunk past the window and each first drafting
+    # step took the boundary path: `benchmarks/vs_vllm.py --sweep 3`, traces 3.16, 3.23).
     monkeypatch.setattr(_table, "_COMPACT_MIN", 16)
     monkeypatch.setattr(_table, "_RETURN_MIN", 16)  # the ends' too
 
     def build() -> KVCacheCoordinator:
         return coordinator(
-            _text(window=32), block_size=4, num_blocks=320, max_len=300, max_in_flight=64
+            _text(window=32), block_size=4, num_blocks=400, max_len=340, max_in_flight=64
         )
 
     one, two = build(), build()
     ran: list[str] = []
-    long_steps = 0
+    rejected = 0
     for cycle in range(3):
         ids = [f"c{cycle}s{i}" for i in range(4)]
         for c in (one, two):
@@ -198,20 +203,32 @@ def test_a_chunked_prefill_takes_its_blocks_as_runs_on_the_boundary_path(
                 general(two._core, "advance", rid, [64, 64])
                 assert _state(one) == _state(two), (cycle, chunk, rid)
                 assert _fields(one) == _fields(two), (cycle, chunk, rid)
-                long_steps += 1
-        for _ in range(20):
+        for step in range(20):
             for rid in ids:
-                fast(one._core, "advance", rid, [1, 1])
-                general(two._core, "advance", rid, [1, 1])
-        assert _state(one) == _state(two)
+                sys.setprofile(_recording(ran))
+                try:
+                    if drafting:
+                        back = (0, 0) if step == 0 else (rejected, rejected)
+                        fast(one._core, "respec_typed", rid, (4, 4), (3, 3), back)
+                    else:
+                        fast(one._core, "advance_typed", rid, (1, 1))
+                finally:
+                    sys.setprofile(None)
+                if drafting:
+                    general(two._core, "respec", rid, [4, 4], [3, 3], list(back))
+                else:
+                    general(two._core, "advance", rid, [1, 1])
+                assert _state(one) == _state(two), (cycle, step, rid)
+                assert _fields(one) == _fields(two), (cycle, step, rid)
+            rejected = (cycle + step) % 4
         _garbage_counted(one)
         for rid in ids:
             for c in (one, two):
                 c._core.free(rid)
             _garbage_counted(one)
         check_pools(one)
-    # Each long step passed over the window (more than one block evicted): the boundary path.
-    assert ran.count("_boundary_step") == long_steps - 4 * 3  # not a first chunk (cross)
+    assert "cross_ops" in ran  # the chunks' runs, and the windows' evicted runs
+    assert "_boundary_step" not in ran, ran.count("_boundary_step")
     assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
     assert "compact_ops" in ran  # slabs compacted on the way, on the same path
 
@@ -457,6 +474,52 @@ def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_
     both("h", [38 - h for h in hits], ran)  # over the stale entries: the general path
     assert "_general_step" in ran
     both("x", [1, 1], [])
+
+
+def test_a_step_at_stale_queue_entries_skips_them_on_the_fast_path() -> None:
+    # Two prompts cached, then freed (their blocks wait in the queue with their content, p's
+    # before q's); f holds every id never handed out. A prefix hit of h on p's prompt takes
+    # p's first blocks back out of the queue: their entries stay there, stale. x then takes
+    # one block a step: p's last block (cached: evicted), then, past the stale entries (the
+    # general path's take skips them, spending their counts), q's blocks. Each step is
+    # planned by the generated functions (before: a stale entry at the head sent it to the
+    # general path, `benchmarks/vs_vllm.py --sweep 3`, trace 3.10), and compared with a twin
+    # driven by the general path.
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            _text(), block_size=2, num_blocks=32, max_len=60, max_in_flight=60, reserve=False
+        )
+
+    one, two = build(), build()
+    prompts = {"p": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "q": [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]}
+    for c in (one, two):
+        core = c._core
+        for rid, prompt in prompts.items():
+            core.admit_with_prefix(rid, [None], prefix_parts(c, prompt))
+            core.advance_step(rid, [10])
+        core.admit("f")
+        core.advance_step("f", [2 * (32 - 1 - 10)])  # every id never handed out
+        core.free("p")
+        core.free("q")
+        hits = core.admit_with_prefix("h", [None], prefix_parts(c, prompts["p"]))
+        core.admit("x")
+        core.advance_step("x", [1])  # (a fresh table: its first block, p's last)
+    pool = one._core.pools[0]
+    assert hits == [8] and pool._num_stale == 4 and pool._fresh == pool.num_blocks
+    ran: list[str] = []
+    for _ in range(5):
+        sys.setprofile(_recording(ran))
+        try:
+            got = _outcome(fast, one._core, "advance", "x", [2])
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "advance", "x", [2])
+        assert _state(one) == _state(two)
+        assert _fields(one) == _fields(two)
+        check_pools(one)
+    assert pool._num_stale == 0 and not pool._stale  # every stale entry skipped
+    assert "past_stale" in ran
+    assert "_boundary_step" not in ran and "_general_step" not in ran, set(ran)
 
 
 def test_a_free_that_leaves_its_slab_due_compacts_it_without_the_ended_segments(
