@@ -93,6 +93,12 @@ one pool or one per group, mixed lengths; each a row (traces this replay cannot 
 drawn again). A new seed is a new held-out set: the way session 32 found short requests'
 ends, admissions and first steps after a hit far slower than their decode steps.
 
+``--paths`` times nothing: it replays each selected trace once on kvunits' typed side and
+counts the calls that left the generated functions for the core's boundary or general plans
+(or compacted a slab), by the line that sent them there and the condition on it (`paths`).
+A class of trace that leaves them often is one the fast paths do not cover yet: with
+``--sweep 3`` it showed a window passed over by each prefill chunk (session 33).
+
 ``--memory`` measures each side's allocator memory (tracemalloc, counting only allocations made
 in the allocator's own files: ``vllm/v1/core`` and ``kvunits/runtime``) with 1024 streams of
 audio + text: bytes per held block and per request (two fills with different held blocks
@@ -106,6 +112,7 @@ then::
     .venv-vllm/bin/python benchmarks/vs_vllm.py --memory    # memory per block and request
     .venv-vllm/bin/python benchmarks/vs_vllm.py --held-out  # traces outside the family
     .venv-vllm/bin/python benchmarks/vs_vllm.py --sweep 7   # 40 random traces of seed 7
+    .venv/bin/python benchmarks/vs_vllm.py --paths --sweep 7  # where they leave the fast paths
     .venv/bin/python benchmarks/vs_vllm.py --quick          # no vLLM: kvunits alone, says so
 
 Not imported by the test suite's timed paths (importing vLLM takes ~10 s);
@@ -126,10 +133,12 @@ import time
 import tracemalloc
 import warnings
 from array import array
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Final
 
 import kvunits
 from kvunits.contracts import (
@@ -535,11 +544,12 @@ class KvunitsSide:
 
     def __init__(self, trace: Trace, schedule: Schedule, mode: str) -> None:
         self.trace, self.schedule, self.mode = trace, schedule, mode
+        self.coordinator: KVCacheCoordinator | None = None  # the latest run's
 
     def run(self, watch: Seen | None = None) -> int:
         """Replay the schedule; return the CPU ns spent in allocator calls."""
         trace, schedule = self.trace, self.schedule
-        coord = kvunits_coordinator(trace)
+        coord = self.coordinator = kvunits_coordinator(trace)
         handles: list[Any] = [coord.group(g, _unit_of(g)) for g in trace.groups]
         scale = [P if g == "audio" else 1 for g in trace.groups]
         stepper: Any = coord.stepper(*handles)
@@ -1452,6 +1462,85 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
             print("    kvunits at most vLLM's: " + ", ".join(verdict))
 
 
+# -- paths ----------------------------------------------------------------------------------------
+
+#: The core's paths a call of the generated functions leaves them for (`--paths`): the
+#: boundary and general plans, and a slab's compaction (a table rewritten: the cost grows with
+#: the requests).
+SLOW_PATHS: Final = frozenset(
+    {
+        "_boundary_step",
+        "_boundary_rollback",
+        "_general_step",
+        "_general_respec",
+        "_general_rollback",
+        "_general_all",
+        "_general_respec_all",
+        "_general_content",
+        "_general_content_all",
+        "_general_respec_content_all",
+        "_general_free",
+        "_general_prefix",
+        "compact_ops",
+    }
+)
+
+
+def paths(trace: Trace, mode: str = "typed") -> tuple[int, Counter[tuple[str, str, str]]]:
+    """Where one replay of ``trace`` (kvunits' ``mode`` side) leaves the fast paths: per slow
+    path (`SLOW_PATHS`) and the line that called it (its function, and in the generated
+    functions the line's source: the condition it failed is the line before it), how many
+    times; and the replay's stream-steps. A class of trace whose steps leave the generated
+    functions often is where the core's general plans cost it its lead (how session 33
+    found a window passed over by a prefill chunk, a stale queue entry at the head)."""
+    schedule = make_schedule(trace)
+    _STEPS[trace.name] = schedule.stream_steps
+    side = KvunitsSide(trace, schedule, mode)
+    counts: Counter[tuple[str, str, str, int]] = Counter()
+
+    def record(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_name in SLOW_PATHS and frame.f_back is not None:
+            caller = frame.f_back
+            counts[frame.f_code.co_name, caller.f_code.co_filename, caller.f_code.co_name,
+                   caller.f_lineno] += 1  # fmt: skip
+
+    sys.setprofile(record)
+    try:
+        side.run()
+    finally:
+        sys.setprofile(None)
+    assert side.coordinator is not None
+    source = _fast_source(side.coordinator).splitlines()
+    out: Counter[tuple[str, str, str]] = Counter()
+    for (slow, filename, function, line), n in counts.items():
+        text = ""
+        if filename.startswith("<kvunits fast steps"):
+            # The condition that sent it there: the nearest `if` above the line.
+            above = [x.strip() for x in source[max(line - 5, 0) : line - 1]]
+            text = next((x for x in reversed(above) if x.startswith(("if ", "elif "))), "")
+        out[slow, f"{function}:{line}", text] += n
+    return schedule.stream_steps, out
+
+
+def _fast_source(coord: KVCacheCoordinator) -> str:
+    """The source of ``coord``'s generated functions (`kvunits.runtime._fast`)."""
+    from kvunits.runtime import _fast
+
+    return _fast._source(coord._core)
+
+
+def print_paths(traces: Sequence[Trace], mode: str = "typed", top: int = 4) -> None:
+    """`paths` of each trace: calls that left the fast paths per 1,000 stream-steps, and the
+    most frequent lines that left them."""
+    for trace in traces:
+        steps, counts = paths(trace, mode)
+        slow = sum(counts.values())
+        print(f"-- {trace.name}: {steps:,} stream-steps, {1000 * slow / steps:.1f} per 1,000 "
+              f"left the fast paths ({trace})")  # fmt: skip
+        for (path, where, text), n in counts.most_common(top):
+            print(f"   {n:7,} {path} <- {where}" + (f"  [{text[:90]}]" if text else ""))
+
+
 # -- main -----------------------------------------------------------------------------------------
 
 
@@ -1466,6 +1555,9 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         "--held-out", action="store_true", help="the variants outside the family (held_out)"
     )
     parser.add_argument("--sweep", type=int, default=None, help="random traces of this seed")
+    parser.add_argument(
+        "--paths", action="store_true", help="where kvunits leaves its fast paths, untimed"
+    )
     args = parser.parse_args(argv)
 
     v: dict[str, Any] | None = None
@@ -1485,12 +1577,15 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     if args.memory:
         memory(v)
         return []
-    print(f"clock: {clock_cost()} ns per timed region (subtracted)")
-    rows = []
     if args.sweep is not None:
         traces = sweep(args.sweep, quick=args.quick)
     else:
         traces = (held_out if args.held_out else family)(args.quick)
+    if args.paths:
+        print_paths([t for t in traces if not args.only or any(o in t.name for o in args.only)])
+        return []
+    print(f"clock: {clock_cost()} ns per timed region (subtracted)")
+    rows = []
     for trace in traces:
         if args.only and not any(o in trace.name for o in args.only):
             continue

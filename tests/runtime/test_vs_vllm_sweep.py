@@ -45,3 +45,20 @@ def test_every_kvunits_side_does_the_same_work_on_random_traces() -> None:
         assert "typed" in row.us and row.check != "-", trace
         sides |= set(row.ratios)
     assert sides == {"raw", "fused", "batch", "content"}, sides
+
+
+def test_paths_counts_the_calls_that_leave_the_fast_paths_and_the_line_that_sent_them() -> None:
+    # Long prompts in chunks past a sliding window (sweep 3's trace 3.23, shorter): every
+    # chunk's evicted blocks go back as a run on the generated path, so no call leaves it for
+    # the boundary or general path; the slabs compacted on the way (8 streams: small slabs,
+    # their windows' segments moving often) are counted with the condition that compacted
+    # them, a move that made the slab due.
+    trace = vs_vllm.Trace(
+        "x", "y", ("audio", "text", "chunked", "sliding"), streams=8, prompt=700, chunk=64,
+        decode=5, total=400,
+    )  # fmt: skip
+    steps, counts = vs_vllm.paths(trace)
+    assert steps == 400
+    assert {path for path, _, _ in counts} == {"compact_ops"}, counts
+    assert all(where.startswith("cross_ops:") for _, where, _ in counts), counts
+    assert all("due(garbage" in text for _, _, text in counts), counts
