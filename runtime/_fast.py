@@ -1823,6 +1823,17 @@ def _respec(
             "    def respec_ops(me, request_id, o, num_new, lookahead, rejected, more=None):",
             f"        {qs} = num_new",
             f"        {rs} = rejected",
+            # Content waiting for the positions the step commits (a generated token's
+            # block, filled by `extend_content` after the latest step), in a layout the
+            # lean crossing does not register (a pool of several groups, a window's mask):
+            # `plan_cross` registers it with the rollback and the lookahead.
+            "        if extras and more is None:",
+            "            extra = extras.get(o)",
+            "            if extra is not None and extra.pending() and not ("
+            + " or ".join(f"type(r{g}) is not int or r{g} < 0" for g in range(n))
+            + "):",
+            "                return respec_registering(me, request_id, o, num_new, lookahead, "
+            "rejected, extra)",
             f"        {js} = specs.get(o, nospec)",
             f"        c = o * {cw // hw}",
             f"        {fresh}",
@@ -4357,6 +4368,24 @@ def _source(core: CoordinatorCore) -> str:
         "        emit_boundary(ops, plan)",
         # Nothing left to register (`plan_cross` declines otherwise): the request rests, in
         # the compact form (`RestingExtras`), as the core's boundary path leaves it.
+        "        known = extra.streams",
+        "        registered = [r if s < 0 or r >= len(known[s].hashes) else len(known[s].hashes) "
+        "for s, r in zip(extra.stream_of, extra.registered)]",
+        "        ops.append((setitem, extras, o, extra.resting(registered)))",
+        "        commit(ops_of(ops)); del owner[0]; return  # the commit",
+        "",
+        # The same for a drafting step (``respec_ops``'), its latest step's rejected drafts
+        # rolled back first and its lookahead stored (`plan_cross` commits and registers none
+        # of its lookahead positions).
+        "    def respec_registering(me, request_id, o, num_new, lookahead, rejected, extra):",
+        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "(commit, map(setitem, repeat(st), sa, sv))]",
+        "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv, rejected, "
+        "lookahead):",
+        "            return boundary(me, request_id, o, num_new, False, lookahead, rejected)",
+        "        ops.append((setitem, specs, o, tuple(lookahead)))",
+        "        emit_boundary(ops, plan)",
         "        known = extra.streams",
         "        registered = [r if s < 0 or r >= len(known[s].hashes) else len(known[s].hashes) "
         "for s, r in zip(extra.stream_of, extra.registered)]",

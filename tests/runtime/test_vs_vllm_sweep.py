@@ -62,3 +62,20 @@ def test_paths_counts_the_calls_that_leave_the_fast_paths_and_the_line_that_sent
     assert {path for path, _, _ in counts} == {"compact_ops"}, counts
     assert all(where.startswith("cross_ops:") for _, where, _ in counts), counts
     assert all("due(garbage" in text for _, _, text in counts), counts
+
+
+def test_drafting_with_every_token_cached_in_a_shared_pool_registers_on_the_fast_path() -> None:
+    # Chunked + text in one pool, every generated token cached, one draft a step (sweep 4's
+    # trace 4.34, shorter): each drafting step after a block filled with content registers it
+    # (`respec_registering`, `plan_cross` with the rollback and the lookahead). Before, every
+    # such step took the core's boundary path (70 of these 800 stream-steps; at 48 streams
+    # 40% of the replay's time). A step the plan declines still goes there: once or so here.
+    trace = vs_vllm.Trace(
+        "x", "y", ("chunked", "text"), streams=8, prompt=100, chunk=512, decode=100,
+        total=800, shared_pool=True, prefix="generated", spec=1,
+    )  # fmt: skip
+    steps, counts = vs_vllm.paths(trace)
+    assert steps == 800
+    boundary = sum(n for (path, _, _), n in counts.items() if path == "_boundary_step")
+    assert boundary <= 3, counts
+    assert not any("pending" in text for _, _, text in counts), counts
