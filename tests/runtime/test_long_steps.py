@@ -476,6 +476,66 @@ def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_
     both("x", [1, 1], [])
 
 
+def test_a_drafting_step_that_moves_a_segment_into_a_due_slab_compacts_it_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Short drafting requests (the benchmark's *short drafting* row in miniature): waves of
+    # 4, an 8-token prompt, 5 drafting steps of 3 drafts each, a seeded number rejected, most
+    # ended once the next wave has taken its first step; slabs compacted from 8 entries of
+    # garbage on. The ends leave garbage; a
+    # drafting step whose segment outgrows its room moves it to the slab's end, and where
+    # that makes the slab due, the generated `respec_ops` compacts it first and plans again
+    # (before: the core's boundary path, about 50 µs more than the compaction a call). Every
+    # call compared with a twin driven by the general path.
+    monkeypatch.setattr(_table, "_COMPACT_MIN", 8)
+    monkeypatch.setattr(_table, "_RETURN_MIN", 1024)  # (only the steps compact here)
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(_text(), block_size=4, num_blocks=400, max_len=64, max_in_flight=64)
+
+    one, two = build(), build()
+    ran: list[str] = []
+    compacting: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+            if frame.f_code.co_name == "compact_ops":
+                compacting.append(frame.f_back.f_code.co_name)
+
+    ended: list[str] = []
+    moves = 0
+    for wave in range(6):
+        ids = [f"w{wave}r{i}" for i in range(4)]
+        for c in (one, two):
+            for rid in ids:
+                c._core.admit(rid)
+                c._core.advance_step(rid, [8])
+            for rid in ended:  # the last wave's ends: garbage the first step did not see
+                c._core.free(rid)
+        for step in range(5):
+            for n, rid in enumerate(ids):
+                back = 0 if step == 0 else (wave + step + n) % 4
+                before = len(compacting)
+                sys.setprofile(record)
+                try:
+                    got = _outcome(fast, one._core, "respec_typed", rid, (4,), (3,), (back,))
+                finally:
+                    sys.setprofile(None)
+                if "respec_ops" in compacting[before:]:  # compacted, then moved: not due now
+                    table = one._core.table
+                    assert not _table.due(table.garbage[0], len(table.slabs[0]))
+                    moves += 1
+                assert got == _outcome(general, two._core, "respec", rid, [4], [3], [back])
+                assert _state(one) == _state(two), (wave, step, rid)
+                assert _fields(one) == _fields(two), (wave, step, rid)
+        _garbage_counted(one)
+        ended = ids[: 2 + wave % 3]
+        check_pools(one)
+    assert moves, compacting
+    assert "_boundary_step" not in ran and "_general_respec" not in ran, set(ran)
+
+
 def test_a_step_at_stale_queue_entries_skips_them_on_the_fast_path() -> None:
     # Two prompts cached, then freed (their blocks wait in the queue with their content, p's
     # before q's); f holds every id never handed out. A prefix hit of h on p's prompt takes
