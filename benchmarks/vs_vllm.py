@@ -1489,7 +1489,7 @@ SLOW_PATHS: Final = frozenset(
 def paths(trace: Trace, mode: str = "typed") -> tuple[int, Counter[tuple[str, str, str]]]:
     """Where one replay of ``trace`` (kvunits' ``mode`` side) leaves the fast paths: per slow
     path (`SLOW_PATHS`) and the line that called it (its function, and in the generated
-    functions the line's source: the condition it failed is the line before it), how many
+    functions the condition that sent it there: the nearest ``if`` above the line), how many
     times; and the replay's stream-steps. A class of trace whose steps leave the generated
     functions often is where the core's general plans cost it its lead (how session 33
     found a window passed over by a prefill chunk, a stale queue entry at the head)."""
