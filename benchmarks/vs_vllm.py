@@ -1481,6 +1481,7 @@ SLOW_PATHS: Final = frozenset(
         "_general_respec_content_all",
         "_general_free",
         "_general_prefix",
+        "_admit_with_prefix",
         "compact_ops",
     }
 )

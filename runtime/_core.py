@@ -520,6 +520,21 @@ class CoordinatorCore:
                 content of different lengths.
             AdmissionError, AllocationError: as `admit` (nothing changes).
         """
+        # Its common case written out for the layout (`_fast`: None where it declines, having
+        # changed nothing), else planned; on one line: an interrupt after its commit comes
+        # after the call.
+        lean, args = self.fast.admit_prefix, (request_id, max_len_slots, prefix, also, check)
+        return (lean is not None and lean(*args)) or self._admit_with_prefix(*args)
+
+    def _admit_with_prefix(
+        self,
+        request_id: str,
+        max_len_slots: Sequence[int | None],
+        prefix: Mapping[int, PrefixPart | None],
+        also: Ops | None,
+        check: Callable[[str, list[int]], None] | None,
+    ) -> list[int]:
+        """`admit_with_prefix` planned: `_lean_prefix` where it plans it, else in full."""
         me: list[object] = []
         guard = self.guard
         try:
@@ -3133,6 +3148,7 @@ class FastFunctions(NamedTuple):
     respec_fill_cross: Callable[..., object]
     respec_content_all: Callable[..., None]
     admit: Callable[[str, Sequence[int | None]], bool]
+    admit_prefix: Callable[..., list[int] | None] | None
     free: Callable[[str, Container[str], Container[str], Container[str]], bool]
     extend: Callable[[str, int, array[int]], None]
     source: str

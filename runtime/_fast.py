@@ -84,6 +84,7 @@ from ._table import (
     START,
     STEP,
 )
+from .block_pool import _COMPACT_AFTER
 
 
 def make_functions(core: CoordinatorCore, source: str | None = None) -> FastFunctions:
@@ -895,6 +896,263 @@ def _admit(core: CoordinatorCore) -> list[str]:
         "            o = len(hot)",
         f"            c = o // {hw} * {cw}",
         "            " + "; ".join(stores) + "; del owner[0]; return True  # the commit",
+        "        except BaseException:",
+        "            drop(me)",
+        "            raise",
+        "",
+    ]
+    return lines
+
+
+def _admit_prefix(core: CoordinatorCore) -> list[str]:
+    """The source of ``admit_prefix(request_id, lengths, prefix, also, check) -> hits | None``:
+    `CoordinatorCore.admit_with_prefix` of a request giving content to every group, each
+    cacheable (no ``check``): `CoordinatorCore._lean_prefix` written out for the layout. Each
+    sequence's hit looked up (a lone full-attention group's in C: its hashes' blocks mapped
+    in one pass, cut at the first missing; else `longest_common_hit`), each pool's hit blocks
+    touched as `PoolPlan.touch` touches them (another reference where held, a free cached one
+    taken back out of the queue, its entry stale; a pool with every block free forgets the ids
+    it handed out), the reservation less the hit blocks
+    another request holds in groups that keep theirs, the fields and segments as
+    `_lean_fields` writes them, the extras as `_extras_of` makes them, the caches' counts, as
+    stores on one line and the few operations no store makes committed at its end. None,
+    having changed nothing (the token free), where `_lean_prefix` declines or the general
+    path would raise (a bad id or length, caps that never or not now fit): the caller's
+    general path decides. None in place of the function where some group caches nothing."""
+    if None in core.caches:
+        return ["    admit_prefix = None", ""]
+    n = len(core.names)
+    ledger = core.ledger
+    hw, cw = core.table.hot_width, core.table.cold_width
+    caches = [c for c in core.caches if c is not None]
+    ls = ", ".join(f"l{g}" for g in range(n)) + ("," if n == 1 else "")
+    cs = ", ".join(f"c{g}" for g in range(n)) + ("," if n == 1 else "")
+    no = "del owner[0]; return None"
+    pools = core._lean_pools
+    lines = [
+        "    cache_of = core.caches",
+        "    cget = tuple(c.blocks.get for c in core.caches)",
+        "    shapes = core._shapes",
+        "",
+        "    def admit_prefix(request_id, lengths, prefix, also, check):",
+        "        me = []",
+        "        try:",
+        "            if claim(0, me) is not me:",
+        '                contend(me, concurrent, "admit")',
+        "            if (type(request_id) is not str or not 0 < len(request_id) <= "
+        f"{MAX_REQUEST_ID_CHARS}",
+        f"                    or request_id in offsets or len(lengths) != {n}",
+        f"                    or len(prefix) != {n} or check is not None):",
+        f"                {no}",
+    ]
+    # A pool whose queue is due a compaction: the general path compacts it first.
+    for groups in pools:
+        q = groups[0]
+        lines += [
+            f"            pool{q} = pools[{q}]",
+            f"            if pool{q}._num_stale >= {_COMPACT_AFTER} and 2 * pool{q}._num_stale >= "
+            f"len(pool{q}._queue) - pool{q}._head:",
+            f"                {no}",
+        ]
+    lines.append(f"            {ls} = lengths")
+    for g in range(n):
+        lines += [
+            f"            if l{g} is None:",
+            f"                l{g} = default[{g}]",
+            f"            elif type(l{g}) is not int or not 0 <= l{g} <= limits[{g}]:",
+            f"                {no}",
+        ]
+    ps = ", ".join(f"p{g}" for g in range(n)) + ("," if n == 1 else "")
+    lines += [
+        f"            {ps} = map(prefix.get, range({n}))",
+        "            if " + " or ".join(f"p{g} is None" for g in range(n)) + ":",
+        f"                {no}",
+    ]
+    # Each sequence's hit: its content's rows one length across its groups, within each
+    # group's length; the last position is always computed (its output).
+    for a, readers in enumerate(core._lean_axes):
+        m0 = readers[0]
+        lines.append(f"            rows{a} = p{m0}.rows")
+        for g in readers:
+            same = f"p{g}.rows != rows{a} or " if g != m0 else ""
+            lines += [
+                f"            if {same}rows{a} > l{g} * {core._pool[g]}:",
+                f"                {no}",
+            ]
+        kind = caches[m0].kind if len(readers) == 1 else None
+        if kind == "full_attention":
+            g = m0
+            rpb = caches[g].rows_per_block
+            lines += [
+                f"            t{g} = list(map(cget[{g}], p{g}.hashes[:(rows{a} - 1) // {rpb}]))"
+                f" if rows{a} else []",
+                f"            if None in t{g}:",
+                f"                del t{g}[t{g}.index(None):]",
+                f"            if countOf(map(type, t{g}), int) != len(t{g}):  # a key of several",
+                f"                t{g} = [b if type(b) is int else b[0] for b in t{g}]",
+                f"            h{g} = len(t{g}) * {rpb}",
+            ]
+        else:
+            ts = ", ".join(f"t{g}" for g in readers) + ("," if len(readers) == 1 else "")
+            given = ", ".join(f"cache_of[{g}]" for g in readers)
+            hashes = ", ".join(f"p{g}.hashes" for g in readers)
+            lines += [
+                f"            hit, ({ts}) = longest_common_hit(({given},), ({hashes},), "
+                f"max(rows{a} - 1, 0))",
+                *(f"            h{g} = hit" for g in readers),
+            ]
+    lines += [
+        f"            key = ({ls})",
+        "            caps = caps_known.get(key)",
+        "            if caps is None:",
+        "                caps = tuple(caps_of(key))",
+    ]
+    members = ledger._members()
+    for g in range(n):
+        lines += [f"                if caps[{g}] > usable[{g}]:", f"                    {no}"]
+    for group in members.values():
+        if len(group) > 1:
+            total = " + ".join(f"caps[{g}]" for g in group)
+            lines += [f"                if {total} > usable[{group[0]}]:"]
+            lines += [f"                    {no}"]
+    lines += [
+        "                if len(caps_known) < 256:",
+        "                    caps_known[key] = caps",
+        f"            {cs} = caps",
+        "            xo = []",
+    ]
+    # Each pool's hit blocks touched: a block another table holds one reference more, a free
+    # cached one taken back out of the queue (its entry stale); the queue's taken entries
+    # dropped as the plan's emit drops them.
+    for groups in pools:
+        q = groups[0]
+        lines.append(f"            tk{q} = []")
+        for g in groups:
+            lines += [f"            lv{g} = t{g}", f"            d{g} = 0", f"            if t{g}:"]
+            if caches[g].kind != "full_attention":  # a window's evicted entries lead
+                lines += [
+                    f"                if not t{g}[0]:",
+                    f"                    lv{g} = [b for b in t{g} if b]",
+                    f"                    if not lv{g}:",
+                    f"                        {no}",
+                ]
+            lines += [
+                f"                if len(set(lv{g})) != len(lv{g}):",
+                f"                    {no}",
+                f"                back = pool{q}._cached_free.intersection(lv{g})",
+                f"                kept = lv{g}",
+                "                if back:",
+                f"                    tk{q} += [b for b in lv{g} if b in back]",
+                f"                    kept = [b for b in lv{g} if b not in back]",
+                "                if kept:",
+                f"                    sh = pool{q}._shared",
+                "                    xo.append((sh.update, {b: sh.get(b, 1) + 1 for b in kept}))",
+            ]
+            if core._keeps[g]:
+                lines.append(f"                d{g} = len(kept)")
+        lines += [
+            f"            used = pool{q}._used + len(tk{q})",
+            f"            head, queue = pool{q}._head, pool{q}._queue",
+            "            if head and (head >= len(queue) or 2 * head >= len(queue) or not used):",
+            f"                xo += [(queue.__delitem__, slice(0, head)), (setattr, pool{q}, "
+            "'_head', 0)]",
+            # Every block free: the ids handed out are not kept (as the plan's emit).
+            f"            if not used and len(pool{q}._iota):",
+            f"                xo.append((pool{q}._iota.__delitem__, slice(None)))",
+            f"            if tk{q}:",
+            f"                sa = pool{q}._stale",
+            f"                xo += [(sa.update, {{b: sa.get(b, 0) + 1 for b in tk{q}}}), "
+            f"(setattr, pool{q}, '_num_stale', pool{q}._num_stale + len(tk{q})), "
+            f"(setattr, pool{q}, '_used', used), (pool{q}._cached_free.difference_update, "
+            f"tk{q})]",
+        ]
+    # The reservation, less the hit blocks another request holds (as `AdmissionLedger.take`).
+    writes = []
+    lines += [f"            sh{g} = ledger_shared[{g}] + d{g}" for g in range(n)]
+    writes += [("ledger_shared", str(g), f"sh{g}") for g in range(n)]
+    if ledger._reserve:
+        if len(members) == n:
+            for g in range(n):
+                lines += [
+                    f"            if c{g} > usable[{g}] - reserved[{g}] + sh{g}:",
+                    f"                {no}",
+                ]
+        else:
+            for group in members.values():
+                held = " + ".join(f"reserved[{g}] - sh{g}" for g in group)
+                total = " + ".join(f"c{g}" for g in group)
+                lines += [
+                    f"            if {total} > usable[{group[0]}] - ({held}):",
+                    f"                {no}",
+                ]
+        lines += [f"            r{g} = reserved[{g}] + c{g}" for g in range(n)]
+        writes += [("reserved", str(g), f"r{g}") for g in range(n)]
+    # The fields (as `_lean_fields`): each hit a segment at its slab's end with room for its
+    # content's entries.
+    cold = []
+    sequence = {g: a for a, readers in enumerate(core._lean_axes) for g in readers}
+    for g in range(n):
+        rows = f"rows{sequence[g]}"
+        lines += [
+            f"            sk{g} = n{g} = rm{g} = 0",
+            f"            if lv{g}:",
+            f"                sk{g}, sb = len(t{g}) - len(lv{g}), slabs[{g}]",
+            f"                n{g}, slots = len(sb), min(-(-{rows} // {core._pool[g]}), l{g})",
+            f"                rm{g} = max(-(-slots // {core._block_size[g]}) - sk{g}, len(lv{g}))",
+            f"                seg = array('i', lv{g})",
+            f"                if rm{g} > len(lv{g}):",
+            f"                    seg += zero1 * (rm{g} - len(lv{g}))",
+            "                xo.append((sb.extend, seg))",
+        ]
+        cold += [f"h{g}", "0", "0", f"sk{g}", f"n{g}", f"len(lv{g})", f"rm{g}", f"l{g}"]
+    # The extras (as `_extras_of`): one stream per sequence and granularity, in group order.
+    streams: dict[tuple[int, int], int] = {}
+    first: list[int] = []
+    for g in range(n):
+        key = (core._axis[g], caches[g].rows_per_block)
+        if key not in streams:
+            streams[key] = len(first)
+            first.append(g)
+    shape = tuple(streams[(core._axis[g], caches[g].rows_per_block)] for g in range(n))
+    made = ", ".join(
+        f"Stream({core._axis[g]}, {caches[g].rows_per_block}, p{g}.hashes, p{g}.tail, "
+        f"p{g}.parent)"
+        for g in first
+    )
+    flat = ", ".join(f"p{g}.hashes, p{g}.tail, p{g}.parent" for g in first)
+    registered = "[" + ", ".join(f"len(t{g})" for g in range(n)) + "]"
+    pending = " or ".join(f"len(p{g}.hashes) > len(t{g})" for g in range(n))
+    lines += [
+        f"            shape = shapes.setdefault({shape!r}, {shape!r})",
+        f"            if {pending}:",
+        f"                ex = Active(({made},), shape, {registered})",
+        "            else:",
+        f"                ex = Resting([shape, *{registered}, {flat}])",
+        f"            fields = array(typecode, ({', '.join(cold)}))",
+        "            if also:",
+        "                xo += also",
+        "            xops = ops_of(xo)",
+    ]
+    writes += [("hot", f"o:o + {hw}", "blank_hot"), ("st", f"c:c + {cw}", "fields")]
+    writes += [("extras", "o", "ex"), ("offsets", "request_id", "o")]
+    stores = [f"{t}[{i}] = {v}" for t, i, v in writes]
+    for g in range(n):
+        stores += [
+            f"cache_of[{g}].requests += 1",
+            f"cache_of[{g}].queried += p{g}.rows",
+            f"cache_of[{g}].hits += h{g}",
+        ]
+    hits = "[" + ", ".join(f"h{g}" for g in range(n)) + "]"
+    lines += [
+        "            if spare:",
+        "                o = spare[-1]",
+        f"                c = o // {hw} * {cw}",
+        "                " + "; ".join(stores) + "; del spare[-1]; commit(xops); del owner[0]; "
+        f"return {hits}  # the commit",
+        "            o = len(hot)",
+        f"            c = o // {hw} * {cw}",
+        "            " + "; ".join(stores) + f"; commit(xops); del owner[0]; return {hits}"
+        "  # the commit",
         "        except BaseException:",
         "            drop(me)",
         "            raise",
@@ -4445,7 +4703,7 @@ def _source(core: CoordinatorCore) -> str:
     ]
     lines += _uncross(core)
     lines += _respec_content_all(core)
-    lines += _admit(core) + _free(core)
+    lines += _admit(core) + _admit_prefix(core) + _free(core)
 
     def head(name: str, args: str, operation: str) -> list[str]:
         return [
@@ -4573,7 +4831,7 @@ def _source(core: CoordinatorCore) -> str:
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
         "uncross, respec_cross, content_cross, content_fill, respec_fill, respec_fill_cross, "
-        "respec_content_all, admit, free, extend_keys)"
+        "respec_content_all, admit, admit_prefix, free, extend_keys)"
     )
     header = (
         "from array import array\n"
@@ -4590,7 +4848,8 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import DECLINED\n"
         "from kvunits.runtime.block_pool import filed, holders, without\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
-        "from kvunits.runtime.prefix_cache import chain_hashes\n\n"
+        "from kvunits.runtime._core import HashStream as Stream\n"
+        "from kvunits.runtime.prefix_cache import chain_hashes, longest_common_hit\n\n"
     )
     return header + "\n".join(lines) + "\n"
 

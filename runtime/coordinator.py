@@ -532,6 +532,7 @@ class Stepper(Generic[*_Us]):
         "_admission_check",
         "_admit_lengths",
         "_lean_admit",
+        "_lean_prefix",
         "_owner",
         "advance",
         "advance_all",
@@ -634,6 +635,8 @@ class Stepper(Generic[*_Us]):
         unchecked = policy.policy.reserves or not any(policy.watermark_blocks)
         lean = policy.policy.scheduling_policy != "priority" and unchecked
         self._lean_admit = owner._core.fast.admit if lean else None
+        # The same for an admission with a prefix (`_admit_prefix_lines`).
+        self._lean_prefix = made["admit_prefix"] if lean else None
         self._admission_check: Callable[[str, list[int]], None] | None = (
             None if unchecked else lambda rid, full: owner._admission_check(rid, full, None)
         )
@@ -876,6 +879,12 @@ class Stepper(Generic[*_Us]):
                 given different content, or as `admit`.
             AdmissionError, AllocationError: as `admit` (nothing changed).
         """
+        lean = self._lean_prefix
+        if lean is not None and type(priority) is int and not priority:
+            # Its common case written out (None where the general path below decides).
+            got = lean(request_id, max_len, prefix)
+            if got is not None:
+                return cast(tuple[Any, ...], got)
         owner = self._owner
         lengths = self._lengths(max_len)
         given: tuple[object, ...] = prefix
@@ -2006,6 +2015,7 @@ def _typed_functions(
             ]
         ),
         "",
+        *_admit_prefix_lines(core, handles),
         "    def lengths(given):",
         f"        if len(given) != {k}:",
         '            count_error(H, "max_len", given)',
@@ -2033,9 +2043,10 @@ def _typed_functions(
         "                advance_speculative_with_content=advance_speculative_with_content,",
         "                advance_speculative_all_with_content=(",
         "                    advance_speculative_all_with_content),",
-        "                lengths=lengths)",
+        "                lengths=lengths, admit_prefix=admit_prefix)",
     ]
     namespace: dict[str, Any] = advance_names(core)
+    namespace.update(Hashes=BlockHashes, sizes=[_content_block_size(h.spec) for h in handles])
     exec(compiled("\n".join(lines), f"<kvunits typed entries: {k} of {n} groups>"), namespace)
     made: dict[str, Callable[..., Any]] = namespace["make"](
         core.fast,
@@ -2051,6 +2062,68 @@ def _typed_functions(
         content_lists,
     )
     return made
+
+
+def _admit_prefix_lines(core: CoordinatorCore, handles: tuple[GroupHandle[Any], ...]) -> list[str]:
+    """The source of the typed entries' ``admit_prefix(request_id, max_len, prefix)``:
+    `Stepper.admit_with_prefix` (priority 0) of a stepper binding every group, its checks
+    inline (each length's unit, each group's `BlockHashes` made for its handle's unit and
+    block boundaries, groups of one sequence given one content) and the core's generated
+    admission (``fast.admit_prefix``) called with each group's `PrefixPart`: the hits in each
+    handle's unit. None, having changed nothing, where a check fails or the core declines:
+    the caller's general path decides (and raises what it finds). ``admit_prefix = None``
+    where some group is unbound or the core has no such admission."""
+    n, k = len(core.names), len(handles)
+    if k != n or core.fast.admit_prefix is None:
+        return ["    admit_prefix = None", ""]
+    names = ", ".join(f"a{i}" for i in range(k)) + ("," if k == 1 else "")
+    hashes = ", ".join(f"b{i}" for i in range(k)) + ("," if k == 1 else "")
+    lengths = ["0"] * n
+    parts = []
+    for i, h in enumerate(handles):
+        rows = h._rows_per_slot
+        lengths[h.index] = f"-(-a{i}._value // {rows})" if rows != 1 else f"a{i}._value"
+        parts.append(f"{h.index}: b{i}._part")
+    lines = [
+        "    core_admit_prefix = fast.admit_prefix",
+        "    " + ", ".join(f"S{i}" for i in range(k)) + (", = sizes" if k == 1 else " = sizes"),
+        "",
+        "    def admit_prefix(request_id, max_len, prefix):",
+        f"        if len(max_len) != {k} or type(prefix) is not tuple or len(prefix) != {k}:",
+        "            return None",
+        f"        {names} = max_len",
+        "        if " + " or ".join(f"type(a{i}) is not U{i}" for i in range(k)) + ":",
+        "            return None",
+        f"        {hashes} = prefix",
+    ]
+    for i in range(k):
+        lines += [
+            f"        if (type(b{i}) is not Hashes or b{i}.unit is not U{i}",
+            f"                or b{i}.tokens_per_block is not S{i} and b{i}.tokens_per_block != "
+            f"S{i}):",
+            "            return None",
+        ]
+    # Groups of one sequence (its encoder's, its tokens') read one content.
+    for i in range(k):
+        for j in range(i + 1, k):
+            if core._axis[handles[i].index] == core._axis[handles[j].index]:
+                lines += [
+                    f"        if b{i}.content is not b{j}.content and b{i}.content != "
+                    f"b{j}.content:",
+                    "            return None",
+                ]
+    hits = ", ".join(
+        f"U{i}(out[{h.index}] // {h.rows_per_unit})" if h.rows_per_unit != 1 else
+        f"U{i}(out[{h.index}])"
+        for i, h in enumerate(handles)
+    ) + ("," if k == 1 else "")
+    lines += [
+        "        out = core_admit_prefix(request_id, [" + ", ".join(lengths) + "], {"
+        + ", ".join(parts) + "}, None, None)",
+        f"        return None if out is None else ({hits})",
+        "",
+    ]
+    return lines
 
 
 def _kernel_view(

@@ -299,6 +299,12 @@ def _exact(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     return _raw(coord), snapshot(coord), pools, maps, extras
 
 
+def _general_only(core: CoordinatorCore) -> None:
+    """``core`` without its generated admission with a prefix (its `_lean_prefix` is patched
+    off where a test wants the general plan alone)."""
+    core.fast = core.fast._replace(admit_prefix=None)
+
+
 def _admitted_alike(
     one: KVCacheCoordinator,
     rid: str,
@@ -306,34 +312,49 @@ def _admitted_alike(
     parts: dict[int, Any],
     seen: dict[str, int],
     interrupt: bool = False,
+    path: str = "generated",
 ) -> Any:
-    """``admit_with_prefix`` on ``one`` (its lean plan where it takes it: `_lean_prefix`)
+    """``admit_with_prefix`` on ``one`` by its lean ``path`` where it takes it (``generated``:
+    the layout's ``fast.admit_prefix``; ``planned``: `_lean_prefix`, the generated one off)
     compared, outcome and exact state (`_exact`), with the general path on a twin. With
     ``interrupt``, first interrupted at each of its events, each leaving ``one`` as it was."""
     core = one._core
     twin = copy.deepcopy(one)
-    lean = CoordinatorCore._lean_prefix
-    took: list[bool] = []
+    _general_only(twin._core)
+    fast, took = core.fast, []
 
-    def recorded(*args: Any) -> Any:
-        got = lean(*args)
-        took.append(got is not None)
-        return got
+    def recorded(lean: Any) -> Any:
+        def call(*args: Any) -> Any:
+            got = lean(*args)
+            took.append(got is not None)
+            return got
 
+        return call
+
+    if path == "generated":
+        assert fast.admit_prefix is not None
+        core.fast = fast._replace(admit_prefix=recorded(fast.admit_prefix))
+        planned = CoordinatorCore._lean_prefix
+    else:
+        core.fast = fast._replace(admit_prefix=None)
+        planned = recorded(CoordinatorCore._lean_prefix)
     free_before = {b for p in unique_pools(one) for b in p._cached_free}
     call = functools.partial(_outcome, core.admit_with_prefix, rid, lengths, parts)
     before, at = _exact(one), 1
-    with mock.patch.object(CoordinatorCore, "_lean_prefix", recorded):
-        while interrupt:
-            try:
-                mine = Interrupt(at).run(call)
-            except KeyboardInterrupt:
-                assert _exact(one) == before, (rid, at)
-                at += every()
-                continue
-            break
-        else:
-            mine = call()
+    try:
+        with mock.patch.object(CoordinatorCore, "_lean_prefix", planned):
+            while interrupt:
+                try:
+                    mine = Interrupt(at).run(call)
+                except KeyboardInterrupt:
+                    assert _exact(one) == before, (rid, at)
+                    at += every()
+                    continue
+                break
+            else:
+                mine = call()
+    finally:
+        core.fast = fast
     with mock.patch.object(CoordinatorCore, "_lean_prefix", lambda *args: None):
         theirs = _outcome(twin._core.admit_with_prefix, rid, lengths, parts)
     assert mine == theirs, rid
@@ -349,7 +370,9 @@ def _admitted_alike(
     return mine
 
 
-def _ends_compared(layout: str, seed: int, interrupt: bool) -> dict[str, int]:
+def _ends_compared(
+    layout: str, seed: int, interrupt: bool, path: str = "generated"
+) -> dict[str, int]:
     """Requests of a few prompts sharing their first blocks (prefix hits), each appending the
     tokens it samples as content (blocks registered, then cached once freed), some drafting
     (a speculative tail left), ending at random moments while the pools cycle through the
@@ -425,7 +448,9 @@ def _ends_compared(layout: str, seed: int, interrupt: bool) -> dict[str, int]:
             for h, unit in zip(handles, units.values(), strict=True):
                 content = [k for k in prompt for _ in range(2)] if unit is EncoderTokens else prompt
                 parts[h.index] = h.block_hashes(ContentKeys(content, unit)).part()
-            hits = _admitted_alike(one, rid, [None] * len(handles), parts, seen, interrupt)
+            hits = _admitted_alike(
+                one, rid, [None] * len(handles), parts, seen, interrupt, path
+            )
             if not isinstance(hits, list):
                 continue  # refused for now (its caps): nothing changed
             running[rid] = len(prompt)
@@ -487,16 +512,21 @@ def test_lean_ends_of_requests_that_cached_shared_or_drafted_do_what_the_general
         assert seen[name] > 0, seen
 
 
-def test_a_lean_end_that_caches_shares_or_drafted_interrupted_anywhere_changes_nothing() -> None:
-    # The same, each lean admission and end also interrupted at each of its events.
-    seen = _ends_compared("audio+text", 6, interrupt=True)
+@pytest.mark.parametrize("path", ["generated", "planned"])
+def test_a_lean_end_that_caches_shares_or_drafted_interrupted_anywhere_changes_nothing(
+    path: str,
+) -> None:
+    # The same, each lean admission (generated, or `_lean_prefix`) and end also interrupted
+    # at each of its events.
+    seen = _ends_compared("audio+text", 6, interrupt=True, path=path)
     assert seen["lean"] > 10 and seen["shared"] and seen["cached"], seen
     assert seen["lean_admitted"] > 10 and seen["hit"] and seen["taken_back"], seen
 
 
+@pytest.mark.parametrize("path", ["generated", "planned"])
 @pytest.mark.parametrize("ended", [False, True])
 def test_a_lean_admission_whose_window_hit_leads_with_evicted_entries_is_the_general_paths(
-    ended: bool,
+    ended: bool, path: str
 ) -> None:
     # A sliding window of 4 tokens in blocks of 2 beside full attention: a prompt of 13 tokens
     # like one computed (running, or ended: its blocks free but cached) hits 12 tokens, the
@@ -523,26 +553,27 @@ def test_a_lean_admission_whose_window_hit_leads_with_evicted_entries_is_the_gen
     parts = {h.index: h.block_hashes(ContentKeys(prompt, Tokens)).part() for h in handles}
     core = one._core
     seen = dict.fromkeys(("admitted", "lean_admitted", "hit", "taken_back", "skipped"), 0)
-    assert _admitted_alike(one, "a", [None, None], parts, seen) == [0, 0]
+    assert _admitted_alike(one, "a", [None, None], parts, seen, path=path) == [0, 0]
     for chunk in (4, 4, 4, 1):
         core.advance_step("a", [chunk, chunk])
     if ended:
         one.free("a")
-    assert _admitted_alike(one, "b", [None, None], parts, seen) == [12, 12]
+    assert _admitted_alike(one, "b", [None, None], parts, seen, path=path) == [12, 12]
     assert seen["lean_admitted"] == 2 and seen["skipped"] == 1, seen
     assert seen["taken_back"] >= ended, seen  # (running, its window evicted some of them)
     # With "a" running, caps the window's pool cannot reserve now (AllocationError; its
     # blocks are not kept, so not reserved once); then content for one group only.
-    got = _admitted_alike(one, "c", [None, None], parts, seen)
+    got = _admitted_alike(one, "c", [None, None], parts, seen, path=path)
     assert isinstance(got, list) if ended else got[0] == "AllocationError", got
     one.free("b")
-    assert _admitted_alike(one, "d", [None, None], {0: parts[0], 1: None}, seen) == [0, 0]
+    only_text = {0: parts[0], 1: None}
+    assert _admitted_alike(one, "d", [None, None], only_text, seen, path=path) == [0, 0]
     assert seen["lean_admitted"] == 2 + ended, seen
     # Content given in another order than the groups' (a stepper bound window first): the
     # same admission, the extras' streams in group order on both paths.
     one.free("d")
     reordered = {1: parts[1], 0: parts[0]}
-    assert _admitted_alike(one, "e", [None, None], reordered, seen) == [12, 12]
+    assert _admitted_alike(one, "e", [None, None], reordered, seen, path=path) == [12, 12]
     assert seen["lean_admitted"] == 3 + ended, seen
     check_pools(one)
 
@@ -572,6 +603,10 @@ def test_lean_admissions_with_a_prefix_do_what_the_general_path_does(data: st.Da
     )
     count, max_in_flight = len(drawn.specs), drawn.max_in_flight
     lean, plain = drawn.build(), drawn.build()
+    # The lean side's generated admission, or `_lean_prefix` alone; the plain side's neither.
+    if data.draw(st.booleans(), label="planned"):
+        _general_only(lean._core)
+    _general_only(plain._core)
     steps = [c.stepper(*_handles(c)) for c in (lean, plain)]
     base = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=40), label="prompt")
     for i in range(data.draw(st.integers(1, 40), label="calls")):
@@ -600,3 +635,110 @@ def test_lean_admissions_with_a_prefix_do_what_the_general_path_does(data: st.Da
             assert _outcome(lean.free, rid) == _outcome(_general_free, plain, rid)
         assert _exact(lean) == _exact(plain), (op, rid)
     check_pools(lean)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(data=st.data())
+def test_a_steppers_admission_with_a_prefix_is_the_general_paths(data: st.DataObject) -> None:
+    # `Stepper.admit_with_prefix` takes its typed entry's written-out checks and the core's
+    # generated admission (`_admit_prefix_lines`, `_fast._admit_prefix`) where both take it:
+    # random layouts of every cacheable kind (pooled audio bound in encoder tokens, groups
+    # bound in a drawn order), each policy; requests admitted with prompts that share their
+    # first keys (hits on held blocks and on free cached ones), advanced and ended at random;
+    # now and then an admission the checks refuse (hashes made for another handle, lengths
+    # in another unit, content longer than the request, a priority). Each is
+    # compared (typed outcome or error, exact state) with a twin on the general path alone.
+    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
+    policy = AdmissionPolicy(
+        kind=data.draw(st.sampled_from(("reserve", "on_demand")), label="kind"),
+        scheduling_policy=data.draw(st.sampled_from(("fcfs", "priority")), label="scheduling"),
+    )
+    drawn = drawn_coordinators(
+        data.draw,
+        kinds,
+        3,
+        st.integers(1, 24),
+        st.integers(1, 24),
+        lambda cap: st.integers(0, 4 * cap),
+        admission=policy,
+    )
+    lean, plain = drawn.build(), drawn.build()
+    _general_only(plain._core)
+    order = data.draw(st.permutations(range(len(drawn.specs))), label="order")
+    steppers = [c.stepper(*(_handles(c)[i] for i in order)) for c in (lean, plain)]
+    typed = steppers[0]._lean_prefix
+    assert steppers[1]._lean_prefix is None
+    base = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=40), label="prompt")
+    for i in range(data.draw(st.integers(1, 30), label="calls")):
+        op = data.draw(st.sampled_from(("admit",) * 4 + ("advance",) * 3 + ("free",)))
+        admitted = sorted(lean._core.table.offsets)
+        if op != "admit" and not admitted:
+            continue
+        if op == "admit":
+            rid = f"r{i}"
+            odd = data.draw(st.sampled_from(("none",) * 6 + ("unit", "other", "priority", "long")))
+            most = len(base) if odd == "long" else min(len(base), drawn.max_len)
+            content = base[: data.draw(st.integers(1, most), label="content")]
+            longest = data.draw(st.integers(min(len(content), drawn.max_len), drawn.max_len))
+            got = []
+            for s in steppers:
+                prefix = [h.block_hashes(ContentKeys(content, h.unit)) for h in s.handles]
+                lengths = [h.unit(longest * h._rows_per_slot) for h in s.handles]
+                priority = 0
+                if odd == "unit":  # a length in another unit: a bare int
+                    lengths[0] = drawn.max_len
+                elif odd == "other" and len(prefix) > 1:  # another handle's hashes
+                    prefix[0] = prefix[1]
+                elif odd == "priority":
+                    priority = 1
+                got.append(
+                    _outcome(s.admit_with_prefix, rid, *lengths, prefix=tuple(prefix),
+                             priority=priority)
+                )
+            assert got[0] == got[1], (rid, odd)
+        elif op == "advance":
+            rid = data.draw(st.sampled_from(admitted), label="request")
+            q = [data.draw(st.integers(0, drawn.max_in_flight), label="n") for _ in order]
+            got = [
+                _outcome(s.advance, rid, *(h.unit(n) for h, n in zip(s.handles, q, strict=True)))
+                for s in steppers
+            ]
+            assert got[0] == got[1], (op, rid)
+        else:
+            rid = data.draw(st.sampled_from(admitted), label="request")
+            assert _outcome(lean.free, rid) == _outcome(plain.free, rid)
+        assert _exact(lean) == _exact(plain), (op, rid)
+    check_pools(lean)
+    if typed is None:  # a group that caches nothing, or a policy with a check or ordering
+        core = lean._core
+        assert core.fast.admit_prefix is None or policy.scheduling_policy == "priority"
+
+
+def test_the_typed_admission_with_a_prefix_takes_its_written_out_entry() -> None:
+    # Audio (a pooled window, bound in encoder tokens) + text, bound text first: a prompt
+    # admitted twice, the second hitting its first blocks in both groups, by the typed entry
+    # and the core's generated admission (neither `_lean_prefix` nor the general plan runs).
+    one = _voxtral_toy()
+    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
+    step = one.stepper(text, audio)
+    tokens = list(range(1, 9))
+    frames = [k for k in tokens for _ in range(2)]
+    prefix = (
+        text.block_hashes(ContentKeys(tokens, Tokens)),
+        audio.block_hashes(ContentKeys(frames, EncoderTokens)),
+    )
+    lengths = (Tokens(40), EncoderTokens(80))
+    with (
+        mock.patch.object(CoordinatorCore, "_lean_prefix", side_effect=AssertionError),
+        mock.patch.object(CoordinatorCore, "_general_prefix", side_effect=AssertionError),
+    ):
+        assert step.admit_with_prefix("a", *lengths, prefix=prefix) == (
+            Tokens(0),
+            EncoderTokens(0),
+        )
+        for _ in range(2):
+            step.advance("a", Tokens(4), EncoderTokens(8))
+        got = step.admit_with_prefix("b", *lengths, prefix=prefix)
+    assert got == (Tokens(6), EncoderTokens(12)), got
+    assert one.block_table("b", text)[:3] == one.block_table("a", text)[:3]
+    check_pools(one)
