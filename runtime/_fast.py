@@ -909,7 +909,8 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
     `CoordinatorCore.admit_with_prefix` of a request giving content to every group, each
     cacheable (no ``check``): `CoordinatorCore._lean_prefix` written out for the layout. Each
     sequence's hit looked up (a lone full-attention group's in C: its hashes' blocks mapped
-    in one pass, cut at the first missing; else `longest_common_hit`), each pool's hit blocks
+    in one pass, cut at the first missing; a lone window group's where every block it reads
+    is cached, `_window_hit`; else `longest_common_hit`), each pool's hit blocks
     touched as `PoolPlan.touch` touches them (another reference where held, a free cached one
     taken back out of the queue, its entry stale; a pool with every block free forgets the ids
     it handed out), the reservation less the hit blocks
@@ -996,11 +997,14 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
             ts = ", ".join(f"t{g}" for g in readers) + ("," if len(readers) == 1 else "")
             given = ", ".join(f"cache_of[{g}]" for g in readers)
             hashes = ", ".join(f"p{g}.hashes" for g in readers)
-            lines += [
-                f"            hit, ({ts}) = longest_common_hit(({given},), ({hashes},), "
-                f"max(rows{a} - 1, 0))",
-                *(f"            h{g} = hit" for g in readers),
+            general = [
+                f"hit, ({ts}) = longest_common_hit(({given},), ({hashes},), max(rows{a} - 1, 0))",
+                *(f"h{g} = hit" for g in readers),
             ]
+            if kind in ("sliding_window", "chunked_local"):
+                lines += _window_hit(caches[m0], m0, a, general)
+            else:
+                lines += ["            " + line for line in general]
     lines += [
         f"            key = ({ls})",
         "            caps = caps_known.get(key)",
@@ -1159,6 +1163,32 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
         "",
     ]
     return lines
+
+
+def _window_hit(cache: Any, g: int, a: int, general: list[str]) -> list[str]:
+    """The hit of a lone window group ``g`` (of sequence ``a``) where every block it reads is
+    cached, in C: a sliding window's last ``cdiv(window - 1, block_size)`` blocks of the
+    longest hit (vLLM's right-to-left scan finds them first), a chunked-local group's blocks
+    of the hit's last chunk (those before it stand as the null block); else ``general``
+    (`longest_common_hit`). A lone group's hit is a multiple of its block, so these are the
+    scans' answers when nothing they read is missing."""
+    rpb = cache.rows_per_block
+    if cache.kind == "sliding_window":
+        need = max(-(-(cache.window - 1) // cache.block_size), 1)  # (the scan keeps one)
+        first = f"max(mb - {need}, 0)"
+    else:
+        first = f"mb * {cache.block_size} // {cache.chunk} * {cache.chunk} // {cache.block_size}"
+    return [
+        f"            hs = p{g}.hashes",
+        f"            mb = min((rows{a} - 1) // {rpb} if rows{a} else 0, len(hs))",
+        f"            lo = {first}",
+        f"            read = list(map(cget[{g}], hs[lo:mb]))",
+        "            if None not in read and countOf(map(type, read), int) == len(read):",
+        f"                t{g} = [0] * lo + read if lo else read",
+        f"                h{g} = mb * {rpb}",
+        "            else:",
+        *("                " + line for line in general),
+    ]
 
 
 def _free(core: CoordinatorCore) -> list[str]:
