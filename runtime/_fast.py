@@ -910,13 +910,13 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
     cacheable (no ``check``): `CoordinatorCore._lean_prefix` written out for the layout. Each
     sequence's hit looked up (a lone full-attention group's in C: its hashes' blocks mapped
     in one pass, cut at the first missing; a lone window group's where every block it reads
-    is cached, `_window_hit`; else `longest_common_hit`), each pool's hit blocks
-    touched as `PoolPlan.touch` touches them (another reference where held, a free cached one
-    taken back out of the queue, its entry stale; a pool with every block free forgets the ids
-    it handed out), the reservation less the hit blocks
-    another request holds in groups that keep theirs, the fields and segments as
-    `_lean_fields` writes them, the extras as `_extras_of` makes them, the caches' counts, as
-    stores on one line and the few operations no store makes committed at its end. None,
+    is cached, `_window_hit`; else `longest_common_hit`), each pool's hit blocks touched as
+    `PoolPlan.touch` touches them (another reference where held, a free cached one taken back
+    out of the queue, its entry stale; a pool with every block free forgets the ids it handed
+    out), the reservation less the hit blocks another request holds in groups that keep
+    theirs, the fields and segments as `_lean_fields` writes them, the extras as `_extras_of`
+    makes them, the caches' counts, as stores on one line and the few operations no store
+    makes committed at its end. None,
     having changed nothing (the token free), where `_lean_prefix` declines or the general
     path would raise (a bad id or length, caps that never or not now fit): the caller's
     general path decides. None in place of the function where some group caches nothing."""

@@ -532,7 +532,7 @@ class Stepper(Generic[*_Us]):
         "_admission_check",
         "_admit_lengths",
         "_lean_admit",
-        "_lean_prefix",
+        "_lean_admit_prefix",
         "_owner",
         "advance",
         "advance_all",
@@ -636,7 +636,7 @@ class Stepper(Generic[*_Us]):
         lean = policy.policy.scheduling_policy != "priority" and unchecked
         self._lean_admit = owner._core.fast.admit if lean else None
         # The same for an admission with a prefix (`_admit_prefix_lines`).
-        self._lean_prefix = made["admit_prefix"] if lean else None
+        self._lean_admit_prefix = made["admit_prefix"] if lean else None
         self._admission_check: Callable[[str, list[int]], None] | None = (
             None if unchecked else lambda rid, full: owner._admission_check(rid, full, None)
         )
@@ -879,7 +879,7 @@ class Stepper(Generic[*_Us]):
                 given different content, or as `admit`.
             AdmissionError, AllocationError: as `admit` (nothing changed).
         """
-        lean = self._lean_prefix
+        lean = self._lean_admit_prefix
         if lean is not None and type(priority) is int and not priority:
             # Its common case written out (None where the general path below decides).
             got = lean(request_id, max_len, prefix)

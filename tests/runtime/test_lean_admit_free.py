@@ -666,8 +666,8 @@ def test_a_steppers_admission_with_a_prefix_is_the_general_paths(data: st.DataOb
     _general_only(plain._core)
     order = data.draw(st.permutations(range(len(drawn.specs))), label="order")
     steppers = [c.stepper(*(_handles(c)[i] for i in order)) for c in (lean, plain)]
-    typed = steppers[0]._lean_prefix
-    assert steppers[1]._lean_prefix is None
+    typed = steppers[0]._lean_admit_prefix
+    assert steppers[1]._lean_admit_prefix is None
     base = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=40), label="prompt")
     for i in range(data.draw(st.integers(1, 30), label="calls")):
         op = data.draw(st.sampled_from(("admit",) * 4 + ("advance",) * 3 + ("free",)))
@@ -740,7 +740,9 @@ def test_the_typed_admission_with_a_prefix_takes_its_written_out_entry() -> None
         )
         for _ in range(2):
             step.advance("a", Tokens(4), EncoderTokens(8))
-        generated = one._core.fast.admit_prefix.__globals__  # (its source's imports)
+        written = one._core.fast.admit_prefix
+        assert written is not None
+        generated = written.__globals__  # (its source's imports)
         with mock.patch.dict(generated, longest_common_hit=mock.Mock(side_effect=AssertionError)):
             got = step.admit_with_prefix("b", *lengths, prefix=prefix)
     assert got == (Tokens(6), EncoderTokens(12)), got
