@@ -190,8 +190,9 @@ class Trace:
         decode: decode steps per stream.
         total: stream-steps in all (the last engine step schedules only what is left).
         shared_pool: kvunits draws every group from one pool (vLLM always does).
-        prefix: "none", "prompt" (one prompt shared by every stream, hashed) or "generated"
-            (that, and every generated token hashed too).
+        prefix: "none", "prompt" (one prompt shared by every stream, hashed), "generated"
+            (that, and every generated token hashed too) or "unique" (prefix caching on, each
+            stream's prompt its own: no hit, every block registered, a service's common case).
         spec: draft tokens per decode step (0: none).
         mixed: each stream's prompt and decode steps drawn (seeded) from 1 .. ``prompt`` and
             1 .. ``decode``, as a server's requests come: streams at different stages.
@@ -217,7 +218,7 @@ class Trace:
         # and is the shared prompt (not one of a drawn length); one pool for the audio and
         # another group needs one page size, which kvunits plans with
         # ``kv_cache_layout = 'shared'``, not this trace's one-layer groups.
-        if self.prefix != "none" and self.prompt > self.chunk:
+        if self.prefix in ("prompt", "generated") and self.prompt > self.chunk:
             raise ValueError(
                 f"trace {self.name!r}: prefix caching with a prompt of {self.prompt} tokens in "
                 f"chunks of {self.chunk}: the replay takes the hit from the first step only, "
@@ -348,6 +349,10 @@ def family(quick: bool = False) -> list[Trace]:
         Trace("short", "prefix", two, decode=20, prefix="prompt", total=60_000),
         Trace("short", "prefix + drafting", ("text",), decode=5, spec=3, prefix="prompt",
               total=30_000),
+        # Prefix caching on, prompts not seen before (session 34): each request's prompt of
+        # 512 tokens in one chunk registers 32 blocks, evicting as many cached ones.
+        Trace("prefix", "unique prompts", ("text",), prompt=512, chunk=512, decode=32,
+              prefix="unique", total=30_000),
     ]
     # 64 streams in all, 16 waves of 4: a round's kvunits time is some 8 ms, not 2, so that a
     # round's ratio is a measurement (at 16 streams the rounds of one run spread 4-10x).
@@ -454,7 +459,7 @@ def contents(trace: Trace, count: int, seed: int = 0) -> list[tuple[list[int], l
         frames = array("Q", rng.randbytes(8 * P * trace.prompt))
         return [t % VOCAB for t in tokens], [f >> 2 for f in frames]  # ids; keys < 2**62
 
-    if trace.prefix != "none":
+    if trace.prefix in ("prompt", "generated"):
         common = one()
         return [common] * count
     return [one() for _ in range(count)]

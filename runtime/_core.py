@@ -1622,7 +1622,7 @@ class CoordinatorCore:
         extra = self.extras.get(o) if active is None else active
         # Content hashed ahead of the committed positions: registered below, from the
         # positions and evictions after the step (per group).
-        after: list[tuple[int, int, int]] | None = (
+        after: list[tuple[int, int, int | array[int]]] | None = (
             [] if extra is not None and (hashed or extra.pending()) else None
         )
         table, managers = self.table, self._managers
@@ -1704,11 +1704,7 @@ class CoordinatorCore:
                 state[1] += fresh
                 state[2] += want - fresh
                 if pool._cached:  # cached blocks among them: evicted from the prefix cache
-                    for block in sorted(pool._cached.keys() & run):
-                        key = pool._cached[block]
-                        plan.listed(pool.map_of(block, key), key).remove(block)
-                        ops.append((pool._cached.pop, block, None))
-                        ops.append((pool._cached_free.discard, block))
+                    plan.evict_run(ops, pool, run)
             elif want:
                 if state[1] < pool.num_blocks:
                     taken = state[1]
@@ -1801,7 +1797,7 @@ class CoordinatorCore:
                 anchor = max(min(room, evict, (index + 1) * size) * p, rows)
             ops.append((setitem, hot, slice(h, h + HOT), [anchor - rows, q]))
             if after is not None:
-                after.append((skip, rows, taken))
+                after.append((skip, rows, taken if run is None else run))
             fields = (anchor, base, evict, skip, start, length, capacity)
             ops.append(
                 (setitem, st, slice(c + ANCHOR, c + CAPACITY + 1), array(st.typecode, fields))
@@ -1822,7 +1818,7 @@ class CoordinatorCore:
         plan: _Boundary,
         o: int,
         extra: RequestExtras,
-        after: Sequence[tuple[int, int, int]],
+        after: Sequence[tuple[int, int, int | array[int]]],
         lookahead: Sequence[int] | None,
         rests: bool,
         hashed: Mapping[int, list[bytes]] | None = None,
@@ -1830,12 +1826,15 @@ class CoordinatorCore:
         """Plan, within a boundary step, the registration of the full blocks of committed
         positions whose hash is known (`_register_plan`'s rule: per group, ``after`` gives its
         evicted entries, positions after the step and the block the step takes at its table's
-        end, `NULL_BLOCK` if none; the hashes are the request's streams', computed once per
+        end, `NULL_BLOCK` if none, or the run it takes, a prefill chunk's: registered as a run,
+        `_Boundary.register_run`; the hashes are the request's streams', computed once per
         sequence and granularity when the content came: a prompt's first step after a hit
         fills and registers the block it takes; ``hashed``: per stream, those content planned
-        with the step adds). Returns False when it is not the common case (a block already
-        cached, hashes still ahead of the positions afterwards): the caller then takes the
-        general path."""
+        with the step adds). Hashes still ahead of the positions afterwards (a prompt's chunk
+        before its last) hold the request's fields, as `_plan_step` does (its next steps
+        register on the boundary path), where ``rests``. Returns False when it is not the
+        common case (a block already cached, hashes left without ``rests``): the caller then
+        takes the general path."""
         table = self.table
         st, cold = table.st, table.cold(o) - HOT
         registered = list(extra.registered)
@@ -1859,6 +1858,19 @@ class CoordinatorCore:
             skipped, start, length = st[c + SKIPPED], st[c + START], st[c + LENGTH]
             slab, pool, mask = table.slabs[g], self.pools[g], self._swa_mask[g]
             blocks_of = cache.blocks
+            if not isinstance(taken, int):  # a run taken: the table's blocks, then the run's
+                lo, ends = max(registered[g], skip), skipped + length  # (skip >= skipped)
+                if mask is not None or full > ends + len(taken):
+                    return False
+                mid = min(full, ends)
+                held = slab[start + lo - skipped : start + mid - skipped] if lo < mid else ()
+                if held and not pool._cached.keys().isdisjoint(held):
+                    return False
+                blocks = [*held, *taken[max(lo - ends, 0) : max(full - ends, 0)]]
+                plan.register_run(ops, pool, blocks_of, blocks, hashes[lo:full])
+                registered[g] = full
+                ops.append((setitem, extra.registered, g, full))
+                continue
             for i in range(registered[g], full):
                 if i < skip or (mask is not None and not mask(i)):
                     continue
@@ -1877,7 +1889,18 @@ class CoordinatorCore:
             ops.append((setitem, extra.registered, g, full))
         for s, r in zip(extra.stream_of, registered, strict=True):
             if s >= 0 and len(known[s]) > r:
-                return False
+                # Hashes ahead of the positions (a prompt's chunk before its last): where the
+                # caller stores what rests (``rests``; the generated planners' callers assume
+                # nothing is left), its next steps register them, as `_plan_step` holds them.
+                if not rests:
+                    return False
+                hot = table.hot
+                for g, (_, rows, _) in enumerate(after):
+                    c = cold + g * COLD
+                    ops.append((setitem, hot, o + g * HOT + SLACK, 0))
+                    ops.append((setitem, st, c + ANCHOR, rows))
+                    ops.append((setitem, st, c + EVICT, 0))
+                return True
         if rests:  # nothing left to register (a prompt's last hash): the request rests
             ops.append((setitem, self.extras, o, extra.resting(registered)))
         return True
@@ -1900,12 +1923,22 @@ class CoordinatorCore:
         for pool, block, count in plan.shared.values():
             shared = pool._shared
             ops.append((setitem, shared, block, count) if count > 1 else (shared.pop, block, None))
+        # Per map, the keys left without blocks popped and the others set (`filed`,
+        # inlined), one op each: a prompt's chunk plans hundreds.
+        maps: dict[int, tuple[CacheMap, list[bytes], dict[bytes, int | list[int]]]] = {}
         for cache_map, key, blocks in plan.lists.values():
-            ops.append(
-                (cache_map.pop, key, None)
-                if not blocks
-                else (setitem, cache_map, key, blocks[0] if len(blocks) == 1 else blocks)
-            )  # `filed`, inlined
+            entry = maps.get(id(cache_map))
+            if entry is None:
+                entry = maps[id(cache_map)] = (cache_map, [], {})
+            if blocks:
+                entry[2][key] = blocks[0] if len(blocks) == 1 else blocks
+            else:
+                entry[1].append(key)
+        for cache_map, gone, kept in maps.values():
+            if gone:
+                ops.append((commit, map(cache_map.pop, gone, repeat(None))))
+            if kept:
+                ops.append((cache_map.update, kept))
 
     def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
         """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:
@@ -2125,11 +2158,19 @@ class CoordinatorCore:
                 skip, live = table.field(o, g, SKIPPED), table.live(o, g)
             plan = self._plan_of(pools, g)
             mask = self._swa_mask[g]
-            for i in range(start, full):
-                if i < skip or (mask is not None and not mask(i)):
-                    continue
-                key = old[i] if i < len(old) else more[i - len(old)]
-                plan.register(live[i - skip], cache.blocks, key)
+            if mask is None:  # the blocks from ``start`` (those evicted skipped) as a run
+                lo = max(start, skip)
+                if lo < full:
+                    keys = old[lo:full] if full <= len(old) else [*old[lo:], *more][
+                        : full - lo
+                    ] if lo < len(old) else more[lo - len(old) : full - len(old)]
+                    plan.register_run(live[lo - skip : full - skip], cache.blocks, keys)
+            else:
+                for i in range(start, full):
+                    if i < skip or not mask(i):
+                        continue
+                    key = old[i] if i < len(old) else more[i - len(old)]
+                    plan.register(live[i - skip], cache.blocks, key)
             registered[g] = full
             ops.append((setitem, extra.registered, g, full))
         for s, r in zip(extra.stream_of, registered, strict=True):
@@ -3173,7 +3214,12 @@ class _Joined(Sequence[int]):
     def __getitem__(self, index: slice) -> Sequence[int]: ...
     def __getitem__(self, index: int | slice) -> int | Sequence[int]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            kept, dropped = self._kept, self._dropped
+            head = self._live[dropped + start : dropped + min(stop, kept)] if start < kept else ()
+            return [*head, *self._taken[max(start - kept, 0) : max(stop - kept, 0)]]
         if index < 0:
             index += len(self)
         if index < self._kept:
@@ -3207,6 +3253,54 @@ class _Boundary:
         if planned is None:
             planned = self.lists[id(cache_map), key] = (cache_map, key, holders(cache_map.get(key)))
         return planned[2]
+
+    def _new_keys(self, cache_map: CacheMap, keys: Sequence[bytes]) -> bool:
+        """Whether ``keys`` are distinct and none is planned in ``cache_map``'s lists."""
+        at = id(cache_map)
+        return len(set(keys)) == len(keys) and (
+            not self.lists or self.lists.keys().isdisjoint([(at, key) for key in keys])
+        )
+
+    def evict_run(self, ops: Ops, pool: BlockPool, run: Sequence[int]) -> None:
+        """Plan the eviction from the prefix cache of the cached blocks among ``run`` (taken
+        from the queue's front): in passes in C where the pool has one map and each block is
+        its key's one block (a prompt's blocks, cached when it ended), else one by one."""
+        cached = pool._cached
+        gone = sorted(cached.keys() & run)
+        keys = list(map(cached.__getitem__, gone))
+        maps = pool._maps
+        one = len(maps) == 1 and list(map(maps[0].get, keys)) == gone
+        if one and self._new_keys(maps[0], keys):
+            cache_map, at = maps[0], id(maps[0])
+            self.lists.update({(at, key): (cache_map, key, []) for key in keys})
+            ops.append((commit, map(cached.pop, gone)))
+            ops.append((pool._cached_free.difference_update, gone))
+            return
+        for block, key in zip(gone, keys, strict=True):
+            self.listed(pool.map_of(block, key), key).remove(block)
+            ops.append((cached.pop, block, None))
+            ops.append((pool._cached_free.discard, block))
+
+    def register_run(
+        self,
+        ops: Ops,
+        pool: BlockPool,
+        cache_map: CacheMap,
+        blocks: Sequence[int],
+        keys: Sequence[bytes],
+    ) -> None:
+        """Plan the registration of ``blocks`` (held, none cached after the plan) under
+        ``keys`` in ``cache_map``: in passes in C where the keys are new to it (a prompt's
+        content not seen before), else one by one."""
+        ops.append((pool._cached.update, dict(zip(blocks, keys, strict=True))))
+        if not cache_map.keys().isdisjoint(keys) or not self._new_keys(cache_map, keys):
+            for block, key in zip(blocks, keys, strict=True):
+                self.listed(cache_map, key).append(block)
+            return
+        at = id(cache_map)
+        self.lists.update(
+            {(at, key): (cache_map, key, [block]) for block, key in zip(blocks, keys, strict=True)}
+        )
 
 
 def _check_each_once(request_ids: Sequence[str]) -> None:

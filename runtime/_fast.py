@@ -1446,6 +1446,7 @@ def _crossing(
     mapped: bool = False,
     register: bool = False,
     drafted: bool = False,
+    cache_ops: str | None = None,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -1489,9 +1490,12 @@ def _crossing(
     is one block of the step's table, in a pool of its own, under a key other than that of
     the cached block the group took, if any; else ``fail``. With ``drafted`` too (a drafting
     step: its lookahead ``lk{g}``), the positions it commits are those before its
-    lookahead."""
+    lookahead. With ``cache_ops`` (the name of the ops list of a function that plans one
+    request), the prefix cache's part is planned as with ``lean``, its ops appended there."""
     n = len(core.names)
     pool_of, _ = _pools(core)
+    # Where the prefix cache's part goes (None: a cached block declines).
+    xo = "xo" if lean else cache_ops
     out = [
         *(["xo = []"] if lean else []),
         *(["pend = None"] if register else []),
@@ -1617,27 +1621,43 @@ def _crossing(
                 f"    d{g} = sb{g}[start]",
                 *(
                     [
+                        # Held by another table too (a prefix hit's): one reference less, not
+                        # freed (as `PoolPlan.release`).
                         f"    if d{g} in sh{i}:",
-                        f"        {fail}",
-                        f"    if d{g} in ca{i}:  # its content stays in the queue",
-                        f"        xo.append((pools[{g}]._cached_free.add, d{g}))",
+                        f"        held = sh{i}[d{g}]",
+                        f"        {xo}.append((setitem, sh{i}, d{g}, held - 1) if held > 2 else "
+                        f"(sh{i}.pop, d{g}))",
+                        f"        dr{g} = 0",
+                        f"    elif d{g} in ca{i}:  # its content stays in the queue",
+                        f"        {xo}.append((pools[{g}]._cached_free.add, d{g}))",
                     ]
-                    if lean
+                    if xo
                     else [f"    if d{g} in sh{i} or d{g} in ca{i}:", f"        {fail}"]
                 ),
                 # Several (the first step after a prefill chunk longer than the window): a
                 # run, evicted in order as the core's plan evicts it (``d{g}`` its array).
                 "elif dropped:",
                 f"    d{g} = sb{g}[start : start + dropped]",
-                f"    if sh{i} and not sh{i}.keys().isdisjoint(d{g}):",
-                f"        {fail}",
                 *(
                     [
+                        f"    if sh{i} and not sh{i}.keys().isdisjoint(d{g}):",
+                        f"        both = sh{i}.keys() & d{g}",
+                        f"        {xo} += [(setitem, sh{i}, b, sh{i}[b] - 1) if sh{i}[b] > 2 else "
+                        f"(sh{i}.pop, b) for b in both]",
+                        f"        d{g} = array('i', [b for b in d{g} if b not in both])",
+                        f"        if not d{g}:",
+                        f"            dr{g} = 0",
                         f"    if ca{i}:  # their content stays in the queue",
-                        f"        xo.append((pools[{g}]._cached_free.update, ca{i}.keys() & d{g}))",
+                        f"        {xo}.append((pools[{g}]._cached_free.update, "
+                        f"ca{i}.keys() & d{g}))",
                     ]
-                    if lean
-                    else [f"    if ca{i} and not ca{i}.keys().isdisjoint(d{g}):", f"        {fail}"]
+                    if xo
+                    else [
+                        f"    if sh{i} and not sh{i}.keys().isdisjoint(d{g}):",
+                        f"        {fail}",
+                        f"    if ca{i} and not ca{i}.keys().isdisjoint(d{g}):",
+                        f"        {fail}",
+                    ]
                 ),
             ]
         else:
@@ -1693,11 +1713,11 @@ def _crossing(
                         if cached
                         else []
                     ),
-                    f"            xo += [(ca{i}.pop, t{g}), "
+                    f"            {xo} += [(ca{i}.pop, t{g}), "
                     f"(pools[{g}]._cached_free.discard, t{g}), "
                     "(setitem, cache_map, key, filed(kept)) if kept else (cache_map.pop, key)]",
                 ]
-                if lean
+                if xo
                 else [f"        if t{g} in sa{i} or t{g} in ca{i}:", f"            {fail}"]
             ),
             f"        h{i} += 1",
@@ -2142,7 +2162,8 @@ def _respec(
             "pre = []; compact(pre, ({g},)); commit(ops_of(pre)); return respec_ops(me, "
             "request_id, o, num_new, lookahead, rejected, more, compacted | (1 << {g}))"
         )
-        lines += _crossing(core, fail, "        ", compacting)
+        # (one request: a cached block taken or evicted is planned, its ops in ``ops``)
+        lines += _crossing(core, fail, "        ", compacting, cache_ops="ops")
         lines += _crossed(core, "        ")
         lines += _pooled(core, "        ")
         lines += [
@@ -2470,12 +2491,13 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     cold ones (a crossing group's: only those that move) to ``sa``, ``sv``, which the caller
     commits as one map each, the rest to ``ops``:
     each group within its slack, or one block taken at its table's end (a cached one evicted
-    from the prefix cache) and one evicted at its front by a window (a shared one loses a
-    reference, a cached one stays cached, free); then the full blocks of committed positions
-    whose hashes the request's streams know registered (`_register_boundary`'s rule, once per
-    group of each sequence and granularity). Returns False for any other step, as the core's
-    does (the caller takes the general path, or compacts the slab of ``plan.compact``
-    first); with a kind the generator does not write out, it is the core's.
+    from the prefix cache) and those evicted at its front by a window, one or a run (a
+    shared one loses a reference, a cached one stays cached, free); then the full blocks of
+    committed positions whose hashes the request's streams know registered
+    (`_register_boundary`'s rule, once per group of each sequence and granularity). Returns
+    False for any other step, as the core's does (the caller takes the general path, or
+    compacts the slab of ``plan.compact`` first); with a kind the generator does not write
+    out, it is the core's.
 
     With ``rejected`` and ``lookahead`` (per group), a drafting step's
     (`CoordinatorCore.advance_speculative_content`): the latest step's ``rejected`` drafts
@@ -2557,7 +2579,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "    if want < 0:",
             "        want = 0",
             "    dropped = skip - skipped",
-            "    if want > 1 or dropped > 1:  # runs: the core's plan, if nothing is planned yet",
+            "    if want > 1:  # a run taken: the core's plan, if nothing is planned yet",
             "        if crossed or rejected is not None:",
             "            return False",
             # Nothing planned yet but the groups before within their slack: 2 stores each.
@@ -2570,8 +2592,9 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"        state = pstates.get(pids[{g}])",
             "        if state is None:",
             f"            state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
-            "        if dropped:",
-            "            block = slab[start]",
+            # Those a window evicts (a run past it: the first step after a prefill chunk
+            # longer than the window, a chunked-local group's chunk boundary), in order.
+            "        for block in slab[start : start + dropped]:",
             f"            held = plan.shared.get((pids[{g}], block)) if plan.shared else None",
             "            count = pool._shared.get(block, 1) if held is None else held[2]",
             "            if count > 1:  # a prefix hit's block loses a reference",

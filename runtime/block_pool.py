@@ -739,6 +739,28 @@ class PoolPlan:
         self.cache_add[block] = (cache, key)
         self._blocks_of(cache, key).append(block)
 
+    def register_run(self, blocks: Sequence[int], cache: CacheMap, keys: Sequence[bytes]) -> None:
+        """`register` of each of ``blocks`` (held ones) with its key, in order: in passes in
+        C where the keys are new (none twice, none in ``cache`` or planned there) and no block
+        is cached, or its entry is evicted by the plan (a prompt's blocks registered as its
+        chunk fills them: hundreds at a time, each a few microseconds one by one); else one
+        by one."""
+        cid, lists, cached = id(cache), self.lists, self.pool._cached
+        now = cached.keys() & blocks if cached else None
+        if (
+            len(set(keys)) != len(keys)
+            or not cache.keys().isdisjoint(keys)
+            or (lists and not lists.keys().isdisjoint([(cid, key) for key in keys]))
+            or (now and not self.evicted.keys() >= now)
+            or not self.cache_add.keys().isdisjoint(blocks)
+        ):
+            for block, key in zip(blocks, keys, strict=True):
+                self.register(block, cache, key)
+            return
+        pairs = list(zip(blocks, keys, strict=True))
+        self.cache_add.update({block: (cache, key) for block, key in pairs})
+        lists.update({(cid, key): (cache, key, [block]) for block, key in pairs})
+
     def emit(self, ops: Ops) -> None:
         """Add to ``ops`` the operations that make the planned changes."""
         pool = self.pool
@@ -783,10 +805,13 @@ class PoolPlan:
         cached, cached_free = pool._cached, pool._cached_free
         for block in self.evicted:
             ops.append((cached.pop, block, None))
-        for block, (cache, key) in self.cache_add.items():
-            ops.append((setitem, cached, block, key))
-            if not any(m is cache for m in pool._maps):
-                ops.append((pool._maps.append, cache))
+        added = self.cache_add
+        if added:
+            ops.append((cached.update, {block: key for block, (_, key) in added.items()}))
+            maps = pool._maps
+            for cache in {id(c): c for c, _ in added.values()}.values():
+                if not any(m is cache for m in maps):
+                    ops.append((maps.append, cache))
         for block, free in self.cached_free.items():
             ops.append((cached_free.add if free else cached_free.discard, block))
         self._emit_lists(ops)

@@ -3504,9 +3504,9 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
             )
         )
         assert calls == 180 and planned < calls, (planned, boundary, general_plans)
-        assert general_plans * 10 < boundary + crossed_filled, (
-            planned, boundary, general_plans, crossed_filled,
-        )
+        # (Of all calls, not of the boundary path's: a plan the generated functions take
+        # over, a window evicting a cached or shared block, leaves the boundary path fewer.)
+        assert general_plans * 15 < calls, (planned, boundary, general_plans, crossed_filled)
         # A block filled as one is crossed: the generated plan (38, 67 and 67 calls of the
         # 180; the core's plan before: 98, 103 and 112 calls planned there, now 32, 40, 49).
         assert crossed_filled > 30 and planned < 50, (crossed_filled, planned)

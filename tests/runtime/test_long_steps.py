@@ -17,6 +17,7 @@ the ended request's segments: the other requests' tables are as they were.
 from __future__ import annotations
 
 import functools
+import random
 import sys
 from array import array
 from collections.abc import Callable
@@ -717,3 +718,138 @@ def test_a_run_of_ids_is_built_byte_plane_by_byte_plane(start: int, n: int) -> N
     # Across every byte boundary of an id: 256, 65,536 and 2**24, up to the last id 2**31 - 1.
     end = min(start + n, 2**31)
     assert id_run(start, end) == array("i", range(start, end))
+
+
+@pytest.mark.parametrize("drafting", [False, True])
+def test_a_window_evicting_blocks_a_prefix_hit_shares_or_cached_plans_it_on_the_fast_path(
+    drafting: bool,
+) -> None:
+    # Full attention + a window of 8 tokens in blocks of 2, prefix caching: "a" computes a
+    # prompt of 20 tokens and decodes; "b" and "c" are admitted with the same prompt, so their
+    # window tables share a's live blocks (a reference each) and hold cached ones a's
+    # window already let go (free, cached: taken back out of the queue). Each then steps one
+    # token at a time (drafting 3 a step, a seeded number rejected, with ``drafting``), and
+    # the first chunk of "c" is its whole rest: a run past the window. Every block its window
+    # evicts is shared (one reference less, not freed) or cached (free, its content kept):
+    # the generated steps plan both (before, a drafting step sent each to the core's boundary
+    # path: `benchmarks/vs_vllm.py --sweep 3`, trace 3.31, 191 of 1,600 steps). Every call is
+    # compared with a twin driven by the general path.
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            _text(window=12), block_size=4, num_blocks=80, max_len=80, max_in_flight=20
+        )
+
+    one, two = build(), build()
+    prompt = list(range(1, 21))
+    ran: list[str] = []
+    tails: dict[str, int] = {}  # drafts each request's latest step left speculative
+
+    def step(rid: str, q: int, seed: int) -> None:
+        # A plain step of q tokens, or (drafting, after the request's first step) q tokens
+        # and 3 drafts, rolling back up to ``seed`` of the latest step's drafts first.
+        draft = drafting and rid in tails
+        back = min(seed, tails.get(rid, 0))
+        sys.setprofile(_recording(ran))
+        try:
+            if draft:
+                fast(one._core, "respec_typed", rid, (q + 3, q + 3), (3, 3), (back, back))
+            else:
+                fast(one._core, "advance_typed", rid, (q, q))
+        finally:
+            sys.setprofile(None)
+        if draft:
+            general(two._core, "respec", rid, [q + 3, q + 3], [3, 3], [back, back])
+        else:
+            general(two._core, "advance", rid, [q, q])
+        tails[rid] = 3 if draft else 0
+        assert _state(one) == _state(two), rid
+        assert _fields(one) == _fields(two), rid
+
+    for c in (one, two):
+        assert c._core.admit_with_prefix("a", [None, None], prefix_parts(c, prompt)) == [0, 0]
+    step("a", 20, 0)
+    for i in range(6):
+        step("a", 1, i % 4)
+    for rid in ("b", "c"):
+        for c in (one, two):
+            hits = c._core.admit_with_prefix(rid, [None, None], prefix_parts(c, prompt))
+            assert hits == [16, 16], hits
+    pool = one._core.pools[1]
+    shared = dict(pool._shared)
+    assert shared, "the hits share a's window blocks"
+    step("c", 4, 0)  # the rest of its prompt
+    step("b", 4, 0)
+    for i in range(12):
+        for rid in ("b", "c"):
+            step(rid, 1, (i * 7) % 4)
+    check_pools(one)
+    # Every block the hits shared was evicted by a window (a reference less each), and the
+    # cached ones it evicted wait in the queue with their content.
+    assert set(shared) <= set(range(1, pool._fresh)) and not pool._shared
+    assert pool._cached_free
+    assert "_boundary_step" not in ran, ran.count("_boundary_step")
+    assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
+    for rid in ("a", "b", "c"):
+        for c in (one, two):
+            c._core.free(rid)
+        assert _state(one) == _state(two)
+    check_pools(one)
+
+
+@pytest.mark.parametrize("chunk", [None, 12])
+def test_a_prompts_chunk_registers_its_blocks_as_a_run_on_the_boundary_path(
+    chunk: int | None,
+) -> None:
+    # Prefix caching on, prompts not seen before (vLLM's default, a service's common case):
+    # each request's prompt in one step (or ``chunk``: in chunks of 12 tokens, each before
+    # the last leaving hashes ahead of its positions: the request's fields held, as the
+    # general plan holds them), each a run of blocks taken from the queue's
+    # front (cached ones among them once the pool has cycled: evicted from the prefix cache
+    # as a run) and registered under the prompt's hashes (as a run: one op each, not a plan
+    # per block). None of the first 24 takes the general plan (`_plan_step`): the boundary
+    # path plans them (before, it declined every run with content, and a prompt of 128
+    # blocks cost 1.6 ms on the general path; `/tmp/s34/unique.py`). Then every few prompts
+    # repeat an earlier one's start (a partial hit: its rest a shorter run; the blocks it
+    # takes back out of the queue leave stale entries there, which a run's take leaves to
+    # the general path). Each step is compared with a twin driven by the general path.
+    def build() -> KVCacheCoordinator:
+        return coordinator(_text(), block_size=4, num_blocks=60, max_len=40, max_in_flight=40)
+
+    one, two = build(), build()
+    ran: list[str] = []
+    rng = random.Random(3)
+    prompts: list[list[int]] = []
+    running: list[str] = []
+    for i in range(40):
+        if i >= 24 and i % 4 == 3:  # an earlier prompt's first blocks, then its own
+            base = rng.choice(prompts)
+            prompt = base[: rng.randrange(4, len(base))] + [10_000 + i] * rng.randrange(1, 9)
+        else:
+            prompt = [i * 100 + k for k in range(rng.randrange(5, 37))]
+        prompts.append(prompt)
+        rid = f"r{i}"
+        hits = [c._core.admit_with_prefix(rid, [None], prefix_parts(c, prompt)) for c in (one, two)]
+        assert hits[0] == hits[1], rid
+        rest = len(prompt) - hits[0][0]
+        while rest:
+            q = min(rest, chunk or rest)
+            sys.setprofile(_recording(ran if i < 24 else []))
+            try:
+                got = _outcome(fast, one._core, "advance_typed", rid, (q,))
+            finally:
+                sys.setprofile(None)
+            assert got == _outcome(general, two._core, "advance", rid, [q]), rid
+            assert _state(one) == _state(two), rid
+            assert _fields(one) == _fields(two), rid
+            rest -= q
+        running.append(rid)
+        if len(running) > 3:
+            done = running.pop(0)
+            for c in (one, two):
+                c._core.free(done)
+            assert _state(one) == _state(two), done
+        check_pools(one)
+    pool = one._core.pools[0]
+    assert pool._cached and pool._cached_free  # the pool cycled through cached blocks
+    assert "_plan_step" not in ran and "_general_step" not in ran, set(ran)
+    assert "register_run" in ran and "evict_run" in ran
