@@ -1924,21 +1924,16 @@ class CoordinatorCore:
             shared = pool._shared
             ops.append((setitem, shared, block, count) if count > 1 else (shared.pop, block, None))
         # Per map, the keys left without blocks popped and the others set (`filed`,
-        # inlined), one op each: a prompt's chunk plans hundreds.
-        maps: dict[int, tuple[CacheMap, list[bytes], dict[bytes, int | list[int]]]] = {}
-        for cache_map, key, blocks in plan.lists.values():
-            entry = maps.get(id(cache_map))
-            if entry is None:
-                entry = maps[id(cache_map)] = (cache_map, [], {})
-            if blocks:
-                entry[2][key] = blocks[0] if len(blocks) == 1 else blocks
-            else:
-                entry[1].append(key)
-        for cache_map, gone, kept in maps.values():
-            if gone:
-                ops.append((commit, map(cache_map.pop, gone, repeat(None))))
-            if kept:
-                ops.append((cache_map.update, kept))
+        # inlined), one op each: a prompt's chunk plans hundreds (a comprehension a map).
+        lists = plan.lists.values()
+        if lists:
+            for cache_map in {id(m): m for m, _, _ in lists}.values():
+                gone = [k for m, k, b in lists if m is cache_map and not b]
+                kept = {k: b[0] if len(b) == 1 else b for m, k, b in lists if m is cache_map and b}
+                if gone:
+                    ops.append((commit, map(cache_map.pop, gone, repeat(None))))
+                if kept:
+                    ops.append((cache_map.update, kept))
 
     def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
         """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:
