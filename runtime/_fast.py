@@ -813,10 +813,7 @@ def _admit(core: CoordinatorCore) -> list[str]:
     before anything changed (the token free): the caller takes the general path, which
     decides it."""
     n = len(core.names)
-    ledger = core.ledger
     hw, cw = core.table.hot_width, core.table.cold_width
-    ls = ", ".join(f"l{g}" for g in range(n)) + ("," if n == 1 else "")
-    cs = ", ".join(f"c{g}" for g in range(n)) + ("," if n == 1 else "")
     no = "del owner[0]; return False"
     lines = [
         "    ledger, spare = core.ledger, core.table.spare",
@@ -834,55 +831,16 @@ def _admit(core: CoordinatorCore) -> list[str]:
         f"{MAX_REQUEST_ID_CHARS}",
         f"                    or request_id in offsets or len(lengths) != {n}):",
         f"                {no}",
-        f"            {ls} = lengths",
     ]
-    for g in range(n):
-        lines += [
-            f"            if l{g} is None:",
-            f"                l{g} = default[{g}]",
-            f"            elif type(l{g}) is not int or not 0 <= l{g} <= limits[{g}]:",
-            f"                {no}",
-        ]
-    lines += [
-        f"            key = ({ls})",
-        "            caps = caps_known.get(key)",
-        "            if caps is None:",
-        "                caps = tuple(caps_of(key))",
-    ]
-    members = ledger._members()
-    for g in range(n):
-        lines += [f"                if caps[{g}] > usable[{g}]:", f"                    {no}"]
-    for group in members.values():
-        if len(group) > 1:
-            total = " + ".join(f"caps[{g}]" for g in group)
-            lines += [f"                if {total} > usable[{group[0]}]:"]
-            lines += [f"                    {no}"]
-    lines += [
-        "                if len(caps_known) < 256:",
-        "                    caps_known[key] = caps",
-        f"            {cs} = caps",
-    ]
+    lines += _lengths_read(core, no)
+    lines += _caps_read(core, no)
     # The changes as (target, index, value): the fields as `_new_request` writes them (zeros,
     # but each group's MAXLEN), the reservation, the id.
     writes = [("hot", f"o:o + {hw}", "blank_hot"), ("st", f"c:c + {cw}", "blank_st")]
     writes += [("st", f"c + {_cold(MAXLEN, g)}", f"l{g}") for g in range(n)]
-    if ledger._reserve:
-        if len(members) == n:
-            for g in range(n):
-                lines += [
-                    f"            if c{g} > usable[{g}] - reserved[{g}] + ledger_shared[{g}]:",
-                    f"                {no}",
-                ]
-        else:
-            for group in members.values():
-                held = " + ".join(f"reserved[{g}] - ledger_shared[{g}]" for g in group)
-                total = " + ".join(f"c{g}" for g in group)
-                lines += [
-                    f"            if {total} > usable[{group[0]}] - ({held}):",
-                    f"                {no}",
-                ]
-        writes += [("reserved", str(g), f"r{g}") for g in range(n)]
-        lines += [f"            r{g} = reserved[{g}] + c{g}" for g in range(n)]
+    more, reserving = _reserved(core, no, "ledger_shared[{g}]")
+    lines += more
+    writes += reserving
     writes.append(("offsets", "request_id", "o"))
     stores = [f"{t}[{i}] = {v}" for t, i, v in writes]
     lines += [
@@ -904,6 +862,78 @@ def _admit(core: CoordinatorCore) -> list[str]:
     return lines
 
 
+def _lengths_read(core: CoordinatorCore, no: str) -> list[str]:
+    """The lines (in ``admit`` and ``admit_prefix``) that read ``lengths`` into ``l{g}``, one
+    per group: None its limit, else an int within it (``no`` otherwise)."""
+    n = len(core.names)
+    lines = ["            " + ", ".join(f"l{g}" for g in range(n)) + ("," if n == 1 else "")
+             + " = lengths"]
+    for g in range(n):
+        lines += [
+            f"            if l{g} is None:",
+            f"                l{g} = default[{g}]",
+            f"            elif type(l{g}) is not int or not 0 <= l{g} <= limits[{g}]:",
+            f"                {no}",
+        ]
+    return lines
+
+
+def _caps_read(core: CoordinatorCore, no: str) -> list[str]:
+    """The lines that read the request's caps into ``c{g}`` (`AdmissionLedger.caps`,
+    memoized per lengths), ``no`` where they can never fit."""
+    n = len(core.names)
+    ls = ", ".join(f"l{g}" for g in range(n)) + ("," if n == 1 else "")
+    cs = ", ".join(f"c{g}" for g in range(n)) + ("," if n == 1 else "")
+    lines = [
+        f"            key = ({ls})",
+        "            caps = caps_known.get(key)",
+        "            if caps is None:",
+        "                caps = tuple(caps_of(key))",
+    ]
+    for g in range(n):
+        lines += [f"                if caps[{g}] > usable[{g}]:", f"                    {no}"]
+    for group in core.ledger._members().values():
+        if len(group) > 1:
+            total = " + ".join(f"caps[{g}]" for g in group)
+            lines += [f"                if {total} > usable[{group[0]}]:"]
+            lines += [f"                    {no}"]
+    return [
+        *lines,
+        "                if len(caps_known) < 256:",
+        "                    caps_known[key] = caps",
+        f"            {cs} = caps",
+    ]
+
+
+def _reserved(
+    core: CoordinatorCore, no: str, shared: str
+) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """Where the policy reserves: the lines that check the caps ``c{g}`` fit what is left of
+    each pool (``shared``: the ledger's shares of group ``{g}``, as an expression), ``no``
+    otherwise, and set ``r{g}``, the reservations after; and their stores."""
+    n, ledger = len(core.names), core.ledger
+    if not ledger._reserve:
+        return [], []
+    members = ledger._members()
+    lines = []
+    if len(members) == n:
+        for g in range(n):
+            lines += [
+                f"            if c{g} > usable[{g}] - reserved[{g}] + {shared.format(g=g)}:",
+                f"                {no}",
+            ]
+    else:
+        for group in members.values():
+            held = " + ".join(f"reserved[{g}] - {shared.format(g=g)}" for g in group)
+            total = " + ".join(f"c{g}" for g in group)
+            lines += [
+                f"            if {total} > usable[{group[0]}] - ({held}):",
+                f"                {no}",
+            ]
+    lines += [f"            r{g} = reserved[{g}] + c{g}" for g in range(n)]
+    return lines, [("reserved", str(g), f"r{g}") for g in range(n)]
+
+
 def _admit_prefix(core: CoordinatorCore) -> list[str]:
     """The source of ``admit_prefix(request_id, lengths, prefix, also, check) -> hits | None``:
     `CoordinatorCore.admit_with_prefix` of a request giving content to every group, each
@@ -923,11 +953,8 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
     if None in core.caches:
         return ["    admit_prefix = None", ""]
     n = len(core.names)
-    ledger = core.ledger
     hw, cw = core.table.hot_width, core.table.cold_width
     caches = [c for c in core.caches if c is not None]
-    ls = ", ".join(f"l{g}" for g in range(n)) + ("," if n == 1 else "")
-    cs = ", ".join(f"c{g}" for g in range(n)) + ("," if n == 1 else "")
     no = "del owner[0]; return None"
     pools = core._lean_pools
     lines = [
@@ -955,14 +982,7 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
             f"len(pool{q}._queue) - pool{q}._head:",
             f"                {no}",
         ]
-    lines.append(f"            {ls} = lengths")
-    for g in range(n):
-        lines += [
-            f"            if l{g} is None:",
-            f"                l{g} = default[{g}]",
-            f"            elif type(l{g}) is not int or not 0 <= l{g} <= limits[{g}]:",
-            f"                {no}",
-        ]
+    lines += _lengths_read(core, no)
     ps = ", ".join(f"p{g}" for g in range(n)) + ("," if n == 1 else "")
     lines += [
         f"            {ps} = map(prefix.get, range({n}))",
@@ -1005,26 +1025,8 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
                 lines += _window_hit(caches[m0], m0, a, general)
             else:
                 lines += ["            " + line for line in general]
-    lines += [
-        f"            key = ({ls})",
-        "            caps = caps_known.get(key)",
-        "            if caps is None:",
-        "                caps = tuple(caps_of(key))",
-    ]
-    members = ledger._members()
-    for g in range(n):
-        lines += [f"                if caps[{g}] > usable[{g}]:", f"                    {no}"]
-    for group in members.values():
-        if len(group) > 1:
-            total = " + ".join(f"caps[{g}]" for g in group)
-            lines += [f"                if {total} > usable[{group[0]}]:"]
-            lines += [f"                    {no}"]
-    lines += [
-        "                if len(caps_known) < 256:",
-        "                    caps_known[key] = caps",
-        f"            {cs} = caps",
-        "            xo = []",
-    ]
+    lines += _caps_read(core, no)
+    lines.append("            xo = []")
     # Each pool's hit blocks touched: a block another table holds one reference more, a free
     # cached one taken back out of the queue (its entry stale); the queue's taken entries
     # dropped as the plan's emit drops them.
@@ -1074,23 +1076,9 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
     writes = []
     lines += [f"            sh{g} = ledger_shared[{g}] + d{g}" for g in range(n)]
     writes += [("ledger_shared", str(g), f"sh{g}") for g in range(n)]
-    if ledger._reserve:
-        if len(members) == n:
-            for g in range(n):
-                lines += [
-                    f"            if c{g} > usable[{g}] - reserved[{g}] + sh{g}:",
-                    f"                {no}",
-                ]
-        else:
-            for group in members.values():
-                held = " + ".join(f"reserved[{g}] - sh{g}" for g in group)
-                total = " + ".join(f"c{g}" for g in group)
-                lines += [
-                    f"            if {total} > usable[{group[0]}] - ({held}):",
-                    f"                {no}",
-                ]
-        lines += [f"            r{g} = reserved[{g}] + c{g}" for g in range(n)]
-        writes += [("reserved", str(g), f"r{g}") for g in range(n)]
+    more, reserving = _reserved(core, no, "sh{g}")
+    lines += more
+    writes += reserving
     # The fields (as `_lean_fields`): each hit a segment at its slab's end with room for its
     # content's entries.
     cold = []
