@@ -2156,9 +2156,12 @@ class CoordinatorCore:
             if mask is None:  # the blocks from ``start`` (those evicted skipped) as a run
                 lo = max(start, skip)
                 if lo < full:
-                    keys = old[lo:full] if full <= len(old) else [*old[lo:], *more][
-                        : full - lo
-                    ] if lo < len(old) else more[lo - len(old) : full - len(old)]
+                    if full <= len(old):
+                        keys = old[lo:full]
+                    elif lo >= len(old):
+                        keys = more[lo - len(old) : full - len(old)]
+                    else:
+                        keys = [*old[lo:], *more[: full - len(old)]]
                     plan.register_run(live[lo - skip : full - skip], cache.blocks, keys)
             else:
                 for i in range(start, full):
