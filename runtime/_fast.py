@@ -2494,7 +2494,9 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     step takes them again, `_fits`), whose last ``lookahead`` positions are neither committed
     nor registered (the caller stores the lookahead); any other such call returns False,
     never the core's plan (which would not roll back). ``hashed``: the hashes this call's
-    content adds per stream (`_hashing`), not yet in the streams, registered as theirs."""
+    content adds per stream (`_hashing`), not yet in the streams, registered as theirs.
+    A plain step whose run the core's plan takes returns 2 (truthy): with ``rests``, that
+    plan stored the request resting, or held it where its prompt has hashes left."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     if any(
@@ -2502,10 +2504,10 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     ):
         return [
             "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv, rejected=None, "
-            "lookahead=None, hashed=None):",
+            "lookahead=None, hashed=None, rests=False):",
             "        if rejected is not None:",
             "            return False",
-            "        return plan_boundary(ops, plan, o, num_new, None)",
+            "        return plan_boundary(ops, plan, o, num_new, None, rests=rests) and 2",
             "",
         ]
     comma = "," if n == 1 else ""
@@ -2522,7 +2524,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
     )
     lines = [
         "    def plan_cross(ops, plan, o, num_new, extra, ha, hv, sa, sv, rejected=None, "
-        "lookahead=None, hashed=None):",
+        "lookahead=None, hashed=None, rests=False):",
         f"        {qs} = num_new",
         f"        {rjs} = rejected or nospec",
         f"        {lks} = lookahead or nospec",
@@ -2572,7 +2574,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "            return False",
             # Nothing planned yet but the groups before within their slack: 2 stores each.
             *([f"        del ha[-{2 * g}:], hv[-{2 * g}:]"] if g else []),
-            "        return plan_boundary(ops, plan, o, num_new, None)",
+            "        return plan_boundary(ops, plan, o, num_new, None, rests=rests) and 2",
             "    crossed = True",
             "    moved, taken = None, 0",
             "    if want or dropped:  # else only the fields move (a held step's registration)",
@@ -4671,15 +4673,18 @@ def _source(core: CoordinatorCore) -> str:
         "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
         "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
         "(commit, map(setitem, repeat(st), sa, sv))]",
-        "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv):",
+        "        done = plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv, rests=True)",
+        "        if not done:",
         "            return boundary(me, request_id, o, num_new, mapping, lookahead)",
         "        emit_boundary(ops, plan)",
         # Nothing left to register (`plan_cross` declines otherwise): the request rests, in
-        # the compact form (`RestingExtras`), as the core's boundary path leaves it.
-        "        known = extra.streams",
-        "        registered = [r if s < 0 or r >= len(known[s].hashes) else len(known[s].hashes) "
-        "for s, r in zip(extra.stream_of, extra.registered)]",
-        "        ops.append((setitem, extras, o, extra.resting(registered)))",
+        # the compact form (`RestingExtras`), as the core's boundary path leaves it. (Where
+        # it left a run to the core's plan, 2, that plan stored it resting or held it.)
+        "        if done != 2:",
+        "            known = extra.streams",
+        "            registered = [r if s < 0 or r >= len(known[s].hashes) else "
+        "len(known[s].hashes) for s, r in zip(extra.stream_of, extra.registered)]",
+        "            ops.append((setitem, extras, o, extra.resting(registered)))",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
         # The same for a drafting step (``respec_ops``'), its latest step's rejected drafts
