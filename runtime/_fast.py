@@ -946,10 +946,10 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
     out), the reservation less the hit blocks another request holds in groups that keep
     theirs, the fields and segments as `_lean_fields` writes them, the extras as `_extras_of`
     makes them, the caches' counts, as stores on one line and the few operations no store
-    makes committed at its end. None,
-    having changed nothing (the token free), where `_lean_prefix` declines or the general
-    path would raise (a bad id or length, caps that never or not now fit): the caller's
-    general path decides. None in place of the function where some group caches nothing."""
+    makes committed at its end. None, having changed nothing (the token free), where
+    `_lean_prefix` declines or the general path would raise (a bad id or length, caps that
+    never or not now fit): the caller's general path decides. None in place of the function
+    where some group caches nothing."""
     if None in core.caches:
         return ["    admit_prefix = None", ""]
     n = len(core.names)
@@ -1444,8 +1444,10 @@ def _crossing(
     (`CoordinatorCore._kept`), at most one block taken at the table's end into the segment's
     spare room (the pool's next fresh id, or the queue's head when it is neither stale nor
     cached) and those a window evicts at its front, one or a run (the first step after a
-    prefill chunk past the window), none shared (nor cached, but with ``lean``); content to
-    register goes elsewhere. Written per group kind (a kind that evicts nothing plans no
+    prefill chunk past the window), none shared nor cached but with ``lean`` or ``cache_ops``
+    (a cached one taken is evicted from the prefix cache, one a window evicts stays cached,
+    free; one another table shares loses a reference and stays held); content to register
+    goes elsewhere. Written per group kind (a kind that evicts nothing plans no
     eviction) with the group's constants in, its cold fields read at once. The pools are
     read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the batch's) and the
     batch's locals of each pool (``nb{i}``: its blocks, ``qu{i}``, ``sa{i}``, ``ca{i}``,

@@ -724,14 +724,14 @@ def test_a_run_of_ids_is_built_byte_plane_by_byte_plane(start: int, n: int) -> N
 def test_a_window_evicting_blocks_a_prefix_hit_shares_or_cached_plans_it_on_the_fast_path(
     drafting: bool,
 ) -> None:
-    # Full attention + a window of 8 tokens in blocks of 2, prefix caching: "a" computes a
-    # prompt of 20 tokens and decodes; "b" and "c" are admitted with the same prompt, so their
-    # window tables share a's live blocks (a reference each) and hold cached ones a's
-    # window already let go (free, cached: taken back out of the queue). Each then steps one
-    # token at a time (drafting 3 a step, a seeded number rejected, with ``drafting``), and
-    # the first chunk of "c" is its whole rest: a run past the window. Every block its window
-    # evicts is shared (one reference less, not freed) or cached (free, its content kept):
-    # the generated steps plan both (before, a drafting step sent each to the core's boundary
+    # Full attention + a window of 12 tokens in blocks of 4, prefix caching: "a" computes a
+    # prompt of 20 tokens and decodes; "b" and "c" are admitted with the same prompt (a hit
+    # of 16 tokens), so their window tables share a's live blocks (a reference each) and hold
+    # cached ones a's window already let go (free, cached: taken back out of the queue).
+    # Each computes the rest of its prompt, then steps one token at a time (drafting 3 a
+    # step, a seeded number rejected, with ``drafting``). Every block their windows evict is
+    # shared (one reference less, not freed) or cached (free, its content kept): the
+    # generated steps plan both (before, a drafting step sent each to the core's boundary
     # path: `benchmarks/vs_vllm.py --sweep 3`, trace 3.31, 191 of 1,600 steps). Every call is
     # compared with a twin driven by the general path.
     def build() -> KVCacheCoordinator:
@@ -808,10 +808,11 @@ def test_a_prompts_chunk_registers_its_blocks_as_a_run_on_the_boundary_path(
     # as a run) and registered under the prompt's hashes (as a run: one op each, not a plan
     # per block). None of the first 24 takes the general plan (`_plan_step`): the boundary
     # path plans them (before, it declined every run with content, and a prompt of 128
-    # blocks cost 1.6 ms on the general path; `/tmp/s34/unique.py`). Then every few prompts
-    # repeat an earlier one's start (a partial hit: its rest a shorter run; the blocks it
-    # takes back out of the queue leave stale entries there, which a run's take leaves to
-    # the general path). Each step is compared with a twin driven by the general path.
+    # blocks cost 1.6 ms on the general path: docs/benchmarks.md, session 34). Then every
+    # few prompts repeat an earlier one's start (a partial hit: its rest a shorter run; the
+    # blocks it takes back out of the queue leave stale entries there, which a run's take
+    # leaves to the general path). Each step is compared with a twin driven by the general
+    # path.
     def build() -> KVCacheCoordinator:
         return coordinator(_text(), block_size=4, num_blocks=60, max_len=40, max_in_flight=40)
 
