@@ -578,6 +578,21 @@ def test_a_lean_admission_whose_window_hit_leads_with_evicted_entries_is_the_gen
     check_pools(one)
 
 
+def _cacheable_layout(data: st.DataObject, policy: AdmissionPolicy) -> Any:
+    """A drawn layout of one to three groups of every cacheable kind (full, sliding, chunked,
+    pooled or not, one pool or one each) under ``policy``, pools of 0 to 4 caps."""
+    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
+    return drawn_coordinators(
+        data.draw,
+        kinds,
+        3,
+        st.integers(1, 24),
+        st.integers(1, 24),
+        lambda cap: st.integers(0, 4 * cap),
+        admission=policy,
+    )
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_lean_admissions_with_a_prefix_do_what_the_general_path_does(data: st.DataObject) -> None:
@@ -587,20 +602,11 @@ def test_lean_admissions_with_a_prefix_do_what_the_general_path_does(data: st.Da
     # ended at random. Each admission with content by the lean plan where it takes it,
     # compared (outcome, exact state) with the general plan on the twin; steps and ends
     # alike on both.
-    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
     policy = AdmissionPolicy(
         kind=data.draw(st.sampled_from(("reserve", "on_demand")), label="kind"),
         watermark=data.draw(st.sampled_from((0.0, 0.2)), label="watermark"),
     )
-    drawn = drawn_coordinators(
-        data.draw,
-        kinds,
-        3,
-        st.integers(1, 24),
-        st.integers(1, 24),
-        lambda cap: st.integers(0, 4 * cap),
-        admission=policy,
-    )
+    drawn = _cacheable_layout(data, policy)
     count, max_in_flight = len(drawn.specs), drawn.max_in_flight
     lean, plain = drawn.build(), drawn.build()
     # The lean side's generated admission, or `_lean_prefix` alone; the plain side's neither.
@@ -648,20 +654,11 @@ def test_a_steppers_admission_with_a_prefix_is_the_general_paths(data: st.DataOb
     # now and then an admission the checks refuse (hashes made for another handle, lengths
     # in another unit, content longer than the request, a priority). Each is
     # compared (typed outcome or error, exact state) with a twin on the general path alone.
-    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
     policy = AdmissionPolicy(
         kind=data.draw(st.sampled_from(("reserve", "on_demand")), label="kind"),
         scheduling_policy=data.draw(st.sampled_from(("fcfs", "priority")), label="scheduling"),
     )
-    drawn = drawn_coordinators(
-        data.draw,
-        kinds,
-        3,
-        st.integers(1, 24),
-        st.integers(1, 24),
-        lambda cap: st.integers(0, 4 * cap),
-        admission=policy,
-    )
+    drawn = _cacheable_layout(data, policy)
     lean, plain = drawn.build(), drawn.build()
     _general_only(plain._core)
     order = data.draw(st.permutations(range(len(drawn.specs))), label="order")
