@@ -506,19 +506,33 @@ def _first(core: CoordinatorCore) -> list[str]:
     (`BlockPool.front`) becomes its segment, placed at its slab's end (no room under
     `_table._FIRST_ROOM` entries, as `_table.grown` places a first segment), its fields as
     ``cross_ops`` writes them, then one line of stores. Anything else (a group with
-    positions or blocks or no step, a slot mapping or a lookahead asked for, content, a pool
-    holding cached blocks, a stale or short front, a slab due, a step past the request's
-    ``max_len``) goes to ``cross_ops`` before anything changed."""
+    positions or blocks or no step, a slot mapping or a lookahead asked for, a stale or
+    short front, a slab due, a step past the request's ``max_len``) goes to ``cross_ops``
+    before anything changed.
+
+    With prefix caching on (vLLM's default), as the core's boundary path plans it
+    (`CoordinatorCore._register_boundary`): the cached free blocks among the runs taken
+    (each its key's one block in its pool's one map: a block of an ended request) are
+    evicted (`BlockPool.evict_sole`, as `PoolPlan.take` evicts them); a request admitted
+    with content and no hit registers the full blocks its step computes whose hashes it
+    knows (a prompt not seen before: keys new to their maps, registered in passes in C),
+    then rests (`RequestExtras.resting`) or, hashes left (a prompt's chunk before its last),
+    holds its fields (slack 0: its next step registers them); content at rest stays as it
+    is. Anything else so cached (a key already filed, a window's mask, a registered count)
+    goes to ``cross_ops``."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     back = "return cross_ops(me, request_id, o, num_new, mapping, lookahead, compacted)"
     pool_of, first_of = _pools(core)
     lines = [
         "    def first_step(me, request_id, o, num_new, mapping, lookahead, compacted):",
-        "        if mapping or lookahead is not None or extras and o in extras"
-        + "".join(f" or pools[{g}]._cached" for g in first_of)
-        + ":",
+        "        if mapping or lookahead is not None:",
         f"            {back}",
+        "        x = extras.get(o) if extras else None",
+        "        if x is not None and type(x) is not Resting:",
+        "            if type(x) is not Active:",
+        f"                {back}",
+        "            of, reg = x.stream_of, x.registered",
         f"        {_tuple('q', n)[1:-1]} = num_new  # ints, none negative (``cross``'s check)",
         f"        cb = o // {hw} * {cw}",
     ]
@@ -565,12 +579,79 @@ def _first(core: CoordinatorCore) -> list[str]:
             f"hot[o + {g * HOT}:o + {g * HOT + HOT}] = [s{g}, q{g}]",
             f"st[{c[ANCHOR]}:{c[CAPACITY + 1]}] = w{g}",
         ]
-    for i in range(len(first_of)):
-        lines.append(f"        u{i} = pool{i}._used + f{i} - pool{i}._fresh + h{i} - pool{i}._head")
-        stores += [f"pool{i}._fresh = f{i}", f"pool{i}._head = h{i}", f"pool{i}._used = u{i}"]
+    # Content (an active request's): per cacheable group, the full blocks the step computes
+    # whose hashes its stream knows (``full{g}``), registered where none was (no hit) and
+    # their keys are new to the group's map (a window's mask: the boundary path's); hashes
+    # left hold every group's fields, else the request rests.
+    caches = core.caches
+    cacheable = [g for g, cache in enumerate(caches) if cache is not None]
     lines += [
-        # Stores only (no call): nothing interrupts them halfway.
-        "        " + "; ".join(stores) + "; del owner[0]; return None  # the commit",
+        "        held, rest = False, None",
+        *(f"        full{g} = 0" for g in cacheable),
+        "        if x is not None and type(x) is Active:",
+        "            streams = x.streams",
+    ]
+    for g, cache in enumerate(caches):
+        if cache is None:
+            continue
+        rpb = cache.rows_per_block
+        lines += [
+            f"            if of[{g}] >= 0:",
+            f"                hs = streams[of[{g}]].hashes",
+            f"                if reg[{g}]:",
+            f"                    {back}",
+            f"                full{g} = min(q{g} // {rpb}, len(hs))",
+            f"                if len(hs) > full{g}:",
+            "                    held = True",
+            f"                if full{g}:",
+        ]
+        if core._swa_mask[g] is not None:
+            lines.append(f"                    {back}")
+        else:
+            lines += [
+                f"                    keys{g} = hs[:full{g}]",
+                f"                    if not cache_maps[{g}].keys().isdisjoint(keys{g}) "
+                f"or len(set(keys{g})) != full{g}:",
+                f"                        {back}",
+            ]
+    lines += [
+        "            if held:  # hashes ahead: the next step registers them",
+        *(
+            f"                s{g} = 0; w{g}[{ANCHOR - ANCHOR}] = q{g}; w{g}[{EVICT - ANCHOR}] = 0"
+            for g in range(n)
+        ),
+        "            else:",
+        "                rest = x.resting(["
+        + ", ".join(f"full{g}" if g in cacheable else f"reg[{g}]" for g in range(n))
+        + "])",
+    ]
+    changes = []
+    for i in range(len(first_of)):
+        # The cached free blocks among the pool's runs (its groups'), evicted in the commit.
+        runs = [f"run{g}" for g in range(n) if pool_of[id(core.pools[g])] == i]
+        taken = runs[0] if len(runs) == 1 else "{" + ", ".join(f"*{r}" for r in runs) + "}"
+        lines += [
+            f"        gone{i} = pool{i}._cached.keys() & {taken} if pool{i}._cached else None",
+            f"        if gone{i}:",
+            f"            evicted{i} = pool{i}.sole_keys(gone{i})",
+            f"            if evicted{i} is None:",
+            f"                {back}",
+            f"        u{i} = pool{i}._used + f{i} - pool{i}._fresh + h{i} - pool{i}._head",
+        ]
+        stores += [f"pool{i}._fresh = f{i}", f"pool{i}._head = h{i}", f"pool{i}._used = u{i}"]
+        changes.append(f"gone{i} and pool{i}.evict_sole(gone{i}, evicted{i})")
+    # Then the registrations (after the evictions: a block taken may be filed again), the
+    # registered counts of a request held, or its content at rest.
+    changes += [
+        f"full{g} and pools[{g}].file_new(cache_maps[{g}], run{g}, keys{g}, full{g})"
+        for g in cacheable
+    ]
+    changes += [f"held and full{g} and setitem(reg, {g}, full{g})" for g in cacheable]
+    changes.append("rest is None or setitem(extras, o, rest)")
+    lines += [
+        # Stores, then the calls (dict and set operations on blocks and keys checked to be
+        # there, or new): nothing interrupts them halfway.
+        "        " + "; ".join(stores + changes) + "; del owner[0]; return None  # the commit",
         "",
     ]
     return lines

@@ -49,7 +49,7 @@ from itertools import accumulate, compress, repeat
 from operator import add, setitem
 from typing import Final
 
-from ._guard import Ops
+from ._guard import Ops, commit
 
 SLACK, STEP, ANCHOR, BASE, EVICT, SKIPPED, START, LENGTH, CAPACITY, MAXLEN = range(10)
 
@@ -345,31 +345,33 @@ class RequestTable:
         (`release_ops`), whose garbage counts and whose segments are not kept."""
         st = self.st
         ending = ended is not None
+        hw, cw = self.hot_width, self.cold_width
         for g, slab in enumerate(self.slabs):
             garbage = self.garbage[g] if ended is None else ended.garbage.get(g, self.garbage[g])
             if g not in groups and not due(garbage * (2 if soon else 1), len(slab), ending):
                 continue
-            moves = []
-            at = 0
-            for other in self.offsets.values():
-                if other == o:
-                    continue
-                c = self.cold(other) + g * COLD - HOT
-                length = st[c + LENGTH]
-                capacity = max(grown(length, 1, st[c + SKIPPED]), st[c + CAPACITY]) if length else 0
-                moves.append((c, at, capacity))
-                at += capacity
+            # Every other request's segment in this group, in the offsets' order, given
+            # `grown`'s room (``grown(length, 1, skipped)``: a move's, written out) or kept
+            # its own where that is more, and placed one after another: comprehensions, a
+            # slab of a thousand requests is compacted in a few passes.
+            shift = g * COLD - HOT
+            cs = [other // hw * cw + shift for other in self.offsets.values() if other != o]
+            lengths = [st[c + LENGTH] for c in cs]
+            capacities = [
+                max(n + max(8, n >> 2, st[c + SKIPPED] >> 1), st[c + CAPACITY]) if n else 0
+                for c, n in zip(cs, lengths, strict=True)
+            ]
+            starts = list(accumulate(capacities, initial=0))
             # The kept entries copied segment by segment into the new slab, made whole at
             # once (zeros: the spare room), by memory views: a copy each, no temporary.
-            kept = _ZERO * at
+            kept = _ZERO * starts.pop()
             with memoryview(kept) as to, memoryview(slab) as source:
-                for c, start, _ in moves:
-                    first, length = st[c + START], st[c + LENGTH]
+                for c, start, length in zip(cs, starts, lengths, strict=True):
+                    first = st[c + START]
                     to[start : start + length] = source[first : first + length]
             ops.append((setitem, slab, slice(None), kept))
-            for c, start, capacity in moves:
-                ops.append((setitem, st, c + START, start))
-                ops.append((setitem, st, c + CAPACITY, capacity))
+            ops.append((commit, map(setitem, repeat(st), [c + START for c in cs], starts)))
+            ops.append((commit, map(setitem, repeat(st), [c + CAPACITY for c in cs], capacities)))
             ops.append((setitem, self.garbage, g, 0))
 
 

@@ -304,6 +304,34 @@ class BlockPool:
                 return cache_map
         raise AssertionError(f"block {block} of pool {self.name!r} is filed in no map")
 
+    def sole_keys(self, blocks: set[int]) -> list[bytes] | None:
+        """The keys of the cached free ``blocks`` (a step's run of the queue's front), in
+        the set's order, where the pool files them in one map, each its key's one block
+        (`evict_sole` then evicts them in passes in C); None otherwise. Changes nothing."""
+        maps = self._maps
+        keys = list(map(self._cached.__getitem__, blocks))
+        if len(maps) != 1 or list(map(maps[0].get, keys)) != list(blocks):
+            return None
+        return keys
+
+    def evict_sole(self, blocks: set[int], keys: list[bytes]) -> None:
+        """Evict the cached free ``blocks``, filed under ``keys`` (`sole_keys`'): their
+        content leaves the prefix cache, as `PoolPlan.take` evicts a cached block it takes.
+        The caller takes them from the queue in the same commit."""
+        commit(map(self._cached.pop, blocks))
+        self._cached_free.difference_update(blocks)
+        commit(map(self._maps[0].pop, keys))
+
+    def file_new(
+        self, cache_map: CacheMap, run: Sequence[int], keys: Sequence[bytes], count: int
+    ) -> None:
+        """File the first ``count`` blocks of ``run`` (held, none cached) under ``keys``,
+        new to ``cache_map``: a prompt's blocks registered by its first step, in passes in C
+        (`PoolPlan.register_run`'s effect where its keys are new)."""
+        blocks = run[:count]
+        self._cached.update(zip(blocks, keys, strict=True))
+        cache_map.update(zip(keys, blocks, strict=True))
+
     def free_queue(self) -> list[int]:
         """The whole free queue, front (taken first) to back: the ids never handed out, then
         the freed ones without the stale entries. For inspection: it costs a copy of it."""

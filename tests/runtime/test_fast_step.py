@@ -595,6 +595,105 @@ def test_first_steps_into_empty_tables_do_what_the_general_path_does(
         check_pools(one)
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(data=st.data())
+def test_first_steps_with_prefix_caching_on_do_what_the_general_path_does(
+    data: st.DataObject,
+) -> None:
+    # Prefix caching on: requests admitted with content (prompts of a few keys drawn from a
+    # small alphabet, shorter and longer than a block: content at rest or blocks to register,
+    # hits and misses) or without, their first steps in every planned kind into pools whose
+    # queues hold cached free blocks (the ends of earlier requests, their prompts
+    # registered): the generated first step (which evicts such blocks where each is its key's
+    # one block, and leaves content at rest as it is) answers and leaves the state as the
+    # general path does, or refuses as it does.
+    kinds = ("full", "sliding", "sliding_pooled", "chunked", "chunked_pooled")
+    layout = drawn_coordinators(
+        data.draw, kinds, 3, st.integers(1, 64), st.integers(1, 64),
+        lambda cap: st.integers(0, cap + 2),  # small: the queue's cached blocks taken soon
+    )
+    one, two = layout.build(), layout.build()
+    pools = [spec.pool.tokens_per_block for spec in (g.manager for g in one.groups)]
+    size = layout.block_size
+    admitted: list[str] = []
+    for i in range(data.draw(st.integers(4, 16), label="requests")):
+        rid = f"r{i}"
+        content = data.draw(
+            st.lists(st.integers(0, 2), min_size=1, max_size=3 * size), label="content"
+        )
+        if data.draw(st.booleans(), label="with content"):
+            parts = prefix_parts(one, content)
+            mine, theirs = (
+                _outcome(c._core.admit_with_prefix, rid, [None] * len(pools), parts)
+                for c in (one, two)
+            )
+            hits = mine if isinstance(mine, list) else [0] * len(pools)
+            # The whole prompt, or its first chunk (hashes left: the next step registers them).
+            chunk = data.draw(st.integers(1, len(content)), label="chunk")
+            counts = [max(chunk - h, 0) for h in hits]
+        else:
+            mine, theirs = (_outcome(c._core.admit, rid) for c in (one, two))
+            counts = [data.draw(st.integers(0, 2 * p * size), label="positions") for p in pools]
+        assert mine == theirs
+        assert _state(one) == _state(two), rid
+        if not isinstance(mine, list) and mine is not None:  # refused: nothing to step
+            continue
+        admitted.append(rid)
+        entry = data.draw(st.sampled_from(("advance", "advance_typed", "step")), label="entry")
+        expected = _outcome(general, two._core, entry.removesuffix("_typed"), rid, counts)
+        assert _outcome(fast, one._core, entry, rid, counts) == expected, (rid, counts)
+        assert _state(one) == _state(two), (rid, counts)
+        for _ in range(data.draw(st.integers(0, 2), label="next steps")):  # the rest, a token
+            later = admitted[data.draw(st.integers(0, len(admitted) - 1), label="stepped")]
+            counts = [data.draw(st.integers(0, 2 * p * size), label="next") for p in pools]
+            expected = _outcome(general, two._core, "advance", later, counts)
+            assert _outcome(fast, one._core, "advance", later, counts) == expected, later
+            assert _state(one) == _state(two), (later, counts)
+        for _ in range(data.draw(st.integers(0, len(admitted)), label="ends")):
+            victim = admitted.pop(data.draw(st.integers(0, len(admitted) - 1), label="victim"))
+            mine, theirs = (_outcome(c._core.free, victim) for c in (one, two))
+            assert mine == theirs
+            assert _state(one) == _state(two), victim
+        check_pools(one)
+
+
+def test_a_first_step_takes_cached_free_blocks_and_content_at_rest_on_its_generated_path(
+) -> None:
+    # A request's prompt of two blocks registered, then freed: its blocks wait in the queue,
+    # cached. A plain admission's first step takes them (evicting both keys), then a
+    # request admitted with a prompt shorter than a block (content at rest) takes the next
+    # free ones: both by `first_step`, neither by `cross_ops`, compared, call and state,
+    # with the general path.
+    one = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4, num_blocks=3, max_len=8, max_in_flight=8, reserve=False,
+    )
+    core = one._core
+    core.admit_with_prefix("a", [None], prefix_parts(one, [1, 2, 3, 4, 5, 6, 7, 8]))
+    core.advance_step("a", [8])  # both blocks registered
+    one.free("a")
+    assert core.pools[0].num_cached_free == 2
+    for rid, parts, count in (("b", None, 8), ("c", prefix_parts(one, [9, 9]), 2)):
+        if parts is None:
+            core.admit(rid, [None])
+        else:
+            assert core.admit_with_prefix(rid, [None], parts) == [0]
+            assert type(core.extras[core.offset(rid)]) is RestingExtras
+        twin = copy.deepcopy(one)
+        ran: list[str] = []
+        sys.setprofile(_recorder(ran))
+        try:
+            mine = _outcome(fast, core, "advance", rid, [count])
+        finally:
+            sys.setprofile(None)
+        assert mine == _outcome(general, twin._core, "advance", rid, [count])
+        assert _state(one) == _state(twin)
+        assert "first_step" in ran and "cross_ops" not in ran, ran
+        one.free(rid)
+    assert core.pools[0].num_cached_free == 0 and not core.pools[0]._cached
+    check_pools(one)
+
+
 def test_a_long_first_chunk_is_placed_with_room_by_first_step() -> None:
     # A prompt's first chunk of 100 blocks (a first segment of `_table._FIRST_ROOM` entries
     # or more) takes `first_step`, which gives it the room its first move would give (a
