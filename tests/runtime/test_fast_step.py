@@ -694,6 +694,40 @@ def test_a_first_step_takes_cached_free_blocks_and_content_at_rest_on_its_genera
     check_pools(one)
 
 
+def test_a_new_prompts_first_chunk_registers_its_blocks_and_holds_on_its_generated_path(
+) -> None:
+    # A prompt of three blocks not seen before, computed in chunks of 6 and 6 tokens: the
+    # first chunk's step (`first_step`) registers the one full block it computes and holds
+    # the request (hashes left: slack 0), so that the next chunk's step registers the other
+    # two; the last leaves the request at rest. Each compared, call and state, with the
+    # general path; the first never reaches `cross_ops`.
+    one = coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4, num_blocks=8, max_len=16, max_in_flight=8, reserve=False,
+    )
+    core = one._core
+    assert core.admit_with_prefix("a", [None], prefix_parts(one, list(range(1, 13)))) == [0]
+    for step, (count, registered) in enumerate(((6, 1), (6, 3))):
+        twin = copy.deepcopy(one)
+        ran: list[str] = []
+        sys.setprofile(_recorder(ran))
+        try:
+            mine = _outcome(fast, core, "advance", "a", [count])
+        finally:
+            sys.setprofile(None)
+        assert mine == _outcome(general, twin._core, "advance", "a", [count])
+        assert _state(one) == _state(twin), step
+        extra = core.extras[core.offset("a")]
+        assert list(extra.registered) == [registered], step
+        if step == 0:
+            assert "first_step" in ran and "cross_ops" not in ran, ran
+            assert type(extra) is RequestExtras and core.table.hot[core.offset("a")] == 0
+        else:
+            assert type(extra) is RestingExtras
+    assert len(core.pools[0]._cached) == 3
+    check_pools(one)
+
+
 def test_a_long_first_chunk_is_placed_with_room_by_first_step() -> None:
     # A prompt's first chunk of 100 blocks (a first segment of `_table._FIRST_ROOM` entries
     # or more) takes `first_step`, which gives it the room its first move would give (a
