@@ -4539,9 +4539,10 @@ def content_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
     core's ``content_typed`` in the same frame, its pairs read as given, ``(handle,
     ContentKeys)`` (a handle of this core, keys of its group's content unit, no salt: the
     keys' int64 array appended as it is, immutable), so that the step is one call and one
-    pass over its pairs. Anything else, and every path but the stores (a block crossed or
-    filled, the general path), gets the pairs as `KVCacheCoordinator._content_pairs` checks
-    them (which raises what a wrong pair is). They read `advance_names`."""
+    pass over its pairs. A pair it does not read so goes to the general path with the pairs
+    as `KVCacheCoordinator._content_pairs` checks them (which raises what a wrong pair is);
+    the crossing and the fill, past the pass, get the pairs it read, ``got`` (the same:
+    each handle's group and its keys' array). They read `advance_names`."""
     n = len(core.names)
     pairs = "content_pairs(content)"
     num_new = _tuple("q", n)
@@ -4555,6 +4556,7 @@ def content_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
         "if of[g] < 0:",
         f"    {back}",
         "stream, added = streams[of[g]], c._int64s",
+        "got.append((g, added))",
     ]
     body = _entry(core, {"q": counts}, "allocate")
     # A request unknown and content wrong: the content's error first, as before the token.
@@ -4565,7 +4567,8 @@ def content_lines(core: CoordinatorCore, counts: Sequence[str]) -> list[str]:
         *body,
         "    if specs and o in specs:",
         f"        {back}",
-        *_contents(core, back, "content", pairs, num_new, read, "    "),
+        "    got = []",
+        *_contents(core, back, "content", "got", num_new, read, "    "),
         *_ENTRY_END,
     ]
 
