@@ -657,6 +657,29 @@ def test_first_steps_with_prefix_caching_on_do_what_the_general_path_does(
         check_pools(one)
 
 
+def _text_only(num_blocks: int, max_len: int) -> KVCacheCoordinator:
+    """One full-attention group in blocks of 4 tokens, nothing reserved."""
+    return coordinator(
+        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4, num_blocks=num_blocks, max_len=max_len, max_in_flight=8, reserve=False,
+    )
+
+
+def _compared_step(one: KVCacheCoordinator, rid: str, count: int) -> list[str]:
+    """``rid``'s step of ``count`` positions on ``one``'s generated functions, compared, call
+    and state, with the general path on a copy; the Python functions it called."""
+    twin = copy.deepcopy(one)
+    ran: list[str] = []
+    sys.setprofile(_recorder(ran))
+    try:
+        mine = _outcome(fast, one._core, "advance", rid, [count])
+    finally:
+        sys.setprofile(None)
+    assert mine == _outcome(general, twin._core, "advance", rid, [count])
+    assert _state(one) == _state(twin), rid
+    return ran
+
+
 def test_a_first_step_takes_cached_free_blocks_and_content_at_rest_on_its_generated_path(
 ) -> None:
     # A request's prompt of two blocks registered, then freed: its blocks wait in the queue,
@@ -664,10 +687,7 @@ def test_a_first_step_takes_cached_free_blocks_and_content_at_rest_on_its_genera
     # request admitted with a prompt shorter than a block (content at rest) takes the next
     # free ones: both by `first_step`, neither by `cross_ops`, compared, call and state,
     # with the general path.
-    one = coordinator(
-        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4, num_blocks=3, max_len=8, max_in_flight=8, reserve=False,
-    )
+    one = _text_only(num_blocks=3, max_len=8)
     core = one._core
     core.admit_with_prefix("a", [None], prefix_parts(one, [1, 2, 3, 4, 5, 6, 7, 8]))
     core.advance_step("a", [8])  # both blocks registered
@@ -679,15 +699,7 @@ def test_a_first_step_takes_cached_free_blocks_and_content_at_rest_on_its_genera
         else:
             assert core.admit_with_prefix(rid, [None], parts) == [0]
             assert type(core.extras[core.offset(rid)]) is RestingExtras
-        twin = copy.deepcopy(one)
-        ran: list[str] = []
-        sys.setprofile(_recorder(ran))
-        try:
-            mine = _outcome(fast, core, "advance", rid, [count])
-        finally:
-            sys.setprofile(None)
-        assert mine == _outcome(general, twin._core, "advance", rid, [count])
-        assert _state(one) == _state(twin)
+        ran = _compared_step(one, rid, count)
         assert "first_step" in ran and "cross_ops" not in ran, ran
         one.free(rid)
     assert core.pools[0].num_cached_free == 0 and not core.pools[0]._cached
@@ -701,22 +713,11 @@ def test_a_new_prompts_first_chunk_registers_its_blocks_and_holds_on_its_generat
     # the request (hashes left: slack 0), so that the next chunk's step registers the other
     # two; the last leaves the request at rest. Each compared, call and state, with the
     # general path; the first never reaches `cross_ops`.
-    one = coordinator(
-        {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-        block_size=4, num_blocks=8, max_len=16, max_in_flight=8, reserve=False,
-    )
+    one = _text_only(num_blocks=8, max_len=16)
     core = one._core
     assert core.admit_with_prefix("a", [None], prefix_parts(one, list(range(1, 13)))) == [0]
     for step, (count, registered) in enumerate(((6, 1), (6, 3))):
-        twin = copy.deepcopy(one)
-        ran: list[str] = []
-        sys.setprofile(_recorder(ran))
-        try:
-            mine = _outcome(fast, core, "advance", "a", [count])
-        finally:
-            sys.setprofile(None)
-        assert mine == _outcome(general, twin._core, "advance", "a", [count])
-        assert _state(one) == _state(twin), step
+        ran = _compared_step(one, "a", count)
         extra = core.extras[core.offset("a")]
         assert list(extra.registered) == [registered], step
         if step == 0:
