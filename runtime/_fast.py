@@ -659,17 +659,19 @@ def _first(core: CoordinatorCore) -> list[str]:
 
 def _lean_content_cross(core: CoordinatorCore) -> list[str]:
     """The source of ``content_cross(me, request_id, o, num_new, contents, tails, adds,
-    extra)``: a step with content (``advance_with_content``'s) past some group's slack, the
-    content filling no block (the ``tails`` extended by ``adds``), planned as `_crossing`
-    plans a step (`_lean_cross`'s way) and committed with the appends: the stores, then the
-    appends' one call, on one line (`_committed`); anything `_crossing` declines (content to
-    register, a run of blocks, a move that makes its slab due, ...) to ``content_cross_ops``
-    (`plan_cross`)."""
+    active)``: a step with content (``advance_with_content``'s) past some group's slack, the
+    content filling no block (the ``tails`` of ``active``, the request's content in its
+    active form, extended by ``adds``), planned as `_crossing` plans a step (`_lean_cross`'s
+    way) and committed with the appends: the stores (``active`` among them: a resting
+    form's was made by the caller), then the appends' one call, on one line (`_committed`);
+    anything `_crossing` declines (content to register, a run of blocks, a move that makes
+    its slab due, ...) to ``content_cross_ops`` (`plan_cross`). (`_crossing` reads the
+    request's stored form as ``extra``: what it has left to register.)"""
     n = len(core.names)
-    ops = "return content_cross_ops(me, request_id, o, num_new, contents, tails, adds, extra)"
+    ops = "return content_cross_ops(me, request_id, o, num_new, contents, tails, adds, active)"
     prep, stores = _stored(core)
     return [
-        "    def content_cross(me, request_id, o, num_new, contents, tails, adds, extra):",
+        "    def content_cross(me, request_id, o, num_new, contents, tails, adds, active):",
         f"        if not (type(num_new) is tuple or type(num_new) is list) or "
         f"len(num_new) != {n} or o in specs:",
         f"            {ops}",
@@ -677,8 +679,8 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
         *_crossing(core, ops, "        ", typed=True, lean=True, register=True),
         *("        " + line for line in prep),
         *_committed(
-            stores, "del owner[0]; return  # the commit", "        ", "xo",
-            ("list", "map(extend, tails, adds)"),
+            [*stores, ("extras", "o", "active")], "del owner[0]; return  # the commit",
+            "        ", "xo", ("list", "map(extend, tails, adds)"),
         ),
         "",
     ]
@@ -4370,9 +4372,12 @@ def _contents(
     )
     lines = [
         "extra = extras.get(o)",
-        f"if extra is None or type(extra) is Resting or type({given}) is not list "
-        f"and type({given}) is not tuple:",
+        f"if extra is None or type({given}) is not list and type({given}) is not tuple:",
         f"    {back}",
+        # Content at rest: its active form made (`CoordinatorCore._active`), which the
+        # appends below, the crossing's and the fill's extend; every commit stores it.
+        "if type(extra) is Resting:",
+        "    extra = extra.active(axes_of, rows_per_block)",
         "streams, of = extra.streams, extra.stream_of",
         "tails, adds, axes, picked, fill = [], [], [], [], False",
         f"if len(streams) != len({given}):",
@@ -4399,7 +4404,8 @@ def _contents(
         f"{indent}if fill:",
         f"{indent}    return content_fill(me, request_id, o, {num_new}, {contents}, extra, "
         "picked, adds)",
-        f"{indent}{stores}; list(map(extend, tails, adds)); del owner[0]; return  # the commit",
+        f"{indent}{stores}; extras[o] = extra; list(map(extend, tails, adds)); del owner[0]; "
+        "return  # the commit",
     ]
 
 
@@ -4644,6 +4650,7 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "planned_respec_content": core._planned_respec_content,
         "Active": RequestExtras,
         "axes_of": core._axis,
+        "rows_per_block": tuple(0 if c is None else c.rows_per_block for c in core.caches),
         "repeat": repeat,
         "DECLINED": DECLINED,
     }
@@ -4676,6 +4683,7 @@ def _source(core: CoordinatorCore) -> str:
         "    compact = compact_ops = core.table.compact_ops",
         "    moved_ops = core.table.moved_ops",
         "    strs, extras_get, axis = frozenset({str}), core.extras.get, core._axis",
+        "    axes_of = axis  # (the name `_contents` reads, as the typed entries')",
         "    streams_of, stream_of = attrgetter('streams'), attrgetter('stream_of')",
         "    tail_of = attrgetter('tail')",
         "    hashes_of, parent_of, registered_of = attrgetter('hashes'), attrgetter('parent'), "
@@ -4740,7 +4748,7 @@ def _source(core: CoordinatorCore) -> str:
         # which decides).
         "    def content_cross_ops(me, request_id, o, num_new, contents, tails, adds, extra):",
         "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
-        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "        ops = [(setitem, extras, o, extra), (commit, map(setitem, repeat(hot), at, to)), "
         "(commit, map(setitem, repeat(st), sa, sv))]",
         "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv):",
         "            return general_content(me, request_id, o, num_new, contents)",
@@ -4794,7 +4802,7 @@ def _source(core: CoordinatorCore) -> str:
         # `advance_content` within every slack, its content filling a block: `plan_fill`.
         "    def content_fill(me, request_id, o, num_new, contents, extra, picked, adds):",
         "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
-        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "        ops = [(setitem, extras, o, extra), (commit, map(setitem, repeat(hot), at, to)), "
         "(commit, map(setitem, repeat(st), sa, sv))]",
         "        if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, sa, sv):",
         "            return general_content(me, request_id, o, num_new, contents)",

@@ -729,6 +729,52 @@ def test_a_new_prompts_first_chunk_registers_its_blocks_and_holds_on_its_generat
     check_pools(one)
 
 
+@pytest.mark.parametrize("entry", ["typed", "core"])
+def test_a_step_with_content_at_rest_takes_the_generated_crossing(entry: str) -> None:
+    # A prompt of 9 tokens like one that ended (its two blocks cached): the hit takes both
+    # blocks and leaves nothing to register, so the request's content rests. Its first step
+    # with the token it sampled (`advance_with_content`, the typed entry or the core's)
+    # makes the content active and crosses into a new block on the generated crossing
+    # (`content_cross`, the active form stored with the commit), not the general plan;
+    # compared, call and state, with the general path; then its next token, the same.
+    one = _text_only(num_blocks=8, max_len=16)
+    core = one._core
+    prompt = list(range(1, 10))
+    core.admit_with_prefix("a", [None], prefix_parts(one, prompt))
+    core.advance_step("a", [8])  # both full blocks registered
+    core.advance_step("a", [1])
+    one.free("a")
+    assert core.admit_with_prefix("b", [None], prefix_parts(one, prompt)) == [8]
+    assert type(core.extras[core.offset("b")]) is RestingExtras
+    text = one.group("text", Tokens)
+    stepper = one.stepper(text)
+    for token in (10, 11):
+        twin = copy.deepcopy(one)
+        ran: list[str] = []
+        sys.setprofile(_recorder(ran))
+        try:
+            if entry == "typed":
+                mine = _outcome(
+                    functools.partial(
+                        stepper.advance_with_content,
+                        content=[(text, ContentKeys([token], Tokens))],
+                    ),
+                    "b",
+                    Tokens(1),
+                )
+            else:
+                mine = _outcome(fast, core, "content", "b", [1], [(0, [token])])
+        finally:
+            sys.setprofile(None)
+        assert mine == _outcome(general, twin._core, "content", "b", [1], [(0, [token])])
+        assert _state(one) == _state(twin), token
+        assert "_general_content" not in ran, ran
+        if token == 10:
+            assert "content_cross" in ran, ran
+    assert type(core.extras[core.offset("b")]) is RequestExtras
+    check_pools(one)
+
+
 def test_a_long_first_chunk_is_placed_with_room_by_first_step() -> None:
     # A prompt's first chunk of 100 blocks (a first segment of `_table._FIRST_ROOM` entries
     # or more) takes `first_step`, which gives it the room its first move would give (a
