@@ -4470,7 +4470,9 @@ def respec_content_lines(
     qs, ks, rs = (_tuple(name, n) for name in "qkr")
     pairs = "content_pairs(content)"
     back = f"return planned_respec_content(me, request_id, o, {qs}, {ks}, {rs}, {pairs})"
-    more = "[*zip(repeat(extend), tails, adds)]"
+    # The crossing's appends, after the content's active form stored (a resting one's made
+    # here: the same object otherwise).
+    more = "[(setitem, extras, o, extra), *zip(repeat(extend), tails, adds)]"
     planned = back[len("return ") :]
     past = (
         f"return {planned} if (respec_fill_cross(me, request_id, o, {qs}, {ks}, {rs}, extra, "
@@ -4487,9 +4489,11 @@ def respec_content_lines(
     body[at:at] = [f"        {pairs}"]
     lines = [
         "extra = extras.get(o)",
-        "if type(extra) is not Active or type(content) is not list "
-        "and type(content) is not tuple:",
+        "if extra is None or type(content) is not list and type(content) is not tuple:",
         f"    {back}",
+        # Content at rest (nothing to register): its active form, stored by every commit.
+        "if type(extra) is Resting:",
+        "    extra = extra.active(axes_of, rows_per_block)",
         "streams, of, reg = extra.streams, extra.stream_of, extra.registered",
         *(
             line
@@ -4534,8 +4538,8 @@ def respec_content_lines(
         *_unrolled(core, past, "    ", True),
         "    if fill:",
         f"        {filled}",
-        f"    {stores}; specs[o] = {ks}; list(map(extend, tails, adds)); del owner[0]; "
-        "return  # the commit",
+        f"    {stores}; specs[o] = {ks}; extras[o] = extra; list(map(extend, tails, adds)); "
+        "del owner[0]; return  # the commit",
         *_ENTRY_END,
     ]
 
@@ -4652,6 +4656,7 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "axes_of": core._axis,
         "rows_per_block": tuple(0 if c is None else c.rows_per_block for c in core.caches),
         "repeat": repeat,
+        "setitem": setitem,
         "DECLINED": DECLINED,
     }
 
@@ -4815,7 +4820,8 @@ def _source(core: CoordinatorCore) -> str:
         "    def respec_fill(me, request_id, o, num_new, lookahead, rejected, extra, picked, "
         "adds):",
         "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
-        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        # The content's active form stored first (a resting one's made by the caller).
+        "        ops = [(setitem, extras, o, extra), (commit, map(setitem, repeat(hot), at, to)), "
         "(commit, map(setitem, repeat(st), sa, sv))]",
         "        if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, sa, sv, "
         "rejected, lookahead):",
@@ -4830,7 +4836,7 @@ def _source(core: CoordinatorCore) -> str:
         "    def respec_fill_cross(me, request_id, o, num_new, lookahead, rejected, extra, "
         "picked, adds):",
         "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
-        "        ops = [(commit, map(setitem, repeat(hot), at, to)), "
+        "        ops = [(setitem, extras, o, extra), (commit, map(setitem, repeat(hot), at, to)), "
         "(commit, map(setitem, repeat(st), sa, sv))]",
         *_hashing("        "),
         "        if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, sv, rejected, "
