@@ -3265,16 +3265,14 @@ class _Boundary:
         its key's one block (a prompt's blocks, cached when it ended), else one by one."""
         cached = pool._cached
         gone = sorted(cached.keys() & run)
-        keys = list(map(cached.__getitem__, gone))
-        maps = pool._maps
-        one = len(maps) == 1 and list(map(maps[0].get, keys)) == gone
-        if one and self._new_keys(maps[0], keys):
-            cache_map, at = maps[0], id(maps[0])
-            self.lists.update({(at, key): (cache_map, key, []) for key in keys})
+        sole = pool.sole_keys(gone)  # one map, each block its key's one block
+        if sole is not None and self._new_keys(pool._maps[0], sole):
+            cache_map, at = pool._maps[0], id(pool._maps[0])
+            self.lists.update({(at, key): (cache_map, key, []) for key in sole})
             ops.append((commit, map(cached.pop, gone)))
             ops.append((pool._cached_free.difference_update, gone))
             return
-        for block, key in zip(gone, keys, strict=True):
+        for block, key in zip(gone, map(cached.__getitem__, gone), strict=True):
             self.listed(pool.map_of(block, key), key).remove(block)
             ops.append((cached.pop, block, None))
             ops.append((pool._cached_free.discard, block))

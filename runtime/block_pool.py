@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from itertools import filterfalse
 from operator import setitem
 from typing import Final
@@ -304,9 +304,9 @@ class BlockPool:
                 return cache_map
         raise AssertionError(f"block {block} of pool {self.name!r} is filed in no map")
 
-    def sole_keys(self, blocks: set[int]) -> list[bytes] | None:
+    def sole_keys(self, blocks: Collection[int]) -> list[bytes] | None:
         """The keys of the cached free ``blocks`` (a step's run of the queue's front), in
-        the set's order, where the pool files them in one map, each its key's one block
+        their order, where the pool files them in one map, each its key's one block
         (`evict_sole` then evicts them in passes in C); None otherwise. Changes nothing."""
         maps = self._maps
         keys = list(map(self._cached.__getitem__, blocks))
@@ -314,7 +314,7 @@ class BlockPool:
             return None
         return keys
 
-    def evict_sole(self, blocks: set[int], keys: list[bytes]) -> None:
+    def evict_sole(self, blocks: Collection[int], keys: list[bytes]) -> None:
         """Evict the cached free ``blocks``, filed under ``keys`` (`sole_keys`'): their
         content leaves the prefix cache, as `PoolPlan.take` evicts a cached block it takes.
         The caller takes them from the queue in the same commit."""
