@@ -1672,7 +1672,7 @@ class CoordinatorCore:
             pool = self.pools[g]
             state = plan.pools.get(id(pool))
             if state is None:
-                state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
+                state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], [], []]
             slab = table.slabs[g]
             gone = slab[start : start + dropped] if dropped else _NO_BLOCKS
             if dropped > 1 and (not pool._shared or pool._shared.keys().isdisjoint(gone)):
@@ -1697,9 +1697,9 @@ class CoordinatorCore:
             run: array[int] | None = None
             if want > 1:
                 # A long step's blocks (a prefill chunk's): taken as a run of the queue's front.
-                run = pool.front(state[1], state[2], want)
-                if run is None:  # a stale entry in it, or short: the general path decides
-                    return False
+                run = None if state[5] else pool.front(state[1], state[2], want)
+                if run is None:  # a stale entry in it, short, or blocks a rollback gave back
+                    return False  # ahead of it (`_plan_unroll`): the general path decides
                 fresh = min(want, pool.num_blocks - state[1])
                 state[1] += fresh
                 state[2] += want - fresh
@@ -1709,6 +1709,8 @@ class CoordinatorCore:
                 if state[1] < pool.num_blocks:
                     taken = state[1]
                     state[1] += 1
+                elif state[5]:  # a block a rollback of the plan gave back (`_plan_unroll`)
+                    taken = state[5].pop(0)
                 elif state[2] < len(pool._queue):
                     taken = pool._queue[state[2]]
                     if taken in pool._stale:  # an entry to skip: the general path
@@ -1907,17 +1909,21 @@ class CoordinatorCore:
 
     def _emit_boundary(self, ops: Ops, plan: _Boundary) -> None:
         """Add the pools' and slabs' part of planned boundary steps to ``ops``."""
-        for pool, fresh, head, _, evicted in plan.pools.values():
+        for pool, fresh, head, _, evicted, front in plan.pools.values():
             if fresh > pool._fresh:
                 ops.append((setattr, pool, "_fresh", fresh))
-            if head != pool._head:
-                ops.append((setattr, pool, "_head", head))
             if evicted:
                 ops.append((pool._queue.extend, evicted))
-            # Every block taken came from the fresh ids or the queue's front (none skipped).
+            # Every block taken came from the fresh ids, the blocks a rollback gave back or the
+            # queue's front (none skipped); those given back and not taken again go ahead of it.
             taken = fresh - pool._fresh + head - pool._head
-            if taken != len(evicted):
-                ops.append((setattr, pool, "_used", pool._used + taken - len(evicted)))
+            if front:
+                head = pool.front_ops(ops, front, head)
+            if head != pool._head:
+                ops.append((setattr, pool, "_head", head))
+            if taken != len(evicted) + len(front):
+                used = pool._used + taken - len(evicted) - len(front)
+                ops.append((setattr, pool, "_used", used))
         for g, garbage in plan.garbage.items():
             ops.append((setitem, self.table.garbage, g, garbage))
         for pool, block, count in plan.shared.values():
@@ -2200,7 +2206,9 @@ class CoordinatorCore:
 
     def rollback(self, request_id: str, rejected: Sequence[int]) -> None:
         """Remove the rejected speculative positions of the latest step, per group (kernel
-        unit): the length goes back, and the blocks only they used go back to the pool.
+        unit): the length goes back, and the blocks only they used go back to the pool, at
+        its free queue's front (`PoolPlan.release_front`: taken again first, before any
+        cached block is evicted, as if kept, as vLLM keeps them).
 
         Eviction stays right: the next step starts at or after where the rolled-back step
         started, so the window's first needed slot never moves back, and every block the
@@ -2246,9 +2254,10 @@ class CoordinatorCore:
             slab = table.slabs[g]
             if dropped:
                 # A block of rejected drafts only (never registered: only committed positions
-                # are) goes behind the queue, unless a prefix hit shares it.
+                # are) goes to the queue's front (`PoolPlan.release_front`), unless a prefix
+                # hit shares it.
                 block = slab[start + cut]
-                if block in pool._shared or block in pool._cached:
+                if block in pool._shared or block in pool._cached or block in pool._stale:
                     return self._general_rollback(me, request_id, o, rejected)
                 freed.setdefault(id(pool), [pool, []])[1].append(block)
             length = cut
@@ -2264,7 +2273,7 @@ class CoordinatorCore:
             if dropped:
                 ops.append((setitem, st, c + LENGTH, length))
         for pool, blocks in freed.values():
-            ops.append((pool._queue.extend, blocks))
+            ops.append((setattr, pool, "_head", pool.front_ops(ops, blocks, pool._head)))
             ops.append((setattr, pool, "_used", pool._used - len(blocks)))
         left = tuple(k - r for k, r in zip(spec, rejected, strict=True))
         ops.append((setitem, self.specs, o, left))
@@ -2316,12 +2325,14 @@ class CoordinatorCore:
         num_new: Sequence[int] | None = None,
     ) -> tuple[list[list[int]], list[array[int]]]:
         """Plan a checked rollback on ``pools``: every group's fields and live entries after
-        it (the blocks only rejected positions used released into the plans). With
-        ``num_new``, the step that follows it (`advance_speculative`): only blocks past that
-        step's end are released (`_kept`)."""
+        it (the blocks only rejected positions used released into the plans, to the queue's
+        front: `PoolPlan.release_front`, one run per pool in group order). With ``num_new``,
+        the step that follows it (`advance_speculative`): only blocks past that step's end
+        are released (`_kept`)."""
         table = self.table
         fields_of = [table.read(o, g) for g in range(len(self.names))]
         lives = [table.live(o, g) for g in range(len(self.names))]
+        freed: dict[int, tuple[PoolPlan, list[int]]] = {}
         for g, r in enumerate(rejected):
             if not r:
                 continue
@@ -2331,11 +2342,14 @@ class CoordinatorCore:
             cut = keep - fields[SKIPPED]
             assert cut >= 0, (keep, fields[SKIPPED])  # speculative blocks are never evicted
             if cut < len(live):
-                self._plan_of(pools, g).release(live[cut:])
+                plan = self._plan_of(pools, g)
+                freed.setdefault(id(plan), (plan, []))[1].extend(live[cut:])
                 del live[cut:]
                 fields[LENGTH] = cut
             fields[STEP] -= r
             self._bound(g, fields, rows, live)
+        for plan, blocks in freed.values():
+            plan.release_front(blocks)
         return fields_of, lives
 
     def _kept(self, g: int, rows: int, q: object) -> int:
@@ -2483,8 +2497,9 @@ class CoordinatorCore:
     ) -> list[tuple[int, int, int, int]] | None:
         """Plan a rollback before a boundary step of ``num_new`` positions on the same
         ``plan`` (`_boundary_rollback`'s common case: at most one block freed per group, only
-        past the step's end (`_kept`), neither shared nor cached; the freed block goes behind
-        the queue first, as a rollback committed before the step would put it): per group,
+        past the step's end (`_kept`), neither shared nor cached; the blocks freed go to the
+        queue's front, ahead of those an earlier rollback of the plan gave back, where the
+        plan's next take gets them again, as `PoolPlan.release_front` puts them): per group,
         ``(ANCHOR, SLACK, BASE, LENGTH)`` after it. None for any other rollback (or one the
         general path reports), nothing planned."""
         if not isinstance(num_new, tuple | list) or len(num_new) != len(self.names):
@@ -2500,7 +2515,7 @@ class CoordinatorCore:
         table, managers = self.table, self._managers
         hot, st, cold = table.hot, table.st, table.cold(o) - HOT
         out = []
-        freed: list[tuple[Any, int]] = []
+        freed: dict[int, list[Any]] = {}
         for g, r in enumerate(rejected):
             if type(r) is not int or not 0 <= r <= spec[g]:
                 return None
@@ -2517,9 +2532,9 @@ class CoordinatorCore:
                 slab = table.slabs[g]
                 if cut < length:
                     block = slab[start + cut]
-                    if block in pool._shared or block in pool._cached:
+                    if block in pool._shared or block in pool._cached or block in pool._stale:
                         return None
-                    freed.append((pool, block))
+                    freed.setdefault(id(pool), [pool, []])[1].append(block)
                     length = cut
                 index = rows // p // size
                 anchor = rows
@@ -2529,11 +2544,11 @@ class CoordinatorCore:
                     anchor = max(min(room, st[c + EVICT], (index + 1) * size) * p, rows)
                 slack = anchor - rows
             out.append((anchor, slack, base, length))
-        for pool, block in freed:
+        for pool, blocks in freed.values():
             state = plan.pools.get(id(pool))
             if state is None:
-                state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], []]
-            state[4].append(block)
+                state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], [], []]
+            state[5][:0] = blocks
         return out
 
     def _respec_ops(
@@ -3227,11 +3242,13 @@ class _Joined(Sequence[int]):
 
 class _Boundary:
     """What planned boundary steps share: per pool (by id) ``[pool, fresh, head, taken,
-    evicted]``, the slabs' planned ends and garbage, the prefix cache's planned block lists
-    (by the map's id and the key), and the planned reference counts of shared blocks a window
-    dropped (by the pool's id and the block: ``(pool, block, count)``). The blocks taken are
-    those between the pool's and the plan's ``fresh`` and ``head`` (``taken`` lists the ones
-    taken one at a time, for the generated functions' marks; a run is not listed)."""
+    evicted, front]``, the slabs' planned ends and garbage, the prefix cache's planned block
+    lists (by the map's id and the key), and the planned reference counts of shared blocks a
+    window dropped (by the pool's id and the block: ``(pool, block, count)``). The blocks taken
+    are those between the pool's and the plan's ``fresh`` and ``head`` and those a rollback
+    gave back (``front``: the ones not taken again, ahead of the queue's front, taken after
+    the fresh ids; ``taken`` lists the ones taken one at a time, for the generated functions'
+    marks; a run is not listed)."""
 
     __slots__ = ("compact", "compacted", "garbage", "lists", "pools", "shared", "slab_end")
 

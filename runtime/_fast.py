@@ -848,10 +848,11 @@ def _uncross(core: CoordinatorCore) -> list[str]:
             "    if cut < 0 or length - cut > 1:",
             f"        {back}",
             "    if cut < length:",
-            # A block freed to the back of the queue (`PoolPlan.release`'s common case):
+            # A block freed to the queue's front (`PoolPlan.release_front`'s common case):
             # neither held by another table nor cached (as no rolled-back position is).
             f"        block = slabs[{g}][start + cut]",
-            f"        if block in pools[{g}]._shared or block in pools[{g}]._cached:",
+            f"        if block in pools[{g}]._shared or block in pools[{g}]._cached or "
+            f"block in pools[{g}]._stale:",
             f"            {back}",
             f"        fr{i}.append(block)",
             f"        w{g}[{LENGTH - ANCHOR}] = cut",
@@ -872,7 +873,7 @@ def _uncross(core: CoordinatorCore) -> list[str]:
         ]
     for i, g in enumerate(first_of):
         if i in freeing:
-            more, queued = _queued(i, g, f"fr{i}", f"pools[{g}]._used - len(fr{i})")
+            more, queued = _fronted(i, g, f"fr{i}", f"pools[{g}]._used - len(fr{i})")
             lines += ["        " + line for line in more]
             stores += queued
     comma = "," if n == 1 else ""
@@ -1987,6 +1988,19 @@ def _queued(i: int, g: int, freed: str, used: str) -> tuple[list[str], list[_Sto
     return prep, [(f"pools[{g}]", "._used", f"u{i}"), queue]
 
 
+def _fronted(i: int, g: int, freed: str, used: str) -> tuple[list[str], list[_Store]]:
+    """`_queued` for the blocks a rollback gives back: to the queue's front (`BlockPool.
+    front_ops`: over the entries already taken, ``lo{i} : hd{i}``, and the head moved back
+    to ``lo{i}``; an empty slice where none is)."""
+    prep = [
+        f"hd{i}, u{i} = pools[{g}]._head, {used}",
+        f"lo{i} = hd{i} - len({freed}) if hd{i} >= len({freed}) else 0",
+        f"{freed} = array('i', {freed}) if {freed} else noblock",
+    ]
+    queue = (f"pools[{g}]._queue", f"lo{i} : hd{i}", freed)
+    return prep, [(f"pools[{g}]", "._used", f"u{i}"), queue, (f"pools[{g}]", "._head", f"lo{i}")]
+
+
 def _committed(
     stores: list[_Store],
     end: str,
@@ -2481,7 +2495,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
             f"                    pool = plan.pools.get(pids[{g}])",
             "                    if pool is None:",
             f"                        plan.pools[pids[{g}]] = "
-            f"[pools[{g}], f{i}, h{i}, tl{i}, ev{i}]",
+            f"[pools[{g}], f{i}, h{i}, tl{i}, ev{i}, []]",
             "                    else:",
             f"                        pool[1], pool[2] = f{i}, h{i}",
         ]
@@ -2491,21 +2505,26 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
             f"                    if gb{g}:",
             f"                        plan.garbage[{g}] = garbage[{g}] + gb{g}",
         ]
+    # Blocks a rollback the core planned gave back, not yet taken again (`plan_unroll`): the
+    # requests after it take the core's path too, whose takes reach them first (``fq``).
+    given = " or ".join(f"plan.pools[pids[{g}]][5]" for g in first_of)
     out_of = [
         f"                    f{i}, h{i} = plan.pools[pids[{g}]][1:3]"
         for i, g in enumerate(first_of)
-    ] + [
+    ] + [f"                    fq = bool({given})"] + [
         f"                    te{g}, gb{g} = plan.slab_end[{g}], "
         f"plan.garbage.get({g}, garbage[{g}]) - garbage[{g}]"
         for g in range(n)
     ]
     lines += [
-        "            plan = None",
+        "            plan, fq = None, False",
         "            if xs:",
         "                within, crossed = len(offs), set(cx)",
         "                for request_id, o, rejected_i in xs:",
         f"                    {keep}",
         "                    for _ in once:",
+        "                        if fq:",
+        "                            break",
     ]
     if not typed:
         lines += [
@@ -2666,7 +2685,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"        pool = pools[{g}]",
             f"        state = pstates.get(pids[{g}])",
             "        if state is None:",
-            f"            state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], []]",
+            f"            state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], [], []]",
             # Those a window evicts (a run past it: the first step after a prefill chunk
             # longer than the window, a chunked-local group's chunk boundary), in order.
             "        for block in slab[start : start + dropped]:",
@@ -2682,6 +2701,8 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "            if state[1] < pool.num_blocks:",
             "                taken = state[1]",
             "                state[1] += 1",
+            "            elif state[5]:  # a block a rollback gave back (`plan_unroll`)",
+            "                taken = state[5].pop(0)",
             "            elif state[2] < len(pool._queue):",
             "                taken = pool._queue[state[2]]",
             "                if taken in pool._stale:",

@@ -127,7 +127,10 @@ class BlockPool:
     (its hash forgotten) only when an allocation takes it from the front, and is taken back
     out of the queue if a prefix hit needs it first. This is vLLM's order before 2026
     (``FreeKVCacheBlockQueue``: append on free, pop from the front); vLLM 2026 puts never-cached
-    blocks at the front instead, kvunits keeps one FIFO order for all.
+    blocks at the front instead, kvunits keeps one FIFO order for all but the blocks a
+    speculative rollback gives back (`PoolPlan.release_front`): those go to the queue's front,
+    where the next take gets them again (vLLM keeps them with the request), so that drafting
+    evicts no cached block a step's growth does not need.
 
     When the end of the last request leaves every block free and none cached, the pool is as
     built again (`PoolPlan.last`): nothing of the ids handed out stays once every request is
@@ -135,15 +138,16 @@ class BlockPool:
     an id holds no content then, so only the ids differ). Until then memory follows the ids
     freed, never the pool's size, and a block costs nothing to take or free beyond its place
     in the queue: the queue is the ids never handed out (a range, ``_fresh .. num_blocks -
-    1``, always at its front, since every freed block goes to the back) followed by the freed
-    ones, 4 bytes each (``array('i')``, taken and extended by
-    slices). Whether a block is held is the queue's complement (a block below ``_fresh`` and
-    not queued); only what differs from "held by one table" is recorded: blocks held by several
-    tables (``_shared``: their counts) and free blocks whose content is cached
-    (``_cached_free``). A pool of 2**31 blocks costs what a pool of 4 does until its blocks are
-    used. A block a prefix hit takes back out of the queue leaves a stale entry there
-    (removing it would cost a scan of the queue): it is skipped when it reaches the front, and
-    `compact_ops` drops stale entries once they are half the queue.
+    1``, always at its front, since every freed block goes behind it: to the back, or a
+    rollback's just ahead of the other freed ones) followed by the freed ones, 4 bytes each
+    (``array('i')``, taken and extended by slices). Whether a block is held is the queue's
+    complement (a block below ``_fresh`` and not queued); only what differs from "held by one
+    table" is recorded: blocks held by several tables (``_shared``: their counts) and free
+    blocks whose content is cached (``_cached_free``). A pool of 2**31 blocks costs what a
+    pool of 4 does until its blocks are used. A block a prefix hit takes back out of the
+    queue leaves a stale entry there (removing it would cost a scan of the queue): it is
+    skipped when it reaches the front, and `compact_ops` drops stale entries once they are
+    half the queue.
 
     Args:
         num_blocks: cache blocks in the pool, the null block included (``1 ..``
@@ -454,6 +458,16 @@ class BlockPool:
         plan.emit(ops)
         commit(ops_of(ops))
 
+    def front_ops(self, ops: Ops, blocks: Sequence[int], head: int) -> int:
+        """Add to ``ops`` the store that puts ``blocks`` (freed, none cached, none with a
+        stale entry: a rollback's) at the queue's front, its live part starting at ``head``
+        (the first of them taken first, after the ids never handed out), over the entries
+        already taken where there are enough (no copy of the queue); return the new head
+        (the caller stores it)."""
+        lo = head - len(blocks) if head >= len(blocks) else 0
+        ops.append((setitem, self._queue, slice(lo, head), array("i", blocks)))
+        return lo
+
     def compaction_due(self) -> bool:
         """Whether the queue's stale entries are half of it (and `_COMPACT_AFTER` at least):
         `compact_ops` drops them."""
@@ -525,6 +539,7 @@ class PoolPlan:
         "cached_free",
         "evicted",
         "fresh",
+        "front",
         "head",
         "last",
         "lists",
@@ -533,6 +548,7 @@ class PoolPlan:
         "ref",
         "stale",
         "taken_appended",
+        "taken_front",
         "used",
     )
 
@@ -547,6 +563,9 @@ class PoolPlan:
         self.cached_free: dict[int, bool] = {}  # planned: a cached block free (True) or not
         self.appended: list[int] | array[int] = []  # freed by the plan, behind the queue
         self.taken_appended = 0  # of which an allocation of the plan took these first
+        # Given back by a rollback (`release_front`), at the queue's front: taken first.
+        self.front: list[int] = []
+        self.taken_front = 0
         self.evicted: dict[int, tuple[CacheMap, bytes]] = {}  # cached blocks taken
         self.cache_add: dict[int, tuple[CacheMap, bytes]] = {}  # registered by the plan
         # Planned block lists of cache maps: (id(map), key) -> (map, key, blocks).
@@ -559,6 +578,7 @@ class PoolPlan:
         """Blocks free once the planned changes are made."""
         pool = self.pool
         queued = len(pool._queue) - self.head + len(self.appended) - self.taken_appended
+        queued += len(self.front) - self.taken_front
         return pool.num_blocks - self.fresh + queued - self.num_stale
 
     def count(self, block: int) -> int:
@@ -608,7 +628,8 @@ class PoolPlan:
 
     def take(self, n: int) -> Sequence[int]:
         """Take ``n`` blocks from the front of the queue: ids never handed out first, then the
-        freed ones in order (a stale entry is skipped, a cached block evicted).
+        freed ones in order, those a rollback gave back first (`release_front`; a stale entry
+        is skipped, a cached block evicted).
 
         Raises:
             AllocationError: fewer than ``n`` blocks are free (the plan is unchanged).
@@ -620,11 +641,21 @@ class PoolPlan:
         pool = self.pool
         start = self.fresh
         fresh = min(n, pool.num_blocks - start)
-        taken = pool.ids(start, start + fresh)
+        taken: array[int] | list[int] = pool.ids(start, start + fresh)
         self.fresh = start + fresh
         queue, appended = pool._queue, self.appended
         more = n - fresh
         self.used += n
+        given, at = self.front, self.taken_front
+        if more and at < len(given):  # a rollback's blocks (none held, none cached)
+            back = given[at : at + more]
+            self.taken_front = at + len(back)
+            taken = [*taken, *back]
+            self.ref.update(dict.fromkeys(back, 1))
+            more -= len(back)
+            fresh += len(back)
+            if not more:
+                return taken
         if (
             more
             and not self.num_stale
@@ -742,6 +773,26 @@ class PoolPlan:
                 if self.cached(block) is not None:
                     self.cached_free[block] = True
 
+    def release_front(self, blocks: Sequence[int]) -> None:
+        """`release` of the blocks one rollback gives back (held, in table order, group after
+        group): each that this table alone holds and whose content is not registered (no
+        rejected draft's is) goes to the queue's *front*, ahead of every freed block, the
+        first of them taken first, so that the next take gets them back before any cached
+        block is evicted (vLLM 0.33 keeps them with the request); any other as `release`.
+        A later call's blocks go ahead of an earlier one's, as when each is committed."""
+        out = []
+        for block in blocks:
+            if self.count(block) != 1 or self.cached(block) is not None or self._stale_count(
+                block
+            ):
+                self._release_each((block,))  # (never a rollback's, but kept right)
+                continue
+            self.ref[block] = 0
+            out.append(block)
+        self.used -= len(out)
+        self.front = [*out, *self.front[self.taken_front :]]
+        self.taken_front = 0
+
     def touch(self, block: int) -> bool:
         """Add a reference to a block a prefix hit found: a held one becomes shared, a free
         cached one is taken back out of the queue (its entry there turns stale).
@@ -820,6 +871,9 @@ class PoolPlan:
         if head and (head >= len(queue) or 2 * head >= total or not self.used):
             ops.append((queue.__delitem__, slice(0, head)))
             head = 0
+        front = self.front[self.taken_front :]
+        if front:  # a rollback's blocks, ahead of the queue's first live entry
+            head = pool.front_ops(ops, front, head)
         if head != pool._head:
             ops.append((setattr, pool, "_head", head))
         stale = pool._stale

@@ -468,7 +468,9 @@ class Stepper(Generic[*_Us]):
             accepted. Raises as ``allocate`` does.
         rollback: ``rollback(request_id, *rejected)``: remove the latest step's rejected
             lookahead positions, per bound group: the request's length goes back by them, and
-            the blocks only they used go back to the pool (a partly used block stays).
+            the blocks only they used go back to the pool (a partly used block stays), at its
+            free queue's front: the next step that needs a block takes them again before a
+            cached prefix is evicted.
             Residency stays right: sliding-window eviction only looks back from where the
             next step starts, which is never before the rolled-back step started. Raises
             `UnitTypeError` (wrong unit) and `RequestError` (more than the latest step left

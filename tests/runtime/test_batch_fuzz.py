@@ -536,13 +536,14 @@ def test_longer_schedules_of_engine_step_batches_do_what_each_request_in_turn_do
     _run(data, steps=80)
 
 
-def test_a_drafting_batch_keeps_its_block_where_rollback_then_step_evicts_a_cached_one() -> None:
-    # Why the drafting batch's reference is `advance_speculative` of each request in turn, not
-    # its rollback then its step as two calls: a fused rollback and step keeps the block the
-    # step takes again (vLLM keeps ``req_to_blocks``), while two calls give it back and take
-    # the queue's head, here a cached block, evicted from the prefix cache. Blocks of 2
-    # tokens, 3 in the pool: "a" caches all three and ends; "b" drafts 3 of 4 tokens (blocks
-    # 3 and 2, evicted from the cache), then 3 rejected and 2 tokens more.
+def test_a_drafting_batch_and_rollback_then_step_keep_the_block_and_evict_nothing() -> None:
+    # A fused rollback and step keeps the block the step takes again (vLLM keeps
+    # ``req_to_blocks``); two calls give it back to the queue's *front*
+    # (`PoolPlan.release_front`) and the step takes it again, so both hold the same blocks
+    # and evict nothing. (With the block given back to the queue's back, the step took the
+    # queue's head, here a cached block, evicted from the prefix cache.) Blocks of 2 tokens,
+    # 3 in the pool: "a" caches all three and ends; "b" drafts 3 of 4 tokens (blocks 3 and 2,
+    # evicted from the cache), then 3 rejected and 2 tokens more.
     def build() -> KVCacheCoordinator:
         c = coordinator(
             {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
@@ -568,5 +569,5 @@ def test_a_drafting_batch_keeps_its_block_where_rollback_then_step_evicts_a_cach
     twin, failed = drafts_in_turn(copy.deepcopy(two), [("b", [2], [0], [3])])
     assert failed is None and _state(twin) == _state(one)
     two, failed = in_turn(two, [("b", [2], [0], [3])])
-    assert failed is None and two.block_table("b", two.group("t", Tokens)) == [3, 1]
-    assert not two._core.pools[0]._cached  # block 1 taken: evicted from the prefix cache
+    assert failed is None and two.block_table("b", two.group("t", Tokens)) == [3, 2]
+    assert set(two._core.pools[0]._cached) == {1}  # block 2 taken again: block 1 stays cached

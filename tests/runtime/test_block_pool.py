@@ -222,3 +222,60 @@ def test_a_finished_table_with_shared_and_cached_blocks_is_released_as_a_run() -
     assert _pool_state(pool) == _pool_state(twin)
     assert pool.ref_count(shared) == 1 and pool.free_queue()[-3:] == [registered, *own]
     assert pool.is_cached(registered) and pool.num_cached_free == 1
+
+
+def _commit_plan(plan: PoolPlan) -> None:
+    ops: Ops = []
+    plan.emit(ops)
+    commit(ops_of(ops))
+
+
+def test_blocks_a_rollback_gives_back_go_to_the_front_and_are_taken_again_first() -> None:
+    # Blocks 1-6 taken, then freed to the back in an end's order: the queue 7, then 6 .. 1.
+    pool = BlockPool(8, name="g")
+    taken = pool.allocate_n(6)
+    pool.free(reversed(taken))
+    held = pool.allocate_n(3)  # 7, 6, 5: the queue is now 4, 3, 2, 1
+    assert held == [7, 6, 5] and pool.free_queue() == [4, 3, 2, 1]
+    # A rollback gives back 5, another then 6: each ahead of the queue, the later first.
+    for block in (5, 6):
+        plan = PoolPlan(pool)
+        plan.release_front([block])
+        _commit_plan(plan)
+    assert pool.free_queue() == [6, 5, 4, 3, 2, 1] and pool.num_used == 1
+    # The same two rollbacks on one plan (a batch) leave the same queue; a take on that plan
+    # gets the last one given back first, as a take committed after them would.
+    again = BlockPool(8, name="g")
+    again.free(reversed(again.allocate_n(6)))
+    again.allocate_n(3)
+    plan = PoolPlan(again)
+    plan.release_front([5])
+    plan.release_front([6])
+    assert plan.num_free == 6 and list(plan.take(1)) == [6]
+    plan.release_front([6])
+    _commit_plan(plan)
+    assert again.free_queue() == pool.free_queue() and again.num_used == pool.num_used
+    # With ids never handed out, those come first (the queue's front follows them).
+    fresh = BlockPool(8, name="g")
+    b = fresh.allocate_n(2)[1]
+    plan = PoolPlan(fresh)
+    plan.release_front([b])
+    assert list(plan.take(2)) == [3, 4]
+    _commit_plan(plan)
+    assert fresh.free_queue() == [5, 6, 7, b]
+
+
+def test_a_cached_block_given_back_by_a_rollback_goes_to_the_back() -> None:
+    # No rolled-back position is ever registered, but `release_front` keeps the rule for any
+    # block: one whose content is cached waits at the back (LRU), one still held elsewhere
+    # only loses a reference.
+    pool = BlockPool(6, name="g")
+    cache: CacheMap = {}
+    blocks = pool.allocate_n(5)
+    pool.register(blocks[0], cache, b"k")
+    pool.free(reversed(blocks[2:]))  # the queue: 5, 4, 3
+    plan = PoolPlan(pool)
+    plan.release_front([blocks[0], blocks[1]])
+    _commit_plan(plan)
+    assert pool.free_queue() == [blocks[1], 5, 4, 3, blocks[0]]
+    assert pool.num_cached_free == 1 and pool.num_used == 0

@@ -3956,3 +3956,62 @@ def test_a_drafting_step_with_content_past_max_in_flight_is_refused_as_the_gener
         if failed is not None:
             assert _state(one) == before
         assert _state(one) == _state(two), q
+
+
+@pytest.mark.parametrize("names", [("t",), ("t", "u")], ids=["one group", "two groups shared"])
+def test_drafting_with_every_draft_rejected_evicts_only_what_it_grows_into(
+    names: tuple[str, ...],
+) -> None:
+    # vLLM 0.33 keeps a block only rejected drafts used with the request (its scheduler
+    # rewinds ``num_computed_tokens``; ``req_to_blocks`` stays), so a drafting request evicts
+    # a cached prefix only when it grows past the blocks it ever held. kvunits gives such a
+    # block back to the queue's front (`PoolPlan.release_front`), where the next step takes
+    # it again: the same evictions. Given back to the queue's back, the step that crosses
+    # into it took the queue's head instead, a cached block, on every crossing (15 evictions
+    # where the request grew by 3 blocks, one group). Eight ended prompts of 4 blocks each
+    # cache every block of the pool but the one a group's first step takes; "d" then drafts
+    # 4 tokens a step, every draft rejected, on the generated functions (typed), the core's
+    # boundary rollback and its general one, compared after every call.
+    full = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
+    layers = dict.fromkeys(names, full)
+    n = len(names)
+
+    def build() -> KVCacheCoordinator:
+        one = coordinator(
+            layers, block_size=4, num_blocks=1 + 33 * n, max_len=100, max_in_flight=64,
+            reserve=False, shared=n > 1,
+        )
+        for i in range(8):
+            one._core.admit_with_prefix(
+                f"old{i}", [None] * n, prefix_parts(one, [100 * i + k for k in range(16)])
+            )
+            one._core.advance_step(f"old{i}", [16] * n)
+        for i in range(8):
+            one.free(f"old{i}")
+        one._core.admit("d", [None] * n)
+        one._core.advance_step("d", [3] * n)
+        return one
+
+    def boundary(core: CoordinatorCore, rid: str, rejected: list[int]) -> Any:
+        me: list[object] = []
+        assert core.guard.claim(0, me) is me
+        return core._boundary_rollback(me, rid, core.offset(rid), rejected)
+
+    typed, bound, plain = build(), build(), build()
+    pools = {id(p): p for p in typed._core.pools}.values()
+    cached = sum(p.num_cached_free for p in pools)
+    assert cached == 32 * n and all(p._fresh == p.num_blocks for p in pools)
+    step: Any = typed.stepper(*(typed.group(name, Tokens) for name in names))
+    peak = held = sum(len(typed.block_table("d", typed.group(name, Tokens))) for name in names)
+    for _ in range(12):
+        step.allocate_speculative("d", *[Tokens(1)] * n, lookahead=(Tokens(4),) * n)
+        for other in (bound, plain):
+            other._core.allocate_speculative("d", [5] * n, [4] * n)
+        peak = max(peak, sum(len(typed.block_table("d", typed.group(x, Tokens))) for x in names))
+        step.rollback("d", *[Tokens(4)] * n)
+        boundary(bound._core, "d", [4] * n)
+        general(plain._core, "rollback", "d", [4] * n)
+        assert _state(typed) == _state(bound) == _state(plain)
+        evicted = cached - sum(p.num_cached_free for p in pools)
+        assert evicted == peak - held, (evicted, peak, held)
+    assert peak - held == 4 * n  # rows 3 -> 15 (+ 4 drafts): 1 block -> 5 per group

@@ -83,7 +83,8 @@ def test_a_window_stays_resident_across_rollbacks() -> None:
     """Block size 2, window 4 tokens (the query at t reads t − 3 .. t). Slots 0-4 are
     computed. A step of 1 token and 4 drafts (slots 5-9) starts at slot 5, so it evicts
     block 0 (slots 0-1: the query at 5 reads 2-5) and takes blocks for slots 6-9. All 4
-    drafts are rejected: blocks 3 and 4 (slots 6-9) go back; block 0 stays evicted, and the
+    drafts are rejected: blocks 3 and 4 (slots 6-9) go back, to the queue's front; block 0
+    stays evicted, and the
     next step, at slot 6, finds every key it reads (slots 3-6) resident."""
     coord, h, step = toy(
         "sw",
@@ -100,7 +101,9 @@ def test_a_window_stays_resident_across_rollbacks() -> None:
     assert list(coord.block_table("r", h)) == [NULL_BLOCK, 2, 3, 4, 5]
     step.rollback("r", Tokens(4))
     assert list(coord.block_table("r", h)) == [NULL_BLOCK, 2, 3]
-    assert coord._core.pools[0].free_queue()[-2:] == [4, 5]
+    # The ids never handed out, then the blocks the rollback gave back (at the queue's front:
+    # taken again first), then block 1, which the window evicted (at the back).
+    assert coord._core.pools[0].free_queue() == [6, 7, 8, 9, 4, 5, 1]
     step.allocate("r", Tokens(1))
     table = list(coord.block_table("r", h))
     assert not unresident_keys(
