@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 from array import array
 from typing import Any
 
@@ -76,9 +77,10 @@ def _said(outcome: Any) -> str:
 def drafts_in_turn(coord: KVCacheCoordinator, steps: list[tuple[str, Any, Any, Any]]) -> Any:
     """What `advance_speculative_all` is: each request's `advance_speculative` (its rollback
     and its step in one call) on the general path in turn, all or nothing. (Its rollback
-    then its step as two calls hold the same blocks but for the ids of those the one call
-    keeps, `test_fast_step.in_turn`: where the two calls take a cached block instead, the
-    prefix cache differs too.) Returns the coordinator to go on with and the outcome."""
+    then its step as two calls, `test_fast_step.in_turn`, hold the same blocks but for the
+    ids of those the one call keeps: the two calls give them back to the queue's front and
+    take them again, or an id never handed out while any is left.) Returns the coordinator
+    to go on with and the outcome."""
     before = copy.deepcopy(coord)
     try:
         for rid, q, k, r in steps:
@@ -571,3 +573,99 @@ def test_a_drafting_batch_and_rollback_then_step_keep_the_block_and_evict_nothin
     two, failed = in_turn(two, [("b", [2], [0], [3])])
     assert failed is None and two.block_table("b", two.group("t", Tokens)) == [3, 2]
     assert set(two._core.pools[0]._cached) == {1}  # block 2 taken again: block 1 stays cached
+
+
+@pytest.mark.parametrize("path", ["typed", "core", "general"])
+def test_a_block_one_request_gives_back_is_the_next_requests_in_the_same_batch(path: str) -> None:
+    # The batch is each request's drafting step in turn: "a" rolls back 5 drafts past its
+    # step's end, giving back block 2 (positions 4-7) to the queue's front; "b", later in the
+    # batch, crosses into a new block and takes it, as it would in a call after "a"'s. Every
+    # id was handed out (a request of 8 blocks ended first): the front is the first take.
+    # On the generated batch, "a"'s rollback is the boundary plan's (`_plan_unroll`) and
+    # "b" then takes that plan's path too, whose take reaches the block given back.
+    def build() -> KVCacheCoordinator:
+        c = coordinator(
+            {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+            block_size=4, num_blocks=9, max_len=32, max_in_flight=32, reserve=False,
+        )
+        core = c._core
+        for rid in ("a", "b", "x"):
+            core.admit(rid)
+        core.advance_step("x", [32])
+        c.free("x")  # not the last request: its ids stay handed out
+        core.advance_step("a", [2])
+        core.allocate_speculative("a", [6], [5])  # positions 2-7: blocks 1 and 2
+        core.advance_step("b", [4])  # one full block
+        core.allocate_speculative("b", [0], [0])
+        return c
+
+    one, ref = build(), build()
+    pool = one._core.pools[0]
+    h = one.group("t", Tokens)
+    a_blocks, b_blocks = list(one.block_table("a", h)), list(one.block_table("b", h))
+    assert len(a_blocks) == 2 and len(b_blocks) == 1 and pool._fresh == pool.num_blocks
+    ids, q, k, r = ["a", "b"], [1], [0], [[5], [0]]
+    if path == "typed":
+        one.stepper(h).advance_speculative_all(
+            ids, Tokens(1), lookahead=(Tokens(0),), rejected=[(Tokens(5),), (Tokens(0),)]
+        )
+    elif path == "core":
+        one._core.fast.respec_all(ids, q, k, r)
+    else:
+        general(one._core, "respec_all", ids, q, k, r)
+    ref, failed = drafts_in_turn(ref, [("a", q, k, r[0]), ("b", q, k, r[1])])
+    assert failed is None and _state(one) == _state(ref)
+    assert list(one.block_table("a", h)) == a_blocks[:1]
+    assert list(one.block_table("b", h)) == [*b_blocks, a_blocks[1]]
+    check_pools(one)
+
+
+@pytest.mark.parametrize("path", ["generated", "general"])
+def test_a_block_given_back_is_taken_by_a_later_request_with_content(path: str) -> None:
+    # As above, with content: "a" (its two-token prompt at rest) rolls back 5 drafts past its
+    # step's end on the boundary plan (`_plan_unroll`), giving back block 2; "b" (content
+    # active, two keys past its 8-token prompt, one more given) crosses into a new block on
+    # the generated `plan_cross`, whose take reaches the block given back.
+    def build() -> KVCacheCoordinator:
+        c = coordinator(
+            {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+            block_size=4, num_blocks=9, max_len=32, max_in_flight=32, reserve=False,
+        )
+        core = c._core
+        core.admit_with_prefix("a", [None], prefix_parts(c, [1, 2]))
+        core.admit_with_prefix("b", [None], prefix_parts(c, list(range(10, 18))))
+        core.admit("x")
+        core.advance_step("x", [32])
+        c.free("x")  # not the last request: every id stays handed out
+        core.advance_step("a", [2])
+        core.allocate_speculative("a", [6], [5])
+        core.advance_step("b", [8])
+        c.extend_content("b", c.group("t", Tokens), ContentKeys([20, 21], Tokens))
+        core.allocate_speculative("b", [0], [0])
+        return c
+
+    one, ref = build(), build()
+    h = one.group("t", Tokens)
+    a_blocks, b_blocks = list(one.block_table("a", h)), list(one.block_table("b", h))
+    ids, q, k, r = ["a", "b"], [1], [0], [[5], [0]]
+    contents = [(0, [array("q", [3]), array("q", [23])])]
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    if path == "generated":
+        sys.setprofile(record)
+        try:
+            one._core.fast.respec_content_all(ids, q, k, r, contents)
+        finally:
+            sys.setprofile(None)
+        assert "plan_cross" in ran and "_general_respec_content_all" not in ran, ran
+    else:
+        general(one._core, "respec_content_all", ids, q, k, r, contents)
+    ref, failed = respec_contents_in_turn(ref, ids, q, k, r, contents)
+    assert failed is None and _state(one) == _state(ref)
+    assert list(one.block_table("a", h)) == a_blocks[:1]
+    assert list(one.block_table("b", h)) == [*b_blocks, a_blocks[1]]
+    check_pools(one)
