@@ -2738,14 +2738,20 @@ class CoordinatorCore:
         table = self.table
         extra = self.extras.get(o)
         # A request that cached its prefix frees it tail first, as vLLM does: among blocks
-        # freed together, the chain's head (the most shared) is evicted last.
+        # freed together, the chain's head (the most shared) is evicted last. Those without
+        # content go to the queue's front (`PoolPlan.release_front`): one run per pool, its
+        # groups in order.
         cached = extra is not None and extra.has_streams()
         unshared = self._unshared(o, pools)
+        freed: dict[int, tuple[PoolPlan, list[int]]] = {}
         for g in range(len(self.names)):
             live = table.live(o, g)
             if cached:
                 live.reverse()
-            self._plan_of(pools, g).release(live)
+            plan = self._plan_of(pools, g)
+            freed.setdefault(id(plan), (plan, []))[1].extend(live)
+        for plan, blocks in freed.values():
+            plan.release_front(blocks)
         caps = self.ledger.caps_of([table.field(o, g, MAXLEN) for g in range(len(self.names))])
         last = len(table.offsets) == 1
         table.release_ops(slabs, o, request_id)

@@ -1384,30 +1384,39 @@ def _free(core: CoordinatorCore) -> list[str]:
                     f"                    more.append((setitem, ledger_shared, {g}, "
                     f"ledger_shared[{g}] - u))",
                 ]
+        # Those without content to the queue's front, the cached ones to its back
+        # (`PoolPlan.release_front`).
         lines += [
-            f"            if pool{i}._shared or pool{i}._cached:",
+            f"            if pool{i}._shared or pool{i}._cached or pool{i}._stale:",
             f"                got = pool{i}.ended(back{i})",
             "                if got is None:",
             f"                    {no}",
-            f"                back{i} = got[0]; more += got[1]",
-            f"            used{i}, head{i}, at{i} = pool{i}._used - len(back{i}), pool{i}._head, "
-            f"len(queue{i})",
+            f"                front{i}, back{i} = got[0], got[1]; more += got[2]",
+            "            else:",
+            f"                front{i}, back{i} = back{i}, noblock",
+            f"            used{i}, head{i}, at{i} = pool{i}._used - len(front{i}) - len(back{i}), "
+            f"pool{i}._head, len(queue{i})",
             f"            if not used{i}:",  # every block free: `PoolPlan.emit` drops more
             f"                {no}",
-            # `PoolPlan.emit`: the entries taken dropped once they are half the queue.
+            # `PoolPlan.emit`: the entries taken dropped once they are half the queue, then
+            # the front over those left (`BlockPool.front_ops`).
             f"            cut{i} = head{i} if head{i} >= at{i} or 2 * head{i} >= at{i} + "
             f"len(back{i}) else 0",
+            f"            hd{i} = head{i} - cut{i}",
+            f"            lo{i} = hd{i} - len(front{i}) if hd{i} >= len(front{i}) else 0",
         ]
         stores += [
             f"queue{i}[at{i}:] = back{i}",
             f"del queue{i}[:cut{i}]",
-            f"pool{i}._head = head{i} - cut{i}",
+            f"queue{i}[lo{i}:hd{i}] = front{i}",
+            f"pool{i}._head = lo{i}",
             f"pool{i}._used = used{i}",
         ]
         ops += [
             f"(queue{i}.extend, back{i})",
             f"(queue{i}.__delitem__, slice(0, cut{i}))",
-            f'(setattr, pool{i}, "_head", head{i} - cut{i})',
+            f"(setitem, queue{i}, slice(lo{i}, hd{i}), front{i})",
+            f'(setattr, pool{i}, "_head", lo{i})',
             f'(setattr, pool{i}, "_used", used{i})',
         ]
     stores += [f"reserved[{g}] = {r}" for g, r in given]

@@ -110,7 +110,7 @@ def id_run(start: int, end: int) -> array[int]:
 
 
 class BlockPool:
-    """A fixed number of cache blocks with reference counts and a first-in first-out free queue.
+    """A fixed number of cache blocks with reference counts and an ordered free queue.
 
     A block is free (in the queue) or held by one or more block tables; the null block is held
     for ever. A block is held by more than one table only when the prefix cache shares it
@@ -120,17 +120,20 @@ class BlockPool:
 
     Why the queue order is kept: a freed block's contents are dead unless the prefix cache
     registered them, so any order is correct; the order still decides *which* ids the next
-    allocation gets, and FIFO makes them a function of the calls alone: replays and tests see
-    the same ids. So a call that fails leaves the order exactly as it was, like every other
-    piece of state. For the prefix cache the same order is least-recently-used eviction: a
-    freed cached block keeps its content and its hash while it waits in the queue, is evicted
-    (its hash forgotten) only when an allocation takes it from the front, and is taken back
-    out of the queue if a prefix hit needs it first. This is vLLM's order before 2026
-    (``FreeKVCacheBlockQueue``: append on free, pop from the front); vLLM 2026 puts never-cached
-    blocks at the front instead, kvunits keeps one FIFO order for all but the blocks a
-    speculative rollback gives back (`PoolPlan.release_front`): those go to the queue's front,
-    where the next take gets them again (vLLM keeps them with the request), so that drafting
-    evicts no cached block a step's growth does not need.
+    allocation gets, and a fixed rule makes them a function of the calls alone: replays and
+    tests see the same ids. So a call that fails leaves the order exactly as it was, like
+    every other piece of state. For the prefix cache the order is vLLM 0.33's eviction order
+    (``BlockPool.free_blocks``): a block a table gives back (a request's end, a rollback's
+    rejected drafts) whose content no prefix can hit goes to the queue's *front*, the latest
+    first (`PoolPlan.release_front`), so that allocations take such blocks before they evict
+    any cached one; a freed cached block keeps its content and its hash at the back, least
+    recently used first, is evicted (its hash forgotten) only when an allocation takes it
+    from the front, and is taken back out of the queue if a prefix hit needs it first. Two
+    differences from vLLM's queue: the ids never handed out come first (vLLM holds them after
+    the blocks it prepends: the ids differ, the cached blocks evicted are the same), and the
+    blocks a sliding window drops go to the back, as every freed block did before vLLM 2026
+    (``FreeKVCacheBlockQueue`` appended on free): a step would have to take the blocks its
+    own window drops before the queue's.
 
     When the end of the last request leaves every block free and none cached, the pool is as
     built again (`PoolPlan.last`): nothing of the ids handed out stays once every request is
@@ -138,8 +141,8 @@ class BlockPool:
     an id holds no content then, so only the ids differ). Until then memory follows the ids
     freed, never the pool's size, and a block costs nothing to take or free beyond its place
     in the queue: the queue is the ids never handed out (a range, ``_fresh .. num_blocks -
-    1``, always at its front, since every freed block goes behind it: to the back, or a
-    rollback's just ahead of the other freed ones) followed by the freed ones, 4 bytes each
+    1``, always at its front, since every freed block goes behind it: to the back, or just
+    ahead of the other freed ones) followed by the freed ones, 4 bytes each
     (``array('i')``, taken and extended by slices). Whether a block is held is the queue's
     complement (a block below ``_fresh`` and not queued); only what differs from "held by one
     table" is recorded: blocks held by several tables (``_shared``: their counts) and free
@@ -248,18 +251,19 @@ class BlockPool:
         shared = self._shared
         return sum(1 for b in blocks if b in shared) if shared else 0
 
-    def ended(self, blocks: array[int]) -> tuple[array[int], Ops] | None:
+    def ended(self, blocks: array[int]) -> tuple[array[int], array[int], Ops] | None:
         """The end of one table holding ``blocks`` (each once, in the order they go back), as
-        `PoolPlan.release` and `PoolPlan.emit` make it on a fresh plan, in a few passes in C:
-        the blocks that go back to the queue (those another table also holds stay, one
-        reference less), and the operations that lower those counts and keep the cached
+        `PoolPlan.release_front` and `PoolPlan.emit` make it on a fresh plan, in a few passes
+        in C: the blocks that go to the queue's front (no content registered), those that go
+        to its back (cached ones, with their content; those another table also holds stay,
+        one reference less), and the operations that lower those counts and keep the cached
         ones' content in the queue. The caller stores the rest (the queue, ``_used``).
 
         Returns None, having changed nothing, for blocks that plan would refuse or take one
         at a time (a block twice, the null block, one never handed out or free)."""
         given = set(blocks)
         if not given:
-            return blocks, []
+            return blocks, blocks, []
         if (
             len(given) != len(blocks)
             or min(given) <= NULL_BLOCK
@@ -277,10 +281,14 @@ class BlockPool:
             ]
             blocks = array("i", filterfalse(both.__contains__, blocks))
             given -= both
-        cached = self._cached.keys() & given if self._cached else None
+        cached = self._cached.keys() & given if self._cached else set()
         if cached:
             ops.append((self._cached_free.update, cached))
-        return blocks, ops
+        back = cached | (self._stale.keys() & given) if self._stale else cached
+        if not back:
+            return blocks, array("i"), ops
+        front = array("i", filterfalse(back.__contains__, blocks))
+        return front, array("i", filter(back.__contains__, blocks)), ops
 
     def held_blocks(self) -> list[int]:
         """Every held block, in id order (for inspection: it scans the queue)."""
@@ -422,8 +430,10 @@ class BlockPool:
 
     def free(self, blocks: Iterable[int]) -> None:
         """Drop one reference to each block, in the order given (any iterable: it is read
-        once, whole, before anything changes); a block whose count reaches 0 goes to the back
-        of the free queue (a cached one keeps its hash there).
+        once, whole, before anything changes); a block whose count reaches 0 goes to the
+        front of the free queue, after the ids never handed out (`PoolPlan.release_front`:
+        these blocks as a run, ahead of those freed before), or, if cached, to its back with
+        its hash.
 
         Freeing the null block, a block not held, or a block more times than it is held, is a
         bug in the caller (`AssertionError`); the pool is then unchanged.
@@ -437,7 +447,7 @@ class BlockPool:
             if times[block] > self._shared.get(block, held):
                 raise self.not_held(block)
         plan = PoolPlan(self)
-        plan.release(given)
+        plan.release_front(given)
         self._apply(plan)
 
     def touch(self, block: int) -> bool:
@@ -774,21 +784,62 @@ class PoolPlan:
                     self.cached_free[block] = True
 
     def release_front(self, blocks: Sequence[int]) -> None:
-        """`release` of the blocks one rollback gives back (held, in table order, group after
-        group): each that this table alone holds and whose content is not registered (no
-        rejected draft's is) goes to the queue's *front*, ahead of every freed block, the
-        first of them taken first, so that the next take gets them back before any cached
-        block is evicted (vLLM 0.33 keeps them with the request); any other as `release`.
-        A later call's blocks go ahead of an earlier one's, as when each is committed."""
-        out = []
-        for block in blocks:
-            if self.count(block) != 1 or self.cached(block) is not None or self._stale_count(
-                block
-            ):
-                self._release_each((block,))  # (never a rollback's, but kept right)
-                continue
-            self.ref[block] = 0
-            out.append(block)
+        """`release` of the blocks one table gives back (held, in the order they go back: a
+        finished request's, a rollback's): each whose count reaches 0 and whose content is not
+        registered goes to the queue's *front*, after the ids never handed out and ahead of
+        every freed block, the first of them taken first, so that the next takes get blocks
+        no prefix can hit before any cached block is evicted (vLLM 0.33's
+        ``BlockPool.free_blocks`` puts a block without a hash at its queue's front, and keeps
+        the blocks of rejected drafts with the request); a cached one goes to the back with
+        its content (least recently used first), one another table holds loses a reference.
+        A later call's blocks go ahead of an earlier one's, as when each is committed.
+
+        Raises:
+            AssertionError: the null block, or a block this plan knows is not held.
+        """
+        pool, ref = self.pool, self.ref
+        given = set(blocks)
+        if (
+            given
+            and len(given) == len(blocks)
+            and ref.keys().isdisjoint(given)
+            and pool._cached_free.isdisjoint(given)
+            and min(given) > NULL_BLOCK
+            and max(given) < self.fresh
+        ):
+            # Held blocks none of which the plan knows (a finished request's table): in passes
+            # in C, as `_release_run`.
+            shared = pool._shared.keys() & given if pool._shared else set()
+            if shared:  # held by another table too: one reference less, nothing freed
+                counts = pool._shared
+                ref.update({b: counts[b] - 1 for b in shared})
+            cached = pool._cached.keys() & given if pool._cached else set()
+            if self.cache_add:
+                cached |= self.cache_add.keys() & given
+            cached -= shared
+            back = cached
+            if pool._stale:  # (a block with a stale entry goes behind it, as `release` sends it)
+                back = cached | (pool._stale.keys() & given) - shared
+            out = list(filterfalse((shared | back).__contains__, blocks)) if shared or back else (
+                list(blocks)
+            )
+            if back:  # with their content (or a stale entry), behind the queue
+                kept = list(filter(back.__contains__, blocks))
+                ref.update(dict.fromkeys(kept, 0))
+                self.appended = [*self.appended, *kept]
+                self.used -= len(kept)
+                self.cached_free.update(dict.fromkeys(cached, True))
+            ref.update(dict.fromkeys(out, 0))
+        else:
+            out = []
+            for block in blocks:
+                if self.count(block) != 1 or self.cached(block) is not None or (
+                    self._stale_count(block)
+                ):
+                    self._release_each((block,))
+                    continue
+                ref[block] = 0
+                out.append(block)
         self.used -= len(out)
         self.front = [*out, *self.front[self.taken_front :]]
         self.taken_front = 0

@@ -24,13 +24,30 @@ def test_null_block_is_never_handed_out() -> None:
     assert pool.num_free == 0 and pool.num_used == 3
 
 
-def test_freed_blocks_are_reused_first_in_first_out() -> None:
+def test_freed_blocks_without_content_are_reused_last_in_first_out() -> None:
     pool = BlockPool(6, name="g")
     a = pool.allocate_n(3)
     pool.free([a[1]])
     pool.free([a[0]])
-    # 4 and 5 were free before 2 and 1 came back.
-    assert pool.allocate_n(4) == [4, 5, 2, 1]
+    # The ids never handed out first (4, 5), then the freed blocks, the latest first (vLLM
+    # 0.33's ``free_blocks`` prepends a block without a hash to its free queue).
+    assert pool.allocate_n(4) == [4, 5, 1, 2]
+
+
+def test_freed_cached_blocks_wait_behind_those_without_content() -> None:
+    # A cached block keeps its content at the back, least recently used first; a block
+    # without content goes to the front, so an allocation evicts no cached block while one
+    # without content is free (vLLM 0.33's eviction order).
+    pool = BlockPool(6, name="g")
+    cache: CacheMap = {}
+    a = pool.allocate_n(5)
+    pool.register(a[0], cache, b"k0")
+    pool.register(a[1], cache, b"k1")
+    pool.free(a[:3])  # 1 and 2 cached, to the back; 3 to the front
+    pool.free(a[3:])  # 4 and 5 to the front, ahead of 3
+    assert pool.free_queue() == [4, 5, 3, 1, 2]
+    assert pool.allocate_n(3) == [4, 5, 3] and pool.num_cached_free == 2
+    assert pool.allocate_n(1) == [1] and pool.num_cached_free == 1 and b"k0" not in cache
 
 
 def test_short_allocation_changes_nothing() -> None:

@@ -117,14 +117,18 @@ def test_two_groups_of_one_pool_file_one_hash_in_their_own_maps() -> None:
         assert list(cache_map.values()) == list(blocks)
         assert all(pool.map_of(b, pool.cached_key(b) or b"") is cache_map for b in blocks)
     check_pools(coord)
-    # "a" ends, each table tail first, t's before u's: the queue is the 2 ids never handed
-    # out, then t2 t1 t0 u2 u1 u0. Five blocks taken: 7, 8, t2 for t, then t1 t0 for u:
-    # t's two cached blocks are evicted, u's stay filed in u's map.
+    # "a" ends, each table tail first, t's before u's: the blocks without content (t2, u2)
+    # go to the queue's front, after the 2 ids never handed out, the cached ones to its back:
+    # 7 8 t2 u2 t1 t0 u1 u0. Five blocks taken: 7, 8, t2 for t, then u2 and t1 for u: only
+    # t1 is evicted (t's map keeps t0), u's blocks stay filed in u's map.
+    tables = [coord.block_table("a", g).ids_in(CacheBlocks) for g in (t, u)]
     coord.free("a")
     step.admit("c", Tokens(12), Tokens(12))
     step.allocate("c", Tokens(12), Tokens(8))
-    assert coord.block_table("c", u).ids_in(CacheBlocks) == mine[0][::-1]
-    assert maps[0] == {} and maps[1] == dict(zip(prefix[1].hashes, mine[1], strict=True))
+    assert list(coord.block_table("c", t).ids_in(CacheBlocks)) == [7, 8, tables[0][2]]
+    assert list(coord.block_table("c", u).ids_in(CacheBlocks)) == [tables[1][2], tables[0][1]]
+    assert maps[0] == {prefix[0].hashes[0]: tables[0][0]}
+    assert maps[1] == dict(zip(prefix[1].hashes, mine[1], strict=True))
     assert all(pool.map_of(b, pool.cached_key(b) or b"") is maps[1] for b in mine[1])
     check_pools(coord)
 

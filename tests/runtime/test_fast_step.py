@@ -3664,14 +3664,19 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
             "_general_respec_content_all"
         )
         planned, crossed = ran.count("_respec_content_planned"), ran.count("plan_cross")
-        # (3, 7 and 10 of the 60 batches general; 79, 134 and 156 requests by `plan_cross`)
-        assert calls >= 60 and general_batches * 5 < calls, (calls, general_batches)
+        # (3, 8 and 17 of the 64 batches general; 80, 138 and 148 requests by `plan_cross`.
+        # 3, 7 and 10 while every freed block went to the queue's back. With the blocks
+        # without content at its front, more takes find at the queue's head a stale entry, a
+        # cached free block a prefix hit took back out, which only the general path skips;
+        # the hits are the same.)
+        assert calls >= 60 and general_batches * 3 < calls, (calls, general_batches)
         assert crossed > 70 and planned < crossed, (crossed, planned)
     elif one_call:
         # Stores, mostly; generated plans where a block is crossed or filled, the boundary
         # path's for what they decline. Steps of 3 positions in blocks of 4 cross a block most
         # times: stores otherwise (47, 17 and 2 of the 180 calls of each layout); the general
-        # path 3, 7 and 11 times.
+        # path 3, 8 and 19 times (3, 7 and 11 while every freed block went to the queue's
+        # back: see the batch's note above).
         entry = (  # the typed entry runs the core's lines in its own frame
             "advance_speculative_with_content" if mode.endswith("typed")
             else "advance_speculative_content"
@@ -3686,7 +3691,7 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
         assert calls == 180 and planned < calls, (planned, boundary, general_plans)
         # (Of all calls, not of the boundary path's: a plan the generated functions take
         # over, a window evicting a cached or shared block, leaves the boundary path fewer.)
-        assert general_plans * 15 < calls, (planned, boundary, general_plans, crossed_filled)
+        assert general_plans * 8 < calls, (planned, boundary, general_plans, crossed_filled)
         # A block filled as one is crossed: the generated plan (38, 67 and 67 calls of the
         # 180; the core's plan before: 98, 103 and 112 calls planned there, now 32, 40, 49).
         assert crossed_filled > 30 and planned < 50, (crossed_filled, planned)
@@ -3698,10 +3703,10 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
         assert "_plan_unroll" in ran
         # The general path decides what the boundary path leaves to it: a take where a prefix
         # hit left a stale queue entry, a block filled ahead of its committed positions (3 to
-        # 11 calls here; 33 to 57 when every rollback from a pool with a cached block went
-        # there).
+        # 19 calls here, 3 to 11 while every freed block went to the queue's back; 33 to 57
+        # when every rollback from a pool with a cached block went there).
         general_calls = ran.count("_general_respec") + ran.count("_general_respec_all")
-        assert general_calls < rolled_cached // 8, (general_calls, rolled_cached)
+        assert general_calls < rolled_cached // 5, (general_calls, rolled_cached)
     check_pools(one)
 
 

@@ -132,25 +132,28 @@ def test_a_pool_beyond_int32_ids_is_refused() -> None:
     ),
 )
 def test_the_lazy_queue_hands_out_what_a_plain_queue_does(num_blocks: int, ops: list[Any]) -> None:
-    """A reference: a deque of every id, as the pool was before it became lazy. Blocks are
-    freed from a list, or from a generator (read once: issue 23 found one freed block lost)."""
+    """A reference: a deque of every id never handed out, as the pool was before it became
+    lazy, then a deque of the freed ones, each free's blocks (none cached) ahead of those
+    freed before (`PoolPlan.release_front`). Blocks are freed from a list, or from a
+    generator (read once: issue 23 found one freed block lost)."""
     pool = BlockPool(num_blocks, name="g")
-    queue, held = deque(range(1, num_blocks)), list[int]()
+    never, freed, held = deque(range(1, num_blocks)), deque[int](), list[int]()
     for op, n in ops:
         if op == "take":
-            if n > len(queue):
+            if n > len(never) + len(freed):
                 with pytest.raises(AllocationError):
                     pool.allocate_n(n)
                 continue
             taken = pool.allocate_n(n)
-            assert taken == [queue.popleft() for _ in range(n)]
+            assert taken == [(never or freed).popleft() for _ in range(n)]
             held.extend(taken)
         elif held:
             blocks = held[-n:] if n else []  # the newest first: any order is allowed
             del held[len(held) - len(blocks) :]
             pool.free(iter(blocks) if op == "free_iter" else blocks)
-            queue.extend(blocks)
-        assert pool.free_queue() == list(queue)
+            freed.extendleft(reversed(blocks))
+        queue = [*never, *freed]
+        assert pool.free_queue() == queue
         assert pool.num_free == len(queue) and pool.num_used == len(held)
         assert all(pool.ref_count(b) == 1 for b in held)
 

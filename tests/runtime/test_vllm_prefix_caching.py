@@ -14,9 +14,13 @@ null block, as kvunits' pools do; vLLM's requests are admitted without reservati
 
 Deliberate differences, said where they show:
 
-* **Free-queue order.** vLLM main (2026, PR #42656) puts freed *unhashed* blocks at the front;
-  kvunits keeps one FIFO order, which is vLLM's order before that change (the commit above):
-  where the 2026 numbers differ, the test gives both and checks kvunits'.
+* **Free-queue order.** vLLM main (2026, PR #42656, in vLLM 0.33) puts a freed *unhashed*
+  block at the front of its free queue, ahead of the ids it never handed out; kvunits puts
+  it at the front too, but behind those ids (its queue keeps them as a range, always first):
+  the cached blocks evicted are the same, the ids differ while ids never handed out are
+  left. A sliding window's dropped blocks still go to the back in kvunits. Where the numbers
+  differ, the test gives vLLM's (the commit above: its FIFO order; main: 2026's) and checks
+  kvunits'.
 * **Hash function.** vLLM hashes ``pickle((parent, tokens, extra_keys))``; kvunits hashes the
   parent's digest and the keys as int64, seeded with the block's granularity. The tests check
   the chain's structure (block i covers blocks 0 .. i, a salt changes every block) and
@@ -127,18 +131,22 @@ def test_prefill() -> None:
     coord.free("0")
     coord.free("1")
     assert pool.num_free == 10
-    # [unallocated 6-10] [unique of req0: 4] [unique of req1: 5] [common, tail first: 3 2 1].
-    # vLLM main (2026) gives [5, 4, 6, 7, 8, 9, 10, 3, 2, 1]: unhashed blocks go first there.
-    assert pool.free_queue() == [6, 7, 8, 9, 10, 4, 5, 3, 2, 1]
+    # [unallocated 6-10] [unique of req1: 5, of req0: 4, the later first] [common, tail
+    # first: 3 2 1]. vLLM 0.33 gives [5, 4, 6, 7, 8, 9, 10, 3, 2, 1] (its unhashed blocks
+    # ahead of the unallocated ones: its KVCacheManager on this test, tests/vllm/
+    # test_free_order.py), the commit above [6, .., 10, 4, 5, 3, 2, 1].
+    assert pool.free_queue() == [6, 7, 8, 9, 10, 5, 4, 3, 2, 1]
     # Cache hit when the blocks are already free: they leave the queue (lazily).
     assert admit(step, h, "2", COMMON + [3] * 6) == 48
-    assert new_blocks(coord, step, h, "2", 53 - 48) == [6]
+    assert new_blocks(coord, step, h, "2", 53 - 48) == [6]  # vLLM 0.33: 5 (its front)
     assert pool.num_free == 6 and len(pool.free_queue()) == 6
     assert all(pool.ref_count(b) == 0 for b in pool.free_queue())
     coord.free("2")
-    # Cache miss and eviction: the order taken is the eviction order.
+    # Cache miss and eviction: the order taken is the eviction order (req2's unique block 6
+    # ahead of 5 and 4; vLLM 0.33: [5, 4, 6, 7, 8, 9, 10, 3, 2, 1], the commit above
+    # [7, 8, 9, 10, 4, 5, 6, 3, 2, 1]): the cached blocks 3, 2, 1 last in all three.
     assert admit(step, h, "3", [99] * 160) == 0
-    assert new_blocks(coord, step, h, "3", 160) == [7, 8, 9, 10, 4, 5, 6, 3, 2, 1]
+    assert new_blocks(coord, step, h, "3", 160) == [7, 8, 9, 10, 6, 5, 4, 3, 2, 1]
     assert pool.num_free == 0
     cache = coord._core.caches[0]
     assert cache is not None  # only req3's 10 blocks are cached now: the others were evicted

@@ -1,0 +1,189 @@
+"""Which cached blocks a full pool evicts, against vLLM 0.33's own `KVCacheManager` (on the
+CPU, ``.venv-vllm``; skipped without it).
+
+vLLM 0.33's ``BlockPool.free_blocks`` puts a freed block without a hash at the front of its
+free queue and a cached one at the back, so a full pool takes every block without content
+before it evicts a cached prefix. kvunits puts them where vLLM does but behind the ids it never
+handed out (its queue keeps those as a range): the ids differ, the prefixes kept are the same.
+Here both run the same random requests (shared prompt prefixes, a few decode tokens cached as
+they come, ends in between) through a pool too small to keep every prefix, and each admission
+must find the prefix hit vLLM finds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvunits.contracts import Elements, FullAttentionLayer, KVHeads, Tokens
+from kvunits.runtime import AllocationError, ContentKeys
+
+from ..runtime.support import coordinator
+from .support import ROOT
+
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vLLM 0.33 is not installed (.venv-vllm)", allow_module_level=True)
+
+BLOCK = 4
+
+
+#: What the test uses of vLLM 0.33: name -> (module, attribute; None: the module).
+_NAMES = {
+    "torch": ("torch", None),
+    "SamplingParams": ("vllm.sampling_params", "SamplingParams"),
+    "get_hash_fn_by_name": ("vllm.utils.hashing", "get_hash_fn_by_name"),
+    "KVCacheManager": ("vllm.v1.core.kv_cache_manager", "KVCacheManager"),
+    "get_request_block_hasher": ("vllm.v1.core.kv_cache_utils", "get_request_block_hasher"),
+    "init_none_hash": ("vllm.v1.core.kv_cache_utils", "init_none_hash"),
+    "FullAttentionSpec": ("vllm.v1.kv_cache_interface", "FullAttentionSpec"),
+    "KVCacheConfig": ("vllm.v1.kv_cache_interface", "KVCacheConfig"),
+    "KVCacheGroupSpec": ("vllm.v1.kv_cache_interface", "KVCacheGroupSpec"),
+    "KVCacheTensor": ("vllm.v1.kv_cache_interface", "KVCacheTensor"),
+    "Request": ("vllm.v1.request", "Request"),
+}
+
+
+def _vllm() -> dict[str, Any]:
+    """What the test uses of vLLM 0.33, imported with the checkout off the path (its
+    ``kernels/`` would shadow Hugging Face's package)."""
+    hidden = [p for p in sys.path if Path(p or ".").resolve() == ROOT]
+    sys.path[:] = [p for p in sys.path if p not in hidden]
+    try:
+        out = {}
+        for key, (module, attr) in _NAMES.items():
+            found = importlib.import_module(module)
+            out[key] = found if attr is None else getattr(found, attr)
+        return out
+    finally:
+        sys.path[:0] = hidden
+
+
+class VllmSide:
+    """vLLM 0.33's KVCacheManager, one full-attention group, prefix caching on."""
+
+    def __init__(self, v: Any, num_blocks: int) -> None:
+        spec = v["FullAttentionSpec"](
+            block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=v["torch"].float32
+        )
+        page = spec.page_size_bytes
+        config = v["KVCacheConfig"](
+            num_blocks=num_blocks,
+            kv_cache_tensors=[
+                v["KVCacheTensor"](
+                    size=page * num_blocks, layers=["l"], layer_stride=page * num_blocks,
+                    block_stride=page,
+                )
+            ],
+            kv_cache_groups=[v["KVCacheGroupSpec"](["l"], spec)],
+        )
+        self.v = v
+        self.mgr = v["KVCacheManager"](
+            config, max_model_len=4096, scheduler_block_size=BLOCK, hash_block_size=BLOCK,
+            enable_caching=True, max_in_flight_tokens=4096,
+        )
+        fn = v["get_hash_fn_by_name"]("sha256")
+        v["init_none_hash"](fn)
+        self.hasher = v["get_request_block_hasher"](BLOCK, fn)
+        self.requests: dict[str, Any] = {}
+
+    def admit(self, rid: str, prompt: list[int], decode: int) -> int | None:
+        """The prompt's hit in tokens, its blocks taken; None where the pool is short."""
+        req = self.v["Request"](
+            request_id=rid, prompt_token_ids=prompt,
+            sampling_params=self.v["SamplingParams"](max_tokens=decode + 1),
+            pooling_params=None, block_hasher=self.hasher,
+        )
+        blocks, hit, *_ = self.mgr.get_computed_blocks(req)
+        if self.mgr.allocate_slots(req, len(prompt) - hit, hit, blocks) is None:
+            return None
+        req.num_computed_tokens = len(prompt)
+        self.requests[rid] = req
+        return int(hit)
+
+    def decode(self, rid: str, token: int) -> bool:
+        req = self.requests[rid]
+        req.append_output_token_ids(token)
+        if self.mgr.allocate_slots(req, 1) is None:
+            return False
+        req.num_computed_tokens += 1
+        return True
+
+    def free(self, rid: str) -> None:
+        self.mgr.free(self.requests.pop(rid))
+
+
+class KvunitsSide:
+    """kvunits' coordinator, the same group and pool (vLLM's ``num_blocks`` counts the null
+    block, as kvunits' pools do)."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.coord = coordinator(
+            {"l": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(1))},
+            block_size=BLOCK, num_blocks=num_blocks, max_len=4096, max_in_flight=4096,
+            reserve=False,
+        )
+        self.h = self.coord.group("l", Tokens)
+        self.step = self.coord.stepper(self.h)
+
+    def admit(self, rid: str, prompt: list[int], decode: int) -> int | None:
+        hashes = self.h.block_hashes(ContentKeys(prompt, Tokens))
+        length = Tokens(len(prompt) + decode)
+        (hit,) = self.step.admit_with_prefix(rid, length, prefix=(hashes,))
+        tokens = hit.numerical_value_in(Tokens)
+        try:
+            self.step.allocate(rid, Tokens(len(prompt) - tokens))
+        except AllocationError:
+            self.coord.free(rid)
+            return None
+        return tokens
+
+    def decode(self, rid: str, token: int) -> bool:
+        self.coord.extend_content(rid, self.h, ContentKeys([token], Tokens))
+        try:
+            self.step.allocate(rid, Tokens(1))
+        except AllocationError:
+            return False
+        return True
+
+    def free(self, rid: str) -> None:
+        self.coord.free(rid)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_full_pool_keeps_the_prefixes_vllm_keeps(seed: int) -> None:
+    # 300 requests, up to 4 running: a prompt of one of 5 prefixes (3 to 9 blocks) and a
+    # suffix of 0 to 6 tokens of its own, then 0 to 9 decode tokens cached as they come;
+    # 40 blocks in the pool, so ends leave cached prefixes that later prompts evict or hit.
+    rng = random.Random(seed)
+    prefixes = [[100 * p + t for t in range(BLOCK * rng.randint(3, 9))] for p in range(5)]
+    v = VllmSide(_vllm(), 40)
+    k = KvunitsSide(40)
+    running: dict[str, int] = {}  # request -> decode tokens left
+    hits = 0
+    for i in range(300):
+        while len(running) >= 4 or (running and rng.random() < 0.3):
+            rid = rng.choice(sorted(running))
+            left = running[rid]
+            if left and rng.random() < 0.8:
+                token = rng.randrange(1000)
+                ok = v.decode(rid, token)
+                assert k.decode(rid, token) == ok, (seed, i, rid)
+                running[rid] = left - 1 if ok else 0
+                continue
+            v.free(rid)
+            k.free(rid)
+            del running[rid]
+        rid = f"r{i}"
+        prompt = rng.choice(prefixes) + [rng.randrange(10**6) for _ in range(rng.randint(0, 6))]
+        decode = rng.randint(0, 9)
+        got = v.admit(rid, prompt, decode)
+        assert k.admit(rid, prompt, decode) == got, (seed, i)
+        if got is not None:
+            running[rid] = decode
+            hits += got > 0
+    assert hits > 50, hits  # (the prefixes were hit, and evicted: else nothing is checked)
