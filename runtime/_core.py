@@ -1674,7 +1674,8 @@ class CoordinatorCore:
             if state is None:
                 state = plan.pools[id(pool)] = [pool, pool._fresh, pool._head, [], [], []]
             slab = table.slabs[g]
-            gone = slab[start : start + dropped] if dropped else _NO_BLOCKS
+            # (the last first, as vLLM 0.33's `_remove_blocks_in_range` frees them)
+            gone = slab[start : start + dropped][::-1] if dropped else _NO_BLOCKS
             if dropped > 1 and (not pool._shared or pool._shared.keys().isdisjoint(gone)):
                 # Evicted as a run (a window passed over by a long step): a slice, no int each.
                 if pool._cached:
@@ -2025,7 +2026,7 @@ class CoordinatorCore:
             dropped = skip - skipped
             assert dropped <= len(live), (skip, skipped, len(live))
             if dropped:
-                self._plan_of(pools, g).release(live[:dropped])
+                self._plan_of(pools, g).release(live[:dropped][::-1])
             kept.append((skip, live, dropped))
         wants = [
             managers[g].table_length(end) - fields_of[g][SKIPPED] - len(kept[g][1])

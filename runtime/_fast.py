@@ -282,7 +282,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             f"            {back}",
             "        if pool._cached:  # their content stays in the queue",
             "            ops.append((pool._cached_free.update, pool._cached.keys() & gone))",
-            f"        ev{i} += gone",
+            f"        ev{i} += gone[::-1]",
             "    taken, run = 0, None",
             "    if want > 1:",
             f"        if f{i} < 0:",
@@ -1974,7 +1974,7 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
                 f"if dr{g} == 1:",
                 f"    ev{i}.append(d{g})",
                 f"elif dr{g}:",
-                f"    ev{i} += d{g}",
+                f"    ev{i} += d{g}[::-1]",
             ]
     for i, g in enumerate(first_of):
         if i in kept:
@@ -2074,7 +2074,7 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
                     f"    if dr{g} == 1:",
                     f"        ev{i}.append(d{g})",
                     f"    elif dr{g}:",
-                    f"        ev{i} += d{g}",
+                    f"        ev{i} += d{g}[::-1]",
                     f"    gb{g} += gm{g}",
                 ]
                 if evicts
@@ -2697,7 +2697,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"            state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], [], []]",
             # Those a window evicts (a run past it: the first step after a prefill chunk
             # longer than the window, a chunked-local group's chunk boundary), in order.
-            "        for block in slab[start : start + dropped]:",
+            "        for block in slab[start : start + dropped][::-1]:",
             f"            held = plan.shared.get((pids[{g}], block)) if plan.shared else None",
             "            count = pool._shared.get(block, 1) if held is None else held[2]",
             "            if count > 1:  # a prefix hit's block loses a reference",

@@ -131,9 +131,10 @@ class BlockPool:
     from the front, and is taken back out of the queue if a prefix hit needs it first. Two
     differences from vLLM's queue: the ids never handed out come first (vLLM holds them after
     the blocks it prepends: the ids differ, the cached blocks evicted are the same), and the
-    blocks a sliding window drops go to the back, as every freed block did before vLLM 2026
-    (``FreeKVCacheBlockQueue`` appended on free): a step would have to take the blocks its
-    own window drops before the queue's.
+    blocks a sliding window drops go to the back (the last first, as vLLM frees them) even
+    without content, where vLLM puts those at its front: a step would have to take the blocks
+    its own window drops before the queue's (a request whose content is given drops cached
+    blocks only).
 
     When the end of the last request leaves every block free and none cached, the pool is as
     built again (`PoolPlan.last`): nothing of the ids handed out stays once every request is

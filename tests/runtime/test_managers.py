@@ -100,7 +100,8 @@ def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
     step.allocate("r", Tokens(8))
     assert coord.block_table("r", swa) == [1, 2, 3, 4]
     # A step of no tokens still evicts: 8 computed, the next query (token 8) reads 6-8, so
-    # blocks 0-2 (tokens 0-5) go at once, to the back of the queue behind blocks 5 and 6.
+    # blocks 0-2 (tokens 0-5) go at once, to the back of the queue behind blocks 5 and 6,
+    # the last first.
     assert step.allocate("r", Tokens(0)) == [[]]
     assert coord.block_table("r", swa) == [0, 0, 0, 4]
     assert coord.slot_mapping("r", swa) == []
@@ -109,7 +110,7 @@ def test_sliding_window_zero_steps_jumps_free_and_readmit() -> None:
     step.allocate("r", Tokens(0))
     assert coord.block_table("r", swa) == [0, 0, 0, 4]
     assert coord.usage(swa).free == CacheBlocks(5)
-    # Token 8 takes the front of the queue, block 5 (1, 2, 3 wait behind 6).
+    # Token 8 takes the front of the queue, block 5 (3, 2, 1 wait behind 6).
     assert step.allocate("r", Tokens(1)) == [[10]]
     assert coord.block_table("r", swa) == [0, 0, 0, 4, 5]
     check_pools(coord)
@@ -138,9 +139,11 @@ def test_a_step_reuses_the_blocks_it_evicts() -> None:
     assert step.allocate("r", Tokens(3)) == [[2, 3, 4]]  # tokens 0-2: blocks 1, 2
     assert step.allocate("r", Tokens(3)) == [[5, 6, 7]]  # tokens 3-5: block 3; 4 is free
     # Tokens 6-8 need 2 blocks and 1 is free. The step's first query, token 6, reads 4-6, so
-    # blocks 1 and 2 (tokens 0-3) go first, to the back of the queue: the step gets 4 and 1.
-    assert step.allocate("r", Tokens(3)) == [[8, 9, 2]]
-    assert coord.block_table("r", swa) == [0, 0, 3, 4, 1]
+    # blocks 1 and 2 (tokens 0-3) go first, to the back of the queue, the last first (as
+    # vLLM 0.33's `_remove_blocks_in_range` frees them): the step gets 4 (never handed out)
+    # and 2. (vLLM puts them at its queue's front, ahead of 4: its step gets 2 and 1.)
+    assert step.allocate("r", Tokens(3)) == [[8, 9, 4]]
+    assert coord.block_table("r", swa) == [0, 0, 3, 4, 2]
     for _ in range(97):  # and so on, to the declared 300 tokens
         step.allocate("r", Tokens(3))
     assert coord.seq_len("r", swa) == Tokens(300)

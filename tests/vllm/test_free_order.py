@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 
-from kvunits.contracts import Elements, FullAttentionLayer, KVHeads, Tokens
+from kvunits.contracts import (
+    Elements,
+    FullAttentionLayer,
+    KVHeads,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
 from kvunits.runtime import AllocationError, ContentKeys
 
 from ..runtime.support import coordinator
@@ -30,6 +37,7 @@ if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM 0.33 is not installed (.venv-vllm)", allow_module_level=True)
 
 BLOCK = 4
+WINDOW = 8  # tokens
 
 
 #: What the test uses of vLLM 0.33: name -> (module, attribute; None: the module).
@@ -41,6 +49,7 @@ _NAMES = {
     "get_request_block_hasher": ("vllm.v1.core.kv_cache_utils", "get_request_block_hasher"),
     "init_none_hash": ("vllm.v1.core.kv_cache_utils", "init_none_hash"),
     "FullAttentionSpec": ("vllm.v1.kv_cache_interface", "FullAttentionSpec"),
+    "SlidingWindowSpec": ("vllm.v1.kv_cache_interface", "SlidingWindowSpec"),
     "KVCacheConfig": ("vllm.v1.kv_cache_interface", "KVCacheConfig"),
     "KVCacheGroupSpec": ("vllm.v1.kv_cache_interface", "KVCacheGroupSpec"),
     "KVCacheTensor": ("vllm.v1.kv_cache_interface", "KVCacheTensor"),
@@ -64,22 +73,34 @@ def _vllm() -> dict[str, Any]:
 
 
 class VllmSide:
-    """vLLM 0.33's KVCacheManager, one full-attention group, prefix caching on."""
+    """vLLM 0.33's KVCacheManager over ``kinds`` (one layer and group each, one pool), prefix
+    caching on."""
 
-    def __init__(self, v: Any, num_blocks: int) -> None:
-        spec = v["FullAttentionSpec"](
-            block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=v["torch"].float32
-        )
-        page = spec.page_size_bytes
+    def __init__(self, v: dict[str, Any], kinds: tuple[str, ...], num_blocks: int) -> None:
+        specs = [
+            v["SlidingWindowSpec"](
+                block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=v["torch"].float32,
+                sliding_window=WINDOW,
+            )
+            if kind == "sliding"
+            else v["FullAttentionSpec"](
+                block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=v["torch"].float32
+            )
+            for kind in kinds
+        ]
+        page = specs[0].page_size_bytes
         config = v["KVCacheConfig"](
             num_blocks=num_blocks,
             kv_cache_tensors=[
                 v["KVCacheTensor"](
-                    size=page * num_blocks, layers=["l"], layer_stride=page * num_blocks,
+                    size=page * num_blocks, layers=[f"l{i}"], layer_stride=page * num_blocks,
                     block_stride=page,
                 )
+                for i in range(len(kinds))
             ],
-            kv_cache_groups=[v["KVCacheGroupSpec"](["l"], spec)],
+            kv_cache_groups=[
+                v["KVCacheGroupSpec"]([f"l{i}"], spec) for i, spec in enumerate(specs)
+            ],
         )
         self.v = v
         self.mgr = v["KVCacheManager"](
@@ -118,34 +139,45 @@ class VllmSide:
 
 
 class KvunitsSide:
-    """kvunits' coordinator, the same group and pool (vLLM's ``num_blocks`` counts the null
-    block, as kvunits' pools do)."""
+    """kvunits' coordinator over the same groups, one shared pool of the same size (vLLM's
+    ``num_blocks`` counts the null block, as kvunits' pools do)."""
 
-    def __init__(self, num_blocks: int) -> None:
+    def __init__(self, kinds: tuple[str, ...], num_blocks: int) -> None:
+        layers = {
+            f"l{i}": SlidingWindowLayer(
+                sliding_window=Window(WINDOW, Tokens), kv_heads=KVHeads(1), head_size=Elements(1)
+            )
+            if kind == "sliding"
+            else FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(1))
+            for i, kind in enumerate(kinds)
+        }
         self.coord = coordinator(
-            {"l": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(1))},
-            block_size=BLOCK, num_blocks=num_blocks, max_len=4096, max_in_flight=4096,
-            reserve=False,
+            layers, block_size=BLOCK, num_blocks=num_blocks, max_len=4096, max_in_flight=4096,
+            reserve=False, shared=len(kinds) > 1,
         )
-        self.h = self.coord.group("l", Tokens)
-        self.step = self.coord.stepper(self.h)
+        self.handles = [self.coord.group(name, Tokens) for name in layers]
+        self.step: Any = self.coord.stepper(*self.handles)  # (its arity: the kinds)
 
     def admit(self, rid: str, prompt: list[int], decode: int) -> int | None:
-        hashes = self.h.block_hashes(ContentKeys(prompt, Tokens))
+        content = ContentKeys(prompt, Tokens)
+        n = len(self.handles)
         length = Tokens(len(prompt) + decode)
-        (hit,) = self.step.admit_with_prefix(rid, length, prefix=(hashes,))
-        tokens = hit.numerical_value_in(Tokens)
+        hits = self.step.admit_with_prefix(
+            rid, *[length] * n, prefix=tuple(h.block_hashes(content) for h in self.handles)
+        )
+        tokens: int = hits[0].numerical_value_in(Tokens)
+        assert all(hit == hits[0] for hit in hits), hits  # (one sequence: one hit)
         try:
-            self.step.allocate(rid, Tokens(len(prompt) - tokens))
+            self.step.allocate(rid, *[Tokens(len(prompt) - tokens)] * n)
         except AllocationError:
             self.coord.free(rid)
             return None
         return tokens
 
     def decode(self, rid: str, token: int) -> bool:
-        self.coord.extend_content(rid, self.h, ContentKeys([token], Tokens))
+        self.coord.extend_content(rid, self.handles[0], ContentKeys([token], Tokens))
         try:
-            self.step.allocate(rid, Tokens(1))
+            self.step.allocate(rid, *[Tokens(1)] * len(self.handles))
         except AllocationError:
             return False
         return True
@@ -155,14 +187,19 @@ class KvunitsSide:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_a_full_pool_keeps_the_prefixes_vllm_keeps(seed: int) -> None:
+@pytest.mark.parametrize(
+    "kinds", [("full",), ("sliding",), ("full", "sliding")], ids=["full", "sliding", "both"]
+)
+def test_a_full_pool_keeps_the_prefixes_vllm_keeps(kinds: tuple[str, ...], seed: int) -> None:
     # 300 requests, up to 4 running: a prompt of one of 5 prefixes (3 to 9 blocks) and a
     # suffix of 0 to 6 tokens of its own, then 0 to 9 decode tokens cached as they come;
-    # 40 blocks in the pool, so ends leave cached prefixes that later prompts evict or hit.
+    # 40 blocks a group in the pool, so ends leave cached prefixes that later prompts evict
+    # or hit. A window of 8 tokens drops blocks as a request steps (several at its first
+    # decode step after a prompt), the last first.
     rng = random.Random(seed)
     prefixes = [[100 * p + t for t in range(BLOCK * rng.randint(3, 9))] for p in range(5)]
-    v = VllmSide(_vllm(), 40)
-    k = KvunitsSide(40)
+    v = VllmSide(_vllm(), kinds, 40 * len(kinds))
+    k = KvunitsSide(kinds, 40 * len(kinds))
     running: dict[str, int] = {}  # request -> decode tokens left
     hits = 0
     for i in range(300):
