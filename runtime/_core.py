@@ -1712,10 +1712,8 @@ class CoordinatorCore:
                     state[1] += 1
                 elif state[5]:  # a block a rollback of the plan gave back (`_plan_unroll`)
                     taken = state[5].pop(0)
-                elif state[2] < len(pool._queue):
-                    taken = pool._queue[state[2]]
-                    if taken in pool._stale:  # an entry to skip: the general path
-                        return False
+                elif (head := plan.live_head(state)) is not None:
+                    taken = head  # (stale entries before it skipped)
                     filed_as = pool._cached.get(taken)
                     if filed_as is not None:  # a cached block: evicted from the prefix cache
                         plan.listed(pool.map_of(taken, filed_as), filed_as).remove(taken)
@@ -1916,10 +1914,21 @@ class CoordinatorCore:
             if evicted:
                 ops.append((pool._queue.extend, evicted))
             # Every block taken came from the fresh ids, the blocks a rollback gave back or the
-            # queue's front (none skipped); those given back and not taken again go ahead of it.
+            # queue's front past the stale entries skipped (`_Boundary.live_head`); those
+            # given back and not taken again go ahead of it.
             taken = fresh - pool._fresh + head - pool._head
+            skipped = plan.stale.get(id(pool))
+            if skipped is not None:
+                counts, (passed,) = skipped
+                stale = pool._stale
+                ops += [
+                    (setitem, stale, block, left) if left else (stale.pop, block, None)
+                    for block, left in counts.items()
+                ]
+                ops.append((setattr, pool, "_num_stale", pool._num_stale - passed))
+                taken -= passed
             if front:
-                head = pool.front_ops(ops, front, head)
+                head = pool.front_ops(ops, front, head, len(pool._queue) + len(evicted))
             if head != pool._head:
                 ops.append((setattr, pool, "_head", head))
             if taken != len(evicted) + len(front):
@@ -2274,7 +2283,8 @@ class CoordinatorCore:
             if dropped:
                 ops.append((setitem, st, c + LENGTH, length))
         for pool, blocks in freed.values():
-            ops.append((setattr, pool, "_head", pool.front_ops(ops, blocks, pool._head)))
+            head = pool.front_ops(ops, blocks, pool._head, len(pool._queue))
+            ops.append((setattr, pool, "_head", head))
             ops.append((setattr, pool, "_used", pool._used - len(blocks)))
         left = tuple(k - r for k, r in zip(spec, rejected, strict=True))
         ops.append((setitem, self.specs, o, left))
@@ -3257,7 +3267,16 @@ class _Boundary:
     the fresh ids; ``taken`` lists the ones taken one at a time, for the generated functions'
     marks; a run is not listed)."""
 
-    __slots__ = ("compact", "compacted", "garbage", "lists", "pools", "shared", "slab_end")
+    __slots__ = (
+        "compact",
+        "compacted",
+        "garbage",
+        "lists",
+        "pools",
+        "shared",
+        "slab_end",
+        "stale",
+    )
 
     def __init__(self, compacted: frozenset[int] = frozenset()) -> None:
         self.compacted = compacted  # groups whose slab the call compacted: moves allowed
@@ -3267,6 +3286,37 @@ class _Boundary:
         self.slab_end: dict[int, int] = {}
         self.garbage: dict[int, int] = {}
         self.lists: dict[tuple[int, bytes], tuple[CacheMap, bytes, list[int]]] = {}
+        # Per pool (by id), the stale queue entries its takes skipped: (planned stale counts
+        # of their blocks, how many).
+        self.stale: dict[int, tuple[dict[int, int], list[int]]] = {}
+
+    def live_head(self, state: list[Any]) -> int | None:
+        """The block at the first live entry of the queue of ``state``'s pool from the plan's
+        head on, the head moved to it: the stale entries before it (blocks a prefix hit took
+        back out of the queue) skipped as `PoolPlan.take` skips them, their counts planned.
+        None where the queue holds no live entry there."""
+        pool: BlockPool = state[0]
+        queue, head = pool._queue, int(state[2])
+        if head >= len(queue):
+            return None
+        block = queue[head]
+        if block not in pool._stale:
+            return block
+        counts, skipped = self.stale.setdefault(id(pool), ({}, [0]))
+        while True:
+            left = counts.get(block)
+            if left is None:
+                left = pool._stale.get(block, 0)
+            if not left:
+                state[2] = head
+                return block
+            counts[block] = left - 1
+            skipped[0] += 1
+            head += 1
+            if head >= len(queue):
+                state[2] = head
+                return None
+            block = queue[head]
 
     def listed(self, cache_map: CacheMap, key: bytes) -> list[int]:
         """The planned blocks of ``key`` in a group's prefix-cache map (a copy, written back

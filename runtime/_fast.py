@@ -1399,23 +1399,26 @@ def _free(core: CoordinatorCore) -> list[str]:
             f"            if not used{i}:",  # every block free: `PoolPlan.emit` drops more
             f"                {no}",
             # `PoolPlan.emit`: the entries taken dropped once they are half the queue, then
-            # the front over those left (`BlockPool.front_ops`).
+            # the front over those left, or after room made (`BlockPool.front_ops`).
             f"            cut{i} = head{i} if head{i} >= at{i} or 2 * head{i} >= at{i} + "
             f"len(back{i}) else 0",
             f"            hd{i} = head{i} - cut{i}",
-            f"            lo{i} = hd{i} - len(front{i}) if hd{i} >= len(front{i}) else 0",
+            *(
+                "            " + line
+                for line in _front_room(i, f"front{i}", f"at{i} + len(back{i}) - cut{i}")
+            ),
         ]
         stores += [
             f"queue{i}[at{i}:] = back{i}",
             f"del queue{i}[:cut{i}]",
-            f"queue{i}[lo{i}:hd{i}] = front{i}",
+            f"queue{i}[a{i}:hd{i}] = put{i}",
             f"pool{i}._head = lo{i}",
             f"pool{i}._used = used{i}",
         ]
         ops += [
             f"(queue{i}.extend, back{i})",
             f"(queue{i}.__delitem__, slice(0, cut{i}))",
-            f"(setitem, queue{i}, slice(lo{i}, hd{i}), front{i})",
+            f"(setitem, queue{i}, slice(a{i}, hd{i}), put{i})",
             f'(setattr, pool{i}, "_head", lo{i})',
             f'(setattr, pool{i}, "_used", used{i})',
         ]
@@ -1998,16 +2001,30 @@ def _queued(i: int, g: int, freed: str, used: str) -> tuple[list[str], list[_Sto
 
 
 def _fronted(i: int, g: int, freed: str, used: str) -> tuple[list[str], list[_Store]]:
-    """`_queued` for the blocks a rollback gives back: to the queue's front (`BlockPool.
-    front_ops`: over the entries already taken, ``lo{i} : hd{i}``, and the head moved back
-    to ``lo{i}``; an empty slice where none is)."""
+    """`_queued` for the blocks a rollback gives back: to the queue's front as `BlockPool.
+    front_ops` puts them (`_front_room`; an empty slice where none is)."""
     prep = [
         f"hd{i}, u{i} = pools[{g}]._head, {used}",
-        f"lo{i} = hd{i} - len({freed}) if hd{i} >= len({freed}) else 0",
         f"{freed} = array('i', {freed}) if {freed} else noblock",
+        *_front_room(i, freed, f"len(pools[{g}]._queue)"),
     ]
-    queue = (f"pools[{g}]._queue", f"lo{i} : hd{i}", freed)
+    queue = (f"pools[{g}]._queue", f"a{i} : hd{i}", f"put{i}")
     return prep, [(f"pools[{g}]", "._used", f"u{i}"), queue, (f"pools[{g}]", "._head", f"lo{i}")]
+
+
+def _front_room(i: int, blocks: str, size: str) -> list[str]:
+    """The lines that place the array ``blocks`` at the front of pool ``i``'s queue, its live
+    part starting at ``hd{i}`` and the queue ``size`` long when the store runs, as
+    `BlockPool.front_ops` places them: the slice ``a{i} : hd{i}`` replaced by ``put{i}``,
+    the new head ``lo{i}`` (over the entries already taken, else after `front_room` dead
+    entries)."""
+    return [
+        f"if hd{i} >= len({blocks}):",
+        f"    a{i} = lo{i} = hd{i} - len({blocks}); put{i} = {blocks}",
+        "else:",
+        f"    a{i}, lo{i} = 0, ({size} - hd{i}) >> 3",
+        f"    put{i} = zero1 * lo{i} + {blocks}",
+    ]
 
 
 def _committed(
@@ -2712,10 +2729,8 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "                state[1] += 1",
             "            elif state[5]:  # a block a rollback gave back (`plan_unroll`)",
             "                taken = state[5].pop(0)",
-            "            elif state[2] < len(pool._queue):",
-            "                taken = pool._queue[state[2]]",
-            "                if taken in pool._stale:",
-            "                    return False",
+            # (the queue's first live entry: stale ones skipped, `_Boundary.live_head`)
+            "            elif (taken := plan.live_head(state)) is not None:",
             "                key = pool._cached.get(taken)",
             "                if key is not None:  # evicted from the prefix cache",
             "                    maps = pool._maps  # `BlockPool.map_of`",

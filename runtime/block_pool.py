@@ -109,6 +109,13 @@ def id_run(start: int, end: int) -> array[int]:
     return out
 
 
+def front_room(size: int, head: int) -> int:
+    """The dead entries `BlockPool.front_ops` leaves ahead of blocks it puts at the front of
+    a queue ``size`` long whose live part starts at ``head``, where fewer than them were
+    taken: an eighth of the live part (the generated ends compute it the same way)."""
+    return (size - head) >> 3
+
+
 class BlockPool:
     """A fixed number of cache blocks with reference counts and an ordered free queue.
 
@@ -469,15 +476,23 @@ class BlockPool:
         plan.emit(ops)
         commit(ops_of(ops))
 
-    def front_ops(self, ops: Ops, blocks: Sequence[int], head: int) -> int:
+    def front_ops(self, ops: Ops, blocks: Sequence[int], head: int, size: int) -> int:
         """Add to ``ops`` the store that puts ``blocks`` (freed, none cached, none with a
-        stale entry: a rollback's) at the queue's front, its live part starting at ``head``
-        (the first of them taken first, after the ids never handed out), over the entries
-        already taken where there are enough (no copy of the queue); return the new head
-        (the caller stores it)."""
-        lo = head - len(blocks) if head >= len(blocks) else 0
-        ops.append((setitem, self._queue, slice(lo, head), array("i", blocks)))
-        return lo
+        stale entry) at the queue's front, its live part starting at ``head`` when the store
+        runs and the queue then ``size`` long (the first of them taken first, after the ids
+        never handed out); return the new head (the caller stores it). Over the entries
+        already taken where there are enough (no copy of the queue); else those are replaced
+        by ``front_room`` dead entries (zeros) and the blocks, so that the next ones fit
+        over them (a copy of the queue every eighth of it, not every end)."""
+        n = len(blocks)
+        if head >= n:
+            ops.append((setitem, self._queue, slice(head - n, head), array("i", blocks)))
+            return head - n
+        room = front_room(size, head)
+        put = array("i", bytes(4 * room))
+        put.extend(blocks)
+        ops.append((setitem, self._queue, slice(0, head), put))
+        return room
 
     def compaction_due(self) -> bool:
         """Whether the queue's stale entries are half of it (and `_COMPACT_AFTER` at least):
@@ -917,15 +932,16 @@ class PoolPlan:
         back = self.appended[self.taken_appended :] if self.taken_appended else self.appended
         if len(back):
             ops.append((queue.extend, back))
-        total = len(queue) + len(back)
+        total = size = len(queue) + len(back)
         # The entries taken are dropped once they are half the queue, or once every block is
         # free (nothing taken is kept after the last request ends).
         if head and (head >= len(queue) or 2 * head >= total or not self.used):
             ops.append((queue.__delitem__, slice(0, head)))
+            size -= head
             head = 0
         front = self.front[self.taken_front :]
-        if front:  # a rollback's blocks, ahead of the queue's first live entry
-            head = pool.front_ops(ops, front, head)
+        if front:  # blocks without content, ahead of the queue's first live entry
+            head = pool.front_ops(ops, front, head, size)
         if head != pool._head:
             ops.append((setattr, pool, "_head", head))
         stale = pool._stale

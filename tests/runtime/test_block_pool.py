@@ -296,3 +296,19 @@ def test_a_cached_block_given_back_by_a_rollback_goes_to_the_back() -> None:
     _commit_plan(plan)
     assert pool.free_queue() == [blocks[1], 5, 4, 3, blocks[0]]
     assert pool.num_cached_free == 1 and pool.num_used == 0
+
+
+def test_blocks_put_at_the_front_copy_the_queue_once_an_eighth_of_it() -> None:
+    # Where fewer entries were taken than blocks go to the front, the queue is copied once
+    # with room for an eighth of it (`front_room`): the next ones are stored over that room,
+    # not by a copy of the queue each (an end a step, thousands of cached blocks behind).
+    pool = BlockPool(1001, name="g")
+    blocks = pool.allocate_n(1000)
+    pool.free(blocks[:800])  # 800 at the front of an empty queue: no room needed
+    assert pool._head == 0 and len(pool._queue) == 800
+    pool.free([blocks[800]])  # none taken: room for 100 made, then the block
+    assert pool._head == 100 and len(pool._queue) == 901
+    pool.free([blocks[801]])  # over the room: no copy
+    assert pool._head == 99 and len(pool._queue) == 901
+    assert pool.free_queue()[:3] == [blocks[801], blocks[800], blocks[0]]
+    assert pool.num_free == 802 and pool.allocate_n(2) == [blocks[801], blocks[800]]
