@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import importlib.util
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks import vs_vllm
 from kvunits.contracts import (
     Elements,
     FullAttentionLayer,
@@ -31,45 +30,12 @@ from kvunits.contracts import (
 from kvunits.runtime import AllocationError, ContentKeys
 
 from ..runtime.support import coordinator
-from .support import ROOT
 
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM 0.33 is not installed (.venv-vllm)", allow_module_level=True)
 
 BLOCK = 4
 WINDOW = 8  # tokens
-
-
-#: What the test uses of vLLM 0.33: name -> (module, attribute; None: the module).
-_NAMES = {
-    "torch": ("torch", None),
-    "SamplingParams": ("vllm.sampling_params", "SamplingParams"),
-    "get_hash_fn_by_name": ("vllm.utils.hashing", "get_hash_fn_by_name"),
-    "KVCacheManager": ("vllm.v1.core.kv_cache_manager", "KVCacheManager"),
-    "get_request_block_hasher": ("vllm.v1.core.kv_cache_utils", "get_request_block_hasher"),
-    "init_none_hash": ("vllm.v1.core.kv_cache_utils", "init_none_hash"),
-    "FullAttentionSpec": ("vllm.v1.kv_cache_interface", "FullAttentionSpec"),
-    "SlidingWindowSpec": ("vllm.v1.kv_cache_interface", "SlidingWindowSpec"),
-    "KVCacheConfig": ("vllm.v1.kv_cache_interface", "KVCacheConfig"),
-    "KVCacheGroupSpec": ("vllm.v1.kv_cache_interface", "KVCacheGroupSpec"),
-    "KVCacheTensor": ("vllm.v1.kv_cache_interface", "KVCacheTensor"),
-    "Request": ("vllm.v1.request", "Request"),
-}
-
-
-def _vllm() -> dict[str, Any]:
-    """What the test uses of vLLM 0.33, imported with the checkout off the path (its
-    ``kernels/`` would shadow Hugging Face's package)."""
-    hidden = [p for p in sys.path if Path(p or ".").resolve() == ROOT]
-    sys.path[:] = [p for p in sys.path if p not in hidden]
-    try:
-        out = {}
-        for key, (module, attr) in _NAMES.items():
-            found = importlib.import_module(module)
-            out[key] = found if attr is None else getattr(found, attr)
-        return out
-    finally:
-        sys.path[:0] = hidden
 
 
 class VllmSide:
@@ -198,7 +164,9 @@ def test_a_full_pool_keeps_the_prefixes_vllm_keeps(kinds: tuple[str, ...], seed:
     # decode step after a prompt), the last first.
     rng = random.Random(seed)
     prefixes = [[100 * p + t for t in range(BLOCK * rng.randint(3, 9))] for p in range(5)]
-    v = VllmSide(_vllm(), kinds, 40 * len(kinds))
+    found = vs_vllm.import_vllm()
+    assert not isinstance(found, str), found
+    v = VllmSide(found, kinds, 40 * len(kinds))
     k = KvunitsSide(kinds, 40 * len(kinds))
     running: dict[str, int] = {}  # request -> decode tokens left
     hits = 0
