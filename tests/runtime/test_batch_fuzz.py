@@ -575,6 +575,14 @@ def test_a_drafting_batch_and_rollback_then_step_keep_the_block_and_evict_nothin
     assert set(two._core.pools[0]._cached) == {1}  # block 2 taken again: block 1 stays cached
 
 
+def _eight_blocks() -> KVCacheCoordinator:
+    """One full-attention group in blocks of 4 tokens, 8 blocks, nothing reserved."""
+    return coordinator(
+        {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
+        block_size=4, num_blocks=9, max_len=32, max_in_flight=32, reserve=False,
+    )
+
+
 @pytest.mark.parametrize("path", ["typed", "core", "general"])
 def test_a_block_one_request_gives_back_is_the_next_requests_in_the_same_batch(path: str) -> None:
     # The batch is each request's drafting step in turn: "a" rolls back 5 drafts past its
@@ -584,10 +592,7 @@ def test_a_block_one_request_gives_back_is_the_next_requests_in_the_same_batch(p
     # On the generated batch, "a"'s rollback is the boundary plan's (`_plan_unroll`) and
     # "b" then takes that plan's path too, whose take reaches the block given back.
     def build() -> KVCacheCoordinator:
-        c = coordinator(
-            {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-            block_size=4, num_blocks=9, max_len=32, max_in_flight=32, reserve=False,
-        )
+        c = _eight_blocks()
         core = c._core
         for rid in ("a", "b", "x"):
             core.admit(rid)
@@ -627,10 +632,7 @@ def test_a_block_given_back_is_taken_by_a_later_request_with_content(path: str) 
     # active, two keys past its 8-token prompt, one more given) crosses into a new block on
     # the generated `plan_cross`, whose take reaches the block given back.
     def build() -> KVCacheCoordinator:
-        c = coordinator(
-            {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
-            block_size=4, num_blocks=9, max_len=32, max_in_flight=32, reserve=False,
-        )
+        c = _eight_blocks()
         core = c._core
         core.admit_with_prefix("a", [None], prefix_parts(c, [1, 2]))
         core.admit_with_prefix("b", [None], prefix_parts(c, list(range(10, 18))))
