@@ -1683,7 +1683,7 @@ class CoordinatorCore:
                 state[4].extend(gone)
                 gone = _NO_BLOCKS
             for block in gone:
-                # Evicted in order (the first decode step after a prefill drops several). A
+                # Evicted the last first (the first decode step after a prefill drops several). A
                 # block a prefix hit shares loses one reference (the plan's count, for a
                 # batch). A cached one keeps its content in the queue (a hit may take it back).
                 held = plan.shared.get((id(pool), block))

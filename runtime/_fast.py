@@ -275,7 +275,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "            ops.append((pool._cached_free.add, block))",
             f"        ev{i}.append(block)",
             # A window passed over by a long step (a prefill chunk of several blocks) evicts
-            # them as a run, in order, as the core's plan does: a shared one is the core's.
+            # them as a run, the last first, as the core's plan does: a shared one is the core's.
             "    elif dropped:",
             "        gone = slab[start : start + dropped]",
             "        if pool._shared and not pool._shared.keys().isdisjoint(gone):",
@@ -1721,7 +1721,8 @@ def _crossing(
                     else [f"    if d{g} in sh{i} or d{g} in ca{i}:", f"        {fail}"]
                 ),
                 # Several (the first step after a prefill chunk longer than the window): a
-                # run, evicted in order as the core's plan evicts it (``d{g}`` its array).
+                # run, evicted as the core's plan evicts it (``d{g}`` its array; queued the
+                # last first).
                 "elif dropped:",
                 f"    d{g} = sb{g}[start : start + dropped]",
                 *(
@@ -2713,7 +2714,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "        if state is None:",
             f"            state = pstates[pids[{g}]] = [pool, pool._fresh, pool._head, [], [], []]",
             # Those a window evicts (a run past it: the first step after a prefill chunk
-            # longer than the window, a chunked-local group's chunk boundary), in order.
+            # longer than the window, a chunked-local group's chunk boundary), the last first.
             "        for block in slab[start : start + dropped][::-1]:",
             f"            held = plan.shared.get((pids[{g}], block)) if plan.shared else None",
             "            count = pool._shared.get(block, 1) if held is None else held[2]",
