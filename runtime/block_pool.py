@@ -745,10 +745,11 @@ class PoolPlan:
             return
         self._release_each(blocks)
 
-    def _release_run(self, blocks: Sequence[int]) -> bool:
+    def _release_run(self, blocks: Sequence[int], front: bool = False) -> bool:
         """`release` of held blocks none of which the plan knows (a finished request's table:
         blocks the prefix cache registered, a few a prefix hit shares), in a few passes over
-        them in C: what the per-block loop (`_release_each`) does, with the same result.
+        them in C: what the per-block loop (`_release_each`) does, with the same result; with
+        ``front``, `release_front`'s (those without content or stale entry to the front).
         Returns False, having changed nothing, for any other blocks (one the plan touched or
         released, a free one, a block twice)."""
         pool, ref = self.pool, self.ref
@@ -769,11 +770,6 @@ class PoolPlan:
             blocks = list(filterfalse(shared.__contains__, blocks))
             given -= shared
         ref.update(dict.fromkeys(blocks, 0))
-        if isinstance(self.appended, list):
-            self.appended.extend(blocks)
-        else:  # the plan's own copy: the first release may have kept the caller's array
-            self.appended = array("i", self.appended)
-            self.appended.extend(blocks)
         self.used -= len(blocks)
         # Registered ones keep their content in the queue, the plan's registrations included
         # (a block the plan evicted was free and cached: refused above).
@@ -781,6 +777,17 @@ class PoolPlan:
         if self.cache_add:
             cached |= self.cache_add.keys() & given
         self.cached_free.update(dict.fromkeys(cached, True))
+        if front:  # (a block with a stale entry goes behind it, as `release` sends it)
+            back = cached | (pool._stale.keys() & given) if pool._stale else cached
+            ahead = list(filterfalse(back.__contains__, blocks)) if back else list(blocks)
+            blocks = list(filter(back.__contains__, blocks)) if back else []
+            self.front = [*ahead, *self.front[self.taken_front :]]
+            self.taken_front = 0
+        if isinstance(self.appended, list):
+            self.appended.extend(blocks)
+        else:  # the plan's own copy: the first release may have kept the caller's array
+            self.appended = array("i", self.appended)
+            self.appended.extend(blocks)
         return True
 
     def _release_each(self, blocks: Sequence[int]) -> None:
@@ -813,49 +820,17 @@ class PoolPlan:
         Raises:
             AssertionError: the null block, or a block this plan knows is not held.
         """
-        pool, ref = self.pool, self.ref
-        given = set(blocks)
-        if (
-            given
-            and len(given) == len(blocks)
-            and ref.keys().isdisjoint(given)
-            and pool._cached_free.isdisjoint(given)
-            and min(given) > NULL_BLOCK
-            and max(given) < self.fresh
-        ):
-            # Held blocks none of which the plan knows (a finished request's table): in passes
-            # in C, as `_release_run`.
-            shared = pool._shared.keys() & given if pool._shared else set()
-            if shared:  # held by another table too: one reference less, nothing freed
-                counts = pool._shared
-                ref.update({b: counts[b] - 1 for b in shared})
-            cached = pool._cached.keys() & given if pool._cached else set()
-            if self.cache_add:
-                cached |= self.cache_add.keys() & given
-            cached -= shared
-            back = cached
-            if pool._stale:  # (a block with a stale entry goes behind it, as `release` sends it)
-                back = cached | (pool._stale.keys() & given) - shared
-            out = list(filterfalse((shared | back).__contains__, blocks)) if shared or back else (
-                list(blocks)
-            )
-            if back:  # with their content (or a stale entry), behind the queue
-                kept = list(filter(back.__contains__, blocks))
-                ref.update(dict.fromkeys(kept, 0))
-                self.appended = [*self.appended, *kept]
-                self.used -= len(kept)
-                self.cached_free.update(dict.fromkeys(cached, True))
-            ref.update(dict.fromkeys(out, 0))
-        else:
-            out = []
-            for block in blocks:
-                if self.count(block) != 1 or self.cached(block) is not None or (
-                    self._stale_count(block)
-                ):
-                    self._release_each((block,))
-                    continue
-                ref[block] = 0
-                out.append(block)
+        if self._release_run(blocks, front=True):
+            return
+        out = []
+        for block in blocks:
+            if self.count(block) != 1 or self.cached(block) is not None or self._stale_count(
+                block
+            ):
+                self._release_each((block,))
+                continue
+            self.ref[block] = 0
+            out.append(block)
         self.used -= len(out)
         self.front = [*out, *self.front[self.taken_front :]]
         self.taken_front = 0
