@@ -37,6 +37,11 @@ of blocks held in each group (a speculative trace's rollback returns the blocks 
 drafts used, which vLLM keeps for the next step: there kvunits holds at most one block less;
 the fused and batched sides roll back with the next step, so between steps they hold what
 vLLM holds, and their length is compared less the drafts still to roll back).
+A trace on which kvunits does other work by design is named, not timed: with prefix caching
+kvunits gives each sequence its own hit (the audio's encoder tokens, the text's tokens), where
+vLLM takes the one hit every group serves on one token axis, so an admission whose groups hit
+at other token positions (`split_hit`: the pooled audio beside chunked local attention, whose
+current chunk needs no cached block before it) gives its row "not compared" and no ratio.
 Neither side builds per-token slot mappings (vLLM leaves them to its model runner; kvunits'
 ``advance`` returns none, and ``allocate`` would build them per block).
 
@@ -542,6 +547,28 @@ class Seen:
 
     steps: list[dict[int, tuple[int, tuple[int, ...]]]] = field(default_factory=list)
     hits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # A kvunits side's first admission whose groups hit at different token positions (see
+    # `split_hit`): None while every admission's groups agree.
+    split: str | None = None
+
+
+def split_hit(trace: Trace, request: str, hits: Sequence[int]) -> str | None:
+    """Where one admission's hits, per group in its kernel unit (P encoder tokens a token for
+    the audio), are not one token position: what it says, else None.
+
+    vLLM runs every group on one token axis and takes the hit all of them serve. kvunits gives
+    each sequence of another unit its own hit (the audio's encoder tokens, the text's tokens:
+    `kvunits.runtime.prefix_cache`), so its first step there starts each group at its own
+    hit: other work than vLLM's, which no ratio compares."""
+    scale = [P if g == "audio" else 1 for g in trace.groups]
+    tokens = [h // s for h, s in zip(hits, scale, strict=True)]
+    if len(set(tokens)) <= 1:
+        return None
+    at = ", ".join(f"{g} {t}" for g, t in zip(trace.groups, tokens, strict=True))
+    return (
+        f"request {request} hits at other token positions per group ({at}): kvunits gives the "
+        "audio and the text their own hits, vLLM one hit on one token axis"
+    )
 
 
 class KvunitsSide:
@@ -795,12 +822,16 @@ class KvunitsSide:
                             c_step(rid, raw[t])
                         else:
                             hits = c_admit_prefix(rid, raw_lengths, parts[i])
+                            if watch is not None and watch.split is None:
+                                watch.split = split_hit(trace, rid, hits)
                             c_step(rid, [t * s - h for s, h in zip(scale, hits, strict=True)])
                     elif trace.prefix == "none":
                         admit(rid, *lengths)
                         allocate(rid, *typed[t])
                     else:
                         got = admit_prefix(rid, *lengths, prefix=prefixes[i])
+                        if watch is not None and watch.split is None:
+                            watch.split = split_hit(trace, rid, [magnitude(n) for n in got])
                         first_step = (q_of[g][t * s - magnitude(got[g])] for g, s in ranks)
                         if content_mode:  # its first step and its first sampled token
                             with_content(
@@ -1177,6 +1208,10 @@ def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) ->
     seen = {k: Seen() for k in sides}
     for k, side in sides.items():
         side.run(seen[k])
+    split = next((s.split for s in seen.values() if s.split is not None), None)
+    if v is not None and split is not None:
+        # Other work than vLLM's by design: reported, not timed (a sweep goes on).
+        return Row(trace, {}, {}, f"not compared with vLLM: {split}", {})
     checks = []
     reference = seen["vLLM"] if v is not None else seen["typed"]
     for k in sides:
@@ -1219,7 +1254,7 @@ def print_table(rows: list[Row], with_vllm: bool) -> None:
     for row in rows:
         cells = [row.trace.name, f"{make_steps(row.trace):,}"]
         if with_vllm:
-            cells.append(f"{row.us['vLLM']:.2f}")
+            cells.append(f"{row.us['vLLM']:.2f}" if "vLLM" in row.us else "-")
         cells += [f"{row.us[k]:.2f}" if k in row.us else "-" for k in kinds]
         for k in kinds:
             if not with_vllm and k == "typed":
@@ -1606,7 +1641,11 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
             f"{side}: " + ", ".join(f"{g} {h}/{q}" for g, (h, q) in hh.items())
             for side, hh in row.hits.items()
         )
-        print(f"-- {trace.name}: {row.check}; ratios {spread}" + (f"; hits {hits}" if hits else ""))
+        print(
+            f"-- {trace.name}: {row.check}"
+            + (f"; ratios {spread}" if spread else "")
+            + (f"; hits {hits}" if hits else "")
+        )
     print()
     print_table(rows, v is not None)
     return rows

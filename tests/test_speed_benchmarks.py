@@ -70,3 +70,30 @@ def test_vs_vllm_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
                 assert all(0 < h <= q for h, q in hits[0].values()), hits[0]
         assert f"-- {row.trace.name}: " in out
     assert out.rstrip().splitlines()[-1].startswith(traces[-1].name)
+
+
+def test_vs_vllm_reports_hits_split_by_sequence() -> None:
+    # The pooled audio beside chunked local attention, prefix caching on (sweep 11.28, a
+    # held-out trace of session 37): a fresh request's chunked group serves the positions
+    # before its current chunk from no cached block at all (the null block, as vLLM's
+    # ChunkedLocalAttentionManager.find_longest_cache_hit), while the audio, another
+    # sequence, hits nothing. vLLM's one token axis takes 0 for both; kvunits gives each its
+    # own hit. The replay records that, and `measure` does not time it against vLLM.
+    trace = vs_vllm.Trace(
+        "held", "audio + chunked", ("audio", "chunked"), streams=2, prompt=700, chunk=2048,
+        decode=3, total=8, prefix="prompt",
+    )
+    seen = vs_vllm.Seen()
+    vs_vllm.KvunitsSide(trace, vs_vllm.make_schedule(trace), "typed").run(seen)
+    assert seen.split == (
+        "request s0 hits at other token positions per group (audio 0, chunked 512): kvunits "
+        "gives the audio and the text their own hits, vLLM one hit on one token axis"
+    )
+    # One sequence's groups hit alike: nothing recorded (audio and text of one content).
+    plain = vs_vllm.Trace("held", "audio + text", ("audio", "text"), streams=2, decode=3,
+                          total=8, prefix="prompt")
+    seen = vs_vllm.Seen()
+    vs_vllm.KvunitsSide(plain, vs_vllm.make_schedule(plain), "raw").run(seen)
+    assert seen.split is None and seen.hits
+    assert vs_vllm.split_hit(plain, "s1", [4 * 16, 16]) is None  # P = 4 encoder tokens a token
+    assert vs_vllm.split_hit(plain, "s1", [0, 16]) is not None
