@@ -17,8 +17,8 @@ capacity, or moves to the slab's end with room to grow (`grown`: a quarter of it
 least 8, or half those a window evicted); it shrinks at its front when a window evicts.
 The space it leaves is garbage, counted per group; `RequestTable.compact_ops` rewrites a slab
 without it once it is a quarter of the slab and 64 entries (`due`; 1,024 at a request's end,
-which only returns memory); a step that would move a segment of a slab that is due takes the
-general path, which compacts first.
+which only returns memory and gives no segment room); a step that would move a segment of a
+slab that is due takes the general path, which compacts first.
 
 The fields of a group, as the general path reads them (`RequestTable.read`: a list in this
 order; plain ints: positions in the group's kernel unit, slots in its manager unit, table
@@ -342,7 +342,10 @@ class RequestTable:
         or not) without the garbage (each segment given the room a move gives, `grown`, or
         kept its own where that is more: a chunked prefill's room for its next chunk): no
         observable change. ``ended``: the plan of the end of the request at offset ``o``
-        (`release_ops`), whose garbage counts and whose segments are not kept."""
+        (`release_ops`), whose garbage counts and whose segments are not kept; such a
+        compaction only returns memory, so each segment keeps its capacity (room given there
+        would be garbage again at its own request's end: short requests ending one after
+        another would compact ever more often)."""
         st = self.st
         ending = ended is not None
         hw, cw = self.hot_width, self.cold_width
@@ -357,10 +360,14 @@ class RequestTable:
             shift = g * COLD - HOT
             cs = [other // hw * cw + shift for other in self.offsets.values() if other != o]
             lengths = [st[c + LENGTH] for c in cs]
-            capacities = [
-                max(n + max(8, n >> 2, st[c + SKIPPED] >> 1), st[c + CAPACITY]) if n else 0
-                for c, n in zip(cs, lengths, strict=True)
-            ]
+            capacities = (
+                [st[c + CAPACITY] if n else 0 for c, n in zip(cs, lengths, strict=True)]
+                if ending
+                else [
+                    max(n + max(8, n >> 2, st[c + SKIPPED] >> 1), st[c + CAPACITY]) if n else 0
+                    for c, n in zip(cs, lengths, strict=True)
+                ]
+            )
             starts = list(accumulate(capacities, initial=0))
             # The kept entries copied segment by segment into the new slab, made whole at
             # once (zeros: the spare room), by memory views: a copy each, no temporary.
