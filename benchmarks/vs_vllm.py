@@ -1465,9 +1465,11 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     prefix stay, and the pool's queue with them: its order is the cache's eviction order; the
     prefix cache, bounded by the pool's size), and one group of text alone (kvunits' request
     costs the same whatever its groups, an offset and its entry in the ids' dict, and then
-    per group; vLLM's only per group), and the first layout with 16 requests (a slab's
-    garbage, up to a quarter of it or `_COMPACT_MIN` entries, is a share of few blocks), and
-    300 requests (not a power of two: the requests' fields grow a row at a time)."""
+    per group; vLLM's only per group), at a quarter and at all of ``streams`` (an offset past
+    256 is an int object of 28 byte, so kvunits' request costs more with more of them), and
+    the first layout with 16 requests (a slab's garbage, up to a quarter of it or
+    `_COMPACT_MIN` entries, is a share of few blocks), and 300 requests (not a power of two:
+    the requests' fields grow a row at a time)."""
     plain = Trace("memory", str(streams), ("audio", "text"), streams=streams, decode=1000)
     fewer = replace(plain, streams=max(1, streams // 4))
     variants = [
@@ -1475,6 +1477,8 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
         ("text + sliding, one pool", replace(fewer, groups=("text", "sliding"), shared_pool=True)),
         ("audio + text, the prompt cached", replace(fewer, prefix="prompt")),
         ("text alone, one group", replace(fewer, groups=("text",))),
+        # An offset past 256 is an int object of its own: a request costs more at 1,024.
+        ("text alone, one group, as many streams", replace(plain, groups=("text",))),
         ("audio + text, a pool per group, few requests", replace(plain, streams=16)),
         # Not a power of two: a table grown by doubling held up to twice its rows here.
         ("audio + text, a pool per group, 300 requests", replace(plain, streams=300)),
