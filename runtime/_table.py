@@ -87,11 +87,11 @@ def grown(
     length: int, capacity: int, skipped: int, step: int = 1, most: int | None = None
 ) -> int:
     """The capacity a segment of ``length`` live entries, after ``skipped`` evicted ones,
-    moves to from one of ``capacity`` (and is given when a slab is compacted): a quarter more,
-    at least 8, or half the evicted ones when that is more, or room for one more ``step``
-    (the entries of the step that moves it) when that is more; exactly ``length`` when placed
-    first (``capacity`` 0), so that a table that never grows (a prompt, a short answer) costs
-    its entries only.
+    moves to from one of ``capacity`` (and is given when a slab is compacted, but at a
+    request's end): a quarter more, at least 8, or half the evicted ones when that is more,
+    or room for one more ``step`` (the entries of the step that moves it) when that is more;
+    exactly ``length`` when placed first (``capacity`` 0), so that a table that never grows
+    (a prompt, a short answer) costs its entries only.
 
     But a first placement of `_FIRST_ROOM` entries or more (a long prompt's first chunk) whose
     request can hold more (``most``: the entries its ``max_len`` reaches, past ``skipped``) gets
