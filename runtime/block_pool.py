@@ -44,6 +44,11 @@ _COMPACT_AFTER: Final = 64
 #: Fresh ids taken at once from which `BlockPool.ids` slices a table of ids (fewer: a range).
 _IOTA_FROM: Final = 16
 
+#: The most blocks of a table whose end `BlockPool.ended` splits in a loop, not in passes in C
+#: (each of which costs a set or an array): measured equal at 8 blocks without content, the
+#: loop twice as fast at 16 with cached ones.
+_ENDED_LOOP: Final = 16
+
 #: The bytes 0 .. 255: the low byte of 256 consecutive ids.
 _LOW: Final = bytes(range(256))
 
@@ -261,14 +266,24 @@ class BlockPool:
 
     def ended(self, blocks: array[int]) -> tuple[array[int], array[int], Ops] | None:
         """The end of one table holding ``blocks`` (each once, in the order they go back), as
-        `PoolPlan.release_front` and `PoolPlan.emit` make it on a fresh plan, in a few passes
-        in C: the blocks that go to the queue's front (no content registered), those that go
-        to its back (cached ones, with their content; those another table also holds stay,
-        one reference less), and the operations that lower those counts and keep the cached
-        ones' content in the queue. The caller stores the rest (the queue, ``_used``).
+        `PoolPlan.release_front` and `PoolPlan.emit` make it on a fresh plan: the blocks that
+        go to the queue's front (no content registered), those that go to its back (cached
+        ones, with their content; those another table also holds stay, one reference less),
+        and the operations that lower those counts and keep the cached ones' content in the
+        queue. The caller stores the rest (the queue, ``_used``).
 
         Returns None, having changed nothing, for blocks that plan would refuse or take one
-        at a time (a block twice, the null block, one never handed out or free)."""
+        at a time (a block twice, the null block, one never handed out or free).
+
+        A table of up to `_ENDED_LOOP` blocks (a short request's) is split by one loop: for
+        so few blocks a loop costs less than the passes in C, each of which builds a set or
+        an array (3 blocks of a cached pool: 1.1 µs against 3.1)."""
+        if len(blocks) <= _ENDED_LOOP:
+            return self._ended_few(blocks)
+        return self._ended_sets(blocks)
+
+    def _ended_sets(self, blocks: array[int]) -> tuple[array[int], array[int], Ops] | None:
+        """`ended` in passes in C (a set or an array each)."""
         given = set(blocks)
         if not given:
             return blocks, blocks, []
@@ -297,6 +312,32 @@ class BlockPool:
             return blocks, array("i"), ops
         front = array("i", filterfalse(back.__contains__, blocks))
         return front, array("i", filter(back.__contains__, blocks)), ops
+
+    def _ended_few(self, blocks: array[int]) -> tuple[array[int], array[int], Ops] | None:
+        """`ended` of a few blocks, one at a time (the same split, the same operations)."""
+        shared, cached, stale = self._shared, self._cached, self._stale
+        fresh, cached_free = self._fresh, self._cached_free
+        front, back = array("i"), array("i")
+        ops: Ops = []
+        seen: set[int] = set()
+        freed: list[int] = []  # cached: free with their content
+        for b in blocks:
+            if b <= NULL_BLOCK or b >= fresh or b in cached_free or b in seen:
+                return None
+            seen.add(b)
+            count = shared.get(b)
+            if count is not None:  # another table holds it: one reference less
+                ops.append((setitem, shared, b, count - 1) if count > 2 else (shared.pop, b))
+            elif b in cached:
+                back.append(b)
+                freed.append(b)
+            elif b in stale:
+                back.append(b)
+            else:
+                front.append(b)
+        if freed:
+            ops.append((cached_free.update, freed))
+        return front, back, ops
 
     def held_blocks(self) -> list[int]:
         """Every held block, in id order (for inspection: it scans the queue)."""

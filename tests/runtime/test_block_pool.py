@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -214,6 +215,55 @@ def test_a_released_run_matches_releasing_one_block_at_a_time(data: st.DataObjec
         plan.emit(ops)
         commit(ops_of(ops))
     assert _pool_state(twins[0][0]) == _pool_state(twins[1][0])
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data())
+def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataObject) -> None:
+    # `BlockPool.ended` splits a short table's end in a loop (`_ended_few`), a longer one in
+    # passes in C (`_ended_sets`): on any pool (shared, cached, cached-free and stale blocks)
+    # and any blocks (a table, or a block twice, the null block, one free or never handed
+    # out) both refuse alike or give the same front, the same back and, committed, the same
+    # pool.
+    size = data.draw(st.integers(2, 40), label="blocks")
+    pool = BlockPool(size, name="g")
+    cache: CacheMap = {}
+    held: list[int] = []
+    for _ in range(data.draw(st.integers(0, 30), label="calls")):
+        op = data.draw(
+            st.sampled_from(("take", "free", "register", "register", "touch")), label="op"
+        )
+        if op == "take" and pool.num_free:
+            held += pool.allocate_n(data.draw(st.integers(1, pool.num_free), label="n"))
+        elif op == "free" and held:
+            pool.free([held.pop(data.draw(st.integers(0, len(held) - 1), label="freed"))])
+        elif op == "register" and held:
+            block = data.draw(st.sampled_from(held), label="registered")
+            if not pool.is_cached(block):
+                pool.register(block, cache, bytes([data.draw(st.integers(0, 3), label="key")]))
+        elif op == "touch" and pool._cached:
+            block = data.draw(st.sampled_from(sorted(pool._cached)), label="touched")
+            pool.touch(block)
+            held.append(block)
+    table = st.lists(st.sampled_from(sorted(set(held))), unique=True) if held else st.just([])
+    anything = st.lists(st.integers(0, size), max_size=20)
+    # A table and one block that spoils it: a free cached one, a free one, the null block,
+    # one never handed out, or one of its own twice.
+    kinds = [sorted(pool._cached_free), sorted(pool.free_queue()), [NULL_BLOCK, size], held]
+    spoiler = st.one_of([st.sampled_from(kind) for kind in kinds if kind])
+    spoiled = st.tuples(table, spoiler).map(lambda t: [*t[0], t[1]])
+    blocks = array("i", data.draw(table | table | anything | spoiled, label="ended"))
+    twins = [copy.deepcopy(pool) for _ in range(2)]
+    few, sets = twins[0]._ended_few(blocks), twins[1]._ended_sets(blocks)
+    if few is None or sets is None:
+        assert few is sets is None
+        return
+    (front, back, ops), (front_c, back_c, ops_c) = few, sets
+    assert (list(front), list(back)) == (list(front_c), list(back_c))
+    commit(ops_of(ops))  # each twin's own operations
+    commit(ops_of(ops_c))
+    assert _pool_state(twins[0]) == _pool_state(twins[1])
+    assert twins[0]._shared == twins[1]._shared
 
 
 def test_a_finished_table_with_shared_and_cached_blocks_is_released_as_a_run() -> None:
