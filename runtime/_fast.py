@@ -1271,7 +1271,7 @@ def _free(core: CoordinatorCore) -> list[str]:
     cached content, as `CoordinatorCore._release_plan` frees them), its reservation given
     back, its offset spare, its segments garbage, as stores on one line; in a pool with
     shared or cached blocks, those another table holds one reference less and the cached
-    ones free with their content (`BlockPool.ended`, in C), the ledger's shares counted as
+    ones free with their content (`BlockPool.ended`), the ledger's shares counted as
     `CoordinatorCore._unshared` counts them, its content and speculative tail forgotten: the
     few operations no store makes, committed at the end of that line; with a slab it leaves
     `due` compacted, in one commit (a pool left with no block held goes to the general
