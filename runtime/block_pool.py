@@ -430,16 +430,19 @@ class BlockPool:
         among them) or the queue holds fewer: `PoolPlan.take` decides those. Cached blocks
         among them are the caller's to evict."""
         k = min(n, self.num_blocks - fresh)
-        out = self.ids(fresh, fresh + k)
         more = n - k
-        if more:
-            queue = self._queue
-            if head + more > len(queue):
-                return None
-            run = queue[head : head + more]
-            if self._stale and not self._stale.keys().isdisjoint(run):
-                return None
-            out.extend(run)
+        if not more:
+            return self.ids(fresh, fresh + k)
+        queue = self._queue
+        if head + more > len(queue):
+            return None
+        run = queue[head : head + more]
+        if self._stale and not self._stale.keys().isdisjoint(run):
+            return None
+        if not k:  # every id handed out (a pool in use): the queue's front alone
+            return run
+        out = self.ids(fresh, fresh + k)
+        out.extend(run)
         return out
 
     def past_stale(self, head: int, ops: Ops) -> tuple[int, int] | None:
