@@ -1067,9 +1067,9 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
             f"                {no}",
         ]
     lines += _lengths_read(core, no)
-    ps = ", ".join(f"p{g}" for g in range(n)) + ("," if n == 1 else "")
     lines += [
-        f"            {ps} = map(prefix.get, range({n}))",
+        "            " + ", ".join(f"p{g}" for g in range(n)) + " = "
+        + ", ".join(f"prefix.get({g})" for g in range(n)),
         "            if " + " or ".join(f"p{g} is None" for g in range(n)) + ":",
         f"                {no}",
     ]

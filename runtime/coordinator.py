@@ -886,7 +886,7 @@ class Stepper(Generic[*_Us]):
             # Its common case written out (None where the general path below decides).
             got = lean(request_id, max_len, prefix)
             if got is not None:
-                return cast(tuple[Any, ...], got)
+                return cast("tuple[Any, ...]", got)  # (a string: no alias built per call)
         owner = self._owner
         lengths = self._lengths(max_len)
         given: tuple[object, ...] = prefix
