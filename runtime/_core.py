@@ -175,8 +175,14 @@ class RequestExtras:
     def resting(self, registered: Sequence[int]) -> RestingExtras:
         """Its `RestingExtras`, its groups having registered ``registered`` (nothing pending
         then: a caller's check)."""
+        streams = self.streams
+        if len(streams) == 1:  # one sequence, one granularity: the common case, no loop
+            one = streams[0]
+            return RestingExtras(
+                (self.stream_of, *registered, one.hashes, tuple(one.tail), one.parent)
+            )
         flat: list[Any] = [self.stream_of, *registered]
-        for stream in self.streams:
+        for stream in streams:
             flat += (stream.hashes, tuple(stream.tail), stream.parent)
         return RestingExtras(flat)
 
@@ -219,8 +225,12 @@ class RestingExtras(tuple[Any, ...]):
 
     def active(self, axis: Sequence[int], rows_per_block: Sequence[int]) -> RequestExtras:
         """The `RequestExtras` it stands for (``axis``, ``rows_per_block``: per group)."""
-        shape = self.stream_of
+        shape: tuple[int, ...] = self[0]
         n = len(shape)
+        if len(self) == n + 4:  # one stream (one sequence, one granularity): no loop
+            g = shape.index(0)
+            one = HashStream(axis[g], rows_per_block[g], self[n + 1], self[n + 2], self[n + 3])
+            return RequestExtras((one,), shape, list(self[1 : 1 + n]))
         streams = []
         for s in range(max(shape) + 1):
             g = shape.index(s)

@@ -219,3 +219,27 @@ def test_a_resting_request_given_the_content_of_its_step_registers_the_block_it_
     assert view is not None and view.registered == [3]
     assert view.hashes == [[*PROMPT_HASHES, *chain_hashes(PROMPT_HASHES[-1], [8, 5, 5, 5], 4)]]
     check_pools(one)
+
+
+def test_a_resting_request_comes_back_with_the_same_streams() -> None:
+    # `RequestExtras.resting` and `RestingExtras.active` take one stream without a loop (the
+    # common case), several in one: both round trips give back every stream's axis, block
+    # size, hashes, tail and parent, the shape shared, the registered entries a list.
+    from kvunits.runtime._core import HashStream
+
+    one = HashStream(0, 16, (b"a", b"b"), [5, 6], b"b")
+    two = HashStream(1, 64, [b"c"], [], b"c")
+    # Per group: its stream (-1: none), and the axis and block size the core knows it by.
+    for streams, shape, axis, rows, registered in (
+        ((one,), (0, -1, 0), [0, 0, 0], [16, 16, 16], [2, 0, 1]),
+        ((one, two), (1, 0, 1), [1, 0, 1], [64, 16, 64], [1, 2, 0]),
+    ):
+        rest = RequestExtras(streams, shape, [0, 0, 0]).resting(registered)
+        assert type(rest) is RestingExtras and not rest.pending() and rest.has_streams()
+        back = rest.active(axis, rows)
+        assert back.stream_of is shape and back.registered == registered
+        seen = [(s.axis, s.rows_per_block, s.hashes, list(s.tail), s.parent) for s in streams]
+        assert [
+            (s.axis, s.rows_per_block, s.hashes, list(s.tail), s.parent) for s in back.streams
+        ] == seen
+        assert all(a.tail is not b.tail for a, b in zip(back.streams, streams, strict=True))
