@@ -78,7 +78,8 @@ def test_vs_vllm_reports_hits_split_by_sequence() -> None:
     # before its current chunk from no cached block at all (the null block, as vLLM's
     # ChunkedLocalAttentionManager.find_longest_cache_hit), while the audio, another
     # sequence, hits nothing. vLLM's one token axis takes 0 for both; kvunits gives each its
-    # own hit. The replay records that, and `measure` does not time it against vLLM.
+    # own hit. The replay records that; `measure` does not time it against vLLM where the
+    # blocks held then differ (here 12 chunked blocks against vLLM's 44).
     trace = vs_vllm.Trace(
         "held", "audio + chunked", ("audio", "chunked"), streams=2, prompt=700, chunk=2048,
         decode=3, total=8, prefix="prompt",
