@@ -619,7 +619,7 @@ def test_an_end_compacts_without_giving_the_other_segments_room(
     # (here exactly their entries, as first placed), where a compaction ahead of a growth
     # gives each the room a move gives. Room given at every end was garbage again at the
     # request's own end: a server of short requests (sweep 11.12: 600 streams of 5 drafting
-    # steps) compacted its slabs once every 60 ends, a quarter of its time in `free`.
+    # steps) compacted a slab every 64 ends, a quarter of its time in `free`.
     monkeypatch.setattr(_table, "_RETURN_MIN", 16)
     coord = coordinator(
         _text(), block_size=1, num_blocks=300, max_len=120, max_in_flight=40, reserve=False
