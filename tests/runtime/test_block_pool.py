@@ -136,6 +136,36 @@ def _pool_state(pool: BlockPool) -> tuple[object, ...]:
     )
 
 
+def _drawn_pool(
+    data: st.DataObject, most: int, calls: int, keys: int, registers: int = 1
+) -> tuple[int, BlockPool, CacheMap, list[int]]:
+    """A pool of 2 .. ``most`` blocks after up to ``calls`` drawn takes, frees, registrations
+    (under one of ``keys`` keys; ``registers``: their weight) and touches of cached blocks:
+    shared (touched), registered, cached-free and stale blocks. Returns its size, the pool,
+    its cache map and the blocks held (a touched one once per touch)."""
+    size = data.draw(st.integers(2, most), label="blocks")
+    pool = BlockPool(size, name="g")
+    cache: CacheMap = {}
+    held: list[int] = []
+    ops = ("take", "free", *["register"] * registers, "touch")
+    for _ in range(data.draw(st.integers(0, calls), label="calls")):
+        op = data.draw(st.sampled_from(ops), label="op")
+        if op == "take" and pool.num_free:
+            held += pool.allocate_n(data.draw(st.integers(1, pool.num_free), label="n"))
+        elif op == "free" and held:
+            pool.free([held.pop(data.draw(st.integers(0, len(held) - 1), label="freed"))])
+        elif op == "register" and held:
+            block = data.draw(st.sampled_from(held), label="registered")
+            if not pool.is_cached(block):
+                key = data.draw(st.integers(0, keys - 1), label="key")
+                pool.register(block, cache, bytes([key]))
+        elif op == "touch" and pool._cached:
+            block = data.draw(st.sampled_from(sorted(pool._cached)), label="touched")
+            pool.touch(block)
+            held.append(block)
+    return size, pool, cache, held
+
+
 @settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_a_released_run_matches_releasing_one_block_at_a_time(data: st.DataObject) -> None:
@@ -145,27 +175,7 @@ def test_a_released_run_matches_releasing_one_block_at_a_time(data: st.DataObjec
     # error for a block not held, the same planned counts and free blocks, the same pool after
     # the commit. Pools drawn with shared (touched), registered, cached-free and stale blocks;
     # the plan may already have taken, touched, registered or released blocks.
-    size = data.draw(st.integers(2, 14), label="blocks")
-    pool = BlockPool(size, name="g")
-    cache: CacheMap = {}
-    held: list[int] = []
-    for _ in range(data.draw(st.integers(0, 12), label="calls")):
-        op = data.draw(st.sampled_from(("take", "free", "register", "touch")), label="op")
-        if op == "take" and pool.num_free:
-            held += pool.allocate_n(data.draw(st.integers(1, pool.num_free), label="n"))
-        elif op == "free" and held:
-            block = held.pop(data.draw(st.integers(0, len(held) - 1), label="freed"))
-            pool.free([block])
-        elif op == "register" and held:
-            block = data.draw(st.sampled_from(held), label="registered")
-            if not pool.is_cached(block):
-                pool.register(block, cache, bytes([data.draw(st.integers(0, 2), label="key")]))
-        elif op == "touch":
-            cached = sorted(pool._cached)
-            if cached:
-                block = data.draw(st.sampled_from(cached), label="touched")
-                pool.touch(block)
-                held.append(block)
+    size, pool, cache, held = _drawn_pool(data, 14, 12, keys=3)
     twins = [copy.deepcopy((pool, cache)) for _ in range(2)]  # each with its own map
     plans = [PoolPlan(p) for p, _ in twins]
     maps = {id(plan): m for plan, (_, m) in zip(plans, twins, strict=True)}
@@ -225,26 +235,7 @@ def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataOb
     # and any blocks (a table, or a block twice, the null block, one free or never handed
     # out) both refuse alike or give the same front, the same back and, committed, the same
     # pool.
-    size = data.draw(st.integers(2, 40), label="blocks")
-    pool = BlockPool(size, name="g")
-    cache: CacheMap = {}
-    held: list[int] = []
-    for _ in range(data.draw(st.integers(0, 30), label="calls")):
-        op = data.draw(
-            st.sampled_from(("take", "free", "register", "register", "touch")), label="op"
-        )
-        if op == "take" and pool.num_free:
-            held += pool.allocate_n(data.draw(st.integers(1, pool.num_free), label="n"))
-        elif op == "free" and held:
-            pool.free([held.pop(data.draw(st.integers(0, len(held) - 1), label="freed"))])
-        elif op == "register" and held:
-            block = data.draw(st.sampled_from(held), label="registered")
-            if not pool.is_cached(block):
-                pool.register(block, cache, bytes([data.draw(st.integers(0, 3), label="key")]))
-        elif op == "touch" and pool._cached:
-            block = data.draw(st.sampled_from(sorted(pool._cached)), label="touched")
-            pool.touch(block)
-            held.append(block)
+    size, pool, _, held = _drawn_pool(data, 40, 30, keys=4, registers=2)
     table = st.lists(st.sampled_from(sorted(set(held))), unique=True) if held else st.just([])
     anything = st.lists(st.integers(0, size), max_size=20)
     # A table and one block that spoils it: a free cached one, a free one, the null block,
