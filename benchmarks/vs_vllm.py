@@ -555,6 +555,12 @@ class Seen:
     split: str | None = None
 
 
+
+def positions_per_token(trace: Trace) -> list[int]:
+    """Per group of ``trace``, the positions of its kernel unit a token is: P encoder tokens
+    for the audio, one for the others."""
+    return [P if g == "audio" else 1 for g in trace.groups]
+
 def split_hit(trace: Trace, request: str, hits: Sequence[int]) -> str | None:
     """Where one admission's hits, per group in its kernel unit (P encoder tokens a token for
     the audio), are not one token position: what it says, else None.
@@ -564,7 +570,7 @@ def split_hit(trace: Trace, request: str, hits: Sequence[int]) -> str | None:
     `kvunits.runtime.prefix_cache`), so its first step there starts each group at its own
     hit: where that holds other blocks than vLLM's, other work, which no ratio compares
     (`measure`)."""
-    scale = [P if g == "audio" else 1 for g in trace.groups]
+    scale = positions_per_token(trace)
     tokens = [h // s for h, s in zip(hits, scale, strict=True)]
     if len(set(tokens)) <= 1:
         return None
@@ -587,7 +593,7 @@ class KvunitsSide:
         trace, schedule = self.trace, self.schedule
         coord = self.coordinator = kvunits_coordinator(trace)
         handles: list[Any] = [coord.group(g, _unit_of(g)) for g in trace.groups]
-        scale = [P if g == "audio" else 1 for g in trace.groups]
+        scale = positions_per_token(trace)
         stepper: Any = coord.stepper(*handles)
         core = coord._core
         n = len(handles)
@@ -1396,7 +1402,7 @@ def kvunits_memory(trace: Trace) -> Memory:
     streams = trace.streams
     coord = kvunits_coordinator(trace)
     handles: list[Any] = [coord.group(g, _unit_of(g)) for g in trace.groups]
-    scale = [P if g == "audio" else 1 for g in trace.groups]
+    scale = positions_per_token(trace)
     stepper: Any = coord.stepper(*handles)
     # Its files, and the code it generates for a coordinator's groups (`kvunits.runtime._fast`
     # and the typed entries): what that code allocates counts as kvunits'.
