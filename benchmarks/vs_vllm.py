@@ -1541,6 +1541,11 @@ SLOW_PATHS: Final = frozenset(
         "_general_respec_content_all",
         "_general_free",
         "_general_prefix",
+        "_extend_general",
+        # A drafting step with content on the core's boundary plan (per request; in a batch,
+        # a request there: a resting one's was, every first such step, before session 38).
+        "_planned_respec_content",
+        "_respec_content_planned",
         "_admit_with_prefix",
         "compact_ops",
     }

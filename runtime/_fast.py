@@ -3864,7 +3864,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     lines += [
         "            todo = request_ids if slow is None else ()",
         "            if todo:",
-        "                slow, at, to, tails, adds = [], [], [], [], []",
+        "                slow, at, to, tails, adds, woke, awake = [], [], [], [], [], [], []",
         "            i = -1",
         "            for request_id in todo:",
         "                i += 1",
@@ -3872,8 +3872,13 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if o is None:",
         "                    raise unknown(request_id)",
         "                extra = extras.get(o)",
-        "                if extra is None or type(extra) is Resting or specs and o in specs:",
+        "                if extra is None or specs and o in specs:",
         f"                    {back}",
+        # Resting content (nothing to register: a request's first step with content after
+        # its admission) woken, as the per-request call wakes it, and stored at the commit.
+        "                if type(extra) is Resting:",
+        "                    woke.append(o); extra = extra.active(axis, rows_per_block); "
+        "awake.append(extra)",
         "                streams, of = extra.streams, extra.stream_of",
         "                if len(streams) != len(shares):",
         f"                    {back}",
@@ -3909,7 +3914,8 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if len(set(request_ids)) != count:",
         f"                    {back}",
         "                ops = [(commit, map(setitem, repeat(hot), at, to)), "
-        "(commit, map(extend, tails, adds))]",
+        "(commit, map(extend, tails, adds)), (commit, map(setitem, repeat(extras), woke, "
+        "awake))]",
         "            if slow:",
         # The planners' stores to the fields join the fast requests' (`at`, `to`) and one
         # map of the cold ones (`sa`, `sv`): a pass in C each, at the commit.
@@ -4030,9 +4036,13 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         f"            spec, plan = ({ks}), None",
         # Stores to the hot and cold fields, and the appends of the requests that fill no
         # block: a pass in C each, at the commit (the planners add theirs to the same lists).
+        # Resting content woken (`RestingExtras.active`, as the per-request call wakes it) is
+        # stored at the commit too: its offsets and active forms (`woke`, `awake`).
         "            at, to, sa, sv, tl, ky, offs = [], [], [], [], [], [], []",
+        "            woke, awake = [], []",
         "            ops = [(commit, map(setitem, repeat(hot), at, to)), "
-        "(commit, map(setitem, repeat(st), sa, sv)), (commit, map(extend, tl, ky))]",
+        "(commit, map(setitem, repeat(st), sa, sv)), (commit, map(extend, tl, ky)), "
+        "(commit, map(setitem, repeat(extras), woke, awake))]",
         "            i = -1",
         "            for request_id, given in zip(request_ids, rejected):",
         "                i += 1",
@@ -4052,12 +4062,18 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
             f"of[{g}] >= 0 and len(streams[of[{g}]].hashes) > reg[{g}]" for g in range(n)
         ),
         "                else:",
-        "                    of, rest = extra.stream_of, True",
+        # Resting content (a prompt registered, nothing added since: a request's first step
+        # with content after its admission): woken here where its step only appends (as
+        # the per-request call wakes it; its active form stored at the commit), else on the
+        # core's boundary path (``rest`` 2: planned unless the step fits and fills no block).
+        "                    extra = extra.active(axis, rows_per_block)",
+        "                    streams, of, reg, rest = extra.streams, extra.stream_of, "
+        "extra.registered, 2",
         "                picked, adds, fill = [], [], False",
         "                for g, per, ax in seqs:",
         "                    if of[g] < 0:",
         f"                        {back}",
-        "                    if rest:",
+        "                    if rest is True:",
         "                        continue",
         "                    added = per[i]",
         "                    for stream in streams:",
@@ -4065,22 +4081,24 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         "                            if len(stream.tail) + len(added) >= stream.rows_per_block:",
         "                                fill = True",
         "                            picked.append(stream); adds.append(added)",
+        f"                {js} = specs.get(o, nospec)",
+        f"                c = o * {cw // hw}",
+        *(f"                s{g} = hot[{_plus('o', g * HOT + SLACK)}]" for g in range(n)),
+        f"                if {fits} and not fill and rest is not True:",
+        "                    if rest:",
+        "                        woke.append(o); awake.append(extra)",
+        f"                    at += ({slots}); to += ({values}); tl += map(tail_of, picked); "
+        "ky += adds; offs.append(o); continue",
         "                if rest:",
-        # Content resting (or none, or blocks waiting to be registered): the core's boundary
-        # path on the batch's plan, which wakes it.
+        # Content resting, or blocks waiting to be registered: the core's boundary path on
+        # the batch's plan, which wakes it.
         "                    if plan is None:",
         "                        plan = Boundary(compacted)",
         "                    if respec_content_planned(ops, plan, request_id, o, num_new, "
         "lookahead, given, [(g, per[i]) for g, per, _ in seqs]):",
         "                        offs.append(o); continue",
         "                    break",
-        f"                {js} = specs.get(o, nospec)",
-        f"                c = o * {cw // hw}",
-        *(f"                s{g} = hot[{_plus('o', g * HOT + SLACK)}]" for g in range(n)),
         f"                if {fits}:",
-        "                    if not fill:",
-        f"                        at += ({slots}); to += ({values}); tl += map(tail_of, picked); "
-        "ky += adds; offs.append(o); continue",
         "                    if plan is None:",
         "                        plan = Boundary(compacted)",
         "                    if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, "

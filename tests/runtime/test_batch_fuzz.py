@@ -671,3 +671,53 @@ def test_a_block_given_back_is_taken_by_a_later_request_with_content(path: str) 
     assert list(one.block_table("a", h)) == a_blocks[:1]
     assert list(one.block_table("b", h)) == [*b_blocks, a_blocks[1]]
     check_pools(one)
+
+
+@pytest.mark.parametrize("drafting", [False, True])
+def test_a_resting_request_wakes_on_the_generated_batch(drafting: bool) -> None:
+    # "a" computed its 6-token prompt (one full block, registered: its content rests, one
+    # object); "b" took a generated token after its 5-token prompt (its content active). The
+    # batch's step with what each produced wakes "a" in the generated function, as the
+    # per-request call wakes it, and stores its active form at the commit. Before, a resting
+    # request sent a drafting batch's request to the core's boundary path (each request's
+    # first such step: a short request's every step, nearly) and a generating batch whole to
+    # the general path; both were slower than one call per request.
+    def build() -> KVCacheCoordinator:
+        c = _eight_blocks()
+        core = c._core
+        core.admit_with_prefix("a", [None], prefix_parts(c, [1, 2, 3, 4, 5, 6]))
+        core.admit_with_prefix("b", [None], prefix_parts(c, [10, 11, 12, 13, 14]))
+        core.advance_step("a", [6])
+        core.advance_step("b", [5])
+        c.extend_content("b", c.group("t", Tokens), ContentKeys([20], Tokens))
+        return c
+
+    one, ref = build(), build()
+    core = one._core
+    forms = [type(core.extras[core.offset(rid)]).__name__ for rid in ("a", "b")]
+    assert forms == ["RestingExtras", "RequestExtras"]
+    ids, q, k, r = ["a", "b"], [2 if drafting else 1], [1 if drafting else 0], [[0], [0]]
+    ran: list[str] = []
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+
+    sys.setprofile(record)
+    try:
+        if drafting:
+            core.fast.respec_content_all(ids, q, k, r, [(0, [array("q", [7]), array("q", [21])])])
+        else:
+            core.fast.content_all(ids, q, [(0, [7, 21])])
+    finally:
+        sys.setprofile(None)
+    assert not {"_respec_content_planned", "_general_content_all"} & set(ran), ran
+    if drafting:
+        ref, failed = respec_contents_in_turn(
+            ref, ids, q, k, r, [(0, [array("q", [7]), array("q", [21])])]
+        )
+    else:
+        ref, failed = contents_in_turn(ref, ids, q, [(0, [7, 21])])
+    assert failed is None and _state(one) == _state(ref)
+    assert type(core.extras[core.offset("a")]).__name__ == "RequestExtras"
+    check_pools(one)
