@@ -1708,7 +1708,8 @@ class CoordinatorCore:
             run: array[int] | None = None
             if want > 1:
                 # A long step's blocks (a prefill chunk's): taken as a run of the queue's front.
-                run = None if state[5] else pool.front(state[1], state[2], want)
+                # (past the queue's entries, the blocks the plan evicted: taken back)
+                run = None if state[5] else pool.front(state[1], state[2], want, state[4])
                 if run is None:  # a stale entry in it, short, or blocks a rollback gave back
                     return False  # ahead of it (`_plan_unroll`): the general path decides
                 fresh = min(want, pool.num_blocks - state[1])
@@ -1730,7 +1731,17 @@ class CoordinatorCore:
                         ops.append((pool._cached.pop, taken, None))
                         ops.append((pool._cached_free.discard, taken))
                     state[2] += 1
-                else:  # short (or only a block this step frees): the general path decides
+                elif (head := plan.released_head(state)) is not None:
+                    # Past the queue, a block the plan evicted (a full pool: a window's block
+                    # given back and taken again). A cached one leaves the prefix cache.
+                    taken = head
+                    filed_as = pool._cached.get(taken)
+                    if filed_as is not None:
+                        plan.listed(pool.map_of(taken, filed_as), filed_as).remove(taken)
+                        ops.append((pool._cached.pop, taken, None))
+                        ops.append((pool._cached_free.discard, taken))
+                    state[2] += 1
+                else:  # short: the general path decides
                     return False
                 state[3].append(taken)
             if out is not None:
@@ -3299,6 +3310,15 @@ class _Boundary:
         # Per pool (by id), the stale queue entries its takes skipped: (planned stale counts
         # of their blocks, how many).
         self.stale: dict[int, tuple[dict[int, int], list[int]]] = {}
+
+    def released_head(self, state: list[Any]) -> int | None:
+        """The block a take reaches past the queue's entries of ``state``'s pool: one of the
+        blocks the plan evicted (``state[4]``, which go to the queue's back before any take,
+        as vLLM's ``remove_skipped_blocks`` runs before its allocation), in their order; None
+        where the plan's head is within the queue or past them too. Changes nothing."""
+        at = int(state[2]) - len(state[0]._queue)
+        evicted = state[4]
+        return evicted[at] if 0 <= at < len(evicted) else None
 
     def live_head(self, state: list[Any]) -> int | None:
         """The block at the first live entry of the queue of ``state``'s pool from the plan's

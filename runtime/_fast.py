@@ -287,7 +287,9 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "    if want > 1:",
             f"        if f{i} < 0:",
             f"            f{i}, h{i} = pool._fresh, pool._head",
-            f"        run = pool.front(f{i}, h{i}, want)",
+            # (past the queue's entries, the blocks this step's windows evicted: the pool's
+            # last ones taken back, as the core's plan takes them)
+            f"        run = pool.front(f{i}, h{i}, want, ev{i})",
             "        if run is None:  # a stale entry among them, or short",
             f"            {back}",
             f"        fresh = min(want, pool.num_blocks - f{i})",
@@ -352,6 +354,11 @@ def _cross(core: CoordinatorCore) -> list[str]:
                     "else (cache_map.pop, key))",
                 ]
             ),
+            f"            h{i} += 1",
+            # Past the queue's entries, the blocks this step's windows evicted (a full pool:
+            # a window's block given back and taken again), as the core's plan takes them.
+            f"        elif not pool._cached and h{i} - len(pool._queue) < len(ev{i}):",
+            f"            taken = ev{i}[h{i} - len(pool._queue)]",
             f"            h{i} += 1",
             "        else:",
             f"            {back}",
@@ -2730,8 +2737,10 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "                state[1] += 1",
             "            elif state[5]:  # a block a rollback gave back (`plan_unroll`)",
             "                taken = state[5].pop(0)",
-            # (the queue's first live entry: stale ones skipped, `_Boundary.live_head`)
-            "            elif (taken := plan.live_head(state)) is not None:",
+            # (the queue's first live entry: stale ones skipped, `_Boundary.live_head`; past
+            # the queue, a block the plan evicted: `_Boundary.released_head`)
+            "            elif (taken := plan.live_head(state)) is not None or "
+            "(taken := plan.released_head(state)) is not None:",
             "                key = pool._cached.get(taken)",
             "                if key is not None:  # evicted from the prefix cache",
             "                    maps = pool._maps  # `BlockPool.map_of`",

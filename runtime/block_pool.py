@@ -423,21 +423,32 @@ class BlockPool:
             iota.extend(id_run(len(iota), min(max(end, 2 * len(iota), 64), self.num_blocks)))
         return iota[start:end]
 
-    def front(self, fresh: int, head: int, n: int) -> array[int] | None:
+    def front(
+        self, fresh: int, head: int, n: int, released: Sequence[int] = ()
+    ) -> array[int] | None:
         """The ``n`` blocks an allocation would take as a plan sees the pool (``fresh``: its
         lowest id never handed out, ``head``: its queue's first live entry): the fresh ids,
         then the queue's front, as one array made of slices (a prefill chunk's blocks cost a
-        copy, not an int each). None where a block-by-block take is needed (a stale entry
-        among them) or the queue holds fewer: `PoolPlan.take` decides those. Cached blocks
-        among them are the caller's to evict."""
+        copy, not an int each). ``released``: the blocks the plan sends to the queue's back
+        before this take (a window's evictions in the same step: vLLM's
+        ``remove_skipped_blocks`` before its allocation), taken after the queue's entries
+        where those are too few (``head`` may be past the queue, into them: the plan took
+        some already). None where a block-by-block take is needed (a stale entry among
+        them) or there are fewer: `PoolPlan.take` decides those. Cached blocks among them
+        are the caller's to evict."""
         k = min(n, self.num_blocks - fresh)
         more = n - k
         if not more:
             return self.ids(fresh, fresh + k)
         queue = self._queue
-        if head + more > len(queue):
-            return None
-        run = queue[head : head + more]
+        end = head + more
+        if end > len(queue):
+            if end > len(queue) + len(released):
+                return None
+            run = queue[head:]  # (empty where the head is past the queue)
+            run.extend(released[max(head - len(queue), 0) : end - len(queue)])
+        else:
+            run = queue[head:end]
         if self._stale and not self._stale.keys().isdisjoint(run):
             return None
         if not k:  # every id handed out (a pool in use): the queue's front alone

@@ -7,7 +7,7 @@ import copy
 from array import array
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from kvunits.contracts import CacheBlocks
@@ -255,6 +255,38 @@ def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataOb
     commit(ops_of(ops_c))
     assert _pool_state(twins[0]) == _pool_state(twins[1])
     assert twins[0]._shared == twins[1]._shared
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data())
+def test_a_run_past_the_queue_takes_the_released_blocks_as_a_plan_does(data: st.DataObject) -> None:
+    # `BlockPool.front` with ``released`` (the blocks a step's windows evicted, which go to
+    # the queue's back before its take): the fresh ids, the queue's front, then the released
+    # blocks, exactly what a plan that releases them and then takes gives; or None (a stale
+    # entry among them, or too few), never another run. Two runs in a row: the second
+    # starts where the first left the head, which may be past the queue, into the released.
+    size, pool, _, held = _drawn_pool(data, 20, 16, keys=3)
+    once = sorted(b for b in set(held) if held.count(b) == 1 and b not in pool._shared)
+    released = data.draw(
+        st.lists(st.sampled_from(once), unique=True) if once else st.just([]), label="released"
+    )
+    plan = PoolPlan(pool)
+    plan.release(released)
+    fresh, head = pool._fresh, pool._head
+    for label in ("first", "second"):
+        n = data.draw(st.integers(1, max(1, plan.num_free + 1)), label=label)
+        run = pool.front(fresh, head, n, released)
+        if n > plan.num_free:
+            assert run is None
+            return
+        taken = list(plan.take(n))
+        if run is None:
+            event("refused")
+            return
+        event("past the queue" if head + n - min(n, size - fresh) > len(pool._queue) else "in it")
+        assert list(run) == taken
+        k = min(n, size - fresh)
+        fresh, head = fresh + k, head + n - k
 
 
 def test_a_finished_table_with_shared_and_cached_blocks_is_released_as_a_run() -> None:

@@ -851,6 +851,102 @@ def test_a_prefills_chunks_grow_the_slabs_last_segment_in_place(path: str) -> No
     check_pools(coord)
 
 
+@pytest.mark.parametrize("path", ["advance", "boundary"])
+def test_a_windows_chunk_on_a_full_pool_takes_back_the_blocks_it_evicts(path: str) -> None:
+    # A window of 8 tokens in blocks of 4, prefilled 16 tokens a step, in a pool of 7 blocks
+    # (what the request can hold at once): the first chunk takes 4; the second needs 4 where
+    # 3 are free, and evicts 2 (positions 0-7, read by none of its queries); the third needs
+    # 4 where 1 is free, and evicts 4.
+    # Its evictions go to the queue's back before its take (vLLM's remove_skipped_blocks
+    # before the allocation), so each chunk takes them back as the tail of its run: on the
+    # generated crossing and on the core's boundary plan, as on the general path, which
+    # both sent such a chunk to before (a sliding window's prefill on a pool in use: a
+    # chunk a step, each planned block by block).
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            {
+                "w": SlidingWindowLayer(
+                    sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+                )
+            },
+            block_size=4, num_blocks=8, max_len=64, max_in_flight=16, reserve=False,
+        )  # fmt: skip
+
+    one, ref = build(), build()
+    for coord in (one, ref):
+        coord._core.admit("p")
+    core = one._core
+    for chunk in range(3):
+        ran: list[str] = []
+        sys.setprofile(_recorder(ran))
+        try:
+            if path == "advance":
+                fast(core, "advance", "p", [16])
+            else:
+                me: list[object] = []
+                assert core.guard.claim(0, me) is me
+                core._boundary_step(me, "p", core.offset("p"), [16], False)
+        finally:
+            sys.setprofile(None)
+        slow = {"_general_step"} if path == "boundary" else {"_general_step", "_boundary_step"}
+        assert not slow & set(ran), (chunk, ran)
+        general(ref._core, "advance", "p", [16])
+        assert _state(one) == _state(ref), chunk
+        assert len(core.block_table("p", 0)) == 4 * (chunk + 1)
+        check_pools(one)
+
+
+@pytest.mark.parametrize("path", ["advance", "speculative", "boundary"])
+def test_a_windows_decode_on_a_full_pool_takes_back_the_block_it_evicts(path: str) -> None:
+    # The same window and pool, full: "p" (16 tokens, 4 blocks) beside "f" (12 tokens, the
+    # other 3). Each decode step that crosses a block evicts the window's oldest block(s)
+    # and takes one: the queue holding none, it is a block just evicted, given back and
+    # taken again; on the generated crossing (``advance``) and the core's boundary plan (a
+    # drafting step's, ``speculative``: its lean crossing declines it), as on the general
+    # path, where such a step went before (a sliding window's decode on a full pool).
+    def build() -> KVCacheCoordinator:
+        c = coordinator(
+            {
+                "w": SlidingWindowLayer(
+                    sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+                )
+            },
+            block_size=4, num_blocks=8, max_len=64, max_in_flight=16, reserve=False,
+        )  # fmt: skip
+        for rid, tokens in (("p", 16), ("f", 12)):
+            c._core.admit(rid)
+            general(c._core, "advance", rid, [tokens])
+        assert c._core.pools[0].num_free == 0
+        return c
+
+    one, ref = build(), build()
+    core = one._core
+    for step in range(12):
+        ran: list[str] = []
+        sys.setprofile(_recorder(ran))
+        try:
+            if path == "advance":
+                fast(core, "advance", "p", [1])
+            elif path == "speculative":
+                fast(core, "respec", "p", [1], [0], [0])
+            else:
+                me: list[object] = []
+                assert core.guard.claim(0, me) is me
+                core._boundary_step(me, "p", core.offset("p"), [1], False)
+        finally:
+            sys.setprofile(None)
+        slow = {"_general_step", "_general_respec"}
+        if path == "advance":
+            slow.add("_boundary_step")
+        assert not slow & set(ran), (step, ran)
+        if path == "speculative":
+            general(ref._core, "respec", "p", [1], [0], [0])
+        else:
+            general(ref._core, "advance", "p", [1])
+        assert _state(one) == _state(ref), step
+        check_pools(one)
+
+
 @pytest.mark.parametrize("kinds", [("sliding",), ("sliding", "full"), ("full", "sliding_p2")])
 @pytest.mark.parametrize("positions", [1, 2])
 def test_one_slot_and_empty_steps_match_the_general_path(
@@ -2263,7 +2359,10 @@ def test_a_generating_batch_of_runs_and_cached_evictions_matches_the_general_pat
         assert _state(coord) == _state(twin), i
         check_pools(coord)
     assert "del ha[-2:], hv[-2:]" in lines
-    assert "elif (taken := plan.live_head(state)) is not None:" in lines
+    assert (
+        "elif (taken := plan.live_head(state)) is not None or "
+        "(taken := plan.released_head(state)) is not None:"
+    ) in lines
     assert any(line.startswith("maps = pool._maps") for line in lines)
 
 
