@@ -3971,8 +3971,10 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
     appends (each a pass in C at the commit); one whose content fills a block within the
     slacks is `plan_fill`'s, with the rollback and the lookahead; one past a slack is
     `plan_cross`'s, with the rollback, the lookahead and (a block filled) its content hashed
-    first (`_hashing`); one whose content rests or has blocks to register is the core's
-    boundary path's (`CoordinatorCore._respec_content_planned`); one admitted without
+    first (`_hashing`); one whose content rests is woken (`RestingExtras.active`, stored at
+    the commit) and planned so; one with blocks to register, or resting with a step that
+    rolls back to its start, is the core's boundary path's
+    (`CoordinatorCore._respec_content_planned`); one admitted without
     content (given none) as one whose content has nothing to register. All on one plan, so
     each sees the blocks the ones before it took, and one commit. A move that would make a slab due
     compacts it (nothing observable) and plans the batch again with the move allowed there;
@@ -3992,6 +3994,8 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
     )
     unfit = " or ".join(f"type(r{g}) is not int or r{g} < 0" for g in range(n))
     fits = " and ".join(f"({_fits(core, g, True)})" for g in range(n))
+    # (`plan_cross`'s refusal of a rollback to the step's start or past it, per group)
+    unroll = " or ".join(f"r{g} > j{g} or q{g} <= r{g} and (q{g} or r{g})" for g in range(n))
     slots = ", ".join(f"o + {g * HOT + SLACK}, o + {g * HOT + STEP}" for g in range(n))
     values = ", ".join(f"s{g} + r{g} - q{g}, q{g}" for g in range(n))
     lines = [
@@ -4098,15 +4102,19 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         "                        woke.append(o); awake.append(extra)",
         f"                    at += ({slots}); to += ({values}); tl += map(tail_of, picked); "
         "ky += adds; offs.append(o); continue",
-        "                if rest:",
-        # Content resting, or blocks waiting to be registered: the core's boundary path on
-        # the batch's plan, which wakes it.
+        # Blocks waiting to be registered, or a resting request's step that rolls back to
+        # its start or past it (`plan_cross` declines that, and with it the batch): the
+        # core's boundary path on the batch's plan, which wakes it. Another resting
+        # request's step is planned on its woken form (stored at the commit).
+        f"                if rest is True or rest and ({unroll}):",
         "                    if plan is None:",
         "                        plan = Boundary(compacted)",
         "                    if respec_content_planned(ops, plan, request_id, o, num_new, "
         "lookahead, given, [(g, per[i]) for g, per, _ in seqs]):",
         "                        offs.append(o); continue",
         "                    break",
+        "                if rest:",
+        "                    woke.append(o); awake.append(extra)",
         f"                if {fits}:",
         "                    if plan is None:",
         "                        plan = Boundary(compacted)",

@@ -3760,7 +3760,8 @@ def test_drafting_with_its_accepted_tokens_cached_matches_the_general_path(
     assert rolled_cached > 20, rolled_cached
     if fused_batch:
         # One call an engine step; the core's boundary path for a request whose content
-        # rests (a new one) or waits to be registered.
+        # waits to be registered (a resting one, a new one's, is woken in the batch and
+        # planned there, unless its step rolls back to its start).
         calls, general_batches = ran.count("respec_content_all"), ran.count(
             "_general_respec_content_all"
         )
@@ -3882,7 +3883,8 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
     # produced appended, its next step), through the typed entry (or the core's plain one):
     # requests within their blocks (stores and appends), filling a block (`plan_fill`),
     # crossing one (`plan_cross`), both; the first batch wakes the requests' resting content
-    # (the core's boundary path). Interrupted at each of its events (every `every()`-th),
+    # (`RestingExtras.active`, then planned so). Interrupted at each of its events (every
+    # `every()`-th),
     # nothing changes; then it does what the uninterrupted call does on a twin.
     ids = ["a", "b", "c"]
     rng = random.Random(8)
@@ -3937,9 +3939,9 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
             rejected[rid] = [(2 - accepted) * s for s in scale]
             produced[rid] = [rng.randrange(3) for _ in range(1 + accepted)]
     assert interrupted > 6 * 50 // every(), interrupted
-    # Stores and appends, the generated planners and the core's boundary path (the first
-    # batch: each request's content resting), one commit a batch.
-    assert {"plan_cross", "_respec_content_planned"} <= set(ran), set(ran)
+    # Stores and appends, the generated planners (the first batch: each request's content
+    # resting, woken there), one commit a batch.
+    assert {"plan_cross", "active"} <= set(ran), set(ran)
     assert "plan_fill" in ran or layout != "text", set(ran)
     assert "_general_respec_content_all" not in ran, set(ran)
 
