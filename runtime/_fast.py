@@ -4076,9 +4076,9 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         ),
         "                else:",
         # Resting content (a prompt registered, nothing added since: a request's first step
-        # with content after its admission): woken here where its step only appends (as
-        # the per-request call wakes it; its active form stored at the commit), else on the
-        # core's boundary path (``rest`` 2: planned unless the step fits and fills no block).
+        # with content after its admission): woken here, as the per-request call wakes it,
+        # its active form stored at the commit (``rest`` 2: planned as any other request's,
+        # but a step that rolls back to its start, which is the core's boundary path's).
         "                    extra = extra.active(axis, rows_per_block)",
         "                    streams, of, reg, rest = extra.streams, extra.stream_of, "
         "extra.registered, 2",
