@@ -121,6 +121,7 @@ then::
     .venv-vllm/bin/python benchmarks/vs_vllm.py --held-out  # traces outside the family
     .venv-vllm/bin/python benchmarks/vs_vllm.py --sweep 7   # 40 random traces of seed 7
     .venv/bin/python benchmarks/vs_vllm.py --paths --sweep 7  # where they leave the fast paths
+    .venv/bin/python benchmarks/vs_vllm.py --paths --paths-side batch --sweep 7  # one call a step
     .venv/bin/python benchmarks/vs_vllm.py --quick          # no vLLM: kvunits alone, says so
 
 Not imported by the test suite's timed paths (importing vLLM takes ~10 s);
@@ -1188,33 +1189,30 @@ class Row:
     hits: dict[str, dict[str, tuple[int, int]]]
 
 
+def kvunits_modes(trace: Trace, batch: bool = True) -> list[str]:
+    """kvunits' sides of ``trace`` (`KvunitsSide` modes): typed and raw always; with
+    ``batch``, a generating trace's one call a stream-step (content), a drafting trace's
+    (fused), and one call an engine step (batch) where every running stream's step takes one
+    count (no stream still in its prompt's chunks)."""
+    modes = ["typed", "raw"]
+    plain = trace.spec == 0 and trace.prefix != "generated" and trace.prompt <= trace.chunk
+    if batch and plain and _has_batch():
+        modes.append("batch")
+    if batch and trace.prefix == "generated" and trace.spec == 0 and _has_content():
+        modes += ["content", "batch"] if _has_content_all() else ["content"]
+    if batch and trace.spec and _has_fused() and not (trace.mixed and trace.prompt > trace.chunk):
+        modes += ["fused", "batch"] if trace.prompt <= trace.chunk else ["fused"]
+    return modes
+
+
 def measure(trace: Trace, v: dict[str, Any] | None, rounds: int, batch: bool) -> Row:
     """Check one trace's work on every side, then time ``rounds`` rounds of each."""
     schedule = make_schedule(trace)
     sides: dict[str, Any] = {}
     if v is not None:
         sides["vLLM"] = VllmSide(v, trace, schedule)
-    sides["typed"] = KvunitsSide(trace, schedule, "typed")
-    sides["raw"] = KvunitsSide(trace, schedule, "raw")
-    if (
-        batch
-        and hasattr(sides["typed"], "run")
-        and _has_batch()
-        and trace.spec == 0
-        and trace.prefix != "generated"
-        and trace.prompt <= trace.chunk
-    ):
-        sides["batch"] = KvunitsSide(trace, schedule, "batch")
-    if batch and trace.prefix == "generated" and trace.spec == 0 and _has_content():
-        sides["content"] = KvunitsSide(trace, schedule, "content")
-        if _has_content_all():
-            sides["batch"] = KvunitsSide(trace, schedule, "batch")
-    if batch and trace.spec and _has_fused() and not (trace.mixed and trace.prompt > trace.chunk):
-        sides["fused"] = KvunitsSide(trace, schedule, "fused")
-        # One call takes one count for every running stream: their steps are alike only when
-        # no stream is still in its prompt's chunks.
-        if trace.prompt <= trace.chunk:
-            sides["batch"] = KvunitsSide(trace, schedule, "batch")
+    for mode in kvunits_modes(trace, batch):
+        sides[mode] = KvunitsSide(trace, schedule, mode)
     seen = {k: Seen() for k in sides}
     for k, side in sides.items():
         side.run(seen[k])
@@ -1596,9 +1594,13 @@ def _fast_source(coord: KVCacheCoordinator) -> str:
 
 
 def print_paths(traces: Sequence[Trace], mode: str = "typed", top: int = 4) -> None:
-    """`paths` of each trace: calls that left the fast paths per 1,000 stream-steps, and the
-    most frequent lines that left them."""
+    """`paths` of each trace on kvunits' ``mode`` side (where the trace has one:
+    `kvunits_modes`): calls that left the fast paths per 1,000 stream-steps, and the most
+    frequent lines that left them."""
     for trace in traces:
+        if mode not in kvunits_modes(trace):
+            print(f"-- {trace.name}: no {mode} side")
+            continue
         steps, counts = paths(trace, mode)
         slow = sum(counts.values())
         print(f"-- {trace.name}: {steps:,} stream-steps, {1000 * slow / steps:.1f} per 1,000 "
@@ -1624,6 +1626,12 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     parser.add_argument(
         "--paths", action="store_true", help="where kvunits leaves its fast paths, untimed"
     )
+    parser.add_argument(
+        "--paths-side",
+        default="typed",
+        choices=("typed", "raw", "fused", "batch", "content"),
+        help="the kvunits side --paths replays (batches leave by paths of their own)",
+    )
     args = parser.parse_args(argv)
 
     v: dict[str, Any] | None = None
@@ -1648,7 +1656,10 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     else:
         traces = (held_out if args.held_out else family)(args.quick)
     if args.paths:
-        print_paths([t for t in traces if not args.only or any(o in t.name for o in args.only)])
+        print_paths(
+            [t for t in traces if not args.only or any(o in t.name for o in args.only)],
+            args.paths_side,
+        )
         return []
     print(f"clock: {clock_cost()} ns per timed region (subtracted)")
     rows = []

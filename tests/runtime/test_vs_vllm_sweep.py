@@ -79,3 +79,25 @@ def test_drafting_with_every_token_cached_in_a_shared_pool_registers_on_the_fast
     boundary = sum(n for (path, _, _), n in counts.items() if path == "_boundary_step")
     assert boundary <= 3, counts
     assert not any("pending" in text for _, _, text in counts), counts
+
+
+def test_paths_replays_the_side_asked_for_where_the_trace_has_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Short streams drafting 6 with every token cached, one call an engine step (sweep 29's
+    # trace 29.32, shorter): each request's first drafting step found its content resting
+    # and took the core's boundary path (581 of 1,600 stream-steps, on a side `--paths` did
+    # not replay); now nothing leaves the fast paths but a compaction. A trace whose streams
+    # are still in their prompts' chunks has no batch side, and says so.
+    trace = vs_vllm.Trace(
+        "x", "y", ("text",), streams=8, prompt=1, chunk=512, decode=5, total=400,
+        shared_pool=True, prefix="generated", spec=6,
+    )  # fmt: skip
+    assert vs_vllm.kvunits_modes(trace) == ["typed", "raw", "fused", "batch"]
+    steps, counts = vs_vllm.paths(trace, "batch")
+    assert steps == 400
+    assert {path for path, _, _ in counts} <= {"compact_ops"}, counts
+    chunked = vs_vllm.Trace("x", "z", ("text",), prompt=100, chunk=64, decode=5, total=64)
+    assert "batch" not in vs_vllm.kvunits_modes(chunked)
+    vs_vllm.print_paths([chunked], "batch")
+    assert capsys.readouterr().out == "-- x z: no batch side\n"
