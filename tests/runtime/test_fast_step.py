@@ -859,9 +859,9 @@ def test_a_windows_chunk_on_a_full_pool_takes_back_the_blocks_it_evicts(path: st
     # 4 where 1 is free, and evicts 4.
     # Its evictions go to the queue's back before its take (vLLM's remove_skipped_blocks
     # before the allocation), so each chunk takes them back as the tail of its run: on the
-    # generated crossing and on the core's boundary plan, as on the general path, which
-    # both sent such a chunk to before (a sliding window's prefill on a pool in use: a
-    # chunk a step, each planned block by block).
+    # generated crossing and on the core's boundary plan, as the general path does. Both
+    # sent such a chunk to the general path before (a sliding window's prefill on a pool in
+    # use: a chunk a step, each planned block by block).
     def build() -> KVCacheCoordinator:
         return coordinator(
             {
@@ -3884,8 +3884,7 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
     # requests within their blocks (stores and appends), filling a block (`plan_fill`),
     # crossing one (`plan_cross`), both; the first batch wakes the requests' resting content
     # (`RestingExtras.active`, then planned so). Interrupted at each of its events (every
-    # `every()`-th),
-    # nothing changes; then it does what the uninterrupted call does on a twin.
+    # `every()`-th), nothing changes; then it does what the uninterrupted call does on a twin.
     ids = ["a", "b", "c"]
     rng = random.Random(8)
     coord = _prefilled(layout, ids, rng)
