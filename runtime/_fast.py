@@ -1815,6 +1815,24 @@ def _crossing(
                 else [f"        if t{g} in sa{i} or t{g} in ca{i}:", f"            {fail}"]
             ),
             f"        h{i} += 1",
+            *(
+                # Past the queue's entries (a full pool): the blocks evicted before this take
+                # go to the queue's back first, as the core's plan releases them (earlier
+                # requests' of a batch, ``ev{i}``, then this group's own, the last first); a
+                # stale or cached one is the core's.
+                [
+                    f"    elif h{i} - len(qu{i}) < len(ev{i}) + (1 if dr{g} == 1 else "
+                    f"len(d{g}) if dr{g} else 0):",
+                    f"        k = h{i} - len(qu{i}) - len(ev{i})",
+                    f"        t{g} = ev{i}[h{i} - len(qu{i})] if k < 0 else d{g} if dr{g} == 1 "
+                    f"else d{g}[len(d{g}) - 1 - k]",
+                    f"        if t{g} in sa{i} or t{g} in ca{i}:",
+                    f"            {fail}",
+                    f"        h{i} += 1",
+                ]
+                if evicts and sum(1 for other in core.pools if other is core.pools[g]) == 1
+                else []
+            ),
             "    else:",
             f"        {fail}",
             "    if length < capacity:",

@@ -896,14 +896,14 @@ def test_a_windows_chunk_on_a_full_pool_takes_back_the_blocks_it_evicts(path: st
         check_pools(one)
 
 
-@pytest.mark.parametrize("path", ["advance", "speculative", "boundary"])
+@pytest.mark.parametrize("path", ["advance", "speculative", "batch", "boundary"])
 def test_a_windows_decode_on_a_full_pool_takes_back_the_block_it_evicts(path: str) -> None:
     # The same window and pool, full: "p" (16 tokens, 4 blocks) beside "f" (12 tokens, the
     # other 3). Each decode step that crosses a block evicts the window's oldest block(s)
     # and takes one: the queue holding none, it is a block just evicted, given back and
-    # taken again; on the generated crossing (``advance``) and the core's boundary plan (a
-    # drafting step's, ``speculative``: its lean crossing declines it), as on the general
-    # path, where such a step went before (a sliding window's decode on a full pool).
+    # taken again; on the generated crossings (``advance``, a drafting step's lean one:
+    # ``speculative``, an engine step's: ``batch``) and the core's boundary plan, as on the
+    # general path, where such a step went before (a sliding window's decode on a full pool).
     def build() -> KVCacheCoordinator:
         c = coordinator(
             {
@@ -929,14 +929,16 @@ def test_a_windows_decode_on_a_full_pool_takes_back_the_block_it_evicts(path: st
                 fast(core, "advance", "p", [1])
             elif path == "speculative":
                 fast(core, "respec", "p", [1], [0], [0])
+            elif path == "batch":
+                fast(core, "advance_all", ["p"], [1])
             else:
                 me: list[object] = []
                 assert core.guard.claim(0, me) is me
                 core._boundary_step(me, "p", core.offset("p"), [1], False)
         finally:
             sys.setprofile(None)
-        slow = {"_general_step", "_general_respec"}
-        if path == "advance":
+        slow = {"_general_step", "_general_respec", "_general_all"}
+        if path != "boundary":
             slow.add("_boundary_step")
         assert not slow & set(ran), (step, ran)
         if path == "speculative":
