@@ -1723,20 +1723,15 @@ class CoordinatorCore:
                     state[1] += 1
                 elif state[5]:  # a block a rollback of the plan gave back (`_plan_unroll`)
                     taken = state[5].pop(0)
-                elif (head := plan.live_head(state)) is not None:
-                    taken = head  # (stale entries before it skipped)
-                    filed_as = pool._cached.get(taken)
-                    if filed_as is not None:  # a cached block: evicted from the prefix cache
-                        plan.listed(pool.map_of(taken, filed_as), filed_as).remove(taken)
-                        ops.append((pool._cached.pop, taken, None))
-                        ops.append((pool._cached_free.discard, taken))
-                    state[2] += 1
-                elif (head := plan.released_head(state)) is not None:
-                    # Past the queue, a block the plan evicted (a full pool: a window's block
-                    # given back and taken again). A cached one leaves the prefix cache.
+                elif (head := plan.live_head(state)) is not None or (
+                    head := plan.released_head(state)
+                ) is not None:
+                    # The queue's first live entry (stale entries before it skipped), or past
+                    # the queue a block the plan evicted (a full pool: a window's block given
+                    # back and taken again).
                     taken = head
                     filed_as = pool._cached.get(taken)
-                    if filed_as is not None:
+                    if filed_as is not None:  # a cached block: evicted from the prefix cache
                         plan.listed(pool.map_of(taken, filed_as), filed_as).remove(taken)
                         ops.append((pool._cached.pop, taken, None))
                         ops.append((pool._cached_free.discard, taken))

@@ -851,6 +851,19 @@ def test_a_prefills_chunks_grow_the_slabs_last_segment_in_place(path: str) -> No
     check_pools(coord)
 
 
+def _full_window() -> KVCacheCoordinator:
+    """A window of 8 tokens in blocks of 4, in a pool of 7 blocks: what one request can hold
+    at once (16 tokens a step), so that its steps run the pool full."""
+    return coordinator(
+        {
+            "w": SlidingWindowLayer(
+                sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+            )
+        },
+        block_size=4, num_blocks=8, max_len=64, max_in_flight=16, reserve=False,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("path", ["advance", "boundary"])
 def test_a_windows_chunk_on_a_full_pool_takes_back_the_blocks_it_evicts(path: str) -> None:
     # A window of 8 tokens in blocks of 4, prefilled 16 tokens a step, in a pool of 7 blocks
@@ -862,17 +875,7 @@ def test_a_windows_chunk_on_a_full_pool_takes_back_the_blocks_it_evicts(path: st
     # generated crossing and on the core's boundary plan, as the general path does. Both
     # sent such a chunk to the general path before (a sliding window's prefill on a pool in
     # use: a chunk a step, each planned block by block).
-    def build() -> KVCacheCoordinator:
-        return coordinator(
-            {
-                "w": SlidingWindowLayer(
-                    sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
-                )
-            },
-            block_size=4, num_blocks=8, max_len=64, max_in_flight=16, reserve=False,
-        )  # fmt: skip
-
-    one, ref = build(), build()
+    one, ref = _full_window(), _full_window()
     for coord in (one, ref):
         coord._core.admit("p")
     core = one._core
@@ -905,14 +908,7 @@ def test_a_windows_decode_on_a_full_pool_takes_back_the_block_it_evicts(path: st
     # ``speculative``, an engine step's: ``batch``) and the core's boundary plan, as on the
     # general path, where such a step went before (a sliding window's decode on a full pool).
     def build() -> KVCacheCoordinator:
-        c = coordinator(
-            {
-                "w": SlidingWindowLayer(
-                    sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
-                )
-            },
-            block_size=4, num_blocks=8, max_len=64, max_in_flight=16, reserve=False,
-        )  # fmt: skip
+        c = _full_window()
         for rid, tokens in (("p", 16), ("f", 12)):
             c._core.admit(rid)
             general(c._core, "advance", rid, [tokens])
