@@ -1284,15 +1284,19 @@ def _free(core: CoordinatorCore) -> list[str]:
     `due` compacted, in one commit (a pool left with no block held goes to the general
     path). The last: the table, the pools and the policy's dicts emptied
     (`RequestTable.release_ops`, `PoolPlan.emit`'s pool as built: every pool left with no
-    block held and ids handed out, none shared or cached), in one commit. Anything else
-    returns False before anything changed (the token free): the caller takes the general
-    path."""
+    block held and ids handed out, none shared or cached), in one commit; where a pool keeps
+    cached blocks, its end as the others' (its queue's taken entries and ids' run dropped,
+    every block being free) with the table and the policy's dicts emptied and each pool that
+    caches nothing as built. Anything else returns False before anything changed (the token
+    free): the caller takes the general path."""
     n = len(core.names)
     ledger = core.ledger
     hw, cw = core.table.hot_width, core.table.cold_width
     no = "del owner[0]; return False"
     pool_of, first_of = _pools(core)
-    kept = " or ".join(f"pool{i}._{x}" for i in range(len(first_of)) for x in ("shared", "cached"))
+    pools = range(len(first_of))
+    cached = " or ".join(f"pool{i}._cached" for i in pools)
+    shared = " or ".join(f"pool{i}._shared" for i in pools)
     lines = [
         "    table_spare, table_hot = core.table.spare, core.table.hot",
         *(
@@ -1300,20 +1304,22 @@ def _free(core: CoordinatorCore) -> list[str]:
             for i, g in enumerate(first_of)
         ),
         # The end of the last request, less the reservation and the policy's dicts: what
-        # `_release_plan`, `release_ops` and `PoolPlan._emit_built` add (nothing cached or
-        # shared).
-        "    emptied = [(extras.clear,), (specs.clear,), (offsets.clear,),",
-        "               (table_hot.__delitem__, slice(None)), (st.__delitem__, slice(None)),",
-        "               (table_spare.__delitem__, slice(None))]",
-        "    emptied += [(slab.__delitem__, slice(None)) for slab in slabs]",
-        f"    emptied += [(setitem, table_garbage, g, 0) for g in range({n})]",
-        "    emptied += core._batch_caches_emptied()",
-        "    for pool in (" + ", ".join(f"pool{i}" for i in range(len(first_of))) + ",):",
-        '        emptied += [(setattr, pool, "_fresh", 1), (pool._queue.__delitem__, slice(None)),',
-        "                    (pool._iota.__delitem__, slice(None)), (pool._shared.clear,),",
-        "                    (pool._stale.clear,), (pool._cached.clear,),",
-        "                    (pool._cached_free.clear,)]",
-        '        emptied += [(setattr, pool, x, 0) for x in ("_head", "_num_stale", "_used")]',
+        # `_release_plan` and `release_ops` add (``table_emptied``), and per pool what
+        # `PoolPlan._emit_built` adds (``built{i}``: a pool that caches nothing).
+        "    table_emptied = [(extras.clear,), (specs.clear,), (offsets.clear,),",
+        "                     (table_hot.__delitem__, slice(None)),",
+        "                     (st.__delitem__, slice(None)),",
+        "                     (table_spare.__delitem__, slice(None))]",
+        "    table_emptied += [(slab.__delitem__, slice(None)) for slab in slabs]",
+        f"    table_emptied += [(setitem, table_garbage, g, 0) for g in range({n})]",
+        "    table_emptied += core._batch_caches_emptied()",
+        "    def built(pool):",
+        '        ops = [(setattr, pool, "_fresh", 1), (pool._queue.__delitem__, slice(None)),',
+        "               (pool._iota.__delitem__, slice(None)), (pool._shared.clear,),",
+        "               (pool._stale.clear,), (pool._cached.clear,), (pool._cached_free.clear,)]",
+        '        return ops + [(setattr, pool, x, 0) for x in ("_head", "_num_stale", "_used")]',
+        *(f"    built{i} = built(pool{i})" for i in pools),
+        "    emptied = table_emptied + " + " + ".join(f"built{i}" for i in pools),
         "",
         "    def free(request_id, arrival, priority, waiting):",
         "        me = []",
@@ -1334,10 +1340,13 @@ def _free(core: CoordinatorCore) -> list[str]:
             *(f"            r{g} = reserved[{g}] - caps[{g}]" for g in range(n)),
         ]
     given = [(g, f"r{g}") for g in range(n)] if ledger._reserve else []
-    # The last request: its pools as built (`PoolPlan.emit`), unless they keep cached blocks.
+    # The last request: its pools as built (`PoolPlan.emit`), unless one keeps cached blocks
+    # (then ``last``: its end below, the table emptied and each pool that caches nothing as
+    # built).
     lines += [
-        "            if len(offsets) == 1:",
-        f"                if {kept}:",
+        "            last = len(offsets) == 1",
+        f"            if last and not ({cached}):",
+        f"                if {shared}:",
         f"                    {no}",
     ]
     for i in range(len(first_of)):
@@ -1358,6 +1367,9 @@ def _free(core: CoordinatorCore) -> list[str]:
         "            if specs and o in specs:",
         "                more.append((specs.pop, o))",
         "            rev = x is not None and x.has_streams()",
+        "            if last:  # the table and the policy's dicts emptied (`_release_plan`)",
+        "                more += table_emptied",
+        "                more += [(arrival.clear,), (priority.clear,), (caps_known.clear,)]",
     ]
     stores, ops = [], []
     for g in range(n):
@@ -1403,11 +1415,17 @@ def _free(core: CoordinatorCore) -> list[str]:
             f"                front{i}, back{i} = back{i}, noblock",
             f"            used{i}, head{i}, at{i} = pool{i}._used - len(front{i}) - len(back{i}), "
             f"pool{i}._head, len(queue{i})",
-            f"            if not used{i}:",  # every block free: `PoolPlan.emit` drops more
+            # Every block free only at the end of the last request (then `PoolPlan.emit`
+            # drops the taken entries and the ids' run, and a pool that caches nothing is as
+            # built).
+            f"            if used{i} if last else not used{i}:",
             f"                {no}",
-            # `PoolPlan.emit`: the entries taken dropped once they are half the queue, then
-            # the front over those left, or after room made (`BlockPool.front_ops`).
-            f"            cut{i} = head{i} if head{i} >= at{i} or 2 * head{i} >= at{i} + "
+            f"            if last and len(pool{i}._iota):",
+            f"                more.append((pool{i}._iota.__delitem__, slice(None)))",
+            # `PoolPlan.emit`: the entries taken dropped once they are half the queue (or
+            # every block is free), then the front over those left, or after room made
+            # (`BlockPool.front_ops`).
+            f"            cut{i} = head{i} if last or head{i} >= at{i} or 2 * head{i} >= at{i} + "
             f"len(back{i}) else 0",
             f"            hd{i} = head{i} - cut{i}",
             *(
@@ -1435,9 +1453,16 @@ def _free(core: CoordinatorCore) -> list[str]:
     ops += ["(offsets.pop, request_id)", "(table_spare.append, o)"]
     stored = "            " + "; ".join(stores)
     lines += [
+        "            if last:",
+        *(
+            f"                if not pool{i}._cached and pool{i}._fresh > 1:\n"
+            f"                    more += built{i}"
+            for i in pools
+        ),
         # A slab the end leaves due is compacted with it, as `CoordinatorCore.free` does:
-        # after the end's garbage counts, before the rest (which no compaction reads).
-        f"            if {due}:",
+        # after the end's garbage counts, before the rest (which no compaction reads); the
+        # last request's end empties the slabs.
+        f"            if not last and ({due}):",
         "                plan = SlabPlan([])",
         "                plan.garbage.update({" + ", ".join(f"{g}: g{g}" for g in range(n))
         + "})",

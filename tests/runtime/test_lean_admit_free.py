@@ -33,6 +33,7 @@ from kvunits.contracts import (
     Tokens,
     Window,
 )
+from kvunits.contracts.internal import magnitude
 from kvunits.runtime import AdmissionPolicy, ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore
 from kvunits.runtime._table import SKIPPED
@@ -371,7 +372,7 @@ def _admitted_alike(
 
 
 def _ends_compared(
-    layout: str, seed: int, interrupt: bool, path: str = "generated"
+    layout: str, seed: int, interrupt: bool, path: str = "generated", drain: float = 0.0
 ) -> dict[str, int]:
     """Requests of a few prompts sharing their first blocks (prefix hits), each appending the
     tokens it samples as content (blocks registered, then cached once freed), some drafting
@@ -382,7 +383,9 @@ def _ends_compared(
     its events, each leaving everything as it was. Returns how many ends the lean path took,
     and of them how many found a shared block, a cached one, content, a speculative tail;
     and how many admissions it took, with a hit, with a block taken back from the queue,
-    with evicted entries leading a table."""
+    with evicted entries leading a table. ``drain``: the chance, at each call, that every
+    running request ends (the last one's end empties the table, its pools keeping what they
+    cache)."""
     one = _generating(layout)
     core = one._core
     units, handles, scale, pairs = _sequences(one)
@@ -397,7 +400,7 @@ def _ends_compared(
         return lean[0]
 
     core.fast = fast._replace(free=counted)
-    seen = dict.fromkeys(("lean", "shared", "cached", "content", "drafted", "ends"), 0)
+    seen = dict.fromkeys(("lean", "shared", "cached", "content", "drafted", "last", "ends"), 0)
     seen.update(admitted=0, lean_admitted=0, hit=0, taken_back=0, skipped=0)
     running: dict[str, int] = {}
     drafts: dict[str, int] = {}
@@ -411,6 +414,9 @@ def _ends_compared(
             "cached": any(p._cached.keys() & live for p in pools),
             "content": o in core.extras,
             "drafted": any(core.specs.get(o, ())),
+            # The last request, its pools keeping cached blocks: the table emptied, the
+            # pools not (`PoolPlan.emit`).
+            "last": len(core.table.offsets) == 1 and any(p._cached for p in pools),
         }
         twin = copy.deepcopy(one)
         before = _raw(one)
@@ -441,6 +447,10 @@ def _ends_compared(
         drafts.pop(rid, None)
 
     for i in range(240):
+        if running and rng.random() < drain:
+            for rid in sorted(running):
+                end(rid)
+            continue
         if len(running) < 4 and (not running or rng.random() < 0.6):
             rid = f"r{i}"
             prompt = rng.choice(prompts)
@@ -504,12 +514,13 @@ def test_lean_ends_of_requests_that_cached_shared_or_drafted_do_what_the_general
     # vLLM's default (prefix caching on) and drafting: the generated ``free`` ends such
     # requests (`BlockPool.ended`: shared blocks one reference less, cached ones free with
     # their content, tail first; content and speculative tail forgotten) as the general path
-    # does, and takes nearly every end (the last request's, with cached blocks left, is the
-    # general path's).
-    seen = _ends_compared(layout, 5, interrupt=False)
+    # does, and takes nearly every end (the last request's too, its pools keeping cached
+    # blocks: the table emptied, a pool that caches nothing as built).
+    seen = _ends_compared(layout, 5, interrupt=False, drain=0.05)
     assert seen["lean"] >= seen["ends"] * 3 // 4, seen
     for name in ("shared", "cached", "content", "drafted"):
         assert seen[name] > 0, seen
+    assert seen["last"] >= 5, seen  # (the batch ended together now and then)
 
 
 @pytest.mark.parametrize("path", ["generated", "planned"])
@@ -519,8 +530,65 @@ def test_a_lean_end_that_caches_shares_or_drafted_interrupted_anywhere_changes_n
     # The same, each lean admission (generated, or `_lean_prefix`) and end also interrupted
     # at each of its events.
     seen = _ends_compared("audio+text", 6, interrupt=True, path=path)
-    assert seen["lean"] > 10 and seen["shared"] and seen["cached"], seen
+    assert seen["lean"] > 10 and seen["shared"] and seen["cached"] and seen["last"], seen
     assert seen["lean_admitted"] > 10 and seen["hit"] and seen["taken_back"], seen
+
+
+@pytest.mark.parametrize("waves", [1, 3])
+def test_the_last_end_beside_a_pool_that_caches_nothing_is_the_general_paths(waves: int) -> None:
+    # Audio and text with a pool each, the prompt's content given for the text only: the end
+    # of the last request leaves the text's pool keeping its cached blocks (the queue as
+    # `PoolPlan.emit` leaves it) and the audio's, which caches nothing, as built
+    # (`PoolPlan._emit_built`). The generated ``free`` takes it, as the general path does it
+    # (its ids and orders), and an interrupt at any of its events changes nothing.
+    one = _generating("audio+text")
+    core = one._core
+    _, handles, _, _ = _sequences(one)
+    stepper: Any = one.stepper(*handles)  # (as many groups as the layout has)
+    a = next(h for h in handles if h.unit is EncoderTokens)
+    t = next(h for h in handles if h.unit is Tokens)
+    audio_pool, text_pool = core.pools[a.index], core.pools[t.index]
+    fast = core.fast
+    lean: list[bool] = []
+
+    def counted(*args: Any) -> bool:
+        lean.append(bool(fast.free(*args)))
+        return lean[-1]
+
+    core.fast = fast._replace(free=counted)
+    for wave in range(waves):
+        rids = [f"w{wave}r{i}" for i in range(2)]
+        for k, rid in enumerate(rids):
+            prompt = [1, 2, 3, 4, 5, 6, 7, 8, wave, k]  # two text blocks of 4 cached
+            hashes = t.block_hashes(ContentKeys(prompt, Tokens))
+            prefix = tuple(hashes if h is t else None for h in handles)
+            hits = stepper.admit_with_prefix(
+                rid, *(a.unit(20) if h is a else t.unit(10) for h in handles), prefix=prefix
+            )
+            left = 10 - max(magnitude(n) for n in hits)  # the text's hit (the audio has none)
+            for _ in range(0, left, 2):  # the prompt in chunks of 2 tokens
+                stepper.advance(rid, *(a.unit(4) if h is a else t.unit(2) for h in handles))
+        assert text_pool._cached and not audio_pool._cached
+        for rid in rids:
+            twin, before = copy.deepcopy(one), _raw(one)
+            probe = copy.deepcopy(one)
+            probe.free(rid)
+            at = 1
+            while True:
+                try:
+                    Interrupt(at).run(functools.partial(one.free, rid))
+                except KeyboardInterrupt:
+                    assert _raw(one) == before, (rid, at)
+                    at += every()
+                    continue
+                break
+            assert lean[-1], rid  # the generated end, the last one's too
+            _general_free(twin, rid)
+            assert _raw(one) == _raw(twin) == _raw(probe), rid
+        # Every request ended: the audio's pool as built, the text's keeping its cache.
+        assert (audio_pool._fresh, len(audio_pool._queue), audio_pool._used) == (1, 0, 0)
+        assert text_pool._cached and text_pool._used == 0 and not core.table.offsets
+    check_pools(one)
 
 
 @pytest.mark.parametrize("path", ["generated", "planned"])
