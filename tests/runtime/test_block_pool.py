@@ -257,6 +257,34 @@ def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataOb
     assert twins[0]._shared == twins[1]._shared
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(data=st.data())
+def test_an_end_in_a_requests_order_splits_as_the_loop_does(data: st.DataObject) -> None:
+    # A table as a request's end gives it: tail first where it cached content (its blocks
+    # without content, its cached ones, its prefix hits, which other tables share), else the
+    # other way round. `_ended_sets` then takes front and back as slices of it; they are
+    # what the loop gives, and, committed, the same pool. (Pools drawn with many touches:
+    # shared blocks in most tables.)
+    _, pool, _, held = _drawn_pool(data, 40, 40, keys=4, registers=3)
+    own = sorted(set(held))
+    drawn = st.lists(st.sampled_from(own), min_size=1, unique=True) if own else st.just([])
+    blocks = data.draw(drawn, label="table")
+
+    def kind(b: int) -> int:
+        return 2 if b in pool._shared else 1 if b in pool._cached or b in pool._stale else 0
+
+    blocks.sort(key=kind, reverse=data.draw(st.booleans(), label="without content"))
+    twins = [copy.deepcopy(pool) for _ in range(2)]
+    table = array("i", blocks)
+    few, sets = twins[0]._ended_few(table), twins[1]._ended_sets(table)
+    assert few is not None and sets is not None  # (a table: each block once, held)
+    assert [list(few[0]), list(few[1])] == [list(sets[0]), list(sets[1])]
+    commit(ops_of(few[2]))
+    commit(ops_of(sets[2]))
+    assert _pool_state(twins[0]) == _pool_state(twins[1])
+    assert twins[0]._shared == twins[1]._shared
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_a_run_past_the_queue_takes_the_released_blocks_as_a_plan_does(data: st.DataObject) -> None:
