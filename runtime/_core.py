@@ -1026,7 +1026,9 @@ class CoordinatorCore:
                 fast = self.fast
                 if ops is not None:
                     if fast.respec_fill(me, request_id, o, num_new, lookahead, rejected, extra, picked, adds) is not DECLINED: return  # noqa: E701, E501
-                elif fill and self._spec_counts(num_new, lookahead, rejected):
+                elif not self._spec_counts(num_new, lookahead, rejected):
+                    pass  # the core's plan says what is wrong (the crossings read them as given)
+                elif fill:
                     if fast.respec_fill_cross(me, request_id, o, num_new, lookahead, rejected, extra, picked, adds) is not DECLINED: return  # noqa: E701, E501
                 else:
                     more: Ops = [*zip(repeat(array.extend), [s.tail for s in picked], adds)]

@@ -4059,6 +4059,34 @@ def test_a_drafting_step_with_content_past_max_in_flight_is_refused_as_the_gener
         assert _state(one) == _state(two), q
 
 
+@pytest.mark.parametrize("content", [[], [5], [5, 6, 7, 8]], ids=["none", "a key", "a block"])
+def test_a_drafting_step_with_content_and_more_lookahead_than_positions_is_refused(
+    content: list[int],
+) -> None:
+    # More lookahead than positions (4 of 3), a step past the slack (2 positions) of a
+    # request whose content is active (a key added after its prompt): the core's one call
+    # refuses it, as `advance_speculative` does, and nothing changes. (The crossing it went
+    # to read the counts as given: it took the step and stored 4 speculative positions of 3,
+    # found by the fuzz of `test_the_fast_functions_do_what_the_general_path_does` at eight
+    # times its budget.) With no content, a key, or a block's worth.
+    layers = {"t": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))}
+    one, two = (
+        coordinator(layers, block_size=4, num_blocks=20, max_len=60, max_in_flight=8, reserve=False)
+        for _ in range(2)
+    )
+    for c in (one, two):
+        c._core.admit_with_prefix("r", [None], prefix_parts(c, [1, 2]))
+        c._core.advance_step("r", [2])
+        c._core.extend_content("r", 0, [3])  # a tail of 3 keys: active, nothing to register
+    before = _state(one)
+    pairs = [(0, array("q", content))] if content else []
+    mine = _outcome(one._core.advance_speculative_content, "r", [3], [4], [0], pairs)
+    two, failed = respec_then_content(two, "r", [3], [4], [0], [(0, content)] if content else [])
+    assert failed is not None and mine == failed, mine
+    assert "marks 4 of its 3 positions as lookahead" in str(mine)
+    assert _state(one) == before == _state(two)
+
+
 @pytest.mark.parametrize("names", [("t",), ("t", "u")], ids=["one group", "two groups shared"])
 def test_drafting_with_every_draft_rejected_evicts_only_what_it_grows_into(
     names: tuple[str, ...],
