@@ -48,7 +48,7 @@ _IOTA_FROM: Final = 16
 #: (each of which costs a set or an array). Measured (`BlockPool._ended_sets` taking front and
 #: back as slices): at 8 blocks the loop 1.8 us, the passes 1.5-2.9; at 16 about equal (2.9-3.3
 #: against 1.6-3.7, the passes faster the more blocks are cached); at 34 the passes twice as
-#: fast (2.7-5.3 against 5.6-6.1 us).
+#: fast (2.7-5.5 against 5.6-6.1 us).
 _ENDED_LOOP: Final = 16
 
 #: The bytes 0 .. 255: the low byte of 256 consecutive ids.
