@@ -371,6 +371,24 @@ def _admitted_alike(
     return mine
 
 
+def _free_interrupted(one: KVCacheCoordinator, rid: str) -> None:
+    """End ``rid`` on ``one``, first interrupted at each of its events (each leaving
+    everything as it was), then to its end: the state an uninterrupted end leaves."""
+    before = _raw(one)
+    probe = copy.deepcopy(one)
+    probe.free(rid)
+    at = 1
+    while True:
+        try:
+            Interrupt(at).run(functools.partial(one.free, rid))
+        except KeyboardInterrupt:
+            assert _raw(one) == before, (rid, at)
+            at += every()
+            continue
+        break
+    assert _raw(one) == _raw(probe), rid
+
+
 def _ends_compared(
     layout: str, seed: int, interrupt: bool, path: str = "generated", drain: float = 0.0
 ) -> dict[str, int]:
@@ -419,20 +437,8 @@ def _ends_compared(
             "last": len(core.table.offsets) == 1 and any(p._cached for p in pools),
         }
         twin = copy.deepcopy(one)
-        before = _raw(one)
         if interrupt:
-            probe = copy.deepcopy(one)
-            probe.free(rid)
-            at = 1
-            while True:
-                try:
-                    Interrupt(at).run(functools.partial(one.free, rid))
-                except KeyboardInterrupt:
-                    assert _raw(one) == before, (rid, at)
-                    at += every()
-                    continue
-                break
-            assert _raw(one) == _raw(probe), rid
+            _free_interrupted(one, rid)
             mine = None
         else:
             mine = _outcome(one.free, rid)
@@ -570,21 +576,11 @@ def test_the_last_end_beside_a_pool_that_caches_nothing_is_the_general_paths(wav
                 stepper.advance(rid, *(a.unit(4) if h is a else t.unit(2) for h in handles))
         assert text_pool._cached and not audio_pool._cached
         for rid in rids:
-            twin, before = copy.deepcopy(one), _raw(one)
-            probe = copy.deepcopy(one)
-            probe.free(rid)
-            at = 1
-            while True:
-                try:
-                    Interrupt(at).run(functools.partial(one.free, rid))
-                except KeyboardInterrupt:
-                    assert _raw(one) == before, (rid, at)
-                    at += every()
-                    continue
-                break
+            twin = copy.deepcopy(one)
+            _free_interrupted(one, rid)
             assert lean[-1], rid  # the generated end, the last one's too
             _general_free(twin, rid)
-            assert _raw(one) == _raw(twin) == _raw(probe), rid
+            assert _raw(one) == _raw(twin), rid
         # Every request ended: the audio's pool as built, the text's keeping its cache.
         assert (audio_pool._fresh, len(audio_pool._queue), audio_pool._used) == (1, 0, 0)
         assert text_pool._cached and text_pool._used == 0 and not core.table.offsets
