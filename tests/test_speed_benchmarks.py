@@ -3,6 +3,7 @@ asserted: the figures are ratios to a baseline measured in the same run, printed
 
 from __future__ import annotations
 
+import gc
 import re
 
 import pytest
@@ -47,8 +48,11 @@ def test_vs_vllm_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     # kvunits alone (no vLLM here): every side of every trace replays the same work as the
     # typed side, checked after every engine step (`check_equal_work` raises on a stream
     # whose length or blocks held differ), and finds the same prefix-cache hits.
+    frozen = gc.get_freeze_count()
     rows = vs_vllm.main(["--no-vllm", "--quick", "--rounds", "1"])
     out = capsys.readouterr().out
+    # The replays set the caller's heap aside from the collector, and give it back.
+    assert gc.get_freeze_count() == frozen
     assert "vLLM is NOT compared" in out
     traces = vs_vllm.family(quick=True)
     assert [row.trace for row in rows] == traces
