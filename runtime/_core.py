@@ -704,7 +704,7 @@ class CoordinatorCore:
                 if found[0] == NULL_BLOCK:  # a window's evicted entries lead
                     found = lives[g] = [b for b in found if b != NULL_BLOCK]
                 back = free.intersection(found)  # free and cached: taken back out
-                if not found or len(set(found)) != len(found):
+                if len(set(found)) != len(found):
                     return None
                 if back:
                     taken += [b for b in found if b in back]
@@ -751,8 +751,8 @@ class CoordinatorCore:
         table = self.table
         cold: list[int] = []
         for g, live in enumerate(lives):
-            if not live:
-                cold += (hits[g], 0, 0, 0, 0, 0, 0, lengths[g])
+            if not live:  # no hit, or evicted entries only (a chunked group's): no segment
+                cold += (hits[g], 0, 0, len(tables[g]), 0, 0, 0, lengths[g])
                 continue
             # (as `_new_request` places it: a first placement of ``len(live)`` entries)
             skipped = len(tables[g]) - len(live)

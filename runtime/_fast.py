@@ -1130,8 +1130,6 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
                 lines += [
                     f"                if not t{g}[0]:",
                     f"                    lv{g} = [b for b in t{g} if b]",
-                    f"                    if not lv{g}:",
-                    f"                        {no}",
                 ]
             lines += [
                 f"                if len(set(lv{g})) != len(lv{g}):",
@@ -1187,6 +1185,10 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
             f"                    seg += zero1 * (rm{g} - len(lv{g}))",
             "                xo.append((sb.extend, seg))",
         ]
+        if caches[g].kind != "full_attention":
+            # A hit of evicted entries only (a chunked group's positions before its current
+            # chunk, its blocks there missing): no segment, as `_new_request` places none.
+            lines += [f"            elif t{g}:", f"                sk{g} = len(t{g})"]
         cold += [f"h{g}", "0", "0", f"sk{g}", f"n{g}", f"len(lv{g})", f"rm{g}", f"l{g}"]
     # The extras (as `_extras_of`): one stream per sequence and granularity, in group order.
     streams: dict[tuple[int, int], int] = {}

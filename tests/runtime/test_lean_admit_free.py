@@ -24,11 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvunits.contracts import (
+    Chunk,
+    ChunkedLocalLayer,
     Elements,
     EncoderTokens,
     FullAttentionLayer,
     KVHeads,
     PooledBlocks,
+    PoolFactor,
     SlidingWindowLayer,
     Tokens,
     Window,
@@ -639,6 +642,56 @@ def test_a_lean_admission_whose_window_hit_leads_with_evicted_entries_is_the_gen
     reordered = {1: parts[1], 0: parts[0]}
     assert _admitted_alike(one, "e", [None, None], reordered, seen, path=path) == [12, 12]
     assert seen["lean_admitted"] == 3 + ended, seen
+    check_pools(one)
+
+
+@pytest.mark.parametrize("path", ["generated", "planned"])
+@pytest.mark.parametrize("audio", [False, True])
+def test_a_lean_admission_whose_chunked_hit_is_evicted_entries_only_is_the_general_paths(
+    audio: bool, path: str
+) -> None:
+    # Chunked local attention (chunks of 4 tokens in blocks of 2) the only group reading its
+    # sequence (alone, or beside the pooled audio window, another sequence), prefix caching
+    # on: a prompt of 13 tokens hits the 12 positions before its current chunk with no block
+    # at all, whatever the cache holds (vLLM's ChunkedLocalAttentionManager.
+    # find_longest_cache_hit: null blocks up to the current chunk's start). Its table leads
+    # with 6 evicted entries and has no segment. The lean admission takes it (before, every
+    # such admission of a prompt longer than a chunk took the general path: `--paths` on a
+    # lone chunked group of unique 512-token prompts, 581 of 6,000 stream-steps), placed as
+    # the general path places it; then a second request while the first runs, and a third
+    # after it ended, each compared with the general path; the first's steps and end between.
+    layers: dict[str, Any] = {
+        "chunked": ChunkedLocalLayer(
+            chunk=Chunk(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        )
+    }
+    if audio:  # its encoder tokens pooled 2 to a slot, keyed per encoder token
+        layers["audio"] = SlidingWindowLayer(
+            sliding_window=Window(8, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        )
+    one = coordinator(layers, block_size=2, num_blocks=24, max_len=32, max_in_flight=4)
+    handles: list[Any] = [one.group("chunked", Tokens)]
+    prompt = list(range(1, 14))
+    parts = {handles[0].index: handles[0].block_hashes(ContentKeys(prompt, Tokens)).part()}
+    if audio:
+        handles.append(one.group("audio", EncoderTokens))
+        frames = ContentKeys([k for k in prompt for _ in range(2)], EncoderTokens)
+        parts[handles[1].index] = handles[1].block_hashes(frames).part()
+    lengths = [None] * len(handles)
+    core = one._core
+    seen = dict.fromkeys(("admitted", "lean_admitted", "hit", "taken_back", "skipped"), 0)
+    got = _admitted_alike(one, "a", lengths, parts, seen, path=path)
+    assert got[0] == 12 and seen["lean_admitted"] == 1 and seen["skipped"] == 1, (got, seen)
+    o = core.table.offsets["a"]
+    assert core.table.field(o, 0, SKIPPED) == 6 and not core.table.live(o, 0)
+    core.advance_step("a", [1] * len(handles))  # the current chunk's last position
+    assert _admitted_alike(one, "b", lengths, parts, seen, path=path)[0] == 12
+    _free_interrupted(one, "a")
+    assert _admitted_alike(one, "c", lengths, parts, seen, path=path)[0] == 12
+    assert seen["lean_admitted"] == 3, seen
     check_pools(one)
 
 
