@@ -1565,6 +1565,7 @@ def _crossing(
     register: bool = False,
     drafted: bool = False,
     cache_ops: str | None = None,
+    batched: bool = False,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -1574,9 +1575,10 @@ def _crossing(
     (`CoordinatorCore._kept`), at most one block taken at the table's end into the segment's
     spare room (the pool's next fresh id, or the queue's head when it is neither stale nor
     cached) and those a window evicts at its front, one or a run (the first step after a
-    prefill chunk past the window), none shared nor cached but with ``lean`` or ``cache_ops``
-    (a cached one taken is evicted from the prefix cache, one a window evicts stays cached,
-    free; one another table shares loses a reference and stays held); content to register
+    prefill chunk past the window), none shared nor cached but with ``lean`` or
+    ``cache_ops`` (a cached one taken is evicted from the prefix cache, one a window evicts
+    stays cached, free; one another table shares loses a reference and stays held) or
+    ``batched`` (a cached one taken, below); content to register
     goes elsewhere. Written per group kind (a kind that evicts nothing plans no
     eviction) with the group's constants in, its cold fields read at once. The pools are
     read through ``f{i}``/``h{i}`` (fresh, head: the request's copies of the batch's) and the
@@ -1611,13 +1613,21 @@ def _crossing(
     the cached block the group took, if any; else ``fail``. With ``drafted`` too (a drafting
     step: its lookahead ``lk{g}``), the positions it commits are those before its
     lookahead. With ``cache_ops`` (the name of the ops list of a function that plans one
-    request), the prefix cache's part is planned as with ``lean``, its ops appended there."""
+    request), the prefix cache's part is planned as with ``lean``, its ops appended there.
+    With ``batched`` (one request of a batch, neither of those), a cached block taken whose
+    key no other block holds is evicted from the prefix cache, its ops in ``xe`` and its
+    (map, key) in ``xk`` (which `_crossed` adds to the batch's where the plan holds): a
+    batch's takes are distinct blocks, so no two of them plan one key's blocks. Any other
+    cached block declines, and so does one a window evicts that is shared or cached (two
+    requests of a batch could plan one block's reference count twice)."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     # Where the prefix cache's part goes (None: a cached block declines).
     xo = "xo" if lean else cache_ops
+    batched = batched and xo is None
     out = [
         *(["xo = []"] if lean else []),
+        *(["xe, xk = [], []"] if batched else []),
         *(["pend = None"] if register else []),
         "if extras:",
         "    extra = extras.get(o)",
@@ -1839,6 +1849,19 @@ def _crossing(
                     "(setitem, cache_map, key, filed(kept)) if kept else (cache_map.pop, key)]",
                 ]
                 if xo
+                else [
+                    f"        if t{g} in sa{i}:",
+                    f"            {fail}",
+                    f"        key = ca{i}.get(t{g})",
+                    "        if key is not None:",
+                    f"            cache_map = pools[{g}].map_of(t{g}, key)",
+                    "            if type(cache_map[key]) is not int:",
+                    f"                {fail}",
+                    f"            xe += [(ca{i}.pop, t{g}), "
+                    f"(pools[{g}]._cached_free.discard, t{g}), (cache_map.pop, key)]",
+                    "            xk.append((cache_map, key))",
+                ]
+                if batched
                 else [f"        if t{g} in sa{i} or t{g} in ca{i}:", f"            {fail}"]
             ),
             f"        h{i} += 1",
@@ -2125,10 +2148,14 @@ def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
         ]
 
 
-def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str]:
+def _crossed(
+    core: CoordinatorCore, indent: str, flat: bool = False, batched: bool | str = False
+) -> list[str]:
     """What `_crossing` planned, added to ``ops`` (the pools' part to ``ev{i}``/``tl{i}``,
     evicted and taken blocks, and ``gb{g}``, the slabs' garbage); with ``flat``, the hot
-    fields to the batch's stores (``push``, ``push{g}``) instead."""
+    fields to the batch's stores (``push``, ``push{g}``) instead; with ``batched``, the
+    prefix cache's part (``xe``) too, and where it is a name, the (map, key) pairs evicted
+    (``xk``) added to that list."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = []
@@ -2159,6 +2186,8 @@ def _crossed(core: CoordinatorCore, indent: str, flat: bool = False) -> list[str
             f"        tl{i}.append(t{g})",
             f"        ops.append((setitem, sb{g}, x{g}, t{g}))",
         ]
+    if batched:
+        out += ["if xe:", "    ops += xe" + (f"; {batched} += xk" if batched is not True else "")]
     if flat:
         out.append("push(o); " + _row(n, [f"v{g}" for g in range(n)]))
     else:
@@ -2446,7 +2475,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"            spec = {spec}",
         *(["            seen = {}; seen_get = seen.get"] if units else []),
         "            offs, xs, cx, ops = [], [], [], []",
-        "            hots = []; push, row = offs.append, hots.append",
+        "            hots = []; push, row = offs.append, hots.append; evicted = []",
         f"            {fresh}",
         f"            {zero_gb}",
         f"            {ends}",
@@ -2545,8 +2574,10 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         *([] if early else cold),
         "                for _ in once:",
     ]
-    lines += _crossing(core, "break", "                    ", compacting, typed, fit=True)
-    lines += _crossed(core, "                    ", flat=True)
+    lines += _crossing(
+        core, "break", "                    ", compacting, typed, fit=True, batched=True
+    )
+    lines += _crossed(core, "                    ", flat=True, batched="evicted")
     lines += [
         "                else:",
         # (a crossing's offset only: its item is made again where the core needs it)
@@ -2623,10 +2654,15 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                        continue",
         f"                    {restore}",
         *("    " + line for line in again.split("\n")),
-        "                    # The core's boundary path (a slab due, ...), on one plan.",
+        "                    # The core's boundary path (a slab due, ...), on one plan, which",
+        "                    # knows the keys of the cached blocks the locals evicted (gone,",
+        "                    # unless it registers them again) as its own evictions list them.",
         "                    if plan is None:",
         "                        plan = Boundary(frozenset(g for g in "
         f"range({n}) if compacted >> g & 1))",
+        "                        if evicted:",
+        "                            plan.lists.update({(id(m), k): (m, k, []) for m, k in "
+        "evicted})",
         *into,
         "                    back = plan_unroll(o, rejected_i, plan, num_new)",
         "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
@@ -4260,8 +4296,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     plain steps. In one pass, in order: a request within every slack (`_within`) is its offset
     and new hot fields; one past some slack (at a block boundary) is planned in plain locals
     as a speculative step with nothing rolled back and no lookahead (`_crossing`) and stored
-    so too, until one is not (a prefill's run of blocks, a cached or stale block, a slab due,
-    a speculative tail to accept, ...): then every request past its slack goes to the core
+    so too (a cached block taken evicted from the prefix cache, its key's one block), until
+    one is not (a prefill's run of blocks, a stale block, a slab due, a speculative tail to
+    accept, ...): then every request past its slack goes to the core
     (`CoordinatorCore._general_all`: its boundary plan, else its general path), the locals'
     plans dropped. The hot fields are stored in C at the commit (as `_respec_all` stores; of
     one group, only the slacks where each request's step count is the one stored already)."""
@@ -4328,9 +4365,15 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     # A move that would make its slab's garbage due: the slab compacted first (nothing
     # observable; nothing else was written), then the call again, as `_respec_all` does.
     lines += _crossing(
-        core, "break", "                    ", "compact = {g}; break", typed=True, fit=True
+        core,
+        "break",
+        "                    ",
+        "compact = {g}; break",
+        typed=True,
+        fit=True,
+        batched=True,
     )
-    lines += _crossed(core, "                    ", flat=True)
+    lines += _crossed(core, "                    ", flat=True, batched=True)
     lines += [
         "                else:",
         "                    cx.append((request_id, o)); continue",
