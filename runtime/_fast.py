@@ -1614,11 +1614,12 @@ def _crossing(
     step: its lookahead ``lk{g}``), the positions it commits are those before its
     lookahead. With ``cache_ops`` (the name of the ops list of a function that plans one
     request), the prefix cache's part is planned as with ``lean``, its ops appended there.
-    With ``batched`` (one request of a batch, neither of those), a cached block taken whose
-    key no other block holds is evicted from the prefix cache, its ops in ``xe`` and its
-    (map, key) in ``xk`` (which `_crossed` adds to the batch's where the plan holds): a
-    batch's takes are distinct blocks, so no two of them plan one key's blocks. Any other
-    cached block declines, and so does one a window evicts that is shared or cached (two
+    With ``batched`` (one request of a batch, neither of those), a cached block taken is
+    evicted from the prefix cache, its ops in ``xe`` and its key's blocks left in ``xk``
+    (which `_crossed` adds to the batch's ``ops`` and ``xl``, its keys' blocks as its takes
+    leave them, where the plan holds): a later take of the batch under the same key plans
+    from what the earlier left. In a pool of several groups only a key's one block (its map
+    found by the block). A block a window evicts that is shared or cached declines (two
     requests of a batch could plan one block's reference count twice)."""
     n = len(core.names)
     pool_of, _ = _pools(core)
@@ -1855,11 +1856,19 @@ def _crossing(
                     f"        key = ca{i}.get(t{g})",
                     "        if key is not None:",
                     f"            cache_map = pools[{g}].map_of(t{g}, key)",
-                    "            if type(cache_map[key]) is not int:",
-                    f"                {fail}",
+                    "            lk = id(cache_map), key",
+                    # (the key's blocks as the batch's earlier takes left them)
+                    "            held = xl[lk][2] if lk in xl else cache_map[key]",
+                    *(
+                        ["            if type(held) is not int:", f"                {fail}"]
+                        if shared
+                        else []
+                    ),
+                    f"            kept = without(held, t{g})",
                     f"            xe += [(ca{i}.pop, t{g}), "
-                    f"(pools[{g}]._cached_free.discard, t{g}), (cache_map.pop, key)]",
-                    "            xk.append((cache_map, key))",
+                    f"(pools[{g}]._cached_free.discard, t{g}), "
+                    "(setitem, cache_map, key, filed(kept)) if kept else (cache_map.pop, key)]",
+                    "            xk.append((lk, cache_map, key, kept))",
                 ]
                 if batched
                 else [f"        if t{g} in sa{i} or t{g} in ca{i}:", f"            {fail}"]
@@ -2149,13 +2158,12 @@ def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
 
 
 def _crossed(
-    core: CoordinatorCore, indent: str, flat: bool = False, batched: bool | str = False
+    core: CoordinatorCore, indent: str, flat: bool = False, batched: bool = False
 ) -> list[str]:
     """What `_crossing` planned, added to ``ops`` (the pools' part to ``ev{i}``/``tl{i}``,
     evicted and taken blocks, and ``gb{g}``, the slabs' garbage); with ``flat``, the hot
     fields to the batch's stores (``push``, ``push{g}``) instead; with ``batched``, the
-    prefix cache's part (``xe``) too, and where it is a name, the (map, key) pairs evicted
-    (``xk``) added to that list."""
+    prefix cache's part (``xe``) too, and its keys' blocks left to the batch's ``xl``."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = []
@@ -2187,7 +2195,10 @@ def _crossed(
             f"        ops.append((setitem, sb{g}, x{g}, t{g}))",
         ]
     if batched:
-        out += ["if xe:", "    ops += xe" + (f"; {batched} += xk" if batched is not True else "")]
+        out += [
+            "if xe:",
+            "    ops += xe; xl.update({lk: (m, k, kept) for lk, m, k, kept in xk})",
+        ]
     if flat:
         out.append("push(o); " + _row(n, [f"v{g}" for g in range(n)]))
     else:
@@ -2475,7 +2486,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"            spec = {spec}",
         *(["            seen = {}; seen_get = seen.get"] if units else []),
         "            offs, xs, cx, ops = [], [], [], []",
-        "            hots = []; push, row = offs.append, hots.append; evicted = []",
+        "            hots = []; push, row = offs.append, hots.append; xl = {}",
         f"            {fresh}",
         f"            {zero_gb}",
         f"            {ends}",
@@ -2577,7 +2588,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     lines += _crossing(
         core, "break", "                    ", compacting, typed, fit=True, batched=True
     )
-    lines += _crossed(core, "                    ", flat=True, batched="evicted")
+    lines += _crossed(core, "                    ", flat=True, batched=True)
     lines += [
         "                else:",
         # (a crossing's offset only: its item is made again where the core needs it)
@@ -2655,14 +2666,14 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                    {restore}",
         *("    " + line for line in again.split("\n")),
         "                    # The core's boundary path (a slab due, ...), on one plan, which",
-        "                    # knows the keys of the cached blocks the locals evicted (gone,",
-        "                    # unless it registers them again) as its own evictions list them.",
+        "                    # starts from the keys' blocks the locals' evictions left (as its",
+        "                    # own would: a key it registers again, or evicts more of).",
         "                    if plan is None:",
         "                        plan = Boundary(frozenset(g for g in "
         f"range({n}) if compacted >> g & 1))",
-        "                        if evicted:",
-        "                            plan.lists.update({(id(m), k): (m, k, []) for m, k in "
-        "evicted})",
+        "                        if xl:",
+        "                            plan.lists.update({lk: (m, k, list(kept)) for lk, (m, k, "
+        "kept) in xl.items()})",
         *into,
         "                    back = plan_unroll(o, rejected_i, plan, num_new)",
         "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
@@ -4296,9 +4307,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     plain steps. In one pass, in order: a request within every slack (`_within`) is its offset
     and new hot fields; one past some slack (at a block boundary) is planned in plain locals
     as a speculative step with nothing rolled back and no lookahead (`_crossing`) and stored
-    so too (a cached block taken evicted from the prefix cache, its key's one block), until
-    one is not (a prefill's run of blocks, a stale block, a slab due, a speculative tail to
-    accept, ...): then every request past its slack goes to the core
+    so too (a cached block taken evicted from the prefix cache), until one is not (a
+    prefill's run of blocks, a stale block, a slab due, a speculative tail to accept, ...):
+    then every request past its slack goes to the core
     (`CoordinatorCore._general_all`: its boundary plan, else its general path), the locals'
     plans dropped. The hot fields are stored in C at the commit (as `_respec_all` stores; of
     one group, only the slacks where each request's step count is the one stored already)."""
@@ -4323,7 +4334,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
         f"            {qs} = num_new",
         f"            if {(ints + ' or ') if not typed else ''}{negative}:",
         f"                {back}",
-        "            offs, hots, cx, slow, ops = [], [], [], [], []",
+        "            offs, hots, cx, slow, ops, xl = [], [], [], [], [], {}",
         "            push, row = offs.append, hots.append",
         *(["            same = 0"] if n == 1 else []),
         "            for request_id in request_ids:",

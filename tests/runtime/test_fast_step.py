@@ -56,6 +56,7 @@ from kvunits.contracts.errors import (
 from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import CoordinatorCore, RequestExtras, RestingExtras
 from kvunits.runtime._table import BASE, CAPACITY, SLACK, START, RequestTable
+from kvunits.runtime.block_pool import holders as held_blocks
 
 from ..examples import every, examples
 from .support import (
@@ -3577,49 +3578,56 @@ def test_a_generating_batch_in_phase_moves_its_segments_and_compacts_as_the_gene
     assert spaced == {True, False}, spaced
 
 
+@pytest.mark.parametrize("copies", [1, 2])
 @pytest.mark.parametrize("speculative", [False, True])
 def test_a_batch_takes_a_cached_block_whose_key_another_request_registers_again(
-    speculative: bool,
+    speculative: bool, copies: int
 ) -> None:
-    # Prefix caching on, a pool of three blocks. An ended request left its prompt's blocks
-    # cached and free ([1, 2] under key K1, [3, 4] under K2); "b", admitted with [1], took the
-    # last fresh id; "a" (no content) took the K2 block back off the queue. "b" then appends
-    # 2: its block holds K1's content, registered by its next step. One engine step of both,
-    # "a" first: its crossing takes the queue's head, the K1 block, evicting it from the
-    # prefix cache in the batch's own plan (not the core's: before, a cached block taken sent
-    # the whole batch there); "b" registers K1 on its block. In a drafting batch
-    # (`advance_speculative_all`) "b" goes to the core's boundary plan after "a" was planned,
-    # and that plan must know K1 was evicted: else it files K1 under both blocks, the
-    # evicted one held by "a" and no longer cached. A plain batch (`advance_all`) leaves
-    # both to the core. Each compared with the general path.
+    # Prefix caching on, a full pool. ``copies`` requests computed the prompt [1, 2, 3] at
+    # once and ended: its block [1, 2] is cached under key K1 in each of them (two: the
+    # duplicates vLLM keeps too), free, at the queue's back. "b", admitted with [1], took
+    # the last fresh id; "a" (no content) took the blocks without content off the queue's
+    # front. "b" then appends 2: its block holds K1's content, registered by its next step.
+    # One engine step of both, "a" first: its crossing takes the queue's head, a K1 block,
+    # evicting it from the prefix cache in the batch's own plan (before, a cached block
+    # taken sent the whole batch to the core's general path); "b" registers K1 on its
+    # block. In a drafting batch (`advance_speculative_all`) "b" goes to the core's
+    # boundary plan after "a" was planned, and that plan must start from K1's blocks as the
+    # eviction left them: else it files K1 under the evicted block too (held by "a", no
+    # longer cached), or forgets the other copy (still cached). A plain batch
+    # (`advance_all`) leaves both to the core. Each compared with the general path.
     def build() -> KVCacheCoordinator:
         one = coordinator(
             {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
             block_size=2,
-            num_blocks=4,
+            num_blocks=2 * copies + 2,
             max_len=6,
             max_in_flight=4,
             reserve=False,
         )
         core = one._core
-        core.admit_with_prefix("x", [None], prefix_parts(one, [1, 2, 3, 4]))
-        core.advance_step("x", [4])
-        one.free("x")
+        ended = [f"x{i}" for i in range(copies)]
+        for rid in ended:
+            core.admit_with_prefix(rid, [None], prefix_parts(one, [1, 2, 3]))
+        for rid in ended:
+            core.advance_step(rid, [3])
+        for rid in ended:
+            one.free(rid)
         core.admit_with_prefix("b", [None], prefix_parts(one, [1]))
         core.advance_step("b", [1])
         core.admit("a", [None])
-        core.advance_step("a", [2])
+        core.advance_step("a", [2 * copies])
         core.extend_content("b", 0, [2])
         return one
 
     one, two = build(), build()
     core = one._core
-    pool = core.pools[0]
-    cache = core.caches[0]
+    pool, cache = core.pools[0], core.caches[0]
     assert cache is not None
-    ((k1, first),) = cache.blocks.items()  # (K2's block went to "a")
-    assert pool._queue[pool._head :].tolist() == [first] and pool._cached == {first: k1}
-    assert core.table.live(core.offset("a"), 0).tolist() == [2] and pool._fresh == pool.num_blocks
+    ((k1, held),) = cache.blocks.items()
+    assert len(held_blocks(held)) == copies and pool._fresh == pool.num_blocks
+    first = pool._queue[pool._head]
+    assert sorted(pool._queue[pool._head :]) == sorted(held_blocks(held)) and first in pool._cached
     ids = ["a", "b"]
     ran: list[str] = []
     if speculative:
@@ -3634,7 +3642,8 @@ def test_a_batch_takes_a_cached_block_whose_key_another_request_registers_again(
         sys.setprofile(None)
     general(two._core, kind, *args)
     assert _state(one) == _state(two)
-    assert cache.blocks[k1] == core.table.live(core.offset("b"), 0)[0]
+    mine = core.table.live(core.offset("b"), 0)[0]
+    assert held_blocks(cache.blocks[k1]) == [b for b in held_blocks(held) if b != first] + [mine]
     assert first not in pool._cached and first in core.table.live(core.offset("a"), 0)
     if speculative:  # "a" by the batch's locals, "b" by the core's boundary plan
         assert ran.count("_plan_boundary") == 1 and "_general_respec_all" not in ran, ran
