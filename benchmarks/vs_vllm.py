@@ -1213,12 +1213,17 @@ def callers_heap_set_aside() -> Iterator[None]:
     program running the benchmark: inside a test suite's process (torch, hypothesis, every
     module loaded) the quick family's 164 collections took 56 of its 62 s, against 0.3 s
     set aside. Replays time with the collector off either way. The caller's garbage is set
-    aside with the rest, and collected after."""
-    gc.freeze()
+    aside with the rest, and collected after. A caller that set objects aside itself (a
+    server before it forks; an interpreter that froze some at start-up) keeps them so: the
+    collector gives everything back at once or nothing, so then this sets nothing aside."""
+    mine = not gc.get_freeze_count()
+    if mine:
+        gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if mine:
+            gc.unfreeze()
 
 
 @callers_heap_set_aside()

@@ -51,7 +51,8 @@ def test_vs_vllm_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     frozen = gc.get_freeze_count()
     rows = vs_vllm.main(["--no-vllm", "--quick", "--rounds", "1"])
     out = capsys.readouterr().out
-    # The replays set the caller's heap aside from the collector, and give it back.
+    # The replays set the caller's heap aside from the collector, and give it back; what
+    # the caller had set aside stays so.
     assert gc.get_freeze_count() == frozen
     assert "vLLM is NOT compared" in out
     traces = vs_vllm.family(quick=True)
@@ -74,6 +75,26 @@ def test_vs_vllm_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
                 assert all(0 < h <= q for h, q in hits[0].values()), hits[0]
         assert f"-- {row.trace.name}: " in out
     assert out.rstrip().splitlines()[-1].startswith(traces[-1].name)
+
+
+def test_the_replays_set_the_callers_heap_aside_and_give_it_back() -> None:
+    # Nothing set aside before (Python 3.11 here): everything inside, nothing after. Some set
+    # aside by the caller (Python 3.12 starts with some): left so, since the collector gives
+    # everything back at once or nothing.
+    mine = not gc.get_freeze_count()
+    if mine:
+        with vs_vllm.callers_heap_set_aside():
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() == 0
+        gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with vs_vllm.callers_heap_set_aside():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        if mine:
+            gc.unfreeze()
 
 
 def test_vs_vllm_reports_hits_split_by_sequence() -> None:
