@@ -4425,6 +4425,14 @@ def _drafted(core: CoordinatorCore, past: str, indent: str) -> list[str]:
     lines: list[str] = []
     for g in range(n):
         lines += _group(core, g, True, past, indent)
+    # An empty step where the slack is 0 (content waiting to be registered sets it so) still
+    # accepts the latest step's speculative tail: the positions it commits may complete a
+    # block whose content is known, which the crossing registers (as the general path).
+    empty = " or ".join(f"not (s{g} or q{g})" for g in range(n))
+    lines += [
+        f"{indent}if extras and ({empty}) and (x := extras.get(o)) is not None and x.pending():",
+        f"{indent}    {past}",
+    ]
     stores = "; ".join(
         f"hot[o + {g * HOT + SLACK}] = s{g} - q{g}; hot[o + {g * HOT + STEP}] = q{g}"
         for g in range(n)

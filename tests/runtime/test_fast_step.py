@@ -3578,6 +3578,54 @@ def test_a_generating_batch_in_phase_moves_its_segments_and_compacts_as_the_gene
     assert spaced == {True, False}, spaced
 
 
+@pytest.mark.parametrize("entry", ["speculative", "speculative_typed", "stepper"])
+def test_an_empty_drafting_step_registers_the_block_its_accepted_tail_completes(
+    entry: str,
+) -> None:
+    # (Found by the fuzz at eight times its budgets: `test_batch_fuzz`'s longer schedules.)
+    # A sliding window of 4 tokens in blocks of 2, prefix caching on. "r", admitted with
+    # [1], drafts in two engine steps with their sampled tokens (one call each, a batch of
+    # one): its content fills its second block while that block's last position is still
+    # speculative, so the block waits to be registered (its slack 0; the fill leaves the
+    # window's eviction bound past its positions). A drafting step of no position and no
+    # draft accepts that tail: the position is committed and the block goes to the prefix
+    # cache, as the general path registers it. The generated step took it for a no-op (an
+    # empty step at slack 0 short of the bound) and stored the counts only.
+    def build() -> KVCacheCoordinator:
+        one = coordinator(
+            {
+                "text": SlidingWindowLayer(
+                    sliding_window=Window(4, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+                )
+            },
+            block_size=2,
+            num_blocks=12,
+            max_len=24,
+            max_in_flight=4,
+            reserve=False,
+        )
+        core = one._core
+        core.admit_with_prefix("r", [None], prefix_parts(one, [1]))
+        core.advance_speculative_content_all(["r"], [3], [1], [[0]], [(0, [array("q", [2, 2])])])
+        core.advance_speculative_content_all(["r"], [2], [1], [[1]], [(0, [array("q", [3])])])
+        return one
+
+    one, two = build(), build()
+    core = one._core
+    cache, o = core.caches[0], core.offset("r")
+    assert cache is not None and len(cache.blocks) == 1 and core.extras[o].pending()
+    assert core.specs[o] == (1,) and core.table.hot[o] == 0
+    if entry == "stepper":
+        stepper: Any = one.stepper(one.group("text", Tokens))
+        stepper.allocate_speculative("r", Tokens(0), lookahead=(Tokens(0),))
+    else:
+        fast(core, entry, "r", [0], [0])
+    general(two._core, "speculative", "r", [0], [0])
+    assert _state(one) == _state(two)
+    assert len(cache.blocks) == 2 and not core.extras[o].pending()
+    check_pools(one)
+
+
 @pytest.mark.parametrize("copies", [1, 2])
 @pytest.mark.parametrize("speculative", [False, True])
 def test_a_batch_takes_a_cached_block_whose_key_another_request_registers_again(
