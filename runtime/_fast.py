@@ -4420,7 +4420,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
 def _drafted(core: CoordinatorCore, past: str, indent: str) -> list[str]:
     """A speculative step's lines after its counts ``q{g}`` and lookahead ``k{g}`` are read
     (ints, ``0 <= k{g} <= q{g}``): each group within its slack (`_group`, its mapping
-    ``m{g}``), else ``past``; the stores, the lookahead kept, the mappings returned."""
+    ``m{g}``), else ``past``; ``past`` too for an empty step at slack 0 of a request whose
+    content waits to be registered (the tail it accepts may complete a block); the stores,
+    the lookahead kept, the mappings returned."""
     n = len(core.names)
     lines: list[str] = []
     for g in range(n):
