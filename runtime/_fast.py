@@ -437,13 +437,14 @@ def _cross(core: CoordinatorCore) -> list[str]:
 def _lean_cross(core: CoordinatorCore) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
     compacted=0)``: a step past some group's slack planned as `_crossing` plans a drafting
-    step with nothing rolled back (at most one block taken and one evicted per group, a
-    segment moved where it has no room) and committed as one line of stores (`_stored`; the
-    prefix cache's part, where a cached block is taken or freed, as ops with them:
-    `_committed`), its slot mapping built per block; anything else, before anything changed,
-    to ``cross_ops`` (`_cross`), which plans with an ops list (a prefill chunk's run of
-    blocks, a move that makes its slab due, a cached block taken from a pool of several
-    groups, content to register, a speculative tail the step accepts)."""
+    step with nothing rolled back (one block taken or a run of them, `_run`, and one evicted
+    per group, a segment moved where it has no room) and committed as one line of stores
+    (`_stored`; the prefix cache's part, where a cached block is taken or freed, as ops with
+    them: `_committed`), its slot mapping built per block; anything else, before anything
+    changed, to ``cross_ops`` (`_cross`), which plans with an ops list (a run with a cached
+    block among it or a slot mapping asked for, a segment that ends its slab grown in place,
+    a move that makes its slab due, a cached block taken from a pool of several groups,
+    content to register, a speculative tail the step accepts)."""
     n = len(core.names)
     ops = "return cross_ops(me, request_id, o, num_new, mapping, lookahead, compacted)"
     prep, stores = _stored(core)
@@ -671,8 +672,8 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
     active form, extended by ``adds``), planned as `_crossing` plans a step (`_lean_cross`'s
     way) and committed with the appends: the stores (``active`` among them: a resting
     form's was made by the caller), then the appends' one call, on one line (`_committed`);
-    anything `_crossing` declines (content to register, a run of blocks, a move that makes
-    its slab due, ...) to ``content_cross_ops`` (`plan_cross`). (`_crossing` reads the
+    anything `_crossing` declines (content to register, a run with a cached block, a move
+    that makes its slab due, ...) to ``content_cross_ops`` (`plan_cross`). (`_crossing` reads the
     request's stored form as ``extra``: what it has left to register.)"""
     n = len(core.names)
     ops = "return content_cross_ops(me, request_id, o, num_new, contents, tails, adds, active)"
@@ -1574,7 +1575,8 @@ def _crossing(
     case holds: the blocks the rolled-back positions used kept for the step
     (`CoordinatorCore._kept`), at most one block taken at the table's end into the segment's
     spare room (the pool's next fresh id, or the queue's head when it is neither stale nor
-    cached) and those a window evicts at its front, one or a run (the first step after a
+    cached), with ``lean`` a run of them too (`_run`: ``rn{g}``, none cached), and those a
+    window evicts at its front, one or a run (the first step after a
     prefill chunk past the window), none shared nor cached but with ``lean`` or
     ``cache_ops`` (a cached one taken is evicted from the prefix cache, one a window evicts
     stays cached, free; one another table shares loses a reference and stays held) or
@@ -1673,6 +1675,8 @@ def _crossing(
             _fitted(out, begin, g, fit and g < n - 1)
             continue
         evicts = kind != "full_attention"
+        # With ``lean``, a run of blocks too (`_run`); else one at most.
+        bad_want = "want < 0" if lean else "want < 0 or want > 1"
         # (with ``register``: a group whose content the prefix cache keeps)
         cached = register and core.caches[g] is not None
         # Within the slack the rollback leaves, and no block to give back (`_fits`, and more):
@@ -1690,6 +1694,8 @@ def _crossing(
         out += [
             *([f"ek{g} = None"] if cached else []),
             f"{fields} = w{g} = {read}",
+            # (with ``lean``: the run of blocks the step takes, where it takes more than one)
+            *([f"rn{g} = None"] if lean else []),
             # The small counts summed first (an int past 256 is a new object).
             f"sr = {s} + {r}",
             "rows = anchor - sr",
@@ -1746,7 +1752,7 @@ def _crossing(
             out += [
                 f"dr{g} = dropped = skip - skipped",
                 # Fewer blocks than held (a rollback past the step's end): the core's path.
-                "if want < 0 or want > 1:",
+                f"if {bad_want}:",
                 f"    {fail}",
                 "if dropped == 1:",
                 f"    d{g} = sb{g}[start]",
@@ -1794,7 +1800,7 @@ def _crossing(
             ]
         else:
             out += [
-                "if want < 0 or want > 1:",
+                f"if {bad_want}:",
                 f"    {fail}",
             ]
         # A segment without room moves to its slab's end with room (`RequestTable`), unless
@@ -1814,7 +1820,8 @@ def _crossing(
             else [f"gm{g} = 0"] if lean else []
         )
         out += [
-            "if want:",
+            *(_run(g, i, size, evicts, kept, stays, due_now, fail) if lean else []),
+            "elif want:" if lean else "if want:",
             f"    if f{i} < nb{i}:",
             f"        t{g} = f{i}",
             f"        f{i} += 1",
@@ -1913,6 +1920,8 @@ def _crossing(
             "length += want - dropped" if evicts else "length += want",
         ]
         skip = "skip" if evicts else "skipped"
+        # The block at table index ``at`` among those the step took (the last one, or of a run)
+        taken_at = f"(t{g} if rn{g} is None else rn{g}[at - length + want])" if lean else f"t{g}"
         cap = "" if p == 1 else f" * {p}"
         now = "end" if p == 1 else "rows"  # the step's end, in positions
         if p > 1:
@@ -1927,8 +1936,8 @@ def _crossing(
             # (no slack), it stays.
             f"if {skip} <= index < {skip} + length:",
             f"    at = index - {skip}",
-            f"    base = {f'w{g}[{BASE - ANCHOR}] = ' if lean else ''}(t{g} if want and "
-            "at == length - 1 else "
+            f"    base = {f'w{g}[{BASE - ANCHOR}] = ' if lean else ''}({taken_at} if want and "
+            f"at {'>= length - want' if lean else '== length - 1'} else "
             f"sb{g}[start + at] if m{g} is None else m{g}[at]) - index",
             # min(room, maxlen, evict, (index + 1) × size) × P, at least the end: the block
             # ``index`` is in the table, so its end is within the room.
@@ -1978,7 +1987,7 @@ def _crossing(
                 f"            if len(hashes) != r + 1 or {committed} // {pb} < r + 1 or not "
                 "0 <= at < length:",
                 f"                {fail}",
-                f"            rb = t{g} if want and at == length - 1 else "
+                f"            rb = {taken_at} if want and at >= length - want else "
                 f"sb{g}[start + at] if m{g} is None else m{g}[at]",
                 # (the block this step takes is registered anew: the key it held, if any,
                 # evicted above, unless it is the same key)
@@ -2001,15 +2010,67 @@ def _crossing(
                 "r + 1)]",
             ]
         if mapped:
+            # (a run's: across the entries kept and the run, or the moved segment holding both)
             out += [
                 "if mapping:",
                 f"    mp{g} = (slots_across(sb{g}, start, {skip}, length - want, {size}, first, "
                 f"end, t{g}) if m{g} is None else slots_across(m{g}, 0, {skip}, length - want, "
-                f"{size}, first, end, t{g})) if {q} else []",
+                f"{size}, first, end, t{g})) if {q} and rn{g} is None else slots_across(m{g} if "
+                f"m{g} is not None else sb{g}[start : start + length - want] + rn{g}, 0, {skip}, "
+                f"length, {size}, first, end, 0) if {q} else []",
             ]
         out[at:] = ["    " + line for line in out[at:]]
         _fitted(out, begin, g, fit and g < n - 1)
     return [indent + line for line in out]
+
+
+def _run(
+    g: int,
+    i: int,
+    size: int,
+    evicts: bool,
+    kept: str,
+    stays: list[str],
+    due_now: str,
+    fail: str,
+) -> list[str]:
+    """A lean crossing's take of a run of blocks (``want`` > 1: a prefill chunk's), as
+    ``cross_ops`` (`_cross`) takes and places it: the fresh ids, then the queue's live front
+    (`BlockPool.front`), into the segment's spare room, else moved to the slab's end with the
+    room a run's move gives (`_table.grown` with the run as its step and the request's
+    ``max_len`` as its most). ``rn{g}`` is the run (``t{g}`` 0). ``fail``, before the pool is
+    read, where a move would make the slab due (``cross_ops`` compacts first) or where the
+    segment ends the slab (``cross_ops`` grows it in place); after it, where the run is not
+    that (a stale or cached block among them, too few before the queue's end)."""
+    skip = "skip" if evicts else "skipped"
+    moves = [
+        f"    x{g} = len(sb{g})",
+        f"    if start + capacity == x{g} and capacity > {'dropped' if evicts else 0} or "
+        f"{due_now}:",
+        f"        {fail}",
+    ]
+    return [
+        "if want > 1:",
+        "    if length + want > capacity:",
+        *("    " + line for line in moves),
+        f"    rn{g} = pools[{g}].front(f{i}, h{i}, want)",
+        f"    if rn{g} is None or ca{i} and not ca{i}.keys().isdisjoint(rn{g}):",
+        f"        {fail}",
+        f"    fr = nb{i} - f{i}",
+        "    if fr > want:",
+        "        fr = want",
+        f"    f{i}, h{i}, t{g} = f{i} + fr, h{i} + want - fr, 0",
+        "    if length + want <= capacity:",
+        f"        x{g}, m{g} = start + length, None",
+        *("        " + line for line in stays),
+        "    else:",
+        f"        m{g} = sb{g}[{kept}]",
+        f"        m{g} += rn{g}",
+        f"        room = grown(len(m{g}), capacity, {skip}, want, (maxlen + {size - 1}) // "
+        f"{size} - {skip}) - len(m{g})",
+        f"        m{g}.extend(array('i', bytes(4 * room)))",
+        f"        gm{g}, start, capacity = capacity, x{g}, len(m{g})",
+    ]
 
 
 #: A store a commit makes: (object, key, value), ``key`` an item's (``a : b`` a slice's) or
@@ -2043,7 +2104,9 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
         prep += [
             # A moved segment (the block taken in it) at the slab's end: an empty slice there.
             f"if m{g} is not None:",
-            f"    y{g}, a{g}, k{i} = x{g}, m{g}, k{i} + 1",
+            f"    y{g}, a{g}, k{i} = x{g}, m{g}, k{i} + (1 if rn{g} is None else len(rn{g}))",
+            f"elif rn{g} is not None:",
+            f"    y{g}, a{g}, k{i} = x{g} + len(rn{g}), rn{g}, k{i} + len(rn{g})",
             f"elif t{g}:",
             f"    one{g}[0] = t{g}",
             f"    y{g}, a{g}, k{i} = x{g} + 1, one{g}, k{i} + 1",
