@@ -449,19 +449,40 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
     ops = "return cross_ops(me, request_id, o, num_new, mapping, lookahead, compacted)"
     prep, stores = _stored(core)
     out = "[" + ", ".join(f"mp{g}" for g in range(n)) + "] if mapping else None"
+    # (`_crossing` plans hashes ahead where it plans every group: the hold writes each)
+    ahead = any(core.caches) and _firsts(core)
+    held = [
+        f"                v{g} = 0; w{g}[{ANCHOR - ANCHOR}] = ps{g}; w{g}[{EVICT - ANCHOR}] = 0"
+        for g in range(n)
+    ]
+    pad = "    " if ahead else ""
+    # A move that would make its slab due: the slab compacted first (nothing observable),
+    # then the call planned again, the move allowed (as ``cross_ops`` does).
+    compacting = (
+        "pre = []; compact(pre, ({g},)); commit(ops_of(pre)); return cross(me, request_id, o, "
+        "num_new, mapping, lookahead, compacted | (1 << {g}))"
+    )
     return [
         "    def cross(me, request_id, o, num_new, mapping, lookahead=None, compacted=0):",
-        f"        if compacted or not (type(num_new) is tuple or type(num_new) is list) or "
+        f"        if not (type(num_new) is tuple or type(num_new) is list) or "
         f"len(num_new) != {n} or lookahead is None and o in specs:",
         f"            {ops}",
         *_lean_counts(core, ops, fresh=True),
-        *_crossing(core, ops, "        ", typed=True, lean=True, mapped=True, register=True),
-        # Content registered: a plain step's (`registering`'s), the request resting after it.
+        *_crossing(
+            core, ops, "        ", compacting, typed=True, lean=True, mapped=True,
+            register=True, ahead=True,
+        ),
+        # Content registered: a plain step's (`registering`'s), the request resting after it,
+        # or, with hashes left ahead of the positions (a prompt's chunk before its last),
+        # every group's fields held (its next steps register them: no slack, the anchor at
+        # the positions, no eviction point), as `CoordinatorCore._register_boundary` holds
+        # them.
         "        if pend is not None:",
         "            if mapping or lookahead is not None:",
         f"                {ops}",
-        "            known = pend.streams",
-        "            xo.append((setitem, extras, o, pend.resting([r if s < 0 or r >= "
+        *(["            if ah:", *held, "            else:"] if ahead else []),
+        f"            {pad}known = pend.streams",
+        f"            {pad}xo.append((setitem, extras, o, pend.resting([r if s < 0 or r >= "
         "len(known[s].hashes) else len(known[s].hashes) for s, r in zip(pend.stream_of, "
         "pend.registered)])))",
         *("        " + line for line in prep),
@@ -502,9 +523,7 @@ def _lean_counts(core: CoordinatorCore, ops: str, fresh: bool = False) -> list[s
 
 def _firsts(core: CoordinatorCore) -> bool:
     """Whether ``first_step`` is written for ``core``: every group a planned kind with rows."""
-    return all(
-        core._has_rows[g] and core._managers[g].kind in _PLANNED for g in range(len(core.names))
-    )
+    return all(_planned(core, g) for g in range(len(core.names)))
 
 
 def _first(core: CoordinatorCore) -> list[str]:
@@ -521,7 +540,7 @@ def _first(core: CoordinatorCore) -> list[str]:
     With prefix caching on (vLLM's default), as the core's boundary path plans it
     (`CoordinatorCore._register_boundary`): the cached free blocks among the runs taken
     (each its key's one block in its pool's one map: a block of an ended request) are
-    evicted (`BlockPool.evict_sole`, as `PoolPlan.take` evicts them); a request admitted
+    evicted (`BlockPool.evicted_ops`, as `PoolPlan.take` evicts them); a request admitted
     with content and no hit registers the full blocks its step computes whose hashes it
     knows (a prompt not seen before: keys new to their maps, registered in passes in C),
     then rests (`RequestExtras.resting`) or, hashes left (a prompt's chunk before its last),
@@ -647,19 +666,31 @@ def _first(core: CoordinatorCore) -> list[str]:
             f"        u{i} = pool{i}._used + f{i} - pool{i}._fresh + h{i} - pool{i}._head",
         ]
         stores += [f"pool{i}._fresh = f{i}", f"pool{i}._head = h{i}", f"pool{i}._used = u{i}"]
-        changes.append(f"gone{i} and pool{i}.evict_sole(gone{i}, evicted{i})")
+        changes += [
+            f"        if gone{i}:",
+            f"            fx += pool{i}.evicted_ops(gone{i}, evicted{i})",
+        ]
     # Then the registrations (after the evictions: a block taken may be filed again), the
     # registered counts of a request held, or its content at rest.
-    changes += [
-        f"full{g} and pools[{g}].file_new(cache_maps[{g}], run{g}, keys{g}, full{g})"
-        for g in cacheable
-    ]
-    changes += [f"held and full{g} and setitem(reg, {g}, full{g})" for g in cacheable]
-    changes.append("rest is None or setitem(extras, o, rest)")
+    for g in cacheable:
+        changes += [
+            f"        if full{g}:",
+            f"            fx += pools[{g}].filed_ops(cache_maps[{g}], run{g}[:full{g}], "
+            f"keys{g})",
+            "            if held:",
+            f"                fx.append((setitem, reg, {g}, full{g}))",
+        ]
+    changes += ["        if rest is not None:", "            fx.append((setitem, extras, o, rest))"]
     lines += [
-        # Stores, then the calls (dict and set operations on blocks and keys checked to be
-        # there, or new): nothing interrupts them halfway.
-        "        " + "; ".join(stores + changes) + "; del owner[0]; return None  # the commit",
+        # Stores, then the dict and set operations on blocks and keys checked to be there,
+        # or new, as ops: their one commit, a C call ending the line (nothing interrupts them
+        # halfway: a method of the pool, Python, could be interrupted after the stores).
+        "        fx = []",
+        *changes,
+        "        if fx:",
+        "            fxi = ops_of(fx)",
+        f"            {'; '.join(stores)}; commit(fxi); del owner[0]; return None  # the commit",
+        "        " + "; ".join(stores) + "; del owner[0]; return None  # the commit",
         "",
     ]
     return lines
@@ -672,9 +703,9 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
     active form, extended by ``adds``), planned as `_crossing` plans a step (`_lean_cross`'s
     way) and committed with the appends: the stores (``active`` among them: a resting
     form's was made by the caller), then the appends' one call, on one line (`_committed`);
-    anything `_crossing` declines (content to register, a run with a cached block, a move
-    that makes its slab due, ...) to ``content_cross_ops`` (`plan_cross`). (`_crossing` reads the
-    request's stored form as ``extra``: what it has left to register.)"""
+    anything `_crossing` declines (content to register, a run `_run` does not take, a move
+    that makes its slab due, ...) to ``content_cross_ops`` (`plan_cross`). (`_crossing`
+    reads the request's stored form as ``extra``: what it has left to register.)"""
     n = len(core.names)
     ops = "return content_cross_ops(me, request_id, o, num_new, contents, tails, adds, active)"
     prep, stores = _stored(core)
@@ -686,9 +717,11 @@ def _lean_content_cross(core: CoordinatorCore) -> list[str]:
         *_lean_counts(core, ops),
         *_crossing(core, ops, "        ", typed=True, lean=True, register=True),
         *("        " + line for line in prep),
+        # (the appends' iterator made first: the line's one call consumes it, in C)
+        "        ext = map(extend, tails, adds)",
         *_committed(
             [*stores, ("extras", "o", "active")], "del owner[0]; return  # the commit",
-            "        ", "xo", ("list", "map(extend, tails, adds)"),
+            "        ", "xo", ("commit", "ext"),
         ),
         "",
     ]
@@ -1097,8 +1130,10 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
             g = m0
             rpb = caches[g].rows_per_block
             lines += [
-                f"            t{g} = list(map(cget[{g}], p{g}.hashes[:(rows{a} - 1) // {rpb}]))"
-                f" if rows{a} else []",
+                # (its blocks to the first miss: a prompt not seen before misses at its first)
+                f"            nb = (rows{a} - 1) // {rpb} if rows{a} else 0",
+                f"            t{g} = list(map(cget[{g}], p{g}.hashes[:nb])) if nb and p{g}.hashes "
+                f"and cget[{g}](p{g}.hashes[0]) is not None else []",
                 f"            if None in t{g}:",
                 f"                del t{g}[t{g}.index(None):]",
                 f"            if countOf(map(type, t{g}), int) != len(t{g}):  # a key of several",
@@ -1567,6 +1602,7 @@ def _crossing(
     drafted: bool = False,
     cache_ops: str | None = None,
     batched: bool = False,
+    ahead: bool = False,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -1625,13 +1661,15 @@ def _crossing(
     requests of a batch could plan one block's reference count twice)."""
     n = len(core.names)
     pool_of, _ = _pools(core)
+    # (the hold of hashes ahead writes every group's fields: each group planned here)
+    ahead = ahead and lean and register and _firsts(core)
     # Where the prefix cache's part goes (None: a cached block declines).
     xo = "xo" if lean else cache_ops
     batched = batched and xo is None
     out = [
         *(["xo = []"] if lean else []),
         *(["xe, xk = [], []"] if batched else []),
-        *(["pend = None"] if register else []),
+        *((["pend, ah = None, False"] if ahead else ["pend = None"]) if register else []),
         "if extras:",
         "    extra = extras.get(o)",
         "    if extra is not None and extra.pending():",
@@ -1694,11 +1732,14 @@ def _crossing(
         out += [
             *([f"ek{g} = None"] if cached else []),
             f"{fields} = w{g} = {read}",
-            # (with ``lean``: the run of blocks the step takes, where it takes more than one)
-            *([f"rn{g} = None"] if lean else []),
+            # (with ``lean``: the run of blocks the step takes, where it takes more than one,
+            # and the cached ones among it, evicted)
+            *([f"rn{g} = gn{g} = None", f"gw{g} = 0"] if lean else []),
             # The small counts summed first (an int past 256 is a new object).
             f"sr = {s} + {r}",
             "rows = anchor - sr",
+            # (with ``ahead``: the positions after the step, what a hold anchors at)
+            *([f"ps{g} = rows + {q}"] if ahead else []),
             f"first, end = {first}, {end}",
             f"blocks = (end + {size - 1}) // {size}",
             f"if {q} <= sr and (sr or {q}) and {touched} <= {in_flight} and (not {r} or {s} and "
@@ -1813,6 +1854,7 @@ def _crossing(
         due_now = f"due(garbage[{g}] + {'' if lean else f'gb{g} + '}capacity, {end_now})"
         if compacting is not None:
             due_now = f"not compacted >> {g} & 1 and {due_now}"
+        made_due = fail if compacting is None else compacting.format(g=g)
         kept = "start + dropped : start + length" if evicts else "start : start + length"
         stays = (
             [f"gm{g}, start, capacity = dropped, start + dropped, capacity - dropped"]
@@ -1820,7 +1862,11 @@ def _crossing(
             else [f"gm{g} = 0"] if lean else []
         )
         out += [
-            *(_run(g, i, size, evicts, kept, stays, due_now, fail) if lean else []),
+            *(
+                _run(g, i, size, evicts, kept, stays, due_now, fail, made_due, not shared)
+                if lean
+                else []
+            ),
             "elif want:" if lean else "if want:",
             f"    if f{i} < nb{i}:",
             f"        t{g} = f{i}",
@@ -1907,7 +1953,7 @@ def _crossing(
             "    else:",
             *([f"        x{g} = len(sb{g})"] if lean else []),
             f"        if {due_now}:",
-            f"            {fail if compacting is None else compacting.format(g=g)}",
+            f"            {made_due}",
             f"        m{g} = sb{g}[{kept}]",
             f"        m{g}.append(t{g})",
             f"        room = grown(len(m{g}), capacity, {'skip' if evicts else 'skipped'})"
@@ -1958,24 +2004,67 @@ def _crossing(
         elif evicts:
             out += [
                 f"w{g}[{ANCHOR - ANCHOR}], w{g}[{LENGTH - ANCHOR}] = anchor, length",
-                f"if dropped or m{g} is not None:",
+                f"if dropped or m{g} is not None or gw{g}:",
                 f"    w{g}[{SKIPPED - ANCHOR}], w{g}[{START - ANCHOR}], "
                 f"w{g}[{CAPACITY - ANCHOR}] = skip, start, capacity",
             ]
         else:
             out += [
                 f"w{g}[{ANCHOR - ANCHOR}], w{g}[{LENGTH - ANCHOR}] = anchor, length",
-                f"if m{g} is not None:",
+                f"if m{g} is not None or gw{g}:",
                 f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
             ]
+        committed = f"({now} - lk{g})" if drafted else now
         if cached and (shared or _unread(core, g)):
             # (two groups' plans of one pool's keys; blocks the window mask leaves out:
             # `plan_cross`'s)
             out += ["if pend is not None:", f"    {fail}"]
+        elif cached and ahead:
+            # `_register_boundary`'s registration: the full blocks the step commits whose hash
+            # the group knows; one (its index ``r``) as below, several (a prompt's chunk) in
+            # passes in C where their keys are new (`BlockPool.filed_ops`). Hashes left ahead
+            # (a prompt's chunk before its last) set ``ah``: the caller holds the fields.
+            out += [
+                "if pend is not None:",
+                f"    ks = pend.stream_of[{g}]",
+                "    if ks >= 0:",
+                "        hashes = pend.streams[ks].hashes",
+                f"        r = pend.registered[{g}]",
+                f"        full = {committed} // {pb}",
+                "        if full >= len(hashes):",
+                "            full = len(hashes)",
+                "        else:",
+                "            ah = True",
+                "        if full == r + 1:",
+                f"            at = r - {skip}",
+                f"            if not 0 <= at < length or gn{g} is not None:",
+                f"                {fail}",
+                *_registered_one(g, i, taken_at, fail),
+                "        elif full > r:",
+                f"            lo, hi, kn = r - {skip}, full - {skip}, length - want",
+                f"            if lo < 0 or hi > length or ek{g} is not None:",
+                f"                {fail}",
+                f"            tk = rn{g} if rn{g} is not None else array('i', (t{g},)) if want "
+                "else noblock",
+                f"            if m{g} is not None:",
+                f"                blocks = m{g}[lo:hi]",
+                "            elif lo >= kn:",
+                "                blocks = tk[lo - kn : hi - kn]",
+                "            else:",
+                f"                blocks = sb{g}[start + lo : start + min(hi, kn)] + "
+                "tk[: max(hi - kn, 0)]",
+                "            keys = hashes[r:full]",
+                # (none cached but those the run's take evicts; every key new to the map)
+                f"            if not ca{i}.keys().isdisjoint(blocks) and not (gn{g} is not None "
+                f"and ca{i}.keys() & blocks <= gn{g}) or not "
+                f"cache_maps[{g}].keys().isdisjoint(keys) or len(set(keys)) != len(keys):",
+                f"                {fail}",
+                f"            xo += pools[{g}].filed_ops(cache_maps[{g}], blocks, keys)",
+                f"            xo.append((setitem, pend.registered, {g}, full))",
+            ]
         elif cached:
             # `plan_cross`'s registration where the step commits every hash the group knows,
             # one block (its index ``r``) of the step's table, not cached yet.
-            committed = f"({now} - lk{g})" if drafted else now
             out += [
                 "if pend is not None:",
                 f"    ks = pend.stream_of[{g}]",
@@ -1985,29 +2074,9 @@ def _crossing(
                 "        if len(hashes) > r:",
                 f"            at = r - {skip}",
                 f"            if len(hashes) != r + 1 or {committed} // {pb} < r + 1 or not "
-                "0 <= at < length:",
+                "0 <= at < length" + (f" or gn{g} is not None" if lean else "") + ":",
                 f"                {fail}",
-                f"            rb = {taken_at} if want and at >= length - want else "
-                f"sb{g}[start + at] if m{g} is None else m{g}[at]",
-                # (the block this step takes is registered anew: the key it held, if any,
-                # evicted above, unless it is the same key)
-                f"            if rb in ca{i} and rb != t{g}:",
-                f"                {fail}",
-                "            rk = hashes[r]",
-                f"            if rk != ek{g}:",
-                f"                held = cache_maps[{g}].get(rk)",
-                f"                xo += [(setitem, ca{i}, rb, rk), (setitem, cache_maps[{g}], rk, "
-                "rb if held is None else [*holders(held), rb]), "
-                f"(setitem, pend.registered, {g}, r + 1)]",
-                # The key of the cached block the step took (a prompt like one that ended):
-                # its entry written once, less that block and with this one at its end, as
-                # the ops path plans it (the eviction's write replaced; the pool is the
-                # group's own, its one map this group's).
-                "            else:",
-                f"                xo[ex{g} + 2] = (setitem, em{g}, rk, [*ekept{g}, rb] if ekept{g} "
-                "else rb)",
-                f"                xo += [(setitem, ca{i}, rb, rk), (setitem, pend.registered, {g}, "
-                "r + 1)]",
+                *_registered_one(g, i, taken_at, fail),
             ]
         if mapped:
             # (a run's: across the entries kept and the run, or the moved segment holding both)
@@ -2024,6 +2093,40 @@ def _crossing(
     return [indent + line for line in out]
 
 
+def _planned(core: CoordinatorCore, g: int) -> bool:
+    """Whether `_crossing` plans group ``g``'s table (a kind of `_PLANNED` with rows)."""
+    return bool(core._has_rows[g]) and core._managers[g].kind in _PLANNED
+
+
+def _registered_one(g: int, i: int, taken_at: str, fail: str) -> list[str]:
+    """`_crossing`'s registration of one block, the table's entry ``at`` (``r``, its hash's
+    index; its block in the plan's locals), unless it is cached (but for the block the step
+    took, whose key was evicted above). Its ops in ``xo``."""
+    return [
+        f"            rb = {taken_at} if want and at >= length - want else "
+        f"sb{g}[start + at] if m{g} is None else m{g}[at]",
+        # (the block this step takes is registered anew: the key it held, if any,
+        # evicted above, unless it is the same key)
+        f"            if rb in ca{i} and rb != t{g}:",
+        f"                {fail}",
+        "            rk = hashes[r]",
+        f"            if rk != ek{g}:",
+        f"                held = cache_maps[{g}].get(rk)",
+        f"                xo += [(setitem, ca{i}, rb, rk), (setitem, cache_maps[{g}], rk, "
+        "rb if held is None else [*holders(held), rb]), "
+        f"(setitem, pend.registered, {g}, r + 1)]",
+        # The key of the cached block the step took (a prompt like one that ended): its
+        # entry written once, less that block and with this one at its end, as the ops path
+        # plans it (the eviction's write replaced; the pool is the group's own, its one map
+        # this group's).
+        "            else:",
+        f"                xo[ex{g} + 2] = (setitem, em{g}, rk, [*ekept{g}, rb] if ekept{g} "
+        "else rb)",
+        f"                xo += [(setitem, ca{i}, rb, rk), (setitem, pend.registered, {g}, "
+        "r + 1)]",
+    ]
+
+
 def _run(
     g: int,
     i: int,
@@ -2033,41 +2136,71 @@ def _run(
     stays: list[str],
     due_now: str,
     fail: str,
+    made_due: str,
+    own: bool,
 ) -> list[str]:
     """A lean crossing's take of a run of blocks (``want`` > 1: a prefill chunk's), as
     ``cross_ops`` (`_cross`) takes and places it: the fresh ids, then the queue's live front
-    (`BlockPool.front`), into the segment's spare room, else moved to the slab's end with the
-    room a run's move gives (`_table.grown` with the run as its step and the request's
-    ``max_len`` as its most). ``rn{g}`` is the run (``t{g}`` 0). ``fail``, before the pool is
-    read, where a move would make the slab due (``cross_ops`` compacts first) or where the
-    segment ends the slab (``cross_ops`` grows it in place); after it, where the run is not
-    that (a stale or cached block among them, too few before the queue's end)."""
+    (`BlockPool.front`; in a pool of its own, ``own``, past stale entries too:
+    `BlockPool.front_past_stale`), into the segment's spare room; else, where the segment
+    ends the slab, grown there by the room a run's move would give it (``gw{g}`` entries
+    appended after the run: `_table.grown` with the run as its step and the request's
+    ``max_len`` as its most); else moved to the slab's end with that room. ``rn{g}`` is the
+    run (``t{g}`` 0), ``gn{g}`` the cached blocks among it (None: none), evicted from the
+    prefix cache by ops in ``xo``. ``made_due`` where a move would make the slab due (the
+    caller's compaction first, else ``fail``), before the pool is read; ``fail`` where the
+    run is not that (too few before the queue's end, a stale entry among them in a pool of
+    several groups, a cached one whose key names more blocks or a pool of several maps)."""
     skip = "skip" if evicts else "skipped"
-    moves = [
-        f"    x{g} = len(sb{g})",
-        f"    if start + capacity == x{g} and capacity > {'dropped' if evicts else 0} or "
-        f"{due_now}:",
-        f"        {fail}",
-    ]
+    dropped = "dropped" if evicts else "0"
+    most = f"(maxlen + {size - 1}) // {size} - {skip}"
     return [
         "if want > 1:",
         "    if length + want > capacity:",
-        *("    " + line for line in moves),
+        f"        x{g} = len(sb{g})",
+        f"        if (start + capacity != x{g} or capacity <= {dropped}) and {due_now}:",
+        f"            {made_due}",
         f"    rn{g} = pools[{g}].front(f{i}, h{i}, want)",
-        f"    if rn{g} is None or ca{i} and not ca{i}.keys().isdisjoint(rn{g}):",
-        f"        {fail}",
         f"    fr = nb{i} - f{i}",
         "    if fr > want:",
         "        fr = want",
-        f"    f{i}, h{i}, t{g} = f{i} + fr, h{i} + want - fr, 0",
+        f"    if rn{g} is not None:",
+        f"        f{i}, h{i}, t{g} = f{i} + fr, h{i} + want - fr, 0",
+        *(
+            # Stale entries among the queue's front (a prefix hit took their blocks back),
+            # skipped as the general path's take skips them (a pool of one group: one take).
+            [
+                "    else:",
+                f"        got = pools[{g}].front_past_stale(f{i}, h{i}, want, xo)",
+                "        if got is None:",
+                f"            {fail}",
+                f"        rn{g}, h{i} = got",
+                f"        f{i}, t{g} = f{i} + fr, 0",
+            ]
+            if own
+            else ["    else:", f"        {fail}"]
+        ),
+        # Cached blocks among it (free, their content in the queue) leave the prefix cache, in
+        # passes in C where each is its key's one block in the pool's one map (as
+        # `_Boundary.evict_run`), at the commit, before anything this step registers.
+        f"    if ca{i} and not ca{i}.keys().isdisjoint(rn{g}):",
+        f"        gn{g} = ca{i}.keys() & rn{g}",
+        f"        gk = pools[{g}].sole_keys(gn{g})",
+        "        if gk is None:",
+        f"            {fail}",
+        f"        xo += pools[{g}].evicted_ops(gn{g}, gk)",
         "    if length + want <= capacity:",
         f"        x{g}, m{g} = start + length, None",
+        *("        " + line for line in stays),
+        f"    elif start + capacity == x{g} and capacity > {dropped}:  # grown where it ends",
+        f"        room = grown(length - {dropped} + want, capacity, {skip}, want, {most})",
+        f"        x{g}, m{g}, gw{g} = start + length, None, room + {dropped} - length - want",
+        f"        capacity = room + {dropped}",
         *("        " + line for line in stays),
         "    else:",
         f"        m{g} = sb{g}[{kept}]",
         f"        m{g} += rn{g}",
-        f"        room = grown(len(m{g}), capacity, {skip}, want, (maxlen + {size - 1}) // "
-        f"{size} - {skip}) - len(m{g})",
+        f"        room = grown(len(m{g}), capacity, {skip}, want, {most}) - len(m{g})",
         f"        m{g}.extend(array('i', bytes(4 * room)))",
         f"        gm{g}, start, capacity = capacity, x{g}, len(m{g})",
     ]
@@ -2105,8 +2238,10 @@ def _stored(core: CoordinatorCore) -> tuple[list[str], list[_Store]]:
             # A moved segment (the block taken in it) at the slab's end: an empty slice there.
             f"if m{g} is not None:",
             f"    y{g}, a{g}, k{i} = x{g}, m{g}, k{i} + (1 if rn{g} is None else len(rn{g}))",
+            # A run (and the room a segment that ends its slab grows by, after it).
             f"elif rn{g} is not None:",
-            f"    y{g}, a{g}, k{i} = x{g} + len(rn{g}), rn{g}, k{i} + len(rn{g})",
+            f"    y{g}, a{g}, k{i} = x{g} + len(rn{g}), rn{g} + zero1 * gw{g} if gw{g} else "
+            f"rn{g}, k{i} + len(rn{g})",
             f"elif t{g}:",
             f"    one{g}[0] = t{g}",
             f"    y{g}, a{g}, k{i} = x{g} + 1, one{g}, k{i} + 1",
@@ -4668,8 +4803,9 @@ def _contents(
         f"{indent}if fill:",
         f"{indent}    return content_fill(me, request_id, o, {num_new}, {contents}, extra, "
         "picked, adds)",
-        f"{indent}{stores}; extras[o] = extra; list(map(extend, tails, adds)); del owner[0]; "
-        "return  # the commit",
+        # (the appends' iterator made first: the line's one call consumes it, in C)
+        f"{indent}ext = map(extend, tails, adds)",
+        f"{indent}{stores}; extras[o] = extra; commit(ext); del owner[0]; return  # the commit",
     ]
 
 
@@ -4817,7 +4953,8 @@ def respec_content_lines(
         *_unrolled(core, past, "    ", True),
         "    if fill:",
         f"        {filled}",
-        f"    {stores}; specs[o] = {ks}; extras[o] = extra; list(map(extend, tails, adds)); "
+        "    ext = map(extend, tails, adds)",
+        f"    {stores}; specs[o] = {ks}; extras[o] = extra; commit(ext); "
         "del owner[0]; return  # the commit",
         *_ENTRY_END,
     ]
@@ -4925,6 +5062,7 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "extras": core.extras,
         "Resting": RestingExtras,
         "extend": array.extend,
+        "commit": commit,
         "general": core._general_step,
         "general_rollback": core._general_rollback,
         "general_respec": core._general_respec,

@@ -393,30 +393,35 @@ class BlockPool:
     def sole_keys(self, blocks: Collection[int]) -> list[bytes] | None:
         """The keys of the cached free ``blocks`` (a step's run of the queue's front), in
         their order, where the pool files them in one map, each its key's one block
-        (`evict_sole` then evicts them in passes in C); None otherwise. Changes nothing."""
+        (`evicted_ops` then evicts them in passes in C); None otherwise. Changes nothing."""
         maps = self._maps
         keys = list(map(self._cached.__getitem__, blocks))
         if len(maps) != 1 or list(map(maps[0].get, keys)) != list(blocks):
             return None
         return keys
 
-    def evict_sole(self, blocks: Collection[int], keys: list[bytes]) -> None:
-        """Evict the cached free ``blocks``, filed under ``keys`` (`sole_keys`'): their
-        content leaves the prefix cache, as `PoolPlan.take` evicts a cached block it takes.
-        The caller takes them from the queue in the same commit."""
-        commit(map(self._cached.pop, blocks))
-        self._cached_free.difference_update(blocks)
-        commit(map(self._maps[0].pop, keys))
+    def evicted_ops(self, blocks: Collection[int], keys: list[bytes]) -> Ops:
+        """The ops that evict the cached free ``blocks``, filed under ``keys`` (`sole_keys`'),
+        from the prefix cache, as `PoolPlan.take` evicts a cached block it takes: passes in C
+        over lazy iterators (each a C call: a commit runs them all without a line of Python
+        between, `_guard`), for a commit that takes them from the queue too. Changes
+        nothing."""
+        return [
+            (commit, map(self._cached.pop, blocks)),
+            (self._cached_free.difference_update, blocks),
+            (commit, map(self._maps[0].pop, keys)),
+        ]
 
-    def file_new(
-        self, cache_map: CacheMap, run: Sequence[int], keys: Sequence[bytes], count: int
-    ) -> None:
-        """File the first ``count`` blocks of ``run`` (held, none cached) under ``keys``,
-        new to ``cache_map``: a prompt's blocks registered by its first step, in passes in C
-        (`PoolPlan.register_run`'s effect where its keys are new)."""
-        blocks = run[:count]
-        self._cached.update(zip(blocks, keys, strict=True))
-        cache_map.update(zip(keys, blocks, strict=True))
+    def filed_ops(
+        self, cache_map: CacheMap, blocks: Sequence[int], keys: Sequence[bytes]
+    ) -> Ops:
+        """The ops that file ``blocks`` (held, none cached) under ``keys``, new to
+        ``cache_map`` and each once: a prompt's blocks registered by its steps, in passes in
+        C (`PoolPlan.register_run`'s effect where its keys are new). Changes nothing."""
+        return [
+            (self._cached.update, zip(blocks, keys, strict=True)),
+            (cache_map.update, zip(keys, blocks, strict=True)),
+        ]
 
     def free_queue(self) -> list[int]:
         """The whole free queue, front (taken first) to back: the ids never handed out, then
@@ -501,6 +506,39 @@ class BlockPool:
             ops.append((setitem, stale, gone, count) if count else (stale.pop, gone, None))
         ops.append((setattr, self, "_num_stale", self._num_stale - (index - head)))
         return block, index
+
+    def front_past_stale(
+        self, fresh: int, head: int, n: int, ops: Ops
+    ) -> tuple[array[int], int] | None:
+        """`front` where stale entries lie among the queue's front (a prefix hit took their
+        blocks back out of it): the fresh ids, then the queue's next live entries from
+        ``head``, its stale ones skipped as `past_stale` skips them (the stale counts the
+        skips spend added to ``ops``), and the index after the last taken. None where fewer
+        are live there (``ops`` unchanged). For a pool of one group (one take a call).
+        Changes nothing."""
+        k = min(n, self.num_blocks - fresh)
+        more = n - k
+        run = self.ids(fresh, fresh + k)
+        queue, stale = self._queue, self._stale
+        left: dict[int, int] = {}
+        taken: list[int] = []
+        index, end = head, len(queue)
+        while len(taken) < more:
+            if index == end:
+                return None
+            block = queue[index]
+            index += 1
+            count = left.get(block, stale.get(block, 0))
+            if count:
+                left[block] = count - 1
+            else:
+                taken.append(block)
+        for gone, count in left.items():
+            ops.append((setitem, stale, gone, count) if count else (stale.pop, gone, None))
+        if left:
+            ops.append((setattr, self, "_num_stale", self._num_stale - (index - head - more)))
+        run.extend(taken)
+        return run, index
 
     # -- changing, one atomic change at a time ---------------------------------------------
 

@@ -317,6 +317,48 @@ def test_a_run_past_the_queue_takes_the_released_blocks_as_a_plan_does(data: st.
         fresh, head = fresh + k, head + n - k
 
 
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data())
+def test_a_run_past_stale_entries_takes_what_a_plan_takes(data: st.DataObject) -> None:
+    # `BlockPool.front_past_stale` (a lean crossing's run in a pool of one group, where a
+    # prefix hit took blocks back out of the queue): the fresh ids, then the queue's live
+    # entries, its stale ones skipped, exactly what a plan's take gives; the queue's index
+    # after the last taken, where the plan's head goes; and, its ops committed, the stale
+    # counts the take leaves. None, and no op, where fewer are free. Pools drawn with many
+    # touches: stale entries.
+    _, pool, cache, _ = _drawn_pool(data, 24, 12, keys=4)
+    # Blocks cached and freed (their entries in the queue), then some taken back by hits.
+    if pool.num_free:
+        # (most of the free ones: the fresh ids handed out, so that takes reach the queue)
+        free = pool.num_free
+        more = pool.allocate_n(data.draw(st.integers(max(1, free - 2), free), label="cached"))
+        for i, block in enumerate(more):
+            if not pool.is_cached(block):
+                pool.register(block, cache, bytes([100 + i]))
+        pool.free(more)
+        hits = st.lists(st.sampled_from(more), min_size=1, unique=True)
+        for block in data.draw(hits, label="hits"):
+            pool.touch(block)
+    # (takes reaching past those entries: most of the free blocks, or one more than there are)
+    n = data.draw(st.integers(max(1, pool.num_free - 4), max(1, pool.num_free + 1)), label="n")
+    ops: Ops = []
+    got = pool.front_past_stale(pool._fresh, pool._head, n, ops)
+    if n > pool.num_free:
+        assert got is None and not ops
+        return
+    assert got is not None
+    run, after = got
+    taker = copy.deepcopy(pool)
+    plan = PoolPlan(taker)
+    assert list(run) == list(plan.take(n))
+    assert after == plan.head  # (before the commit drops the entries taken)
+    taker._apply(plan)
+    event("stale skipped" if ops else "none stale")
+    commit(ops_of(ops))
+    assert pool._stale == taker._stale
+    assert pool._num_stale == taker._num_stale
+
+
 def test_a_finished_table_with_shared_and_cached_blocks_is_released_as_a_run() -> None:
     # A finished request's table: a prompt block a prefix hit shares (another request holds
     # it too), a block it registered, blocks of its own. The run path takes it (one reference

@@ -228,7 +228,9 @@ def test_a_chunked_prefill_takes_its_blocks_and_evicts_its_window_as_runs_on_the
                 c._core.free(rid)
             _garbage_counted(one)
         check_pools(one)
-    assert "cross_ops" in ran  # the chunks' runs, and the windows' evicted runs
+    # The chunks' runs, and the windows' evicted runs, on the line of stores (``cross``,
+    # since session 41; before, its ops-list form ``cross_ops``).
+    assert "cross" in ran and "front" in ran
     assert "_boundary_step" not in ran, ran.count("_boundary_step")
     assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
     assert "compact_ops" in ran  # slabs compacted on the way, on the same path
@@ -357,10 +359,9 @@ def test_a_prefill_chunk_within_reach_takes_its_run_on_the_fast_function(
     # from 1024 entries of garbage on (never here) or from 16. Every call is compared with a
     # twin driven by the general path. A chunk whose table has room, or moves (into a slab
     # that the move would make due: compacted first), is planned by the generated `cross`
-    # alone: its line of stores (a run of blocks too, since session 41), else its ops-list
-    # form, ``cross_ops`` (a segment that ends its slab grows in place there; a due slab is
-    # compacted there first); the core's boundary path runs only for chunks with slot
-    # mappings that ``cross_ops`` plans.
+    # alone: its line of stores (a run of blocks too, since session 41: into its room, grown
+    # in place where it ends its slab, or moved, a due slab compacted first); the core's
+    # boundary path runs only for chunks with slot mappings that ``cross_ops`` plans.
     monkeypatch.setattr(_table, "_COMPACT_MIN", compact_min)
     window = None if layout == "text" else 200
     groups = 1 if window is None else 2
@@ -416,10 +417,11 @@ def test_a_prefill_chunk_within_reach_takes_its_run_on_the_fast_function(
         check_pools(one)
     assert ran.count("_boundary_step") <= mapped and mapped > 0
     assert ran.count("cross") >= chunks
-    if compact_min == 1024:  # no compaction: the runs on the line of stores (45 of 48)
-        assert ran.count("cross_ops") <= chunks // 8, ran.count("cross_ops")
-    # Moves into a due slab: compacted on the way, by `cross` (its ops-list form).
-    assert ("cross_ops" in compacting) == (compact_min == 16), compacting
+    # The runs on the line of stores, but for those with slot mappings that ``cross_ops``
+    # plans (a segment that ends its slab grows in place on the line of stores too).
+    assert ran.count("cross_ops") <= mapped, ran.count("cross_ops")
+    # Moves into a due slab: compacted on the way, by `cross` (then planned again there).
+    assert ("cross" in compacting) == (compact_min == 16), compacting
     assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
 
 
@@ -427,7 +429,9 @@ def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_
     # Two prompts cached (p, q share all but their last token) then freed: their blocks wait
     # in the queue with their content, behind the few ids never handed out. A long step of x
     # takes those ids and the queue's front: the cached blocks among them are evicted from
-    # the prefix cache, on the boundary path. A prefix hit of h then takes the rest back out
+    # the prefix cache, by the generated crossing's line of stores (each its key's one block:
+    # `BlockPool.evicted_ops`; on the boundary path before session 41). A prefix hit of h
+    # then takes the rest back out
     # of the queue (stale entries left there): h's long step over them goes to the general
     # path. Every call compared with a twin driven by the general path.
     def build() -> KVCacheCoordinator:
@@ -470,7 +474,8 @@ def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_
     both("x", [40, 40], ran)
     both("x", [20, 20], ran)  # the last fresh ids, then cached free blocks
     assert len(one._core.pools[0]._cached) < cached  # evicted
-    assert "_boundary_step" in ran and "_general_step" not in ran, set(ran)
+    assert "evicted_ops" in ran and "cross_ops" not in ran, set(ran)
+    assert "_boundary_step" not in ran and "_general_step" not in ran, set(ran)
     # ("f" still holds its blocks: freed, having no content, they would go to the queue's
     # front, and h's step would take them, not the stale entries.)
     for c in (one, two):
@@ -684,8 +689,10 @@ def test_a_long_step_and_a_compacting_free_interrupted_anywhere_change_nothing(
         return coord
 
     calls: list[tuple[Callable[[KVCacheCoordinator], object], str]] = [
-        (lambda c: c._core.advance_step("b", [5, 5]), "_boundary_step"),
-        (lambda c: c._core.allocate_step("b", [4, 4]), "_boundary_step"),
+        # (on the generated crossing's line of stores since session 41: the compaction
+        # committed first, then the step planned again, its cached blocks evicted there)
+        (lambda c: c._core.advance_step("b", [5, 5]), "evicted_ops"),
+        (lambda c: c._core.allocate_step("b", [4, 4]), "evicted_ops"),
         (lambda c: c._core.free("b"), "compact_ops"),
     ]
     for call, path in calls:
@@ -716,6 +723,124 @@ def test_a_long_step_and_a_compacting_free_interrupted_anywhere_change_nothing(
         assert _state(coord) == _state(twin) == _state(probe)
         _garbage_counted(coord)
         check_pools(coord)
+
+
+@pytest.mark.parametrize("window", [None, 6])
+def test_a_chunked_prompt_with_prefix_caching_registers_on_the_lean_crossing(
+    window: int | None,
+) -> None:
+    # vLLM's defaults: prefix caching on and long prompts in chunks. Each prompt's hashes are
+    # known from its admission; each chunk registers the blocks it fills, the rest ahead (the
+    # request's fields held: its next step registers them). Waves of 4 prompts of 48 tokens
+    # (12 blocks of 4) in chunks of 3, 1 and 5 blocks; the later waves take the blocks the
+    # earlier ones cached (evicted as the run is taken) and a wave hits the one before's
+    # first blocks (a prompt shared but for its tail). Every call compared with a twin driven
+    # by the general path. The lean crossing plans every chunk (before session 41 each went
+    # to the core's boundary path, 20 to 70 us a chunk against 3 to 5 without caching).
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            _text(window=window), block_size=4, num_blocks=60, max_len=56, max_in_flight=20,
+            reserve=False,
+        )  # fmt: skip
+
+    one, two = build(), build()
+    groups = 1 if window is None else 2
+    ran: list[str] = []
+    steps = 0
+    for wave in range(4):
+        ids = [f"w{wave}.{i}" for i in range(4)]
+        hit = []
+        for i, rid in enumerate(ids):
+            head = 1000 * (wave // 2) + 100 * i  # waves 0, 1 and 2, 3 share their first 24
+            prompt = [head + k for k in range(24)] + [wave * 7 + i + k for k in range(24)]
+            got = [c._core.admit_with_prefix(rid, [None] * groups, prefix_parts(c, prompt))
+                   for c in (one, two)]  # fmt: skip
+            assert got[0] == got[1]
+            hit.append(got[0][0])
+        for chunk in (12, 4, 20, 12):
+            for rid, h in zip(ids, hit, strict=True):
+                left = 48 - h - (one._core.table.rows(one._core.table.offsets[rid], 0))
+                q = min(chunk, left)
+                if q <= 0:
+                    continue
+                sys.setprofile(_recording(ran))
+                try:
+                    out = _outcome(fast, one._core, "advance", rid, [q] * groups)
+                finally:
+                    sys.setprofile(None)
+                assert out == _outcome(general, two._core, "advance", rid, [q] * groups)
+                assert _state(one) == _state(two), (wave, chunk, rid)
+                assert _fields(one) == _fields(two), (wave, chunk, rid)
+                steps += 1
+        for rid in ids:
+            for c in (one, two):
+                c._core.free(rid)
+        assert _state(one) == _state(two)
+        check_pools(one)
+    assert steps == 32  # (a hit shortens waves 1 and 3)
+    assert "_boundary_step" not in ran and "_general_step" not in ran, set(ran)
+    assert ran.count("cross_ops") <= steps // 10, ran.count("cross_ops")
+
+
+@pytest.mark.parametrize("step", ["first", "chunk", "chunk, one block"])
+def test_prompt_steps_that_evict_and_register_interrupted_anywhere_change_nothing(
+    step: str,
+) -> None:
+    # Prefix caching on (vLLM's default), the pool cycled: its free blocks hold the content
+    # of prompts that ended. A new prompt's first chunk (``first_step``) and its next chunk
+    # (the lean crossing, a run) take cached free blocks, evict them from the prefix cache
+    # and register the prompt's blocks they fill, hashes left ahead (held); a chunk of one
+    # block the same way on its one-block path. Interrupted at each event of the call,
+    # nothing changes; then it does what it does on a twin. (Before session 41 the first
+    # step's commit called `BlockPool.evict_sole` and `file_new`, Python methods, after its
+    # stores: an interrupt inside them left the stores made and the cache as it was.)
+    def build() -> KVCacheCoordinator:
+        coord = coordinator(
+            _text(), block_size=2, num_blocks=40, max_len=30, max_in_flight=24, reserve=False
+        )
+        core = coord._core
+        for n, rid in enumerate(("p", "q", "r")):  # three prompts cached, then freed
+            prompt = [n * 50 + i for i in range(24)]
+            core.admit_with_prefix(rid, [None], prefix_parts(coord, prompt))
+            core.advance_step(rid, [24])
+        core.admit("f")
+        core.advance_step("f", [6])  # the last fresh ids handed out: takes come from the queue
+        for rid in ("p", "q", "r"):
+            core.free(rid)
+        hits = core.admit_with_prefix("x", [None], prefix_parts(coord, [7] * 24))
+        assert hits == [0]
+        if step != "first":
+            core.advance_step("x", [8])
+        return coord
+
+    chunk = {"first": 8, "chunk": 8, "chunk, one block": 2}[step]
+    probe = build()
+    cached = len(probe._core.pools[0]._cached)
+    ran: list[str] = []
+    sys.setprofile(_recording(ran))
+    try:
+        probe._core.advance_step("x", [chunk])
+    finally:
+        sys.setprofile(None)
+    assert len(probe._core.pools[0]._cached) < cached + chunk // 2  # some evicted
+    assert "_boundary_step" not in ran and "_general_step" not in ran, set(ran)
+    assert ("first_step" in ran) == (step == "first"), set(ran)
+    counter = Interrupt(None)
+    counter.run(functools.partial(build()._core.advance_step, "x", [chunk]))
+    coord = build()
+    before = _state(coord)
+    for at in range(1, counter.seen + 1):
+        try:
+            Interrupt(at).run(functools.partial(coord._core.advance_step, "x", [chunk]))
+        except KeyboardInterrupt:
+            assert _state(coord) == before, at
+            continue
+        assert _state(coord) == _state(probe), at  # the interrupt came as it returned
+        coord = build()
+    twin = build()
+    twin._core.advance_step("x", [chunk])
+    assert _state(twin) == _state(probe)
+    check_pools(probe)
 
 
 @settings(max_examples=examples(60), deadline=None)

@@ -52,7 +52,8 @@ def test_paths_counts_the_calls_that_leave_the_fast_paths_and_the_line_that_sent
     # chunk's evicted blocks go back as a run on the generated path, so no call leaves it for
     # the boundary or general path; the slabs compacted on the way (8 streams: small slabs,
     # their windows' segments moving often) are counted with the condition that compacted
-    # them, a move that made the slab due.
+    # them, a move that made the slab due (by the generated crossing's line of stores, which
+    # takes the runs since session 41, then plans the step again; its ops-list form before).
     trace = vs_vllm.Trace(
         "x", "y", ("audio", "text", "chunked", "sliding"), streams=8, prompt=700, chunk=64,
         decode=5, total=400,
@@ -60,7 +61,7 @@ def test_paths_counts_the_calls_that_leave_the_fast_paths_and_the_line_that_sent
     steps, counts = vs_vllm.paths(trace)
     assert steps == 400
     assert {path for path, _, _ in counts} == {"compact_ops"}, counts
-    assert all(where.startswith("cross_ops:") for _, where, _ in counts), counts
+    assert all(where.startswith("cross:") for _, where, _ in counts), counts
     assert all("due(garbage" in text for _, _, text in counts), counts
 
 
