@@ -92,8 +92,10 @@ prefill     4 streams at once (64 in all) of text, prompts of 8k / 32k / 128k to
 that are not powers of two, chunked prompts of 500 and 16k tokens, short answers (20 decode
 steps: admissions, first steps and ends weigh), three groups in one pool, a shared prompt on
 three groups, every generated token cached on one group, 2 drafts, drafting at 256 streams
-and in a shared pool, four groups at 256 streams; and requests of mixed lengths (each
-prompt and answer drawn: a step's streams at different stages).
+and in a shared pool, four groups at 256 streams; requests of mixed lengths (each
+prompt and answer drawn: a step's streams at different stages); and prompts of 2,048 tokens
+in chunks of 512 with prefix caching on (vLLM's defaults: each chunk registers the blocks it
+fills).
 
 ``--sweep SEED`` runs, instead, 40 random traces drawn from that seed (`sweep`): any groups,
 stream counts, prompt and chunk sizes, answers of 5 to 400 steps, drafting, prefix caching,
@@ -291,6 +293,19 @@ def held_out(quick: bool = False) -> list[Trace]:
         # so a step's streams are at different stages (chunked prefill beside decode).
         Trace("held", "mixed lengths", two, prompt=2000, chunk=512, decode=1000, mixed=True),
         Trace("held", "mixed short", ("text",), prompt=32, decode=200, total=60_000, mixed=True),
+        # (session 41) vLLM's defaults: prefix caching on, long prompts in chunks (each chunk
+        # registers the blocks it fills, the prompt's hashes known from its admission).
+        Trace(
+            "held",
+            "prefix chunked prompts",
+            ("text",),
+            streams=16,
+            prompt=2048,
+            chunk=512,
+            decode=64,
+            total=16 * 68 * 4,
+            prefix="unique",
+        ),
     ]
     if quick:
         traces = [replace(t, total=max(t.streams * 4, t.total // 50)) for t in traces]
