@@ -438,13 +438,14 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
     """The source of ``cross(me, request_id, o, num_new, mapping, lookahead=None,
     compacted=0)``: a step past some group's slack planned as `_crossing` plans a drafting
     step with nothing rolled back (one block taken or a run of them, `_run`, and one evicted
-    per group, a segment moved where it has no room) and committed as one line of stores
-    (`_stored`; the prefix cache's part, where a cached block is taken or freed, as ops with
-    them: `_committed`), its slot mapping built per block; anything else, before anything
-    changed, to ``cross_ops`` (`_cross`), which plans with an ops list (a run with a cached
-    block among it or a slot mapping asked for, a segment that ends its slab grown in place,
-    a move that makes its slab due, a cached block taken from a pool of several groups,
-    content to register, a speculative tail the step accepts)."""
+    per group, a segment moved where it has no room, a due slab compacted first; the full
+    blocks it computes registered, hashes left ahead held: ``ahead``) and committed as one
+    line of stores (`_stored`; the prefix cache's part, where a cached block is taken, freed
+    or registered, as ops with them: `_committed`), its slot mapping built per block;
+    anything else, before anything changed, to ``cross_ops`` (`_cross`), which plans with an
+    ops list (a run too short before the queue's end or with a cached block whose key names
+    more, a cached block taken from a pool of several groups, content registered under a
+    key already filed or behind a window's mask, a speculative tail the step accepts)."""
     n = len(core.names)
     ops = "return cross_ops(me, request_id, o, num_new, mapping, lookahead, compacted)"
     prep, stores = _stored(core)
@@ -1611,8 +1612,8 @@ def _crossing(
     case holds: the blocks the rolled-back positions used kept for the step
     (`CoordinatorCore._kept`), at most one block taken at the table's end into the segment's
     spare room (the pool's next fresh id, or the queue's head when it is neither stale nor
-    cached), with ``lean`` a run of them too (`_run`: ``rn{g}``, none cached), and those a
-    window evicts at its front, one or a run (the first step after a
+    cached), with ``lean`` a run of them too (`_run`: ``rn{g}``, its cached ones evicted),
+    and those a window evicts at its front, one or a run (the first step after a
     prefill chunk past the window), none shared nor cached but with ``lean`` or
     ``cache_ops`` (a cached one taken is evicted from the prefix cache, one a window evicts
     stays cached, free; one another table shares loses a reference and stays held) or
@@ -1658,7 +1659,12 @@ def _crossing(
     leave them, where the plan holds): a later take of the batch under the same key plans
     from what the earlier left. In a pool of several groups only a key's one block (its map
     found by the block). A block a window evicts that is shared or cached declines (two
-    requests of a batch could plan one block's reference count twice)."""
+    requests of a batch could plan one block's reference count twice). With ``ahead`` too
+    (``lean`` and ``register``, every group planned: `_firsts`), the registration takes every
+    full block the step commits, several in passes in C where their keys are new, and sets
+    ``ah`` where a group's hashes are left ahead of its positions (``ps{g}``: each group's
+    after the step), for the caller to hold the fields as `CoordinatorCore._register_boundary`
+    holds them."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     # (the hold of hashes ahead writes every group's fields: each group planned here)
