@@ -478,8 +478,10 @@ def _lean_cross(core: CoordinatorCore) -> list[str]:
         # every group's fields held (its next steps register them: no slack, the anchor at
         # the positions, no eviction point), as `CoordinatorCore._register_boundary` holds
         # them.
+        # (a slot mapping is the table's: the registration does not change it; a lookahead
+        # would, the positions it commits being fewer: ``cross_ops``')
         "        if pend is not None:",
-        "            if mapping or lookahead is not None:",
+        "            if lookahead is not None:",
         f"                {ops}",
         *(["            if ah:", *held, "            else:"] if ahead else []),
         f"            {pad}known = pend.streams",
@@ -1569,12 +1571,18 @@ def _fits(
         integer = "" if typed else f"type(r{g}) is int and 0 <= r{g} and "
         tail = f"r{g} <= specs.get(o, nospec)[{g}]" + (f" and {held}" if fixed else "")
         fits = f"{integer}{within} and (not r{g} or {tail})"
+    first = f"({rows}) // {p}" if p > 1 else rows
+    end = f"({rows} + q{g} + {p - 1}) // {p}" if p > 1 else f"{rows} + q{g}"
+    touched = f"{end} - ({first})" if p > 1 else f"q{g}"
     if core._in_flight[g] < size or not core._has_rows[g]:
         # A step within a block is within max_in_flight when that is a block or more (as
         # the plain steps check it).
-        first = f"({rows}) // {p}" if p > 1 else rows
-        end = f"({rows} + q{g} + {p - 1}) // {p}" if p > 1 else f"{rows} + q{g}"
         fits += f" and {end} - ({first}) <= {core._in_flight[g]}"
+    else:
+        # But a step after a rollback starts where the rollback ends, a block back or more:
+        # within the slack it may still touch more than max_in_flight (the general path
+        # refuses it).
+        fits += f" and (not r{g} or {touched} <= {core._in_flight[g]})"
     return fits
 
 

@@ -1027,6 +1027,47 @@ def test_decode_steps_take_the_fast_path_between_block_boundaries() -> None:
     assert table.field(table.offsets["r"], 0, CAPACITY) == 10  # moved at blocks 0 and 1
 
 
+@pytest.mark.parametrize("kind", ["respec", "respec_typed", "respec_all", "respec_all_typed"])
+@pytest.mark.parametrize("layer", ["full", "chunked", "sliding"])
+def test_a_drafting_step_back_past_a_block_is_held_to_max_in_flight(kind: str, layer: str) -> None:
+    # Found by the batch fuzz at twelve times its budget (session 41; older): a drafting step
+    # whose rollback goes back past a block boundary starts there, so within its slack it can
+    # add more positions than max_in_flight (blocks of 4, max_in_flight 4: 1 position, then
+    # 4 with 3 drafts, then all 3 rejected and 6 added, ending in the same block). The
+    # general path refuses it (`RequestError`, the admission cap covers no such step); the
+    # generated steps took it for a change of slack. Now they refuse it the same way, and
+    # take one within the limit.
+    kinds: dict[str, LayerSpec] = {
+        "full": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+        "chunked": ChunkedLocalLayer(
+            kv_heads=KVHeads(1), head_size=Elements(8), chunk=Chunk(12, Tokens)
+        ),
+        "sliding": SlidingWindowLayer(
+            sliding_window=Window(8, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        ),
+    }
+    spec = {"g": kinds[layer]}
+
+    def build() -> KVCacheCoordinator:
+        coord = coordinator(spec, block_size=4, num_blocks=20, max_len=39, max_in_flight=4)
+        core = coord._core
+        core.admit("r")
+        core.advance_step("r", [1])
+        core.advance_speculative("r", [4], [3], [0])  # 5 positions, the last 3 drafts
+        return coord
+
+    batched = kind.startswith("respec_all")
+    for num_new, rejected in ((6, 3), (4, 3)):  # 6 > max_in_flight: refused; 4 taken
+        one, two = build(), build()
+        args: tuple[Any, ...] = (
+            (["r"], [num_new], [0], [[rejected]]) if batched else ("r", [num_new], [0], [rejected])
+        )
+        got = _outcome(fast, one._core, kind, *args)
+        assert got == _outcome(general, two._core, kind.removesuffix("_typed"), *args)
+        assert (got is None) == (num_new <= 4), got
+        assert _state(one) == _state(two)
+
+
 @pytest.mark.parametrize("kind", ["advance", "step"])
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("with_window", [False, True])
