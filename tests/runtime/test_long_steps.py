@@ -431,9 +431,9 @@ def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_
     # takes those ids and the queue's front: the cached blocks among them are evicted from
     # the prefix cache, by the generated crossing's line of stores (each its key's one block:
     # `BlockPool.evicted_ops`; on the boundary path before session 41). A prefix hit of h
-    # then takes the rest back out
-    # of the queue (stale entries left there): h's long step over them goes to the general
-    # path. Every call compared with a twin driven by the general path.
+    # then takes the rest back out of the queue (stale entries left there): h's long step
+    # over them goes to the general path. Every call compared with a twin driven by the
+    # general path.
     def build() -> KVCacheCoordinator:
         return coordinator(
             _text(window=8),
