@@ -2029,6 +2029,14 @@ def _crossing(
                 f"    w{g}[{START - ANCHOR}], w{g}[{CAPACITY - ANCHOR}] = start, capacity",
             ]
         committed = f"({now} - lk{g})" if drafted else now
+        # (the content waiting in the group's stream: its hashes and what it registered)
+        pending = [
+            "if pend is not None:",
+            f"    ks = pend.stream_of[{g}]",
+            "    if ks >= 0:",
+            "        hashes = pend.streams[ks].hashes",
+            f"        r = pend.registered[{g}]",
+        ]
         if cached and (shared or _unread(core, g)):
             # (two groups' plans of one pool's keys; blocks the window mask leaves out:
             # `plan_cross`'s)
@@ -2039,11 +2047,7 @@ def _crossing(
             # passes in C where their keys are new (`BlockPool.filed_ops`). Hashes left ahead
             # (a prompt's chunk before its last) set ``ah``: the caller holds the fields.
             out += [
-                "if pend is not None:",
-                f"    ks = pend.stream_of[{g}]",
-                "    if ks >= 0:",
-                "        hashes = pend.streams[ks].hashes",
-                f"        r = pend.registered[{g}]",
+                *pending,
                 f"        full = {committed} // {pb}",
                 "        if full >= len(hashes):",
                 "            full = len(hashes)",
@@ -2080,11 +2084,7 @@ def _crossing(
             # `plan_cross`'s registration where the step commits every hash the group knows,
             # one block (its index ``r``) of the step's table, not cached yet.
             out += [
-                "if pend is not None:",
-                f"    ks = pend.stream_of[{g}]",
-                "    if ks >= 0:",
-                "        hashes = pend.streams[ks].hashes",
-                f"        r = pend.registered[{g}]",
+                *pending,
                 "        if len(hashes) > r:",
                 f"            at = r - {skip}",
                 f"            if len(hashes) != r + 1 or {committed} // {pb} < r + 1 or not "

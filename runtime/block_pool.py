@@ -492,20 +492,11 @@ class BlockPool:
         hit took their blocks back out of the queue): ``(block, index)``, the stale counts
         the skips spend added to ``ops``. None where the queue holds no live entry there
         (``ops`` unchanged). Changes nothing."""
-        queue, stale = self._queue, self._stale
-        left: dict[int, int] = {}
-        for index in range(head, len(queue)):
-            block = queue[index]
-            count = left.get(block, stale.get(block, 0))
-            if not count:
-                break
-            left[block] = count - 1
-        else:
+        got = self.front_past_stale(self.num_blocks, head, 1, ops)
+        if got is None:
             return None
-        for gone, count in left.items():
-            ops.append((setitem, stale, gone, count) if count else (stale.pop, gone, None))
-        ops.append((setattr, self, "_num_stale", self._num_stale - (index - head)))
-        return block, index
+        run, after = got
+        return run[0], after - 1
 
     def front_past_stale(
         self, fresh: int, head: int, n: int, ops: Ops
