@@ -208,6 +208,11 @@ class Trace:
         spec: draft tokens per decode step (0: none).
         mixed: each stream's prompt and decode steps drawn (seeded) from 1 .. ``prompt`` and
             1 .. ``decode``, as a server's requests come: streams at different stages.
+        pool: the blocks of the pool (one group only; 0: as many as the streams' caps, a
+            stream's whole length each). A pool far larger than the streams need keeps the
+            blocks of ended requests cached longer: a prompt given again and again (the
+            shared prompt's last block recomputed by every request) then leaves thousands of
+            blocks holding one content, as a server's pool does.
     """
 
     row: str
@@ -222,6 +227,7 @@ class Trace:
     prefix: str = "none"
     spec: int = 0
     mixed: bool = False
+    pool: int = 0
 
     def __post_init__(self) -> None:
         # What this replay cannot model, refused by name (a sweep of random traces found each):
@@ -241,6 +247,11 @@ class Trace:
                 f"trace {self.name!r}: prefix caching with prompts of drawn lengths: every "
                 "stream's content is the one shared prompt, whose hit may pass a shorter "
                 "prompt's first step"
+            )
+        if self.pool and len(self.groups) > 1:
+            raise ValueError(
+                f"trace {self.name!r}: a pool size with {len(self.groups)} groups (vLLM's one "
+                "pool against kvunits' one per group would not hold the same blocks)"
             )
         if self.shared_pool and "audio" in self.groups and len(self.groups) > 1:
             raise ValueError(
@@ -305,6 +316,20 @@ def held_out(quick: bool = False) -> list[Trace]:
             decode=64,
             total=16 * 68 * 4,
             prefix="unique",
+        ),
+        # (session 42) One prompt given again and again (retries, an evaluation harness,
+        # parallel sampling) in a pool of 10,000 blocks: every request recomputes the prompt's
+        # last block and registers it under the same hash, and the blocks of ended requests
+        # stay cached until reused, thousands holding one content.
+        Trace(
+            "held",
+            "one prompt again",
+            ("text",),
+            streams=8,
+            decode=2,
+            total=30_000,
+            prefix="prompt",
+            pool=10_000,
         ),
     ]
     if quick:
@@ -555,6 +580,10 @@ def kvunits_coordinator(trace: Trace) -> KVCacheCoordinator:
             admission_cap(g.manager, magnitude(g.limits.max_in_flight), magnitude(g.limits.max_len))
         )
         assert ints.block_size_slots == BLOCK
+    if trace.pool:
+        if trace.pool < 1 + trace.streams * caps[0]:
+            raise ValueError(f"trace {trace.name!r}: a pool of {trace.pool} blocks is short")
+        return KVCacheCoordinator(groups, PoolBlocks(trace.pool))
     if trace.shared_pool:
         return KVCacheCoordinator(groups, PoolBlocks(1 + trace.streams * sum(caps)))
     return KVCacheCoordinator(groups, [PoolBlocks(1 + trace.streams * c) for c in caps])
@@ -1041,7 +1070,7 @@ class VllmSide:
         v, trace, schedule = self.v, self.trace, self.schedule
         caching = trace.prefix != "none"
         per_stream = sum(-(-trace.length // BLOCK) + 2 for _ in trace.groups)
-        mgr = vllm_manager(v, trace, 1 + trace.streams * per_stream, caching)
+        mgr = vllm_manager(v, trace, trace.pool or 1 + trace.streams * per_stream, caching)
         count = len(schedule.plans)
         hasher = None
         if caching:

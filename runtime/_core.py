@@ -49,7 +49,7 @@ from ._table import (
     grown,
 )
 from .admission import AdmissionLedger
-from .block_pool import NULL_BLOCK, BlockPool, CacheMap, PoolPlan, holders
+from .block_pool import NULL_BLOCK, BlockPool, CacheMap, HeldBlocks, PoolPlan, holders, key_ops
 from .managers import SingleTypeManager
 from .prefix_cache import (
     CACHEABLE_KINDS,
@@ -1959,15 +1959,23 @@ class CoordinatorCore:
             ops.append((setitem, shared, block, count) if count > 1 else (shared.pop, block, None))
         # Per map, the keys left without blocks popped and the others set (`filed`,
         # inlined), one op each: a prompt's chunk plans hundreds (a comprehension a map).
+        # A key whose dict keeps two blocks or more changed in place (`key_ops`).
         lists = plan.lists.values()
         if lists:
             for cache_map in {id(m): m for m, _, _ in lists}.values():
                 gone = [k for m, k, b in lists if m is cache_map and not b]
-                kept = {k: b[0] if len(b) == 1 else b for m, k, b in lists if m is cache_map and b}
+                kept = {
+                    k: b[0] if len(b) == 1 else dict.fromkeys(b)
+                    for m, k, b in lists
+                    if m is cache_map and b and type(b) is list
+                }
                 if gone:
                     ops.append((commit, map(cache_map.pop, gone, repeat(None))))
                 if kept:
                     ops.append((cache_map.update, kept))
+                for m, k, b in lists:
+                    if m is cache_map and b and type(b) is not list:
+                        ops += key_ops(cache_map, k, b)
 
     def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
         """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:
@@ -3303,7 +3311,7 @@ class _Boundary:
         self.shared: dict[tuple[int, int], tuple[BlockPool, int, int]] = {}
         self.slab_end: dict[int, int] = {}
         self.garbage: dict[int, int] = {}
-        self.lists: dict[tuple[int, bytes], tuple[CacheMap, bytes, list[int]]] = {}
+        self.lists: dict[tuple[int, bytes], tuple[CacheMap, bytes, list[int] | HeldBlocks]] = {}
         # Per pool (by id), the stale queue entries its takes skipped: (planned stale counts
         # of their blocks, how many).
         self.stale: dict[int, tuple[dict[int, int], list[int]]] = {}
@@ -3345,12 +3353,16 @@ class _Boundary:
                 return None
             block = queue[head]
 
-    def listed(self, cache_map: CacheMap, key: bytes) -> list[int]:
+    def listed(self, cache_map: CacheMap, key: bytes) -> list[int] | HeldBlocks:
         """The planned blocks of ``key`` in a group's prefix-cache map (a copy, written back
         by `CoordinatorCore._emit_boundary`)."""
         planned = self.lists.get((id(cache_map), key))
         if planned is None:
-            planned = self.lists[id(cache_map), key] = (cache_map, key, holders(cache_map.get(key)))
+            planned = self.lists[id(cache_map), key] = (
+                cache_map,
+                key,
+                HeldBlocks(cache_map.get(key)),
+            )
         return planned[2]
 
     def _new_keys(self, cache_map: CacheMap, keys: Sequence[bytes]) -> bool:

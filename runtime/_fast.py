@@ -346,12 +346,9 @@ def _cross(core: CoordinatorCore) -> list[str]:
                     "            key = pool._cached.get(taken)",
                     "            if key is not None:  # evicted from the prefix cache",
                     "                cache_map = pool.map_of(taken, key)",
-                    "                held = cache_map[key]",
-                    "                kept = without(held, taken)",
                     "                ops.append((pool._cached.pop, taken))",
                     "                ops.append((pool._cached_free.discard, taken))",
-                    "                ops.append((setitem, cache_map, key, filed(kept)) if kept "
-                    "else (cache_map.pop, key))",
+                    "                ops.append(unfiled_op(cache_map, key, cache_map[key], taken))",
                 ]
             ),
             f"            h{i} += 1",
@@ -837,7 +834,7 @@ def _extend_fill(core: CoordinatorCore) -> list[str]:
         "        if ahead:",
         f"            ops += ({held})",
         "        for cache_map, key, blocks in lists.values():",
-        "            ops.append((setitem, cache_map, key, filed(blocks)))",
+        "            ops += key_ops(cache_map, key, blocks)",
         "        return ops",
         "",
     ]
@@ -1140,7 +1137,7 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
                 f"            if None in t{g}:",
                 f"                del t{g}[t{g}.index(None):]",
                 f"            if countOf(map(type, t{g}), int) != len(t{g}):  # a key of several",
-                f"                t{g} = [b if type(b) is int else b[0] for b in t{g}]",
+                f"                t{g} = list(map(first_holder, t{g}))",
                 f"            h{g} = len(t{g}) * {rpb}",
             ]
         else:
@@ -1906,15 +1903,14 @@ def _crossing(
                         if shared
                         else []
                     ),
-                    f"            kept = without(held, t{g})",
                     *(
-                        [f"            ex{g}, em{g}, ekept{g} = len(xo), cache_map, kept"]
+                        [f"            ex{g}, em{g}, eheld{g} = len(xo), cache_map, held"]
                         if cached
                         else []
                     ),
                     f"            {xo} += [(ca{i}.pop, t{g}), "
                     f"(pools[{g}]._cached_free.discard, t{g}), "
-                    "(setitem, cache_map, key, filed(kept)) if kept else (cache_map.pop, key)]",
+                    f"unfiled_op(cache_map, key, held, t{g})]",
                 ]
                 if xo
                 else [
@@ -2126,16 +2122,18 @@ def _registered_one(g: int, i: int, taken_at: str, fail: str) -> list[str]:
         "            rk = hashes[r]",
         f"            if rk != ek{g}:",
         f"                held = cache_maps[{g}].get(rk)",
-        f"                xo += [(setitem, ca{i}, rb, rk), (setitem, cache_maps[{g}], rk, "
-        "rb if held is None else [*holders(held), rb]), "
-        f"(setitem, pend.registered, {g}, r + 1)]",
+        f"                xo += [(setitem, ca{i}, rb, rk), "
+        f"filed_op(cache_maps[{g}], rk, held, rb), (setitem, pend.registered, {g}, r + 1)]",
         # The key of the cached block the step took (a prompt like one that ended): its
         # entry written once, less that block and with this one at its end, as the ops path
         # plans it (the eviction's write replaced; the pool is the group's own, its one map
         # this group's).
         "            else:",
-        f"                xo[ex{g} + 2] = (setitem, em{g}, rk, [*ekept{g}, rb] if ekept{g} "
-        "else rb)",
+        f"                if type(eheld{g}) is int or len(eheld{g}) == 2:",
+        f"                    xo[ex{g} + 2] = (setitem, em{g}, rk, "
+        f"filed([*without(eheld{g}, t{g}), rb]))",
+        "                else:  # (popped from the key's dict in place, filed there: its newest)",
+        f"                    xo.append((setitem, eheld{g}, rb, None))",
         f"                xo += [(setitem, ca{i}, rb, rk), (setitem, pend.registered, {g}, "
         "r + 1)]",
     ]
@@ -3058,7 +3056,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "                        lists[lk] = (cache_map, key, [])",
             "                    else:",
             "                        planned = lists[lk] = (cache_map, key, "
-            "holders(cache_map.get(key)))",
+            "HeldBlocks(cache_map.get(key)))",
             "                        planned[2].remove(taken)",
             "                    ops += ((pool._cached.pop, taken, None), "
             "(pool._cached_free.discard, taken))",
@@ -3244,9 +3242,12 @@ def _registration(
         "        if planned is not None:",
         "            planned[2].append(block)",
         "        else:",
-        "            held = blocks_of.get(key)  # `holders`, inlined",
-        "            lists[lk] = (blocks_of, key, [block] if held is None else "
-        "[*holders(held), block])",
+        "            held = blocks_of.get(key)",
+        "            if held is None:",
+        "                lists[lk] = (blocks_of, key, [block])",
+        "            else:  # (a key of several blocks: `HeldBlocks`, its changes)",
+        "                planned = lists[lk] = (blocks_of, key, HeldBlocks(held))",
+        "                planned[2].append(block)",
         f"    ops.append((setitem, reg, {g}, full))",
         f"if {known} > full and {known} > r:",
         f"    {ahead}",
@@ -5423,7 +5424,8 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import RestingExtras as Resting\n"
         "from kvunits.runtime._core import RequestExtras as Active\n"
         "from kvunits.runtime._core import DECLINED\n"
-        "from kvunits.runtime.block_pool import filed, holders, without\n"
+        "from kvunits.runtime.block_pool import filed, filed_op, first_holder, holders\n"
+        "from kvunits.runtime.block_pool import HeldBlocks, key_ops, unfiled_op, without\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime._core import HashStream as Stream\n"
         "from kvunits.runtime.prefix_cache import chain_hashes, longest_common_hit\n\n"

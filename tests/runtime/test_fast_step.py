@@ -2513,7 +2513,7 @@ def test_a_generating_batch_of_streams_alike_matches_the_general_path() -> None:
         check_pools(coord)
     pairs = set(pairwise(lines))
     assert ("if planned is not None:", "planned[2].append(block)") in pairs
-    assert ("planned = lists[lk] = (cache_map, key, holders(cache_map.get(key)))",
+    assert ("planned = lists[lk] = (cache_map, key, HeldBlocks(cache_map.get(key)))",
             "planned[2].remove(taken)") in pairs
 
 
@@ -3352,14 +3352,15 @@ def test_content_filling_a_block_behind_a_speculative_tail_matches_the_general_p
     assert "respec_cross" in ran and rested > 3, (set(ran), rested)
 
 
-@pytest.mark.parametrize("holders", [1, 2])
+@pytest.mark.parametrize("holders", [1, 2, 3])
 @pytest.mark.parametrize("kind", ["advance", "respec"])
 def test_a_step_that_takes_a_cached_block_of_the_key_it_registers_matches_the_general_path(
     kind: str, holders: int
 ) -> None:
-    # Requests of one content, in a pool of ``holders`` + 1 blocks: "a" (and "a2" beside it,
-    # with two holders) registers its first block under key K and ends, the block free but
-    # cached under K (K's map entry: that block, or a list of both); "b" then fills its own
+    # Requests of one content, in a pool of ``holders`` + 1 blocks: "a" (and "a2", "a3"
+    # beside it, with more holders) registers its first block under key K and ends, the block
+    # free but cached under K (K's map entry: that block, or a dict of them: with three, the
+    # step changes it in place, since 0d1f6c3); "b" then fills its own
     # first block by content (K again, ahead of its positions) and takes a step that commits
     # it and crosses into a second block, which can only be a cached one of K: the step
     # evicts it from K's entry and registers K on its own block at once (as a prompt like one
@@ -3373,7 +3374,7 @@ def test_a_step_that_takes_a_cached_block_of_the_key_it_registers_matches_the_ge
     )
     core = one._core
     prompt = {0: prefix_parts(one, [1, 2, 3])[0]}
-    first = ["a", "a2"][:holders]
+    first = ["a", "a2", "a3"][:holders]
     for rid in first:
         core.admit_with_prefix(rid, [None], prompt)
         core.advance_step(rid, [3])
@@ -3402,6 +3403,52 @@ def test_a_step_that_takes_a_cached_block_of_the_key_it_registers_matches_the_ge
     assert not {"cross_ops", "respec_ops", "_plan_step"} & set(ran), ran
     assert cached == holders and core.pools[0].num_cached_free == holders - 1
     check_pools(one)
+
+
+@pytest.mark.parametrize("kind", ["advance", "respec"])
+def test_one_prompt_given_again_and_again_changes_its_key_in_place_as_the_general_path(
+    kind: str,
+) -> None:
+    # A prompt of two blocks given by request after request, four at a time (vLLM's prefix
+    # caching of a repeated prompt, or of parallel sampling): each hits the first block and
+    # recomputes the second (the last token is always computed), registering it under K1 as
+    # one more holder, and K1's blocks, cached when their requests end, are taken again from
+    # the queue, each evicted from K1. K1's entry grows to a dict of many blocks, which every
+    # step changes in place (the same dict before and after: no copy of its blocks, whose
+    # number grows with the requests; since 0d1f6c3). Each call through the generated path
+    # is compared, outcome and state, with the general path's.
+    layers = {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))}
+    one, two = (
+        coordinator(layers, block_size=4, num_blocks=40, max_len=16, max_in_flight=8, reserve=False)
+        for _ in range(2)
+    )
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8]
+    live: list[str] = []
+    same = 0
+    for i in range(60):
+        rid = f"r{i}"
+        for coord in (one, two):
+            coord._core.admit_with_prefix(rid, [None], prefix_parts(coord, prompt))
+        cache = one._core.caches[0]
+        assert cache is not None
+        before = cache.blocks.get(prefix_parts(one, prompt)[0].hashes[1])
+        # The first step computes the prompt's last block (4 of its 8 tokens hit); a drafting
+        # one a draft token past it too (its lookahead).
+        args: tuple[Any, ...] = (rid, [5], [1], [0]) if kind == "respec" else (rid, [4])
+        mine = _outcome(fast, one._core, kind, *args)
+        assert mine == _outcome(general, two._core, kind, *args), i
+        assert _state(one) == _state(two), i
+        after = cache.blocks.get(prefix_parts(one, prompt)[0].hashes[1])
+        same += type(before) is dict and after is before
+        live.append(rid)
+        if len(live) == 4:
+            for coord in (one, two):
+                coord.free(live[0])
+            del live[0]
+        check_pools(one)
+    assert same > 30, same  # changed in place, not copied
+    cache = one._core.caches[0]
+    assert cache is not None and max(len(held_blocks(h)) for h in cache.blocks.values()) > 10
 
 
 def test_a_first_step_after_a_hit_registers_the_cached_block_it_takes_as_the_general_path(
@@ -3774,10 +3821,11 @@ def test_a_batch_takes_a_cached_block_whose_key_another_request_registers_again(
     core = one._core
     pool, cache = core.pools[0], core.caches[0]
     assert cache is not None
-    ((k1, held),) = cache.blocks.items()
-    assert len(held_blocks(held)) == copies and pool._fresh == pool.num_blocks
+    ((k1, entry),) = cache.blocks.items()
+    held = held_blocks(entry)  # (before the call: a dict entry is changed in place)
+    assert len(held) == copies and pool._fresh == pool.num_blocks
     first = pool._queue[pool._head]
-    assert sorted(pool._queue[pool._head :]) == sorted(held_blocks(held)) and first in pool._cached
+    assert sorted(pool._queue[pool._head :]) == sorted(held) and first in pool._cached
     ids = ["a", "b"]
     ran: list[str] = []
     if speculative:
@@ -3793,7 +3841,7 @@ def test_a_batch_takes_a_cached_block_whose_key_another_request_registers_again(
     general(two._core, kind, *args)
     assert _state(one) == _state(two)
     mine = core.table.live(core.offset("b"), 0)[0]
-    assert held_blocks(cache.blocks[k1]) == [b for b in held_blocks(held) if b != first] + [mine]
+    assert held_blocks(cache.blocks[k1]) == [b for b in held if b != first] + [mine]
     assert first not in pool._cached and first in core.table.live(core.offset("a"), 0)
     if speculative:  # "a" by the batch's locals, "b" by the core's boundary plan
         assert ran.count("_plan_boundary") == 1 and "_general_respec_all" not in ran, ran

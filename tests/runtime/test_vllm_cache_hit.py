@@ -38,7 +38,7 @@ def cache_of(layer: SlidingWindowLayer | ChunkedLocalLayer, cached: list[bool]) 
     cache = GroupCache(manager_view(layer, block_size_slots=2), BlockPool(100))
     for i, flag in enumerate(cached):
         if flag:
-            cache.blocks[str(i).encode()] = [i + 10]
+            cache.blocks[str(i).encode()] = i + 10
     return cache
 
 
