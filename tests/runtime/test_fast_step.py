@@ -3360,7 +3360,7 @@ def test_a_step_that_takes_a_cached_block_of_the_key_it_registers_matches_the_ge
     # Requests of one content, in a pool of ``holders`` + 1 blocks: "a" (and "a2", "a3"
     # beside it, with more holders) registers its first block under key K and ends, the block
     # free but cached under K (K's map entry: that block, or a dict of them: with three, the
-    # step changes it in place, since 0d1f6c3); "b" then fills its own
+    # step changes it in place, since 6ef77c9); "b" then fills its own
     # first block by content (K again, ahead of its positions) and takes a step that commits
     # it and crosses into a second block, which can only be a cached one of K: the step
     # evicts it from K's entry and registers K on its own block at once (as a prompt like one
@@ -3415,7 +3415,7 @@ def test_one_prompt_given_again_and_again_changes_its_key_in_place_as_the_genera
     # one more holder, and K1's blocks, cached when their requests end, are taken again from
     # the queue, each evicted from K1. K1's entry grows to a dict of many blocks, which every
     # step changes in place (the same dict before and after: no copy of its blocks, whose
-    # number grows with the requests; since 0d1f6c3). Each call through the generated path
+    # number grows with the requests; since 6ef77c9). Each call through the generated path
     # is compared, outcome and state, with the general path's.
     layers = {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))}
     one, two = (
