@@ -13,7 +13,17 @@ from hypothesis import strategies as st
 from kvunits.contracts import CacheBlocks
 from kvunits.runtime import NULL_BLOCK, AllocationError
 from kvunits.runtime._guard import Ops, commit, ops_of
-from kvunits.runtime.block_pool import BlockPool, CacheMap, PoolPlan, holders
+from kvunits.runtime.block_pool import (
+    BlockPool,
+    CacheMap,
+    HeldBlocks,
+    PoolPlan,
+    filed,
+    filed_op,
+    holders,
+    key_ops,
+    unfiled_op,
+)
 
 from ..examples import examples
 
@@ -455,3 +465,64 @@ def test_blocks_put_at_the_front_copy_the_queue_once_an_eighth_of_it() -> None:
     assert pool._head == 99 and len(pool._queue) == 901
     assert pool.free_queue()[:3] == [blocks[801], blocks[800], blocks[0]]
     assert pool.num_free == 802 and pool.allocate_n(2) == [blocks[801], blocks[800]]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data())
+def test_a_keys_planned_changes_written_back_are_a_lists(data: st.DataObject) -> None:
+    # A key's blocks in a prefix-cache map (none, one as an int, several as a dict, oldest
+    # first), then a plan's evictions and filings (`HeldBlocks`: a block evicted, one filed
+    # new, one evicted and filed again) written back (`key_ops`), against the same changes on
+    # a plain list. The entry ends as a list would file it (none: the key gone; one: an int;
+    # more: a dict in that order), and a dict that keeps two blocks or more is changed in
+    # place (the same object: no copy of its blocks, since 6ef77c9). The one-change ops
+    # (`filed_op`, `unfiled_op`) too.
+    count = data.draw(st.integers(0, 6), label="blocks")
+    blocks = list(range(10, 10 + count))
+    cache: CacheMap = {}
+    if count:
+        cache[b"k"] = filed(blocks)
+    entry = cache.get(b"k")
+    planned, mirror = HeldBlocks(entry), list(blocks)
+    fresh = iter(range(100, 200))
+    for _ in range(data.draw(st.integers(0, 8), label="changes")):
+        choice = data.draw(st.sampled_from(["evict", "file", "again"]))
+        if choice == "file" or not mirror:
+            block = next(fresh)
+        elif choice == "evict":
+            block = data.draw(st.sampled_from(mirror))
+            planned.remove(block)
+            mirror.remove(block)
+            continue
+        else:  # evicted, and filed again at once: its newest
+            block = data.draw(st.sampled_from(mirror))
+            planned.remove(block)
+            mirror.remove(block)
+        planned.append(block)
+        mirror.append(block)
+        assert list(planned) == mirror and len(planned) == len(mirror)
+    with pytest.raises(ValueError):
+        planned.remove(99)
+    commit(ops_of(key_ops(cache, b"k", planned)))
+    if not mirror:
+        assert b"k" not in cache
+    else:
+        assert holders(cache[b"k"]) == mirror
+        assert type(cache[b"k"]) is (int if len(mirror) == 1 else dict)
+        if type(entry) is dict and len(mirror) >= 2:
+            assert cache[b"k"] is entry
+    # One change at a time, as the generated steps make them.
+    if mirror:
+        held = cache[b"k"]
+        block = data.draw(st.sampled_from(mirror))
+        commit(ops_of([unfiled_op(cache, b"k", held, block)]))
+        mirror.remove(block)
+        assert holders(cache.get(b"k")) == mirror
+        assert len(mirror) != 1 or type(cache[b"k"]) is int
+        if type(held) is dict and len(mirror) >= 2:
+            assert cache[b"k"] is held
+    now = cache.get(b"k")
+    commit(ops_of([filed_op(cache, b"k", now, 300)]))
+    assert holders(cache[b"k"]) == [*mirror, 300]
+    if type(now) is dict:
+        assert cache[b"k"] is now
