@@ -93,9 +93,10 @@ that are not powers of two, chunked prompts of 500 and 16k tokens, short answers
 steps: admissions, first steps and ends weigh), three groups in one pool, a shared prompt on
 three groups, every generated token cached on one group, 2 drafts, drafting at 256 streams
 and in a shared pool, four groups at 256 streams; requests of mixed lengths (each
-prompt and answer drawn: a step's streams at different stages); and prompts of 2,048 tokens
-in chunks of 512 with prefix caching on (vLLM's defaults: each chunk registers the blocks it
-fills).
+prompt and answer drawn: a step's streams at different stages); prompts of 2,048 tokens in
+chunks of 512 with prefix caching on (vLLM's defaults: each chunk registers the blocks it
+fills); and one prompt given again and again in a pool of 10,000 blocks (each request
+recomputes its last block: thousands of cached blocks hold one content).
 
 ``--sweep SEED`` runs, instead, 40 random traces drawn from that seed (`sweep`): any groups,
 stream counts, prompt and chunk sizes, answers of 5 to 400 steps, drafting, prefix caching,

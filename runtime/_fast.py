@@ -1896,7 +1896,10 @@ def _crossing(
                     "        if key is not None:",
                     # (content registered beside it: of another key, `_crossing`'s rule)
                     *([f"            ek{g} = key"] if cached else []),
-                    f"            cache_map = pools[{g}].map_of(t{g}, key)",
+                    # (a pool of this group alone files its blocks in the group's map)
+                    f"            cache_map = pools[{g}].map_of(t{g}, key)"
+                    if shared
+                    else f"            cache_map = cache_maps[{g}]",
                     "            held = cache_map[key]",
                     *(
                         ["            if type(held) is not int:", f"                {fail}"]
