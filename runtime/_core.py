@@ -1959,13 +1959,13 @@ class CoordinatorCore:
             ops.append((setitem, shared, block, count) if count > 1 else (shared.pop, block, None))
         # Per map, the keys left without blocks popped and the others set (`filed`,
         # inlined), one op each: a prompt's chunk plans hundreds (a comprehension a map).
-        # A key whose dict keeps two blocks or more changed in place (`key_ops`).
+        # A key whose list keeps two blocks or more changed in place (`key_ops`).
         lists = plan.lists.values()
         if lists:
             for cache_map in {id(m): m for m, _, _ in lists}.values():
                 gone = [k for m, k, b in lists if m is cache_map and not b]
                 kept = {
-                    k: b[0] if len(b) == 1 else dict.fromkeys(b)
+                    k: b[0] if len(b) == 1 else b
                     for m, k, b in lists
                     if m is cache_map and b and type(b) is list
                 }

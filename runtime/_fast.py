@@ -2135,8 +2135,8 @@ def _registered_one(g: int, i: int, taken_at: str, fail: str) -> list[str]:
         f"                if type(eheld{g}) is int or len(eheld{g}) == 2:",
         f"                    xo[ex{g} + 2] = (setitem, em{g}, rk, "
         f"filed([*without(eheld{g}, t{g}), rb]))",
-        "                else:  # (popped from the key's dict in place, filed there: its newest)",
-        f"                    xo.append((setitem, eheld{g}, rb, None))",
+        "                else:  # (removed from the key's list in place, appended: its newest)",
+        f"                    xo.append((eheld{g}.append, rb))",
         f"                xo += [(setitem, ca{i}, rb, rk), (setitem, pend.registered, {g}, "
         "r + 1)]",
     ]

@@ -54,16 +54,17 @@ _ENDED_LOOP: Final = 16
 #: The bytes 0 .. 255: the low byte of 256 consecutive ids.
 _LOW: Final = bytes(range(256))
 
-#: A group's map of cached content: block hash -> the block holding that content, or, when
-#: several do, the blocks as the keys of a dict, oldest first (the order they were filed).
-#: One block per hash is the common case (an int: no dict per hash); duplicates happen when
-#: requests compute one block before any registered it, or recompute a prompt's last block (a
-#: prompt given again: vLLM keeps them too, in a dict per hash). A key's dict is changed in
-#: place, a block filed or evicted at a time (`filed_op`, `unfiled_op`), so that a change
-#: costs the same however many blocks hold the content: a list copied per change cost 64 us
-#: a request against vLLM's 23 once 10,000 requests had given one prompt
-#: (``/tmp/s42/dupgrow.py``). A key left with one block holds it as an int again.
-CacheMap = dict[bytes, "int | dict[int, None]"]
+#: A group's map of cached content: block hash -> the block holding that content, or the
+#: blocks (two or more, oldest first) when several do. One block per hash is the common case
+#: (an int: no list per hash); duplicates happen when requests compute one block before any
+#: registered it, or recompute a prompt's last block (a prompt given again: vLLM keeps them
+#: too, in a dict per hash). A key's list is changed in place, a block filed (appended) or
+#: evicted (removed: usually the oldest, the queue reusing the blocks freed first) at a time
+#: (`filed_op`, `unfiled_op`), never copied: a copy per change cost 63 us a request against
+#: vLLM's 22 once 10,000 requests had given one prompt (``/tmp/s42/dupgrow.py``); a list, not
+#: a dict, since a holder costs 8 byte in it against some 36 in a dict (a prompt cached by
+#: 256 requests: 442 byte a request against vLLM's 412 with a dict, 382 with a list).
+CacheMap = dict[bytes, "int | list[int]"]
 
 
 def holders(held: int | Iterable[int] | None) -> list[int]:
@@ -74,9 +75,9 @@ def holders(held: int | Iterable[int] | None) -> list[int]:
     return [held] if isinstance(held, int) else list(held)
 
 
-def first_holder(held: int | dict[int, None]) -> int:
+def first_holder(held: int | list[int]) -> int:
     """The block a hit on a `CacheMap` entry takes: its oldest (vLLM's ``get_one_block``)."""
-    return held if isinstance(held, int) else next(iter(held))
+    return held if isinstance(held, int) else held[0]
 
 
 def without(held: int | Iterable[int], block: int) -> list[int]:
@@ -90,37 +91,36 @@ def without(held: int | Iterable[int], block: int) -> list[int]:
     return kept
 
 
-def filed(blocks: list[int]) -> int | dict[int, None]:
-    """What a `CacheMap` stores for ``blocks`` (one or more, oldest first): the block itself
-    when one, else a dict of them."""
-    return blocks[0] if len(blocks) == 1 else dict.fromkeys(blocks)
+def filed(blocks: list[int]) -> int | list[int]:
+    """What a `CacheMap` stores for ``blocks`` (one or more): the block itself when one."""
+    return blocks[0] if len(blocks) == 1 else blocks
 
 
 def filed_op(
-    cache_map: CacheMap, key: bytes, held: int | dict[int, None] | None, block: int
+    cache_map: CacheMap, key: bytes, held: int | list[int] | None, block: int
 ) -> tuple[Any, ...]:
     """The op that files ``block`` (not filed under ``key``) under ``key``, whose entry is
-    ``held`` now (None: none): the block itself, a dict of the two, or the block added to the
-    key's dict in place (its newest)."""
+    ``held`` now (None: none): the block itself, a list of the two, or the block appended to
+    the key's list in place (its newest)."""
     if held is None:
         return (setitem, cache_map, key, block)
     if isinstance(held, int):
-        return (setitem, cache_map, key, {held: None, block: None})
-    return (setitem, held, block, None)
+        return (setitem, cache_map, key, [held, block])
+    return (held.append, block)
 
 
 def unfiled_op(
-    cache_map: CacheMap, key: bytes, held: int | dict[int, None], block: int
+    cache_map: CacheMap, key: bytes, held: int | list[int], block: int
 ) -> tuple[Any, ...]:
     """The op that evicts ``block``, filed under ``key`` (whose entry is ``held`` now), from
     ``cache_map``: the key dropped where it is its one block, the other block filed alone
-    where they are two, else the block popped from the key's dict in place."""
+    where they are two, else the block removed from the key's list in place."""
     if isinstance(held, int):
         return (cache_map.pop, key)
     if len(held) == 2:
         one, two = held
         return (setitem, cache_map, key, two if one == block else one)
-    return (held.pop, block)
+    return (held.remove, block)
 
 
 class HeldBlocks:
@@ -128,13 +128,13 @@ class HeldBlocks:
     those it files, in order) to the entry the map holds, not as a copy of its blocks: a plan
     that composes several changes of one key (the core's plans, `PoolPlan`, the generated
     planners' ``lists``) reads and writes it as a list (``remove``, ``append``, ``len``,
-    iteration), and `key_ops` writes it back in place where the entry is a dict that keeps
+    iteration), and `key_ops` writes it back in place where the entry is a list that keeps
     two blocks or more. Without it a key of many blocks (a prompt given again and again)
     cost each plan that touched it a copy of them all."""
 
     __slots__ = ("entry", "gone", "new")
 
-    def __init__(self, entry: int | dict[int, None] | None) -> None:
+    def __init__(self, entry: int | list[int] | None) -> None:
         self.entry = entry
         self.gone: set[int] = set()  # the entry's blocks the plan evicts
         self.new: list[int] = []  # blocks the plan files, oldest first
@@ -174,19 +174,19 @@ class HeldBlocks:
 
 def key_ops(cache_map: CacheMap, key: bytes, blocks: list[int] | HeldBlocks) -> Ops:
     """The ops that write a key's planned blocks (a list, or `HeldBlocks`) back into
-    ``cache_map``: the key dropped where none is left; the entry's dict changed in place
-    where it keeps two blocks or more (those evicted popped, then those filed added: a block
-    evicted and filed again is its newest); else the entry written anew (`filed`)."""
+    ``cache_map``: the key dropped where none is left; the entry's list changed in place
+    where it keeps two blocks or more (those evicted removed, then those filed appended: a
+    block evicted and filed again is its newest); else the entry written anew (`filed`)."""
     if not blocks:
         return [(cache_map.pop, key, None)]
     if isinstance(blocks, HeldBlocks):
         entry = blocks.entry
-        if isinstance(entry, dict) and len(blocks) >= 2:
+        if isinstance(entry, list) and len(blocks) >= 2:
             ops: Ops = []
             if blocks.gone:
-                ops.append((commit, map(entry.pop, blocks.gone)))
+                ops.append((commit, map(entry.remove, blocks.gone)))
             if blocks.new:
-                ops.append((entry.update, dict.fromkeys(blocks.new)))
+                ops.append((entry.extend, blocks.new))
             return ops
         blocks = list(blocks)
     return [(setitem, cache_map, key, filed(blocks))]
@@ -508,7 +508,7 @@ class BlockPool:
             return maps[0]
         for cache_map in maps:
             held = cache_map.get(key)
-            if held == block or (isinstance(held, dict) and block in held):
+            if held == block or (isinstance(held, list) and block in held):
                 return cache_map
         raise AssertionError(f"block {block} of pool {self.name!r} is filed in no map")
 

@@ -482,10 +482,10 @@ class GroupCache:
         pool: the pool its blocks come from.
 
     Attributes:
-        blocks: hash -> the block holding that content, or, when several do, the blocks as
-            a dict's keys, oldest first (`kvunits.runtime.block_pool.CacheMap`: duplicates
-            happen when requests compute one block before any registered it, or a prompt
-            given again recomputes its last block; vLLM keeps them too).
+        blocks: hash -> the block holding that content, or the blocks, oldest first, when
+            several do (`kvunits.runtime.block_pool.CacheMap`: duplicates happen when
+            requests compute one block before any registered it, or a prompt given again
+            recomputes its last block; vLLM keeps them too).
         rows_per_block: content positions per cache block (``block_size × P``).
         requests, queried, hits: the statistics (`PrefixCacheStats`), in content rows.
     """

@@ -276,9 +276,9 @@ def check_pools(coord: KVCacheCoordinator) -> None:
             for b in filed_blocks(held)
         }
         assert filed == {(id(pool.map_of(b, key)), key, b) for b, key in pool._cached.items()}
-        # One block is filed as itself; two or more as the keys of a dict, never fewer.
+        # One block is filed as itself; two or more as a list, never fewer.
         assert all(
-            type(h) is int or (type(h) is dict and len(h) >= 2)
+            type(h) is int or (type(h) is list and len(h) >= 2)
             for c in maps
             if c
             for h in c.blocks.values()

@@ -470,12 +470,12 @@ def test_blocks_put_at_the_front_copy_the_queue_once_an_eighth_of_it() -> None:
 @settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_a_keys_planned_changes_written_back_are_a_lists(data: st.DataObject) -> None:
-    # A key's blocks in a prefix-cache map (none, one as an int, several as a dict, oldest
+    # A key's blocks in a prefix-cache map (none, one as an int, several as a list, oldest
     # first), then a plan's evictions and filings (`HeldBlocks`: a block evicted, one filed
     # new, one evicted and filed again) written back (`key_ops`), against the same changes on
-    # a plain list. The entry ends as a list would file it (none: the key gone; one: an int;
-    # more: a dict in that order), and a dict that keeps two blocks or more is changed in
-    # place (the same object: no copy of its blocks, since 6ef77c9). The one-change ops
+    # a plain list. The entry ends as that list (none: the key gone; one: an int), and a list
+    # entry that keeps two blocks or more is changed in place (the same object: no copy of
+    # its blocks, since 6ef77c9). The one-change ops
     # (`filed_op`, `unfiled_op`) too.
     count = data.draw(st.integers(0, 6), label="blocks")
     blocks = list(range(10, 10 + count))
@@ -508,8 +508,8 @@ def test_a_keys_planned_changes_written_back_are_a_lists(data: st.DataObject) ->
         assert b"k" not in cache
     else:
         assert holders(cache[b"k"]) == mirror
-        assert type(cache[b"k"]) is (int if len(mirror) == 1 else dict)
-        if type(entry) is dict and len(mirror) >= 2:
+        assert type(cache[b"k"]) is (int if len(mirror) == 1 else list)
+        if type(entry) is list and len(mirror) >= 2:
             assert cache[b"k"] is entry
     # One change at a time, as the generated steps make them.
     if mirror:
@@ -519,10 +519,10 @@ def test_a_keys_planned_changes_written_back_are_a_lists(data: st.DataObject) ->
         mirror.remove(block)
         assert holders(cache.get(b"k")) == mirror
         assert len(mirror) != 1 or type(cache[b"k"]) is int
-        if type(held) is dict and len(mirror) >= 2:
+        if type(held) is list and len(mirror) >= 2:
             assert cache[b"k"] is held
     now = cache.get(b"k")
     commit(ops_of([filed_op(cache, b"k", now, 300)]))
     assert holders(cache[b"k"]) == [*mirror, 300]
-    if type(now) is dict:
+    if type(now) is list:
         assert cache[b"k"] is now

@@ -14,7 +14,6 @@ from kvunits.contracts import CacheBlocks, Elements, FullAttentionLayer, KVHeads
 from kvunits.runtime import ContentKeys
 from kvunits.runtime._core import RequestExtras, RestingExtras
 from kvunits.runtime._table import CAPACITY
-from kvunits.runtime.block_pool import holders as held_blocks
 from kvunits.runtime.prefix_cache import chain_hashes, root_hash
 
 from .support import check_pools, coordinator, snapshot
@@ -41,12 +40,7 @@ def test_a_hash_held_by_two_blocks_is_a_list_until_one_is_evicted() -> None:
     assert cache.blocks == {first: a0, second: a1}  # one holder: the block itself
     step.allocate("b", Tokens(9))
     b0, b1 = coord.block_table("b", h).ids_in(CacheBlocks)[:2]
-    assert cache.blocks == {first: {a0: None, b0: None}, second: {a1: None, b1: None}}
-    # (oldest first)
-    assert [held_blocks(cache.blocks[first]), held_blocks(cache.blocks[second])] == [
-        [a0, b0],
-        [a1, b1],
-    ]
+    assert cache.blocks == {first: [a0, b0], second: [a1, b1]}  # oldest first
     check_pools(coord)
     # "a" ends: its blocks wait in the queue with their content (tail first: a1, then a0).
     coord.free("a")

@@ -3359,7 +3359,7 @@ def test_a_step_that_takes_a_cached_block_of_the_key_it_registers_matches_the_ge
 ) -> None:
     # Requests of one content, in a pool of ``holders`` + 1 blocks: "a" (and "a2", "a3"
     # beside it, with more holders) registers its first block under key K and ends, the block
-    # free but cached under K (K's map entry: that block, or a dict of them: with three, the
+    # free but cached under K (K's map entry: that block, or a list of them: with three, the
     # step changes it in place, since 6ef77c9); "b" then fills its own
     # first block by content (K again, ahead of its positions) and takes a step that commits
     # it and crosses into a second block, which can only be a cached one of K: the step
@@ -3413,8 +3413,8 @@ def test_one_prompt_given_again_and_again_changes_its_key_in_place_as_the_genera
     # caching of a repeated prompt, or of parallel sampling): each hits the first block and
     # recomputes the second (the last token is always computed), registering it under K1 as
     # one more holder, and K1's blocks, cached when their requests end, are taken again from
-    # the queue, each evicted from K1. K1's entry grows to a dict of many blocks, which every
-    # step changes in place (the same dict before and after: no copy of its blocks, whose
+    # the queue, each evicted from K1. K1's entry grows to a list of many blocks, which every
+    # step changes in place (the same list before and after: no copy of its blocks, whose
     # number grows with the requests; since 6ef77c9). Each call through the generated path
     # is compared, outcome and state, with the general path's.
     layers = {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))}
@@ -3439,7 +3439,7 @@ def test_one_prompt_given_again_and_again_changes_its_key_in_place_as_the_genera
         assert mine == _outcome(general, two._core, kind, *args), i
         assert _state(one) == _state(two), i
         after = cache.blocks.get(prefix_parts(one, prompt)[0].hashes[1])
-        same += type(before) is dict and after is before
+        same += type(before) is list and after is before
         live.append(rid)
         if len(live) == 4:
             for coord in (one, two):
