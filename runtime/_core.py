@@ -3354,8 +3354,9 @@ class _Boundary:
             block = queue[head]
 
     def listed(self, cache_map: CacheMap, key: bytes) -> list[int] | HeldBlocks:
-        """The planned blocks of ``key`` in a group's prefix-cache map (a copy, written back
-        by `CoordinatorCore._emit_boundary`)."""
+        """The planned blocks of ``key`` in a group's prefix-cache map (`HeldBlocks`: the
+        plan's changes to its entry, not a copy; or a list the plan made), written back by
+        `CoordinatorCore._emit_boundary`."""
         planned = self.lists.get((id(cache_map), key))
         if planned is None:
             planned = self.lists[id(cache_map), key] = (

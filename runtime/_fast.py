@@ -1137,7 +1137,7 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
                 f"            if None in t{g}:",
                 f"                del t{g}[t{g}.index(None):]",
                 f"            if countOf(map(type, t{g}), int) != len(t{g}):  # a key of several",
-                f"                t{g} = list(map(first_holder, t{g}))",
+                f"                t{g} = [b if type(b) is int else b[0] for b in t{g}]",
                 f"            h{g} = len(t{g}) * {rpb}",
             ]
         else:
@@ -5427,7 +5427,7 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import RestingExtras as Resting\n"
         "from kvunits.runtime._core import RequestExtras as Active\n"
         "from kvunits.runtime._core import DECLINED\n"
-        "from kvunits.runtime.block_pool import filed, filed_op, first_holder, holders\n"
+        "from kvunits.runtime.block_pool import filed, filed_op, holders\n"
         "from kvunits.runtime.block_pool import HeldBlocks, key_ops, unfiled_op, without\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime._core import HashStream as Stream\n"

@@ -75,11 +75,6 @@ def holders(held: int | Iterable[int] | None) -> list[int]:
     return [held] if isinstance(held, int) else list(held)
 
 
-def first_holder(held: int | list[int]) -> int:
-    """The block a hit on a `CacheMap` entry takes: its oldest (vLLM's ``get_one_block``)."""
-    return held if isinstance(held, int) else held[0]
-
-
 def without(held: int | Iterable[int], block: int) -> list[int]:
     """The blocks of a `CacheMap` entry (or a planned list of them) less ``block`` (one of
     them), a new list, copied and cut in C: for plans that compose several changes of one

@@ -65,7 +65,7 @@ from kvunits.contracts import (
 )
 from kvunits.contracts.internal import cdiv, describe, magnitude, manager_ints
 
-from .block_pool import NULL_BLOCK, BlockPool, CacheMap, first_holder
+from .block_pool import NULL_BLOCK, BlockPool, CacheMap
 
 #: The unit of the handle a `BlockHashes` was made for (see `kvunits.runtime.GroupHandle`).
 HandleUnit = TypeVar("HandleUnit", PooledBlocks, Tokens, EncoderTokens)
@@ -534,7 +534,7 @@ class GroupCache:
                 held = get(hashes[i])
                 if held is None:
                     break
-                found.append(first_holder(held))
+                found.append(held if isinstance(held, int) else held[0])
             del found[len(found) // align * align :]
             return found
         if self.kind == "sliding_window":
@@ -560,7 +560,7 @@ class GroupCache:
                 continue
             if run == 0 and (i + 1) % align:
                 continue  # a run must end on an aligned block
-            found[i] = first_holder(held)
+            found[i] = held if isinstance(held, int) else held[0]
             run += 1
             if run >= need:
                 del found[i + run :]
@@ -581,7 +581,7 @@ class GroupCache:
                 held = get(hashes[i])
                 if held is None:
                     break
-                found.append(first_holder(held))
+                found.append(held if isinstance(held, int) else held[0])
             if len(found) % align == 0:
                 return found
             # A shorter hit changes the chunk its next query reads: look again from there.
