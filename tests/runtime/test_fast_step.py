@@ -3822,7 +3822,7 @@ def test_a_batch_takes_a_cached_block_whose_key_another_request_registers_again(
     pool, cache = core.pools[0], core.caches[0]
     assert cache is not None
     ((k1, entry),) = cache.blocks.items()
-    held = held_blocks(entry)  # (before the call: a dict entry is changed in place)
+    held = held_blocks(entry)  # (before the call: a list entry is changed in place)
     assert len(held) == copies and pool._fresh == pool.num_blocks
     first = pool._queue[pool._head]
     assert sorted(pool._queue[pool._head :]) == sorted(held) and first in pool._cached
