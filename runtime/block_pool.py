@@ -60,10 +60,12 @@ _LOW: Final = bytes(range(256))
 #: registered it, or recompute a prompt's last block (a prompt given again: vLLM keeps them
 #: too, in a dict per hash). A key's list is changed in place, a block filed (appended) or
 #: evicted (removed: usually the oldest, the queue reusing the blocks freed first) at a time
-#: (`filed_op`, `unfiled_op`), never copied: a copy per change cost 63 us a request against
-#: vLLM's 22 once 10,000 requests had given one prompt (``/tmp/s42/dupgrow.py``); a list, not
-#: a dict, since a holder costs 8 byte in it against some 36 in a dict (a prompt cached by
-#: 256 requests: 442 byte a request against vLLM's 412 with a dict, 382 with a list).
+#: (`filed_op`, `unfiled_op`; a plan's several changes of one key: `key_ops`), not copied
+#: (but where a batch's takes evict several blocks of one key): a copy per change cost 63 us
+#: a request against vLLM's 22 once 10,000 requests had given one prompt
+#: (``/tmp/s42/dupgrow.py``). A list, not a dict, since a holder costs 8 byte in it against
+#: some 36 in a dict (a prompt cached by 256 requests: 442 byte a request against vLLM's 412
+#: with a dict, 383 with a list).
 CacheMap = dict[bytes, "int | list[int]"]
 
 
