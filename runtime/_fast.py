@@ -345,7 +345,8 @@ def _cross(core: CoordinatorCore) -> list[str]:
                     f"                taken, h{i} = got",
                     "            key = pool._cached.get(taken)",
                     "            if key is not None:  # evicted from the prefix cache",
-                    "                cache_map = pool.map_of(taken, key)",
+                    # (a pool of this group alone files its blocks in the group's map)
+                    f"                cache_map = cache_maps[{g}]",
                     "                ops.append((pool._cached.pop, taken))",
                     "                ops.append((pool._cached_free.discard, taken))",
                     "                ops.append(unfiled_op(cache_map, key, cache_map[key], taken))",
