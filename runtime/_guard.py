@@ -39,12 +39,14 @@ while planning.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import deque
 from collections.abc import Callable
 from functools import partial
 from itertools import starmap
 from operator import call
+from threading import get_ident
 from types import FrameType
 from typing import Any, Final
 
@@ -57,6 +59,10 @@ Ops = list[tuple[Any, ...]]
 #: docstring). Two calls: ``ops_of`` builds a lazy iterator (no change), ``commit`` consumes it.
 commit: Final[Callable[[Any], None]] = deque(maxlen=0).extend
 ops_of: Final[Callable[[Ops], Any]] = partial(starmap, call)
+
+#: Where the calls that claim a token are: the runtime's modules, and the functions the
+#: runtime generates (named ``<kvunits ...>``).
+_CALLS: Final = (os.path.join(os.path.dirname(__file__), ""), "<kvunits ")
 
 
 class Guard:
@@ -103,12 +109,27 @@ class Guard:
 
 
 def _running(holder: object) -> bool:
-    """Whether a call holding the token as ``me`` runs on some thread now."""
-    for frame in sys._current_frames().values():
+    """Whether a call holding the token as ``me`` may run on some thread now.
+
+    On this thread, a frame whose ``me`` is the holder. On another, any frame of a kvunits
+    call that claims a token (``me`` among its locals' names, in the runtime's files or the
+    functions it generates): its locals are not read, since reading another thread's frame's
+    locals (``f_locals`` makes them a dict from the live frame) crashed CPython 3.11 once in
+    a test run, a reader thread beside a stepping one. Such a call may be the holder, so the
+    token is not taken over while it runs (a call of another coordinator there delays a
+    takeover until it returns; the interrupts that leave a token with an ended call strike
+    on the caller's own thread)."""
+    here = get_ident()
+    for thread, frame in sys._current_frames().items():
         at: FrameType | None = frame
         while at is not None:
-            if "me" in at.f_code.co_varnames and at.f_locals.get("me") is holder:
-                return True
+            code = at.f_code
+            if "me" in code.co_varnames:
+                if thread == here:
+                    if at.f_locals.get("me") is holder:
+                        return True
+                elif code.co_filename.startswith(_CALLS):
+                    return True
             at = at.f_back
     return False
 

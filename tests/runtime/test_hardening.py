@@ -397,6 +397,60 @@ def test_a_deep_copy_from_inside_a_call_is_refused() -> None:
     check_pools(coord)
 
 
+def test_a_token_an_ended_call_left_is_taken_over_beside_threads_in_other_code() -> None:
+    """A token left with a call that ended (an interrupt in its exception handler before the
+    release leaves it so) is taken over by the next call, though another thread runs: code
+    of its own with a local ``me`` (never read: another thread's frames are only looked at
+    for kvunits' own calls, whose locals are not read either, since reading a live frame's
+    locals from another thread crashed CPython 3.11 once). A thread inside a kvunits call is
+    a call that may hold it: the token is not taken over while it runs."""
+    coord, swa, full = _streams()
+    guard = coord._core.guard
+    ended: list[object] = []
+    assert guard.claim(0, ended) is ended  # held by a call no longer running
+    inside, leave = threading.Event(), threading.Event()
+
+    def elsewhere() -> None:
+        me = object()  # the thread's own, unrelated to any token
+        inside.set()
+        leave.wait(10)
+        del me
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    try:
+        inside.wait(10)
+        assert not guard.busy
+        assert coord.block_table("a", swa) == coord.block_table("a", swa)  # served: taken over
+    finally:
+        leave.set()
+        thread.join()
+    assert not guard.busy and guard.owner == {}
+    # Another thread stopped inside a step of this coordinator: it holds the token, and a
+    # call here is refused while it runs; once it returns, calls are served.
+    from .support import Interference
+
+    inside.clear()
+    leave.clear()
+    step = coord.stepper(swa, full)
+    with Interference(
+        coord._core.pools[1], "allocate_n", "reenter", lambda: (inside.set(), leave.wait(10))
+    ):
+        stepping = threading.Thread(target=step.allocate, args=("a", Tokens(4), Tokens(4)))
+        stepping.start()
+        try:
+            assert inside.wait(10)
+            assert guard.busy
+            with pytest.raises(ConcurrentUseError):
+                coord.block_table("a", swa)
+        finally:
+            leave.set()
+            stepping.join()
+    assert not guard.busy
+    coord.block_table("a", swa)
+    check_pools(coord)
+
+
 # -- torn reads (issue 24, item 7) -----------------------------------------------------------------
 
 
