@@ -1545,7 +1545,10 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     a quarter as many streams, text + sliding with one pool on both sides (kvunits' shared
     pool), audio + text with the prompt's blocks cached (the free blocks holding a cached
     prefix stay, and the pool's queue with them: its order is the cache's eviction order; the
-    prefix cache, bounded by the pool's size), and one group of text alone (kvunits' request
+    prefix cache, bounded by the pool's size), one group of text with prefix caching on
+    (vLLM's default: one prompt for all, then prompts of their own ending within a block,
+    whose last keys kvunits keeps to hash the block they start once content fills it), and
+    one group of text alone (kvunits' request
     costs the same whatever its groups, an offset and its entry in the ids' dict, and then
     per group; vLLM's only per group), at a quarter and at all of ``streams`` (an offset past
     256 is an int object of 28 byte, so kvunits' request costs more with more of them), and
@@ -1558,6 +1561,13 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
         ("audio + text, a pool per group", plain),
         ("text + sliding, one pool", replace(fewer, groups=("text", "sliding"), shared_pool=True)),
         ("audio + text, the prompt cached", replace(fewer, prefix="prompt")),
+        # Prefix caching on (vLLM's default) with one group, as most models serve: one prompt
+        # for all, then each request its own, ending within a block (a tail of 8 keys).
+        ("text alone, the prompt cached", replace(fewer, groups=("text",), prefix="prompt")),
+        (
+            "text alone, prefix caching on, each prompt its own of 40 tokens",
+            replace(fewer, groups=("text",), prefix="unique", prompt=40, chunk=64),
+        ),
         ("text alone, one group", replace(fewer, groups=("text",))),
         # An offset past 256 is an int object of its own: a request costs more at 1,024.
         ("text alone, one group, as many streams", replace(plain, groups=("text",))),

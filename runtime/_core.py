@@ -108,18 +108,23 @@ class HashStream:
         hashes: the chained hashes of the full blocks so far: the caller's tuple (immutable,
             so kept, not copied: a request costs a reference) until content adds some
             (`more_hashes`), a list of its own from then.
-        tail: the keys after the last full block (fewer than ``rows_per_block``).
+        tail: the keys after the last full block (fewer than ``rows_per_block``), an int64
+            array made of the ints or int64 bytes given (a resting request's copy).
         parent: the hash the next full block chains from.
+        given: the caller's tuple of tail keys the stream was made of (None: another form):
+            while the hashes are still the caller's tuple and the tail as long, no content
+            came, so the tail is that tuple's keys, and a resting request keeps the tuple
+            (a reference, as of the hashes), not a copy.
     """
 
-    __slots__ = ("axis", "hashes", "parent", "rows_per_block", "tail")
+    __slots__ = ("axis", "given", "hashes", "parent", "rows_per_block", "tail")
 
     def __init__(
         self,
         axis: int,
         rows_per_block: int,
         hashes: tuple[bytes, ...] | list[bytes],
-        tail: Sequence[int],
+        tail: Sequence[int] | bytes,
         parent: bytes,
     ) -> None:
         self.axis = axis
@@ -127,6 +132,7 @@ class HashStream:
         self.hashes = hashes
         self.tail = array("q", tail)
         self.parent = parent
+        self.given = tail if type(tail) is tuple else None
 
 
 def more_hashes(stream: HashStream, new: list[bytes]) -> tuple[Any, ...]:
@@ -174,17 +180,32 @@ class RequestExtras:
 
     def resting(self, registered: Sequence[int]) -> RestingExtras:
         """Its `RestingExtras`, its groups having registered ``registered`` (nothing pending
-        then: a caller's check)."""
+        then: a caller's check). Each tail is kept as it is now (`_kept_tail`)."""
         streams = self.streams
         if len(streams) == 1:  # one sequence, one granularity: the common case, no loop
             one = streams[0]
             return RestingExtras(
-                (self.stream_of, *registered, one.hashes, tuple(one.tail), one.parent)
+                (self.stream_of, *registered, one.hashes, _kept_tail(one), one.parent)
             )
         flat: list[Any] = [self.stream_of, *registered]
         for stream in streams:
-            flat += (stream.hashes, tuple(stream.tail), stream.parent)
+            flat += (stream.hashes, _kept_tail(stream), stream.parent)
         return RestingExtras(flat)
+
+
+def _kept_tail(stream: HashStream) -> tuple[int, ...] | bytes:
+    """A stream's tail keys as they are now, to keep at rest (the stream's own array may
+    change once they are stored): the caller's tuple they were made of where no content
+    came since (`HashStream.given`: a reference), else a copy as their int64s' bytes (8
+    byte a key in one object, where a tuple's keys are an int object each: a token id past
+    256 costs 36 byte, most of a resting request's memory when its prompt ends within a
+    block). `HashStream` makes its array of either."""
+    tail, given = stream.tail, stream.given
+    if not tail:
+        return ()
+    if given is not None and type(stream.hashes) is tuple and len(given) == len(tail):
+        return given
+    return tail.tobytes()
 
 
 class RestingExtras(tuple[Any, ...]):
@@ -3401,7 +3422,10 @@ class _Boundary:
     ) -> None:
         """Plan the registration of ``blocks`` (held, none cached after the plan) under
         ``keys`` in ``cache_map``: in passes in C where the keys are new to it (a prompt's
-        content not seen before), else one by one."""
+        content not seen before), else one by one. The ids are made ints once: the pool's
+        entry and the map's share each block's int object (`BlockPool.filed_ops`)."""
+        if type(blocks) is array:
+            blocks = blocks.tolist()
         ops.append((pool._cached.update, dict(zip(blocks, keys, strict=True))))
         if not cache_map.keys().isdisjoint(keys) or not self._new_keys(cache_map, keys):
             for block, key in zip(blocks, keys, strict=True):

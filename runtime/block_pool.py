@@ -536,10 +536,15 @@ class BlockPool:
     ) -> Ops:
         """The ops that file ``blocks`` (held, none cached) under ``keys``, new to
         ``cache_map`` and each once: a prompt's blocks registered by its steps, in passes in
-        C (`PoolPlan.register_run`'s effect where its keys are new). Changes nothing."""
+        C (`PoolPlan.register_run`'s effect where its keys are new). Changes nothing.
+
+        The ids are made ints once (``blocks`` is often an array slice): the pool's entry and
+        the map's then hold one int object per block, not one each (28 byte a cached block
+        past the 256 ints Python keeps)."""
+        ids = blocks.tolist() if type(blocks) is array else blocks
         return [
-            (self._cached.update, zip(blocks, keys, strict=True)),
-            (cache_map.update, zip(keys, blocks, strict=True)),
+            (self._cached.update, zip(ids, keys, strict=True)),
+            (cache_map.update, zip(keys, ids, strict=True)),
         ]
 
     def free_queue(self) -> list[int]:

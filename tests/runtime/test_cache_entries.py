@@ -9,6 +9,7 @@ tokens."""
 from __future__ import annotations
 
 import copy
+from array import array
 
 from kvunits.contracts import CacheBlocks, Elements, FullAttentionLayer, KVHeads, Tokens
 from kvunits.runtime import ContentKeys
@@ -243,3 +244,57 @@ def test_a_resting_request_comes_back_with_the_same_streams() -> None:
             (s.axis, s.rows_per_block, s.hashes, list(s.tail), s.parent) for s in back.streams
         ] == seen
         assert all(a.tail is not b.tail for a, b in zip(back.streams, streams, strict=True))
+
+
+def test_a_resting_request_keeps_its_prompts_last_keys_by_reference_until_content_comes() -> None:
+    # PROMPT ends one token into its third block. At rest, "a" keeps that token as the
+    # caller's own tuple (a reference, as it keeps the prompt's hashes), not a copy; once
+    # content filled that block and started the next, it keeps its last key as int64 bytes
+    # (8 byte a key in one object, not a tuple of ints), and the block hashed as the whole
+    # content would.
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16)
+    h = coord.group("t", Tokens)
+    step = coord.stepper(h)
+    core = coord._core
+    prefix = (h.block_hashes(PROMPT),)
+    given = prefix[0].part().tail
+    assert given == (8,)
+    step.admit_with_prefix("a", Tokens(16), prefix=prefix)
+    step.allocate("a", Tokens(9))
+    o = core.table.offsets["a"]
+    rest = core.extras[o]
+    assert type(rest) is RestingExtras and rest[-2] is given
+    coord.extend_content("a", h, ContentKeys([5, 5, 5, 7], Tokens))
+    step.allocate("a", Tokens(4))
+    rest = core.extras[o]
+    assert type(rest) is RestingExtras and rest[-2] == array("q", [7]).tobytes()
+    view = core.requests["a"].extra
+    assert view is not None and view.registered == [3]
+    assert view.hashes == [[*PROMPT_HASHES, *chain_hashes(PROMPT_HASHES[-1], [8, 5, 5, 5], 4)]]
+    # Woken by more content, it goes on from that key: [7, 1, 2, 3] fills the fourth block.
+    coord.extend_content("a", h, ContentKeys([1, 2, 3], Tokens))
+    step.allocate("a", Tokens(3))
+    third = chain_hashes(PROMPT_HASHES[-1], [8, 5, 5, 5], 4)
+    assert view.hashes == [[*PROMPT_HASHES, *third, *chain_hashes(third[-1], [7, 1, 2, 3], 4)]]
+    check_pools(coord)
+    # A stream made of another form of keys (a list) keeps a copy at rest too.
+    from kvunits.runtime._core import HashStream
+
+    stream = HashStream(0, 4, (b"a",), [5, 6], b"a")
+    assert stream.given is None
+    kept = RequestExtras((stream,), (0,), [1]).resting([1])[-2]
+    assert kept == array("q", [5, 6]).tobytes()
+
+
+def test_a_registered_blocks_id_is_one_int_object_in_the_pool_and_its_map() -> None:
+    # Blocks past 256 are int objects of their own (28 byte). A run registered from an array
+    # slice (a prompt's blocks) makes each id once: the pool's entry (block -> key) and the
+    # map's (key -> block) hold the same object, not one each.
+    from kvunits.runtime.block_pool import BlockPool
+
+    pool = BlockPool(1000)
+    cache_map: dict[bytes, int | list[int]] = {}
+    for fn, *args in pool.filed_ops(cache_map, array("i", range(300, 303)), [b"x", b"y", b"z"]):
+        fn(*args)
+    assert cache_map == {b"x": 300, b"y": 301, b"z": 302}
+    assert all(block is cache_map[key] for block, key in pool._cached.items())
