@@ -74,7 +74,7 @@ def test_every_side_does_vllms_work(capsys: pytest.CaptureFixture[str]) -> None:
 # request keeps its content's state (a tuple, its dict entry) where vLLM's `Request` keeps
 # its hashes outside the allocator, and each cached block a key both ways and a free flag: it
 # is held to the figures it reached then, at 64 requests (before: a prompt ending within a
-# block kept its last keys as an int each, 1.9x vLLM's request).
+# block kept its last keys as an int each, 2.2x vLLM's request).
 MEMORY = (
     (("audio", "text"), 256, False, "none", 32, {"block": 1, "request": 1, "left": 1}),
     (("text", "sliding"), 64, True, "none", 32, {"block": 1, "request": 1, "left": 1}),
