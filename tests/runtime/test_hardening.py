@@ -419,13 +419,13 @@ def test_a_token_an_ended_call_left_is_taken_over_beside_threads_in_other_code()
     thread = threading.Thread(target=elsewhere)
     thread.start()
     try:
-        inside.wait(10)
-        assert not guard.busy
-        assert coord.block_table("a", swa) == coord.block_table("a", swa)  # served: taken over
+        assert inside.wait(10)
+        busy = guard.busy
+        served = coord.block_table("a", swa)  # taken over
     finally:
         leave.set()
         thread.join()
-    assert not guard.busy and guard.owner == {}
+    assert not busy and served == coord.block_table("a", swa) and guard.owner == {}
     # Another thread stopped inside a step of this coordinator: it holds the token, and a
     # call here is refused while it runs; once it returns, calls are served.
     from .support import Interference
@@ -433,20 +433,23 @@ def test_a_token_an_ended_call_left_is_taken_over_beside_threads_in_other_code()
     inside.clear()
     leave.clear()
     step = coord.stepper(swa, full)
-    with Interference(
-        coord._core.pools[1], "allocate_n", "reenter", lambda: (inside.set(), leave.wait(10))
-    ):
+
+    def stop_there() -> None:
+        inside.set()
+        leave.wait(10)
+
+    with Interference(coord._core.pools[1], "allocate_n", "reenter", stop_there):
         stepping = threading.Thread(target=step.allocate, args=("a", Tokens(4), Tokens(4)))
         stepping.start()
         try:
             assert inside.wait(10)
-            assert guard.busy
+            busy = guard.busy
             with pytest.raises(ConcurrentUseError):
                 coord.block_table("a", swa)
         finally:
             leave.set()
             stepping.join()
-    assert not guard.busy
+    assert busy and not guard.busy
     coord.block_table("a", swa)
     check_pools(coord)
 
