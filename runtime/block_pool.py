@@ -62,10 +62,10 @@ _LOW: Final = bytes(range(256))
 #: evicted (removed: usually the oldest, the queue reusing the blocks freed first) at a time
 #: (`filed_op`, `unfiled_op`; a plan's several changes of one key: `key_ops`), not copied
 #: (but where a batch's takes evict several blocks of one key): a copy per change cost 63 us
-#: a request against vLLM's 22 once 10,000 requests had given one prompt
-#: (``/tmp/s42/dupgrow.py``). A list, not a dict, since a holder costs 8 byte in it against
-#: some 36 in a dict (a prompt cached by 256 requests: 442 byte a request against vLLM's 412
-#: with a dict, 383 with a list).
+#: a request against vLLM's 22 once 10,000 requests had given one prompt (docs/benchmarks.md,
+#: session 42; `vs_vllm.py`'s held-out *one prompt again* keeps the case). A list, not a
+#: dict, since a holder costs 8 byte in it against some 36 in a dict (a prompt cached by 256
+#: requests: 442 byte a request against vLLM's 412 with a dict, 383 with a list).
 CacheMap = dict[bytes, "int | list[int]"]
 
 
@@ -227,7 +227,7 @@ def shared_ended_ops(shared: dict[int, int], blocks: list[int]) -> Ops:
     one less, and a block left to one table no longer counted. Passes in C (the counts read
     now; the new counts and the drops made at the commit), where a loop builds an operation
     per block: a 700-token shared prompt's 43 blocks held by two tables 9.2 -> 2.6 us, by
-    three 8.3 -> 4.6 (``/tmp/s42/shbench.py``)."""
+    three 8.3 -> 4.6 (session 42, docs/benchmarks.md)."""
     counts = list(map(shared.get, blocks))
     ones = counts.count(2)  # (left to one table: dropped)
     if ones == len(counts):

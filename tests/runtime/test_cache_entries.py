@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import copy
 from array import array
+from typing import Any
 
 from kvunits.contracts import CacheBlocks, Elements, FullAttentionLayer, KVHeads, Tokens
-from kvunits.runtime import ContentKeys
+from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import RequestExtras, RestingExtras
 from kvunits.runtime._table import CAPACITY
 from kvunits.runtime.prefix_cache import chain_hashes, root_hash
@@ -22,6 +23,14 @@ from .support import check_pools, coordinator, snapshot
 FULL = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
 PROMPT = ContentKeys(list(range(9)), Tokens)  # two full blocks and one token
 PROMPT_HASHES = chain_hashes(root_hash("token", 4, None), PROMPT.keys, 4)
+
+
+def _one_group() -> tuple[KVCacheCoordinator, Any, Any, tuple[Any, ...]]:
+    """A coordinator of one full-attention group (blocks of 4 tokens, room for 16), its
+    handle and stepper, and PROMPT's hashes as a prefix."""
+    coord = coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16)
+    h = coord.group("t", Tokens)
+    return coord, h, coord.stepper(h), (h.block_hashes(PROMPT),)
 
 
 def test_a_hash_held_by_two_blocks_is_a_list_until_one_is_evicted() -> None:
@@ -156,11 +165,8 @@ def test_content_added_to_a_prompt_leaves_the_callers_hashes_as_they_are() -> No
 
 
 def test_a_request_rests_once_its_prompt_is_registered_and_content_wakes_it() -> None:
-    coord = coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16)
-    h = coord.group("t", Tokens)
-    step = coord.stepper(h)
+    coord, h, step, prefix = _one_group()
     core = coord._core
-    prefix = (h.block_hashes(PROMPT),)
     for rid in ("a", "b"):
         step.admit_with_prefix(rid, Tokens(16), prefix=prefix)
     a, b = core.table.offsets["a"], core.table.offsets["b"]
@@ -252,11 +258,8 @@ def test_a_resting_request_keeps_its_prompts_last_keys_by_reference_until_conten
     # content filled that block and started the next, it keeps its last key as int64 bytes
     # (8 byte a key in one object, not a tuple of ints), and the block hashed as the whole
     # content would.
-    coord = coordinator({"t": FULL}, block_size=4, num_blocks=20, max_len=16)
-    h = coord.group("t", Tokens)
-    step = coord.stepper(h)
+    coord, h, step, prefix = _one_group()
     core = coord._core
-    prefix = (h.block_hashes(PROMPT),)
     given = prefix[0].part().tail
     assert given == (8,)
     step.admit_with_prefix("a", Tokens(16), prefix=prefix)
