@@ -115,9 +115,12 @@ class HashStream:
             while the hashes are still the caller's tuple and the tail as long, no content
             came, so the tail is that tuple's keys, and a resting request keeps the tuple
             (a reference, as of the hashes), not a copy.
+        part: the caller's `PrefixPart` the stream was made of (None: another form); a
+            request of one group whose stream is still that part's keeps the part itself at
+            rest (`RequestExtras.resting`).
     """
 
-    __slots__ = ("axis", "given", "hashes", "parent", "rows_per_block", "tail")
+    __slots__ = ("axis", "given", "hashes", "parent", "part", "rows_per_block", "tail")
 
     def __init__(
         self,
@@ -126,6 +129,7 @@ class HashStream:
         hashes: tuple[bytes, ...] | list[bytes],
         tail: Sequence[int] | bytes,
         parent: bytes,
+        part: PrefixPart | None = None,
     ) -> None:
         self.axis = axis
         self.rows_per_block = rows_per_block
@@ -133,6 +137,7 @@ class HashStream:
         self.tail = array("q", tail)
         self.parent = parent
         self.given = tail if type(tail) is tuple else None
+        self.part = part if type(part) is PrefixPart else None
 
 
 def more_hashes(stream: HashStream, new: list[bytes]) -> tuple[Any, ...]:
@@ -178,12 +183,26 @@ class RequestExtras:
         """Whether it holds content in some group."""
         return bool(self.streams)
 
-    def resting(self, registered: Sequence[int]) -> RestingExtras:
-        """Its `RestingExtras`, its groups having registered ``registered`` (nothing pending
-        then: a caller's check). Each tail is kept as it is now (`_kept_tail`)."""
+    def resting(self, registered: Sequence[int]) -> RestingExtras | PrefixPart:
+        """Its resting form, its groups having registered ``registered`` (nothing pending
+        then: a caller's check): the caller's `PrefixPart` itself where a request of one
+        group still holds exactly that part's content, every full block registered (no
+        object of its own: a text model's common case), else a
+        `RestingExtras`. Each tail is kept as it is now (`_kept_tail`)."""
         streams = self.streams
         if len(streams) == 1:  # one sequence, one granularity: the common case, no loop
             one = streams[0]
+            part = one.part
+            if (
+                part is not None
+                and len(registered) == 1
+                and one.hashes is part.hashes
+                and registered[0] == len(part.hashes)
+                and len(one.tail) == len(part.tail)
+                and one.parent is part.parent
+                and self.stream_of == ONE_GROUP
+            ):
+                return part
             return RestingExtras(
                 (self.stream_of, *registered, one.hashes, _kept_tail(one), one.parent)
             )
@@ -206,6 +225,25 @@ def _kept_tail(stream: HashStream) -> tuple[int, ...] | bytes:
     if given is not None and type(stream.hashes) is tuple and len(given) == len(tail):
         return given
     return tail.tobytes()
+
+
+#: The `RequestExtras.stream_of` of a request of one group with content (every core's, from
+#: `CoordinatorCore._shapes`): the shape a resting `PrefixPart` stands for.
+ONE_GROUP: Final[tuple[int, ...]] = (0,)
+
+
+def awake(
+    extra: RestingExtras | PrefixPart, axis: Sequence[int], rows_per_block: Sequence[int]
+) -> RequestExtras:
+    """The `RequestExtras` a resting form stands for (``axis``, ``rows_per_block``: per
+    group), made anew for a call that adds content: a `RestingExtras`' (its `active`), or a
+    `PrefixPart`'s, the resting form of a request of one group holding that part's content,
+    every full block registered (`RequestExtras.resting`)."""
+    if type(extra) is RestingExtras:
+        return extra.active(axis, rows_per_block)
+    part: PrefixPart = extra  # type: ignore[assignment]  # (the other form)
+    one = HashStream(axis[0], rows_per_block[0], part.hashes, part.tail, part.parent, part)
+    return RequestExtras((one,), ONE_GROUP, [len(part.hashes)])
 
 
 class RestingExtras(tuple[Any, ...]):
@@ -388,9 +426,10 @@ class CoordinatorCore:
             limit * p >= 2**31 - 1 for limit, p in zip(max_len_slots, self._pool, strict=True)
         )
         self.table = RequestTable(len(self.names), wide=wide)
-        self.extras: dict[int, RequestExtras | RestingExtras] = {}
-        # The requests' `RequestExtras.stream_of`, one tuple per shape (a few per layout).
-        self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.extras: dict[int, RequestExtras | RestingExtras | PrefixPart] = {}
+        # The requests' `RequestExtras.stream_of`, one tuple per shape (a few per layout):
+        # `ONE_GROUP`, the shape a resting `PrefixPart` stands for, among them.
+        self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {ONE_GROUP: ONE_GROUP}
         # `_lean_prefix`'s layout: each sequence's groups, and each pool's.
         axes: dict[int, list[int]] = {}
         for g in range(len(managers)):
@@ -635,7 +674,7 @@ class CoordinatorCore:
 
     def _extras_of(
         self, prefix: Mapping[int, PrefixPart | None], tables: Sequence[Sequence[int]]
-    ) -> RequestExtras | RestingExtras:
+    ) -> RequestExtras | RestingExtras | PrefixPart:
         """What a request admitted with ``prefix`` keeps (its hit ``tables`` registered): one
         `HashStream` per sequence and granularity, resting where nothing is left to
         register."""
@@ -650,7 +689,7 @@ class CoordinatorCore:
             key = (self._axis[g], cache.rows_per_block)
             if key not in streams:
                 streams[key] = len(made)
-                made.append(HashStream(*key, part.hashes, part.tail, part.parent))
+                made.append(HashStream(*key, part.hashes, part.tail, part.parent, part))
             stream_of[g] = streams[key]
             registered[g] = len(tables[g])
         shape = tuple(stream_of)
@@ -1656,7 +1695,7 @@ class CoordinatorCore:
         # Content hashed ahead of the committed positions: registered below, from the
         # positions and evictions after the step (per group).
         after: list[tuple[int, int, int | array[int]]] | None = (
-            [] if extra is not None and (hashed or extra.pending()) else None
+            [] if hashed or (type(extra) is RequestExtras and extra.pending()) else None
         )
         table, managers = self.table, self._managers
         hot, st, never = table.hot, table.st, table.never
@@ -2702,10 +2741,10 @@ class CoordinatorCore:
         a call that adds content (its streams change in place): a resting one's is made
         anew, and the call stores it with its changes (`_keep_active`)."""
         extra = self.extras.get(o)
-        if not isinstance(extra, RestingExtras):
+        if extra is None or isinstance(extra, RequestExtras):
             return extra
         rows = [0 if c is None else c.rows_per_block for c in self.caches]
-        return extra.active(self._axis, rows)
+        return awake(extra, self._axis, rows)
 
     def _keep_active(self, ops: Ops, o: int, extra: RequestExtras) -> None:
         """Add to ``ops`` the store of ``extra``, `_active`'s form of request ``o``'s
@@ -2799,7 +2838,7 @@ class CoordinatorCore:
         # freed together, the chain's head (the most shared) is evicted last. Those without
         # content go to the queue's front (`PoolPlan.release_front`): one run per pool, its
         # groups in order.
-        cached = extra is not None and extra.has_streams()
+        cached = extra is not None and (isinstance(extra, PrefixPart) or extra.has_streams())
         unshared = self._unshared(o, pools)
         freed: dict[int, tuple[PoolPlan, list[int]]] = {}
         for g in range(len(self.names)):
@@ -3558,6 +3597,8 @@ class ExtraView:
         extra = self._core.extras.get(self._o)
         if extra is None:
             return [None] * len(self._core.names)
+        if isinstance(extra, PrefixPart):  # (one group)
+            return [list(extra.hashes)]
         if isinstance(extra, RestingExtras):
             return [None if s < 0 else list(extra.hashes(s)) for s in extra.stream_of]
         return [None if s < 0 else list(extra.streams[s].hashes) for s in extra.stream_of]
@@ -3565,7 +3606,11 @@ class ExtraView:
     @property
     def registered(self) -> list[int]:
         extra = self._core.extras.get(self._o)
-        return [0] * len(self._core.names) if extra is None else list(extra.registered)
+        if extra is None:
+            return [0] * len(self._core.names)
+        if isinstance(extra, PrefixPart):  # (one group, every full block registered)
+            return [len(extra.hashes)]
+        return list(extra.registered)
 
     @property
     def spec(self) -> list[int]:

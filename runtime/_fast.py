@@ -68,6 +68,7 @@ from ._core import (
     FastFunctions,
     RequestExtras,
     RestingExtras,
+    awake,
 )
 from ._guard import commit, ops_of
 from ._table import (
@@ -197,7 +198,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
         f"            {back}",
         "        if extras:",
         "            extra = extras.get(o)",
-        "            if extra is not None and extra.pending():",
+        "            if type(extra) is Active and extra.pending():",
         "                return registering(me, request_id, o, num_new, mapping, lookahead, extra)",
         f"        cb = o // {hw} * {cw}",
         "        ops = []",
@@ -557,7 +558,7 @@ def _first(core: CoordinatorCore) -> list[str]:
         "        if mapping or lookahead is not None:",
         f"            {back}",
         "        x = extras.get(o) if extras else None",
-        "        if x is not None and type(x) is not Resting:",
+        "        if x is not None and type(x) is not Resting and type(x) is not Part:",
         "            if type(x) is not Active:",
         f"                {back}",
         "            of, reg = x.stream_of, x.registered",
@@ -746,7 +747,7 @@ def _extend(core: CoordinatorCore) -> list[str]:
         # (`CoordinatorCore._active`) and stored with the call's changes (`_keep_active`);
         # the ops, or False where the general path decides.
         "    def extend_resting(o, g, keys, resting):",
-        "        extra = resting.active(axis, rows_per_block)",
+        "        extra = active_of(resting, axis, rows_per_block)",
         "        of = extra.stream_of",
         "        s = of[g]",
         "        if s < 0:",
@@ -785,7 +786,7 @@ def _extend(core: CoordinatorCore) -> list[str]:
         "                        ops = extend_fill(o, extra, (stream,), (keys,))",
         "                        if ops is not False:",
         "                            commit(ops_of(ops)); del owner[0]; return  # the commit",
-        "            elif type(extra) is Resting:",
+        "            elif extra is not None:  # at rest (`RestingExtras`, or a `PrefixPart`)",
         "                ops = extend_resting(o, g, keys, extra)",
         "                if ops is not False:",
         "                    commit(ops_of(ops)); del owner[0]; return  # the commit",
@@ -1238,7 +1239,7 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
     shape = tuple(streams[(core._axis[g], caches[g].rows_per_block)] for g in range(n))
     made = ", ".join(
         f"Stream({core._axis[g]}, {caches[g].rows_per_block}, p{g}.hashes, p{g}.tail, "
-        f"p{g}.parent)"
+        f"p{g}.parent, p{g})"
         for g in first
     )
     flat = ", ".join(f"p{g}.hashes, p{g}.tail, p{g}.parent" for g in first)
@@ -1249,7 +1250,10 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
         f"            if {pending}:",
         f"                ex = Active(({made},), shape, {registered})",
         "            else:",
-        f"                ex = Resting([shape, *{registered}, {flat}])",
+        # One group: the caller's part itself, as `RequestExtras.resting` keeps it.
+        *(["                ex = p0 if type(p0) is Part else Resting([shape, *"
+            f"{registered}, {flat}])"] if n == 1 else
+          [f"                ex = Resting([shape, *{registered}, {flat}])"]),
         f"            fields = array(typecode, ({', '.join(cold)}))",
         "            if also:",
         "                xo += also",
@@ -1405,7 +1409,7 @@ def _free(core: CoordinatorCore) -> list[str]:
         "            more = [] if x is None else [(extras.pop, o)]",
         "            if specs and o in specs:",
         "                more.append((specs.pop, o))",
-        "            rev = x is not None and x.has_streams()",
+        "            rev = x is not None and (type(x) is Part or x.has_streams())",
         "            if last:  # the table and the policy's dicts emptied (`_release_plan`)",
         "                more += table_emptied",
         "                more += [(arrival.clear,), (priority.clear,), (caps_known.clear,)]",
@@ -1684,7 +1688,7 @@ def _crossing(
         *((["pend, ah = None, False"] if ahead else ["pend = None"]) if register else []),
         "if extras:",
         "    extra = extras.get(o)",
-        "    if extra is not None and extra.pending():",
+        "    if type(extra) is Active and extra.pending():",
         "        pend = extra" if register else f"        {fail}",
     ]
     for g in range(n):
@@ -2558,7 +2562,7 @@ def _respec(
             # `plan_cross` registers it with the rollback and the lookahead.
             "        if extras and more is None:",
             "            extra = extras.get(o)",
-            "            if extra is not None and extra.pending() and not ("
+            "            if type(extra) is Active and extra.pending() and not ("
             + " or ".join(f"type(r{g}) is not int or r{g} < 0" for g in range(n))
             + "):",
             "                return respec_registering(me, request_id, o, num_new, lookahead, "
@@ -4042,7 +4046,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             "                if vec:",
             f"                    cols, tls, {alls}, {gets}, {spans} = kept[3:]",
             "                else:",
-            "                    vec = (None not in exs and Resting not in map(type, exs) and "
+            "                    vec = (actives.issuperset(map(type, exs)) and "
             "len(set(offs)) == count and not (specs and "
             "not specs.keys().isdisjoint(offs)) and len({axis[g] for g, _, _ in shares}) == "
             "len(shares))",
@@ -4194,8 +4198,8 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         f"                    {back}",
         # Resting content (nothing to register: a request's first step with content after
         # its admission) woken, as the per-request call wakes it, and stored at the commit.
-        "                if type(extra) is Resting:",
-        "                    woke.append(o); extra = extra.active(axis, rows_per_block); "
+        "                if type(extra) is not Active:",
+        "                    woke.append(o); extra = active_of(extra, axis, rows_per_block); "
         "awake.append(extra)",
         "                streams, of = extra.streams, extra.stream_of",
         "                if len(streams) != len(shares):",
@@ -4388,7 +4392,7 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         # with content after its admission): woken here, as the per-request call wakes it,
         # its active form stored at the commit (``rest`` 2: planned as any other request's,
         # but a step that rolls back to its start, which is the core's boundary path's).
-        "                    extra = extra.active(axis, rows_per_block)",
+        "                    extra = active_of(extra, axis, rows_per_block)",
         "                    streams, of, reg, rest = extra.streams, extra.stream_of, "
         "extra.registered, 2",
         "                picked, adds, fill = [], [], False",
@@ -4649,7 +4653,7 @@ def _drafted(core: CoordinatorCore, past: str, indent: str) -> list[str]:
     # block whose content is known, which the crossing registers (as the general path).
     empty = " or ".join(f"not (s{g} or q{g})" for g in range(n))
     lines += [
-        f"{indent}if extras and ({empty}) and (x := extras.get(o)) is not None and x.pending():",
+        f"{indent}if extras and ({empty}) and type(x := extras.get(o)) is Active and x.pending():",
         f"{indent}    {past}",
     ]
     stores = "; ".join(
@@ -4783,8 +4787,8 @@ def _contents(
         f"    {back}",
         # Content at rest: its active form made (`CoordinatorCore._active`), which the
         # appends below, the crossing's and the fill's extend; every commit stores it.
-        "if type(extra) is Resting:",
-        "    extra = extra.active(axes_of, rows_per_block)",
+        "if type(extra) is not Active:",
+        "    extra = active_of(extra, axes_of, rows_per_block)",
         "streams, of = extra.streams, extra.stream_of",
         # One sequence of one granularity (a text model's): its one pair read as the loop
         # below reads it, without the loop.
@@ -4911,8 +4915,8 @@ def respec_content_lines(
         "if extra is None or type(content) is not list and type(content) is not tuple:",
         f"    {back}",
         # Content at rest (nothing to register): its active form, stored by every commit.
-        "if type(extra) is Resting:",
-        "    extra = extra.active(axes_of, rows_per_block)",
+        "if type(extra) is not Active:",
+        "    extra = active_of(extra, axes_of, rows_per_block)",
         "streams, of, reg = extra.streams, extra.stream_of, extra.registered",
         *(
             line
@@ -5080,6 +5084,7 @@ def advance_names(core: CoordinatorCore) -> dict[str, Any]:
         "general_content": core._general_content,
         "extras": core.extras,
         "Resting": RestingExtras,
+        "active_of": awake,
         "extend": array.extend,
         "commit": commit,
         "general": core._general_step,
@@ -5426,13 +5431,16 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import _Boundary as Boundary\n"
         "from kvunits.runtime._core import _slots_across as slots_across\n"
         "from kvunits.runtime._core import RestingExtras as Resting\n"
+        "from kvunits.runtime._core import awake as active_of\n"
+        "from kvunits.runtime.prefix_cache import PrefixPart as Part\n"
         "from kvunits.runtime._core import RequestExtras as Active\n"
         "from kvunits.runtime._core import DECLINED\n"
         "from kvunits.runtime.block_pool import filed, filed_op, holders\n"
         "from kvunits.runtime.block_pool import HeldBlocks, key_ops, unfiled_op, without\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime._core import HashStream as Stream\n"
-        "from kvunits.runtime.prefix_cache import chain_hashes, longest_common_hit\n\n"
+        "from kvunits.runtime.prefix_cache import chain_hashes, longest_common_hit\n"
+        "actives = frozenset((Active,))  # a batch's extras all active\n\n"
     )
     return header + "\n".join(lines) + "\n"
 

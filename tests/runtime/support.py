@@ -4,7 +4,7 @@ allocator state, and an independent residency oracle that works in the kernel's 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 from kvunits.contracts import (
     AnyLayerGroup,
@@ -39,11 +39,17 @@ from kvunits.runtime import (
     Stepper,
     _table,
 )
+from kvunits.runtime._core import RestingExtras
 from kvunits.runtime._table import LENGTH, SKIPPED
 from kvunits.runtime.block_pool import BlockPool, PoolPlan
 from kvunits.runtime.block_pool import holders as filed_blocks
+from kvunits.runtime.prefix_cache import PrefixPart
 
 _U = TypeVar("_U", PooledBlocks, Tokens)
+
+#: A request's content at rest: the compact tuple, or (one group, the prompt's content as
+#: given) the caller's own part.
+RESTING: Final = (RestingExtras, PrefixPart)
 
 
 def compacting_only_past(monkeypatch: Any) -> None:

@@ -695,7 +695,7 @@ def test_a_resting_request_wakes_on_the_generated_batch(drafting: bool) -> None:
     one, ref = build(), build()
     core = one._core
     forms = [type(core.extras[core.offset(rid)]).__name__ for rid in ("a", "b")]
-    assert forms == ["RestingExtras", "RequestExtras"]
+    assert forms == ["PrefixPart", "RequestExtras"]  # a at rest: its own part
     ids, q, k, r = ["a", "b"], [2 if drafting else 1], [1 if drafting else 0], [[0], [0]]
     ran: list[str] = []
 

@@ -16,7 +16,7 @@ from kvunits.contracts import CacheBlocks, Elements, FullAttentionLayer, KVHeads
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import RequestExtras, RestingExtras
 from kvunits.runtime._table import CAPACITY
-from kvunits.runtime.prefix_cache import chain_hashes, root_hash
+from kvunits.runtime.prefix_cache import PrefixPart, chain_hashes, root_hash
 
 from .support import check_pools, coordinator, snapshot
 
@@ -171,9 +171,10 @@ def test_a_request_rests_once_its_prompt_is_registered_and_content_wakes_it() ->
         step.admit_with_prefix(rid, Tokens(16), prefix=prefix)
     a, b = core.table.offsets["a"], core.table.offsets["b"]
     assert type(core.extras[a]) is RequestExtras  # two hashes ahead of its positions
-    # Its 9 tokens computed: both full blocks registered, nothing left: one flat tuple.
+    # Its 9 tokens computed: both full blocks registered, nothing left, its content the
+    # prompt's as given: it keeps the caller's part itself (no object of its own).
     step.allocate("a", Tokens(9))
-    assert type(core.extras[a]) is RestingExtras
+    assert core.extras[a] is prefix[0].part()
     view = core.requests["a"].extra
     assert view is not None and view.registered == [2] and view.hashes == [list(PROMPT_HASHES)]
     twin = copy.deepcopy(coord)
@@ -182,10 +183,11 @@ def test_a_request_rests_once_its_prompt_is_registered_and_content_wakes_it() ->
     # the block the keys fill is registered by the step that computes it, and it rests.
     coord.extend_content("a", h, ContentKeys([5, 5, 5], Tokens))
     assert type(core.extras[a]) is RequestExtras
+    # Content of its own since: one flat tuple.
     step.allocate("a", Tokens(3))
     assert type(core.extras[a]) is RestingExtras and view.registered == [3]
     step.allocate("b", Tokens(9))
-    assert type(core.extras[b]) is RestingExtras
+    assert core.extras[b] is prefix[0].part()
     step.advance_with_content_all(["a", "b"], Tokens(1), content=[(h, ContentKeys([6, 6], Tokens))])
     assert {type(core.extras[o]) for o in (a, b)} == {RequestExtras}
     woken = core.requests["b"].extra
@@ -215,7 +217,7 @@ def test_a_resting_request_given_the_content_of_its_step_registers_the_block_it_
         h = c.group("t", Tokens)
         c.stepper(h).admit_with_prefix("a", Tokens(16), prefix=(h.block_hashes(PROMPT),))
         c.stepper(h).allocate("a", Tokens(9))
-        assert type(c._core.extras[c._core.table.offsets["a"]]) is RestingExtras
+        assert type(c._core.extras[c._core.table.offsets["a"]]) is PrefixPart
     h = one.group("t", Tokens)
     one.stepper(h).advance_with_content("a", Tokens(3), content=[(h, keys)])
     h2 = two.group("t", Tokens)
@@ -254,10 +256,10 @@ def test_a_resting_request_comes_back_with_the_same_streams() -> None:
 
 def test_a_resting_request_keeps_its_prompts_last_keys_by_reference_until_content_comes() -> None:
     # PROMPT ends one token into its third block. At rest, "a" keeps that token as the
-    # caller's own tuple (a reference, as it keeps the prompt's hashes), not a copy; once
-    # content filled that block and started the next, it keeps its last key as int64 bytes
-    # (8 byte a key in one object, not a tuple of ints), and the block hashed as the whole
-    # content would.
+    # caller's own tuple (a reference: the caller's part, as it keeps the prompt's hashes),
+    # not a copy; once content filled that block and started the next, it keeps its last key
+    # as int64 bytes (8 byte a key in one object, not a tuple of ints), and the block hashed
+    # as the whole content would. Woken, it keeps the part's tuple until content comes.
     coord, h, step, prefix = _one_group()
     core = coord._core
     given = prefix[0].part().tail
@@ -265,8 +267,10 @@ def test_a_resting_request_keeps_its_prompts_last_keys_by_reference_until_conten
     step.admit_with_prefix("a", Tokens(16), prefix=prefix)
     step.allocate("a", Tokens(9))
     o = core.table.offsets["a"]
-    rest = core.extras[o]
-    assert type(rest) is RestingExtras and rest[-2] is given
+    assert core.extras[o] is prefix[0].part()
+    woken = core._active(o)
+    assert woken is not None and woken.streams[0].given is given
+    assert woken.resting([2]) is prefix[0].part()  # nothing came: the part again
     coord.extend_content("a", h, ContentKeys([5, 5, 5, 7], Tokens))
     step.allocate("a", Tokens(4))
     rest = core.extras[o]

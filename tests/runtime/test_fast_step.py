@@ -54,12 +54,13 @@ from kvunits.contracts.errors import (
     UnitValueError,
 )
 from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
-from kvunits.runtime._core import CoordinatorCore, RequestExtras, RestingExtras
+from kvunits.runtime._core import CoordinatorCore, ExtraView, RequestExtras
 from kvunits.runtime._table import BASE, CAPACITY, SLACK, START, RequestTable
 from kvunits.runtime.block_pool import holders as held_blocks
 
 from ..examples import every, examples
 from .support import (
+    RESTING,
     Injected,
     check_ends,
     check_pools,
@@ -699,7 +700,7 @@ def test_a_first_step_takes_cached_free_blocks_and_content_at_rest_on_its_genera
             core.admit(rid, [None])
         else:
             assert core.admit_with_prefix(rid, [None], parts) == [0]
-            assert type(core.extras[core.offset(rid)]) is RestingExtras
+            assert core.extras[core.offset(rid)] is parts[0]  # at rest: the part itself
         ran = _compared_step(one, rid, count)
         assert "first_step" in ran and "cross_ops" not in ran, ran
         one.free(rid)
@@ -720,12 +721,12 @@ def test_a_new_prompts_first_chunk_registers_its_blocks_and_holds_on_its_generat
     for step, (count, registered) in enumerate(((6, 1), (6, 3))):
         ran = _compared_step(one, "a", count)
         extra = core.extras[core.offset("a")]
-        assert list(extra.registered) == [registered], step
+        assert ExtraView(core, core.offset("a")).registered == [registered], step
         if step == 0:
             assert "first_step" in ran and "cross_ops" not in ran, ran
             assert type(extra) is RequestExtras and core.table.hot[core.offset("a")] == 0
         else:
-            assert type(extra) is RestingExtras
+            assert type(extra) in RESTING
     assert len(core.pools[0]._cached) == 3
     check_pools(one)
 
@@ -746,7 +747,7 @@ def test_a_step_with_content_at_rest_takes_the_generated_crossing(entry: str) ->
     core.advance_step("a", [1])
     one.free("a")
     assert core.admit_with_prefix("b", [None], prefix_parts(one, prompt)) == [8]
-    assert type(core.extras[core.offset("b")]) is RestingExtras
+    assert type(core.extras[core.offset("b")]) in RESTING
     text = one.group("text", Tokens)
     stepper = one.stepper(text)
     for token in (10, 11):
@@ -2394,7 +2395,7 @@ def test_a_generating_batch_out_of_phase_is_classified_in_c() -> None:
         twin = copy.deepcopy(coord)
         theirs = _outcome(general, twin._core, "content_all", rids, [2, 1], contents)
         offsets = [core.table.offsets[rid] for rid in rids]
-        resting = any(type(core.extras.get(o)) is RestingExtras for o in offsets)
+        resting = any(type(core.extras.get(o)) in RESTING for o in offsets)
         lines.clear()
         sys.settrace(trace)
         try:
@@ -2867,7 +2868,7 @@ def test_a_step_that_registers_content_matches_the_general_path() -> None:
             # tuple, not five objects: the memory a cached prompt costs), as the general path.
             forms = [type(c._core.extras[c._core.table.offsets[rid]]) for c in (one, two)]
             if "registering" in ran[calls:]:
-                assert forms == [RestingExtras, RestingExtras], (i, rid, forms)
+                assert forms[0] is forms[1] and forms[0] in RESTING, (i, rid, forms)
                 rested += 1
             for c in (one, two):  # its sampled token (and a draft's): a position ahead
                 c._core.extend_content(rid, 0, [i, i + 1] if kind == "speculative" else [i])
@@ -3310,7 +3311,7 @@ def test_content_filling_a_block_behind_a_speculative_tail_matches_the_general_p
         assert mine == _outcome(general, twin._core, kind, rid, *counts), (kind, rid, counts)
         assert _state(one) == _state(twin), (kind, rid, counts)
         after = type(core.extras.get(core.table.offsets[rid]))
-        rested += before is not RestingExtras and after is RestingExtras
+        rested += before not in RESTING and after in RESTING
 
     for wave in range(4):  # requests of a few steps each (the toy's max_len is 24 tokens)
         ids = [f"{wave}a", f"{wave}b", f"{wave}c"]
@@ -3762,7 +3763,9 @@ def test_an_empty_drafting_step_registers_the_block_its_accepted_tail_completes(
     one, two = build(), build()
     core = one._core
     cache, o = core.caches[0], core.offset("r")
-    assert cache is not None and len(cache.blocks) == 1 and core.extras[o].pending()
+    extra = core.extras[o]
+    assert cache is not None and len(cache.blocks) == 1
+    assert isinstance(extra, RequestExtras) and extra.pending()
     assert core.specs[o] == (1,) and core.table.hot[o] == 0
     if entry == "stepper":
         stepper: Any = one.stepper(one.group("text", Tokens))
@@ -3771,7 +3774,8 @@ def test_an_empty_drafting_step_registers_the_block_its_accepted_tail_completes(
         fast(core, entry, "r", [0], [0])
     general(two._core, "speculative", "r", [0], [0])
     assert _state(one) == _state(two)
-    assert len(cache.blocks) == 2 and not core.extras[o].pending()
+    extra = core.extras[o]
+    assert len(cache.blocks) == 2 and not (isinstance(extra, RequestExtras) and extra.pending())
     check_pools(one)
 
 
@@ -4135,9 +4139,9 @@ def test_a_drafting_step_with_its_content_interrupted_anywhere_changes_nothing(
     if plain:
         return
     # Stores (no core call) and the crossing, each at least once, and never the core's plan:
-    # content at rest (its blocks all registered) is made active by the entry (`active`).
+    # content at rest (its blocks all registered) is made active by the entry (`awake`).
     assert ran.count("advance_speculative_with_content") == 7, ran
-    assert {"respec_cross", "active"} <= set(ran), set(ran)
+    assert {"respec_cross", "awake"} <= set(ran), set(ran)
     assert "_planned_respec_content" not in ran, set(ran)
     if layout == "text":
         assert "respec_fill" in ran, set(ran)
@@ -4211,7 +4215,7 @@ def test_a_drafting_batch_with_its_content_interrupted_anywhere_changes_nothing(
     assert interrupted > 6 * 50 // every(), interrupted
     # Stores and appends, the generated planners (the first batch: each request's content
     # resting, woken there), one commit a batch.
-    assert {"plan_cross", "active"} <= set(ran), set(ran)
+    assert {"plan_cross", "awake"} <= set(ran), set(ran)
     assert "plan_fill" in ran or layout != "text", set(ran)
     assert "_general_respec_content_all" not in ran, set(ran)
 
