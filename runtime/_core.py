@@ -1750,8 +1750,9 @@ class CoordinatorCore:
             gone = slab[start : start + dropped][::-1] if dropped else _NO_BLOCKS
             if dropped > 1 and (not pool._shared or pool._shared.keys().isdisjoint(gone)):
                 # Evicted as a run (a window passed over by a long step): a slice, no int each.
-                if pool._cached:
-                    ops.append((pool._cached_free.update, pool._cached.keys() & gone))
+                if pool._cached:  # (the ids' own objects: `BlockPool.add_map`)
+                    cached = pool._cached.keys() & gone
+                    ops.append((pool._cached_free.update, [*map(pool._ids.__getitem__, cached)]))
                 state[4].extend(gone)
                 gone = _NO_BLOCKS
             for block in gone:
@@ -1764,7 +1765,7 @@ class CoordinatorCore:
                     plan.shared[id(pool), block] = (pool, block, count - 1)
                     continue
                 if block in pool._cached:
-                    ops.append((pool._cached_free.add, block))
+                    ops.append((pool._cached_free.add, pool._ids[block]))
                 state[4].append(block)
             taken = NULL_BLOCK
             run: array[int] | None = None
@@ -1961,7 +1962,7 @@ class CoordinatorCore:
                     block = taken  # taken by this step (evicted from the cache if it was)
                 else:
                     return False
-                key = hashes[i]
+                key, block = hashes[i], pool._ids[block]  # (the id's own object: `add_map`)
                 ops.append((setitem, pool._cached, block, key))
                 plan.listed(blocks_of, key).append(block)
             registered[g] = full
@@ -3461,10 +3462,9 @@ class _Boundary:
     ) -> None:
         """Plan the registration of ``blocks`` (held, none cached after the plan) under
         ``keys`` in ``cache_map``: in passes in C where the keys are new to it (a prompt's
-        content not seen before), else one by one. The ids are made ints once: the pool's
-        entry and the map's share each block's int object (`BlockPool.filed_ops`)."""
-        if type(blocks) is array:
-            blocks = blocks.tolist()
+        content not seen before), else one by one. Each entry holds the id's own int object
+        (`BlockPool.add_map`)."""
+        blocks = list(map(pool._ids.__getitem__, blocks))
         ops.append((pool._cached.update, dict(zip(blocks, keys, strict=True))))
         if not cache_map.keys().isdisjoint(keys) or not self._new_keys(cache_map, keys):
             for block, key in zip(blocks, keys, strict=True):

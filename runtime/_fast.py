@@ -273,7 +273,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        if block in pool._shared:",
             f"            {back}",
             "        if block in pool._cached:  # its content stays in the queue",
-            "            ops.append((pool._cached_free.add, block))",
+            "            ops.append((pool._cached_free.add, pool._ids[block]))",
             f"        ev{i}.append(block)",
             # A window passed over by a long step (a prefill chunk of several blocks) evicts
             # them as a run, the last first, as the core's plan does: a shared one is the core's.
@@ -282,7 +282,8 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        if pool._shared and not pool._shared.keys().isdisjoint(gone):",
             f"            {back}",
             "        if pool._cached:  # their content stays in the queue",
-            "            ops.append((pool._cached_free.update, pool._cached.keys() & gone))",
+            "            ops.append((pool._cached_free.update, [*map(pool._ids.__getitem__, "
+            "pool._cached.keys() & gone)]))",
             f"        ev{i} += gone[::-1]",
             "    taken, run = 0, None",
             "    if want > 1:",
@@ -1823,7 +1824,8 @@ def _crossing(
                         f"(sh{i}.pop, d{g}))",
                         f"        dr{g} = 0",
                         f"    elif d{g} in ca{i}:  # its content stays in the queue",
-                        f"        {xo}.append((pools[{g}]._cached_free.add, d{g}))",
+                        f"        {xo}.append((pools[{g}]._cached_free.add, "
+                        f"pools[{g}]._ids[d{g}]))",
                     ]
                     if xo
                     else [f"    if d{g} in sh{i} or d{g} in ca{i}:", f"        {fail}"]
@@ -1844,7 +1846,7 @@ def _crossing(
                         f"            dr{g} = 0",
                         f"    if ca{i}:  # their content stays in the queue",
                         f"        {xo}.append((pools[{g}]._cached_free.update, "
-                        f"ca{i}.keys() & d{g}))",
+                        f"[*map(pools[{g}]._ids.__getitem__, ca{i}.keys() & d{g})]))",
                     ]
                     if xo
                     else [
@@ -2127,7 +2129,8 @@ def _registered_one(g: int, i: int, taken_at: str, fail: str) -> list[str]:
         # evicted above, unless it is the same key)
         f"            if rb in ca{i} and rb != t{g}:",
         f"                {fail}",
-        "            rk = hashes[r]",
+        # (the id's own object, which the pool's entry and the map's hold: `add_map`)
+        f"            rk, rb = hashes[r], pools[{g}]._ids[rb]",
         f"            if rk != ek{g}:",
         f"                held = cache_maps[{g}].get(rk)",
         f"                xo += [(setitem, ca{i}, rb, rk), "
@@ -3039,7 +3042,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"                plan.shared[pids[{g}], block] = (pool, block, count - 1)",
             "            else:",
             "                if block in pool._cached:  # its content stays in the queue",
-            "                    ops.append((pool._cached_free.add, block))",
+            "                    ops.append((pool._cached_free.add, pool._ids[block]))",
             "                state[4].append(block)",
             "        if want:",
             "            if state[1] < pool.num_blocks:",
@@ -3243,7 +3246,7 @@ def _registration(
     out += [
         "        else:",
         "            return False",
-        f"        key = {key}",
+        f"        key, block = {key}, pools[{g}]._ids[block]  # (the id's own object: `add_map`)",
         "        ops.append((setitem, cached, block, key))",
         f"        lk = ids_of[{g}], key",
         "        planned = lists.get(lk)",
@@ -3773,8 +3776,9 @@ def _cross_group(core: CoordinatorCore, g: int) -> list[str]:
     # stays cached, free) go back to the queue (``block``).
     dropping = [
         "cached = pool._cached",
-        "later += ((commit, map(pool._cached_free.add, [*compress(block, map("
-        "cached.__contains__, block))])), (pool._queue.extend, block), (setattr, pool, "
+        "later += ((commit, map(pool._cached_free.add, [*map(pool._ids.__getitem__, compress("
+        "block, map(cached.__contains__, block)))])), (pool._queue.extend, block), (setattr, "
+        "pool, "
         f"'_used', pool._used - m), (setitem, table_garbage, {g}, table_garbage[{g}] + m))",
     ]
 

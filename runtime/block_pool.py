@@ -51,6 +51,12 @@ _IOTA_FROM: Final = 16
 #: fast (2.7-5.5 against 5.6-6.1 us).
 _ENDED_LOOP: Final = 16
 
+#: The largest pool whose block ids a prefix cache keeps as one int object each, made at build
+#: (`BlockPool.add_map`): 40 byte a block (the int and its tuple entry), 160 MiB at this
+#: size, where vLLM builds a block object of about 140. A larger pool's entries hold ints of
+#: their own (a range, not a tuple: the same values, no memory up front).
+_INTERNED_MAX: Final = 2**22
+
 #: The bytes 0 .. 255: the low byte of 256 consecutive ids.
 _LOW: Final = bytes(range(256))
 
@@ -310,6 +316,7 @@ class BlockPool:
         "_cached_free",
         "_fresh",
         "_head",
+        "_ids",
         "_iota",
         "_maps",
         "_num_stale",
@@ -347,6 +354,21 @@ class BlockPool:
         self._cached_free: set[int] = set()
         # The prefix-cache maps whose blocks come from this pool (one per cached group).
         self._maps: list[CacheMap] = []
+        # Each id's int object, which every cache entry holds (`add_map`; a range, making
+        # ints anew, until a map is added).
+        self._ids: Sequence[int] = range(num_blocks)
+
+    def add_map(self, cache_map: CacheMap) -> None:
+        """Adopt a prefix cache's map of this pool's blocks (at build, not a call's change),
+        and make each block id's int object once (up to `_INTERNED_MAX` blocks): the cache's
+        entries (block -> key, key -> block, the cached free blocks) then hold the same
+        object, where each would hold an int of its own (28 byte past the 256 ints Python
+        keeps: a cached block cost up to three). With caching on, the pool fills with cached
+        blocks, each of which holds an id: made up front, as vLLM makes its block objects,
+        they cost no more than that steady state and no allocation as blocks cycle."""
+        self._maps.append(cache_map)
+        if type(self._ids) is range and self.num_blocks <= _INTERNED_MAX:
+            self._ids = tuple(self._ids)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -427,8 +449,8 @@ class BlockPool:
             ops += shared_ended_ops(shared, list(both))
             given -= both
         cached = self._cached.keys() & given if self._cached else set()
-        if cached:
-            ops.append((self._cached_free.update, cached))
+        if cached:  # (the ids' own objects: `add_map`)
+            ops.append((self._cached_free.update, [*map(self._ids.__getitem__, cached)]))
         back = cached | (self._stale.keys() & given) if self._stale else cached
         n, s = len(ids), len(both)
         k = n - s - len(back)  # those going to the front
@@ -474,7 +496,7 @@ class BlockPool:
                 ops.append((setitem, shared, b, count - 1) if count > 2 else (shared.pop, b))
             elif b in cached:
                 back.append(b)
-                freed.append(b)
+                freed.append(self._ids[b])  # (the id's own object: `add_map`)
             elif b in stale:
                 back.append(b)
             else:
@@ -538,10 +560,9 @@ class BlockPool:
         ``cache_map`` and each once: a prompt's blocks registered by its steps, in passes in
         C (`PoolPlan.register_run`'s effect where its keys are new). Changes nothing.
 
-        The ids are made ints once (``blocks`` is often an array slice): the pool's entry and
-        the map's then hold one int object per block, not one each (28 byte a cached block
-        past the 256 ints Python keeps)."""
-        ids = blocks.tolist() if type(blocks) is array else blocks
+        Both entries hold the id's own int object (`add_map`), not one each (``blocks`` is
+        often an array slice: 28 byte an int past the 256 Python keeps)."""
+        ids = list(map(self._ids.__getitem__, blocks))
         return [
             (self._cached.update, zip(ids, keys, strict=True)),
             (cache_map.update, zip(keys, ids, strict=True)),
@@ -1090,6 +1111,7 @@ class PoolPlan:
         """Record that a held block holds the content ``key`` fingerprints, in ``cache`` (one
         group's map, which the pool adopts (`BlockPool.map_of`) if new to it)."""
         assert self.count(block) >= 1 and self.cached(block) is None, block
+        block = self.pool._ids[block]  # the id's own object (`BlockPool.add_map`)
         self.cache_add[block] = (cache, key)
         self._blocks_of(cache, key).append(block)
 
@@ -1111,7 +1133,7 @@ class PoolPlan:
             for block, key in zip(blocks, keys, strict=True):
                 self.register(block, cache, key)
             return
-        pairs = list(zip(blocks, keys, strict=True))
+        pairs = list(zip(map(self.pool._ids.__getitem__, blocks), keys, strict=True))
         self.cache_add.update({block: (cache, key) for block, key in pairs})
         lists.update({(cid, key): (cache, key, [block]) for block, key in pairs})
 
@@ -1170,8 +1192,9 @@ class PoolPlan:
             for cache in {id(c): c for c, _ in added.values()}.values():
                 if not any(m is cache for m in maps):
                     ops.append((maps.append, cache))
+        ids = pool._ids
         for block, free in self.cached_free.items():
-            ops.append((cached_free.add if free else cached_free.discard, block))
+            ops.append((cached_free.add, ids[block]) if free else (cached_free.discard, block))
         self._emit_lists(ops)
 
     def _emit_lists(self, ops: Ops) -> None:

@@ -512,7 +512,7 @@ class GroupCache:
         self.chunk = ints.chunk_slots
         self.pool = pool
         self.blocks: CacheMap = {}
-        pool._maps.append(self.blocks)  # its blocks are the pool's (built: not a call's change)
+        pool.add_map(self.blocks)  # its blocks are the pool's (built: not a call's change)
         self.requests = 0
         self.queried = 0
         self.hits = 0

@@ -12,7 +12,18 @@ import copy
 from array import array
 from typing import Any
 
-from kvunits.contracts import CacheBlocks, Elements, FullAttentionLayer, KVHeads, Tokens
+import pytest
+
+from kvunits.contracts import (
+    CacheBlocks,
+    Elements,
+    FullAttentionLayer,
+    KVHeads,
+    SlidingWindowLayer,
+    Tokens,
+    Window,
+)
+from kvunits.contracts.internal import magnitude
 from kvunits.runtime import ContentKeys, KVCacheCoordinator
 from kvunits.runtime._core import RequestExtras, RestingExtras
 from kvunits.runtime._table import CAPACITY
@@ -305,3 +316,86 @@ def test_a_registered_blocks_id_is_one_int_object_in_the_pool_and_its_map() -> N
         fn(*args)
     assert cache_map == {b"x": 300, b"y": 301, b"z": 302}
     assert all(block is cache_map[key] for block, key in pool._cached.items())
+
+
+def _ids_interned(coord: KVCacheCoordinator) -> None:
+    """Assert that every block id the prefix cache keeps (the pool's block -> key entries, the
+    maps' blocks, the cached free blocks) is the pool's own int object for that id."""
+    for pool in {id(p): p for p in coord._core.pools}.values():
+        ids = pool._ids
+        assert type(ids) is tuple and len(ids) == pool.num_blocks
+        kept = [*pool._cached, *pool._cached_free]
+        for cache_map in pool._maps:
+            for entry in cache_map.values():
+                kept += entry if isinstance(entry, list) else [entry]
+        strays = [b for b in kept if b is not ids[b]]
+        assert not strays, strays[:8]
+
+
+@pytest.mark.parametrize("layout", ["text", "text + sliding, one pool", "text + sliding"])
+def test_a_cached_blocks_id_is_the_pools_own_int_object_in_every_entry(layout: str) -> None:
+    # With caching on the pool makes each id's int once (`BlockPool.add_map`), and every
+    # cache entry holds that object: a cached block costs its entries, not an int of its own
+    # per entry (ids past 256 are objects of 28 byte). Prompts of their own and repeated,
+    # in one step and in chunks (the core's boundary path), generated tokens cached (a
+    # request at a time, and a batch), steps without content, ends,
+    # a window's evictions, and evictions when the pool runs short: each path that files a
+    # block or frees a cached one, on pools of 900 blocks, the first 320 of each held
+    # throughout (the rest past 256).
+    layers: dict[str, Any] = {"t": FULL}
+    if layout != "text":
+        layers["s"] = SlidingWindowLayer(
+            sliding_window=Window(10, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+        )
+    shared = layout.endswith("one pool")
+    coord = coordinator(
+        layers, block_size=4, num_blocks=900 * (len(layers) if shared else 1), max_len=160,
+        shared=shared,
+    )
+    handles = [coord.group(name, Tokens) for name in layers]
+    step: Any = coord.stepper(*handles)
+    every = [Tokens(160)] * len(handles)
+    for i in range(8):
+        step.admit(f"held{i}", *every)
+        step.allocate(f"held{i}", *every)
+    live: list[str] = []
+    for i in range(120):
+        rid = f"r{i}"
+        # A third of them one prompt again, the others prompts of their own.
+        keys = ContentKeys(
+            [(0 if i % 3 == 0 else i) * 1000 + k for k in range(37 + 11 * (i % 5))], Tokens
+        )
+        prefix = tuple(h.block_hashes(keys) for h in handles)
+        hits = step.admit_with_prefix(rid, *every, prefix=prefix)
+        done = min(map(magnitude, hits))
+        chunk = 16 if i % 3 == 0 else len(keys.keys)
+        while done < len(keys.keys):
+            n = Tokens(min(chunk, len(keys.keys) - done))
+            step.allocate(rid, *[n] * len(handles))
+            done += magnitude(n)
+        one = [Tokens(1)] * len(handles)
+        for t in range(5 + i % 9):  # generated tokens, cached as their blocks fill
+            token = ContentKeys([t + i], Tokens)
+            if i % 2:  # with the step, or before it (the step then registers the block)
+                step.advance_with_content(rid, *one, content=[(handles[0], token)])
+            else:
+                coord.extend_content(rid, handles[0], token)
+                step.allocate(rid, *one)
+        live.append(rid)
+        if i % 5 == 4:  # an engine step for all of them at once, a token each
+            tokens = ContentKeys([i + j for j in range(len(live))], Tokens)
+            step.advance_with_content_all(live, *one, content=[(handles[0], tokens)])
+        elif i % 5 == 2:  # and steps without content (a window evicts their cached blocks)
+            for _ in range(4):
+                step.advance_all(live, *one)
+            step.allocate(rid, *[Tokens(5)] * len(handles))
+        if len(live) > 12:
+            coord.free(live.pop(i % len(live)))
+        _ids_interned(coord)
+    for rid in [*live, *(f"held{i}" for i in range(8))]:
+        coord.free(rid)
+    for pool in {id(p): p for p in coord._core.pools}.values():
+        # Every id handed out (later blocks came from the queue, evicting cached ones).
+        assert pool._fresh == pool.num_blocks and pool.num_cached_free > 100
+    _ids_interned(coord)
+    check_pools(coord)
