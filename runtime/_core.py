@@ -21,7 +21,7 @@ import copy
 import reprlib
 from array import array
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
-from itertools import repeat
+from itertools import compress, repeat
 from math import lcm
 from operator import setitem
 from typing import Any, Final, NamedTuple, TypeVar, overload
@@ -49,7 +49,16 @@ from ._table import (
     grown,
 )
 from .admission import AdmissionLedger
-from .block_pool import NULL_BLOCK, BlockPool, CacheMap, HeldBlocks, PoolPlan, holders, key_ops
+from .block_pool import (
+    NULL_BLOCK,
+    BlockPool,
+    CacheMap,
+    HeldBlocks,
+    PoolPlan,
+    flag_op,
+    holders,
+    key_ops,
+)
 from .managers import SingleTypeManager
 from .prefix_cache import (
     CACHEABLE_KINDS,
@@ -755,7 +764,7 @@ class CoordinatorCore:
             pool = self.pools[groups[0]]
             if pool.compaction_due():
                 return None
-            shared, free, stale = pool._shared, pool._cached_free, pool._stale
+            shared, flags, stale = pool._shared, pool._free_cached, pool._stale
             taken: list[int] = []
             for g in groups:
                 found: Sequence[int] = tables[g]
@@ -763,7 +772,8 @@ class CoordinatorCore:
                     continue
                 if found[0] == NULL_BLOCK:  # a window's evicted entries lead
                     found = lives[g] = [b for b in found if b != NULL_BLOCK]
-                back = free.intersection(found)  # free and cached: taken back out
+                # Free and cached: taken back out.
+                back = set(compress(found, map(flags.__getitem__, found)))
                 if len(set(found)) != len(found):
                     return None
                 if back:
@@ -783,7 +793,7 @@ class CoordinatorCore:
                 ops += [(setitem, stale, b, stale.get(b, 0) + 1) for b in taken]
                 ops.append((setattr, pool, "_num_stale", pool._num_stale + len(taken)))
                 ops.append((setattr, pool, "_used", used))
-                ops.append((free.difference_update, taken))
+                ops.append(flag_op(flags, taken, 0))
         self.ledger.take_ops(ops, request_id, caps, discount)
         o = self._lean_fields(ops, request_id, lengths, hits, tables, lives, parts)
         ops.append((setitem, self.extras, o, self._extras_of(prefix, tables)))
@@ -1750,9 +1760,8 @@ class CoordinatorCore:
             gone = slab[start : start + dropped][::-1] if dropped else _NO_BLOCKS
             if dropped > 1 and (not pool._shared or pool._shared.keys().isdisjoint(gone)):
                 # Evicted as a run (a window passed over by a long step): a slice, no int each.
-                if pool._cached:  # (the ids' own objects: `BlockPool.add_map`)
-                    cached = pool._cached.keys() & gone
-                    ops.append((pool._cached_free.update, [*map(pool._ids.__getitem__, cached)]))
+                if pool._cached:
+                    ops.append(flag_op(pool._free_cached, pool._cached.keys() & gone, 1))
                 state[4].extend(gone)
                 gone = _NO_BLOCKS
             for block in gone:
@@ -1765,7 +1774,7 @@ class CoordinatorCore:
                     plan.shared[id(pool), block] = (pool, block, count - 1)
                     continue
                 if block in pool._cached:
-                    ops.append((pool._cached_free.add, pool._ids[block]))
+                    ops.append((setitem, pool._free_cached, block, 1))
                 state[4].append(block)
             taken = NULL_BLOCK
             run: array[int] | None = None
@@ -1797,7 +1806,7 @@ class CoordinatorCore:
                     if filed_as is not None:  # a cached block: evicted from the prefix cache
                         plan.listed(pool.map_of(taken, filed_as), filed_as).remove(taken)
                         ops.append((pool._cached.pop, taken, None))
-                        ops.append((pool._cached_free.discard, taken))
+                        ops.append((setitem, pool._free_cached, taken, 0))
                     state[2] += 1
                 else:  # short: the general path decides
                     return False
@@ -3108,8 +3117,8 @@ class CoordinatorCore:
         cache = self.caches[g]
         cached = 0
         if cache is not None and cache.blocks:
-            free = pool._cached_free
-            cached = sum(1 for held in cache.blocks.values() for b in holders(held) if b in free)
+            flags = pool._free_cached
+            cached = sum(1 for held in cache.blocks.values() for b in holders(held) if flags[b])
         return pool.num_blocks - 1, used, pool.num_free, self.ledger.in_effect(g), cached
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -3445,12 +3454,12 @@ class _Boundary:
             cache_map, at = pool._maps[0], id(pool._maps[0])
             self.lists.update({(at, key): (cache_map, key, []) for key in sole})
             ops.append((commit, map(cached.pop, gone)))
-            ops.append((pool._cached_free.difference_update, gone))
+            ops.append(flag_op(pool._free_cached, gone, 0))
             return
         for block, key in zip(gone, map(cached.__getitem__, gone), strict=True):
             self.listed(pool.map_of(block, key), key).remove(block)
             ops.append((cached.pop, block, None))
-            ops.append((pool._cached_free.discard, block))
+            ops.append((setitem, pool._free_cached, block, 0))
 
     def register_run(
         self,

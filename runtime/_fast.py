@@ -273,7 +273,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        if block in pool._shared:",
             f"            {back}",
             "        if block in pool._cached:  # its content stays in the queue",
-            "            ops.append((pool._cached_free.add, pool._ids[block]))",
+            "            ops.append((setitem, pool._free_cached, block, 1))",
             f"        ev{i}.append(block)",
             # A window passed over by a long step (a prefill chunk of several blocks) evicts
             # them as a run, the last first, as the core's plan does: a shared one is the core's.
@@ -282,8 +282,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
             "        if pool._shared and not pool._shared.keys().isdisjoint(gone):",
             f"            {back}",
             "        if pool._cached:  # their content stays in the queue",
-            "            ops.append((pool._cached_free.update, [*map(pool._ids.__getitem__, "
-            "pool._cached.keys() & gone)]))",
+            "            ops.append(flag_op(pool._free_cached, pool._cached.keys() & gone, 1))",
             f"        ev{i} += gone[::-1]",
             "    taken, run = 0, None",
             "    if want > 1:",
@@ -350,7 +349,7 @@ def _cross(core: CoordinatorCore) -> list[str]:
                     # (a pool of this group alone files its blocks in the group's map)
                     f"                cache_map = cache_maps[{g}]",
                     "                ops.append((pool._cached.pop, taken))",
-                    "                ops.append((pool._cached_free.discard, taken))",
+                    "                ops.append((setitem, pool._free_cached, taken, 0))",
                     "                ops.append(unfiled_op(cache_map, key, cache_map[key], taken))",
                 ]
             ),
@@ -1173,7 +1172,8 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
             lines += [
                 f"                if len(set(lv{g})) != len(lv{g}):",
                 f"                    {no}",
-                f"                back = pool{q}._cached_free.intersection(lv{g})",
+                f"                fl = pool{q}._free_cached",
+                f"                back = set(compress(lv{g}, map(fl.__getitem__, lv{g})))",
                 f"                kept = lv{g}",
                 "                if back:",
                 f"                    tk{q} += [b for b in lv{g} if b in back]",
@@ -1197,8 +1197,7 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
             f"                sa = pool{q}._stale",
             f"                xo += [(sa.update, {{b: sa.get(b, 0) + 1 for b in tk{q}}}), "
             f"(setattr, pool{q}, '_num_stale', pool{q}._num_stale + len(tk{q})), "
-            f"(setattr, pool{q}, '_used', used), (pool{q}._cached_free.difference_update, "
-            f"tk{q})]",
+            f"(setattr, pool{q}, '_used', used), flag_op(pool{q}._free_cached, tk{q}, 0)]",
         ]
     # The reservation, less the hit blocks another request holds (as `AdmissionLedger.take`).
     writes = []
@@ -1360,7 +1359,7 @@ def _free(core: CoordinatorCore) -> list[str]:
         "    def built(pool):",
         '        ops = [(setattr, pool, "_fresh", 1), (pool._queue.__delitem__, slice(None)),',
         "               (pool._iota.__delitem__, slice(None)), (pool._shared.clear,),",
-        "               (pool._stale.clear,), (pool._cached.clear,), (pool._cached_free.clear,)]",
+        "               (pool._stale.clear,), (pool._cached.clear,)]  # (none cached: no flag)",
         '        return ops + [(setattr, pool, x, 0) for x in ("_head", "_num_stale", "_used")]',
         *(f"    built{i} = built(pool{i})" for i in pools),
         "    emptied = table_emptied + " + " + ".join(f"built{i}" for i in pools),
@@ -1824,8 +1823,7 @@ def _crossing(
                         f"(sh{i}.pop, d{g}))",
                         f"        dr{g} = 0",
                         f"    elif d{g} in ca{i}:  # its content stays in the queue",
-                        f"        {xo}.append((pools[{g}]._cached_free.add, "
-                        f"pools[{g}]._ids[d{g}]))",
+                        f"        {xo}.append((setitem, pools[{g}]._free_cached, d{g}, 1))",
                     ]
                     if xo
                     else [f"    if d{g} in sh{i} or d{g} in ca{i}:", f"        {fail}"]
@@ -1845,8 +1843,8 @@ def _crossing(
                         f"        if not d{g}:",
                         f"            dr{g} = 0",
                         f"    if ca{i}:  # their content stays in the queue",
-                        f"        {xo}.append((pools[{g}]._cached_free.update, "
-                        f"[*map(pools[{g}]._ids.__getitem__, ca{i}.keys() & d{g})]))",
+                        f"        {xo}.append(flag_op(pools[{g}]._free_cached, "
+                        f"ca{i}.keys() & d{g}, 1))",
                     ]
                     if xo
                     else [
@@ -1919,7 +1917,7 @@ def _crossing(
                         else []
                     ),
                     f"            {xo} += [(ca{i}.pop, t{g}), "
-                    f"(pools[{g}]._cached_free.discard, t{g}), "
+                    f"(setitem, pools[{g}]._free_cached, t{g}, 0), "
                     f"unfiled_op(cache_map, key, held, t{g})]",
                 ]
                 if xo
@@ -1939,7 +1937,7 @@ def _crossing(
                     ),
                     f"            kept = without(held, t{g})",
                     f"            xe += [(ca{i}.pop, t{g}), "
-                    f"(pools[{g}]._cached_free.discard, t{g}), "
+                    f"(setitem, pools[{g}]._free_cached, t{g}, 0), "
                     "(setitem, cache_map, key, filed(kept)) if kept else (cache_map.pop, key)]",
                     "            xk.append((lk, cache_map, key, kept))",
                 ]
@@ -3042,7 +3040,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             f"                plan.shared[pids[{g}], block] = (pool, block, count - 1)",
             "            else:",
             "                if block in pool._cached:  # its content stays in the queue",
-            "                    ops.append((pool._cached_free.add, pool._ids[block]))",
+            "                    ops.append((setitem, pool._free_cached, block, 1))",
             "                state[4].append(block)",
             "        if want:",
             "            if state[1] < pool.num_blocks:",
@@ -3070,7 +3068,7 @@ def _plan_cross(core: CoordinatorCore) -> list[str]:
             "HeldBlocks(cache_map.get(key)))",
             "                        planned[2].remove(taken)",
             "                    ops += ((pool._cached.pop, taken, None), "
-            "(pool._cached_free.discard, taken))",
+            "(setitem, pool._free_cached, taken, 0))",
             "                state[2] += 1",
             "            else:",
             "                return False",
@@ -3742,7 +3740,7 @@ def _cross_group(core: CoordinatorCore, g: int) -> list[str]:
         "        if len(maps) != 1:",
         "            return False",
         "        later += ((commit, map(cached.pop, gone, repeat(None))), "
-        "(commit, map(pool._cached_free.discard, gone)))",
+        "flag_op(pool._free_cached, gone, 0))",
         "        if len(set(keys)) == len(keys) and list(map(maps[0].get, "
         "keys)) == gone:  # each key's one block",
         "            later.append((commit, map(maps[0].pop, keys, repeat(None))))",
@@ -3776,9 +3774,8 @@ def _cross_group(core: CoordinatorCore, g: int) -> list[str]:
     # stays cached, free) go back to the queue (``block``).
     dropping = [
         "cached = pool._cached",
-        "later += ((commit, map(pool._cached_free.add, [*map(pool._ids.__getitem__, compress("
-        "block, map(cached.__contains__, block)))])), (pool._queue.extend, block), (setattr, "
-        "pool, "
+        "later += (flag_op(pool._free_cached, [*compress(block, map(cached.__contains__, "
+        "block))], 1), (pool._queue.extend, block), (setattr, pool, "
         f"'_used', pool._used - m), (setitem, table_garbage, {g}, table_garbage[{g}] + m))",
     ]
 
@@ -5439,7 +5436,7 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime.prefix_cache import PrefixPart as Part\n"
         "from kvunits.runtime._core import RequestExtras as Active\n"
         "from kvunits.runtime._core import DECLINED\n"
-        "from kvunits.runtime.block_pool import filed, filed_op, holders\n"
+        "from kvunits.runtime.block_pool import filed, filed_op, flag_op, holders\n"
         "from kvunits.runtime.block_pool import HeldBlocks, key_ops, unfiled_op, without\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime._core import HashStream as Stream\n"

@@ -112,6 +112,13 @@ def filed_op(
     return (held.append, block)
 
 
+def flag_op(flags: bytearray, blocks: Iterable[int], value: int) -> tuple[Any, ...]:
+    """The op that sets ``blocks``' flags (a pool's free cached blocks: 1 free and cached, 0
+    not) to ``value``, in C at the commit (``blocks`` is read then: a copy, or a set the plan
+    made)."""
+    return (commit, map(flags.__setitem__, blocks, repeat(value)))
+
+
 def unfiled_op(
     cache_map: CacheMap, key: bytes, held: int | list[int], block: int
 ) -> tuple[Any, ...]:
@@ -289,11 +296,12 @@ class BlockPool:
     (``array('i')``, taken and extended by slices). Whether a block is held is the queue's
     complement (a block below ``_fresh`` and not queued); only what differs from "held by one
     table" is recorded: blocks held by several tables (``_shared``: their counts) and free
-    blocks whose content is cached (``_cached_free``). A pool of 2**31 blocks costs what a
-    pool of 4 does until its blocks are used. A block a prefix hit takes back out of the
-    queue leaves a stale entry there (removing it would cost a scan of the queue): it is
-    skipped when it reaches the front, and `compact_ops` drops stale entries once they are
-    half the queue.
+    blocks whose content is cached (``_free_cached``: a flag a block, made when a prefix
+    cache adopts the pool). A pool of 2**31 blocks costs what a pool of 4 does until its
+    blocks are used (without a prefix cache: with one, its flags and ids, `add_map`). A
+    block a prefix hit takes back out of the queue leaves a stale entry there (removing it
+    would cost a scan of the queue): it is skipped when it reaches the front, and
+    `compact_ops` drops stale entries once they are half the queue.
 
     Args:
         num_blocks: cache blocks in the pool, the null block included (``1 ..``
@@ -313,7 +321,7 @@ class BlockPool:
 
     __slots__ = (
         "_cached",
-        "_cached_free",
+        "_free_cached",
         "_fresh",
         "_head",
         "_ids",
@@ -351,7 +359,9 @@ class BlockPool:
         # Blocks whose content the prefix cache registered: block -> its key (the map is
         # the one of `_maps` that files it: `map_of`); and those of them that are free.
         self._cached: dict[int, bytes] = {}
-        self._cached_free: set[int] = set()
+        # Per block, 1 where it is free and its content cached (made by `add_map`; a pool no
+        # prefix cache uses caches nothing: none).
+        self._free_cached = bytearray()
         # The prefix-cache maps whose blocks come from this pool (one per cached group).
         self._maps: list[CacheMap] = []
         # Each id's int object, which every cache entry holds (`add_map`; a range, making
@@ -359,16 +369,24 @@ class BlockPool:
         self._ids: Sequence[int] = range(num_blocks)
 
     def add_map(self, cache_map: CacheMap) -> None:
-        """Adopt a prefix cache's map of this pool's blocks (at build, not a call's change),
-        and make each block id's int object once (up to `_INTERNED_MAX` blocks): the cache's
-        entries (block -> key, key -> block, the cached free blocks) then hold the same
-        object, where each would hold an int of its own (28 byte past the 256 ints Python
-        keeps: a cached block cost up to three). With caching on, the pool fills with cached
-        blocks, each of which holds an id: made up front, as vLLM makes its block objects,
-        they cost no more than that steady state and no allocation as blocks cycle."""
+        """Adopt a prefix cache's map of this pool's blocks (at build, not a call's change):
+        make its flags of free cached blocks (a byte a block, where a set of them cost 32 to
+        64 byte a member), and each block id's int object once (up to `_INTERNED_MAX`
+        blocks), which the cache's entries (block -> key, key -> block) then hold, where
+        each would hold an int of its own (28 byte past the 256 ints Python keeps). With
+        caching on, the pool fills with cached blocks, each of which holds an id: made up
+        front, as vLLM makes its block objects, they cost no more than that steady state and
+        no allocation as blocks cycle."""
         self._maps.append(cache_map)
+        if not self._free_cached:  # (in place: a plan may hold it, `PoolPlan.emit`)
+            self._free_cached.extend(bytes(self.num_blocks))
         if type(self._ids) is range and self.num_blocks <= _INTERNED_MAX:
             self._ids = tuple(self._ids)
+
+    def cached_free_blocks(self) -> list[int]:
+        """The free blocks whose content is cached, in id order (for inspection: it scans
+        the flags)."""
+        return list(compress(range(len(self._free_cached)), self._free_cached))
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -385,7 +403,7 @@ class BlockPool:
     @property
     def num_cached_free(self) -> int:
         """Free blocks that still hold a registered prefix (a hit may take them back)."""
-        return len(self._cached_free)
+        return self._free_cached.count(1)
 
     @property
     def has_shared(self) -> bool:
@@ -440,7 +458,13 @@ class BlockPool:
         given = set(ids)
         if not given:
             return blocks, blocks, []
-        if len(given) != len(ids) or not self._cached_free.isdisjoint(given):
+        if len(given) != len(ids):
+            return None
+        if self._cached and (  # (ids out of range would be front ones: refused below too)
+            min(given) <= NULL_BLOCK
+            or max(given) >= self._fresh
+            or any(map(self._free_cached.__getitem__, given))
+        ):
             return None
         ops: Ops = []
         shared = self._shared
@@ -449,8 +473,8 @@ class BlockPool:
             ops += shared_ended_ops(shared, list(both))
             given -= both
         cached = self._cached.keys() & given if self._cached else set()
-        if cached:  # (the ids' own objects: `add_map`)
-            ops.append((self._cached_free.update, [*map(self._ids.__getitem__, cached)]))
+        if cached:
+            ops.append(flag_op(self._free_cached, cached, 1))
         back = cached | (self._stale.keys() & given) if self._stale else cached
         n, s = len(ids), len(both)
         k = n - s - len(back)  # those going to the front
@@ -482,13 +506,13 @@ class BlockPool:
     def _ended_few(self, blocks: array[int]) -> tuple[array[int], array[int], Ops] | None:
         """`ended` of a few blocks, one at a time (the same split, the same operations)."""
         shared, cached, stale = self._shared, self._cached, self._stale
-        fresh, cached_free = self._fresh, self._cached_free
+        fresh, flags = self._fresh, self._free_cached
         front, back = array("i"), array("i")
         ops: Ops = []
         seen: set[int] = set()
         freed: list[int] = []  # cached: free with their content
         for b in blocks:
-            if b <= NULL_BLOCK or b >= fresh or b in cached_free or b in seen:
+            if b <= NULL_BLOCK or b >= fresh or b in seen or (cached and flags[b]):
                 return None
             seen.add(b)
             count = shared.get(b)
@@ -496,13 +520,13 @@ class BlockPool:
                 ops.append((setitem, shared, b, count - 1) if count > 2 else (shared.pop, b))
             elif b in cached:
                 back.append(b)
-                freed.append(self._ids[b])  # (the id's own object: `add_map`)
+                freed.append(b)
             elif b in stale:
                 back.append(b)
             else:
                 front.append(b)
         if freed:
-            ops.append((cached_free.update, freed))
+            ops.append(flag_op(flags, freed, 1))
         return front, back, ops
 
     def held_blocks(self) -> list[int]:
@@ -549,7 +573,7 @@ class BlockPool:
         nothing."""
         return [
             (commit, map(self._cached.pop, blocks)),
-            (self._cached_free.difference_update, blocks),
+            flag_op(self._free_cached, blocks, 0),
             (commit, map(self._maps[0].pop, keys)),
         ]
 
@@ -783,8 +807,8 @@ class BlockPool:
             return False
         for cache_map in self._maps:  # every block it files is this pool's, and cached
             ops.append((cache_map.clear,))
+        ops.append(flag_op(self._free_cached, list(self._cached), 0))  # (every one free)
         ops.append((self._cached.clear,))
-        ops.append((self._cached_free.clear,))
         return True
 
     # -- errors --------------------------------------------------------------------------------
@@ -872,7 +896,7 @@ class PoolPlan:
             return shared
         if block >= self.fresh or block == NULL_BLOCK:
             return 0
-        if block in pool._cached_free and self.cached_free.get(block, True):
+        if pool._cached and pool._free_cached[block] and self.cached_free.get(block, True):
             return 0
         return 1
 
@@ -1012,9 +1036,9 @@ class PoolPlan:
             not given
             or len(given) != len(blocks)
             or not ref.keys().isdisjoint(given)
-            or not pool._cached_free.isdisjoint(given)
             or min(given) <= NULL_BLOCK
             or max(given) >= self.fresh
+            or (pool._cached and any(map(pool._free_cached.__getitem__, given)))
         ):
             return False
         shared = pool._shared.keys() & given
@@ -1182,7 +1206,7 @@ class PoolPlan:
                 ops.append((setattr, pool, name, value))
         if not self.used and len(pool._iota):
             ops.append((pool._iota.__delitem__, slice(None)))  # every block free: not kept
-        cached, cached_free = pool._cached, pool._cached_free
+        cached, flags = pool._cached, pool._free_cached
         for block in self.evicted:
             ops.append((cached.pop, block, None))
         added = self.cache_add
@@ -1191,10 +1215,9 @@ class PoolPlan:
             maps = pool._maps
             for cache in {id(c): c for c, _ in added.values()}.values():
                 if not any(m is cache for m in maps):
-                    ops.append((maps.append, cache))
-        ids = pool._ids
+                    ops.append((pool.add_map, cache))
         for block, free in self.cached_free.items():
-            ops.append((cached_free.add, ids[block]) if free else (cached_free.discard, block))
+            ops.append((setitem, flags, block, 1 if free else 0))
         self._emit_lists(ops)
 
     def _emit_lists(self, ops: Ops) -> None:
@@ -1214,8 +1237,10 @@ class PoolPlan:
         ops.append((setattr, pool, "_fresh", 1))
         for values in (pool._queue, pool._iota):
             ops.append((values.__delitem__, slice(None)))
-        # Emptied with ``clear``: a dict or set keeps its table's size after pops.
-        for held in (pool._shared, pool._stale, pool._cached, pool._cached_free):
+        if pool._cached:  # every one evicted by the plan: none free and cached
+            ops.append(flag_op(pool._free_cached, list(pool._cached), 0))
+        # Emptied with ``clear``: a dict keeps its table's size after pops.
+        for held in (pool._shared, pool._stale, pool._cached):
             ops.append((held.clear,))
         for name in ("_head", "_num_stale", "_used"):
             ops.append((setattr, pool, name, 0))

@@ -180,7 +180,7 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
             tuple(p.free_queue()),
             tuple((b, p._shared.get(b, 1)) for b in p.held_blocks()),
             tuple(sorted(p._cached.items())),
-            tuple(sorted(p._cached_free)),  # which cached blocks are free
+            tuple(p.cached_free_blocks()),  # which cached blocks are free
         )
         for p in unique_pools(coord)
     )
@@ -232,8 +232,9 @@ def check_pools(coord: KVCacheCoordinator) -> None:
     """Every pool's invariants: each block is either queued once with reference count 0 or
     held with a count equal to the live tables holding it, the null block never queued;
     free + used = capacity; a block in two live tables is one the prefix cache registered
-    (shared by hash), no leak (the blocks in live tables are exactly the held ones), and
-    every cached block is filed under its key in its group's map, and only there."""
+    (shared by hash), no leak (the blocks in live tables are exactly the held ones), every
+    cached block is filed under its key in its group's map, and only there, and flagged
+    free exactly where it is free."""
     core = coord._core
     for pool in unique_pools(coord):
         groups = [g for g, p in enumerate(core.pools) if p is pool]
@@ -282,6 +283,9 @@ def check_pools(coord: KVCacheCoordinator) -> None:
             for b in filed_blocks(held)
         }
         assert filed == {(id(pool.map_of(b, key)), key, b) for b, key in pool._cached.items()}
+        # The free cached blocks' flags: exactly the cached blocks that are free.
+        flagged = set(pool.cached_free_blocks())
+        assert flagged == {b for b in pool._cached if counts[b] == 0}, f"pool {pool.name!r}"
         # One block is filed as itself; two or more as a list, never fewer.
         assert all(
             type(h) is int or (type(h) is list and len(h) >= 2)

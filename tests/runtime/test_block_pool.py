@@ -139,7 +139,7 @@ def _pool_state(pool: BlockPool) -> tuple[object, ...]:
         tuple(pool.free_queue()),
         tuple((b, pool.ref_count(b)) for b in pool.held_blocks()),
         tuple(sorted(pool._cached.items())),
-        tuple(sorted(pool._cached_free)),
+        tuple(pool.cached_free_blocks()),
         tuple(sorted((k, tuple(holders(v))) for m in pool._maps for k, v in m.items())),
         pool.num_free,
         pool.num_used,
@@ -250,7 +250,7 @@ def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataOb
     anything = st.lists(st.integers(0, size), max_size=20)
     # A table and one block that spoils it: a free cached one, a free one, the null block,
     # one never handed out, or one of its own twice.
-    kinds = [sorted(pool._cached_free), sorted(pool.free_queue()), [NULL_BLOCK, size], held]
+    kinds = [pool.cached_free_blocks(), sorted(pool.free_queue()), [NULL_BLOCK, size], held]
     spoiler = st.one_of([st.sampled_from(kind) for kind in kinds if kind])
     spoiled = st.tuples(table, spoiler).map(lambda t: [*t[0], t[1]])
     blocks = array("i", data.draw(table | table | anything | spoiled, label="ended"))

@@ -320,11 +320,11 @@ def test_a_registered_blocks_id_is_one_int_object_in_the_pool_and_its_map() -> N
 
 def _ids_interned(coord: KVCacheCoordinator) -> None:
     """Assert that every block id the prefix cache keeps (the pool's block -> key entries, the
-    maps' blocks, the cached free blocks) is the pool's own int object for that id."""
+    maps' blocks) is the pool's own int object for that id."""
     for pool in {id(p): p for p in coord._core.pools}.values():
         ids = pool._ids
         assert type(ids) is tuple and len(ids) == pool.num_blocks
-        kept = [*pool._cached, *pool._cached_free]
+        kept = [*pool._cached]
         for cache_map in pool._maps:
             for entry in cache_map.values():
                 kept += entry if isinstance(entry, list) else [entry]

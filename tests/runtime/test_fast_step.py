@@ -184,7 +184,7 @@ def _held(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     and the reservations."""
     core = coord._core
     pools = tuple(
-        (p.num_free, len(p._cached), len(p._cached_free)) for p in unique_pools(coord)
+        (p.num_free, len(p._cached), p.num_cached_free) for p in unique_pools(coord)
     )
     caches = tuple(
         None if c is None else (sorted(c.blocks), (c.requests, c.queried, c.hits))
@@ -514,7 +514,7 @@ def test_the_fast_functions_do_what_the_general_path_does(data: st.DataObject) -
             # Two calls give a kept block back and take the queue's head: where that is a
             # cached free block they evict it and the one call does not (vLLM's rule, pinned
             # by tests/runtime/test_batch_fuzz.py): the held blocks compare only without one.
-            evictable = any(p._cached_free for p in unique_pools(two))
+            evictable = any(p.num_cached_free for p in unique_pools(two))
             two, failed = in_turn(two, each)
             if not evictable:
                 assert _held(two) == _held(one), (op, ids)
@@ -3044,8 +3044,10 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
 
     def checked(kind: str, *args: Any) -> None:
         twin = copy.deepcopy(one)
-        cached_free = [set(pool._cached_free) for pool in unique_pools(one)]
-        cached_held = [set(pool._cached) - set(pool._cached_free) for pool in unique_pools(one)]
+        cached_free = [set(pool.cached_free_blocks()) for pool in unique_pools(one)]
+        cached_held = [
+            set(pool._cached) - set(pool.cached_free_blocks()) for pool in unique_pools(one)
+        ]
         sys.setprofile(record)
         try:
             mine = _outcome(fast, core, kind + typed, *args)
@@ -3057,7 +3059,7 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
         for pool, was_free, was_held in zip(unique_pools(one), cached_free, cached_held,
                                             strict=True):
             seen["cached takes"] += len(was_free - set(pool._queue[pool._head :]))
-            seen["cached evictions"] += len(was_held & pool._cached_free)
+            seen["cached evictions"] += len(was_held & set(pool.cached_free_blocks()))
 
     running: dict[str, int] = {}
     made = 0
@@ -3114,7 +3116,7 @@ def test_a_lean_crossing_changing_the_prefix_cache_interrupted_anywhere_changes_
 
     def cached(coord: KVCacheCoordinator) -> list[tuple[set[int], ...]]:
         return [
-            (set(p._cached), set(p._cached_free), set(p._queue[p._head :]))
+            (set(p._cached), set(p.cached_free_blocks()), set(p._queue[p._head :]))
             for p in unique_pools(coord)
         ]
 

@@ -64,7 +64,7 @@ def _raw(coord: KVCacheCoordinator) -> tuple[Any, ...]:
             sorted(p._shared.items()),
             sorted(p._stale.items()),
             sorted(p._cached.items()),
-            sorted(p._cached_free),
+            p.cached_free_blocks(),
         )
         for p in unique_pools(coord)
     )
@@ -342,7 +342,7 @@ def _admitted_alike(
     else:
         core.fast = fast._replace(admit_prefix=None)
         planned = recorded(CoordinatorCore._lean_prefix)
-    free_before = {b for p in unique_pools(one) for b in p._cached_free}
+    free_before = {b for p in unique_pools(one) for b in p.cached_free_blocks()}
     call = functools.partial(_outcome, core.admit_with_prefix, rid, lengths, parts)
     before, at = _exact(one), 1
     try:

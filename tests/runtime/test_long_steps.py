@@ -456,7 +456,7 @@ def test_cached_blocks_in_a_run_are_evicted_and_stale_entries_go_to_the_general_
         core.free("p")
         core.free("q")
         core.admit("x")
-    assert one._core.pools[0]._cached_free
+    assert one._core.pools[0].num_cached_free
 
     def both(rid: str, q: list[int], ran: list[str]) -> None:
         sys.setprofile(_recording(ran))
@@ -955,7 +955,7 @@ def test_a_window_evicting_blocks_a_prefix_hit_shares_or_cached_plans_it_on_the_
     # Every block the hits shared was evicted by a window (a reference less each), and the
     # cached ones it evicted wait in the queue with their content.
     assert set(shared) <= set(range(1, pool._fresh)) and not pool._shared
-    assert pool._cached_free
+    assert pool.num_cached_free
     assert "_boundary_step" not in ran, ran.count("_boundary_step")
     assert "_general_step" not in ran and "_plan_step" not in ran, set(ran)
     for rid in ("a", "b", "c"):
@@ -1020,7 +1020,7 @@ def test_a_prompts_chunk_registers_its_blocks_as_a_run_on_the_boundary_path(
             assert _state(one) == _state(two), done
         check_pools(one)
     pool = one._core.pools[0]
-    assert pool._cached and pool._cached_free  # the pool cycled through cached blocks
+    assert pool._cached and pool.num_cached_free  # the pool cycled through cached blocks
     assert "_plan_step" not in ran and "_general_step" not in ran, set(ran)
     # Planned once: the generated crossing hands the run to the core's boundary plan, which
     # holds a chunk before the last (not declined, then planned again by `_boundary_step`,
