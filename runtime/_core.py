@@ -435,6 +435,10 @@ class CoordinatorCore:
             limit * p >= 2**31 - 1 for limit, p in zip(max_len_slots, self._pool, strict=True)
         )
         self.table = RequestTable(len(self.names), wide=wide)
+        # A new request's offset is one of a pool's id objects (the largest pool's).
+        self.table.offset_ints = max(
+            (p._ids for p in self.pools if type(p._ids) is tuple), key=len, default=()
+        )
         self.extras: dict[int, RequestExtras | RestingExtras | PrefixPart] = {}
         # The requests' `RequestExtras.stream_of`, one tuple per shape (a few per layout):
         # `ONE_GROUP`, the shape a resting `PrefixPart` stands for, among them.
@@ -839,7 +843,7 @@ class CoordinatorCore:
             ops.append((setitem, table.hot, slice(o, o + table.hot_width), [0] * table.hot_width))
             ops.append((setitem, table.st, slice(c, c + table.cold_width), fields))
         else:
-            o = len(table.hot)
+            o = table.offset_of(len(table.hot))
             ops.append((table.hot.extend, [0] * table.hot_width))
             ops.append((table.st.extend, fields))
         ops.append((setitem, table.offsets, request_id, o))

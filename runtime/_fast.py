@@ -943,7 +943,7 @@ def _admit(core: CoordinatorCore) -> list[str]:
     hw, cw = core.table.hot_width, core.table.cold_width
     no = "del owner[0]; return False"
     lines = [
-        "    ledger, spare = core.ledger, core.table.spare",
+        "    ledger, spare, offset_ints = core.ledger, core.table.spare, core.table.offset_ints",
         "    reserved, ledger_shared, caps_of = ledger.reserved, ledger.shared, ledger.caps_of",
         "    limits, usable, default = ledger._limit, ledger._usable, core._limit",
         f"    blank_hot, blank_st = [0] * {hw}, array(typecode, bytes({cw}) * st.itemsize)",
@@ -977,8 +977,10 @@ def _admit(core: CoordinatorCore) -> list[str]:
         # Stores and deletions only (no call): nothing interrupts them halfway.
         "                " + "; ".join(stores) + "; del spare[-1]; del owner[0]; return True"
         "  # the commit",
-        # A new row: the first two stores, at the lists' ends, append it.
+        # A new row: the first two stores, at the lists' ends, append it (its offset the
+        # table's int object where it has one: `RequestTable.offset_ints`).
         "            o = len(hot)",
+        "            if o < len(offset_ints): o = offset_ints[o]",
         f"            c = o // {hw} * {cw}",
         "            " + "; ".join(stores) + "; del owner[0]; return True  # the commit",
         "        except BaseException:",
@@ -1276,6 +1278,7 @@ def _admit_prefix(core: CoordinatorCore) -> list[str]:
         "                " + "; ".join(stores) + "; del spare[-1]; commit(xops); del owner[0]; "
         f"return {hits}  # the commit",
         "            o = len(hot)",
+        "            if o < len(offset_ints): o = offset_ints[o]",
         f"            c = o // {hw} * {cw}",
         "            " + "; ".join(stores) + f"; commit(xops); del owner[0]; return {hits}"
         "  # the commit",

@@ -134,6 +134,10 @@ class RequestTable:
         st: every request's cold fields.
         offsets: request id -> its offset in ``hot``.
         spare: offsets of ended requests, reused first.
+        offset_ints: int objects a new row's offset is taken from where they reach (a pool's
+            ids, `kvunits.runtime.block_pool.BlockPool.add_map`; empty: none), so that
+            ``offsets`` holds no int of its own per request (an offset past 256 is an object
+            of 28 byte: a third of a request's fields).
         slabs: per group, the live table entries of every request.
         garbage: per group, entries of the slab no request owns.
         never: the largest value a cold field holds ("never" for ``EVICT``).
@@ -146,6 +150,7 @@ class RequestTable:
         "hot_width",
         "never",
         "num_groups",
+        "offset_ints",
         "offsets",
         "slabs",
         "spare",
@@ -162,6 +167,7 @@ class RequestTable:
         self.st = array(code)
         self.offsets: dict[str, int] = {}
         self.spare: list[int] = []
+        self.offset_ints: Sequence[int] = ()
         self.slabs = [array("i") for _ in range(num_groups)]
         self.garbage = [0] * num_groups
 
@@ -225,7 +231,12 @@ class RequestTable:
         hot, st = self.hot, self.st
         ops.append((hot.extend, [0] * self.hot_width))
         ops.append((st.extend, array(st.typecode, bytes(st.itemsize * self.cold_width))))
-        return len(hot)
+        return self.offset_of(len(hot))
+
+    def offset_of(self, o: int) -> int:
+        """The offset ``o`` of a new row, as ``offset_ints``' object where it reaches."""
+        ints = self.offset_ints
+        return ints[o] if o < len(ints) else o
 
     def segment_ops(
         self,

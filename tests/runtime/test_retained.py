@@ -427,3 +427,40 @@ def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_
     queued = sys.getsizeof(queue) - sys.getsizeof(array(queue.typecode))
     shapes = sys.getsizeof(core._shapes) - sys.getsizeof({}) + sum(map(sys.getsizeof, core._shapes))
     assert left <= queued + shapes + _LEFT_BOUND, (left, queued, shapes)
+
+
+def test_a_new_requests_offset_is_one_of_the_pools_id_objects() -> None:
+    # A request's offset (its fields' place) is a dict value: past 256 an int object of 28
+    # byte, a third of what a request costs with one group. A new row's offset is taken from
+    # the largest pool's ids (`BlockPool.add_map`), on every path that claims a row: the
+    # generated admission, with and without a prefix, and the core's planned ones (an
+    # admission policy that orders requests; a prefix's admission in passes, the generated
+    # one off); an ended request's offset is reused as it is.
+    coord = text_alone(num_blocks=2_000, max_len=8, max_in_flight=8, reserve=False)
+    planned = text_alone(
+        num_blocks=2_000,
+        max_len=8,
+        max_in_flight=8,
+        admission=AdmissionPolicy(kind="on_demand", scheduling_policy="priority"),
+    )
+    lean = text_alone(num_blocks=2_000, max_len=8, max_in_flight=8, reserve=False)
+    lean._core.fast = lean._core.fast._replace(admit_prefix=None)
+    for c in (coord, planned, lean):
+        text = c.group("text", Tokens)
+        step = c.stepper(text)
+        ids = c._core.pools[0]._ids
+        table = c._core.table
+        assert type(ids) is tuple and table.offset_ints is ids
+        for i in range(300):
+            rid = f"r{i}"
+            if i % 2:
+                step.admit_with_prefix(
+                    rid, Tokens(8), prefix=(text.block_hashes(ContentKeys([i, i + 1], Tokens)),)
+                )
+            else:
+                step.admit(rid, Tokens(8))
+        offsets = list(table.offsets.values())
+        assert max(offsets) > 256 and all(o is ids[o] for o in offsets)
+        c.free("r7")
+        step.admit("again", Tokens(8))
+        assert table.offsets["again"] is ids[table.offsets["again"]]

@@ -66,10 +66,11 @@ def test_every_side_does_vllms_work(capsys: pytest.CaptureFixture[str]) -> None:
 # request at most vLLM's, nothing retained after everything is freed"), each side measured by
 # tracemalloc over its allocator's own files, and what kvunits is held to on each, as the most
 # it may cost against vLLM's figure: per held block everywhere (at a handful of requests too,
-# where a slab's garbage floor used to be most of it); per request with two groups from 16
-# requests on (with one group, or at a handful of requests, kvunits' request costs more: an
-# offset's int object, its id's dict entry and its fields, against vLLM's list;
-# `docs/benchmarks.md`, session 26); left after every free, at most vLLM's (56 byte against
+# where a slab's garbage floor used to be most of it); per request from 64 requests on, and
+# with two groups from 16 (at a handful of requests kvunits' request costs more: its id's
+# dict entry and its fields against vLLM's list, and their first rows' spare room; with one
+# group it did at every count until session 44 made a row's offset one of a pool's id
+# objects, not an int of its own); left after every free, at most vLLM's (56 byte against
 # 51,936 at 1,024 requests). With prefix caching on and one group, per request and left
 # after every free at most vLLM's too (session 44: a resting request keeps the caller's part
 # itself, a cached block's id is the pool's one int object, a free cached block a flag; 2.2x
@@ -80,6 +81,7 @@ MEMORY = (
     (("audio", "text"), 16, False, "none", 32, {"block": 1, "request": 1, "left": 1}),
     (("audio", "text"), 4, False, "none", 32, {"block": 1, "left": 1}),
     (("text",), 16, False, "none", 32, {"block": 1, "left": 1}),
+    (("text",), 64, False, "none", 32, {"block": 1, "request": 1, "left": 1}),
     (("audio", "text"), 64, False, "prompt", 32, {"block": 1, "request": 1, "left": 1}),
     (("text",), 64, False, "prompt", 32, {"block": 1, "request": 1, "left": 1}),
     (("text",), 64, False, "unique", 40, {"block": 1, "request": 1, "left": 1}),
