@@ -1548,10 +1548,9 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     prefix cache, bounded by the pool's size), one group of text with prefix caching on
     (vLLM's default: one prompt for all, then prompts of their own ending within a block,
     whose last keys kvunits keeps to hash the block they start once content fills it), and
-    one group of text alone (kvunits' request
-    costs the same whatever its groups, an offset and its entry in the ids' dict, and then
-    per group; vLLM's only per group), at a quarter and at all of ``streams`` (an offset past
-    256 is an int object of 28 byte, so kvunits' request costs more with more of them), and
+    one group of text alone (kvunits' request costs its entry in the ids' dict, and then per
+    group; vLLM's only per group), at a quarter and at all of ``streams`` (an offset past 256
+    would be an int object of 28 byte: kvunits takes it from a pool's ids), and
     the first layout with 16 requests (a slab's garbage, up to a quarter of it or
     `_COMPACT_MIN` entries, is a share of few blocks), and 300 requests (not a power of two:
     the requests' fields grow a row at a time)."""
@@ -1569,7 +1568,7 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
             replace(fewer, groups=("text",), prefix="unique", prompt=40, chunk=64),
         ),
         ("text alone, one group", replace(fewer, groups=("text",))),
-        # An offset past 256 is an int object of its own: a request costs more at 1,024.
+        # Offsets past 256: each one of a pool's id objects, not an int of its own.
         ("text alone, one group, as many streams", replace(plain, groups=("text",))),
         ("audio + text, a pool per group, few requests", replace(plain, streams=16)),
         # Not a power of two: a table grown by doubling held up to twice its rows here.

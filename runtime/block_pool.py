@@ -607,18 +607,22 @@ class BlockPool:
 
     def ids(self, start: int, end: int) -> array[int]:
         """The ids ``start .. end − 1`` as an array. A few (fewer than `_IOTA_FROM`) are made
-        from a range; more are sliced from a table of ids grown (by doubling, to at most the
+        from a range; more are sliced from a table of ids grown (by a quarter, to at most the
         pool's size, with `id_run`) as such takes hand fresh ids out: a prefill's blocks cost
-        a copy, not an int each, and a pool that only ever takes a few blocks at a time keeps
-        no table (nor does a take far past the table: its ids are made on their own).
-        Growing it changes nothing observable."""
+        a copy, not an int each (a slice of 512 ids 0.15 µs, `id_run` 5.3, ``array(range)``
+        23), and a pool that only ever takes a few blocks at a time keeps no table (nor does
+        a take far past the table: its ids are made on their own). A quarter, not double: the
+        table costs 4 byte a fresh id handed out, up to a quarter more (doubled, long prompts
+        held up to twice their blocks' ids: 70 KB for 200 prompts of 1,000 tokens, more than
+        vLLM's lists of their blocks). Growing it changes nothing observable."""
         if end - start < _IOTA_FROM:
             return array("i", range(start, end))
         iota = self._iota
         if end > len(iota):
             if start - len(iota) > 16 * (end - start):
                 return id_run(start, end)  # a few ids far past the table: not worth growing it
-            iota.extend(id_run(len(iota), min(max(end, 2 * len(iota), 64), self.num_blocks)))
+            grown = max(end, len(iota) + (len(iota) >> 2), 64)
+            iota.extend(id_run(len(iota), min(grown, self.num_blocks)))
         return iota[start:end]
 
     def front(

@@ -867,14 +867,19 @@ def test_fresh_ids_are_the_range_they_stand_for(
 
 def test_a_prefill_taking_fresh_ids_in_order_grows_the_table_and_a_far_take_does_not() -> None:
     # A 128k-token prefill takes its fresh ids 512 at a time, in order: each take reaches the
-    # table's end, so the table doubles (a few id_run calls in all, each cheap per id) instead
-    # of each take past 16,384 building its 512 ids on its own (an id_run call per chunk, a
-    # quarter of that prefill's allocator time). A take far past the table builds its own.
+    # table's end, so the table grows by a quarter (a few dozen id_run calls in all, each
+    # cheap per id) instead of each take past 16,384 building its 512 ids on its own (an
+    # id_run call per chunk, a quarter of that prefill's allocator time). A take far past the
+    # table builds its own.
     pool = BlockPool(200_000)
+    grew = 0
     for start in range(0, 131_072, 512):
+        before = len(pool._iota)
         assert pool.ids(start, start + 512) == array("i", range(start, start + 512))
         assert len(pool._iota) >= start + 512
-    assert len(pool._iota) == 131_072  # doubled from 512: never past twice what was taken
+        grew += len(pool._iota) != before
+    # Never past a quarter more than was taken (doubled, up to twice: 4 byte an id).
+    assert 131_072 <= len(pool._iota) <= 131_072 * 5 // 4 and grew <= 40
     far = BlockPool(200_000)
     far.ids(0, 64)
     assert far.ids(150_000, 150_512) == array("i", range(150_000, 150_512))
