@@ -1,8 +1,9 @@
 """What fuzzing and random load broke in the allocator (issue 13), fixed so it stays fixed.
 
-* A coordinator costs memory that does not grow with its pools: a pool of 2**31 blocks is
-  built as cheaply as one of 4 (measured by allocation counts, not by time), and a plan whose
-  block ids do not fit int32 block tables is a `SpecError`.
+* A coordinator costs memory that does not grow with its pools: a pool of 2**31 blocks no
+  prefix cache uses is built as cheaply as one of 4 (measured by allocation counts, not by
+  time; one a prefix cache uses builds its flags and ids, `BlockPool.add_map`), and a plan
+  whose block ids do not fit int32 block tables is a `SpecError`.
 * The lazy free queue keeps the exact FIFO order of a plain queue of every id.
 * Request ids are checked: a str of 1 .. 256 characters, anything else a `RequestError`.
 * Two threads driving one coordinator get `ConcurrentUseError`, never a corrupted pool.
