@@ -377,11 +377,18 @@ class BlockPool:
         caching on, the pool fills with cached blocks, each of which holds an id: made up
         front, as vLLM makes its block objects, they cost no more than that steady state and
         no allocation as blocks cycle."""
-        self._maps.append(cache_map)
-        if not self._free_cached:  # (in place: a plan may hold it, `PoolPlan.emit`)
-            self._free_cached.extend(bytes(self.num_blocks))
+        commit(ops_of(self.adopt_ops([cache_map])))
+
+    def adopt_ops(self, cache_maps: list[CacheMap]) -> Ops:
+        """The ops that adopt ``cache_maps`` (new to the pool), as `add_map` does: C calls
+        only, for a plan's commit (`PoolPlan.emit`, a map a registration brings). The flags
+        are extended in place (the plan holds them already)."""
+        ops: Ops = [(self._maps.extend, cache_maps)]
+        if not self._free_cached:
+            ops.append((self._free_cached.extend, bytes(self.num_blocks)))
         if type(self._ids) is range and self.num_blocks <= _INTERNED_MAX:
-            self._ids = tuple(self._ids)
+            ops.append((setattr, self, "_ids", tuple(self._ids)))
+        return ops
 
     def cached_free_blocks(self) -> list[int]:
         """The free blocks whose content is cached, in id order (for inspection: it scans
@@ -1217,9 +1224,13 @@ class PoolPlan:
         if added:
             ops.append((cached.update, {block: key for block, (_, key) in added.items()}))
             maps = pool._maps
-            for cache in {id(c): c for c, _ in added.values()}.values():
-                if not any(m is cache for m in maps):
-                    ops.append((pool.add_map, cache))
+            new = [
+                cache
+                for cache in {id(c): c for c, _ in added.values()}.values()
+                if not any(m is cache for m in maps)
+            ]
+            if new:
+                ops += pool.adopt_ops(new)
         for block, free in self.cached_free.items():
             ops.append((setitem, flags, block, 1 if free else 0))
         self._emit_lists(ops)
