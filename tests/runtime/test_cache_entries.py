@@ -338,10 +338,10 @@ def test_a_cached_blocks_id_is_the_pools_own_int_object_in_every_entry(layout: s
     # cache entry holds that object: a cached block costs its entries, not an int of its own
     # per entry (ids past 256 are objects of 28 byte). Prompts of their own and repeated,
     # in one step and in chunks (the core's boundary path), generated tokens cached (a
-    # request at a time, and a batch), steps without content, ends,
-    # a window's evictions, and evictions when the pool runs short: each path that files a
-    # block or frees a cached one, on pools of 900 blocks, the first 320 of each held
-    # throughout (the rest past 256).
+    # request at a time, and a batch), steps without content, ends, a window's evictions,
+    # and evictions when the pool runs short: each path that files a block or frees a
+    # cached one, on pools of 900 blocks, the first 320 of each held throughout (the rest
+    # past 256).
     layers: dict[str, Any] = {"t": FULL}
     if layout != "text":
         layers["s"] = SlidingWindowLayer(
