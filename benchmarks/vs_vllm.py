@@ -1547,7 +1547,8 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     prefix stay, and the pool's queue with them: its order is the cache's eviction order; the
     prefix cache, bounded by the pool's size), one group of text with prefix caching on
     (vLLM's default: one prompt for all, then prompts of their own ending within a block,
-    whose last keys kvunits keeps to hash the block they start once content fills it), and
+    whose last keys kvunits keeps to hash the block they start once content fills it, at a
+    quarter and at all of ``streams``), and
     one group of text alone (kvunits' request costs its entry in the ids' dict, and then per
     group; vLLM's only per group), at a quarter and at all of ``streams`` (an offset past 256
     would be an int object of 28 byte: kvunits takes it from a pool's ids), and
@@ -1566,6 +1567,12 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
         (
             "text alone, prefix caching on, each prompt its own of 40 tokens",
             replace(fewer, groups=("text",), prefix="unique", prompt=40, chunk=64),
+        ),
+        # The same at all of ``streams`` (block ids and offsets past 256 are int objects
+        # unless taken from a pool's ids: `BlockPool.add_map`).
+        (
+            "text alone, prefix caching on, each prompt its own of 40 tokens, as many streams",
+            replace(plain, groups=("text",), prefix="unique", prompt=40, chunk=64),
         ),
         ("text alone, one group", replace(fewer, groups=("text",))),
         # Offsets past 256: each one of a pool's id objects, not an int of its own.
