@@ -1581,6 +1581,51 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
         # Not a power of two: a table grown by doubling held up to twice its rows here.
         ("audio + text, a pool per group, 300 requests", replace(plain, streams=300)),
     ]
+    print_memory(v, variants)
+
+
+def memory_held_out(v: dict[str, Any] | None) -> None:
+    """`memory` on variants no change was measured on (``--memory --held-out``, session 44):
+    prompts of 40 to 500 tokens, one for all and each its own, on text alone, text + sliding
+    (one pool) and audio + text, at 64 to 1,024 requests, and without caching at 100 to
+    2,000 requests, prompts of 32 to 1,000 tokens. Two kinds stay above vLLM's
+    (`docs/benchmarks.md`, session 44): left after every free with one prompt for all (the
+    pool's queue, each freed block's id in the order vLLM hands them out again), and per
+    request with 200 prompts of 1,000 tokens (vLLM's figure is negative there)."""
+    base = Trace("memory", "held out", ("text",), streams=256, decode=1000)
+    variants = []
+    layouts = ((("text",), False), (("text", "sliding"), True), (("audio", "text"), False))
+    for groups, shared in layouts:
+        # (Audio's window drops more blocks than decode adds after a prompt of 500: the held
+        # blocks fall between the two fills, and per held block is no figure; 40 tokens.)
+        for prefix, prompt, streams in (
+            ("unique", 100, 256),
+            ("unique", 40 if "audio" in groups else 500, 64),
+            ("prompt", 100, 1024),
+        ):
+            title = f"{' + '.join(groups)}, {prompt}-token prompts, {prefix}"
+            trace = replace(
+                base, groups=groups, shared_pool=shared, prefix=prefix, prompt=prompt,
+                chunk=max(64, prompt), streams=streams,
+            )
+            variants.append((title, trace))
+    for groups, prompt, streams in (
+        (("text",), 32, 2000),
+        (("text",), 1000, 200),
+        (("text", "sliding"), 100, 500),
+        (("audio", "text"), 32, 700),
+    ):
+        title = f"{' + '.join(groups)}, {prompt}-token prompts, no caching"
+        trace = replace(
+            base, groups=groups, shared_pool=len(groups) > 1 and "sliding" in groups,
+            prompt=prompt, chunk=max(64, prompt), streams=streams,
+        )
+        variants.append((title, trace))
+    print_memory(v, variants)
+
+
+def print_memory(v: dict[str, Any] | None, variants: Sequence[tuple[str, Trace]]) -> None:
+    """Each variant's `Memory` on each side, and whether kvunits' is at most vLLM's."""
     print("memory of the allocator (tracemalloc):")
     for title, trace in variants:
         results = measure_memory(v, trace)
@@ -1734,7 +1779,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         v = got
         print(f"vLLM {v['vllm'].__version__}, torch {v['torch'].__version__}")
     if args.memory:
-        memory(v)
+        (memory_held_out if args.held_out else memory)(v)
         return []
     if args.sweep is not None:
         traces = sweep(args.sweep, quick=args.quick)
