@@ -1548,10 +1548,10 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
     prefix cache, bounded by the pool's size), one group of text with prefix caching on
     (vLLM's default: one prompt for all, then prompts of their own ending within a block,
     whose last keys kvunits keeps to hash the block they start once content fills it, at a
-    quarter and at all of ``streams``), and
-    one group of text alone (kvunits' request costs its entry in the ids' dict, and then per
-    group; vLLM's only per group), at a quarter and at all of ``streams`` (an offset past 256
-    would be an int object of 28 byte: kvunits takes it from a pool's ids), and
+    quarter and at all of ``streams``), and one group of text alone (kvunits' request costs
+    its entry in the ids' dict, and then per group; vLLM's only per group), at a quarter and
+    at all of ``streams`` (an offset past 256 would be an int object of 28 byte: kvunits
+    takes it from a pool's ids), and
     the first layout with 16 requests (a slab's garbage, up to a quarter of it or
     `_COMPACT_MIN` entries, is a share of few blocks), and 300 requests (not a power of two:
     the requests' fields grow a row at a time)."""
