@@ -204,12 +204,11 @@ class RequestExtras:
             part = one.part
             if (
                 part is not None
-                and len(registered) == 1
+                and self.stream_of == ONE_GROUP  # (one group: one registered count)
                 and one.hashes is part.hashes
                 and registered[0] == len(part.hashes)
                 and len(one.tail) == len(part.tail)
                 and one.parent is part.parent
-                and self.stream_of == ONE_GROUP
             ):
                 return part
             return RestingExtras(
