@@ -205,7 +205,9 @@ class Trace:
         shared_pool: kvunits draws every group from one pool (vLLM always does).
         prefix: "none", "prompt" (one prompt shared by every stream, hashed), "generated"
             (that, and every generated token hashed too) or "unique" (prefix caching on, each
-            stream's prompt its own: no hit, every block registered, a service's common case).
+            stream's prompt its own: no hit, every block registered, a service's common case)
+            or "system" (the first half of the prompt shared, a system prompt, the rest each
+            stream's own).
         spec: draft tokens per decode step (0: none).
         mixed: each stream's prompt and decode steps drawn (seeded) from 1 .. ``prompt`` and
             1 .. ``decode``, as a server's requests come: streams at different stages.
@@ -513,6 +515,12 @@ def contents(trace: Trace, count: int, seed: int = 0) -> list[tuple[list[int], l
     if trace.prefix in ("prompt", "generated"):
         common = one()
         return [common] * count
+    if trace.prefix == "system":  # a shared first half (a system prompt), then its own
+        (tokens, frames), half = one(), trace.prompt // 2
+        return [
+            (tokens[:half] + own[half:], frames[: P * half] + keys[P * half :])
+            for own, keys in (one() for _ in range(count))
+        ]
     return [one() for _ in range(count)]
 
 
@@ -1602,6 +1610,7 @@ def memory_held_out(v: dict[str, Any] | None) -> None:
             ("unique", 100, 256),
             ("unique", 40 if "audio" in groups else 500, 64),
             ("prompt", 100, 1024),
+            ("system", 100, 256),
         ):
             title = f"{' + '.join(groups)}, {prompt}-token prompts, {prefix}"
             trace = replace(

@@ -1333,8 +1333,9 @@ def _free(core: CoordinatorCore) -> list[str]:
     block held and ids handed out, none shared or cached), in one commit; where a pool keeps
     cached blocks, its end as the others' (its queue's taken entries and ids' run dropped,
     every block being free) with the table and the policy's dicts emptied and each pool that
-    caches nothing as built. Anything else returns False before anything changed (the token
-    free): the caller takes the general path."""
+    caches nothing as built, unless such a pool's queue is due to forget the order of its
+    blocks without content (`BlockPool.idle_due`: the general path). Anything else returns
+    False before anything changed (the token free): the caller takes the general path."""
     n = len(core.names)
     ledger = core.ledger
     hw, cw = core.table.hot_width, core.table.cold_width
@@ -1388,7 +1389,9 @@ def _free(core: CoordinatorCore) -> list[str]:
     given = [(g, f"r{g}") for g in range(n)] if ledger._reserve else []
     # The last request: its pools as built (`PoolPlan.emit`), unless one keeps cached blocks
     # (then ``last``: its end below, the table emptied and each pool that caches nothing as
-    # built).
+    # built, or the general path where such a pool's queue is due to forget the order of its
+    # blocks without content: `BlockPool.idle_due`, `PoolPlan._emit_idle`).
+    due_idle = " or ".join(f"pool{i}._cached and pool{i}.idle_due()" for i in pools)
     lines += [
         "            last = len(offsets) == 1",
         f"            if last and not ({cached}):",
@@ -1406,6 +1409,10 @@ def _free(core: CoordinatorCore) -> list[str]:
         + "".join(f", (setitem, reserved, {g}, {r})" for g, r in given)
         + "]",
         "                commit(ops_of(ops)); del owner[0]; return True  # the commit",
+        f"            if last and ({due_idle}):",
+        f"                {no}",
+    ]
+    lines += [
         # What no store makes (`_release_plan`): its content and speculative tail forgotten;
         # its blocks freed tail first where it cached content.
         "            x = extras_get(o) if extras else None",

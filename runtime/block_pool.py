@@ -41,6 +41,12 @@ MAX_POOL_BLOCKS: Final = 2**31
 #: rebuilds the queue without them: at least this many, and half the queue.
 _COMPACT_AFTER: Final = 64
 
+#: The fewest queue entries (the live part, stale ones included, and the blocks the call frees)
+#: at which the end of the last request forgets the order of the blocks without content in a
+#: pool that keeps cached ones (`BlockPool.idle_due`: also twice what the last such rewrite
+#: left, so that its cost, a pass over the queue, is paid once per doubling, never per end).
+_IDLE_MIN: Final = 256
+
 #: Fresh ids taken at once from which `BlockPool.ids` slices a table of ids (fewer: a range).
 _IOTA_FROM: Final = 16
 
@@ -288,7 +294,13 @@ class BlockPool:
     When the end of the last request leaves every block free and none cached, the pool is as
     built again (`PoolPlan.last`): nothing of the ids handed out stays once every request is
     freed, and the next request takes ids from 1 again (vLLM's queue keeps the freed order;
-    an id holds no content then, so only the ids differ). Until then memory follows the ids
+    an id holds no content then, so only the ids differ). Where some are cached, the order
+    of the others is forgotten the same way (`PoolPlan._emit_idle`, once the queue has
+    doubled since it last did, so that its pass over the queue is paid once per doubling):
+    the ids above the highest cached block are never handed out again, those below it
+    queue in id order ahead of the cached ones, which keep their order; what the next
+    allocations evict is unchanged (a shared prompt cached by the first request leaves its
+    blocks' entries and little else). Until then memory follows the ids
     freed, never the pool's size, and a block costs nothing to take or free beyond its place
     in the queue: the queue is the ids never handed out (a range, ``_fresh .. num_blocks -
     1``, always at its front, since every freed block goes behind it: to the back, or just
@@ -324,6 +336,7 @@ class BlockPool:
         "_free_cached",
         "_fresh",
         "_head",
+        "_idle",
         "_ids",
         "_iota",
         "_maps",
@@ -367,6 +380,8 @@ class BlockPool:
         # Each id's int object, which every cache entry holds (`add_map`; a range, making
         # ints anew, until a map is added).
         self._ids: Sequence[int] = range(num_blocks)
+        # The queue's length the last `PoolPlan._emit_idle` left (`idle_due`).
+        self._idle = 0
 
     def add_map(self, cache_map: CacheMap) -> None:
         """Adopt a prefix cache's map of this pool's blocks (at build, not a call's change):
@@ -389,6 +404,15 @@ class BlockPool:
         if type(self._ids) is range and self.num_blocks <= _INTERNED_MAX:
             ops.append((setattr, self, "_ids", tuple(self._ids)))
         return ops
+
+    def idle_due(self) -> bool:
+        """Whether the end of the last request, all of whose blocks this pool holds
+        (``_used`` of them), rewrites the queue of this pool, which keeps cached blocks
+        (`PoolPlan._emit_idle`): once the queue's entries then, stale ones included, are
+        `_IDLE_MIN` and twice what the last rewrite left. Read before the call changes
+        anything, so that the generated ``free`` and the general path decide alike."""
+        size = len(self._queue) - self._head + self._used
+        return size >= _IDLE_MIN and size >= 2 * self._idle
 
     def cached_free_blocks(self) -> list[int]:
         """The free blocks whose content is cached, in id order (for inspection: it scans
@@ -1175,15 +1199,13 @@ class PoolPlan:
     def emit(self, ops: Ops) -> None:
         """Add to ``ops`` the operations that make the planned changes."""
         pool = self.pool
-        if (
-            self.last
-            and not self.used
-            and self.fresh > 1
-            and not self.cache_add
-            and len(self.evicted) == len(pool._cached)
-        ):
-            self._emit_built(ops)
-            return
+        if self.last and not self.used and self.fresh > 1:
+            if not self.cache_add and len(self.evicted) == len(pool._cached):
+                self._emit_built(ops)
+                return
+            if pool._cached and pool.idle_due():
+                self._emit_idle(ops)
+                return
         if self.fresh != pool._fresh:
             ops.append((setattr, pool, "_fresh", self.fresh))
         shared = pool._shared
@@ -1217,6 +1239,12 @@ class PoolPlan:
                 ops.append((setattr, pool, name, value))
         if not self.used and len(pool._iota):
             ops.append((pool._iota.__delitem__, slice(None)))  # every block free: not kept
+        self._emit_cache(ops)
+
+    def _emit_cache(self, ops: Ops) -> None:
+        """Add the planned changes of the prefix cache to ``ops``: entries evicted and added
+        (maps new to the pool adopted), free cached blocks' flags, the maps' block lists."""
+        pool = self.pool
         cached, flags = pool._cached, pool._free_cached
         for block in self.evicted:
             ops.append((cached.pop, block, None))
@@ -1240,6 +1268,35 @@ class PoolPlan:
         for cache, key, blocks in self.lists.values():
             ops += key_ops(cache, key, blocks)
 
+    def _emit_idle(self, ops: Ops) -> None:
+        """`emit` of a plan that ends the last request (``last``) and leaves every block free,
+        some of them cached: the order of the blocks without content is forgotten, as
+        `_emit_built` forgets it where none is cached, so that an idle pool keeps its cache
+        and no more. The ids above the highest cached block are never handed out again (the
+        queue no longer lists them); those below it without content are queued in id order,
+        then the cached blocks in their order (least recently used first: each block's live
+        entry is its last, its stale ones, taken back by prefix hits, lie ahead of it). What
+        an allocation evicts is unchanged (every block without content is still taken
+        before any cached one: a window's dropped blocks that were queued behind cached
+        ones now go ahead of them, as vLLM 0.33 queues them); only the ids taken differ."""
+        pool = self.pool
+        kept = (pool._cached.keys() - self.evicted.keys()) | self.cache_add.keys()
+        entries = pool._queue[self.head :]
+        entries.extend(self.appended[self.taken_appended :])
+        lru = list(dict.fromkeys(reversed(list(filter(kept.__contains__, entries)))))
+        assert len(lru) == len(kept), "a cached block outside the queue of an idle pool"
+        top = max(kept) + 1
+        queue = array("i", filterfalse(kept.__contains__, range(1, top)))
+        queue.extend(reversed(lru))
+        ops.append((setattr, pool, "_fresh", top))
+        ops.append((setitem, pool._queue, slice(None), queue))
+        ops.append((setattr, pool, "_idle", len(queue)))
+        ops.append((pool._iota.__delitem__, slice(None)))
+        ops += [(pool._shared.clear,), (pool._stale.clear,)]  # (a dict keeps its size on pops)
+        for name in ("_head", "_num_stale", "_used"):
+            ops.append((setattr, pool, name, 0))
+        self._emit_cache(ops)
+
     def _emit_built(self, ops: Ops) -> None:
         """`emit` of a plan that ends the last request (``last``) and leaves every block free
         and none cached (none registered: a registered block is held): the pool as built,
@@ -1257,6 +1314,6 @@ class PoolPlan:
         # Emptied with ``clear``: a dict keeps its table's size after pops.
         for held in (pool._shared, pool._stale, pool._cached):
             ops.append((held.clear,))
-        for name in ("_head", "_num_stale", "_used"):
+        for name in ("_head", "_num_stale", "_used", "_idle"):
             ops.append((setattr, pool, name, 0))
         self._emit_lists(ops)  # the cached blocks this plan took

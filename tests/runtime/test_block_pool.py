@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from array import array
+from unittest import mock
 
 import pytest
 from hypothesis import event, given, settings
@@ -125,6 +126,46 @@ def test_a_pool_idle_at_the_last_end_without_cached_blocks_is_as_built() -> None
     assert pool.free_queue()[-5:] == [1, 2, 3, *blocks]
     _release_last(pool, list(pool.allocate_n(39)))  # the cached block evicted by the take
     assert (pool._fresh, len(pool._queue), pool._cached, cache) == (1, 0, {}, {})
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data())
+def test_an_idle_pool_forgets_the_order_of_its_blocks_without_content(
+    data: st.DataObject,
+) -> None:
+    # The end of the last request, in a pool that keeps cached blocks and whose queue is due
+    # (`BlockPool.idle_due`, forced here), rewrites the queue (`PoolPlan._emit_idle`): the ids
+    # above the highest cached block never handed out again, those below it without content
+    # in id order, then the cached ones in the order the queue held them. Against the same
+    # end without the rewrite: the same free blocks, cache and maps, and taking every free
+    # block evicts the same cached blocks in the same order, after every block without content.
+    size, pool, cache, held = _drawn_pool(data, 40, 30, keys=8, registers=2)
+    twin, _ = copy.deepcopy((pool, cache))
+    for each, due in ((pool, True), (twin, False)):
+        with mock.patch.object(BlockPool, "idle_due", lambda self, due=due: due):
+            plan = PoolPlan(each)
+            plan.release_front(held)
+            plan.last = True
+            ops: Ops = []
+            plan.emit(ops)
+            commit(ops_of(ops))
+    assert pool.num_used == twin.num_used == 0
+    kept = set(twin._cached)
+    event("cached blocks kept" if kept else "none kept: as built")
+    assert _pool_state(pool)[2:] == _pool_state(twin)[2:]
+    if not kept:
+        assert (pool._fresh, len(pool._queue)) == (1, 0)
+        return
+    top = max(kept) + 1
+    lru = [b for b in twin.free_queue() if b in kept]
+    below = [b for b in range(1, top) if b not in kept]
+    assert pool.free_queue() == [*range(top, size), *below, *lru]
+    assert (pool._fresh, pool._head, pool._num_stale, pool._stale) == (top, 0, 0, {})
+    assert pool._idle == len(pool._queue) == len(below) + len(lru)
+    taken = [pool.allocate_n(pool.num_free), twin.allocate_n(twin.num_free)]
+    evicted = [[b for b in t if b in kept] for t in taken]
+    assert evicted[0] == evicted[1] == lru
+    assert taken[0][-len(lru) :] == lru
 
 
 def test_a_pool_holds_at_least_the_null_block() -> None:

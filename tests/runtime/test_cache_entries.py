@@ -392,10 +392,15 @@ def test_a_cached_blocks_id_is_the_pools_own_int_object_in_every_entry(layout: s
         if len(live) > 12:
             coord.free(live.pop(i % len(live)))
         _ids_interned(coord)
-    for rid in [*live, *(f"held{i}" for i in range(8))]:
+    ended = [*live, *(f"held{i}" for i in range(8))]
+    for rid in ended[:-1]:
         coord.free(rid)
-    for pool in {id(p): p for p in coord._core.pools}.values():
-        # Every id handed out (later blocks came from the queue, evicting cached ones).
-        assert pool._fresh == pool.num_blocks and pool.num_cached_free > 100
+    pools = {id(p): p for p in coord._core.pools}.values()
+    # Every id handed out (later blocks came from the queue, evicting cached ones).
+    assert all(pool._fresh == pool.num_blocks for pool in pools)
+    _ids_interned(coord)
+    coord.free(ended[-1])
+    for pool in pools:  # idle: the ids above the highest cached one unlisted (`_emit_idle`)
+        assert pool.num_cached_free > 100 and pool._fresh == max(pool._cached) + 1
     _ids_interned(coord)
     check_pools(coord)

@@ -33,7 +33,7 @@ from kvunits.contracts.internal import magnitude
 from kvunits.runtime import AdmissionPolicy, ContentKeys, KVCacheCoordinator, _table
 from kvunits.runtime._table import CAPACITY, COLD, SKIPPED, START
 
-from .support import coordinator
+from .support import check_pools, coordinator
 
 
 def text_alone(*, block_size: int = 4, **sizes: Any) -> KVCacheCoordinator:
@@ -338,6 +338,48 @@ def test_cached_free_blocks_are_what_stays_with_prefix_caching() -> None:
     # entries in the pool's maps (its key and map; free) and its list in the cache map; 4
     # byte a queue entry. Nothing else: no request's fields, maps or table room.
     assert left <= 512 * cached + 4 * queued * 17 // 16 + _LEFT_BOUND, (left, cached, queued)
+
+
+def test_an_idle_pool_keeps_one_prompts_cache_and_not_the_order_of_the_rest() -> None:
+    """One prompt for all (a shared system prompt: 16 cached blocks), each request's own
+    tokens generated without content: once the last request ends, the pool keeps the
+    prompt's blocks and their order, not the order of the thousands of others freed
+    (`PoolPlan._emit_idle`; vLLM 0.33 keeps only its hashes then, its queue being built up
+    front): what stays is within the bound per cached block of the test above. A second
+    wave runs as the first (it takes the prompt again, evicting nothing), and taking every
+    other block evicts none of the prompt's."""
+    coord = text_alone(num_blocks=6_000, max_len=128, max_in_flight=256, reserve=False)
+    text = coord.group("text", Tokens)
+    step = coord.stepper(text)
+    pool = coord._core.pools[0]
+    prompt = text.block_hashes(ContentKeys(list(range(66)), Tokens))  # 16 blocks and 2
+    tracemalloc.start()
+    try:
+        built = _runtime_bytes()
+        for wave in range(2):
+            ids = [f"w{wave}-{i}" for i in range(256)]
+            for rid in ids:
+                got = step.admit_with_prefix(rid, Tokens(128), prefix=(prompt,))
+                assert magnitude(got[0]) == (64 if wave or rid != ids[0] else 0)
+                step.advance(rid, Tokens(80 - magnitude(got[0])))
+            for _ in range(12):
+                for rid in ids:
+                    step.advance(rid, Tokens(1))
+            for rid in ids[:-1]:
+                coord.free(rid)
+            assert len(pool._queue) - pool._head > 1_000  # the order of those freed, kept
+            assert not coord._core.fast.free(ids[-1], {}, {}, {})  # due: the general path
+            coord.free(ids[-1])
+            assert pool.num_cached_free == len(pool._queue) == pool._idle == 16
+            assert pool._fresh == 17 and pool.free_queue()[-16:] == list(range(16, 0, -1))
+        left = _runtime_bytes() - built
+    finally:
+        tracemalloc.stop()
+    assert left <= 512 * 16 + _LEFT_BOUND, left
+    check_pools(coord)
+    taken = pool.allocate_n(pool.num_free - 16)  # every block but the prompt's: none evicted
+    assert len(taken) == pool.num_blocks - 17 and pool.num_cached_free == pool.num_free == 16
+    assert pool.allocate_n(1) == [16]  # then its tail (freed first by each request)
 
 
 def test_a_window_segment_moves_a_logarithmic_number_of_times() -> None:
