@@ -1594,12 +1594,13 @@ def memory(v: dict[str, Any] | None, streams: int = 1024) -> None:
 
 def memory_held_out(v: dict[str, Any] | None) -> None:
     """`memory` on variants no change was measured on (``--memory --held-out``, session 44):
-    prompts of 40 to 500 tokens, one for all and each its own, on text alone, text + sliding
-    (one pool) and audio + text, at 64 to 1,024 requests, and without caching at 100 to
-    2,000 requests, prompts of 32 to 1,000 tokens. Two kinds stay above vLLM's
-    (`docs/benchmarks.md`, session 44): left after every free with one prompt for all (the
-    pool's queue, each freed block's id in the order vLLM hands them out again), and per
-    request with 200 prompts of 1,000 tokens (vLLM's figure is negative there)."""
+    prompts of 40 to 500 tokens, one for all, each its own, and (session 45) a system prompt
+    shared with the rest each its own, on text alone, text + sliding (one pool) and audio +
+    text, at 64 to 1,024 requests, and without caching at 100 to 2,000 requests, prompts of
+    32 to 1,000 tokens. One kind stays above vLLM's (`docs/benchmarks.md`): per request with
+    200 prompts of 1,000 tokens (vLLM's figure is negative there). Left after every free with
+    one prompt for all was above it until session 45 (the pool's queue of every freed block:
+    `PoolPlan._emit_idle`)."""
     base = Trace("memory", "held out", ("text",), streams=256, decode=1000)
     variants = []
     layouts = ((("text",), False), (("text", "sliding"), True), (("audio", "text"), False))
