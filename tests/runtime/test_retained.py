@@ -352,7 +352,7 @@ def test_an_idle_pool_keeps_one_prompts_cache_and_not_the_order_of_the_rest() ->
     text = coord.group("text", Tokens)
     step = coord.stepper(text)
     pool = coord._core.pools[0]
-    prompt = text.block_hashes(ContentKeys(list(range(66)), Tokens))  # 16 blocks and 2
+    prompt = text.block_hashes(ContentKeys(list(range(66)), Tokens))  # 16 blocks, 2 tokens
     tracemalloc.start()
     try:
         built = _runtime_bytes()
