@@ -1288,14 +1288,22 @@ class PoolPlan:
         top = max(kept) + 1
         queue = array("i", filterfalse(kept.__contains__, range(1, top)))
         queue.extend(reversed(lru))
-        ops.append((setattr, pool, "_fresh", top))
+        self._emit_idle_pool(ops, top, queue)
+        self._emit_cache(ops)
+
+    def _emit_idle_pool(self, ops: Ops, fresh: int, queue: array[int]) -> None:
+        """Add what leaves the pool idle (no block held, shared or stale; the table of fresh
+        ids dropped) with ``fresh`` its lowest id never handed out and ``queue`` its queue
+        (`_emit_built`, `_emit_idle`)."""
+        pool = self.pool
+        ops.append((setattr, pool, "_fresh", fresh))
         ops.append((setitem, pool._queue, slice(None), queue))
         ops.append((setattr, pool, "_idle", len(queue)))
         ops.append((pool._iota.__delitem__, slice(None)))
-        ops += [(pool._shared.clear,), (pool._stale.clear,)]  # (a dict keeps its size on pops)
+        # Emptied with ``clear``: a dict keeps its table's size after pops.
+        ops += [(pool._shared.clear,), (pool._stale.clear,)]
         for name in ("_head", "_num_stale", "_used"):
             ops.append((setattr, pool, name, 0))
-        self._emit_cache(ops)
 
     def _emit_built(self, ops: Ops) -> None:
         """`emit` of a plan that ends the last request (``last``) and leaves every block free
@@ -1306,14 +1314,8 @@ class PoolPlan:
         the end of the last request does it (never a step or a rollback that frees a pool's
         last block while requests remain), so every path of a call leaves the same pool."""
         pool = self.pool
-        ops.append((setattr, pool, "_fresh", 1))
-        for values in (pool._queue, pool._iota):
-            ops.append((values.__delitem__, slice(None)))
+        self._emit_idle_pool(ops, 1, array("i"))
         if pool._cached:  # every one evicted by the plan: none free and cached
             ops.append(flag_op(pool._free_cached, list(pool._cached), 0))
-        # Emptied with ``clear``: a dict keeps its table's size after pops.
-        for held in (pool._shared, pool._stale, pool._cached):
-            ops.append((held.clear,))
-        for name in ("_head", "_num_stale", "_used", "_idle"):
-            ops.append((setattr, pool, name, 0))
+        ops.append((pool._cached.clear,))  # (its table's size, too)
         self._emit_lists(ops)  # the cached blocks this plan took

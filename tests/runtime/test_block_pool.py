@@ -91,10 +91,11 @@ def test_double_free_and_null_free_are_caught() -> None:
     assert pool.allocate_n(2) == [2, 1]
 
 
-def _release_last(pool: BlockPool, blocks: list[int]) -> None:
-    """Release ``blocks`` as the end of the last request does (`PoolPlan.last`)."""
+def _release_last(pool: BlockPool, blocks: list[int], front: bool = False) -> None:
+    """Release ``blocks`` as the end of the last request does (`PoolPlan.last`; with
+    ``front``, as a table's end, `PoolPlan.release_front`)."""
     plan = PoolPlan(pool)
-    plan.release(blocks)
+    (plan.release_front if front else plan.release)(blocks)
     plan.last = True
     ops: Ops = []
     plan.emit(ops)
@@ -143,12 +144,7 @@ def test_an_idle_pool_forgets_the_order_of_its_blocks_without_content(
     twin, _ = copy.deepcopy((pool, cache))
     for each, due in ((pool, True), (twin, False)):
         with mock.patch.object(BlockPool, "idle_due", lambda self, due=due: due):
-            plan = PoolPlan(each)
-            plan.release_front(held)
-            plan.last = True
-            ops: Ops = []
-            plan.emit(ops)
-            commit(ops_of(ops))
+            _release_last(each, held, front=True)
     assert pool.num_used == twin.num_used == 0
     kept = set(twin._cached)
     event("cached blocks kept" if kept else "none kept: as built")
