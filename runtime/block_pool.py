@@ -833,7 +833,9 @@ class BlockPool:
 
     def reset_ops(self, ops: Ops) -> bool:
         """Add to ``ops`` what forgets every registered prefix, if no block is held (vLLM's
-        ``reset_prefix_cache``); the queue's order is unchanged.
+        ``reset_prefix_cache``): every block is then free and none cached, so the pool is as
+        built (`PoolPlan._emit_built`: ids from 1 again, no queue), where vLLM's queue keeps
+        its order (no block holds content: only the ids taken next differ).
 
         Returns:
             Whether it can (``False``: some block is held; nothing added).
@@ -844,7 +846,21 @@ class BlockPool:
             ops.append((cache_map.clear,))
         ops.append(flag_op(self._free_cached, list(self._cached), 0))  # (every one free)
         ops.append((self._cached.clear,))
+        self.idle_ops(ops, 1, array("i"))
         return True
+
+    def idle_ops(self, ops: Ops, fresh: int, queue: array[int]) -> None:
+        """Add to ``ops`` what leaves this pool idle (no block held, shared or stale; the
+        table of fresh ids dropped), ``fresh`` its lowest id never handed out and ``queue``
+        its queue (`PoolPlan._emit_built`, `PoolPlan._emit_idle`, `reset_ops`)."""
+        ops.append((setattr, self, "_fresh", fresh))
+        ops.append((setitem, self._queue, slice(None), queue))
+        ops.append((setattr, self, "_idle", len(queue)))
+        ops.append((self._iota.__delitem__, slice(None)))
+        # Emptied with ``clear``: a dict keeps its table's size after pops.
+        ops += [(self._shared.clear,), (self._stale.clear,)]
+        for name in ("_head", "_num_stale", "_used"):
+            ops.append((setattr, self, name, 0))
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -1288,22 +1304,8 @@ class PoolPlan:
         top = max(kept) + 1
         queue = array("i", filterfalse(kept.__contains__, range(1, top)))
         queue.extend(reversed(lru))
-        self._emit_idle_pool(ops, top, queue)
+        pool.idle_ops(ops, top, queue)
         self._emit_cache(ops)
-
-    def _emit_idle_pool(self, ops: Ops, fresh: int, queue: array[int]) -> None:
-        """Add what leaves the pool idle (no block held, shared or stale; the table of fresh
-        ids dropped) with ``fresh`` its lowest id never handed out and ``queue`` its queue
-        (`_emit_built`, `_emit_idle`)."""
-        pool = self.pool
-        ops.append((setattr, pool, "_fresh", fresh))
-        ops.append((setitem, pool._queue, slice(None), queue))
-        ops.append((setattr, pool, "_idle", len(queue)))
-        ops.append((pool._iota.__delitem__, slice(None)))
-        # Emptied with ``clear``: a dict keeps its table's size after pops.
-        ops += [(pool._shared.clear,), (pool._stale.clear,)]
-        for name in ("_head", "_num_stale", "_used"):
-            ops.append((setattr, pool, name, 0))
 
     def _emit_built(self, ops: Ops) -> None:
         """`emit` of a plan that ends the last request (``last``) and leaves every block free
@@ -1314,7 +1316,7 @@ class PoolPlan:
         the end of the last request does it (never a step or a rollback that frees a pool's
         last block while requests remain), so every path of a call leaves the same pool."""
         pool = self.pool
-        self._emit_idle_pool(ops, 1, array("i"))
+        pool.idle_ops(ops, 1, array("i"))
         if pool._cached:  # every one evicted by the plan: none free and cached
             ops.append(flag_op(pool._free_cached, list(pool._cached), 0))
         ops.append((pool._cached.clear,))  # (its table's size, too)

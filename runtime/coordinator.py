@@ -1619,6 +1619,8 @@ class KVCacheCoordinator:
         update, say): possible only when no request holds a block, in any group. A request
         that is admitted but holds no block yet does not stand in the way (its reservation
         stays); vLLM's ``BlockPool.reset_prefix_cache`` counts held blocks the same way.
+        Every pool is then as built (`BlockPool.reset_ops`): its blocks free, none cached,
+        nothing kept of the ids handed out or their order.
 
         Returns:
             Whether the cache was reset (``False``: some request holds a block; nothing

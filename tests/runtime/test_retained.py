@@ -420,12 +420,12 @@ def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_
     (`Stepper.advance_with_content_all`, whose fast path keeps its latest batch's requests
     classified for the next engine step, and per batch shape the slices and the `struct`
     that cut its keys), then every request freed and the prefix cache reset: the runtime's
-    files hold what they held when built, the pool's queue of free blocks (bounded by the
-    pool) and the layout's one stream shape, within `_LEFT_BOUND`. Those caches held the
-    requests' extras (their hashes and tails) and a slice a request until the last free
-    emptied them; the last request ends with content (the core's path) or is a plain one,
-    stepped after the reset, that ends with nothing cached (the generated ``free``'s end of
-    the last request)."""
+    files hold what they held when built (the reset leaves the pool as built, no queue:
+    `BlockPool.reset_ops`) and the layout's one stream shape, within `_LEFT_BOUND`. Those
+    caches held the requests' extras (their hashes and tails) and a slice a request until
+    the last free emptied them; the last request ends with content (the core's path) or is
+    a plain one, stepped after the reset, that ends with nothing cached (the generated
+    ``free``'s end of the last request)."""
     coord = text_alone(
         block_size=8,
         num_blocks=4_000,
@@ -466,6 +466,7 @@ def test_content_batches_leave_nothing_once_the_last_request_ends_and_the_cache_
         tracemalloc.stop()
     assert not any(kept) and not cuts and not chunks
     queue = core.pools[0]._queue
+    assert not len(queue)  # the reset, then the plain request's end: the pool as built
     queued = sys.getsizeof(queue) - sys.getsizeof(array(queue.typecode))
     shapes = sys.getsizeof(core._shapes) - sys.getsizeof({}) + sum(map(sys.getsizeof, core._shapes))
     assert left <= queued + shapes + _LEFT_BOUND, (left, queued, shapes)

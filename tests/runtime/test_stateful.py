@@ -511,8 +511,10 @@ class AllocatorMachine(RuleBasedStateMachine):
         for cache in self.coord._core.caches:
             assert cache is None or not cache.blocks
         for pool in unique_pools(self.coord):
-            assert not pool._cached
-            assert pool.free_queue() == list(before[0][unique_pools(self.coord).index(pool)][0])
+            # Every block free and none cached: the pool as built (`BlockPool.reset_ops`).
+            assert not pool._cached and (pool._fresh, len(pool._queue)) == (1, 0)
+            queue = before[0][unique_pools(self.coord).index(pool)][0]
+            assert pool.free_queue() == list(range(1, pool.num_blocks)) == sorted(queue)
 
     @rule(data=st.data())
     def admit_beyond_a_limit(self, data: st.DataObject) -> None:
