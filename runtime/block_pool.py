@@ -292,9 +292,10 @@ class BlockPool:
     blocks only).
 
     When the end of the last request leaves every block free and none cached, the pool is as
-    built again (`PoolPlan.last`): nothing of the ids handed out stays once every request is
-    freed, and the next request takes ids from 1 again (vLLM's queue keeps the freed order;
-    an id holds no content then, so only the ids differ). Where some are cached, the order
+    built again (`PoolPlan.last`; so does a prefix-cache reset, `reset_ops`): nothing of the
+    ids handed out stays once every request is freed, and the next request takes ids from 1
+    again (vLLM's queue keeps the freed order; an id holds no content then, so only the ids
+    differ). Where some are cached, the order
     of the others is forgotten the same way (`PoolPlan._emit_idle`, once the queue has
     doubled since it last did, so that its pass over the queue is paid once per doubling):
     the ids above the highest cached block are never handed out again, those below it
