@@ -211,6 +211,10 @@ class Trace:
         spec: draft tokens per decode step (0: none).
         mixed: each stream's prompt and decode steps drawn (seeded) from 1 .. ``prompt`` and
             1 .. ``decode``, as a server's requests come: streams at different stages.
+        stagger: each stream's decode steps drawn (seeded) from 1 .. ``decode``, its prompt
+            whole (so a shared one stays whole): the streams that replace ended ones start at
+            other engine steps, out of phase with the rest, as a server's are; without it,
+            streams admitted together fill and cross blocks at the same engine steps.
         pool: the blocks of the pool (one group only; 0: as many as the streams' caps, a
             stream's whole length each). A pool far larger than the streams need keeps the
             blocks of ended requests cached longer: a prompt given again and again (the
@@ -231,6 +235,7 @@ class Trace:
     spec: int = 0
     mixed: bool = False
     pool: int = 0
+    stagger: bool = False
 
     def __post_init__(self) -> None:
         # What this replay cannot model, refused by name (a sweep of random traces found each):
@@ -307,6 +312,10 @@ def held_out(quick: bool = False) -> list[Trace]:
         # so a step's streams are at different stages (chunked prefill beside decode).
         Trace("held", "mixed lengths", two, prompt=2000, chunk=512, decode=1000, mixed=True),
         Trace("held", "mixed short", ("text",), prompt=32, decode=200, total=60_000, mixed=True),
+        # (session 46) Every generated token cached, the streams out of phase (each answer its
+        # own length): at every engine step some fill a block and others cross one, where the
+        # family's streams, admitted together, all do it at the same steps.
+        Trace("held", "prefix generated out of phase", two, prefix="generated", stagger=True),
         # (session 41) vLLM's defaults: prefix caching on, long prompts in chunks (each chunk
         # registers the blocks it fills, the prompt's hashes known from its admission).
         Trace(
@@ -451,6 +460,8 @@ def stream_plan(trace: Trace, rng: random.Random) -> list[Step]:
     left, decode = trace.prompt, trace.decode
     if trace.mixed:
         left, decode = rng.randint(1, trace.prompt), rng.randint(1, trace.decode)
+    elif trace.stagger:
+        decode = rng.randint(1, trace.decode)
     while left > 0:
         n = min(trace.chunk, left)
         out.append((n, 0, 0))

@@ -3299,18 +3299,24 @@ def _streams_registered(core: CoordinatorCore, tail: str) -> list[str]:
     return lines
 
 
-def _hashing(indent: str) -> list[str]:
+def _hashing(indent: str, appended: bool = False) -> list[str]:
     """The lines (in ``plan_fill``, ``respec_fill_cross``, ``respec_content_all``) that plan a
     step's content on ``ops``: ``adds[j]`` appended to the stream ``picked[j]`` (one stream per
     sequence); a stream it fills hashed once (its new full blocks, for every group of its
     sequence and granularity) and its tail cut (`CoordinatorCore._plan_content`). Leaves
-    ``hashed``: per stream filled, its new hashes."""
+    ``hashed``: per stream filled, its new hashes. With ``appended`` (``plan_fill``'s
+    argument), a tail the content does not fill is left to the caller, whose ops append it
+    before these (a filled tail is cut to what it keeps either way)."""
     out = [
         "hashed = {}",
         "for stream, added in zip(picked, adds):",
         "    tail, rpb = stream.tail, stream.rows_per_block",
         "    if len(tail) + len(added) < rpb:",
-        "        ops.append((tail.extend, added))",
+        *(
+            ["        if not appended:", "            ops.append((tail.extend, added))"]
+            if appended
+            else ["        ops.append((tail.extend, added))"]
+        ),
         "        continue",
         "    joined = tail + added",
         "    if len(joined) == rpb:  # one block, all of it: `chain_hashes`, inlined",
@@ -3333,27 +3339,29 @@ def _hashing(indent: str) -> list[str]:
 
 def _plan_fill(core: CoordinatorCore) -> list[str]:
     """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv,
-    rejected=None, lookahead=None)``: a step within every group's slack whose content
-    (``adds[j]`` to the stream ``picked[j]``, one stream per sequence) fills a block, planned
-    on ``ops`` (stores to the hot fields on ``ha``, ``hv``, to the cold ones on ``sa``, ``sv``)
-    and a boundary ``plan`` as the general path plans it (`CoordinatorCore._general_content`),
-    written out per group: the step's stores; each filled stream's new full blocks hashed
-    once (for every group of its sequence and granularity) and its tail cut
-    (`CoordinatorCore._plan_content`); the blocks of committed positions whose hashes are now
-    known registered (`CoordinatorCore._register_plan`'s rule, on the plan's lists); the
-    fields held when hashes stay ahead of the positions (`_hold`: the steps that commit them
-    register). With ``rejected`` and ``lookahead`` (per group), a drafting step's
+    rejected=None, lookahead=None, appended=False)``: a step within every group's slack whose
+    content (``adds[j]`` to the stream ``picked[j]``, one stream per sequence) fills a block,
+    planned on ``ops`` (stores to the hot fields on ``ha``, ``hv``, to the cold ones on ``sa``,
+    ``sv``) and a boundary ``plan`` as the general path plans it
+    (`CoordinatorCore._general_content`), written out per group: the step's stores; each filled
+    stream's new full blocks hashed once (for every group of its sequence and granularity) and
+    its tail cut (`CoordinatorCore._plan_content`); the blocks of committed positions whose
+    hashes are now known registered (`CoordinatorCore._register_plan`'s rule, on the plan's
+    lists); the fields held when hashes stay ahead of the positions (`_hold`: the steps that
+    commit them register). With ``rejected`` and ``lookahead`` (per group), a drafting step's
     (`CoordinatorCore.advance_speculative_content`, within every slack: `_fits`): the latest
     step's rejected drafts rolled back first, and the step's last ``lookahead`` positions not
-    committed (nor registered); its lookahead is the caller's to store. False when a block to
-    register is cached already (the caller takes the general path, which decides)."""
+    committed (nor registered); its lookahead is the caller's to store. With ``appended``, the
+    caller's ops append every tail this content does not fill, ahead of these (``content_all``'s
+    batch out of phase). False when a block to register is cached already (the caller takes the
+    general path, which decides)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     rjs = ", ".join(f"rj{g}" for g in range(n)) + ("," if n == 1 else "")
     lks = ", ".join(f"lk{g}" for g in range(n)) + ("," if n == 1 else "")
     lines = [
         "    def plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv, "
-        "rejected=None, lookahead=None):",
+        "rejected=None, lookahead=None, appended=False):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
         f"        {rjs} = rejected or nospec",
         f"        {lks} = lookahead or nospec",
@@ -3366,7 +3374,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
             f"        s{g} = hot[o + {h + SLACK}] + rj{g}",
             f"        r{g} = st[{c} + {ANCHOR}] - s{g} + q{g}",
         ]
-    lines += _hashing("        ")
+    lines += _hashing("        ", appended=True)
     lines += [
         "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
         "        ahead, lists = False, plan.lists",
@@ -3992,9 +4000,12 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
     (hashed once per sequence, registered where committed), a boundary crossed with no block
     filled by `plan_cross` (with every generated token cached, the blocks a step takes or a
     window evicts are mostly cached ones, and the step registers the block it completes); a move
-    that would make a slab due compacts it first and plans again. Any other request (both at
-    once, a speculative tail, content that is not one stream per sequence) sends the whole batch
-    to the core's general path (`_general_content_all`)."""
+    that would make a slab due compacts it first and plans again. Out of phase (a server's
+    requests, each answer its own length: some fill a block while others cross one at most
+    engine steps), every request's appends and stores are made in C as the common step's, the
+    planners' own after them. Any other request (both at once, a speculative tail, content that
+    is not one stream per sequence) sends the whole batch to the core's general path
+    (`_general_content_all`)."""
     n = len(core.names)
     qs = _tuple("q", n)[1:-1]
     suffix = "_typed" if typed else ""
@@ -4030,7 +4041,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                if k * count != len(keys):",
         f"                    {back}",
         "                shares.append((g, keys, k)); gs.append(g)",
-        "            slow = None",
+        "            slow, appended = None, False",
     ]
     # Where no group's step needs its in-flight bound checked (a block or more), a batch of
     # known requests of one shape, once each, with content, no speculative tail, is classified
@@ -4134,8 +4145,9 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         ]
         lines += _slack_stores(n, str)
         lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
-        # Else, where every count is positive (past the slack is then s < q), each request's
-        # kind a pass per field; with a count of 0, the per-request loop below.
+        # Else, where every count is positive (past the slack is then s < q), the requests
+        # that fill a block (kind 1) or pass a slack (2; both: the general path) found by
+        # passes in C, the others being most; with a count of 0, the per-request loop below.
         positive = " and ".join(f"q{g} > 0" for g in range(n))
         fills = ", ".join(f"s{g}, a{g}, b{g}" for g in range(n))
         lines += [
@@ -4146,52 +4158,80 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
                 f"                    b{g} = b{g} if step{g}(hot).count(q{g}) != count else ()"
                 for g in range(n)
             ),
-            "                    fill, gts = repeat(False), []",
+            "                    marks = {}",
             "                    for (g, keys, k), tl in zip(shares, tls):",
-            *_cut("                        "),
-            "                        gts.append(list(map(getitem, repeat(keys), cut)) if k "
-            "else [keys] * count)",
-            "                        fill = map(or_, fill, map(ge, map(len, tl), "
-            "repeat(rows_per_block[g] - k)))",
+            "                        if max(map(len, tl)) + k >= rows_per_block[g]:",
+            "                            marks.update(zip(compress(range(count), map(ge, map(len, "
+            "tl), repeat(rows_per_block[g] - k))), repeat(1)))",
         ]
         for g in range(n):
-            lines.append(
-                f"                    fill = map(or_, fill, map(mul, map(lt, s{g}, repeat(q{g})), "
-                "repeat(2)))"
-            )
+            lines += [
+                f"                    if min(s{g}) < q{g}:",
+                f"                        for i in compress(range(count), map(lt, s{g}, "
+                f"repeat(q{g}))):",
+                "                            marks[i] = marks.get(i, 0) | 2",
+            ]
         lines += [
-            "                    kinds = list(fill)",
-            "                    if 3 in kinds:",
+            "                    if 3 in marks.values():",
             f"                        {back}",
-            "                    at, to = [], []",
-            "                    ops = [(commit, map(setitem, repeat(hot), at, to))]",
+            # Every marked request of one kind (streams in phase cross and fill blocks at the
+            # same engine steps): the others' stores here, and the marked ones in C where every
+            # one of them fills (`fill_all`), or every one crosses (`cross_all`,
+            # `register_all`); else each planned below.
+            "                    if len(set(marks.values())) == 1:",
+            "                        kinds = list(map(marks.get, range(count), repeat(0)))",
+            "                        gts = []",
+            "                        for (g, keys, k), tl in zip(shares, tls):",
+            *_cut("                            "),
+            "                            gts.append(list(map(getitem, repeat(keys), cut)) if k "
+            "else [keys] * count)",
+            "                        at, to = [], []",
+            "                        ops = [(commit, map(setitem, repeat(hot), at, to))]",
             # The batch's offsets as a slice where evenly spaced (``w0``: group 0's slack
             # is at the offset) for the planners' slice stores (`_spaced`).
-            "                    marked = [ops, offs, exs, cols, tls, gts, gs, num_new, w0, "
+            "                        marked = [ops, offs, exs, cols, tls, gts, gs, num_new, w0, "
             f"{fills}]",
-            # Where some request is within its slack and fills no block (kind 0): its stores
-            # here, and the planners get the others' columns (in phase, none is: no pass).
-            "                    if 0 in kinds:",
-            "                        fm = list(map(not_, kinds))",
-            "                        for tl, gt in zip(tls, gts):",
-            "                            ops.append((commit, map(extend, compress(tl, fm), "
+            "                        if 0 in kinds:",
+            "                            fm = list(map(not_, kinds))",
+            "                            for tl, gt in zip(tls, gts):",
+            "                                ops.append((commit, map(extend, compress(tl, fm), "
             "compress(gt, fm))))",
-            *("    " + line for line in _slack_stores(n, "compress({}, fm)".format)),
-            "                        marked = [ops, *[list(compress(x, kinds)) for x in (offs, "
-            "exs)], *[[list(compress(x, kinds)) for x in xs] for xs in (cols, tls, gts)], gs, "
-            f"num_new, None, *[list(compress(x, kinds)) for x in ({fills})]]",
-        ]
-        # The others in C where every one of them fills (`fill_all`), or every one crosses
-        # (`cross_all`, `register_all`); else each planned below.
-        lines += [
-            "                    if 2 not in kinds and fill_all(*marked) or 1 not in kinds and "
-            "(cross_all(*marked) or register_all(*marked)):",
-            "                        slow = ()",
-            "                    else:",
-            "                        columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
+            *("        " + line for line in _slack_stores(n, "compress({}, fm)".format)),
+            "                            marked = [ops, *[list(compress(x, kinds)) for x in "
+            "(offs, exs)], *[[list(compress(x, kinds)) for x in xs] for xs in (cols, tls, gts)], "
+            f"gs, num_new, None, *[list(compress(x, kinds)) for x in ({fills})]]",
+            "                        if 2 not in kinds and fill_all(*marked) or 1 not in kinds "
+            "and (cross_all(*marked) or register_all(*marked)):",
+            "                            slow = ()",
+            "                        else:",
+            "                            columns = (zip(*tls), zip(*gts), zip(*cols)) if tls else "
             "(repeat(()),) * 3",
-            "                        slow = list(compress(zip(offs, kinds, columns[0], columns[1], "
-            "exs, columns[2]), kinds))",
+            "                            slow = list(compress(zip(offs, kinds, columns[0], "
+            "columns[1], exs, columns[2]), kinds))",
+            # Out of phase (a server's requests: some fill or cross at every engine step),
+            # every request's appends and stores in C as the common step's, the planners' own
+            # stores after them (a filled tail cut to what it keeps, `plan_fill` given
+            # ``appended``), and only the marked requests' columns read.
+            "                    else:",
+            "                        ops = []",
+            "                        for (g, keys, k), tl in zip(shares, tls):",
+            "                            if k == 1:",
+            "                                ops.append((commit, map(array.append, tl, keys)))",
+            "                            elif k:",
+            "                                split = chunks.get((count, k)) or (chunks.setdefault("
+            "(count, k), Struct(f'{k * 8}s' * count)) if len(chunks) < 64 else "
+            "Struct(f'{k * 8}s' * count))",
+            "                                ops.append((commit, map(array.frombytes, tl, "
+            "split.unpack(keys))))",
+            *("    " + line for line in _slack_stores(n, str)),
+            "                        at, to = [], []",
+            "                        ops.append((commit, map(setitem, repeat(hot), at, to)))",
+            # (A crossing request's tails and keys are the appends': `plan_cross` reads
+            # neither; a filling one's `plan_fill` hashes.)
+            "                        appended = True",
+            "                        slow = [(offs[i], 2, (), (), exs[i], ()) if kind == 2 else "
+            "(offs[i], 1, (), [keys[i * k : i * k + k] for _, keys, k in shares], exs[i], "
+            "[col[i] for col in cols]) for i, kind in sorted(marks.items())]",
         ]
     # Else (or where the vector pass declines) each request is classified here.
     lines += [
@@ -4268,9 +4308,10 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                            if not plan_cross(ops, plan, o, num_new, extra, at, to, sa, "
         "sv):",
         "                                break",
-        "                            xt += mine; xk += gets",
+        "                            if not appended:",
+        "                                xt += mine; xk += gets",
         "                        elif not plan_fill(ops, plan, o, num_new, extra, picked, gets, "
-        "at, to, sa, sv):",
+        "at, to, sa, sv, appended=appended):",
         "                            break",
         "                    else:",
         "                        break",

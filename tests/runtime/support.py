@@ -170,8 +170,18 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
     """Everything a failed call must leave as it was: pools (free queue order, reference
     counts, cached blocks and their keys, which of them are free), the prefix caches' maps
     and statistics, every request's tables, lengths, evictions, latest step, hashes,
-    registered blocks and speculative tail, the reservations and shares."""
+    registered blocks, content not yet a full block (each stream's tail keys and parent hash)
+    and speculative tail, the reservations and shares."""
     core = coord._core
+
+    def tails(rid: str) -> tuple[Any, ...] | None:
+        # Read from the request's content as a call that adds content makes it (`_active`:
+        # a resting request's made anew, the core unchanged).
+        extra = core._active(core.offset(rid))
+        if extra is None:
+            return None
+        return tuple((tuple(s.tail), s.parent) for s in extra.streams)
+
     # Each held block's count as ref_count reads it (a table's, or the shared count), without
     # its scan of the whole queue per block (quadratic: a prefill's 8,000 blocks took
     # seconds a snapshot); check_pools asks ref_count itself.
@@ -210,6 +220,7 @@ def snapshot(coord: KVCacheCoordinator) -> tuple[Any, ...]:
                     tuple(None if h is None else tuple(h) for h in r.extra.hashes),
                     tuple(r.extra.registered),
                     tuple(r.extra.spec),
+                    tails(rid),
                 ),
             )
             for rid, r in core.requests.items()

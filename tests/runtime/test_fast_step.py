@@ -3614,6 +3614,62 @@ def test_a_generating_batch_with_a_stream_a_step_ahead_plans_the_others_in_c() -
     assert 2 in sizes["cross_all"] and 1 in sizes["fill_all"], sizes
 
 
+def test_a_generating_batch_out_of_phase_plans_its_marked_requests_after_the_batchs_stores(
+) -> None:
+    # Four streams out of phase, as a server's are (stream j takes j steps of its own before
+    # joining the batch, every token cached; one encoder token a token, so that the audio
+    # fills a block every eight steps and the text every four): at most engine steps one
+    # request fills a block while another crosses one, so no batch planner in C applies.
+    # Every request's appends and stores are then made in C as the common step's, and the
+    # marked ones planned per request after them (`plan_fill` with ``appended``: a tail it
+    # fills cut to what it keeps, one it does not left to those appends). Each engine step is
+    # compared with the batch's general path on a copy, in the admission order and reversed.
+    layers: dict[str, LayerSpec] = {
+        "audio": SlidingWindowLayer(
+            sliding_window=Window(22, EncoderTokens),
+            pool=PoolFactor(2),
+            kv_heads=KVHeads(1),
+            head_size=Elements(8),
+        ),
+        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
+    }
+    one = coordinator(layers, block_size=4, num_blocks={"audio": 40, "text": 40}, max_len=96,
+                      max_in_flight=8, reserve=False)
+    audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
+    prompt = [1, 2, 3, 4]
+    parts = {
+        audio.index: audio.block_hashes(ContentKeys(prompt, EncoderTokens)).part(),
+        text.index: text.block_hashes(ContentKeys(prompt, Tokens)).part(),
+    }
+    seen: dict[str, list[Any]] = {"content_all": [], "content_all_typed": [], "plan_fill": []}
+
+    def read(frame: Any, _: Any) -> Any:
+        if frame.f_code.co_name == "plan_fill":
+            return frame.f_locals["appended"]
+        slow = frame.f_locals.get("slow") or ()
+        return frame.f_locals.get("appended"), frozenset(kind for _, kind, *_ in slow)
+
+    checked = _planners_traced(one, seen, read)
+    for round_ in range(2):
+        rids = [f"r{round_}.{j}" for j in range(4)]
+        for j, rid in enumerate(rids):
+            hits = one._core.admit_with_prefix(rid, [None, None], parts)
+            checked("content", rid, [4 - hits[0], 4 - hits[1]], [(0, [10 * j]), (1, [10 * j])])
+            for i in range(j):
+                token = 10 * j + i + 1
+                checked("content", rid, [1, 1], [(0, [token]), (1, [token])])
+        for i in range(1, 17):
+            tokens = [10 * j + (i * 3 + round_) % 7 for j in range(4)]
+            kind = "content_all_typed" if i % 2 else "content_all"
+            order, given = (rids[::-1], tokens[::-1]) if i % 4 < 2 else (rids, tokens)
+            checked(kind, order, [1, 1], [(0, given), (1, given)])
+        for rid in rids:
+            one.free(rid)
+    batches = seen["content_all"] + seen["content_all_typed"]
+    assert (True, frozenset({1, 2})) in batches, batches
+    assert True in seen["plan_fill"], seen["plan_fill"]
+
+
 def test_a_generating_batch_in_phase_fills_and_registers_in_c_as_the_general_path_does() -> None:
     # Three streams in phase (admitted together, ended together after 14 steps), each
     # generating tokens of its own a step ahead of its positions (its first one with its

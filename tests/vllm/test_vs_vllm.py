@@ -62,6 +62,26 @@ def test_every_side_does_vllms_work(capsys: pytest.CaptureFixture[str]) -> None:
                 assert row.hits[side]["text"] == vllm_hits, (side, row.hits)
 
 
+def test_streams_out_of_phase_caching_every_generated_token_do_vllms_work() -> None:
+    # The held-out trace of session 46, short: each answer its own length (``stagger``), so
+    # the streams that replace ended ones run out of phase with the rest, and at most engine
+    # steps some fill a block while others cross one (the batch's planners per request after
+    # its stores in C). Every side holds vLLM's blocks after every engine step and finds its
+    # hits.
+    trace = vs_vllm.Trace(
+        "held", "prefix generated out of phase", ("audio", "text"), streams=16, decode=48,
+        total=16 * 90, prefix="generated", stagger=True,
+    )
+    schedule = vs_vllm.make_schedule(trace)
+    starts = {len(running) for running, new, _ in schedule.steps if new and running}
+    assert starts, "no stream joined the batch while others ran: the trace is in phase"
+    row = vs_vllm.measure(trace, vs_vllm.import_vllm(), 1, True)  # type: ignore[arg-type]
+    assert set(row.us) == {"vLLM", "typed", "raw", "content", "batch"}, row.us
+    for side in set(row.us) - {"vLLM"}:
+        assert f"{side}: same lengths and blocks held" in row.check, row.check
+        assert row.hits[side]["text"] == row.hits["vLLM"]["tokens"], row.hits
+
+
 # Layouts and concurrencies of `vs_vllm.memory` (issue 25: "memory per held block and per
 # request at most vLLM's, nothing retained after everything is freed"), each side measured by
 # tracemalloc over its allocator's own files, and what kvunits is held to on each, as the most
