@@ -312,9 +312,9 @@ def held_out(quick: bool = False) -> list[Trace]:
         # so a step's streams are at different stages (chunked prefill beside decode).
         Trace("held", "mixed lengths", two, prompt=2000, chunk=512, decode=1000, mixed=True),
         Trace("held", "mixed short", ("text",), prompt=32, decode=200, total=60_000, mixed=True),
-        # (session 46) Every generated token cached, the streams out of phase (each answer its
-        # own length): at every engine step some fill a block and others cross one, where the
-        # family's streams, admitted together, all do it at the same steps.
+        # (session 46, whose change was measured on it) Every generated token cached, the
+        # streams out of phase (each answer its own length): at most engine steps some fill a
+        # block and others cross one, where the family's, admitted together, do it at once.
         Trace("held", "prefix generated out of phase", two, prefix="generated", stagger=True),
         # (session 41) vLLM's defaults: prefix caching on, long prompts in chunks (each chunk
         # registers the blocks it fills, the prompt's hashes known from its admission).
