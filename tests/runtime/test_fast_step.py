@@ -3015,8 +3015,11 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
     layout: str, typed: str, batched: bool
 ) -> None:
     # Three streams at a time generate a token an engine step (and 2 encoder tokens of audio),
-    # every token cached; a stream ends after 14 steps and the next one is admitted with a
-    # prompt that shares its start with the others (prefix hits). The pools are small, so
+    # every token cached; a stream ends after 8 to 19 steps (seeded: the streams run out of
+    # phase, some filling a block where others cross one, as a server's do) and the next one
+    # is admitted with a prompt that shares its start with the others (prefix hits). The
+    # batch then plans those requests after its stores for all (``appended``: the
+    # out-of-phase route, asserted to have run). The pools are small, so
     # that once their fresh blocks are used the steps take free blocks the prefix cache holds
     # (each evicted from the cache) and the windows evict registered blocks (which stay
     # cached, free). Each engine step is one `advance_content_all` (every block filled,
@@ -3034,7 +3037,13 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
     ran: list[str] = []
     seen = {"cached takes": 0, "cached evictions": 0}
 
-    record = _recorder(ran)
+    def record(frame: Any, event: str, arg: Any) -> None:
+        name = frame.f_code.co_name
+        if event == "call":
+            ran.append(name)
+        elif (event == "return" and name.startswith("content_all")
+              and frame.f_locals.get("appended")):
+            ran.append("out of phase")
 
     def keys_of(tokens: list[int]) -> list[tuple[int, list[int]]]:
         return [
@@ -3061,7 +3070,7 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
             seen["cached takes"] += len(was_free - set(pool._queue[pool._head :]))
             seen["cached evictions"] += len(was_held & set(pool.cached_free_blocks()))
 
-    running: dict[str, int] = {}
+    running: dict[str, int] = {}  # each stream's steps left
     made = 0
     for _ in range(60):
         while len(running) < 3:
@@ -3069,7 +3078,7 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
             made += 1
             first = _admitted_sharing(one, rid, rng)
             checked("content", rid, first, keys_of([rng.randrange(4)]))
-            running[rid] = 1
+            running[rid] = rng.randrange(7, 19)
         ids = sorted(running)
         if batched:
             checked("content_all", ids, list(scale), keys_of([rng.randrange(4) for _ in ids]))
@@ -3077,13 +3086,13 @@ def test_generated_tokens_cached_across_reuse_match_the_general_path(
             for rid in ids:
                 checked("content", rid, list(scale), keys_of([rng.randrange(4)]))
         for rid in ids:
-            running[rid] += 1
-            if running[rid] == 14:
+            running[rid] -= 1
+            if not running[rid]:
                 one.free(rid)
                 del running[rid]
         check_pools(one)
     if batched:
-        assert {"plan_cross", "plan_fill"} <= set(ran), set(ran)
+        assert {"plan_cross", "plan_fill", "out of phase"} <= set(ran), set(ran)
     else:  # the lean crossing, its ops-list form where content waits to be registered
         assert ran.count("content_cross") > ran.count("content_cross_ops") > 0, set(ran)
     # (The batch's general path still decides a request that fills a block and crosses one at
