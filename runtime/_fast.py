@@ -3976,6 +3976,23 @@ def _cross_group(core: CoordinatorCore, g: int) -> list[str]:
     return lines
 
 
+def _tail_appends(indent: str) -> list[str]:
+    """The lines (in ``content_all``) that add to ``ops`` the appends of every request's keys
+    to its tail, a pass in C per share (``tls``: its tails in batch order): a key each
+    appended, no slices; else each request's ``k`` keys as bytes (less than an array's slice
+    costs)."""
+    out = [
+        "for (g, keys, k), tl in zip(shares, tls):",
+        "    if k == 1:",
+        "        ops.append((commit, map(array.append, tl, keys)))",
+        "    elif k:",
+        "        split = chunks.get((count, k)) or (chunks.setdefault((count, k), "
+        "Struct(f'{k * 8}s' * count)) if len(chunks) < 64 else Struct(f'{k * 8}s' * count))",
+        "        ops.append((commit, map(array.frombytes, tl, split.unpack(keys))))",
+    ]
+    return [indent + line for line in out]
+
+
 def _cut(indent: str) -> list[str]:
     """The line (in ``content_all``) that sets ``cut``: the slices of a batch's ``keys``, ``k``
     per request of ``count`` (none where ``k`` is 0), kept in ``cuts`` (up to 64 shapes). One
@@ -4132,16 +4149,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         lines += [
             "                if vec and every:",
             "                    ops = []",
-            "                    for (g, keys, k), tl in zip(shares, tls):",
-            "                        if k == 1:  # a key each: appended, no slices",
-            "                            ops.append((commit, map(array.append, tl, keys)))",
-            # Else each request's k keys as bytes (less than an array's slice costs).
-            "                        elif k:",
-            "                            split = chunks.get((count, k)) or (chunks.setdefault("
-            "(count, k), Struct(f'{k * 8}s' * count)) if len(chunks) < 64 else "
-            "Struct(f'{k * 8}s' * count))",
-            "                            ops.append((commit, map(array.frombytes, tl, "
-            "split.unpack(keys))))",
+            *_tail_appends("                    "),
         ]
         lines += _slack_stores(n, str)
         lines.append("                    commit(ops_of(ops)); del owner[0]; return  # the commit")
@@ -4214,15 +4222,7 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
             # ``appended``), and only the marked requests' columns read.
             "                    else:",
             "                        ops = []",
-            "                        for (g, keys, k), tl in zip(shares, tls):",
-            "                            if k == 1:",
-            "                                ops.append((commit, map(array.append, tl, keys)))",
-            "                            elif k:",
-            "                                split = chunks.get((count, k)) or (chunks.setdefault("
-            "(count, k), Struct(f'{k * 8}s' * count)) if len(chunks) < 64 else "
-            "Struct(f'{k * 8}s' * count))",
-            "                                ops.append((commit, map(array.frombytes, tl, "
-            "split.unpack(keys))))",
+            *_tail_appends("                        "),
             *("    " + line for line in _slack_stores(n, str)),
             "                        at, to = [], []",
             "                        ops.append((commit, map(setitem, repeat(hot), at, to)))",

@@ -3633,17 +3633,8 @@ def test_a_generating_batch_out_of_phase_plans_its_marked_requests_after_the_bat
     # marked ones planned per request after them (`plan_fill` with ``appended``: a tail it
     # fills cut to what it keeps, one it does not left to those appends). Each engine step is
     # compared with the batch's general path on a copy, in the admission order and reversed.
-    layers: dict[str, LayerSpec] = {
-        "audio": SlidingWindowLayer(
-            sliding_window=Window(22, EncoderTokens),
-            pool=PoolFactor(2),
-            kv_heads=KVHeads(1),
-            head_size=Elements(8),
-        ),
-        "text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8)),
-    }
-    one = coordinator(layers, block_size=4, num_blocks={"audio": 40, "text": 40}, max_len=96,
-                      max_in_flight=8, reserve=False)
+    one = coordinator(_audio_text(22), block_size=4, num_blocks={"audio": 40, "text": 40},
+                      max_len=96, max_in_flight=8, reserve=False)
     audio, text = one.group("audio", EncoderTokens), one.group("text", Tokens)
     prompt = [1, 2, 3, 4]
     parts = {

@@ -152,6 +152,14 @@ class KvunitsSide:
         self.coord.free(rid)
 
 
+def _sides(kinds: tuple[str, ...], blocks: int) -> tuple[VllmSide, KvunitsSide]:
+    """vLLM 0.33's manager and kvunits' coordinator over ``kinds``, ``blocks`` blocks a
+    group."""
+    found = vs_vllm.import_vllm()
+    assert not isinstance(found, str), found
+    return VllmSide(found, kinds, blocks * len(kinds)), KvunitsSide(kinds, blocks * len(kinds))
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize(
     "kinds", [("full",), ("sliding",), ("full", "sliding")], ids=["full", "sliding", "both"]
@@ -164,10 +172,7 @@ def test_a_full_pool_keeps_the_prefixes_vllm_keeps(kinds: tuple[str, ...], seed:
     # decode step after a prompt), the last first.
     rng = random.Random(seed)
     prefixes = [[100 * p + t for t in range(BLOCK * rng.randint(3, 9))] for p in range(5)]
-    found = vs_vllm.import_vllm()
-    assert not isinstance(found, str), found
-    v = VllmSide(found, kinds, 40 * len(kinds))
-    k = KvunitsSide(kinds, 40 * len(kinds))
+    v, k = _sides(kinds, 40)
     running: dict[str, int] = {}  # request -> decode tokens left
     hits = 0
     for i in range(300):
@@ -207,10 +212,7 @@ def test_an_idle_pool_keeps_the_prefixes_vllm_keeps(kinds: tuple[str, ...], seed
     # later waves evict cached blocks, and each admission must find the hit vLLM finds.
     rng = random.Random(seed)
     prefixes = [[100 * p + t for t in range(BLOCK * rng.randint(3, 30))] for p in range(5)]
-    found = vs_vllm.import_vllm()
-    assert not isinstance(found, str), found
-    v = VllmSide(found, kinds, 300 * len(kinds))
-    k = KvunitsSide(kinds, 300 * len(kinds))
+    v, k = _sides(kinds, 300)
     pool = k.coord._core.pools[0]
     hits = rewrites = 0
     for wave in range(10):
