@@ -14,7 +14,9 @@ Each trace is a schedule of engine steps replayed, in one process, through
   per group (or one shared pool where the trace says so), caps reserved at admission;
 * **kvunits raw**: the untyped core behind it (plain ints), the same calls;
 * **kvunits batch** (streaming traces, the shared prompt's too): every running stream's step
-  of an engine step in one call (``Stepper.advance_all``); in the speculative traces, every
+  of an engine step in one call (``Stepper.advance_all``; where a stream's prompt chunk runs
+  beside the others' decodes, ``Stepper.advance_each``, one tuple of counts per stream: the
+  scheduler holds the counts and knows which steps have chunks); in the speculative traces, every
   running stream's rollback of its latest step's rejected drafts and its next speculative
   step in one call (``Stepper.advance_speculative_all``), in *spec generated* with what each
   stream's latest step produced (``Stepper.advance_speculative_all_with_content``: one
@@ -724,6 +726,10 @@ class KvunitsSide:
         c_spec, c_rollback = core.advance_speculative, core.rollback
         c_extend = core.extend_content
         batch = stepper.advance_all if mode == "batch" and not trace.spec else None
+        # An engine step whose prefill chunks run beside its decodes: each request's own
+        # counts in one call (the same counts for all: ``advance_all``).
+        each: Any = getattr(stepper, "advance_each", None) if batch is not None else None
+        counts: Any = None
         # A drafting scheduler's one call per step (fused) or per engine step (batch): the
         # latest step's rejected drafts rolled back with the next speculative step.
         fused = mode in ("fused", "batch") and trace.spec > 0
@@ -779,7 +785,14 @@ class KvunitsSide:
                 calls: list[Any] = []
                 if fused and mode == "batch":
                     t, k, _ = steps[0] if running else (0, 0, 0)
-                    batch_args = (typed[t - k], typed[k], [typed[pending[s]] for s in running])
+                    # Each request's rejected counts in a tuple of its own, as a scheduler
+                    # that counts each request's rejected drafts makes them (the quantities
+                    # are shared: one object per value).
+                    batch_args = (
+                        typed[t - k],
+                        typed[k],
+                        [tuple([*typed[pending[s]]]) for s in running],
+                    )
                     outs = [produced[s] for s in running] if batch_content else []
                 elif fused_content:
                     calls = [
@@ -795,6 +808,11 @@ class KvunitsSide:
                     ]
                 elif content_all or batch is not None:
                     first = typed[steps[0][0]] if running else zeros
+                    counts = (
+                        [typed[t] for t, _, _ in steps]
+                        if each is not None and any(t != steps[0][0] for t, _, _ in steps)
+                        else None
+                    )
                 elif content_mode:
                     calls = [(rid, typed[t]) for rid, (t, _, _) in zip(ids, steps, strict=True)]
                 elif mode == "raw":
@@ -869,6 +887,8 @@ class KvunitsSide:
                                 for (unit, h), k in zip(sequences, keys, strict=True)
                             ],
                         )
+                elif counts is not None:
+                    each(ids, counts)
                 elif batch is not None and running:
                     batch(ids, *first)
                 elif mode == "raw":
@@ -1257,11 +1277,13 @@ class Row:
 def kvunits_modes(trace: Trace, batch: bool = True) -> list[str]:
     """kvunits' sides of ``trace`` (`KvunitsSide` modes): typed and raw always; with
     ``batch``, a generating trace's one call a stream-step (content), a drafting trace's
-    (fused), and one call an engine step (batch) where every running stream's step takes one
-    count (no stream still in its prompt's chunks)."""
+    (fused), and one call an engine step (batch): of one count for every running stream, or
+    (a plain trace with streams in their prompt's chunks) of each stream's own counts; a
+    drafting trace's only where no stream is still in its prompt's chunks."""
     modes = ["typed", "raw"]
-    plain = trace.spec == 0 and trace.prefix != "generated" and trace.prompt <= trace.chunk
-    if batch and plain and _has_batch():
+    plain = trace.spec == 0 and trace.prefix != "generated"
+    chunked = trace.prompt > trace.chunk  # (prefill chunks beside decodes: ``advance_each``)
+    if batch and plain and _has_batch() and (not chunked or _has_each()):
         modes.append("batch")
     if batch and trace.prefix == "generated" and trace.spec == 0 and _has_content():
         modes += ["content", "batch"] if _has_content_all() else ["content"]
@@ -1379,6 +1401,12 @@ def _has_batch() -> bool:
     from kvunits.runtime import Stepper
 
     return hasattr(Stepper, "advance_all")
+
+
+def _has_each() -> bool:
+    from kvunits.runtime import Stepper
+
+    return "advance_each" in Stepper.__slots__
 
 
 def _has_fused() -> bool:
@@ -1683,6 +1711,7 @@ SLOW_PATHS: Final = frozenset(
         "_general_respec",
         "_general_rollback",
         "_general_all",
+        "_general_each",
         "_general_respec_all",
         "_general_content",
         "_general_content_all",

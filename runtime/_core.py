@@ -1002,6 +1002,20 @@ class CoordinatorCore:
         """
         return self.fast.advance_all(request_ids, num_new)
 
+    def advance_each(self, request_ids: Sequence[str], num_new: Sequence[Sequence[int]]) -> None:
+        """One step for every request of ``request_ids`` (an engine step's running requests,
+        each once), request i's of ``num_new[i]`` positions per group: an engine step whose
+        prefill chunks run beside its decodes, in one call and atomically over the whole
+        batch: if any request's step fails, no request's step is taken. The same as
+        `advance_step` for each request in turn (the tests compare them call by call).
+
+        Raises:
+            RequestError: a request twice, ``num_new`` not one count per group for each
+                request, or as `allocate_step` (the first failing request).
+            AllocationError: as `allocate_step`, counting the batch's steps before it.
+        """
+        return self.fast.advance_each(request_ids, num_new)
+
     def allocate_speculative(
         self, request_id: str, num_new: Sequence[int], lookahead: Sequence[int]
     ) -> list[list[int]]:
@@ -1506,15 +1520,9 @@ class CoordinatorCore:
         _check_each_once(request_ids)
         if not fast and not slow:
             slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
-        elif fast or slow:
-            # Most slow requests of a batch are at a block boundary: planned together.
-            planned: Ops = []
-            boundary = _Boundary()
-            for _, o in slow:
-                if not self._plan_boundary(planned, boundary, o, num_new, None, rests=True):
-                    break
-            else:
-                self._emit_boundary(planned, boundary)
+        else:
+            planned = self._batch_boundary([(o, num_new) for _, o in slow])
+            if planned is not None:
                 self._fast_ops(planned, fast, num_new)
                 commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
         self._compact_due()
@@ -1528,6 +1536,90 @@ class CoordinatorCore:
             pool_plan.emit(ops)
         slabs.emit(self.table)
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _general_each(
+        self,
+        me: object,
+        request_ids: Sequence[str],
+        num_new: Sequence[Sequence[int]],
+        fast: list[int],
+        rows: list[tuple[int, ...]],
+        slow: list[tuple[str, int]],
+    ) -> None:
+        """`advance_each`'s general path, with the token held (as `_general_all`): the
+        requests of ``fast`` are within their slacks (``rows``, their new hot fields, are
+        stored in C), those of ``slow`` are planned one after the other on the same plans,
+        each with its own counts; none when the fast function gave up early (then every
+        request's counts are checked and every request planned here)."""
+        n = len(self.names)
+        if type(num_new) is not list and type(num_new) is not tuple:
+            raise RequestError(
+                f"a batch's counts are given as {type(num_new).__name__}; give a list with "
+                "one tuple of counts per request",
+                request_id=str(request_ids[0]) if request_ids else "(none)",
+            )
+        if len(num_new) != len(request_ids):
+            raise RequestError(
+                f"{len(num_new)} counts for {len(request_ids)} requests; give one tuple of "
+                "counts per request, in the order of the requests",
+                request_id=str(request_ids[0]) if request_ids else "(none)",
+            )
+        # In batch order, as the fast pass reads them: each request known, then its counts;
+        # a request given twice after.
+        counts: dict[str, Sequence[int]] = {}
+        for request_id, given in zip(request_ids, num_new, strict=True):
+            self._offset(request_id)
+            if type(given) is not list and type(given) is not tuple:
+                raise RequestError(
+                    f"request {request_id!r}'s counts are {type(given).__name__}; give a "
+                    f"tuple of {n} counts, one per group ({', '.join(self.names)})",
+                    request_id=str(request_id),
+                )
+            if len(given) != n:
+                raise self._arity(request_id, len(given))
+            for g, q in enumerate(given):
+                if type(q) is not int or q < 0:
+                    raise RequestError(
+                        f"a batched step adds {q!r} positions to request {request_id!r} in "
+                        f"group {self.names[g]!r}; give a count of 0 or more",
+                        request_id=str(request_id),
+                        group=self.names[g],
+                    )
+            counts[request_id] = given
+        _check_each_once(request_ids)
+        if not fast and not slow:
+            slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
+        hot, width = self.table.hot, n * HOT
+        stores = (commit, map(setitem, repeat(hot), [slice(o, o + width) for o in fast], rows))
+        planned = self._batch_boundary([(o, counts[request_id]) for request_id, o in slow])
+        if planned is not None:
+            planned.append(stores)
+            commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+        self._compact_due()
+        ops: Ops = []
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        for request_id, o in slow:
+            self._plan_step(ops, slabs, pools, request_id, o, counts[request_id], None, False)
+        ops.append(stores)
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
+    def _batch_boundary(self, slow: list[tuple[int, Sequence[int]]]) -> Ops | None:
+        """A batch's requests past their slacks (``slow``: offsets and counts, in batch
+        order), planned on one boundary plan (`_plan_boundary`: most are at a block boundary)
+        and its ops returned, or None where it declines one (the caller's general path
+        decides). (The generated batches plan theirs so themselves, compacting a slab that a
+        move would make due: the core's is what they give up.)"""
+        planned: Ops = []
+        plan = _Boundary()
+        for o, num_new in slow:
+            if not self._plan_boundary(planned, plan, o, num_new, None, rests=True):
+                return None
+        self._emit_boundary(planned, plan)
+        return planned
 
     def _boundary_step(
         self,
@@ -3308,6 +3400,10 @@ class FastFunctions(NamedTuple):
             Callable[..., None],
         ],
         None,
+    ]
+    advance_each: Callable[[Sequence[str], Sequence[Sequence[int]]], None]
+    advance_each_units: Callable[
+        [Sequence[str], Sequence[Any], tuple[type, ...], Callable[..., None]], None
     ]
     cross: Callable[..., list[list[int]] | None]
     uncross: Callable[..., None]

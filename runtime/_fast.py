@@ -2387,12 +2387,17 @@ def _fitted(out: list[str], begin: int, g: int, fit: bool) -> None:
 
 
 def _crossed(
-    core: CoordinatorCore, indent: str, flat: bool = False, batched: bool = False
+    core: CoordinatorCore,
+    indent: str,
+    flat: bool = False,
+    batched: bool = False,
+    full: bool = False,
 ) -> list[str]:
     """What `_crossing` planned, added to ``ops`` (the pools' part to ``ev{i}``/``tl{i}``,
     evicted and taken blocks, and ``gb{g}``, the slabs' garbage); with ``flat``, the hot
-    fields to the batch's stores (``push``, ``push{g}``) instead; with ``batched``, the
-    prefix cache's part (``xe``) too, and its keys' blocks left to the batch's ``xl``."""
+    fields to the batch's stores (``push``, ``push{g}``) instead (``full``: as `_row`'s);
+    with ``batched``, the prefix cache's part (``xe``) too, and its keys' blocks left to the
+    batch's ``xl``."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = []
@@ -2429,18 +2434,19 @@ def _crossed(
             "    ops += xe; xl.update({lk: (m, k, kept) for lk, m, k, kept in xk})",
         ]
     if flat:
-        out.append("push(o); " + _row(n, [f"v{g}" for g in range(n)]))
+        out.append("push(o); " + _row(n, [f"v{g}" for g in range(n)], full=full))
     else:
         values = ", ".join(f"v{g}, q{g}" for g in range(n))
         out.append(f"ops.append((setitem, hot, slice(o, o + {n * HOT}), [{values}]))")
     return [indent + line for line in out]
 
 
-def _row(n: int, slacks: list[str], row: str = "row") -> str:
+def _row(n: int, slacks: list[str], row: str = "row", full: bool = False) -> str:
     """The source that adds a request's hot fields (``slacks`` and the steps ``q{g}``) to a
     batch's ``hots`` (by ``row``), in the table's order; of one group, its slack alone
-    (stored field by field: two C passes cost less than one of slices, `_respec_all`)."""
-    if n == 1:
+    (stored field by field: two C passes cost less than one of slices, `_respec_all`),
+    unless ``full`` (each request's own step: `_advance_all`'s ``each``)."""
+    if n == 1 and not full:
         return f"{row}({slacks[0]})"
     fields = [""] * (n * HOT)
     for g in range(n):
@@ -2630,12 +2636,12 @@ def _respec(
     return lines
 
 
-def _hot_stores(n: int) -> list[str]:
+def _hot_stores(n: int, full: bool = False) -> list[str]:
     """A batch's commit of its requests' hot fields (``offs``, ``hots``: each request's new
-    slack, or with several groups its whole row): in one slice a request (one store, not one
-    per field), or with one group field by field (a slice's object costs more than a second
-    pass)."""
-    if n == 1:
+    slack, or with several groups or ``full`` its whole row): in one slice a request (one
+    store, not one per field), or with one group field by field (a slice's object costs more
+    than a second pass)."""
+    if n == 1 and not full:
         slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
         return [
             f"            ops.append((commit, map(setitem, repeat(hot), {slack}, hots)))",
@@ -2713,7 +2719,6 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "            if len(rejected) != len(request_ids):",
         f"                {back}",
         f"            spec = {spec}",
-        *(["            seen = {}; seen_get = seen.get"] if units else []),
         "            offs, xs, cx, ops = [], [], [], []",
         "            hots = []; push, row = offs.append, hots.append; xl = {}",
         f"            {fresh}",
@@ -2725,35 +2730,27 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                    " + (refuse if units else "raise unknown(request_id)"),
     ]
     if units:
-        # A scheduler passes few distinct tuples (one per count it rolls back): each is read
-        # once a call, by identity (the list holds it: no id is reused during the call), into
-        # its counts ``r{g}`` and their net step ``n{g} = q{g} − r{g}`` (`_fits`; past any slack
-        # where the step ends at or before the rolled-back end: it never fits), and with
-        # several groups ``rb``, whether any is rolled back.
-        nets = ", ".join(f"n{g}" for g in range(n))
+        # Each request's tuple read where it is met: its counts ``r{g}``, their net step
+        # ``n{g} = q{g} − r{g}`` (`_fits`; past any slack where the step ends at or before the
+        # rolled-back end: it never fits) and, with several groups, ``rb``, whether any is
+        # rolled back. (A cache of the tuples by identity cost less only where a scheduler
+        # passes the same few tuple objects again, and twice this where it makes each
+        # request's tuple, as one that counts each request's rejected drafts does.)
+        nets = "; ".join(f"n{g} = q{g} - r{g} if q{g} > r{g} else never + 1" for g in range(n))
+        if n > 1:
+            nets += "; rb = " + " or ".join(f"r{g}" for g in range(n))
         lines += [
-            "                e = seen_get(id(rejected_i))",
-            "                if e is None:",
-            "                    if type(rejected_i) is not tuple:",
-            f"                        {refuse}",
+            "                if type(rejected_i) is not tuple:",
+            f"                    {refuse}",
             # (a tuple's unpacking checks its length, and runs no code of the caller's)
-            "                    try:",
-            f"                        {rs} = rejected_i",
-            "                    except ValueError:",
-            f"                        {refuse}",
-            "                    if "
-            + " or ".join(f"type(r{g}) is not U{g}" for g in range(n))
-            + ":",
-            f"                        {refuse}",
-            f"                    {rs.rstrip(',')} = "
-            + ", ".join(f"r{g}._value" for g in range(n)),
-            "                    e = seen[id(rejected_i)] = ("
-            + ", ".join(f"r{g}" for g in range(n))
-            + ", "
-            + ", ".join(f"q{g} - r{g} if q{g} > r{g} else never + 1" for g in range(n))
-            + ("" if n == 1 else ", " + " or ".join(f"r{g}" for g in range(n)))
-            + ")",
-            f"                {rs.rstrip(',')}, {nets}{'' if n == 1 else ', rb'} = e",
+            "                try:",
+            f"                    {rs} = rejected_i",
+            "                except ValueError:",
+            f"                    {refuse}",
+            "                if " + " or ".join(f"type(r{g}) is not U{g}" for g in range(n)) + ":",
+            f"                    {refuse}",
+            "                " + "; ".join(f"r{g} = r{g}._value" for g in range(n)),
+            f"                {nets}",
         ]
     if not typed:
         lines += [
@@ -2839,22 +2836,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     # The core's plan shares the locals' lists of taken and evicted blocks; its pools'
     # fresh and head counters, its garbage and its slabs' ends are synced with the locals
     # around each use.
-    into = []
-    for i, g in enumerate(first_of):
-        into += [
-            f"                    pool = plan.pools.get(pids[{g}])",
-            "                    if pool is None:",
-            f"                        plan.pools[pids[{g}]] = "
-            f"[pools[{g}], f{i}, h{i}, tl{i}, ev{i}, []]",
-            "                    else:",
-            f"                        pool[1], pool[2] = f{i}, h{i}",
-        ]
-    for g in range(n):
-        into += [
-            f"                    plan.slab_end[{g}] = te{g}",
-            f"                    if gb{g}:",
-            f"                        plan.garbage[{g}] = garbage[{g}] + gb{g}",
-        ]
+    into = _into_plan(core, "                    ")
     # Blocks a rollback the core planned gave back, not yet taken again (`plan_unroll`): the
     # requests after it take the core's path too, whose takes reach them first (``fq``).
     given = " or ".join(f"plan.pools[pids[{g}]][5]" for g in first_of)
@@ -2925,6 +2907,29 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
     return lines
+
+
+def _into_plan(core: CoordinatorCore, indent: str) -> list[str]:
+    """The lines that bring a batch's locals (`_pool_locals`: its pools' fresh and head
+    counters, its lists of taken and evicted blocks, its slabs' ends and garbage) into the
+    core's boundary ``plan``, which then plans on from them."""
+    _, first_of = _pools(core)
+    into = []
+    for i, g in enumerate(first_of):
+        into += [
+            f"pool = plan.pools.get(pids[{g}])",
+            "if pool is None:",
+            f"    plan.pools[pids[{g}]] = [pools[{g}], f{i}, h{i}, tl{i}, ev{i}, []]",
+            "else:",
+            f"    pool[1], pool[2] = f{i}, h{i}",
+        ]
+    for g in range(len(core.names)):
+        into += [
+            f"plan.slab_end[{g}] = te{g}",
+            f"if gb{g}:",
+            f"    plan.garbage[{g}] = garbage[{g}] + gb{g}",
+        ]
+    return [indent + line for line in into]
 
 
 def _plan_cross(core: CoordinatorCore) -> list[str]:
@@ -4575,7 +4580,7 @@ def _within(core: CoordinatorCore, g: int) -> str:
     return out
 
 
-def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
+def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "") -> list[str]:
     """The source of ``advance_all`` (``advance_all_typed`` with ``typed``): one engine step's
     plain steps. In one pass, in order: a request within every slack (`_within`) is its offset
     and new hot fields; one past some slack (at a block boundary) is planned in plain locals
@@ -4585,37 +4590,113 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
     then every request past its slack goes to the core
     (`CoordinatorCore._general_all`: its boundary plan, else its general path), the locals'
     plans dropped. The hot fields are stored in C at the commit (as `_respec_all` stores; of
-    one group, only the slacks where each request's step count is the one stored already)."""
+    one group, only the slacks where each request's step count is the one stored already).
+
+    With ``each``, the source of ``advance_each`` (``"raw"``: ``num_new[i]`` is request i's
+    counts, ints) or ``advance_each_units(request_ids, num_new, units, checked)``
+    (``"units"``: request i's quantities, one per group in group order, each of its class in
+    ``units`` and one kernel position per unit): the same pass, each request's counts read
+    where it is met (an engine step's prefill chunks beside its decodes), its whole row
+    stored; the core's path is `CoordinatorCore._general_each`, given the rows of the
+    requests within their slacks. Anything irregular in ``"units"``, before anything changed,
+    returns ``checked(request_ids, num_new)`` (the typed layer's checks and conversion)."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
-    suffix = "_typed" if typed else ""
+    suffix = "_typed" if typed and not each else "_units" if each == "units" else ""
     qs = _tuple("q", n)[1:-1]
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     negative = " or ".join(f"q{g} < 0" for g in range(n))
-    back = "return general_all(me, request_ids, num_new, [], [])"
     zeros = " = ".join([f"r{g}" for g in range(n)] + [f"j{g}" for g in range(n)])
+    name = f"advance_each{suffix}" if each else f"advance_all{suffix}"
+    pool_of, _ = _pools(core)
+    keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of)))
+    restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
+    refuse = "del owner[0]; return checked(request_ids, num_new)"
+    if each == "units":
+        back = refuse
+        # (every request's counts checked by then: the pass reads each before anything else)
+        values = (
+            "[(" + ", ".join(f"x{g}._value" for g in range(n)) + ",) for "
+            + ", ".join(f"x{g}" for g in range(n)) + ("," if n == 1 else "") + " in num_new]"
+        )
+    else:
+        back = "return general_each(me, request_ids, num_new, [], [], [])"
+        values = "num_new"
+    if not each:
+        back = "return general_all(me, request_ids, num_new, [], [])"
     lines = [
-        f"    def advance_all{suffix}(request_ids, num_new, compacted=0):",
+        f"    def {name}(request_ids, num_new"
+        + (", units, checked" if each == "units" else "")
+        + ", compacted=0):",
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
         '                contend(me, concurrent, "allocate")',
     ]
-    if not typed:
-        lines += shape(["num_new"], back)
+    if each:
+        lines += [
+            "            if not (type(num_new) is list or type(num_new) is tuple) or len(num_new) "
+            "!= len(request_ids):",
+            f"                {back}",
+        ]
+        if each == "units":
+            lines.append("            " + ", ".join(f"U{g}" for g in range(n))
+                         + ("," if n == 1 else "") + " = units")
+    else:
+        if not typed:
+            lines += shape(["num_new"], back)
+        lines += [
+            f"            {qs} = num_new",
+            f"            if {(ints + ' or ') if not typed else ''}{negative}:",
+            f"                {back}",
+        ]
+    # The locals `_crossing` reads (a plain step rolls nothing back and has no speculative
+    # tail, else it is slow): made at the batch's first crossing, or (``each``, whose slow
+    # requests' plan starts from them) before the pass.
+    made = [
+        f"{zeros} = 0",
+        _pool_locals(core),
+        " = ".join(f"gb{g}" for g in range(n)) + " = 0",
+        "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
+    ]
     lines += [
-        f"            {qs} = num_new",
-        f"            if {(ints + ' or ') if not typed else ''}{negative}:",
-        f"                {back}",
+        *(f"            {line}" for line in (made if each else [])),
         "            offs, hots, cx, slow, ops, xl = [], [], [], [], [], {}",
         "            push, row = offs.append, hots.append",
-        *(["            same = 0"] if n == 1 else []),
-        "            for request_id in request_ids:",
+        *(["            same = 0"] if n == 1 and not each else []),
+        "            for request_id"
+        + (", counts in zip(request_ids, num_new):" if each else " in request_ids:"),
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
-        "                    raise unknown(request_id)",
+        "                    " + (refuse if each == "units" else "raise unknown(request_id)"),
+    ]
+    if each == "units":
+        # (a tuple's unpacking checks its length, and runs no code of the caller's)
+        lines += [
+            "                if type(counts) is not tuple:",
+            f"                    {refuse}",
+            "                try:",
+            f"                    {qs} = counts",
+            "                except ValueError:",
+            f"                    {refuse}",
+            "                if " + " or ".join(f"type(q{g}) is not U{g}" for g in range(n)) + ":",
+            f"                    {refuse}",
+            "                " + "; ".join(f"q{g} = q{g}._value" for g in range(n)),
+        ]
+    elif each:
+        lines += [
+            "                if not (type(counts) is tuple or type(counts) is list) or "
+            f"len(counts) != {n}:",
+            f"                    {back}",
+            f"                {qs} = counts",
+            f"                if {ints} or {negative}:",
+            f"                    {back}",
+        ]
+    # (a slow request's item carries its counts, for the core's plan)
+    item = f"(request_id, o, ({qs}))" if each else "(request_id, o, num_new)"
+    lines += [
         "                if specs and o in specs:",  # a speculative tail: the core accepts it
-        "                    slow.append((request_id, o)); continue",
+        f"                    slow.append({item}); continue",
     ]
     # Within every slack: nested, the stores at the innermost; else ``fit``, the groups
     # before the first one past its slack (`_crossing` plans only the slack for them).
@@ -4627,27 +4708,33 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
         ]
         indent += "    "
     # (one group: whether its step's count is the one stored, counted in ``same``)
-    same = f"; same += hot[{_plus('o', STEP)}] == q0" if n == 1 else ""
-    lines.append(f"{indent}push(o); {_row(n, [f's{g} - q{g}' for g in range(n)])}{same}; continue")
+    same = f"; same += hot[{_plus('o', STEP)}] == q0" if n == 1 and not each else ""
+    full = bool(each)
+    lines.append(
+        f"{indent}push(o); {_row(n, [f's{g} - q{g}' for g in range(n)], full=full)}{same}; "
+        "continue"
+    )
     if n > 1:
         for g in reversed(range(n)):
             indent = indent[4:]
             lines += [f"{indent}else:", f"{indent}    fit = {g}"]
     lines += [
         "                if slow:",
-        "                    slow.append((request_id, o)); continue",
-        # The batch's first crossing: the locals `_crossing` reads (a plain step rolls
-        # nothing back and has no speculative tail, else it is slow).
-        "                if not cx:",
-        f"                    {zeros} = 0",
-        f"                    {_pool_locals(core)}",
-        "                    " + " = ".join(f"gb{g}" for g in range(n)) + " = 0",
-        "                    " + "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
+        f"                    slow.append({item}); continue",
+        *(["                if not cx:"] if not each else []),
+        *(f"                    {line}" for line in ([] if each else made)),
         f"                c = o * {cw // hw}; compact = -1",
+        # (the locals outlive a crossing they decline: its takes undone after it)
+        f"                {keep}",
         "                for _ in once:",
     ]
     # A move that would make its slab's garbage due: the slab compacted first (nothing
     # observable; nothing else was written), then the call again, as `_respec_all` does.
+    again = (
+        f"return {name}(request_ids, num_new, units, checked, compacted | 1 << compact)"
+        if each == "units"
+        else f"return {name}(request_ids, num_new, compacted | 1 << compact)"
+    )
     lines += _crossing(
         core,
         "break",
@@ -4657,37 +4744,90 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any) -> list[str]:
         fit=True,
         batched=True,
     )
-    lines += _crossed(core, "                    ", flat=True, batched=True)
+    lines += _crossed(core, "                    ", flat=True, batched=True, full=full)
     lines += [
         "                else:",
         "                    cx.append((request_id, o)); continue",
+        f"                {restore}",
         "                if compact >= 0:",
         "                    pre = []",
         "                    if garbage[compact]:",
         "                        compact_ops(pre, (compact,))",
-        f"                    commit(ops_of(pre)); del owner[0]; return advance_all{suffix}("
-        "request_ids, num_new, compacted | 1 << compact)",
-        "                slow.append((request_id, o))",
-        "            if slow or len(set(request_ids)) != len(request_ids):",
-        "                if cx:  # the core plans every crossing again, in order",
-        "                    crossed = {o for _, o in cx}",
-        "                    offs = [o for o in offs if o not in crossed]",
-        "                return general_all(me, request_ids, num_new, offs, cx + slow)",
+        f"                    commit(ops_of(pre)); del owner[0]; {again}",
+        f"                slow.append({item})",
     ]
-    if n == 1:
+    if each:
+        # The rows of the requests within their slacks go to the core (those of the
+        # crossings, which it plans again, left out).
+        general = (
+            f"return general_each(me, request_ids, {values}, [offs[i] for i in kept], "
+            "[hots[i] for i in kept], cx + [(x, o) for x, o, _ in slow])"
+        )
+        twice = f"return general_each(me, request_ids, {values}, [], [], [])"
+    else:
+        general = (
+            "return general_all(me, request_ids, num_new, [offs[i] for i in kept], "
+            "cx + [(x, o) for x, o, _ in slow])"
+        )
+        twice = "return general_all(me, request_ids, num_new, offs, cx)"
+    lines += [
+        "            if len(set(request_ids)) != len(request_ids):",
+        f"                {twice}",
+    ]
+    lines += _slow_planned(core, [] if each else made, again, general)
+    if n == 1 and not each:
         # Every request within its slack and its step's count the one stored (a decode
         # batch's steady state): its slacks, one C pass, are all that changes.
         slack = "offs" if SLACK == 0 else f"map(add, offs, repeat({SLACK}))"
         lines += [
-            "            if not cx and same == len(offs):",
+            "            if not cx and not slow and same == len(offs):",
             f"                commit(map(setitem, repeat(hot), {slack}, hots)); del owner[0]; "
             "return  # the commit",
         ]
-    lines += _hot_stores(n)
-    lines += ["            if cx:"]
+    lines += _hot_stores(n, full=full)
+    lines += ["            if plan is None:" if each else "            if plan is None and cx:"]
     lines += _pooled(core, "                ")
-    lines.append("            commit(ops_of(ops)); del owner[0]; return  # the commit")
+    lines += [
+        "            elif plan is not None:",  # (it started from the locals: none planned since)
+        "                emit_boundary(ops, plan)",
+        "            commit(ops_of(ops)); del owner[0]; return  # the commit",
+    ]
     return lines
+
+
+def _slow_planned(core: CoordinatorCore, made: list[str], again: str, general: str) -> list[str]:
+    """A batch's requests that its pass did not plan in locals (``slow``: a prefill chunk's
+    run of blocks, a speculative tail, every crossing after one of those), planned in batch
+    order on the core's boundary plan (`CoordinatorCore._plan_boundary`), which starts from
+    what the locals planned (``made``: the lines that make the locals where no crossing made
+    them): a prefill chunk beside decodes costs its blocks, and the decodes stay stores. A
+    move that would make a slab due compacts it and plans the call again (``again``);
+    anything else the plan declines goes to the core's general path (``general``, with
+    ``kept``: the requests within their slacks, the crossings left out)."""
+    n = len(core.names)
+    return [
+        "            plan = None",
+        "            for request_id, o, counts in slow:",
+        "                if plan is None:",
+        *(["                    if not cx:"] if made else []),
+        *(f"                        {line}" for line in made),
+        "                    plan = Boundary(frozenset(g for g in "
+        f"range({n}) if compacted >> g & 1))",
+        "                    if xl:",
+        "                        plan.lists.update({lk: (m, k, list(kept)) for lk, (m, k, "
+        "kept) in xl.items()})",
+        *_into_plan(core, "                    "),
+        "                if not plan_boundary(ops, plan, o, counts, None, rests=True):",
+        "                    compact = plan.compact",
+        "                    if compact >= 0:",
+        "                        pre = []",
+        "                        if garbage[compact]:",
+        "                            compact_ops(pre, (compact,))",
+        f"                        commit(ops_of(pre)); del owner[0]; {again}",
+        "                    crossed = {o for _, o in cx}",
+        "                    kept = [i for i, o in enumerate(offs) if o not in crossed]",
+        f"                    {general}",
+    ]
 
 
 def _drafted(core: CoordinatorCore, past: str, indent: str) -> list[str]:
@@ -5168,6 +5308,7 @@ def _source(core: CoordinatorCore) -> str:
         "    general, general_rollback = core._general_step, core._general_rollback",
         "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
         "    general_all, general_content = core._general_all, core._general_content",
+        "    general_each = core._general_each",
         "    general_respec, general_respec_all = core._general_respec, core._general_respec_all",
         "    plan_unroll, plan_boundary = core._plan_unroll, core._plan_boundary",
         "    emit_boundary, pids = core._emit_boundary, [id(pool) for pool in core.pools]",
@@ -5437,6 +5578,10 @@ def _source(core: CoordinatorCore) -> str:
         lines += tail
         lines += _advance_all(core, typed, shape)
         lines += tail
+        # Each request's own counts (`CoordinatorCore.advance_each`), ints or, for the
+        # typed layer, quantities.
+        lines += _advance_all(core, typed, shape, each="units" if typed else "raw")
+        lines += tail
         lines += _respec(core, typed, head, tail, shape)
         # A step and the content its positions hold (`CoordinatorCore.advance_content`):
         # stores and the tails' appends when each pair goes to a sequence of its own with one
@@ -5468,7 +5613,8 @@ def _source(core: CoordinatorCore) -> str:
     typed_names = ", ".join(f"{x}_typed" for x in names)
     lines += _extend(core)
     lines.append(
-        "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, cross, "
+        "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, "
+        "advance_each, advance_each_units, cross, "
         "uncross, respec_cross, content_cross, content_fill, respec_fill, respec_fill_cross, "
         "respec_content_all, admit, admit_prefix, free, extend_keys)"
     )

@@ -457,6 +457,13 @@ class Stepper(Generic[*_Us]):
             ``request_ids`` (an engine step's decodes, each request once), in one call and
             atomically over the batch: if any request's step fails, none is taken. Raises as
             ``allocate`` does, for the first request that fails.
+        advance_each: ``advance_each(request_ids, [(...), ...])``: each request's own step in
+            one call (``num_new[i]``, a tuple of one count per bound group, is request i's:
+            an engine step whose prefill chunks run beside its decodes), atomically over the
+            batch as ``advance_all``. Requests within their blocks are stores in C, one past
+            a block boundary is planned in the same pass, a prefill chunk by the core on the
+            same plan. Raises as ``advance_all``, and `UnitTypeError` naming
+            ``num_new[i][g]`` for a count of the wrong unit.
         allocate_speculative: ``allocate_speculative(request_id, *num_new, lookahead=(...))``:
             one step of ``num_new`` positions per bound group followed by ``lookahead``
             speculative ones (a drafter's proposals to verify), atomically. Every position
@@ -538,6 +545,7 @@ class Stepper(Generic[*_Us]):
         "_owner",
         "advance",
         "advance_all",
+        "advance_each",
         "advance_speculative",
         "advance_speculative_all",
         "advance_speculative_all_with_content",
@@ -559,6 +567,10 @@ class Stepper(Generic[*_Us]):
         def allocate_speculative(
             self, request_id: str, *num_new: *_Us, lookahead: tuple[*_Us]
         ) -> list[list[int]]: ...
+
+        def advance_each(
+            self, request_ids: Sequence[str], num_new: Sequence[tuple[*_Us]]
+        ) -> None: ...
 
         def rollback(self, request_id: str, *rejected: *_Us) -> None: ...
 
@@ -614,6 +626,7 @@ class Stepper(Generic[*_Us]):
         self.allocate = cast(AllocateFn[*_Us], made["allocate"])
         self.advance = cast(AdvanceFn[*_Us], made["advance"])
         self.advance_all = cast(AdvanceAllFn[*_Us], made["advance_all"])
+        setattr(self, "advance_each", made["advance_each"])  # noqa: B010
         setattr(self, "allocate_speculative", made["allocate_speculative"])  # noqa: B010
         setattr(self, "rollback", made["rollback"])  # noqa: B010
         setattr(self, "advance_speculative", made["advance_speculative"])  # noqa: B010
@@ -1881,6 +1894,7 @@ def _typed_functions(
         "    core_all = fast.advance_all_typed",
         "    core_respec, core_respec_all = fast.respec_typed, fast.respec_all_typed",
         "    core_units = fast.respec_all_units",
+        "    core_each, core_each_units = fast.advance_each, fast.advance_each_units",
         "    core_content, core_content_all = fast.content_typed, fast.content_all_typed",
         "    core_respec_content = core.advance_speculative_content",
         "    core_respec_content_all = core.advance_speculative_content_all",
@@ -1898,6 +1912,34 @@ def _typed_functions(
         f"    def advance_all(request_ids, {args}):",
         *checks("num_new"),
         f"        return core_all(request_ids, {counts})",
+        "",
+        "    def advance_each(request_ids, num_new):",
+        *(
+            # Every group bound in order, one position per unit: the core reads each
+            # request's quantities itself (anything irregular: ``checked_each``).
+            [
+                "        if type(num_new) is list or type(num_new) is tuple:",
+                "            return core_each_units(request_ids, num_new, U, checked_each)",
+            ]
+            if identity
+            else []
+        ),
+        "        return checked_each(request_ids, num_new)",
+        "",
+        "    def checked_each(request_ids, num_new):",
+        "        if type(num_new) is not list and type(num_new) is not tuple:",
+        "            return core_each(request_ids, num_new)  # (raises, naming what it got)",
+        "        raw = []",
+        "        for i, given in enumerate(num_new):",
+        f"            if type(given) is not tuple or len(given) != {k}:",
+        '                count_error(H, f"num_new[{i}]", given)',
+        f"            {args}{',' if k == 1 else ''} = given",
+        *(
+            f'            if type(a{g}) is not U{g}: reject(H{g}, a{g}, f"num_new[{{i}}][{g}]")'
+            for g in range(k)
+        ),
+        f"            raw.append({counts})",
+        "        return core_each(request_ids, raw)",
         "",
         f"    def rollback(request_id, {args}):",
         *checks("rejected"),
@@ -1959,6 +2001,12 @@ def _typed_functions(
         f"        return checked(request_ids, {spec_counts}, {lookahead_counts}, rejected)",
         "",
         "    def checked(request_ids, counts, looked, rejected):",
+        "        return core_respec_all(request_ids, counts, looked, read_rejected(rejected))",
+        "",
+        # Each request's tuple checked and read where it is met (a scheduler that counts each
+        # request's rejected drafts makes a tuple per request: a cache of them by identity
+        # would miss on every one).
+        "    def read_rejected(rejected):",
         "        raw = []",
         "        for given in rejected:",
         f"            if type(given) is not tuple or len(given) != {k}:",
@@ -1966,26 +2014,14 @@ def _typed_functions(
         f"            {rs} = given",
         *("    " + line for line in checks("rejected", "r")),
         f"            raw.append({rejected_counts})",
-        "        return core_respec_all(request_ids, counts, looked, raw)",
+        "        return raw",
         "",
         f"    def advance_speculative_all_with_content(request_ids, {args}, *, lookahead, "
         "rejected, content):",
         *checks("num_new"),
         *looked,
-        # A scheduler passes few distinct tuples (one per count it rolls back): each read once
-        # a call, by identity (the list holds it: no id is reused during the call).
-        "        raw, seen = [], {}",
-        "        for given in rejected:",
-        "            got = seen.get(id(given))",
-        "            if got is None:",
-        f"                if type(given) is not tuple or len(given) != {k}:",
-        '                    count_error(H, "rejected", given)',
-        f"                {rs} = given",
-        *("        " + line for line in checks("rejected", "r")),
-        f"                got = seen[id(given)] = {rejected_counts}",
-        "            raw.append(got)",
         f"        return core_respec_content_all(request_ids, {spec_counts}, {lookahead_counts}, "
-        "raw, content_lists(content))",
+        "read_rejected(rejected), content_lists(content))",
         "",
         f"    def advance_with_content(request_id, {args}, *, content):",
         *checks("num_new"),
@@ -2039,6 +2075,7 @@ def _typed_functions(
         + "]",
         "",
         "    return dict(allocate=allocate, advance=advance, advance_all=advance_all,",
+        "                advance_each=advance_each,",
         "                rollback=rollback, allocate_speculative=allocate_speculative,",
         "                advance_speculative=advance_speculative,",
         "                advance_speculative_all=advance_speculative_all,",

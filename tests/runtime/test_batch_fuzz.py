@@ -1,7 +1,8 @@
 """Engine-step batches against each request in turn, over random layouts and schedules.
 
-A scheduler calls the batch steps (`Stepper.advance_all`, `advance_speculative_all`,
-`advance_with_content_all`, `advance_speculative_all_with_content`) once per engine step for
+A scheduler calls the batch steps (`Stepper.advance_all`, `advance_each`,
+`advance_speculative_all`, `advance_with_content_all`,
+`advance_speculative_all_with_content`) once per engine step for
 all its running requests; each is defined as the per-request call of every request in turn,
 atomically over the batch. Here, on random layouts (1-4 groups of every kind, pooled audio
 counted in its own unit or in pooled blocks, pools of their own or one shared pool, small
@@ -63,6 +64,18 @@ def advances_in_turn(coord: KVCacheCoordinator, ids: list[str], q: list[int]) ->
     before = copy.deepcopy(coord)
     try:
         for rid in ids:
+            general(coord._core, "advance", rid, q)
+    except Exception as exc:
+        return before, (type(exc).__name__, str(exc))
+    return coord, None
+
+
+def each_in_turn(coord: KVCacheCoordinator, ids: list[str], qs: list[list[int]]) -> Any:
+    """What `advance_each` is: each request's own step on the general path in turn, all or
+    nothing (as `advances_in_turn`)."""
+    before = copy.deepcopy(coord)
+    try:
+        for rid, q in zip(ids, qs, strict=True):
             general(coord._core, "advance", rid, q)
     except Exception as exc:
         return before, (type(exc).__name__, str(exc))
@@ -263,6 +276,7 @@ def _engine_step(t: Twins) -> None:
         st.sampled_from(
             ("admit", "admit", "free")
             + ("advance_all",) * 3
+            + ("advance_each",) * 3
             + ("respec_all",) * 4
             + ("content_all",) * 4
             + ("advance", "allocate", "speculative", "rollback", "respec", "content")
@@ -328,6 +342,28 @@ def _engine_step(t: Twins) -> None:
             else lambda: step.advance_all(ids, *t.typed(q)),
             (ids, q),
             lambda c: advances_in_turn(c, ids, q),
+        )
+        assert (mine is None) == (failed is None), (mine, failed)
+        assert _state(turn) == _state(t.two), ids
+    elif op == "advance_each":
+        # Each request's own step: a decode's slot, a prefill chunk (up to max_in_flight),
+        # drafts' worth or none, as an engine step's chunks beside its decodes.
+        qs = [
+            t.counts("positions")
+            if data.draw(st.integers(0, 2), label="chunk")
+            else [
+                data.draw(st.integers(0, max_in_flight // s), label="chunk size") * s
+                for s in t.scale
+            ]
+            for _ in ids
+        ]
+        mine, failed, turn = t.batch(
+            op,
+            (lambda: core.advance_each(ids, qs))
+            if plain_entry
+            else lambda: step.advance_each(ids, [t.typed(q) for q in qs]),
+            (ids, qs),
+            lambda c: each_in_turn(c, ids, qs),
         )
         assert (mine is None) == (failed is None), (mine, failed)
         assert _state(turn) == _state(t.two), ids

@@ -53,7 +53,7 @@ from kvunits.contracts.errors import (
     UnitTypeError,
     UnitValueError,
 )
-from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator
+from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator, _table
 from kvunits.runtime._core import CoordinatorCore, ExtraView, RequestExtras
 from kvunits.runtime._table import BASE, CAPACITY, SLACK, START, RequestTable
 from kvunits.runtime.block_pool import holders as held_blocks
@@ -99,6 +99,8 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
     try:
         if kind == "advance_all":
             return core._general_all(me, args[0], args[1], [], [])
+        if kind == "advance_each":
+            return core._general_each(me, args[0], args[1], [], [], [])
         if kind == "respec_all":
             return core._general_respec_all(me, args[0], args[1], args[2], args[3], [], [])
         if kind == "content_all":
@@ -1800,6 +1802,133 @@ def test_plain_batch_crossings_of_every_kind_match_the_general_path(
     check_pools(one)
 
 
+@pytest.mark.parametrize("kind", ["full", "sliding", "sliding_pooled", "full_sliding"])
+def test_an_engine_step_with_prefill_chunks_beside_decodes_is_one_call(
+    kind: str, monkeypatch: Any
+) -> None:
+    # `advance_each`: each request's own counts in one call, as an engine step runs a new
+    # request's prefill chunks beside the others' decodes. Requests are admitted as others
+    # end, so most steps hold a chunk of several blocks (the core's boundary plan, on the
+    # pass's locals), a decode crossing a block (the pass plans it), decodes within their
+    # blocks (stores) and now and then an empty step. Every call, typed or plain, is
+    # compared with its general path on a twin (the same outcome and state), and the general
+    # path never runs.
+    compacting_only_past(monkeypatch)
+    one, two, stepper, scale, units, ids = _twins_per_kind(kind, 120, 64)
+    rng = random.Random(47)
+    ran: list[str] = []
+    record = _recorder(ran)
+    left = {rid: 0 for rid in ids}  # positions of each request's prompt still to prefill
+    fresh = chunks = 0
+    for step in range(120):
+        qs = []
+        for rid in ids:
+            if left[rid]:
+                # (each group's own chunk, now and then: one takes a block where the other
+                # needs a run, and the pass gives back what it took)
+                drawn = [min(left[rid], rng.choice((3, 5, 8))) for _ in scale]
+                tokens = drawn if rng.randrange(3) == 0 else [drawn[0]] * len(scale)
+                left[rid] -= max(tokens)
+                chunks += max(tokens) > 4
+            else:
+                tokens = [rng.choice((1, 1, 1, 0))] * len(scale)
+            qs.append([t * s for t, s in zip(tokens, scale, strict=True)])
+        sys.setprofile(record)
+        try:
+            if step % 2:
+                typed = [tuple(u(x) for u, x in zip(units, q, strict=True)) for q in qs]
+                got = _outcome(stepper.advance_each, ids, typed)
+            else:
+                got = _outcome(fast, one._core, "advance_each", ids, qs)
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "advance_each", ids, qs), step
+        assert _state(one) == _state(two), step
+        if step % 5 == 4:  # the oldest request ends, a new one starts its prompt
+            gone = ids.pop(0)
+            del left[gone]
+            fresh += 1
+            ids.append(f"n{fresh}")
+            left[ids[-1]] = rng.randrange(6, 30)
+            for c in (one, two):
+                c._core.free(gone)
+                c._core.admit(ids[-1])
+    assert chunks > 40, chunks
+    assert "_plan_boundary" in ran
+    assert "_general_each" not in ran and "_plan_step" not in ran, ran.count("_general_each")
+    check_pools(one)
+
+
+def test_an_engine_step_of_its_own_counts_fails_whole_and_reports_what_it_was_given() -> None:
+    # `advance_each` checks every request's counts where it meets them: a count of the wrong
+    # unit is named by its request and group; a request's counts of the wrong shape, counts
+    # not one per request, an unknown request, one given twice, a step past max_len (a later
+    # request's, after others were planned) each raise, and nothing changes. A step that
+    # fails is the per-request call's error.
+    coord = _voxtral_toy()
+    for rid in ("r", "s"):
+        coord.admit(rid)
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
+    one = (EncoderTokens(2), Tokens(1))
+    chunk = (EncoderTokens(6), Tokens(3))
+    step.advance_each(["r", "s"], [chunk, one])
+    before = _state(coord)
+    cases: list[tuple[Any, Any, type[Exception], str]] = [
+        (["r", "s"], [one, (Tokens(2), Tokens(1))], UnitTypeError, "num_new[1][0]"),
+        (["r", "s"], [one, (EncoderTokens(2),)], UnitTypeError, "num_new[1] takes 2 counts"),
+        (["r", "s"], [one, [EncoderTokens(2), Tokens(1)]], UnitTypeError, "num_new[1]"),
+        (["r", "s"], [one], RequestError, "1 counts for 2 requests"),
+        (["r", "s"], one, UnitTypeError, "num_new[0] takes 2 counts"),  # advance_all's
+        (["r", "s"], {"r": one}, RequestError, "give a list"),
+        (["r", "x"], [one, one], RequestError, "'x'"),
+        (["r", "r"], [one, one], RequestError, "twice"),
+        (["r", "s"], [one, (EncoderTokens(2), Tokens(40))], RequestError, "max_len"),
+    ]
+    for ids, num_new, error, words in cases:
+        with pytest.raises(error, match=re.escape(words)):
+            step.advance_each(ids, num_new)
+        assert _state(coord) == before, (ids, num_new)
+    # The plain-int entry: the same, the counts' faults named by the request and group.
+    core = coord._core
+    plain: list[tuple[list[str], Any, str]] = [
+        (["r", "s"], [(2, 1), (2, -1)], "adds -1 positions to request 's' in group 'text'"),
+        (["r", "s"], [(2, 1), (2, True)], "adds True positions"),
+        (["r", "s"], [(2, 1), (2,)], "gives 1 counts for 2 groups"),
+        (["r", "s"], [(2, 1), 3], "request 's''s counts are int"),
+    ]
+    for ids, num_new, words in plain:
+        with pytest.raises(RequestError, match=re.escape(words)):
+            core.advance_each(ids, num_new)
+        assert _state(coord) == before, num_new
+
+
+def test_a_batch_of_prefill_chunks_compacts_a_slab_and_stays_off_the_general_path(
+    monkeypatch: Any,
+) -> None:
+    # A batch of prefill chunks (`advance_all`, one count for all: streams admitted
+    # together) is planned after the pass on the core's boundary plan; where its moves make
+    # a slab's garbage due, the slab is compacted (nothing observable) and the batch
+    # planned again, the move allowed, as a request's own step does. The general path never
+    # runs. (A slab compacts from 8 entries of garbage here.)
+    monkeypatch.setattr(_table, "_COMPACT_MIN", 8)
+    one, two, stepper, scale, units, ids = _twins_per_kind("full", 200, 64)
+    ran: list[str] = []
+    record = _recorder(ran)
+    for step in range(8):  # (to max_len: 64 positions)
+        q = [8 * s for s in scale]  # two blocks a request a step
+        sys.setprofile(record)
+        try:
+            counts = (u(x) for u, x in zip(units, q, strict=True))
+            got = _outcome(stepper.advance_all, ids, *counts)
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "advance_all", ids, q), step
+        assert _state(one) == _state(two), step
+    assert "compact_ops" in ran and "_plan_boundary" in ran
+    assert "_general_all" not in ran and "_plan_step" not in ran, ran.count("_plan_step")
+    check_pools(one)
+
+
 def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
     # The core reads a batch's rejected counts itself when the stepper binds every group in
     # order (`Stepper.advance_speculative_all`); anything irregular is checked and reported
@@ -1814,7 +1943,7 @@ def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
     before = _state(coord)
     cases: list[tuple[Any, Any, type[Exception], str]] = [
         (["r", "s"], [none, (Tokens(0), Tokens(0))], UnitTypeError, "rejected[0]"),
-        (["r", "s", "r"], [none, none, none], RequestError, "twice"),  # one tuple, read once
+        (["r", "s", "r"], [none, none, none], RequestError, "twice"),  # one tuple, three requests
         (["r", "s"], [none, (EncoderTokens(0),)], UnitTypeError, "takes 2 counts"),
         (["r", "x"], [none, none], RequestError, "'x'"),
         (["r", "r"], [none, none], RequestError, "twice"),
@@ -1827,7 +1956,9 @@ def test_a_batched_drafting_step_reports_what_the_typed_layer_reports() -> None:
         assert _state(coord) == before, (ids, rejected)
 
 
-@pytest.mark.parametrize("entry", ["advance_all", "advance_speculative_all", "content_all"])
+@pytest.mark.parametrize(
+    "entry", ["advance_all", "advance_each", "advance_speculative_all", "content_all"]
+)
 @pytest.mark.parametrize("count", [1, 1.0, True])
 @pytest.mark.parametrize("bad", [["r"], {}, b"s"])
 def test_a_batch_with_an_id_that_is_not_one_raises_request_error_on_every_path(
@@ -1847,6 +1978,8 @@ def test_a_batch_with_an_id_that_is_not_one_raises_request_error_on_every_path(
     with pytest.raises(RequestError):
         if entry == "advance_all":
             core.advance_all(ids, [count, 1])
+        elif entry == "advance_each":
+            core.advance_each(ids, [(count, 1)] * 3)
         elif entry == "advance_speculative_all":
             core.advance_speculative_all(ids, [count, 1], [0, 0], [(0, 0)] * 3)
         else:
@@ -3850,11 +3983,11 @@ def test_a_batch_takes_a_cached_block_whose_key_another_request_registers_again(
     # One engine step of both, "a" first: its crossing takes the queue's head, a K1 block,
     # evicting it from the prefix cache in the batch's own plan (before, a cached block
     # taken sent the whole batch to the core's general path); "b" registers K1 on its
-    # block. In a drafting batch (`advance_speculative_all`) "b" goes to the core's
+    # block. In a batch (`advance_all`, `advance_speculative_all`) "b" goes to the core's
     # boundary plan after "a" was planned, and that plan must start from K1's blocks as the
     # eviction left them: else it files K1 under the evicted block too (held by "a", no
-    # longer cached), or forgets the other copy (still cached). A plain batch
-    # (`advance_all`) leaves both to the core. Each compared with the general path.
+    # longer cached), or forgets the other copy (still cached). (Before session 47 a plain
+    # batch left both to the core.) Each compared with the general path.
     def build() -> KVCacheCoordinator:
         one = coordinator(
             {"text": FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))},
@@ -3905,10 +4038,9 @@ def test_a_batch_takes_a_cached_block_whose_key_another_request_registers_again(
     mine = core.table.live(core.offset("b"), 0)[0]
     assert held_blocks(cache.blocks[k1]) == [b for b in held if b != first] + [mine]
     assert first not in pool._cached and first in core.table.live(core.offset("a"), 0)
-    if speculative:  # "a" by the batch's locals, "b" by the core's boundary plan
-        assert ran.count("_plan_boundary") == 1 and "_general_respec_all" not in ran, ran
-    else:
-        assert "_general_all" in ran, ran
+    # "a" by the batch's locals, "b" by the core's boundary plan
+    assert ran.count("_plan_boundary") == 1, ran
+    assert "_general_respec_all" not in ran and "_general_all" not in ran, ran
     check_pools(one)
 
 

@@ -88,8 +88,10 @@ def test_paths_replays_the_side_asked_for_where_the_trace_has_it(
     # Short streams drafting 6 with every token cached, one call an engine step (sweep 29's
     # trace 29.32, shorter): each request's first drafting step found its content resting
     # and took the core's boundary path (581 of 1,600 stream-steps, on a side `--paths` did
-    # not replay); now nothing leaves the fast paths but a compaction. A trace whose streams
-    # are still in their prompts' chunks has no batch side, and says so.
+    # not replay); now nothing leaves the fast paths but a compaction. A drafting trace whose
+    # streams are still in their prompts' chunks has no batch side, and says so; a plain one
+    # has (`Stepper.advance_each`: each stream's own counts), and its chunks beside the
+    # decodes never leave the fast paths.
     trace = vs_vllm.Trace(
         "x", "y", ("text",), streams=8, prompt=1, chunk=512, decode=5, total=400,
         shared_pool=True, prefix="generated", spec=6,
@@ -98,7 +100,12 @@ def test_paths_replays_the_side_asked_for_where_the_trace_has_it(
     steps, counts = vs_vllm.paths(trace, "batch")
     assert steps == 400
     assert {path for path, _, _ in counts} <= {"compact_ops"}, counts
-    chunked = vs_vllm.Trace("x", "z", ("text",), prompt=100, chunk=64, decode=5, total=64)
+    chunked = vs_vllm.Trace("x", "z", ("text",), prompt=100, chunk=64, decode=5, total=64, spec=3)
     assert "batch" not in vs_vllm.kvunits_modes(chunked)
     vs_vllm.print_paths([chunked], "batch")
     assert capsys.readouterr().out == "-- x z: no batch side\n"
+    plain = vs_vllm.Trace("x", "p", ("text", "sliding"), prompt=300, chunk=64, decode=20, total=400)
+    assert "batch" in vs_vllm.kvunits_modes(plain)
+    steps, counts = vs_vllm.paths(plain, "batch")
+    assert steps == 400
+    assert {path for path, _, _ in counts} <= {"compact_ops"}, counts

@@ -62,3 +62,10 @@ stream = coord.stepper(coord.group("audio", EncoderTokens), text)
 stream.admit("r2", EncoderTokens(40_000), Tokens(512))
 stream.allocate("r2", EncoderTokens(6), Tokens(1))
 stream.allocate("r2", PooledBlocks(1), Tokens(1))  # E: Argument 2 to "__call__" of "AllocateFn" has incompatible type "PooledBlocks"; expected "EncoderTokens"  [arg-type]
+
+# An engine step of each request's own counts (a prefill chunk beside a decode): a tuple per
+# request, in the stepper's units, as each request's own step takes them.
+stream.admit("r3", EncoderTokens(256), Tokens(64))
+stream.advance_each(["r2", "r3"], [(EncoderTokens(2), Tokens(1)), (EncoderTokens(8), Tokens(16))])
+stream.advance_each(["r2", "r3"], [(EncoderTokens(2), Tokens(1)), (PooledBlocks(16), Tokens(16))])  # E: List item 1 has incompatible type "tuple[PooledBlocks, Tokens]"; expected "tuple[EncoderTokens, Tokens]"  [list-item]
+stream.advance_each(["r2", "r3"], [(EncoderTokens(2), 1)])  # E: List item 0 has incompatible type "tuple[EncoderTokens, int]"; expected "tuple[EncoderTokens, Tokens]"  [list-item]
