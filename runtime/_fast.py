@@ -4586,18 +4586,20 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     and new hot fields; one past some slack (at a block boundary) is planned in plain locals
     as a speculative step with nothing rolled back and no lookahead (`_crossing`) and stored
     so too (a cached block taken evicted from the prefix cache), until one is not (a
-    prefill's run of blocks, a stale block, a slab due, a speculative tail to accept, ...):
-    then every request past its slack goes to the core
-    (`CoordinatorCore._general_all`: its boundary plan, else its general path), the locals'
-    plans dropped. The hot fields are stored in C at the commit (as `_respec_all` stores; of
-    one group, only the slacks where each request's step count is the one stored already).
+    prefill's run of blocks, a stale block, a speculative tail to accept, ...): it and every
+    later request past its slack are planned after the pass, in order, on the core's
+    boundary plan started from the locals (`_slow_planned`), and what that plan declines
+    goes to the core's general path (`CoordinatorCore._general_all`). A move that would make
+    a slab due compacts it and plans the call again. The hot fields are stored in C at the
+    commit (as `_respec_all` stores; of one group, only the slacks where each request's step
+    count is the one stored already).
 
     With ``each``, the source of ``advance_each`` (``"raw"``: ``num_new[i]`` is request i's
     counts, ints) or ``advance_each_units(request_ids, num_new, units, checked)``
     (``"units"``: request i's quantities, one per group in group order, each of its class in
     ``units`` and one kernel position per unit): the same pass, each request's counts read
     where it is met (an engine step's prefill chunks beside its decodes), its whole row
-    stored; the core's path is `CoordinatorCore._general_each`, given the rows of the
+    stored; the general path is `CoordinatorCore._general_each`, given the rows of the
     requests within their slacks. Anything irregular in ``"units"``, before anything changed,
     returns ``checked(request_ids, num_new)`` (the typed layer's checks and conversion)."""
     n = len(core.names)
@@ -4616,8 +4618,8 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         back = refuse
         # (every request's counts checked by then: the pass reads each before anything else)
         values = (
-            "[(" + ", ".join(f"x{g}._value" for g in range(n)) + ",) for "
-            + ", ".join(f"x{g}" for g in range(n)) + ("," if n == 1 else "") + " in num_new]"
+            "[(" + ", ".join(f"x{g}._value" for g in range(n)) + f",) for {_tuple('x', n)[1:-1]} "
+            "in num_new]"
         )
     else:
         back = "return general_each(me, request_ids, num_new, [], [], [])"
@@ -4640,8 +4642,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
             f"                {back}",
         ]
         if each == "units":
-            lines.append("            " + ", ".join(f"U{g}" for g in range(n))
-                         + ("," if n == 1 else "") + " = units")
+            lines.append(f"            {_tuple('U', n)[1:-1]} = units")
     else:
         if not typed:
             lines += shape(["num_new"], back)
@@ -4769,7 +4770,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
             "return general_all(me, request_ids, num_new, [offs[i] for i in kept], "
             "cx + [(x, o) for x, o, _ in slow])"
         )
-        twice = "return general_all(me, request_ids, num_new, offs, cx)"
+        twice = "return general_all(me, request_ids, num_new, [], [])"
     lines += [
         "            if len(set(request_ids)) != len(request_ids):",
         f"                {twice}",
