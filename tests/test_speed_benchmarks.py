@@ -32,15 +32,15 @@ def test_startup_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
 
 def _expected_sides(trace: vs_vllm.Trace) -> set[str]:
     """The kvunits sides `vs_vllm.measure` times on a trace: typed and raw everywhere, one call
-    per engine step (batch) where the trace's steps fit one, one call per request where the
-    per-request form takes several (fused: drafting; content: caching generated tokens)."""
-    sides = {"typed", "raw"}
+    per engine step (batch; a plain trace's prompt chunks beside decodes by `advance_each`,
+    session 47), one call per request where the per-request form takes several (fused:
+    drafting; content: caching generated tokens). (The family's drafting traces have no
+    prompt in chunks, which a drafting batch does not take.)"""
+    sides = {"typed", "raw", "batch"}
     if trace.spec:
-        sides |= {"fused", "batch"}
+        sides.add("fused")
     elif trace.prefix == "generated":
-        sides |= {"content", "batch"}
-    elif trace.prompt <= trace.chunk:
-        sides.add("batch")
+        sides.add("content")
     return sides
 
 
