@@ -1,21 +1,20 @@
 """Engine-step batches against each request in turn, over random layouts and schedules.
 
 A scheduler calls the batch steps (`Stepper.advance_all`, `advance_each`,
-`advance_speculative_all`, `advance_with_content_all`,
-`advance_speculative_all_with_content`) once per engine step for
-all its running requests; each is defined as the per-request call of every request in turn,
-atomically over the batch. Here, on random layouts (1-4 groups of every kind, pooled audio
-counted in its own unit or in pooled blocks, pools of their own or one shared pool, small
-enough that steps run short and cached blocks are taken again, reservation or none) and
-random schedules (admissions with prompts that share their starts or without content,
-prefills, decode steps of every size, drafting steps with rejections and with what each
-step produced, generating steps with their content, per-request steps between them, frees
-mid-run, requests unknown or given twice), every call through the typed layer is compared
-with its general path on a twin: the same outcome (result, or error class and message) and
-the same state after it (`test_fast_step._state`: tables, free queues, reference counts,
-the prefix caches, reservations); and every batch also with each request in turn on the
-general path (all or nothing), as `tests/runtime/test_fast_step.py` defines that reference.
-A failed call changes nothing.
+`advance_speculative_all`, `advance_with_content_all`, `advance_speculative_all_with_content`)
+once per engine step for all its running requests; each is defined as the per-request call of
+every request in turn, atomically over the batch. Here, on random layouts (1-4 groups of every
+kind, pooled audio counted in its own unit or in pooled blocks, pools of their own or one
+shared pool, small enough that steps run short and cached blocks are taken again, reservation
+or none) and random schedules (admissions with prompts that share their starts or without
+content, prefills, decode steps of every size, drafting steps with rejections and with what
+each step produced, generating steps with their content, per-request steps between them, frees
+mid-run, requests unknown or given twice), every call through the typed layer is compared with
+its general path on a twin: the same outcome (result, or error class and message) and the same
+state after it (`test_fast_step._state`: tables, free queues, reference counts, the prefix
+caches, reservations); and every batch also with each request in turn on the general path (all
+or nothing), as `tests/runtime/test_fast_step.py` defines that reference. A failed call changes
+nothing.
 """
 
 from __future__ import annotations
@@ -61,18 +60,12 @@ CACHEABLE = ("full_attention", "sliding_window", "chunked_local")
 def advances_in_turn(coord: KVCacheCoordinator, ids: list[str], q: list[int]) -> Any:
     """What `advance_all` is: each request's step on the general path in turn, all or nothing
     (as `test_fast_step.in_turn`). Returns the coordinator to go on with and the outcome."""
-    before = copy.deepcopy(coord)
-    try:
-        for rid in ids:
-            general(coord._core, "advance", rid, q)
-    except Exception as exc:
-        return before, (type(exc).__name__, str(exc))
-    return coord, None
+    return each_in_turn(coord, ids, [q] * len(ids))
 
 
 def each_in_turn(coord: KVCacheCoordinator, ids: list[str], qs: list[list[int]]) -> Any:
     """What `advance_each` is: each request's own step on the general path in turn, all or
-    nothing (as `advances_in_turn`)."""
+    nothing (`advances_in_turn`, each with its own counts)."""
     before = copy.deepcopy(coord)
     try:
         for rid, q in zip(ids, qs, strict=True):
