@@ -1505,37 +1505,16 @@ class CoordinatorCore:
         those of ``slow`` are planned one after the other on the same plans, so that each
         sees the blocks the ones before it took; none when the fast function gave up early
         (then every request is planned here)."""
-        n = len(self.names)
         first = request_ids[0] if request_ids else "(none)"
-        if len(num_new) != n:
-            raise self._arity(first, len(num_new))
-        for g, q in enumerate(num_new):
-            if type(q) is not int or q < 0:
-                raise RequestError(
-                    f"a batched step adds {q!r} positions in group {self.names[g]!r}; give a "
-                    "count of 0 or more",
-                    request_id=str(first),
-                    group=self.names[g],
-                )
+        self._check_counts(first, num_new, "")
         _check_each_once(request_ids)
-        if not fast and not slow:
-            slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
-        else:
-            planned = self._batch_boundary([(o, num_new) for _, o in slow])
-            if planned is not None:
-                self._fast_ops(planned, fast, num_new)
-                commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
-        self._compact_due()
-        ops: Ops = []
-        slabs = SlabPlan(ops)
-        pools: dict[int, PoolPlan] = {}
-        for request_id, o in slow:
-            self._plan_step(ops, slabs, pools, request_id, o, num_new, None, False)
-        self._fast_ops(ops, fast, num_new)
-        for pool_plan in pools.values():
-            pool_plan.emit(ops)
-        slabs.emit(self.table)
-        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+        self._plan_batch(
+            request_ids,
+            slow,
+            bool(fast or slow),
+            lambda _: num_new,
+            lambda ops: self._fast_ops(ops, fast, num_new),
+        )
 
     def _general_each(
         self,
@@ -1575,33 +1554,56 @@ class CoordinatorCore:
                     f"tuple of {n} counts, one per group ({', '.join(self.names)})",
                     request_id=str(request_id),
                 )
-            if len(given) != n:
-                raise self._arity(request_id, len(given))
-            for g, q in enumerate(given):
-                if type(q) is not int or q < 0:
-                    raise RequestError(
-                        f"a batched step adds {q!r} positions to request {request_id!r} in "
-                        f"group {self.names[g]!r}; give a count of 0 or more",
-                        request_id=str(request_id),
-                        group=self.names[g],
-                    )
+            self._check_counts(request_id, given, f" to request {request_id!r}")
             counts[request_id] = given
         _check_each_once(request_ids)
-        if not fast and not slow:
-            slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
         hot, width = self.table.hot, n * HOT
         stores = (commit, map(setitem, repeat(hot), [slice(o, o + width) for o in fast], rows))
-        planned = self._batch_boundary([(o, counts[request_id]) for request_id, o in slow])
-        if planned is not None:
-            planned.append(stores)
-            commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+        self._plan_batch(
+            request_ids, slow, bool(fast or slow), counts.__getitem__, lambda o: o.append(stores)
+        )
+
+    def _check_counts(self, request_id: str, given: Sequence[int], whose: str) -> None:
+        """Raise `RequestError` unless a batched step's ``given`` counts (``whose``: the
+        request they are for, in the message) are one int of 0 or more per group."""
+        if len(given) != len(self.names):
+            raise self._arity(request_id, len(given))
+        for g, q in enumerate(given):
+            if type(q) is not int or q < 0:
+                raise RequestError(
+                    f"a batched step adds {q!r} positions{whose} in group {self.names[g]!r}; "
+                    "give a count of 0 or more",
+                    request_id=str(request_id),
+                    group=self.names[g],
+                )
+
+    def _plan_batch(
+        self,
+        request_ids: Sequence[str],
+        slow: list[tuple[str, int]],
+        boundary: bool,
+        counts: Callable[[str], Sequence[int]],
+        fast_ops: Callable[[Ops], None],
+    ) -> None:
+        """A checked batch's commit: the requests of ``slow`` (each with ``counts(its id)``)
+        planned one after the other on the same plans (with ``boundary``, on one boundary
+        plan first, `_batch_boundary`), every request when the fast function gave up early
+        (``slow`` empty, no ``boundary``); ``fast_ops`` adds the stores of the requests
+        within their slacks."""
+        if not boundary:
+            slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
+        else:
+            planned = self._batch_boundary([(o, counts(request_id)) for request_id, o in slow])
+            if planned is not None:
+                fast_ops(planned)
+                commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
         self._compact_due()
         ops: Ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
         for request_id, o in slow:
-            self._plan_step(ops, slabs, pools, request_id, o, counts[request_id], None, False)
-        ops.append(stores)
+            self._plan_step(ops, slabs, pools, request_id, o, counts(request_id), None, False)
+        fast_ops(ops)
         for pool_plan in pools.values():
             pool_plan.emit(ops)
         slabs.emit(self.table)

@@ -2880,11 +2880,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                    # starts from the keys' blocks the locals' evictions left (as its",
         "                    # own would: a key it registers again, or evicts more of).",
         "                    if plan is None:",
-        "                        plan = Boundary(frozenset(g for g in "
-        f"range({n}) if compacted >> g & 1))",
-        "                        if xl:",
-        "                            plan.lists.update({lk: (m, k, list(kept)) for lk, (m, k, "
-        "kept) in xl.items()})",
+        *_seeded_plan(core, "                        "),
         *into,
         "                    back = plan_unroll(o, rejected_i, plan, num_new)",
         "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
@@ -2930,6 +2926,20 @@ def _into_plan(core: CoordinatorCore, indent: str) -> list[str]:
             f"    plan.garbage[{g}] = garbage[{g}] + gb{g}",
         ]
     return [indent + line for line in into]
+
+
+def _seeded_plan(core: CoordinatorCore, indent: str) -> list[str]:
+    """The lines that make a batch's boundary ``plan`` (its slabs compacted in this call
+    allowed to move), started from the keys' blocks the locals' evictions left (``xl``: as
+    its own would, a key it registers again or evicts more of); the caller brings the
+    locals in (`_into_plan`)."""
+    return [
+        f"{indent}plan = Boundary(frozenset(g for g in range({len(core.names)}) "
+        "if compacted >> g & 1))",
+        f"{indent}if xl:",
+        f"{indent}    plan.lists.update({{lk: (m, k, list(kept)) for lk, (m, k, kept) in "
+        "xl.items()})",
+    ]
 
 
 def _plan_cross(core: CoordinatorCore) -> list[str]:
@@ -4805,18 +4815,13 @@ def _slow_planned(core: CoordinatorCore, made: list[str], again: str, general: s
     move that would make a slab due compacts it and plans the call again (``again``);
     anything else the plan declines goes to the core's general path (``general``, with
     ``kept``: the requests within their slacks, the crossings left out)."""
-    n = len(core.names)
     return [
         "            plan = None",
         "            for request_id, o, counts in slow:",
         "                if plan is None:",
         *(["                    if not cx:"] if made else []),
         *(f"                        {line}" for line in made),
-        "                    plan = Boundary(frozenset(g for g in "
-        f"range({n}) if compacted >> g & 1))",
-        "                    if xl:",
-        "                        plan.lists.update({lk: (m, k, list(kept)) for lk, (m, k, "
-        "kept) in xl.items()})",
+        *_seeded_plan(core, "                    "),
         *_into_plan(core, "                    "),
         "                if not plan_boundary(ops, plan, o, counts, None, rests=True):",
         "                    compact = plan.compact",
