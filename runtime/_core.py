@@ -2125,24 +2125,30 @@ class CoordinatorCore:
             shared = pool._shared
             ops.append((setitem, shared, block, count) if count > 1 else (shared.pop, block, None))
         # Per map, the keys left without blocks popped and the others set (`filed`,
-        # inlined), one op each: a prompt's chunk plans hundreds (a comprehension a map).
-        # A key whose list keeps two blocks or more changed in place (`key_ops`).
-        lists = plan.lists.values()
-        if lists:
-            for cache_map in {id(m): m for m, _, _ in lists}.values():
-                gone = [k for m, k, b in lists if m is cache_map and not b]
-                kept = {
-                    k: b[0] if len(b) == 1 else b
-                    for m, k, b in lists
-                    if m is cache_map and b and type(b) is list
-                }
-                if gone:
-                    ops.append((commit, map(cache_map.pop, gone, repeat(None))))
-                if kept:
-                    ops.append((cache_map.update, kept))
-                for m, k, b in lists:
-                    if m is cache_map and b and type(b) is not list:
-                        ops += key_ops(cache_map, k, b)
+        # inlined), one op each: a prompt's chunk plans hundreds (sorted in one pass over
+        # the plan's lists). A key whose list keeps two blocks or more changed in place
+        # (`key_ops`).
+        if not plan.lists:
+            return
+        # One pass: per map (by id), its keys gone and its keys set, in the plan's order.
+        maps: dict[int, tuple[CacheMap, list[bytes], dict[bytes, Any], list[Any]]] = {}
+        for m, k, b in plan.lists.values():
+            parts = maps.get(id(m))
+            if parts is None:
+                parts = maps[id(m)] = (m, [], {}, [])
+            if not b:
+                parts[1].append(k)
+            elif type(b) is list:
+                parts[2][k] = b[0] if len(b) == 1 else b
+            else:
+                parts[3].append((k, b))
+        for cache_map, gone, kept, changed in maps.values():
+            if gone:
+                ops.append((commit, map(cache_map.pop, gone, repeat(None))))
+            if kept:
+                ops.append((cache_map.update, kept))
+            for k, b in changed:
+                ops += key_ops(cache_map, k, b)
 
     def _fast_ops(self, ops: Ops, fast: list[int], num_new: Sequence[int]) -> None:
         """Add to ``ops`` the steps of the requests ``fast`` (offsets), all within their slack:
@@ -3539,9 +3545,8 @@ class _Boundary:
 
     def _new_keys(self, cache_map: CacheMap, keys: Sequence[bytes]) -> bool:
         """Whether ``keys`` are distinct and none is planned in ``cache_map``'s lists."""
-        at = id(cache_map)
         return len(set(keys)) == len(keys) and (
-            not self.lists or self.lists.keys().isdisjoint([(at, key) for key in keys])
+            not self.lists or self.lists.keys().isdisjoint(zip(repeat(id(cache_map)), keys))
         )
 
     def evict_run(self, ops: Ops, pool: BlockPool, run: Sequence[int]) -> None:
@@ -3552,8 +3557,16 @@ class _Boundary:
         gone = sorted(cached.keys() & run)
         sole = pool.sole_keys(gone)  # one map, each block its key's one block
         if sole is not None and self._new_keys(pool._maps[0], sole):
-            cache_map, at = pool._maps[0], id(pool._maps[0])
-            self.lists.update({(at, key): (cache_map, key, []) for key in sole})
+            # (each key's entry a list of its own, made in C: an empty one per key)
+            cache_map = pool._maps[0]
+            emptied: Iterator[list[int]] = map(list, repeat((), len(sole)))
+            self.lists.update(
+                zip(
+                    zip(repeat(id(cache_map)), sole),
+                    zip(repeat(cache_map), sole, emptied),
+                    strict=True,
+                )
+            )
             ops.append((commit, map(cached.pop, gone)))
             ops.append(flag_op(pool._free_cached, gone, 0))
             return
@@ -3580,9 +3593,13 @@ class _Boundary:
             for block, key in zip(blocks, keys, strict=True):
                 self.listed(cache_map, key).append(block)
             return
-        at = id(cache_map)
+        # (each key's entry a one-block list of its own, made in C)
         self.lists.update(
-            {(at, key): (cache_map, key, [block]) for block, key in zip(blocks, keys, strict=True)}
+            zip(
+                zip(repeat(id(cache_map)), keys),
+                zip(repeat(cache_map), keys, map(list, zip(blocks))),
+                strict=True,
+            )
         )
 
 

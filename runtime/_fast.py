@@ -1624,6 +1624,7 @@ def _crossing(
     cache_ops: str | None = None,
     batched: bool = False,
     ahead: bool = False,
+    runs: bool = False,
 ) -> list[str]:
     """A rollback of ``r{g}`` (of ``j{g}`` left speculative) and a step of ``q{g}`` (not
     negative) per group past the stores' reach, planned in plain locals for the request at
@@ -1684,7 +1685,8 @@ def _crossing(
     full block the step commits, several in passes in C where their keys are new, and sets
     ``ah`` where a group's hashes are left ahead of its positions (``ps{g}``: each group's
     after the step), for the caller to hold the fields as `CoordinatorCore._register_boundary`
-    holds them."""
+    holds them. With ``runs`` too (``batched``), a run of blocks is taken as ``lean`` takes
+    one (`_batched_run`: ``rn{g}``, its room ``gw{g}``), where none of it is cached."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     # (the hold of hashes ahead writes every group's fields: each group planned here)
@@ -1692,6 +1694,7 @@ def _crossing(
     # Where the prefix cache's part goes (None: a cached block declines).
     xo = "xo" if lean else cache_ops
     batched = batched and xo is None
+    runs = runs and batched
     out = [
         *(["xo = []"] if lean else []),
         *(["xe, xk = [], []"] if batched else []),
@@ -1739,8 +1742,9 @@ def _crossing(
             _fitted(out, begin, g, fit and g < n - 1)
             continue
         evicts = kind != "full_attention"
-        # With ``lean``, a run of blocks too (`_run`); else one at most.
-        bad_want = "want < 0" if lean else "want < 0 or want > 1"
+        # With ``lean`` or ``runs``, a run of blocks too (`_run`, `_batched_run`); else one at
+        # most.
+        bad_want = "want < 0" if lean or runs else "want < 0 or want > 1"
         # (with ``register``: a group whose content the prefix cache keeps)
         cached = register and core.caches[g] is not None
         # Within the slack the rollback leaves, and no block to give back (`_fits`, and more):
@@ -1759,8 +1763,9 @@ def _crossing(
             *([f"ek{g} = None"] if cached else []),
             f"{fields} = w{g} = {read}",
             # (with ``lean``: the run of blocks the step takes, where it takes more than one,
-            # and the cached ones among it, evicted)
+            # and the cached ones among it, evicted; with ``runs``, the run and its room)
             *([f"rn{g} = gn{g} = None", f"gw{g} = 0"] if lean else []),
+            *([f"rn{g}, gw{g} = None, 0"] if runs else []),
             # The small counts summed first (an int past 256 is a new object).
             f"sr = {s} + {r}",
             "rows = anchor - sr",
@@ -1891,9 +1896,11 @@ def _crossing(
             *(
                 _run(g, i, size, evicts, kept, stays, due_now, fail, made_due, not shared)
                 if lean
+                else _batched_run(g, i, size, evicts, kept, stays, due_now, fail, made_due)
+                if runs
                 else []
             ),
-            "elif want:" if lean else "if want:",
+            "elif want:" if lean or runs else "if want:",
             f"    if f{i} < nb{i}:",
             f"        t{g} = f{i}",
             f"        f{i} += 1",
@@ -1995,7 +2002,10 @@ def _crossing(
         ]
         skip = "skip" if evicts else "skipped"
         # The block at table index ``at`` among those the step took (the last one, or of a run)
-        taken_at = f"(t{g} if rn{g} is None else rn{g}[at - length + want])" if lean else f"t{g}"
+        with_runs = lean or runs
+        taken_at = (
+            f"(t{g} if rn{g} is None else rn{g}[at - length + want])" if with_runs else f"t{g}"
+        )
         cap = "" if p == 1 else f" * {p}"
         now = "end" if p == 1 else "rows"  # the step's end, in positions
         if p > 1:
@@ -2011,7 +2021,7 @@ def _crossing(
             f"if {skip} <= index < {skip} + length:",
             f"    at = index - {skip}",
             f"    base = {f'w{g}[{BASE - ANCHOR}] = ' if lean else ''}({taken_at} if want and "
-            f"at {'>= length - want' if lean else '== length - 1'} else "
+            f"at {'>= length - want' if with_runs else '== length - 1'} else "
             f"sb{g}[start + at] if m{g} is None else m{g}[at]) - index",
             # min(room, maxlen, evict, (index + 1) × size) × P, at least the end: the block
             # ``index`` is in the table, so its end is within the room.
@@ -2237,6 +2247,58 @@ def _run(
     ]
 
 
+def _batched_run(
+    g: int,
+    i: int,
+    size: int,
+    evicts: bool,
+    kept: str,
+    stays: list[str],
+    due_now: str,
+    fail: str,
+    made_due: str,
+) -> list[str]:
+    """A batch's crossing's take of a run of blocks (``want`` > 1: a prefill chunk's beside
+    the batch's decodes) in its locals, as `_run` takes one for one request: the fresh ids,
+    then the queue's live front (`BlockPool.front` from the batch's ``f{i}``/``h{i}``), into
+    the segment's spare room; else, where the segment ends the slab as the batch planned it
+    (``te{g}``), grown there by the room a move would give it (``gw{g}`` entries after the
+    run); else moved to the slab's planned end with that room (``made_due`` where that makes
+    the slab due). ``rn{g}`` is the run (``t{g}`` 0). ``fail`` where the run is not that: a
+    stale entry among the queue's front, too few before the queue's end (the blocks the batch
+    evicts go to its back at the commit), or a cached block among it (its key's blocks are
+    the core's plan's to track: `_Boundary.evict_run`)."""
+    skip = "skip" if evicts else "skipped"
+    dropped = "dropped" if evicts else "0"
+    most = f"(maxlen + {size - 1}) // {size} - {skip}"
+    return [
+        "if want > 1:",
+        f"    rn{g} = pools[{g}].front(f{i}, h{i}, want)",
+        f"    if rn{g} is None or ca{i} and not ca{i}.keys().isdisjoint(rn{g}):",
+        f"        {fail}",
+        f"    fr = nb{i} - f{i}",
+        "    if fr > want:",
+        "        fr = want",
+        f"    f{i}, h{i}, t{g} = f{i} + fr, h{i} + want - fr, 0",
+        "    if length + want <= capacity:",
+        f"        x{g}, m{g} = start + length, None",
+        *("        " + line for line in stays),
+        f"    elif start + capacity == te{g} and capacity > {dropped}:  # grown where it ends",
+        f"        room = grown(length - {dropped} + want, capacity, {skip}, want, {most})",
+        f"        x{g}, m{g}, gw{g} = start + length, None, room + {dropped} - length - want",
+        f"        capacity = room + {dropped}",
+        *("        " + line for line in stays),
+        "    else:",
+        f"        if {due_now}:",
+        f"            {made_due}",
+        f"        m{g} = sb{g}[{kept}]",
+        f"        m{g} += rn{g}",
+        f"        room = grown(len(m{g}), capacity, {skip}, want, {most}) - len(m{g})",
+        f"        m{g}.extend(array('i', bytes(4 * room)))",
+        f"        gm{g}, start, capacity = capacity, te{g}, len(m{g})",
+    ]
+
+
 #: A store a commit makes: (object, key, value), ``key`` an item's (``a : b`` a slice's) or
 #: ``.name`` an attribute's (`_committed` writes it as a statement or as an op).
 _Store = tuple[str, str, str]
@@ -2392,12 +2454,14 @@ def _crossed(
     flat: bool = False,
     batched: bool = False,
     full: bool = False,
+    runs: bool = False,
 ) -> list[str]:
-    """What `_crossing` planned, added to ``ops`` (the pools' part to ``ev{i}``/``tl{i}``,
-    evicted and taken blocks, and ``gb{g}``, the slabs' garbage); with ``flat``, the hot
-    fields to the batch's stores (``push``, ``push{g}``) instead (``full``: as `_row`'s);
-    with ``batched``, the prefix cache's part (``xe``) too, and its keys' blocks left to the
-    batch's ``xl``."""
+    """What `_crossing` planned, added to ``ops`` (the pools' part to ``ev{i}``, the evicted
+    blocks, and ``gb{g}``, the slabs' garbage; its takes are in the pools' counters); with
+    ``flat``, the hot fields to the batch's stores (``push``, ``push{g}``) instead (``full``:
+    as `_row`'s); with ``batched``, the prefix cache's part (``xe``) too, and its keys'
+    blocks left to the batch's ``xl``; with ``runs``, a run taken (``rn{g}``): one slice
+    store, which grows the slab where the segment ends it (``te{g}`` then its new end)."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     out = []
@@ -2420,14 +2484,22 @@ def _crossed(
                 else []
             ),
             f"    if m{g} is not None:",
-            f"        tl{i}.append(t{g})",
             *([] if evicts else [f"        gb{g} += gm{g}"]),
             f"        ops.append((sb{g}.extend, m{g}))",
             f"        te{g} += len(m{g})",
             f"    elif t{g}:",
-            f"        tl{i}.append(t{g})",
             f"        ops.append((setitem, sb{g}, x{g}, t{g}))",
         ]
+        if runs:
+            # (a slice store past the slab's end grows it: a segment that ends the slab)
+            out += [
+                f"    elif rn{g} is not None:",
+                f"        y{g} = x{g} + len(rn{g})",
+                f"        ops.append((setitem, sb{g}, slice(x{g}, y{g}), rn{g} + zero1 * gw{g} "
+                f"if gw{g} else rn{g}))",
+                f"        if y{g} + gw{g} > te{g}:",
+                f"            te{g} = y{g} + gw{g}",
+            ]
     if batched:
         out += [
             "if xe:",
@@ -2467,8 +2539,10 @@ def _pooled(core: CoordinatorCore, indent: str) -> list[str]:
             f'    ops.append((setattr, pool, "_head", h{i}))',
             f"if ev{i}:",
             f"    ops.append((pool._queue.extend, ev{i}))",
-            f"if len(tl{i}) != len(ev{i}):",
-            f'    ops.append((setattr, pool, "_used", pool._used + len(tl{i}) - len(ev{i})))',
+            # (every block taken moved the fresh or the head counter by one)
+            f"tk = f{i} - pool._fresh + h{i} - pool._head - len(ev{i})",
+            "if tk:",
+            '    ops.append((setattr, pool, "_used", pool._used + tk))',
         ]
     for g in range(len(core.names)):
         out += [f"if gb{g}:", f"    ops.append((setitem, garbage, {g}, garbage[{g}] + gb{g}))"]
@@ -2480,7 +2554,7 @@ def _pool_locals(core: CoordinatorCore) -> str:
     _, first_of = _pools(core)
     return "; ".join(
         [
-            f"pool = pools[{g}]; ev{i}, tl{i} = [], []; f{i}, h{i}, nb{i}, qu{i}, sa{i}, ca{i}, "
+            f"pool = pools[{g}]; ev{i} = []; f{i}, h{i}, nb{i}, qu{i}, sa{i}, ca{i}, "
             f"sh{i} = pool._fresh, pool._head, pool.num_blocks, pool._queue, pool._stale, "
             "pool._cached, pool._shared"
             for i, g in enumerate(first_of)
@@ -2833,7 +2907,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"[(o, [{', '.join(slacks)}]) for o, v in "
         "zip(offs[:within], hots[:within]) if o not in crossed]"
     )
-    # The core's plan shares the locals' lists of taken and evicted blocks; its pools'
+    # The core's plan shares the locals' lists of evicted blocks; its pools'
     # fresh and head counters, its garbage and its slabs' ends are synced with the locals
     # around each use.
     into = _into_plan(core, "                    ")
@@ -2907,7 +2981,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
 
 def _into_plan(core: CoordinatorCore, indent: str) -> list[str]:
     """The lines that bring a batch's locals (`_pool_locals`: its pools' fresh and head
-    counters, its lists of taken and evicted blocks, its slabs' ends and garbage) into the
+    counters, its lists of evicted blocks, its slabs' ends and garbage) into the
     core's boundary ``plan``, which then plans on from them."""
     _, first_of = _pools(core)
     into = []
@@ -2915,7 +2989,7 @@ def _into_plan(core: CoordinatorCore, indent: str) -> list[str]:
         into += [
             f"pool = plan.pools.get(pids[{g}])",
             "if pool is None:",
-            f"    plan.pools[pids[{g}]] = [pools[{g}], f{i}, h{i}, tl{i}, ev{i}, []]",
+            f"    plan.pools[pids[{g}]] = [pools[{g}], f{i}, h{i}, [], ev{i}, []]",
             "else:",
             f"    pool[1], pool[2] = f{i}, h{i}",
         ]
@@ -4594,15 +4668,16 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     """The source of ``advance_all`` (``advance_all_typed`` with ``typed``): one engine step's
     plain steps. In one pass, in order: a request within every slack (`_within`) is its offset
     and new hot fields; one past some slack (at a block boundary) is planned in plain locals
-    as a speculative step with nothing rolled back and no lookahead (`_crossing`) and stored
-    so too (a cached block taken evicted from the prefix cache), until one is not (a
-    prefill's run of blocks, a stale block, a speculative tail to accept, ...): it and every
-    later request past its slack are planned after the pass, in order, on the core's
-    boundary plan started from the locals (`_slow_planned`), and what that plan declines
-    goes to the core's general path (`CoordinatorCore._general_all`). A move that would make
-    a slab due compacts it and plans the call again. The hot fields are stored in C at the
-    commit (as `_respec_all` stores; of one group, only the slacks where each request's step
-    count is the one stored already).
+    as a speculative step with nothing rolled back and no lookahead (`_crossing`, a prefill
+    chunk's run of blocks too: `_batched_run`) and stored so too (a cached block taken
+    evicted from the prefix cache), until one is not (a run with a cached or stale block,
+    content to register, a speculative tail to accept, ...): it and every later request past
+    its slack are planned after the pass, in order, on the core's boundary plan started from
+    the locals (`_slow_planned`), and what that plan declines goes to the core's general
+    path (`CoordinatorCore._general_all`). A move that would make a slab due compacts it and
+    plans the call again. The hot fields are stored in C at the commit (as `_respec_all`
+    stores; of one group, only the slacks where each request's step count is the one stored
+    already), in one commit of their own where no request crossed a block.
 
     With ``each``, the source of ``advance_each`` (``"raw"``: ``num_new[i]`` is request i's
     counts, ints) or ``advance_each_units(request_ids, num_new, units, checked)``
@@ -4662,8 +4737,8 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
             f"                {back}",
         ]
     # The locals `_crossing` reads (a plain step rolls nothing back and has no speculative
-    # tail, else it is slow): made at the batch's first crossing, or (``each``, whose slow
-    # requests' plan starts from them) before the pass.
+    # tail, else it is slow): made at the batch's first crossing, or after the pass where its
+    # first slow request's plan starts from them.
     made = [
         f"{zeros} = 0",
         _pool_locals(core),
@@ -4671,7 +4746,6 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
     ]
     lines += [
-        *(f"            {line}" for line in (made if each else [])),
         "            offs, hots, cx, slow, ops, xl = [], [], [], [], [], {}",
         "            push, row = offs.append, hots.append",
         *(["            same = 0"] if n == 1 and not each else []),
@@ -4732,8 +4806,8 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     lines += [
         "                if slow:",
         f"                    slow.append({item}); continue",
-        *(["                if not cx:"] if not each else []),
-        *(f"                    {line}" for line in ([] if each else made)),
+        "                if not cx:",
+        *(f"                    {line}" for line in made),
         f"                c = o * {cw // hw}; compact = -1",
         # (the locals outlive a crossing they decline: its takes undone after it)
         f"                {keep}",
@@ -4754,8 +4828,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         typed=True,
         fit=True,
         batched=True,
+        runs=True,
     )
-    lines += _crossed(core, "                    ", flat=True, batched=True, full=full)
+    lines += _crossed(core, "                    ", flat=True, batched=True, full=full, runs=True)
     lines += [
         "                else:",
         "                    cx.append((request_id, o)); continue",
@@ -4785,7 +4860,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         "            if len(set(request_ids)) != len(request_ids):",
         f"                {twice}",
     ]
-    lines += _slow_planned(core, [] if each else made, again, general)
+    lines += _slow_planned(core, made, again, general)
     if n == 1 and not each:
         # Every request within its slack and its step's count the one stored (a decode
         # batch's steady state): its slacks, one C pass, are all that changes.
@@ -4795,8 +4870,16 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
             f"                commit(map(setitem, repeat(hot), {slack}, hots)); del owner[0]; "
             "return  # the commit",
         ]
+    # Every request within its slacks (no crossing, none slow): the hot fields' stores, their
+    # passes chained into one commit, are all that changes.
+    stores = [line.strip()[len("ops.append((commit, ") : -2] for line in _hot_stores(n, full)]
+    chained = stores[0] if len(stores) == 1 else "chain(" + ", ".join(stores) + ")"
+    lines += [
+        "            if not cx and not slow:",
+        f"                commit({chained}); del owner[0]; return  # the commit",
+    ]
     lines += _hot_stores(n, full=full)
-    lines += ["            if plan is None:" if each else "            if plan is None and cx:"]
+    lines += ["            if plan is None and cx:"]
     lines += _pooled(core, "                ")
     lines += [
         "            elif plan is not None:",  # (it started from the locals: none planned since)
@@ -4808,7 +4891,8 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
 
 def _slow_planned(core: CoordinatorCore, made: list[str], again: str, general: str) -> list[str]:
     """A batch's requests that its pass did not plan in locals (``slow``: a prefill chunk's
-    run of blocks, a speculative tail, every crossing after one of those), planned in batch
+    content to register, a run with a cached or stale block, a speculative tail, every
+    crossing after one of those), planned in batch
     order on the core's boundary plan (`CoordinatorCore._plan_boundary`), which starts from
     what the locals planned (``made``: the lines that make the locals where no crossing made
     them): a prefill chunk beside decodes costs its blocks, and the decodes stay stores. A
@@ -5628,7 +5712,7 @@ def _source(core: CoordinatorCore) -> str:
         "from array import array\n"
         "from hashlib import sha256\n"
         "from struct import Struct\n"
-        "from itertools import compress, repeat\n"
+        "from itertools import chain, compress, repeat\n"
         "from operator import add, attrgetter, countOf, delitem, floordiv, ge, getitem, gt, "
         "itemgetter, le, lt, methodcaller, mul, not_, or_, setitem, sub\n"
         "from kvunits.runtime._guard import commit, ops_of\n"

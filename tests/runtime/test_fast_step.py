@@ -1808,11 +1808,12 @@ def test_an_engine_step_with_prefill_chunks_beside_decodes_is_one_call(
 ) -> None:
     # `advance_each`: each request's own counts in one call, as an engine step runs a new
     # request's prefill chunks beside the others' decodes. Requests are admitted as others
-    # end, so most steps hold a chunk of several blocks (the core's boundary plan, on the
-    # pass's locals), a decode crossing a block (the pass plans it), decodes within their
-    # blocks (stores) and now and then an empty step. Every call, typed or plain, is
-    # compared with its general path on a twin (the same outcome and state), and the general
-    # path never runs.
+    # end, so most steps hold a chunk of several blocks, a decode crossing a block (the pass
+    # plans both in its locals: a run into the segment's room, grown where it ends the
+    # slab, or moved), decodes within their blocks (stores) and now and then an empty step.
+    # Every call, typed or plain, is compared with its general path on a twin (the same
+    # outcome and state); neither the general path nor the core's boundary plan runs.
+    # (`tests/runtime/test_batch_fuzz.py` plans runs the pass declines: cached, stale.)
     compacting_only_past(monkeypatch)
     one, two, stepper, scale, units, ids = _twins_per_kind(kind, 120, 64)
     rng = random.Random(47)
@@ -1854,8 +1855,27 @@ def test_an_engine_step_with_prefill_chunks_beside_decodes_is_one_call(
                 c._core.free(gone)
                 c._core.admit(ids[-1])
     assert chunks > 40, chunks
-    assert "_plan_boundary" in ran
+    assert "_plan_boundary" not in ran, ran.count("_plan_boundary")
     assert "_general_each" not in ran and "_plan_step" not in ran, ran.count("_general_each")
+    check_pools(one)
+
+
+def test_a_batch_grows_a_segment_where_it_ends_the_slab_and_moves_another_past_it() -> None:
+    # Two requests' prefill chunks in one call: the first's segment ends the slab and grows
+    # there by its run, the second's has no room and moves to the slab's end as the first
+    # call left it, past that growth. Each call against its general path on a twin.
+    one, two, _, _, _, _ = _twins_per_kind("full", 120, 64)
+    ran: list[str] = []
+    record = _recorder(ran)
+    for ids in (["r0", "r1"], ["r1", "r0"], ["r0", "r1"]):
+        sys.setprofile(record)
+        try:
+            got = _outcome(fast, one._core, "advance_each", ids, [[8], [8]])
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, "advance_each", ids, [[8], [8]]), ids
+        assert _state(one) == _state(two), ids
+    assert "_plan_boundary" not in ran and "_general_each" not in ran
     check_pools(one)
 
 
@@ -1906,10 +1926,10 @@ def test_a_batch_of_prefill_chunks_compacts_a_slab_and_stays_off_the_general_pat
     monkeypatch: Any,
 ) -> None:
     # A batch of prefill chunks (`advance_all`, one count for all: streams admitted
-    # together) is planned after the pass on the core's boundary plan; where its moves make
-    # a slab's garbage due, the slab is compacted (nothing observable) and the batch
-    # planned again, the move allowed, as a request's own step does. The general path never
-    # runs. (A slab compacts from 8 entries of garbage here.)
+    # together) is planned in the pass's locals, each chunk's run of blocks; where its moves
+    # make a slab's garbage due, the slab is compacted (nothing observable) and the batch
+    # planned again, the move allowed, as a request's own step does. Neither the general
+    # path nor the core's boundary plan runs. (A slab compacts from 8 entries of garbage.)
     monkeypatch.setattr(_table, "_COMPACT_MIN", 8)
     one, two, stepper, scale, units, ids = _twins_per_kind("full", 200, 64)
     ran: list[str] = []
@@ -1924,7 +1944,7 @@ def test_a_batch_of_prefill_chunks_compacts_a_slab_and_stays_off_the_general_pat
             sys.setprofile(None)
         assert got == _outcome(general, two._core, "advance_all", ids, q), step
         assert _state(one) == _state(two), step
-    assert "compact_ops" in ran and "_plan_boundary" in ran
+    assert "compact_ops" in ran and "_plan_boundary" not in ran
     assert "_general_all" not in ran and "_plan_step" not in ran, ran.count("_plan_step")
     check_pools(one)
 
