@@ -1685,8 +1685,8 @@ def _crossing(
     full block the step commits, several in passes in C where their keys are new, and sets
     ``ah`` where a group's hashes are left ahead of its positions (``ps{g}``: each group's
     after the step), for the caller to hold the fields as `CoordinatorCore._register_boundary`
-    holds them. With ``runs`` too (``batched``), a run of blocks is taken as ``lean`` takes
-    one (`_batched_run`: ``rn{g}``, its room ``gw{g}``), where none of it is cached."""
+    holds them. With ``runs`` too (``batched``), a run of blocks (a prefill chunk's) is taken
+    as ``lean`` takes it (`_batched_run`: ``rn{g}``, its room ``gw{g}``), none of it cached."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     # (the hold of hashes ahead writes every group's fields: each group planned here)
@@ -2259,7 +2259,7 @@ def _batched_run(
     made_due: str,
 ) -> list[str]:
     """A batch's crossing's take of a run of blocks (``want`` > 1: a prefill chunk's beside
-    the batch's decodes) in its locals, as `_run` takes one for one request: the fresh ids,
+    the batch's decodes) in its locals, as `_run` takes it for one request: the fresh ids,
     then the queue's live front (`BlockPool.front` from the batch's ``f{i}``/``h{i}``), into
     the segment's spare room; else, where the segment ends the slab as the batch planned it
     (``te{g}``), grown there by the room a move would give it (``gw{g}`` entries after the
