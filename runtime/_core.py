@@ -1907,7 +1907,6 @@ class CoordinatorCore:
                     state[2] += 1
                 else:  # short: the general path decides
                     return False
-                state[3].append(taken)
             if out is not None:
                 if not q:
                     out.append([])
@@ -3461,14 +3460,13 @@ class _Joined(Sequence[int]):
 
 
 class _Boundary:
-    """What planned boundary steps share: per pool (by id) ``[pool, fresh, head, taken,
+    """What planned boundary steps share: per pool (by id) ``[pool, fresh, head, _,
     evicted, front]``, the slabs' planned ends and garbage, the prefix cache's planned block
     lists (by the map's id and the key), and the planned reference counts of shared blocks a
     window dropped (by the pool's id and the block: ``(pool, block, count)``). The blocks taken
     are those between the pool's and the plan's ``fresh`` and ``head`` and those a rollback
     gave back (``front``: the ones not taken again, ahead of the queue's front, taken after
-    the fresh ids; ``taken`` lists the ones taken one at a time, for the generated functions'
-    marks; a run is not listed)."""
+    the fresh ids; ``_``, an empty list, is read by nothing: the takes are the counters')."""
 
     __slots__ = (
         "compact",

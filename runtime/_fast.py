@@ -2183,18 +2183,14 @@ def _run(
     """A lean crossing's take of a run of blocks (``want`` > 1: a prefill chunk's), as
     ``cross_ops`` (`_cross`) takes and places it: the fresh ids, then the queue's live front
     (`BlockPool.front`; in a pool of its own, ``own``, past stale entries too:
-    `BlockPool.front_past_stale`), into the segment's spare room; else, where the segment
-    ends the slab, grown there by the room a run's move would give it (``gw{g}`` entries
-    appended after the run: `_table.grown` with the run as its step and the request's
-    ``max_len`` as its most); else moved to the slab's end with that room. ``rn{g}`` is the
+    `BlockPool.front_past_stale`), placed as `_placed` places it (the slab's end: its length
+    now, ``x{g}``). ``rn{g}`` is the
     run (``t{g}`` 0), ``gn{g}`` the cached blocks among it (None: none), evicted from the
     prefix cache by ops in ``xo``. ``made_due`` where a move would make the slab due (the
     caller's compaction first, else ``fail``), before the pool is read; ``fail`` where the
     run is not that (too few before the queue's end, a stale entry among them in a pool of
     several groups, a cached one whose key names more blocks or a pool of several maps)."""
-    skip = "skip" if evicts else "skipped"
     dropped = "dropped" if evicts else "0"
-    most = f"(maxlen + {size - 1}) // {size} - {skip}"
     return [
         "if want > 1:",
         "    if length + want > capacity:",
@@ -2230,20 +2226,38 @@ def _run(
         "        if gk is None:",
         f"            {fail}",
         f"        xo += pools[{g}].evicted_ops(gn{g}, gk)",
+        *_placed(g, size, evicts, kept, stays, f"x{g}", []),
+    ]
+
+
+def _placed(
+    g: int, size: int, evicts: bool, kept: str, stays: list[str], end: str, due: list[str]
+) -> list[str]:
+    """Where a run ``rn{g}`` goes (`_run`, `_batched_run`): into the segment's spare room;
+    else, where the segment ends the slab (at ``end``), grown there by the room a run's move
+    would give it (``gw{g}`` entries appended after the run: `_table.grown` with the run as
+    its step and the request's ``max_len`` as its most); else moved to ``end`` with that
+    room, after ``due`` (the lines that check the move leaves the slab's garbage short of
+    due)."""
+    skip = "skip" if evicts else "skipped"
+    dropped = "dropped" if evicts else "0"
+    most = f"(maxlen + {size - 1}) // {size} - {skip}"
+    return [
         "    if length + want <= capacity:",
         f"        x{g}, m{g} = start + length, None",
         *("        " + line for line in stays),
-        f"    elif start + capacity == x{g} and capacity > {dropped}:  # grown where it ends",
+        f"    elif start + capacity == {end} and capacity > {dropped}:  # grown where it ends",
         f"        room = grown(length - {dropped} + want, capacity, {skip}, want, {most})",
         f"        x{g}, m{g}, gw{g} = start + length, None, room + {dropped} - length - want",
         f"        capacity = room + {dropped}",
         *("        " + line for line in stays),
         "    else:",
+        *("        " + line for line in due),
         f"        m{g} = sb{g}[{kept}]",
         f"        m{g} += rn{g}",
         f"        room = grown(len(m{g}), capacity, {skip}, want, {most}) - len(m{g})",
         f"        m{g}.extend(array('i', bytes(4 * room)))",
-        f"        gm{g}, start, capacity = capacity, x{g}, len(m{g})",
+        f"        gm{g}, start, capacity = capacity, {end}, len(m{g})",
     ]
 
 
@@ -2260,17 +2274,13 @@ def _batched_run(
 ) -> list[str]:
     """A batch's crossing's take of a run of blocks (``want`` > 1: a prefill chunk's beside
     the batch's decodes) in its locals, as `_run` takes it for one request: the fresh ids,
-    then the queue's live front (`BlockPool.front` from the batch's ``f{i}``/``h{i}``), into
-    the segment's spare room; else, where the segment ends the slab as the batch planned it
-    (``te{g}``), grown there by the room a move would give it (``gw{g}`` entries after the
-    run); else moved to the slab's planned end with that room (``made_due`` where that makes
-    the slab due). ``rn{g}`` is the run (``t{g}`` 0). ``fail`` where the run is not that: a
-    stale entry among the queue's front, too few before the queue's end (the blocks the batch
-    evicts go to its back at the commit), or a cached block among it (its key's blocks are
-    the core's plan's to track: `_Boundary.evict_run`)."""
-    skip = "skip" if evicts else "skipped"
-    dropped = "dropped" if evicts else "0"
-    most = f"(maxlen + {size - 1}) // {size} - {skip}"
+    then the queue's live front (`BlockPool.front` from the batch's ``f{i}``/``h{i}``),
+    placed as `_placed` places it (the slab's end as the batch planned it, ``te{g}``;
+    ``made_due`` where a move makes the slab due). ``rn{g}`` is the run (``t{g}`` 0).
+    ``fail`` where the run is not that: a stale entry among the queue's front, too few
+    before the queue's end (the blocks the batch evicts go to its back at the commit), or a
+    cached block among it (its key's blocks are the core's plan's to track:
+    `_Boundary.evict_run`)."""
     return [
         "if want > 1:",
         f"    rn{g} = pools[{g}].front(f{i}, h{i}, want)",
@@ -2280,22 +2290,7 @@ def _batched_run(
         "    if fr > want:",
         "        fr = want",
         f"    f{i}, h{i}, t{g} = f{i} + fr, h{i} + want - fr, 0",
-        "    if length + want <= capacity:",
-        f"        x{g}, m{g} = start + length, None",
-        *("        " + line for line in stays),
-        f"    elif start + capacity == te{g} and capacity > {dropped}:  # grown where it ends",
-        f"        room = grown(length - {dropped} + want, capacity, {skip}, want, {most})",
-        f"        x{g}, m{g}, gw{g} = start + length, None, room + {dropped} - length - want",
-        f"        capacity = room + {dropped}",
-        *("        " + line for line in stays),
-        "    else:",
-        f"        if {due_now}:",
-        f"            {made_due}",
-        f"        m{g} = sb{g}[{kept}]",
-        f"        m{g} += rn{g}",
-        f"        room = grown(len(m{g}), capacity, {skip}, want, {most}) - len(m{g})",
-        f"        m{g}.extend(array('i', bytes(4 * room)))",
-        f"        gm{g}, start, capacity = capacity, te{g}, len(m{g})",
+        *_placed(g, size, evicts, kept, stays, f"te{g}", [f"if {due_now}:", f"    {made_due}"]),
     ]
 
 
