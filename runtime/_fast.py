@@ -1686,7 +1686,14 @@ def _crossing(
     ``ah`` where a group's hashes are left ahead of its positions (``ps{g}``: each group's
     after the step), for the caller to hold the fields as `CoordinatorCore._register_boundary`
     holds them. With ``runs`` too (``batched``), a run of blocks (a prefill chunk's) is taken
-    as ``lean`` takes it (`_batched_run`: ``rn{g}``, its room ``gw{g}``), none of it cached."""
+    as ``lean`` takes it (`_batched_run`: ``rn{g}``, its room ``gw{g}``, its cached blocks
+    ``gn{g}`` evicted where each is its key's one block), a cached block a window evicts
+    stays cached, free (one table holds it: no other request of the batch drops it), and,
+    where `_batch_registers`, content waiting is registered as with ``ahead`` (a single
+    block as a run of one; keys new to the map and to the batch's earlier registrations,
+    ``xw``; the keys registered and evicted kept in the batch's ``xr`` for the core's plan,
+    tagged by the request's offset), the request then resting, or held where hashes are left
+    ahead."""
     n = len(core.names)
     pool_of, _ = _pools(core)
     # (the hold of hashes ahead writes every group's fields: each group planned here)
@@ -1695,14 +1702,25 @@ def _crossing(
     xo = "xo" if lean else cache_ops
     batched = batched and xo is None
     runs = runs and batched
+    # (with ``runs``: a prefill chunk's content registered in the pass too, as ``ahead``
+    # registers it, where every group is planned and each that caches has a pool of its
+    # own and no window mask: `_batch_registers`)
+    if runs and _batch_registers(core):
+        register = ahead = True
+    # (with ``runs`` and a prefix cache: the keys a request's runs evict and register)
+    keyed = runs and _caching(core)
+    # Where the registration's ops go.
+    regs = xo if xo else "xe"
     out = [
         *(["xo = []"] if lean else []),
         *(["xe, xk = [], []"] if batched else []),
-        *((["pend, ah = None, False"] if ahead else ["pend = None"]) if register else []),
+        *((["pend, ah = None, False"] if ahead and lean else ["pend = None"]) if register else []),
         "if extras:",
         "    extra = extras.get(o)",
         "    if type(extra) is Active and extra.pending():",
-        "        pend = extra" if register else f"        {fail}",
+        ("        pend, ah = extra, False" if ahead and not lean else "        pend = extra")
+        if register
+        else f"        {fail}",
     ]
     for g in range(n):
         p, size = core._pool[g], core._block_size[g]
@@ -1760,17 +1778,18 @@ def _crossing(
         at_bytes = _plus(f"{itemsize} * c", c * itemsize)  # (the struct passes' offset)
         read = f"st[{_plus('c', c)} : c + {c + COLD}]" if lean else f"cold_of(st, {at_bytes})"
         out += [
-            *([f"ek{g} = None"] if cached else []),
+            *([f"ek{g} = None"] if cached and lean else []),
             f"{fields} = w{g} = {read}",
             # (with ``lean``: the run of blocks the step takes, where it takes more than one,
             # and the cached ones among it, evicted; with ``runs``, the run and its room)
             *([f"rn{g} = gn{g} = None", f"gw{g} = 0"] if lean else []),
-            *([f"rn{g}, gw{g} = None, 0"] if runs else []),
+            *([f"rn{g} = gn{g} = None", f"gw{g} = 0"] if keyed else []),
+            *([f"rn{g}, gw{g} = None, 0"] if runs and not keyed else []),
             # The small counts summed first (an int past 256 is a new object).
             f"sr = {s} + {r}",
             "rows = anchor - sr",
             # (with ``ahead``: the positions after the step, what a hold anchors at)
-            *([f"ps{g} = rows + {q}"] if ahead else []),
+            *([f"ps{g} = rows + {q}"] if ahead and lean else []),
             f"first, end = {first}, {end}",
             f"blocks = (end + {size - 1}) // {size}",
             f"if {q} <= sr and (sr or {q}) and {touched} <= {in_flight} and (not {r} or {s} and "
@@ -1792,7 +1811,10 @@ def _crossing(
                     ),
                 ]
                 if lean
-                else [f"    v{g}, w{g} = sr - {q}, None"]
+                else [
+                    *(["    if pend is not None:", f"        {fail}"] if cached else []),
+                    f"    v{g}, w{g} = sr - {q}, None",
+                ]
             ),
             "else:",
         ]
@@ -1841,6 +1863,15 @@ def _crossing(
                         f"        {xo}.append((setitem, pools[{g}]._free_cached, d{g}, 1))",
                     ]
                     if xo
+                    else [
+                        # (a cached block one table holds: no other request of a batch
+                        # drops it; its flag set at the commit)
+                        f"    if d{g} in sh{i}:",
+                        f"        {fail}",
+                        f"    if d{g} in ca{i}:  # its content stays in the queue",
+                        f"        xe.append((setitem, pools[{g}]._free_cached, d{g}, 1))",
+                    ]
+                    if batched
                     else [f"    if d{g} in sh{i} or d{g} in ca{i}:", f"        {fail}"]
                 ),
                 # Several (the first step after a prefill chunk longer than the window): a
@@ -1865,8 +1896,18 @@ def _crossing(
                     else [
                         f"    if sh{i} and not sh{i}.keys().isdisjoint(d{g}):",
                         f"        {fail}",
-                        f"    if ca{i} and not ca{i}.keys().isdisjoint(d{g}):",
-                        f"        {fail}",
+                        *(
+                            [
+                                f"    if ca{i}:  # their content stays in the queue",
+                                f"        xe.append(flag_op(pools[{g}]._free_cached, "
+                                f"ca{i}.keys() & d{g}, 1))",
+                            ]
+                            if batched
+                            else [
+                                f"    if ca{i} and not ca{i}.keys().isdisjoint(d{g}):",
+                                f"        {fail}",
+                            ]
+                        ),
                     ]
                 ),
             ]
@@ -1896,7 +1937,7 @@ def _crossing(
             *(
                 _run(g, i, size, evicts, kept, stays, due_now, fail, made_due, not shared)
                 if lean
-                else _batched_run(g, i, size, evicts, kept, stays, due_now, fail, made_due)
+                else _batched_run(g, i, size, evicts, kept, stays, due_now, fail, made_due, keyed)
                 if runs
                 else []
             ),
@@ -1943,6 +1984,8 @@ def _crossing(
                     f"            {fail}",
                     f"        key = ca{i}.get(t{g})",
                     "        if key is not None:",
+                    # (content registered beside it: under other keys, as a run's evictions)
+                    *([f"            gn{g} = {{t{g}}}"] if cached else []),
                     f"            cache_map = pools[{g}].map_of(t{g}, key)",
                     "            lk = id(cache_map), key",
                     # (the key's blocks as the batch's earlier takes left them)
@@ -2077,14 +2120,22 @@ def _crossing(
                 "            full = len(hashes)",
                 "        else:",
                 "            ah = True",
-                "        if full == r + 1:",
-                f"            at = r - {skip}",
-                f"            if not 0 <= at < length or gn{g} is not None:",
-                f"                {fail}",
-                *_registered_one(g, i, taken_at, fail),
-                "        elif full > r:",
+                *(
+                    [
+                        "        if full == r + 1:",
+                        f"            at = r - {skip}",
+                        f"            if not 0 <= at < length or gn{g} is not None:",
+                        f"                {fail}",
+                        *_registered_one(g, i, taken_at, fail),
+                        "        elif full > r:",
+                    ]
+                    if lean
+                    # (a batch's: one block as several, the key a take evicted declining)
+                    else ["        if full > r:"]
+                ),
                 f"            lo, hi, kn = r - {skip}, full - {skip}, length - want",
-                f"            if lo < 0 or hi > length or ek{g} is not None:",
+                "            if lo < 0 or hi > length"
+                + (f" or ek{g} is not None:" if lean else ":"),
                 f"                {fail}",
                 f"            tk = rn{g} if rn{g} is not None else array('i', (t{g},)) if want "
                 "else noblock",
@@ -2096,13 +2147,30 @@ def _crossing(
                 f"                blocks = sb{g}[start + lo : start + min(hi, kn)] + "
                 "tk[: max(hi - kn, 0)]",
                 "            keys = hashes[r:full]",
-                # (none cached but those the run's take evicts; every key new to the map)
+                # (none cached but those the run's take evicts; every key new to the map,
+                # and in a batch to what its earlier requests registered, ``xw``)
                 f"            if not ca{i}.keys().isdisjoint(blocks) and not (gn{g} is not None "
                 f"and ca{i}.keys() & blocks <= gn{g}) or not "
-                f"cache_maps[{g}].keys().isdisjoint(keys) or len(set(keys)) != len(keys):",
+                f"cache_maps[{g}].keys().isdisjoint(keys) or len(set(keys)) != len(keys)"
+                + ("" if lean else " or xw and not xw.isdisjoint(keys)")
+                + ":",
                 f"                {fail}",
-                f"            xo += pools[{g}].filed_ops(cache_maps[{g}], blocks, keys)",
-                f"            xo.append((setitem, pend.registered, {g}, full))",
+                *(
+                    [f"            xo += pools[{g}].filed_ops(cache_maps[{g}], blocks, keys)"]
+                    if lean
+                    # (the ids kept for the core's plan too: ``xr``, as `_batched_run`'s)
+                    else [
+                        f"            ids = list(map(pools[{g}]._ids.__getitem__, blocks))",
+                        f"            xe += [(ca{i}.update, zip(ids, keys)), "
+                        f"(cache_maps[{g}].update, zip(keys, ids))]",
+                        f"            xr.append((o, cache_maps[{g}], keys, ids))",
+                        "            if xw:",
+                        "                xw.update(keys)",
+                        "            else:",
+                        "                xw = set(keys)",
+                    ]
+                ),
+                f"            {regs}.append((setitem, pend.registered, {g}, full))",
             ]
         elif cached:
             # `plan_cross`'s registration where the step commits every hash the group knows,
@@ -2128,7 +2196,48 @@ def _crossing(
             ]
         out[at:] = ["    " + line for line in out[at:]]
         _fitted(out, begin, g, fit and g < n - 1)
+    if runs and register:
+        # Content registered in a batch's pass (`_batch_registers`): the request rests after
+        # it or, hashes left ahead (a prompt's chunk before its last), every group's fields
+        # held (as ``cross``, `_lean_cross`), which a group within its slack declines (its
+        # fields not read: ``w{g}`` None).
+        within = " or ".join(
+            [*(["fit"] if fit and n > 1 else []), *(f"w{g} is None" for g in range(n))]
+        )
+        out += [
+            "if pend is not None:",
+            "    if ah:",
+            f"        if {within}:",
+            f"            {fail}",
+            # (the op ``(cold_to, st, at, anchor, base, evict, ...)``: the anchor set to the
+            # positions after the step, the anchor less the slack, and no eviction point)
+            *(
+                f"        w{g} = w{g}[:3] + (w{g}[3] - v{g}, w{g}[4], 0) + w{g}[6:]; v{g} = 0"
+                for g in range(n)
+            ),
+            "    else:",
+            "        known = pend.streams",
+            "        xe.append((setitem, extras, o, pend.resting([r if s < 0 or r >= "
+            "len(known[s].hashes) else len(known[s].hashes) for s, r in zip(pend.stream_of, "
+            "pend.registered)])))",
+        ]
     return [indent + line for line in out]
+
+
+def _caching(core: CoordinatorCore) -> bool:
+    """Whether ``core`` keeps a prefix cache (some group's content is cached)."""
+    return any(cache is not None for cache in core.caches)
+
+
+def _batch_registers(core: CoordinatorCore) -> bool:
+    """Whether a batch's pass (`_advance_all`) registers a prefill chunk's content as one
+    request's ``cross`` does: every group planned (`_firsts`) and each group that caches in
+    a pool of its own, without a window mask (else the core's plan registers it)."""
+    return _firsts(core) and all(
+        core.caches[g] is None
+        or (sum(1 for p in core.pools if p is core.pools[g]) == 1 and not _unread(core, g))
+        for g in range(len(core.names))
+    )
 
 
 def _planned(core: CoordinatorCore, g: int) -> bool:
@@ -2271,21 +2380,40 @@ def _batched_run(
     due_now: str,
     fail: str,
     made_due: str,
+    keyed: bool,
 ) -> list[str]:
     """A batch's crossing's take of a run of blocks (``want`` > 1: a prefill chunk's beside
     the batch's decodes) in its locals, as `_run` takes it for one request: the fresh ids,
     then the queue's live front (`BlockPool.front` from the batch's ``f{i}``/``h{i}``),
     placed as `_placed` places it (the slab's end as the batch planned it, ``te{g}``;
     ``made_due`` where a move makes the slab due). ``rn{g}`` is the run (``t{g}`` 0).
-    ``fail`` where the run is not that: a stale entry among the queue's front, too few
-    before the queue's end (the blocks the batch evicts go to its back at the commit), or a
-    cached block among it (its key's blocks are the core's plan's to track:
-    `_Boundary.evict_run`)."""
+    Cached blocks among it (free, their content in the queue) leave the prefix cache as
+    `_run` evicts them (``gn{g}``, in passes in C where each is its key's one block in the
+    pool's one map: no earlier take of the batch can have changed such a key's entry, one
+    block being its only one), their keys kept for the core's plan (the batch's ``xr``, each
+    record tagged by the request's offset: `_seeded_plan` hands them over). ``fail`` where
+    the run is not that: a stale entry among the queue's front, too few before the queue's
+    end (the blocks the batch evicts go to its back at the commit), a cached block whose
+    key names more blocks or a pool of several maps. ``keyed``: the core has a prefix cache (else no
+    block is ever cached)."""
     return [
         "if want > 1:",
         f"    rn{g} = pools[{g}].front(f{i}, h{i}, want)",
-        f"    if rn{g} is None or ca{i} and not ca{i}.keys().isdisjoint(rn{g}):",
+        f"    if rn{g} is None:",
         f"        {fail}",
+        *(
+            [
+                f"    if ca{i} and not ca{i}.keys().isdisjoint(rn{g}):",
+                f"        gn{g} = ca{i}.keys() & rn{g}",
+                f"        gk = pools[{g}].sole_keys(gn{g})",
+                "        if gk is None:",
+                f"            {fail}",
+                f"        xe += pools[{g}].evicted_ops(gn{g}, gk)",
+                f"        xr.append((o, pools[{g}]._maps[0], gk, None))",
+            ]
+            if keyed
+            else []
+        ),
         f"    fr = nb{i} - f{i}",
         "    if fr > want:",
         "        fr = want",
@@ -2997,17 +3125,28 @@ def _into_plan(core: CoordinatorCore, indent: str) -> list[str]:
     return [indent + line for line in into]
 
 
-def _seeded_plan(core: CoordinatorCore, indent: str) -> list[str]:
+def _seeded_plan(core: CoordinatorCore, indent: str, runs: bool = False) -> list[str]:
     """The lines that make a batch's boundary ``plan`` (its slabs compacted in this call
     allowed to move), started from the keys' blocks the locals' evictions left (``xl``: as
-    its own would, a key it registers again or evicts more of); the caller brings the
-    locals in (`_into_plan`)."""
+    its own would, a key it registers again or evicts more of); with ``runs``, those its
+    runs evicted (none left) and registered (one each: ``xr``, `_batched_run`); the caller
+    brings the locals in (`_into_plan`)."""
     return [
         f"{indent}plan = Boundary(frozenset(g for g in range({len(core.names)}) "
         "if compacted >> g & 1))",
         f"{indent}if xl:",
         f"{indent}    plan.lists.update({{lk: (m, k, list(kept)) for lk, (m, k, kept) in "
         "xl.items()})",
+        *(
+            [
+                f"{indent}for _, cache_map, keys, ids in xr:",
+                f"{indent}    plan.lists.update(zip(zip(repeat(id(cache_map)), keys), "
+                "zip(repeat(cache_map), keys, map(list, repeat((), len(keys))) if ids is None "
+                "else map(list, zip(ids)))))",
+            ]
+            if runs
+            else []
+        ),
     ]
 
 
@@ -4665,8 +4804,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     and new hot fields; one past some slack (at a block boundary) is planned in plain locals
     as a speculative step with nothing rolled back and no lookahead (`_crossing`, a prefill
     chunk's run of blocks too: `_batched_run`) and stored so too (a cached block taken
-    evicted from the prefix cache), until one is not (a run with a cached or stale block,
-    content to register, a speculative tail to accept, ...): it and every later request past
+    evicted from the prefix cache; a prompt's content registered: `_batch_registers`), until
+    one is not (a run with a stale block or a cached one whose key holds more, content under
+    a key filed already, a speculative tail to accept, ...): it and every later request past
     its slack are planned after the pass, in order, on the core's boundary plan started from
     the locals (`_slow_planned`), and what that plan declines goes to the core's general
     path (`CoordinatorCore._general_all`). A move that would make a slab due compacts it and
@@ -4739,6 +4879,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         _pool_locals(core),
         " = ".join(f"gb{g}" for g in range(n)) + " = 0",
         "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
+        # (the keys its runs evicted and registered, for the core's plan: `_seeded_plan`;
+        # those registered, for later requests' registrations)
+        *(["xr, xw = [], None"] if _caching(core) else []),
     ]
     lines += [
         "            offs, hots, cx, slow, ops, xl = [], [], [], [], [], {}",
@@ -4830,6 +4973,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         "                else:",
         "                    cx.append((request_id, o)); continue",
         f"                {restore}",
+        # (the keys a declined request's runs evicted or registered: the core plans them)
+        *(["                while xr and xr[-1][0] == o:", "                    del xr[-1]"]
+          if _caching(core) else []),
         "                if compact >= 0:",
         "                    pre = []",
         "                    if garbage[compact]:",
@@ -4886,7 +5032,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
 
 def _slow_planned(core: CoordinatorCore, made: list[str], again: str, general: str) -> list[str]:
     """A batch's requests that its pass did not plan in locals (``slow``: a prefill chunk's
-    content to register, a run with a cached or stale block, a speculative tail, every
+    content under a key filed already, a run with a stale block, a speculative tail, every
     crossing after one of those), planned in batch
     order on the core's boundary plan (`CoordinatorCore._plan_boundary`), which starts from
     what the locals planned (``made``: the lines that make the locals where no crossing made
@@ -4900,7 +5046,7 @@ def _slow_planned(core: CoordinatorCore, made: list[str], again: str, general: s
         "                if plan is None:",
         *(["                    if not cx:"] if made else []),
         *(f"                        {line}" for line in made),
-        *_seeded_plan(core, "                    "),
+        *_seeded_plan(core, "                    ", runs=_caching(core)),
         *_into_plan(core, "                    "),
         "                if not plan_boundary(ops, plan, o, counts, None, rests=True):",
         "                    compact = plan.compact",

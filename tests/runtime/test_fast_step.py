@@ -53,7 +53,7 @@ from kvunits.contracts.errors import (
     UnitTypeError,
     UnitValueError,
 )
-from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator, _table
+from kvunits.runtime import ContentBatch, ContentKeys, KVCacheCoordinator, _fast, _table
 from kvunits.runtime._core import CoordinatorCore, ExtraView, RequestExtras
 from kvunits.runtime._table import BASE, CAPACITY, SLACK, START, RequestTable
 from kvunits.runtime.block_pool import holders as held_blocks
@@ -1876,6 +1876,134 @@ def test_a_batch_grows_a_segment_where_it_ends_the_slab_and_moves_another_past_i
         assert got == _outcome(general, two._core, "advance_each", ids, [[8], [8]]), ids
         assert _state(one) == _state(two), ids
     assert "_plan_boundary" not in ran and "_general_each" not in ran
+    check_pools(one)
+
+
+@pytest.mark.parametrize("layout", ["text", "audio+text", "text+sliding+audio"])
+def test_a_batch_of_prompt_chunks_registers_them_in_its_pass_as_the_general_path(
+    layout: str,
+) -> None:
+    # vLLM's defaults: prefix caching on, prompts computed in chunks beside the others'
+    # decodes, one engine step a call (`advance_each`; `advance_all` where every count is
+    # one). Each request is admitted with its prompt (its hashes known from the admission),
+    # most prompts new, some given again (a hit on an ended request's blocks, or, admitted
+    # in the same engine step, two requests computing one prompt at once). Requests end and
+    # others start in a pool small enough to hand out cached blocks: a chunk's run evicts
+    # them (each its key's one block) and registers the blocks it computes; hashes left
+    # ahead hold the request (its next chunk registers them), the last chunk leaves it at
+    # rest. Every call, typed or plain, is compared with its general path on a twin. Where
+    # every caching group has a pool of its own (`_batch_registers`), the batch's pass
+    # plans most of it; the core's boundary plan what it declines: a block filed under a
+    # key filed already (a prompt another request computed too, before or earlier in the
+    # same call: the plan then starts from the keys the pass registered and evicted, else
+    # the second's blocks would be filed alone, or evicted keys found cached), a cached
+    # block taken whose key holds several, stale queue entries (blocks a hit took back).
+    audio = SlidingWindowLayer(
+        sliding_window=Window(9, EncoderTokens),
+        pool=PoolFactor(2),
+        kv_heads=KVHeads(1),
+        head_size=Elements(8 if layout == "audio+text" else 4),
+    )
+    text = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
+    sliding = SlidingWindowLayer(
+        sliding_window=Window(6, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
+    )
+    layers: dict[str, LayerSpec] = {"text": text}
+    # (small enough that the queue's front is cached blocks of ended requests)
+    blocks: int | dict[str, int] = 40
+    if layout == "audio+text":
+        layers, blocks = {"audio": audio, "text": text}, {"audio": 40, "text": 40}
+    elif layout == "text+sliding+audio":  # (one pool: the core's plan registers)
+        layers, blocks = {"text": text, "sliding": sliding, "audio": audio}, 120
+
+    def build() -> KVCacheCoordinator:
+        return coordinator(
+            layers, block_size=4, num_blocks=blocks, max_len=48, max_in_flight=16,
+            reserve=False, shared=layout == "text+sliding+audio",
+        )
+
+    one, two = build(), build()
+    units, handles, scale, _ = _sequences(one)
+    stepper = one.stepper(*handles)
+    text_at = list(units).index("text")
+
+    def parts(coord: KVCacheCoordinator, prompt: list[int]) -> dict[int, Any]:
+        out: dict[int, Any] = {}
+        for name, unit in units.items():
+            h = coord.group(name, unit)
+            keys = [k for k in prompt for _ in "ab"] if unit is EncoderTokens else prompt
+            out[h.index] = h.block_hashes(ContentKeys(keys, unit)).part()
+        return out
+
+    rng = random.Random(49)
+    prompts = [[100 * j + i for i in range(rng.randrange(9, 33))] for j in range(60)]
+    left: dict[str, int] = {}  # positions of each request's prompt still to compute
+    answer: dict[str, int] = {}  # decode steps left
+    prompt_of: dict[str, int] = {}
+    made = 0
+    plans = registered = evicted = in_pass = 0
+    for step in range(160):
+        # Admissions: one or two a step while fewer than four requests run (two of one
+        # prompt now and then: both compute it in the same engine steps).
+        while len(left) < 4:
+            shared_now = rng.randrange(4) == 0
+            j = rng.randrange(len(prompts)) if not shared_now else rng.randrange(3)
+            for _ in range(2 if shared_now and len(left) < 3 else 1):
+                made += 1
+                rid = f"q{made}"
+                hits = [
+                    c._core.admit_with_prefix(rid, [None] * len(units), parts(c, prompts[j]))
+                    for c in (one, two)
+                ]
+                assert hits[0] == hits[1], rid
+                left[rid] = len(prompts[j]) - hits[0][text_at]
+                answer[rid] = rng.randrange(2, 9)
+                prompt_of[rid] = j
+        ids = list(left)
+        qs = []
+        for rid in ids:
+            if left[rid]:
+                n = min(left[rid], rng.choice((3, 5, 8, 13, 16)))  # (some end mid-block)
+                left[rid] -= n
+            else:
+                n = rng.choice((1, 1, 1, 0))
+                answer[rid] -= n
+            qs.append([n * s for s in scale])
+        cached = [set(pool._cached) for pool in one._core.pools]
+        ran: list[str] = []
+        args: tuple[Any, ...]
+        sys.setprofile(_recorder(ran))
+        try:
+            if all(q == [1 * s for s in scale] for q in qs) and step % 2:
+                got = _outcome(fast, one._core, "advance_all", ids, qs[0])
+                kind, args = "advance_all", (ids, qs[0])
+            elif step % 2:
+                typed = [tuple(u(x) for u, x in zip(units.values(), q, strict=True)) for q in qs]
+                got = _outcome(stepper.advance_each, ids, typed)
+                kind, args = "advance_each", (ids, qs)
+            else:
+                got = _outcome(fast, one._core, "advance_each", ids, qs)
+                kind, args = "advance_each", (ids, qs)
+        finally:
+            sys.setprofile(None)
+        assert got == _outcome(general, two._core, kind, *args), step
+        assert _state(one) == _state(two), step
+        plans += "_plan_boundary" in ran
+        registered += any(q[0] > 1 for q in qs)
+        pools = one._core.pools
+        evicted += sum(len(c - set(p._cached)) for c, p in zip(cached, pools, strict=True))
+        if any(q[0] > 1 for q in qs):
+            in_pass += "_register_boundary" not in ran and "_general_each" not in ran
+        for rid in ids:
+            if not left[rid] and answer[rid] <= 0:
+                for c in (one, two):
+                    c.free(rid)
+                del left[rid], answer[rid]
+    assert registered > 60 and evicted > 50, (registered, evicted)
+    # (one pool for every group: the core's plan registers, as before)
+    assert _fast._batch_registers(one._core) == (layout != "text+sliding+audio")
+    if layout != "text+sliding+audio":
+        assert in_pass > registered * 3 // 4 and plans < registered // 4, (in_pass, plans)
     check_pools(one)
 
 
