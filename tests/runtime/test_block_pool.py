@@ -281,7 +281,9 @@ def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataOb
     # passes in C (`_ended_sets`): on any pool (shared, cached, cached-free and stale blocks)
     # and any blocks (a table, or a block twice, the null block, one free or never handed
     # out) both refuse alike or give the same front, the same back and, committed, the same
-    # pool.
+    # pool. The route for a table in a request's order (`_ended_in_order`, tried first where
+    # the pool caches and has no stale entry) never takes what the loop refuses or splits
+    # otherwise.
     size, pool, _, held = _drawn_pool(data, 40, 30, keys=4, registers=2)
     table = st.lists(st.sampled_from(sorted(set(held))), unique=True) if held else st.just([])
     anything = st.lists(st.integers(0, size), max_size=20)
@@ -291,8 +293,17 @@ def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataOb
     spoiler = st.one_of([st.sampled_from(kind) for kind in kinds if kind])
     spoiled = st.tuples(table, spoiler).map(lambda t: [*t[0], t[1]])
     blocks = array("i", data.draw(table | table | anything | spoiled, label="ended"))
-    twins = [copy.deepcopy(pool) for _ in range(2)]
+    twins = [copy.deepcopy(pool) for _ in range(3)]
     few, sets = twins[0]._ended_few(blocks), twins[1]._ended_sets(blocks)
+    in_order = (
+        twins[2]._ended_in_order(blocks, blocks.tolist())
+        if len(set(blocks)) == len(blocks)  # (`_ended_sets` refuses a block twice first)
+        else None
+    )
+    if in_order is not None:
+        assert few is not None
+        assert (list(in_order[0]), list(in_order[1])) == (list(few[0]), list(few[1]))
+        commit(ops_of(in_order[2]))
     if few is None or sets is None:
         assert few is sets is None
         return
@@ -302,6 +313,9 @@ def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataOb
     commit(ops_of(ops_c))
     assert _pool_state(twins[0]) == _pool_state(twins[1])
     assert twins[0]._shared == twins[1]._shared
+    if in_order is not None:
+        assert _pool_state(twins[2]) == _pool_state(twins[0])
+        assert twins[2]._shared == twins[0]._shared
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -310,8 +324,9 @@ def test_an_end_in_a_requests_order_splits_as_the_loop_does(data: st.DataObject)
     # A table as a request's end gives it: tail first where it cached content (its blocks
     # without content, its cached ones, its prefix hits, which other tables share), else the
     # other way round. `_ended_sets` then takes front and back as slices of it; they are
-    # what the loop gives, and, committed, the same pool. (Pools drawn with many touches:
-    # shared blocks in most tables.)
+    # what the loop gives, and, committed, the same pool; tail first, in a pool that caches
+    # and has no stale entry, by the route that finds the three parts by their ends
+    # (`_ended_in_order`). (Pools drawn with many touches: shared blocks in most tables.)
     _, pool, _, held = _drawn_pool(data, 40, 40, keys=4, registers=3)
     own = sorted(set(held))
     drawn = st.lists(st.sampled_from(own), min_size=1, unique=True) if own else st.just([])
@@ -320,11 +335,14 @@ def test_an_end_in_a_requests_order_splits_as_the_loop_does(data: st.DataObject)
     def kind(b: int) -> int:
         return 2 if b in pool._shared else 1 if b in pool._cached or b in pool._stale else 0
 
-    blocks.sort(key=kind, reverse=data.draw(st.booleans(), label="without content"))
+    tail_first = data.draw(st.booleans(), label="tail first")
+    blocks.sort(key=kind, reverse=not tail_first)
     twins = [copy.deepcopy(pool) for _ in range(2)]
     table = array("i", blocks)
     few, sets = twins[0]._ended_few(table), twins[1]._ended_sets(table)
     assert few is not None and sets is not None  # (a table: each block once, held)
+    if tail_first and pool._cached and not pool._stale:
+        assert pool._ended_in_order(table, blocks) is not None
     assert [list(few[0]), list(few[1])] == [list(sets[0]), list(sets[1])]
     commit(ops_of(few[2]))
     commit(ops_of(sets[2]))
