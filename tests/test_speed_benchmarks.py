@@ -3,12 +3,13 @@ asserted: the figures are ratios to a baseline measured in the same run, printed
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import re
 
 import pytest
 
-from benchmarks import startup, validation, vs_vllm
+from benchmarks import replay, startup, validation, vs_vllm
 
 
 def test_validation_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
@@ -123,3 +124,30 @@ def test_vs_vllm_reports_hits_split_by_sequence() -> None:
     assert seen.split is None and seen.hits
     assert vs_vllm.split_hit(plain, "s1", [4 * 16, 16]) is None  # P = 4 encoder tokens a token
     assert vs_vllm.split_hit(plain, "s1", [0, 16]) is not None
+
+
+@pytest.mark.parametrize(
+    ("trace", "side"),
+    [("held prefix chunked prompts", "batch"), ("spec 2 groups", "fused"),
+     ("prefix generated", "content"), ("short prefix", "typed")],
+)
+def test_replay_benchmark_replays_a_runs_calls_to_its_state(
+    trace: str, side: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `benchmarks.replay` records a side's calls to kvunits and replays them alone on fresh
+    # coordinators: each replay must leave what the run left (it raises otherwise).
+    out = replay.main([trace, "--side", side, "--quick", "--rounds", "2"])
+    assert out["us_per_stream_step"] > 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"{trace} ({side}): ") and "µs a stream-step" in printed
+
+
+def test_replay_benchmark_refuses_a_replay_that_leaves_another_state() -> None:
+    # The state check can fail: a recording less one of its frees (a request left admitted).
+    recording = replay.record(replay.find("held prefix chunked prompts"), "batch")
+    last = max(i for i, call in enumerate(recording.calls) if call[1] == "free")
+    calls = recording.calls[:last] + recording.calls[last + 1 :]
+    cut = dataclasses.replace(recording, calls=calls)
+    replay.replay(recording)
+    with pytest.raises(SystemExit, match="the replay left another state than the run"):
+        replay.replay(cut)
