@@ -21,22 +21,17 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from benchmarks import vs_vllm
+from benchmarks import startup, vs_vllm
 from kvunits.runtime import GroupHandle, KVCacheCoordinator
 from kvunits.runtime.coordinator import Stepper
-
-REPO = Path(__file__).resolve().parent.parent
 
 #: The stepper's and the coordinator's calls a side makes (each recorded where it has it).
 STEPPER_CALLS = (
@@ -111,9 +106,13 @@ def record(trace: vs_vllm.Trace, side: str) -> Recording:
             return [placed(v) for v in value]
         return value
 
-    def recorded(kind: str, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+    def recorded(kind: str, name: str, call: Callable[..., Any], bound: bool = False) -> Any:
+        """``call`` that records each call first (``bound``: a method, its instance not
+        recorded)."""
+
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            calls.append((kind, name, placed(args), {k: placed(v) for k, v in kwargs.items()}))
+            given = args[1:] if bound else args
+            calls.append((kind, name, placed(given), {k: placed(v) for k, v in kwargs.items()}))
             return call(*args, **kwargs)
 
         return wrapper
@@ -131,33 +130,14 @@ def record(trace: vs_vllm.Trace, side: str) -> Recording:
                 object.__setattr__(made, name, recorded("stepper", name, getattr(made, name)))
         return made
 
-    def method_call(name: str) -> Callable[..., Any]:
-        method = methods[name]
-
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            kept = {k: placed(v) for k, v in kwargs.items()}
-            calls.append(("stepper", name, placed(args), kept))
-            return method(self, *args, **kwargs)
-
-        return wrapper
-
-    def coordinator_call(name: str) -> Callable[..., Any]:
-        method = saved[name]
-
-        def wrapper(self: KVCacheCoordinator, *args: Any, **kwargs: Any) -> Any:
-            kept = {k: placed(v) for k, v in kwargs.items()}
-            calls.append(("coordinator", name, placed(args), kept))
-            return method(self, *args, **kwargs)
-
-        return wrapper
 
     schedule = vs_vllm.make_schedule(trace)
     run = vs_vllm.KvunitsSide(trace, schedule, side)
     KVCacheCoordinator.stepper = stepper  # type: ignore[method-assign]
-    for name in COORDINATOR_CALLS:
-        setattr(KVCacheCoordinator, name, coordinator_call(name))
-    for name in methods:
-        setattr(Stepper, name, method_call(name))
+    for name, method in saved.items():
+        setattr(KVCacheCoordinator, name, recorded("coordinator", name, method, bound=True))
+    for name, method in methods.items():
+        setattr(Stepper, name, recorded("stepper", name, method, bound=True))
     try:
         run.run()
     finally:
@@ -223,21 +203,10 @@ def instructions(name: str, side: str, replays: int, quick: bool) -> float:
     """Instructions per stream-step of ``replays`` replays, counted by callgrind: a process
     that records and replays, less one that records and prepares as many replays."""
 
-    def counted(*extra: str) -> int:
-        argv = [sys.executable, "-m", "benchmarks.replay", name, "--side", side]
-        argv += ["--count", str(replays), *extra, *(["--quick"] if quick else [])]
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-            cwd=REPO,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        match = re.search(r"Collected : ([0-9]+)", done.stderr)
-        if match is None:
-            raise SystemExit(f"valgrind printed no instruction count:\n{done.stderr}")
-        return int(match.group(1))
+    def counted(*extra: str) -> int:  # (`startup.instructions`: PYTHONHASHSEED=0)
+        argv = (sys.executable, "-m", "benchmarks.replay", name, "--side", side, "--count",
+                str(replays), *extra, *(["--quick"] if quick else []))
+        return startup.instructions(argv, dict(os.environ))
 
     steps = record(find(name, quick), side).stream_steps
     return (counted() - counted("--baseline")) / replays / steps

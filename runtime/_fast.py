@@ -2329,13 +2329,23 @@ def _run(
         # Cached blocks among it (free, their content in the queue) leave the prefix cache, in
         # passes in C where each is its key's one block in the pool's one map (as
         # `_Boundary.evict_run`), at the commit, before anything this step registers.
+        *_run_evicted(g, i, fail, "xo"),
+        *_placed(g, size, evicts, kept, stays, f"x{g}", []),
+    ]
+
+
+def _run_evicted(g: int, i: int, fail: str, ops: str) -> list[str]:
+    """The lines that evict the cached blocks among a run ``rn{g}`` (``gn{g}``: none where
+    it holds none) by ops added to the list ``ops``, in passes in C where each is its key's
+    one block in its pool's one map (`BlockPool.sole_keys`, `evicted_ops`; else ``fail``).
+    Leaves ``gk``, their keys, where there are some."""
+    return [
         f"    if ca{i} and not ca{i}.keys().isdisjoint(rn{g}):",
         f"        gn{g} = ca{i}.keys() & rn{g}",
         f"        gk = pools[{g}].sole_keys(gn{g})",
         "        if gk is None:",
         f"            {fail}",
-        f"        xo += pools[{g}].evicted_ops(gn{g}, gk)",
-        *_placed(g, size, evicts, kept, stays, f"x{g}", []),
+        f"        {ops} += pools[{g}].evicted_ops(gn{g}, gk)",
     ]
 
 
@@ -2403,12 +2413,7 @@ def _batched_run(
         f"        {fail}",
         *(
             [
-                f"    if ca{i} and not ca{i}.keys().isdisjoint(rn{g}):",
-                f"        gn{g} = ca{i}.keys() & rn{g}",
-                f"        gk = pools[{g}].sole_keys(gn{g})",
-                "        if gk is None:",
-                f"            {fail}",
-                f"        xe += pools[{g}].evicted_ops(gn{g}, gk)",
+                *_run_evicted(g, i, fail, "xe"),
                 f"        xr.append((o, pools[{g}]._maps[0], gk, None))",
             ]
             if keyed
