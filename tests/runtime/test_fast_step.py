@@ -1898,29 +1898,15 @@ def test_a_batch_of_prompt_chunks_registers_them_in_its_pass_as_the_general_path
     # same call: the plan then starts from the keys the pass registered and evicted, else
     # the second's blocks would be filed alone, or evicted keys found cached), a cached
     # block taken whose key holds several, stale queue entries (blocks a hit took back).
-    audio = SlidingWindowLayer(
-        sliding_window=Window(9, EncoderTokens),
-        pool=PoolFactor(2),
-        kv_heads=KVHeads(1),
-        head_size=Elements(8 if layout == "audio+text" else 4),
-    )
-    text = FullAttentionLayer(kv_heads=KVHeads(1), head_size=Elements(8))
-    sliding = SlidingWindowLayer(
-        sliding_window=Window(6, Tokens), kv_heads=KVHeads(1), head_size=Elements(8)
-    )
-    layers: dict[str, LayerSpec] = {"text": text}
-    # (small enough that the queue's front is cached blocks of ended requests)
-    blocks: int | dict[str, int] = 40
-    if layout == "audio+text":
-        layers, blocks = {"audio": audio, "text": text}, {"audio": 40, "text": 40}
-    elif layout == "text+sliding+audio":  # (one pool: the core's plan registers)
-        layers, blocks = {"text": text, "sliding": sliding, "audio": audio}, 120
+    # `_generating`'s layouts, with longer requests and chunks, in pools small enough that
+    # the queue's front is cached blocks of ended requests (one pool for every group in the
+    # last: the core's plan registers there)
+    blocks: dict[str, int | dict[str, int]] = {
+        "text": 40, "audio+text": {"audio": 40, "text": 40}, "text+sliding+audio": 120
+    }
 
     def build() -> KVCacheCoordinator:
-        return coordinator(
-            layers, block_size=4, num_blocks=blocks, max_len=48, max_in_flight=16,
-            reserve=False, shared=layout == "text+sliding+audio",
-        )
+        return _generating(layout, blocks[layout], max_len=48, max_in_flight=16)
 
     one, two = build(), build()
     units, handles, scale, _ = _sequences(one)
@@ -3159,12 +3145,18 @@ def test_a_step_that_registers_content_matches_the_general_path() -> None:
     check_pools(one)
 
 
-def _generating(layout: str) -> KVCacheCoordinator:
+def _generating(
+    layout: str,
+    num_blocks: int | dict[str, int] | None = None,
+    max_len: int = 24,
+    max_in_flight: int = 4,
+) -> KVCacheCoordinator:
     """A small coordinator whose blocks cycle through the prefix cache: ``text`` (full
     attention, blocks of 4 tokens); ``audio+text`` adds a pooled sliding window (P = 2, 5
     encoder tokens, blocks of 4 slots: 8 encoder tokens a block, another granularity on
     another sequence), pools of their own; ``text+sliding+audio`` adds a sliding window of 6
-    tokens on the text sequence and draws every group from one pool."""
+    tokens on the text sequence and draws every group from one pool. ``num_blocks``: other
+    pool sizes than the layout's."""
     audio = SlidingWindowLayer(
         sliding_window=Window(9, EncoderTokens),
         pool=PoolFactor(2),
@@ -3190,9 +3182,9 @@ def _generating(layout: str) -> KVCacheCoordinator:
     return coordinator(
         layers,
         block_size=4,
-        num_blocks=blocks,
-        max_len=24,
-        max_in_flight=4,
+        num_blocks=blocks if num_blocks is None else num_blocks,
+        max_len=max_len,
+        max_in_flight=max_in_flight,
         reserve=False,
         shared=layout == "text+sliding+audio",
     )
