@@ -72,8 +72,12 @@ class _Place:
 
 
 def find(name: str, quick: bool = False) -> vs_vllm.Trace:
-    """The family's or the held-out trace called ``name`` (as `vs_vllm` prints it)."""
+    """The family's or the held-out trace called ``name`` (as `vs_vllm` prints it), or a
+    sweep's (``sweep SEED.N``: the Nth random trace of seed SEED, `vs_vllm.sweep`)."""
     traces = vs_vllm.family(quick) + vs_vllm.held_out(quick)
+    seed = name.removeprefix("sweep ").partition(".")[0]
+    if name.startswith("sweep ") and seed.isdigit():
+        traces += vs_vllm.sweep(int(seed), quick=quick)
     for trace in traces:
         if trace.name == name:
             return trace

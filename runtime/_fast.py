@@ -1937,7 +1937,9 @@ def _crossing(
             *(
                 _run(g, i, size, evicts, kept, stays, due_now, fail, made_due, not shared)
                 if lean
-                else _batched_run(g, i, size, evicts, kept, stays, due_now, fail, made_due, keyed)
+                else _batched_run(
+                    g, i, size, evicts, kept, stays, due_now, fail, made_due, keyed, not shared
+                )
                 if runs
                 else []
             ),
@@ -2030,8 +2032,7 @@ def _crossing(
             *("        " + line for line in stays),
             "    else:",
             *([f"        x{g} = len(sb{g})"] if lean else []),
-            f"        if {due_now}:",
-            f"            {made_due}",
+            *([f"        if {due_now}:", f"            {made_due}"] if made_due else []),
             f"        m{g} = sb{g}[{kept}]",
             f"        m{g}.append(t{g})",
             f"        room = grown(len(m{g}), capacity, {'skip' if evicts else 'skipped'})"
@@ -2307,6 +2308,7 @@ def _run(
         f"        if (start + capacity != x{g} or capacity <= {dropped}) and {due_now}:",
         f"            {made_due}",
         f"    rn{g} = pools[{g}].front(f{i}, h{i}, want)",
+        *(_run_released(g, i) if evicts and own else []),
         f"    fr = nb{i} - f{i}",
         "    if fr > want:",
         "        fr = want",
@@ -2331,6 +2333,21 @@ def _run(
         # `_Boundary.evict_run`), at the commit, before anything this step registers.
         *_run_evicted(g, i, fail, "xo"),
         *_placed(g, size, evicts, kept, stays, f"x{g}", []),
+    ]
+
+
+def _run_released(g: int, i: int) -> list[str]:
+    """The lines that retry a run's take ``rn{g}`` (None: the queue's live entries and the
+    fresh ids are too few) past the queue's entries, as a take of one block goes there: the
+    blocks released before the take go to the queue's back first, as the core's plan and
+    vLLM's ``remove_skipped_blocks`` before its allocation release them (a batch's earlier
+    requests' evictions, ``ev{i}``, then this group's own, ``d{g}``, the last first:
+    `BlockPool.front_released`, which leaves ``rn{g}`` None where one taken is stale or
+    cached, the core's). For a window's group in a pool of its own."""
+    return [
+        f"    if rn{g} is None and (ev{i} or dr{g}):",
+        f"        rn{g} = pools[{g}].front_released(f{i}, h{i}, want, ev{i}, "
+        f"(d{g},) if dr{g} == 1 else d{g}[::-1] if dr{g} else ())",
     ]
 
 
@@ -2391,6 +2408,7 @@ def _batched_run(
     fail: str,
     made_due: str,
     keyed: bool,
+    own: bool,
 ) -> list[str]:
     """A batch's crossing's take of a run of blocks (``want`` > 1: a prefill chunk's beside
     the batch's decodes) in its locals, as `_run` takes it for one request: the fresh ids,
@@ -2405,10 +2423,12 @@ def _batched_run(
     the run is not that: a stale entry among the queue's front, too few before the queue's
     end (the blocks the batch evicts go to its back at the commit), a cached block whose
     key names more blocks or a pool of several maps. ``keyed``: the core has a prefix cache (else no
-    block is ever cached)."""
+    block is ever cached). Past the queue's entries, a window's group in a pool of its own
+    (``evicts``, ``own``) takes the blocks released before the take (`_run_released`)."""
     return [
         "if want > 1:",
         f"    rn{g} = pools[{g}].front(f{i}, h{i}, want)",
+        *(_run_released(g, i) if evicts and own else []),
         f"    if rn{g} is None:",
         f"        {fail}",
         *(
@@ -2423,7 +2443,10 @@ def _batched_run(
         "    if fr > want:",
         "        fr = want",
         f"    f{i}, h{i}, t{g} = f{i} + fr, h{i} + want - fr, 0",
-        *_placed(g, size, evicts, kept, stays, f"te{g}", [f"if {due_now}:", f"    {made_due}"]),
+        *_placed(
+            g, size, evicts, kept, stays, f"te{g}",
+            [f"if {due_now}:", f"    {made_due}"] if made_due else [],
+        ),
     ]
 
 
@@ -2677,12 +2700,16 @@ def _pooled(core: CoordinatorCore, indent: str) -> list[str]:
     return [indent + line for line in out]
 
 
-def _pool_locals(core: CoordinatorCore) -> str:
-    """The batch's locals of its pools and slabs, as `_crossing` reads them (one line)."""
+def _pool_locals(core: CoordinatorCore, batch: bool = False) -> str:
+    """The locals of the pools and slabs, as `_crossing` reads them (one line). A ``batch``'s
+    evicted blocks (``ev{i}``) are an array: its requests' windows evict runs, each added
+    in C, and a later take past the queue reads a slice of them (`BlockPool.front_released`);
+    one request's, a list (an array costs more to make than its few evictions save)."""
     _, first_of = _pools(core)
+    evicted = "array('i')" if batch else "[]"
     return "; ".join(
         [
-            f"pool = pools[{g}]; ev{i} = []; f{i}, h{i}, nb{i}, qu{i}, sa{i}, ca{i}, "
+            f"pool = pools[{g}]; ev{i} = {evicted}; f{i}, h{i}, nb{i}, qu{i}, sa{i}, ca{i}, "
             f"sh{i} = pool._fresh, pool._head, pool.num_blocks, pool._queue, pool._stale, "
             "pool._cached, pool._shared"
             for i, g in enumerate(first_of)
@@ -2877,7 +2904,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     kints = " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n))
     spec = "(" + ks + ")"
-    fresh = _pool_locals(core)
+    fresh = _pool_locals(core, batch=True)
     zero_gb = " = ".join(f"gb{g}" for g in range(n)) + " = 0"
     ends = "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n))
     raw = (
@@ -2920,6 +2947,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"                {back}",
         "            if len(rejected) != len(request_ids):",
         f"                {back}",
+        *_compacted_first(n),
         f"            spec = {spec}",
         "            offs, xs, cx, ops = [], [], [], []",
         "            hots = []; push, row = offs.append, hots.append; xl = {}",
@@ -2989,11 +3017,14 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         for g in reversed(range(n)):
             indent = indent[4:]
             lines += [f"{indent}else:", f"{indent}    fit = {g}"]
-    keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of))) + "; compact = -1"
+    keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of)))
     restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
-    # A move that would make its slab's garbage due: the slab compacted first (no observable
-    # change; nothing else was written), then the call again, as the general path does.
-    compacting = "compact = {g}; break"
+    # A move is made whatever garbage it leaves: the slabs it makes due are compacted at the
+    # next batch's start (`_compacted_first`), not by planning the batch again.
+    compacting = ""
+    # The core's plan refusing a move (its slab would be due): the slab compacted first
+    # (nothing observable; nothing else was written), then the call again, as the general
+    # path does.
     again = (
         "                if compact >= 0:\n"
         "                    pre = []\n"
@@ -3022,7 +3053,6 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         # (a crossing's offset only: its item is made again where the core needs it)
         "                    cx.append(o); continue",
         f"                {restore}",
-        *again.split("\n"),
         f"                xs.append({item})",
         "            if len(set(request_ids)) != len(request_ids):",
         f"                {checked}",
@@ -3077,7 +3107,6 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                    else:",
         "                        continue",
         f"                    {restore}",
-        *("    " + line for line in again.split("\n")),
         "                    # The core's boundary path (a slab due, ...), on one plan, which",
         "                    # starts from the keys' blocks the locals' evictions left (as its",
         "                    # own would: a key it registers again, or evicts more of).",
@@ -4881,13 +4910,14 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     # first slow request's plan starts from them.
     made = [
         f"{zeros} = 0",
-        _pool_locals(core),
+        _pool_locals(core, batch=True),
         " = ".join(f"gb{g}" for g in range(n)) + " = 0",
         "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
         # (the keys its runs evicted and registered, for the core's plan: `_seeded_plan`;
         # those registered, for later requests' registrations)
         *(["xr, xw = [], None"] if _caching(core) else []),
     ]
+    lines += _compacted_first(n)
     lines += [
         "            offs, hots, cx, slow, ops, xl = [], [], [], [], [], {}",
         "            push, row = offs.append, hots.append",
@@ -4951,23 +4981,27 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         f"                    slow.append({item}); continue",
         "                if not cx:",
         *(f"                    {line}" for line in made),
-        f"                c = o * {cw // hw}; compact = -1",
+        f"                c = o * {cw // hw}",
         # (the locals outlive a crossing they decline: its takes undone after it)
         f"                {keep}",
         "                for _ in once:",
     ]
-    # A move that would make its slab's garbage due: the slab compacted first (nothing
-    # observable; nothing else was written), then the call again, as `_respec_all` does.
+    # The core's plan (``slow``) compacting a slab first: the call again, as `_respec_all`
+    # does (nothing observable; nothing else was written).
     again = (
         f"return {name}(request_ids, num_new, units, checked, compacted | 1 << compact)"
         if each == "units"
         else f"return {name}(request_ids, num_new, compacted | 1 << compact)"
     )
+    # A move is made whatever garbage it leaves: the slabs it makes due are compacted at the
+    # next batch's start (`_compacted_first`), not by planning the batch again from its first
+    # request (a batch of 600 prefill chunks in 3 window groups was planned again most engine
+    # steps).
     lines += _crossing(
         core,
         "break",
         "                    ",
-        "compact = {g}; break",
+        "",
         typed=True,
         fit=True,
         batched=True,
@@ -4981,11 +5015,6 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         # (the keys a declined request's runs evicted or registered: the core plans them)
         *(["                while xr and xr[-1][0] == o:", "                    del xr[-1]"]
           if _caching(core) else []),
-        "                if compact >= 0:",
-        "                    pre = []",
-        "                    if garbage[compact]:",
-        "                        compact_ops(pre, (compact,))",
-        f"                    commit(ops_of(pre)); del owner[0]; {again}",
         f"                slow.append({item})",
     ]
     if each:
@@ -5033,6 +5062,21 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         "            commit(ops_of(ops)); del owner[0]; return  # the commit",
     ]
     return lines
+
+
+def _compacted_first(n: int) -> list[str]:
+    """A batch's first lines after its arguments are read: every slab whose garbage is due
+    (`_table.due`) compacted, in a commit of its own (it moves segments only, nothing a
+    view reads: a call interrupted after it has changed nothing observable). The batch's
+    own moves are then made whatever garbage they leave (their slabs compacted here, at the
+    next batch's start): a move never has the batch planned again from its first request."""
+    due = " or ".join(f"due(garbage[{g}], len(slabs[{g}]))" for g in range(n))
+    return [
+        f"            if {due}:",
+        "                pre = []",
+        "                compact_ops(pre, ())",
+        "                commit(ops_of(pre))",
+    ]
 
 
 def _slow_planned(core: CoordinatorCore, made: list[str], again: str, general: str) -> list[str]:

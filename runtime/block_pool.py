@@ -733,6 +733,35 @@ class BlockPool:
         out.extend(run)
         return out
 
+    def front_released(
+        self, fresh: int, head: int, n: int, released: Sequence[int], own: Sequence[int]
+    ) -> array[int] | None:
+        """`front` past the queue's entries, where they and the fresh ids are too few: the
+        blocks released before the take follow them, ``released`` (a batch's earlier
+        requests' evictions, in queue order) then ``own`` (the taking group's own, in queue
+        order), as vLLM's ``remove_skipped_blocks`` queues them before its allocation. Only
+        the entries taken are read (a batch's ``released`` grows with it: no copy of it per
+        take). None where they are too few, or one taken is stale or cached (its queue entry
+        or its content the core's to plan). Changes nothing."""
+        k = min(n, self.num_blocks - fresh)
+        queue = self._queue
+        end, size = head + n - k, len(queue)
+        lo, hi, cut = max(head - size, 0), end - size, len(released)
+        if hi <= 0 or hi > cut + len(own):
+            return None
+        run = self.ids(fresh, fresh + k) if k else array("i")
+        if head < size:
+            run.extend(queue[head:])
+        rest = len(run)
+        run.extend(released[lo:hi] if hi <= cut else released[lo:])
+        if hi > cut:
+            run.extend(own[max(lo - cut, 0) : hi - cut])
+        if self._stale and not self._stale.keys().isdisjoint(run[k:]):
+            return None
+        if self._cached and not self._cached.keys().isdisjoint(run[rest:]):
+            return None
+        return run
+
     def past_stale(self, head: int, ops: Ops) -> tuple[int, int] | None:
         """The queue's first live entry at ``head`` or after, as a plan that takes one block
         sees it (its stale entries there skipped, as `PoolPlan.take` skips them: a prefix

@@ -384,6 +384,48 @@ def test_a_run_past_the_queue_takes_the_released_blocks_as_a_plan_does(data: st.
 
 @settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
+def test_a_batch_run_past_the_queue_takes_what_front_takes(data: st.DataObject) -> None:
+    # `BlockPool.front_released` (a batch's run past the queue's entries: its earlier
+    # requests' evictions, then the taking group's own, each in queue order, given apart so
+    # that the batch's growing list is not copied per take): where the take goes past the
+    # queue's entries, the run `front` takes with the two lists joined (itself checked
+    # against a plan above), unless a block it takes past the queue is cached (None: the
+    # core's to plan); None too where the queue's entries suffice or all are too few.
+    size, pool, _, held = _drawn_pool(data, 20, 16, keys=3)
+    once = sorted(b for b in set(held) if held.count(b) == 1 and b not in pool._shared)
+    released = data.draw(
+        st.lists(st.sampled_from(once), unique=True) if once else st.just([]), label="released"
+    )
+    cut = data.draw(st.integers(0, len(released)), label="own from")
+    earlier, own = array("i", released[:cut]), array("i", released[cut:][::-1])
+    joined = [*earlier, *own]
+    fresh, head = pool._fresh, pool._head
+    for label in ("first", "second"):
+        # (mostly a take past the queue's entries: the fresh ids and live ones all taken)
+        least = size - fresh + max(len(pool._queue) - head, 0) + 1
+        n = data.draw(
+            st.integers(least, least + len(joined)) | st.integers(1, size + len(joined)),
+            label=label,
+        )
+        k = min(n, size - fresh)
+        past = head + n - k > len(pool._queue)
+        run = pool.front_released(fresh, head, n, earlier, own)
+        expected = pool.front(fresh, head, n, joined) if past else None
+        beyond = [] if expected is None else list(expected)[k + max(len(pool._queue) - head, 0):]
+        if expected is not None and any(b in pool._cached for b in beyond):
+            event("a cached one past the queue")
+            expected = None
+        assert (None if run is None else list(run)) == (
+            None if expected is None else list(expected)
+        ), (fresh, head, n)
+        if run is None:
+            return
+        event("past the queue")
+        fresh, head = fresh + k, head + n - k
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data())
 def test_a_run_past_stale_entries_takes_what_a_plan_takes(data: st.DataObject) -> None:
     # `BlockPool.front_past_stale` (a lean crossing's run in a pool of one group, where a
     # prefix hit took blocks back out of the queue): the fresh ids, then the queue's live
