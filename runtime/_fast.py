@@ -2930,7 +2930,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
     lines = [
         f"    def respec_all{suffix}(request_ids, num_new, lookahead, rejected"
         + (", units, checked" if units else "")
-        + ", compacted=0):",
+        + "):",
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
@@ -3019,22 +3019,10 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
             lines += [f"{indent}else:", f"{indent}    fit = {g}"]
     keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of)))
     restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
-    # A move is made whatever garbage it leaves: the slabs it makes due are compacted at the
-    # next batch's start (`_compacted_first`), not by planning the batch again.
+    # A move is made whatever garbage it leaves, here or on the core's plan (`_seeded_plan`):
+    # the slabs it makes due are compacted at the next batch's start (`_compacted_first`),
+    # never by planning the batch again.
     compacting = ""
-    # The core's plan refusing a move (its slab would be due): the slab compacted first
-    # (nothing observable; nothing else was written), then the call again, as the general
-    # path does.
-    again = (
-        "                if compact >= 0:\n"
-        "                    pre = []\n"
-        "                    if garbage[compact]:\n"
-        "                        compact_ops(pre, (compact,))\n"
-        f"                    commit(ops_of(pre)); del owner[0]; return respec_all{suffix}("
-        "request_ids, num_new, lookahead, rejected"
-        + (", units, checked" if units else "")
-        + ", compacted | 1 << compact)"
-    )
     # Past some slack: planned here unless an earlier one could not be.
     lines += [
         "                if xs:",
@@ -3116,10 +3104,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                    back = plan_unroll(o, rejected_i, plan, num_new)",
         "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
         "lookahead, back):",
-        # A move the boundary plan refused (its slab would be due): compacted, then the
-        # call again, the move allowed (as `CoordinatorCore._boundary_step`); else general.
-        "                        compact = plan.compact",
-        *("        " + line for line in again.split("\n")),
+        # Whatever the boundary plan declines (its moves allowed): the general path.
         f"                        return general_respec_all(me, request_ids, num_new, lookahead, "
         f"{raw}, {fast}, [(x, o, r) for x, r in zip(request_ids, {raw}) "
         "if (o := get(x)) in crossed] + xs)",
@@ -3160,14 +3145,13 @@ def _into_plan(core: CoordinatorCore, indent: str) -> list[str]:
 
 
 def _seeded_plan(core: CoordinatorCore, indent: str, runs: bool = False) -> list[str]:
-    """The lines that make a batch's boundary ``plan`` (its slabs compacted in this call
-    allowed to move), started from the keys' blocks the locals' evictions left (``xl``: as
-    its own would, a key it registers again or evicts more of); with ``runs``, those its
-    runs evicted (none left) and registered (one each: ``xr``, `_batched_run`); the caller
-    brings the locals in (`_into_plan`)."""
+    """The lines that make a batch's boundary ``plan`` (its moves allowed in every slab: the
+    slabs due are compacted at a batch's start, `_compacted_first`), started from the keys'
+    blocks the locals' evictions left (``xl``: as its own would, a key it registers again or
+    evicts more of); with ``runs``, those its runs evicted (none left) and registered (one
+    each: ``xr``, `_batched_run`); the caller brings the locals in (`_into_plan`)."""
     return [
-        f"{indent}plan = Boundary(frozenset(g for g in range({len(core.names)}) "
-        "if compacted >> g & 1))",
+        f"{indent}plan = Boundary(anywhere)",
         f"{indent}if xl:",
         f"{indent}    plan.lists.update({{lk: (m, k, list(kept)) for lk, (m, k, kept) in "
         "xl.items()})",
@@ -4598,10 +4582,11 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
     rolls back to its start, is the core's boundary path's
     (`CoordinatorCore._respec_content_planned`); one admitted without
     content (given none) as one whose content has nothing to register. All on one plan, so
-    each sees the blocks the ones before it took, and one commit. A move that would make a slab due
-    compacts it (nothing observable) and plans the batch again with the move allowed there;
-    whatever else a planner declines, and anything irregular, sends the batch to the core's
-    general path (`CoordinatorCore._general_respec_content_all`), which reports."""
+    each sees the blocks the ones before it took, and one commit. A move is made whatever
+    garbage it leaves (the plan allows it in every slab): the slabs due are compacted at a
+    batch's start (`_compacted_first`), never by planning the batch again. Whatever a planner
+    declines, and anything irregular, sends the batch to the core's general path
+    (`CoordinatorCore._general_respec_content_all`), which reports."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
     comma = "," if n == 1 else ""
@@ -4629,8 +4614,7 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         # registered (never written: with no stream no group registers).
         f"    bare = Active((), nowhere, [0] * {n})",
         "",
-        "    def respec_content_all(request_ids, num_new, lookahead, rejected, contents, "
-        "compacted=frozenset()):",
+        "    def respec_content_all(request_ids, num_new, lookahead, rejected, contents):",
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
@@ -4647,6 +4631,7 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         f"            {ks} = lookahead",
         f"            if {counts}:",
         f"                {back}",
+        *_compacted_first(n),
         "            count = len(request_ids)",
         "            if not count or not (type(rejected) is tuple or type(rejected) is list) or "
         "len(rejected) != count or not (type(contents) is tuple or type(contents) is list):",
@@ -4730,7 +4715,7 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         # request's step is planned on its woken form (stored at the commit).
         f"                if rest is True or rest and ({unroll}):",
         "                    if plan is None:",
-        "                        plan = Boundary(compacted)",
+        "                        plan = Boundary(anywhere)",
         "                    if respec_content_planned(ops, plan, request_id, o, num_new, "
         "lookahead, given, [(g, per[i]) for g, per, _ in seqs]):",
         "                        offs.append(o); continue",
@@ -4739,13 +4724,13 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         "                    woke.append(o); awake.append(extra)",
         f"                if {fits}:",
         "                    if plan is None:",
-        "                        plan = Boundary(compacted)",
+        "                        plan = Boundary(anywhere)",
         "                    if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, "
         "sa, sv, given, lookahead):",
         f"                        {back}",
         "                    offs.append(o); continue",
         "                if plan is None:",
-        "                    plan = Boundary(compacted)",
+        "                    plan = Boundary(anywhere)",
         "                if fill:",
         *_hashing("                    "),
         "                else:",
@@ -4759,16 +4744,8 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         "                if plan is not None:",
         "                    emit_boundary(ops, plan)",
         "                commit(ops_of(ops)); del owner[0]; return  # the commit",
-        # A planner declined (its plan is left half made): a move that would make a slab
-        # due compacts the slab, then the batch is planned again with the move allowed there
-        # (as `CoordinatorCore._boundary_step` does); anything else takes the general path.
-        "            if plan.compact < 0 or plan.compact in compacted:",
-        f"                {back}",
-        "            compacted = compacted | {plan.compact}",
-        "            pre = []",
-        "            compact_ops(pre, compacted)",
-        "            commit(ops_of(pre)); del owner[0]; return respec_content_all(request_ids, "
-        "num_new, lookahead, rejected, contents, compacted)  # moves segments only",
+        # A planner declined (its plan is left half made): the general path.
+        f"            {back}",
         "        except BaseException:",
         "            drop(me)",
         "            raise",
@@ -4883,7 +4860,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     lines = [
         f"    def {name}(request_ids, num_new"
         + (", units, checked" if each == "units" else "")
-        + ", compacted=0):",
+        + "):",
         "        me = []",
         "        try:",
         "            if claim(0, me) is not me:",
@@ -4986,13 +4963,6 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         f"                {keep}",
         "                for _ in once:",
     ]
-    # The core's plan (``slow``) compacting a slab first: the call again, as `_respec_all`
-    # does (nothing observable; nothing else was written).
-    again = (
-        f"return {name}(request_ids, num_new, units, checked, compacted | 1 << compact)"
-        if each == "units"
-        else f"return {name}(request_ids, num_new, compacted | 1 << compact)"
-    )
     # A move is made whatever garbage it leaves: the slabs it makes due are compacted at the
     # next batch's start (`_compacted_first`), not by planning the batch again from its first
     # request (a batch of 600 prefill chunks in 3 window groups was planned again most engine
@@ -5035,7 +5005,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         "            if len(set(request_ids)) != len(request_ids):",
         f"                {twice}",
     ]
-    lines += _slow_planned(core, made, again, general)
+    lines += _slow_planned(core, made, general)
     if n == 1 and not each:
         # Every request within its slack and its step's count the one stored (a decode
         # batch's steady state): its slacks, one C pass, are all that changes.
@@ -5079,16 +5049,16 @@ def _compacted_first(n: int) -> list[str]:
     ]
 
 
-def _slow_planned(core: CoordinatorCore, made: list[str], again: str, general: str) -> list[str]:
+def _slow_planned(core: CoordinatorCore, made: list[str], general: str) -> list[str]:
     """A batch's requests that its pass did not plan in locals (``slow``: a prefill chunk's
     content under a key filed already, a run with a stale block, a speculative tail, every
     crossing after one of those), planned in batch
     order on the core's boundary plan (`CoordinatorCore._plan_boundary`), which starts from
     what the locals planned (``made``: the lines that make the locals where no crossing made
-    them): a prefill chunk beside decodes costs its blocks, and the decodes stay stores. A
-    move that would make a slab due compacts it and plans the call again (``again``);
-    anything else the plan declines goes to the core's general path (``general``, with
-    ``kept``: the requests within their slacks, the crossings left out)."""
+    them): a prefill chunk beside decodes costs its blocks, and the decodes stay stores. Its
+    moves are made whatever garbage they leave (`_seeded_plan`); anything the plan declines
+    goes to the core's general path (``general``, with ``kept``: the requests within their
+    slacks, the crossings left out)."""
     return [
         "            plan = None",
         "            for request_id, o, counts in slow:",
@@ -5098,12 +5068,6 @@ def _slow_planned(core: CoordinatorCore, made: list[str], again: str, general: s
         *_seeded_plan(core, "                    ", runs=_caching(core)),
         *_into_plan(core, "                    "),
         "                if not plan_boundary(ops, plan, o, counts, None, rests=True):",
-        "                    compact = plan.compact",
-        "                    if compact >= 0:",
-        "                        pre = []",
-        "                        if garbage[compact]:",
-        "                            compact_ops(pre, (compact,))",
-        f"                        commit(ops_of(pre)); del owner[0]; {again}",
         "                    crossed = {o for _, o in cx}",
         "                    kept = [i for i, o in enumerate(offs) if o not in crossed]",
         f"                    {general}",
@@ -5644,6 +5608,8 @@ def _source(core: CoordinatorCore) -> str:
         "    def spaced(first, step, count):",
         "        return slice(first, first + step * count, step)",
         f"    nospec = (0,) * {n}  # no speculative tail",
+        # (a batch's boundary plan: its moves allowed in every slab, `_compacted_first`)
+        f"    anywhere = frozenset(range({n}))",
         # A block taken, as the one-entry slice a line of stores writes (`_stored`): scratch.
         "    noblock = array('i')",
         "    zero1 = array('i', (0,))  # `zero1 * n`: n zeros, made in C",
