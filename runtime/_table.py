@@ -83,6 +83,16 @@ def due(garbage: int, length: int, ending: bool = False) -> bool:
     return garbage >= max(_RETURN_MIN if ending else _COMPACT_MIN, length >> 2)
 
 
+def overdue(garbage: int, length: int) -> bool:
+    """Whether a slab of ``length`` entries with ``garbage`` of them owned by no request is
+    past `due` so far that a batch compacts it at its start: half of it garbage, and at least
+    `_RETURN_MIN`. A batch's moves past its first requests do not compact first (planning
+    the batch again would cost more than the move), so their garbage can pass `due`; this
+    bounds it (a slab at most twice its live entries) without compacting where a move or a
+    request's end would compact it soon anyway."""
+    return garbage >= max(_RETURN_MIN, length >> 1)
+
+
 def grown(
     length: int, capacity: int, skipped: int, step: int = 1, most: int | None = None
 ) -> int:
