@@ -2703,11 +2703,13 @@ def _pooled(core: CoordinatorCore, indent: str) -> list[str]:
 
 def _pool_locals(core: CoordinatorCore, batch: bool = False) -> str:
     """The locals of the pools and slabs, as `_crossing` reads them (one line). A ``batch``'s
-    evicted blocks (``ev{i}``) are an array: its requests' windows evict runs, each added
-    in C, and a later take past the queue reads a slice of them (`BlockPool.front_released`);
-    one request's, a list (an array costs more to make than its few evictions save)."""
+    evicted blocks (``ev{i}``) are an array where a window evicts: its requests' windows
+    evict runs, each added in C, and a later take past the queue reads a slice of them
+    (`BlockPool.front_released`); else, and one request's, a list (an array costs more to
+    make than its few evictions save)."""
     _, first_of = _pools(core)
-    evicted = "array('i')" if batch else "[]"
+    evicts = any(_eviction(m, 1)[1] != "never" for m in core._managers)
+    evicted = "array('i')" if batch and evicts else "[]"
     return "; ".join(
         [
             f"pool = pools[{g}]; ev{i} = {evicted}; f{i}, h{i}, nb{i}, qu{i}, sa{i}, ca{i}, "
@@ -5075,10 +5077,12 @@ def _compacted_first(n: int) -> list[str]:
     move or a request's end would soon (at `due`'s threshold a batch's start compacted a
     long prompt's slab half as often again: *held prefill 16k chunk 2k*, 6 % more
     instructions a stream-step)."""
-    due = " or ".join(f"overdue(garbage[{g}], len(slabs[{g}]))" for g in range(n))
-    groups = "[" + ", ".join(
-        f"*(({g},) if overdue(garbage[{g}], len(slabs[{g}])) else ())" for g in range(n)
-    ) + "]"
+    # (`_table.overdue` written out, its floor read when the source is made: a call of it a
+    # batch cost a batch of four requests 3 % of its instructions)
+    floor = _table._RETURN_MIN
+    over = [f"garbage[{g}] >= {floor} and 2 * garbage[{g}] >= len(slabs[{g}])" for g in range(n)]
+    due = " or ".join(f"({x})" for x in over) if n > 1 else over[0]
+    groups = "[" + ", ".join(f"*(({g},) if {x} else ())" for g, x in enumerate(over)) + "]"
     return [
         f"            if {due}:",
         "                pre = []",
@@ -5919,7 +5923,7 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import DECLINED\n"
         "from kvunits.runtime.block_pool import filed, filed_op, flag_op, holders\n"
         "from kvunits.runtime.block_pool import HeldBlocks, key_ops, unfiled_op, without\n"
-        "from kvunits.runtime._table import SlabPlan, due, grown, overdue\n"
+        "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime._core import HashStream as Stream\n"
         "from kvunits.runtime.prefix_cache import chain_hashes, longest_common_hit\n"
         "actives = frozenset((Active,))  # a batch's extras all active\n\n"
