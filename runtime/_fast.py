@@ -3160,8 +3160,8 @@ def _into_plan(core: CoordinatorCore, indent: str) -> list[str]:
 
 
 def _seeded_plan(core: CoordinatorCore, indent: str, runs: bool = False) -> list[str]:
-    """The lines that make a batch's boundary ``plan`` (its moves allowed in every slab: the
-    slabs due are compacted at a batch's start, `_compacted_first`), started from the keys'
+    """The lines that make a batch's boundary ``plan`` (its moves allowed in every slab,
+    whatever garbage they leave: `_compacted_first`), started from the keys'
     blocks the locals' evictions left (``xl``: as its own would, a key it registers again or
     evicts more of); with ``runs``, those its runs evicted (none left) and registered (one
     each: ``xr``, `_batched_run`); the caller brings the locals in (`_into_plan`)."""
@@ -4598,9 +4598,10 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
     (`CoordinatorCore._respec_content_planned`); one admitted without
     content (given none) as one whose content has nothing to register. All on one plan, so
     each sees the blocks the ones before it took, and one commit. A move is made whatever
-    garbage it leaves (the plan allows it in every slab): the slabs due are compacted at a
-    batch's start (`_compacted_first`), never by planning the batch again. Whatever a planner
-    declines, and anything irregular, sends the batch to the core's general path
+    garbage it leaves (the plan allows it in every slab), never by planning the batch again:
+    a slab half garbage is compacted at a batch's start (`_compacted_first`), others by the
+    moves and ends that make them due. Whatever a planner declines, and anything irregular,
+    sends the batch to the core's general path
     (`CoordinatorCore._general_respec_content_all`), which reports."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width

@@ -741,8 +741,9 @@ class BlockPool:
         requests' evictions, in queue order) then ``own`` (the taking group's own, in queue
         order), as vLLM's ``remove_skipped_blocks`` queues them before its allocation. Only
         the entries taken are read (a batch's ``released`` grows with it: no copy of it per
-        take). None where they are too few, or one taken is stale or cached (its queue entry
-        or its content the core's to plan). Changes nothing."""
+        take). None where the queue's entries suffice (`front` takes those), where all are
+        too few, or where one taken is stale or cached (its queue entry or its content the
+        core's to plan). Changes nothing."""
         k = min(n, self.num_blocks - fresh)
         queue = self._queue
         end, size = head + n - k, len(queue)
