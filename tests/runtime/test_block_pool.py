@@ -350,6 +350,17 @@ def test_an_end_in_a_requests_order_splits_as_the_loop_does(data: st.DataObject)
     assert twins[0]._shared == twins[1]._shared
 
 
+def _released_drawn(data: st.DataObject) -> tuple[int, BlockPool, list[int]]:
+    """A drawn pool's size, the pool, and blocks a step's windows release (each held by one
+    table, none shared), drawn from its held blocks."""
+    size, pool, _, held = _drawn_pool(data, 20, 16, keys=3)
+    once = sorted(b for b in set(held) if held.count(b) == 1 and b not in pool._shared)
+    released = data.draw(
+        st.lists(st.sampled_from(once), unique=True) if once else st.just([]), label="released"
+    )
+    return size, pool, released
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_a_run_past_the_queue_takes_the_released_blocks_as_a_plan_does(data: st.DataObject) -> None:
@@ -358,11 +369,7 @@ def test_a_run_past_the_queue_takes_the_released_blocks_as_a_plan_does(data: st.
     # blocks, exactly what a plan that releases them and then takes gives; or None (a stale
     # entry among them, or too few), never another run. Two runs in a row: the second
     # starts where the first left the head, which may be past the queue, into the released.
-    size, pool, _, held = _drawn_pool(data, 20, 16, keys=3)
-    once = sorted(b for b in set(held) if held.count(b) == 1 and b not in pool._shared)
-    released = data.draw(
-        st.lists(st.sampled_from(once), unique=True) if once else st.just([]), label="released"
-    )
+    size, pool, released = _released_drawn(data)
     plan = PoolPlan(pool)
     plan.release(released)
     fresh, head = pool._fresh, pool._head
@@ -391,11 +398,7 @@ def test_a_batch_run_past_the_queue_takes_what_front_takes(data: st.DataObject) 
     # queue's entries, the run `front` takes with the two lists joined (itself checked
     # against a plan above), unless a block it takes past the queue is cached (None: the
     # core's to plan); None too where the queue's entries suffice or all are too few.
-    size, pool, _, held = _drawn_pool(data, 20, 16, keys=3)
-    once = sorted(b for b in set(held) if held.count(b) == 1 and b not in pool._shared)
-    released = data.draw(
-        st.lists(st.sampled_from(once), unique=True) if once else st.just([]), label="released"
-    )
+    size, pool, released = _released_drawn(data)
     cut = data.draw(st.integers(0, len(released)), label="own from")
     earlier, own = array("i", released[:cut]), array("i", released[cut:][::-1])
     joined = [*earlier, *own]

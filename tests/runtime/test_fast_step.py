@@ -1803,6 +1803,39 @@ def test_plain_batch_crossings_of_every_kind_match_the_general_path(
     check_pools(one)
 
 
+def _each_step(
+    one: KVCacheCoordinator,
+    stepper: Any,
+    units: Sequence[Any],
+    ids: list[str],
+    counts: Sequence[Sequence[int]],
+    typed: bool,
+    record: Callable[[Any, str, Any], None],
+) -> Any:
+    """One engine step of ``one`` in one call (`advance_each`), every Python call recorded:
+    through the typed layer (``stepper``, each count in its group's unit) or the core's
+    plain-int entry; its outcome (`_outcome`)."""
+    sys.setprofile(record)
+    try:
+        if typed:
+            quantities = [tuple(u(x) for u, x in zip(units, c, strict=True)) for c in counts]
+            return _outcome(stepper.advance_each, ids, quantities)
+        return _outcome(fast, one._core, "advance_each", ids, counts)
+    finally:
+        sys.setprofile(None)
+
+
+def _replaced(ids: list[str], at: int, new: str, twins: Sequence[KVCacheCoordinator]) -> str:
+    """The stream at ``ids[at]`` ended in each twin and ``new`` admitted in its place (at the
+    end of ``ids``); the ended one's id."""
+    gone = ids.pop(at)
+    ids.append(new)
+    for c in twins:
+        c._core.free(gone)
+        c._core.admit(new)
+    return gone
+
+
 @pytest.mark.parametrize("typed", [False, True])
 @pytest.mark.torchless
 def test_a_large_batch_moves_past_its_first_requests_without_planning_itself_again(
@@ -1838,26 +1871,15 @@ def test_a_large_batch_moves_past_its_first_requests_without_planning_itself_aga
         table = one._core.table
         overdue = _table.overdue(table.garbage[0], len(table.slabs[0]))
         compacted = ran.count("compact_ops")
-        sys.setprofile(record)
-        try:
-            if typed:
-                got = _outcome(stepper.advance_each, ids, [(Tokens(x),) for (x,) in counts])
-            else:
-                got = _outcome(fast, one._core, "advance_each", ids, counts)
-        finally:
-            sys.setprofile(None)
+        got = _each_step(one, stepper, [Tokens], ids, counts, typed, record)
         assert got is None, got
         assert got == _outcome(general, two._core, "advance_each", ids, counts), step
         assert _state(one) == _state(two), step
         # (a slab overdue at a batch's start is compacted there, `_fast._compacted_first`)
         assert ran.count("compact_ops") > compacted or not overdue, step
         if step % 40 == 39:  # the last stream ends, a new one takes its place
-            gone = ids.pop()
             fresh += 1
-            ids.append(f"n{fresh}")
-            for c in (one, two):
-                c._core.free(gone)
-                c._core.admit(ids[-1])
+            _replaced(ids, -1, f"n{fresh}", (one, two))
     name = "advance_each_units" if typed else "advance_each"
     # (calls planned again: a first request's move made its slab due; before, every move that
     # did, and every boundary plan's: 13 against 7 compactions)
@@ -1902,25 +1924,13 @@ def test_a_batch_of_window_chunks_in_a_full_pool_takes_what_it_released(
     fresh = 0
     for step in range(160):
         counts = [tuple(rng.choice((4, 8, 8)) * s for s in scale) for _ in ids]
-        sys.setprofile(record)
-        try:
-            if step % 2:
-                typed = [tuple(u(x) for u, x in zip(units, c, strict=True)) for c in counts]
-                got = _outcome(stepper.advance_each, ids, typed)
-            else:
-                got = _outcome(fast, one._core, "advance_each", ids, counts)
-        finally:
-            sys.setprofile(None)
+        got = _each_step(one, stepper, units, ids, counts, bool(step % 2), record)
         assert got is None, got
         assert got == _outcome(general, two._core, "advance_each", ids, counts), step
         assert _state(one) == _state(two), step
         if step % 9 == 8:  # the oldest stream ends, a new one takes its place
-            gone = ids.pop(0)
             fresh += 1
-            ids.append(f"n{fresh}")
-            for c in (one, two):
-                c._core.free(gone)
-                c._core.admit(ids[-1])
+            _replaced(ids, 0, f"n{fresh}", (one, two))
     assert taken[0] >= 20, taken
     assert "_plan_boundary" not in ran and "_general_each" not in ran, (
         ran.count("_plan_boundary"),
@@ -1961,26 +1971,13 @@ def test_an_engine_step_with_prefill_chunks_beside_decodes_is_one_call(
             else:
                 tokens = [rng.choice((1, 1, 1, 0))] * len(scale)
             qs.append([t * s for t, s in zip(tokens, scale, strict=True)])
-        sys.setprofile(record)
-        try:
-            if step % 2:
-                typed = [tuple(u(x) for u, x in zip(units, q, strict=True)) for q in qs]
-                got = _outcome(stepper.advance_each, ids, typed)
-            else:
-                got = _outcome(fast, one._core, "advance_each", ids, qs)
-        finally:
-            sys.setprofile(None)
+        got = _each_step(one, stepper, units, ids, qs, bool(step % 2), record)
         assert got == _outcome(general, two._core, "advance_each", ids, qs), step
         assert _state(one) == _state(two), step
         if step % 5 == 4:  # the oldest request ends, a new one starts its prompt
-            gone = ids.pop(0)
-            del left[gone]
             fresh += 1
-            ids.append(f"n{fresh}")
+            del left[_replaced(ids, 0, f"n{fresh}", (one, two))]
             left[ids[-1]] = rng.randrange(6, 30)
-            for c in (one, two):
-                c._core.free(gone)
-                c._core.admit(ids[-1])
     assert chunks > 40, chunks
     assert "_plan_boundary" not in ran, ran.count("_plan_boundary")
     assert "_general_each" not in ran and "_plan_step" not in ran, ran.count("_general_each")
