@@ -45,6 +45,7 @@ STEPPER_CALLS = (
     "rollback",
     "advance_speculative",
     "advance_speculative_all",
+    "advance_speculative_each",
     "advance_speculative_with_content",
     "advance_speculative_all_with_content",
     "advance_with_content",

@@ -18,7 +18,9 @@ Each trace is a schedule of engine steps replayed, in one process, through
   beside the others' decodes, ``Stepper.advance_each``, one tuple of counts per stream: the
   scheduler holds the counts and knows which steps have chunks); in the speculative traces, every
   running stream's rollback of its latest step's rejected drafts and its next speculative
-  step in one call (``Stepper.advance_speculative_all``), in *spec generated* with what each
+  step in one call (``Stepper.advance_speculative_all``; where streams in their prompt's
+  chunks run beside the drafting ones, ``Stepper.advance_speculative_each``, each stream's own
+  counts), in *spec generated* with what each
   stream's latest step produced (``Stepper.advance_speculative_all_with_content``: one
   ``ContentBatch`` per sequence, each stream's keys); in the *generated* prefix trace, every
   running stream's step and the tokens they sampled (one ``ContentKeys`` of the batch's
@@ -746,6 +748,10 @@ class KvunitsSide:
         )
         produced: list[Any] = [None] * trace.streams
         respec_all: Any = getattr(stepper, "advance_speculative_all", None)
+        # A drafting engine step whose prompt chunks run beside its drafting decodes: each
+        # stream's own counts in one call (the same counts for all: ``respec_all``).
+        respec_each: Any = getattr(stepper, "advance_speculative_each", None)
+        each_args: Any = None
         # A generating scheduler's one call per stream-step (content) or per engine step
         # (batch): the step and its sampled token (and the audio that came with it).
         with_content: Any = getattr(stepper, "advance_with_content", None)
@@ -794,6 +800,15 @@ class KvunitsSide:
                         [tuple([*typed[pending[s]]]) for s in running],
                     )
                     outs = [produced[s] for s in running] if batch_content else []
+                    each_args = (
+                        (
+                            [typed[t - k] for t, k, _ in steps],
+                            [typed[k] for _, k, _ in steps],
+                            batch_args[2],
+                        )
+                        if any(x[:2] != (t, k) for x in steps) and not batch_content
+                        else None
+                    )
                 elif fused_content:
                     calls = [
                         (rid, typed[t - k], typed[k], typed[pending[s]], produced[s])
@@ -828,7 +843,10 @@ class KvunitsSide:
                         for rid, (t, k, a) in zip(ids, steps, strict=True)
                     ]
                 t0 = perf()
-                if fused and mode == "batch" and running:
+                if each_args is not None:
+                    num, look, rejected = each_args
+                    respec_each(ids, num, lookahead=look, rejected=rejected)
+                elif fused and mode == "batch" and running:
                     num, look, rejected = batch_args
                     if batch_content:
                         respec_content_all(
@@ -1278,8 +1296,8 @@ def kvunits_modes(trace: Trace, batch: bool = True) -> list[str]:
     """kvunits' sides of ``trace`` (`KvunitsSide` modes): typed and raw always; with
     ``batch``, a generating trace's one call a stream-step (content), a drafting trace's
     (fused), and one call an engine step (batch): of one count for every running stream, or
-    (a plain trace with streams in their prompt's chunks) of each stream's own counts; a
-    drafting trace's only where no stream is still in its prompt's chunks."""
+    (streams in their prompt's chunks) of each stream's own counts; a drafting trace whose
+    every generated token is cached only where no stream is still in its prompt's chunks."""
     modes = ["typed", "raw"]
     plain = trace.spec == 0 and trace.prefix != "generated"
     chunked = trace.prompt > trace.chunk  # (prefill chunks beside decodes: ``advance_each``)
@@ -1287,8 +1305,10 @@ def kvunits_modes(trace: Trace, batch: bool = True) -> list[str]:
         modes.append("batch")
     if batch and trace.prefix == "generated" and trace.spec == 0 and _has_content():
         modes += ["content", "batch"] if _has_content_all() else ["content"]
-    if batch and trace.spec and _has_fused() and not (trace.mixed and trace.prompt > trace.chunk):
-        modes += ["fused", "batch"] if trace.prompt <= trace.chunk else ["fused"]
+    if batch and trace.spec and _has_fused():
+        # (prompt chunks beside drafting decodes: ``advance_speculative_each``)
+        each = _has_respec_each()
+        modes += ["fused", "batch"] if trace.prompt <= trace.chunk or each else ["fused"]
     return modes
 
 
@@ -1407,6 +1427,12 @@ def _has_each() -> bool:
     from kvunits.runtime import Stepper
 
     return "advance_each" in Stepper.__slots__
+
+
+def _has_respec_each() -> bool:
+    from kvunits.runtime import Stepper
+
+    return "advance_speculative_each" in Stepper.__slots__
 
 
 def _has_fused() -> bool:

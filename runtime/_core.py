@@ -1067,6 +1067,31 @@ class CoordinatorCore:
         """
         return self.fast.respec_all(request_ids, num_new, lookahead, rejected)
 
+    def advance_speculative_each(
+        self,
+        request_ids: Sequence[str],
+        num_new: Sequence[Sequence[int]],
+        lookahead: Sequence[Sequence[int]],
+        rejected: Sequence[Sequence[int]],
+    ) -> None:
+        """`advance_speculative` for every request of ``request_ids`` (an engine step's
+        running requests, each once), request i's with its own counts: ``rejected[i]`` of its
+        latest step's drafts rolled back, then a step of ``num_new[i]`` positions per group
+        whose last ``lookahead[i]`` are drafts. A drafting engine step whose prefill chunks
+        run beside its drafting decodes (a chunk's lookahead and rejected counts are zeros),
+        in one call and atomically over the whole batch: if any request's rollback or step
+        fails, nothing changes. The same as `advance_speculative` of each request in turn
+        (`tests/runtime/test_fast_step.py` compares them call by call); each request's
+        lookahead is kept, zeros too, as `advance_speculative` keeps it.
+
+        Raises:
+            RequestError: a request twice; ``num_new``, ``lookahead`` or ``rejected`` not one
+                tuple of one count per group for each request; or as `advance_speculative`
+                (the first failing request, in batch order).
+            AllocationError: as `advance_speculative`, counting the batch's steps before it.
+        """
+        return self.fast.respec_each(request_ids, num_new, lookahead, rejected)
+
     def advance_speculative_content(
         self,
         request_id: str,
@@ -2679,6 +2704,108 @@ class CoordinatorCore:
         slabs.emit(self.table)
         commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
 
+    def _general_respec_each(
+        self,
+        me: object,
+        request_ids: Sequence[str],
+        num_new: Sequence[Sequence[int]],
+        lookahead: Sequence[Sequence[int]],
+        rejected: Sequence[Sequence[int]],
+        fast: list[int],
+        rows: list[tuple[tuple[int, ...], tuple[int, ...]]],
+        slow: list[tuple[str, int]],
+    ) -> None:
+        """`advance_speculative_each`'s general path, with the token held (as
+        `_general_each`): the requests of ``fast`` are within their slacks after their
+        rollbacks (``rows``: their new hot fields and their lookahead, stored in C); those of
+        ``slow`` are planned one after the other on the same plans, each rollback before its
+        step, each with its own counts; none when the fast function gave up early (then
+        every request's counts are checked, in batch order, and every request planned here)."""
+        n = len(self.names)
+        first = str(request_ids[0]) if len(request_ids) else "(none)"
+        batch: tuple[tuple[str, object], ...] = (
+            ("counts", num_new), ("lookahead counts", lookahead), ("rejected counts", rejected)
+        )
+        for name, given in batch:
+            if type(given) is not list and type(given) is not tuple:
+                raise RequestError(
+                    f"a batch's {name} are given as {type(given).__name__}; give a list with "
+                    "one tuple of counts per request",
+                    request_id=first,
+                )
+            if len(given) != len(request_ids):
+                raise RequestError(
+                    f"{len(given)} tuples of {name} for {len(request_ids)} requests; give one "
+                    "tuple (one count per group) per request, in the order of the requests",
+                    request_id=first,
+                )
+        # In batch order: each request known, then its rollback (checked first, as
+        # `advance_speculative` checks it), its counts and its lookahead; a request given
+        # twice after.
+        steps: dict[str, tuple[Sequence[int], Sequence[int], Sequence[int]]] = {}
+        for request_id, counts, looks, back in zip(
+            request_ids, num_new, lookahead, rejected, strict=True
+        ):
+            o = self._offset(request_id)
+            mine: tuple[tuple[str, object], ...] = (
+                ("rejected counts", back), ("counts", counts), ("lookahead counts", looks)
+            )
+            for name, one in mine:
+                if type(one) is not list and type(one) is not tuple:
+                    raise RequestError(
+                        f"request {request_id!r}'s {name} are {type(one).__name__}; give a "
+                        f"tuple of {n} counts, one per group ({', '.join(self.names)})",
+                        request_id=str(request_id),
+                    )
+            self._check_rejected(request_id, o, back)
+            self._check_counts(request_id, counts, f" to request {request_id!r}")
+            self._check_lookahead(request_id, counts, looks)
+            steps[request_id] = (counts, looks, back)
+        _check_each_once(request_ids)
+        hot, width, specs = self.table.hot, n * HOT, self.specs
+
+        def fast_ops(ops: Ops) -> None:
+            spans = [slice(o, o + width) for o in fast]
+            ops.append((commit, map(setitem, repeat(hot), spans, [row for row, _ in rows])))
+            ops.append((commit, map(setitem, repeat(specs), fast, [spec for _, spec in rows])))
+
+        if not fast and not slow:
+            slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
+        else:
+            # Requests at a block boundary: planned together on one boundary plan (as
+            # `_general_respec_all`); again after compacting the slabs where it refuses a move.
+            for _ in range(2):
+                planned: Ops = []
+                boundary = _Boundary()
+                for request_id, o in slow:
+                    counts, looks, back = steps[request_id]
+                    unroll = self._plan_unroll(o, back, boundary, counts)
+                    if unroll is None or not self._plan_boundary(
+                        planned, boundary, o, counts, None, looks, unroll, rests=True
+                    ):
+                        break
+                else:
+                    self._emit_boundary(planned, boundary)
+                    fast_ops(planned)
+                    commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
+                pre: Ops = []
+                self.table.compact_ops(pre, soon=True)
+                if not pre:
+                    break
+                commit(ops_of(pre))  # moves segments only: nothing observable
+        self._compact_due()
+        ops: Ops = []
+        slabs = SlabPlan(ops)
+        pools: dict[int, PoolPlan] = {}
+        for request_id, o in slow:
+            counts, looks, back = steps[request_id]
+            self._plan_respec(ops, slabs, pools, request_id, o, counts, looks, back)
+        fast_ops(ops)
+        for pool_plan in pools.values():
+            pool_plan.emit(ops)
+        slabs.emit(self.table)
+        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+
     def _plan_respec(
         self,
         ops: Ops,
@@ -3411,6 +3538,26 @@ class FastFunctions(NamedTuple):
     advance_each: Callable[[Sequence[str], Sequence[Sequence[int]]], None]
     advance_each_units: Callable[
         [Sequence[str], Sequence[Any], tuple[type, ...], Callable[..., None]], None
+    ]
+    respec_each: Callable[
+        [
+            Sequence[str],
+            Sequence[Sequence[int]],
+            Sequence[Sequence[int]],
+            Sequence[Sequence[int]],
+        ],
+        None,
+    ]
+    respec_each_units: Callable[
+        [
+            Sequence[str],
+            Sequence[Any],
+            Sequence[Any],
+            Sequence[Any],
+            tuple[type, ...],
+            Callable[..., None],
+        ],
+        None,
     ]
     cross: Callable[..., list[list[int]] | None]
     uncross: Callable[..., None]

@@ -25,6 +25,9 @@ The functions: ``step`` (slot mappings returned), ``advance`` (none), ``speculat
 positions marked as lookahead), ``rollback`` (rejected lookahead taken back when no block is
 freed and the next step's block is the same), ``advance_all`` (one engine step's batch: the
 requests within their slack in C, the others through the general path, all in one commit),
+``advance_each`` and ``respec_each`` (an engine step's batch whose requests' counts differ:
+prefill chunks beside decodes, `CoordinatorCore.advance_each`, and beside drafting steps,
+`CoordinatorCore.advance_speculative_each`),
 ``content`` (a step and what its positions hold, `CoordinatorCore.advance_content`) and
 ``content_all`` (its batch), whose block boundaries and filled blocks (every generated token
 cached, as vLLM caches them) are planned by ``plan_cross`` and ``plan_fill``, also written out
@@ -2957,6 +2960,11 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         f"            {fresh}",
         f"            {zero_gb}",
         f"            {ends}",
+        # (the keys the pass's runs evicted and registered, for the core's plan:
+        # `_seeded_plan`; those registered, for later requests' registrations; and the
+        # lookahead, which the positions a step commits end before)
+        *(["            xr, xw = [], None"] if _caching(core) else []),
+        f"            {_tuple('lk', n)[1:-1]} = {ks}",
         "            for request_id, rejected_i in zip(request_ids, rejected):",
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
@@ -3045,17 +3053,23 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         *([] if early else cold),
         "                for _ in once:",
     ]
+    # (a prefill chunk's run of blocks too, as `_advance_all` takes it: a batch of prompts
+    # at a drafting scheduler's start)
     lines += _crossing(
         core, "break", "                    ", "compact = {g}; break", typed, fit=True,
-        batched=True, compact_while=f"len(offs) < {_REPLAN_BELOW} and ",
+        batched=True, runs=True, drafted=True,
+        compact_while=f"len(offs) < {_REPLAN_BELOW} and ",
     )
-    lines += _crossed(core, "                    ", flat=True, batched=True)
+    lines += _crossed(core, "                    ", flat=True, batched=True, runs=True)
     lines += [
         "                else:",
         # (a crossing's offset only: its item is made again where the core needs it)
         "                    cx.append(o); continue",
         f"                {restore}",
         *again.split("\n"),
+        # (the keys a declined request's runs evicted or registered: the core plans them)
+        *(["                while xr and xr[-1][0] == o:", "                    del xr[-1]"]
+          if _caching(core) else []),
         f"                xs.append({item})",
         "            if len(set(request_ids)) != len(request_ids):",
         f"                {checked}",
@@ -3114,7 +3128,7 @@ def _respec_all(core: CoordinatorCore, typed: bool, units: bool, shape: Any) -> 
         "                    # starts from the keys' blocks the locals' evictions left (as its",
         "                    # own would: a key it registers again, or evicts more of).",
         "                    if plan is None:",
-        *_seeded_plan(core, "                        "),
+        *_seeded_plan(core, "                        ", runs=_caching(core)),
         *into,
         "                    back = plan_unroll(o, rejected_i, plan, num_new)",
         "                    if back is None or not plan_boundary(ops, plan, o, num_new, None, "
@@ -4825,7 +4839,9 @@ def _within(core: CoordinatorCore, g: int) -> str:
     return out
 
 
-def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "") -> list[str]:
+def _advance_all(
+    core: CoordinatorCore, typed: bool, shape: Any, each: str = "", spec: bool = False
+) -> list[str]:
     """The source of ``advance_all`` (``advance_all_typed`` with ``typed``): one engine step's
     plain steps. In one pass, in order: a request within every slack (`_within`) is its offset
     and new hot fields; one past some slack (at a block boundary) is planned in plain locals
@@ -4848,33 +4864,61 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     where it is met (an engine step's prefill chunks beside its decodes), its whole row
     stored; the general path is `CoordinatorCore._general_each`, given the rows of the
     requests within their slacks. Anything irregular in ``"units"``, before anything changed,
-    returns ``checked(request_ids, num_new)`` (the typed layer's checks and conversion)."""
+    returns ``checked(request_ids, num_new)`` (the typed layer's checks and conversion).
+
+    With ``spec`` too, the source of ``respec_each(request_ids, num_new, lookahead, rejected)``
+    (`CoordinatorCore.advance_speculative_each`; ``"units"``: ``respec_each_units(...,
+    units, checked)``, request i's quantities in ``num_new[i]`` without its drafts,
+    ``lookahead[i]`` and ``rejected[i]``): an engine step of a drafting scheduler whose
+    prefill chunks run beside its drafting decodes, each request's rollback of
+    ``rejected[i]`` and step of ``num_new[i]`` positions whose last ``lookahead[i]`` are
+    drafts read where it is met. A request within every slack after its rollback (`_fits`)
+    is its row; one past some is `_crossing`'s with its rollback, its lookahead (the
+    positions it commits, and registers, are those before it) and a prefill chunk's run;
+    the slow ones go to the core's boundary plan with their rollback (`_plan_unroll`), then
+    to `CoordinatorCore._general_respec_each`. Each request's lookahead is kept (zeros
+    too), as `advance_speculative` keeps it."""
     n = len(core.names)
     hw, cw = core.table.hot_width, core.table.cold_width
+    assert each or not spec
     suffix = "_typed" if typed and not each else "_units" if each == "units" else ""
     qs = _tuple("q", n)[1:-1]
+    ks = _tuple("k", n)[1:-1]
+    rs = _tuple("r", n)[1:-1]
+    js = _tuple("j", n)[1:-1]
     ints = " or ".join(f"type(q{g}) is not int" for g in range(n))
     negative = " or ".join(f"q{g} < 0" for g in range(n))
     zeros = " = ".join([f"r{g}" for g in range(n)] + [f"j{g}" for g in range(n)])
-    name = f"advance_each{suffix}" if each else f"advance_all{suffix}"
+    name = f"{'respec' if spec else 'advance'}_each{suffix}" if each else f"advance_all{suffix}"
     pool_of, _ = _pools(core)
     keep = "; ".join(f"F{i}, H{i} = f{i}, h{i}" for i in range(len(pool_of))) + "; compact = -1"
     restore = "; ".join(f"f{i}, h{i} = F{i}, H{i}" for i in range(len(pool_of)))
-    refuse = "del owner[0]; return checked(request_ids, num_new)"
+    given = "num_new, lookahead, rejected" if spec else "num_new"
+    refuse = f"del owner[0]; return checked(request_ids, {given})"
+    general_name = "general_respec_each" if spec else "general_each"
     if each == "units":
         back = refuse
         # (every request's counts checked by then: the pass reads each before anything else)
-        values = (
-            "[(" + ", ".join(f"x{g}._value" for g in range(n)) + f",) for {_tuple('x', n)[1:-1]} "
-            "in num_new]"
-        )
+        xs = _tuple("x", n)[1:-1]
+        if spec:
+            ls = _tuple("l", n)[1:-1]
+            values = (
+                "[(" + ", ".join(f"x{g}._value + l{g}._value" for g in range(n))
+                + f",) for ({xs}), ({ls}) in zip(num_new, lookahead)], "
+                "[(" + ", ".join(f"l{g}._value" for g in range(n)) + f",) for {ls} in lookahead]"
+                ", [(" + ", ".join(f"x{g}._value" for g in range(n)) + f",) for {xs} in rejected]"
+            )
+        else:
+            values = (
+                "[(" + ", ".join(f"x{g}._value" for g in range(n)) + f",) for {xs} in num_new]"
+            )
     else:
-        back = "return general_each(me, request_ids, num_new, [], [], [])"
-        values = "num_new"
+        back = f"return {general_name}(me, request_ids, {given}, [], [], [])"
+        values = given
     if not each:
         back = "return general_all(me, request_ids, num_new, [], [])"
     lines = [
-        f"    def {name}(request_ids, num_new"
+        f"    def {name}(request_ids, {given}"
         + (", units, checked" if each == "units" else "")
         + ", compacted=0):",
         "        me = []",
@@ -4883,11 +4927,12 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         '                contend(me, concurrent, "allocate")',
     ]
     if each:
-        lines += [
-            "            if not (type(num_new) is list or type(num_new) is tuple) or len(num_new) "
-            "!= len(request_ids):",
-            f"                {back}",
-        ]
+        for arg in given.split(", "):
+            lines += [
+                f"            if not (type({arg}) is list or type({arg}) is tuple) or len({arg}) "
+                "!= len(request_ids):",
+                f"                {back}",
+            ]
         if each == "units":
             lines.append(f"            {_tuple('U', n)[1:-1]} = units")
     else:
@@ -4902,7 +4947,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     # tail, else it is slow): made at the batch's first crossing, or after the pass where its
     # first slow request's plan starts from them.
     made = [
-        f"{zeros} = 0",
+        *([] if spec else [f"{zeros} = 0"]),
         _pool_locals(core, batch=True),
         " = ".join(f"gb{g}" for g in range(n)) + " = 0",
         "; ".join(f"te{g} = len(slabs[{g}])" for g in range(n)),
@@ -4914,57 +4959,97 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     lines += [
         "            offs, hots, cx, slow, ops, xl = [], [], [], [], [], {}",
         "            push, row = offs.append, hots.append",
+        # (a drafting batch's lookahead per request stored, in the order of ``offs``)
+        *(["            sps = []; keep_spec = sps.append"] if spec else []),
         *(["            same = 0"] if n == 1 and not each else []),
         "            for request_id"
-        + (", counts in zip(request_ids, num_new):" if each else " in request_ids:"),
+        + (
+            ", counts, looks, given in zip(request_ids, num_new, lookahead, rejected):"
+            if spec
+            else ", counts in zip(request_ids, num_new):" if each else " in request_ids:"
+        ),
         "                o = get(request_id) if type(request_id) is str else None",
         "                if o is None:",
         "                    " + (refuse if each == "units" else "raise unknown(request_id)"),
     ]
+    # Each request's counts (with ``spec``: and lookahead, and rejected drafts) read.
+    read = [("counts", "q")] + ([("looks", "k"), ("given", "r")] if spec else [])
     if each == "units":
         # (a tuple's unpacking checks its length, and runs no code of the caller's)
-        lines += [
-            "                if type(counts) is not tuple:",
-            f"                    {refuse}",
-            "                try:",
-            f"                    {qs} = counts",
-            "                except ValueError:",
-            f"                    {refuse}",
-            "                if " + " or ".join(f"type(q{g}) is not U{g}" for g in range(n)) + ":",
-            f"                    {refuse}",
-            "                " + "; ".join(f"q{g} = q{g}._value" for g in range(n)),
-        ]
+        for arg, x in read:
+            lines += [
+                f"                if type({arg}) is not tuple:",
+                f"                    {refuse}",
+                "                try:",
+                f"                    {_tuple(x, n)[1:-1]} = {arg}",
+                "                except ValueError:",
+                f"                    {refuse}",
+                "                if " + " or ".join(f"type({x}{g}) is not U{g}" for g in range(n))
+                + ":",
+                f"                    {refuse}",
+            ]
+        lines.append(
+            "                "
+            + "; ".join(
+                f"k{g} = k{g}._value; q{g} = q{g}._value + k{g}; r{g} = r{g}._value"
+                if spec
+                else f"q{g} = q{g}._value"
+                for g in range(n)
+            )
+        )
     elif each:
-        lines += [
-            "                if not (type(counts) is tuple or type(counts) is list) or "
-            f"len(counts) != {n}:",
-            f"                    {back}",
-            f"                {qs} = counts",
-            f"                if {ints} or {negative}:",
-            f"                    {back}",
-        ]
+        for arg, x in read:
+            lines += [
+                f"                if not (type({arg}) is tuple or type({arg}) is list) or "
+                f"len({arg}) != {n}:",
+                f"                    {back}",
+                f"                {_tuple(x, n)[1:-1]} = {arg}",
+            ]
+        checks = [ints, negative]
+        if spec:
+            checks += [
+                " or ".join(f"type(k{g}) is not int or not 0 <= k{g} <= q{g}" for g in range(n)),
+                " or ".join(f"type(r{g}) is not int or r{g} < 0" for g in range(n)),
+            ]
+        lines += [f"                if {' or '.join(checks)}:", f"                    {back}"]
     # (a slow request's item carries its counts, for the core's plan)
-    item = f"(request_id, o, ({qs}))" if each else "(request_id, o, num_new)"
-    lines += [
-        "                if specs and o in specs:",  # a speculative tail: the core accepts it
-        f"                    slow.append({item}); continue",
-    ]
+    item = (
+        f"(request_id, o, ({qs}), ({ks}), ({rs}))"
+        if spec
+        else f"(request_id, o, ({qs}))"
+        if each
+        else "(request_id, o, num_new)"
+    )
+    if spec:
+        # Its speculative tail (a rollback past it is a caller's mistake, reported in batch
+        # order with the others, before any shortfall: the general path's), and the cold
+        # offset the slacks' checks read.
+        lines += [
+            f"                {js} = specs.get(o, nospec)",
+            "                if " + " or ".join(f"r{g} > j{g}" for g in range(n)) + ":",
+            f"                    {back}",
+            f"                c = o * {cw // hw}",
+        ]
+    else:
+        lines += [
+            "                if specs and o in specs:",  # a speculative tail: the core accepts it
+            f"                    slow.append({item}); continue",
+        ]
     # Within every slack: nested, the stores at the innermost; else ``fit``, the groups
     # before the first one past its slack (`_crossing` plans only the slack for them).
     indent = "                "
     for g in range(n):
         lines += [
             f"{indent}s{g} = hot[{_plus('o', g * HOT + SLACK)}]",
-            f"{indent}if {_within(core, g)}:",
+            f"{indent}if {_fits(core, g, True) if spec else _within(core, g)}:",
         ]
         indent += "    "
     # (one group: whether its step's count is the one stored, counted in ``same``)
     same = f"; same += hot[{_plus('o', STEP)}] == q0" if n == 1 and not each else ""
     full = bool(each)
-    lines.append(
-        f"{indent}push(o); {_row(n, [f's{g} - q{g}' for g in range(n)], full=full)}{same}; "
-        "continue"
-    )
+    slacks = [f"s{g} + r{g} - q{g}" if spec else f"s{g} - q{g}" for g in range(n)]
+    kept_spec = f"; keep_spec(({ks}))" if spec else ""
+    lines.append(f"{indent}push(o); {_row(n, slacks, full=full)}{same}{kept_spec}; continue")
     if n > 1:
         for g in reversed(range(n)):
             indent = indent[4:]
@@ -4974,9 +5059,11 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         f"                    slow.append({item}); continue",
         "                if not cx:",
         *(f"                    {line}" for line in made),
-        f"                c = o * {cw // hw}",
+        *([] if spec else [f"                c = o * {cw // hw}"]),
         # (the locals outlive a crossing they decline: its takes undone after it)
         f"                {keep}",
+        # (a drafting step's lookahead, which the positions it commits end before)
+        *([f"                {_tuple('lk', n)[1:-1]} = {ks}"] if spec else []),
         "                for _ in once:",
     ]
     # A move that would make its slab's garbage due, in the batch's first requests: the slab
@@ -4984,9 +5071,9 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     # room given by the compaction; past them the move is made, the slab compacted at a later
     # batch's start (`_compacted_first`).
     again = (
-        f"return {name}(request_ids, num_new, units, checked, compacted | 1 << compact)"
+        f"return {name}(request_ids, {given}, units, checked, compacted | 1 << compact)"
         if each == "units"
-        else f"return {name}(request_ids, num_new, compacted | 1 << compact)"
+        else f"return {name}(request_ids, {given}, compacted | 1 << compact)"
     )
     lines += _crossing(
         core,
@@ -4997,9 +5084,12 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         fit=True,
         batched=True,
         runs=True,
+        drafted=spec,
         compact_while=f"len(offs) < {_REPLAN_BELOW} and ",
     )
     lines += _crossed(core, "                    ", flat=True, batched=True, full=full, runs=True)
+    if spec:
+        lines.append(f"                    keep_spec(({ks}))")
     lines += [
         "                else:",
         "                    cx.append((request_id, o)); continue",
@@ -5014,7 +5104,15 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
           if _caching(core) else []),
         f"                slow.append({item})",
     ]
-    if each:
+    if spec:
+        # The rows and lookaheads of the requests within their slacks go to the core (those
+        # of the crossings, which it plans again, left out).
+        general = (
+            f"return general_respec_each(me, request_ids, {values}, [offs[i] for i in kept], "
+            "[(hots[i], sps[i]) for i in kept], cx + [(x, o) for x, o, *_ in slow])"
+        )
+        twice = f"return general_respec_each(me, request_ids, {values}, [], [], [])"
+    elif each:
         # The rows of the requests within their slacks go to the core (those of the
         # crossings, which it plans again, left out).
         general = (
@@ -5032,7 +5130,7 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
         "            if len(set(request_ids)) != len(request_ids):",
         f"                {twice}",
     ]
-    lines += _slow_planned(core, made, general)
+    lines += _slow_planned(core, made, general, spec)
     if n == 1 and not each:
         # Every request within its slack and its step's count the one stored (a decode
         # batch's steady state): its slacks, one C pass, are all that changes.
@@ -5045,12 +5143,16 @@ def _advance_all(core: CoordinatorCore, typed: bool, shape: Any, each: str = "")
     # Every request within its slacks (no crossing, none slow): the hot fields' stores, their
     # passes chained into one commit, are all that changes.
     stores = [line.strip()[len("ops.append((commit, ") : -2] for line in _hot_stores(n, full)]
-    chained = stores[0] if len(stores) == 1 else "chain(" + ", ".join(stores) + ")"
+    # (a drafting batch's: each request's lookahead kept, a pass in C)
+    kept = ["map(setitem, repeat(specs), offs, sps)"] if spec else []
+    chained = stores[0] if len(stores + kept) == 1 else "chain(" + ", ".join(stores + kept) + ")"
     lines += [
         "            if not cx and not slow:",
         f"                commit({chained}); del owner[0]; return  # the commit",
     ]
     lines += _hot_stores(n, full=full)
+    if spec:
+        lines.append(f"            ops.append((commit, {kept[0]}))")
     lines += ["            if plan is None and cx:"]
     lines += _pooled(core, "                ")
     lines += [
@@ -5092,7 +5194,9 @@ def _compacted_first(n: int) -> list[str]:
     ]
 
 
-def _slow_planned(core: CoordinatorCore, made: list[str], general: str) -> list[str]:
+def _slow_planned(
+    core: CoordinatorCore, made: list[str], general: str, spec: bool = False
+) -> list[str]:
     """A batch's requests that its pass did not plan in locals (``slow``: a prefill chunk's
     content under a key filed already, a run with a stale block, a speculative tail, every
     crossing after one of those), planned in batch
@@ -5101,16 +5205,29 @@ def _slow_planned(core: CoordinatorCore, made: list[str], general: str) -> list[
     them): a prefill chunk beside decodes costs its blocks, and the decodes stay stores. Its
     moves are made whatever garbage they leave (`_seeded_plan`); anything the plan declines
     goes to the core's general path (``general``, with ``kept``: the requests within their
-    slacks, the crossings left out)."""
+    slacks, the crossings left out). With ``spec``, each request's item also carries its
+    lookahead and rejected drafts: its rollback planned first on the same plan
+    (`CoordinatorCore._plan_unroll`), its lookahead kept by the plan."""
+    planned = (
+        [
+            "                back = plan_unroll(o, given, plan, counts)",
+            "                if back is None or not plan_boundary(ops, plan, o, counts, None, "
+            "looks, back, rests=True):",
+        ]
+        if spec
+        else ["                if not plan_boundary(ops, plan, o, counts, None, rests=True):"]
+    )
     return [
         "            plan = None",
-        "            for request_id, o, counts in slow:",
+        "            for request_id, o, counts"
+        + (", looks, given" if spec else "")
+        + " in slow:",
         "                if plan is None:",
         *(["                    if not cx:"] if made else []),
         *(f"                        {line}" for line in made),
         *_seeded_plan(core, "                    ", runs=_caching(core)),
         *_into_plan(core, "                    "),
-        "                if not plan_boundary(ops, plan, o, counts, None, rests=True):",
+        *planned,
         "                    crossed = {o for _, o in cx}",
         "                    kept = [i for i, o in enumerate(offs) if o not in crossed]",
         f"                    {general}",
@@ -5595,7 +5712,7 @@ def _source(core: CoordinatorCore) -> str:
         "    general, general_rollback = core._general_step, core._general_rollback",
         "    boundary, boundary_rollback = core._boundary_step, core._boundary_rollback",
         "    general_all, general_content = core._general_all, core._general_content",
-        "    general_each = core._general_each",
+        "    general_each, general_respec_each = core._general_each, core._general_respec_each",
         "    general_respec, general_respec_all = core._general_respec, core._general_respec_all",
         "    plan_unroll, plan_boundary = core._plan_unroll, core._plan_boundary",
         "    emit_boundary, pids = core._emit_boundary, [id(pool) for pool in core.pools]",
@@ -5871,6 +5988,10 @@ def _source(core: CoordinatorCore) -> str:
         # typed layer, quantities.
         lines += _advance_all(core, typed, shape, each="units" if typed else "raw")
         lines += tail
+        # The same with each request's rollback and lookahead
+        # (`CoordinatorCore.advance_speculative_each`).
+        lines += _advance_all(core, typed, shape, each="units" if typed else "raw", spec=True)
+        lines += tail
         lines += _respec(core, typed, head, tail, shape)
         # A step and the content its positions hold (`CoordinatorCore.advance_content`):
         # stores and the tails' appends when each pair goes to a sequence of its own with one
@@ -5903,7 +6024,7 @@ def _source(core: CoordinatorCore) -> str:
     lines += _extend(core)
     lines.append(
         "    return (" + ", ".join(names) + ", " + typed_names + ", respec_all_units, "
-        "advance_each, advance_each_units, cross, "
+        "advance_each, advance_each_units, respec_each, respec_each_units, cross, "
         "uncross, respec_cross, content_cross, content_fill, respec_fill, respec_fill_cross, "
         "respec_content_all, admit, admit_prefix, free, extend_keys)"
     )

@@ -493,6 +493,17 @@ class Stepper(Generic[*_Us]):
             lookahead=(...), rejected=[(...), ...])``: ``advance_speculative`` for every
             request of an engine step's batch (each once; ``rejected[i]`` is request i's),
             atomically over the batch.
+        advance_speculative_each: ``advance_speculative_each(request_ids, [(...), ...],
+            lookahead=[(...), ...], rejected=[(...), ...])``: ``advance_speculative`` for
+            every request of an engine step's batch, each with its own counts (``num_new[i]``,
+            ``lookahead[i]`` and ``rejected[i]``, a tuple of one count per bound group each,
+            are request i's): a drafting engine step whose prefill chunks (lookahead and
+            rejected zeros) run beside its drafting decodes, in one call and atomically over
+            the batch. Requests within their blocks are stores in C, one past a block
+            boundary (a prefill chunk's run of blocks too) is planned in the same pass.
+            Raises as ``advance_speculative`` (the first failing request), `RequestError`
+            (a request twice, a list not one tuple per request) and `UnitTypeError` naming
+            ``num_new[i][g]``, ``lookahead[i][g]`` or ``rejected[i][g]``.
         advance_with_content: ``advance_with_content(request_id, *num_new, content=[(handle,
             keys), ...])``: ``advance`` then `KVCacheCoordinator.extend_content` of each
             ``keys`` into the sequence its ``handle`` reads (what the step's positions hold:
@@ -549,6 +560,7 @@ class Stepper(Generic[*_Us]):
         "advance_speculative",
         "advance_speculative_all",
         "advance_speculative_all_with_content",
+        "advance_speculative_each",
         "advance_speculative_with_content",
         "advance_with_content",
         "advance_with_content_all",
@@ -587,6 +599,15 @@ class Stepper(Generic[*_Us]):
             request_ids: Sequence[str],
             *num_new: *_Us,
             lookahead: tuple[*_Us],
+            rejected: Sequence[tuple[*_Us]],
+        ) -> None: ...
+
+        def advance_speculative_each(
+            self,
+            request_ids: Sequence[str],
+            num_new: Sequence[tuple[*_Us]],
+            *,
+            lookahead: Sequence[tuple[*_Us]],
             rejected: Sequence[tuple[*_Us]],
         ) -> None: ...
 
@@ -631,6 +652,7 @@ class Stepper(Generic[*_Us]):
         setattr(self, "rollback", made["rollback"])  # noqa: B010
         setattr(self, "advance_speculative", made["advance_speculative"])  # noqa: B010
         setattr(self, "advance_speculative_all", made["advance_speculative_all"])  # noqa: B010
+        setattr(self, "advance_speculative_each", made["advance_speculative_each"])  # noqa: B010
         setattr(  # noqa: B010
             self, "advance_speculative_with_content", made["advance_speculative_with_content"]
         )
@@ -1895,6 +1917,7 @@ def _typed_functions(
         "    core_respec, core_respec_all = fast.respec_typed, fast.respec_all_typed",
         "    core_units = fast.respec_all_units",
         "    core_each, core_each_units = fast.advance_each, fast.advance_each_units",
+        "    core_respec_each, core_respec_each_units = fast.respec_each, fast.respec_each_units",
         "    core_content, core_content_all = fast.content_typed, fast.content_all_typed",
         "    core_respec_content = core.advance_speculative_content",
         "    core_respec_content_all = core.advance_speculative_content_all",
@@ -2016,6 +2039,51 @@ def _typed_functions(
         f"            raw.append({rejected_counts})",
         "        return raw",
         "",
+        "    def advance_speculative_each(request_ids, num_new, *, lookahead, rejected):",
+        *(
+            # Every group bound in order, one position per unit: the core reads each
+            # request's quantities itself (anything irregular: ``checked_respec_each``).
+            [
+                "        if (type(num_new) is list or type(num_new) is tuple) and (type(lookahead) "
+                "is list or type(lookahead) is tuple) and (type(rejected) is list or "
+                "type(rejected) is tuple):",
+                "            return core_respec_each_units(request_ids, num_new, lookahead, "
+                "rejected, U, checked_respec_each)",
+            ]
+            if identity
+            else []
+        ),
+        "        return checked_respec_each(request_ids, num_new, lookahead, rejected)",
+        "",
+        "    def checked_respec_each(request_ids, num_new, lookahead, rejected):",
+        "        if not all(type(x) is list or type(x) is tuple for x in (num_new, lookahead, "
+        "rejected)) or not len(num_new) == len(lookahead) == len(rejected):",
+        "            # (raises, naming what it got)",
+        "            return core_respec_each(request_ids, num_new, lookahead, rejected)",
+        "        raw, looks, backs = [], [], []",
+        "        for i, (given, ahead, back) in enumerate(zip(num_new, lookahead, rejected)):",
+        *(
+            line
+            for what, name, prefix in (
+                ("num_new", "given", "a"), ("lookahead", "ahead", "l"), ("rejected", "back", "r")
+            )
+            for line in (
+                f"            if type({name}) is not tuple or len({name}) != {k}:",
+                f'                count_error(H, f"{what}[{{i}}]", {name})',
+                "            " + ", ".join(f"{prefix}{g}" for g in range(k))
+                + ("," if k == 1 else "") + f" = {name}",
+                *(
+                    f"            if type({prefix}{g}) is not U{g}: reject(H{g}, {prefix}{g}, "
+                    f'f"{what}[{{i}}][{g}]")'
+                    for g in range(k)
+                ),
+            )
+        ),
+        *(f"            v{i} = {value(i, f'l{i}')}" for i in range(k)),
+        f"            raw.append({spec_counts}); looks.append({lookahead_counts}); "
+        f"backs.append({rejected_counts})",
+        "        return core_respec_each(request_ids, raw, looks, backs)",
+        "",
         f"    def advance_speculative_all_with_content(request_ids, {args}, *, lookahead, "
         "rejected, content):",
         *checks("num_new"),
@@ -2079,6 +2147,7 @@ def _typed_functions(
         "                rollback=rollback, allocate_speculative=allocate_speculative,",
         "                advance_speculative=advance_speculative,",
         "                advance_speculative_all=advance_speculative_all,",
+        "                advance_speculative_each=advance_speculative_each,",
         "                advance_with_content=advance_with_content,",
         "                advance_with_content_all=advance_with_content_all,",
         "                advance_speculative_with_content=advance_speculative_with_content,",

@@ -1,14 +1,16 @@
 """Engine-step batches against each request in turn, over random layouts and schedules.
 
 A scheduler calls the batch steps (`Stepper.advance_all`, `advance_each`,
-`advance_speculative_all`, `advance_with_content_all`, `advance_speculative_all_with_content`)
-once per engine step for all its running requests; each is defined as the per-request call of
+`advance_speculative_all`, `advance_speculative_each`, `advance_with_content_all`,
+`advance_speculative_all_with_content`) once per engine step for all its running requests;
+each is defined as the per-request call of
 every request in turn, atomically over the batch. Here, on random layouts (1-4 groups of every
 kind, pooled audio counted in its own unit or in pooled blocks, pools of their own or one
 shared pool, small enough that steps run short and cached blocks are taken again, reservation
 or none) and random schedules (admissions with prompts that share their starts or without
 content, prefills, decode steps of every size, drafting steps with rejections and with what
-each step produced, generating steps with their content, per-request steps between them, frees
+each step produced, prompt chunks beside drafting steps, generating steps with their content,
+per-request steps between them, frees
 mid-run, requests unknown or given twice), every call through the typed layer is compared with
 its general path on a twin: the same outcome (result, or error class and message) and the same
 state after it (`test_fast_step._state`: tables, free queues, reference counts, the prefix
@@ -271,6 +273,7 @@ def _engine_step(t: Twins) -> None:
             + ("advance_all",) * 3
             + ("advance_each",) * 3
             + ("respec_all",) * 4
+            + ("respec_each",) * 3
             + ("content_all",) * 4
             + ("advance", "allocate", "speculative", "rollback", "respec", "content")
             + ("respec_content",)
@@ -383,6 +386,41 @@ def _engine_step(t: Twins) -> None:
         )
         # The same requests fail or none (a caller's mistake anywhere in the batch is
         # reported before a shortfall).
+        assert (mine is None) == (failed is None), (mine, failed)
+        assert _state(turn) == _state(t.two), ids
+    elif op == "respec_each":
+        # Each request's own drafting step, or a prefill chunk (no drafts) beside them: an
+        # engine step of a drafting scheduler with chunked prefill, in one call.
+        steps: list[tuple[str, list[int], list[int], list[int]]] = []
+        for r in ids:
+            if r not in core.requests:  # (unknown: the batch refuses it, whatever its counts)
+                q, k, back = [0] * n, [0] * n, [0] * n
+            elif data.draw(st.integers(0, 2), label="chunk"):
+                q, k, back, _ = t.drafting(r)
+            else:
+                q = [
+                    data.draw(st.integers(0, max_in_flight // s), label="chunk size") * s
+                    for s in t.scale
+                ]
+                k, back = [0] * n, t.rejected(r)
+            steps.append((r, q, k, back))
+        qs, ks, backs = [x[1] for x in steps], [x[2] for x in steps], [x[3] for x in steps]
+        mine, failed, turn = t.batch(
+            op,
+            (lambda: core.advance_speculative_each(ids, qs, ks, backs))
+            if plain_entry
+            else lambda: step.advance_speculative_each(
+                ids,
+                [
+                    t.typed([a - b for a, b in zip(q, k, strict=True)])
+                    for q, k in zip(qs, ks, strict=True)
+                ],
+                lookahead=[t.typed(k) for k in ks],
+                rejected=[t.typed(r) for r in backs],
+            ),
+            (ids, qs, ks, backs),
+            lambda c: drafts_in_turn(c, steps),
+        )
         assert (mine is None) == (failed is None), (mine, failed)
         assert _state(turn) == _state(t.two), ids
     elif op == "content_all":

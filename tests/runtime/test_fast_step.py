@@ -104,6 +104,8 @@ def general(core: CoordinatorCore, kind: str, *args: Any) -> Any:
             return core._general_each(me, args[0], args[1], [], [], [])
         if kind == "respec_all":
             return core._general_respec_all(me, args[0], args[1], args[2], args[3], [], [])
+        if kind == "respec_each":
+            return core._general_respec_each(me, args[0], args[1], args[2], args[3], [], [], [])
         if kind == "content_all":
             return core._general_content_all(me, args[0], args[1], args[2])
         if kind == "respec_content_all":
@@ -1984,6 +1986,115 @@ def test_an_engine_step_with_prefill_chunks_beside_decodes_is_one_call(
     check_pools(one)
 
 
+def _drafting_step(
+    one: KVCacheCoordinator,
+    stepper: Any,
+    units: Sequence[Any],
+    ids: list[str],
+    steps: Sequence[tuple[list[int], list[int], list[int]]],
+    typed: bool,
+    record: Callable[[Any, str, Any], None],
+) -> Any:
+    """One engine step of a drafting scheduler in one call (`advance_speculative_each`),
+    every Python call recorded: each request's positions (drafts included), drafts and
+    rejected drafts of its latest step (``steps``, kernel counts), through the typed layer
+    (counts less drafts, each in its group's unit) or the core's plain-int entry."""
+    qs, ks, rs = ([step[i] for step in steps] for i in range(3))
+
+    def of(counts: list[int]) -> tuple[Any, ...]:
+        return tuple(u(x) for u, x in zip(units, counts, strict=True))
+
+    sys.setprofile(record)
+    try:
+        if typed:
+            return _outcome(
+                functools.partial(
+                    stepper.advance_speculative_each,
+                    lookahead=[of(k) for k in ks],
+                    rejected=[of(r) for r in rs],
+                ),
+                ids,
+                [
+                    of([a - b for a, b in zip(q, k, strict=True)])
+                    for q, k in zip(qs, ks, strict=True)
+                ],
+            )
+        return _outcome(fast, one._core, "respec_each", ids, qs, ks, rs)
+    finally:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize(
+    "kind", ["full", "sliding", "sliding_pooled", "chunked_pooled", "full_sliding"]
+)
+def test_a_drafting_engine_step_with_prefill_chunks_is_one_call(
+    kind: str, monkeypatch: Any
+) -> None:
+    # `advance_speculative_each`: a drafting scheduler with chunked prefill (vLLM's V1
+    # engine with a drafter) runs a new request's prompt chunks (no drafts) beside the
+    # others' drafting steps, each rolling back the drafts its latest step had rejected. In
+    # one call per engine step, each request with its own counts: the pass plans a chunk's
+    # run of blocks, a drafting step crossing a block after its rollback, and stores the
+    # ones within their blocks. Every call, typed or plain, is compared with its general
+    # path on a twin (the same outcome and state), and now and then with each request's
+    # `advance_speculative` in turn on the general path. The core's plans run only where a
+    # rollback may give back a block that its request's step does not take again (a decode
+    # without drafts after rejected ones: rare, a drafter proposes as many each step), as
+    # for one request's `advance_speculative`, and for the requests after it.
+    from .test_batch_fuzz import drafts_in_turn
+
+    compacting_only_past(monkeypatch)
+    one, two, stepper, scale, units, ids = _twins_per_kind(kind, 260, 160)
+    rng = random.Random(53)
+    ran: list[str] = []
+    record = _recorder(ran)
+    left = {rid: rng.randrange(6, 30) for rid in ids}  # prompt positions still to compute
+    drafts = {rid: 0 for rid in ids}  # drafts each request's latest step left
+    fresh = chunks = crossed = rolled = planned = 0
+    for step in range(150):
+        steps: list[tuple[list[int], list[int], list[int]]] = []
+        for rid in ids:
+            if left[rid]:
+                tokens = min(left[rid], rng.choice((3, 5, 8)))
+                left[rid] -= tokens
+                chunks += tokens > 4
+                q, k = tokens, 0
+            else:
+                k = rng.choice((3,) * 12 + (2, 0))
+                q = 1 + k
+            back = rng.randrange(drafts[rid] + 1)
+            rolled += back > 0
+            drafts[rid] = k
+            q_, k_, r_ = ([x * s for s in scale] for x in (q, k, back))
+            steps.append((q_, k_, r_))
+        slacks = [one._core.table.hot[one._core.table.offsets[rid]] for rid in ids]
+        crossed += sum(st[0][0] - st[2][0] > sl for st, sl in zip(steps, slacks, strict=True))
+        before = len(ran)
+        got = _drafting_step(one, stepper, units, ids, steps, bool(step % 2), record)
+        if {"_plan_boundary", "_general_respec_each", "_plan_step"} & set(ran[before:]):
+            # (only where a rollback may give back a block its request's step does not take
+            # again, and for the requests after it: the core's plan, as for one request's)
+            planned += 1
+            assert any(q[0] < r[0] for q, _, r in steps), (step, steps)
+        assert got is None, (step, got)
+        qs, ks, rs = ([st[i] for st in steps] for i in range(3))
+        if step % 10 == 0:  # each request's `advance_speculative` in turn: the same state
+            _, theirs = drafts_in_turn(
+                copy.deepcopy(two), [(r, *st) for r, st in zip(ids, steps, strict=True)]
+            )
+            assert theirs is None, theirs
+        assert got == _outcome(general, two._core, "respec_each", ids, qs, ks, rs), step
+        assert _state(one) == _state(two), step
+        if step % 6 == 5:  # the oldest request ends, a new one starts its prompt
+            fresh += 1
+            gone = _replaced(ids, 0, f"n{fresh}", (one, two))
+            del left[gone], drafts[gone]
+            left[ids[-1]], drafts[ids[-1]] = rng.randrange(6, 30), 0
+    assert chunks > 40 and crossed > 100 and rolled > 100, (chunks, crossed, rolled)
+    assert planned < 25, planned
+    check_pools(one)
+
+
 def test_a_batch_grows_a_segment_where_it_ends_the_slab_and_moves_another_past_it() -> None:
     # Two requests' prefill chunks in one call: the first's segment ends the slab and grows
     # there by its run, the second's has no room and moves to the slab's end as the first
@@ -2159,6 +2270,124 @@ def test_an_engine_step_of_its_own_counts_fails_whole_and_reports_what_it_was_gi
         with pytest.raises(RequestError, match=re.escape(words)):
             core.advance_each(ids, num_new)
         assert _state(coord) == before, num_new
+
+
+@pytest.mark.parametrize("kind", ["full", "sliding_pooled", "chunked", "full_sliding"])
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_drafting_batch_of_prompt_chunks_takes_its_runs_in_its_pass(
+    kind: str, typed: bool, monkeypatch: Any
+) -> None:
+    # A drafting scheduler's first engine steps: every request computes a chunk of its
+    # prompt (two blocks, no drafts) in one call, `advance_speculative_all` (one count for
+    # all), then drafts three tokens a step, rejecting some. The pass takes each chunk's run
+    # of blocks as `advance_all`'s does (it sent them to the core's plan, which declines a
+    # run: the general path, some 3x the cost). Every call is compared with its general path
+    # on a twin; neither the core's boundary plan nor its general path runs.
+    compacting_only_past(monkeypatch)
+    one, two, stepper, scale, units, ids = _twins_per_kind(kind, 260, 160)
+    rng = random.Random(59)
+    ran: list[str] = []
+    record = _recorder(ran)
+    drafts = {rid: 0 for rid in ids}
+
+    def of(counts: list[int]) -> tuple[Any, ...]:
+        return tuple(u(x) for u, x in zip(units, counts, strict=True))
+
+    for step in range(24):
+        q, k = (8, 0) if step < 3 else (4, 3)
+        rs = []
+        for rid in ids:
+            back = rng.randrange(drafts[rid] + 1)
+            drafts[rid] = k
+            rs.append([back * s for s in scale])
+        qs, ks = [q * s for s in scale], [k * s for s in scale]
+        sys.setprofile(record)
+        try:
+            if typed:
+                got = _outcome(
+                    functools.partial(
+                        stepper.advance_speculative_all,
+                        lookahead=of(ks),
+                        rejected=[of(r) for r in rs],
+                    ),
+                    ids,
+                    *of([a - b for a, b in zip(qs, ks, strict=True)]),
+                )
+            else:
+                got = _outcome(fast, one._core, "respec_all", ids, qs, ks, rs)
+        finally:
+            sys.setprofile(None)
+        assert got is None, (step, got)
+        assert got == _outcome(general, two._core, "respec_all", ids, qs, ks, rs), step
+        assert _state(one) == _state(two), step
+    assert "_plan_boundary" not in ran, ran.count("_plan_boundary")
+    assert "_general_respec_all" not in ran and "_plan_step" not in ran
+    check_pools(one)
+
+
+def test_a_drafting_engine_step_of_its_own_counts_fails_whole_and_reports_what_it_was_given(
+) -> None:
+    # `advance_speculative_each` checks each request's counts, lookahead and rejected drafts
+    # where it meets them, in batch order: a count of the wrong unit is named by its list,
+    # request and group; a tuple of the wrong shape, lists not one tuple per request, an
+    # unknown request, one given twice, a rollback past what the latest step left
+    # speculative (a caller's mistake, reported before a later request's), more lookahead
+    # than positions, a step past max_len (a later request's, after others were planned)
+    # each raise, and nothing changes. A step that fails is `advance_speculative`'s error.
+    coord = _voxtral_toy()
+    for rid in ("r", "s"):
+        coord.admit(rid)
+    step = coord.stepper(coord.group("audio", EncoderTokens), coord.group("text", Tokens))
+    zero = (EncoderTokens(0), Tokens(0))
+    one = (EncoderTokens(2), Tokens(1))
+    two = (EncoderTokens(4), Tokens(2))
+    chunk = (EncoderTokens(6), Tokens(3))
+    # r drafts two positions, s computes a prompt chunk (no drafts).
+    step.advance_speculative_each(
+        ["r", "s"], [one, chunk], lookahead=[two, zero], rejected=[zero, zero]
+    )
+    before = _state(coord)
+    wrong = (Tokens(2), Tokens(1))
+    cases: list[tuple[Any, Any, Any, Any, type[Exception], str]] = [
+        (["r", "s"], [one, wrong], [two, zero], [zero, zero], UnitTypeError, "num_new[1][0]"),
+        (["r", "s"], [one, one], [two, wrong], [zero, zero], UnitTypeError, "lookahead[1][0]"),
+        (["r", "s"], [one, one], [two, zero], [wrong, zero], UnitTypeError, "rejected[0][0]"),
+        (["r", "s"], [one, (Tokens(1),)], [two, zero], [zero, zero], UnitTypeError,
+         "num_new[1] takes 2 counts"),
+        (["r", "s"], [one, one], [two, zero], [zero, [EncoderTokens(0), Tokens(0)]],
+         UnitTypeError, "rejected[1]"),
+        (["r", "s"], [one], [two], [zero], RequestError, "1 tuples of counts for 2 requests"),
+        (["r", "s"], {"r": one}, [two, zero], [zero, zero], RequestError, "give a list"),
+        (["r", "x"], [one, one], [two, zero], [zero, zero], RequestError, "'x'"),
+        (["r", "r"], [one, one], [two, zero], [zero, zero], RequestError, "twice"),
+        # (s's latest step left nothing speculative: reported before r's step past max_len)
+        (["r", "s"], [(EncoderTokens(2), Tokens(40)), one], [two, zero], [zero, one],
+         RequestError, "request 's' rolls back 2 positions in group 'audio'"),
+        (["r", "s"], [one, (EncoderTokens(2), Tokens(40))], [two, zero], [two, zero],
+         RequestError, "max_len"),
+    ]
+    for ids, num_new, lookahead, rejected, error, words in cases:
+        with pytest.raises(error, match=re.escape(words)):
+            step.advance_speculative_each(ids, num_new, lookahead=lookahead, rejected=rejected)
+        assert _state(coord) == before, (ids, num_new, lookahead, rejected)
+    # The plain-int entry: the same, the faults named by the request and group.
+    core = coord._core
+    plain: list[tuple[Any, Any, Any, str]] = [
+        ([(2, 1), (2, -1)], [(0, 0), (0, 0)], [(0, 0), (0, 0)],
+         "adds -1 positions to request 's' in group 'text'"),
+        ([(2, 1), (2, 1)], [(0, 0), (0, 2)], [(0, 0), (0, 0)],
+         "marks 2 of its 1 positions as lookahead"),
+        ([(2, 1), (2, 1)], [(0, 0), (0, 0)], [(4, 3), (0, 0)],
+         "request 'r' rolls back 3 positions in group 'text'"),
+        ([(2, 1), (2,)], [(0, 0), (0, 0)], [(0, 0), (0, 0)], "gives 1 counts for 2 groups"),
+        ([(2, 1), 3], [(0, 0), (0, 0)], [(0, 0), (0, 0)], "request 's''s counts are int"),
+        ([(2, 1), (2, 1)], [(0, 0), (0, 0)], [(0, 0), None],
+         "request 's''s rejected counts are NoneType"),
+    ]
+    for num_new, lookahead, rejected, words in plain:
+        with pytest.raises(RequestError, match=re.escape(words)):
+            core.advance_speculative_each(["r", "s"], num_new, lookahead, rejected)
+        assert _state(coord) == before, (num_new, lookahead, rejected)
 
 
 def test_a_batch_of_prefill_chunks_compacts_a_slab_and_stays_off_the_general_path(

@@ -82,16 +82,16 @@ def test_drafting_with_every_token_cached_in_a_shared_pool_registers_on_the_fast
     assert not any("pending" in text for _, _, text in counts), counts
 
 
-def test_paths_replays_the_side_asked_for_where_the_trace_has_it(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_paths_replays_the_side_asked_for_where_the_trace_has_it() -> None:
     # Short streams drafting 6 with every token cached, one call an engine step (sweep 29's
     # trace 29.32, shorter): each request's first drafting step found its content resting
     # and took the core's boundary path (581 of 1,600 stream-steps, on a side `--paths` did
     # not replay); now nothing leaves the fast paths but a compaction. A drafting trace whose
-    # streams are still in their prompts' chunks has no batch side, and says so; a plain one
-    # has (`Stepper.advance_each`: each stream's own counts), and its chunks beside the
-    # decodes never leave the fast paths.
+    # streams are still in their prompts' chunks has a batch side too
+    # (`Stepper.advance_speculative_each`, session 51: each stream's own counts; before, it
+    # had none), and its chunks beside the drafting steps never leave the fast paths; so has
+    # every trace of a sweep. A plain one has (`Stepper.advance_each`), and its chunks beside
+    # the decodes never leave the fast paths.
     trace = vs_vllm.Trace(
         "x", "y", ("text",), streams=8, prompt=1, chunk=512, decode=5, total=400,
         shared_pool=True, prefix="generated", spec=6,
@@ -100,10 +100,14 @@ def test_paths_replays_the_side_asked_for_where_the_trace_has_it(
     steps, counts = vs_vllm.paths(trace, "batch")
     assert steps == 400
     assert {path for path, _, _ in counts} <= {"compact_ops"}, counts
-    chunked = vs_vllm.Trace("x", "z", ("text",), prompt=100, chunk=64, decode=5, total=64, spec=3)
-    assert "batch" not in vs_vllm.kvunits_modes(chunked)
-    vs_vllm.print_paths([chunked], "batch")
-    assert capsys.readouterr().out == "-- x z: no batch side\n"
+    chunked = vs_vllm.Trace(
+        "x", "z", ("text", "sliding"), prompt=300, chunk=64, decode=20, total=400, spec=3
+    )  # fmt: skip
+    assert "batch" in vs_vllm.kvunits_modes(chunked)
+    steps, counts = vs_vllm.paths(chunked, "batch")
+    assert steps == 400
+    assert {path for path, _, _ in counts} <= {"compact_ops"}, counts
+    assert all("batch" in vs_vllm.kvunits_modes(t) for t in vs_vllm.sweep(51))
     plain = vs_vllm.Trace("x", "p", ("text", "sliding"), prompt=300, chunk=64, decode=20, total=400)
     assert "batch" in vs_vllm.kvunits_modes(plain)
     steps, counts = vs_vllm.paths(plain, "batch")

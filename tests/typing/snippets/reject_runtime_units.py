@@ -69,3 +69,11 @@ stream.admit("r3", EncoderTokens(256), Tokens(64))
 stream.advance_each(["r2", "r3"], [(EncoderTokens(2), Tokens(1)), (EncoderTokens(8), Tokens(16))])
 stream.advance_each(["r2", "r3"], [(EncoderTokens(2), Tokens(1)), (PooledBlocks(16), Tokens(16))])  # E: List item 1 has incompatible type "tuple[PooledBlocks, Tokens]"; expected "tuple[EncoderTokens, Tokens]"  [list-item]
 stream.advance_each(["r2", "r3"], [(EncoderTokens(2), 1)])  # E: List item 0 has incompatible type "tuple[EncoderTokens, int]"; expected "tuple[EncoderTokens, Tokens]"  [list-item]
+
+# A drafting engine step of each request's own counts (a prompt chunk beside a drafting step):
+# a tuple per request of its counts, of its drafts and of its rejected drafts, in the
+# stepper's units.
+none = (EncoderTokens(0), Tokens(0))
+stream.advance_speculative_each(["r2", "r3"], [(EncoderTokens(2), Tokens(1)), (EncoderTokens(8), Tokens(16))], lookahead=[(EncoderTokens(4), Tokens(2)), none], rejected=[none, none])
+stream.advance_speculative_each(["r2", "r3"], [(EncoderTokens(2), Tokens(1)), (EncoderTokens(8), Tokens(16))], lookahead=[(PooledBlocks(1), Tokens(2)), none], rejected=[none, none])  # E: List item 0 has incompatible type "tuple[PooledBlocks, Tokens]"; expected "tuple[EncoderTokens, Tokens]"  [list-item]
+stream.advance_speculative_each(["r2", "r3"], [(EncoderTokens(2), Tokens(1)), none], lookahead=[none, none], rejected=[(EncoderTokens(2), 1), none])  # E: List item 0 has incompatible type "tuple[EncoderTokens, int]"; expected "tuple[EncoderTokens, Tokens]"  [list-item]
