@@ -283,6 +283,37 @@ CALLS: list[tuple[str, str, Callable[[World], object]]] = [
         ),
     ),
     (
+        "advance_each",
+        "one engine step of its own counts: a prompt chunk of b beside a's decode",
+        lambda w: w.step.advance_each(
+            ["a", "b"],
+            [(EncoderTokens(2), Tokens(1), Tokens(1)), (EncoderTokens(10), Tokens(5), Tokens(5))],
+        ),
+    ),
+    (
+        "advance_speculative_each",
+        "one drafting engine step of its own counts: a drafting, a prompt chunk of b (no "
+        "drafts), c's drafts all rejected before its next drafting step",
+        lambda w: w.step.advance_speculative_each(
+            ["a", "b", "c"],
+            [
+                (EncoderTokens(2), Tokens(1), Tokens(1)),
+                (EncoderTokens(10), Tokens(5), Tokens(5)),
+                (EncoderTokens(2), Tokens(1), Tokens(1)),
+            ],
+            lookahead=[
+                (EncoderTokens(2), Tokens(1), Tokens(1)),
+                (EncoderTokens(0), Tokens(0), Tokens(0)),
+                (EncoderTokens(2), Tokens(1), Tokens(1)),
+            ],
+            rejected=[
+                (EncoderTokens(0), Tokens(0), Tokens(0)),
+                (EncoderTokens(0), Tokens(0), Tokens(0)),
+                (EncoderTokens(4), Tokens(2), Tokens(2)),
+            ],
+        ),
+    ),
+    (
         "advance_with_content_all",
         "one generating engine step of a and b: a's text fills a block (hashed, registered)",
         lambda w: w.step.advance_with_content_all(
