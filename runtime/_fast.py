@@ -4959,8 +4959,14 @@ def _advance_all(
     lines += [
         "            offs, hots, cx, slow, ops, xl = [], [], [], [], [], {}",
         "            push, row = offs.append, hots.append",
-        # (a drafting batch's lookahead per request stored, in the order of ``offs``)
+        # (a drafting batch's lookahead per request stored, in the order of ``offs``; with
+        # ``units``, the lookahead tuple last read)
         *(["            sps = []; keep_spec = sps.append"] if spec else []),
+        *(
+            ["            seen = me  # (fresh: no caller's lookahead is it)"]
+            if spec and each == "units"
+            else []
+        ),
         *(["            same = 0"] if n == 1 and not each else []),
         "            for request_id"
         + (
@@ -4977,21 +4983,31 @@ def _advance_all(
     if each == "units":
         # (a tuple's unpacking checks its length, and runs no code of the caller's)
         for arg, x in read:
-            lines += [
-                f"                if type({arg}) is not tuple:",
-                f"                    {refuse}",
-                "                try:",
-                f"                    {_tuple(x, n)[1:-1]} = {arg}",
-                "                except ValueError:",
-                f"                    {refuse}",
-                "                if " + " or ".join(f"type({x}{g}) is not U{g}" for g in range(n))
-                + ":",
-                f"                    {refuse}",
+            check = [
+                "if type({arg}) is not tuple:",
+                f"    {refuse}",
+                "try:",
+                f"    {_tuple(x, n)[1:-1]} = {arg}",
+                "except ValueError:",
+                f"    {refuse}",
+                "if " + " or ".join(f"type({x}{g}) is not U{g}" for g in range(n)) + ":",
+                f"    {refuse}",
             ]
+            if arg == "looks":
+                # The lookahead read once per tuple object: a scheduler gives its drafting
+                # requests one (a tuple and its quantities are immutable; a chunk's zeros
+                # another), so most requests' reads are one comparison.
+                check = [
+                    "if looks is not seen:",
+                    *("    " + line for line in check),
+                    "    seen = looks; "
+                    + "; ".join(f"kv{g} = k{g}._value" for g in range(n)),
+                ]
+            lines += ["                " + line.format(arg=arg) for line in check]
         lines.append(
             "                "
             + "; ".join(
-                f"k{g} = k{g}._value; q{g} = q{g}._value + k{g}; r{g} = r{g}._value"
+                f"k{g} = kv{g}; q{g} = q{g}._value + k{g}; r{g} = r{g}._value"
                 if spec
                 else f"q{g} = q{g}._value"
                 for g in range(n)

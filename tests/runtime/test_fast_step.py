@@ -2356,6 +2356,11 @@ def test_a_drafting_engine_step_of_its_own_counts_fails_whole_and_reports_what_i
          "num_new[1] takes 2 counts"),
         (["r", "s"], [one, one], [two, zero], [zero, [EncoderTokens(0), Tokens(0)]],
          UnitTypeError, "rejected[1]"),
+        # (the pass reads a lookahead tuple once: None, or another object, is read anew)
+        (["r", "s"], [one, one], [None, zero], [zero, zero], UnitTypeError,
+         "lookahead[0] takes 2 counts"),
+        (["r", "s"], [one, one], [two, (EncoderTokens(4), Tokens(2), Tokens(2))],
+         [zero, zero], UnitTypeError, "lookahead[1] takes 2 counts"),
         (["r", "s"], [one], [two], [zero], RequestError, "1 tuples of counts for 2 requests"),
         (["r", "s"], {"r": one}, [two, zero], [zero, zero], RequestError, "give a list"),
         (["r", "x"], [one, one], [two, zero], [zero, zero], RequestError, "'x'"),
