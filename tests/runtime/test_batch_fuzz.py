@@ -405,6 +405,7 @@ def _engine_step(t: Twins) -> None:
                 k, back = [0] * n, t.rejected(r)
             steps.append((r, q, k, back))
         qs, ks, backs = [x[1] for x in steps], [x[2] for x in steps], [x[3] for x in steps]
+        looks: dict[tuple[int, ...], tuple[Any, ...]] = {}
         mine, failed, turn = t.batch(
             op,
             (lambda: core.advance_speculative_each(ids, qs, ks, backs))
@@ -415,7 +416,8 @@ def _engine_step(t: Twins) -> None:
                     t.typed([a - b for a, b in zip(q, k, strict=True)])
                     for q, k in zip(qs, ks, strict=True)
                 ],
-                lookahead=[t.typed(k) for k in ks],
+                # (one tuple for the requests of one lookahead, as a scheduler gives it)
+                lookahead=[looks.setdefault(tuple(k), t.typed(k)) for k in ks],
                 rejected=[t.typed(r) for r in backs],
             ),
             (ids, qs, ks, backs),

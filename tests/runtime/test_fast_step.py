@@ -1998,19 +1998,21 @@ def _drafting_step(
     """One engine step of a drafting scheduler in one call (`advance_speculative_each`),
     every Python call recorded: each request's positions (drafts included), drafts and
     rejected drafts of its latest step (``steps``, kernel counts), through the typed layer
-    (counts less drafts, each in its group's unit) or the core's plain-int entry."""
+    (counts less drafts, each in its group's unit; one lookahead tuple for the requests of
+    one lookahead, as a scheduler gives it) or the core's plain-int entry."""
     qs, ks, rs = ([step[i] for step in steps] for i in range(3))
 
     def of(counts: list[int]) -> tuple[Any, ...]:
         return tuple(u(x) for u, x in zip(units, counts, strict=True))
 
+    shared: dict[tuple[int, ...], tuple[Any, ...]] = {}
     sys.setprofile(record)
     try:
         if typed:
             return _outcome(
                 functools.partial(
                     stepper.advance_speculative_each,
-                    lookahead=[of(k) for k in ks],
+                    lookahead=[shared.setdefault(tuple(k), of(k)) for k in ks],
                     rejected=[of(r) for r in rs],
                 ),
                 ids,
