@@ -1296,8 +1296,9 @@ def kvunits_modes(trace: Trace, batch: bool = True) -> list[str]:
     """kvunits' sides of ``trace`` (`KvunitsSide` modes): typed and raw always; with
     ``batch``, a generating trace's one call a stream-step (content), a drafting trace's
     (fused), and one call an engine step (batch): of one count for every running stream, or
-    (streams in their prompt's chunks) of each stream's own counts; a drafting trace whose
-    every generated token is cached only where no stream is still in its prompt's chunks."""
+    (streams in their prompt's chunks) of each stream's own counts, drafting too (a trace
+    whose every generated token is cached has its prompt in one chunk: `Trace` refuses
+    others)."""
     modes = ["typed", "raw"]
     plain = trace.spec == 0 and trace.prefix != "generated"
     chunked = trace.prompt > trace.chunk  # (prefill chunks beside decodes: ``advance_each``)
