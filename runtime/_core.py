@@ -2663,42 +2663,60 @@ class CoordinatorCore:
             )
         self._check_lookahead(str(first), num_new, lookahead)
         _check_each_once(request_ids)
-        if not fast and not slow:
+        boundary = bool(fast or slow)
+        if not boundary:
             slow = [
                 (request_id, self._offset(request_id), r)
                 for request_id, r in zip(request_ids, rejected, strict=True)
             ]
-        else:
-            # Requests at a block boundary: planned together (as `_general_all`); again after
-            # compacting the slabs (a boundary step refuses to move a segment when that
-            # would make its slab due: the general path moves it, and compacts a call later).
+        for request_id, o, r in slow:
+            self._check_rejected(request_id, o, r)
+        self._respecs_committed(
+            [(request_id, o, num_new, lookahead, r) for request_id, o, r in slow],
+            lambda ops: self._respec_ops(ops, fast, num_new, lookahead),
+            boundary,
+        )
+
+    def _respecs_committed(
+        self,
+        slow: list[tuple[str, int, Sequence[int], Sequence[int], Sequence[int]]],
+        fast_ops: Callable[[Ops], None],
+        boundary: bool,
+    ) -> None:
+        """A checked drafting batch's commit (`_general_respec_all`'s and
+        `_general_respec_each`'s): the requests of ``slow`` (id, offset, counts, lookahead,
+        rejected) planned one after the other on the same plans, each rollback before its
+        step; with ``boundary`` (the fast function planned the others), on one boundary plan
+        first, again after compacting the slabs where it declines (a boundary step refuses to
+        move a segment when that would make its slab due: the general path moves it, and
+        compacts a call later). ``fast_ops`` adds the stores of the requests within their
+        slacks."""
+        if boundary:
             for _ in range(2):
                 planned: Ops = []
-                boundary = _Boundary()
-                for _, o, r in slow:
-                    back = self._plan_unroll(o, r, boundary, num_new)
-                    if back is None or not self._plan_boundary(
-                        planned, boundary, o, num_new, None, lookahead, back, rests=True
+                plan = _Boundary()
+                for _, o, counts, looks, back in slow:
+                    unroll = self._plan_unroll(o, back, plan, counts)
+                    if unroll is None or not self._plan_boundary(
+                        planned, plan, o, counts, None, looks, unroll, rests=True
                     ):
                         break
                 else:
-                    self._emit_boundary(planned, boundary)
-                    self._respec_ops(planned, fast, num_new, lookahead)
+                    self._emit_boundary(planned, plan)
+                    fast_ops(planned)
                     commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
                 pre: Ops = []
                 self.table.compact_ops(pre, soon=True)
                 if not pre:
                     break
                 commit(ops_of(pre))  # moves segments only: nothing observable
-        for request_id, o, r in slow:
-            self._check_rejected(request_id, o, r)
         self._compact_due()
         ops: Ops = []
         slabs = SlabPlan(ops)
         pools: dict[int, PoolPlan] = {}
-        for request_id, o, r in slow:
-            self._plan_respec(ops, slabs, pools, request_id, o, num_new, lookahead, r)
-        self._respec_ops(ops, fast, num_new, lookahead)
+        for request_id, o, counts, looks, back in slow:
+            self._plan_respec(ops, slabs, pools, request_id, o, counts, looks, back)
+        fast_ops(ops)
         for pool_plan in pools.values():
             pool_plan.emit(ops)
         slabs.emit(self.table)
@@ -2769,42 +2787,12 @@ class CoordinatorCore:
             ops.append((commit, map(setitem, repeat(hot), spans, [row for row, _ in rows])))
             ops.append((commit, map(setitem, repeat(specs), fast, [spec for _, spec in rows])))
 
-        if not fast and not slow:
+        boundary = bool(fast or slow)
+        if not boundary:
             slow = [(request_id, self._offset(request_id)) for request_id in request_ids]
-        else:
-            # Requests at a block boundary: planned together on one boundary plan (as
-            # `_general_respec_all`); again after compacting the slabs where it refuses a move.
-            for _ in range(2):
-                planned: Ops = []
-                boundary = _Boundary()
-                for request_id, o in slow:
-                    counts, looks, back = steps[request_id]
-                    unroll = self._plan_unroll(o, back, boundary, counts)
-                    if unroll is None or not self._plan_boundary(
-                        planned, boundary, o, counts, None, looks, unroll, rests=True
-                    ):
-                        break
-                else:
-                    self._emit_boundary(planned, boundary)
-                    fast_ops(planned)
-                    commit(ops_of(planned)); del self.guard.owner[0]; return  # noqa: E702 - the commit: one line (_guard)
-                pre: Ops = []
-                self.table.compact_ops(pre, soon=True)
-                if not pre:
-                    break
-                commit(ops_of(pre))  # moves segments only: nothing observable
-        self._compact_due()
-        ops: Ops = []
-        slabs = SlabPlan(ops)
-        pools: dict[int, PoolPlan] = {}
-        for request_id, o in slow:
-            counts, looks, back = steps[request_id]
-            self._plan_respec(ops, slabs, pools, request_id, o, counts, looks, back)
-        fast_ops(ops)
-        for pool_plan in pools.values():
-            pool_plan.emit(ops)
-        slabs.emit(self.table)
-        commit(ops_of(ops)); del self.guard.owner[0]  # noqa: E702 - the commit: one line (_guard)
+        self._respecs_committed(
+            [(request_id, o, *steps[request_id]) for request_id, o in slow], fast_ops, boundary
+        )
 
     def _plan_respec(
         self,
