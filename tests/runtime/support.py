@@ -40,7 +40,7 @@ from kvunits.runtime import (
     _table,
 )
 from kvunits.runtime._core import RestingExtras
-from kvunits.runtime._table import LENGTH, SKIPPED
+from kvunits.runtime._table import ANCHOR, BASE, LENGTH, SKIPPED, SLACK
 from kvunits.runtime.block_pool import BlockPool, PoolPlan
 from kvunits.runtime.block_pool import holders as filed_blocks
 from kvunits.runtime.prefix_cache import PrefixPart
@@ -324,6 +324,25 @@ def check_ends(coord: KVCacheCoordinator) -> None:
             entries = table.field(o, g, SKIPPED) + table.field(o, g, LENGTH)
             slots = -(-table.rows(o, g) // core._pool[g])
             assert entries == manager.table_length(slots), (rid, g, entries, slots)
+
+
+def check_bases(coord: KVCacheCoordinator) -> None:
+    """Every request's fields that let a step skip the managers agree with its table: in each
+    group with slot rows where its slack is not 0, ``BASE`` is the base (``table[b] − b``) of
+    the block ``b`` holding the next step's first slot, the one a fast step's slot mapping
+    reads (`_table`'s ``BASE``), and ``ANCHOR`` is within that block."""
+    core = coord._core
+    table = core.table
+    for rid, o in table.offsets.items():
+        for g, manager in enumerate(core._managers):
+            if not manager.has_slot_rows or table.field(o, g, SLACK) == 0:
+                continue
+            p, size = core._pool[g], core._block_size[g]
+            slot = table.rows(o, g) // p
+            b = slot // size
+            entry = table.live(o, g)[b - table.field(o, g, SKIPPED)]
+            assert table.field(o, g, BASE) == entry - b, (rid, g, slot)
+            assert table.field(o, g, ANCHOR) <= (b + 1) * size * p, (rid, g, slot)
 
 
 def unresident_keys(

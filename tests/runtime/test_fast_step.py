@@ -63,6 +63,7 @@ from ..examples import every, examples
 from .support import (
     RESTING,
     Injected,
+    check_bases,
     check_ends,
     check_pools,
     compacting_only_past,
@@ -1747,6 +1748,137 @@ def test_drafting_crossings_of_every_kind_match_the_general_path(kind: str) -> N
                 c._core.admit(ids[-1])
     assert "_general_respec_all" not in ran, ran.count("_general_respec_all")
     assert all(pool._head for pool in one._core.pools)  # blocks taken again from the queue
+    check_pools(one)
+
+
+@pytest.mark.parametrize(
+    "entry", ["respec", "respec_typed", "respec_all", "respec_all_typed", "respec_each"]
+)
+@pytest.mark.parametrize(
+    "kind", ["sliding", "sliding_pooled", "chunked", "chunked_pooled", "full_sliding"]
+)
+def test_a_drafting_step_past_a_windows_eviction_bound_that_takes_no_block_is_stores(
+    kind: str, entry: str
+) -> None:
+    # A window's slack stops at EVICT, the first slot a step may start at that evicts. A
+    # drafting step of several positions that starts before it and ends past it, in the
+    # table's last block, takes no block and evicts none; after it the slack is 0, so every
+    # step until one starts past EVICT is past the slack too. Those steps are stores now
+    # (`_fast._past_eviction`: the anchor moved), not the crossing's plan, per request (typed
+    # and plain) and, beside a pooled window, in both drafting batches
+    # (`advance_speculative_all`, `advance_speculative_each`). Five streams in blocks of 4
+    # draft 3 tokens (times P) a step with 0..3 rejected; every call is compared with its
+    # general path on a twin (outcome and state), the bases a fast step's slot mapping reads
+    # are checked against the tables (`support.check_bases`), and a step past a slack that
+    # changed no table ran no crossing: per request no `respec_cross`; in a batch beside a
+    # pooled window (the batches' rule: `_fast._moved_row`), the crossing's plan of a
+    # window's group (its line ``want = ...``) only for the requests whose tables changed.
+    one, two, stepper, scale, units, ids = _twins_per_kind(kind, 260, 160)
+    core = one._core
+    table = core.table
+    rng = random.Random(53)
+    pending = {rid: [0] * len(scale) for rid in ids}
+    calls: list[str] = []
+    record = _recorder(calls)
+    planned: set[int] = set()  # the offsets of the requests the crossing planned
+    marker = {
+        i
+        for i, line in enumerate(core.fast.source.split("\n"), 1)
+        if line.strip() == "want = blocks - skipped - length"
+    }
+
+    def lines(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno in marker:
+            planned.add(frame.f_locals["o"])
+        return lines
+
+    def traced(frame: Any, event: str, arg: Any) -> Any:
+        return lines if frame.f_code.co_filename.startswith("<kvunits fast steps") else None
+
+    moved = fresh = 0
+    for step in range(150):
+        q, k = [4 * s for s in scale], [3 * s for s in scale]
+        rejected = [pending[rid] for rid in ids]
+        before = {rid: [list(table.live(core.offset(rid), g)) for g in range(len(scale))]
+                  for rid in ids}
+        past = {
+            rid: any(
+                x - y > table.field(core.offset(rid), g, SLACK)
+                for g, (x, y) in enumerate(zip(q, r, strict=True))
+            )
+            for rid, r in zip(ids, rejected, strict=True)
+        }
+        calls.clear()
+        if entry in ("respec", "respec_typed"):
+            for rid, r in zip(ids, rejected, strict=True):
+                ran = len(calls)
+                sys.setprofile(record)
+                try:
+                    if entry == "respec":
+                        got = _outcome(fast, core, "respec", rid, q, k, r)
+                    else:
+                        got = _outcome(
+                            functools.partial(
+                                stepper.advance_speculative,
+                                lookahead=tuple(u(y) for u, y in zip(units, k, strict=True)),
+                                rejected=tuple(u(x) for u, x in zip(units, r, strict=True)),
+                            ),
+                            rid,
+                            *(u(x - y) for u, x, y in zip(units, q, k, strict=True)),
+                        )
+                finally:
+                    sys.setprofile(None)
+                assert got == _outcome(general, two._core, "respec", rid, q, k, r), step
+                unchanged = before[rid] == [
+                    list(table.live(core.offset(rid), g)) for g in range(len(scale))
+                ]
+                if past[rid] and unchanged:
+                    moved += 1
+                    assert "respec_cross" not in calls[ran:], (step, rid)
+        else:
+            planned.clear()
+            sys.settrace(traced)
+            try:
+                if entry == "respec_all":
+                    got = _outcome(fast, core, "respec_all", ids, q, k, rejected)
+                elif entry == "respec_all_typed":
+                    got = _outcome(_typed_drafts, stepper, units, ids, q, k, rejected)
+                else:
+                    got = _outcome(fast, core, "respec_each", ids, [q] * len(ids),
+                                   [k] * len(ids), rejected)
+            finally:
+                sys.settrace(None)
+            if entry == "respec_each":
+                want = _outcome(general, two._core, "respec_each", ids, [q] * len(ids),
+                                [k] * len(ids), rejected)
+            else:
+                want = _outcome(general, two._core, "respec_all", ids, q, k, rejected)
+            assert got == want, step
+            changed = [
+                rid
+                for rid in ids
+                if before[rid]
+                != [list(table.live(core.offset(rid), g)) for g in range(len(scale))]
+            ]
+            moved += sum(past[rid] and rid not in changed for rid in ids)
+            if kind.endswith("pooled"):  # (a batch's rule: a pooled window's, `_moved_row`)
+                assert planned <= {core.offset(rid) for rid in changed}, step
+        assert _state(one) == _state(two), step
+        check_bases(one)
+        check_bases(two)
+        check_ends(one)
+        for rid in ids:
+            refused = rng.randrange(4)
+            pending[rid] = [refused * s for s in scale]
+        if step % 6 == 5:  # the oldest stream ends, a new one takes its place (its blocks)
+            gone = ids.pop(0)
+            fresh += 1
+            ids.append(f"n{fresh}")
+            pending[ids[-1]] = [0] * len(scale)
+            for c in (one, two):
+                c._core.free(gone)
+                c._core.admit(ids[-1])
+    assert moved >= 40, moved
     check_pools(one)
 
 
