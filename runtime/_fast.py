@@ -1617,10 +1617,10 @@ def _past_eviction(core: CoordinatorCore, g: int, typed: bool) -> str | None:
     Where the table holds the step's end (no take), no content waits (`RequestExtras.pending`:
     the crossing's registration), the rollback is within the drafts, the step ends past the
     rolled-back end and within max_in_flight and max_len (the crossing's checks), such a step
-    changes the positions alone. Its slack is left 0 (`_table`: anything may set it lower),
-    where the crossing would give the slack to the bound, ``BASE`` with it: past ``EVICT``
-    that is the step's end too (the bound is behind it), and the next step's crossing sets
-    ``BASE`` for the block it reads, so no fast step reads one this leaves."""
+    changes the positions alone. Its slack is left 0 (`_table`: anything may set it lower).
+    The crossing gives it up to the next bound, ``BASE`` with it; past ``EVICT``, the case
+    this is for, that bound is behind the step's end, so no slack either. With slack 0 no
+    fast step reads ``BASE``, and the next step's crossing sets it."""
     manager = core._managers[g]
     kind = manager.kind
     if kind not in ("sliding_window", "chunked_local") or not core._has_rows[g]:
