@@ -1606,7 +1606,7 @@ def _past_eviction(core: CoordinatorCore, g: int, typed: bool) -> str | None:
     rollback of ``r{g}`` and step of ``q{g}`` pass its slack: the condition (source, reading
     its cold fields at ``c`` and setting ``e{g}``, the step's end in positions) under which
     the step takes no block and evicts none. Then it is stores: its ``ANCHOR`` moved to
-    ``e{g}``, its slack 0 (`_moved_stores`). None for any other group.
+    ``e{g}``, its slack 0. None for any other group.
 
     A window's slack stops at ``EVICT``, the first slot a step may start at that evicts (a
     block leaves the window), because the slack bounds a step's end. A step that starts
@@ -1651,11 +1651,6 @@ def _past_eviction(core: CoordinatorCore, g: int, typed: bool) -> str | None:
     return condition
 
 
-def _moved_stores(g: int) -> str:
-    """The op that stores group ``g``'s new ``ANCHOR``, the step's end (`_past_eviction`)."""
-    return f"ops.append((setitem, st, {_plus('c', _cold(ANCHOR, g))}, e{g}))"
-
-
 def _moved_row(
     core: CoordinatorCore,
     g: int,
@@ -1689,7 +1684,7 @@ def _moved_row(
     for h in range(g + 1, len(core.names)):
         out += [f"{inner}s{h} = hot[{_plus('o', h * HOT + SLACK)}]", f"{inner}if {fits[h]}:"]
         inner += "    "
-    out += [f"{inner}{_moved_stores(g)}"]
+    out.append(f"{inner}ops.append((setitem, st, {_plus('c', _cold(ANCHOR, g))}, e{g}))")
     out += [f"{inner}{line}" for line in row.split("\n")]
     return [indent + line for line in out]
 

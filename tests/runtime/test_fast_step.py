@@ -1874,13 +1874,9 @@ def test_a_drafting_step_past_a_windows_eviction_bound_that_takes_no_block_is_st
             refused = rng.randrange(4)
             pending[rid] = [refused * s for s in scale]
         if step % 6 == 5:  # the oldest stream ends, a new one takes its place (its blocks)
-            gone = ids.pop(0)
             fresh += 1
-            ids.append(f"n{fresh}")
+            _replaced(ids, 0, f"n{fresh}", (one, two))
             pending[ids[-1]] = [0] * len(scale)
-            for c in (one, two):
-                c._core.free(gone)
-                c._core.admit(ids[-1])
     assert moved >= 40, moved
     assert crossed or entry in ("respec", "respec_typed"), crossed
     check_pools(one)
