@@ -838,8 +838,7 @@ def _extend_fill(core: CoordinatorCore) -> list[str]:
     lines += [
         "        if ahead:",
         f"            ops += ({held})",
-        "        for cache_map, key, blocks in lists.values():",
-        "            ops += key_ops(cache_map, key, blocks)",
+        "        lists_ops(ops, lists)",
         "        return ops",
         "",
     ]
@@ -3704,16 +3703,17 @@ def _hashing(indent: str, appended: bool = False) -> list[str]:
 
 
 def _plan_fill(core: CoordinatorCore) -> list[str]:
-    """The source of ``plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv,
+    """The source of ``plan_fill(ops, lists, o, num_new, extra, picked, adds, ha, hv, sa, sv,
     rejected=None, lookahead=None, appended=False)``: a step within every group's slack whose
     content (``adds[j]`` to the stream ``picked[j]``, one stream per sequence) fills a block,
     planned on ``ops`` (stores to the hot fields on ``ha``, ``hv``, to the cold ones on ``sa``,
-    ``sv``) and a boundary ``plan`` as the general path plans it
+    ``sv``) and the planned keys ``lists`` (a boundary plan's: the only part of one a fill
+    plans) as the general path plans it
     (`CoordinatorCore._general_content`), written out per group: the step's stores; each filled
     stream's new full blocks hashed once (for every group of its sequence and granularity) and
     its tail cut (`CoordinatorCore._plan_content`); the blocks of committed positions whose
-    hashes are now known registered (`CoordinatorCore._register_plan`'s rule, on the plan's
-    lists); the fields held when hashes stay ahead of the positions (`_hold`: the steps that
+    hashes are now known registered (`CoordinatorCore._register_plan`'s rule, on
+    ``lists``); the fields held when hashes stay ahead of the positions (`_hold`: the steps that
     commit them register). With ``rejected`` and ``lookahead`` (per group), a drafting step's
     (`CoordinatorCore.advance_speculative_content`, within every slack: `_fits`): the latest
     step's rejected drafts rolled back first, and the step's last ``lookahead`` positions not
@@ -3726,7 +3726,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
     rjs = ", ".join(f"rj{g}" for g in range(n)) + ("," if n == 1 else "")
     lks = ", ".join(f"lk{g}" for g in range(n)) + ("," if n == 1 else "")
     lines = [
-        "    def plan_fill(ops, plan, o, num_new, extra, picked, adds, ha, hv, sa, sv, "
+        "    def plan_fill(ops, lists, o, num_new, extra, picked, adds, ha, hv, sa, sv, "
         "rejected=None, lookahead=None, appended=False):",
         "        " + ", ".join(f"q{g}" for g in range(n)) + ("," if n == 1 else "") + " = num_new",
         f"        {rjs} = rejected or nospec",
@@ -3743,7 +3743,7 @@ def _plan_fill(core: CoordinatorCore) -> list[str]:
     lines += _hashing("        ", appended=True)
     lines += [
         "        of, streams, reg = extra.stream_of, extra.streams, extra.registered",
-        "        ahead, lists = False, plan.lists",
+        "        ahead = False",
     ]
     lines += _streams_registered(core, "lk")
     # Held as `_hold` holds them (empty steps too): the step that commits them registers;
@@ -4676,8 +4676,8 @@ def _content_all(core: CoordinatorCore, typed: bool, shape: Any, group: Any) -> 
         "                                break",
         "                            if not appended:",
         "                                xt += mine; xk += gets",
-        "                        elif not plan_fill(ops, plan, o, num_new, extra, picked, gets, "
-        "at, to, sa, sv, appended=appended):",
+        "                        elif not plan_fill(ops, plan.lists, o, num_new, extra, picked, "
+        "gets, at, to, sa, sv, appended=appended):",
         "                            break",
         "                    else:",
         "                        break",
@@ -4851,8 +4851,8 @@ def _respec_content_all(core: CoordinatorCore) -> list[str]:
         f"                if {fits}:",
         "                    if plan is None:",
         "                        plan = Boundary(anywhere)",
-        "                    if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, "
-        "sa, sv, given, lookahead):",
+        "                    if not plan_fill(ops, plan.lists, o, num_new, extra, picked, adds, "
+        "at, to, sa, sv, given, lookahead):",
         f"                        {back}",
         "                    offs.append(o); continue",
         "                if plan is None:",
@@ -5999,12 +5999,12 @@ def _source(core: CoordinatorCore) -> str:
         "",
         # `advance_content` within every slack, its content filling a block: `plan_fill`.
         "    def content_fill(me, request_id, o, num_new, contents, extra, picked, adds):",
-        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        lists, at, to, sa, sv = {}, [], [], [], []",
         "        ops = [(setitem, extras, o, extra), (commit, map(setitem, repeat(hot), at, to)), "
         "(commit, map(setitem, repeat(st), sa, sv))]",
-        "        if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, sa, sv):",
+        "        if not plan_fill(ops, lists, o, num_new, extra, picked, adds, at, to, sa, sv):",
         "            return general_content(me, request_id, o, num_new, contents)",
-        "        emit_boundary(ops, plan)",
+        "        lists_ops(ops, lists)",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
         # `advance_speculative_content`'s rollback and step within every slack, its content
@@ -6012,15 +6012,15 @@ def _source(core: CoordinatorCore) -> str:
         # declines: the caller plans the call).
         "    def respec_fill(me, request_id, o, num_new, lookahead, rejected, extra, picked, "
         "adds):",
-        "        plan, at, to, sa, sv = Boundary(), [], [], [], []",
+        "        lists, at, to, sa, sv = {}, [], [], [], []",
         # The content's active form stored first (a resting one's made by the caller).
         "        ops = [(setitem, extras, o, extra), (commit, map(setitem, repeat(hot), at, to)), "
         "(commit, map(setitem, repeat(st), sa, sv))]",
-        "        if not plan_fill(ops, plan, o, num_new, extra, picked, adds, at, to, sa, sv, "
+        "        if not plan_fill(ops, lists, o, num_new, extra, picked, adds, at, to, sa, sv, "
         "rejected, lookahead):",
         "            return DECLINED",
         "        ops.append((setitem, specs, o, tuple(lookahead)))",
-        "        emit_boundary(ops, plan)",
+        "        lists_ops(ops, lists)",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
         # The same past some group's slack: the content hashed (`_hashing`), then the
@@ -6197,7 +6197,7 @@ def _source(core: CoordinatorCore) -> str:
         "from kvunits.runtime._core import RequestExtras as Active\n"
         "from kvunits.runtime._core import DECLINED\n"
         "from kvunits.runtime.block_pool import filed, filed_op, flag_op, holders\n"
-        "from kvunits.runtime.block_pool import HeldBlocks, key_ops, unfiled_op, without\n"
+        "from kvunits.runtime.block_pool import HeldBlocks, lists_ops, unfiled_op, without\n"
         "from kvunits.runtime._table import SlabPlan, due, grown\n"
         "from kvunits.runtime._core import HashStream as Stream\n"
         "from kvunits.runtime.prefix_cache import chain_hashes, longest_common_hit\n"

@@ -208,6 +208,19 @@ def key_ops(cache_map: CacheMap, key: bytes, blocks: list[int] | HeldBlocks) -> 
     return [(setitem, cache_map, key, filed(blocks))]
 
 
+def lists_ops(
+    ops: Ops, lists: dict[Any, tuple[CacheMap, bytes, list[int] | HeldBlocks]]
+) -> None:
+    """Add to ``ops`` the writes of a plan's planned keys ``lists`` (values: a map, a key,
+    its planned blocks), one key at a time (`key_ops`): a new key of one block (a filled
+    block's, the common case) one store (`filed`, inlined)."""
+    for cache_map, key, blocks in lists.values():
+        if type(blocks) is list and len(blocks) == 1:
+            ops.append((setitem, cache_map, key, blocks[0]))
+        else:
+            ops += key_ops(cache_map, key, blocks)
+
+
 def id_run(start: int, end: int) -> array[int]:
     """The ids ``start .. end − 1`` (0 <= start <= end <= 2**31) as an ``array('i')``, built
     byte plane by byte plane: the low bytes are 0 .. 255 repeated, each higher byte a run of
@@ -1354,8 +1367,7 @@ class PoolPlan:
 
     def _emit_lists(self, ops: Ops) -> None:
         """Add the planned entries of the cache maps to ``ops``."""
-        for cache, key, blocks in self.lists.values():
-            ops += key_ops(cache, key, blocks)
+        lists_ops(ops, self.lists)
 
     def _emit_idle(self, ops: Ops) -> None:
         """`emit` of a plan that ends the last request (``last``) and leaves every block free,

@@ -23,6 +23,7 @@ from kvunits.runtime.block_pool import (
     filed_op,
     holders,
     key_ops,
+    lists_ops,
     unfiled_op,
 )
 
@@ -626,3 +627,60 @@ def test_a_keys_planned_changes_written_back_are_a_lists(data: st.DataObject) ->
     assert holders(cache[b"k"]) == [*mirror, 300]
     if type(now) is list:
         assert cache[b"k"] is now
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data())
+def test_a_plans_few_keys_are_written_as_its_sorted_pass_writes_them(data: st.DataObject) -> None:
+    # A boundary plan's planned keys (`_Boundary.lists`) in two prefix-cache maps: new keys
+    # filed one block or more (lists, as the planners make them for a key with no entry, one
+    # left empty), held keys changed (`HeldBlocks`: blocks evicted, filed, all evicted). A
+    # request's plan writes them one key at a time (`lists_ops`, up to `_FEW_KEYS`); a
+    # prompt's chunk sorted by map first. Both leave the maps alike: each key's blocks, in
+    # order, one block as an int, several as a list (none: the key gone).
+    from kvunits.runtime import _core
+
+    maps: list[CacheMap] = [{}, {}]
+    plan = _core._Boundary()
+    fresh = iter(range(100, 400))
+    for m, cache in enumerate(maps):
+        for k in range(data.draw(st.integers(0, 4), label=f"keys of map {m}")):
+            key = bytes([m, k])
+            held = data.draw(st.integers(0, 3), label="held")
+            if held:
+                cache[key] = filed([next(fresh) for _ in range(held)])
+            if not data.draw(st.booleans(), label="planned"):
+                continue
+            filing = [next(fresh) for _ in range(data.draw(st.integers(0, 2), label="filed"))]
+            blocks: list[int] | HeldBlocks = filing  # (a key with no entry: a plain list)
+            if held:
+                blocks = HeldBlocks(cache[key])
+                kept = holders(cache[key])
+                for block in data.draw(st.lists(st.sampled_from(kept), unique=True)):
+                    blocks.remove(block)
+                for block in filing:
+                    blocks.append(block)
+            plan.lists[(id(cache), key)] = (cache, key, blocks)
+    expected = {
+        (m, key): list(blocks)
+        for m, cache in enumerate(maps)
+        for held_by, key, blocks in plan.lists.values()
+        if held_by is cache
+    }
+    written = []
+    for few in (0, 1000):  # the sorted pass, then one key at a time
+        copied = copy.deepcopy((maps, plan))
+        with mock.patch.object(_core, "_FEW_KEYS", few):
+            ops: Ops = []
+            _core.CoordinatorCore._emit_boundary(None, ops, copied[1])  # type: ignore[arg-type]
+        commit(ops_of(ops))
+        written.append(copied[0])
+    assert written[0] == written[1]
+    for m, cache in enumerate(written[1]):
+        for key, entry in cache.items():
+            assert isinstance(entry, int) or len(entry) >= 2, (m, key, entry)
+    for (m, key), blocks in expected.items():
+        assert holders(written[1][m].get(key)) == blocks, (m, key)
+    ops = []
+    lists_ops(ops, {})
+    assert ops == []

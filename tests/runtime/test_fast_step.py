@@ -3637,6 +3637,83 @@ def test_a_step_that_registers_content_matches_the_general_path() -> None:
     check_pools(one)
 
 
+@pytest.mark.parametrize("drafting", [False, True])
+def test_a_fill_whose_key_other_blocks_hold_matches_the_general_path(drafting: bool) -> None:
+    # Three requests of one prompt produce the same tokens, one call a step each (the step
+    # and its content: `advance_content`, or a drafting step with its rollback,
+    # `advance_speculative_content`). Where their content fills a block within the slacks,
+    # the generated fill (`content_fill`, `respec_fill`) hashes it and registers it, its
+    # keys written without a boundary plan (`lists_ops`): the first request's block alone
+    # under a new key, the others' beside the blocks already under theirs (several blocks a
+    # key: `key_ops`). Each call is compared with the general path on a twin.
+    one = _generating("text", num_blocks=40, max_len=40)
+    for rid in ("a", "b", "c"):
+        one._core.admit_with_prefix(rid, [None], {0: prefix_parts(one, [])[0]})
+    two = copy.deepcopy(one)
+    stepper, (text,) = _content_stepper(one), _sequences(one)[1]
+    ran: list[str] = []
+    record = _recorder(ran)
+    rng = random.Random(11)
+    rejected, produced = 0, [5]
+    fills = shared = 0
+    for i in range(10):
+        q, k = ([3], [2]) if drafting else ([1], [0])
+        for rid in ("a", "b", "c"):
+            contents = [(0, list(produced))]
+            calls = len(ran)
+            sys.setprofile(record)
+            try:
+                if drafting:  # (the typed entry: the core's own plans a drafting fill)
+                    mine = _outcome(
+                        functools.partial(
+                            stepper.advance_speculative_with_content,
+                            lookahead=(Tokens(2),),
+                            rejected=(Tokens(rejected),),
+                            content=[(text, ContentKeys(produced, Tokens))],
+                        ),
+                        rid,
+                        Tokens(1),
+                    )
+                else:
+                    mine = _outcome(one._core.advance_content, rid, q, contents)
+            finally:
+                sys.setprofile(None)
+            if drafting:
+                two, theirs = respec_then_content(two, rid, q, k, [rejected], contents)
+            else:
+                two, theirs = step_then_content(two, rid, q, contents)
+            assert mine == theirs, (i, rid, mine, theirs)
+            assert _state(one) == _state(two), (i, rid)
+            # (a key's one block filed as itself, several as a list: `filed`)
+            assert all(
+                type(h) is int or len(_entry(h)) >= 2 for h in _cache_map(one).values()
+            ), (i, rid)
+            fill = "respec_fill" if drafting else "content_fill"
+            if fill in ran[calls:]:
+                fills += 1
+                shared += "key_ops" in ran[calls:]
+                assert "_emit_boundary" not in ran[calls:], (i, rid)  # (no plan made)
+        accepted = rng.randrange(3) if drafting else 0
+        rejected = 2 - accepted if drafting else 0
+        produced = [rng.randrange(1000) for _ in range(1 + accepted)]
+    # Fills by all three requests: the later two's keys held by the first's blocks.
+    assert fills >= 6 and shared >= 4, (fills, shared, set(ran))
+    assert any(len(_entry(held)) == 3 for held in _cache_map(one).values())
+    check_pools(one)
+
+
+def _cache_map(coord: KVCacheCoordinator) -> dict[bytes, Any]:
+    """The first group's prefix cache map (key -> its block, or a list of several)."""
+    cache = coord._core.caches[0]
+    assert cache is not None
+    return cache.blocks
+
+
+def _entry(held: Any) -> list[int]:
+    """A cache map's entry as its blocks (one block, or a list of several)."""
+    return [held] if type(held) is int else list(held)
+
+
 def _generating(
     layout: str,
     num_blocks: int | dict[str, int] | None = None,
