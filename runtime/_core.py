@@ -2158,12 +2158,15 @@ class CoordinatorCore:
         # the plan's lists). A key whose list keeps two blocks or more changed in place
         # (`key_ops`). A request's crossing plans a key or two: each written as it comes
         # (`lists_ops`), where the sorting pass costs more (one key: 600 ns against 220).
-        if len(plan.lists) <= _FEW_KEYS:
-            lists_ops(ops, plan.lists)
+        lists = plan.lists
+        if not lists:
+            return
+        if len(lists) <= _FEW_KEYS:
+            lists_ops(ops, lists)
             return
         # One pass: per map (by id), its keys gone and its keys set, in the plan's order.
         maps: dict[int, tuple[CacheMap, list[bytes], dict[bytes, Any], list[Any]]] = {}
-        for m, k, b in plan.lists.values():
+        for m, k, b in lists.values():
             parts = maps.get(id(m))
             if parts is None:
                 parts = maps[id(m)] = (m, [], {}, [])

@@ -838,7 +838,8 @@ def _extend_fill(core: CoordinatorCore) -> list[str]:
     lines += [
         "        if ahead:",
         f"            ops += ({held})",
-        "        lists_ops(ops, lists)",
+        "        if lists:",
+        "            lists_ops(ops, lists)",
         "        return ops",
         "",
     ]
@@ -6004,7 +6005,8 @@ def _source(core: CoordinatorCore) -> str:
         "(commit, map(setitem, repeat(st), sa, sv))]",
         "        if not plan_fill(ops, lists, o, num_new, extra, picked, adds, at, to, sa, sv):",
         "            return general_content(me, request_id, o, num_new, contents)",
-        "        lists_ops(ops, lists)",
+        "        if lists:",
+        "            lists_ops(ops, lists)",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
         # `advance_speculative_content`'s rollback and step within every slack, its content
@@ -6020,7 +6022,8 @@ def _source(core: CoordinatorCore) -> str:
         "rejected, lookahead):",
         "            return DECLINED",
         "        ops.append((setitem, specs, o, tuple(lookahead)))",
-        "        lists_ops(ops, lists)",
+        "        if lists:",
+        "            lists_ops(ops, lists)",
         "        commit(ops_of(ops)); del owner[0]; return  # the commit",
         "",
         # The same past some group's slack: the content hashed (`_hashing`), then the
