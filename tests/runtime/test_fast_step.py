@@ -3640,12 +3640,13 @@ def test_a_step_that_registers_content_matches_the_general_path() -> None:
 @pytest.mark.parametrize("drafting", [False, True])
 def test_a_fill_whose_key_other_blocks_hold_matches_the_general_path(drafting: bool) -> None:
     # Three requests of one prompt produce the same tokens, one call a step each (the step
-    # and its content: `advance_content`, or a drafting step with its rollback,
-    # `advance_speculative_content`). Where their content fills a block within the slacks,
-    # the generated fill (`content_fill`, `respec_fill`) hashes it and registers it, its
-    # keys written without a boundary plan (`lists_ops`): the first request's block alone
-    # under a new key, the others' beside the blocks already under theirs (several blocks a
-    # key: `key_ops`). Each call is compared with the general path on a twin.
+    # and its content: the core's `advance_content`, or a drafting step with its rollback:
+    # the typed `advance_speculative_with_content`). Where their content fills a block
+    # within the slacks, the generated fill (`content_fill`, `respec_fill`) hashes it and
+    # registers it, its keys written without a boundary plan (`lists_ops`): the first
+    # request's block alone under a new key, the others' beside the blocks already under
+    # theirs (several blocks a key: `key_ops`). Each call is compared with the general path
+    # on a twin.
     one = _generating("text", num_blocks=40, max_len=40)
     for rid in ("a", "b", "c"):
         one._core.admit_with_prefix(rid, [None], {0: prefix_parts(one, [])[0]})
@@ -3663,7 +3664,7 @@ def test_a_fill_whose_key_other_blocks_hold_matches_the_general_path(drafting: b
             calls = len(ran)
             sys.setprofile(record)
             try:
-                if drafting:  # (the typed entry: the core's own plans a drafting fill)
+                if drafting:  # (typed: the core's plain entry plans a drafting fill itself)
                     mine = _outcome(
                         functools.partial(
                             stepper.advance_speculative_with_content,
@@ -3686,7 +3687,7 @@ def test_a_fill_whose_key_other_blocks_hold_matches_the_general_path(drafting: b
             assert _state(one) == _state(two), (i, rid)
             # (a key's one block filed as itself, several as a list: `filed`)
             assert all(
-                type(h) is int or len(_entry(h)) >= 2 for h in _cache_map(one).values()
+                type(h) is int or len(held_blocks(h)) >= 2 for h in _cache_map(one).values()
             ), (i, rid)
             fill = "respec_fill" if drafting else "content_fill"
             if fill in ran[calls:]:
@@ -3698,7 +3699,7 @@ def test_a_fill_whose_key_other_blocks_hold_matches_the_general_path(drafting: b
         produced = [rng.randrange(1000) for _ in range(1 + accepted)]
     # Fills by all three requests: the later two's keys held by the first's blocks.
     assert fills >= 6 and shared >= 4, (fills, shared, set(ran))
-    assert any(len(_entry(held)) == 3 for held in _cache_map(one).values())
+    assert any(len(held_blocks(held)) == 3 for held in _cache_map(one).values())
     check_pools(one)
 
 
@@ -3707,11 +3708,6 @@ def _cache_map(coord: KVCacheCoordinator) -> dict[bytes, Any]:
     cache = coord._core.caches[0]
     assert cache is not None
     return cache.blocks
-
-
-def _entry(held: Any) -> list[int]:
-    """A cache map's entry as its blocks (one block, or a list of several)."""
-    return [held] if type(held) is int else list(held)
 
 
 def _generating(
