@@ -262,6 +262,10 @@ def _run(data: st.DataObject, steps: int = 30) -> None:
         check_pools(t.one)
 
 
+class _Id(str):
+    """A request id of a ``str`` subclass (whose hash could run a caller's code)."""
+
+
 def _engine_step(t: Twins) -> None:
     """One call (or an admission with its prefill, or a free) drawn for ``t``."""
     data, step, core, n = t.data, t.stepper, t.one._core, t.n
@@ -326,6 +330,13 @@ def _engine_step(t: Twins) -> None:
         ids.append("nobody")
     elif odd == 1 and ids:
         ids.append(ids[0])
+    elif odd == 2:
+        # Not a str, anywhere in the batch: refused, as the general path refuses it.
+        ids.insert(data.draw(st.integers(0, len(ids)), label="where"), 7)
+    elif odd == 3 and ids:
+        ids[-1] = _Id(ids[-1])  # a str subclass: refused, as a request's own call refuses it
+    if odd == 4:
+        ids = tuple(ids)  # type: ignore[assignment]  # (a tuple of ids, as a list is)
     rid = data.draw(st.sampled_from(live), label="request")
     # Through the stepper (typed), or now and then the core's plain-int entries.
     plain_entry = data.draw(st.integers(0, 3), label="plain entry") == 0
