@@ -1449,9 +1449,11 @@ def _free(core: CoordinatorCore) -> list[str]:
                 f"else {' + '.join(lives)}"
             ]
         # The ledger's shares its blocks leave (`CoordinatorCore._unshared`), then the pool's
-        # end of them where it shares or caches blocks (`BlockPool.ended`).
+        # end of them where it shares or caches blocks (`BlockPool.ended`). A pool of one
+        # group's blocks takes that count from its end, which counts the blocks another table
+        # holds as it lowers theirs; a pool of several groups' counts each group's here.
         for g, live in zip(groups, lives, strict=True):
-            if core._keeps[g]:
+            if core._keeps[g] and len(groups) > 1:
                 lines += [
                     f"            if ledger_shared[{g}] and pool{i}._shared:",
                     f"                u = len(pool{i}._shared.keys() & {live})",
@@ -1467,6 +1469,15 @@ def _free(core: CoordinatorCore) -> list[str]:
             "                if got is None:",
             f"                    {no}",
             f"                front{i}, back{i} = got[0], got[1]; more += got[2]",
+            *(
+                [
+                    f"                if got[3] and ledger_shared[{groups[0]}]:",
+                    f"                    more.append((setitem, ledger_shared, {groups[0]}, "
+                    f"ledger_shared[{groups[0]}] - got[3]))",
+                ]
+                if len(groups) == 1 and core._keeps[groups[0]]
+                else []
+            ),
             "            else:",
             f"                front{i}, back{i} = back{i}, noblock",
             f"            used{i}, head{i}, at{i} = pool{i}._used - len(front{i}) - len(back{i}), "

@@ -23,7 +23,7 @@ from array import array
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import compress, filterfalse, repeat
 from operator import eq, itemgetter, setitem, sub
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from kvunits.contracts import CacheBlocks, SpecError
 from kvunits.contracts.errors import AllocationError
@@ -56,6 +56,10 @@ _IOTA_FROM: Final = 16
 #: against 1.6-3.7, the passes faster the more blocks are cached); at 34 the passes twice as
 #: fast (2.7-5.5 against 5.6-6.1 us).
 _ENDED_LOOP: Final = 16
+
+#: What `BlockPool.ended` gives: the blocks to the queue's front, those to its back, the
+#: operations of the end, and how many of the blocks another table also holds.
+Ended: TypeAlias = "tuple[array[int], array[int], Ops, int]"
 
 #: The largest pool whose block ids a prefix cache keeps as one int object each, made at build
 #: (`BlockPool.add_map`): 40 byte a block (the int and its tuple entry), 160 MiB at this
@@ -473,13 +477,14 @@ class BlockPool:
         shared = self._shared
         return sum(1 for b in blocks if b in shared) if shared else 0
 
-    def ended(self, blocks: array[int]) -> tuple[array[int], array[int], Ops] | None:
+    def ended(self, blocks: array[int]) -> Ended | None:
         """The end of one table holding ``blocks`` (each once, in the order they go back), as
         `PoolPlan.release_front` and `PoolPlan.emit` make it on a fresh plan: the blocks that
         go to the queue's front (no content registered), those that go to its back (cached
         ones, with their content; those another table also holds stay, one reference less),
-        and the operations that lower those counts and keep the cached ones' content in the
-        queue. The caller stores the rest (the queue, ``_used``).
+        the operations that lower those counts and keep the cached ones' content in the
+        queue, and how many stay so (held by another table: the admission ledger's shares
+        drop by as many). The caller stores the rest (the queue, ``_used``).
 
         Returns None, having changed nothing, for blocks that plan would refuse or take one
         at a time (a block twice, the null block, one never handed out or free).
@@ -491,7 +496,7 @@ class BlockPool:
             return self._ended_few(blocks)
         return self._ended_sets(blocks)
 
-    def _ended_sets(self, blocks: array[int]) -> tuple[array[int], array[int], Ops] | None:
+    def _ended_sets(self, blocks: array[int]) -> Ended | None:
         """`ended` in passes in C (a set or an array each). The blocks going to the back
         (cached or with a stale entry) and those another table holds are ids the pool
         handed out; only those going to the front are checked against the ids' range. A
@@ -502,7 +507,7 @@ class BlockPool:
         ids = blocks.tolist()
         given = set(ids)
         if not given:
-            return blocks, blocks, []
+            return blocks, blocks, [], 0
         if len(given) != len(ids):
             return None
         if self._cached and not self._stale:
@@ -529,7 +534,7 @@ class BlockPool:
         k = n - s - len(back)  # those going to the front
         # Each of the three kinds where its count says, where a few look-ups confirm it.
         if not both and not k:
-            return blocks[:0], blocks, ops
+            return blocks[:0], blocks, ops, 0
         if not both and not back:
             front, back_blocks = blocks, blocks[:0]
         elif (
@@ -550,11 +555,11 @@ class BlockPool:
             back_blocks = array("i", filter(back.__contains__, rest))
         if k and (min(front) <= NULL_BLOCK or max(front) >= self._fresh):
             return None
-        return front, back_blocks, ops
+        return front, back_blocks, ops, s
 
     def _ended_in_order(
         self, blocks: array[int], ids: list[int]
-    ) -> tuple[array[int], array[int], Ops] | None:
+    ) -> Ended | None:
         """`_ended_sets` of a table that cached content and lies in its order (its newest
         blocks without content, its cached ones, its prefix hits: those another table holds
         too), each block once, in a pool with no stale entry: the three parts found by their
@@ -588,9 +593,9 @@ class BlockPool:
         ops: Ops = shared_ended_ops(shared, ids[n - s :]) if s else []
         if middle:
             ops.append(flag_op(self._free_cached, middle, 1))
-        return blocks[:k], blocks[k : n - s], ops
+        return blocks[:k], blocks[k : n - s], ops, s
 
-    def _ended_few(self, blocks: array[int]) -> tuple[array[int], array[int], Ops] | None:
+    def _ended_few(self, blocks: array[int]) -> Ended | None:
         """`ended` of a few blocks, one at a time (the same split, the same operations)."""
         shared, cached, stale = self._shared, self._cached, self._stale
         fresh, flags = self._fresh, self._free_cached
@@ -598,6 +603,7 @@ class BlockPool:
         ops: Ops = []
         seen: set[int] = set()
         freed: list[int] = []  # cached: free with their content
+        held_too = 0  # blocks another table holds
         for b in blocks:
             if b <= NULL_BLOCK or b >= fresh or b in seen or (cached and flags[b]):
                 return None
@@ -605,6 +611,7 @@ class BlockPool:
             count = shared.get(b)
             if count is not None:  # another table holds it: one reference less
                 ops.append((setitem, shared, b, count - 1) if count > 2 else (shared.pop, b))
+                held_too += 1
             elif b in cached:
                 back.append(b)
                 freed.append(b)
@@ -614,7 +621,7 @@ class BlockPool:
                 front.append(b)
         if freed:
             ops.append(flag_op(flags, freed, 1))
-        return front, back, ops
+        return front, back, ops, held_too
 
     def held_blocks(self) -> list[int]:
         """Every held block, in id order (for inspection: it scans the queue)."""
