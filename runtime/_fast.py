@@ -1450,8 +1450,8 @@ def _free(core: CoordinatorCore) -> list[str]:
             ]
         # The ledger's shares its blocks leave (`CoordinatorCore._unshared`), then the pool's
         # end of them where it shares or caches blocks (`BlockPool.ended`). A pool of one
-        # group's blocks takes that count from its end, which counts the blocks another table
-        # holds as it lowers theirs; a pool of several groups' counts each group's here.
+        # group's blocks takes the shares from its end, which counts the blocks another table
+        # holds as it lowers their counts; a pool of several groups' counts each group's here.
         for g, live in zip(groups, lives, strict=True):
             if core._keeps[g] and len(groups) > 1:
                 lines += [
