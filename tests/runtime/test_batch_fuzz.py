@@ -335,7 +335,7 @@ def _engine_step(t: Twins) -> None:
         ids.insert(data.draw(st.integers(0, len(ids)), label="where"), 7)
     elif odd == 3 and ids:
         ids[-1] = _Id(ids[-1])  # a str subclass: refused, as a request's own call refuses it
-    if odd == 4:
+    elif odd == 4:
         ids = tuple(ids)  # type: ignore[assignment]  # (a tuple of ids, as a list is)
     rid = data.draw(st.sampled_from(live), label="request")
     # Through the stepper (typed), or now and then the core's plain-int entries.

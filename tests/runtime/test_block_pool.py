@@ -309,10 +309,10 @@ def test_an_end_split_in_a_loop_matches_the_split_in_passes_in_c(data: st.DataOb
     if few is None or sets is None:
         assert few is sets is None
         return
-    (front, back, ops, kept), (front_c, back_c, ops_c, kept_c) = few, sets
+    (front, back, ops, held_too), (front_c, back_c, ops_c, held_too_c) = few, sets
     assert (list(front), list(back)) == (list(front_c), list(back_c))
     # (the blocks another table holds too: they stay held, and the ledger's shares drop)
-    assert kept == kept_c == sum(b in pool._shared for b in blocks)
+    assert held_too == held_too_c == pool.count_shared(blocks)
     commit(ops_of(ops))  # each twin's own operations
     commit(ops_of(ops_c))
     assert _pool_state(twins[0]) == _pool_state(twins[1])
@@ -348,7 +348,7 @@ def test_an_end_in_a_requests_order_splits_as_the_loop_does(data: st.DataObject)
     if tail_first and pool._cached and not pool._stale:
         assert pool._ended_in_order(table, blocks) is not None
     assert [list(few[0]), list(few[1])] == [list(sets[0]), list(sets[1])]
-    assert few[3] == sets[3] == sum(b in pool._shared for b in blocks)
+    assert few[3] == sets[3] == pool.count_shared(blocks)
     commit(ops_of(few[2]))
     commit(ops_of(sets[2]))
     assert _pool_state(twins[0]) == _pool_state(twins[1])
